@@ -1,0 +1,1 @@
+int multipeer_baseline_placeholder(void);

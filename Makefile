@@ -1,0 +1,30 @@
+# The two commands of the README: `make demo` and `make test`. Each installs what is missing.
+SWIFT ?= swift
+BENCH_ARGS ?=
+
+.PHONY: all deps daemons build test demo bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+daemons: deps
+	@scripts/start-daemons.sh
+
+build: deps
+	$(SWIFT) build
+
+test: daemons
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+demo: deps
+	@echo "navlog-sync, the demo, arrives with issue 7; 'make test' runs everything built so far."
+
+bench: deps
+	$(SWIFT) build -c release --product LinkBenchmark
+	.build/release/LinkBenchmark $(BENCH_ARGS)
+
+clean:
+	rm -rf .build

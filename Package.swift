@@ -1,0 +1,126 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "MultipeerSession",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "MultipeerSession", targets: ["MultipeerSession"]),
+        .library(name: "MultipeerCore", targets: ["MultipeerCore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        // C libraries from the system, found through pkg-config.
+        .systemLibrary(
+            name: "CGnuTLS",
+            pkgConfig: "gnutls",
+            providers: [.apt(["libgnutls28-dev"])]
+        ),
+        .systemLibrary(
+            name: "CAvahi",
+            pkgConfig: "avahi-client",
+            providers: [.apt(["libavahi-client-dev"])]
+        ),
+
+        // Sans-IO protocol cores: frames, HELLO, errors. No sockets, no C, no tasks.
+        .target(
+            name: "MultipeerCore",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // GnuTLS as an in-memory engine and the NIO handler around it.
+        .target(
+            name: "MultipeerTLS",
+            dependencies: [
+                "CGnuTLS",
+                "MultipeerCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The shell: listener, connections, and (later) the session actor.
+        .target(
+            name: "MultipeerSession",
+            dependencies: [
+                "MultipeerCore",
+                "MultipeerTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // Benchmarks: our link against a C GnuTLS program and plain TCP.
+        .target(
+            name: "CGnuTLSBaseline",
+            dependencies: ["CGnuTLS"],
+            path: "Benchmarks/CGnuTLSBaseline"
+        ),
+        .executableTarget(
+            name: "LinkBenchmark",
+            dependencies: [
+                "CGnuTLSBaseline",
+                "MultipeerCore",
+                "MultipeerTLS",
+                "MultipeerSession",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Benchmarks/LinkBenchmark",
+            swiftSettings: swiftSettings
+        ),
+
+        // Helpers for the tests; not a product.
+        .target(
+            name: "MultipeerTestSupport",
+            path: "Tests/MultipeerTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "MultipeerCoreTests",
+            dependencies: [
+                "MultipeerCore",
+                "MultipeerTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOTestUtils", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "MultipeerTLSTests",
+            dependencies: [
+                "MultipeerTestSupport",
+                "MultipeerTLS",
+                "MultipeerCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "MultipeerIntegrationTests",
+            dependencies: [
+                "MultipeerSession",
+                "MultipeerTLS",
+                "MultipeerCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "IntegrationTests",
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

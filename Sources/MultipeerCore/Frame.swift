@@ -1,0 +1,56 @@
+public import NIOCore
+
+/// The type of a TLV frame on the wire. Types this version does not know are tolerated:
+/// a receiver ignores them, so later versions can add frames.
+public struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    /// Opens every link: who the sender is and how it wants to be pinged.
+    public static let hello = FrameType(rawValue: 1)
+    /// A liveness probe carrying a nonce and the sender's monotonic time.
+    public static let ping = FrameType(rawValue: 2)
+    /// The answer to a PING, echoing its nonce and time.
+    public static let pong = FrameType(rawValue: 3)
+    /// An application message.
+    public static let data = FrameType(rawValue: 4)
+    /// A cumulative acknowledgement of DATA frames.
+    public static let ack = FrameType(rawValue: 5)
+    /// The sender is closing the link, and says why.
+    public static let goodbye = FrameType(rawValue: 6)
+
+    public var description: String {
+        switch self {
+        case .hello: "HELLO"
+        case .ping: "PING"
+        case .pong: "PONG"
+        case .data: "DATA"
+        case .ack: "ACK"
+        case .goodbye: "GOODBYE"
+        default: "type \(rawValue)"
+        }
+    }
+}
+
+/// One type-length-value frame: `type: UInt32 | length: UInt32 | value`, big-endian.
+public struct Frame: Hashable, Sendable {
+    /// Bytes of the type and length fields.
+    public static let headerLength = 8
+    /// The default largest value a link accepts: 1 MiB.
+    public static let defaultMaximumLength = 1 << 20
+
+    public var type: FrameType
+    public var value: ByteBuffer
+
+    public init(type: FrameType, value: ByteBuffer) {
+        self.type = type
+        self.value = value
+    }
+
+    /// Appends the encoded frame to `buffer`.
+    public func write(to buffer: inout ByteBuffer) {
+        buffer.reserveCapacity(minimumWritableBytes: Self.headerLength + value.readableBytes)
+        buffer.writeMultipleIntegers(type.rawValue, UInt32(value.readableBytes))
+        buffer.writeImmutableBuffer(value)
+    }
+}

@@ -1,0 +1,53 @@
+public import NIOCore
+
+/// Splits a byte stream into ``Frame``s, one step at a time.
+///
+/// The length field is checked against `maximumLength` as soon as the header is in, before
+/// any of the value is buffered, so a peer announcing 4 GiB costs nothing.
+public struct FrameDecoder: NIOSingleStepByteToMessageDecoder {
+    public typealias InboundOut = Frame
+
+    /// The largest value accepted, in bytes.
+    public let maximumLength: Int
+
+    public init(maximumLength: Int = Frame.defaultMaximumLength) {
+        precondition(maximumLength >= 0 && maximumLength <= Int(UInt32.max))
+        self.maximumLength = maximumLength
+    }
+
+    public mutating func decode(buffer: inout ByteBuffer) throws -> Frame? {
+        guard let (type, length) = buffer.getMultipleIntegers(at: buffer.readerIndex, as: (UInt32, UInt32).self) else {
+            return nil
+        }
+        guard Int(length) <= maximumLength else {
+            throw MultipeerError(
+                .frameTooLarge,
+                "a \(FrameType(rawValue: type)) frame announced \(length) bytes, more than the limit of \(maximumLength)")
+        }
+        guard buffer.readableBytes >= Frame.headerLength + Int(length) else { return nil }
+        buffer.moveReaderIndex(forwardBy: Frame.headerLength)
+        let value = buffer.readSlice(length: Int(length))!
+        return Frame(type: FrameType(rawValue: type), value: value)
+    }
+
+    public mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws -> Frame? {
+        if let frame = try decode(buffer: &buffer) { return frame }
+        if seenEOF && buffer.readableBytes > 0 {
+            let pending = buffer.readableBytes
+            buffer.moveReaderIndex(to: buffer.writerIndex)
+            throw MultipeerError(.truncatedFrame, "the link closed in the middle of a frame (\(pending) bytes of it arrived)")
+        }
+        return nil
+    }
+}
+
+/// Writes ``Frame``s as bytes.
+public struct FrameEncoder: MessageToByteEncoder {
+    public typealias OutboundIn = Frame
+
+    public init() {}
+
+    public func encode(data frame: Frame, out: inout ByteBuffer) {
+        frame.write(to: &out)
+    }
+}

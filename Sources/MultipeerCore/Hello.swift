@@ -1,0 +1,144 @@
+public import struct Foundation.UUID
+public import NIOCore
+
+/// How often a peer wants to be pinged on an idle link, and how long silence may last
+/// before the link is declared dead. Carried in HELLO; both sides use the stricter pair.
+public struct KeepaliveParameters: Hashable, Sendable {
+    /// The idle time after which a PING is sent. Sent in whole milliseconds.
+    public var interval: Duration
+    /// The silence after which the link is torn down. Sent in whole milliseconds.
+    public var timeout: Duration
+
+    /// Creates keepalive parameters; the defaults are 500 ms and 1.5 s.
+    public init(interval: Duration = .milliseconds(500), timeout: Duration = .milliseconds(1500)) {
+        self.interval = interval
+        self.timeout = timeout
+    }
+}
+
+/// The first frame each side sends on a link, once TLS is up: who it is and what it expects.
+public struct Hello: Hashable, Sendable {
+    /// The protocol version this library speaks.
+    public static let currentProtocolVersion: UInt16 = 1
+    /// The longest display name, in UTF-8 bytes: `name=` plus the name fits one 255-byte TXT entry.
+    public static let maximumDisplayNameLength = 250
+    /// The most metadata entries a peer may carry.
+    public static let maximumMetadataCount = 32
+    /// The longest metadata entry, `key=value`, in UTF-8 bytes: one TXT entry.
+    public static let maximumMetadataEntryLength = 255
+
+    public var protocolVersion: UInt16
+    /// The sender's identity; the greater one dials.
+    public var peerID: UUID
+    /// Chosen anew each time the sender's session starts, so a restart is recognisable.
+    public var incarnation: UInt64
+    public var displayName: String
+    public var metadata: [String: String]
+    public var keepalive: KeepaliveParameters
+
+    /// Creates a HELLO, checking the limits a receiver enforces.
+    public init(
+        protocolVersion: UInt16 = Hello.currentProtocolVersion,
+        peerID: UUID,
+        incarnation: UInt64,
+        displayName: String,
+        metadata: [String: String] = [:],
+        keepalive: KeepaliveParameters = KeepaliveParameters()
+    ) throws {
+        self.protocolVersion = protocolVersion
+        self.peerID = peerID
+        self.incarnation = incarnation
+        self.displayName = displayName
+        self.metadata = metadata
+        self.keepalive = keepalive
+        try Self.validate(displayName: displayName, metadata: metadata)
+    }
+
+    /// Checks a display name and metadata against the limits of HELLO (and of DNS-SD TXT records).
+    public static func validate(displayName: String, metadata: [String: String]) throws {
+        guard displayName.utf8.count <= maximumDisplayNameLength else {
+            throw MultipeerError(
+                .invalidArgument,
+                "the display name is \(displayName.utf8.count) bytes of UTF-8; the limit is \(maximumDisplayNameLength)")
+        }
+        guard metadata.count <= maximumMetadataCount else {
+            throw MultipeerError(.invalidArgument, "there are \(metadata.count) metadata entries; the limit is \(maximumMetadataCount)")
+        }
+        for (key, value) in metadata {
+            guard !key.isEmpty, !key.contains("=") else {
+                throw MultipeerError(.invalidArgument, "metadata key \"\(key)\" must be non-empty and must not contain '='")
+            }
+            let length = key.utf8.count + 1 + value.utf8.count
+            guard length <= maximumMetadataEntryLength else {
+                throw MultipeerError(
+                    .invalidArgument,
+                    "metadata entry \"\(key)\" is \(length) bytes as key=value; the limit is \(maximumMetadataEntryLength)")
+            }
+        }
+    }
+}
+
+extension Hello {
+    /// Encodes the HELLO value (see docs/PROTOCOL.md). Metadata is written sorted by key.
+    public func encode(into buffer: inout ByteBuffer) {
+        buffer.writeInteger(protocolVersion)
+        withUnsafeBytes(of: peerID.uuid) { _ = buffer.writeBytes($0) }
+        buffer.writeMultipleIntegers(
+            incarnation,
+            UInt32(clamping: keepalive.interval.milliseconds),
+            UInt32(clamping: keepalive.timeout.milliseconds))
+        buffer.writeShortString(displayName)
+        buffer.writeInteger(UInt8(metadata.count))
+        for key in metadata.keys.sorted() {
+            buffer.writeShortString(key)
+            buffer.writeShortString(metadata[key]!)
+        }
+    }
+
+    /// Decodes a HELLO value. The version is read first, so a peer of another version is told
+    /// so even if the rest of its HELLO has changed shape. Bytes after the last field are
+    /// ignored: later versions may append fields.
+    public init(decoding buffer: ByteBuffer) throws {
+        var buffer = buffer
+        let version = try buffer.readField(UInt16.self, "protocol version", in: .hello)
+        guard version == Self.currentProtocolVersion else {
+            throw MultipeerError(
+                .protocolVersionMismatch,
+                "the peer speaks protocol version \(version); this side speaks \(Self.currentProtocolVersion)")
+        }
+        var uuidBytes = try buffer.readFieldBytes(length: 16, "peer UUID", in: .hello)
+        let uuid = uuidBytes.readBytes(length: 16)!
+        let peerID = UUID(uuid: (
+            uuid[0], uuid[1], uuid[2], uuid[3], uuid[4], uuid[5], uuid[6], uuid[7],
+            uuid[8], uuid[9], uuid[10], uuid[11], uuid[12], uuid[13], uuid[14], uuid[15]))
+        let incarnation = try buffer.readField(UInt64.self, "incarnation", in: .hello)
+        let interval = try buffer.readField(UInt32.self, "keepalive interval", in: .hello)
+        let timeout = try buffer.readField(UInt32.self, "keepalive timeout", in: .hello)
+        let displayName = try buffer.readShortString("display name", in: .hello)
+        let count = try buffer.readField(UInt8.self, "metadata count", in: .hello)
+        var metadata: [String: String] = [:]
+        for _ in 0..<count {
+            let key = try buffer.readShortString("metadata key", in: .hello)
+            let value = try buffer.readShortString("metadata value", in: .hello)
+            guard metadata.updateValue(value, forKey: key) == nil else {
+                throw MultipeerError(.malformedMessage, "HELLO is malformed: metadata key \"\(key)\" appears twice")
+            }
+        }
+        do {
+            try self.init(
+                protocolVersion: version, peerID: peerID, incarnation: incarnation,
+                displayName: displayName, metadata: metadata,
+                keepalive: KeepaliveParameters(interval: .milliseconds(interval), timeout: .milliseconds(timeout)))
+        } catch let error as MultipeerError {
+            throw MultipeerError(.malformedMessage, "HELLO is malformed: \(error.message)")
+        }
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded down.
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}

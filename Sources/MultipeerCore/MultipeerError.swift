@@ -1,0 +1,67 @@
+/// The one error type of the library: a stable ``Code`` to switch on, a sentence that says
+/// what happened and what to do, and the text of the C library underneath, when there is one.
+///
+/// New codes can be added without breaking callers, as with SwiftNIO's error codes:
+/// ``Code`` is a struct, not an enum.
+public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What went wrong, in a form a program can compare against.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// A frame announced a length above the configured maximum.
+        public static let frameTooLarge = Code("frameTooLarge")
+        /// The link ended in the middle of a frame.
+        public static let truncatedFrame = Code("truncatedFrame")
+        /// A frame's value could not be parsed as the message its type names.
+        public static let malformedMessage = Code("malformedMessage")
+        /// The peer speaks another version of the wire protocol.
+        public static let protocolVersionMismatch = Code("protocolVersionMismatch")
+        /// The link reached this very peer (same peer UUID).
+        public static let selfConnection = Code("selfConnection")
+        /// The first frame on a link was not a HELLO.
+        public static let helloExpected = Code("helloExpected")
+        /// The TLS pre-shared-key authentication failed: keys or identities differ.
+        public static let authenticationFailed = Code("authenticationFailed")
+        /// The peer sent bytes that are not TLS (plaintext or garbage).
+        public static let notTLS = Code("notTLS")
+        /// The peer offered no TLS version, key exchange or cipher this side accepts (TLS 1.3 ECDHE-PSK).
+        public static let tlsNegotiationFailed = Code("tlsNegotiationFailed")
+        /// A TLS record failed to decrypt or verify: the bytes were altered in transit.
+        public static let corruptedRecord = Code("corruptedRecord")
+        /// The peer sent a fatal TLS alert.
+        public static let alertReceived = Code("alertReceived")
+        /// Any other TLS failure; the underlying text says which.
+        public static let tlsFailure = Code("tlsFailure")
+        /// The TLS handshake or HELLO exchange did not finish in time.
+        public static let handshakeTimeout = Code("handshakeTimeout")
+        /// The link closed before the handshake finished.
+        public static let closedDuringHandshake = Code("closedDuringHandshake")
+        /// A pre-shared key or key file is unusable.
+        public static let invalidKey = Code("invalidKey")
+        /// A value given by the application is out of range (a name too long, say).
+        public static let invalidArgument = Code("invalidArgument")
+        /// A TCP connection or listening socket could not be set up.
+        public static let connectionFailed = Code("connectionFailed")
+    }
+
+    /// What went wrong.
+    public var code: Code
+    /// A sentence for people: what happened, and where it helps, what to do.
+    public var message: String
+    /// The C library's own text (`gnutls_strerror`, `avahi_strerror`), if a C call failed.
+    public var underlying: String?
+
+    /// Creates an error.
+    public init(_ code: Code, _ message: String, underlying: String? = nil) {
+        self.code = code
+        self.message = message
+        self.underlying = underlying
+    }
+
+    public var description: String {
+        guard let underlying else { return message }
+        return "\(message) (\(underlying))"
+    }
+}

@@ -1,0 +1,80 @@
+import MultipeerCore
+import NIOCore
+import NIOTestUtils
+import Testing
+
+@Suite struct FrameDecoderTests {
+    static func frame(_ type: FrameType, _ bytes: [UInt8]) -> Frame {
+        Frame(type: type, value: ByteBuffer(bytes: bytes))
+    }
+
+    static func encoded(_ frames: [Frame]) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        for frame in frames { frame.write(to: &buffer) }
+        return buffer
+    }
+
+    /// One frame of every type, known and unknown, with empty and non-empty values.
+    static let mixedFrames: [Frame] = [
+        frame(.hello, [0, 1, 2]),
+        frame(.ping, Array(repeating: 7, count: 16)),
+        frame(.pong, []),
+        frame(.data, Array(0..<200).map { UInt8($0) }),
+        frame(.ack, [0, 0, 0, 0, 0, 0, 0, 42]),
+        frame(.goodbye, [0, 1, 0]),
+        frame(FrameType(rawValue: 0xFFFF_FFFF), [0xDE, 0xAD]),
+    ]
+
+    @Test func everyTypeRoundTripsThroughNIOsDecoderVerifier() throws {
+        // The verifier feeds the input all at once, byte by byte, and in random splits,
+        // and checks the decoder produces the same frames each way.
+        let pairs = Self.mixedFrames.map { (Self.encoded([$0]), [$0]) } + [(Self.encoded(Self.mixedFrames), Self.mixedFrames)]
+        try ByteToMessageDecoderVerifier.verifyDecoder(inputOutputPairs: pairs) { FrameDecoder() }
+    }
+
+    @Test func splittingAtEveryOffsetGivesTheSameFrames() throws {
+        let stream = Self.encoded(Self.mixedFrames)
+        for offset in 0...stream.readableBytes {
+            var decoder = FrameDecoder()
+            var accumulated = ByteBuffer()
+            var decoded: [Frame] = []
+            for part in [stream.getSlice(at: 0, length: offset)!, stream.getSlice(at: offset, length: stream.readableBytes - offset)!] {
+                var part = part
+                accumulated.writeBuffer(&part)
+                while let frame = try decoder.decode(buffer: &accumulated) { decoded.append(frame) }
+            }
+            #expect(decoded == Self.mixedFrames, "split at \(offset)")
+        }
+    }
+
+    @Test func anOversizeLengthIsRejectedFromTheHeaderAlone() throws {
+        var decoder = FrameDecoder(maximumLength: 1024)
+        // A header announcing 4 GiB - 1 with no value behind it: rejected before anything is buffered.
+        var buffer = ByteBuffer(bytes: [0, 0, 0, 4, 0xFF, 0xFF, 0xFF, 0xFF])
+        let error = try #require(throws: MultipeerError.self) { try decoder.decode(buffer: &buffer) }
+        #expect(error.code == .frameTooLarge)
+        #expect(error.message.contains("4294967295"))
+        #expect(error.message.contains("1024"))
+    }
+
+    @Test func aFrameAtExactlyTheLimitIsAccepted() throws {
+        var decoder = FrameDecoder(maximumLength: 16)
+        var buffer = Self.encoded([Self.frame(.data, Array(repeating: 1, count: 16))])
+        #expect(try decoder.decode(buffer: &buffer)?.value.readableBytes == 16)
+    }
+
+    @Test func aTruncatedFrameWaitsAndFailsOnlyAtEOF() throws {
+        var decoder = FrameDecoder()
+        var whole = Self.encoded([Self.frame(.data, [1, 2, 3, 4])])
+        var partial = whole.readSlice(length: 10)!
+        #expect(try decoder.decode(buffer: &partial) == nil)
+        #expect(try decoder.decodeLast(buffer: &partial, seenEOF: false) == nil)
+        let error = try #require(throws: MultipeerError.self) { try decoder.decodeLast(buffer: &partial, seenEOF: true) }
+        #expect(error.code == .truncatedFrame)
+    }
+
+    @Test func unknownTypesDecodeAsUnknownMessages() throws {
+        let message = try LinkMessage(frame: Self.frame(FrameType(rawValue: 999), [1, 2, 3]))
+        #expect(message == .unknown(FrameType(rawValue: 999)))
+    }
+}
