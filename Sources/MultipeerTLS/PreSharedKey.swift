@@ -1,0 +1,207 @@
+internal import CGnuTLS
+import Foundation
+import Glibc
+import MultipeerCore
+
+/// The group secret that authenticates every link: an identity (sent in clear, it names the
+/// group) and at least 16 random key bytes.
+///
+/// The key bytes live in memory of their own that is zeroed when the last copy of the key is
+/// released. They are never printed: `description`, `debugDescription` and `dump` show the
+/// identity only.
+public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The fewest key bytes accepted.
+    public static let minimumKeyLength = 16
+    /// The identity used when none is given.
+    public static let defaultIdentity = "multipeer"
+
+    /// Names the key (and so the group) in the TLS handshake. Not secret.
+    public let identity: String
+    let key: SecretBytes
+
+    /// Creates a key from raw bytes, which should come from a cryptographic random source.
+    public init(identity: String = PreSharedKey.defaultIdentity, key: some Collection<UInt8>) throws {
+        try Self.validate(identity: identity)
+        guard key.count >= Self.minimumKeyLength else {
+            throw MultipeerError(
+                .invalidKey, "a pre-shared key needs at least \(Self.minimumKeyLength) bytes; this one has \(key.count)")
+        }
+        self.identity = identity
+        self.key = SecretBytes(key)
+    }
+
+    /// Derives a 32-byte key from a passphrase with HKDF-SHA256 (docs/PROTOCOL.md, 1.1).
+    ///
+    /// HKDF does not slow down guessing: the passphrase must be as unguessable as a key.
+    public init(identity: String = PreSharedKey.defaultIdentity, passphrase: String) throws {
+        try Self.validate(identity: identity)
+        guard !passphrase.isEmpty else { throw MultipeerError(.invalidKey, "the passphrase is empty") }
+        self.identity = identity
+        self.key = try SecretBytes.hkdfSHA256(
+            secret: Array(passphrase.utf8), salt: Array("MultipeerSession PSK v1".utf8), info: Array(identity.utf8), length: 32)
+    }
+
+    /// Loads a key file in GnuTLS psktool's format: one line `IDENTITY:HEXKEY`.
+    ///
+    /// Errors name the file and the problem, never the key.
+    public init(contentsOfFile path: String) throws {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw MultipeerError(.invalidKey, "cannot read the key file \(path)", underlying: "\(error.localizedDescription)")
+        }
+        var bytes = [UInt8](data)
+        defer { multipeer_secure_zero(&bytes, bytes.count) }
+        while let last = bytes.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { bytes.removeLast() }
+        guard let colon = bytes.lastIndex(of: UInt8(ascii: ":")), !bytes.contains(UInt8(ascii: "\n")) else {
+            throw MultipeerError(.invalidKey, "the key file \(path) must hold one line IDENTITY:HEXKEY (as psktool writes)")
+        }
+        guard let identity = String(validating: bytes[..<colon], as: UTF8.self) else {
+            throw MultipeerError(.invalidKey, "the identity in the key file \(path) is not UTF-8")
+        }
+        var key = [UInt8]()
+        defer { multipeer_secure_zero(&key, key.count) }
+        key.reserveCapacity((bytes.count - colon) / 2)
+        var index = colon + 1
+        while index < bytes.endIndex {
+            guard index + 1 < bytes.endIndex, let high = Self.nibble(bytes[index]), let low = Self.nibble(bytes[index + 1]) else {
+                throw MultipeerError(.invalidKey, "the key in the key file \(path) is not an even number of hexadecimal digits")
+            }
+            key.append(high << 4 | low)
+            index += 2
+        }
+        do {
+            try self.init(identity: identity, key: key)
+        } catch let error as MultipeerError {
+            throw MultipeerError(.invalidKey, "the key file \(path) is unusable: \(error.message)")
+        }
+    }
+
+    /// A new random key of `length` bytes from GnuTLS's key-grade random generator.
+    public static func generate(identity: String = PreSharedKey.defaultIdentity, length: Int = 32) throws -> PreSharedKey {
+        var bytes = [UInt8](repeating: 0, count: max(length, minimumKeyLength))
+        defer { multipeer_secure_zero(&bytes, bytes.count) }
+        let status = gnutls_rnd(GNUTLS_RND_KEY, &bytes, bytes.count)
+        guard status == 0 else { throw MultipeerError(gnutls: status, .invalidKey, "could not generate a random key") }
+        return try PreSharedKey(identity: identity, key: bytes)
+    }
+
+    /// Writes the key to a new file in psktool's format (`IDENTITY:HEXKEY`), readable and
+    /// writable by the owner only (mode 0600). An existing file is never overwritten.
+    public func write(toFile path: String) throws {
+        // Sized once, so no reallocation leaves a copy of the key behind.
+        var line = [UInt8]()
+        line.reserveCapacity(identity.utf8.count + 2 + 2 * key.count)
+        line += (identity + ":").utf8
+        defer { multipeer_secure_zero(&line, line.count) }
+        let digits = Array("0123456789abcdef".utf8)
+        key.withUnsafeBytes { bytes in
+            for byte in bytes {
+                line.append(digits[Int(byte >> 4)])
+                line.append(digits[Int(byte & 0xF)])
+            }
+        }
+        line.append(UInt8(ascii: "\n"))
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw MultipeerError(.invalidKey, "cannot create the key file \(path)", underlying: String(cString: strerror(errno)))
+        }
+        defer { close(descriptor) }
+        let written = line.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+        guard written == line.count else {
+            throw MultipeerError(.invalidKey, "cannot write the key file \(path)", underlying: String(cString: strerror(errno)))
+        }
+    }
+
+    public var description: String { "PreSharedKey(identity: \(identity), key: <redacted>)" }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["identity": identity, "key": "<redacted>"]) }
+
+    static func validate(identity: String) throws {
+        guard !identity.isEmpty, identity.utf8.count <= 128,
+              !identity.contains(":"), !identity.contains(where: \.isNewline) else {
+            throw MultipeerError(
+                .invalidKey, "a PSK identity must be 1 to 128 bytes without ':' or line breaks; got \"\(identity)\"")
+        }
+    }
+
+    private static func nibble(_ ascii: UInt8) -> UInt8? {
+        switch ascii {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): ascii - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): ascii - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): ascii - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
+
+/// Key bytes in memory of their own, zeroed when freed.
+///
+/// `@unchecked Sendable`: the bytes are written once, in `init`, and only read afterwards.
+final class SecretBytes: @unchecked Sendable, Hashable {
+    private let storage: UnsafeMutableRawBufferPointer
+
+    init(_ bytes: some Collection<UInt8>) {
+        storage = .allocate(byteCount: bytes.count, alignment: 1)
+        storage.copyBytes(from: bytes)
+    }
+
+    private init(storage: UnsafeMutableRawBufferPointer) { self.storage = storage }
+
+    deinit {
+        multipeer_secure_zero(storage.baseAddress, storage.count)
+        storage.deallocate()
+    }
+
+    var count: Int { storage.count }
+
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(storage))
+    }
+
+    /// Constant-time comparison, so equality checks leak nothing through timing.
+    static func == (lhs: SecretBytes, rhs: SecretBytes) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        var difference: UInt8 = 0
+        for index in 0..<lhs.count { difference |= lhs.storage[index] ^ rhs.storage[index] }
+        return difference == 0
+    }
+
+    func hash(into hasher: inout Hasher) { hasher.combine(count) }
+
+    static func hkdfSHA256(secret: [UInt8], salt: [UInt8], info: [UInt8], length: Int) throws -> SecretBytes {
+        var secret = secret
+        defer { multipeer_secure_zero(&secret, secret.count) }
+        var prk = [UInt8](repeating: 0, count: 32)
+        defer { multipeer_secure_zero(&prk, prk.count) }
+        let output = UnsafeMutableRawBufferPointer.allocate(byteCount: length, alignment: 1)
+        let result = SecretBytes(storage: output)
+        var status = secret.withUnsafeMutableBytes { secretBytes in
+            salt.withUnsafeBytes { saltBytes in
+                var key = gnutls_datum_t(data: secretBytes.bindMemory(to: UInt8.self).baseAddress, size: UInt32(secretBytes.count))
+                var saltDatum = gnutls_datum_t(
+                    data: UnsafeMutablePointer(mutating: saltBytes.bindMemory(to: UInt8.self).baseAddress), size: UInt32(saltBytes.count))
+                return gnutls_hkdf_extract(GNUTLS_MAC_SHA256, &key, &saltDatum, &prk)
+            }
+        }
+        guard status == 0 else { throw MultipeerError(gnutls: status, .invalidKey, "HKDF-SHA256 extract failed") }
+        status = prk.withUnsafeMutableBytes { prkBytes in
+            info.withUnsafeBytes { infoBytes in
+                var key = gnutls_datum_t(data: prkBytes.bindMemory(to: UInt8.self).baseAddress, size: UInt32(prkBytes.count))
+                var infoDatum = gnutls_datum_t(
+                    data: UnsafeMutablePointer(mutating: infoBytes.bindMemory(to: UInt8.self).baseAddress), size: UInt32(infoBytes.count))
+                return gnutls_hkdf_expand(GNUTLS_MAC_SHA256, &key, &infoDatum, output.baseAddress, length)
+            }
+        }
+        guard status == 0 else { throw MultipeerError(gnutls: status, .invalidKey, "HKDF-SHA256 expand failed") }
+        return result
+    }
+}
+
+extension MultipeerError {
+    /// An error carrying GnuTLS's own text for `status`.
+    init(gnutls status: Int32, _ code: Code, _ message: String) {
+        self.init(code, message, underlying: String(cString: gnutls_strerror(status)))
+    }
+}

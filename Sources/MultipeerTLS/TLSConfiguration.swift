@@ -1,0 +1,114 @@
+internal import CGnuTLS
+import MultipeerCore
+
+/// TLS settings of a link. The protocol itself is fixed (docs/PROTOCOL.md): TLS 1.3,
+/// ECDHE-PSK, AES-128-GCM first.
+public struct TLSConfiguration: Sendable {
+    /// The group key both sides must hold.
+    public var psk: PreSharedKey
+    /// How long the TLS handshake and the HELLO exchange together may take. Default 5 s.
+    public var handshakeTimeout: Duration
+
+    /// Creates a configuration.
+    public init(psk: PreSharedKey, handshakeTimeout: Duration = .seconds(5)) {
+        self.psk = psk
+        self.handshakeTimeout = handshakeTimeout
+    }
+
+    /// The GnuTLS priority string: TLS 1.3 only, ECDHE-PSK only, AES-128-GCM preferred.
+    public static let priorities =
+        "NORMAL:-VERS-ALL:+VERS-TLS1.3:-KX-ALL:+ECDHE-PSK:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1"
+        + ":-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305"
+}
+
+/// GnuTLS credentials and priorities built once from a ``TLSConfiguration`` and shared,
+/// read-only, by every engine made from it (GnuTLS requires them to outlive the sessions,
+/// which hold a strong reference).
+///
+/// `@unchecked Sendable`: the C objects are created in `init`, freed in `deinit`, and only read
+/// in between, which GnuTLS allows from any thread.
+package final class TLSContext: @unchecked Sendable {
+    package let configuration: TLSConfiguration
+    let serverCredentials: gnutls_psk_server_credentials_t
+    let clientCredentials: gnutls_psk_client_credentials_t
+    let priorities: gnutls_priority_t
+
+    package init(configuration: TLSConfiguration) throws {
+        self.configuration = configuration
+        var server: gnutls_psk_server_credentials_t?
+        var status = gnutls_psk_allocate_server_credentials(&server)
+        guard status == 0, let server else { throw MultipeerError(gnutls: status, .tlsFailure, "cannot allocate TLS credentials") }
+        gnutls_psk_set_server_credentials_function2(server, serverPSKCallback)
+
+        var client: gnutls_psk_client_credentials_t?
+        status = gnutls_psk_allocate_client_credentials(&client)
+        guard status == 0, let client else {
+            gnutls_psk_free_server_credentials(server)
+            throw MultipeerError(gnutls: status, .tlsFailure, "cannot allocate TLS credentials")
+        }
+        status = configuration.psk.withDatums { identity, key in
+            gnutls_psk_set_client_credentials2(client, &identity, &key, GNUTLS_PSK_KEY_RAW)
+        }
+        var priorities: gnutls_priority_t?
+        if status == 0 {
+            status = gnutls_priority_init2(&priorities, Self.priorityString, nil, 0)
+        }
+        guard status == 0, let priorities else {
+            gnutls_psk_free_server_credentials(server)
+            gnutls_psk_free_client_credentials(client)
+            throw MultipeerError(gnutls: status, .tlsFailure, "cannot set up TLS credentials")
+        }
+        self.serverCredentials = server
+        self.clientCredentials = client
+        self.priorities = priorities
+    }
+
+    private static let priorityString = TLSConfiguration.priorities
+
+    deinit {
+        gnutls_priority_deinit(priorities)
+        gnutls_psk_free_server_credentials(serverCredentials)
+        gnutls_psk_free_client_credentials(clientCredentials)
+    }
+}
+
+extension PreSharedKey {
+    /// Calls `body` with the identity and key as GnuTLS datums, valid only during the call.
+    func withDatums<R>(_ body: (inout gnutls_datum_t, inout gnutls_datum_t) -> R) -> R {
+        var identityBytes = Array(identity.utf8)
+        return identityBytes.withUnsafeMutableBufferPointer { identityPointer in
+            key.withUnsafeBytes { keyPointer in
+                var identityDatum = gnutls_datum_t(data: identityPointer.baseAddress, size: UInt32(identityPointer.count))
+                var keyDatum = gnutls_datum_t(
+                    data: UnsafeMutablePointer(mutating: keyPointer.bindMemory(to: UInt8.self).baseAddress), size: UInt32(keyPointer.count))
+                return body(&identityDatum, &keyDatum)
+            }
+        }
+    }
+}
+
+/// The server's key lookup. An identity other than ours is answered with a random key, so
+/// the client sees the same failure as for a wrong key and cannot probe for identities; the
+/// engine remembers the identity to name it in its own error.
+private func serverPSKCallback(
+    session: gnutls_session_t?, username: UnsafePointer<gnutls_datum_t>?, key: UnsafeMutablePointer<gnutls_datum_t>?
+) -> Int32 {
+    guard let session, let username, let key, let pointer = gnutls_session_get_ptr(session) else { return -1 }
+    let engine = Unmanaged<TLSEngine>.fromOpaque(pointer).takeUnretainedValue()
+    let psk = engine.context.configuration.psk
+    let offered = UnsafeBufferPointer(start: username.pointee.data, count: Int(username.pointee.size))
+    let known = offered.elementsEqual(psk.identity.utf8)
+    let length = known ? psk.key.count : 32
+    guard let memory = multipeer_gnutls_malloc(length) else { return -1 }
+    if known {
+        psk.key.withUnsafeBytes { memory.copyMemory(from: $0.baseAddress!, byteCount: length) }
+    } else {
+        engine.offeredUnknownIdentity = String(decoding: offered.prefix(128), as: UTF8.self)
+        guard gnutls_rnd(GNUTLS_RND_NONCE, memory, length) == 0 else {
+            multipeer_gnutls_free(memory)
+            return -1
+        }
+    }
+    key.pointee = gnutls_datum_t(data: memory.assumingMemoryBound(to: UInt8.self), size: UInt32(length))
+    return 0
+}
