@@ -112,6 +112,7 @@ let package = Package(
         .testTarget(
             name: "MultipeerIntegrationTests",
             dependencies: [
+                "MultipeerTestSupport",
                 "MultipeerSession",
                 "MultipeerTLS",
                 "MultipeerCore",

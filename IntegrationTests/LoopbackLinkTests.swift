@@ -1,0 +1,117 @@
+import Foundation
+@testable import MultipeerSession
+import MultipeerCore
+import MultipeerTestSupport
+import NIOCore
+import Testing
+
+/// Real TCP over loopback, real GnuTLS, several clients on one listener.
+@Suite struct LoopbackLinkTests {
+    static let clients = 4
+    static let framesPerClient = 2_500  // each way: 10,000 frames in all in each direction
+    static let typeName = "Blob"
+    static let largestPayload = Frame.defaultMaximumLength - 8 - 1 - typeName.utf8.count
+
+    /// Frame `index` of stream `stream`: mostly small, with one in a hundred at the 1 MiB limit.
+    static func payload(stream: Int, index: Int) -> ByteBuffer {
+        let sizes = [0, 1, 128, 1024, 4096, 9 * 1024, 64 * 1024]
+        let size = index % 100 == 99 ? largestPayload : sizes[(index &* 31 &+ stream) % sizes.count]
+        var buffer = ByteBuffer()
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { bytes in
+            for offset in 0..<size { bytes[offset] = UInt8(truncatingIfNeeded: offset &* 13 &+ index &+ stream) }
+            return size
+        }
+        return buffer
+    }
+
+    /// Sends this side's stream and checks the other's, concurrently; returns frames verified.
+    ///
+    /// Closing drops writes still queued, so neither side closes before it knows the other has
+    /// everything: each sends ACK once it has verified the whole stream, and closes when it has
+    /// both verified the peer's stream and seen the peer's ACK (or the peer has closed).
+    static func exchange(over link: PeerConnection, send stream: Int, expect peerStream: Int) async throws -> Int {
+        try await link.channel.executeThenClose { inbound, outbound in
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                group.addTask {
+                    for index in 0..<framesPerClient {
+                        let message = try DataMessage(sequence: UInt64(index), typeName: typeName, payload: payload(stream: stream, index: index))
+                        try await outbound.write(.data(message))
+                    }
+                    return 0
+                }
+                group.addTask {
+                    var verified = 0
+                    var peerHasAll = false
+                    for try await message in inbound {
+                        switch message {
+                        case .data(let data):
+                            #expect(data.sequence == UInt64(verified))
+                            #expect(data.typeName == typeName)
+                            #expect(data.payload == payload(stream: peerStream, index: verified), "frame \(verified) of stream \(peerStream)")
+                            verified += 1
+                            if verified == framesPerClient { try await outbound.write(.ack(UInt64(verified))) }
+                        case .ack:
+                            peerHasAll = true
+                        default:
+                            break
+                        }
+                        if verified == framesPerClient && peerHasAll { break }
+                    }
+                    return verified
+                }
+                return try await group.reduce(0, +)
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func tenThousandMixedFramesEachWayArriveIntact() async throws {
+        let (serverCounts, serverCount) = AsyncStream<Int>.makeStream()
+        let server = try await TestListener(configuration: LinkFixtures.configuration(name: "server")) { link in
+            // The client's stream number travels in its display name.
+            let clientStream = Int(link.remoteHello.displayName)!
+            serverCount.yield((try? await Self.exchange(over: link, send: 100 + clientStream, expect: clientStream)) ?? 0)
+        }
+        let clientCounts = try await withThrowingTaskGroup(of: Int.self) { group in
+            for client in 0..<Self.clients {
+                group.addTask {
+                    let link = try await PeerConnection.dial(
+                        host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "\(client)"))
+                    return try await Self.exchange(over: link, send: client, expect: 100 + client)
+                }
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(clientCounts == Array(repeating: Self.framesPerClient, count: Self.clients))
+        let verifiedByServer = try await withDeadline(.seconds(60)) {
+            await serverCounts.prefix(Self.clients).reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(verifiedByServer == Array(repeating: Self.framesPerClient, count: Self.clients))
+        await server.stop()
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func bothSidesLearnEachOthersHello() async throws {
+        let serverID = UUID()
+        let server = try await TestListener(configuration: LinkFixtures.configuration(name: "Captain", peerID: serverID), onLink: echo)
+        let configuration = try LinkFixtures.configuration(name: "First Officer")
+        let link = try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: configuration)
+        #expect(link.remoteHello.peerID == serverID)
+        #expect(link.remoteHello.displayName == "Captain")
+        #expect(try await roundTrip("waypoint ALPHA", over: link) == "waypoint ALPHA")
+        await server.stop()
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aListenerOnAllInterfacesAcceptsIPv4AndIPv6() async throws {
+        let listener = try await PeerListener.bind(configuration: LinkFixtures.configuration(name: "any"))
+        let task = Task { try await listener.run(onLink: echo, onFailure: { _, _ in }) }
+        for host in ["127.0.0.1", "::1"] {
+            let link = try await PeerConnection.dial(host: host, port: listener.port, configuration: LinkFixtures.configuration(name: host))
+            #expect(try await roundTrip(host, over: link) == host)
+        }
+        task.cancel()
+        await listener.close()
+        _ = await task.result
+    }
+}

@@ -1,0 +1,151 @@
+import MultipeerCore
+import MultipeerTLS
+import NIOCore
+
+/// Runs the HELLO exchange once TLS is up, then turns frames into ``LinkMessage``s and back.
+///
+/// One timer covers the whole handshake, TLS and HELLO: a peer that stalls anywhere before
+/// its HELLO arrives is cut off after the handshake timeout. Errors before the HELLO fail
+/// ``hello`` and close the link; errors after it reach the channel's reader and close it,
+/// with a best-effort GOODBYE when the peer broke the protocol.
+final class LinkHandler: ChannelDuplexHandler {
+    typealias InboundIn = Frame
+    typealias InboundOut = LinkMessage
+    typealias OutboundIn = LinkMessage
+    typealias OutboundOut = Frame
+
+    private enum State {
+        case awaitingTLS
+        case awaitingHello
+        case open
+        case closed
+    }
+
+    private let localHello: Hello
+    private let handshakeTimeout: Duration
+    private let helloPromise: EventLoopPromise<Hello>
+    private var state = State.awaitingTLS
+    private var timeout: Scheduled<Void>?
+    private var peer = "the peer"
+
+    /// Completes with the peer's HELLO once it has arrived and been checked.
+    var hello: EventLoopFuture<Hello> { helloPromise.futureResult }
+
+    init(localHello: Hello, handshakeTimeout: Duration, eventLoop: any EventLoop) {
+        self.localHello = localHello
+        self.handshakeTimeout = handshakeTimeout
+        self.helloPromise = eventLoop.makePromise()
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { startTimer(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        startTimer(context: context)
+        context.fireChannelActive()
+    }
+
+    private func startTimer(context: ChannelHandlerContext) {
+        guard timeout == nil, state != .closed else { return }
+        if let address = context.channel.remoteAddress { peer = "peer at \(address.displayString)" }
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        timeout = context.eventLoop.scheduleTask(in: TimeAmount(handshakeTimeout)) {
+            let (handler, context) = loopBound.value
+            let stage = handler.state == .awaitingTLS ? "the TLS handshake" : "the HELLO exchange"
+            handler.failHandshake(context: context, MultipeerError(
+                .handshakeTimeout,
+                "\(handler.peer) did not complete \(stage) within \(handler.handshakeTimeout)"))
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is TLSHandshakeCompleted, state == .awaitingTLS {
+            state = .awaitingHello
+            context.writeAndFlush(wrapOutboundOut(LinkMessage.hello(localHello).frame(allocator: context.channel.allocator)), promise: nil)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        switch state {
+        case .awaitingTLS, .closed:
+            return
+        case .awaitingHello:
+            do {
+                guard frame.type == .hello else {
+                    throw MultipeerError(.helloExpected, "\(peer) sent \(frame.type) before its HELLO")
+                }
+                guard case .hello(let hello) = try LinkMessage(frame: frame) else { return }
+                guard hello.peerID != localHello.peerID else {
+                    throw MultipeerError(
+                        .selfConnection, "\(peer) is this very peer (\(hello.peerID)): the link reached itself and was closed")
+                }
+                state = .open
+                timeout?.cancel()
+                helloPromise.succeed(hello)
+            } catch {
+                failHandshake(context: context, error)
+            }
+        case .open:
+            do {
+                context.fireChannelRead(wrapInboundOut(try LinkMessage(frame: frame)))
+            } catch {
+                errorCaught(context: context, error: error)
+            }
+        }
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        context.write(wrapOutboundOut(unwrapOutboundIn(data).frame(allocator: context.channel.allocator)), promise: promise)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        switch state {
+        case .awaitingTLS, .awaitingHello:
+            failHandshake(context: context, error)
+        case .open:
+            state = .closed
+            if let error = error as? MultipeerError, [.frameTooLarge, .malformedMessage, .truncatedFrame].contains(error.code) {
+                let goodbye = LinkMessage.goodbye(.protocolError, error.message).frame(allocator: context.channel.allocator)
+                context.writeAndFlush(wrapOutboundOut(goodbye), promise: nil)
+            }
+            context.fireErrorCaught(error)
+            context.close(promise: nil)
+        case .closed:
+            break
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if state == .awaitingTLS || state == .awaitingHello {
+            failHandshake(context: context, MultipeerError(.closedDuringHandshake, "\(peer) closed the connection before its HELLO"))
+        }
+        state = .closed
+        context.fireChannelInactive()
+    }
+
+    private func failHandshake(context: ChannelHandlerContext, _ error: any Error) {
+        guard state != .closed else { return }
+        state = .closed
+        timeout?.cancel()
+        helloPromise.fail(error)
+        context.close(promise: nil)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timeout?.cancel()
+        helloPromise.fail(ChannelError.ioOnClosedChannel)  // ignored if already completed
+    }
+}
+
+@available(*, unavailable)
+extension LinkHandler: Sendable {}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,89 @@
+import Glibc
+package import MultipeerCore
+package import MultipeerTLS
+package import NIOCore
+import NIOPosix
+
+/// What a listener or dialer needs to set up links: the TLS credentials, this peer's HELLO
+/// and the limits.
+package struct LinkConfiguration: Sendable {
+    package var tls: TLSContext
+    package var localHello: Hello
+    /// The largest frame value accepted; larger frames close the link with `frameTooLarge`.
+    package var maximumFrameLength: Int
+    /// Sets TCP_USER_TIMEOUT: unacknowledged data older than this fails the connection. Nil: the kernel's default.
+    package var tcpUserTimeout: Duration?
+
+    package init(tls: TLSContext, localHello: Hello, maximumFrameLength: Int = Frame.defaultMaximumLength, tcpUserTimeout: Duration? = nil) {
+        self.tls = tls
+        self.localHello = localHello
+        self.maximumFrameLength = maximumFrameLength
+        self.tcpUserTimeout = tcpUserTimeout
+    }
+
+    /// Installs TLS, framing and the HELLO exchange on a fresh channel. Runs on its event loop.
+    func configure(_ channel: any Channel, role: TLSEngine.Role) throws -> PendingLink {
+        let engine = try TLSEngine(role: role, context: tls, allocator: channel.allocator)
+        let link = LinkHandler(
+            localHello: localHello, handshakeTimeout: tls.configuration.handshakeTimeout, eventLoop: channel.eventLoop)
+        let handlers = channel.pipeline.syncOperations
+        try handlers.addHandler(TLSHandler(engine: engine))
+        try handlers.addHandler(ByteToMessageHandler(FrameDecoder(maximumLength: maximumFrameLength)))
+        try handlers.addHandler(MessageToByteHandler(FrameEncoder()))
+        try handlers.addHandler(link)
+        let asyncChannel = try NIOAsyncChannel<LinkMessage, LinkMessage>(wrappingChannelSynchronously: channel)
+        return PendingLink(channel: asyncChannel, hello: link.hello, remoteAddress: channel.remoteAddress)
+    }
+
+    var tcpUserTimeoutOption: (ChannelOptions.Types.SocketOption, SocketOptionValue)? {
+        guard let tcpUserTimeout else { return nil }
+        let milliseconds = tcpUserTimeout.components.seconds * 1000 + tcpUserTimeout.components.attoseconds / 1_000_000_000_000_000
+        return (ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: TCP_USER_TIMEOUT)), SocketOptionValue(milliseconds))
+    }
+}
+
+/// A connection whose TLS and HELLO exchange are still under way.
+struct PendingLink: Sendable {
+    var channel: NIOAsyncChannel<LinkMessage, LinkMessage>
+    var hello: EventLoopFuture<Hello>
+    var remoteAddress: SocketAddress?
+
+    /// Waits for the handshake and returns the ready link.
+    func established() async throws -> PeerConnection {
+        let hello = try await hello.get()
+        return PeerConnection(remoteHello: hello, remoteAddress: remoteAddress, channel: channel)
+    }
+}
+
+/// One authenticated, HELLO-complete link to a peer: typed messages in and out, with
+/// backpressure both ways (NIOAsyncChannel). Use ``channel`` with `executeThenClose`.
+package struct PeerConnection: Sendable {
+    /// The peer's HELLO: its UUID, incarnation, name and keepalive wishes.
+    package let remoteHello: Hello
+    package let remoteAddress: SocketAddress?
+    package let channel: NIOAsyncChannel<LinkMessage, LinkMessage>
+
+    /// Dials `host:port`, runs TLS and the HELLO exchange, and returns the link once both are done.
+    package static func dial(
+        host: String, port: Int, configuration: LinkConfiguration,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> PeerConnection {
+        var bootstrap = ClientBootstrap(group: group)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .connectTimeout(TimeAmount(configuration.tls.configuration.handshakeTimeout))
+        if let (option, value) = configuration.tcpUserTimeoutOption {
+            bootstrap = bootstrap.channelOption(option, value: value)
+        }
+        let pending: PendingLink
+        do {
+            pending = try await bootstrap.connect(host: host, port: port) { channel in
+                channel.eventLoop.makeCompletedFuture { try configuration.configure(channel, role: .client) }
+            }
+        } catch let error as MultipeerError {
+            throw error
+        } catch {
+            throw MultipeerError(.connectionFailed, "cannot connect to \(host):\(port)", underlying: "\(error)")
+        }
+        return try await pending.established()
+    }
+}

@@ -1,0 +1,198 @@
+import MultipeerCore
+package import NIOCore
+
+/// Fired inbound once the TLS handshake is complete; plaintext flows from then on.
+package struct TLSHandshakeCompleted: Sendable {
+    /// What was negotiated, e.g. `(TLS1.3)-(ECDHE-X25519)-(AES-128-GCM)`.
+    package var negotiated: String
+}
+
+/// Runs a ``TLSEngine`` over a channel: ciphertext below, plaintext above.
+///
+/// Writes made before the handshake completes wait for it. Plaintext written between two
+/// flushes is encrypted together, so many small frames share a few large records. A failed
+/// handshake sends its alert, fires a ``MultipeerError`` and closes the channel.
+package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    package typealias InboundIn = ByteBuffer
+    package typealias InboundOut = ByteBuffer
+    package typealias OutboundIn = ByteBuffer
+    package typealias OutboundOut = ByteBuffer
+
+    private enum State {
+        case idle
+        case handshaking
+        case active
+        case closed
+    }
+
+    private let engine: TLSEngine
+    private var state = State.idle
+    private var pendingPlaintext: ByteBuffer?
+    private var pendingPromises: [EventLoopPromise<Void>] = []
+    private var flushPending = false
+
+    package init(engine: TLSEngine) {
+        self.engine = engine
+    }
+
+    package func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { start(context: context) }
+    }
+
+    package func channelActive(context: ChannelHandlerContext) {
+        start(context: context)
+        context.fireChannelActive()
+    }
+
+    private func start(context: ChannelHandlerContext) {
+        guard case .idle = state else { return }
+        if let address = context.channel.remoteAddress {
+            engine.peerDescription = "peer at \(address.displayString)"
+        }
+        state = .handshaking
+        advanceHandshake(context: context)
+    }
+
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard state != .closed else { return }
+        engine.receive(unwrapInboundIn(data))
+        switch state {
+        case .idle, .handshaking:
+            state = .handshaking
+            advanceHandshake(context: context)
+        case .active:
+            readRecords(context: context)
+        case .closed:
+            break
+        }
+    }
+
+    package func channelInactive(context: ChannelHandlerContext) {
+        if case .handshaking = state {
+            context.fireErrorCaught(MultipeerError(
+                .closedDuringHandshake, "\(engine.peerDescription) closed the connection during the TLS handshake"))
+        }
+        state = .closed
+        failPendingWrites(ChannelError.ioOnClosedChannel)
+        context.fireChannelInactive()
+    }
+
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard state != .closed else {
+            promise?.fail(ChannelError.ioOnClosedChannel)
+            return
+        }
+        var plaintext = unwrapOutboundIn(data)
+        if pendingPlaintext == nil {
+            pendingPlaintext = plaintext
+        } else {
+            pendingPlaintext!.writeBuffer(&plaintext)
+        }
+        if let promise { pendingPromises.append(promise) }
+    }
+
+    package func flush(context: ChannelHandlerContext) {
+        flushPending = true
+        if case .active = state { encryptPending(context: context) }
+    }
+
+    package func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        if mode == .all, case .active = state {
+            encryptPending(context: context)
+            engine.shutdown()
+            writeCiphertext(context: context)
+        }
+        context.close(mode: mode, promise: promise)
+    }
+
+    // MARK: Internals
+
+    private func advanceHandshake(context: ChannelHandlerContext) {
+        let result = engine.handshake()
+        writeCiphertext(context: context)
+        switch result {
+        case .incomplete:
+            break
+        case .complete:
+            state = .active
+            context.fireUserInboundEventTriggered(TLSHandshakeCompleted(negotiated: engine.negotiatedDescription))
+            if flushPending { encryptPending(context: context) }
+            readRecords(context: context)
+        case .failed(let error):
+            fail(context: context, error)
+        }
+    }
+
+    private func readRecords(context: ChannelHandlerContext) {
+        var plaintext = context.channel.allocator.buffer(capacity: 0)
+        let result: TLSEngine.ReadResult
+        do {
+            result = try engine.read(into: &plaintext)
+        } catch {
+            fail(context: context, error)
+            return
+        }
+        if plaintext.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(plaintext)) }
+        // A post-handshake message (key update) may need an answer.
+        writeCiphertext(context: context)
+        if result == .closed {
+            context.close(promise: nil)
+        }
+    }
+
+    private func encryptPending(context: ChannelHandlerContext) {
+        flushPending = false
+        guard let plaintext = pendingPlaintext else { return }
+        pendingPlaintext = nil
+        let promises = pendingPromises
+        pendingPromises = []
+        do {
+            try engine.write(plaintext)
+        } catch {
+            promises.forEach { $0.fail(error) }
+            fail(context: context, error)
+            return
+        }
+        let promise: EventLoopPromise<Void>? = promises.isEmpty ? nil : context.eventLoop.makePromise()
+        if let promise {
+            promise.futureResult.whenComplete { result in promises.forEach { $0.completeWith(result) } }
+        }
+        writeCiphertext(context: context, promise: promise)
+    }
+
+    private func writeCiphertext(context: ChannelHandlerContext, promise: EventLoopPromise<Void>? = nil) {
+        guard let ciphertext = engine.takeOutbound() else {
+            promise?.succeed()
+            return
+        }
+        context.writeAndFlush(wrapOutboundOut(ciphertext), promise: promise)
+    }
+
+    private func fail(context: ChannelHandlerContext, _ error: any Error) {
+        guard state != .closed else { return }
+        state = .closed
+        writeCiphertext(context: context)  // the alert
+        failPendingWrites(error)
+        context.fireErrorCaught(error)
+        context.close(promise: nil)
+    }
+
+    private func failPendingWrites(_ error: any Error) {
+        pendingPlaintext = nil
+        let promises = pendingPromises
+        pendingPromises = []
+        promises.forEach { $0.fail(error) }
+    }
+}
+
+@available(*, unavailable)
+extension TLSHandler: Sendable {}
+
+extension SocketAddress {
+    /// `127.0.0.1:50412` or `[fe80::1%eth0]:50412`.
+    package var displayString: String {
+        guard let ip = ipAddress, let port else { return description }
+        if case .v6 = self { return "[\(ip)]:\(port)" }
+        return "\(ip):\(port)"
+    }
+}
