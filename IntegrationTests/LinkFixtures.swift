@@ -30,8 +30,8 @@ final class TestListener: Sendable {
     let failures: AsyncStream<(SocketAddress?, any Error)>
     private let task: Task<Void, any Error>
 
-    init(configuration: LinkConfiguration, onLink: @escaping @Sendable (PeerConnection) async -> Void) async throws {
-        listener = try await PeerListener.bind(host: "127.0.0.1", configuration: configuration)
+    init(host: String?, configuration: LinkConfiguration, onLink: @escaping @Sendable (PeerConnection) async -> Void) async throws {
+        listener = try await PeerListener.bind(host: host, configuration: configuration)
         let (failures, continuation) = AsyncStream<(SocketAddress?, any Error)>.makeStream()
         self.failures = failures
         task = Task { [listener] in
@@ -51,6 +51,23 @@ final class TestListener: Sendable {
         task.cancel()
         await listener.close()
         _ = await task.result
+    }
+}
+
+/// Runs `body` with a listener (on loopback unless `host` says otherwise), stopping it afterwards
+/// whether `body` returns or throws.
+func withTestListener<T>(
+    host: String? = "127.0.0.1", configuration: LinkConfiguration,
+    onLink: @escaping @Sendable (PeerConnection) async -> Void, _ body: (TestListener) async throws -> T
+) async throws -> T {
+    let server = try await TestListener(host: host, configuration: configuration, onLink: onLink)
+    do {
+        let result = try await body(server)
+        await server.stop()
+        return result
+    } catch {
+        await server.stop()
+        throw error
     }
 }
 

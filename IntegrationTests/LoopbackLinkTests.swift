@@ -67,51 +67,49 @@ import Testing
     @Test(.timeLimit(.minutes(3)))
     func tenThousandMixedFramesEachWayArriveIntact() async throws {
         let (serverCounts, serverCount) = AsyncStream<Int>.makeStream()
-        let server = try await TestListener(configuration: LinkFixtures.configuration(name: "server")) { link in
+        let serve: @Sendable (PeerConnection) async -> Void = { link in
             // The client's stream number travels in its display name.
             let clientStream = Int(link.remoteHello.displayName)!
             serverCount.yield((try? await Self.exchange(over: link, send: 100 + clientStream, expect: clientStream)) ?? 0)
         }
-        let clientCounts = try await withThrowingTaskGroup(of: Int.self) { group in
-            for client in 0..<Self.clients {
-                group.addTask {
-                    let link = try await PeerConnection.dial(
-                        host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "\(client)"))
-                    return try await Self.exchange(over: link, send: client, expect: 100 + client)
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: serve) { server in
+            let clientCounts = try await withThrowingTaskGroup(of: Int.self) { group in
+                for client in 0..<Self.clients {
+                    group.addTask {
+                        let link = try await PeerConnection.dial(
+                            host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "\(client)"))
+                        return try await Self.exchange(over: link, send: client, expect: 100 + client)
+                    }
                 }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
             }
-            return try await group.reduce(into: [Int]()) { $0.append($1) }
+            #expect(clientCounts == Array(repeating: Self.framesPerClient, count: Self.clients))
+            let verifiedByServer = try await withDeadline(.seconds(60)) {
+                await serverCounts.prefix(Self.clients).reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(verifiedByServer == Array(repeating: Self.framesPerClient, count: Self.clients))
         }
-        #expect(clientCounts == Array(repeating: Self.framesPerClient, count: Self.clients))
-        let verifiedByServer = try await withDeadline(.seconds(60)) {
-            await serverCounts.prefix(Self.clients).reduce(into: [Int]()) { $0.append($1) }
-        }
-        #expect(verifiedByServer == Array(repeating: Self.framesPerClient, count: Self.clients))
-        await server.stop()
     }
 
     @Test(.timeLimit(.minutes(1)))
     func bothSidesLearnEachOthersHello() async throws {
         let serverID = UUID()
-        let server = try await TestListener(configuration: LinkFixtures.configuration(name: "Captain", peerID: serverID), onLink: echo)
-        let configuration = try LinkFixtures.configuration(name: "First Officer")
-        let link = try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: configuration)
-        #expect(link.remoteHello.peerID == serverID)
-        #expect(link.remoteHello.displayName == "Captain")
-        #expect(try await roundTrip("waypoint ALPHA", over: link) == "waypoint ALPHA")
-        await server.stop()
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "Captain", peerID: serverID), onLink: echo) { server in
+            let configuration = try LinkFixtures.configuration(name: "First Officer")
+            let link = try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: configuration)
+            #expect(link.remoteHello.peerID == serverID)
+            #expect(link.remoteHello.displayName == "Captain")
+            #expect(try await roundTrip("waypoint ALPHA", over: link) == "waypoint ALPHA")
+        }
     }
 
     @Test(.timeLimit(.minutes(1)))
     func aListenerOnAllInterfacesAcceptsIPv4AndIPv6() async throws {
-        let listener = try await PeerListener.bind(configuration: LinkFixtures.configuration(name: "any"))
-        let task = Task { try await listener.run(onLink: echo, onFailure: { _, _ in }) }
-        for host in ["127.0.0.1", "::1"] {
-            let link = try await PeerConnection.dial(host: host, port: listener.port, configuration: LinkFixtures.configuration(name: host))
-            #expect(try await roundTrip(host, over: link) == host)
+        try await withTestListener(host: nil, configuration: LinkFixtures.configuration(name: "any"), onLink: echo) { server in
+            for host in ["127.0.0.1", "::1"] {
+                let link = try await PeerConnection.dial(host: host, port: server.port, configuration: LinkFixtures.configuration(name: host))
+                #expect(try await roundTrip(host, over: link) == host)
+            }
         }
-        task.cancel()
-        await listener.close()
-        _ = await task.result
     }
 }

@@ -50,7 +50,14 @@ struct PendingLink: Sendable {
 
     /// Waits for the handshake and returns the ready link.
     func established() async throws -> PeerConnection {
-        let hello = try await hello.get()
+        let hello: Hello
+        do {
+            hello = try await self.hello.get()
+        } catch {
+            // Nobody will use the async channel: finish its writer and close it.
+            try? await channel.executeThenClose { _, _ in }
+            throw error
+        }
         return PeerConnection(remoteHello: hello, remoteAddress: remoteAddress, channel: channel)
     }
 }

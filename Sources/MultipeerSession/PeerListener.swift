@@ -62,7 +62,12 @@ package final class PeerListener: Sendable {
                     group.addTask {
                         let link: PeerConnection
                         do {
-                            link = try await pending.established()
+                            // Stopping the listener cuts handshakes short rather than waiting them out.
+                            link = try await withTaskCancellationHandler {
+                                try await pending.established()
+                            } onCancel: {
+                                pending.channel.channel.close(promise: nil)
+                            }
                         } catch {
                             await onFailure(pending.remoteAddress, error)
                             return

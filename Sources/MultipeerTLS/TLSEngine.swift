@@ -179,18 +179,19 @@ package final class TLSEngine {
         _ = gnutls_bye(session, GNUTLS_SHUT_WR)
     }
 
-    /// What was negotiated, e.g. `(TLS1.3)-(ECDHE-X25519)-(AES-128-GCM)`.
+    /// What was negotiated, e.g. `TLS1.3 ECDHE-PSK X25519 AES-128-GCM`.
     package var negotiatedDescription: String {
-        guard let description = gnutls_session_get_desc(session) else { return "none" }
-        defer { multipeer_gnutls_free(description) }
-        return String(cString: description)
+        let (version, keyExchange, group, cipher) = negotiated
+        return "\(version) \(keyExchange) \(group) \(cipher)"
     }
 
-    /// The negotiated TLS version, key exchange and cipher, by GnuTLS's names.
-    package var negotiated: (version: String, keyExchange: String, cipher: String) {
-        (String(cString: gnutls_protocol_get_name(gnutls_protocol_get_version(session))),
-         String(cString: gnutls_kx_get_name(gnutls_kx_get(session))),
-         String(cString: gnutls_cipher_get_name(gnutls_cipher_get(session))))
+    /// The negotiated TLS version, key exchange, (EC)DHE group and cipher, by GnuTLS's names.
+    package var negotiated: (version: String, keyExchange: String, group: String, cipher: String) {
+        func name(_ pointer: UnsafePointer<CChar>?) -> String { pointer.map { String(cString: $0) } ?? "none" }
+        return (name(gnutls_protocol_get_name(gnutls_protocol_get_version(session))),
+                name(gnutls_kx_get_name(gnutls_kx_get(session))),
+                name(gnutls_group_get_name(gnutls_group_get(session))),
+                name(gnutls_cipher_get_name(gnutls_cipher_get(session))))
     }
 
     /// Records a fatal error, queues the alert that fits it, and returns the error to report.

@@ -3,7 +3,7 @@ package import NIOCore
 
 /// Fired inbound once the TLS handshake is complete; plaintext flows from then on.
 package struct TLSHandshakeCompleted: Sendable {
-    /// What was negotiated, e.g. `(TLS1.3)-(ECDHE-X25519)-(AES-128-GCM)`.
+    /// What was negotiated, e.g. `TLS1.3 ECDHE-PSK X25519 AES-128-GCM`.
     package var negotiated: String
 }
 

@@ -49,6 +49,7 @@ final class EnginePair {
         for engine in [pair.client, pair.server] {
             #expect(engine.negotiated.version == "TLS1.3")
             #expect(engine.negotiated.keyExchange == "ECDHE-PSK")
+            #expect(engine.negotiated.group == "X25519")
             #expect(engine.negotiated.cipher == "AES-128-GCM")
         }
         #expect(try EnginePair.send("ping", from: pair.client, to: pair.server) == "ping")

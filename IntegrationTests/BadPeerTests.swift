@@ -1,0 +1,118 @@
+import Foundation
+@testable import MultipeerSession
+import MultipeerCore
+import MultipeerTestSupport
+import NIOCore
+import NIOPosix
+import Testing
+
+/// Bad input at the listener: each case ends in a typed error for that connection only, and
+/// the listener goes on serving good peers.
+@Suite struct BadPeerTests {
+    /// Connects over plain TCP, sends `bytes`, and returns everything received until the server closes.
+    static func rawExchange(port: Int, send bytes: [UInt8]) async throws -> [UInt8] {
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: port) { channel in
+                channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+            }
+        return try await channel.executeThenClose { inbound, outbound in
+            if !bytes.isEmpty { try await outbound.write(ByteBuffer(bytes: bytes)) }
+            var received: [UInt8] = []
+            for try await chunk in inbound { received += chunk.readableBytesView }
+            return received
+        }
+    }
+
+    /// After a bad client, a good one still completes a round trip.
+    static func expectStillServing(_ server: TestListener) async throws {
+        let link = try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "good"))
+        #expect(try await roundTrip("still here", over: link) == "still here")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aPlaintextHTTPRequestIsClosedWithAnAlertAndATypedError() async throws {
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
+            let reply = try await withDeadline(.seconds(20)) {
+                try await Self.rawExchange(port: server.port, send: Array("GET / HTTP/1.1\r\nHost: navlog\r\n\r\n".utf8))
+            }
+            #expect(reply.first == 0x15, "a TLS alert record comes back before the close: \(reply)")
+            let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
+            #expect(failure?.code == .notTLS)
+            #expect(failure?.message.contains("sent data that is not TLS (it starts with \"GET / HTTP/1.1") == true, "\(String(describing: failure))")
+            try await Self.expectStillServing(server)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func randomBytesAreClosedWithATypedError() async throws {
+        try await withTestListener(
+            configuration: LinkFixtures.configuration(name: "server", handshakeTimeout: .seconds(1)), onLink: echo
+        ) { server in
+            // GnuTLS may read random bytes as the start of a long record and wait for the rest:
+            // then the handshake timeout ends it.
+            var generator = SystemRandomNumberGenerator()
+            let garbage = (0..<4096).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            // The server may reset the connection while the garbage is still arriving: no matter.
+            _ = try? await withDeadline(.seconds(20)) { try await Self.rawExchange(port: server.port, send: garbage) }
+            let failure = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
+            #expect([.notTLS, .tlsFailure, .tlsNegotiationFailed, .handshakeTimeout].contains(failure.code), "\(failure)")
+            try await Self.expectStillServing(server)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aSilentClientIsCutOffAtTheHandshakeTimeout() async throws {
+        try await withTestListener(
+            configuration: LinkFixtures.configuration(name: "server", handshakeTimeout: .milliseconds(300)), onLink: echo) { server in
+            // Sends nothing: only the server's timer can end this connection.
+            let reply = try await withDeadline(.seconds(20)) { try await Self.rawExchange(port: server.port, send: []) }
+            #expect(reply.isEmpty)
+            let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
+            #expect(failure?.code == .handshakeTimeout)
+            #expect(failure?.message.contains("did not complete the TLS handshake within 0.3 seconds") == true, "\(String(describing: failure))")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aLinkToItselfIsRefusedOnBothSides() async throws {
+        let peerID = UUID()
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "me", peerID: peerID), onLink: echo) { server in
+            let error = try await #require(throws: MultipeerError.self) {
+                _ = try await PeerConnection.dial(
+                    host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "me", peerID: peerID))
+            }
+            #expect(error.code == .selfConnection)
+            let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
+            #expect(failure?.code == .selfConnection)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func anotherProtocolVersionIsRefused() async throws {
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "v1"), onLink: echo) { server in
+            let future = try LinkFixtures.configuration(name: "v2", protocolVersion: 2)
+            _ = try? await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: future)
+            let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
+            #expect(failure?.code == .protocolVersionMismatch)
+            #expect(failure?.message == "the peer speaks protocol version 2; this side speaks 1")
+            try await Self.expectStillServing(server)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func anOversizeFrameClosesTheLinkWithAGoodbyeThatSaysWhy() async throws {
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "small", maximumFrameLength: 1024), onLink: echo) { server in
+            let link = try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "big"))
+            let goodbye = try await link.channel.executeThenClose { inbound, outbound -> (GoodbyeReason, String)? in
+                try await outbound.write(.data(DataMessage(sequence: 0, typeName: "Blob", payload: ByteBuffer(repeating: 7, count: 2048))))
+                for try await message in inbound {
+                    if case .goodbye(let reason, let text) = message { return (reason, text) }
+                }
+                return nil
+            }
+            #expect(goodbye?.0 == .protocolError)
+            #expect(goodbye?.1.contains("a DATA frame announced 2061 bytes, more than the limit of 1024") == true, "\(String(describing: goodbye))")
+            try await Self.expectStillServing(server)
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+@testable import MultipeerSession
+import MultipeerCore
+import MultipeerTLS
+import MultipeerTestSupport
+import NIOCore
+import Testing
+
+/// Our listener against TLS clients nobody here wrote: GnuTLS's own gnutls-cli.
+@Suite(.serialized) struct InteropTests {
+    static let gnutlsCLI = "/usr/bin/gnutls-cli"
+
+    static func gnutlsCLI(port: Int, key: String, priority: String = TLSConfiguration.priorities) async throws -> ProcessResult {
+        try await runProcess(gnutlsCLI, ["--verbose",
+            "-p", "\(port)", "127.0.0.1", "--pskusername", LinkFixtures.identity, "--pskkey", key, "--priority", priority,
+        ])
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func gnutlsCLICompletesATLS13ECDHEPSKHandshake() async throws {
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
+            let result = try await Self.gnutlsCLI(port: server.port, key: LinkFixtures.keyHex)
+            #expect(result.output.contains("Handshake was completed"), "\(result.output)")
+            // gnutls-cli's own report: TLS 1.3, PSK authentication with an ephemeral X25519 exchange.
+            for line in ["- Version: TLS1.3", "- PSK authentication.", "- Ephemeral EC Diffie-Hellman parameters",
+                         "- Using curve: X25519", "- Cipher: AES-128-GCM"] {
+                #expect(result.output.contains(line), "\(line) in \(result.output)")
+            }
+            // TLS succeeded; gnutls-cli then left without a HELLO, which is what our side reports.
+            let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
+            #expect(failure?.code == .closedDuringHandshake, "\(String(describing: failure))")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func gnutlsCLIWithAWrongKeyIsRefusedWhileAGoodLinkKeepsWorking() async throws {
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
+            let good = try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "good"))
+            try await good.channel.executeThenClose { inbound, outbound in
+                var replies = inbound.makeAsyncIterator()
+                func roundTrip(_ text: String) async throws -> String? {
+                    try await outbound.write(.data(DataMessage(sequence: 0, typeName: "Text", payload: ByteBuffer(string: text))))
+                    while let message = try await replies.next() {
+                        if case .data(let data) = message { return String(buffer: data.payload) }
+                    }
+                    return nil
+                }
+                #expect(try await roundTrip("before") == "before")
+
+                let wrongKey = String(LinkFixtures.keyHex.reversed())
+                let result = try await Self.gnutlsCLI(port: server.port, key: wrongKey)
+                #expect(result.status != 0)
+                #expect(!result.output.contains("Handshake was completed"))
+                #expect(result.output.contains("Illegal parameter"), "\(result.output)")
+                let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
+                #expect(failure?.code == .authenticationFailed)
+                #expect(failure?.message.hasPrefix("peer at 127.0.0.1:") == true)
+                #expect(failure?.message.hasSuffix("failed PSK authentication: keys differ") == true, "\(String(describing: failure))")
+                #expect(failure?.description.contains(wrongKey) == false)
+                #expect(failure?.description.contains(LinkFixtures.keyHex) == false)
+
+                #expect(try await roundTrip("after") == "after")
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aTLS12ClientIsRefused() async throws {
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
+            let result = try await Self.gnutlsCLI(
+                port: server.port, key: LinkFixtures.keyHex, priority: "NORMAL:-VERS-ALL:+VERS-TLS1.2:+PSK:+ECDHE-PSK")
+            #expect(result.status != 0)
+            #expect(!result.output.contains("Handshake was completed"), "\(result.output)")
+            let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
+            #expect(failure?.code == .tlsNegotiationFailed, "\(String(describing: failure))")
+        }
+    }
+}
