@@ -1,1 +1,170 @@
-print("todo")
+// Measures our link against a C GnuTLS program with the same priority string and against
+// plain TCP, in one run: ping-pong round trips with 1 KiB payloads (unpinned, and pinned to
+// one core in a child process under taskset) and one-way throughput by message size.
+// Prints a table and writes JSON. See Benchmarks/README.md.
+import Foundation
+import MultipeerTLS
+
+struct RoundTrip: Codable {
+    var placement: String
+    var link: String
+    var p50Microseconds: Double
+    var p99Microseconds: Double
+}
+
+struct Throughput: Codable {
+    var payloadBytes: Int
+    var link: String
+    var messagesPerSecond: Double
+    var megabytesPerSecond: Double
+}
+
+struct Report: Codable {
+    var machine: [String: String]
+    var roundTrips: [RoundTrip]
+    var throughput: [Throughput]
+}
+
+/// One of the links under test.
+enum Link {
+    case ours(OurLink)
+    case baseline(String, Baseline)
+
+    var name: String {
+        switch self {
+        case .ours(let link): link.name
+        case .baseline(let name, _): name
+        }
+    }
+
+    func pingPong(payload: Int, iterations: Int, warmup: Int) async throws -> [Double] {
+        switch self {
+        case .ours(let link): try await link.pingPong(payload: payload, iterations: iterations, warmup: warmup)
+        case .baseline(_, let baseline): try baseline.pingPong(payload: payload, iterations: iterations, warmup: warmup)
+        }
+    }
+
+    func throughput(payload: Int, count: Int) async throws -> Double {
+        switch self {
+        case .ours(let link): try await link.throughput(payload: payload, count: count)
+        case .baseline(_, let baseline): try baseline.throughput(payload: payload, count: count)
+        }
+    }
+}
+
+let arguments = CommandLine.arguments
+let quick = arguments.contains("--quick")
+let jsonPath = arguments.firstIndex(of: "--json").map { arguments[$0 + 1] } ?? "bench-results/link.json"
+
+let key = (0..<32).map { UInt8($0) }
+let psk = try PreSharedKey(identity: "bench", key: key)
+let links: [Link] = [
+    .ours(OurLink(psk: psk, preferEventLoop: true)),
+    .ours(OurLink(psk: psk, preferEventLoop: false)),
+    .baseline("C GnuTLS", Baseline(useTLS: true, key: key)),
+    .baseline("TCP", Baseline(useTLS: false, key: key)),
+]
+
+func percentile(_ samples: [Double], _ p: Double) -> Double {
+    let sorted = samples.sorted()
+    return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+}
+
+func measureRoundTrips(placement: String) async throws -> [RoundTrip] {
+    let iterations = quick ? 2_000 : 20_000
+    var results: [RoundTrip] = []
+    for link in links {
+        let samples = try await link.pingPong(payload: 1024, iterations: iterations, warmup: 500)
+        results.append(RoundTrip(
+            placement: placement, link: link.name,
+            p50Microseconds: percentile(samples, 0.5) / 1000, p99Microseconds: percentile(samples, 0.99) / 1000))
+    }
+    return results
+}
+
+/// Runs the round trips again in a child process confined to core 0.
+func measurePinnedRoundTrips() throws -> [RoundTrip] {
+    let child = Process()
+    child.executableURL = URL(fileURLWithPath: "/usr/bin/taskset")
+    let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+    child.arguments = ["-c", "0", me, "--pinned-round-trips"] + (quick ? ["--quick"] : [])
+    let output = Pipe()
+    child.standardOutput = output
+    try child.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    child.waitUntilExit()
+    guard child.terminationStatus == 0 else { throw BenchmarkError("the pinned run failed") }
+    return try JSONDecoder().decode([RoundTrip].self, from: data)
+}
+
+func measureThroughput(sizes: [Int], links: [Link]) async throws -> [Throughput] {
+    let repeats = quick ? 1 : 3
+    var results: [Throughput] = []
+    for size in sizes {
+        // Enough messages for a run of about a second, bounded for the smallest sizes.
+        let count = max(64, min(quick ? 20_000 : 200_000, (quick ? 64 : 512) * 1024 * 1024 / size))
+        for link in links {
+            var seconds: [Double] = []
+            for _ in 0..<repeats { seconds.append(try await link.throughput(payload: size, count: count)) }
+            let rate = Double(count) / percentile(seconds, 0.5)
+            results.append(Throughput(payloadBytes: size, link: link.name, messagesPerSecond: rate, megabytesPerSecond: rate * Double(size) / 1e6))
+        }
+    }
+    return results
+}
+
+func machine() -> [String: String] {
+    func read(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
+    let cpu = read("/proc/cpuinfo").split(separator: "\n").first { $0.hasPrefix("model name") }?
+        .split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "unknown"
+    return [
+        "cpu": cpu,
+        "cores": "\(ProcessInfo.processInfo.activeProcessorCount)",
+        "kernel": read("/proc/sys/kernel/osrelease").trimmingCharacters(in: .whitespacesAndNewlines),
+        "gnutls": TLSConfiguration.libraryVersion,
+        "mode": quick ? "quick" : "full",
+    ]
+}
+
+func format(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
+func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text : text + String(repeating: " ", count: width - text.count) }
+
+if arguments.contains("--pinned-round-trips") {
+    FileHandle.standardOutput.write(try JSONEncoder().encode(try await measureRoundTrips(placement: "pinned to core 0")))
+    exit(0)
+}
+if let index = arguments.firstIndex(of: "--throughput-only") {
+    // One size, our links only: for profiling (perf record ... --throughput-only 1024).
+    for result in try await measureThroughput(sizes: [Int(arguments[index + 1])!], links: Array(links.prefix(2))) {
+        print("\(result.link) \(result.payloadBytes) B: \(format(result.messagesPerSecond, 0)) messages/s, \(format(result.megabytesPerSecond)) MB/s")
+    }
+    exit(0)
+}
+
+let roundTrips = try await measureRoundTrips(placement: "unpinned") + measurePinnedRoundTrips()
+let throughput = try await measureThroughput(sizes: [128, 1024, 4096, 9 * 1024, 64 * 1024, 1024 * 1024], links: links)
+let report = Report(machine: machine(), roundTrips: roundTrips, throughput: throughput)
+
+print("Machine: \(report.machine["cpu"]!), \(report.machine["cores"]!) cores, Linux \(report.machine["kernel"]!), GnuTLS \(report.machine["gnutls"]!)")
+print("'ours': link tasks on the channel's event loop; 'ours/pool': on Swift's global pool.")
+print("\nRound trip, 1 KiB payload (µs)")
+print(pad("placement", 18) + pad("link", 11) + pad("p50", 9) + pad("p99", 9) + "ours p50 / this p50")
+for trip in roundTrips {
+    let ourP50 = roundTrips.first { $0.placement == trip.placement && $0.link == "ours" }!.p50Microseconds
+    print(pad(trip.placement, 18) + pad(trip.link, 11) + pad(format(trip.p50Microseconds), 9) + pad(format(trip.p99Microseconds), 9)
+        + (trip.link == "ours" ? "" : format(ourP50 / trip.p50Microseconds, 2) + "x"))
+}
+print("\nOne-way throughput, one write per message (median of \(quick ? 1 : 3) runs)")
+print(pad("payload", 10) + pad("link", 11) + pad("messages/s", 13) + pad("MB/s", 10) + "ours / this")
+for result in throughput {
+    let ours = throughput.first { $0.payloadBytes == result.payloadBytes && $0.link == "ours" }!.messagesPerSecond
+    print(pad("\(result.payloadBytes)", 10) + pad(result.link, 11) + pad(format(result.messagesPerSecond, 0), 13)
+        + pad(format(result.megabytesPerSecond), 10) + (result.link == "ours" ? "" : format(ours / result.messagesPerSecond, 2)))
+}
+
+let url = URL(fileURLWithPath: jsonPath)
+try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+let encoder = JSONEncoder()
+encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+try encoder.encode(report).write(to: url)
+print("\nJSON written to \(jsonPath)")

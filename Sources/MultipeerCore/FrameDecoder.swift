@@ -40,14 +40,3 @@ public struct FrameDecoder: NIOSingleStepByteToMessageDecoder {
         return nil
     }
 }
-
-/// Writes ``Frame``s as bytes.
-public struct FrameEncoder: MessageToByteEncoder {
-    public typealias OutboundIn = Frame
-
-    public init() {}
-
-    public func encode(data frame: Frame, out: inout ByteBuffer) {
-        frame.write(to: &out)
-    }
-}

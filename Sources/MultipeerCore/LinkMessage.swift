@@ -106,33 +106,52 @@ extension LinkMessage {
         }
     }
 
-    /// Encodes the message as a frame, with its value in a buffer from `allocator`.
+    /// The frame type that carries this message.
+    public var frameType: FrameType {
+        switch self {
+        case .hello: .hello
+        case .ping: .ping
+        case .pong: .pong
+        case .data: .data
+        case .ack: .ack
+        case .goodbye: .goodbye
+        case .unknown(let type): type
+        }
+    }
+
+    /// Appends the whole frame, header and value, to `buffer`: one buffer, no intermediate copy.
+    public func writeFrame(to buffer: inout ByteBuffer) {
+        let start = buffer.writerIndex
+        buffer.writeMultipleIntegers(frameType.rawValue, UInt32(0))
+        writeValue(to: &buffer)
+        buffer.setInteger(UInt32(buffer.writerIndex - start - Frame.headerLength), at: start + 4)
+    }
+
+    /// Encodes the message as a ``Frame``, with its value in a buffer from `allocator`.
     public func frame(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> Frame {
         var value = allocator.buffer(capacity: 32)
-        let type: FrameType
+        writeValue(to: &value)
+        return Frame(type: frameType, value: value)
+    }
+
+    private func writeValue(to buffer: inout ByteBuffer) {
         switch self {
         case .hello(let hello):
-            type = .hello
-            hello.encode(into: &value)
+            hello.encode(into: &buffer)
         case .ping(let probe), .pong(let probe):
-            type = if case .ping = self { .ping } else { .pong }
-            value.writeMultipleIntegers(probe.nonce, probe.timestamp)
+            buffer.writeMultipleIntegers(probe.nonce, probe.timestamp)
         case .data(let message):
-            type = .data
-            value.reserveCapacity(minimumWritableBytes: 9 + message.typeName.utf8.count + message.payload.readableBytes)
-            value.writeInteger(message.sequence)
-            value.writeShortString(message.typeName)
-            value.writeImmutableBuffer(message.payload)
+            buffer.reserveCapacity(minimumWritableBytes: 9 + message.typeName.utf8.count + message.payload.readableBytes)
+            buffer.writeInteger(message.sequence)
+            buffer.writeShortString(message.typeName)
+            buffer.writeImmutableBuffer(message.payload)
         case .ack(let sequence):
-            type = .ack
-            value.writeInteger(sequence)
+            buffer.writeInteger(sequence)
         case .goodbye(let reason, let text):
-            type = .goodbye
-            value.writeInteger(reason.rawValue)
-            value.writeShortString(String(decoding: text.utf8.prefix(255), as: UTF8.self))
-        case .unknown(let unknownType):
-            type = unknownType
+            buffer.writeInteger(reason.rawValue)
+            buffer.writeShortString(String(decoding: text.utf8.prefix(255), as: UTF8.self))
+        case .unknown:
+            break
         }
-        return Frame(type: type, value: value)
     }
 }

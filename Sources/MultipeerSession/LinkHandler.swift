@@ -12,7 +12,7 @@ final class LinkHandler: ChannelDuplexHandler {
     typealias InboundIn = Frame
     typealias InboundOut = LinkMessage
     typealias OutboundIn = LinkMessage
-    typealias OutboundOut = Frame
+    typealias OutboundOut = ByteBuffer
 
     private enum State {
         case awaitingTLS
@@ -62,7 +62,7 @@ final class LinkHandler: ChannelDuplexHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is TLSHandshakeCompleted, state == .awaitingTLS {
             state = .awaitingHello
-            context.writeAndFlush(wrapOutboundOut(LinkMessage.hello(localHello).frame(allocator: context.channel.allocator)), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(encode(.hello(localHello), context: context)), promise: nil)
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -98,7 +98,7 @@ final class LinkHandler: ChannelDuplexHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        context.write(wrapOutboundOut(unwrapOutboundIn(data).frame(allocator: context.channel.allocator)), promise: promise)
+        context.write(wrapOutboundOut(encode(unwrapOutboundIn(data), context: context)), promise: promise)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -108,7 +108,7 @@ final class LinkHandler: ChannelDuplexHandler {
         case .open:
             state = .closed
             if let error = error as? MultipeerError, [.frameTooLarge, .malformedMessage, .truncatedFrame].contains(error.code) {
-                let goodbye = LinkMessage.goodbye(.protocolError, error.message).frame(allocator: context.channel.allocator)
+                let goodbye = encode(.goodbye(.protocolError, error.message), context: context)
                 context.writeAndFlush(wrapOutboundOut(goodbye), promise: nil)
             }
             context.fireErrorCaught(error)
@@ -124,6 +124,12 @@ final class LinkHandler: ChannelDuplexHandler {
         }
         state = .closed
         context.fireChannelInactive()
+    }
+
+    private func encode(_ message: LinkMessage, context: ChannelHandlerContext) -> ByteBuffer {
+        var buffer = context.channel.allocator.buffer(capacity: 64)
+        message.writeFrame(to: &buffer)
+        return buffer
     }
 
     private func failHandshake(context: ChannelHandlerContext, _ error: any Error) {

@@ -112,3 +112,10 @@ private func serverPSKCallback(
     key.pointee = gnutls_datum_t(data: memory.assumingMemoryBound(to: UInt8.self), size: UInt32(length))
     return 0
 }
+
+extension TLSConfiguration {
+    /// The version of the GnuTLS library in use, e.g. `3.7.9`.
+    public static var libraryVersion: String {
+        gnutls_check_version(nil).map { String(cString: $0) } ?? "unknown"
+    }
+}

@@ -27,6 +27,9 @@ package final class TLSEngine {
         case closed
     }
 
+    /// TLS 1.3 records carry at most 16 KiB of plaintext.
+    package static let maximumRecordPlaintext = 16 * 1024
+
     let context: TLSContext
     package let role: Role
     /// How the peer is named in errors, e.g. "peer at 127.0.0.1:50412".
@@ -136,10 +139,13 @@ package final class TLSEngine {
     package func read(into plaintext: inout ByteBuffer) throws -> ReadResult {
         precondition(isHandshakeComplete, "read before the handshake completed")
         if let failure { throw failure }
+        // Plaintext is no longer than the ciphertext it comes from: reserve once, not per record,
+        // and let a record that does not fit be read in parts rather than grow the buffer.
+        plaintext.reserveCapacity(minimumWritableBytes: max(inbound.readableBytes, 1024))
         while true {
             pullFoundNothing = false
             var status = 0
-            plaintext.writeWithUnsafeMutableBytes(minimumWritableBytes: 16 * 1024 + 256) { buffer in
+            plaintext.writeWithUnsafeMutableBytes(minimumWritableBytes: plaintext.writableBytes > 0 ? 1 : 16 * 1024) { buffer in
                 status = gnutls_record_recv(session, buffer.baseAddress, buffer.count)
                 return max(status, 0)
             }
@@ -163,6 +169,9 @@ package final class TLSEngine {
         precondition(isHandshakeComplete, "write before the handshake completed")
         if let failure { throw failure }
         var remaining = plaintext
+        // Each record adds at most a 5-byte header, the content type and a 16-byte tag.
+        let records = plaintext.readableBytes / Self.maximumRecordPlaintext + 1
+        outbound.reserveCapacity(minimumWritableBytes: plaintext.readableBytes + records * 32)
         while remaining.readableBytes > 0 {
             let sent = remaining.withUnsafeReadableBytes { gnutls_record_send(session, $0.baseAddress, $0.count) }
             if sent >= 0 {

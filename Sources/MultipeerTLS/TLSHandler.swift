@@ -92,8 +92,25 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     package func flush(context: ChannelHandlerContext) {
+        guard case .active = state else {
+            flushPending = true
+            return
+        }
+        // A full record's worth is encrypted at once, so the bytes reach the channel and its
+        // writability pushes back on the writer. Less waits for the end of this event-loop tick:
+        // writes that other threads queued for the tick (an async writer yields one message per
+        // task) then share records and one system call instead of one each.
+        if (pendingPlaintext?.readableBytes ?? 0) >= TLSEngine.maximumRecordPlaintext {
+            encryptPending(context: context)
+            return
+        }
+        guard !flushPending else { return }
         flushPending = true
-        if case .active = state { encryptPending(context: context) }
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            let (handler, context) = loopBound.value
+            if handler.flushPending, case .active = handler.state { handler.encryptPending(context: context) }
+        }
     }
 
     package func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {

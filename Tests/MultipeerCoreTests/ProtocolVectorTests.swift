@@ -29,6 +29,9 @@ import Testing
             var bytes = ByteBuffer()
             message.frame().write(to: &bytes)
             #expect(Array(bytes.readableBytesView) == vectors[name], "vector \(name)")
+            var direct = ByteBuffer()
+            message.writeFrame(to: &direct)
+            #expect(direct == bytes, "writeFrame and frame() agree for \(name)")
         }
     }
 
