@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 @testable import MultipeerSession
 import MultipeerCore
 import MultipeerTestSupport
@@ -100,6 +101,34 @@ import Testing
             #expect(link.remoteHello.peerID == serverID)
             #expect(link.remoteHello.displayName == "Captain")
             #expect(try await roundTrip("waypoint ALPHA", over: link) == "waypoint ALPHA")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func linksSetTCPNoDelayAndTheConfiguredUserTimeout() async throws {
+        var serverConfiguration = try LinkFixtures.configuration(name: "server")
+        serverConfiguration.tcpUserTimeout = .milliseconds(1500)
+        var clientConfiguration = try LinkFixtures.configuration(name: "client")
+        clientConfiguration.tcpUserTimeout = .milliseconds(1500)
+        let (accepted, acceptedLink) = AsyncStream<(SocketOptionValue, SocketOptionValue)>.makeStream()
+        let serve: @Sendable (PeerConnection) async -> Void = { link in
+            let channel = link.channel.channel
+            if let noDelay = try? await channel.getOption(.tcpOption(.tcp_nodelay)).get(),
+               let userTimeout = try? await channel.getOption(.tcpOption(NIOBSDSocket.Option(rawValue: TCP_USER_TIMEOUT))).get() {
+                acceptedLink.yield((noDelay, userTimeout))
+            }
+            await echo(link)
+        }
+        try await withTestListener(configuration: serverConfiguration, onLink: serve) { server in
+            let link = try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: clientConfiguration)
+            let channel = link.channel.channel
+            #expect(try await channel.getOption(.tcpOption(.tcp_nodelay)).get() != 0)
+            #expect(try await channel.getOption(.tcpOption(NIOBSDSocket.Option(rawValue: TCP_USER_TIMEOUT))).get() == 1500)
+            var iterator = accepted.makeAsyncIterator()
+            let serverSide = await iterator.next()
+            #expect(serverSide?.0 != 0)
+            #expect(serverSide?.1 == 1500)
+            #expect(try await roundTrip("options", over: link) == "options")
         }
     }
 
