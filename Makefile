@@ -17,7 +17,7 @@ build: deps
 
 test: daemons
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	scripts/run-tests.sh
 
 demo: deps
 	@echo "navlog-sync, the demo, arrives with issue 7; 'make test' runs everything built so far."

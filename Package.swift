@@ -49,6 +49,16 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // DNS-SD through avahi-daemon: advertiser, browser, static peer lists.
+        .target(
+            name: "MultipeerDiscovery",
+            dependencies: [
+                "CAvahi",
+                "MultipeerCore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The shell: listener, connections, and (later) the session actor.
         .target(
             name: "MultipeerSession",
@@ -99,6 +109,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "MultipeerDiscoveryTests",
+            dependencies: ["MultipeerDiscovery", "MultipeerCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "MultipeerTLSTests",
             dependencies: [
                 "MultipeerTestSupport",
@@ -113,6 +128,7 @@ let package = Package(
             name: "MultipeerIntegrationTests",
             dependencies: [
                 "MultipeerTestSupport",
+                "MultipeerDiscovery",
                 "MultipeerSession",
                 "MultipeerTLS",
                 "MultipeerCore",

@@ -44,6 +44,10 @@ public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible
         public static let invalidArgument = Code("invalidArgument")
         /// A TCP connection or listening socket could not be set up.
         public static let connectionFailed = Code("connectionFailed")
+        /// avahi-daemon (or the D-Bus system bus) is not running, or cannot be reached.
+        public static let discoveryUnavailable = Code("discoveryUnavailable")
+        /// Avahi refused to advertise or browse; the underlying text says why.
+        public static let discoveryFailure = Code("discoveryFailure")
     }
 
     /// What went wrong.

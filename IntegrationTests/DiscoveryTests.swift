@@ -1,0 +1,172 @@
+import Foundation
+import MultipeerCore
+import MultipeerDiscovery
+import MultipeerTestSupport
+import Testing
+
+/// Set by scripts/sandbox.sh: this process has an avahi-daemon of its own, on loopback only.
+let inDiscoverySandbox = ProcessInfo.processInfo.environment["MULTIPEER_SANDBOX"] == "1"
+
+/// Real avahi-daemon, in the sandbox of scripts/sandbox.sh (loopback only, a daemon of its own):
+/// serialized, because one test restarts that daemon.
+@Suite(.serialized, .enabled(if: inDiscoverySandbox, "needs scripts/sandbox.sh (make test, as root)"))
+struct DiscoveryTests {
+    /// A service type of this test alone: `_mp` and 8 hex digits.
+    static func uniqueServiceType() throws -> ServiceType {
+        try ServiceType("_mp\(String(UInt32.random(in: 0...UInt32.max), radix: 16).leftPadded(8))._tcp")
+    }
+
+    static func advertise(
+        _ type: ServiceType, name: String, peerID: UUID = UUID(), incarnation: UInt64 = 1, metadata: [String: String] = [:],
+        port: Int = 7000, instanceName: String? = nil
+    ) throws -> PeerAdvertiser {
+        try PeerAdvertiser(
+            serviceType: type, port: port,
+            txt: AdvertTXT(peerID: peerID, incarnation: incarnation, displayName: name, metadata: metadata),
+            instanceName: instanceName, connection: AvahiConnection.shared())
+    }
+
+    /// Waits for the advertisement to be established; returns the instance name.
+    static func established(_ advertiser: PeerAdvertiser) async throws -> String {
+        let events = try await collect(advertiser.events) { events in
+            events.contains { if case .established = $0 { true } else { false } }
+        }
+        guard case .established(let name)? = events.last else {
+            throw MultipeerError(.discoveryFailure, "the advertisement ended before it was established: \(events)")
+        }
+        return name
+    }
+
+    static func foundIDs(_ events: [BrowseEvent]) -> [UUID] {
+        events.compactMap { if case .found(let advert) = $0 { advert.peerID } else { nil } }
+    }
+
+    static func lostIDs(_ events: [BrowseEvent]) -> [UUID] {
+        events.compactMap { if case .lost(let id) = $0 { id } else { nil } }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func avahiBrowseSeesOurAdvertisementWithItsTXT() async throws {
+        let type = try Self.uniqueServiceType()
+        let peerID = UUID()
+        let advertiser = try Self.advertise(type, name: "Captain", peerID: peerID, incarnation: 7, metadata: ["seat": "L"], port: 7123)
+        let name = try await Self.established(advertiser)
+        #expect(name == peerID.uuidString.lowercased())
+
+        let result = try await runProcess("/usr/bin/avahi-browse", ["-rpt", type.rawValue])
+        let resolved = result.output.split(separator: "\n").filter { $0.hasPrefix("=;") && $0.contains(name) }
+        let line = try #require(resolved.first, "avahi-browse output: \(result.output)")
+        let fields = line.split(separator: ";", omittingEmptySubsequences: false)
+        #expect(fields[8] == "7123")
+        for entry in ["\"v=1\"", "\"id=\(peerID.uuidString.lowercased())\"", "\"inc=7\"", "\"name=Captain\"", "\"seat=L\""] {
+            #expect(fields[9].contains(entry), "\(entry) in \(fields[9])")
+        }
+        advertiser.stop()
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aServicePublishedByAvahiPublishIsFoundThenLost() async throws {
+        let type = try Self.uniqueServiceType()
+        let peerID = UUID()
+        let events = PeerBrowser(serviceType: type, localPeerID: UUID(), connection: try .shared()).browse()
+        // Two adverts that are not ours (another version; no id) and one in our format.
+        let others = [
+            try BackgroundProcess("/usr/bin/avahi-publish", ["-s", "future", type.rawValue, "7001", "v=2", "id=\(UUID())"]),
+            try BackgroundProcess("/usr/bin/avahi-publish", ["-s", "anonymous", type.rawValue, "7002", "v=1"]),
+        ]
+        let tower = try BackgroundProcess(
+            "/usr/bin/avahi-publish", ["-s", "tower", type.rawValue, "7003", "v=1", "id=\(peerID)", "inc=3", "name=Tower", "freq=118.1"])
+
+        let found = try await collect(events) { !Self.foundIDs($0).isEmpty }
+        guard case .found(let advert) = found.last else { Issue.record("no peer found: \(found)"); return }
+        #expect(advert.peerID == peerID)
+        #expect(advert.port == 7003)
+        #expect(advert.incarnation == 3)
+        #expect(advert.displayName == "Tower")
+        #expect(advert.metadata == ["freq": "118.1"])
+        #expect(advert.addresses.first?.host == "127.0.0.1")
+
+        tower.stop()
+        let lost = try await collect(events) { !Self.lostIDs($0).isEmpty }
+        #expect(Self.lostIDs(lost) == [peerID])
+        #expect(Self.foundIDs(lost).isEmpty, "the adverts of another version and without an id are never reported")
+        others.forEach { $0.stop() }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func ourOwnAdvertisementIsSkipped() async throws {
+        let type = try Self.uniqueServiceType()
+        let me = UUID()
+        let other = UUID()
+        let mine = try Self.advertise(type, name: "me", peerID: me)
+        let theirs = try Self.advertise(type, name: "other", peerID: other)
+        let events = PeerBrowser(serviceType: type, localPeerID: me, connection: try .shared()).browse()
+        let found = try await collect(events) { Self.foundIDs($0).contains(other) }
+        #expect(!Self.foundIDs(found).contains(me))
+        _ = try await Self.established(mine)
+        theirs.stop()
+        let lost = try await collect(events) { Self.lostIDs($0).contains(other) }
+        #expect(!Self.foundIDs(lost).contains(me))
+        mine.stop()
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func twoAdvertisersWithOneInstanceNameBothStayVisible() async throws {
+        let type = try Self.uniqueServiceType()
+        let first = UUID()
+        let second = UUID()
+        let events = PeerBrowser(serviceType: type, localPeerID: UUID(), connection: try .shared()).browse()
+        let a = try Self.advertise(type, name: "A", peerID: first, instanceName: "Captain")
+        let b = try Self.advertise(type, name: "B", peerID: second, instanceName: "Captain")
+        let names = [try await Self.established(a), try await Self.established(b)]
+        #expect(Set(names).count == 2, "distinct names: \(names)")
+        #expect(names.contains("Captain"))
+        let found = try await collect(events) { Set(Self.foundIDs($0)) == [first, second] }
+        #expect(Self.foundIDs(found).count == 2)
+        a.stop()
+        b.stop()
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func twentyAdvertisersAreEachFoundOnceAndAllLost() async throws {
+        let type = try Self.uniqueServiceType()
+        let ids = (0..<20).map { _ in UUID() }
+        let events = PeerBrowser(serviceType: type, localPeerID: UUID(), connection: try .shared()).browse()
+        let advertisers = try ids.enumerated().map { try Self.advertise(type, name: "peer \($0.offset)", peerID: $0.element, port: 7100 + $0.offset) }
+        let found = try await collect(events, timeout: .seconds(60)) { Set(Self.foundIDs($0)).count == 20 }
+        advertisers.forEach { $0.stop() }
+        let lost = try await collect(events, timeout: .seconds(60)) { Set(Self.lostIDs($0)).count == 20 }
+        let all = found + lost
+        #expect(Self.foundIDs(all).sorted { $0.uuidString < $1.uuidString } == ids.sorted { $0.uuidString < $1.uuidString },
+                "each found exactly once")
+        #expect(Self.lostIDs(all).count == 20, "each lost exactly once")
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func advertiserAndBrowserRecoverWhenAvahiDaemonRestarts() async throws {
+        let type = try Self.uniqueServiceType()
+        let peerID = UUID()
+        let advertiser = try Self.advertise(type, name: "survivor", peerID: peerID)
+        _ = try await Self.established(advertiser)
+        let events = PeerBrowser(serviceType: type, localPeerID: UUID(), connection: try .shared()).browse()
+        _ = try await collect(events) { Self.foundIDs($0).contains(peerID) }
+
+        // The sandbox's own daemon (its pid file is in the sandbox's private /run).
+        #expect(try await runProcess("/usr/sbin/avahi-daemon", ["-k"]).status == 0)
+        let lost = try await collect(events) { Self.lostIDs($0).contains(peerID) }
+        #expect(Self.lostIDs(lost) == [peerID])
+        #expect(try await runProcess("/usr/sbin/avahi-daemon", ["-D", "--no-chroot"]).status == 0)
+
+        let again = try await collect(events, timeout: .seconds(60)) { Self.foundIDs($0).contains(peerID) }
+        #expect(Self.foundIDs(again) == [peerID])
+        let advertiserEvents = try await collect(advertiser.events, timeout: .seconds(60)) { events in
+            events.contains { if case .established = $0 { true } else { false } }
+        }
+        #expect(advertiserEvents.first == .withdrawn)
+        advertiser.stop()
+    }
+}
+
+extension String {
+    func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
+}

@@ -1,0 +1,177 @@
+internal import CAvahi
+import Glibc
+public import Logging
+import MultipeerCore
+import Synchronization
+
+/// A connection to the system's avahi-daemon over D-Bus, through the Avahi client library on
+/// its own thread (Avahi's threaded poll). Advertisements and browsers are registered on it;
+/// when the daemon restarts, the connection makes a new client and registers them all again,
+/// so the application does nothing.
+///
+/// One connection serves any number of advertisers and browsers: ``shared(waitForDaemon:logger:)``
+/// gives the process-wide one.
+///
+/// `@unchecked Sendable`: every mutable property, and every Avahi object, is touched only on the
+/// poll thread (inside Avahi's callbacks, which hold the poll lock) or under the poll lock.
+public final class AvahiConnection: @unchecked Sendable {
+    private let poll: OpaquePointer
+    let logger: Logger
+    // Guarded by the poll lock.
+    private var client: OpaquePointer?
+    private var isRunning = false
+    private var registrations: [ObjectIdentifier: any AvahiRegistration] = [:]
+
+    private static let sharedConnection = Mutex<AvahiConnection?>(nil)
+
+    /// The process-wide connection, made on first use.
+    ///
+    /// - Parameter waitForDaemon: If avahi-daemon is not running, wait for it instead of throwing.
+    public static func shared(waitForDaemon: Bool = false, logger: Logger = Logger(label: "multipeer.discovery")) throws -> AvahiConnection {
+        try sharedConnection.withLock { shared in
+            if let shared { return shared }
+            let connection = try AvahiConnection(waitForDaemon: waitForDaemon, logger: logger)
+            shared = connection
+            return connection
+        }
+    }
+
+    /// Connects to avahi-daemon.
+    ///
+    /// - Parameter waitForDaemon: If the daemon is not running, wait for it to appear rather than
+    ///   throw an error that says how to start it.
+    public init(waitForDaemon: Bool = false, logger: Logger = Logger(label: "multipeer.discovery")) throws {
+        guard let poll = avahi_threaded_poll_new() else {
+            throw MultipeerError(.discoveryUnavailable, "cannot start Avahi's event thread")
+        }
+        self.poll = poll
+        self.logger = logger
+        // The first state callback fires inside avahi_client_new, before the poll thread runs:
+        // nothing else can touch this object yet, so no lock is needed.
+        var error: Int32 = 0
+        let flags = waitForDaemon ? AVAHI_CLIENT_NO_FAIL : AvahiClientFlags(rawValue: 0)
+        guard let client = avahi_client_new(
+            avahi_threaded_poll_get(poll), flags, avahiClientCallback, Unmanaged.passUnretained(self).toOpaque(), &error)
+        else {
+            avahi_threaded_poll_free(poll)
+            throw Self.connectError(error)
+        }
+        self.client = client
+        guard avahi_threaded_poll_start(poll) == 0 else {
+            avahi_client_free(client)
+            avahi_threaded_poll_free(poll)
+            throw MultipeerError(.discoveryUnavailable, "cannot start Avahi's event thread")
+        }
+    }
+
+    deinit {
+        avahi_threaded_poll_stop(poll)
+        if let client { avahi_client_free(client) }
+        avahi_threaded_poll_free(poll)
+    }
+
+    static func connectError(_ error: Int32) -> MultipeerError {
+        let text = String(cString: avahi_strerror(error))
+        guard error == Int32(AVAHI_ERR_NO_DAEMON) || error == Int32(AVAHI_ERR_DBUS_ERROR) else {
+            return MultipeerError(.discoveryUnavailable, "cannot connect to avahi-daemon", underlying: text)
+        }
+        return MultipeerError(
+            .discoveryUnavailable,
+            "avahi-daemon is not running (or the D-Bus system bus is not), so peers cannot be discovered over DNS-SD. "
+                + "Start it (systemctl start avahi-daemon; or as root: mkdir -p /run/dbus; dbus-daemon --system --fork; "
+                + "avahi-daemon -D --no-chroot), let the session wait for it, or configure static peers",
+            underlying: text)
+    }
+
+    // MARK: Registrations
+
+    /// Starts `registration`: now if the daemon is running, otherwise as soon as it is.
+    func register(_ registration: any AvahiRegistration) {
+        withPollLock {
+            registrations[ObjectIdentifier(registration)] = registration
+            if isRunning, let client { registration.attach(client) }
+        }
+    }
+
+    /// Stops `registration` and frees its Avahi objects; no callback reaches it afterwards.
+    func unregister(_ registration: any AvahiRegistration) {
+        withPollLock {
+            guard registrations.removeValue(forKey: ObjectIdentifier(registration)) != nil else { return }
+            registration.remove()
+        }
+    }
+
+    /// Runs `body` holding the poll lock. Never call from an Avahi callback: it holds the lock already.
+    func withPollLock<T>(_ body: () throws -> T) rethrows -> T {
+        avahi_threaded_poll_lock(poll)
+        defer { avahi_threaded_poll_unlock(poll) }
+        return try body()
+    }
+
+    /// The text of the client's last error. Poll thread or poll lock only.
+    func lastErrorText() -> String {
+        client.map { String(cString: avahi_strerror(avahi_client_errno($0))) } ?? "no client"
+    }
+
+    // MARK: Client state (poll thread)
+
+    fileprivate func clientStateChanged(_ changedClient: OpaquePointer, _ state: AvahiClientState) {
+        switch state {
+        case AVAHI_CLIENT_S_RUNNING:
+            client = changedClient
+            guard !isRunning else { return }
+            isRunning = true
+            logger.debug("avahi-daemon is running")
+            for registration in registrations.values { registration.attach(changedClient) }
+        case AVAHI_CLIENT_S_COLLISION, AVAHI_CLIENT_S_REGISTERING:
+            // The host name is being (re)registered: services must be withdrawn and added again
+            // once the client is running.
+            isRunning = false
+            for registration in registrations.values { registration.withdraw() }
+        case AVAHI_CLIENT_FAILURE:
+            isRunning = false
+            let error = avahi_client_errno(changedClient)
+            if error == Int32(AVAHI_ERR_DISCONNECTED) {
+                logger.warning("avahi-daemon went away; reconnecting when it is back")
+                // Freeing the client frees every group, browser and resolver made on it.
+                for registration in registrations.values { registration.detached() }
+                avahi_client_free(changedClient)
+                client = nil
+                reconnect()
+            } else {
+                logger.error("Avahi client failed: \(String(cString: avahi_strerror(error)))")
+            }
+        case AVAHI_CLIENT_CONNECTING:
+            logger.info("waiting for avahi-daemon to start")
+        default:
+            break
+        }
+    }
+
+    private func reconnect() {
+        var error: Int32 = 0
+        client = avahi_client_new(
+            avahi_threaded_poll_get(poll), AVAHI_CLIENT_NO_FAIL, avahiClientCallback, Unmanaged.passUnretained(self).toOpaque(), &error)
+        if client == nil {
+            logger.error("cannot reconnect to avahi-daemon: \(String(cString: avahi_strerror(error)))")
+        }
+    }
+}
+
+/// Something kept registered with avahi-daemon: an advertisement or a browser. Every method is
+/// called on the poll thread or under the poll lock.
+protocol AvahiRegistration: AnyObject {
+    /// Creates the Avahi objects on `client`, which is running.
+    func attach(_ client: OpaquePointer)
+    /// The client stopped running for a moment (host name registration): withdraw what is published.
+    func withdraw()
+    /// The client and every Avahi object made on it are gone; forget them.
+    func detached()
+    /// Free the Avahi objects for good.
+    func remove()
+}
+
+private func avahiClientCallback(_ client: OpaquePointer?, _ state: AvahiClientState, _ userdata: UnsafeMutableRawPointer?) {
+    guard let client, let userdata else { return }
+    Unmanaged<AvahiConnection>.fromOpaque(userdata).takeUnretainedValue().clientStateChanged(client, state)
+}

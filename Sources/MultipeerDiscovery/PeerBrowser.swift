@@ -1,0 +1,186 @@
+internal import CAvahi
+public import struct Foundation.UUID
+import Glibc
+import Logging
+import MultipeerCore
+
+/// Finds the peers advertising a service type over DNS-SD, through avahi-daemon.
+///
+/// Each peer is reported once however many interfaces and protocols announce it, and lost when
+/// the last announcement goes. This peer's own advertisement is skipped (by UUID, not by name),
+/// and so are adverts of another protocol version or without a valid `id` (logged at debug
+/// level). When avahi-daemon restarts, every peer is reported lost, then found again once the
+/// daemon is back.
+public struct PeerBrowser: PeerDiscovery {
+    public let serviceType: ServiceType
+    public let localPeerID: UUID
+    public let connection: AvahiConnection
+
+    public init(serviceType: ServiceType, localPeerID: UUID, connection: AvahiConnection) {
+        self.serviceType = serviceType
+        self.localPeerID = localPeerID
+        self.connection = connection
+    }
+
+    public func browse() -> AsyncStream<BrowseEvent> {
+        let (events, continuation) = AsyncStream<BrowseEvent>.makeStream()
+        let browser = AvahiBrowser(serviceType: serviceType.rawValue, localPeerID: localPeerID, connection: connection, events: continuation)
+        continuation.onTermination = { [connection] _ in connection.unregister(browser) }
+        connection.register(browser)
+        return events
+    }
+}
+
+/// The Avahi side of a browser: one service browser and a resolver per service instance.
+///
+/// `@unchecked Sendable`: used only on the poll thread or under the poll lock.
+final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
+    /// Keeps a resolver's context alive as long as the resolver, and names its instance.
+    final class Resolution {
+        unowned let browser: AvahiBrowser
+        let key: AdvertDirectory.InstanceKey
+        let isOnThisHost: Bool
+        var resolver: OpaquePointer?
+
+        init(browser: AvahiBrowser, key: AdvertDirectory.InstanceKey, isOnThisHost: Bool) {
+            self.browser = browser
+            self.key = key
+            self.isOnThisHost = isOnThisHost
+        }
+    }
+
+    private let serviceType: String
+    private let connection: AvahiConnection
+    private let events: AsyncStream<BrowseEvent>.Continuation
+    private var browser: OpaquePointer?
+    private var resolutions: [AdvertDirectory.InstanceKey: Resolution] = [:]
+    private var directory: AdvertDirectory
+
+    init(serviceType: String, localPeerID: UUID, connection: AvahiConnection, events: AsyncStream<BrowseEvent>.Continuation) {
+        self.serviceType = serviceType
+        self.connection = connection
+        self.events = events
+        self.directory = AdvertDirectory(localPeerID: localPeerID)
+    }
+
+    func attach(_ client: OpaquePointer) {
+        guard browser == nil else { return }
+        browser = avahi_service_browser_new(
+            client, avahiAnyInterface, avahiAnyProtocol, serviceType, nil, AVAHI_LOOKUP_USE_MULTICAST,
+            avahiServiceBrowserCallback, Unmanaged.passUnretained(self).toOpaque())
+        if browser == nil {
+            connection.logger.error("cannot browse for \(serviceType): \(connection.lastErrorText())")
+        }
+    }
+
+    func withdraw() {}
+
+    func detached() {
+        browser = nil
+        resolutions.removeAll()
+        report(directory.removeAll())
+    }
+
+    func remove() {
+        for resolution in resolutions.values {
+            if let resolver = resolution.resolver { avahi_service_resolver_free(resolver) }
+        }
+        resolutions.removeAll()
+        if let browser { avahi_service_browser_free(browser) }
+        browser = nil
+        events.finish()
+    }
+
+    private func report(_ browseEvents: [BrowseEvent]) {
+        for event in browseEvents { events.yield(event) }
+    }
+
+    // MARK: Callbacks (poll thread)
+
+    fileprivate func browserEvent(
+        _ interface: AvahiIfIndex, _ protocolFamily: AvahiProtocol, _ event: AvahiBrowserEvent,
+        _ name: String, _ type: UnsafePointer<CChar>?, _ domain: UnsafePointer<CChar>?, _ flags: AvahiLookupResultFlags
+    ) {
+        let key = AdvertDirectory.InstanceKey(interfaceIndex: interface, protocolFamily: protocolFamily, name: name)
+        switch event {
+        case AVAHI_BROWSER_NEW:
+            guard resolutions[key] == nil, let browser else { return }
+            let isLocal = flags.rawValue & AVAHI_LOOKUP_RESULT_LOCAL.rawValue != 0
+            let resolution = Resolution(browser: self, key: key, isOnThisHost: isLocal)
+            // The resolver stays until the instance is removed: it reports TXT and address changes too.
+            resolution.resolver = avahi_service_resolver_new(
+                avahi_service_browser_get_client(browser), interface, protocolFamily, name, type, domain,
+                avahiAnyProtocol, AvahiLookupFlags(0), avahiServiceResolverCallback, Unmanaged.passUnretained(resolution).toOpaque())
+            guard resolution.resolver != nil else {
+                connection.logger.debug("cannot resolve \(name): \(connection.lastErrorText())")
+                return
+            }
+            resolutions[key] = resolution
+        case AVAHI_BROWSER_REMOVE:
+            if let resolver = resolutions.removeValue(forKey: key)?.resolver { avahi_service_resolver_free(resolver) }
+            report(directory.removed(key))
+        case AVAHI_BROWSER_FAILURE:
+            connection.logger.error("browsing for \(serviceType) failed: \(connection.lastErrorText())")
+        default:
+            break  // ALL_FOR_NOW and CACHE_EXHAUSTED: nothing to do.
+        }
+    }
+
+    fileprivate func resolverEvent(
+        _ resolution: Resolution, _ event: AvahiResolverEvent, _ address: UnsafePointer<AvahiAddress>?,
+        _ port: UInt16, _ txt: UnsafeMutablePointer<AvahiStringList>?
+    ) {
+        let key = resolution.key
+        guard event == AVAHI_RESOLVER_FOUND else {
+            connection.logger.debug("cannot resolve \(key.name): \(connection.lastErrorText())")
+            return
+        }
+        let record: AdvertTXT
+        do {
+            record = try AdvertTXT(entries: avahiStringListEntries(txt))
+        } catch {
+            connection.logger.debug("ignoring DNS-SD instance \(key.name): \(error)")
+            return
+        }
+        let peerAddress = address.flatMap { Self.format($0, interface: key.interfaceIndex) }
+        report(directory.resolved(key, AdvertDirectory.Resolution(
+            txt: record, port: Int(port), address: peerAddress, isOnThisHost: resolution.isOnThisHost)))
+    }
+
+    /// `192.0.2.1`, `2001:db8::1`, or `fe80::1%eth0` for a link-local IPv6 address.
+    static func format(_ address: UnsafePointer<AvahiAddress>, interface: AvahiIfIndex) -> PeerAddress? {
+        var buffer = [CChar](repeating: 0, count: Int(AVAHI_ADDRESS_STR_MAX) + 1)
+        guard avahi_address_snprint(&buffer, buffer.count, address) != nil else { return nil }
+        var host = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        if host.lowercased().hasPrefix("fe80:"), interface > 0 {
+            var name = [CChar](repeating: 0, count: Int(IF_NAMESIZE) + 1)
+            if if_indextoname(UInt32(interface), &name) != nil {
+                host += "%" + String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            } else {
+                host += "%\(interface)"
+            }
+        }
+        return PeerAddress(host: host, interfaceIndex: interface)
+    }
+}
+
+private func avahiServiceBrowserCallback(
+    _ browser: OpaquePointer?, _ interface: AvahiIfIndex, _ protocolFamily: AvahiProtocol, _ event: AvahiBrowserEvent,
+    _ name: UnsafePointer<CChar>?, _ type: UnsafePointer<CChar>?, _ domain: UnsafePointer<CChar>?,
+    _ flags: AvahiLookupResultFlags, _ userdata: UnsafeMutableRawPointer?
+) {
+    guard let userdata else { return }
+    Unmanaged<AvahiBrowser>.fromOpaque(userdata).takeUnretainedValue()
+        .browserEvent(interface, protocolFamily, event, name.map { String(cString: $0) } ?? "", type, domain, flags)
+}
+
+private func avahiServiceResolverCallback(
+    _ resolver: OpaquePointer?, _ interface: AvahiIfIndex, _ protocolFamily: AvahiProtocol, _ event: AvahiResolverEvent,
+    _ name: UnsafePointer<CChar>?, _ type: UnsafePointer<CChar>?, _ domain: UnsafePointer<CChar>?,
+    _ hostName: UnsafePointer<CChar>?, _ address: UnsafePointer<AvahiAddress>?, _ port: UInt16,
+    _ txt: UnsafeMutablePointer<AvahiStringList>?, _ flags: AvahiLookupResultFlags, _ userdata: UnsafeMutableRawPointer?
+) {
+    guard let userdata else { return }
+    let resolution = Unmanaged<AvahiBrowser.Resolution>.fromOpaque(userdata).takeUnretainedValue()
+    resolution.browser.resolverEvent(resolution, event, address, port, txt)
+}

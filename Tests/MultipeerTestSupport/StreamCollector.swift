@@ -1,0 +1,16 @@
+/// Reads `stream` until `done` holds for what was read, and returns what was read; throws
+/// ``DeadlineExceeded`` if that takes longer than `timeout`. Later calls go on where this one
+/// stopped (an AsyncStream has one consumer at a time).
+public func collect<Event: Sendable>(
+    _ stream: AsyncStream<Event>, timeout: Duration = .seconds(30), until done: @escaping @Sendable ([Event]) -> Bool
+) async throws -> [Event] {
+    try await withDeadline(timeout) {
+        var events: [Event] = []
+        if done(events) { return events }
+        for await event in stream {
+            events.append(event)
+            if done(events) { return events }
+        }
+        return events
+    }
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs a command in a discovery world of its own: a network namespace with only loopback up,
+# a private /run, and its own D-Bus system bus and avahi-daemon. Nothing it advertises leaves
+# the namespace, and nothing else on the machine shows up in it. Needs root.
+#
+#   scripts/sandbox.sh swift test --skip-build
+#
+# Inside, MULTIPEER_SANDBOX=1 is set: tests that restart avahi-daemon run only then, since the
+# daemon they restart is the sandbox's own. Everything started here is stopped on exit, also
+# after a failure or an interrupt; only the processes in the namespace made here are touched.
+set -euo pipefail
+
+if [[ "${1:-}" == "--inside" ]]; then
+    shift
+    mount -t tmpfs -o mode=755 tmpfs /run
+    mkdir -p /run/dbus
+    dbus-daemon --system --fork
+    avahi-daemon -D --no-chroot
+    for _ in $(seq 1 100); do
+        avahi-daemon --check 2>/dev/null && break
+        sleep 0.05
+    done
+    avahi-daemon --check || { echo "the sandbox's avahi-daemon did not start" >&2; exit 1; }
+    export MULTIPEER_SANDBOX=1
+    status=0
+    "$@" || status=$?
+    avahi-daemon -k 2>/dev/null || true
+    [[ -f /run/dbus/pid ]] && kill "$(cat /run/dbus/pid)" 2>/dev/null || true
+    exit "$status"
+fi
+
+namespace="multipeer-test-$$"
+cleanup() {
+    # Whatever still runs in our namespace was started by this script.
+    local pids
+    pids=$(ip netns pids "$namespace" 2>/dev/null || true)
+    [[ -n "$pids" ]] && kill $pids 2>/dev/null || true
+    ip netns del "$namespace" 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ip netns add "$namespace"
+ip -n "$namespace" link set lo up
+ip netns exec "$namespace" unshare --mount --propagation private "$(realpath "$0")" --inside "$@"
