@@ -142,6 +142,22 @@ struct DiscoveryTests {
         #expect(Self.lostIDs(all).count == 20, "each lost exactly once")
     }
 
+    @Test(.timeLimit(.minutes(1)))
+    func theTXTRecordIsUpdatedInPlace() async throws {
+        let type = try Self.uniqueServiceType()
+        let peerID = UUID()
+        let advertiser = try Self.advertise(type, name: "Captain", peerID: peerID, metadata: ["seat": "L"])
+        let events = PeerBrowser(serviceType: type, localPeerID: UUID(), connection: try .shared()).browse()
+        _ = try await collect(events) { Self.foundIDs($0).contains(peerID) }
+        advertiser.update(try AdvertTXT(peerID: peerID, incarnation: 1, displayName: "Skipper", metadata: ["seat": "R"]))
+        let updated = try await collect(events) { events in
+            events.contains { if case .found(let advert) = $0 { advert.displayName == "Skipper" } else { false } }
+        }
+        #expect(Self.lostIDs(updated).isEmpty, "the service is not withdrawn to change its TXT")
+        if case .found(let advert)? = updated.last { #expect(advert.metadata == ["seat": "R"]) }
+        advertiser.stop()
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func advertiserAndBrowserRecoverWhenAvahiDaemonRestarts() async throws {
         let type = try Self.uniqueServiceType()
@@ -155,7 +171,18 @@ struct DiscoveryTests {
         #expect(try await runProcess("/usr/sbin/avahi-daemon", ["-k"]).status == 0)
         let lost = try await collect(events) { Self.lostIDs($0).contains(peerID) }
         #expect(Self.lostIDs(lost) == [peerID])
+
+        // While the daemon is down: a new connection says so and how to start it, unless asked to wait.
+        let refused = try #require(throws: MultipeerError.self) { try AvahiConnection(waitForDaemon: false) }
+        #expect(refused.code == .discoveryUnavailable)
+        #expect(refused.message.hasPrefix("avahi-daemon is not running"), "\(refused)")
+        #expect(refused.message.contains("avahi-daemon -D"))
+        let patient = try AvahiConnection(waitForDaemon: true)
+        let lateAdvertiser = try PeerAdvertiser(
+            serviceType: type, port: 7001, txt: AdvertTXT(peerID: UUID(), incarnation: 1, displayName: "late"), connection: patient)
+
         #expect(try await runProcess("/usr/sbin/avahi-daemon", ["-D", "--no-chroot"]).status == 0)
+        _ = try await Self.established(lateAdvertiser)
 
         let again = try await collect(events, timeout: .seconds(60)) { Self.foundIDs($0).contains(peerID) }
         #expect(Self.foundIDs(again) == [peerID])

@@ -53,19 +53,17 @@ public final class AvahiConnection: @unchecked Sendable {
         guard let client = avahi_client_new(
             avahi_threaded_poll_get(poll), flags, avahiClientCallback, Unmanaged.passUnretained(self).toOpaque(), &error)
         else {
-            avahi_threaded_poll_free(poll)
-            throw Self.connectError(error)
+            throw Self.connectError(error)  // deinit frees the poll
         }
         self.client = client
         guard avahi_threaded_poll_start(poll) == 0 else {
-            avahi_client_free(client)
-            avahi_threaded_poll_free(poll)
             throw MultipeerError(.discoveryUnavailable, "cannot start Avahi's event thread")
         }
     }
 
+    // Also runs when init throws after the poll was made.
     deinit {
-        avahi_threaded_poll_stop(poll)
+        avahi_threaded_poll_stop(poll)  // harmless if the thread never started
         if let client { avahi_client_free(client) }
         avahi_threaded_poll_free(poll)
     }

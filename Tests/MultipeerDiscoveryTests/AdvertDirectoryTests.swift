@@ -1,0 +1,75 @@
+import Foundation
+@testable import MultipeerDiscovery
+import Testing
+
+@Suite struct AdvertDirectoryTests {
+    static let me = UUID()
+    static let peer = UUID()
+
+    static func key(_ interface: Int32, _ family: Int32 = 0, _ name: String = "captain") -> AdvertDirectory.InstanceKey {
+        .init(interfaceIndex: interface, protocolFamily: family, name: name)
+    }
+
+    static func resolution(
+        _ peerID: UUID = peer, incarnation: UInt64 = 1, name: String = "Captain", address: String, local: Bool = false
+    ) throws -> AdvertDirectory.Resolution {
+        .init(txt: try AdvertTXT(peerID: peerID, incarnation: incarnation, displayName: name), port: 7000,
+              address: PeerAddress(host: address, interfaceIndex: 2), isOnThisHost: local)
+    }
+
+    @Test func aPeerOnManyInterfacesIsFoundOnceAndLostWithItsLastInstance() throws {
+        var directory = AdvertDirectory(localPeerID: Self.me)
+        let found = directory.resolved(Self.key(2, 0), try Self.resolution(address: "198.18.0.2"))
+        #expect(found.count == 1)
+        #expect(directory.resolved(Self.key(2, 1), try Self.resolution(address: "fe80::2%eth0")).isEmpty)
+        #expect(directory.resolved(Self.key(3, 0), try Self.resolution(address: "2001:db8::2")).isEmpty)
+        #expect(directory.peers.first?.addresses.map(\.host) == ["198.18.0.2", "2001:db8::2", "fe80::2%eth0"])
+        #expect(directory.removed(Self.key(2, 0)).isEmpty)
+        #expect(directory.removed(Self.key(2, 1)).isEmpty)
+        #expect(directory.removed(Self.key(3, 0)) == [.lost(Self.peer)])
+        #expect(directory.removed(Self.key(3, 0)).isEmpty, "an unknown instance is no news")
+    }
+
+    @Test func ourOwnAdvertIsSkipped() throws {
+        var directory = AdvertDirectory(localPeerID: Self.me)
+        #expect(directory.resolved(Self.key(1), try Self.resolution(Self.me, address: "127.0.0.1")).isEmpty)
+        #expect(directory.removed(Self.key(1)).isEmpty)
+    }
+
+    @Test func aNewIncarnationOrNameIsFoundAgainButAddressesAloneAreNot() throws {
+        var directory = AdvertDirectory(localPeerID: Self.me)
+        _ = directory.resolved(Self.key(2), try Self.resolution(address: "198.18.0.2"))
+        #expect(directory.resolved(Self.key(2), try Self.resolution(address: "198.18.0.9")).isEmpty)
+        let restarted = directory.resolved(Self.key(2), try Self.resolution(incarnation: 2, address: "198.18.0.9"))
+        guard case .found(let advert)? = restarted.first else { Issue.record("expected found"); return }
+        #expect(advert.incarnation == 2)
+        let renamed = directory.resolved(Self.key(2), try Self.resolution(incarnation: 2, name: "Skipper", address: "198.18.0.9"))
+        #expect(renamed.count == 1)
+    }
+
+    @Test func aPeerOnThisHostIsDialledOverLoopbackFirst() throws {
+        var directory = AdvertDirectory(localPeerID: Self.me)
+        let events = directory.resolved(Self.key(2), try Self.resolution(address: "198.18.0.1", local: true))
+        guard case .found(let advert)? = events.first else { Issue.record("expected found"); return }
+        #expect(advert.addresses.map(\.host) == ["127.0.0.1", "198.18.0.1"])
+    }
+
+    @Test func anInstanceNameTakenOverByAnotherPeerLosesTheFirst() throws {
+        var directory = AdvertDirectory(localPeerID: Self.me)
+        _ = directory.resolved(Self.key(2), try Self.resolution(address: "198.18.0.2"))
+        let other = UUID()
+        let events = directory.resolved(Self.key(2), try Self.resolution(other, address: "198.18.0.3"))
+        #expect(events.count == 2)
+        #expect(events.first == .lost(Self.peer))
+        if case .found(let advert)? = events.last { #expect(advert.peerID == other) } else { Issue.record("expected found") }
+    }
+
+    @Test func removingEverythingLosesEveryPeer() throws {
+        var directory = AdvertDirectory(localPeerID: Self.me)
+        let second = UUID()
+        _ = directory.resolved(Self.key(2, 0, "a"), try Self.resolution(address: "198.18.0.2"))
+        _ = directory.resolved(Self.key(2, 0, "b"), try Self.resolution(second, address: "198.18.0.3"))
+        #expect(Set(directory.removeAll()) == [.lost(Self.peer), .lost(second)])
+        #expect(directory.peers.isEmpty)
+    }
+}
