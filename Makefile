@@ -24,7 +24,10 @@ demo: deps
 
 bench: deps
 	$(SWIFT) build -c release --product LinkBenchmark
+	$(SWIFT) build -c release --product DiscoveryBenchmark
 	.build/release/LinkBenchmark $(BENCH_ARGS)
+	@if [ "$$(id -u)" -eq 0 ]; then Benchmarks/discovery-hosts.sh; \
+	else echo "DiscoveryBenchmark was not run: its two namespace hosts need root (sudo make bench)"; fi
 
 clean:
 	rm -rf .build

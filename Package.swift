@@ -98,6 +98,13 @@ let package = Package(
             path: "Tests/MultipeerTestSupport",
             swiftSettings: swiftSettings
         ),
+        .executableTarget(
+            name: "DiscoveryBenchmark",
+            dependencies: ["MultipeerDiscovery"],
+            path: "Benchmarks/DiscoveryBenchmark",
+            swiftSettings: swiftSettings
+        ),
+
         .testTarget(
             name: "MultipeerCoreTests",
             dependencies: [

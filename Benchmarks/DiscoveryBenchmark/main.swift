@@ -1,0 +1,172 @@
+// Measures discovery over real avahi-daemons: the time from `advertise` to `found` at a
+// browser, and from `stop` to `lost`, p50/p95 over 20 trials; on one host, and (when run by
+// Benchmarks/discovery-hosts.sh) between two network-namespace hosts joined by a veth pair.
+// Run it through `make bench` or that script: it needs a discovery sandbox of its own.
+import Foundation
+import MultipeerDiscovery
+
+struct Trial: Codable {
+    var foundMilliseconds: Double
+    var lostMilliseconds: Double
+}
+
+struct Summary: Codable {
+    var placement: String
+    var trials: Int
+    var foundP50: Double
+    var foundP95: Double
+    var lostP50: Double
+    var lostP95: Double
+}
+
+let arguments = CommandLine.arguments
+let trialCount = arguments.firstIndex(of: "--trials").map { Int(arguments[$0 + 1])! } ?? 20
+let jsonPath = arguments.firstIndex(of: "--json").map { arguments[$0 + 1] } ?? "bench-results/discovery.json"
+let clock = ContinuousClock()
+
+func milliseconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
+}
+
+func percentile(_ values: [Double], _ p: Double) -> Double {
+    let sorted = values.sorted()
+    return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+}
+
+func serviceType() throws -> ServiceType {
+    try ServiceType("_mpb\(String(UInt32.random(in: 0...UInt32.max), radix: 16))._tcp")
+}
+
+/// Where the advertiser of a trial runs.
+protocol AdvertiserHost {
+    func advertise(_ peerID: UUID, _ type: ServiceType) async throws
+    func stop() async throws
+}
+
+/// In this process, on this host's daemon.
+final class LocalAdvertiser: AdvertiserHost {
+    var advertiser: PeerAdvertiser?
+
+    func advertise(_ peerID: UUID, _ type: ServiceType) async throws {
+        advertiser = try PeerAdvertiser(
+            serviceType: type, port: 7000, txt: AdvertTXT(peerID: peerID, incarnation: 1, displayName: "bench"),
+            connection: AvahiConnection.shared())
+    }
+
+    func stop() async throws {
+        advertiser?.stop()
+        advertiser = nil
+    }
+}
+
+/// This program in `--advertiser` mode on another host, driven over its standard input.
+final class RemoteAdvertiser: AdvertiserHost {
+    let process = Process()
+    let input = Pipe()
+    let output = Pipe()
+    var buffered = Data()
+
+    init(hostPID: String) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/nsenter")
+        let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+        process.arguments = ["-t", hostPID, "-m", "-n", me, "--advertiser"]
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+    }
+
+    /// Sends a command and reads the one-line answer, which comes at once (before the service
+    /// is even established), so reading it blocking is fine.
+    func command(_ line: String, expecting reply: String) async throws {
+        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+        while !buffered.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { throw CocoaError(.fileReadUnknown) }
+            buffered += chunk
+        }
+        let newline = buffered.firstIndex(of: UInt8(ascii: "\n"))!
+        let answer = String(decoding: buffered[..<newline], as: UTF8.self)
+        buffered = Data(buffered[(newline + 1)...])
+        guard answer == reply else { throw CocoaError(.fileReadUnknown) }
+    }
+
+    func advertise(_ peerID: UUID, _ type: ServiceType) async throws {
+        try await command("start \(peerID) \(type)", expecting: "started")
+    }
+
+    func stop() async throws {
+        try await command("stop", expecting: "stopped")
+    }
+
+    deinit {
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+    }
+}
+
+/// Advertises on command: `start UUID TYPE` then `stop`; answers each with a line.
+func runAdvertiser() async throws {
+    let advertiser = LocalAdvertiser()
+    func answer(_ text: String) { FileHandle.standardOutput.write(Data((text + "\n").utf8)) }
+    while let line = readLine() {
+        let words = line.split(separator: " ").map(String.init)
+        if words.first == "start", words.count == 3 {
+            try await advertiser.advertise(UUID(uuidString: words[1])!, try ServiceType(words[2]))
+            answer("started")
+        } else if words.first == "stop" {
+            try await advertiser.stop()
+            answer("stopped")
+        }
+    }
+}
+
+func measure(_ placement: String, advertiser: some AdvertiserHost) async throws -> Summary {
+    var trials: [Trial] = []
+    // One warm-up trial (connections to the daemons are made in it), then the measured ones.
+    for _ in 0...trialCount {
+        let type = try serviceType()
+        let peerID = UUID()
+        var events = PeerBrowser(serviceType: type, localPeerID: UUID(), connection: try .shared()).browse().makeAsyncIterator()
+        let start = clock.now
+        try await advertiser.advertise(peerID, type)
+        while let event = await events.next() { if case .found(let advert) = event, advert.peerID == peerID { break } }
+        let found = clock.now - start
+        let stop = clock.now
+        try await advertiser.stop()
+        while let event = await events.next() { if case .lost(peerID) = event { break } }
+        trials.append(Trial(foundMilliseconds: milliseconds(found), lostMilliseconds: milliseconds(clock.now - stop)))
+    }
+    trials.removeFirst()
+    let found = trials.map(\.foundMilliseconds)
+    let lost = trials.map(\.lostMilliseconds)
+    return Summary(
+        placement: placement, trials: trials.count,
+        foundP50: percentile(found, 0.5), foundP95: percentile(found, 0.95), lostP50: percentile(lost, 0.5), lostP95: percentile(lost, 0.95))
+}
+
+if arguments.contains("--advertiser") {
+    try await runAdvertiser()
+    exit(0)
+}
+guard ProcessInfo.processInfo.environment["MULTIPEER_SANDBOX"] == "1" else {
+    print("DiscoveryBenchmark needs a discovery sandbox of its own: run it through 'make bench' or Benchmarks/discovery-hosts.sh")
+    exit(2)
+}
+
+var summaries = [try await measure("one host", advertiser: LocalAdvertiser())]
+if let remote = ProcessInfo.processInfo.environment["MULTIPEER_REMOTE_HOST_PID"] {
+    summaries.append(try await measure("two hosts (veth)", advertiser: try RemoteAdvertiser(hostPID: remote)))
+}
+
+print("Discovery over avahi-daemon, \(trialCount) trials each (ms)")
+print("placement          advertise->found p50   p95      stop->lost p50   p95")
+for summary in summaries {
+    print(summary.placement.padding(toLength: 19, withPad: " ", startingAt: 0)
+        + String(format: "%-23.1f%-9.1f%-17.1f%.1f", summary.foundP50, summary.foundP95, summary.lostP50, summary.lostP95))
+}
+let url = URL(fileURLWithPath: jsonPath)
+try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+let encoder = JSONEncoder()
+encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+try encoder.encode(summaries).write(to: url)
+print("JSON written to \(jsonPath)")
