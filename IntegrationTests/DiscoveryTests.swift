@@ -178,19 +178,21 @@ struct DiscoveryTests {
         #expect(refused.message.hasPrefix("avahi-daemon is not running"), "\(refused)")
         #expect(refused.message.contains("avahi-daemon -D"))
         let patient = try AvahiConnection(waitForDaemon: true)
+        let lateID = UUID()
         let lateAdvertiser = try PeerAdvertiser(
-            serviceType: type, port: 7001, txt: AdvertTXT(peerID: UUID(), incarnation: 1, displayName: "late"), connection: patient)
+            serviceType: type, port: 7001, txt: AdvertTXT(peerID: lateID, incarnation: 1, displayName: "late"), connection: patient)
 
         #expect(try await runProcess("/usr/sbin/avahi-daemon", ["-D", "--no-chroot"]).status == 0)
         _ = try await Self.established(lateAdvertiser)
 
-        let again = try await collect(events, timeout: .seconds(60)) { Self.foundIDs($0).contains(peerID) }
-        #expect(Self.foundIDs(again) == [peerID])
+        let again = try await collect(events, timeout: .seconds(60)) { Set(Self.foundIDs($0)) == [peerID, lateID] }
+        #expect(Self.foundIDs(again).count == 2, "each found once again: \(again)")
         let advertiserEvents = try await collect(advertiser.events, timeout: .seconds(60)) { events in
             events.contains { if case .established = $0 { true } else { false } }
         }
         #expect(advertiserEvents.first == .withdrawn)
         advertiser.stop()
+        lateAdvertiser.stop()
     }
 }
 
