@@ -1,0 +1,256 @@
+public import struct Foundation.UUID
+
+/// Names one link (one TCP connection) for the life of a session.
+public struct LinkID: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public var rawValue: UInt64
+    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+    public static func < (lhs: LinkID, rhs: LinkID) -> Bool { lhs.rawValue < rhs.rawValue }
+    public var description: String { "link \(rawValue)" }
+}
+
+/// Somewhere a peer can be dialled, as discovery reported it.
+public struct DialTarget: Hashable, Sendable {
+    /// Who is there; nil for a static peer until its HELLO says.
+    public var peerID: UUID?
+    /// Addresses to try, best first.
+    public var hosts: [String]
+    public var port: Int
+
+    public init(peerID: UUID?, hosts: [String], port: Int) {
+        self.peerID = peerID
+        self.hosts = hosts
+        self.port = port
+    }
+
+    /// How the table keys the target: the peer, or for a static peer its first address.
+    public var key: DialTarget.Key { peerID.map(Key.peer) ?? .endpoint("\(hosts.first ?? ""):\(port)") }
+
+    public enum Key: Hashable, Sendable {
+        case peer(UUID)
+        case endpoint(String)
+    }
+}
+
+/// Why a peer left the active set.
+public enum PeerLeftReason: Hashable, Sendable, CustomStringConvertible {
+    /// The peer said GOODBYE with this reason.
+    case goodbye(GoodbyeReason)
+    /// The link failed or closed without a GOODBYE; the error, when there was one.
+    case linkClosed(MultipeerError?)
+    /// The peer restarted: a link from its newer incarnation replaced this one.
+    case restarted
+    /// This session was suspended or is shutting down.
+    case local(GoodbyeReason)
+
+    public var description: String {
+        switch self {
+        case .goodbye(let reason): "peer said goodbye (\(reason))"
+        case .linkClosed(let error?): "link closed: \(error)"
+        case .linkClosed(nil): "link closed"
+        case .restarted: "peer restarted"
+        case .local(let reason): "closed here (\(reason))"
+        }
+    }
+}
+
+/// The session's peer table and dial decisions, without I/O: discovery, links and timers go in
+/// as events, and what to do comes out as actions for the shell to carry out.
+///
+/// Rules (DESIGN.md): the greater UUID dials; a peer is active when one of its links has
+/// finished TLS and HELLO; exactly one link per peer stays, chosen the same way on both sides:
+/// a newer incarnation wins, then a link dialled by the greater UUID, then the newer link.
+public struct PeerTableStateMachine: Sendable {
+    public enum Direction: Hashable, Sendable { case outbound, inbound }
+
+    public enum Action: Equatable, Sendable {
+        /// Dial `target` as `link`; report the outcome with ``linkEstablished(_:hello:)`` or ``linkClosed(_:error:)``.
+        case dial(LinkID, DialTarget)
+        /// Close `link`, saying GOODBYE with the reason first.
+        case close(LinkID, GoodbyeReason)
+        /// The link's peer is now active.
+        case peerJoined(LinkID, Hello)
+        /// The peer left the active set.
+        case peerLeft(Hello, PeerLeftReason)
+        /// Call ``redialDue(_:)`` for this target after the delay.
+        case scheduleRedial(DialTarget.Key, after: Duration)
+    }
+
+    private struct Link {
+        var direction: Direction
+        var target: DialTarget.Key?
+        var hello: Hello?
+    }
+
+    public let localPeerID: UUID
+    public var redialDelay: Duration
+
+    private var targets: [DialTarget.Key: DialTarget] = [:]
+    /// Static endpoints whose peer identity a HELLO revealed.
+    private var identified: [String: UUID] = [:]
+    private var links: [LinkID: Link] = [:]
+    private var active: [UUID: LinkID] = [:]
+    private var redialsPending: Set<DialTarget.Key> = []
+    private var nextLinkID: UInt64 = 1
+    private var stopped = false
+
+    public init(localPeerID: UUID, redialDelay: Duration = .milliseconds(100)) {
+        self.localPeerID = localPeerID
+        self.redialDelay = redialDelay
+    }
+
+    /// The active peers' HELLOs, by peer.
+    public var activePeers: [UUID: Hello] {
+        active.compactMapValues { links[$0]?.hello }
+    }
+
+    /// The link that carries traffic for `peerID`, if it is active.
+    public func activeLink(for peerID: UUID) -> LinkID? { active[peerID] }
+
+    /// A new ID for an inbound link the shell just accepted.
+    public mutating func acceptedLink() -> LinkID {
+        let id = makeLinkID()
+        links[id] = Link(direction: .inbound)
+        return id
+    }
+
+    // MARK: Discovery
+
+    /// Discovery found `target` (or found it again with new details).
+    public mutating func discovered(_ target: DialTarget) -> [Action] {
+        guard target.peerID != localPeerID else { return [] }
+        targets[target.key] = target
+        return dialIfNeeded(target.key)
+    }
+
+    /// Discovery lost the peer. Its link, if any, stays: liveness comes from the link.
+    public mutating func lost(_ peerID: UUID) -> [Action] {
+        targets[.peer(peerID)] = nil
+        return []
+    }
+
+    // MARK: Links
+
+    /// A link finished TLS and HELLO.
+    public mutating func linkEstablished(_ id: LinkID, hello: Hello) -> [Action] {
+        guard var link = links[id] else { return [] }
+        link.hello = hello
+        links[id] = link
+        if case .endpoint(let endpoint)? = link.target { identified[endpoint] = hello.peerID }
+        guard !stopped else { return [.close(id, .shutdown)] }
+        guard let currentID = active[hello.peerID], let current = links[currentID], let currentHello = current.hello else {
+            active[hello.peerID] = id
+            return [.peerJoined(id, hello)]
+        }
+        if keeps(id, link, over: currentID, current) {
+            active[hello.peerID] = id
+            links[currentID]?.hello = nil  // no longer speaks for the peer
+            if hello.incarnation != currentHello.incarnation {
+                return [.close(currentID, .duplicateLink), .peerLeft(currentHello, .restarted), .peerJoined(id, hello)]
+            }
+            return [.close(currentID, .duplicateLink)]
+        }
+        links[id]?.hello = nil
+        return [.close(id, .duplicateLink)]
+    }
+
+    /// A link closed (or a dial failed). `goodbye` is the reason the peer gave, if it gave one.
+    public mutating func linkClosed(_ id: LinkID, goodbye: GoodbyeReason? = nil, error: MultipeerError? = nil) -> [Action] {
+        guard let link = links.removeValue(forKey: id) else { return [] }
+        var actions: [Action] = []
+        if let hello = link.hello, active[hello.peerID] == id {
+            active[hello.peerID] = nil
+            let reason: PeerLeftReason = goodbye.map(PeerLeftReason.goodbye) ?? .linkClosed(error)
+            actions.append(.peerLeft(hello, stopped ? .local(.shutdown) : reason))
+        }
+        guard !stopped else { return actions }
+        let key = link.target ?? link.hello.map { DialTarget.Key.peer($0.peerID) }
+        if let key, targets[key] != nil, shouldDial(key), !redialsPending.contains(key), !hasLink(to: key) {
+            redialsPending.insert(key)
+            actions.append(.scheduleRedial(key, after: redialDelay))
+        }
+        return actions
+    }
+
+    /// A scheduled redial is due.
+    public mutating func redialDue(_ key: DialTarget.Key) -> [Action] {
+        redialsPending.remove(key)
+        return dialIfNeeded(key)
+    }
+
+    /// The session stops (shutdown or suspend): close every link; dial nothing until ``restart()``.
+    public mutating func stop(_ reason: GoodbyeReason) -> [Action] {
+        stopped = true
+        redialsPending.removeAll()
+        var actions = links.keys.sorted().map { Action.close($0, reason) }
+        for (peerID, linkID) in active.sorted(by: { $0.value < $1.value }) {
+            if let hello = links[linkID]?.hello { actions.append(.peerLeft(hello, .local(reason))) }
+            links[linkID]?.hello = nil
+            active[peerID] = nil
+        }
+        return actions
+    }
+
+    /// The session runs again (resume): dial every known target that is ours to dial.
+    public mutating func restart() -> [Action] {
+        stopped = false
+        return targets.keys.sorted { "\($0)" < "\($1)" }.flatMap { dialIfNeeded($0) }
+    }
+
+    // MARK: Rules
+
+    /// Whether this side dials `key`: the greater UUID dials; static peers are dialled until
+    /// their HELLO shows the other side is the greater.
+    private func shouldDial(_ key: DialTarget.Key) -> Bool {
+        switch key {
+        case .peer(let peerID): return localPeerID.isGreater(than: peerID)
+        case .endpoint(let endpoint): return identified[endpoint].map { localPeerID.isGreater(than: $0) } ?? true
+        }
+    }
+
+    private func hasLink(to key: DialTarget.Key) -> Bool {
+        links.values.contains { link in
+            link.target == key || (key == .peer(link.hello?.peerID ?? localPeerID) && link.hello != nil)
+        } || {
+            if case .endpoint(let endpoint) = key, let peerID = identified[endpoint] { return active[peerID] != nil }
+            return false
+        }()
+    }
+
+    private mutating func dialIfNeeded(_ key: DialTarget.Key) -> [Action] {
+        guard !stopped, let target = targets[key], shouldDial(key), !hasLink(to: key), !redialsPending.contains(key) else {
+            return []
+        }
+        let id = makeLinkID()
+        links[id] = Link(direction: .outbound, target: key)
+        return [.dial(id, target)]
+    }
+
+    /// Whether `candidate` should replace `current` as the peer's link.
+    private func keeps(_ candidateID: LinkID, _ candidate: Link, over currentID: LinkID, _ current: Link) -> Bool {
+        let candidateHello = candidate.hello!, currentHello = current.hello!
+        if candidateHello.incarnation != currentHello.incarnation {
+            return candidateHello.incarnation > currentHello.incarnation
+        }
+        let dialer = localPeerID.isGreater(than: candidateHello.peerID) ? Direction.outbound : .inbound
+        if (candidate.direction == dialer) != (current.direction == dialer) {
+            return candidate.direction == dialer
+        }
+        return candidateID > currentID
+    }
+
+    private mutating func makeLinkID() -> LinkID {
+        defer { nextLinkID += 1 }
+        return LinkID(nextLinkID)
+    }
+}
+
+extension UUID {
+    /// Compares the 16 bytes in RFC 4122 order, unsigned, most significant first.
+    public func isGreater(than other: UUID) -> Bool {
+        withUnsafeBytes(of: uuid) { mine in
+            withUnsafeBytes(of: other.uuid) { theirs in
+                mine.lexicographicallyPrecedes(theirs) == false && !mine.elementsEqual(theirs)
+            }
+        }
+    }
+}

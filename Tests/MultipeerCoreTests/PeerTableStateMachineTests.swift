@@ -1,0 +1,202 @@
+import Foundation
+import MultipeerCore
+import Testing
+
+@Suite struct PeerTableStateMachineTests {
+    /// Two UUIDs with a known order.
+    static let high = UUID(uuidString: "F0000000-0000-0000-0000-000000000000")!
+    static let low = UUID(uuidString: "10000000-0000-0000-0000-000000000000")!
+
+    static func hello(_ peerID: UUID, incarnation: UInt64 = 1) -> Hello {
+        try! Hello(peerID: peerID, incarnation: incarnation, displayName: "\(peerID.uuidString.prefix(2))")
+    }
+
+    static func target(_ peerID: UUID?, port: Int = 7000) -> DialTarget {
+        DialTarget(peerID: peerID, hosts: ["127.0.0.1"], port: port)
+    }
+
+    @Test func uuidOrderIsByteOrder() {
+        #expect(Self.high.isGreater(than: Self.low))
+        #expect(!Self.low.isGreater(than: Self.high))
+        #expect(!Self.low.isGreater(than: Self.low))
+    }
+
+    @Test func onlyTheGreaterUUIDDials() {
+        var high = PeerTableStateMachine(localPeerID: Self.high)
+        var low = PeerTableStateMachine(localPeerID: Self.low)
+        guard case .dial(_, let target)? = high.discovered(Self.target(Self.low)).first else {
+            Issue.record("the greater UUID dials")
+            return
+        }
+        #expect(target.peerID == Self.low)
+        #expect(low.discovered(Self.target(Self.high)).isEmpty)
+        #expect(high.discovered(Self.target(Self.low)).isEmpty, "one dial at a time")
+        #expect(high.discovered(Self.target(Self.high)).isEmpty, "never itself")
+    }
+
+    @Test func aFailedDialIsRetriedAfterTheDelayWhileThePeerIsAdvertised() {
+        var table = PeerTableStateMachine(localPeerID: Self.high, redialDelay: .milliseconds(250))
+        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
+        #expect(table.linkClosed(link, error: MultipeerError(.connectionFailed, "refused")) == [.scheduleRedial(.peer(Self.low), after: .milliseconds(250))])
+        guard case .dial? = table.redialDue(.peer(Self.low)).first else { Issue.record("redial"); return }
+        #expect(table.redialDue(.peer(Self.low)).isEmpty, "a dial is already under way")
+    }
+
+    @Test func noRedialOnceThePeerIsNoLongerAdvertised() {
+        var table = PeerTableStateMachine(localPeerID: Self.high)
+        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
+        _ = table.lost(Self.low)
+        #expect(table.linkClosed(link).isEmpty)
+        #expect(table.redialDue(.peer(Self.low)).isEmpty)
+    }
+
+    @Test func anEstablishedLinkMakesThePeerActiveUntilItCloses() {
+        var table = PeerTableStateMachine(localPeerID: Self.high)
+        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
+        #expect(table.linkEstablished(link, hello: Self.hello(Self.low)) == [.peerJoined(link, Self.hello(Self.low))])
+        #expect(table.activePeers[Self.low] == Self.hello(Self.low))
+        #expect(table.activeLink(for: Self.low) == link)
+        let closed = table.linkClosed(link, goodbye: .keepaliveTimeout)
+        #expect(closed == [.peerLeft(Self.hello(Self.low), .goodbye(.keepaliveTimeout)), .scheduleRedial(.peer(Self.low), after: .milliseconds(100))])
+        #expect(table.activePeers.isEmpty)
+    }
+
+    @Test func theAcceptingSideDoesNotRedial() {
+        var table = PeerTableStateMachine(localPeerID: Self.low)
+        _ = table.discovered(Self.target(Self.high))
+        let link = table.acceptedLink()
+        #expect(table.linkEstablished(link, hello: Self.hello(Self.high)) == [.peerJoined(link, Self.hello(Self.high))])
+        #expect(table.linkClosed(link) == [.peerLeft(Self.hello(Self.high), .linkClosed(nil))])
+    }
+
+    @Test func aNewerIncarnationReplacesTheLinkAndAnOlderOneIsRefused() {
+        var table = PeerTableStateMachine(localPeerID: Self.low)
+        let first = table.acceptedLink()
+        _ = table.linkEstablished(first, hello: Self.hello(Self.high, incarnation: 5))
+        let restarted = table.acceptedLink()
+        #expect(table.linkEstablished(restarted, hello: Self.hello(Self.high, incarnation: 6)) == [
+            .close(first, .duplicateLink), .peerLeft(Self.hello(Self.high, incarnation: 5), .restarted),
+            .peerJoined(restarted, Self.hello(Self.high, incarnation: 6)),
+        ])
+        #expect(table.linkClosed(first).isEmpty, "the replaced link leaves quietly")
+        let stale = table.acceptedLink()
+        #expect(table.linkEstablished(stale, hello: Self.hello(Self.high, incarnation: 5)) == [.close(stale, .duplicateLink)])
+        #expect(table.activeLink(for: Self.high) == restarted)
+    }
+
+    @Test func theSameIncarnationKeepsTheLinkDialledByTheGreaterThenTheNewer() {
+        var table = PeerTableStateMachine(localPeerID: Self.low)
+        let stale = table.acceptedLink()
+        _ = table.linkEstablished(stale, hello: Self.hello(Self.high))
+        // The dialler gave up on the first link and dialled again: the newer link wins.
+        let fresh = table.acceptedLink()
+        #expect(table.linkEstablished(fresh, hello: Self.hello(Self.high)) == [.close(stale, .duplicateLink)])
+        #expect(table.activeLink(for: Self.high) == fresh)
+    }
+
+    @Test func stopClosesEverythingAndRestartDialsAgain() {
+        var table = PeerTableStateMachine(localPeerID: Self.high)
+        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
+        _ = table.linkEstablished(link, hello: Self.hello(Self.low))
+        #expect(table.stop(.suspended) == [.close(link, .suspended), .peerLeft(Self.hello(Self.low), .local(.suspended))])
+        #expect(table.linkClosed(link).isEmpty)
+        #expect(table.discovered(Self.target(Self.low)).isEmpty, "nothing is dialled while stopped")
+        guard case .dial? = table.restart().first else { Issue.record("restart dials"); return }
+    }
+
+    /// Static peers dial each other blind; both sides must keep the same one link.
+    @Test func simultaneousStaticDialsLeaveTheSameOneLinkOnBothSides() {
+        let network = InMemoryNetwork(peers: [Self.high, Self.low])
+        network.discoverStatically()
+        network.deliverAll()
+        #expect(network.activePairs() == [[Self.high, Self.low]])
+        let highEnd = InMemoryNetwork.End(owner: Self.high, link: network.tables[Self.high]!.activeLink(for: Self.low)!)
+        let lowEnd = InMemoryNetwork.End(owner: Self.low, link: network.tables[Self.low]!.activeLink(for: Self.high)!)
+        #expect(network.wire[highEnd] == lowEnd, "both ends of one connection")
+        #expect(network.dialers[highEnd] == Self.high, "the link the greater UUID dialled")
+        // The blind dial from the smaller side is not repeated once its HELLO is known.
+        #expect(network.pendingRedials.isEmpty)
+    }
+
+    @Test func aMeshOfFiveHasExactlyOneLinkPerPair() {
+        let ids = (0..<5).map { _ in UUID() }
+        let network = InMemoryNetwork(peers: ids)
+        network.discoverAll()
+        network.deliverAll()
+        #expect(network.activePairs().count == 10)
+        for id in ids { #expect(network.tables[id]!.activePeers.count == 4) }
+    }
+}
+
+/// Tables joined by an in-memory transport: a dial makes both ends of a connection, which are
+/// established with each other's HELLO when delivered; closes reach both ends.
+final class InMemoryNetwork {
+    /// One end of a connection: whose table, and its link ID there.
+    struct End: Hashable {
+        var owner: UUID
+        var link: LinkID
+    }
+
+    var tables: [UUID: PeerTableStateMachine] = [:]
+    /// Each end of a connection, mapped to the other end.
+    var wire: [End: End] = [:]
+    var dialers: [End: UUID] = [:]
+    private var pending: [(UUID, PeerTableStateMachine.Action)] = []
+    var pendingRedials: [(UUID, DialTarget.Key)] = []
+
+    init(peers: [UUID]) {
+        for id in peers { tables[id] = PeerTableStateMachine(localPeerID: id) }
+    }
+
+    func discoverAll(statically: Bool = false) {
+        for id in tables.keys.sorted(by: { $0.uuidString < $1.uuidString }) {
+            for other in tables.keys where other != id {
+                let target = DialTarget(peerID: statically ? nil : other, hosts: [other.uuidString], port: 1)
+                pending += tables[id]!.discovered(target).map { (id, $0) }
+            }
+        }
+    }
+
+    func discoverStatically() { discoverAll(statically: true) }
+
+    func deliverAll() {
+        while !pending.isEmpty {
+            let (owner, action) = pending.removeFirst()
+            switch action {
+            case .dial(let link, let target):
+                let remote = UUID(uuidString: target.hosts[0])!
+                let near = End(owner: owner, link: link)
+                let far = End(owner: remote, link: tables[remote]!.acceptedLink())
+                wire[near] = far
+                wire[far] = near
+                dialers[near] = owner
+                dialers[far] = owner
+                pending += tables[owner]!.linkEstablished(link, hello: hello(remote)).map { (owner, $0) }
+                pending += tables[remote]!.linkEstablished(far.link, hello: hello(owner)).map { (remote, $0) }
+            case .close(let link, let reason):
+                let near = End(owner: owner, link: link)
+                guard let far = wire.removeValue(forKey: near) else { continue }
+                wire[far] = nil
+                pending += tables[owner]!.linkClosed(link).map { (owner, $0) }
+                pending += tables[far.owner]!.linkClosed(far.link, goodbye: reason).map { (far.owner, $0) }
+            case .scheduleRedial(let key, _):
+                pendingRedials.append((owner, key))
+            case .peerJoined, .peerLeft:
+                break
+            }
+        }
+    }
+
+    func hello(_ id: UUID) -> Hello { try! Hello(peerID: id, incarnation: 1, displayName: "") }
+
+    /// Pairs of peers that see each other as active, each pair sorted.
+    func activePairs() -> Set<[UUID]> {
+        var pairs: Set<[UUID]> = []
+        for (id, table) in tables {
+            for peer in table.activePeers.keys where tables[peer]!.activePeers[id] != nil {
+                pairs.insert([id, peer].sorted { $0.isGreater(than: $1) })
+            }
+        }
+        return pairs
+    }
+}
