@@ -12,11 +12,14 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "MultipeerSession", targets: ["MultipeerSession"]),
+        .library(name: "MultipeerDiscovery", targets: ["MultipeerDiscovery"]),
         .library(name: "MultipeerCore", targets: ["MultipeerCore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // C libraries from the system, found through pkg-config.
@@ -65,6 +68,9 @@ let package = Package(
             dependencies: [
                 "MultipeerCore",
                 "MultipeerTLS",
+                "MultipeerDiscovery",
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -48,6 +48,14 @@ public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible
         public static let discoveryUnavailable = Code("discoveryUnavailable")
         /// Avahi refused to advertise or browse; the underlying text says why.
         public static let discoveryFailure = Code("discoveryFailure")
+        /// A message was sent to a peer that is not active.
+        public static let peerNotActive = Code("peerNotActive")
+        /// An encoded message is larger than a frame may be.
+        public static let messageTooLarge = Code("messageTooLarge")
+        /// A message could not be encoded or decoded with its Codable conformance.
+        public static let codingFailed = Code("codingFailed")
+        /// The session is not running, or was already run.
+        public static let sessionState = Code("sessionState")
     }
 
     /// What went wrong.

@@ -1,0 +1,95 @@
+import Foundation
+import MultipeerCore
+import MultipeerSession
+import MultipeerTestSupport
+import MultipeerTLS
+
+/// Sessions on a service type of their own, run for the length of a test.
+struct SessionGroup {
+    let serviceType: String
+    var sessions: [MultipeerSession]
+    /// Each session's events, subscribed before it runs so nothing is missed.
+    var events: [EventLog]
+
+    static func uniqueServiceType() -> String {
+        "_mps\(String(UInt32.random(in: 0...UInt32.max), radix: 16))._tcp"
+    }
+
+    init(count: Int, serviceType: String = SessionGroup.uniqueServiceType(), psk: PreSharedKey = LinkFixtures.psk) {
+        self.serviceType = serviceType
+        sessions = (0..<count).map { index in
+            MultipeerSession(configuration: .init(serviceType: serviceType, peer: PeerInfo(displayName: "peer \(index)"), psk: psk))
+        }
+        events = sessions.map { EventLog($0.events) }
+    }
+
+    mutating func add(_ session: MultipeerSession) {
+        sessions.append(session)
+        events.append(EventLog(session.events))
+    }
+}
+
+/// Runs `sessions` while `body` runs, then cancels them and waits until every one has stopped.
+@discardableResult
+func whileRunning<T: Sendable>(_ sessions: [MultipeerSession], _ body: () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for session in sessions { group.addTask { try await session.run() } }
+        do {
+            let result = try await body()
+            group.cancelAll()
+            try await group.waitForAll()
+            return result
+        } catch {
+            group.cancelAll()
+            throw error
+        }
+    }
+}
+
+/// The peers that joined (and did not leave again), by the events read so far.
+func activeIDs(_ events: [SessionEvent]) -> Set<UUID> {
+    var active: Set<UUID> = []
+    for event in events {
+        switch event {
+        case .peerJoined(let peer): active.insert(peer.id)
+        case .peerLeft(let peer, _): active.remove(peer.id)
+        default: break
+        }
+    }
+    return active
+}
+
+/// A session's events, read on demand by one test, remembering everything read so far.
+///
+/// `@unchecked Sendable`: a test reads it from one task at a time.
+final class EventLog: @unchecked Sendable {
+    private let stream: AsyncStream<SessionEvent>
+    private(set) var history: [SessionEvent] = []
+
+    init(_ stream: AsyncStream<SessionEvent>) { self.stream = stream }
+
+    /// Reads events until `done` holds for everything read so far (maybe at once); returns it all.
+    @discardableResult
+    func wait(timeout: Duration = .seconds(60), until done: @escaping @Sendable ([SessionEvent]) -> Bool) async throws -> [SessionEvent] {
+        let before = history
+        history += try await collect(stream, timeout: timeout) { done(before + $0) }
+        return history
+    }
+
+    /// Reads events until exactly `expected` are active.
+    @discardableResult
+    func waitUntilActive(_ expected: Set<UUID>, timeout: Duration = .seconds(60)) async throws -> [SessionEvent] {
+        try await wait(timeout: timeout) { activeIDs($0) == expected }
+    }
+}
+
+/// A message type for the tests.
+struct Note: Codable, Sendable, Equatable {
+    var text: String
+}
+
+/// Another one, to share a link with `Note`.
+struct Fix: Codable, Sendable, Equatable {
+    var waypoint: String
+    var fuel: Double
+}

@@ -1,0 +1,231 @@
+import Foundation
+import MultipeerCore
+import MultipeerSession
+import MultipeerTestSupport
+import MultipeerTLS
+import Testing
+
+/// Many sessions in one process over real avahi-daemon (the sandbox's) and real GnuTLS.
+@Suite(.enabled(if: inDiscoverySandbox, "needs scripts/sandbox.sh (make test, as root)"))
+struct SessionTests {
+    @Test(.timeLimit(.minutes(1)))
+    func twoSessionsConnect() async throws {
+        let group = SessionGroup(count: 2)
+        let (a, b) = (group.sessions[0], group.sessions[1])
+        try await whileRunning(group.sessions) {
+            let joined = try await group.events[0].waitUntilActive([b.peerID])
+            try await group.events[1].waitUntilActive([a.peerID])
+            guard case .peerJoined(let peer)? = joined.last(where: { if case .peerJoined = $0 { true } else { false } }) else { return }
+            #expect(peer.displayName == "peer 1")
+            #expect(await a.activePeers.map(\.id) == [b.peerID])
+            #expect(await b.activePeers.map(\.id) == [a.peerID])
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func threeSessionsFormAFullMeshWithOneLinkPerPair() async throws {
+        let group = SessionGroup(count: 3)
+        let ids = group.sessions.map(\.peerID)
+        try await whileRunning(group.sessions) {
+            for (index, events) in group.events.enumerated() {
+                let seen = try await events.waitUntilActive(Set(ids).subtracting([ids[index]]))
+                let joins = seen.filter { if case .peerJoined = $0 { true } else { false } }
+                #expect(joins.count == 2, "each peer joins once: \(seen)")
+            }
+            for session in group.sessions {
+                #expect(await session.linkCount == 2, "one link per pair")
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aMessageToOnePeerReachesOnlyThatPeer() async throws {
+        let group = SessionGroup(count: 3)
+        let (a, b, c) = (group.sessions[0], group.sessions[1], group.sessions[2])
+        let atB = b.messages(of: Note.self)
+        let atC = c.messages(of: Note.self)
+        try await whileRunning(group.sessions) {
+            try await group.events[0].waitUntilActive([b.peerID, c.peerID])
+            try await a.send(Note(text: "for B only"), to: b.peerID)
+            try await a.send(Note(text: "marker"), to: c.peerID)
+            let atBReceived = try await collect(atB) { $0.count == 1 }
+            #expect(atBReceived.first?.message == Note(text: "for B only"))
+            #expect(atBReceived.first?.peer.id == a.peerID)
+            // A's link to C is ordered: had the first message gone to C too, it would come first.
+            let atCReceived = try await collect(atC) { $0.count == 1 }
+            #expect(atCReceived.first?.message == Note(text: "marker"))
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aBroadcastReachesEveryPeer() async throws {
+        let group = SessionGroup(count: 3)
+        let inboxes = group.sessions.map { $0.messages(of: Note.self) }
+        try await whileRunning(group.sessions) {
+            try await group.events[0].waitUntilActive(Set(group.sessions.dropFirst().map(\.peerID)))
+            #expect(try await group.sessions[0].broadcast(Note(text: "all stations")) == 2)
+            for inbox in inboxes.dropFirst() {
+                #expect(try await collect(inbox) { $0.count == 1 }.first?.message == Note(text: "all stations"))
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func severalMessageTypesShareOneLink() async throws {
+        let group = SessionGroup(count: 2)
+        let (a, b) = (group.sessions[0], group.sessions[1])
+        let notes = b.messages(of: Note.self)
+        let fixes = b.messages(of: Fix.self)
+        try await whileRunning(group.sessions) {
+            try await group.events[0].waitUntilActive([b.peerID])
+            try await a.send(Fix(waypoint: "ALPHA", fuel: 12.4), to: b.peerID)
+            try await a.send(Note(text: "passing ALPHA"), to: b.peerID)
+            try await a.send(Fix(waypoint: "BRAVO", fuel: 11.9), to: b.peerID)
+            #expect(try await collect(fixes) { $0.count == 2 }.map(\.message) == [Fix(waypoint: "ALPHA", fuel: 12.4), Fix(waypoint: "BRAVO", fuel: 11.9)])
+            #expect(try await collect(notes) { $0.count == 1 }.map(\.message) == [Note(text: "passing ALPHA")])
+            #expect(await a.linkCount == 1)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func anUndecodablePayloadIsReportedAndTheLinkStays() async throws {
+        /// Same wire name as `Note`, another shape.
+        struct Impostor: Codable, Sendable { var number: Int }
+        let group = SessionGroup(count: 2)
+        let (a, b) = (group.sessions[0], group.sessions[1])
+        let notes = b.messages(of: Note.self)
+        try await whileRunning(group.sessions) {
+            try await group.events[0].waitUntilActive([b.peerID])
+            try await group.events[1].waitUntilActive([a.peerID])
+            try await a.sendRaw(Impostor(number: 7), as: MultipeerSession.wireName(of: Note.self), to: b.peerID)
+            let events = try await group.events[1].wait { events in
+                events.contains { if case .undecodableMessage = $0 { true } else { false } }
+            }
+            guard case .undecodableMessage(let from, let typeName, _)? = events.last else { return }
+            #expect(from.id == a.peerID)
+            #expect(typeName == MultipeerSession.wireName(of: Note.self))
+            try await a.send(Note(text: "still here"), to: b.peerID)
+            #expect(try await collect(notes) { $0.count == 1 }.first?.message == Note(text: "still here"))
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aMessageLargerThanAFrameFailsAtSend() async throws {
+        let group = SessionGroup(count: 2)
+        let (a, b) = (group.sessions[0], group.sessions[1])
+        try await whileRunning(group.sessions) {
+            try await group.events[0].waitUntilActive([b.peerID])
+            let error = await #expect(throws: MultipeerError.self) {
+                try await a.send(Note(text: String(repeating: "x", count: 2 << 20)), to: b.peerID)
+            }
+            #expect(error?.code == .messageTooLarge)
+            #expect(error?.message.contains("Limits.maximumFrameLength") == true)
+            let notActive = await #expect(throws: MultipeerError.self) { try await a.send(Note(text: "?"), to: UUID()) }
+            #expect(notActive?.code == .peerNotActive)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func sessionsOfDifferentServiceTypesNeverConnect() async throws {
+        var group = SessionGroup(count: 2)
+        let stranger = MultipeerSession(configuration: .init(
+            serviceType: SessionGroup.uniqueServiceType(), peer: PeerInfo(displayName: "stranger"), psk: LinkFixtures.psk))
+        group.add(stranger)
+        let (a, b) = (group.sessions[0], group.sessions[1])
+        try await whileRunning(group.sessions) {
+            // By the time A and B have found each other, the stranger had as long to be found.
+            try await group.events[0].waitUntilActive([b.peerID])
+            #expect(await !a.activePeers.contains { $0.id == stranger.peerID })
+            #expect(await stranger.activePeers.isEmpty)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aSessionWithAnotherKeyNeverBecomesActiveAndIsNamed() async throws {
+        let type = SessionGroup.uniqueServiceType()
+        var group = SessionGroup(count: 1, serviceType: type)
+        group.add(MultipeerSession(configuration: .init(
+            serviceType: type, peer: PeerInfo(displayName: "intruder"), psk: try PreSharedKey.generate(identity: LinkFixtures.identity))))
+        let (a, intruder) = (group.sessions[0], group.sessions[1])
+        try await whileRunning(group.sessions) {
+            // Whichever side dials, both see the authentication fail; A names the intruder's address.
+            let events = try await group.events[0].wait { events in
+                events.contains { if case .authenticationFailed = $0 { true } else { false } }
+            }
+            guard case .authenticationFailed(let address, let error)? = events.last else { return }
+            #expect(address.hasPrefix("127.0.0.1:") || address.hasPrefix("[::ffff:127.0.0.1]:"), "\(address)")
+            #expect(error.code == .authenticationFailed)
+            #expect(await a.activePeers.isEmpty)
+            #expect(await intruder.activePeers.isEmpty)
+            #expect(activeIDs(events).isEmpty)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aRestartedPeerIsActiveAgainWithoutAppAction() async throws {
+        let group = SessionGroup(count: 2)
+        let (a, b) = (group.sessions[0], group.sessions[1])
+        try await whileRunning([a]) {
+            try await whileRunning([b]) {
+                try await group.events[0].waitUntilActive([b.peerID])
+            }
+            // B stopped: A sees it leave.
+            try await group.events[0].waitUntilActive([])
+            // B starts again: same identity, new incarnation.
+            let again = MultipeerSession(configuration: b.configuration, peerID: b.peerID)
+            try await whileRunning([again]) {
+                let events = try await group.events[0].waitUntilActive([b.peerID])
+                guard case .peerJoined(let peer)? = events.last else { return }
+                #expect(peer.incarnation == again.incarnation)
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func suspendAndResume() async throws {
+        let group = SessionGroup(count: 2)
+        let (a, b) = (group.sessions[0], group.sessions[1])
+        try await whileRunning(group.sessions) {
+            try await group.events[1].waitUntilActive([a.peerID])
+            try await group.events[0].waitUntilActive([b.peerID])
+            await a.suspend()
+            let left = try await group.events[1].waitUntilActive([])
+            guard case .peerLeft(_, let reason)? = left.last else { Issue.record("B saw A leave: \(left)"); return }
+            #expect(reason == .goodbye(.suspended))
+            let leftHere = try await group.events[0].waitUntilActive([])
+            guard case .peerLeft(_, let localReason)? = leftHere.last else { Issue.record("A saw B leave: \(leftHere)"); return }
+            #expect(localReason == .local(.suspended))
+            await a.resume()
+            try await group.events[1].waitUntilActive([a.peerID])
+            try await group.events[0].waitUntilActive([b.peerID])
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func sixteenSessionsReachAFullMeshAndEveryBroadcastArrives() async throws {
+        let group = SessionGroup(count: 16)
+        let ids = group.sessions.map(\.peerID)
+        let inboxes = group.sessions.map { $0.messages(of: Note.self) }
+        try await whileRunning(group.sessions) {
+            for (index, events) in group.events.enumerated() {
+                try await events.waitUntilActive(Set(ids).subtracting([ids[index]]), timeout: .seconds(120))
+            }
+            var links = 0
+            for session in group.sessions { links += await session.linkCount }
+            #expect(links == 16 * 15, "120 links, each counted at both ends")
+            try await withThrowingTaskGroup(of: Void.self) { senders in
+                for (index, session) in group.sessions.enumerated() {
+                    senders.addTask {
+                        for number in 0..<100 { try await session.broadcast(Note(text: "\(index)/\(number)")) }
+                    }
+                }
+                try await senders.waitForAll()
+            }
+            for (index, inbox) in inboxes.enumerated() {
+                let received = try await collect(inbox, timeout: .seconds(120)) { $0.count == 1500 }
+                #expect(received.count == 1500)
+                #expect(Set(received.map(\.message.text)).count == 1500, "every message once at session \(index)")
+            }
+        }
+    }
+}

@@ -1,0 +1,82 @@
+public import Logging
+public import MultipeerCore
+public import MultipeerTLS
+
+/// Who this peer is, as others see it: in the DNS-SD TXT record and in HELLO.
+public struct PeerInfo: Hashable, Sendable {
+    /// A name for people, at most 250 bytes of UTF-8.
+    public var displayName: String
+    /// Application entries, each `key=value` at most 255 bytes, at most 32 of them.
+    public var metadata: [String: String]
+
+    public init(displayName: String, metadata: [String: String] = [:]) {
+        self.displayName = displayName
+        self.metadata = metadata
+    }
+}
+
+extension MultipeerSession {
+    /// Everything a session needs; each section has safe defaults.
+    public struct Configuration: Sendable {
+        /// The DNS-SD service type naming the group's network, e.g. `_navlog._tcp`.
+        public var serviceType: String
+        /// This peer's name and metadata.
+        public var peer: PeerInfo
+        /// The group key; peers with another key never become active.
+        public var psk: PreSharedKey
+        /// The TCP port to listen on; 0 (the default) lets the system choose.
+        public var port: Int
+        /// How peers are found: Avahi (the default) or a fixed list.
+        public var discovery: Discovery
+        public var limits: Limits
+        public var reconnect: Reconnect
+        /// Where the session logs, with `multipeer.*` metadata keys.
+        public var logger: Logger
+
+        public init(
+            serviceType: String, peer: PeerInfo, psk: PreSharedKey, port: Int = 0, discovery: Discovery = .avahi(),
+            limits: Limits = Limits(), reconnect: Reconnect = Reconnect(), logger: Logger = Logger(label: "multipeer")
+        ) {
+            self.serviceType = serviceType
+            self.peer = peer
+            self.psk = psk
+            self.port = port
+            self.discovery = discovery
+            self.limits = limits
+            self.reconnect = reconnect
+            self.logger = logger
+        }
+    }
+
+    /// How a session finds its peers.
+    public enum Discovery: Sendable {
+        /// DNS-SD through the system's avahi-daemon: advertise this peer and browse for others.
+        /// With `waitForDaemon`, a session started before the daemon waits for it instead of failing.
+        case avahi(waitForDaemon: Bool = false)
+        /// Dial these `host:port` endpoints and advertise nothing, for networks without multicast.
+        case staticPeers([String])
+    }
+
+    /// Bounds on what a peer may make this session hold.
+    public struct Limits: Sendable {
+        /// The largest frame accepted or sent, in bytes. Default 1 MiB.
+        public var maximumFrameLength: Int
+        /// How long TLS and HELLO together may take. Default 5 s.
+        public var handshakeTimeout: Duration
+
+        public init(maximumFrameLength: Int = Frame.defaultMaximumLength, handshakeTimeout: Duration = .seconds(5)) {
+            self.maximumFrameLength = maximumFrameLength
+            self.handshakeTimeout = handshakeTimeout
+        }
+    }
+
+    /// When a lost peer is dialled again (by the side with the greater UUID).
+    public struct Reconnect: Sendable {
+        /// The wait before dialling again after a failed dial or a lost link. Default 100 ms.
+        public var delay: Duration
+
+        public init(delay: Duration = .milliseconds(100)) {
+            self.delay = delay
+        }
+    }
+}

@@ -1,0 +1,70 @@
+public import Foundation
+import MultipeerCore
+import NIOCore
+
+extension MultipeerSession {
+    /// The name a message type travels under: its fully qualified Swift name, e.g.
+    /// `NavlogSync.NavlogEntry`, so several types share one link. Both sides must agree on it.
+    public nonisolated static func wireName<Message>(of type: Message.Type) -> String {
+        String(reflecting: type)
+    }
+
+    /// Every message of type `Message` from now on, with the peer that sent it. Each call is a
+    /// new subscription; a payload that does not decode is reported as
+    /// ``SessionEvent/undecodableMessage(from:typeName:error:)`` and the link stays up.
+    public nonisolated func messages<Message: Codable & Sendable>(of type: Message.Type) -> AsyncStream<(peer: Peer, message: Message)> {
+        subscriptions.messages(of: type, named: Self.wireName(of: type))
+    }
+
+    /// Sends `message` to one active peer.
+    ///
+    /// - Throws: `peerNotActive` if the peer has no link now; `messageTooLarge` if the encoded
+    ///   message does not fit a frame (``Limits/maximumFrameLength``); `codingFailed`.
+    public func send<Message: Codable & Sendable>(_ message: Message, to peerID: UUID) async throws {
+        let data = try encode(message)
+        guard let id = activeLink(for: peerID) else {
+            throw MultipeerError(.peerNotActive, "peer \(peerID) is not active: it has no authenticated link now")
+        }
+        try await write(data, on: id)
+    }
+
+    /// Sends `message` to every active peer; returns how many it was handed to.
+    @discardableResult
+    public func broadcast<Message: Codable & Sendable>(_ message: Message) async throws -> Int {
+        let data = try encode(message)
+        var sent = 0
+        for id in activeLinks() {
+            do {
+                try await write(data, on: id)
+                sent += 1
+            } catch {
+                logger.debug("broadcast skipped a closing link", metadata: ["multipeer.link": "\(id.rawValue)"])
+            }
+        }
+        return sent
+    }
+
+    /// Sends `message` under another type name (for tests of what a receiver does with it).
+    package func sendRaw<Message: Codable & Sendable>(_ message: Message, as typeName: String, to peerID: UUID) async throws {
+        guard let id = activeLink(for: peerID) else { throw MultipeerError(.peerNotActive, "peer \(peerID) is not active") }
+        try await write(try encode(message, as: typeName), on: id)
+    }
+
+    private nonisolated func encode<Message: Codable & Sendable>(
+        _ message: Message, as typeName: String = wireName(of: Message.self)
+    ) throws -> DataMessage {
+        let payload: Data
+        do {
+            payload = try JSONEncoder().encode(message)
+        } catch {
+            throw MultipeerError(.codingFailed, "a \(typeName) could not be encoded", underlying: "\(error)")
+        }
+        let frameLength = 8 + 1 + typeName.utf8.count + payload.count
+        guard frameLength <= configuration.limits.maximumFrameLength else {
+            throw MultipeerError(
+                .messageTooLarge,
+                "a \(typeName) encodes to a \(frameLength)-byte frame; frames carry at most \(configuration.limits.maximumFrameLength) bytes (Limits.maximumFrameLength)")
+        }
+        return try DataMessage(sequence: 0, typeName: typeName, payload: ByteBuffer(bytes: payload))
+    }
+}

@@ -1,0 +1,384 @@
+public import struct Foundation.UUID
+import Logging
+import MultipeerCore
+import MultipeerDiscovery
+import MultipeerTLS
+import NIOCore
+public import ServiceLifecycle
+
+/// Keeps this peer connected to every other peer of its group on the local network:
+/// advertised and discovered over DNS-SD, authenticated with TLS 1.3 and the group's
+/// pre-shared key, talking in `Codable` messages.
+///
+/// ```swift
+/// let session = MultipeerSession(configuration: .init(
+///     serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "Captain"), psk: try PreSharedKey(contentsOfFile: "group.key")))
+/// try await withThrowingDiscardingTaskGroup { group in
+///     group.addTask { try await session.run() }
+///     for await event in session.events { print(event) }
+/// }
+/// ```
+///
+/// A peer is *active* when its link has completed TLS and the HELLO exchange. The peer with
+/// the greater UUID dials; exactly one link per pair remains. ``run()`` does everything until
+/// its task is cancelled (or a service group shuts down gracefully); ``suspend()`` and
+/// ``resume()`` follow an app into the background and back.
+public actor MultipeerSession {
+    public nonisolated let configuration: Configuration
+    /// This peer's identity for the whole life of the session.
+    public nonisolated let peerID: UUID
+    /// Tells this run of the session from earlier ones with the same ``peerID``.
+    public nonisolated let incarnation: UInt64
+
+    let subscriptions = Subscriptions()
+    let metrics: SessionMetrics
+    var logger: Logger
+    private var table: PeerTableStateMachine
+    private var links: [LinkID: LinkHandle] = [:]
+    private var hasRun = false
+    private let work: AsyncStream<Work>.Continuation
+    private let workItems: AsyncStream<Work>
+
+    enum Work: Sendable {
+        case dial(LinkID, DialTarget)
+        case redial(DialTarget.Key, after: Duration)
+        case close(LinkHandle, GoodbyeReason)
+        case suspend
+        case resume
+    }
+
+    /// Creates a session; nothing happens on the network until ``run()``.
+    ///
+    /// - Parameter peerID: This peer's identity; keep it across restarts (store it) so others
+    ///   recognise the peer. A new one is made by default.
+    public init(configuration: Configuration, peerID: UUID = UUID()) {
+        self.configuration = configuration
+        self.peerID = peerID
+        self.incarnation = UInt64.random(in: 1...UInt64.max)
+        self.table = PeerTableStateMachine(localPeerID: peerID, redialDelay: configuration.reconnect.delay)
+        var logger = configuration.logger
+        logger[metadataKey: "multipeer.local.id"] = "\(peerID)"
+        self.logger = logger
+        self.metrics = SessionMetrics(localName: configuration.peer.displayName)
+        (workItems, work) = AsyncStream<Work>.makeStream()
+    }
+
+    /// What happens in the session, from now on; each access is a new subscription.
+    public nonisolated var events: AsyncStream<SessionEvent> { subscriptions.events() }
+
+    /// The peers whose links are authenticated and HELLO-complete.
+    public var activePeers: [Peer] {
+        table.activePeers.values.map(Peer.init).sorted { $0.id.uuidString < $1.id.uuidString }
+    }
+
+    // MARK: Running
+
+    /// Listens, advertises, browses, dials and accepts until the task is cancelled. Leaves no
+    /// task, socket or advertisement behind. A session runs once.
+    public func run() async throws {
+        guard !hasRun else { throw MultipeerError(.sessionState, "this session has already run; make a new one") }
+        hasRun = true
+        defer { subscriptions.finish() }
+        let linkConfiguration = try makeLinkConfiguration()
+        let discovery = try makeDiscovery()
+        do {
+            try await cancelWhenGracefulShutdown {
+                try await self.runUntilStopped(linkConfiguration, discovery)
+            }
+        } catch where Task.isCancelled {
+            // Cancellation is how a session is stopped, not a failure.
+        }
+    }
+
+    private func runUntilStopped(_ linkConfiguration: LinkConfiguration, _ discovery: DiscoverySetup) async throws {
+        var items = workItems.makeAsyncIterator()
+        while try await runActive(linkConfiguration, discovery, &items) {
+            // Suspended: wait for resume (or the end).
+            var resumed = false
+            while let item = await items.next(isolation: #isolation) {
+                if case .resume = item {
+                    resumed = true
+                    break
+                }
+            }
+            guard resumed else { return }
+        }
+    }
+
+    /// Takes the session into the background: links and advertisement go, the peer table and
+    /// subscriptions stay. Does nothing if the session is not running.
+    public func suspend() {
+        work.yield(.suspend)
+    }
+
+    /// Brings the session back: advertises again and dials every known peer at once.
+    public func resume() {
+        work.yield(.resume)
+    }
+
+    /// One stretch of running, until suspended (returns true) or stopped (returns false).
+    private func runActive(
+        _ linkConfiguration: LinkConfiguration, _ discovery: DiscoverySetup, _ items: inout AsyncStream<Work>.Iterator
+    ) async throws -> Bool {
+        let listener = try await PeerListener.bind(port: configuration.port, configuration: linkConfiguration)
+        logger.info("listening", metadata: ["multipeer.port": "\(listener.port)"])
+        subscriptions.emit(.listening(port: listener.port))
+        let advertiser = startAdvertising(discovery, port: listener.port)
+        perform(table.restart())
+
+        return try await withThrowingDiscardingTaskGroup { group in
+            group.addTask {
+                try await listener.run(
+                    onLink: { link in await self.serveInbound(link) },
+                    onFailure: { address, error in await self.handshakeFailed(address?.displayString ?? "unknown", error) })
+            }
+            group.addTask {
+                for await event in discovery.source.browse() { await self.discovered(event) }
+            }
+            if let advertiser {
+                group.addTask {
+                    for await event in advertiser.events { await self.advertisement(event) }
+                }
+            }
+            var suspended = false
+            loop: while let item = await items.next(isolation: #isolation) {
+                switch item {
+                case .dial(let id, let target):
+                    group.addTask { await self.dial(id, target, linkConfiguration) }
+                case .redial(let key, let delay):
+                    group.addTask {
+                        try? await Task.sleep(for: delay)
+                        await self.redialDue(key)
+                    }
+                case .close(let handle, let reason):
+                    group.addTask { await handle.close(reason) }
+                case .suspend:
+                    suspended = true
+                    break loop
+                case .resume:
+                    continue
+                }
+            }
+            // Say goodbye on every link, then stop accepting and advertising.
+            let reason: GoodbyeReason = suspended ? .suspended : .shutdown
+            let stopping = table.stop(reason)
+            var closing: [LinkHandle] = []
+            for action in stopping {
+                if case .close(let id, _) = action, let handle = links[id] { closing.append(handle) } else { perform([action]) }
+            }
+            for handle in closing { await handle.close(reason) }
+            advertiser?.stop()
+            await listener.close()
+            group.cancelAll()
+            return suspended
+        }
+    }
+
+    // MARK: Links
+
+    private nonisolated func serveInbound(_ connection: PeerConnection) async {
+        let id = await acceptedLink()
+        await runLink(id, connection)
+    }
+
+    private func acceptedLink() -> LinkID { table.acceptedLink() }
+
+    private nonisolated func dial(_ id: LinkID, _ target: DialTarget, _ configuration: LinkConfiguration) async {
+        var lastError: MultipeerError?
+        for host in target.hosts {
+            do {
+                let connection = try await PeerConnection.dial(host: host, port: target.port, configuration: configuration)
+                await runLink(id, connection)
+                return
+            } catch {
+                let failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "cannot connect to \(host):\(target.port)", underlying: "\(error)")
+                lastError = failure
+                await handshakeFailed("\(host):\(target.port)", failure)
+                // Only a failure to connect is worth trying the next address for.
+                if failure.code != .connectionFailed { break }
+            }
+        }
+        await linkClosed(id, goodbye: nil, error: lastError)
+    }
+
+    /// Carries one established link until it closes, on the link's event loop.
+    private nonisolated func runLink(_ id: LinkID, _ connection: PeerConnection) async {
+        let peer = Peer(connection.remoteHello)
+        var goodbye: GoodbyeReason?
+        var failure: MultipeerError?
+        do {
+            try await withTaskExecutorPreference(connection.executor) {
+                try await connection.channel.executeThenClose { inbound, outbound in
+                    await self.linkEstablished(id, connection, outbound)
+                    for try await message in inbound {
+                        switch message {
+                        case .data(let data):
+                            self.metrics.received(bytes: data.payload.readableBytes)
+                            self.subscriptions.deliver(data, from: peer)
+                        case .goodbye(let reason, _):
+                            goodbye = reason
+                            return
+                        case .hello, .ping, .pong, .ack, .unknown:
+                            break
+                        }
+                    }
+                }
+            }
+        } catch is CancellationError {
+            // The session is stopping; the table knows.
+        } catch {
+            failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "the link to \(peer) failed", underlying: "\(error)")
+        }
+        await linkClosed(id, goodbye: goodbye, error: failure)
+    }
+
+    private func linkEstablished(_ id: LinkID, _ connection: PeerConnection, _ writer: NIOAsyncChannelOutboundWriter<LinkMessage>) {
+        links[id] = LinkHandle(id: id, channel: connection.channel.channel, writer: writer)
+        metrics.linkOpened()
+        perform(table.linkEstablished(id, hello: connection.remoteHello))
+    }
+
+    private func linkClosed(_ id: LinkID, goodbye: GoodbyeReason?, error: MultipeerError?) {
+        if links.removeValue(forKey: id) != nil { metrics.linkClosed(reason: goodbye.map { "\($0)" } ?? (error == nil ? "closed" : "error")) }
+        perform(table.linkClosed(id, goodbye: goodbye, error: error))
+    }
+
+    /// Established links, counting any duplicate not yet closed (for tests).
+    package var linkCount: Int { links.count }
+
+    func activeLink(for peerID: UUID) -> LinkID? {
+        table.activeLink(for: peerID)
+    }
+
+    func activeLinks() -> [LinkID] {
+        table.activePeers.keys.compactMap { table.activeLink(for: $0) }
+    }
+
+    /// Writes a DATA message on a link; suspends while the link pushes back.
+    func write(_ message: DataMessage, on id: LinkID) async throws {
+        guard let handle = links[id] else {
+            throw MultipeerError(.peerNotActive, "the link closed before the message could be sent")
+        }
+        try await handle.writer.write(.data(message))
+        metrics.sent(bytes: message.payload.readableBytes)
+    }
+
+    private func redialDue(_ key: DialTarget.Key) {
+        perform(table.redialDue(key))
+    }
+
+    private func handshakeFailed(_ address: String, _ error: any Error) {
+        let failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "the connection with \(address) failed", underlying: "\(error)")
+        logger.notice("link failed", metadata: ["multipeer.address": "\(address)", "multipeer.error": "\(failure)"])
+        if failure.code == .authenticationFailed {
+            subscriptions.emit(.authenticationFailed(address: address, failure))
+        } else {
+            subscriptions.emit(.connectionFailed(address: address, failure))
+        }
+    }
+
+    // MARK: Discovery
+
+    private func discovered(_ event: BrowseEvent) {
+        switch event {
+        case .found(let advert):
+            logger.debug("found", metadata: ["multipeer.peer.id": "\(advert.peerID?.uuidString ?? "static")", "multipeer.port": "\(advert.port)"])
+            perform(table.discovered(DialTarget(peerID: advert.peerID, hosts: advert.addresses.map(\.host), port: advert.port)))
+        case .lost(let peerID):
+            perform(table.lost(peerID))
+        }
+    }
+
+    private func advertisement(_ event: AdvertisementEvent) {
+        switch event {
+        case .established(let name): logger.debug("advertised", metadata: ["multipeer.advert.name": "\(name)"])
+        case .renamed(let name): logger.info("advertised under another name", metadata: ["multipeer.advert.name": "\(name)"])
+        case .withdrawn: logger.warning("advertisement withdrawn: avahi-daemon went away; it comes back with the daemon")
+        case .failed(let error): subscriptions.emit(.advertisingFailed(error))
+        }
+    }
+
+    // MARK: Actions
+
+    private func perform(_ actions: [PeerTableStateMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .dial(let id, let target):
+                work.yield(.dial(id, target))
+            case .close(let id, let reason):
+                if let handle = links[id] { work.yield(.close(handle, reason)) }
+            case .peerJoined(let id, let hello):
+                logger.info("peer joined", metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.link": "\(id.rawValue)"])
+                metrics.activePeers(table.activePeers.count)
+                subscriptions.emit(.peerJoined(Peer(hello)))
+            case .peerLeft(let hello, let reason):
+                logger.info("peer left", metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.reason": "\(reason)"])
+                metrics.activePeers(table.activePeers.count)
+                subscriptions.emit(.peerLeft(Peer(hello), reason))
+            case .scheduleRedial(let key, let delay):
+                work.yield(.redial(key, after: delay))
+            }
+        }
+    }
+
+    // MARK: Setup
+
+    struct DiscoverySetup: Sendable {
+        var source: any PeerDiscovery
+        var avahi: AvahiConnection?
+        var serviceType: ServiceType?
+    }
+
+    private func makeDiscovery() throws -> DiscoverySetup {
+        switch configuration.discovery {
+        case .avahi(let waitForDaemon):
+            let serviceType = try ServiceType(configuration.serviceType)
+            let connection = try AvahiConnection.shared(waitForDaemon: waitForDaemon, logger: logger)
+            return DiscoverySetup(
+                source: PeerBrowser(serviceType: serviceType, localPeerID: peerID, connection: connection),
+                avahi: connection, serviceType: serviceType)
+        case .staticPeers(let endpoints):
+            return DiscoverySetup(source: try StaticPeers(endpoints))
+        }
+    }
+
+    private func startAdvertising(_ discovery: DiscoverySetup, port: Int) -> PeerAdvertiser? {
+        guard let connection = discovery.avahi, let serviceType = discovery.serviceType else { return nil }
+        do {
+            let txt = try AdvertTXT(
+                peerID: peerID, incarnation: incarnation, displayName: configuration.peer.displayName,
+                metadata: configuration.peer.metadata)
+            return try PeerAdvertiser(serviceType: serviceType, port: port, txt: txt, connection: connection)
+        } catch let error as MultipeerError {
+            subscriptions.emit(.advertisingFailed(error))
+            return nil
+        } catch {
+            return nil
+        }
+    }
+
+    private func makeLinkConfiguration() throws -> LinkConfiguration {
+        let hello = try Hello(
+            peerID: peerID, incarnation: incarnation, displayName: configuration.peer.displayName,
+            metadata: configuration.peer.metadata)
+        let tls = try TLSContext(configuration: TLSConfiguration(psk: configuration.psk, handshakeTimeout: configuration.limits.handshakeTimeout))
+        return LinkConfiguration(tls: tls, localHello: hello, maximumFrameLength: configuration.limits.maximumFrameLength)
+    }
+}
+
+extension MultipeerSession: Service {}
+
+/// What the session keeps of an established link to write to it and close it.
+struct LinkHandle: Sendable {
+    var id: LinkID
+    var channel: any Channel
+    var writer: NIOAsyncChannelOutboundWriter<LinkMessage>
+
+    /// Says GOODBYE (best effort) and closes the link once it is written. The GOODBYE goes
+    /// straight into the pipeline, not through the async writer, whose buffer could hold it
+    /// back until after the close.
+    func close(_ reason: GoodbyeReason) async {
+        try? await channel.writeAndFlush(LinkMessage.goodbye(reason, "\(reason)"))
+        try? await channel.close()
+    }
+}

@@ -1,0 +1,39 @@
+import Metrics
+
+/// The session's swift-metrics instruments, labelled with the session's display name.
+struct SessionMetrics: Sendable {
+    private let dimensions: [(String, String)]
+    private let peersActive: Gauge
+    private let linksOpened: Counter
+    private let messagesIn: Counter
+    private let messagesOut: Counter
+    private let bytesIn: Counter
+    private let bytesOut: Counter
+
+    init(localName: String) {
+        dimensions = [("session", localName)]
+        peersActive = Gauge(label: "multipeer_peers_active", dimensions: dimensions)
+        linksOpened = Counter(label: "multipeer_links_opened_total", dimensions: dimensions)
+        messagesIn = Counter(label: "multipeer_messages_total", dimensions: dimensions + [("direction", "in")])
+        messagesOut = Counter(label: "multipeer_messages_total", dimensions: dimensions + [("direction", "out")])
+        bytesIn = Counter(label: "multipeer_payload_bytes_total", dimensions: dimensions + [("direction", "in")])
+        bytesOut = Counter(label: "multipeer_payload_bytes_total", dimensions: dimensions + [("direction", "out")])
+    }
+
+    func activePeers(_ count: Int) { peersActive.record(count) }
+    func linkOpened() { linksOpened.increment() }
+
+    func linkClosed(reason: String) {
+        Counter(label: "multipeer_links_closed_total", dimensions: dimensions + [("reason", reason)]).increment()
+    }
+
+    func received(bytes: Int) {
+        messagesIn.increment()
+        bytesIn.increment(by: bytes)
+    }
+
+    func sent(bytes: Int) {
+        messagesOut.increment()
+        bytesOut.increment(by: bytes)
+    }
+}
