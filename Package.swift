@@ -141,6 +141,7 @@ let package = Package(
             name: "MultipeerIntegrationTests",
             dependencies: [
                 "MultipeerTestSupport",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 "MultipeerDiscovery",
                 "MultipeerSession",
                 "MultipeerTLS",

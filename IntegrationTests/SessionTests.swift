@@ -1,8 +1,11 @@
 import Foundation
 import MultipeerCore
-import MultipeerSession
 import MultipeerTestSupport
 import MultipeerTLS
+import Logging
+import MultipeerDiscovery
+@testable import MultipeerSession
+import ServiceLifecycle
 import Testing
 
 /// Many sessions in one process over real avahi-daemon (the sandbox's) and real GnuTLS.
@@ -225,6 +228,60 @@ struct SessionTests {
                 let received = try await collect(inbox, timeout: .seconds(120)) { $0.count == 1500 }
                 #expect(received.count == 1500)
                 #expect(Set(received.map(\.message.text)).count == 1500, "every message once at session \(index)")
+            }
+        }
+    }
+}
+
+/// Sessions without DNS-SD: static peer lists, over loopback.
+@Suite struct StaticSessionTests {
+    @Test(.timeLimit(.minutes(1)))
+    func aSessionListingAnotherStaticallyConnectsToIt() async throws {
+        let listed = MultipeerSession(configuration: .init(
+            serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "listed"), psk: LinkFixtures.psk, discovery: .staticPeers([])))
+        let listedEvents = EventLog(listed.events)
+        try await whileRunning([listed]) {
+            let started = try await listedEvents.wait { $0.contains { if case .listening = $0 { true } else { false } } }
+            guard case .listening(let port)? = started.first else { return }
+            let dialler = MultipeerSession(configuration: .init(
+                serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "dialler"), psk: LinkFixtures.psk,
+                discovery: .staticPeers(["127.0.0.1:\(port)", "127.0.0.1:1"])))
+            let diallerEvents = EventLog(dialler.events)
+            try await whileRunning([dialler]) {
+                try await diallerEvents.waitUntilActive([listed.peerID])
+                try await listedEvents.waitUntilActive([dialler.peerID])
+                // The dead entry is reported, and retried, without harm to the live one.
+                try await diallerEvents.wait { $0.contains { if case .connectionFailed(let address, _) = $0 { address == "127.0.0.1:1" } else { false } } }
+                #expect(await dialler.activePeers.map(\.id) == [listed.peerID])
+            }
+        }
+    }
+}
+
+/// A session run by swift-service-lifecycle, shut down gracefully.
+@Suite(.enabled(if: inDiscoverySandbox, "needs scripts/sandbox.sh (make test, as root)"))
+struct SessionLifecycleTests {
+    @Test(.timeLimit(.minutes(1)))
+    func gracefulShutdownSaysGoodbyeAndLeavesNothingBehind() async throws {
+        let group = SessionGroup(count: 2)
+        let (a, b) = (group.sessions[0], group.sessions[1])
+        let watcher = PeerBrowser(serviceType: try ServiceType(group.serviceType), localPeerID: UUID(), connection: try .shared()).browse()
+        try await whileRunning([b]) {
+            let services = ServiceGroup(configuration: .init(services: [a], logger: Logger(label: "test")))
+            let running = Task { try await services.run() }
+            let started = try await group.events[0].wait { $0.contains { if case .listening = $0 { true } else { false } } }
+            guard case .listening(let port)? = started.first else { return }
+            try await group.events[1].waitUntilActive([a.peerID])
+            _ = try await collect(watcher) { $0.contains(.lost(a.peerID)) == false && $0.contains { if case .found(let ad) = $0 { ad.peerID == a.peerID } else { false } } }
+
+            await services.triggerGracefulShutdown()
+            try await running.value
+            let left = try await group.events[1].waitUntilActive([])
+            if case .peerLeft(_, let reason)? = left.last { #expect(reason == .goodbye(.shutdown)) }
+            // The advertisement is withdrawn and the port closed.
+            _ = try await collect(watcher) { $0.contains(.lost(a.peerID)) }
+            await #expect(throws: (any Error).self) {
+                _ = try await PeerConnection.dial(host: "127.0.0.1", port: port, configuration: LinkFixtures.configuration(name: "probe"))
             }
         }
     }

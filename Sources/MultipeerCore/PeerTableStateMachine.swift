@@ -85,7 +85,7 @@ public struct PeerTableStateMachine: Sendable {
     public var redialDelay: Duration
 
     private var targets: [DialTarget.Key: DialTarget] = [:]
-    /// Static endpoints whose peer identity a HELLO revealed.
+    /// Static endpoints whose peer identity a HELLO (or a self-connection) revealed.
     private var identified: [String: UUID] = [:]
     private var links: [LinkID: Link] = [:]
     private var active: [UUID: LinkID] = [:]
@@ -156,6 +156,9 @@ public struct PeerTableStateMachine: Sendable {
     /// A link closed (or a dial failed). `goodbye` is the reason the peer gave, if it gave one.
     public mutating func linkClosed(_ id: LinkID, goodbye: GoodbyeReason? = nil, error: MultipeerError? = nil) -> [Action] {
         guard let link = links.removeValue(forKey: id) else { return [] }
+        if error?.code == .selfConnection, case .endpoint(let endpoint)? = link.target {
+            identified[endpoint] = localPeerID  // a static entry that points at this peer itself
+        }
         var actions: [Action] = []
         if let hello = link.hello, active[hello.peerID] == id {
             active[hello.peerID] = nil
@@ -198,12 +201,13 @@ public struct PeerTableStateMachine: Sendable {
 
     // MARK: Rules
 
-    /// Whether this side dials `key`: the greater UUID dials; static peers are dialled until
-    /// their HELLO shows the other side is the greater.
+    /// Whether this side dials `key`: the greater UUID dials a discovered peer. A static
+    /// endpoint is dialled whenever its peer is not active (the other side may not list us),
+    /// unless it turned out to be this very peer; duplicate links are then resolved as usual.
     private func shouldDial(_ key: DialTarget.Key) -> Bool {
         switch key {
         case .peer(let peerID): return localPeerID.isGreater(than: peerID)
-        case .endpoint(let endpoint): return identified[endpoint].map { localPeerID.isGreater(than: $0) } ?? true
+        case .endpoint(let endpoint): return identified[endpoint] != localPeerID
         }
     }
 

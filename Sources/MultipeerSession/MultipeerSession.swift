@@ -45,6 +45,7 @@ public actor MultipeerSession {
         case close(LinkHandle, GoodbyeReason)
         case suspend
         case resume
+        case stop
     }
 
     /// Creates a session; nothing happens on the network until ``run()``.
@@ -82,11 +83,15 @@ public actor MultipeerSession {
         let linkConfiguration = try makeLinkConfiguration()
         let discovery = try makeDiscovery()
         do {
-            try await cancelWhenGracefulShutdown {
-                try await self.runUntilStopped(linkConfiguration, discovery)
+            // A graceful shutdown stops in order (GOODBYE on every link, then the listener and the
+            // advertisement); cancellation stops at once, each link saying GOODBYE as it goes.
+            try await withGracefulShutdownHandler {
+                try await runUntilStopped(linkConfiguration, discovery)
+            } onGracefulShutdown: { [work] in
+                work.yield(.stop)
             }
-        } catch where Task.isCancelled {
-            // Cancellation is how a session is stopped, not a failure.
+        } catch is CancellationError {
+            // Cancellation (or a graceful shutdown) is how a session stops, not a failure.
         }
     }
 
@@ -100,6 +105,7 @@ public actor MultipeerSession {
                     resumed = true
                     break
                 }
+                if case .stop = item { break }
             }
             guard resumed else { return }
         }
@@ -128,9 +134,13 @@ public actor MultipeerSession {
 
         return try await withThrowingDiscardingTaskGroup { group in
             group.addTask {
-                try await listener.run(
-                    onLink: { link in await self.serveInbound(link) },
-                    onFailure: { address, error in await self.handshakeFailed(address?.displayString ?? "unknown", error) })
+                do {
+                    try await listener.run(
+                        onLink: { link in await self.serveInbound(link) },
+                        onFailure: { address, error in await self.handshakeFailed(address?.displayString ?? "unknown", error) })
+                } catch is CancellationError {
+                    // Stopping.
+                }
             }
             group.addTask {
                 for await event in discovery.source.browse() { await self.discovered(event) }
@@ -141,6 +151,7 @@ public actor MultipeerSession {
                 }
             }
             var suspended = false
+            // Ends with .suspend, .stop, or cancellation.
             loop: while let item = await items.next(isolation: #isolation) {
                 switch item {
                 case .dial(let id, let target):
@@ -154,6 +165,8 @@ public actor MultipeerSession {
                     group.addTask { await handle.close(reason) }
                 case .suspend:
                     suspended = true
+                    break loop
+                case .stop:
                     break loop
                 case .resume:
                     continue
@@ -221,6 +234,11 @@ public actor MultipeerSession {
                         case .hello, .ping, .pong, .ack, .unknown:
                             break
                         }
+                    }
+                    if Task.isCancelled {
+                        // The session is being cancelled: say so before the link closes. Written
+                        // through the channel, as the async writer refuses cancelled tasks.
+                        try? await connection.channel.channel.writeAndFlush(LinkMessage.goodbye(.shutdown, "shutdown"))
                     }
                 }
             }

@@ -114,8 +114,20 @@ import Testing
         let lowEnd = InMemoryNetwork.End(owner: Self.low, link: network.tables[Self.low]!.activeLink(for: Self.high)!)
         #expect(network.wire[highEnd] == lowEnd, "both ends of one connection")
         #expect(network.dialers[highEnd] == Self.high, "the link the greater UUID dialled")
-        // The blind dial from the smaller side is not repeated once its HELLO is known.
+        // The losing blind dial is not repeated while the peer is active.
         #expect(network.pendingRedials.isEmpty)
+    }
+
+    @Test func aStaticEndpointIsRedialledByEitherSideButNeverItself() {
+        var table = PeerTableStateMachine(localPeerID: Self.low)
+        guard case .dial(let link, _)? = table.discovered(Self.target(nil)).first else { Issue.record("dial"); return }
+        _ = table.linkEstablished(link, hello: Self.hello(Self.high))
+        // The greater peer does not list us: the smaller side must redial.
+        #expect(table.linkClosed(link).last == .scheduleRedial(.endpoint("127.0.0.1:7000"), after: .milliseconds(100)))
+
+        var lonely = PeerTableStateMachine(localPeerID: Self.low)
+        guard case .dial(let selfLink, _)? = lonely.discovered(Self.target(nil, port: 7001)).first else { Issue.record("dial"); return }
+        #expect(lonely.linkClosed(selfLink, error: MultipeerError(.selfConnection, "me")).isEmpty)
     }
 
     @Test func aMeshOfFiveHasExactlyOneLinkPerPair() {
