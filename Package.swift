@@ -105,6 +105,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "MeshBenchmark",
+            dependencies: [
+                "MultipeerSession", "MultipeerCore", "MultipeerTLS",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/MeshBenchmark",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "DiscoveryBenchmark",
             dependencies: ["MultipeerDiscovery"],
             path: "Benchmarks/DiscoveryBenchmark",

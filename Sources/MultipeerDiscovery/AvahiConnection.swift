@@ -21,6 +21,8 @@ public final class AvahiConnection: @unchecked Sendable {
     private var client: OpaquePointer?
     private var isRunning = false
     private var registrations: [ObjectIdentifier: any AvahiRegistration] = [:]
+    /// The browser of each service type, shared by its subscribers.
+    var browsers: [String: AvahiBrowser] = [:]
 
     private static let sharedConnection = Mutex<AvahiConnection?>(nil)
 
@@ -85,18 +87,24 @@ public final class AvahiConnection: @unchecked Sendable {
 
     /// Starts `registration`: now if the daemon is running, otherwise as soon as it is.
     func register(_ registration: any AvahiRegistration) {
-        withPollLock {
-            registrations[ObjectIdentifier(registration)] = registration
-            if isRunning, let client { registration.attach(client) }
-        }
+        withPollLock { registerLocked(registration) }
     }
 
     /// Stops `registration` and frees its Avahi objects; no callback reaches it afterwards.
     func unregister(_ registration: any AvahiRegistration) {
-        withPollLock {
-            guard registrations.removeValue(forKey: ObjectIdentifier(registration)) != nil else { return }
-            registration.remove()
-        }
+        withPollLock { unregisterLocked(registration) }
+    }
+
+    /// ``register(_:)`` for a caller holding the poll lock.
+    func registerLocked(_ registration: any AvahiRegistration) {
+        registrations[ObjectIdentifier(registration)] = registration
+        if isRunning, let client { registration.attach(client) }
+    }
+
+    /// ``unregister(_:)`` for a caller holding the poll lock.
+    func unregisterLocked(_ registration: any AvahiRegistration) {
+        guard registrations.removeValue(forKey: ObjectIdentifier(registration)) != nil else { return }
+        registration.remove()
     }
 
     /// Runs `body` holding the poll lock. Never call from an Avahi callback: it holds the lock already.

@@ -10,7 +10,8 @@ import MultipeerCore
 /// the last announcement goes. This peer's own advertisement is skipped (by UUID, not by name),
 /// and so are adverts of another protocol version or without a valid `id` (logged at debug
 /// level). When avahi-daemon restarts, every peer is reported lost, then found again once the
-/// daemon is back.
+/// daemon is back. Browsers of one service type on one connection share one Avahi browser and
+/// its resolvers, so many sessions in a process stay within the daemon's per-client limits.
 public struct PeerBrowser: PeerDiscovery {
     public let serviceType: ServiceType
     public let localPeerID: UUID
@@ -24,14 +25,44 @@ public struct PeerBrowser: PeerDiscovery {
 
     public func browse() -> AsyncStream<BrowseEvent> {
         let (events, continuation) = AsyncStream<BrowseEvent>.makeStream()
-        let browser = AvahiBrowser(serviceType: serviceType.rawValue, localPeerID: localPeerID, connection: connection, events: continuation)
-        continuation.onTermination = { [connection] _ in connection.unregister(browser) }
-        connection.register(browser)
+        let token = UUID()
+        continuation.onTermination = { [connection, serviceType] _ in
+            connection.unsubscribe(serviceType: serviceType.rawValue, token: token)
+        }
+        connection.subscribe(serviceType: serviceType.rawValue, token: token, localPeerID: localPeerID, events: continuation)
         return events
     }
 }
 
-/// The Avahi side of a browser: one service browser and a resolver per service instance.
+extension AvahiConnection {
+    /// Adds a subscriber to the browser of `serviceType`, starting the browser if it is the first.
+    func subscribe(serviceType: String, token: UUID, localPeerID: UUID, events: AsyncStream<BrowseEvent>.Continuation) {
+        withPollLock {
+            let browser = browsers[serviceType] ?? {
+                let browser = AvahiBrowser(serviceType: serviceType, connection: self)
+                browsers[serviceType] = browser
+                registerLocked(browser)
+                return browser
+            }()
+            browser.subscribe(token, localPeerID: localPeerID, events: events)
+        }
+    }
+
+    /// Removes a subscriber; the last one stops the browser and frees its resolvers.
+    func unsubscribe(serviceType: String, token: UUID) {
+        withPollLock {
+            guard let browser = browsers[serviceType] else { return }
+            browser.unsubscribe(token)
+            if browser.isUnused {
+                browsers[serviceType] = nil
+                unregisterLocked(browser)
+            }
+        }
+    }
+}
+
+/// The Avahi side of browsing one service type: one service browser, a resolver per service
+/// instance, and the subscribers' views of what they found.
 ///
 /// `@unchecked Sendable`: used only on the poll thread or under the poll lock.
 final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
@@ -49,18 +80,44 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
         }
     }
 
+    private struct Subscriber {
+        var directory: AdvertDirectory
+        var events: AsyncStream<BrowseEvent>.Continuation
+    }
+
     private let serviceType: String
     private let connection: AvahiConnection
-    private let events: AsyncStream<BrowseEvent>.Continuation
     private var browser: OpaquePointer?
     private var resolutions: [AdvertDirectory.InstanceKey: Resolution] = [:]
-    private var directory: AdvertDirectory
+    /// The latest resolution of every instance, for subscribers that arrive later.
+    private var resolved: [AdvertDirectory.InstanceKey: AdvertDirectory.Resolution] = [:]
+    private var subscribers: [UUID: Subscriber] = [:]
 
-    init(serviceType: String, localPeerID: UUID, connection: AvahiConnection, events: AsyncStream<BrowseEvent>.Continuation) {
+    init(serviceType: String, connection: AvahiConnection) {
         self.serviceType = serviceType
         self.connection = connection
-        self.events = events
-        self.directory = AdvertDirectory(localPeerID: localPeerID)
+    }
+
+    var isUnused: Bool { subscribers.isEmpty }
+
+    func subscribe(_ token: UUID, localPeerID: UUID, events: AsyncStream<BrowseEvent>.Continuation) {
+        var subscriber = Subscriber(directory: AdvertDirectory(localPeerID: localPeerID), events: events)
+        for (key, resolution) in resolved {
+            subscriber.directory.resolved(key, resolution).forEach { events.yield($0) }
+        }
+        subscribers[token] = subscriber
+    }
+
+    func unsubscribe(_ token: UUID) {
+        subscribers[token] = nil
+    }
+
+    /// Applies `change` to every subscriber's directory and reports what it says.
+    private func report(_ change: (inout AdvertDirectory) -> [BrowseEvent]) {
+        for token in subscribers.keys {
+            let events = change(&subscribers[token]!.directory)
+            events.forEach { subscribers[token]!.events.yield($0) }
+        }
     }
 
     func attach(_ client: OpaquePointer) {
@@ -78,7 +135,8 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
     func detached() {
         browser = nil
         resolutions.removeAll()
-        report(directory.removeAll())
+        resolved.removeAll()
+        report { $0.removeAll() }
     }
 
     func remove() {
@@ -88,11 +146,6 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
         resolutions.removeAll()
         if let browser { avahi_service_browser_free(browser) }
         browser = nil
-        events.finish()
-    }
-
-    private func report(_ browseEvents: [BrowseEvent]) {
-        for event in browseEvents { events.yield(event) }
     }
 
     // MARK: Callbacks (poll thread)
@@ -118,7 +171,8 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
             resolutions[key] = resolution
         case AVAHI_BROWSER_REMOVE:
             if let resolver = resolutions.removeValue(forKey: key)?.resolver { avahi_service_resolver_free(resolver) }
-            report(directory.removed(key))
+            resolved[key] = nil
+            report { $0.removed(key) }
         case AVAHI_BROWSER_FAILURE:
             connection.logger.error("browsing for \(serviceType) failed: \(connection.lastErrorText())")
         default:
@@ -143,8 +197,9 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
             return
         }
         let peerAddress = address.flatMap { Self.format($0, interface: key.interfaceIndex) }
-        report(directory.resolved(key, AdvertDirectory.Resolution(
-            txt: record, port: Int(port), address: peerAddress, isOnThisHost: resolution.isOnThisHost)))
+        let update = AdvertDirectory.Resolution(txt: record, port: Int(port), address: peerAddress, isOnThisHost: resolution.isOnThisHost)
+        resolved[key] = update
+        report { $0.resolved(key, update) }
     }
 
     /// `192.0.2.1`, `2001:db8::1`, or `fe80::1%eth0` for a link-local IPv6 address.

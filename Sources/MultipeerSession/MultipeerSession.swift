@@ -222,23 +222,28 @@ public actor MultipeerSession {
         do {
             try await withTaskExecutorPreference(connection.executor) {
                 try await connection.channel.executeThenClose { inbound, outbound in
-                    await self.linkEstablished(id, connection, outbound)
-                    for try await message in inbound {
-                        switch message {
-                        case .data(let data):
-                            self.metrics.received(bytes: data.payload.readableBytes)
-                            self.subscriptions.deliver(data, from: peer)
-                        case .goodbye(let reason, _):
-                            goodbye = reason
-                            return
-                        case .hello, .ping, .pong, .ack, .unknown:
-                            break
-                        }
+                    // Closed at once if the table keeps another link, or the session is stopping.
+                    var closing = await self.linkEstablished(id, connection, outbound)
+                    if closing == nil {
+                        do {
+                            for try await message in inbound {
+                                switch message {
+                                case .data(let data):
+                                    self.metrics.received(bytes: data.payload.readableBytes)
+                                    self.subscriptions.deliver(data, from: peer)
+                                case .goodbye(let reason, _):
+                                    goodbye = reason
+                                    return
+                                case .hello, .ping, .pong, .ack, .unknown:
+                                    break
+                                }
+                            }
+                        } catch is CancellationError {}
+                        if Task.isCancelled { closing = .shutdown }
                     }
-                    if Task.isCancelled {
-                        // The session is being cancelled: say so before the link closes. Written
-                        // through the channel, as the async writer refuses cancelled tasks.
-                        try? await connection.channel.channel.writeAndFlush(LinkMessage.goodbye(.shutdown, "shutdown"))
+                    if let closing {
+                        // Written through the channel: the async writer refuses cancelled tasks.
+                        try? await connection.channel.channel.writeAndFlush(LinkMessage.goodbye(closing, "\(closing)"))
                     }
                 }
             }
@@ -250,10 +255,20 @@ public actor MultipeerSession {
         await linkClosed(id, goodbye: goodbye, error: failure)
     }
 
-    private func linkEstablished(_ id: LinkID, _ connection: PeerConnection, _ writer: NIOAsyncChannelOutboundWriter<LinkMessage>) {
+    /// Records an established link; returns the GOODBYE reason if the link is to close at once.
+    private func linkEstablished(
+        _ id: LinkID, _ connection: PeerConnection, _ writer: NIOAsyncChannelOutboundWriter<LinkMessage>
+    ) -> GoodbyeReason? {
         links[id] = LinkHandle(id: id, channel: connection.channel.channel, writer: writer)
         metrics.linkOpened()
-        perform(table.linkEstablished(id, hello: connection.remoteHello))
+        let actions = table.linkEstablished(id, hello: connection.remoteHello)
+        var closing: GoodbyeReason?
+        perform(actions.filter { action in
+            guard case .close(id, let reason) = action else { return true }
+            closing = reason  // this very link: its own task closes it
+            return false
+        })
+        return closing
     }
 
     private func linkClosed(_ id: LinkID, goodbye: GoodbyeReason?, error: MultipeerError?) {
