@@ -25,9 +25,10 @@ demo: deps
 bench: deps
 	$(SWIFT) build -c release --product LinkBenchmark
 	$(SWIFT) build -c release --product DiscoveryBenchmark
+	$(SWIFT) build -c release --product MeshBenchmark
 	.build/release/LinkBenchmark $(BENCH_ARGS)
-	@if [ "$$(id -u)" -eq 0 ]; then Benchmarks/discovery-hosts.sh; \
-	else echo "DiscoveryBenchmark was not run: its two namespace hosts need root (sudo make bench)"; fi
+	@if [ "$$(id -u)" -eq 0 ]; then Benchmarks/discovery-hosts.sh && scripts/sandbox.sh .build/release/MeshBenchmark; \
+	else echo "DiscoveryBenchmark and MeshBenchmark were not run: their namespaces need root (sudo make bench)"; fi
 
 clean:
 	rm -rf .build
