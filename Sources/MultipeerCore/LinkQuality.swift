@@ -1,0 +1,104 @@
+/// A link's quality as its PING/PONG exchanges show it (the measures of the AWDL thesis and
+/// RFC 3550): round-trip time, jitter, loss, and traffic each way.
+public struct LinkQuality: Hashable, Sendable {
+    /// The latest round trip.
+    public var latestRTT: Duration?
+    /// Exponentially smoothed round trip (gain 1/8, as TCP's SRTT).
+    public var smoothedRTT: Duration?
+    public var minimumRTT: Duration?
+    /// Median and 99th percentile over the window of recent round trips.
+    public var medianRTT: Duration?
+    public var p99RTT: Duration?
+    /// Standard deviation of the round trips in the window.
+    public var jitter: Duration?
+    /// RFC 3550's smoothed jitter: J += (|D| - J) / 16, D the change between consecutive round trips.
+    public var smoothedJitter: Duration?
+    public var pingsSent: Int = 0
+    public var pongsReceived: Int = 0
+    /// Unanswered pings over pings sent, not counting those still within the timeout.
+    public var loss: Double = 0
+    public var framesIn: Int = 0
+    public var framesOut: Int = 0
+    public var bytesIn: Int = 0
+    public var bytesOut: Int = 0
+
+    public init() {}
+}
+
+/// Computes ``LinkQuality`` from pings sent and pongs received. Sans-IO: times are inputs.
+public struct LinkQualityEstimator: Sendable {
+    /// How many recent round trips the window holds.
+    public let windowSize: Int
+    private var window: [Duration] = []
+    private var outstanding: [UInt64: Duration] = [:]
+    private var expired = 0
+    public private(set) var quality = LinkQuality()
+
+    public init(windowSize: Int = 100) {
+        self.windowSize = windowSize
+    }
+
+    public mutating func pingSent(_ probe: Probe, at now: Duration) {
+        quality.pingsSent += 1
+        outstanding[probe.nonce] = now
+    }
+
+    /// A PONG arrived; returns its round trip if it answers a ping still awaited.
+    @discardableResult
+    public mutating func pongReceived(_ probe: Probe, at now: Duration) -> Duration? {
+        guard let sent = outstanding.removeValue(forKey: probe.nonce) else { return nil }
+        quality.pongsReceived += 1
+        let rtt = now - sent
+        if let previous = quality.latestRTT {
+            let change = abs((rtt - previous).seconds)
+            let jitter = quality.smoothedJitter?.seconds ?? 0
+            quality.smoothedJitter = .seconds(jitter + (change - jitter) / 16)
+        } else {
+            quality.smoothedJitter = .zero
+        }
+        quality.latestRTT = rtt
+        quality.smoothedRTT = quality.smoothedRTT.map { $0 + (rtt - $0) / 8 } ?? rtt
+        quality.minimumRTT = quality.minimumRTT.map { min($0, rtt) } ?? rtt
+        window.append(rtt)
+        if window.count > windowSize { window.removeFirst(window.count - windowSize) }
+        let sorted = window.sorted()
+        quality.medianRTT = sorted[sorted.count / 2]
+        quality.p99RTT = sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))]
+        let mean = window.reduce(0.0) { $0 + $1.seconds } / Double(window.count)
+        let variance = window.reduce(0.0) { $0 + ($1.seconds - mean) * ($1.seconds - mean) } / Double(window.count)
+        quality.jitter = .seconds(variance.squareRoot())
+        updateLoss()
+        return rtt
+    }
+
+    /// Pings older than `timeout` count as lost.
+    public mutating func expire(olderThan timeout: Duration, now: Duration) {
+        let stale = outstanding.filter { now - $0.value >= timeout }
+        for nonce in stale.keys { outstanding[nonce] = nil }
+        expired += stale.count
+        updateLoss()
+    }
+
+    public mutating func frameIn(bytes: Int) {
+        quality.framesIn += 1
+        quality.bytesIn += bytes
+    }
+
+    public mutating func frameOut(bytes: Int) {
+        quality.framesOut += 1
+        quality.bytesOut += bytes
+    }
+
+    private mutating func updateLoss() {
+        let settled = quality.pongsReceived + expired
+        quality.loss = settled == 0 ? 0 : Double(expired) / Double(settled)
+    }
+}
+
+extension Duration {
+    /// Seconds as a floating-point number.
+    public var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,105 @@
+import MultipeerCore
+import Testing
+
+/// The keepalive, backoff and link-quality cores, driven by a manual clock (plain durations).
+@Suite struct KeepaliveStateMachineTests {
+    static let defaults = KeepaliveParameters()  // 500 ms, 1.5 s
+
+    @Test func anIdleLinkIsPingedEveryIntervalAndTimesOut() {
+        var keepalive = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
+        #expect(keepalive.nextWakeUp == .milliseconds(500))
+        #expect(keepalive.wakeUp(now: .milliseconds(499)) == .wait)
+        #expect(keepalive.wakeUp(now: .milliseconds(500)) == .sendPing(Probe(nonce: 1, timestamp: 500_000_000)))
+        #expect(keepalive.wakeUp(now: .milliseconds(700)) == .wait, "one ping per interval")
+        #expect(keepalive.nextWakeUp == .milliseconds(1000))
+        #expect(keepalive.wakeUp(now: .milliseconds(1000)) == .sendPing(Probe(nonce: 2, timestamp: 1_000_000_000)))
+        #expect(keepalive.nextWakeUp == .milliseconds(1500), "the timeout comes before the third ping")
+        #expect(keepalive.wakeUp(now: .milliseconds(1500)) == .timedOut)
+        #expect(keepalive.wakeUp(now: .milliseconds(2000)) == .wait, "a link times out once")
+    }
+
+    @Test func anyInboundTrafficProvesLifeAndDefersPings() {
+        var keepalive = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
+        for step in 1...20 {
+            let now = Duration.milliseconds(step * 400)
+            keepalive.inboundActivity(now: now)
+            #expect(keepalive.wakeUp(now: now) == .wait, "traffic every 400 ms needs no ping")
+        }
+        #expect(keepalive.nextWakeUp == .milliseconds(8500))
+        guard case .sendPing = keepalive.wakeUp(now: .milliseconds(8500)) else { Issue.record("ping when idle"); return }
+        keepalive.inboundActivity(now: .milliseconds(8600))  // the pong
+        #expect(keepalive.wakeUp(now: .milliseconds(9900)) == .sendPing(Probe(nonce: 2, timestamp: 9_900_000_000)) ||
+                keepalive.wakeUp(now: .milliseconds(9900)) == .wait)
+        #expect(keepalive.wakeUp(now: .milliseconds(10_099)) != .timedOut)
+        #expect(keepalive.wakeUp(now: .milliseconds(10_100)) == .timedOut)
+    }
+
+    @Test func bothSidesUseTheStricterPair() {
+        let mine = KeepaliveParameters(interval: .milliseconds(500), timeout: .milliseconds(1500))
+        let theirs = KeepaliveParameters(interval: .milliseconds(200), timeout: .seconds(3))
+        #expect(mine.stricter(than: theirs) == KeepaliveParameters(interval: .milliseconds(200), timeout: .milliseconds(1500)))
+        #expect(theirs.stricter(than: mine) == mine.stricter(than: theirs))
+        let silent = KeepaliveParameters(interval: .zero, timeout: .zero)
+        #expect(mine.stricter(than: silent) == mine, "zero means no opinion")
+    }
+}
+
+@Suite struct BackoffTests {
+    @Test func delaysGrowByTheMultiplierUpToTheCap() {
+        var backoff = Backoff()
+        let middle = (0..<12).map { _ in backoff.next(random: 0.5) }  // 0.5: no jitter
+        #expect(middle.prefix(4) == [.milliseconds(100), .milliseconds(160), .milliseconds(256), .nanoseconds(409_600_000)])
+        #expect(middle.last == .seconds(10), "capped at 10 s")
+        #expect(backoff.attempts == 12)
+    }
+
+    @Test func jitterStaysWithinTwentyPercent() {
+        var low = Backoff(), high = Backoff()
+        #expect(low.next(random: 0) == .milliseconds(80))
+        #expect(high.next(random: 0.999_999).nanoseconds <= 120_000_000)
+        var backoff = Backoff()
+        for _ in 0..<30 {
+            let expected = Double(min(100_000_000 * pow16(backoff.attempts), 10_000_000_000))
+            let delay = Double(backoff.next(random: Double.random(in: 0..<1)).nanoseconds)
+            #expect(delay >= expected * 0.8 - 1 && delay <= expected * 1.2 + 1)
+        }
+    }
+
+    @Test func resetStartsAgainFromTheFirstDelay() {
+        var backoff = Backoff()
+        _ = backoff.next(random: 0.5)
+        _ = backoff.next(random: 0.5)
+        backoff.reset()
+        #expect(backoff.next(random: 0.5) == .milliseconds(100))
+    }
+
+    private func pow16(_ attempts: Int) -> Double {
+        (0..<attempts).reduce(1.0) { value, _ in value * 1.6 }
+    }
+}
+
+@Suite struct LinkQualityEstimatorTests {
+    @Test func roundTripsJitterAndLoss() {
+        var estimator = LinkQualityEstimator(windowSize: 4)
+        let rtts: [Duration] = [.milliseconds(10), .milliseconds(20), .milliseconds(10), .milliseconds(20)]
+        for (index, rtt) in rtts.enumerated() {
+            let sent = Duration.seconds(index)
+            estimator.pingSent(Probe(nonce: UInt64(index), timestamp: 0), at: sent)
+            #expect(estimator.pongReceived(Probe(nonce: UInt64(index), timestamp: 0), at: sent + rtt) == rtt)
+        }
+        let quality = estimator.quality
+        #expect(quality.latestRTT == .milliseconds(20))
+        #expect(quality.minimumRTT == .milliseconds(10))
+        #expect(quality.medianRTT == .milliseconds(20))
+        #expect(abs(quality.jitter!.seconds - 0.005) < 1e-9, "standard deviation of 10, 20, 10, 20 ms")
+        #expect(quality.smoothedJitter! > .zero)
+        #expect(quality.loss == 0)
+        // Two pings that never get an answer.
+        estimator.pingSent(Probe(nonce: 10, timestamp: 0), at: .seconds(10))
+        estimator.pingSent(Probe(nonce: 11, timestamp: 0), at: .seconds(11))
+        estimator.expire(olderThan: .milliseconds(1500), now: .milliseconds(11_600))
+        #expect(estimator.quality.loss == 1.0 / 5.0, "one of five settled pings lost; the other still within the timeout")
+        #expect(estimator.pongReceived(Probe(nonce: 10, timestamp: 0), at: .seconds(12)) == nil, "a late pong after expiry is ignored")
+        #expect(estimator.quality.pingsSent == 6)
+    }
+}
