@@ -48,6 +48,8 @@ public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible
         public static let discoveryUnavailable = Code("discoveryUnavailable")
         /// Avahi refused to advertise or browse; the underlying text says why.
         public static let discoveryFailure = Code("discoveryFailure")
+        /// Nothing arrived on a link for the keepalive timeout: the peer or the path is gone.
+        public static let keepaliveTimeout = Code("keepaliveTimeout")
         /// A message was sent to a peer that is not active.
         public static let peerNotActive = Code("peerNotActive")
         /// An encoded message is larger than a frame may be.

@@ -35,6 +35,8 @@ public struct DialTarget: Hashable, Sendable {
 public enum PeerLeftReason: Hashable, Sendable, CustomStringConvertible {
     /// The peer said GOODBYE with this reason.
     case goodbye(GoodbyeReason)
+    /// Nothing arrived on the link for the keepalive timeout.
+    case keepaliveTimeout
     /// The link failed or closed without a GOODBYE; the error, when there was one.
     case linkClosed(MultipeerError?)
     /// The peer restarted: a link from its newer incarnation replaced this one.
@@ -45,6 +47,7 @@ public enum PeerLeftReason: Hashable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .goodbye(let reason): "peer said goodbye (\(reason))"
+        case .keepaliveTimeout: "keepalive timeout"
         case .linkClosed(let error?): "link closed: \(error)"
         case .linkClosed(nil): "link closed"
         case .restarted: "peer restarted"
@@ -82,7 +85,7 @@ public struct PeerTableStateMachine: Sendable {
     }
 
     public let localPeerID: UUID
-    public var redialDelay: Duration
+    public let backoffParameters: Backoff.Parameters
 
     private var targets: [DialTarget.Key: DialTarget] = [:]
     /// Static endpoints whose peer identity a HELLO (or a self-connection) revealed.
@@ -90,12 +93,16 @@ public struct PeerTableStateMachine: Sendable {
     private var links: [LinkID: Link] = [:]
     private var active: [UUID: LinkID] = [:]
     private var redialsPending: Set<DialTarget.Key> = []
+    private var backoffs: [DialTarget.Key: Backoff] = [:]
+    private var random: SplitMix64
     private var nextLinkID: UInt64 = 1
     private var stopped = false
 
-    public init(localPeerID: UUID, redialDelay: Duration = .milliseconds(100)) {
+    /// - Parameter seed: Seeds the backoff jitter, so tests can repeat a run exactly.
+    public init(localPeerID: UUID, backoff: Backoff.Parameters = Backoff.Parameters(), seed: UInt64 = .random(in: 0...UInt64.max)) {
         self.localPeerID = localPeerID
-        self.redialDelay = redialDelay
+        self.backoffParameters = backoff
+        self.random = SplitMix64(seed: seed)
     }
 
     /// The active peers' HELLOs, by peer.
@@ -119,6 +126,7 @@ public struct PeerTableStateMachine: Sendable {
     public mutating func discovered(_ target: DialTarget) -> [Action] {
         guard target.peerID != localPeerID else { return [] }
         targets[target.key] = target
+        backoffs[target.key]?.reset()  // announced again: try at once, then from the first delay
         return dialIfNeeded(target.key)
     }
 
@@ -135,6 +143,8 @@ public struct PeerTableStateMachine: Sendable {
         guard var link = links[id] else { return [] }
         link.hello = hello
         links[id] = link
+        backoffs[.peer(hello.peerID)]?.reset()
+        if let target = link.target { backoffs[target]?.reset() }
         if case .endpoint(let endpoint)? = link.target { identified[endpoint] = hello.peerID }
         guard !stopped else { return [.close(id, .shutdown)] }
         guard let currentID = active[hello.peerID], let current = links[currentID], let currentHello = current.hello else {
@@ -162,14 +172,23 @@ public struct PeerTableStateMachine: Sendable {
         var actions: [Action] = []
         if let hello = link.hello, active[hello.peerID] == id {
             active[hello.peerID] = nil
-            let reason: PeerLeftReason = goodbye.map(PeerLeftReason.goodbye) ?? .linkClosed(error)
+            let reason: PeerLeftReason = if let goodbye {
+                .goodbye(goodbye)
+            } else if error?.code == .keepaliveTimeout {
+                .keepaliveTimeout
+            } else {
+                .linkClosed(error)
+            }
             actions.append(.peerLeft(hello, stopped ? .local(.shutdown) : reason))
         }
         guard !stopped else { return actions }
         let key = link.target ?? link.hello.map { DialTarget.Key.peer($0.peerID) }
         if let key, targets[key] != nil, shouldDial(key), !redialsPending.contains(key), !hasLink(to: key) {
             redialsPending.insert(key)
-            actions.append(.scheduleRedial(key, after: redialDelay))
+            var backoff = backoffs[key] ?? Backoff(parameters: backoffParameters)
+            let delay = backoff.next(random: Double.random(in: 0..<1, using: &random))
+            backoffs[key] = backoff
+            actions.append(.scheduleRedial(key, after: delay))
         }
         return actions
     }
@@ -256,5 +275,20 @@ extension UUID {
                 mine.lexicographicallyPrecedes(theirs) == false && !mine.elementsEqual(theirs)
             }
         }
+    }
+}
+
+/// A small, fast, seedable generator (SplitMix64) for the backoff jitter.
+struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }

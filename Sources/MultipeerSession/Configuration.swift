@@ -29,13 +29,19 @@ extension MultipeerSession {
         /// How peers are found: Avahi (the default) or a fixed list.
         public var discovery: Discovery
         public var limits: Limits
+        /// How often an idle link is pinged, and how long silence may last. Announced in HELLO;
+        /// both sides use the stricter pair. Defaults 500 ms and 1.5 s.
+        public var keepalive: KeepaliveParameters
         public var reconnect: Reconnect
+        /// How often a ``SessionEvent/stats(_:_:)`` event reports each active peer's link; nil for never. Default 5 s.
+        public var statsInterval: Duration?
         /// Where the session logs, with `multipeer.*` metadata keys.
         public var logger: Logger
 
         public init(
             serviceType: String, peer: PeerInfo, psk: PreSharedKey, port: Int = 0, discovery: Discovery = .avahi(),
-            limits: Limits = Limits(), reconnect: Reconnect = Reconnect(), logger: Logger = Logger(label: "multipeer")
+            limits: Limits = Limits(), keepalive: KeepaliveParameters = KeepaliveParameters(),
+            reconnect: Reconnect = Reconnect(), statsInterval: Duration? = .seconds(5), logger: Logger = Logger(label: "multipeer")
         ) {
             self.serviceType = serviceType
             self.peer = peer
@@ -43,7 +49,9 @@ extension MultipeerSession {
             self.port = port
             self.discovery = discovery
             self.limits = limits
+            self.keepalive = keepalive
             self.reconnect = reconnect
+            self.statsInterval = statsInterval
             self.logger = logger
         }
     }
@@ -72,11 +80,12 @@ extension MultipeerSession {
 
     /// When a lost peer is dialled again (by the side with the greater UUID).
     public struct Reconnect: Sendable {
-        /// The wait before dialling again after a failed dial or a lost link. Default 100 ms.
-        public var delay: Duration
+        /// The waits between redials: 100 ms growing by 1.6 to at most 10 s, each +-20 % at
+        /// random. A fresh announcement of the peer, or a link that succeeds, starts again.
+        public var backoff: Backoff.Parameters
 
-        public init(delay: Duration = .milliseconds(100)) {
-            self.delay = delay
+        public init(backoff: Backoff.Parameters = Backoff.Parameters()) {
+            self.backoff = backoff
         }
     }
 }

@@ -84,6 +84,7 @@ final class LinkHandler: ChannelDuplexHandler {
                 }
                 state = .open
                 timeout?.cancel()
+                context.fireUserInboundEventTriggered(HelloCompleted(remote: hello))
                 helloPromise.succeed(hello)
             } catch {
                 failHandshake(context: context, error)

@@ -35,6 +35,8 @@ public actor MultipeerSession {
     var logger: Logger
     private var table: PeerTableStateMachine
     private var links: [LinkID: LinkHandle] = [:]
+    /// Per peer: when it became active, and how often it came back.
+    private var presence: [UUID: (since: ContinuousClock.Instant, reconnects: Int)] = [:]
     private var hasRun = false
     private let work: AsyncStream<Work>.Continuation
     private let workItems: AsyncStream<Work>
@@ -56,7 +58,7 @@ public actor MultipeerSession {
         self.configuration = configuration
         self.peerID = peerID
         self.incarnation = UInt64.random(in: 1...UInt64.max)
-        self.table = PeerTableStateMachine(localPeerID: peerID, redialDelay: configuration.reconnect.delay)
+        self.table = PeerTableStateMachine(localPeerID: peerID, backoff: configuration.reconnect.backoff)
         var logger = configuration.logger
         logger[metadataKey: "multipeer.local.id"] = "\(peerID)"
         self.logger = logger
@@ -148,6 +150,11 @@ public actor MultipeerSession {
             if let advertiser {
                 group.addTask {
                     for await event in advertiser.events { await self.advertisement(event) }
+                }
+            }
+            if let interval = configuration.statsInterval {
+                group.addTask {
+                    while (try? await Task.sleep(for: interval)) != nil { await self.reportStats() }
                 }
             }
             var suspended = false
@@ -259,7 +266,7 @@ public actor MultipeerSession {
     private func linkEstablished(
         _ id: LinkID, _ connection: PeerConnection, _ writer: NIOAsyncChannelOutboundWriter<LinkMessage>
     ) -> GoodbyeReason? {
-        links[id] = LinkHandle(id: id, channel: connection.channel.channel, writer: writer)
+        links[id] = LinkHandle(id: id, channel: connection.channel.channel, writer: writer, quality: connection.quality)
         metrics.linkOpened()
         let actions = table.linkEstablished(id, hello: connection.remoteHello)
         var closing: GoodbyeReason?
@@ -274,6 +281,18 @@ public actor MultipeerSession {
     private func linkClosed(_ id: LinkID, goodbye: GoodbyeReason?, error: MultipeerError?) {
         if links.removeValue(forKey: id) != nil { metrics.linkClosed(reason: goodbye.map { "\($0)" } ?? (error == nil ? "closed" : "error")) }
         perform(table.linkClosed(id, goodbye: goodbye, error: error))
+    }
+
+    /// How the link to `peerID` is doing, if the peer is active.
+    public func linkStats(for peerID: UUID) -> LinkStats? {
+        guard let id = table.activeLink(for: peerID), let handle = links[id], let presence = presence[peerID] else { return nil }
+        return LinkStats(quality: handle.quality.quality, reconnects: presence.reconnects, timeActive: ContinuousClock.now - presence.since)
+    }
+
+    private func reportStats() {
+        for (peerID, hello) in table.activePeers {
+            if let stats = linkStats(for: peerID) { subscriptions.emit(.stats(Peer(hello), stats)) }
+        }
     }
 
     /// Established links, counting any duplicate not yet closed (for tests).
@@ -341,6 +360,8 @@ public actor MultipeerSession {
             case .close(let id, let reason):
                 if let handle = links[id] { work.yield(.close(handle, reason)) }
             case .peerJoined(let id, let hello):
+                let reconnects = presence[hello.peerID].map { $0.reconnects + 1 } ?? 0
+                presence[hello.peerID] = (ContinuousClock.now, reconnects)
                 logger.info("peer joined", metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.link": "\(id.rawValue)"])
                 metrics.activePeers(table.activePeers.count)
                 subscriptions.emit(.peerJoined(Peer(hello)))
@@ -393,9 +414,12 @@ public actor MultipeerSession {
     private func makeLinkConfiguration() throws -> LinkConfiguration {
         let hello = try Hello(
             peerID: peerID, incarnation: incarnation, displayName: configuration.peer.displayName,
-            metadata: configuration.peer.metadata)
+            metadata: configuration.peer.metadata, keepalive: configuration.keepalive)
         let tls = try TLSContext(configuration: TLSConfiguration(psk: configuration.psk, handshakeTimeout: configuration.limits.handshakeTimeout))
-        return LinkConfiguration(tls: tls, localHello: hello, maximumFrameLength: configuration.limits.maximumFrameLength)
+        // A write stuck on a dead path fails after the keepalive timeout too.
+        return LinkConfiguration(
+            tls: tls, localHello: hello, maximumFrameLength: configuration.limits.maximumFrameLength,
+            tcpUserTimeout: configuration.keepalive.timeout)
     }
 }
 
@@ -406,6 +430,7 @@ struct LinkHandle: Sendable {
     var id: LinkID
     var channel: any Channel
     var writer: NIOAsyncChannelOutboundWriter<LinkMessage>
+    var quality: LinkQualityBox
 
     /// Says GOODBYE (best effort) and closes the link once it is written. The GOODBYE goes
     /// straight into the pipeline, not through the async writer, whose buffer could hold it

@@ -26,12 +26,16 @@ package struct LinkConfiguration: Sendable {
         let engine = try TLSEngine(role: role, context: tls, allocator: channel.allocator)
         let link = LinkHandler(
             localHello: localHello, handshakeTimeout: tls.configuration.handshakeTimeout, eventLoop: channel.eventLoop)
+        let quality = LinkQualityBox()
+        let keepalive = KeepaliveHandler(local: localHello.keepalive, quality: quality)
         let handlers = channel.pipeline.syncOperations
+        try handlers.addHandler(InboundActivityHandler(keepalive: keepalive))
         try handlers.addHandler(TLSHandler(engine: engine))
         try handlers.addHandler(ByteToMessageHandler(FrameDecoder(maximumLength: maximumFrameLength)))
         try handlers.addHandler(link)
+        try handlers.addHandler(keepalive)
         let asyncChannel = try NIOAsyncChannel<LinkMessage, LinkMessage>(wrappingChannelSynchronously: channel)
-        return PendingLink(channel: asyncChannel, hello: link.hello, remoteAddress: channel.remoteAddress)
+        return PendingLink(channel: asyncChannel, hello: link.hello, remoteAddress: channel.remoteAddress, quality: quality)
     }
 
     var tcpUserTimeoutOption: (ChannelOptions.Types.SocketOption, SocketOptionValue)? {
@@ -46,6 +50,7 @@ struct PendingLink: Sendable {
     var channel: NIOAsyncChannel<LinkMessage, LinkMessage>
     var hello: EventLoopFuture<Hello>
     var remoteAddress: SocketAddress?
+    var quality: LinkQualityBox
 
     /// Waits for the handshake and returns the ready link.
     func established() async throws -> PeerConnection {
@@ -57,7 +62,7 @@ struct PendingLink: Sendable {
             try? await channel.executeThenClose { _, _ in }
             throw error
         }
-        return PeerConnection(remoteHello: hello, remoteAddress: remoteAddress, channel: channel)
+        return PeerConnection(remoteHello: hello, remoteAddress: remoteAddress, channel: channel, quality: quality)
     }
 }
 
@@ -68,6 +73,8 @@ package struct PeerConnection: Sendable {
     package let remoteHello: Hello
     package let remoteAddress: SocketAddress?
     package let channel: NIOAsyncChannel<LinkMessage, LinkMessage>
+    /// Round trips, loss and traffic, kept up to date by the link's keepalive.
+    let quality: LinkQualityBox
 
     /// Runs tasks on this link's event loop. Tasks that read or write the link should prefer it
     /// (`withTaskExecutorPreference(link.executor)`): each message then stays on one thread,

@@ -1,4 +1,4 @@
-public import struct Foundation.UUID
+public import Foundation
 public import MultipeerCore
 
 /// An active peer, as its HELLO introduced it.
@@ -35,6 +35,8 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
     case undecodableMessage(from: Peer, typeName: String, error: String)
     /// Advertising failed; the session still dials and accepts.
     case advertisingFailed(MultipeerError)
+    /// The periodic report on an active peer's link (``MultipeerSession/Configuration/statsInterval``).
+    case stats(Peer, LinkStats)
 
     public var description: String {
         switch self {
@@ -45,6 +47,24 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
         case .authenticationFailed(let address, let error): "authentication with \(address) failed: \(error)"
         case .undecodableMessage(let peer, let type, let error): "a \(type) from \(peer) did not decode: \(error)"
         case .advertisingFailed(let error): "advertising failed: \(error)"
+        case .stats(let peer, let stats): "\(peer): \(stats)"
         }
+    }
+}
+
+/// How a peer's link is doing.
+public struct LinkStats: Hashable, Sendable, CustomStringConvertible {
+    /// Round trips, jitter, loss and traffic of the current link.
+    public var quality: LinkQuality
+    /// How many times the peer became active again after leaving.
+    public var reconnects: Int
+    /// How long the peer has been active this time.
+    public var timeActive: Duration
+
+    public var description: String {
+        let rtt = quality.smoothedRTT.map { String(format: "%.2f ms", $0.seconds * 1000) } ?? "-"
+        let jitter = quality.jitter.map { String(format: "%.2f ms", $0.seconds * 1000) } ?? "-"
+        return "RTT \(rtt), jitter \(jitter), loss \(String(format: "%.1f", quality.loss * 100)) %, "
+            + "\(quality.framesIn)/\(quality.framesOut) messages in/out, \(reconnects) reconnects, active \(timeActive)"
     }
 }

@@ -7,6 +7,9 @@ import Testing
     static let high = UUID(uuidString: "F0000000-0000-0000-0000-000000000000")!
     static let low = UUID(uuidString: "10000000-0000-0000-0000-000000000000")!
 
+    /// Backoff without jitter, so delays are exact.
+    static let steady = Backoff.Parameters(jitter: 0)
+
     static func hello(_ peerID: UUID, incarnation: UInt64 = 1) -> Hello {
         try! Hello(peerID: peerID, incarnation: incarnation, displayName: "\(peerID.uuidString.prefix(2))")
     }
@@ -35,11 +38,34 @@ import Testing
     }
 
     @Test func aFailedDialIsRetriedAfterTheDelayWhileThePeerIsAdvertised() {
-        var table = PeerTableStateMachine(localPeerID: Self.high, redialDelay: .milliseconds(250))
+        var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Backoff.Parameters(initial: .milliseconds(250), jitter: 0))
         guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
         #expect(table.linkClosed(link, error: MultipeerError(.connectionFailed, "refused")) == [.scheduleRedial(.peer(Self.low), after: .milliseconds(250))])
         guard case .dial? = table.redialDue(.peer(Self.low)).first else { Issue.record("redial"); return }
         #expect(table.redialDue(.peer(Self.low)).isEmpty, "a dial is already under way")
+    }
+
+    @Test func redialsBackOffAndAFreshAnnouncementResetsThem() {
+        var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Self.steady)
+        var delays: [Duration] = []
+        guard case .dial(var link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
+        for _ in 0..<3 {
+            guard case .scheduleRedial(_, let delay)? = table.linkClosed(link, error: MultipeerError(.authenticationFailed, "no")).first,
+                  case .dial(let next, _)? = table.redialDue(.peer(Self.low)).first else { Issue.record("redial"); return }
+            delays.append(delay)
+            link = next
+        }
+        #expect(delays == [.milliseconds(100), .milliseconds(160), .milliseconds(256)], "a wrong key is not redialled in a storm")
+        _ = table.discovered(Self.target(Self.low))  // announced again
+        guard case .scheduleRedial(_, let delay)? = table.linkClosed(link).first else { Issue.record("redial"); return }
+        #expect(delay == .milliseconds(100))
+    }
+
+    @Test func aKeepaliveTimeoutIsItsOwnReason() {
+        var table = PeerTableStateMachine(localPeerID: Self.low)
+        let link = table.acceptedLink()
+        _ = table.linkEstablished(link, hello: Self.hello(Self.high))
+        #expect(table.linkClosed(link, error: MultipeerError(.keepaliveTimeout, "silent")) == [.peerLeft(Self.hello(Self.high), .keepaliveTimeout)])
     }
 
     @Test func noRedialOnceThePeerIsNoLongerAdvertised() {
@@ -51,7 +77,7 @@ import Testing
     }
 
     @Test func anEstablishedLinkMakesThePeerActiveUntilItCloses() {
-        var table = PeerTableStateMachine(localPeerID: Self.high)
+        var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Self.steady)
         guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
         #expect(table.linkEstablished(link, hello: Self.hello(Self.low)) == [.peerJoined(link, Self.hello(Self.low))])
         #expect(table.activePeers[Self.low] == Self.hello(Self.low))
@@ -119,7 +145,7 @@ import Testing
     }
 
     @Test func aStaticEndpointIsRedialledByEitherSideButNeverItself() {
-        var table = PeerTableStateMachine(localPeerID: Self.low)
+        var table = PeerTableStateMachine(localPeerID: Self.low, backoff: Self.steady)
         guard case .dial(let link, _)? = table.discovered(Self.target(nil)).first else { Issue.record("dial"); return }
         _ = table.linkEstablished(link, hello: Self.hello(Self.high))
         // The greater peer does not list us: the smaller side must redial.

@@ -1,0 +1,154 @@
+import MultipeerCore
+import NIOCore
+import Synchronization
+
+/// Fired inbound by ``LinkHandler`` when the peer's HELLO has arrived and been accepted.
+struct HelloCompleted {
+    var remote: Hello
+}
+
+/// A link's quality, written on its event loop and read by the session from anywhere.
+final class LinkQualityBox: Sendable {
+    private let estimator = Mutex(LinkQualityEstimator())
+
+    var quality: LinkQuality { estimator.withLock { $0.quality } }
+
+    @discardableResult
+    func update<T>(_ body: (inout LinkQualityEstimator) -> T) -> T {
+        estimator.withLock { body(&$0) }
+    }
+}
+
+/// Pings an idle link and closes a silent one, on the link's event loop
+/// (``KeepaliveStateMachine`` decides; this handler keeps the timer and does the I/O). Answers
+/// the peer's PINGs with PONGs and measures round trips from its own. PING and PONG stop here;
+/// every other message passes on.
+///
+/// Liveness is fed by ``InboundActivityHandler`` at the bottom of the pipeline, so any bytes at
+/// all, even of a large frame still arriving, count as traffic.
+final class KeepaliveHandler: ChannelDuplexHandler {
+    typealias InboundIn = LinkMessage
+    typealias InboundOut = LinkMessage
+    typealias OutboundIn = LinkMessage
+    typealias OutboundOut = LinkMessage
+
+    private let local: KeepaliveParameters
+    private let quality: LinkQualityBox
+    private var keepalive: KeepaliveStateMachine?
+    private var timer: Scheduled<Void>?
+    private var context: ChannelHandlerContext?
+    private let origin = NIODeadline.now()
+    private var peer = "the peer"
+
+    init(local: KeepaliveParameters, quality: LinkQualityBox) {
+        self.local = local
+        self.quality = quality
+    }
+
+    private var now: Duration { .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds) - Int64(origin.uptimeNanoseconds)) }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        if let address = context.channel.remoteAddress { peer = "peer at \(address.displayString)" }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        self.context = nil
+    }
+
+    /// Bytes arrived (called by ``InboundActivityHandler`` on the same event loop).
+    func inboundActivity() {
+        keepalive?.inboundActivity(now: now)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let hello = event as? HelloCompleted {
+            keepalive = KeepaliveStateMachine(parameters: local.stricter(than: hello.remote.keepalive), now: now)
+            schedule(context: context)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let message = unwrapInboundIn(data)
+        switch message {
+        case .ping(let probe):
+            context.writeAndFlush(wrapOutboundOut(.pong(probe)), promise: nil)
+        case .pong(let probe):
+            let at = now
+            quality.update { $0.pongReceived(probe, at: at) }
+        case .data(let message):
+            quality.update { $0.frameIn(bytes: message.payload.readableBytes) }
+            context.fireChannelRead(data)
+        default:
+            context.fireChannelRead(data)
+        }
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .data(let message) = unwrapOutboundIn(data) {
+            quality.update { $0.frameOut(bytes: message.payload.readableBytes) }
+        }
+        context.write(data, promise: promise)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        keepalive = nil
+        context.fireChannelInactive()
+    }
+
+    private func schedule(context: ChannelHandlerContext) {
+        guard let keepalive else { return }
+        let deadline = origin + .nanoseconds(keepalive.nextWakeUp.nanoseconds)
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(deadline: deadline) { loopBound.value.wakeUp() }
+    }
+
+    private func wakeUp() {
+        guard let context, keepalive != nil else { return }
+        let at = now
+        let parameters = keepalive!.parameters
+        quality.update { $0.expire(olderThan: parameters.timeout, now: at) }
+        switch keepalive!.wakeUp(now: at) {
+        case .wait:
+            break
+        case .sendPing(let probe):
+            quality.update { $0.pingSent(probe, at: at) }
+            context.writeAndFlush(wrapOutboundOut(.ping(probe)), promise: nil)
+        case .timedOut:
+            keepalive = nil
+            let error = MultipeerError(
+                .keepaliveTimeout, "\(peer) sent nothing for \(parameters.timeout) (keepalive interval \(parameters.interval))")
+            context.writeAndFlush(wrapOutboundOut(.goodbye(.keepaliveTimeout, "no traffic for \(parameters.timeout)")), promise: nil)
+            context.fireErrorCaught(error)
+            context.close(promise: nil)
+            return
+        }
+        schedule(context: context)
+    }
+}
+
+@available(*, unavailable)
+extension KeepaliveHandler: Sendable {}
+
+/// Sits below TLS and tells the keepalive that bytes arrived, whatever they turn out to be.
+final class InboundActivityHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private let keepalive: KeepaliveHandler
+
+    init(keepalive: KeepaliveHandler) {
+        self.keepalive = keepalive
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        keepalive.inboundActivity()
+        context.fireChannelRead(data)
+    }
+}
+
+@available(*, unavailable)
+extension InboundActivityHandler: Sendable {}
