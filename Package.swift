@@ -101,6 +101,10 @@ let package = Package(
         // Helpers for the tests; not a product.
         .target(
             name: "MultipeerTestSupport",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             path: "Tests/MultipeerTestSupport",
             swiftSettings: swiftSettings
         ),

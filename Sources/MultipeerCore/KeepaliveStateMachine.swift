@@ -1,9 +1,11 @@
-/// Decides when an idle link is pinged and when a silent one is dead, without I/O: the shell
-/// reports inbound activity and wakes it at ``nextWakeUp``; time is a `Duration` since any
-/// fixed origin (a monotonic clock's reading).
+/// Decides when a link is pinged and when a silent one is dead, without I/O: the shell reports
+/// traffic each way and wakes it at ``nextWakeUp``; time is a `Duration` since any fixed origin
+/// (a monotonic clock's reading).
 ///
-/// Any inbound byte proves the peer alive, not just whole frames: a large message arriving
-/// slowly is traffic, and must not look like silence.
+/// Each side makes sure the other hears from it: a PING goes out whenever this side has sent
+/// nothing for an interval. And any inbound byte proves the peer alive, not just whole frames.
+/// Together they keep a one-way bulk transfer alive: the receiver, busy reading, still pings
+/// back, and the sender, whose own PINGs queue behind its data, hears those.
 public struct KeepaliveStateMachine: Sendable {
     public enum Action: Equatable, Sendable {
         /// Nothing to do until ``nextWakeUp``.
@@ -16,13 +18,14 @@ public struct KeepaliveStateMachine: Sendable {
 
     public let parameters: KeepaliveParameters
     private var lastInbound: Duration
-    private var lastPing: Duration?
+    private var lastOutbound: Duration
     private var nextNonce: UInt64 = 1
     private var finished = false
 
     public init(parameters: KeepaliveParameters, now: Duration) {
         self.parameters = parameters
         self.lastInbound = now
+        self.lastOutbound = now
     }
 
     /// Bytes arrived from the peer.
@@ -30,10 +33,14 @@ public struct KeepaliveStateMachine: Sendable {
         if now > lastInbound { lastInbound = now }
     }
 
+    /// This side sent a frame.
+    public mutating func outboundActivity(now: Duration) {
+        if now > lastOutbound { lastOutbound = now }
+    }
+
     /// When the shell should call ``wakeUp(now:)`` next.
     public var nextWakeUp: Duration {
-        let pingDue = max(lastInbound, lastPing ?? lastInbound) + parameters.interval
-        return min(pingDue, lastInbound + parameters.timeout)
+        min(lastOutbound + parameters.interval, lastInbound + parameters.timeout)
     }
 
     /// The timer fired (or any time): what to do now.
@@ -43,10 +50,8 @@ public struct KeepaliveStateMachine: Sendable {
             finished = true
             return .timedOut
         }
-        let idle = now - lastInbound >= parameters.interval
-        let pingedRecently = lastPing.map { now - $0 < parameters.interval } ?? false
-        guard idle, !pingedRecently else { return .wait }
-        lastPing = now
+        guard now - lastOutbound >= parameters.interval else { return .wait }
+        lastOutbound = now
         defer { nextNonce &+= 1 }
         return .sendPing(Probe(nonce: nextNonce, timestamp: UInt64(clamping: now.nanoseconds)))
     }

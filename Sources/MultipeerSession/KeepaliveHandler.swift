@@ -19,7 +19,7 @@ final class LinkQualityBox: Sendable {
     }
 }
 
-/// Pings an idle link and closes a silent one, on the link's event loop
+/// Pings the peer when this side has been quiet and closes a silent link, on the link's event loop
 /// (``KeepaliveStateMachine`` decides; this handler keeps the timer and does the I/O). Answers
 /// the peer's PINGs with PONGs and measures round trips from its own. PING and PONG stop here;
 /// every other message passes on.
@@ -87,6 +87,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        keepalive?.outboundActivity(now: now)
         if case .data(let message) = unwrapOutboundIn(data) {
             quality.update { $0.frameOut(bytes: message.payload.readableBytes) }
         }

@@ -1,0 +1,107 @@
+import Foundation
+import MultipeerCore
+@testable import MultipeerSession
+import MultipeerTestSupport
+import MultipeerTLS
+import Testing
+
+/// Two real sessions, the second reaching the first through a fault-injecting proxy (static
+/// peers, no DNS-SD), at the default keepalive (500 ms, 1.5 s).
+@Suite struct FaultTests {
+    struct Pair {
+        let listener: MultipeerSession
+        let dialler: MultipeerSession
+        let listenerEvents: EventLog
+        let diallerEvents: EventLog
+        let proxy: FaultProxy
+    }
+
+    /// Starts the listening session, a proxy in front of it, and a session dialling through the
+    /// proxy; runs `body` once both see each other.
+    static func withPair(
+        maximumFrameLength: Int = Frame.defaultMaximumLength, proxyMode: FaultProxy.Mode = .passThrough,
+        _ body: @escaping @Sendable (Pair) async throws -> Void
+    ) async throws {
+        let limits = MultipeerSession.Limits(maximumFrameLength: maximumFrameLength)
+        let listener = MultipeerSession(configuration: .init(
+            serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "listener"), psk: LinkFixtures.psk,
+            discovery: .staticPeers([]), limits: limits))
+        let listenerEvents = EventLog(listener.events)
+        try await whileRunning([listener]) {
+            let started = try await listenerEvents.wait { $0.contains { if case .listening = $0 { true } else { false } } }
+            guard case .listening(let port)? = started.first else { return }
+            let proxy = try await FaultProxy(forwardingTo: port)
+            proxy.set(proxyMode)
+            let dialler = MultipeerSession(configuration: .init(
+                serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "dialler"), psk: LinkFixtures.psk,
+                discovery: .staticPeers(["127.0.0.1:\(proxy.port)"]), limits: limits))
+            let diallerEvents = EventLog(dialler.events)
+            try await whileRunning([dialler]) {
+                try await diallerEvents.waitUntilActive([listener.peerID])
+                try await listenerEvents.waitUntilActive([dialler.peerID])
+                try await body(Pair(listener: listener, dialler: dialler, listenerEvents: listenerEvents, diallerEvents: diallerEvents, proxy: proxy))
+            }
+            await proxy.stop()
+        }
+    }
+
+    static func lastLeaveReason(_ events: [SessionEvent]) -> PeerLeftReason? {
+        events.reversed().lazy.compactMap { if case .peerLeft(_, let reason) = $0 { reason } else { nil } }.first
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aBlackHoleIsDetectedOnBothSidesAndHealsByItself() async throws {
+        try await Self.withPair { pair in
+            pair.proxy.set(.blackHole)
+            let diallerSaw = try await pair.diallerEvents.waitUntilActive([])
+            let listenerSaw = try await pair.listenerEvents.waitUntilActive([])
+            #expect(Self.lastLeaveReason(diallerSaw) == .keepaliveTimeout)
+            #expect(Self.lastLeaveReason(listenerSaw) == .keepaliveTimeout)
+            pair.proxy.set(.passThrough)
+            try await pair.diallerEvents.waitUntilActive([pair.listener.peerID])
+            try await pair.listenerEvents.waitUntilActive([pair.dialler.peerID])
+            #expect(await pair.dialler.linkStats(for: pair.listener.peerID)?.reconnects == 1)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aResetIsAnImmediateLeaveAndARedial() async throws {
+        try await Self.withPair { pair in
+            await pair.proxy.resetConnections()
+            let saw = try await pair.diallerEvents.waitUntilActive([])
+            guard case .linkClosed? = Self.lastLeaveReason(saw) else {
+                Issue.record("a reset is a closed link, not a timeout: \(String(describing: Self.lastLeaveReason(saw)))")
+                return
+            }
+            try await pair.diallerEvents.waitUntilActive([pair.listener.peerID])
+            try await pair.listenerEvents.waitUntilActive([pair.dialler.peerID])
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aLargeMessageThroughAThrottleCausesNoFalseTeardown() async throws {
+        try await Self.withPair(maximumFrameLength: 2 << 20) { pair in
+            let inbox = pair.listener.messages(of: Note.self)
+            pair.proxy.set(.throttle(bytesPerSecond: 200_000))
+            let large = Note(text: String(repeating: "n", count: 1 << 20))  // 1 MiB: over 5 s at 200 KB/s
+            try await pair.dialler.send(large, to: pair.listener.peerID)
+            let received = try await collect(inbox, timeout: .seconds(40)) { $0.count == 1 }
+            #expect(received.first?.message == large)
+            // Both still on their first link: no teardown while the message crawled through.
+            #expect(await pair.listener.linkStats(for: pair.dialler.peerID)?.reconnects == 0)
+            #expect(await pair.dialler.linkStats(for: pair.listener.peerID)?.reconnects == 0)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func oneByteSegmentsBreakNothing() async throws {
+        try await Self.withPair(proxyMode: .slice) { pair in
+            let inbox = pair.listener.messages(of: Fix.self)
+            let fixes = (0..<50).map { Fix(waypoint: "WP\($0)", fuel: Double($0)) }
+            for fix in fixes { try await pair.dialler.send(fix, to: pair.listener.peerID) }
+            #expect(try await collect(inbox) { $0.count == 50 }.map(\.message) == fixes)
+            let stats = await pair.dialler.linkStats(for: pair.listener.peerID)
+            #expect(stats?.quality.framesOut == 50)
+        }
+    }
+}

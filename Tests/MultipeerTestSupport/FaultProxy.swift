@@ -1,0 +1,140 @@
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// A TCP proxy on loopback that injects faults between two peers, for tests: pass bytes
+/// through, swallow them (a black hole that keeps both connections open), delay them, cut them
+/// into 1-byte segments, throttle them, or reset both sides of every connection.
+public final class FaultProxy: Sendable {
+    public enum Mode: Sendable, Equatable {
+        case passThrough
+        /// Forward nothing; keep both TCP connections open, as a dead path does.
+        case blackHole
+        case delay(Duration)
+        /// Forward each byte as its own write (and, with TCP_NODELAY, its own segment).
+        case slice
+        case throttle(bytesPerSecond: Int)
+    }
+
+    private let state: Shared
+    private let serverChannel: any Channel
+    /// The port peers dial to reach the target through the proxy.
+    public let port: Int
+
+    final class Shared: Sendable {
+        let mode = Mutex(Mode.passThrough)
+        let connections = Mutex<[ObjectIdentifier: [any Channel]]>([:])
+    }
+
+    /// Starts a proxy on an ephemeral loopback port, forwarding to `targetPort` on loopback.
+    public init(forwardingTo targetPort: Int) async throws {
+        let group = MultiThreadedEventLoopGroup.singleton
+        let state = Shared()
+        self.state = state
+        serverChannel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { inbound in
+                ClientBootstrap(group: inbound.eventLoop)
+                    .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+                    .connect(host: "127.0.0.1", port: targetPort)
+                    .flatMapThrowing { outbound in
+                        let key = ObjectIdentifier(inbound)
+                        state.connections.withLock { $0[key] = [inbound, outbound] }
+                        inbound.closeFuture.whenComplete { _ in state.connections.withLock { _ = $0.removeValue(forKey: key) } }
+                        try inbound.pipeline.syncOperations.addHandler(Forwarder(to: outbound, state: state))
+                        try outbound.pipeline.syncOperations.addHandler(Forwarder(to: inbound, state: state))
+                    }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        port = serverChannel.localAddress!.port!
+    }
+
+    /// Changes what happens to bytes from now on, in both directions.
+    public func set(_ mode: Mode) {
+        state.mode.withLock { $0 = mode }
+    }
+
+    /// Resets both sides of every connection (an RST each way), as a crashed middlebox would.
+    public func resetConnections() async {
+        let channels = state.connections.withLock { $0.values.flatMap { $0 } }
+        for channel in channels {
+            // SO_LINGER with a zero timeout makes close send RST instead of FIN.
+            _ = try? await (channel as? any SocketOptionProvider)?.setSoLinger(linger(l_onoff: 1, l_linger: 0)).get()
+            try? await channel.close()
+        }
+    }
+
+    /// Closes the proxy and every connection through it.
+    public func stop() async {
+        try? await serverChannel.close()
+        let channels = state.connections.withLock { $0.values.flatMap { $0 } }
+        for channel in channels { try? await channel.close() }
+    }
+}
+
+/// Forwards one direction of a proxied connection according to the proxy's mode.
+private final class Forwarder: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let peer: any Channel
+    private let state: FaultProxy.Shared
+    /// Bytes waiting for the throttle.
+    private var queued = ByteBuffer()
+    private var draining: RepeatedTask?
+
+    init(to peer: any Channel, state: FaultProxy.Shared) {
+        self.peer = peer
+        self.state = state
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var bytes = unwrapInboundIn(data)
+        switch state.mode.withLock({ $0 }) {
+        case .passThrough:
+            peer.writeAndFlush(bytes, promise: nil)
+        case .blackHole:
+            break
+        case .delay(let delay):
+            let peer = self.peer
+            let delayed = bytes
+            context.eventLoop.scheduleTask(in: .nanoseconds(delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)) {
+                peer.writeAndFlush(delayed, promise: nil)
+            }
+        case .slice:
+            while let byte = bytes.readSlice(length: 1) {
+                peer.writeAndFlush(byte, promise: nil)
+            }
+        case .throttle(let rate):
+            queued.writeBuffer(&bytes)
+            startDraining(context: context, rate: rate)
+        }
+    }
+
+    /// Sends the queue at `rate` bytes per second, in 10 ms steps.
+    private func startDraining(context: ChannelHandlerContext, rate: Int) {
+        guard draining == nil else { return }
+        let perStep = max(1, rate / 100)
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        draining = context.eventLoop.scheduleRepeatedTask(initialDelay: .milliseconds(10), delay: .milliseconds(10)) { task in
+            let forwarder = loopBound.value
+            guard let step = forwarder.queued.readSlice(length: min(perStep, forwarder.queued.readableBytes)), step.readableBytes > 0 else {
+                task.cancel()
+                forwarder.draining = nil
+                return
+            }
+            forwarder.peer.writeAndFlush(step, promise: nil)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        draining?.cancel()
+        // A black hole swallows the close too: the other side learns nothing.
+        if state.mode.withLock({ $0 }) != .blackHole { peer.close(promise: nil) }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}
