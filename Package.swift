@@ -124,6 +124,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // A session in a child process, for tests that freeze and kill a peer.
+        .executableTarget(
+            name: "multipeer-test-peer",
+            dependencies: ["MultipeerSession", "MultipeerTLS"],
+            path: "Tests/PeerProcess",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "MultipeerCoreTests",
             dependencies: [

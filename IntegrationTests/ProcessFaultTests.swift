@@ -1,0 +1,73 @@
+import Foundation
+import Glibc
+import MultipeerCore
+@testable import MultipeerSession
+import MultipeerTestSupport
+import MultipeerTLS
+import Testing
+
+/// A peer in a real child process (multipeer-test-peer), frozen with SIGSTOP and killed with
+/// SIGKILL, against a session in this process.
+@Suite struct ProcessFaultTests {
+    /// The helper executable, built beside this test bundle.
+    static let peerBinary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        .deletingLastPathComponent().appendingPathComponent("multipeer-test-peer").path
+
+    static func startChild(peerID: UUID, dialling port: Int, keyFile: String) throws -> BackgroundProcess {
+        try BackgroundProcess(Self.peerBinary, [
+            "--psk-file", keyFile, "--peer-id", peerID.uuidString, "--name", "child", "--static", "127.0.0.1:\(port)",
+        ])
+    }
+
+    /// Runs a listening session here and hands the body its port, events and a key file.
+    static func withLocalSession(_ body: @escaping @Sendable (MultipeerSession, EventLog, Int, String) async throws -> Void) async throws {
+        let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("multipeer-\(UUID()).key").path
+        try LinkFixtures.psk.write(toFile: keyFile)
+        defer { try? FileManager.default.removeItem(atPath: keyFile) }
+        let session = MultipeerSession(configuration: .init(
+            serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "here"), psk: LinkFixtures.psk, discovery: .staticPeers([])))
+        let events = EventLog(session.events)
+        try await whileRunning([session]) {
+            let started = try await events.wait { $0.contains { if case .listening = $0 { true } else { false } } }
+            guard case .listening(let port)? = started.first else { return }
+            try await body(session, events, port, keyFile)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aFrozenPeerIsDetectedAndComesBackWhenThawed() async throws {
+        try await Self.withLocalSession { session, events, port, keyFile in
+            let childID = UUID()
+            let child = try Self.startChild(peerID: childID, dialling: port, keyFile: keyFile)
+            defer { child.stop() }
+            try await events.waitUntilActive([childID])
+            // Frozen: its kernel still acknowledges, only the application ping can tell.
+            kill(child.pid, SIGSTOP)
+            let left = try await events.waitUntilActive([])
+            #expect(FaultTests.lastLeaveReason(left) == .keepaliveTimeout)
+            kill(child.pid, SIGCONT)
+            try await events.waitUntilActive([childID])
+            #expect(await session.linkCount == 1)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aKilledAndRestartedPeerReturnsWithANewIncarnationAndNoDuplicate() async throws {
+        try await Self.withLocalSession { session, events, port, keyFile in
+            let childID = UUID()
+            let first = try Self.startChild(peerID: childID, dialling: port, keyFile: keyFile)
+            let joined = try await events.waitUntilActive([childID])
+            guard case .peerJoined(let before)? = joined.last else { return }
+            kill(first.pid, SIGKILL)
+            first.stop()
+            try await events.waitUntilActive([])
+            let second = try Self.startChild(peerID: childID, dialling: port, keyFile: keyFile)
+            defer { second.stop() }
+            let rejoined = try await events.waitUntilActive([childID])
+            guard case .peerJoined(let after)? = rejoined.last else { return }
+            #expect(after.incarnation != before.incarnation)
+            #expect(await session.activePeers.count == 1)
+            #expect(await session.linkCount == 1)
+        }
+    }
+}

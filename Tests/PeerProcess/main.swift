@@ -1,0 +1,32 @@
+// A MultipeerSession in a process of its own, for tests that freeze, kill and restart a peer:
+//
+//   multipeer-test-peer --psk-file FILE --peer-id UUID --name NAME [--port N] [--static HOST:PORT ...]
+//
+// Static peers only (no DNS-SD). Prints one line per session event; runs until killed.
+import Foundation
+import MultipeerSession
+import MultipeerTLS
+
+var options: [String: [String]] = [:]
+var arguments = CommandLine.arguments.dropFirst().makeIterator()
+while let key = arguments.next(), let value = arguments.next() {
+    options[key, default: []].append(value)
+}
+guard let keyFile = options["--psk-file"]?.first, let id = options["--peer-id"]?.first.flatMap(UUID.init(uuidString:)) else {
+    FileHandle.standardError.write(Data("usage: multipeer-test-peer --psk-file FILE --peer-id UUID --name NAME [--port N] [--static HOST:PORT ...]\n".utf8))
+    exit(2)
+}
+let session = MultipeerSession(
+    configuration: .init(
+        serviceType: "_navlog._tcp", peer: PeerInfo(displayName: options["--name"]?.first ?? "child"),
+        psk: try PreSharedKey(contentsOfFile: keyFile), port: Int(options["--port"]?.first ?? "0") ?? 0,
+        discovery: .staticPeers(options["--static"] ?? [])),
+    peerID: id)
+
+let events = session.events
+try await withThrowingDiscardingTaskGroup { group in
+    group.addTask { try await session.run() }
+    for await event in events {
+        FileHandle.standardOutput.write(Data("\(event)\n".utf8))
+    }
+}
