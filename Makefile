@@ -26,7 +26,10 @@ bench: deps
 	$(SWIFT) build -c release --product LinkBenchmark
 	$(SWIFT) build -c release --product DiscoveryBenchmark
 	$(SWIFT) build -c release --product MeshBenchmark
+	$(SWIFT) build -c release --product DetectionBenchmark
+	$(SWIFT) build -c release --product multipeer-test-peer
 	.build/release/LinkBenchmark $(BENCH_ARGS)
+	.build/release/DetectionBenchmark
 	@if [ "$$(id -u)" -eq 0 ]; then Benchmarks/discovery-hosts.sh && scripts/sandbox.sh .build/release/MeshBenchmark; \
 	else echo "DiscoveryBenchmark and MeshBenchmark were not run: their namespaces need root (sudo make bench)"; fi
 

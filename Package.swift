@@ -118,6 +118,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "DetectionBenchmark",
+            dependencies: [
+                "MultipeerSession", "MultipeerTLS", "MultipeerTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/DetectionBenchmark",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "DiscoveryBenchmark",
             dependencies: ["MultipeerDiscovery"],
             path: "Benchmarks/DiscoveryBenchmark",

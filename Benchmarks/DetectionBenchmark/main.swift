@@ -1,0 +1,161 @@
+// Measures how fast a session notices a failed peer (fault -> peerLeft) and how fast the peer
+// is active again once the fault is gone (heal -> peerJoined), at the default keepalive
+// (500 ms, 1.5 s): a black hole and a reset (through FaultProxy), and a peer process frozen
+// (SIGSTOP) or killed (SIGKILL). 20 trials each by default; p50 and p99.
+//
+//   swift build -c release --product DetectionBenchmark --product multipeer-test-peer
+//   .build/release/DetectionBenchmark [--trials N] [--json PATH]
+import Foundation
+import Glibc
+import Logging
+import MultipeerSession
+import MultipeerTestSupport
+import MultipeerTLS
+
+struct Figures: Codable {
+    var fault: String
+    var trials: Int
+    var detectionP50Milliseconds: Double
+    var detectionP99Milliseconds: Double
+    var rejoinP50Milliseconds: Double
+    var rejoinP99Milliseconds: Double
+}
+
+let arguments = CommandLine.arguments
+let trials = arguments.firstIndex(of: "--trials").map { Int(arguments[$0 + 1])! } ?? 20
+let jsonPath = arguments.firstIndex(of: "--json").map { arguments[$0 + 1] } ?? "bench-results/detection.json"
+let clock = ContinuousClock()
+let psk = try PreSharedKey.generate(identity: "detection")
+let quiet: Logger = {
+    var logger = Logger(label: "detection")
+    logger.logLevel = .critical
+    return logger
+}()
+
+func milliseconds(_ duration: Duration) -> Double { duration.seconds * 1000 }
+
+func percentile(_ values: [Double], _ p: Double) -> Double {
+    let sorted = values.sorted()
+    return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+}
+
+/// Reads a session's events until `peerID` is (or is no longer) active.
+final class Watcher: @unchecked Sendable {
+    private var iterator: AsyncStream<SessionEvent>.Iterator
+    init(_ session: MultipeerSession) { iterator = session.events.makeAsyncIterator() }
+
+    func until(active: Bool, _ peerID: UUID) async {
+        while let event = await iterator.next() {
+            switch event {
+            case .peerJoined(let peer) where active && peer.id == peerID: return
+            case .peerLeft(let peer, _) where !active && peer.id == peerID: return
+            default: continue
+            }
+        }
+    }
+
+    func listeningPort() async -> Int {
+        while let event = await iterator.next() { if case .listening(let port) = event { return port } }
+        return 0
+    }
+}
+
+func session(_ name: String, dialling endpoint: String? = nil) -> MultipeerSession {
+    MultipeerSession(configuration: .init(
+        serviceType: "_navlog._tcp", peer: PeerInfo(displayName: name), psk: psk,
+        discovery: .staticPeers(endpoint.map { [$0] } ?? []), statsInterval: nil, logger: quiet))
+}
+
+func summarize(_ fault: String, _ detection: [Duration], _ rejoin: [Duration]) -> Figures {
+    let d = detection.map(milliseconds), r = rejoin.map(milliseconds)
+    return Figures(
+        fault: fault, trials: d.count, detectionP50Milliseconds: percentile(d, 0.5), detectionP99Milliseconds: percentile(d, 0.99),
+        rejoinP50Milliseconds: percentile(r, 0.5), rejoinP99Milliseconds: percentile(r, 0.99))
+}
+
+/// A listening session here, a dialling session through a proxy; `fault` breaks the path and
+/// returns a closure that heals it.
+func proxyScenario(_ name: String, fault: @escaping @Sendable (FaultProxy) async -> Void, heal: @escaping @Sendable (FaultProxy) -> Void) async throws -> Figures {
+    let listener = session("listener")
+    let watcher = Watcher(listener)
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await listener.run() }
+        let proxy = try await FaultProxy(forwardingTo: await watcher.listeningPort())
+        let dialler = session("dialler", dialling: "127.0.0.1:\(proxy.port)")
+        group.addTask { try await dialler.run() }
+        await watcher.until(active: true, dialler.peerID)
+        var detection: [Duration] = [], rejoin: [Duration] = []
+        for _ in 0..<trials {
+            let start = clock.now
+            await fault(proxy)
+            await watcher.until(active: false, dialler.peerID)
+            detection.append(clock.now - start)
+            let healed = clock.now
+            heal(proxy)
+            await watcher.until(active: true, dialler.peerID)
+            rejoin.append(clock.now - healed)
+        }
+        group.cancelAll()
+        await proxy.stop()
+        return summarize(name, detection, rejoin)
+    }
+}
+
+/// A listening session here, the peer in a child process; `signal` is SIGSTOP or SIGKILL.
+func processScenario(_ name: String, signal: Int32) async throws -> Figures {
+    let peerBinary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        .deletingLastPathComponent().appendingPathComponent("multipeer-test-peer").path
+    let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("detection-\(UUID()).key").path
+    try psk.write(toFile: keyFile)
+    defer { try? FileManager.default.removeItem(atPath: keyFile) }
+    let listener = session("listener")
+    let watcher = Watcher(listener)
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await listener.run() }
+        let port = await watcher.listeningPort()
+        let childID = UUID()
+        func startChild() throws -> BackgroundProcess {
+            try BackgroundProcess(peerBinary, ["--psk-file", keyFile, "--peer-id", childID.uuidString, "--static", "127.0.0.1:\(port)"])
+        }
+        var child = try startChild()
+        await watcher.until(active: true, childID)
+        var detection: [Duration] = [], rejoin: [Duration] = []
+        for _ in 0..<trials {
+            let start = clock.now
+            kill(child.pid, signal)
+            await watcher.until(active: false, childID)
+            detection.append(clock.now - start)
+            let healed = clock.now
+            if signal == SIGSTOP {
+                kill(child.pid, SIGCONT)
+            } else {
+                child.stop()
+                child = try startChild()
+            }
+            await watcher.until(active: true, childID)
+            rejoin.append(clock.now - healed)
+        }
+        child.stop()
+        group.cancelAll()
+        return summarize(name, detection, rejoin)
+    }
+}
+
+var figures: [Figures] = []
+figures.append(try await proxyScenario("black hole", fault: { $0.set(.blackHole) }, heal: { $0.set(.passThrough) }))
+figures.append(try await proxyScenario("reset", fault: { await $0.resetConnections() }, heal: { _ in }))
+figures.append(try await processScenario("SIGSTOP", signal: SIGSTOP))
+figures.append(try await processScenario("SIGKILL (then restart)", signal: SIGKILL))
+
+print("Failure detection and rejoin at the default keepalive (500 ms / 1.5 s), \(trials) trials each (ms)")
+print("fault                    detect p50   p99        rejoin p50   p99")
+for f in figures {
+    print(f.fault.padding(toLength: 25, withPad: " ", startingAt: 0)
+        + String(format: "%-13.1f%-11.1f%-13.1f%.1f", f.detectionP50Milliseconds, f.detectionP99Milliseconds, f.rejoinP50Milliseconds, f.rejoinP99Milliseconds))
+}
+let url = URL(fileURLWithPath: jsonPath)
+try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+let encoder = JSONEncoder()
+encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+try encoder.encode(figures).write(to: url)
+print("JSON written to \(jsonPath)")
