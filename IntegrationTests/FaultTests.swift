@@ -105,3 +105,34 @@ import Testing
         }
     }
 }
+
+@Suite struct LinkStatsTests {
+    @Test(.timeLimit(.minutes(1)))
+    func pingsMeasureTheLinkAndStatsAreReportedPeriodically() async throws {
+        let keepalive = KeepaliveParameters(interval: .milliseconds(100), timeout: .seconds(1))
+        let listener = MultipeerSession(configuration: .init(
+            serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "listener"), psk: LinkFixtures.psk,
+            discovery: .staticPeers([]), keepalive: keepalive, statsInterval: .milliseconds(300)))
+        let events = EventLog(listener.events)
+        try await whileRunning([listener]) {
+            let started = try await events.wait { $0.contains { if case .listening = $0 { true } else { false } } }
+            guard case .listening(let port)? = started.first else { return }
+            let dialler = MultipeerSession(configuration: .init(
+                serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "dialler"), psk: LinkFixtures.psk,
+                discovery: .staticPeers(["127.0.0.1:\(port)"]), keepalive: keepalive))
+            try await whileRunning([dialler]) {
+                // Both sides are quiet, so both ping every 100 ms; a stats event carries the round trips.
+                let seen = try await events.wait { events in
+                    events.contains { if case .stats(_, let stats) = $0 { stats.quality.pongsReceived > 0 } else { false } }
+                }
+                guard case .stats(let peer, let stats)? = seen.last else { return }
+                #expect(peer.id == dialler.peerID)
+                #expect(stats.quality.smoothedRTT.map { $0 > .zero } == true)
+                #expect(stats.quality.minimumRTT != nil && stats.quality.jitter != nil)
+                #expect(stats.quality.loss == 0)
+                #expect(stats.reconnects == 0)
+                #expect(stats.timeActive > .zero)
+            }
+        }
+    }
+}
