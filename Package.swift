@@ -78,7 +78,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // Benchmarks: our link against a C GnuTLS program and plain TCP.
+        // Benchmarks: our link against a C GnuTLS program and plain TCP, and the rest.
+        .target(
+            name: "BenchmarkSupport",
+            path: "Benchmarks/BenchmarkSupport",
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "CGnuTLSBaseline",
             dependencies: ["CGnuTLS"],
@@ -87,6 +92,7 @@ let package = Package(
         .executableTarget(
             name: "LinkBenchmark",
             dependencies: [
+                "BenchmarkSupport",
                 "CGnuTLSBaseline",
                 "MultipeerCore",
                 "MultipeerTLS",
@@ -111,6 +117,7 @@ let package = Package(
         .executableTarget(
             name: "MeshBenchmark",
             dependencies: [
+                "BenchmarkSupport",
                 "MultipeerSession", "MultipeerCore", "MultipeerTLS",
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -120,6 +127,7 @@ let package = Package(
         .executableTarget(
             name: "DetectionBenchmark",
             dependencies: [
+                "BenchmarkSupport",
                 "MultipeerSession", "MultipeerTLS", "MultipeerTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -128,7 +136,8 @@ let package = Package(
         ),
         .executableTarget(
             name: "DiscoveryBenchmark",
-            dependencies: ["MultipeerDiscovery"],
+            dependencies: [
+                "BenchmarkSupport","MultipeerDiscovery"],
             path: "Benchmarks/DiscoveryBenchmark",
             swiftSettings: swiftSettings
         ),

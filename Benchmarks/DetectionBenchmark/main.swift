@@ -5,6 +5,7 @@
 //
 //   swift build -c release --product DetectionBenchmark --product multipeer-test-peer
 //   .build/release/DetectionBenchmark [--trials N] [--json PATH]
+import BenchmarkSupport
 import Foundation
 import Glibc
 import Logging
@@ -21,9 +22,7 @@ struct Figures: Codable {
     var rejoinP99Milliseconds: Double
 }
 
-let arguments = CommandLine.arguments
-let trials = arguments.firstIndex(of: "--trials").map { Int(arguments[$0 + 1])! } ?? 20
-let jsonPath = arguments.firstIndex(of: "--json").map { arguments[$0 + 1] } ?? "bench-results/detection.json"
+let trials = Bench.option("--trials").flatMap(Int.init) ?? 20
 let clock = ContinuousClock()
 let psk = try PreSharedKey.generate(identity: "detection")
 let quiet: Logger = {
@@ -33,11 +32,6 @@ let quiet: Logger = {
 }()
 
 func milliseconds(_ duration: Duration) -> Double { duration.seconds * 1000 }
-
-func percentile(_ values: [Double], _ p: Double) -> Double {
-    let sorted = values.sorted()
-    return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
-}
 
 /// Reads a session's events until `peerID` is (or is no longer) active.
 final class Watcher: @unchecked Sendable {
@@ -69,8 +63,8 @@ func session(_ name: String, dialling endpoint: String? = nil) -> MultipeerSessi
 func summarize(_ fault: String, _ detection: [Duration], _ rejoin: [Duration]) -> Figures {
     let d = detection.map(milliseconds), r = rejoin.map(milliseconds)
     return Figures(
-        fault: fault, trials: d.count, detectionP50Milliseconds: percentile(d, 0.5), detectionP99Milliseconds: percentile(d, 0.99),
-        rejoinP50Milliseconds: percentile(r, 0.5), rejoinP99Milliseconds: percentile(r, 0.99))
+        fault: fault, trials: d.count, detectionP50Milliseconds: Bench.percentile(d, 0.5), detectionP99Milliseconds: Bench.percentile(d, 0.99),
+        rejoinP50Milliseconds: Bench.percentile(r, 0.5), rejoinP99Milliseconds: Bench.percentile(r, 0.99))
 }
 
 /// A listening session here, a dialling session through a proxy; `fault` breaks the path and
@@ -153,9 +147,4 @@ for f in figures {
     print(f.fault.padding(toLength: 25, withPad: " ", startingAt: 0)
         + String(format: "%-13.1f%-11.1f%-13.1f%.1f", f.detectionP50Milliseconds, f.detectionP99Milliseconds, f.rejoinP50Milliseconds, f.rejoinP99Milliseconds))
 }
-let url = URL(fileURLWithPath: jsonPath)
-try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-let encoder = JSONEncoder()
-encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-try encoder.encode(figures).write(to: url)
-print("JSON written to \(jsonPath)")
+try Bench.writeJSON(figures, defaultPath: "bench-results/detection.json")

@@ -2,6 +2,7 @@
 // browser, and from `stop` to `lost`, p50/p95 over 20 trials; on one host, and (when run by
 // Benchmarks/discovery-hosts.sh) between two network-namespace hosts joined by a veth pair.
 // Run it through `make bench` or that script: it needs a discovery sandbox of its own.
+import BenchmarkSupport
 import Foundation
 import MultipeerDiscovery
 
@@ -19,18 +20,11 @@ struct Summary: Codable {
     var lostP95: Double
 }
 
-let arguments = CommandLine.arguments
-let trialCount = arguments.firstIndex(of: "--trials").map { Int(arguments[$0 + 1])! } ?? 20
-let jsonPath = arguments.firstIndex(of: "--json").map { arguments[$0 + 1] } ?? "bench-results/discovery.json"
+let trialCount = Bench.option("--trials").flatMap(Int.init) ?? 20
 let clock = ContinuousClock()
 
 func milliseconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
-}
-
-func percentile(_ values: [Double], _ p: Double) -> Double {
-    let sorted = values.sorted()
-    return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
 }
 
 func serviceType() throws -> ServiceType {
@@ -141,10 +135,11 @@ func measure(_ placement: String, advertiser: some AdvertiserHost) async throws 
     let lost = trials.map(\.lostMilliseconds)
     return Summary(
         placement: placement, trials: trials.count,
-        foundP50: percentile(found, 0.5), foundP95: percentile(found, 0.95), lostP50: percentile(lost, 0.5), lostP95: percentile(lost, 0.95))
+        foundP50: Bench.percentile(found, 0.5), foundP95: Bench.percentile(found, 0.95),
+        lostP50: Bench.percentile(lost, 0.5), lostP95: Bench.percentile(lost, 0.95))
 }
 
-if arguments.contains("--advertiser") {
+if Bench.flag("--advertiser") {
     try await runAdvertiser()
     exit(0)
 }
@@ -164,9 +159,4 @@ for summary in summaries {
     print(summary.placement.padding(toLength: 19, withPad: " ", startingAt: 0)
         + String(format: "%-23.1f%-9.1f%-17.1f%.1f", summary.foundP50, summary.foundP95, summary.lostP50, summary.lostP95))
 }
-let url = URL(fileURLWithPath: jsonPath)
-try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-let encoder = JSONEncoder()
-encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-try encoder.encode(summaries).write(to: url)
-print("JSON written to \(jsonPath)")
+try Bench.writeJSON(summaries, defaultPath: "bench-results/discovery.json")

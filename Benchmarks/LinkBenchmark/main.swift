@@ -2,6 +2,7 @@
 // plain TCP, in one run: ping-pong round trips with 1 KiB payloads (unpinned, and pinned to
 // one core in a child process under taskset) and one-way throughput by message size.
 // Prints a table and writes JSON. See Benchmarks/README.md.
+import BenchmarkSupport
 import Foundation
 import MultipeerTLS
 
@@ -52,9 +53,7 @@ enum Link {
     }
 }
 
-let arguments = CommandLine.arguments
-let quick = arguments.contains("--quick")
-let jsonPath = arguments.firstIndex(of: "--json").map { arguments[$0 + 1] } ?? "bench-results/link.json"
+let quick = Bench.flag("--quick")
 
 let key = (0..<32).map { UInt8($0) }
 let psk = try PreSharedKey(identity: "bench", key: key)
@@ -65,11 +64,6 @@ let links: [Link] = [
     .baseline("TCP", Baseline(useTLS: false, key: key)),
 ]
 
-func percentile(_ samples: [Double], _ p: Double) -> Double {
-    let sorted = samples.sorted()
-    return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
-}
-
 func measureRoundTrips(placement: String) async throws -> [RoundTrip] {
     let iterations = quick ? 2_000 : 20_000
     var results: [RoundTrip] = []
@@ -77,7 +71,7 @@ func measureRoundTrips(placement: String) async throws -> [RoundTrip] {
         let samples = try await link.pingPong(payload: 1024, iterations: iterations, warmup: 500)
         results.append(RoundTrip(
             placement: placement, link: link.name,
-            p50Microseconds: percentile(samples, 0.5) / 1000, p99Microseconds: percentile(samples, 0.99) / 1000))
+            p50Microseconds: Bench.percentile(samples, 0.5) / 1000, p99Microseconds: Bench.percentile(samples, 0.99) / 1000))
     }
     return results
 }
@@ -106,7 +100,7 @@ func measureThroughput(sizes: [Int], links: [Link]) async throws -> [Throughput]
         for link in links {
             var seconds: [Double] = []
             for _ in 0..<repeats { seconds.append(try await link.throughput(payload: size, count: count)) }
-            let rate = Double(count) / percentile(seconds, 0.5)
+            let rate = Double(count) / Bench.percentile(seconds, 0.5)
             results.append(Throughput(payloadBytes: size, link: link.name, messagesPerSecond: rate, megabytesPerSecond: rate * Double(size) / 1e6))
         }
     }
@@ -129,13 +123,13 @@ func machine() -> [String: String] {
 func format(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
 func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text : text + String(repeating: " ", count: width - text.count) }
 
-if arguments.contains("--pinned-round-trips") {
+if Bench.flag("--pinned-round-trips") {
     FileHandle.standardOutput.write(try JSONEncoder().encode(try await measureRoundTrips(placement: "pinned to core 0")))
     exit(0)
 }
-if let index = arguments.firstIndex(of: "--throughput-only") {
+if let size = Bench.option("--throughput-only").flatMap(Int.init) {
     // One size, our links only: for profiling (perf record ... --throughput-only 1024).
-    for result in try await measureThroughput(sizes: [Int(arguments[index + 1])!], links: Array(links.prefix(2))) {
+    for result in try await measureThroughput(sizes: [size], links: Array(links.prefix(2))) {
         print("\(result.link) \(result.payloadBytes) B: \(format(result.messagesPerSecond, 0)) messages/s, \(format(result.megabytesPerSecond)) MB/s")
     }
     exit(0)
@@ -162,9 +156,5 @@ for result in throughput {
         + pad(format(result.megabytesPerSecond), 10) + (result.link == "ours" ? "" : format(ours / result.messagesPerSecond, 2)))
 }
 
-let url = URL(fileURLWithPath: jsonPath)
-try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-let encoder = JSONEncoder()
-encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-try encoder.encode(report).write(to: url)
-print("\nJSON written to \(jsonPath)")
+print()
+try Bench.writeJSON(report, defaultPath: "bench-results/link.json")

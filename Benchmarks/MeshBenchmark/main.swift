@@ -2,6 +2,7 @@
 // (every session sees N-1 active peers), and the memory that costs: RSS growth divided by
 // link endpoints (two per link, both in this process). Real avahi-daemon and GnuTLS: run it in
 // the discovery sandbox, through `make bench` or `scripts/sandbox.sh .build/release/MeshBenchmark`.
+import BenchmarkSupport
 import Foundation
 import Glibc
 import Logging
@@ -17,9 +18,7 @@ struct MeshResult: Codable {
     var kibPerLinkEndpoint: Double
 }
 
-let arguments = CommandLine.arguments
-let sizes = arguments.firstIndex(of: "--sizes").map { arguments[$0 + 1].split(separator: ",").compactMap { Int($0) } } ?? [2, 8, 16, 32]
-let jsonPath = arguments.firstIndex(of: "--json").map { arguments[$0 + 1] } ?? "bench-results/mesh.json"
+let sizes = Bench.option("--sizes").map { $0.split(separator: ",").compactMap { Int($0) } } ?? [2, 8, 16, 32]
 
 guard ProcessInfo.processInfo.environment["MULTIPEER_SANDBOX"] == "1" else {
     print("MeshBenchmark needs a discovery sandbox of its own: run it through 'make bench' or scripts/sandbox.sh")
@@ -81,9 +80,4 @@ for result in results {
     print(String(format: "%-10d%-7d%-22.2f%-18.0f%.1f", result.sessions, result.links, result.secondsToFullMesh,
                  result.rssGrowthKiB, result.kibPerLinkEndpoint))
 }
-let url = URL(fileURLWithPath: jsonPath)
-try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-let encoder = JSONEncoder()
-encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-try encoder.encode(results).write(to: url)
-print("JSON written to \(jsonPath)")
+try Bench.writeJSON(results, defaultPath: "bench-results/mesh.json")

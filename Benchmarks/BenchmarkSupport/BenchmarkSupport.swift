@@ -1,0 +1,32 @@
+import Foundation
+
+/// What every benchmark program shares: its options, percentiles, and the JSON it writes.
+public enum Bench {
+    /// The value after `--name` on the command line, if given.
+    public static func option(_ name: String) -> String? {
+        let arguments = CommandLine.arguments
+        return arguments.firstIndex(of: name).flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
+    }
+
+    /// Whether `--name` is on the command line.
+    public static func flag(_ name: String) -> Bool {
+        CommandLine.arguments.contains(name)
+    }
+
+    /// The `p` quantile (0...1) of `values`, nearest rank.
+    public static func percentile(_ values: [Double], _ p: Double) -> Double {
+        let sorted = values.sorted()
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+    }
+
+    /// Writes `value` as pretty JSON to the `--json` path (or `defaultPath`) and says where.
+    public static func writeJSON<Value: Encodable>(_ value: Value, defaultPath: String) throws {
+        let path = option("--json") ?? defaultPath
+        let url = URL(fileURLWithPath: path)
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try encoder.encode(value).write(to: url)
+        print("JSON written to \(path)")
+    }
+}
