@@ -30,8 +30,8 @@ bench: deps
 	$(SWIFT) build -c release --product multipeer-test-peer
 	.build/release/LinkBenchmark $(BENCH_ARGS)
 	.build/release/DetectionBenchmark
-	@if [ "$$(id -u)" -eq 0 ]; then Benchmarks/discovery-hosts.sh && scripts/sandbox.sh .build/release/MeshBenchmark; \
-	else echo "DiscoveryBenchmark and MeshBenchmark were not run: their namespaces need root (sudo make bench)"; fi
+	@if [ "$$(id -u)" -eq 0 ]; then Benchmarks/detection-hosts.sh && Benchmarks/discovery-hosts.sh && scripts/sandbox.sh .build/release/MeshBenchmark; \
+	else echo "The namespace benchmarks (network detection, discovery, mesh) were not run: they need root (sudo make bench)"; fi
 
 clean:
 	rm -rf .build

@@ -1,7 +1,9 @@
 // Measures how fast a session notices a failed peer (fault -> peerLeft) and how fast the peer
 // is active again once the fault is gone (heal -> peerJoined), at the default keepalive
 // (500 ms, 1.5 s): a black hole and a reset (through FaultProxy), and a peer process frozen
-// (SIGSTOP) or killed (SIGKILL). 20 trials each by default; p50 and p99.
+// (SIGSTOP) or killed (SIGKILL). 20 trials each by default; p50 and p99. Run by
+// Benchmarks/detection-hosts.sh, it measures a black hole made in the network between two
+// namespace hosts instead, beside plain TCP with keepalive and with TCP_USER_TIMEOUT.
 //
 //   swift build -c release --product DetectionBenchmark --product multipeer-test-peer
 //   .build/release/DetectionBenchmark [--trials N] [--json PATH]
@@ -16,10 +18,11 @@ import MultipeerTLS
 struct Figures: Codable {
     var fault: String
     var trials: Int
-    var detectionP50Milliseconds: Double
-    var detectionP99Milliseconds: Double
-    var rejoinP50Milliseconds: Double
-    var rejoinP99Milliseconds: Double
+    /// Nil when the fault was not detected within the limit in some trial.
+    var detectionP50Milliseconds: Double?
+    var detectionP99Milliseconds: Double?
+    var rejoinP50Milliseconds: Double?
+    var rejoinP99Milliseconds: Double?
 }
 
 let trials = Bench.option("--trials").flatMap(Int.init) ?? 20
@@ -95,10 +98,11 @@ func proxyScenario(_ name: String, fault: @escaping @Sendable (FaultProxy) async
     }
 }
 
+let peerBinary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    .deletingLastPathComponent().appendingPathComponent("multipeer-test-peer").path
+
 /// A listening session here, the peer in a child process; `signal` is SIGSTOP or SIGKILL.
 func processScenario(_ name: String, signal: Int32) async throws -> Figures {
-    let peerBinary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        .deletingLastPathComponent().appendingPathComponent("multipeer-test-peer").path
     let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("detection-\(UUID()).key").path
     try psk.write(toFile: keyFile)
     defer { try? FileManager.default.removeItem(atPath: keyFile) }
@@ -135,16 +139,75 @@ func processScenario(_ name: String, signal: Int32) async throws -> Figures {
     }
 }
 
+/// Our session against a peer process on host B, whose packets the network drops.
+func networkScenario(_ hosts: NetworkHosts) async throws -> Figures {
+    let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("detection-\(UUID()).key").path
+    try psk.write(toFile: keyFile)
+    defer { try? FileManager.default.removeItem(atPath: keyFile) }
+    let listener = session("listener")
+    let watcher = Watcher(listener)
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await listener.run() }
+        let port = await watcher.listeningPort()
+        let childID = UUID()
+        let child = try hosts.start([peerBinary, "--psk-file", keyFile, "--peer-id", childID.uuidString, "--static", "\(hosts.localAddress):\(port)"])
+        await watcher.until(active: true, childID)
+        var detection: [Duration] = [], rejoin: [Duration] = []
+        for _ in 0..<trials {
+            let start = clock.now
+            hosts.blackHole(true)
+            await watcher.until(active: false, childID)
+            detection.append(clock.now - start)
+            let healed = clock.now
+            hosts.blackHole(false)
+            await watcher.until(active: true, childID)
+            rejoin.append(clock.now - healed)
+        }
+        child.stop()
+        group.cancelAll()
+        return summarize("network black hole", detection, rejoin)
+    }
+}
+
 var figures: [Figures] = []
-figures.append(try await proxyScenario("black hole", fault: { $0.set(.blackHole) }, heal: { $0.set(.passThrough) }))
-figures.append(try await proxyScenario("reset", fault: { await $0.resetConnections() }, heal: { _ in }))
-figures.append(try await processScenario("SIGSTOP", signal: SIGSTOP))
-figures.append(try await processScenario("SIGKILL (then restart)", signal: SIGKILL))
+if let namespace = ProcessInfo.processInfo.environment["MULTIPEER_PEER_NAMESPACE"] {
+    // Run by Benchmarks/detection-hosts.sh: host A here, host B in `namespace`.
+    let hosts = NetworkHosts(peerNamespace: namespace, localAddress: "198.18.0.1", peerAddress: "198.18.0.2")
+    figures.append(try await networkScenario(hosts))
+    let sink = try hosts.start(["/usr/bin/python3", "-c", tcpSinkScript, hosts.peerAddress, "9999"])
+    usleep(500_000)  // python's start-up
+    let baselineTrials = Bench.option("--baseline-trials").flatMap(Int.init) ?? 5
+    let faults: [(String, (Bool) -> Void)] = [
+        ("network black hole", { hosts.blackHole($0) }),
+        // The peer frozen: its kernel goes on acknowledging.
+        ("SIGSTOP", { kill(sink.pid, $0 ? SIGSTOP : SIGCONT) }),
+    ]
+    for (fault, apply) in faults {
+        for kind in KernelDetection.allCases {
+            let results = (0..<baselineTrials).map { _ in kind.measure(hosts, port: 9999, limit: .seconds(20), fault: apply) }
+            let detected = results.compactMap { $0 }.map(milliseconds)
+            let complete = detected.count == results.count
+            figures.append(Figures(
+                fault: "\(fault), \(kind.rawValue)", trials: results.count,
+                detectionP50Milliseconds: complete ? Bench.percentile(detected, 0.5) : nil,
+                detectionP99Milliseconds: complete ? Bench.percentile(detected, 0.99) : nil))
+        }
+    }
+    sink.stop()
+} else {
+    figures.append(try await proxyScenario("black hole (proxy)", fault: { $0.set(.blackHole) }, heal: { $0.set(.passThrough) }))
+    figures.append(try await proxyScenario("reset", fault: { await $0.resetConnections() }, heal: { _ in }))
+    figures.append(try await processScenario("SIGSTOP", signal: SIGSTOP))
+    figures.append(try await processScenario("SIGKILL (then restart)", signal: SIGKILL))
+}
 
 print("Failure detection and rejoin at the default keepalive (500 ms / 1.5 s), \(trials) trials each (ms)")
-print("fault                    detect p50   p99        rejoin p50   p99")
+print("fault                                                 detect p50   p99          rejoin p50   p99")
+func cell(_ value: Double?, _ width: Int) -> String {
+    (value.map { String(format: "%.1f", $0) } ?? "> 20 s").padding(toLength: width, withPad: " ", startingAt: 0)
+}
 for f in figures {
-    print(f.fault.padding(toLength: 25, withPad: " ", startingAt: 0)
-        + String(format: "%-13.1f%-11.1f%-13.1f%.1f", f.detectionP50Milliseconds, f.detectionP99Milliseconds, f.rejoinP50Milliseconds, f.rejoinP99Milliseconds))
+    print(f.fault.padding(toLength: 54, withPad: " ", startingAt: 0) + cell(f.detectionP50Milliseconds, 13) + cell(f.detectionP99Milliseconds, 13)
+        + (f.rejoinP50Milliseconds == nil ? "n/a" : cell(f.rejoinP50Milliseconds, 13) + cell(f.rejoinP99Milliseconds, 13)))
 }
 try Bench.writeJSON(figures, defaultPath: "bench-results/detection.json")
