@@ -1,0 +1,119 @@
+public import NIOCore
+
+/// The reliable messages sent to one peer and not yet acknowledged, bounded in count and bytes.
+/// Sans-IO: the shell enqueues, writes what ``sendable()`` hands out, and reports ACKs and
+/// reconnects; it holds senders back while ``hasRoom(for:)`` is false.
+///
+/// Sequence numbers start at 1 for each incarnation of this sender and never repeat within it,
+/// so the receiver can deliver in order exactly once per sender incarnation.
+public struct OutboxStateMachine: Sendable {
+    public struct Limits: Sendable, Equatable {
+        /// The most unacknowledged messages. Default 1,024.
+        public var maximumCount: Int
+        /// The most unacknowledged payload bytes. Default 8 MiB.
+        public var maximumBytes: Int
+
+        public init(maximumCount: Int = 1024, maximumBytes: Int = 8 << 20) {
+            self.maximumCount = maximumCount
+            self.maximumBytes = maximumBytes
+        }
+    }
+
+    public let limits: Limits
+    private var pending: [DataMessage] = []
+    /// How many of `pending` (from the front) were written on the current link.
+    private var written = 0
+    private var nextSequence: UInt64 = 1
+    public private(set) var bytes = 0
+    /// Everything up to here was acknowledged.
+    public private(set) var acknowledged: UInt64 = 0
+
+    public init(limits: Limits = Limits()) {
+        self.limits = limits
+    }
+
+    /// Messages waiting for an acknowledgement.
+    public var count: Int { pending.count }
+
+    /// Whether a message of `payloadBytes` fits now. An empty outbox takes any one message, so a
+    /// message larger than the byte bound still goes (alone).
+    public func hasRoom(for payloadBytes: Int) -> Bool {
+        pending.isEmpty || (pending.count < limits.maximumCount && bytes + payloadBytes <= limits.maximumBytes)
+    }
+
+    /// Numbers and keeps a message; returns it with its sequence number.
+    public mutating func enqueue(typeName: String, payload: ByteBuffer) throws -> DataMessage {
+        let message = try DataMessage(sequence: nextSequence, typeName: typeName, payload: payload)
+        nextSequence += 1
+        pending.append(message)
+        bytes += payload.readableBytes
+        return message
+    }
+
+    /// The messages not yet written on the current link, in order; they count as written now.
+    public mutating func sendable() -> ArraySlice<DataMessage> {
+        defer { written = pending.count }
+        return pending[written...]
+    }
+
+    /// The peer acknowledged everything up to `sequence`; returns how many messages that freed.
+    @discardableResult
+    public mutating func acknowledge(through sequence: UInt64) -> Int {
+        guard sequence > acknowledged else { return 0 }
+        acknowledged = min(sequence, nextSequence - 1)
+        let freed = pending.prefix { $0.sequence <= acknowledged }
+        bytes -= freed.reduce(0) { $0 + $1.payload.readableBytes }
+        pending.removeFirst(freed.count)
+        written = max(0, written - freed.count)
+        return freed.count
+    }
+
+    /// The link is gone: everything unacknowledged goes again on the next one.
+    public mutating func linkLost() {
+        written = 0
+    }
+}
+
+/// What one receiver has delivered from one sender, per sender incarnation: in order, exactly
+/// once, duplicates (resent after a reconnect) dropped. Sans-IO.
+public struct ReceiveWindow: Sendable, Equatable {
+    public enum Verdict: Equatable, Sendable {
+        /// Deliver the message to the application.
+        case deliver
+        /// Already delivered: drop it (and acknowledge again).
+        case duplicate
+        /// A message is missing before it: drop it; the sender resends from the gap.
+        case gap
+    }
+
+    /// The sender incarnation this window belongs to.
+    public private(set) var incarnation: UInt64
+    /// Everything up to here was delivered.
+    public private(set) var delivered: UInt64 = 0
+    /// Delivered since the last acknowledgement was sent.
+    public private(set) var unacknowledged = 0
+
+    public init(incarnation: UInt64) {
+        self.incarnation = incarnation
+    }
+
+    /// The sender's link said HELLO with `incarnation`: a new incarnation starts over.
+    public mutating func sender(incarnation: UInt64) {
+        guard incarnation != self.incarnation else { return }
+        self = ReceiveWindow(incarnation: incarnation)
+    }
+
+    /// A reliable DATA message arrived.
+    public mutating func receive(sequence: UInt64) -> Verdict {
+        if sequence <= delivered { return .duplicate }
+        guard sequence == delivered + 1 else { return .gap }
+        delivered = sequence
+        unacknowledged += 1
+        return .deliver
+    }
+
+    /// An ACK for everything delivered is being sent.
+    public mutating func acknowledged() {
+        unacknowledged = 0
+    }
+}
