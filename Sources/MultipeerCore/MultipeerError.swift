@@ -52,6 +52,8 @@ public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible
         public static let keepaliveTimeout = Code("keepaliveTimeout")
         /// A message was sent to a peer that is not active.
         public static let peerNotActive = Code("peerNotActive")
+        /// A peer's outbox of unacknowledged messages is full (and the session is set to fail fast).
+        public static let outboxFull = Code("outboxFull")
         /// An encoded message is larger than a frame may be.
         public static let messageTooLarge = Code("messageTooLarge")
         /// A message could not be encoded or decoded with its Codable conformance.

@@ -71,10 +71,20 @@ extension MultipeerSession {
         public var maximumFrameLength: Int
         /// How long TLS and HELLO together may take. Default 5 s.
         public var handshakeTimeout: Duration
+        /// The reliable messages kept per peer until acknowledged. Default 1,024 messages, 8 MiB.
+        public var outbox: OutboxStateMachine.Limits
+        /// When a peer's outbox is full: false (the default) makes `send` wait for room; true
+        /// makes it throw `outboxFull` at once.
+        public var failWhenOutboxFull: Bool
 
-        public init(maximumFrameLength: Int = Frame.defaultMaximumLength, handshakeTimeout: Duration = .seconds(5)) {
+        public init(
+            maximumFrameLength: Int = Frame.defaultMaximumLength, handshakeTimeout: Duration = .seconds(5),
+            outbox: OutboxStateMachine.Limits = OutboxStateMachine.Limits(), failWhenOutboxFull: Bool = false
+        ) {
             self.maximumFrameLength = maximumFrameLength
             self.handshakeTimeout = handshakeTimeout
+            self.outbox = outbox
+            self.failWhenOutboxFull = failWhenOutboxFull
         }
     }
 

@@ -16,29 +16,51 @@ extension MultipeerSession {
         subscriptions.messages(of: type, named: Self.wireName(of: type))
     }
 
-    /// Sends `message` to one active peer.
+    /// Sends `message` to a peer.
     ///
-    /// - Throws: `peerNotActive` if the peer has no link now; `messageTooLarge` if the encoded
-    ///   message does not fit a frame (``Limits/maximumFrameLength``); `codingFailed`.
-    public func send<Message: Codable & Sendable>(_ message: Message, to peerID: UUID) async throws {
+    /// Reliable messages (the default) go to a peer that is active now or was earlier in this
+    /// session: they wait in its outbox until acknowledged, through any number of redials.
+    /// Unreliable ones go only to an active peer.
+    ///
+    /// - Parameter awaitAcknowledgement: Return only once the peer has acknowledged the message
+    ///   (reliable delivery only).
+    /// - Throws: `peerNotActive` for a peer this session has not seen (or, unreliable, that is not
+    ///   active now); `outboxFull` when so configured; `messageTooLarge`; `codingFailed`.
+    public func send<Message: Codable & Sendable>(
+        _ message: Message, to peerID: UUID, delivery: Delivery = .reliable, awaitAcknowledgement: Bool = false
+    ) async throws {
         let data = try encode(message)
-        guard let id = activeLink(for: peerID) else {
-            throw MultipeerError(.peerNotActive, "peer \(peerID) is not active: it has no authenticated link now")
+        switch delivery {
+        case .unreliable:
+            guard let id = activeLink(for: peerID) else {
+                throw MultipeerError(.peerNotActive, "peer \(peerID) is not active: it has no authenticated link now")
+            }
+            try await write(data, on: id)
+        case .reliable:
+            let sequence = try await enqueue(data, for: peerID)
+            await flush(peerID)
+            if awaitAcknowledgement { try await waitForAcknowledgement(of: sequence, by: peerID) }
         }
-        try await write(data, on: id)
     }
 
     /// Sends `message` to every active peer; returns how many it was handed to.
     @discardableResult
-    public func broadcast<Message: Codable & Sendable>(_ message: Message) async throws -> Int {
+    public func broadcast<Message: Codable & Sendable>(_ message: Message, delivery: Delivery = .reliable) async throws -> Int {
         let data = try encode(message)
         var sent = 0
-        for id in activeLinks() {
+        for peerID in activePeerIDs() {
             do {
-                try await write(data, on: id)
+                switch delivery {
+                case .reliable:
+                    _ = try await enqueue(data, for: peerID)
+                    await flush(peerID)
+                case .unreliable:
+                    guard let id = activeLink(for: peerID) else { continue }
+                    try await write(data, on: id)
+                }
                 sent += 1
-            } catch {
-                logger.debug("broadcast skipped a closing link", metadata: ["multipeer.link": "\(id.rawValue)"])
+            } catch let error as MultipeerError where error.code == .peerNotActive {
+                logger.debug("broadcast skipped a peer that left", metadata: ["multipeer.peer.id": "\(peerID)"])
             }
         }
         return sent

@@ -35,6 +35,14 @@ public actor MultipeerSession {
     var logger: Logger
     private var table: PeerTableStateMachine
     private var links: [LinkID: LinkHandle] = [:]
+    /// Reliable messages per peer, kept until acknowledged, across links.
+    var outboxes: [UUID: OutboxStateMachine] = [:]
+    /// Links whose peer has said where to resume (its first ACK): the outbox flows on them.
+    var resumed: Set<LinkID> = []
+    var roomWaiters: [UUID: [CheckedContinuation<Void, Never>]] = [:]
+    var acknowledgementWaiters: [UUID: [(sequence: UInt64, continuation: CheckedContinuation<Void, any Error>)]] = [:]
+    var stopped = false
+    let receiveWindows = ReceiveWindows()
     /// Per peer: when it became active, and how often it came back.
     private var presence: [UUID: (since: ContinuousClock.Instant, reconnects: Int)] = [:]
     private var hasRun = false
@@ -95,6 +103,7 @@ public actor MultipeerSession {
         } catch is CancellationError {
             // Cancellation (or a graceful shutdown) is how a session stops, not a failure.
         }
+        releaseWaiters()
     }
 
     private func runUntilStopped(_ linkConfiguration: LinkConfiguration, _ discovery: DiscoverySetup) async throws {
@@ -238,10 +247,12 @@ public actor MultipeerSession {
                                 case .data(let data):
                                     self.metrics.received(bytes: data.payload.readableBytes)
                                     self.subscriptions.deliver(data, from: peer)
+                                case .ack(let sequence):
+                                    await self.acknowledged(through: sequence, by: peer.id, on: id)
                                 case .goodbye(let reason, _):
                                     goodbye = reason
                                     return
-                                case .hello, .ping, .pong, .ack, .unknown:
+                                case .hello, .ping, .pong, .unknown:
                                     break
                                 }
                             }
@@ -279,6 +290,7 @@ public actor MultipeerSession {
     }
 
     private func linkClosed(_ id: LinkID, goodbye: GoodbyeReason?, error: MultipeerError?) {
+        resumed.remove(id)
         if links.removeValue(forKey: id) != nil { metrics.linkClosed(reason: goodbye.map { "\($0)" } ?? (error == nil ? "closed" : "error")) }
         perform(table.linkClosed(id, goodbye: goodbye, error: error))
     }
@@ -302,8 +314,12 @@ public actor MultipeerSession {
         table.activeLink(for: peerID)
     }
 
-    func activeLinks() -> [LinkID] {
-        table.activePeers.keys.compactMap { table.activeLink(for: $0) }
+    func activePeerIDs() -> [UUID] {
+        Array(table.activePeers.keys)
+    }
+
+    func writer(for id: LinkID) -> NIOAsyncChannelOutboundWriter<LinkMessage>? {
+        links[id]?.writer
     }
 
     /// Writes a DATA message on a link; suspends while the link pushes back.
@@ -417,9 +433,11 @@ public actor MultipeerSession {
             metadata: configuration.peer.metadata, keepalive: configuration.keepalive)
         let tls = try TLSContext(configuration: TLSConfiguration(psk: configuration.psk, handshakeTimeout: configuration.limits.handshakeTimeout))
         // A write stuck on a dead path fails after the keepalive timeout too.
-        return LinkConfiguration(
+        var link = LinkConfiguration(
             tls: tls, localHello: hello, maximumFrameLength: configuration.limits.maximumFrameLength,
             tcpUserTimeout: configuration.keepalive.timeout)
+        link.receiveWindows = receiveWindows
+        return link
     }
 }
 

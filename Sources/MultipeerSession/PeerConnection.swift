@@ -13,6 +13,8 @@ package struct LinkConfiguration: Sendable {
     package var maximumFrameLength: Int
     /// Sets TCP_USER_TIMEOUT: unacknowledged data older than this fails the connection. Nil: the kernel's default.
     package var tcpUserTimeout: Duration?
+    /// Where reliable DATA is tracked; nil for links that carry no reliable delivery.
+    var receiveWindows: ReceiveWindows?
 
     package init(tls: TLSContext, localHello: Hello, maximumFrameLength: Int = Frame.defaultMaximumLength, tcpUserTimeout: Duration? = nil) {
         self.tls = tls
@@ -34,6 +36,7 @@ package struct LinkConfiguration: Sendable {
         try handlers.addHandler(ByteToMessageHandler(FrameDecoder(maximumLength: maximumFrameLength)))
         try handlers.addHandler(link)
         try handlers.addHandler(keepalive)
+        if let receiveWindows { try handlers.addHandler(DeliveryHandler(windows: receiveWindows)) }
         let asyncChannel = try NIOAsyncChannel<LinkMessage, LinkMessage>(wrappingChannelSynchronously: channel)
         return PendingLink(channel: asyncChannel, hello: link.hello, remoteAddress: channel.remoteAddress, quality: quality)
     }

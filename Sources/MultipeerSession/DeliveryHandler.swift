@@ -1,0 +1,77 @@
+import Foundation
+import MultipeerCore
+import NIOCore
+import Synchronization
+
+/// What this session has delivered from each sender, across that sender's links.
+final class ReceiveWindows: Sendable {
+    private let windows = Mutex<[UUID: ReceiveWindow]>([:])
+
+    /// The sender's new link said HELLO: a new incarnation starts over. Returns what was delivered.
+    func sender(_ peerID: UUID, incarnation: UInt64) -> UInt64 {
+        windows.withLock { windows in
+            windows[peerID, default: ReceiveWindow(incarnation: incarnation)].sender(incarnation: incarnation)
+            return windows[peerID]!.delivered
+        }
+    }
+
+    func receive(from peerID: UUID, sequence: UInt64) -> ReceiveWindow.Verdict {
+        windows.withLock { $0[peerID]?.receive(sequence: sequence) ?? .gap }
+    }
+
+    /// What to acknowledge, if anything was delivered since the last acknowledgement.
+    func acknowledgement(for peerID: UUID) -> UInt64? {
+        windows.withLock { windows in
+            guard let window = windows[peerID], window.unacknowledged > 0 else { return nil }
+            windows[peerID]!.acknowledged()
+            return window.delivered
+        }
+    }
+}
+
+/// Reliable delivery on the receiving side, on the link's event loop: drops duplicates and
+/// out-of-order DATA (``ReceiveWindow``), acknowledges what was delivered once per read batch,
+/// and, right after HELLO, tells the sender where to resume with an ACK of everything already
+/// delivered from its incarnation.
+final class DeliveryHandler: ChannelDuplexHandler {
+    typealias InboundIn = LinkMessage
+    typealias InboundOut = LinkMessage
+    typealias OutboundIn = LinkMessage
+    typealias OutboundOut = LinkMessage
+
+    private let windows: ReceiveWindows
+    private var peerID: UUID?
+
+    init(windows: ReceiveWindows) {
+        self.windows = windows
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let hello = event as? HelloCompleted {
+            peerID = hello.remote.peerID
+            let resume = windows.sender(hello.remote.peerID, incarnation: hello.remote.incarnation)
+            context.writeAndFlush(wrapOutboundOut(.ack(resume)), promise: nil)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .data(let message) = unwrapInboundIn(data), message.sequence > 0, let peerID else {
+            context.fireChannelRead(data)  // unreliable DATA and everything else
+            return
+        }
+        if windows.receive(from: peerID, sequence: message.sequence) == .deliver {
+            context.fireChannelRead(data)
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if let peerID, let delivered = windows.acknowledgement(for: peerID) {
+            context.writeAndFlush(wrapOutboundOut(.ack(delivered)), promise: nil)
+        }
+        context.fireChannelReadComplete()
+    }
+}
+
+@available(*, unavailable)
+extension DeliveryHandler: Sendable {}

@@ -1,0 +1,90 @@
+import Foundation
+import MultipeerCore
+import NIOCore
+
+/// How a message is delivered.
+public enum Delivery: Sendable {
+    /// Kept in the peer's outbox until the peer acknowledges it, resent after a redial, delivered
+    /// in order and exactly once per sender incarnation. The default.
+    case reliable
+    /// Sent only if the peer is active now; lost if the link fails on the way.
+    case unreliable
+}
+
+extension MultipeerSession {
+    /// Keeps `message` for `peerID` and sends it as soon as the peer's link can take it; returns
+    /// its sequence number. Waits while the outbox is full (or throws `outboxFull`).
+    func enqueue(_ message: DataMessage, for peerID: UUID) async throws -> UInt64 {
+        let size = message.payload.readableBytes
+        while true {
+            guard !stopped else { throw MultipeerError(.sessionState, "the session is not running") }
+            guard outboxes[peerID] != nil || activeLink(for: peerID) != nil else {
+                throw MultipeerError(.peerNotActive, "peer \(peerID) has not been active in this session")
+            }
+            var outbox = outboxes[peerID] ?? OutboxStateMachine(limits: configuration.limits.outbox)
+            if outbox.hasRoom(for: size) {
+                let sequence = try outbox.enqueue(typeName: message.typeName, payload: message.payload).sequence
+                outboxes[peerID] = outbox
+                return sequence
+            }
+            guard !configuration.limits.failWhenOutboxFull else {
+                throw MultipeerError(
+                    .outboxFull,
+                    "the outbox for peer \(peerID) holds \(outbox.count) unacknowledged messages (\(outbox.bytes) bytes); its limit is \(configuration.limits.outbox.maximumCount) messages, \(configuration.limits.outbox.maximumBytes) bytes")
+            }
+            await withCheckedContinuation { roomWaiters[peerID, default: []].append($0) }
+        }
+    }
+
+    /// Writes what the peer's outbox has not yet written on its current link, once that link
+    /// has said where to resume.
+    func flush(_ peerID: UUID) async {
+        guard let id = activeLink(for: peerID), resumed.contains(id), let writer = writer(for: id),
+              var outbox = outboxes[peerID] else { return }
+        let batch = outbox.sendable()
+        outboxes[peerID] = outbox
+        guard !batch.isEmpty else { return }
+        do {
+            try await writer.write(contentsOf: batch.map { LinkMessage.data($0) })
+            for message in batch { metrics.sent(bytes: message.payload.readableBytes) }
+        } catch {
+            // The link is closing; the outbox resends on the next one.
+        }
+    }
+
+    /// The peer acknowledged everything through `sequence` on link `id`. Its first ACK on a link
+    /// is the resume point: everything after it is sent again on that link.
+    func acknowledged(through sequence: UInt64, by peerID: UUID, on id: LinkID) async {
+        let resuming = !resumed.contains(id) && activeLink(for: peerID) == id
+        if resuming { resumed.insert(id) }
+        guard var outbox = outboxes[peerID] else { return }
+        if resuming { outbox.linkLost() }
+        outbox.acknowledge(through: sequence)
+        outboxes[peerID] = outbox
+        for waiter in roomWaiters.removeValue(forKey: peerID) ?? [] { waiter.resume() }
+        var waiting: [(sequence: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
+        for waiter in acknowledgementWaiters.removeValue(forKey: peerID) ?? [] {
+            if waiter.sequence <= outbox.acknowledged { waiter.continuation.resume() } else { waiting.append(waiter) }
+        }
+        if !waiting.isEmpty { acknowledgementWaiters[peerID] = waiting }
+        await flush(peerID)
+    }
+
+    /// Waits until the peer acknowledged `sequence`.
+    func waitForAcknowledgement(of sequence: UInt64, by peerID: UUID) async throws {
+        guard (outboxes[peerID]?.acknowledged ?? 0) < sequence else { return }
+        try await withCheckedThrowingContinuation { continuation in
+            acknowledgementWaiters[peerID, default: []].append((sequence, continuation))
+        }
+    }
+
+    /// The session stopped: nobody waits for room or acknowledgements any more.
+    func releaseWaiters() {
+        stopped = true
+        for waiter in roomWaiters.values.flatMap({ $0 }) { waiter.resume() }
+        roomWaiters.removeAll()
+        let error = MultipeerError(.sessionState, "the session stopped before the peer acknowledged the message")
+        for waiter in acknowledgementWaiters.values.flatMap({ $0 }) { waiter.continuation.resume(throwing: error) }
+        acknowledgementWaiters.removeAll()
+    }
+}
