@@ -19,10 +19,9 @@ import Testing
     /// Starts the listening session, a proxy in front of it, and a session dialling through the
     /// proxy; runs `body` once both see each other.
     static func withPair(
-        maximumFrameLength: Int = Frame.defaultMaximumLength, proxyMode: FaultProxy.Mode = .passThrough,
+        limits: MultipeerSession.Limits = MultipeerSession.Limits(), proxyMode: FaultProxy.Mode = .passThrough,
         _ body: @escaping @Sendable (Pair) async throws -> Void
     ) async throws {
-        let limits = MultipeerSession.Limits(maximumFrameLength: maximumFrameLength)
         let listener = MultipeerSession(configuration: .init(
             serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "listener"), psk: LinkFixtures.psk,
             discovery: .staticPeers([]), limits: limits))
@@ -80,7 +79,7 @@ import Testing
 
     @Test(.timeLimit(.minutes(1)))
     func aLargeMessageThroughAThrottleCausesNoFalseTeardown() async throws {
-        try await Self.withPair(maximumFrameLength: 2 << 20) { pair in
+        try await Self.withPair(limits: MultipeerSession.Limits(maximumFrameLength: 2 << 20)) { pair in
             let inbox = pair.listener.messages(of: Note.self)
             pair.proxy.set(.throttle(bytesPerSecond: 200_000))
             let large = Note(text: String(repeating: "n", count: 1 << 20))  // 1 MiB: over 5 s at 200 KB/s

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 import MultipeerCore
 import NIOCore
 
@@ -76,6 +76,11 @@ extension MultipeerSession {
         try await withCheckedThrowingContinuation { continuation in
             acknowledgementWaiters[peerID, default: []].append((sequence, continuation))
         }
+    }
+
+    /// Unacknowledged reliable messages for `peerID` (for tests).
+    package func outboxCount(for peerID: UUID) -> Int {
+        outboxes[peerID]?.count ?? 0
     }
 
     /// The session stopped: nobody waits for room or acknowledgements any more.

@@ -1,0 +1,74 @@
+import Foundation
+import MultipeerCore
+@testable import MultipeerSession
+import MultipeerTestSupport
+import MultipeerTLS
+import Testing
+
+/// Reliable delivery between real sessions, through the fault proxy.
+@Suite struct DeliveryTests {
+    struct Numbered: Codable, Sendable, Equatable {
+        var number: Int
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func tenThousandMessagesThroughResetsArriveExactlyOnceInOrder() async throws {
+        let limits = MultipeerSession.Limits(outbox: .init(maximumCount: 256, maximumBytes: 1 << 20))
+        try await FaultTests.withPair(limits: limits) { pair in
+            let inbox = pair.listener.messages(of: Numbered.self)
+            let count = 10_000
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for number in 0..<count { try await pair.dialler.send(Numbered(number: number), to: pair.listener.peerID) }
+                }
+                // Reset at random moments 100 to 400 ms apart until everything arrived, checking
+                // the outbox bound as it goes. (Sleeping here makes faults, it synchronises nothing.)
+                group.addTask {
+                    while !Task.isCancelled {
+                        try await Task.sleep(for: .milliseconds(Int.random(in: 100...400)))
+                        await pair.proxy.resetConnections()
+                        #expect(await pair.dialler.outboxCount(for: pair.listener.peerID) <= 256)
+                    }
+                }
+                let received = try await collect(inbox, timeout: .seconds(150)) { $0.count >= count }
+                group.cancelAll()
+                #expect(received.map(\.message.number) == Array(0..<count), "each exactly once, in order")
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func awaitingAnAcknowledgementReturnsOnceThePeerHasIt() async throws {
+        try await FaultTests.withPair { pair in
+            let inbox = pair.listener.messages(of: Numbered.self)
+            try await pair.dialler.send(Numbered(number: 1), to: pair.listener.peerID, awaitAcknowledgement: true)
+            #expect(await pair.dialler.outboxCount(for: pair.listener.peerID) == 0, "acknowledged means out of the outbox")
+            #expect(try await collect(inbox) { $0.count == 1 }.first?.message == Numbered(number: 1))
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aFullOutboxFailsFastWhenAskedAndOtherwiseWaitsForRoom() async throws {
+        let limits = MultipeerSession.Limits(outbox: .init(maximumCount: 4, maximumBytes: 1 << 20), failWhenOutboxFull: true)
+        try await FaultTests.withPair(limits: limits) { pair in
+            // Nothing is acknowledged through a black hole: the outbox fills.
+            pair.proxy.set(.blackHole)
+            for number in 0..<4 { try await pair.dialler.send(Numbered(number: number), to: pair.listener.peerID) }
+            let error = await #expect(throws: MultipeerError.self) {
+                try await pair.dialler.send(Numbered(number: 4), to: pair.listener.peerID)
+            }
+            #expect(error?.code == .outboxFull)
+            #expect(error?.message.contains("4 unacknowledged messages") == true)
+        }
+        try await FaultTests.withPair(limits: MultipeerSession.Limits(outbox: .init(maximumCount: 4, maximumBytes: 1 << 20))) { pair in
+            let inbox = pair.listener.messages(of: Numbered.self)
+            pair.proxy.set(.blackHole)
+            for number in 0..<4 { try await pair.dialler.send(Numbered(number: number), to: pair.listener.peerID) }
+            // The fifth waits for room; healing the path lets it through, after the first four.
+            async let fifth: Void = pair.dialler.send(Numbered(number: 4), to: pair.listener.peerID)
+            pair.proxy.set(.passThrough)
+            try await fifth
+            #expect(try await collect(inbox) { $0.count == 5 }.map(\.message.number) == [0, 1, 2, 3, 4])
+        }
+    }
+}
