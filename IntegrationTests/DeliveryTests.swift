@@ -72,3 +72,52 @@ import Testing
         }
     }
 }
+
+extension DeliveryTests {
+    @Test(.timeLimit(.minutes(1)))
+    func whatARestartedReceiverNeverAcknowledgedReachesItsNewIncarnation() async throws {
+        let receiverID = UUID()
+        func receiver(port: Int) -> MultipeerSession {
+            MultipeerSession(configuration: .init(
+                serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "receiver"), psk: LinkFixtures.psk, port: port,
+                discovery: .staticPeers([])), peerID: receiverID)
+        }
+        let first = receiver(port: 0)
+        let firstEvents = EventLog(first.events)
+        let port: Int = try await whileRunning([first]) {
+            let started = try await firstEvents.wait { $0.contains { if case .listening = $0 { true } else { false } } }
+            guard case .listening(let port)? = started.first else { return 0 }
+            return port
+        }
+        // The first receiver ran only to learn a free port; now the real run, on that port.
+        let old = receiver(port: port)
+        let oldEvents = EventLog(old.events)
+        let oldInbox = old.messages(of: Numbered.self)
+        let proxy = try await FaultProxy(forwardingTo: port)
+        let sender = MultipeerSession(configuration: .init(
+            serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "sender"), psk: LinkFixtures.psk,
+            discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])))
+        let senderEvents = EventLog(sender.events)
+        try await whileRunning([sender]) {
+            try await whileRunning([old]) {
+                try await oldEvents.waitUntilActive([sender.peerID])
+                try await senderEvents.waitUntilActive([receiverID])
+                for number in 0..<50 { try await sender.send(Numbered(number: number), to: receiverID, awaitAcknowledgement: true) }
+                #expect(try await collect(oldInbox) { $0.count == 50 }.map(\.message.number) == Array(0..<50))
+                // These never reach the old receiver.
+                proxy.set(.blackHole)
+                for number in 50..<100 { try await sender.send(Numbered(number: number), to: receiverID) }
+            }
+            // The receiver restarts: same identity and port, a new incarnation.
+            let new = receiver(port: port)
+            let newInbox = new.messages(of: Numbered.self)
+            proxy.set(.passThrough)
+            try await whileRunning([new]) {
+                let received = try await collect(newInbox) { $0.count == 50 }
+                #expect(received.map(\.message.number) == Array(50..<100), "exactly what was never acknowledged")
+                #expect(await sender.outboxCount(for: receiverID) == 0)
+            }
+        }
+        await proxy.stop()
+    }
+}

@@ -4,8 +4,9 @@ public import NIOCore
 /// Sans-IO: the shell enqueues, writes what ``sendable()`` hands out, and reports ACKs and
 /// reconnects; it holds senders back while ``hasRoom(for:)`` is false.
 ///
-/// Sequence numbers start at 1 for each incarnation of this sender and never repeat within it,
-/// so the receiver can deliver in order exactly once per sender incarnation.
+/// Sequence numbers count from 1 for each pair of sender and receiver incarnations and never
+/// repeat within it, so the receiver delivers in order exactly once. When the receiver turns
+/// out to be a new incarnation (it restarted), what it never acknowledged is numbered afresh.
 public struct OutboxStateMachine: Sendable {
     public struct Limits: Sendable, Equatable {
         /// The most unacknowledged messages. Default 1,024.
@@ -27,6 +28,8 @@ public struct OutboxStateMachine: Sendable {
     public private(set) var bytes = 0
     /// Everything up to here was acknowledged.
     public private(set) var acknowledged: UInt64 = 0
+    /// The receiver incarnation the numbering belongs to, once a link has told it.
+    public private(set) var receiverIncarnation: UInt64?
 
     public init(limits: Limits = Limits()) {
         self.limits = limits
@@ -66,6 +69,21 @@ public struct OutboxStateMachine: Sendable {
         pending.removeFirst(freed.count)
         written = max(0, written - freed.count)
         return freed.count
+    }
+
+    /// A link to the receiver resumed, and its HELLO named this incarnation. A new incarnation
+    /// knows nothing of the old numbering: what is pending is numbered from 1 again.
+    public mutating func receiver(incarnation: UInt64) {
+        defer { receiverIncarnation = incarnation }
+        guard let current = receiverIncarnation, current != incarnation else { return }
+        pending = pending.enumerated().map { index, message in
+            var renumbered = message
+            renumbered.sequence = UInt64(index + 1)
+            return renumbered
+        }
+        acknowledged = 0
+        nextSequence = UInt64(pending.count + 1)
+        written = 0
     }
 
     /// The link is gone: everything unacknowledged goes again on the next one.

@@ -21,7 +21,7 @@ extension MultipeerSession {
             guard outboxes[peerID] != nil || activeLink(for: peerID) != nil else {
                 throw MultipeerError(.peerNotActive, "peer \(peerID) has not been active in this session")
             }
-            var outbox = outboxes[peerID] ?? OutboxStateMachine(limits: configuration.limits.outbox)
+            var outbox = outboxes[peerID] ?? newOutbox(for: peerID)
             if outbox.hasRoom(for: size) {
                 let sequence = try outbox.enqueue(typeName: message.typeName, payload: message.payload).sequence
                 outboxes[peerID] = outbox
@@ -34,6 +34,13 @@ extension MultipeerSession {
             }
             await withCheckedContinuation { roomWaiters[peerID, default: []].append($0) }
         }
+    }
+
+    /// An empty outbox whose numbering belongs to the peer's current incarnation.
+    private func newOutbox(for peerID: UUID) -> OutboxStateMachine {
+        var outbox = OutboxStateMachine(limits: configuration.limits.outbox)
+        if let incarnation = activeIncarnation(of: peerID) { outbox.receiver(incarnation: incarnation) }
+        return outbox
     }
 
     /// Writes what the peer's outbox has not yet written on its current link, once that link
@@ -58,7 +65,10 @@ extension MultipeerSession {
         let resuming = !resumed.contains(id) && activeLink(for: peerID) == id
         if resuming { resumed.insert(id) }
         guard var outbox = outboxes[peerID] else { return }
-        if resuming { outbox.linkLost() }
+        if resuming {
+            outbox.linkLost()
+            if let incarnation = activeIncarnation(of: peerID) { outbox.receiver(incarnation: incarnation) }
+        }
         outbox.acknowledge(through: sequence)
         outboxes[peerID] = outbox
         for waiter in roomWaiters.removeValue(forKey: peerID) ?? [] { waiter.resume() }

@@ -29,6 +29,21 @@ import Testing
         #expect(outbox.count == 0 && outbox.bytes == 0)
     }
 
+    @Test func aRestartedReceiverGetsWhatItNeverAcknowledgedNumberedAfresh() throws {
+        var outbox = OutboxStateMachine()
+        outbox.receiver(incarnation: 1)
+        for _ in 0..<5 { _ = try outbox.enqueue(typeName: "T", payload: Self.payload(1)) }
+        _ = outbox.sendable()
+        outbox.acknowledge(through: 3)
+        outbox.linkLost()
+        outbox.receiver(incarnation: 2)  // restarted: its window starts at 0
+        outbox.acknowledge(through: 0)
+        #expect(outbox.sendable().map(\.sequence) == [1, 2], "messages 4 and 5, numbered 1 and 2 for the new receiver")
+        #expect(try outbox.enqueue(typeName: "T", payload: Self.payload(1)).sequence == 3)
+        outbox.receiver(incarnation: 2)
+        #expect(outbox.count == 3, "the same incarnation changes nothing")
+    }
+
     @Test func boundsHoldInCountAndBytes() throws {
         var outbox = OutboxStateMachine(limits: .init(maximumCount: 3, maximumBytes: 100))
         #expect(outbox.hasRoom(for: 500), "an empty outbox takes one oversize message")
