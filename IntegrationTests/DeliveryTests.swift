@@ -77,29 +77,29 @@ extension DeliveryTests {
     @Test(.timeLimit(.minutes(1)))
     func whatARestartedReceiverNeverAcknowledgedReachesItsNewIncarnation() async throws {
         let receiverID = UUID()
-        func receiver(port: Int) -> MultipeerSession {
+        func receiver() -> MultipeerSession {
             MultipeerSession(configuration: .init(
-                serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "receiver"), psk: LinkFixtures.psk, port: port,
+                serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "receiver"), psk: LinkFixtures.psk,
                 discovery: .staticPeers([])), peerID: receiverID)
         }
-        let first = receiver(port: 0)
-        let firstEvents = EventLog(first.events)
-        let port: Int = try await whileRunning([first]) {
-            let started = try await firstEvents.wait { $0.contains { if case .listening = $0 { true } else { false } } }
-            guard case .listening(let port)? = started.first else { return 0 }
+        func listeningPort(_ events: EventLog) async throws -> Int {
+            let started = try await events.wait { $0.contains { if case .listening = $0 { true } else { false } } }
+            guard case .listening(let port)? = started.first(where: { if case .listening = $0 { true } else { false } }) else { return 0 }
             return port
         }
-        // The first receiver ran only to learn a free port; now the real run, on that port.
-        let old = receiver(port: port)
+        let old = receiver()
         let oldEvents = EventLog(old.events)
         let oldInbox = old.messages(of: Numbered.self)
-        let proxy = try await FaultProxy(forwardingTo: port)
+        // The proxy learns the receiver's port once it listens; the restarted receiver listens
+        // on another, and the proxy follows it there.
+        let proxy = try await FaultProxy(forwardingTo: 1)
         let sender = MultipeerSession(configuration: .init(
             serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "sender"), psk: LinkFixtures.psk,
             discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])))
         let senderEvents = EventLog(sender.events)
         try await whileRunning([sender]) {
             try await whileRunning([old]) {
+                proxy.retarget(to: try await listeningPort(oldEvents))
                 try await oldEvents.waitUntilActive([sender.peerID])
                 try await senderEvents.waitUntilActive([receiverID])
                 for number in 0..<50 { try await sender.send(Numbered(number: number), to: receiverID, awaitAcknowledgement: true) }
@@ -109,12 +109,16 @@ extension DeliveryTests {
                 for number in 50..<100 { try await sender.send(Numbered(number: number), to: receiverID) }
             }
             // The receiver restarts: same identity and port, a new incarnation.
-            let new = receiver(port: port)
+            let new = receiver()
+            let newEvents = EventLog(new.events)
             let newInbox = new.messages(of: Numbered.self)
-            proxy.set(.passThrough)
             try await whileRunning([new]) {
+                proxy.retarget(to: try await listeningPort(newEvents))
+                proxy.set(.passThrough)
                 let received = try await collect(newInbox) { $0.count == 50 }
                 #expect(received.map(\.message.number) == Array(50..<100), "exactly what was never acknowledged")
+                // Acknowledgements are cumulative: one more, acknowledged, empties the outbox.
+                try await sender.send(Numbered(number: 100), to: receiverID, awaitAcknowledgement: true)
                 #expect(await sender.outboxCount(for: receiverID) == 0)
             }
         }

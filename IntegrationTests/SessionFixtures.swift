@@ -3,6 +3,7 @@ import MultipeerCore
 import MultipeerSession
 import MultipeerTestSupport
 import MultipeerTLS
+import Testing
 
 /// Sessions on a service type of their own, run for the length of a test.
 struct SessionGroup {
@@ -33,7 +34,17 @@ struct SessionGroup {
 @discardableResult
 func whileRunning<T: Sendable>(_ sessions: [MultipeerSession], _ body: () async throws -> T) async throws -> T {
     try await withThrowingTaskGroup(of: Void.self) { group in
-        for session in sessions { group.addTask { try await session.run() } }
+        for session in sessions {
+            group.addTask {
+                do {
+                    try await session.run()
+                } catch {
+                    // Recorded at once: the body may be waiting on this session's events.
+                    Issue.record(error, "a session stopped with an error")
+                    throw error
+                }
+            }
+        }
         do {
             let result = try await body()
             group.cancelAll()

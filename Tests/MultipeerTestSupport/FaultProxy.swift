@@ -23,13 +23,15 @@ public final class FaultProxy: Sendable {
 
     final class Shared: Sendable {
         let mode = Mutex(Mode.passThrough)
+        let targetPort: Mutex<Int>
+        init(targetPort: Int) { self.targetPort = Mutex(targetPort) }
         let connections = Mutex<[ObjectIdentifier: [any Channel]]>([:])
     }
 
     /// Starts a proxy on an ephemeral loopback port, forwarding to `targetPort` on loopback.
     public init(forwardingTo targetPort: Int) async throws {
         let group = MultiThreadedEventLoopGroup.singleton
-        let state = Shared()
+        let state = Shared(targetPort: targetPort)
         self.state = state
         serverChannel = try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -37,7 +39,7 @@ public final class FaultProxy: Sendable {
             .childChannelInitializer { inbound in
                 ClientBootstrap(group: inbound.eventLoop)
                     .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-                    .connect(host: "127.0.0.1", port: targetPort)
+                    .connect(host: "127.0.0.1", port: state.targetPort.withLock { $0 })
                     .flatMapThrowing { outbound in
                         let key = ObjectIdentifier(inbound)
                         state.connections.withLock { $0[key] = [inbound, outbound] }
@@ -48,6 +50,11 @@ public final class FaultProxy: Sendable {
             }
             .bind(host: "127.0.0.1", port: 0).get()
         port = serverChannel.localAddress!.port!
+    }
+
+    /// Forwards new connections to another loopback port (a peer that restarted elsewhere).
+    public func retarget(to port: Int) {
+        state.targetPort.withLock { $0 = port }
     }
 
     /// Changes what happens to bytes from now on, in both directions.

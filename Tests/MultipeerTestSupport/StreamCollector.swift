@@ -1,6 +1,6 @@
 /// Reads `stream` until `done` holds for what was read, and returns what was read; throws
-/// ``DeadlineExceeded`` if that takes longer than `timeout`. Later calls go on where this one
-/// stopped (an AsyncStream has one consumer at a time).
+/// ``DeadlineExceeded`` if that takes longer than `timeout`, and ``StreamEnded`` if the stream
+/// ends first. Later calls go on where this one stopped (an AsyncStream has one consumer at a time).
 public func collect<Event: Sendable>(
     _ stream: AsyncStream<Event>, timeout: Duration = .seconds(30), until done: @escaping @Sendable ([Event]) -> Bool
 ) async throws -> [Event] {
@@ -11,6 +11,12 @@ public func collect<Event: Sendable>(
             events.append(event)
             if done(events) { return events }
         }
-        return events
+        throw StreamEnded(read: events.count)
     }
+}
+
+/// Thrown by ``collect(_:timeout:until:)`` when the stream ended before the condition held.
+public struct StreamEnded: Error, CustomStringConvertible {
+    public let read: Int
+    public var description: String { "the stream ended after \(read) elements, before the awaited condition held" }
 }
