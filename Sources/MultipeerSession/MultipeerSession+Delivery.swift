@@ -61,7 +61,7 @@ extension MultipeerSession {
 
     /// The peer acknowledged everything through `sequence` on link `id`. Its first ACK on a link
     /// is the resume point: everything after it is sent again on that link.
-    func acknowledged(through sequence: UInt64, by peerID: UUID, on id: LinkID) async {
+    func acknowledged(through sequence: UInt64, by peerID: UUID, on id: LinkID) {
         let resuming = !resumed.contains(id) && activeLink(for: peerID) == id
         if resuming { resumed.insert(id) }
         guard var outbox = outboxes[peerID] else { return }
@@ -77,7 +77,9 @@ extension MultipeerSession {
             if waiter.sequence <= outbox.acknowledged { waiter.continuation.resume() } else { waiting.append(waiter) }
         }
         if !waiting.isEmpty { acknowledgementWaiters[peerID] = waiting }
-        await flush(peerID)
+        // Written by a task of its own: the link's reader must never wait on the link's writer,
+        // or both ends can stall, each blocked writing while neither reads.
+        if resuming { requestFlush(peerID) }
     }
 
     /// Waits until the peer acknowledged `sequence`.

@@ -53,9 +53,15 @@ public actor MultipeerSession {
         case dial(LinkID, DialTarget)
         case redial(DialTarget.Key, after: Duration)
         case close(LinkHandle, GoodbyeReason)
+        case flush(UUID)
         case suspend
         case resume
         case stop
+    }
+
+    /// Has the run loop write what `peerID`'s outbox holds, in a task of its own.
+    func requestFlush(_ peerID: UUID) {
+        work.yield(.flush(peerID))
     }
 
     /// Creates a session; nothing happens on the network until ``run()``.
@@ -179,6 +185,8 @@ public actor MultipeerSession {
                     }
                 case .close(let handle, let reason):
                     group.addTask { await handle.close(reason) }
+                case .flush(let peerID):
+                    group.addTask { await self.flush(peerID) }
                 case .suspend:
                     suspended = true
                     break loop
