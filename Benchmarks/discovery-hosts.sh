@@ -10,28 +10,8 @@ cd "$(dirname "$0")/.."
 binary="$PWD/.build/release/DiscoveryBenchmark"
 [[ -x $binary ]] || { echo "build it first: swift build -c release --product DiscoveryBenchmark" >&2; exit 2; }
 
-tag=$$
-hosts=("multipeer-bench-a-$tag" "multipeer-bench-b-$tag")
-cleanup() {
-    for host in "${hosts[@]}"; do
-        local pids
-        pids=$(ip netns pids "$host" 2>/dev/null || true)
-        [[ -n "$pids" ]] && kill $pids 2>/dev/null || true
-        ip netns del "$host" 2>/dev/null || true
-    done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-for host in "${hosts[@]}"; do ip netns add "$host"; done
-ip link add "mpa$tag" netns "${hosts[0]}" type veth peer name "mpb$tag" netns "${hosts[1]}"
-ip -n "${hosts[0]}" addr add 198.18.0.1/24 dev "mpa$tag"
-ip -n "${hosts[1]}" addr add 198.18.0.2/24 dev "mpb$tag"
-for i in 0 1; do
-    ip -n "${hosts[$i]}" link set lo up
-done
-ip -n "${hosts[0]}" link set "mpa$tag" up
-ip -n "${hosts[1]}" link set "mpb$tag" up
+source scripts/two-hosts.sh
+two_hosts multipeer-bench
 
 # Each host: a private /run with its own D-Bus and avahi-daemon, held open by a sleeping
 # process whose PID names the host for nsenter.

@@ -57,6 +57,24 @@ final class Watcher: @unchecked Sendable {
     }
 }
 
+/// The trials of one scenario: break, time until the peer leaves; heal, time until it is back.
+func runTrials(
+    _ watcher: Watcher, _ peerID: UUID, fault: () async throws -> Void, heal: () async throws -> Void
+) async throws -> (detection: [Duration], rejoin: [Duration]) {
+    var detection: [Duration] = [], rejoin: [Duration] = []
+    for _ in 0..<trials {
+        let start = clock.now
+        try await fault()
+        await watcher.until(active: false, peerID)
+        detection.append(clock.now - start)
+        let healed = clock.now
+        try await heal()
+        await watcher.until(active: true, peerID)
+        rejoin.append(clock.now - healed)
+    }
+    return (detection, rejoin)
+}
+
 func session(_ name: String, dialling endpoint: String? = nil) -> MultipeerSession {
     MultipeerSession(configuration: .init(
         serviceType: "_navlog._tcp", peer: PeerInfo(displayName: name), psk: psk,
@@ -81,17 +99,7 @@ func proxyScenario(_ name: String, fault: @escaping @Sendable (FaultProxy) async
         let dialler = session("dialler", dialling: "127.0.0.1:\(proxy.port)")
         group.addTask { try await dialler.run() }
         await watcher.until(active: true, dialler.peerID)
-        var detection: [Duration] = [], rejoin: [Duration] = []
-        for _ in 0..<trials {
-            let start = clock.now
-            await fault(proxy)
-            await watcher.until(active: false, dialler.peerID)
-            detection.append(clock.now - start)
-            let healed = clock.now
-            heal(proxy)
-            await watcher.until(active: true, dialler.peerID)
-            rejoin.append(clock.now - healed)
-        }
+        let (detection, rejoin) = try await runTrials(watcher, dialler.peerID, fault: { await fault(proxy) }, heal: { heal(proxy) })
         group.cancelAll()
         await proxy.stop()
         return summarize(name, detection, rejoin)
@@ -117,22 +125,14 @@ func processScenario(_ name: String, signal: Int32) async throws -> Figures {
         }
         var child = try startChild()
         await watcher.until(active: true, childID)
-        var detection: [Duration] = [], rejoin: [Duration] = []
-        for _ in 0..<trials {
-            let start = clock.now
-            kill(child.pid, signal)
-            await watcher.until(active: false, childID)
-            detection.append(clock.now - start)
-            let healed = clock.now
+        let (detection, rejoin) = try await runTrials(watcher, childID, fault: { kill(child.pid, signal) }, heal: {
             if signal == SIGSTOP {
                 kill(child.pid, SIGCONT)
             } else {
                 child.stop()
                 child = try startChild()
             }
-            await watcher.until(active: true, childID)
-            rejoin.append(clock.now - healed)
-        }
+        })
         child.stop()
         group.cancelAll()
         return summarize(name, detection, rejoin)
@@ -152,17 +152,8 @@ func networkScenario(_ hosts: NetworkHosts) async throws -> Figures {
         let childID = UUID()
         let child = try hosts.start([peerBinary, "--psk-file", keyFile, "--peer-id", childID.uuidString, "--static", "\(hosts.localAddress):\(port)"])
         await watcher.until(active: true, childID)
-        var detection: [Duration] = [], rejoin: [Duration] = []
-        for _ in 0..<trials {
-            let start = clock.now
-            hosts.blackHole(true)
-            await watcher.until(active: false, childID)
-            detection.append(clock.now - start)
-            let healed = clock.now
-            hosts.blackHole(false)
-            await watcher.until(active: true, childID)
-            rejoin.append(clock.now - healed)
-        }
+        let (detection, rejoin) = try await runTrials(
+            watcher, childID, fault: { hosts.blackHole(true) }, heal: { hosts.blackHole(false) })
         child.stop()
         group.cancelAll()
         return summarize("network black hole", detection, rejoin)
