@@ -46,7 +46,7 @@ public actor MultipeerSession {
     /// Per peer: when it became active, and how often it came back.
     private var presence: [UUID: (since: ContinuousClock.Instant, reconnects: Int)] = [:]
     private var hasRun = false
-    private let work: AsyncStream<Work>.Continuation
+    nonisolated let work: AsyncStream<Work>.Continuation
     private let workItems: AsyncStream<Work>
 
     enum Work: Sendable {
@@ -54,6 +54,7 @@ public actor MultipeerSession {
         case redial(DialTarget.Key, after: Duration)
         case close(LinkHandle, GoodbyeReason)
         case flush(UUID)
+        case acknowledged(LinkID, UUID, UInt64)
         case suspend
         case resume
         case stop
@@ -187,6 +188,8 @@ public actor MultipeerSession {
                     group.addTask { await handle.close(reason) }
                 case .flush(let peerID):
                     group.addTask { await self.flush(peerID) }
+                case .acknowledged(let id, let peerID, let sequence):
+                    acknowledged(through: sequence, by: peerID, on: id)
                 case .suspend:
                     suspended = true
                     break loop
@@ -256,7 +259,9 @@ public actor MultipeerSession {
                                     self.metrics.received(bytes: data.payload.readableBytes)
                                     self.subscriptions.deliver(data, from: peer)
                                 case .ack(let sequence):
-                                    await self.acknowledged(through: sequence, by: peer.id, on: id)
+                                    // Handed to the run loop: the reader never waits for the actor,
+                                    // so a busy sender cannot stall its own link (and its keepalive).
+                                    self.work.yield(.acknowledged(id, peer.id, sequence))
                                 case .goodbye(let reason, _):
                                     goodbye = reason
                                     return
