@@ -27,9 +27,11 @@ bench: deps
 	$(SWIFT) build -c release --product DiscoveryBenchmark
 	$(SWIFT) build -c release --product MeshBenchmark
 	$(SWIFT) build -c release --product DetectionBenchmark
+	$(SWIFT) build -c release --product DeliveryBenchmark
 	$(SWIFT) build -c release --product multipeer-test-peer
 	.build/release/LinkBenchmark $(BENCH_ARGS)
 	.build/release/DetectionBenchmark
+	.build/release/DeliveryBenchmark
 	@if [ "$$(id -u)" -eq 0 ]; then Benchmarks/detection-hosts.sh && Benchmarks/discovery-hosts.sh && scripts/sandbox.sh .build/release/MeshBenchmark; \
 	else echo "The namespace benchmarks (network detection, discovery, mesh) were not run: they need root (sudo make bench)"; fi
 

@@ -135,6 +135,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "DeliveryBenchmark",
+            dependencies: [
+                "BenchmarkSupport", "MultipeerSession", "MultipeerTLS", "MultipeerTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/DeliveryBenchmark",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "DiscoveryBenchmark",
             dependencies: [
                 "BenchmarkSupport","MultipeerDiscovery"],

@@ -24,6 +24,7 @@ public final class FaultProxy: Sendable {
     final class Shared: Sendable {
         let mode = Mutex(Mode.passThrough)
         let targetPort: Mutex<Int>
+        let forwarded = Mutex(0)
         init(targetPort: Int) { self.targetPort = Mutex(targetPort) }
         let connections = Mutex<[ObjectIdentifier: [any Channel]]>([:])
     }
@@ -51,6 +52,9 @@ public final class FaultProxy: Sendable {
             .bind(host: "127.0.0.1", port: 0).get()
         port = serverChannel.localAddress!.port!
     }
+
+    /// Bytes forwarded so far, both directions together.
+    public var bytesForwarded: Int { state.forwarded.withLock { $0 } }
 
     /// Forwards new connections to another loopback port (a peer that restarted elsewhere).
     public func retarget(to port: Int) {
@@ -97,7 +101,9 @@ private final class Forwarder: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = unwrapInboundIn(data)
-        switch state.mode.withLock({ $0 }) {
+        let mode = state.mode.withLock { $0 }
+        if mode != .blackHole { state.forwarded.withLock { $0 += bytes.readableBytes } }
+        switch mode {
         case .passThrough:
             peer.writeAndFlush(bytes, promise: nil)
         case .blackHole:
