@@ -12,7 +12,7 @@ import Testing
     }
 
     @Test(.timeLimit(.minutes(3)))
-    func tenThousandMessagesThroughResetsArriveExactlyOnceInOrder() async throws {
+    func tenThousandMessagesThroughResetsAndBlackHolesArriveExactlyOnceInOrder() async throws {
         let limits = MultipeerSession.Limits(outbox: .init(maximumCount: 256, maximumBytes: 1 << 20))
         try await FaultTests.withPair(limits: limits) { pair in
             let inbox = pair.listener.messages(of: Numbered.self)
@@ -21,12 +21,19 @@ import Testing
                 group.addTask {
                     for number in 0..<count { try await pair.dialler.send(Numbered(number: number), to: pair.listener.peerID) }
                 }
-                // Reset at random moments 100 to 400 ms apart until everything arrived, checking
-                // the outbox bound as it goes. (Sleeping here makes faults, it synchronises nothing.)
+                // Every 100 to 400 ms, at random, a reset or a short black hole (bytes lost in
+                // the middle of the stream), until everything arrived; the outbox bound is checked
+                // as it goes. (Sleeping here makes faults; it synchronises nothing.)
                 group.addTask {
                     while !Task.isCancelled {
                         try await Task.sleep(for: .milliseconds(Int.random(in: 100...400)))
-                        await pair.proxy.resetConnections()
+                        if Bool.random() {
+                            await pair.proxy.resetConnections()
+                        } else {
+                            pair.proxy.set(.blackHole)
+                            try await Task.sleep(for: .milliseconds(Int.random(in: 50...300)))
+                            pair.proxy.set(.passThrough)
+                        }
                         #expect(await pair.dialler.outboxCount(for: pair.listener.peerID) <= 256)
                     }
                 }
@@ -123,5 +130,60 @@ extension DeliveryTests {
             }
         }
         await proxy.stop()
+    }
+}
+
+extension DeliveryTests {
+    struct Stamped: Codable, Sendable, Equatable {
+        var sender: Int
+        var number: Int
+    }
+
+    /// Three sessions, every pair joined through a proxy that is reset at random moments; each
+    /// broadcasts 300 messages. Every message reaches every other session exactly once, in order.
+    @Test(.timeLimit(.minutes(2)))
+    func threeSessionsBroadcastingUnderChurnDeliverEverythingOnce() async throws {
+        let count = 300
+        // A proxy in front of each session; session i dials the proxies of the sessions after it.
+        let proxies = [try await FaultProxy(forwardingTo: 1), try await FaultProxy(forwardingTo: 1), try await FaultProxy(forwardingTo: 1)]
+        let sessions = (0..<3).map { index in
+            MultipeerSession(configuration: .init(
+                serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "station \(index)"), psk: LinkFixtures.psk,
+                discovery: .staticPeers(proxies[(index + 1)...].map { "127.0.0.1:\($0.port)" })))
+        }
+        let logs = sessions.map { EventLog($0.events) }
+        let inboxes = sessions.map { $0.messages(of: Stamped.self) }
+        let ids = sessions.map(\.peerID)
+        try await whileRunning(sessions) {
+            // Each proxy learns its session's port once the session listens.
+            for (index, log) in logs.enumerated() {
+                let started = try await log.wait { $0.contains { if case .listening = $0 { true } else { false } } }
+                guard case .listening(let port)? = started.first(where: { if case .listening = $0 { true } else { false } }) else { return }
+                proxies[index].retarget(to: port)
+            }
+            for (index, log) in logs.enumerated() { try await log.waitUntilActive(Set(ids).subtracting([ids[index]])) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (index, session) in sessions.enumerated() {
+                    group.addTask {
+                        for number in 0..<count { try await session.broadcast(Stamped(sender: index, number: number)) }
+                    }
+                }
+                group.addTask {
+                    for _ in 0..<8 {
+                        try await Task.sleep(for: .milliseconds(Int.random(in: 50...250)))
+                        await proxies.randomElement()!.resetConnections()
+                    }
+                }
+                try await group.waitForAll()
+            }
+            for (index, inbox) in inboxes.enumerated() {
+                let received = try await collect(inbox, timeout: .seconds(60)) { $0.count >= 2 * count }
+                for sender in 0..<3 where sender != index {
+                    let numbers = received.filter { $0.message.sender == sender }.map(\.message.number)
+                    #expect(numbers == Array(0..<count), "station \(index) from station \(sender): each once, in order")
+                }
+            }
+        }
+        for proxy in proxies { await proxy.stop() }
     }
 }

@@ -5,6 +5,7 @@
 //   swift build -c release --product DeliveryBenchmark && .build/release/DeliveryBenchmark [--seconds N]
 import BenchmarkSupport
 import Foundation
+import Glibc
 import Logging
 import MultipeerSession
 import MultipeerTestSupport
@@ -23,6 +24,14 @@ struct Goodput: Codable {
     var lost: Int
     var outOfOrder: Int
     var wireBytesPerPayloadByte: Double
+    /// Resident memory growth from the first second of sending to the end.
+    var rssGrowthKiB: Double
+}
+
+/// Resident memory of this process, in KiB.
+func residentKiB() -> Double {
+    let fields = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8))?.split(separator: " ") ?? []
+    return Double(fields.count > 1 ? Int(fields[1]) ?? 0 : 0) * Double(sysconf(Int32(_SC_PAGESIZE))) / 1024
 }
 
 let duration = Duration.seconds(Bench.option("--seconds").flatMap(Int.init) ?? 10)
@@ -80,10 +89,13 @@ func measure(_ scenario: String, resetEvery interval: Duration?) async throws ->
             return (next, outOfOrder)
         }
         var sent = 0
+        var rssAfterOneSecond: Double?
         while clock.now - start < duration {
             try await sender.send(Numbered(number: sent, padding: padding), to: receiver.peerID)
             sent += 1
+            if rssAfterOneSecond == nil, clock.now - start >= .seconds(1) { rssAfterOneSecond = residentKiB() }
         }
+        let rssGrowth = residentKiB() - (rssAfterOneSecond ?? residentKiB())
         // The last one, acknowledged: everything before it has arrived.
         try await sender.send(Numbered(number: sent, padding: padding), to: receiver.peerID, awaitAcknowledgement: true)
         sent += 1
@@ -95,7 +107,7 @@ func measure(_ scenario: String, resetEvery interval: Duration?) async throws ->
         return Goodput(
             scenario: scenario, seconds: elapsed.seconds, messagesDelivered: delivered,
             messagesPerSecond: Double(delivered) / elapsed.seconds, lost: sent - delivered, outOfOrder: outOfOrder,
-            wireBytesPerPayloadByte: Double(wire) / Double(delivered * encodedSize))
+            wireBytesPerPayloadByte: Double(wire) / Double(delivered * encodedSize), rssGrowthKiB: rssGrowth)
     }
 }
 
@@ -104,9 +116,10 @@ let results = [
     try await measure("a reset every 2 s", resetEvery: .seconds(2)),
 ]
 print("Reliable delivery of \(encodedSize)-byte messages, one sender, \(duration) each")
-print("scenario            messages/s   delivered   lost   out of order   wire bytes per payload byte")
+print("scenario            messages/s   delivered   lost   out of order   wire/payload   RSS growth after 1 s (KiB)")
 for r in results {
     print(r.scenario.padding(toLength: 20, withPad: " ", startingAt: 0)
-        + String(format: "%-13.0f%-12d%-7d%-15d%.2f", r.messagesPerSecond, r.messagesDelivered, r.lost, r.outOfOrder, r.wireBytesPerPayloadByte))
+        + String(format: "%-13.0f%-12d%-7d%-15d%-15.2f%.0f", r.messagesPerSecond, r.messagesDelivered, r.lost, r.outOfOrder,
+                 r.wireBytesPerPayloadByte, r.rssGrowthKiB))
 }
 try Bench.writeJSON(results, defaultPath: "bench-results/delivery.json")

@@ -36,6 +36,15 @@ extension MultipeerSession {
         }
     }
 
+    /// Peers that have an outbox: active now or earlier in this session.
+    func knownPeerIDs() -> [UUID] {
+        Array(outboxes.keys)
+    }
+
+    func hasOutboxRoom(for peerID: UUID, bytes: Int) -> Bool {
+        outboxes[peerID]?.hasRoom(for: bytes) ?? false
+    }
+
     /// An empty outbox whose numbering belongs to the peer's current incarnation.
     private func newOutbox(for peerID: UUID) -> OutboxStateMachine {
         var outbox = OutboxStateMachine(limits: configuration.limits.outbox)

@@ -43,24 +43,37 @@ extension MultipeerSession {
         }
     }
 
-    /// Sends `message` to every active peer; returns how many it was handed to.
+    /// Sends `message` to every peer; returns how many it was handed to.
+    ///
+    /// Reliable broadcasts go to every active peer, and also to every peer that was active
+    /// earlier in this session and is away now (a link being redialled), as long as its outbox
+    /// has room: a broadcast never waits for a peer that is gone. Unreliable ones go to the
+    /// active peers only.
     @discardableResult
     public func broadcast<Message: Codable & Sendable>(_ message: Message, delivery: Delivery = .reliable) async throws -> Int {
         let data = try encode(message)
         var sent = 0
-        for peerID in activePeerIDs() {
-            do {
-                switch delivery {
-                case .reliable:
-                    _ = try await enqueue(data, for: peerID)
-                    await flush(peerID)
-                case .unreliable:
-                    guard let id = activeLink(for: peerID) else { continue }
-                    try await write(data, on: id)
+        switch delivery {
+        case .reliable:
+            let active = Set(activePeerIDs())
+            for peerID in active.union(knownPeerIDs()) {
+                guard active.contains(peerID) || hasOutboxRoom(for: peerID, bytes: data.payload.readableBytes) else {
+                    logger.debug("broadcast skipped a peer that is away with a full outbox", metadata: ["multipeer.peer.id": "\(peerID)"])
+                    continue
                 }
+                _ = try await enqueue(data, for: peerID)
+                await flush(peerID)
                 sent += 1
-            } catch let error as MultipeerError where error.code == .peerNotActive {
-                logger.debug("broadcast skipped a peer that left", metadata: ["multipeer.peer.id": "\(peerID)"])
+            }
+        case .unreliable:
+            for peerID in activePeerIDs() {
+                guard let id = activeLink(for: peerID) else { continue }
+                do {
+                    try await write(data, on: id)
+                    sent += 1
+                } catch {
+                    logger.debug("broadcast skipped a closing link", metadata: ["multipeer.peer.id": "\(peerID)"])
+                }
             }
         }
         return sent
