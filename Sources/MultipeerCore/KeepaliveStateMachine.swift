@@ -69,11 +69,3 @@ extension KeepaliveParameters {
         return KeepaliveParameters(interval: pick(interval, other.interval), timeout: pick(timeout, other.timeout))
     }
 }
-
-extension Duration {
-    /// Whole nanoseconds.
-    public var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-    }
-}

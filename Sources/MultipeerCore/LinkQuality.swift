@@ -94,11 +94,3 @@ public struct LinkQualityEstimator: Sendable {
         quality.loss = settled == 0 ? 0 : Double(expired) / Double(settled)
     }
 }
-
-extension Duration {
-    /// Seconds as a floating-point number.
-    public var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-}

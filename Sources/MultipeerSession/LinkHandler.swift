@@ -152,7 +152,6 @@ extension LinkHandler: Sendable {}
 
 extension TimeAmount {
     init(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        self = .nanoseconds(duration.nanoseconds)
     }
 }

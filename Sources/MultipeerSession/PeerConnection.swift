@@ -43,7 +43,7 @@ package struct LinkConfiguration: Sendable {
 
     var tcpUserTimeoutOption: (ChannelOptions.Types.SocketOption, SocketOptionValue)? {
         guard let tcpUserTimeout else { return nil }
-        let milliseconds = tcpUserTimeout.components.seconds * 1000 + tcpUserTimeout.components.attoseconds / 1_000_000_000_000_000
+        let milliseconds = tcpUserTimeout.nanoseconds / 1_000_000
         return (ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: TCP_USER_TIMEOUT)), SocketOptionValue(milliseconds))
     }
 }
