@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 
 /// What every benchmark program shares: its options, percentiles, and the JSON it writes.
 public enum Bench {
@@ -17,6 +18,12 @@ public enum Bench {
     public static func percentile(_ values: [Double], _ p: Double) -> Double {
         let sorted = values.sorted()
         return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+    }
+
+    /// Resident memory of this process, in KiB.
+    public static func residentKiB() -> Double {
+        let fields = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8))?.split(separator: " ") ?? []
+        return Double(fields.count > 1 ? Int(fields[1]) ?? 0 : 0) * Double(sysconf(Int32(_SC_PAGESIZE))) / 1024
     }
 
     /// Writes `value` as pretty JSON to the `--json` path (or `defaultPath`) and says where.

@@ -28,11 +28,6 @@ struct Goodput: Codable {
     var rssGrowthKiB: Double
 }
 
-/// Resident memory of this process, in KiB.
-func residentKiB() -> Double {
-    let fields = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8))?.split(separator: " ") ?? []
-    return Double(fields.count > 1 ? Int(fields[1]) ?? 0 : 0) * Double(sysconf(Int32(_SC_PAGESIZE))) / 1024
-}
 
 let duration = Duration.seconds(Bench.option("--seconds").flatMap(Int.init) ?? 10)
 let padding = String(repeating: "x", count: 128)
@@ -93,9 +88,9 @@ func measure(_ scenario: String, resetEvery interval: Duration?) async throws ->
         while clock.now - start < duration {
             try await sender.send(Numbered(number: sent, padding: padding), to: receiver.peerID)
             sent += 1
-            if rssAfterOneSecond == nil, clock.now - start >= .seconds(1) { rssAfterOneSecond = residentKiB() }
+            if rssAfterOneSecond == nil, clock.now - start >= .seconds(1) { rssAfterOneSecond = Bench.residentKiB() }
         }
-        let rssGrowth = residentKiB() - (rssAfterOneSecond ?? residentKiB())
+        let rssGrowth = Bench.residentKiB() - (rssAfterOneSecond ?? Bench.residentKiB())
         // The last one, acknowledged: everything before it has arrived.
         try await sender.send(Numbered(number: sent, padding: padding), to: receiver.peerID, awaitAcknowledgement: true)
         sent += 1

@@ -109,8 +109,28 @@ func proxyScenario(_ name: String, fault: @escaping @Sendable (FaultProxy) async
 let peerBinary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
     .deletingLastPathComponent().appendingPathComponent("multipeer-test-peer").path
 
-/// A listening session here, the peer in a child process; `signal` is SIGSTOP or SIGKILL.
-func processScenario(_ name: String, signal: Int32) async throws -> Figures {
+/// A `multipeer-test-peer` process, restartable.
+final class Child: @unchecked Sendable {
+    private let launch: () throws -> BackgroundProcess
+    private(set) var process: BackgroundProcess
+
+    init(_ launch: @escaping () throws -> BackgroundProcess) throws {
+        self.launch = launch
+        process = try launch()
+    }
+
+    func restart() throws {
+        process.stop()
+        process = try launch()
+    }
+}
+
+/// A listening session here against a peer process started by `launch` (given its command
+/// line), dialling back to `host`; each trial applies `fault`, then `heal`.
+func childScenario(
+    _ name: String, host: String, launch: @escaping ([String]) throws -> BackgroundProcess,
+    fault: @escaping (Child) async throws -> Void, heal: @escaping (Child) async throws -> Void
+) async throws -> Figures {
     let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("detection-\(UUID()).key").path
     try psk.write(toFile: keyFile)
     defer { try? FileManager.default.removeItem(atPath: keyFile) }
@@ -120,51 +140,30 @@ func processScenario(_ name: String, signal: Int32) async throws -> Figures {
         group.addTask { try await listener.run() }
         let port = await watcher.listeningPort()
         let childID = UUID()
-        func startChild() throws -> BackgroundProcess {
-            try BackgroundProcess(peerBinary, ["--psk-file", keyFile, "--peer-id", childID.uuidString, "--static", "127.0.0.1:\(port)"])
+        let child = try Child {
+            try launch([peerBinary, "--psk-file", keyFile, "--peer-id", childID.uuidString, "--static", "\(host):\(port)"])
         }
-        var child = try startChild()
         await watcher.until(active: true, childID)
-        let (detection, rejoin) = try await runTrials(watcher, childID, fault: { kill(child.pid, signal) }, heal: {
-            if signal == SIGSTOP {
-                kill(child.pid, SIGCONT)
-            } else {
-                child.stop()
-                child = try startChild()
-            }
-        })
-        child.stop()
+        let (detection, rejoin) = try await runTrials(watcher, childID, fault: { try await fault(child) }, heal: { try await heal(child) })
+        child.process.stop()
         group.cancelAll()
         return summarize(name, detection, rejoin)
     }
 }
 
-/// Our session against a peer process on host B, whose packets the network drops.
-func networkScenario(_ hosts: NetworkHosts) async throws -> Figures {
-    let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("detection-\(UUID()).key").path
-    try psk.write(toFile: keyFile)
-    defer { try? FileManager.default.removeItem(atPath: keyFile) }
-    let listener = session("listener")
-    let watcher = Watcher(listener)
-    return try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await listener.run() }
-        let port = await watcher.listeningPort()
-        let childID = UUID()
-        let child = try hosts.start([peerBinary, "--psk-file", keyFile, "--peer-id", childID.uuidString, "--static", "\(hosts.localAddress):\(port)"])
-        await watcher.until(active: true, childID)
-        let (detection, rejoin) = try await runTrials(
-            watcher, childID, fault: { hosts.blackHole(true) }, heal: { hosts.blackHole(false) })
-        child.stop()
-        group.cancelAll()
-        return summarize("network black hole", detection, rejoin)
-    }
+/// Runs a command line here.
+func launchHere(_ arguments: [String]) throws -> BackgroundProcess {
+    try BackgroundProcess(arguments[0], Array(arguments.dropFirst()))
 }
 
 var figures: [Figures] = []
 if let namespace = ProcessInfo.processInfo.environment["MULTIPEER_PEER_NAMESPACE"] {
     // Run by Benchmarks/detection-hosts.sh: host A here, host B in `namespace`.
     let hosts = NetworkHosts(peerNamespace: namespace, localAddress: "198.18.0.1", peerAddress: "198.18.0.2")
-    figures.append(try await networkScenario(hosts))
+    // Our session against a peer process on host B, whose packets the network drops.
+    figures.append(try await childScenario(
+        "network black hole", host: hosts.localAddress, launch: { try hosts.start($0) },
+        fault: { _ in hosts.blackHole(true) }, heal: { _ in hosts.blackHole(false) }))
     let sink = try hosts.start(["/usr/bin/python3", "-c", tcpSinkScript, hosts.peerAddress, "9999"])
     usleep(500_000)  // python's start-up
     let baselineTrials = Bench.option("--baseline-trials").flatMap(Int.init) ?? 5
@@ -188,8 +187,12 @@ if let namespace = ProcessInfo.processInfo.environment["MULTIPEER_PEER_NAMESPACE
 } else {
     figures.append(try await proxyScenario("black hole (proxy)", fault: { $0.set(.blackHole) }, heal: { $0.set(.passThrough) }))
     figures.append(try await proxyScenario("reset", fault: { await $0.resetConnections() }, heal: { _ in }))
-    figures.append(try await processScenario("SIGSTOP", signal: SIGSTOP))
-    figures.append(try await processScenario("SIGKILL (then restart)", signal: SIGKILL))
+    figures.append(try await childScenario(
+        "SIGSTOP", host: "127.0.0.1", launch: launchHere,
+        fault: { kill($0.process.pid, SIGSTOP) }, heal: { kill($0.process.pid, SIGCONT) }))
+    figures.append(try await childScenario(
+        "SIGKILL (then restart)", host: "127.0.0.1", launch: launchHere,
+        fault: { kill($0.process.pid, SIGKILL) }, heal: { try $0.restart() }))
 }
 
 print("Failure detection and rejoin at the default keepalive (500 ms / 1.5 s), \(trials) trials each (ms)")

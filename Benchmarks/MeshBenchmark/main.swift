@@ -25,15 +25,10 @@ guard ProcessInfo.processInfo.environment["MULTIPEER_SANDBOX"] == "1" else {
     exit(2)
 }
 
-/// Resident memory of this process, in KiB.
-func residentKiB() -> Double {
-    let fields = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8))?.split(separator: " ") ?? []
-    return Double(fields.count > 1 ? Int(fields[1]) ?? 0 : 0) * Double(sysconf(Int32(_SC_PAGESIZE))) / 1024
-}
 
 func measure(sessions count: Int, psk: PreSharedKey) async throws -> MeshResult {
     let serviceType = "_mpm\(String(UInt32.random(in: 0...UInt32.max), radix: 16))._tcp"
-    let before = residentKiB()
+    let before = Bench.residentKiB()
     var logger = Logger(label: "mesh")
     logger.logLevel = .warning
     let sessions = (0..<count).map {
@@ -54,7 +49,7 @@ func measure(sessions count: Int, psk: PreSharedKey) async throws -> MeshResult 
             }
         }
         let elapsed = clock.now - start
-        let growth = residentKiB() - before
+        let growth = Bench.residentKiB() - before
         group.cancelAll()
         try await group.waitForAll()
         let endpoints = count * (count - 1)
