@@ -89,11 +89,6 @@ extension DeliveryTests {
                 serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "receiver"), psk: LinkFixtures.psk,
                 discovery: .staticPeers([])), peerID: receiverID)
         }
-        func listeningPort(_ events: EventLog) async throws -> Int {
-            let started = try await events.wait { $0.contains { if case .listening = $0 { true } else { false } } }
-            guard case .listening(let port)? = started.first(where: { if case .listening = $0 { true } else { false } }) else { return 0 }
-            return port
-        }
         let old = receiver()
         let oldEvents = EventLog(old.events)
         let oldInbox = old.messages(of: Numbered.self)
@@ -106,7 +101,7 @@ extension DeliveryTests {
         let senderEvents = EventLog(sender.events)
         try await whileRunning([sender]) {
             try await whileRunning([old]) {
-                proxy.retarget(to: try await listeningPort(oldEvents))
+                proxy.retarget(to: try await oldEvents.listeningPort())
                 try await oldEvents.waitUntilActive([sender.peerID])
                 try await senderEvents.waitUntilActive([receiverID])
                 for number in 0..<50 { try await sender.send(Numbered(number: number), to: receiverID, awaitAcknowledgement: true) }
@@ -120,7 +115,7 @@ extension DeliveryTests {
             let newEvents = EventLog(new.events)
             let newInbox = new.messages(of: Numbered.self)
             try await whileRunning([new]) {
-                proxy.retarget(to: try await listeningPort(newEvents))
+                proxy.retarget(to: try await newEvents.listeningPort())
                 proxy.set(.passThrough)
                 let received = try await collect(newInbox) { $0.count == 50 }
                 #expect(received.map(\.message.number) == Array(50..<100), "exactly what was never acknowledged")
@@ -157,8 +152,7 @@ extension DeliveryTests {
         try await whileRunning(sessions) {
             // Each proxy learns its session's port once the session listens.
             for (index, log) in logs.enumerated() {
-                let started = try await log.wait { $0.contains { if case .listening = $0 { true } else { false } } }
-                guard case .listening(let port)? = started.first(where: { if case .listening = $0 { true } else { false } }) else { return }
+                let port = try await log.listeningPort()
                 proxies[index].retarget(to: port)
             }
             for (index, log) in logs.enumerated() { try await log.waitUntilActive(Set(ids).subtracting([ids[index]])) }

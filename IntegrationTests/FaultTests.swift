@@ -27,8 +27,7 @@ import Testing
             discovery: .staticPeers([]), limits: limits))
         let listenerEvents = EventLog(listener.events)
         try await whileRunning([listener]) {
-            let started = try await listenerEvents.wait { $0.contains { if case .listening = $0 { true } else { false } } }
-            guard case .listening(let port)? = started.first else { return }
+            let port = try await listenerEvents.listeningPort()
             let proxy = try await FaultProxy(forwardingTo: port)
             proxy.set(proxyMode)
             let dialler = MultipeerSession(configuration: .init(
@@ -114,8 +113,7 @@ import Testing
             discovery: .staticPeers([]), keepalive: keepalive, statsInterval: .milliseconds(300)))
         let events = EventLog(listener.events)
         try await whileRunning([listener]) {
-            let started = try await events.wait { $0.contains { if case .listening = $0 { true } else { false } } }
-            guard case .listening(let port)? = started.first else { return }
+            let port = try await events.listeningPort()
             let dialler = MultipeerSession(configuration: .init(
                 serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "dialler"), psk: LinkFixtures.psk,
                 discovery: .staticPeers(["127.0.0.1:\(port)"]), keepalive: keepalive))

@@ -28,8 +28,7 @@ import Testing
             serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "here"), psk: LinkFixtures.psk, discovery: .staticPeers([])))
         let events = EventLog(session.events)
         try await whileRunning([session]) {
-            let started = try await events.wait { $0.contains { if case .listening = $0 { true } else { false } } }
-            guard case .listening(let port)? = started.first else { return }
+            let port = try await events.listeningPort()
             try await body(session, events, port, keyFile)
         }
     }

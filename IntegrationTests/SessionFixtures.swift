@@ -87,6 +87,12 @@ final class EventLog: @unchecked Sendable {
         return history
     }
 
+    /// Reads events until the session listens; returns its port.
+    func listeningPort() async throws -> Int {
+        let events = try await wait { $0.contains { if case .listening = $0 { true } else { false } } }
+        return events.lazy.compactMap { if case .listening(let port) = $0 { port } else { nil } }.first!
+    }
+
     /// Reads events until exactly `expected` are active.
     @discardableResult
     func waitUntilActive(_ expected: Set<UUID>, timeout: Duration = .seconds(60)) async throws -> [SessionEvent] {

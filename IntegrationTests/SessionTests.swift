@@ -241,8 +241,7 @@ struct SessionTests {
             serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "listed"), psk: LinkFixtures.psk, discovery: .staticPeers([])))
         let listedEvents = EventLog(listed.events)
         try await whileRunning([listed]) {
-            let started = try await listedEvents.wait { $0.contains { if case .listening = $0 { true } else { false } } }
-            guard case .listening(let port)? = started.first else { return }
+            let port = try await listedEvents.listeningPort()
             let dialler = MultipeerSession(configuration: .init(
                 serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "dialler"), psk: LinkFixtures.psk,
                 discovery: .staticPeers(["127.0.0.1:\(port)", "127.0.0.1:1"])))
@@ -269,8 +268,7 @@ struct SessionLifecycleTests {
         try await whileRunning([b]) {
             let services = ServiceGroup(configuration: .init(services: [a], logger: Logger(label: "test")))
             let running = Task { try await services.run() }
-            let started = try await group.events[0].wait { $0.contains { if case .listening = $0 { true } else { false } } }
-            guard case .listening(let port)? = started.first else { return }
+            let port = try await group.events[0].listeningPort()
             try await group.events[1].waitUntilActive([a.peerID])
             _ = try await collect(watcher) { $0.contains(.lost(a.peerID)) == false && $0.contains { if case .found(let ad) = $0 { ad.peerID == a.peerID } else { false } } }
 

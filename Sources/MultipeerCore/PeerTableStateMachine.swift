@@ -230,13 +230,13 @@ public struct PeerTableStateMachine: Sendable {
         }
     }
 
+    /// Whether a dial to `key` is under way or its peer is active (only active links keep a HELLO).
     private func hasLink(to key: DialTarget.Key) -> Bool {
-        links.values.contains { link in
-            link.target == key || (key == .peer(link.hello?.peerID ?? localPeerID) && link.hello != nil)
-        } || {
-            if case .endpoint(let endpoint) = key, let peerID = identified[endpoint] { return active[peerID] != nil }
-            return false
-        }()
+        if links.values.contains(where: { $0.target == key }) { return true }
+        switch key {
+        case .peer(let peerID): return active[peerID] != nil
+        case .endpoint(let endpoint): return identified[endpoint].map { active[$0] != nil } ?? false
+        }
     }
 
     private mutating func dialIfNeeded(_ key: DialTarget.Key) -> [Action] {
