@@ -20,6 +20,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        // For the navlog-sync example only.
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // C libraries from the system, found through pkg-config.
@@ -75,6 +78,28 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: swiftSettings
+        ),
+
+        // navlog-sync: a crew navigation log kept in sync over a session (the example).
+        .target(
+            name: "NavlogSync",
+            dependencies: [
+                "MultipeerSession",
+                "MultipeerCore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Examples/NavlogSync",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "navlog-sync",
+            dependencies: [
+                "NavlogSync",
+                "MultipeerSession",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/navlog-sync",
             swiftSettings: swiftSettings
         ),
 
@@ -166,6 +191,11 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOTestUtils", package: "swift-nio"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "NavlogSyncTests",
+            dependencies: ["NavlogSync", "MultipeerTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -42,8 +42,10 @@ public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible
         public static let invalidKey = Code("invalidKey")
         /// A value given by the application is out of range (a name too long, say).
         public static let invalidArgument = Code("invalidArgument")
-        /// A TCP connection or listening socket could not be set up.
+        /// A TCP connection could not be set up.
         public static let connectionFailed = Code("connectionFailed")
+        /// The listening socket could not be bound: the port is in use or not allowed.
+        public static let listenFailed = Code("listenFailed")
         /// avahi-daemon (or the D-Bus system bus) is not running, or cannot be reached.
         public static let discoveryUnavailable = Code("discoveryUnavailable")
         /// Avahi refused to advertise or browse; the underlying text says why.

@@ -45,7 +45,7 @@ package final class PeerListener: Sendable {
             }
         }
         throw MultipeerError(
-            .connectionFailed, "cannot listen on port \(port) of \(hosts.joined(separator: " or "))",
+            .listenFailed, "cannot listen on port \(port) of \(hosts.joined(separator: " or "))",
             underlying: lastError.map { "\($0)" })
     }
 

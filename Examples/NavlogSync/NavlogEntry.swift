@@ -1,0 +1,83 @@
+public import Foundation
+
+/// What a crew member types about one leg of the flight. Every field may be empty but the waypoint.
+public struct NavlogFields: Hashable, Sendable, Codable {
+    /// The leg number, from 1.
+    public var leg: Int?
+    /// The waypoint that ends the leg, e.g. `TESAT`.
+    public var waypoint: String
+    /// Planned time over the waypoint, `HH:MM` UTC.
+    public var planned: String?
+    /// Actual time over the waypoint, `HH:MM` UTC.
+    public var actual: String?
+    /// Fuel remaining at the waypoint, kilograms.
+    public var fuel: Int?
+    /// Altitude, feet.
+    public var altitude: Int?
+    public var remarks: String?
+
+    public init(
+        leg: Int? = nil, waypoint: String, planned: String? = nil, actual: String? = nil, fuel: Int? = nil,
+        altitude: Int? = nil, remarks: String? = nil
+    ) {
+        self.leg = leg
+        self.waypoint = waypoint
+        self.planned = planned
+        self.actual = actual
+        self.fuel = fuel
+        self.altitude = altitude
+        self.remarks = remarks
+    }
+}
+
+/// One navigation-log entry as a last-writer-wins register: every edit replaces the whole
+/// entry with a version stamped by a hybrid logical clock and its author; a delete is such a
+/// version too (a tombstone), so it wins over older edits and loses to newer ones.
+public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
+    public var id: UUID
+    public var fields: NavlogFields
+    /// Who made this version: the author's display name.
+    public var author: String
+    public var timestamp: HLCTimestamp
+    public var deleted: Bool
+
+    public init(id: UUID, fields: NavlogFields, author: String, timestamp: HLCTimestamp, deleted: Bool = false) {
+        self.id = id
+        self.fields = fields
+        self.author = author
+        self.timestamp = timestamp
+        self.deleted = deleted
+    }
+
+    /// The version's identity, all that anti-entropy compares.
+    public var version: Version { Version(timestamp: timestamp, author: author) }
+
+    /// Which version of an entry wins: the later timestamp, then the greater author.
+    public struct Version: Hashable, Comparable, Sendable, Codable {
+        public var timestamp: HLCTimestamp
+        public var author: String
+
+        public init(timestamp: HLCTimestamp, author: String) {
+            self.timestamp = timestamp
+            self.author = author
+        }
+
+        public static func < (lhs: Self, rhs: Self) -> Bool {
+            (lhs.timestamp, lhs.author) < (rhs.timestamp, rhs.author)
+        }
+    }
+
+    /// Whether this version replaces `other` (a version of the same entry). Two different
+    /// versions with the same timestamp and author cannot come from correct hosts, but the
+    /// order stays total even then (by content), so merging never depends on arrival order.
+    public func wins(over other: NavlogEntry) -> Bool {
+        if version != other.version { return version > other.version }
+        return contentKey > other.contentKey
+    }
+
+    private var contentKey: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return (try? String(decoding: encoder.encode(self), as: UTF8.self)) ?? ""
+    }
+}

@@ -1,0 +1,31 @@
+/// What went wrong in navlog-sync, with a sentence that says what to do.
+public struct NavlogError: Error, Hashable, Sendable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// A line on standard input that is not a command.
+        public static let badCommand = Code("badCommand")
+        /// No entry has the given id, or the id prefix matches several.
+        public static let unknownEntry = Code("unknownEntry")
+        /// Another navlog-sync runs on this database.
+        public static let databaseLocked = Code("databaseLocked")
+        /// The file is not a navlog database, or it is damaged.
+        public static let databaseCorrupt = Code("databaseCorrupt")
+        /// There is no database at the path given.
+        public static let databaseMissing = Code("databaseMissing")
+        /// Any other SQLite failure.
+        public static let databaseFailure = Code("databaseFailure")
+    }
+
+    public var code: Code
+    public var message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+}

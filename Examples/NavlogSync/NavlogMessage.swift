@@ -1,0 +1,41 @@
+/// What hosts say to each other over the session. One type, so that a peer's messages arrive
+/// in the order they were sent.
+///
+/// When two hosts meet, each sends its ``NavlogDigest``; each answers a digest with the
+/// versions the other lacks, in batches, the last one marked final (anti-entropy). While
+/// connected, every local edit is broadcast as an update.
+enum NavlogMessage: Codable, Sendable {
+    case digest(NavlogDigest)
+    case entries([NavlogEntry], final: Bool)
+    case update(NavlogEntry)
+
+    /// Versions per `entries` message: well under the session's 1 MiB frame limit.
+    static let batchSize = 500
+}
+
+/// Where an anti-entropy exchange with one peer stands: done when this side has answered the
+/// peer's digest and the peer has answered ours.
+struct SyncProgress: Sendable {
+    private(set) var sent: Int?
+    private(set) var received = 0
+    private(set) var receivedAll = false
+
+    /// Records our answer to the peer's digest; returns the totals when the exchange is done.
+    mutating func answered(sending count: Int) -> (sent: Int, received: Int)? {
+        sent = count
+        return finished()
+    }
+
+    /// Records a batch of the peer's answer; returns the totals when the exchange is done.
+    mutating func received(_ count: Int, final: Bool) -> (sent: Int, received: Int)? {
+        received += count
+        receivedAll = receivedAll || final
+        return finished()
+    }
+
+    private mutating func finished() -> (sent: Int, received: Int)? {
+        guard let sent, receivedAll else { return nil }
+        defer { self = SyncProgress() }
+        return (sent, received)
+    }
+}

@@ -1,0 +1,186 @@
+public import Foundation
+public import MultipeerSession
+import MultipeerCore
+
+/// A navlog host: the log in its store, kept in sync with every peer of a ``MultipeerSession``.
+///
+/// Local edits are committed to the store first, then broadcast reliably. When a peer joins,
+/// both sides exchange digests and send what the other lacks, so hosts converge after any
+/// partition or restart. Run it with ``run()``; stop it by cancelling that task.
+public actor NavlogNode {
+    public let store: NavlogStore
+    public nonisolated let session: MultipeerSession
+    /// The name this host's edits carry.
+    public nonisolated let author: String
+
+    private var clock: HybridLogicalClock
+    private var known: [UUID: (peer: PeerRef, active: Bool, lastSeen: Date)] = [:]
+    private var progress: [UUID: SyncProgress] = [:]
+    private let subscriptions = AsyncStream<NavlogEvent>.makeStream()
+
+    /// A host on `store`, with the session made from `configuration` under the store's peer id.
+    public init(store: NavlogStore, configuration: MultipeerSession.Configuration) throws(NavlogError) {
+        self.store = store
+        self.author = configuration.peer.displayName
+        self.session = MultipeerSession(configuration: configuration, peerID: store.peerID)
+        let latest = try store.log().entries.values.map(\.timestamp).max()
+        self.clock = HybridLogicalClock(latest: latest ?? HLCTimestamp(rawValue: 0))
+    }
+
+    /// What happens on this host. One subscriber.
+    public nonisolated var events: AsyncStream<NavlogEvent> { subscriptions.stream }
+
+    /// Runs the session and the sync until cancelled; throws if the session cannot start
+    /// (port in use, avahi-daemon not running).
+    public func run() async throws {
+        defer { subscriptions.continuation.finish() }
+        let sessionEvents = session.events
+        let messages = session.messages(of: NavlogMessage.self)
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { try await self.session.run() }
+            group.addTask { for await event in sessionEvents { await self.handle(event) } }
+            group.addTask { for await (peer, message) in messages { await self.handle(message, from: peer) } }
+        }
+    }
+
+    // MARK: Local edits
+
+    /// Adds an entry with these fields; returns it once it is committed and sent.
+    @discardableResult
+    public func add(_ changes: [NavlogField: String?]) async throws(NavlogError) -> NavlogEntry {
+        try await commit(NavlogEntry(
+            id: UUID(), fields: NavlogFields(waypoint: "").applying(changes), author: author, timestamp: tick()))
+    }
+
+    /// Changes fields of the live entry whose id starts with `idPrefix`.
+    @discardableResult
+    public func edit(_ idPrefix: String, _ changes: [NavlogField: String?]) async throws(NavlogError) -> NavlogEntry {
+        let current = try entry(matching: idPrefix)
+        return try await commit(NavlogEntry(
+            id: current.id, fields: current.fields.applying(changes), author: author, timestamp: tick()))
+    }
+
+    /// Deletes the live entry whose id starts with `idPrefix` (a tombstone that wins over older edits).
+    @discardableResult
+    public func delete(_ idPrefix: String) async throws(NavlogError) -> NavlogEntry {
+        let current = try entry(matching: idPrefix)
+        return try await commit(NavlogEntry(id: current.id, fields: current.fields, author: author, timestamp: tick(), deleted: true))
+    }
+
+    /// The live entries in log order.
+    public func entries() throws(NavlogError) -> [NavlogEntry] {
+        try store.log().live
+    }
+
+    /// Every peer met since start, active ones first, with their link's quality.
+    public func peers() async -> [PeerStatus] {
+        var rows: [PeerStatus] = []
+        for (id, state) in known {
+            let quality = state.active ? await session.linkStats(for: id)?.quality : nil
+            rows.append(PeerStatus(
+                peer: state.peer, active: state.active, rtt: quality?.smoothedRTT, jitter: quality?.jitter,
+                loss: quality?.loss, lastSeen: state.active ? Date() : state.lastSeen))
+        }
+        return rows.sorted { ($0.active ? 0 : 1, $0.peer.name) < ($1.active ? 0 : 1, $1.peer.name) }
+    }
+
+    private func entry(matching idPrefix: String) throws(NavlogError) -> NavlogEntry {
+        let prefix = idPrefix.uppercased()
+        let matches = try store.log().live.filter { $0.id.uuidString.hasPrefix(prefix) }
+        guard matches.count == 1 else {
+            throw NavlogError(.unknownEntry, matches.isEmpty
+                ? "no entry has an id starting with \(idPrefix); `list` shows the ids"
+                : "\(matches.count) entries have ids starting with \(idPrefix); type more of the id")
+        }
+        return matches[0]
+    }
+
+    private func tick() -> HLCTimestamp {
+        clock.tick(now: UInt64(Date().timeIntervalSince1970 * 1000))
+    }
+
+    /// Stores first (that is the acknowledgement), then tells every peer.
+    private func commit(_ entry: NavlogEntry) async throws(NavlogError) -> NavlogEntry {
+        for applied in try store.merge([entry]) {
+            subscriptions.continuation.yield(.entryApplied(applied, origin: nil))
+        }
+        do {
+            try await session.broadcast(NavlogMessage.update(entry))
+        } catch {
+            // Stored; peers that miss it get it through anti-entropy when they next join.
+            report(error, "sending an edit failed")
+        }
+        return entry
+    }
+
+    // MARK: Session events and messages
+
+    private func handle(_ event: SessionEvent) async {
+        switch event {
+        case .listening(let port):
+            subscriptions.continuation.yield(.listening(port: port))
+        case .peerJoined(let peer):
+            let ref = PeerRef(id: peer.id, name: peer.displayName)
+            known[peer.id] = (ref, true, Date())
+            progress[peer.id] = SyncProgress()
+            subscriptions.continuation.yield(.peerJoined(ref))
+            do {
+                try await session.send(NavlogMessage.digest(try store.log().digest), to: peer.id)
+            } catch {
+                report(error, "sending the digest to \(peer.displayName) failed")
+            }
+        case .peerLeft(let peer, let reason):
+            let ref = PeerRef(id: peer.id, name: peer.displayName)
+            known[peer.id] = (ref, false, Date())
+            subscriptions.continuation.yield(.peerLeft(ref, reason))
+        case .connectionFailed(let address, let error), .authenticationFailed(let address, let error):
+            subscriptions.continuation.yield(.error(code: error.code.description, message: "connection with \(address) failed: \(error)"))
+        case .undecodableMessage(let peer, let type, let error):
+            subscriptions.continuation.yield(.error(code: "undecodableMessage", message: "a \(type) from \(peer.displayName) did not decode: \(error)"))
+        case .advertisingFailed(let error):
+            subscriptions.continuation.yield(.error(code: error.code.description, message: "advertising failed: \(error)"))
+        case .stats:
+            break
+        }
+    }
+
+    private func handle(_ message: NavlogMessage, from peer: Peer) async {
+        let ref = PeerRef(id: peer.id, name: peer.displayName)
+        do {
+            switch message {
+            case .digest(let digest):
+                let missing = try store.log().newer(than: digest)
+                var start = 0
+                repeat {
+                    let end = min(start + NavlogMessage.batchSize, missing.count)
+                    try await session.send(NavlogMessage.entries(Array(missing[start..<end]), final: end == missing.count), to: peer.id)
+                    start = end
+                } while start < missing.count
+                if let totals = progress[peer.id, default: SyncProgress()].answered(sending: missing.count) {
+                    subscriptions.continuation.yield(.synced(ref, sent: totals.sent, received: totals.received))
+                }
+            case .entries(let batch, let final):
+                try apply(batch, from: ref)
+                if let totals = progress[peer.id, default: SyncProgress()].received(batch.count, final: final) {
+                    subscriptions.continuation.yield(.synced(ref, sent: totals.sent, received: totals.received))
+                }
+            case .update(let entry):
+                try apply([entry], from: ref)
+            }
+        } catch {
+            report(error, "syncing with \(peer.displayName) failed")
+        }
+    }
+
+    private func apply(_ entries: [NavlogEntry], from peer: PeerRef) throws(NavlogError) {
+        for entry in entries { clock.observe(entry.timestamp) }
+        for applied in try store.merge(entries) {
+            subscriptions.continuation.yield(.entryApplied(applied, origin: peer))
+        }
+    }
+
+    private func report(_ error: any Error, _ context: String) {
+        let code = (error as? NavlogError)?.code.name ?? (error as? MultipeerError)?.code.description ?? "failure"
+        subscriptions.continuation.yield(.error(code: code, message: "\(context): \(error)"))
+    }
+}

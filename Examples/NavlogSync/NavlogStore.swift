@@ -1,0 +1,176 @@
+public import Foundation
+import GRDB
+import Glibc
+
+/// The log on disk: SQLite through GRDB, in WAL mode so `navlog-sync list` reads while `run`
+/// writes. A version is committed (synchronous=FULL) before anyone is told it exists, so a
+/// restart, even after SIGKILL or a power cut, loses nothing that was acknowledged.
+public final class NavlogStore: Sendable {
+    /// The path of the database file.
+    public let path: String
+    /// This host's peer identity, made once and kept, so a restarted host is the same peer.
+    public let peerID: UUID
+    private let database: any DatabaseWriter
+    /// The descriptor holding the exclusive lock that keeps a second writer out; open as long
+    /// as this store lives (closing it early would also drop SQLite's own locks on the file).
+    private let lockDescriptor: Int32?
+
+    /// Opens (creating if needed) the database for a running host. Only one process may hold a
+    /// database this way: a second gets `databaseLocked`.
+    public init(path: String) throws(NavlogError) {
+        self.path = path
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw NavlogError(.databaseFailure, "cannot open the database \(path): \(String(cString: strerror(errno)))")
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            close(descriptor)
+            throw NavlogError(.databaseLocked, "the database \(path) is in use by another navlog-sync run; stop it, or give this one its own --data file")
+        }
+        lockDescriptor = descriptor
+        do {
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(5)
+            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+            let pool = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(pool)
+            database = pool
+            peerID = try pool.write { db in try Self.loadOrMakePeerID(db) }
+        } catch {
+            close(descriptor)
+            throw Self.describe(error, path: path)
+        }
+    }
+
+    /// Opens an existing database read-only, beside a running host or without one.
+    public init(readingAt path: String) throws(NavlogError) {
+        self.path = path
+        lockDescriptor = nil
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw NavlogError(.databaseMissing, "there is no database at \(path); `navlog-sync run --data \(path)` makes one")
+        }
+        do {
+            var configuration = Configuration()
+            configuration.readonly = true
+            configuration.busyMode = .timeout(5)
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            let (applied, id) = try queue.read { db in
+                (try Self.migrator.appliedIdentifiers(db), try String.fetchOne(db, sql: "SELECT peerID FROM node"))
+            }
+            guard applied.contains("v1-entries") else {
+                throw NavlogError(.databaseCorrupt, "\(path) is not a navlog database (it has no entry table)")
+            }
+            database = queue
+            peerID = id.flatMap(UUID.init(uuidString:)) ?? UUID()
+        } catch {
+            throw Self.describe(error, path: path)
+        }
+    }
+
+    deinit {
+        if let lockDescriptor { close(lockDescriptor) }
+    }
+
+    /// Every version held, tombstones included.
+    public func log() throws(NavlogError) -> NavlogLog {
+        do {
+            return NavlogLog(try database.read { db in try Row.fetchAll(db, sql: "SELECT * FROM entry").map(Self.entry) })
+        } catch {
+            throw Self.describe(error, path: path)
+        }
+    }
+
+    /// Merges versions in, in one durable transaction; returns those that changed the log.
+    public func merge(_ incoming: [NavlogEntry]) throws(NavlogError) -> [NavlogEntry] {
+        do {
+            return try database.write { db in
+                var applied: [NavlogEntry] = []
+                for entry in incoming {
+                    let row = try Row.fetchOne(db, sql: "SELECT * FROM entry WHERE id = ?", arguments: [entry.id.uuidString])
+                    if let row, !entry.wins(over: try Self.entry(row)) { continue }
+                    try Self.save(entry, db)
+                    applied.append(entry)
+                }
+                return applied
+            }
+        } catch {
+            throw Self.describe(error, path: path)
+        }
+    }
+
+    // MARK: Schema
+
+    /// The schema's history; a database of any earlier version is brought up to date on open.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-entries") { db in
+            try db.execute(sql: """
+                CREATE TABLE entry (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    leg INTEGER, waypoint TEXT NOT NULL, planned TEXT, actual TEXT,
+                    fuel INTEGER, altitude INTEGER, remarks TEXT,
+                    author TEXT NOT NULL, timestamp INTEGER NOT NULL, deleted BOOLEAN NOT NULL
+                )
+                """)
+        }
+        // The host's identity moved into the database so that a restart keeps it.
+        migrator.registerMigration("v2-node") { db in
+            try db.execute(sql: "CREATE TABLE node (id INTEGER PRIMARY KEY CHECK (id = 1), peerID TEXT NOT NULL)")
+        }
+        return migrator
+    }
+
+    private static func loadOrMakePeerID(_ db: Database) throws -> UUID {
+        if let stored = try String.fetchOne(db, sql: "SELECT peerID FROM node"), let id = UUID(uuidString: stored) {
+            return id
+        }
+        let id = UUID()
+        try db.execute(sql: "INSERT OR REPLACE INTO node (id, peerID) VALUES (1, ?)", arguments: [id.uuidString])
+        return id
+    }
+
+    private static func save(_ entry: NavlogEntry, _ db: Database) throws {
+        let fields = entry.fields
+        try db.execute(
+            sql: """
+                INSERT OR REPLACE INTO entry
+                (id, leg, waypoint, planned, actual, fuel, altitude, remarks, author, timestamp, deleted)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                entry.id.uuidString, fields.leg, fields.waypoint, fields.planned, fields.actual, fields.fuel,
+                fields.altitude, fields.remarks, entry.author, Int64(bitPattern: entry.timestamp.rawValue), entry.deleted,
+            ])
+    }
+
+    private static func entry(_ row: Row) throws -> NavlogEntry {
+        guard let id = UUID(uuidString: row["id"]) else {
+            throw NavlogError(.databaseCorrupt, "an entry has the id \(String(describing: row["id"] as String?)), which is not a UUID")
+        }
+        let fields = NavlogFields(
+            leg: row["leg"], waypoint: row["waypoint"], planned: row["planned"], actual: row["actual"], fuel: row["fuel"],
+            altitude: row["altitude"], remarks: row["remarks"])
+        return NavlogEntry(
+            id: id, fields: fields, author: row["author"], timestamp: HLCTimestamp(rawValue: UInt64(bitPattern: row["timestamp"])),
+            deleted: row["deleted"])
+    }
+
+    /// One sentence per SQLite failure a user can meet.
+    static func describe(_ error: any Error, path: String) -> NavlogError {
+        if let error = error as? NavlogError { return error }
+        guard let error = error as? DatabaseError else {
+            return NavlogError(.databaseFailure, "the database \(path) failed: \(error)")
+        }
+        let reason = error.message ?? "\(error.resultCode)"
+        switch error.resultCode {
+        case .SQLITE_NOTADB, .SQLITE_CORRUPT:
+            return NavlogError(.databaseCorrupt, "\(path) is not a navlog database or is damaged (SQLite: \(reason)); move it away to start a new one")
+        case .SQLITE_BUSY, .SQLITE_LOCKED:
+            return NavlogError(.databaseLocked, "the database \(path) stayed locked by another process for 5 s (SQLite: \(reason))")
+        case .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_READONLY:
+            return NavlogError(.databaseFailure, "cannot open the database \(path) (SQLite: \(reason)); check the path and its permissions")
+        default:
+            return NavlogError(.databaseFailure, "the database \(path) failed (SQLite: \(reason))")
+        }
+    }
+}

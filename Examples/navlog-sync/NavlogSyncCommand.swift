@@ -1,0 +1,112 @@
+import ArgumentParser
+import Foundation
+import Logging
+import MultipeerTLS
+import NavlogSync
+
+/// `navlog-sync`: a crew navigation log kept in sync between hosts on a local network.
+@main
+struct NavlogSyncCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "navlog-sync",
+        abstract: "A navigation log shared between crew stations, kept in sync over MultipeerSession.",
+        discussion: """
+            Exit status: 0 done; 64 bad arguments; 65 database corrupt; 66 key file missing, unreadable or \
+            invalid; 69 avahi-daemon not running; 71 port in use; 75 database in use by another run; 1 anything else.
+            """,
+        subcommands: [Keygen.self, Run.self, List.self])
+
+    static func main() async {
+        // Logs go to standard error, so standard output carries only the view or the JSON events.
+        let level = ProcessInfo.processInfo.environment["NAVLOG_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
+}
+
+/// A failure that ends the program with a message and a status from the list in `--help`.
+struct Failure: Error, CustomStringConvertible {
+    var message: String
+    var status: Int32
+
+    static let keyFile: Int32 = 66
+    static let databaseCorrupt: Int32 = 65
+    static let databaseLocked: Int32 = 75
+    static let discoveryUnavailable: Int32 = 69
+    static let portInUse: Int32 = 71
+
+    var description: String { message }
+
+    init(_ message: String, status: Int32 = 1) {
+        self.message = message
+        self.status = status
+    }
+
+    init(_ error: NavlogError) {
+        switch error.code {
+        case .databaseCorrupt: self.init(error.message, status: Self.databaseCorrupt)
+        case .databaseLocked: self.init(error.message, status: Self.databaseLocked)
+        default: self.init(error.message)
+        }
+    }
+
+    /// Prints the message to standard error and exits with the status.
+    func exit() -> Never {
+        FileHandle.standardError.write(Data("navlog-sync: \(message)\n".utf8))
+        Foundation.exit(status)
+    }
+}
+
+struct Keygen: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Write a new random group key in psktool's IDENTITY:HEXKEY format (mode 0600).")
+
+    @Option(help: "The file to create; an existing file is never overwritten.")
+    var out: String
+
+    @Option(help: "The key's identity, sent in clear during the handshake.")
+    var identity = "navlog"
+
+    func run() throws {
+        do {
+            try PreSharedKey.generate(identity: identity).write(toFile: out)
+        } catch {
+            Failure("\(error)", status: Failure.keyFile).exit()
+        }
+        print("wrote a new group key to \(out); copy it to every host of the group over a trusted channel")
+    }
+}
+
+struct List: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the stored log; works while `run` uses the same database.")
+
+    @Option(help: "The SQLite database of a host.")
+    var data: String
+
+    @Flag(help: "Print one JSON array of the live entries.")
+    var json = false
+
+    func run() async throws {
+        let entries: [NavlogEntry]
+        do {
+            entries = try NavlogStore(readingAt: data).log().live
+        } catch {
+            Failure(error).exit()
+        }
+        print(json ? Render.json(.array(entries.map(Render.entry))) : Render.logTable(entries), terminator: json ? "\n" : "")
+    }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import MultipeerCore
+import NavlogSync
+
+/// A JSON value whose objects keep their keys in order, so every event line starts with "event".
+indirect enum JSON {
+    case string(String)
+    case int(Int)
+    case double(Double)
+    case bool(Bool)
+    case null
+    case array([JSON])
+    case object([(String, JSON)])
+
+    static func optional(_ value: String?) -> JSON { value.map(JSON.string) ?? .null }
+    static func optional(_ value: Int?) -> JSON { value.map(JSON.int) ?? .null }
+    static func optional(_ value: Double?) -> JSON { value.map(JSON.double) ?? .null }
+}
+
+/// How navlog-sync shows things: JSON lines and text tables.
+enum Render {
+    static func json(_ value: JSON) -> String {
+        var out = ""
+        write(value, to: &out)
+        return out
+    }
+
+    private static func write(_ value: JSON, to out: inout String) {
+        switch value {
+        case .string(let text): quote(text, to: &out)
+        case .int(let number): out += String(number)
+        case .double(let number): out += number.isFinite ? String(format: "%.3f", number) : "null"
+        case .bool(let flag): out += flag ? "true" : "false"
+        case .null: out += "null"
+        case .array(let items):
+            out += "["
+            for (index, item) in items.enumerated() {
+                if index > 0 { out += "," }
+                write(item, to: &out)
+            }
+            out += "]"
+        case .object(let pairs):
+            out += "{"
+            for (index, (key, item)) in pairs.enumerated() {
+                if index > 0 { out += "," }
+                quote(key, to: &out)
+                out += ":"
+                write(item, to: &out)
+            }
+            out += "}"
+        }
+    }
+
+    private static func quote(_ text: String, to out: inout String) {
+        out += "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        out += "\""
+    }
+
+    static func id(_ uuid: UUID) -> String { uuid.uuidString.lowercased() }
+
+    /// An entry with its id, fields, author and version.
+    static func entry(_ entry: NavlogEntry) -> JSON {
+        let fields = entry.fields
+        return .object([
+            ("id", .string(id(entry.id))), ("leg", .optional(fields.leg)), ("waypoint", .string(fields.waypoint)),
+            ("planned", .optional(fields.planned)), ("actual", .optional(fields.actual)), ("fuel", .optional(fields.fuel)),
+            ("altitude", .optional(fields.altitude)), ("remarks", .optional(fields.remarks)), ("author", .string(entry.author)),
+            ("version", .string(entry.timestamp.description)), ("deleted", .bool(entry.deleted)),
+        ])
+    }
+
+    static func peer(_ status: PeerStatus) -> JSON {
+        .object([
+            ("peer", .string(status.peer.name)), ("peer_id", .string(id(status.peer.id))),
+            ("state", .string(status.active ? "active" : "away")),
+            ("rtt_ms", .optional(status.rtt.map { $0.seconds * 1000 })), ("jitter_ms", .optional(status.jitter.map { $0.seconds * 1000 })),
+            ("loss", .optional(status.loss)), ("last_seen", .string(timestamp(status.lastSeen))),
+        ])
+    }
+
+    static func timestamp(_ date: Date) -> String {
+        date.formatted(.iso8601)
+    }
+
+    /// The log as a text table.
+    static func logTable(_ entries: [NavlogEntry]) -> String {
+        let rows = entries.map { entry in
+            let fields = entry.fields
+            return [
+                String(id(entry.id).prefix(8)), fields.leg.map(String.init) ?? "", fields.waypoint, fields.planned ?? "",
+                fields.actual ?? "", fields.fuel.map(String.init) ?? "", fields.altitude.map(String.init) ?? "",
+                fields.remarks ?? "", entry.author,
+            ]
+        }
+        let header = ["ID", "LEG", "WAYPOINT", "PLANNED", "ACTUAL", "FUEL kg", "ALT ft", "REMARKS", "BY"]
+        return table(header, rows, empty: "(the log is empty)")
+    }
+
+    /// The peer table.
+    static func peerTable(_ peers: [PeerStatus], now: Date = Date()) -> String {
+        let rows = peers.map { status in
+            [
+                status.peer.name, status.active ? "active" : "away",
+                status.rtt.map { String(format: "%.2f ms", $0.seconds * 1000) } ?? "-",
+                status.jitter.map { String(format: "%.2f ms", $0.seconds * 1000) } ?? "-",
+                status.loss.map { String(format: "%.1f %%", $0 * 100) } ?? "-",
+                status.active ? "now" : "\(Int(now.timeIntervalSince(status.lastSeen).rounded())) s ago",
+            ]
+        }
+        return table(["PEER", "STATE", "RTT", "JITTER", "LOSS", "LAST SEEN"], rows, empty: "(no peers yet)")
+    }
+
+    private static func table(_ header: [String], _ rows: [[String]], empty: String) -> String {
+        guard !rows.isEmpty else { return header.joined(separator: "  ") + "\n" + empty + "\n" }
+        let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
+        func line(_ cells: [String]) -> String {
+            zip(cells, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")
+                .replacingOccurrences(of: "\\s+$", with: "", options: .regularExpression)
+        }
+        return ([line(header)] + rows.map(line)).joined(separator: "\n") + "\n"
+    }
+}

@@ -1,0 +1,146 @@
+import ArgumentParser
+import Foundation
+import Glibc
+import Logging
+import MultipeerCore
+import MultipeerSession
+import MultipeerTLS
+import NavlogSync
+
+struct Run: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Join the group and read commands from standard input, one per line.",
+        discussion: """
+            Commands: add KEY=VALUE ..., edit ID KEY=VALUE ..., delete ID, list, peers, quit. \
+            Keys: leg, waypoint, planned, actual (HH:MM UTC), fuel (kg), altitude (ft), remarks. \
+            Quote values with spaces: remarks="light chop". End of input, SIGINT or SIGTERM quit too.
+            """)
+
+    @Option(help: "This station's name, shown to the others (e.g. captain).")
+    var name: String
+
+    @Option(help: "The SQLite database holding this host's log; made if missing.")
+    var data: String
+
+    @Option(name: .customLong("psk-file"), help: "The group key (navlog-sync keygen writes one).")
+    var pskFile: String
+
+    @Option(help: "The DNS-SD service type of the group.")
+    var service = "_navlog._tcp"
+
+    @Option(help: "The TCP port to listen on; 0 lets the system choose.")
+    var port = 0
+
+    @Option(name: .customLong("peer"), help: "A peer's HOST:PORT; with any, peers are dialled directly and DNS-SD is not used.")
+    var peers: [String] = []
+
+    @Flag(help: "Print one JSON object per line for every event instead of the terminal view.")
+    var json = false
+
+    func run() async throws {
+        let key = loadKey()
+        let store: NavlogStore
+        let node: NavlogNode
+        do {
+            store = try NavlogStore(path: data)
+            node = try NavlogNode(store: store, configuration: MultipeerSession.Configuration(
+                serviceType: service, peer: PeerInfo(displayName: name), psk: key, port: port,
+                discovery: peers.isEmpty ? .avahi() : .staticPeers(peers), logger: Logger(label: "navlog-sync")))
+        } catch {
+            Failure(error).exit()
+        }
+        let console = Console(node: node, json: json)
+        let commands = CommandLines.standardInputAndSignals()
+
+        let failure: (any Error)? = await withTaskGroup(of: (any Error)?.self) { group in
+            group.addTask {
+                do {
+                    try await node.run()
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            group.addTask {
+                for await event in node.events { await console.show(event) }
+                return nil
+            }
+            if console.terminal {
+                group.addTask {
+                    await console.refreshWhileRunning()
+                    return nil
+                }
+            }
+            group.addTask {
+                for await line in commands {
+                    if await !console.perform(line) { break }
+                }
+                return nil
+            }
+            // The first to finish ends the others: quitting, or the session failing to start.
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            for await _ in group {}
+            return first
+        }
+        if let failure { Self.failure(failure, peers: peers, port: port).exit() }
+    }
+
+    private func loadKey() -> PreSharedKey {
+        guard FileManager.default.fileExists(atPath: pskFile) else {
+            Failure("there is no key file at \(pskFile); make one with `navlog-sync keygen --out \(pskFile)` and copy it to every host",
+                    status: Failure.keyFile).exit()
+        }
+        var info = stat()
+        if stat(pskFile, &info) == 0, info.st_mode & 0o077 != 0 {
+            FileHandle.standardError.write(Data(
+                "navlog-sync: warning: the key file \(pskFile) can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8))); chmod 600 \(pskFile)\n".utf8))
+        }
+        do {
+            return try PreSharedKey(contentsOfFile: pskFile)
+        } catch {
+            Failure("\(error)", status: Failure.keyFile).exit()
+        }
+    }
+
+    /// What to tell the user when the session could not run.
+    static func failure(_ error: any Error, peers: [String], port: Int) -> Failure {
+        guard let error = error as? MultipeerError else { return Failure("\(error)") }
+        switch error.code {
+        case .discoveryUnavailable:
+            return Failure("""
+                \(error)
+                Start it (as root: mkdir -p /run/dbus; dbus-daemon --system --fork; avahi-daemon -D --no-chroot), \
+                or name the other hosts with --peer HOST:PORT.
+                """, status: Failure.discoveryUnavailable)
+        case .listenFailed:
+            return Failure("\(error)\nChoose another --port, or 0 to let the system pick one.", status: Failure.portInUse)
+        default:
+            return Failure("\(error)")
+        }
+    }
+}
+
+/// Lines from standard input, with SIGINT and SIGTERM turned into `quit`; ends at end of input.
+enum CommandLines {
+    static func standardInputAndSignals() -> AsyncStream<String> {
+        let (stream, continuation) = AsyncStream<String>.makeStream()
+        // readLine blocks, so it gets a thread of its own; the process exits without joining it.
+        let reader = Thread {
+            while let line = readLine(strippingNewline: true) { continuation.yield(line) }
+            continuation.finish()
+        }
+        reader.start()
+        // The stream's termination handler holds the sources: a released source stops delivering.
+        // nonisolated(unsafe): the array is only read there, after it is complete.
+        nonisolated(unsafe) let sources = [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { continuation.yield("quit") }
+            source.resume()
+            return source
+        }
+        continuation.onTermination = { _ in sources.forEach { $0.cancel() } }
+        return stream
+    }
+}
