@@ -38,37 +38,44 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
     public var fields: NavlogFields
     /// Who made this version: the author's display name.
     public var author: String
+    /// The host that made this version (its peer id): display names need not be unique, and a
+    /// host never issues one timestamp twice, so (timestamp, origin) names a version.
+    public var origin: UUID
     public var timestamp: HLCTimestamp
     public var deleted: Bool
 
-    public init(id: UUID, fields: NavlogFields, author: String, timestamp: HLCTimestamp, deleted: Bool = false) {
+    public init(id: UUID, fields: NavlogFields, author: String, origin: UUID, timestamp: HLCTimestamp, deleted: Bool = false) {
         self.id = id
         self.fields = fields
         self.author = author
+        self.origin = origin
         self.timestamp = timestamp
         self.deleted = deleted
     }
 
     /// The version's identity, all that anti-entropy compares.
-    public var version: Version { Version(timestamp: timestamp, author: author) }
+    public var version: Version { Version(timestamp: timestamp, author: author, origin: origin) }
 
-    /// Which version of an entry wins: the later timestamp, then the greater author.
+    /// Which version of an entry wins: the later timestamp, then the greater author, then the
+    /// greater origin.
     public struct Version: Hashable, Comparable, Sendable, Codable {
         public var timestamp: HLCTimestamp
         public var author: String
+        public var origin: UUID
 
-        public init(timestamp: HLCTimestamp, author: String) {
+        public init(timestamp: HLCTimestamp, author: String, origin: UUID) {
             self.timestamp = timestamp
             self.author = author
+            self.origin = origin
         }
 
         public static func < (lhs: Self, rhs: Self) -> Bool {
-            (lhs.timestamp, lhs.author) < (rhs.timestamp, rhs.author)
+            (lhs.timestamp, lhs.author, lhs.origin.uuidString) < (rhs.timestamp, rhs.author, rhs.origin.uuidString)
         }
     }
 
     /// Whether this version replaces `other` (a version of the same entry). Two different
-    /// versions with the same timestamp and author cannot come from correct hosts, but the
+    /// versions with the same timestamp and origin cannot come from correct hosts, but the
     /// order stays total even then (by content), so merging never depends on arrival order.
     public func wins(over other: NavlogEntry) -> Bool {
         if version != other.version { return version > other.version }

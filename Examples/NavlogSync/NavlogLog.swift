@@ -60,21 +60,25 @@ public struct NavlogDigest: Hashable, Sendable, Codable {
         self.versions = versions
     }
 
-    // On the wire, one string per entry, "ID TIMESTAMP AUTHOR": about 60 bytes each.
+    // On the wire, one string per entry, "ID TIMESTAMP ORIGIN AUTHOR": about 100 bytes each.
     public init(from decoder: any Decoder) throws {
         var versions: [UUID: NavlogEntry.Version] = [:]
         for line in try decoder.singleValueContainer().decode([String].self) {
-            let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
-            guard parts.count == 3, let id = UUID(uuidString: String(parts[0])), let raw = UInt64(parts[1]) else {
+            let parts = line.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
+            guard parts.count == 4, let id = UUID(uuidString: String(parts[0])), let raw = UInt64(parts[1]),
+                let origin = UUID(uuidString: String(parts[2]))
+            else {
                 throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "bad digest line \(line)"))
             }
-            versions[id] = NavlogEntry.Version(timestamp: HLCTimestamp(rawValue: raw), author: String(parts[2]))
+            versions[id] = NavlogEntry.Version(timestamp: HLCTimestamp(rawValue: raw), author: String(parts[3]), origin: origin)
         }
         self.versions = versions
     }
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
-        try container.encode(versions.map { "\($0.key.uuidString) \($0.value.timestamp.rawValue) \($0.value.author)" })
+        try container.encode(versions.map { id, version in
+            "\(id.uuidString) \(version.timestamp.rawValue) \(version.origin.uuidString) \(version.author)"
+        })
     }
 }

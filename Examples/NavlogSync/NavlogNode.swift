@@ -49,7 +49,7 @@ public actor NavlogNode {
     @discardableResult
     public func add(_ changes: [NavlogField: String?]) async throws(NavlogError) -> NavlogEntry {
         try await commit(NavlogEntry(
-            id: UUID(), fields: NavlogFields(waypoint: "").applying(changes), author: author, timestamp: tick()))
+            id: UUID(), fields: NavlogFields(waypoint: "").applying(changes), author: author, origin: store.peerID, timestamp: tick()))
     }
 
     /// Changes fields of the live entry whose id starts with `idPrefix`.
@@ -57,14 +57,14 @@ public actor NavlogNode {
     public func edit(_ idPrefix: String, _ changes: [NavlogField: String?]) async throws(NavlogError) -> NavlogEntry {
         let current = try entry(matching: idPrefix)
         return try await commit(NavlogEntry(
-            id: current.id, fields: current.fields.applying(changes), author: author, timestamp: tick()))
+            id: current.id, fields: current.fields.applying(changes), author: author, origin: store.peerID, timestamp: tick()))
     }
 
     /// Deletes the live entry whose id starts with `idPrefix` (a tombstone that wins over older edits).
     @discardableResult
     public func delete(_ idPrefix: String) async throws(NavlogError) -> NavlogEntry {
         let current = try entry(matching: idPrefix)
-        return try await commit(NavlogEntry(id: current.id, fields: current.fields, author: author, timestamp: tick(), deleted: true))
+        return try await commit(NavlogEntry(id: current.id, fields: current.fields, author: author, origin: store.peerID, timestamp: tick(), deleted: true))
     }
 
     /// The live entries in log order.

@@ -109,7 +109,7 @@ public final class NavlogStore: Sendable {
                     id TEXT PRIMARY KEY NOT NULL,
                     leg INTEGER, waypoint TEXT NOT NULL, planned TEXT, actual TEXT,
                     fuel INTEGER, altitude INTEGER, remarks TEXT,
-                    author TEXT NOT NULL, timestamp INTEGER NOT NULL, deleted BOOLEAN NOT NULL
+                    author TEXT NOT NULL, origin TEXT NOT NULL, timestamp INTEGER NOT NULL, deleted BOOLEAN NOT NULL
                 )
                 """)
         }
@@ -134,24 +134,24 @@ public final class NavlogStore: Sendable {
         try db.execute(
             sql: """
                 INSERT OR REPLACE INTO entry
-                (id, leg, waypoint, planned, actual, fuel, altitude, remarks, author, timestamp, deleted)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                (id, leg, waypoint, planned, actual, fuel, altitude, remarks, author, origin, timestamp, deleted)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 entry.id.uuidString, fields.leg, fields.waypoint, fields.planned, fields.actual, fields.fuel,
-                fields.altitude, fields.remarks, entry.author, Int64(bitPattern: entry.timestamp.rawValue), entry.deleted,
+                fields.altitude, fields.remarks, entry.author, entry.origin.uuidString, Int64(bitPattern: entry.timestamp.rawValue), entry.deleted,
             ])
     }
 
     private static func entry(_ row: Row) throws -> NavlogEntry {
-        guard let id = UUID(uuidString: row["id"]) else {
-            throw NavlogError(.databaseCorrupt, "an entry has the id \(String(describing: row["id"] as String?)), which is not a UUID")
+        guard let id = UUID(uuidString: row["id"]), let origin = UUID(uuidString: row["origin"]) else {
+            throw NavlogError(.databaseCorrupt, "the entry \(String(describing: row["id"] as String?)) has an id or origin that is not a UUID")
         }
         let fields = NavlogFields(
             leg: row["leg"], waypoint: row["waypoint"], planned: row["planned"], actual: row["actual"], fuel: row["fuel"],
             altitude: row["altitude"], remarks: row["remarks"])
         return NavlogEntry(
-            id: id, fields: fields, author: row["author"], timestamp: HLCTimestamp(rawValue: UInt64(bitPattern: row["timestamp"])),
+            id: id, fields: fields, author: row["author"], origin: origin, timestamp: HLCTimestamp(rawValue: UInt64(bitPattern: row["timestamp"])),
             deleted: row["deleted"])
     }
 

@@ -1,0 +1,154 @@
+import Foundation
+@testable import NavlogSync
+import Testing
+
+/// The log is a CRDT: merging is commutative, associative and idempotent, checked on random
+/// logs that share ids, authors and even timestamps (so ties are exercised too).
+@Suite struct MergeTests {
+    /// Seeded, so a failure can be replayed.
+    struct Generator: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    static let ids = (0..<6).map { UUID(uuidString: String(format: "00000000-0000-0000-0000-%012d", $0))! }
+
+    static let origins = (0..<2).map { UUID(uuidString: String(format: "10000000-0000-0000-0000-%012d", $0))! }
+
+    /// A random version; with `unique`, a timestamp no other version has, as correct hosts
+    /// guarantee (they never issue one timestamp twice).
+    static func randomEntry(_ random: inout Generator, unique: UInt16? = nil) -> NavlogEntry {
+        NavlogEntry(
+            id: ids.randomElement(using: &random)!,
+            fields: NavlogFields(
+                leg: Int.random(in: 1...3, using: &random), waypoint: ["TESAT", "NIPAS", "ARNEM"].randomElement(using: &random)!,
+                fuel: Int.random(in: 0...3, using: &random) * 1000),
+            author: ["captain", "first-officer", "relief"].randomElement(using: &random)!,
+            origin: origins.randomElement(using: &random)!,
+            timestamp: HLCTimestamp(
+                milliseconds: UInt64.random(in: 1...4, using: &random), counter: unique ?? UInt16.random(in: 0...1, using: &random)),
+            deleted: Bool.random(using: &random))
+    }
+
+    static func randomLog(_ random: inout Generator, unique: Range<UInt16>? = nil) -> NavlogLog {
+        NavlogLog((0..<Int.random(in: 0...12, using: &random)).map { index in
+            randomEntry(&random, unique: unique.map { $0.lowerBound + UInt16(index) })
+        })
+    }
+
+    @Test(arguments: 0..<200)
+    func mergeIsCommutativeAssociativeAndIdempotent(seed: UInt64) {
+        var random = Generator(state: seed)
+        let (a, b, c) = (Self.randomLog(&random), Self.randomLog(&random), Self.randomLog(&random))
+        #expect(a.merging(b) == b.merging(a))
+        #expect(a.merging(b).merging(c) == a.merging(b.merging(c)))
+        #expect(a.merging(a) == a)
+        #expect(a.merging(b).merging(b) == a.merging(b))
+    }
+
+    @Test(arguments: 0..<50)
+    func theOrderOfArrivalDoesNotMatter(seed: UInt64) {
+        var random = Generator(state: seed)
+        let versions = (0..<30).map { _ in Self.randomEntry(&random) }
+        let inOrder = NavlogLog(versions)
+        #expect(NavlogLog(versions.shuffled(using: &random)) == inOrder)
+        #expect(NavlogLog(versions + versions.reversed()) == inOrder)
+    }
+
+    @Test func theLaterTimestampWinsThenTheGreaterAuthor() {
+        let id = Self.ids[0]
+        let (first, second) = (Self.origins[0], Self.origins[1])
+        let early = NavlogEntry(id: id, fields: NavlogFields(waypoint: "A"), author: "relief", origin: first, timestamp: HLCTimestamp(milliseconds: 5, counter: 0))
+        let late = NavlogEntry(id: id, fields: NavlogFields(waypoint: "B"), author: "captain", origin: first, timestamp: HLCTimestamp(milliseconds: 5, counter: 1))
+        let sameTimeGreaterAuthor = NavlogEntry(id: id, fields: NavlogFields(waypoint: "C"), author: "relief", origin: first, timestamp: late.timestamp)
+        // Two stations both called captain, editing in the same millisecond: the origin decides.
+        let twin = NavlogEntry(id: id, fields: NavlogFields(waypoint: "D"), author: "captain", origin: second, timestamp: late.timestamp)
+        #expect(twin.wins(over: late))
+        #expect(late.wins(over: early))
+        #expect(!early.wins(over: late))
+        #expect(sameTimeGreaterAuthor.wins(over: late))
+        #expect(NavlogLog([early, sameTimeGreaterAuthor, late]).entries[id] == sameTimeGreaterAuthor)
+    }
+
+    @Test func aDeleteIsATombstoneThatLosesToALaterEdit() {
+        let id = Self.ids[1]
+        let entry = NavlogEntry(id: id, fields: NavlogFields(waypoint: "A"), author: "a", origin: Self.origins[0], timestamp: HLCTimestamp(milliseconds: 1, counter: 0))
+        var deleted = entry
+        deleted.timestamp = HLCTimestamp(milliseconds: 2, counter: 0)
+        deleted.deleted = true
+        var revived = entry
+        revived.timestamp = HLCTimestamp(milliseconds: 3, counter: 0)
+        #expect(NavlogLog([entry, deleted]).live.isEmpty)
+        #expect(NavlogLog([deleted, entry]).entries[id]?.deleted == true)
+        #expect(NavlogLog([deleted, revived, entry]).live == [revived])
+    }
+
+    @Test(arguments: 0..<100)
+    func exchangingDigestsMakesTwoLogsEqual(seed: UInt64) throws {
+        var random = Generator(state: seed)
+        var (a, b) = (Self.randomLog(&random, unique: 0..<100), Self.randomLog(&random, unique: 100..<200))
+        // Over the wire and back, as the hosts do it.
+        let digestOfB = try JSONDecoder().decode(NavlogDigest.self, from: JSONEncoder().encode(b.digest))
+        let digestOfA = try JSONDecoder().decode(NavlogDigest.self, from: JSONEncoder().encode(a.digest))
+        #expect(digestOfA == a.digest)
+        let forB = a.newer(than: digestOfB)
+        let forA = b.newer(than: digestOfA)
+        forB.forEach { b.merge($0) }
+        forA.forEach { a.merge($0) }
+        #expect(a == b)
+        // Nothing is sent that the other already has.
+        #expect(forB.allSatisfy { entry in digestOfB.versions[entry.id].map { $0 < entry.version } ?? true })
+    }
+
+    @Test func aDigestNamesVersionsNotContent() throws {
+        let entry = NavlogEntry(
+            id: Self.ids[2], fields: NavlogFields(waypoint: "TESAT", remarks: "secret remark"), author: "first officer", origin: Self.origins[1],
+            timestamp: HLCTimestamp(milliseconds: 7, counter: 2))
+        let json = String(decoding: try JSONEncoder().encode(NavlogLog([entry]).digest), as: UTF8.self)
+        #expect(json == "[\"00000000-0000-0000-0000-000000000002 458754 10000000-0000-0000-0000-000000000001 first officer\"]")
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode(NavlogDigest.self, from: Data("[\"nonsense\"]".utf8)) }
+    }
+}
+
+@Suite struct HybridLogicalClockTests {
+    @Test func ticksFollowTheWallClockAndNeverRunBackwards() {
+        var clock = HybridLogicalClock()
+        let first = clock.tick(now: 1000)
+        #expect(first == HLCTimestamp(milliseconds: 1000, counter: 0))
+        #expect(clock.tick(now: 1000) == HLCTimestamp(milliseconds: 1000, counter: 1))
+        // The wall clock stepped back: the counter carries on.
+        #expect(clock.tick(now: 900) == HLCTimestamp(milliseconds: 1000, counter: 2))
+        #expect(clock.tick(now: 1001) == HLCTimestamp(milliseconds: 1001, counter: 0))
+    }
+
+    @Test func anObservedTimestampOrdersLaterEditsAfterIt() {
+        var clock = HybridLogicalClock()
+        clock.observe(HLCTimestamp(milliseconds: 5000, counter: 3))
+        #expect(clock.tick(now: 1000) == HLCTimestamp(milliseconds: 5000, counter: 4))
+        clock.observe(HLCTimestamp(milliseconds: 10, counter: 0))
+        #expect(clock.tick(now: 1000) == HLCTimestamp(milliseconds: 5000, counter: 5))
+    }
+
+    @Test func aFullCounterCarriesIntoTheMilliseconds() {
+        var clock = HybridLogicalClock(latest: HLCTimestamp(milliseconds: 7, counter: .max))
+        #expect(clock.tick(now: 7) == HLCTimestamp(milliseconds: 8, counter: 0))
+    }
+}
+
+@Suite struct SyncProgressTests {
+    @Test func doneWhenBothSidesHaveAnswered() {
+        var progress = SyncProgress()
+        #expect(progress.received(500, final: false) == nil)
+        #expect(progress.answered(sending: 3) == nil)
+        #expect(progress.received(20, final: true).map { [$0.sent, $0.received] } == [3, 520])
+        // And ready for the next exchange.
+        #expect(progress.received(0, final: true) == nil)
+        #expect(progress.answered(sending: 0).map { [$0.sent, $0.received] } == [0, 0])
+    }
+}
