@@ -76,7 +76,7 @@ enum Render {
             ("id", .string(id(entry.id))), ("leg", .optional(fields.leg)), ("waypoint", .string(fields.waypoint)),
             ("planned", .optional(fields.planned)), ("actual", .optional(fields.actual)), ("fuel", .optional(fields.fuel)),
             ("altitude", .optional(fields.altitude)), ("remarks", .optional(fields.remarks)), ("author", .string(entry.author)),
-            ("version", .string(entry.timestamp.description)), ("deleted", .bool(entry.deleted)),
+            ("origin_id", .string(id(entry.origin))), ("version", .string(entry.timestamp.description)), ("deleted", .bool(entry.deleted)),
         ])
     }
 

@@ -52,6 +52,10 @@ struct Run: AsyncParsableCommand {
         let console = Console(node: node, json: json)
         let commands = CommandLines.standardInputAndSignals()
 
+        // Commands wait until the host listens, so a failure to start (port, avahi-daemon) is
+        // reported even when standard input ends at once.
+        let (started, markStarted) = AsyncStream<Void>.makeStream()
+
         let failure: (any Error)? = await withTaskGroup(of: (any Error)?.self) { group in
             group.addTask {
                 do {
@@ -62,7 +66,10 @@ struct Run: AsyncParsableCommand {
                 }
             }
             group.addTask {
-                for await event in node.events { await console.show(event) }
+                for await event in node.events {
+                    if case .listening = event { markStarted.finish() }
+                    await console.show(event)
+                }
                 return nil
             }
             if console.terminal {
@@ -72,6 +79,8 @@ struct Run: AsyncParsableCommand {
                 }
             }
             group.addTask {
+                for await _ in started {}
+                guard !Task.isCancelled else { return nil }
                 for await line in commands {
                     if await !console.perform(line) { break }
                 }
@@ -108,11 +117,7 @@ struct Run: AsyncParsableCommand {
         guard let error = error as? MultipeerError else { return Failure("\(error)") }
         switch error.code {
         case .discoveryUnavailable:
-            return Failure("""
-                \(error)
-                Start it (as root: mkdir -p /run/dbus; dbus-daemon --system --fork; avahi-daemon -D --no-chroot), \
-                or name the other hosts with --peer HOST:PORT.
-                """, status: Failure.discoveryUnavailable)
+            return Failure("\(error)\nWithout DNS-SD, name the other hosts with --peer HOST:PORT.", status: Failure.discoveryUnavailable)
         case .listenFailed:
             return Failure("\(error)\nChoose another --port, or 0 to let the system pick one.", status: Failure.portInUse)
         default:

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import Glibc
 
 /// What a finished child process left behind.
@@ -8,10 +8,13 @@ public struct ProcessResult: Sendable {
     public var output: String
 }
 
-/// Runs a program to completion with standard input closed, killing it (by its PID only)
-/// if it outlives `timeout`.
-public func runProcess(_ path: String, _ arguments: [String], timeout: Duration = .seconds(30)) async throws -> ProcessResult {
+/// Runs a program to completion with standard input closed and `environment` added to this
+/// process's, killing it (by its PID only) if it outlives `timeout`.
+public func runProcess(
+    _ path: String, _ arguments: [String], environment: [String: String] = [:], timeout: Duration = .seconds(30)
+) async throws -> ProcessResult {
     let process = Process()
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
     process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments
     let pipe = Pipe()
@@ -41,8 +44,14 @@ public func runProcess(_ path: String, _ arguments: [String], timeout: Duration 
 /// thread otherwise inherits that thread's blocked signals and ignores SIGTERM.
 public final class BackgroundProcess: Sendable {
     public let pid: Int32
+    /// With `pipes`, what is written here is the child's standard input.
+    public let input: FileHandle?
+    /// With `pipes`, the child's standard output and standard error, line by line.
+    public let lines: AsyncStream<String>?
 
-    public init(_ path: String, _ arguments: [String]) throws {
+    /// Starts `path`; with `pipes`, its standard streams are connected to ``input`` and
+    /// ``lines``, otherwise to /dev/null.
+    public init(_ path: String, _ arguments: [String], pipes: Bool = false) throws {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -56,15 +65,86 @@ public final class BackgroundProcess: Sendable {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        for descriptor in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
-            posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", descriptor == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
+        // Socket pairs made close-on-exec atomically (pipe2 is not imported), so that a child
+        // spawned meanwhile by another test cannot inherit an end and hold the stream open; the
+        // child gets its ends through dup2. [0] is the child's end, [1] ours.
+        var inputPair: [Int32] = [-1, -1]
+        var outputPair: [Int32] = [-1, -1]
+        if pipes {
+            let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+            guard socketpair(AF_UNIX, type, 0, &inputPair) == 0, socketpair(AF_UNIX, type, 0, &outputPair) == 0 else {
+                throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EMFILE)
+            }
+            posix_spawn_file_actions_adddup2(&actions, inputPair[0], STDIN_FILENO)
+            posix_spawn_file_actions_adddup2(&actions, outputPair[0], STDOUT_FILENO)
+            posix_spawn_file_actions_adddup2(&actions, outputPair[0], STDERR_FILENO)
+        } else {
+            for descriptor in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
+                posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", descriptor == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
+            }
         }
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: Int32 = 0
         let status = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
-        guard status == 0 else { throw POSIXError(POSIXErrorCode(rawValue: status) ?? .EINVAL) }
+        if pipes {
+            close(inputPair[0])
+            close(outputPair[0])
+        }
+        guard status == 0 else {
+            if pipes { [inputPair[1], outputPair[1]].forEach { close($0) } }
+            throw POSIXError(POSIXErrorCode(rawValue: status) ?? .EINVAL)
+        }
         self.pid = pid
+        if pipes {
+            input = FileHandle(fileDescriptor: inputPair[1], closeOnDealloc: true)
+            lines = Self.readLines(FileHandle(fileDescriptor: outputPair[1], closeOnDealloc: true))
+        } else {
+            input = nil
+            lines = nil
+        }
+    }
+
+    /// Splits what the child writes into lines, on a thread of its own (reads block).
+    private static func readLines(_ handle: FileHandle) -> AsyncStream<String> {
+        let (stream, continuation) = AsyncStream<String>.makeStream()
+        Thread {
+            var pending = Data()
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                pending.append(chunk)
+                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    continuation.yield(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
+                    pending.removeSubrange(pending.startIndex...newline)
+                }
+            }
+            if !pending.isEmpty { continuation.yield(String(decoding: pending, as: UTF8.self)) }
+            continuation.finish()
+        }.start()
+        return stream
+    }
+
+    /// Writes one line to the child's standard input.
+    public func send(_ line: String) {
+        input?.write(Data((line + "\n").utf8))
+    }
+
+    /// Waits for the child to exit by itself and returns its exit status (128 + the signal
+    /// if a signal ended it); SIGKILL after `timeout`.
+    public func waitForExit(timeout: Duration = .seconds(30)) async -> Int32 {
+        var status: Int32 = 0
+        let deadline = ContinuousClock.now + timeout
+        while waitpid(pid, &status, WNOHANG) != pid {
+            if ContinuousClock.now > deadline {
+                kill(pid, SIGKILL)
+                waitpid(pid, &status, 0)
+                break
+            }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        let signal = status & 0x7F
+        return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
     }
 
     /// Sends SIGTERM and waits for the process to exit (SIGKILL after 5 s).

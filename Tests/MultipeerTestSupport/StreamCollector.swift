@@ -18,5 +18,6 @@ public func collect<Event: Sendable>(
 /// Thrown by ``collect(_:timeout:until:)`` when the stream ended before the condition held.
 public struct StreamEnded: Error, CustomStringConvertible {
     public let read: Int
+    public init(read: Int) { self.read = read }
     public var description: String { "the stream ended after \(read) elements, before the awaited condition held" }
 }

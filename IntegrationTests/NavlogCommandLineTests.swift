@@ -1,0 +1,83 @@
+import Foundation
+import MultipeerTestSupport
+import Testing
+
+/// navlog-sync's failures at start: each a sentence on standard error that says what to do,
+/// and its own exit status (listed in `navlog-sync --help`).
+@Suite(.timeLimit(.minutes(1))) struct NavlogCommandLineTests {
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessResult {
+        try await runProcess(NavlogHost.binary, arguments, environment: environment)
+    }
+
+    @Test func keygenWritesAPrivateKeyAndNeverOverwritesOne() async throws {
+        let workspace = try await NavlogWorkspace()
+        var info = stat()
+        #expect(stat(workspace.keyFile, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        let key = try String(contentsOfFile: workspace.keyFile, encoding: .utf8)
+        #expect(key.hasPrefix("navlog:") && key.count == "navlog:".count + 64 + 1)
+        let again = try await Self.run(["keygen", "--out", workspace.keyFile])
+        #expect(again.status == 66 && again.output.contains("cannot create the key file"))
+        #expect(try String(contentsOfFile: workspace.keyFile, encoding: .utf8) == key)
+    }
+
+    @Test func aMissingKeyFileSaysHowToMakeOne() async throws {
+        let workspace = try await NavlogWorkspace()
+        let result = try await Self.run(["run", "--name", "a", "--data", workspace.directory + "/a.db", "--psk-file", "/nonexistent/group.key"])
+        #expect(result.status == 66)
+        #expect(result.output.contains("there is no key file at /nonexistent/group.key; make one with `navlog-sync keygen"))
+    }
+
+    @Test func aKeyFileOthersCanReadIsWarnedAboutButNeverPrinted() async throws {
+        let workspace = try await NavlogWorkspace()
+        chmod(workspace.keyFile, 0o644)
+        let key = try String(contentsOfFile: workspace.keyFile, encoding: .utf8)
+        let hex = String(key.split(separator: ":")[1].prefix(64))
+        // Standard input is closed: the host starts, warns, and quits at once.
+        let result = try await Self.run(["run", "--name", "a", "--data", workspace.directory + "/a.db", "--psk-file", workspace.keyFile, "--peer", "127.0.0.1:9"])
+        #expect(result.status == 0)
+        #expect(result.output.contains("warning: the key file \(workspace.keyFile) can be read by other users (mode 644); chmod 600"))
+        #expect(!result.output.lowercased().contains(hex))
+    }
+
+    @Test func aCorruptDatabaseAndOneInUseAreTold() async throws {
+        let workspace = try await NavlogWorkspace()
+        let corrupt = workspace.directory + "/corrupt.db"
+        try Data(repeating: 0x5A, count: 4096).write(to: URL(fileURLWithPath: corrupt))
+        let result = try await Self.run(["run", "--name", "a", "--data", corrupt, "--psk-file", workspace.keyFile])
+        #expect(result.status == 65)
+        #expect(result.output.contains("\(corrupt) is not a navlog database or is damaged"))
+        let listed = try await Self.run(["list", "--data", corrupt])
+        #expect(listed.status == 65)
+
+        let host = try workspace.host("a", ["--peer", "127.0.0.1:9"])
+        _ = try await host.listeningPort()
+        let second = try await Self.run(["run", "--name", "b", "--data", host.data, "--psk-file", workspace.keyFile])
+        #expect(second.status == 75)
+        #expect(second.output.contains("the database \(host.data) is in use by another navlog-sync run"))
+        // Reading beside the running host works.
+        #expect(try await Self.run(["list", "--data", host.data]).status == 0)
+    }
+
+    @Test func aPortInUseIsTold() async throws {
+        let workspace = try await NavlogWorkspace()
+        let host = try workspace.host("a", ["--peer", "127.0.0.1:9"])
+        let port = try await host.listeningPort()
+        // Standard input stays open, so it fails on the port rather than quitting at end of input.
+        let second = try BackgroundProcess(NavlogHost.binary, [
+            "run", "--name", "b", "--data", workspace.directory + "/b.db", "--psk-file", workspace.keyFile, "--port", "\(port)", "--peer", "127.0.0.1:9",
+        ], pipes: true)
+        #expect(await second.waitForExit() == 71)
+        var output = ""
+        for await line in second.lines! { output += line + "\n" }
+        #expect(output.contains("cannot listen on port \(port)") && output.contains("Choose another --port"))
+    }
+
+    @Test func noAvahiDaemonSuggestsStartingItOrNamingPeers() async throws {
+        let workspace = try await NavlogWorkspace()
+        let result = try await Self.run(
+            ["run", "--name", "a", "--data", workspace.directory + "/a.db", "--psk-file", workspace.keyFile],
+            environment: ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=/nonexistent/system_bus_socket"])
+        #expect(result.status == 69)
+        #expect(result.output.contains("avahi-daemon is not running") && result.output.contains("--peer HOST:PORT"))
+    }
+}

@@ -1,0 +1,199 @@
+import Foundation
+import Glibc
+import MultipeerTestSupport
+import Testing
+
+/// One line navlog-sync printed: a JSON event's top-level values as text (an `entry` object's
+/// values under `entry.KEY`), or just the raw text of any other line.
+struct NavlogLine: Sendable, CustomStringConvertible {
+    let raw: String
+    let values: [String: String]
+
+    init(_ raw: String) {
+        self.raw = raw
+        var values: [String: String] = [:]
+        if let object = try? JSONSerialization.jsonObject(with: Data(raw.utf8)) as? [String: Any] {
+            for (key, value) in object {
+                if let nested = value as? [String: Any] {
+                    for (inner, item) in nested { values["\(key).\(inner)"] = Self.text(item) }
+                } else {
+                    values[key] = Self.text(value)
+                }
+            }
+        }
+        self.values = values
+    }
+
+    private static func text(_ value: Any) -> String? {
+        switch value {
+        case let string as String: string
+        case let number as NSNumber: number.stringValue
+        default: nil
+        }
+    }
+
+    subscript(key: String) -> String? { values[key] }
+    var event: String? { values["event"] }
+    var description: String { raw }
+}
+
+/// A `navlog-sync run --json` process on this host, fed commands on its standard input.
+///
+/// `@unchecked Sendable`: a test reads its lines from one task at a time.
+final class NavlogHost: @unchecked Sendable {
+    /// The executable, built beside this test bundle.
+    static let binary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        .deletingLastPathComponent().appendingPathComponent("navlog-sync").path
+
+    let name: String
+    let data: String
+    let process: BackgroundProcess
+    private(set) var history: [NavlogLine] = []
+
+    init(name: String, data: String, keyFile: String, arguments: [String]) throws {
+        self.name = name
+        self.data = data
+        process = try BackgroundProcess(
+            Self.binary, ["run", "--json", "--name", name, "--data", data, "--psk-file", keyFile] + arguments, pipes: true)
+    }
+
+    func send(_ line: String) { process.send(line) }
+
+    /// Reads lines until `done` holds for everything read so far; returns it all. On a
+    /// timeout, or if the process ends first, records everything it printed.
+    @discardableResult
+    func wait(timeout: Duration = .seconds(60), until done: @escaping @Sendable ([NavlogLine]) -> Bool) async throws -> [NavlogLine] {
+        guard !done(history) else { return history }
+        do {
+            try await withDeadline(timeout) {
+                // The test task waits meanwhile, so only this task touches `history`.
+                for await raw in self.process.lines! {
+                    self.history.append(NavlogLine(raw))
+                    if done(self.history) { return }
+                }
+                throw StreamEnded(read: self.history.count)
+            }
+        } catch {
+            Issue.record("\(name) printed:\n\(history.map(\.raw).joined(separator: "\n"))")
+            throw error
+        }
+        return history
+    }
+
+    /// Reads lines until one satisfies `matches`, counting only lines after what was read so far.
+    @discardableResult
+    func next(timeout: Duration = .seconds(60), _ matches: @escaping @Sendable (NavlogLine) -> Bool) async throws -> NavlogLine {
+        let start = history.count
+        let lines = try await wait(timeout: timeout) { $0.dropFirst(start).contains(where: matches) }
+        return lines.dropFirst(start).first(where: matches)!
+    }
+
+    /// Adds an entry and waits until it is stored (acknowledged); returns its id.
+    func add(_ fields: String) async throws -> String {
+        send("add \(fields)")
+        return try await next { $0.event == "entry_applied" && $0["origin"] == "local" }["id"]!
+    }
+
+    func listeningPort() async throws -> Int {
+        Int(try await wait { $0.contains { $0.event == "listening" } }.first { $0.event == "listening" }!["port"]!)!
+    }
+
+    /// The names of the peers active now, by the events read so far.
+    var activePeers: Set<String> {
+        var active: Set<String> = []
+        for line in history {
+            if line.event == "peer_joined" { active.insert(line["peer"]!) }
+            if line.event == "peer_left" { active.remove(line["peer"]!) }
+        }
+        return active
+    }
+
+    func waitUntilActive(_ peers: Set<String>) async throws {
+        try await wait { lines in
+            var active: Set<String> = []
+            for line in lines {
+                if line.event == "peer_joined" { active.insert(line["peer"]!) }
+                if line.event == "peer_left" { active.remove(line["peer"]!) }
+            }
+            return active == peers
+        }
+    }
+
+    /// The version of each entry this host holds, by its entry_applied events (an applied
+    /// version always replaces the one before).
+    static func versions(_ lines: [NavlogLine]) -> [String: NavlogVersion] {
+        var versions: [String: NavlogVersion] = [:]
+        for line in lines where line.event == "entry_applied" { versions[line["id"]!] = NavlogVersion(line) }
+        return versions
+    }
+
+    /// Waits until this host holds `expected` (each entry's winning version), counting what
+    /// it held before it started.
+    func waitUntilHolding(_ expected: [String: NavlogVersion], alreadyHeld: [String: NavlogVersion] = [:]) async throws {
+        try await wait { alreadyHeld.merging(Self.versions($0)) { $1 } == expected }
+    }
+
+    /// The stored log, read by `navlog-sync list --json` beside the running process.
+    func storedLog() async throws -> String {
+        let result = try await runProcess(Self.binary, ["list", "--data", data, "--json"])
+        #expect(result.status == 0, "list failed: \(result.output)")
+        return result.output
+    }
+}
+
+/// Which version of an entry: the same order as the log's merge (timestamp, author, origin).
+struct NavlogVersion: Hashable, Comparable, Sendable {
+    let milliseconds: UInt64
+    let counter: UInt16
+    let author: String
+    let origin: String
+    let deleted: Bool
+
+    init(_ line: NavlogLine) {
+        let parts = line["entry.version"]!.split(separator: ".")
+        milliseconds = UInt64(parts[0])!
+        counter = UInt16(parts[1])!
+        author = line["entry.author"]!
+        origin = line["entry.origin_id"]!
+        deleted = line["deleted"] == "1"
+    }
+
+    static func < (lhs: Self, rhs: Self) -> Bool {
+        (lhs.milliseconds, lhs.counter, lhs.author, lhs.origin) < (rhs.milliseconds, rhs.counter, rhs.author, rhs.origin)
+    }
+
+    /// Each entry's winning version over what every host made locally.
+    static func winners(_ hosts: [NavlogHost]) -> [String: NavlogVersion] {
+        var winners: [String: NavlogVersion] = [:]
+        for host in hosts {
+            for line in host.history where line.event == "entry_applied" && line["origin"] == "local" {
+                let version = NavlogVersion(line)
+                if let current = winners[line["id"]!], current >= version { continue }
+                winners[line["id"]!] = version
+            }
+        }
+        return winners
+    }
+}
+
+/// A folder with a group key, for the hosts of one test; removed afterwards.
+final class NavlogWorkspace: Sendable {
+    let directory: String
+    let keyFile: String
+    let serviceType = "_nl\(String(UInt32.random(in: 0...UInt32.max), radix: 16))._tcp"
+
+    init() async throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("navlog-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        keyFile = directory + "/group.key"
+        let result = try await runProcess(NavlogHost.binary, ["keygen", "--out", keyFile])
+        #expect(result.status == 0, "keygen failed: \(result.output)")
+    }
+
+    /// A host using DNS-SD on this workspace's service type.
+    func host(_ name: String, _ extra: [String] = []) throws -> NavlogHost {
+        try NavlogHost(name: name, data: "\(directory)/\(name).db", keyFile: keyFile, arguments: ["--service", serviceType] + extra)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: directory) }
+}
