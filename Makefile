@@ -19,8 +19,10 @@ test: daemons
 	$(SWIFT) build --build-tests
 	scripts/run-tests.sh
 
+# Three crew stations keep one navigation log in sync; see Examples/demo.sh.
 demo: deps
-	@echo "navlog-sync, the demo, arrives with issue 7; 'make test' runs everything built so far."
+	$(SWIFT) build -c release --product navlog-sync
+	Examples/demo.sh .build/release/navlog-sync
 
 bench: deps
 	$(SWIFT) build -c release --product LinkBenchmark

@@ -88,6 +88,7 @@ let package = Package(
                 "MultipeerSession",
                 "MultipeerCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Examples/NavlogSync",
             swiftSettings: swiftSettings
@@ -98,6 +99,7 @@ let package = Package(
                 "NavlogSync",
                 "MultipeerSession",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Examples/navlog-sync",
             swiftSettings: swiftSettings

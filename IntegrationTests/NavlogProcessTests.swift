@@ -6,7 +6,8 @@ import Testing
 /// navlog-sync as users run it: real processes, real DNS-SD through avahi-daemon, real TLS,
 /// commands on standard input, JSON events on standard output, and the logs compared through
 /// `navlog-sync list --json` on each host's database.
-@Suite(.timeLimit(.minutes(2))) struct NavlogProcessTests {
+@Suite(.timeLimit(.minutes(2)), .enabled(if: inDiscoverySandbox, "needs scripts/sandbox.sh (make test, as root)"))
+struct NavlogProcessTests {
     /// Waits until every host holds each entry's winning version (of all typed on `hosts` and
     /// on the earlier processes `alsoTypedOn`), then checks that their stored logs are
     /// identical; returns the log.

@@ -8,5 +8,5 @@ if [[ $(id -u) -eq 0 ]] && ip netns add "multipeer-probe-$$" 2>/dev/null; then
     ip netns del "multipeer-probe-$$"
     exec scripts/sandbox.sh swift test --skip-build "$@"
 fi
-echo "Discovery integration tests were not run: they need a network namespace of their own, which needs root (run 'sudo make test')."
+echo "Discovery and navlog-sync process tests were not run: they need a network namespace of their own, which needs root (run 'sudo make test')."
 exec swift test --skip-build "$@"

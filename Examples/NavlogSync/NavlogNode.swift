@@ -1,13 +1,16 @@
 public import Foundation
 public import MultipeerSession
 import MultipeerCore
+public import ServiceLifecycle
 
 /// A navlog host: the log in its store, kept in sync with every peer of a ``MultipeerSession``.
 ///
 /// Local edits are committed to the store first, then broadcast reliably. When a peer joins,
 /// both sides exchange digests and send what the other lacks, so hosts converge after any
-/// partition or restart. Run it with ``run()``; stop it by cancelling that task.
-public actor NavlogNode {
+/// partition or restart. Run it with ``run()``, as a `Service` of a `ServiceGroup`: a graceful
+/// shutdown says GOODBYE to every peer and reports each leaving before ``events`` ends;
+/// cancelling stops at once.
+public actor NavlogNode: Service {
     public let store: NavlogStore
     public nonisolated let session: MultipeerSession
     /// The name this host's edits carry.
@@ -30,8 +33,8 @@ public actor NavlogNode {
     /// What happens on this host. One subscriber.
     public nonisolated var events: AsyncStream<NavlogEvent> { subscriptions.stream }
 
-    /// Runs the session and the sync until cancelled; throws if the session cannot start
-    /// (port in use, avahi-daemon not running).
+    /// Runs the session and the sync until shut down or cancelled; throws if the session
+    /// cannot start (port in use, avahi-daemon not running).
     public func run() async throws {
         defer { subscriptions.continuation.finish() }
         let sessionEvents = session.events

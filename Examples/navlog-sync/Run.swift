@@ -6,6 +6,7 @@ import MultipeerCore
 import MultipeerSession
 import MultipeerTLS
 import NavlogSync
+import ServiceLifecycle
 
 struct Run: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -13,7 +14,8 @@ struct Run: AsyncParsableCommand {
         discussion: """
             Commands: add KEY=VALUE ..., edit ID KEY=VALUE ..., delete ID, list, peers, quit. \
             Keys: leg, waypoint, planned, actual (HH:MM UTC), fuel (kg), altitude (ft), remarks. \
-            Quote values with spaces: remarks="light chop". End of input, SIGINT or SIGTERM quit too.
+            Quote values with spaces: remarks="light chop". End of input, SIGINT and SIGTERM quit too, \
+            saying goodbye to every peer.
             """)
 
     @Option(help: "This station's name, shown to the others (e.g. captain).")
@@ -34,8 +36,15 @@ struct Run: AsyncParsableCommand {
     @Option(name: .customLong("peer"), help: "A peer's HOST:PORT; with any, peers are dialled directly and DNS-SD is not used.")
     var peers: [String] = []
 
+    @Flag(help: "Work alone: no DNS-SD and no peers. Edits are stored, and synced when the host next runs connected.")
+    var offline = false
+
     @Flag(help: "Print one JSON object per line for every event instead of the terminal view.")
     var json = false
+
+    func validate() throws {
+        if offline && !peers.isEmpty { throw ValidationError("--offline and --peer exclude each other") }
+    }
 
     func run() async throws {
         let key = loadKey()
@@ -45,52 +54,51 @@ struct Run: AsyncParsableCommand {
             store = try NavlogStore(path: data)
             node = try NavlogNode(store: store, configuration: MultipeerSession.Configuration(
                 serviceType: service, peer: PeerInfo(displayName: name), psk: key, port: port,
-                discovery: peers.isEmpty ? .avahi() : .staticPeers(peers), logger: Logger(label: "navlog-sync")))
+                discovery: offline || !peers.isEmpty ? .staticPeers(peers) : .avahi(), logger: Logger(label: "navlog-sync")))
         } catch {
             Failure(error).exit()
         }
         let console = Console(node: node, json: json)
-        let commands = CommandLines.standardInputAndSignals()
+        let commands = CommandLines.standardInput()
 
         // Commands wait until the host listens, so a failure to start (port, avahi-daemon) is
         // reported even when standard input ends at once.
         let (started, markStarted) = AsyncStream<Void>.makeStream()
 
-        let failure: (any Error)? = await withTaskGroup(of: (any Error)?.self) { group in
-            group.addTask {
+        // SIGINT and SIGTERM shut the host down gracefully, as `quit` and the end of input do.
+        let services = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: [.init(service: node)], gracefulShutdownSignals: [.sigint, .sigterm], logger: Logger(label: "navlog-sync")))
+
+        let failure: (any Error)? = await withTaskGroup(of: Void.self) { outer in
+            // Shows every event until the host has stopped, the last peer_left included.
+            outer.addTask {
+                for await event in node.events {
+                    if case .listening = event { markStarted.finish() }
+                    await console.show(event)
+                }
+            }
+            let failure: (any Error)? = await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await _ in started {}
+                    guard !Task.isCancelled else { return }
+                    for await line in commands {
+                        if await !console.perform(line) { break }
+                    }
+                    await services.triggerGracefulShutdown()
+                }
+                if console.terminal {
+                    group.addTask { await console.refreshWhileRunning() }
+                }
+                defer { group.cancelAll() }
                 do {
-                    try await node.run()
+                    try await services.run()
                     return nil
                 } catch {
                     return error
                 }
             }
-            group.addTask {
-                for await event in node.events {
-                    if case .listening = event { markStarted.finish() }
-                    await console.show(event)
-                }
-                return nil
-            }
-            if console.terminal {
-                group.addTask {
-                    await console.refreshWhileRunning()
-                    return nil
-                }
-            }
-            group.addTask {
-                for await _ in started {}
-                guard !Task.isCancelled else { return nil }
-                for await line in commands {
-                    if await !console.perform(line) { break }
-                }
-                return nil
-            }
-            // The first to finish ends the others: quitting, or the session failing to start.
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            for await _ in group {}
-            return first
+            await outer.waitForAll()
+            return failure
         }
         if let failure { Self.failure(failure, peers: peers, port: port).exit() }
     }
@@ -126,26 +134,15 @@ struct Run: AsyncParsableCommand {
     }
 }
 
-/// Lines from standard input, with SIGINT and SIGTERM turned into `quit`; ends at end of input.
+/// Lines from standard input; ends at end of input.
 enum CommandLines {
-    static func standardInputAndSignals() -> AsyncStream<String> {
+    static func standardInput() -> AsyncStream<String> {
         let (stream, continuation) = AsyncStream<String>.makeStream()
         // readLine blocks, so it gets a thread of its own; the process exits without joining it.
-        let reader = Thread {
+        Thread {
             while let line = readLine(strippingNewline: true) { continuation.yield(line) }
             continuation.finish()
-        }
-        reader.start()
-        // The stream's termination handler holds the sources: a released source stops delivering.
-        // nonisolated(unsafe): the array is only read there, after it is complete.
-        nonisolated(unsafe) let sources = [SIGINT, SIGTERM].map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { continuation.yield("quit") }
-            source.resume()
-            return source
-        }
-        continuation.onTermination = { _ in sources.forEach { $0.cancel() } }
+        }.start()
         return stream
     }
 }

@@ -103,8 +103,20 @@ package struct PeerConnection: Sendable {
         } catch let error as MultipeerError {
             throw error
         } catch {
-            throw MultipeerError(.connectionFailed, "cannot connect to \(host):\(port)", underlying: "\(error)")
+            throw MultipeerError(.connectionFailed, "cannot connect to \(host):\(port)", underlying: socketErrorReason(error))
         }
         return try await pending.established()
     }
+
+}
+
+/// The system's words for why a socket operation failed ("Connection refused", "Address
+/// already in use"), rather than NIO's nested description.
+func socketErrorReason(_ error: any Error) -> String {
+    if let error = error as? NIOConnectionError {
+        if let failure = error.connectionErrors.first { return socketErrorReason(failure.error) }
+        if let dns = error.dnsAAAAError ?? error.dnsAError { return "name lookup failed: \(dns)" }
+    }
+    if let error = error as? IOError { return String(cString: strerror(error.errnoCode)) }
+    return "\(error)"
 }

@@ -46,7 +46,7 @@ package final class PeerListener: Sendable {
         }
         throw MultipeerError(
             .listenFailed, "cannot listen on port \(port) of \(hosts.joined(separator: " or "))",
-            underlying: lastError.map { "\($0)" })
+            underlying: lastError.map(socketErrorReason))
     }
 
     /// Accepts connections until the task is cancelled or the listener is closed. Each link runs
