@@ -1,13 +1,13 @@
-/// What hosts say to each other over the session. One type, so that a peer's messages arrive
-/// in the order they were sent.
+/// What hosts say to each other over the session (docs/NAVLOG.md). One type, so that a peer's
+/// messages arrive in the order they were sent.
 ///
 /// When two hosts meet, each sends its ``NavlogDigest``; each answers a digest with the
 /// versions the other lacks, in batches, the last one marked final (anti-entropy). While
 /// connected, every local edit is broadcast as an update.
-enum NavlogMessage: Codable, Sendable {
-    case digest(NavlogDigest)
-    case entries([NavlogEntry], final: Bool)
-    case update(NavlogEntry)
+enum NavlogMessage: Codable, Sendable, Hashable {
+    case digest(versions: NavlogDigest)
+    case entries(versions: [NavlogEntry], final: Bool)
+    case update(entry: NavlogEntry)
 
     /// Versions per `entries` message: well under the session's 1 MiB frame limit.
     static let batchSize = 500

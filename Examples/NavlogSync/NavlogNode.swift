@@ -108,7 +108,7 @@ public actor NavlogNode: Service {
             subscriptions.continuation.yield(.entryApplied(applied, origin: nil))
         }
         do {
-            try await session.broadcast(NavlogMessage.update(entry))
+            try await session.broadcast(NavlogMessage.update(entry: entry))
         } catch {
             // Stored; peers that miss it get it through anti-entropy when they next join.
             report(error, "sending an edit failed")
@@ -128,7 +128,7 @@ public actor NavlogNode: Service {
             progress[peer.id] = SyncProgress()
             subscriptions.continuation.yield(.peerJoined(ref))
             do {
-                try await session.send(NavlogMessage.digest(try store.log().digest), to: peer.id)
+                try await session.send(NavlogMessage.digest(versions: try store.log().digest), to: peer.id)
             } catch {
                 report(error, "sending the digest to \(peer.displayName) failed")
             }
@@ -156,7 +156,7 @@ public actor NavlogNode: Service {
                 var start = 0
                 repeat {
                     let end = min(start + NavlogMessage.batchSize, missing.count)
-                    try await session.send(NavlogMessage.entries(Array(missing[start..<end]), final: end == missing.count), to: peer.id)
+                    try await session.send(NavlogMessage.entries(versions: Array(missing[start..<end]), final: end == missing.count), to: peer.id)
                     start = end
                 } while start < missing.count
                 if let totals = progress[peer.id, default: SyncProgress()].answered(sending: missing.count) {
