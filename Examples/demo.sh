@@ -231,6 +231,7 @@ echo "    relief's log:"
 "$binary" list --data "$work/relief.db" | sed 's/^/      /'
 
 say "Healing the cut"
+healed_at=$(date +%s%N)
 if [[ $mode == namespaces ]]; then
     ip -n "$bridge" link set port2 up
     wait_for captain "relief joined" 2 60
@@ -249,10 +250,12 @@ until identical_logs; do
     (( SECONDS < deadline )) || { echo "the logs did not converge within 30 s" >&2; exit 1; }
     sleep 0.2
 done
+converged_ms=$((($(date +%s%N) - healed_at) / 1000000))
 "$binary" list --data "$work/relief.db" | sed 's/^/    /'
 checksum=$("$binary" list --data "$work/captain.db" --json | sha256sum | cut -c1-16)
-echo "    identical on captain, first-officer and relief (sha256 of list --json: $checksum...)"
-echo "    TESAT: both edits were concurrent; the later one (by the hybrid logical clock) won everywhere"
+echo "    identical on captain, first-officer and relief (sha256 of list --json: $checksum...),"
+echo "    $converged_ms ms after the cut was healed (redial with backoff, TLS, digests, missing versions)."
+echo "    TESAT was edited on both sides of the cut: the later edit, by the hybrid logical clock, is the entry everywhere."
 
 say "Peer tables after healing"
 peers captain

@@ -3,6 +3,8 @@ import MultipeerCore
 @testable import MultipeerSession
 import MultipeerTestSupport
 import MultipeerTLS
+import NIOCore
+import NIOEmbedded
 import Testing
 
 /// Reliable delivery between real sessions, through the fault proxy.
@@ -42,6 +44,61 @@ import Testing
                 #expect(received.map(\.message.number) == Array(0..<count), "each exactly once, in order")
             }
         }
+    }
+
+    /// Many tasks sending at once, as an application's event handlers do: each send flushes,
+    /// and the flushes must still put the messages on the wire in sequence order (when they
+    /// did not, the receiver dropped the early arrivals as a gap and the link carried nothing
+    /// more from that sender).
+    @Test(.timeLimit(.minutes(1)))
+    func concurrentSendersAllArriveAndEachInItsOrder() async throws {
+        struct Tagged: Codable, Sendable, Equatable {
+            var sender: Int
+            var number: Int
+        }
+        try await FaultTests.withPair { pair in
+            let inbox = pair.listener.messages(of: Tagged.self)
+            let (senders, each) = (16, 200)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for sender in 0..<senders {
+                    group.addTask {
+                        for number in 0..<each {
+                            try await pair.dialler.send(Tagged(sender: sender, number: number), to: pair.listener.peerID)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let received = try await collect(inbox) { $0.count >= senders * each }.map(\.message)
+            #expect(received.count == senders * each)
+            for sender in 0..<senders {
+                #expect(received.filter { $0.sender == sender }.map(\.number) == Array(0..<each))
+            }
+        }
+    }
+
+    /// A skipped sequence number closes the link (the sender resends on the next one) instead
+    /// of every later message being dropped as a gap while the link stays up.
+    @Test func aGapInReliableDataClosesTheLinkWithOutOfSequence() throws {
+        let channel = EmbeddedChannel(handler: DeliveryHandler(windows: ReceiveWindows()))
+        let sender = try Hello(peerID: UUID(), incarnation: 7, displayName: "sender")
+        channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: sender))
+        #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0), "the resume point")
+        func data(_ sequence: UInt64) throws -> LinkMessage {
+            .data(try DataMessage(sequence: sequence, typeName: "Note", payload: ByteBuffer(string: "{}")))
+        }
+        try channel.writeInbound(try data(1))
+        #expect(try channel.readInbound(as: LinkMessage.self) == (try data(1)))
+        #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(1))
+        #expect {
+            try channel.writeInbound(try data(3))
+        } throws: { ($0 as? MultipeerError)?.code == .outOfSequence }
+        guard case .goodbye(.protocolError, _)? = try channel.readOutbound(as: LinkMessage.self) else {
+            Issue.record("a GOODBYE saying why")
+            return
+        }
+        #expect(!channel.isActive)
+        #expect(try channel.readInbound(as: LinkMessage.self) == nil, "nothing after the gap is delivered")
     }
 
     @Test(.timeLimit(.minutes(1)))

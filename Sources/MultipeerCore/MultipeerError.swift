@@ -44,6 +44,9 @@ public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible
         public static let invalidArgument = Code("invalidArgument")
         /// A TCP connection could not be set up.
         public static let connectionFailed = Code("connectionFailed")
+        /// Reliable DATA skipped a sequence number on its link: the sender lost track; the link
+        /// is closed so that the sender resends from the gap on the next one.
+        public static let outOfSequence = Code("outOfSequence")
         /// The listening socket could not be bound: the port is in use or not allowed.
         public static let listenFailed = Code("listenFailed")
         /// avahi-daemon (or the D-Bus system bus) is not running, or cannot be reached.

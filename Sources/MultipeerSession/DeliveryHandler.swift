@@ -29,10 +29,12 @@ final class ReceiveWindows: Sendable {
     }
 }
 
-/// Reliable delivery on the receiving side, on the link's event loop: drops duplicates and
-/// out-of-order DATA (``ReceiveWindow``), acknowledges what was delivered once per read batch,
-/// and, right after HELLO, tells the sender where to resume with an ACK of everything already
-/// delivered from its incarnation.
+/// Reliable delivery on the receiving side, on the link's event loop: drops duplicates
+/// (``ReceiveWindow``), acknowledges what was delivered once per read batch, and, right after
+/// HELLO, tells the sender where to resume with an ACK of everything already delivered from its
+/// incarnation. A gap (a sequence number skipped) cannot happen on one in-order TCP stream from
+/// a correct sender; it closes the link with `outOfSequence`, so that the sender resends from
+/// the gap on the next link instead of the stream stalling.
 final class DeliveryHandler: ChannelDuplexHandler {
     typealias InboundIn = LinkMessage
     typealias InboundOut = LinkMessage
@@ -41,6 +43,8 @@ final class DeliveryHandler: ChannelDuplexHandler {
 
     private let windows: ReceiveWindows
     private var peerID: UUID?
+    /// A gap was seen: the link is closing and reads nothing more.
+    private var broken = false
 
     init(windows: ReceiveWindows) {
         self.windows = windows
@@ -56,12 +60,23 @@ final class DeliveryHandler: ChannelDuplexHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !broken else { return }
         guard case .data(let message) = unwrapInboundIn(data), message.sequence > 0, let peerID else {
             context.fireChannelRead(data)  // unreliable DATA and everything else
             return
         }
-        if windows.receive(from: peerID, sequence: message.sequence) == .deliver {
+        switch windows.receive(from: peerID, sequence: message.sequence) {
+        case .deliver:
             context.fireChannelRead(data)
+        case .duplicate:
+            break
+        case .gap:
+            broken = true
+            let error = MultipeerError(
+                .outOfSequence, "peer \(peerID) sent reliable message \(message.sequence) with an earlier one missing; the link is closed so that it resends")
+            context.writeAndFlush(wrapOutboundOut(.goodbye(.protocolError, error.message)), promise: nil)
+            context.fireErrorCaught(error)
+            context.close(promise: nil)
         }
     }
 

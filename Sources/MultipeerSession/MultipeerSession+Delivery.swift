@@ -54,17 +54,26 @@ extension MultipeerSession {
 
     /// Writes what the peer's outbox has not yet written on its current link, once that link
     /// has said where to resume.
+    ///
+    /// One flush per peer at a time: each write suspends, and two flushes writing at once could
+    /// reach the link in either order, putting a later DATA before an earlier one (the receiver
+    /// drops it as a gap). A flush called while another runs returns at once; the running one
+    /// keeps writing until the outbox has nothing left to send, on whichever link is current.
     func flush(_ peerID: UUID) async {
-        guard let id = activeLink(for: peerID), resumed.contains(id), let writer = writer(for: id),
-              var outbox = outboxes[peerID] else { return }
-        let batch = outbox.sendable()
-        outboxes[peerID] = outbox
-        guard !batch.isEmpty else { return }
-        do {
-            try await writer.write(contentsOf: batch.map { LinkMessage.data($0) })
-            for message in batch { metrics.sent(bytes: message.payload.readableBytes) }
-        } catch {
-            // The link is closing; the outbox resends on the next one.
+        guard !flushing.contains(peerID) else { return }
+        flushing.insert(peerID)
+        defer { flushing.remove(peerID) }
+        while let id = activeLink(for: peerID), resumed.contains(id), let writer = writer(for: id), var outbox = outboxes[peerID] {
+            let batch = outbox.sendable()
+            outboxes[peerID] = outbox
+            guard !batch.isEmpty else { return }
+            do {
+                try await writer.write(contentsOf: batch.map { LinkMessage.data($0) })
+                for message in batch { metrics.sent(bytes: message.payload.readableBytes) }
+            } catch {
+                // The link is closing; the outbox resends on the next one (if that one has
+                // resumed meanwhile, the next round writes there).
+            }
         }
     }
 
