@@ -197,7 +197,10 @@ let package = Package(
         ),
         .testTarget(
             name: "NavlogSyncTests",
-            dependencies: ["NavlogSync", "MultipeerTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "NavlogSync", "MultipeerCore", "MultipeerSession", "MultipeerTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -9,17 +9,9 @@ set -euo pipefail
 name=$1 fifo=$2 out=$3
 shift 3
 hostname "$name"
-mount -t tmpfs -o mode=755 tmpfs /run
-mkdir -p /run/dbus
-dbus-daemon --system --fork
-avahi-daemon -D --no-chroot
-for _ in $(seq 1 100); do
-    avahi-daemon --check 2>/dev/null && break
-    sleep 0.05
-done
-avahi-daemon --check || { echo "$name: avahi-daemon did not start" >> "$out"; exit 1; }
+source "$(dirname "$(realpath "$0")")/../scripts/private-daemons.sh"
+start_private_daemons 2>> "$out"
 status=0
 "$@" < "$fifo" >> "$out" 2>&1 || status=$?
-avahi-daemon -k 2>/dev/null || true
-[[ -f /run/dbus/pid ]] && kill "$(cat /run/dbus/pid)" 2>/dev/null || true
+stop_private_daemons
 exit "$status"

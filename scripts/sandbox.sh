@@ -12,20 +12,12 @@ set -euo pipefail
 
 if [[ "${1:-}" == "--inside" ]]; then
     shift
-    mount -t tmpfs -o mode=755 tmpfs /run
-    mkdir -p /run/dbus
-    dbus-daemon --system --fork
-    avahi-daemon -D --no-chroot
-    for _ in $(seq 1 100); do
-        avahi-daemon --check 2>/dev/null && break
-        sleep 0.05
-    done
-    avahi-daemon --check || { echo "the sandbox's avahi-daemon did not start" >&2; exit 1; }
+    source "$(dirname "$(realpath "$0")")/private-daemons.sh"
+    start_private_daemons
     export MULTIPEER_SANDBOX=1
     status=0
     "$@" || status=$?
-    avahi-daemon -k 2>/dev/null || true
-    [[ -f /run/dbus/pid ]] && kill "$(cat /run/dbus/pid)" 2>/dev/null || true
+    stop_private_daemons
     exit "$status"
 fi
 

@@ -278,13 +278,14 @@ extension UUID {
     }
 }
 
-/// A small, fast, seedable generator (SplitMix64) for the backoff jitter.
-struct SplitMix64: RandomNumberGenerator, Sendable {
+/// A small, fast, seedable generator (SplitMix64): the backoff jitter here, and tests that
+/// must replay a random case from its seed.
+public struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
-    init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { state = seed }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9

@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 import Glibc
 
 /// What a finished child process left behind.
@@ -86,7 +87,10 @@ public final class BackgroundProcess: Sendable {
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: Int32 = 0
-        let status = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+        let status = Self.spawnLock.withLock { _ in
+            Self.markEveryDescriptorCloseOnExec()
+            return posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+        }
         if pipes {
             close(inputPair[0])
             close(outputPair[0])
@@ -102,6 +106,20 @@ public final class BackgroundProcess: Sendable {
         } else {
             input = nil
             lines = nil
+        }
+    }
+
+    private static let spawnLock = Mutex(())
+
+    /// SwiftNIO's sockets are not close-on-exec: a child would hold every connection of the
+    /// tests open (a server's close would never reach its client). Marks every descriptor of
+    /// this process close-on-exec before spawning (the child's standard streams are dup2'ed
+    /// afresh, so they stay open).
+    private static func markEveryDescriptorCloseOnExec() {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else { return }
+        for case let descriptor? in entries.map({ Int32($0) }) where descriptor > STDERR_FILENO {
+            let flags = fcntl(descriptor, F_GETFD)
+            if flags >= 0, flags & FD_CLOEXEC == 0 { _ = fcntl(descriptor, F_SETFD, flags | FD_CLOEXEC) }
         }
     }
 
