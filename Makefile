@@ -2,7 +2,7 @@
 SWIFT ?= swift
 BENCH_ARGS ?=
 
-.PHONY: all deps daemons build test demo bench clean
+.PHONY: all deps daemons build test hosts-test demo bench clean
 
 all: build
 
@@ -18,6 +18,12 @@ build: deps
 test: daemons
 	$(SWIFT) build --build-tests
 	scripts/run-tests.sh
+
+# The multi-host fault suite alone (root): namespace hosts, one fault each, a report in bench-results/hosts.
+hosts-test: deps
+	$(SWIFT) build --product navlog-sync
+	$(SWIFT) build --product navlog-hosts
+	.build/debug/navlog-hosts --report bench-results/hosts
 
 # Three crew stations keep one navigation log in sync; see Examples/demo.sh.
 demo: deps

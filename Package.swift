@@ -185,6 +185,13 @@ let package = Package(
             path: "Tests/PeerProcess",
             swiftSettings: swiftSettings
         ),
+        // The multi-host fault suite: namespace hosts running navlog-sync, faults, a report.
+        .executableTarget(
+            name: "navlog-hosts",
+            dependencies: ["MultipeerTestSupport", "MultipeerCore"],
+            path: "Tests/HostSuite",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "MultipeerCoreTests",
             dependencies: [

@@ -3,40 +3,6 @@ import Glibc
 import MultipeerTestSupport
 import Testing
 
-/// One line navlog-sync printed: a JSON event's top-level values as text (an `entry` object's
-/// values under `entry.KEY`), or just the raw text of any other line.
-struct NavlogLine: Sendable, CustomStringConvertible {
-    let raw: String
-    let values: [String: String]
-
-    init(_ raw: String) {
-        self.raw = raw
-        var values: [String: String] = [:]
-        if let object = try? JSONSerialization.jsonObject(with: Data(raw.utf8)) as? [String: Any] {
-            for (key, value) in object {
-                if let nested = value as? [String: Any] {
-                    for (inner, item) in nested { values["\(key).\(inner)"] = Self.text(item) }
-                } else {
-                    values[key] = Self.text(value)
-                }
-            }
-        }
-        self.values = values
-    }
-
-    private static func text(_ value: Any) -> String? {
-        switch value {
-        case let string as String: string
-        case let number as NSNumber: number.stringValue
-        default: nil
-        }
-    }
-
-    subscript(key: String) -> String? { values[key] }
-    var event: String? { values["event"] }
-    var description: String { raw }
-}
-
 /// A `navlog-sync run --json` process on this host, fed commands on its standard input.
 ///
 /// `@unchecked Sendable`: a test reads its lines from one task at a time.
@@ -119,18 +85,10 @@ final class NavlogHost: @unchecked Sendable {
         }
     }
 
-    /// The version of each entry this host holds, by its entry_applied events (an applied
-    /// version always replaces the one before).
-    static func versions(_ lines: [NavlogLine]) -> [String: NavlogVersion] {
-        var versions: [String: NavlogVersion] = [:]
-        for line in lines where line.event == "entry_applied" { versions[line["id"]!] = NavlogVersion(line) }
-        return versions
-    }
-
     /// Waits until this host holds `expected` (each entry's winning version), counting what
     /// it held before it started.
     func waitUntilHolding(_ expected: [String: NavlogVersion], alreadyHeld: [String: NavlogVersion] = [:]) async throws {
-        try await wait { alreadyHeld.merging(Self.versions($0)) { $1 } == expected }
+        try await wait { alreadyHeld.merging(NavlogVersion.held(by: $0)) { $1 } == expected }
     }
 
     /// The stored log, read by `navlog-sync list --json` beside the running process.
@@ -138,41 +96,6 @@ final class NavlogHost: @unchecked Sendable {
         let result = try await runProcess(Self.binary, ["list", "--data", data, "--json"])
         #expect(result.status == 0, "list failed: \(result.output)")
         return result.output
-    }
-}
-
-/// Which version of an entry: the same order as the log's merge (timestamp, author, origin).
-struct NavlogVersion: Hashable, Comparable, Sendable {
-    let milliseconds: UInt64
-    let counter: UInt16
-    let author: String
-    let origin: String
-    let deleted: Bool
-
-    init(_ line: NavlogLine) {
-        let parts = line["entry.version"]!.split(separator: ".")
-        milliseconds = UInt64(parts[0])!
-        counter = UInt16(parts[1])!
-        author = line["entry.author"]!
-        origin = line["entry.origin_id"]!
-        deleted = line["deleted"] == "1"
-    }
-
-    static func < (lhs: Self, rhs: Self) -> Bool {
-        (lhs.milliseconds, lhs.counter, lhs.author, lhs.origin) < (rhs.milliseconds, rhs.counter, rhs.author, rhs.origin)
-    }
-
-    /// Each entry's winning version over what every host made locally.
-    static func winners(_ hosts: [NavlogHost]) -> [String: NavlogVersion] {
-        var winners: [String: NavlogVersion] = [:]
-        for host in hosts {
-            for line in host.history where line.event == "entry_applied" && line["origin"] == "local" {
-                let version = NavlogVersion(line)
-                if let current = winners[line["id"]!], current >= version { continue }
-                winners[line["id"]!] = version
-            }
-        }
-        return winners
     }
 }
 

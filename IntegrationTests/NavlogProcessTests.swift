@@ -13,10 +13,10 @@ struct NavlogProcessTests {
     /// identical; returns the log.
     @discardableResult
     static func expectConverged(_ hosts: [NavlogHost], alsoTypedOn earlier: [NavlogHost] = []) async throws -> String {
-        let winners = NavlogVersion.winners(hosts + earlier)
+        let winners = NavlogVersion.winners((hosts + earlier).map(\.history))
         for host in hosts {
             // A restarted host announces only what it applies after the restart.
-            let held = earlier.filter { $0.data == host.data }.reduce(into: [:]) { $0.merge(NavlogHost.versions($1.history)) { $1 } }
+            let held = earlier.filter { $0.data == host.data }.reduce(into: [:]) { $0.merge(NavlogVersion.held(by: $1.history)) { $1 } }
             try await host.waitUntilHolding(winners, alreadyHeld: held)
         }
         let logs = try await withThrowingTaskGroup(of: String.self) { group in
@@ -72,7 +72,7 @@ struct NavlogProcessTests {
         let answer = try await hosts[0].next { ($0.event == "entry_applied" && $0["origin"] == "local") || $0.event == "error" }
         #expect(answer.event == "entry_applied" || answer["code"] == "unknownEntry", "\(answer)")
         let log = try await Self.expectConverged(hosts)
-        let winner = NavlogVersion.winners(hosts)[ids[0]]!
+        let winner = NavlogVersion.winners(hosts.map(\.history))[ids[0]]!
         #expect(log.contains(ids[0]) == !winner.deleted)
     }
 

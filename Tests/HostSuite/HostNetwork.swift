@@ -1,0 +1,184 @@
+import Foundation
+import Glibc
+import MultipeerTestSupport
+import Synchronization
+
+/// Hosts made of network namespaces on one bridge: each host `NAME` is a namespace with `eth0`
+/// (198.18.0.N/24) plugged into `br0` of a bridge namespace, and an agent (scripts/host-agent.sh)
+/// holding its own hostname, /run, D-Bus and avahi-daemon. Torn down by ``teardown()``, and
+/// by ``HostNetwork/teardownAll()`` on an interrupt; only namespaces made here are touched.
+final class HostNetwork: Sendable {
+    let bridge: String
+    let hosts: [Host]
+
+    /// Every namespace made and not yet removed, for the interrupt handler.
+    private static let made = Mutex<[String]>([])
+    private static let counter = Mutex(0)
+
+    init(names: [String]) async throws {
+        let tag = "\(getpid())-\(Self.counter.withLock { $0 += 1; return $0 })"
+        bridge = "nlh-bridge-\(tag)"
+        try await Self.addNamespace(bridge)
+        try await ip("-n", bridge, "link", "add", "br0", "type", "bridge")
+        try await ip("-n", bridge, "link", "set", "br0", "up")
+        var hosts: [Host] = []
+        for (index, name) in names.enumerated() {
+            let namespace = "nlh-\(name)-\(tag)"
+            try await Self.addNamespace(namespace)
+            try await ip("link", "add", "eth0", "netns", namespace, "type", "veth", "peer", "name", "port\(index)", "netns", bridge)
+            try await ip("-n", bridge, "link", "set", "port\(index)", "master", "br0", "up")
+            try await ip("-n", namespace, "addr", "add", "198.18.0.\(index + 1)/24", "dev", "eth0")
+            try await ip("-n", namespace, "link", "set", "eth0", "up")
+            try await ip("-n", namespace, "link", "set", "lo", "up")
+            hosts.append(try await Host(name: name, namespace: namespace, address: "198.18.0.\(index + 1)", port: "port\(index)"))
+        }
+        self.hosts = hosts
+    }
+
+    func host(_ name: String) -> Host { hosts.first { $0.name == name }! }
+
+    /// Takes a host's link to the bridge down or up (the cable pulled and put back).
+    func setLink(of host: Host, up: Bool) async throws {
+        try await ip("-n", bridge, "link", "set", host.port, up ? "up" : "down")
+    }
+
+    /// Stops every process in the hosts and removes the namespaces.
+    func teardown() async {
+        for host in hosts { host.stop() }
+        for namespace in hosts.map(\.namespace) + [bridge] { await Self.removeNamespace(namespace) }
+    }
+
+    /// For an interrupt: removes whatever namespaces are left, killing what runs in them.
+    static func teardownAll() {
+        for namespace in made.withLock({ $0 }) {
+            system("pids=$(ip netns pids \(namespace) 2>/dev/null); [ -n \"$pids\" ] && kill -9 $pids; ip netns del \(namespace) 2>/dev/null")
+        }
+    }
+
+    private static func addNamespace(_ name: String) async throws {
+        try await ip("netns", "add", name)
+        made.withLock { $0.append(name) }
+    }
+
+    private static func removeNamespace(_ name: String) async {
+        // Whatever still runs in a namespace made here was started here.
+        if let pids = try? await runProcess("/usr/bin/ip", ["netns", "pids", name]) {
+            for pid in pids.output.split(whereSeparator: \.isWhitespace).compactMap({ Int32($0) }) { kill(pid, SIGKILL) }
+        }
+        _ = try? await runProcess("/usr/bin/ip", ["netns", "del", name])
+        made.withLock { $0.removeAll { $0 == name } }
+    }
+}
+
+/// Runs `ip` with these arguments; throws with its output if it fails.
+func ip(_ arguments: String...) async throws {
+    try await run("/usr/bin/ip", arguments)
+}
+
+/// Runs a command to completion; throws with its output if it fails.
+@discardableResult
+func run(_ path: String, _ arguments: [String]) async throws -> String {
+    let result = try await runProcess(path, arguments)
+    guard result.status == 0 else { throw HostSuiteError("\(path) \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.output)") }
+    return result.output
+}
+
+struct HostSuiteError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// One namespace host: its agent, and the navlog-sync it runs (the current run, and the runs
+/// before a restart, whose events still count).
+final class Host: Sendable {
+    let name: String
+    let namespace: String
+    let address: String
+    /// Its link's port on the bridge.
+    let port: String
+    private let agent: BackgroundProcess
+    private let agentPID: Int32
+    private let runs = Mutex<[NavlogRun]>([])
+
+    /// The agent script, found from this executable's place in .build.
+    static let agentScript = ProcessInfo.processInfo.environment["NAVLOG_HOSTS_AGENT"]
+        ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("scripts/host-agent.sh").path
+
+    init(name: String, namespace: String, address: String, port: String) async throws {
+        self.name = name
+        self.namespace = namespace
+        self.address = address
+        self.port = port
+        agent = try BackgroundProcess(
+            "/usr/bin/ip", ["netns", "exec", namespace, "unshare", "--mount", "--uts", "--propagation", "private", Self.agentScript, name],
+            pipes: true)
+        var pid: Int32?
+        for await line in agent.lines! {
+            if line.hasPrefix("ready "), let ready = Int32(line.dropFirst(6)) {
+                pid = ready
+                break
+            }
+        }
+        guard let pid else { throw HostSuiteError("host \(name) did not start its daemons") }
+        agentPID = pid
+    }
+
+    /// The command line that runs a program inside this host.
+    func inside(_ arguments: [String]) -> [String] {
+        ["-t", "\(agentPID)", "-m", "-u", "-n", "--"] + arguments
+    }
+
+    /// Runs a command inside the host to completion.
+    @discardableResult
+    func exec(_ arguments: String...) async throws -> String {
+        try await run("/usr/bin/nsenter", inside(arguments))
+    }
+
+    /// The IPv6 link-local address of eth0 (peers find each other there too).
+    func linkLocalAddress() async throws -> String {
+        let output = try await exec("ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "link")
+        guard let address = output.split(separator: " ").first(where: { $0.hasPrefix("fe80:") })?.split(separator: "/").first else {
+            throw HostSuiteError("\(name) has no IPv6 link-local address: \(output)")
+        }
+        return String(address)
+    }
+
+    /// Starts navlog-sync here (again, after a stop or a kill).
+    @discardableResult
+    func startNavlog(binary: String, arguments: [String]) throws -> NavlogRun {
+        let process = try BackgroundProcess("/usr/bin/nsenter", inside([binary, "run", "--json", "--name", name] + arguments), pipes: true)
+        let run = NavlogRun(process)
+        runs.withLock { $0.append(run) }
+        return run
+    }
+
+    var navlog: NavlogRun { runs.withLock { $0.last! } }
+    /// Every line of every run, in order.
+    var history: [[NavlogLine]] { runs.withLock { $0.map(\.lines) } }
+
+    func stop() {
+        for run in runs.withLock({ $0 }) { run.process.stop() }
+        agent.stop()
+    }
+}
+
+/// One navlog-sync process and the lines it printed, each with when it was read.
+final class NavlogRun: Sendable {
+    let process: BackgroundProcess
+    private let read = Mutex<[(line: NavlogLine, at: ContinuousClock.Instant)]>([])
+
+    init(_ process: BackgroundProcess) {
+        self.process = process
+        let lines = process.lines!
+        // Ends with the process's output.
+        Task { [self] in
+            for await raw in lines { read.withLock { $0.append((NavlogLine(raw), .now)) } }
+        }
+    }
+
+    var lines: [NavlogLine] { read.withLock { $0.map(\.line) } }
+    var timedLines: [(line: NavlogLine, at: ContinuousClock.Instant)] { read.withLock { $0 } }
+
+    func send(_ line: String) { process.send(line) }
+}

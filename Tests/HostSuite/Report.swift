@@ -1,0 +1,65 @@
+import Foundation
+import MultipeerCore
+
+/// The suite's report: a Markdown table for people and JSON for tools.
+struct Report: Encodable {
+    var results: [ScenarioResult]
+    var duration: Duration
+    var machine = Report.machine()
+
+    static func machine() -> [String: String] {
+        var uts = utsname()
+        uname(&uts)
+        func text(_ field: Any) -> String {
+            withUnsafeBytes(of: field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        }
+        return [
+            "kernel": "\(text(uts.sysname)) \(text(uts.release))",
+            "cores": "\(ProcessInfo.processInfo.activeProcessorCount)",
+            "date": Date().formatted(.iso8601),
+        ]
+    }
+
+    static func milliseconds(_ value: Double?) -> String {
+        value.map { String(format: "%.0f ms", $0) } ?? "-"
+    }
+
+    static func line(_ result: ScenarioResult) -> String {
+        guard result.passed else { return "FAILED: \(result.failure ?? "")" }
+        let detection = result.detectionMilliseconds.map { "detected in \(milliseconds($0)) (\(result.reasons.joined(separator: ", "))), " } ?? ""
+        return "passed: \(detection)back in \(milliseconds(result.rejoinMilliseconds)), \(result.entriesTyped) entries typed, logs identical"
+    }
+
+    var markdown: String {
+        var text = "| scenario | fault | detection | reason | rejoin | entries typed | entries on each host | verdict |\n"
+        text += "|---|---|---|---|---|---|---|---|\n"
+        for result in results {
+            let hosts = result.entriesPerHost.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            text += "| \(result.scenario) | \(result.fault) | \(Self.milliseconds(result.detectionMilliseconds)) | "
+                + "\(result.reasons.joined(separator: ", ")) | \(Self.milliseconds(result.rejoinMilliseconds)) | \(result.entriesTyped) | "
+                + "\(hosts.isEmpty ? "-" : hosts) | \(result.passed ? "passed" : "FAILED: " + (result.failure ?? "").prefix(200)) |\n"
+        }
+        text += "\n\(results.filter(\.passed).count) of \(results.count) scenarios passed in \(String(format: "%.0f", duration.seconds)) s "
+            + "(\(machine["kernel"] ?? ""), \(machine["cores"] ?? "") cores, \(machine["date"] ?? "")). "
+            + "Detection: from the fault to the last observer's peer_left; rejoin: from the heal to the last observer's peer_joined "
+            + "(for the avahi restart, until the advert is seen again).\n"
+        return text
+    }
+
+    func write(to directory: String) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try Data(markdown.utf8).write(to: URL(fileURLWithPath: "\(directory)/report.md"))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try encoder.encode(self).write(to: URL(fileURLWithPath: "\(directory)/report.json"))
+    }
+
+    enum CodingKeys: String, CodingKey { case results, durationSeconds, machine }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(results, forKey: .results)
+        try container.encode(duration.seconds, forKey: .durationSeconds)
+        try container.encode(machine, forKey: .machine)
+    }
+}

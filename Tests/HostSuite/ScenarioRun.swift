@@ -1,0 +1,156 @@
+import Foundation
+import Glibc
+import MultipeerCore
+import MultipeerTestSupport
+
+/// One scenario's hosts, their navlog-sync processes and what was typed, with the waits and
+/// checks every scenario uses. Times are measured from the moment a fault or heal was applied
+/// to the moment the event's line was read from the process.
+final class ScenarioRun {
+    let network: HostNetwork
+    let binary: String
+    let directory: String
+    let keyFile: String
+    let serviceType = "_nlh\(String(UInt16.random(in: 0...UInt16.max), radix: 16))._tcp"
+    /// Every entry typed anywhere, by id.
+    private(set) var typed: Set<String> = []
+
+    init(name: String, hostNames: [String], binary: String, root: String) async throws {
+        self.binary = binary
+        directory = "\(root)/\(name.replacingOccurrences(of: " ", with: "-"))"
+        try? FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        keyFile = directory + "/group.key"
+        try await run(binary, ["keygen", "--out", keyFile])
+        network = try await HostNetwork(names: hostNames)
+    }
+
+    var hosts: [Host] { network.hosts }
+    func host(_ name: String) -> Host { network.host(name) }
+    func database(of host: Host) -> String { "\(directory)/\(host.name).db" }
+
+    func start(_ host: Host) throws {
+        try host.startNavlog(binary: binary, arguments: ["--data", database(of: host), "--psk-file", keyFile, "--service", serviceType])
+    }
+
+    /// Starts every host and waits until each has every other active.
+    func startAll() async throws {
+        for host in hosts { try start(host) }
+        for host in hosts { try await waitActive(host, Set(hosts.map(\.name)).subtracting([host.name])) }
+    }
+
+    /// Waits until exactly `peers` are active at `host` (by its current run's events).
+    func waitActive(_ host: Host, _ peers: Set<String>, timeout: Duration = .seconds(30)) async throws {
+        try await waitFor("\(host.name) to have \(peers.sorted()) active", timeout: timeout) { Self.active(host.navlog.lines) == peers }
+    }
+
+    static func active(_ lines: [NavlogLine]) -> Set<String> {
+        var active: Set<String> = []
+        for line in lines {
+            if line.event == "peer_joined" { active.insert(line["peer"]!) }
+            if line.event == "peer_left" { active.remove(line["peer"]!) }
+        }
+        return active
+    }
+
+    /// Types `add FIELDS` at a host and waits until it is stored; returns the entry's id.
+    @discardableResult
+    func add(_ host: Host, _ fields: String) async throws -> String {
+        let line = try await command(host, "add \(fields)")
+        guard line.event == "entry_applied", let id = line["id"] else { throw HostSuiteError("\(host.name) refused add \(fields): \(line)") }
+        typed.insert(id)
+        return id
+    }
+
+    /// Types `edit ID FIELDS` at a host; an edit of an entry deleted meanwhile is refused, which is fine.
+    func edit(_ host: Host, _ id: String, _ fields: String) async throws {
+        let line = try await command(host, "edit \(id.prefix(8)) \(fields)")
+        guard line.event == "entry_applied" || line["code"] == "unknownEntry" else { throw HostSuiteError("\(host.name) refused an edit: \(line)") }
+    }
+
+    /// Sends a command and returns the host's answer: its next local entry_applied or error.
+    private func command(_ host: Host, _ command: String) async throws -> NavlogLine {
+        let before = host.navlog.lines.count
+        host.navlog.send(command)
+        var answer: NavlogLine?
+        try await waitFor("\(host.name) to answer \(command)") {
+            answer = host.navlog.lines.dropFirst(before).first {
+                ($0.event == "entry_applied" && $0["origin"] == "local") || $0.event == "error"
+            }
+            return answer != nil
+        }
+        return answer!
+    }
+
+    /// Waits until each observer reports `peer` gone after `since`; returns the longest
+    /// detection time and the reasons given.
+    func waitLeft(_ peer: Host, seenBy observers: [Host], since: ContinuousClock.Instant, timeout: Duration = .seconds(15)) async throws
+        -> (milliseconds: Double, reasons: Set<String>) {
+        var latest = since
+        var reasons: Set<String> = []
+        for observer in observers {
+            var found: (line: NavlogLine, at: ContinuousClock.Instant)?
+            try await waitFor("\(observer.name) to see \(peer.name) leave", timeout: timeout) {
+                found = observer.navlog.timedLines.first { $0.at >= since && $0.line.event == "peer_left" && $0.line["peer"] == peer.name }
+                return found != nil
+            }
+            latest = max(latest, found!.at)
+            reasons.insert(found!.line["reason"] ?? "?")
+        }
+        return ((latest - since).seconds * 1000, reasons)
+    }
+
+    /// Waits until each observer has `peer` active again after `since`; returns the longest wait.
+    func waitJoined(_ peer: Host, seenBy observers: [Host], since: ContinuousClock.Instant, timeout: Duration = .seconds(30)) async throws -> Double {
+        var latest = since
+        for observer in observers {
+            var found: ContinuousClock.Instant?
+            try await waitFor("\(observer.name) to see \(peer.name) again", timeout: timeout) {
+                found = observer.navlog.timedLines.first { $0.at >= since && $0.line.event == "peer_joined" && $0.line["peer"] == peer.name }?.at
+                return found != nil
+            }
+            latest = max(latest, found!)
+        }
+        return (latest - since).seconds * 1000
+    }
+
+    /// Waits until every host holds each entry's winning version (of everything typed
+    /// anywhere, in any run), then reads every host's database: identical, and holding every
+    /// live winner. Returns the live entries per host.
+    func waitConverged(timeout: Duration = .seconds(30)) async throws -> [String: Int] {
+        let winners = NavlogVersion.winners(hosts.flatMap(\.history))
+        for host in hosts {
+            try await waitFor("\(host.name) to hold every entry's latest version", timeout: timeout) {
+                host.history.reduce(into: [:]) { $0.merge(NavlogVersion.held(by: $1)) { $1 } } == winners
+            }
+        }
+        var logs: [String: String] = [:]
+        for host in hosts { logs[host.name] = try await run(binary, ["list", "--data", database(of: host), "--json"]) }
+        guard Set(logs.values).count == 1 else {
+            throw HostSuiteError("the hosts' logs differ:\n" + logs.map { "\($0.key): \($0.value)" }.joined(separator: "\n"))
+        }
+        let log = logs.values.first!
+        for (id, version) in winners where !version.deleted && !log.contains(id) {
+            throw HostSuiteError("entry \(id) is missing from every log")
+        }
+        for id in typed where winners[id] == nil { throw HostSuiteError("entry \(id) was typed but never stored") }
+        let count = (try JSONSerialization.jsonObject(with: Data(log.utf8)) as? [Any])?.count ?? -1
+        return Dictionary(uniqueKeysWithValues: hosts.map { ($0.name, count) })
+    }
+
+    /// How many times `host` reported a peer leaving since `since` (false teardowns, where none was caused).
+    func departures(at host: Host, since: ContinuousClock.Instant) -> Int {
+        host.navlog.timedLines.filter { $0.at >= since && $0.line.event == "peer_left" }.count
+    }
+
+    func teardown() async { await network.teardown() }
+}
+
+/// Polls `condition` every 20 ms until it holds; throws after `timeout`.
+func waitFor(_ what: String, timeout: Duration = .seconds(30), _ condition: () throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while try !condition() {
+        guard ContinuousClock.now < deadline else { throw HostSuiteError("timed out after \(timeout) waiting for \(what)") }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+}

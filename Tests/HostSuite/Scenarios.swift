@@ -1,0 +1,181 @@
+import Foundation
+import Glibc
+
+/// What one scenario found.
+struct ScenarioResult: Codable {
+    var scenario: String
+    var fault: String
+    /// From the fault to the last observer reporting the peer gone; nil where no teardown is expected.
+    var detectionMilliseconds: Double?
+    /// The reasons the observers gave.
+    var reasons: [String] = []
+    /// From the heal to the last observer having the peer active again.
+    var rejoinMilliseconds: Double?
+    var entriesTyped = 0
+    /// Live entries in each host's database at the end.
+    var entriesPerHost: [String: Int] = [:]
+    var passed = false
+    var failure: String?
+}
+
+/// A fault the suite injects into three hosts: captain, first-officer, relief.
+struct Scenario: Sendable {
+    let name: String
+    let fault: String
+    let body: @Sendable (ScenarioRun, inout ScenarioResult) async throws -> Void
+
+    static let hostNames = ["captain", "first-officer", "relief"]
+
+    /// Every scenario, in the order they run.
+    static func all() -> [Scenario] {
+        [
+            isolate("link down", "relief's link to the bridge goes down, then up",
+                    cut: { run, relief in try await run.network.setLink(of: relief, up: false) },
+                    heal: { run, relief in try await run.network.setLink(of: relief, up: true) }),
+            isolate("black hole", "iptables drops everything in and out of relief's eth0, then the rules go",
+                    cut: { _, relief in try await blackHole(relief, "-I") },
+                    heal: { _, relief in try await blackHole(relief, "-D") }),
+            Scenario(name: "frozen", fault: "relief's navlog-sync gets SIGSTOP, then SIGCONT") { run, result in
+                let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
+                let shared = try await run.add(captain, "leg=1 waypoint=TESAT fuel=12400")
+                try await run.add(relief, "leg=2 waypoint=NIPAS")
+                let frozenAt = ContinuousClock.now
+                kill(relief.navlog.process.pid, SIGSTOP)
+                (result.detectionMilliseconds, result.reasonSet) = try await run.waitLeft(relief, seenBy: [captain, officer], since: frozenAt)
+                try await run.edit(officer, shared, "fuel=12100")
+                try await run.add(captain, "leg=3 waypoint=ARNEM")
+                let thawedAt = ContinuousClock.now
+                kill(relief.navlog.process.pid, SIGCONT)
+                result.rejoinMilliseconds = try await run.waitJoined(relief, seenBy: [captain, officer], since: thawedAt)
+                try await run.add(relief, "leg=4 waypoint=VEPOK")
+            },
+            Scenario(name: "killed", fault: "relief's navlog-sync gets SIGKILL, then starts again from its database") { run, result in
+                let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
+                try await run.add(relief, "leg=1 waypoint=TESAT")
+                let lastWords = try await run.add(relief, "leg=2 waypoint=NIPAS")  // acknowledged, then killed at once
+                let killedAt = ContinuousClock.now
+                kill(relief.navlog.process.pid, SIGKILL)
+                (result.detectionMilliseconds, result.reasonSet) = try await run.waitLeft(relief, seenBy: [captain, officer], since: killedAt)
+                try await run.edit(captain, lastWords, "remarks=\"relief restarting\"")
+                try await run.add(officer, "leg=3 waypoint=ARNEM")
+                let restartedAt = ContinuousClock.now
+                try run.start(relief)
+                result.rejoinMilliseconds = try await run.waitJoined(relief, seenBy: [captain, officer], since: restartedAt)
+                try await run.add(relief, "leg=4 waypoint=VEPOK")
+            },
+            Scenario(name: "avahi restart", fault: "relief's avahi-daemon is stopped and started again") { run, result in
+                let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
+                try await run.add(relief, "leg=1 waypoint=TESAT")
+                let restartedAt = ContinuousClock.now
+                try await relief.exec("avahi-daemon", "-k")
+                try await waitFor("relief's avahi-daemon to stop") { (try? runSync(relief, ["avahi-daemon", "--check"])) == false }
+                try await relief.exec("avahi-daemon", "-D", "--no-chroot")
+                // The links do not depend on the daemon: nobody leaves. The advert comes back.
+                try await waitFor("relief's advert to be seen again from captain", timeout: .seconds(20)) {
+                    (try? browse(from: captain, run.serviceType))?.contains("name=relief") == true
+                }
+                result.rejoinMilliseconds = (ContinuousClock.now - restartedAt).seconds * 1000
+                try await run.add(relief, "leg=2 waypoint=NIPAS")
+                try await run.add(officer, "leg=3 waypoint=ARNEM")
+                let falseTeardowns = run.hosts.map { run.departures(at: $0, since: restartedAt) }.reduce(0, +)
+                guard falseTeardowns == 0 else { throw HostSuiteError("\(falseTeardowns) links were torn down by an avahi-daemon restart") }
+            },
+            Scenario(name: "partition", fault: "captain cut off from first-officer and relief, who stay together (iptables on captain), then the rules go") { run, result in
+                let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
+                let shared = try await run.add(officer, "leg=1 waypoint=TESAT fuel=12400")
+                let cutAt = ContinuousClock.now
+                try await partition(captain, from: [officer, relief], "-I")
+                (result.detectionMilliseconds, result.reasonSet) = try await run.waitLeft(captain, seenBy: [officer, relief], since: cutAt)
+                _ = try await run.waitLeft(officer, seenBy: [captain], since: cutAt)
+                // Both sides go on: the two stay connected and edit; captain edits alone.
+                try await run.edit(captain, shared, "actual=10:07")
+                try await run.add(captain, "leg=2 waypoint=NIPAS")
+                try await run.edit(relief, shared, "remarks=\"moderate chop\"")
+                try await run.add(officer, "leg=3 waypoint=ARNEM")
+                guard run.departures(at: officer, since: cutAt) == 1, run.departures(at: relief, since: cutAt) == 1 else {
+                    throw HostSuiteError("first-officer and relief lost each other in a partition that kept them together")
+                }
+                let healedAt = ContinuousClock.now
+                try await partition(captain, from: [officer, relief], "-D")
+                result.rejoinMilliseconds = try await run.waitJoined(captain, seenBy: [officer, relief], since: healedAt)
+            },
+        ]
+    }
+
+    /// Relief cut off from the other two and back, with edits on both sides of the cut.
+    static func isolate(
+        _ name: String, _ fault: String,
+        cut: @escaping @Sendable (ScenarioRun, Host) async throws -> Void, heal: @escaping @Sendable (ScenarioRun, Host) async throws -> Void
+    ) -> Scenario {
+        Scenario(name: name, fault: fault) { run, result in
+            let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
+            let shared = try await run.add(captain, "leg=1 waypoint=TESAT fuel=12400")
+            try await run.add(relief, "leg=2 waypoint=NIPAS")
+            let cutAt = ContinuousClock.now
+            try await cut(run, relief)
+            (result.detectionMilliseconds, result.reasonSet) = try await run.waitLeft(relief, seenBy: [captain, officer], since: cutAt)
+            _ = try await run.waitLeft(captain, seenBy: [relief], since: cutAt)
+            try await run.edit(captain, shared, "actual=10:07")
+            try await run.edit(relief, shared, "remarks=\"light chop\"")
+            try await run.add(relief, "leg=3 waypoint=ARNEM")
+            try await run.add(officer, "leg=4 waypoint=VEPOK")
+            let healedAt = ContinuousClock.now
+            try await heal(run, relief)
+            result.rejoinMilliseconds = try await run.waitJoined(relief, seenBy: [captain, officer], since: healedAt)
+        }
+    }
+}
+
+extension ScenarioResult {
+    var reasonSet: Set<String> {
+        get { Set(reasons) }
+        set { reasons = newValue.sorted() }
+    }
+}
+
+/// Drops everything in and out of a host's eth0 (`-I`), or removes those rules (`-D`); IPv4
+/// and IPv6 both, since peers also find each other at their IPv6 link-local addresses.
+func blackHole(_ host: Host, _ action: String) async throws {
+    for tool in ["iptables", "ip6tables"] {
+        try await host.exec(tool, action, "INPUT", "-i", "eth0", "-j", "DROP")
+        try await host.exec(tool, action, "OUTPUT", "-o", "eth0", "-j", "DROP")
+    }
+}
+
+/// Drops everything between `host` and `others` (`-I`), or removes those rules (`-D`), at
+/// their IPv4 and IPv6 link-local addresses.
+func partition(_ host: Host, from others: [Host], _ action: String) async throws {
+    for other in others {
+        try await host.exec("iptables", action, "INPUT", "-s", other.address, "-j", "DROP")
+        try await host.exec("iptables", action, "OUTPUT", "-d", other.address, "-j", "DROP")
+        let linkLocal = try await other.linkLocalAddress()
+        try await host.exec("ip6tables", action, "INPUT", "-s", linkLocal, "-j", "DROP")
+        try await host.exec("ip6tables", action, "OUTPUT", "-d", linkLocal, "-j", "DROP")
+    }
+}
+
+/// What `avahi-browse` on `host` resolves of `serviceType` right now.
+func browse(from host: Host, _ serviceType: String) throws -> String {
+    let output = Pipe()
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/nsenter")
+    process.arguments = host.inside(["avahi-browse", "--parsable", "--terminate", "--resolve", serviceType])
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return String(decoding: data, as: UTF8.self)
+}
+
+/// Whether a command inside `host` succeeds.
+func runSync(_ host: Host, _ arguments: [String]) throws -> Bool {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/nsenter")
+    process.arguments = host.inside(arguments)
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    process.waitUntilExit()
+    return process.terminationStatus == 0
+}

@@ -1,0 +1,83 @@
+// The multi-host fault suite: three hosts made of network namespaces, each with its own
+// avahi-daemon, running navlog-sync; one fault per scenario; detection and rejoin times from
+// the JSON events, the logs compared from the databases. Writes a Markdown and a JSON report.
+// Needs root. `make hosts-test` runs it; `make test` too, when it can make namespaces.
+//
+//   navlog-hosts [--binary PATH] [--report DIR] [--only NAME,...]
+import Foundation
+import Glibc
+
+var options: [String: String] = [:]
+var arguments = CommandLine.arguments.dropFirst().makeIterator()
+while let key = arguments.next() {
+    guard key.hasPrefix("--"), let value = arguments.next() else {
+        FileHandle.standardError.write(Data("usage: navlog-hosts [--binary PATH] [--report DIR] [--only NAME,...]\n".utf8))
+        exit(64)
+    }
+    options[String(key.dropFirst(2))] = value
+}
+let here = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+let binary = options["binary"] ?? here.appendingPathComponent("navlog-sync").path
+let reportDirectory = options["report"] ?? "bench-results/hosts"
+let only = options["only"].map { Set($0.split(separator: ",").map(String.init)) }
+
+guard getuid() == 0 else {
+    print("The multi-host suite was not run: it makes network namespaces, which needs root (sudo make hosts-test).")
+    exit(77)
+}
+guard FileManager.default.isExecutableFile(atPath: binary) else {
+    print("navlog-sync is not at \(binary): build it first (swift build --product navlog-sync), or pass --binary")
+    exit(2)
+}
+
+// An interrupt removes every namespace made so far (and what runs in them) before exiting.
+signal(SIGINT, SIG_IGN)
+signal(SIGTERM, SIG_IGN)
+let interrupts = [SIGINT, SIGTERM].map { number in
+    let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+    source.setEventHandler {
+        print("\ninterrupted: removing the namespace hosts")
+        HostNetwork.teardownAll()
+        exit(130)
+    }
+    source.resume()
+    return source
+}
+
+let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("navlog-hosts-\(getpid())").path
+defer { try? FileManager.default.removeItem(atPath: scratch) }
+var results: [ScenarioResult] = []
+let started = ContinuousClock.now
+for scenario in Scenario.all() where only?.contains(scenario.name) ?? true {
+    print("== \(scenario.name): \(scenario.fault)")
+    var result = ScenarioResult(scenario: scenario.name, fault: scenario.fault)
+    var run: ScenarioRun?
+    do {
+        let current = try await ScenarioRun(name: scenario.name, hostNames: Scenario.hostNames, binary: binary, root: scratch)
+        run = current
+        try await current.startAll()
+        try await scenario.body(current, &result)
+        result.entriesPerHost = try await current.waitConverged()
+        result.entriesTyped = current.typed.count
+        result.passed = true
+    } catch {
+        result.failure = "\(error)"
+        result.entriesTyped = run?.typed.count ?? 0
+        if let run {
+            for host in run.hosts {
+                print("   \(host.name) printed:")
+                for line in host.history.joined() { print("     \(line.raw)") }
+            }
+        }
+    }
+    await run?.teardown()
+    results.append(result)
+    print("   " + Report.line(result))
+}
+
+let report = Report(results: results, duration: ContinuousClock.now - started)
+try report.write(to: reportDirectory)
+print("\n" + report.markdown)
+print("Report written to \(reportDirectory)/report.md and report.json")
+_ = interrupts
+exit(results.allSatisfy(\.passed) ? 0 : 1)
