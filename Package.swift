@@ -192,6 +192,11 @@ let package = Package(
             path: "Tests/HostSuite",
             swiftSettings: swiftSettings
         ),
+        // Loss and delay on a link, for kernels without netem (C, AF_PACKET).
+        .executableTarget(
+            name: "net-impair",
+            path: "Tests/NetImpair"
+        ),
         .testTarget(
             name: "MultipeerCoreTests",
             dependencies: [

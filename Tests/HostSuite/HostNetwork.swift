@@ -42,6 +42,25 @@ final class HostNetwork: Sendable {
         try await ip("-n", bridge, "link", "set", host.port, up ? "up" : "down")
     }
 
+    /// Puts `net-impair` between a host's link and the bridge: each frame, either way, is lost
+    /// with `loss` percent, or delayed `delay` +- `jitter` ms (tc netem's job; this kernel has
+    /// no netem). Returns the relay, for ``clearImpairment(of:relay:)``.
+    func impair(_ host: Host, tool: String, loss: Int, delay: Int, jitter: Int) async throws -> BackgroundProcess {
+        let (relay, bridgeSide) = ("imp-\(host.port)", "impb-\(host.port)")
+        try await ip("-n", bridge, "link", "set", host.port, "nomaster")
+        try await ip("-n", bridge, "link", "add", relay, "type", "veth", "peer", "name", bridgeSide)
+        try await ip("-n", bridge, "link", "set", bridgeSide, "master", "br0", "up")
+        try await ip("-n", bridge, "link", "set", relay, "up")
+        return try BackgroundProcess("/usr/bin/ip", ["netns", "exec", bridge, tool, host.port, relay, "\(loss)", "\(delay)", "\(jitter)"])
+    }
+
+    /// Takes the relay out again: the host's link is plugged straight into the bridge.
+    func clearImpairment(of host: Host, relay: BackgroundProcess) async throws {
+        relay.stop()
+        try await ip("-n", bridge, "link", "del", "imp-\(host.port)")
+        try await ip("-n", bridge, "link", "set", host.port, "master", "br0")
+    }
+
     /// Stops every process in the hosts and removes the namespaces.
     func teardown() async {
         for host in hosts { host.stop() }

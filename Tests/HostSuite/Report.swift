@@ -26,7 +26,8 @@ struct Report: Encodable {
 
     static func line(_ result: ScenarioResult) -> String {
         guard result.passed else { return "FAILED: \(result.failure ?? "")" }
-        let detection = result.detectionMilliseconds.map { "detected in \(milliseconds($0)) (\(result.reasons.joined(separator: ", "))), " } ?? ""
+        let detection = result.detectionMilliseconds.map { "detected in \(milliseconds($0)) (\(result.reasons.joined(separator: ", "))), " }
+            ?? result.reasons.map { "\($0), " }.joined()
         return "passed: \(detection)back in \(milliseconds(result.rejoinMilliseconds)), \(result.entriesTyped) entries typed, logs identical"
     }
 

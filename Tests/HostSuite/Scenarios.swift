@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import MultipeerCore
 
 /// What one scenario found.
 struct ScenarioResult: Codable {
@@ -26,8 +27,8 @@ struct Scenario: Sendable {
 
     static let hostNames = ["captain", "first-officer", "relief"]
 
-    /// Every scenario, in the order they run.
-    static func all() -> [Scenario] {
+    /// Every scenario, in the order they run; the lossy link lasts `lossSeconds`.
+    static func all(lossSeconds: Int, impairTool: String) -> [Scenario] {
         [
             isolate("link down", "relief's link to the bridge goes down, then up",
                     cut: { run, relief in try await run.network.setLink(of: relief, up: false) },
@@ -35,6 +36,36 @@ struct Scenario: Sendable {
             isolate("black hole", "iptables drops everything in and out of relief's eth0, then the rules go",
                     cut: { _, relief in try await blackHole(relief, "-I") },
                     heal: { _, relief in try await blackHole(relief, "-D") }),
+            Scenario(
+                name: "loss and delay",
+                fault: "relief's link loses 30 % of frames and delays the rest 100 ms +- 50 ms, each way, for \(lossSeconds) s"
+            ) { run, result in
+                let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
+                try await run.add(captain, "leg=1 waypoint=TESAT")
+                let relay = try await run.network.impair(relief, tool: impairTool, loss: 30, delay: 100, jitter: 50)
+                let impairedAt = ContinuousClock.now
+                // Everyone goes on typing through it, every 5 s.
+                var leg = 2
+                while ContinuousClock.now - impairedAt < .seconds(lossSeconds) {
+                    for host in [captain, officer, relief] {
+                        try await run.add(host, "leg=\(leg) waypoint=L\(leg)")
+                        leg += 1
+                    }
+                    try await Task.sleep(for: .seconds(5))
+                }
+                // Teardowns are reported, not failed: at 30 % loss a link may go silent for
+                // longer than the keepalive timeout; what counts is that it heals and loses nothing.
+                let departures = run.hosts.flatMap { host in
+                    host.navlog.timedLines.filter { $0.at >= impairedAt && $0.line.event == "peer_left" }.map { $0.line["reason"] ?? "?" }
+                }
+                result.reasons = departures.isEmpty
+                    ? ["no teardown"]
+                    : ["\(departures.count) teardowns (\(Set(departures).sorted().joined(separator: ", ")))"]
+                let healedAt = ContinuousClock.now
+                try await run.network.clearImpairment(of: relief, relay: relay)
+                for host in run.hosts { try await run.waitActive(host, Set(Scenario.hostNames).subtracting([host.name])) }
+                result.rejoinMilliseconds = (ContinuousClock.now - healedAt).seconds * 1000
+            },
             Scenario(name: "frozen", fault: "relief's navlog-sync gets SIGSTOP, then SIGCONT") { run, result in
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
                 let shared = try await run.add(captain, "leg=1 waypoint=TESAT fuel=12400")

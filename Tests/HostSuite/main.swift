@@ -3,7 +3,7 @@
 // the JSON events, the logs compared from the databases. Writes a Markdown and a JSON report.
 // Needs root. `make hosts-test` runs it; `make test` too, when it can make namespaces.
 //
-//   navlog-hosts [--binary PATH] [--report DIR] [--only NAME,...]
+//   navlog-hosts [--binary PATH] [--report DIR] [--only NAME,...] [--loss-seconds N]
 import Foundation
 import Glibc
 
@@ -11,7 +11,7 @@ var options: [String: String] = [:]
 var arguments = CommandLine.arguments.dropFirst().makeIterator()
 while let key = arguments.next() {
     guard key.hasPrefix("--"), let value = arguments.next() else {
-        FileHandle.standardError.write(Data("usage: navlog-hosts [--binary PATH] [--report DIR] [--only NAME,...]\n".utf8))
+        FileHandle.standardError.write(Data("usage: navlog-hosts [--binary PATH] [--report DIR] [--only NAME,...] [--loss-seconds N]\n".utf8))
         exit(64)
     }
     options[String(key.dropFirst(2))] = value
@@ -20,6 +20,8 @@ let here = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPat
 let binary = options["binary"] ?? here.appendingPathComponent("navlog-sync").path
 let reportDirectory = options["report"] ?? "bench-results/hosts"
 let only = options["only"].map { Set($0.split(separator: ",").map(String.init)) }
+let lossSeconds = options["loss-seconds"].flatMap(Int.init) ?? 60
+let impairTool = here.appendingPathComponent("net-impair").path
 
 guard getuid() == 0 else {
     print("The multi-host suite was not run: it makes network namespaces, which needs root (sudo make hosts-test).")
@@ -48,7 +50,7 @@ let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("nav
 defer { try? FileManager.default.removeItem(atPath: scratch) }
 var results: [ScenarioResult] = []
 let started = ContinuousClock.now
-for scenario in Scenario.all() where only?.contains(scenario.name) ?? true {
+for scenario in Scenario.all(lossSeconds: lossSeconds, impairTool: impairTool) where only?.contains(scenario.name) ?? true {
     print("== \(scenario.name): \(scenario.fault)")
     var result = ScenarioResult(scenario: scenario.name, fault: scenario.fault)
     var run: ScenarioRun?

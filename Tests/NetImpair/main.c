@@ -1,0 +1,153 @@
+// net-impair: forwards every Ethernet frame between two interfaces, dropping a share of them at
+// random and holding each for a random time, both directions independently: what
+// `tc qdisc add dev X root netem loss L% delay D J` would do, for kernels without netem (this
+// machine's). The multi-host fault suite puts it between a host's link and the bridge.
+//
+//   net-impair IFACE_A IFACE_B LOSS_PERCENT DELAY_MS JITTER_MS
+//
+// Each frame is dropped with probability LOSS_PERCENT/100, or sent on after DELAY_MS +- JITTER_MS
+// (uniform), so frames can be reordered, as with netem. Frames travel with their virtio-net
+// header (PACKET_VNET_HDR), so segmentation offload passes through unharmed. Runs until SIGINT or
+// SIGTERM; prints what it forwarded and dropped when it ends.
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/if_packet.h>
+#include <linux/virtio_net.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { maximum_frame = 65536 + sizeof(struct virtio_net_hdr), maximum_queued = 65536 };
+
+struct frame {
+    uint64_t due;  // nanoseconds, CLOCK_MONOTONIC
+    int out;
+    size_t length;
+    unsigned char *bytes;
+};
+
+// A binary min-heap of frames by due time.
+static struct frame queue[maximum_queued];
+static size_t queued;
+
+static void push(struct frame frame) {
+    size_t index = queued++;
+    while (index > 0 && queue[(index - 1) / 2].due > frame.due) {
+        queue[index] = queue[(index - 1) / 2];
+        index = (index - 1) / 2;
+    }
+    queue[index] = frame;
+}
+
+static struct frame pop(void) {
+    struct frame top = queue[0], last = queue[--queued];
+    size_t index = 0;
+    for (;;) {
+        size_t child = 2 * index + 1;
+        if (child >= queued) break;
+        if (child + 1 < queued && queue[child + 1].due < queue[child].due) child++;
+        if (queue[child].due >= last.due) break;
+        queue[index] = queue[child];
+        index = child;
+    }
+    if (queued > 0) queue[index] = last;
+    return top;
+}
+
+static uint64_t now(void) {
+    struct timespec time;
+    clock_gettime(CLOCK_MONOTONIC, &time);
+    return (uint64_t)time.tv_sec * 1000000000u + (uint64_t)time.tv_nsec;
+}
+
+static uint64_t random_state;
+
+static double uniform(void) {  // [0, 1), xorshift64*
+    random_state ^= random_state >> 12;
+    random_state ^= random_state << 25;
+    random_state ^= random_state >> 27;
+    return (double)((random_state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+}
+
+static volatile sig_atomic_t stopping;
+static void stop(int signal) { (void)signal; stopping = 1; }
+
+static int open_interface(const char *name) {
+    unsigned index = if_nametoindex(name);
+    if (index == 0) {
+        fprintf(stderr, "net-impair: no interface %s\n", name);
+        exit(2);
+    }
+    int descriptor = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(ETH_P_ALL));
+    int on = 1;
+    struct sockaddr_ll address = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL), .sll_ifindex = (int)index};
+    struct packet_mreq promiscuous = {.mr_ifindex = (int)index, .mr_type = PACKET_MR_PROMISC};
+    if (descriptor < 0 || setsockopt(descriptor, SOL_PACKET, PACKET_VNET_HDR, &on, sizeof on) != 0
+        || bind(descriptor, (struct sockaddr *)&address, sizeof address) != 0
+        || setsockopt(descriptor, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &promiscuous, sizeof promiscuous) != 0) {
+        fprintf(stderr, "net-impair: cannot open %s: %s\n", name, strerror(errno));
+        exit(2);
+    }
+    return descriptor;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 6) {
+        fprintf(stderr, "usage: net-impair IFACE_A IFACE_B LOSS_PERCENT DELAY_MS JITTER_MS\n");
+        return 64;
+    }
+    int sockets[2] = {open_interface(argv[1]), open_interface(argv[2])};
+    double loss = atof(argv[3]) / 100;
+    double delay = atof(argv[4]) * 1e6, jitter = atof(argv[5]) * 1e6;
+    random_state = now() | 1;
+    signal(SIGINT, stop);
+    signal(SIGTERM, stop);
+    unsigned long forwarded = 0, dropped = 0;
+    static unsigned char buffer[maximum_frame];
+
+    while (!stopping) {
+        int timeout = -1;
+        if (queued > 0) {
+            uint64_t current = now();
+            timeout = queue[0].due <= current ? 0 : (int)((queue[0].due - current) / 1000000) + 1;
+        }
+        struct pollfd watched[2] = {{.fd = sockets[0], .events = POLLIN}, {.fd = sockets[1], .events = POLLIN}};
+        if (poll(watched, 2, timeout) < 0 && errno != EINTR) break;
+        for (int side = 0; side < 2; side++) {
+            if (!(watched[side].revents & POLLIN)) continue;
+            for (;;) {
+                struct sockaddr_ll from;
+                socklen_t length = sizeof from;
+                ssize_t count = recvfrom(sockets[side], buffer, sizeof buffer, 0, (struct sockaddr *)&from, &length);
+                if (count < 0) break;
+                if (from.sll_pkttype == PACKET_OUTGOING) continue;  // our own sends, seen again
+                if (uniform() < loss || queued == maximum_queued) {
+                    dropped++;
+                    continue;
+                }
+                double wait = delay + (2 * uniform() - 1) * jitter;
+                struct frame frame = {.due = now() + (uint64_t)(wait > 0 ? wait : 0), .out = sockets[1 - side], .length = (size_t)count};
+                frame.bytes = malloc(frame.length);
+                if (!frame.bytes) continue;
+                memcpy(frame.bytes, buffer, frame.length);
+                push(frame);
+            }
+        }
+        for (uint64_t current = now(); queued > 0 && queue[0].due <= current;) {
+            struct frame frame = pop();
+            if (send(frame.out, frame.bytes, frame.length, 0) >= 0) forwarded++;
+            free(frame.bytes);
+        }
+    }
+    printf("net-impair: forwarded %lu frames, dropped %lu\n", forwarded, dropped);
+    return 0;
+}
