@@ -32,6 +32,9 @@ guard FileManager.default.isExecutableFile(atPath: binary) else {
     exit(2)
 }
 
+/// The databases and keys of the scenarios; removed at the end, also after an interrupt.
+let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("navlog-hosts-\(getpid())").path
+
 // An interrupt removes every namespace made so far (and what runs in them) before exiting.
 signal(SIGINT, SIG_IGN)
 signal(SIGTERM, SIG_IGN)
@@ -40,14 +43,13 @@ let interrupts = [SIGINT, SIGTERM].map { number in
     source.setEventHandler {
         print("\ninterrupted: removing the namespace hosts")
         HostNetwork.teardownAll()
+        try? FileManager.default.removeItem(atPath: scratch)
         exit(130)
     }
     source.resume()
     return source
 }
 
-let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("navlog-hosts-\(getpid())").path
-defer { try? FileManager.default.removeItem(atPath: scratch) }
 var results: [ScenarioResult] = []
 let started = ContinuousClock.now
 for scenario in Scenario.all(lossSeconds: lossSeconds, impairTool: impairTool) where only?.contains(scenario.name) ?? true {
@@ -82,4 +84,5 @@ try report.write(to: reportDirectory)
 print("\n" + report.markdown)
 print("Report written to \(reportDirectory)/report.md and report.json")
 _ = interrupts
+try? FileManager.default.removeItem(atPath: scratch)
 exit(results.allSatisfy(\.passed) ? 0 : 1)
