@@ -30,10 +30,10 @@ struct Scenario: Sendable {
     /// Every scenario, in the order they run; the lossy link lasts `lossSeconds`.
     static func all(lossSeconds: Int, impairTool: String) -> [Scenario] {
         [
-            isolate("link down", "relief's link to the bridge goes down, then up",
+            isolate("link down", "relief's link to the bridge goes down, then up", reliefRuns: true,
                     cut: { run, relief in try await run.network.setLink(of: relief, up: false) },
                     heal: { run, relief in try await run.network.setLink(of: relief, up: true) }),
-            isolate("black hole", "iptables drops everything in and out of relief's eth0, then the rules go",
+            isolate("black hole", "iptables drops everything in and out of relief's eth0, then the rules go", reliefRuns: true,
                     cut: { _, relief in try await blackHole(relief, "-I") },
                     heal: { _, relief in try await blackHole(relief, "-D") }),
             Scenario(
@@ -66,34 +66,12 @@ struct Scenario: Sendable {
                 for host in run.hosts { try await run.waitActive(host, Set(Scenario.hostNames).subtracting([host.name])) }
                 result.rejoinMilliseconds = (ContinuousClock.now - healedAt).seconds * 1000
             },
-            Scenario(name: "frozen", fault: "relief's navlog-sync gets SIGSTOP, then SIGCONT") { run, result in
-                let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
-                let shared = try await run.add(captain, "leg=1 waypoint=TESAT fuel=12400")
-                try await run.add(relief, "leg=2 waypoint=NIPAS")
-                let frozenAt = ContinuousClock.now
-                kill(relief.navlog.process.pid, SIGSTOP)
-                (result.detectionMilliseconds, result.reasonSet) = try await run.waitLeft(relief, seenBy: [captain, officer], since: frozenAt)
-                try await run.edit(officer, shared, "fuel=12100")
-                try await run.add(captain, "leg=3 waypoint=ARNEM")
-                let thawedAt = ContinuousClock.now
-                kill(relief.navlog.process.pid, SIGCONT)
-                result.rejoinMilliseconds = try await run.waitJoined(relief, seenBy: [captain, officer], since: thawedAt)
-                try await run.add(relief, "leg=4 waypoint=VEPOK")
-            },
-            Scenario(name: "killed", fault: "relief's navlog-sync gets SIGKILL, then starts again from its database") { run, result in
-                let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
-                try await run.add(relief, "leg=1 waypoint=TESAT")
-                let lastWords = try await run.add(relief, "leg=2 waypoint=NIPAS")  // acknowledged, then killed at once
-                let killedAt = ContinuousClock.now
-                kill(relief.navlog.process.pid, SIGKILL)
-                (result.detectionMilliseconds, result.reasonSet) = try await run.waitLeft(relief, seenBy: [captain, officer], since: killedAt)
-                try await run.edit(captain, lastWords, "remarks=\"relief restarting\"")
-                try await run.add(officer, "leg=3 waypoint=ARNEM")
-                let restartedAt = ContinuousClock.now
-                try run.start(relief)
-                result.rejoinMilliseconds = try await run.waitJoined(relief, seenBy: [captain, officer], since: restartedAt)
-                try await run.add(relief, "leg=4 waypoint=VEPOK")
-            },
+            isolate("frozen", "relief's navlog-sync gets SIGSTOP, then SIGCONT", reliefRuns: false,
+                    cut: { _, relief in kill(relief.navlog.process.pid, SIGSTOP) },
+                    heal: { _, relief in kill(relief.navlog.process.pid, SIGCONT) }),
+            isolate("killed", "relief's navlog-sync gets SIGKILL, then starts again from its database", reliefRuns: false,
+                    cut: { _, relief in kill(relief.navlog.process.pid, SIGKILL) },
+                    heal: { run, relief in try run.start(relief) }),
             Scenario(name: "avahi restart", fault: "relief's avahi-daemon is stopped and started again") { run, result in
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
                 try await run.add(relief, "leg=1 waypoint=TESAT")
@@ -133,26 +111,32 @@ struct Scenario: Sendable {
         ]
     }
 
-    /// Relief cut off from the other two and back, with edits on both sides of the cut.
+    /// Relief cut off from the other two and back. Captain and first-officer edit meanwhile, and
+    /// so does relief when it `reliefRuns` through the fault (a network fault, not a frozen or
+    /// killed process); relief's last entry is stored just before the fault.
     static func isolate(
-        _ name: String, _ fault: String,
+        _ name: String, _ fault: String, reliefRuns: Bool,
         cut: @escaping @Sendable (ScenarioRun, Host) async throws -> Void, heal: @escaping @Sendable (ScenarioRun, Host) async throws -> Void
     ) -> Scenario {
         Scenario(name: name, fault: fault) { run, result in
             let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
             let shared = try await run.add(captain, "leg=1 waypoint=TESAT fuel=12400")
-            try await run.add(relief, "leg=2 waypoint=NIPAS")
+            let lastWords = try await run.add(relief, "leg=2 waypoint=NIPAS")
             let cutAt = ContinuousClock.now
             try await cut(run, relief)
             (result.detectionMilliseconds, result.reasonSet) = try await run.waitLeft(relief, seenBy: [captain, officer], since: cutAt)
-            _ = try await run.waitLeft(captain, seenBy: [relief], since: cutAt)
+            if reliefRuns {
+                _ = try await run.waitLeft(captain, seenBy: [relief], since: cutAt)
+                try await run.edit(relief, shared, "remarks=\"light chop\"")
+                try await run.add(relief, "leg=3 waypoint=ARNEM")
+            }
             try await run.edit(captain, shared, "actual=10:07")
-            try await run.edit(relief, shared, "remarks=\"light chop\"")
-            try await run.add(relief, "leg=3 waypoint=ARNEM")
+            try await run.edit(officer, lastWords, "fuel=11150")
             try await run.add(officer, "leg=4 waypoint=VEPOK")
             let healedAt = ContinuousClock.now
             try await heal(run, relief)
             result.rejoinMilliseconds = try await run.waitJoined(relief, seenBy: [captain, officer], since: healedAt)
+            try await run.add(relief, "leg=5 waypoint=ELNAR")
         }
     }
 }
