@@ -88,6 +88,7 @@ struct Scenario: Sendable {
                 try await run.add(officer, "leg=3 waypoint=ARNEM")
                 let falseTeardowns = run.hosts.map { run.departures(at: $0, since: restartedAt) }.reduce(0, +)
                 guard falseTeardowns == 0 else { throw HostSuiteError("\(falseTeardowns) links were torn down by an avahi-daemon restart") }
+                result.reasons = ["no teardown"]
             },
             Scenario(name: "partition", fault: "captain cut off from first-officer and relief, who stay together (iptables on captain), then the rules go") { run, result in
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
