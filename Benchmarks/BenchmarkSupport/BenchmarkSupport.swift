@@ -26,6 +26,13 @@ public enum Bench {
         return Double(fields.count > 1 ? Int(fields[1]) ?? 0 : 0) * Double(sysconf(Int32(_SC_PAGESIZE))) / 1024
     }
 
+    /// CPU time (user + system) this process has used so far, in seconds.
+    public static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    }
+
     /// Writes `value` as pretty JSON to the `--json` path (or `defaultPath`) and says where.
     public static func writeJSON<Value: Encodable>(_ value: Value, defaultPath: String) throws {
         let path = option("--json") ?? defaultPath

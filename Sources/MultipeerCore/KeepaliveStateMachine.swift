@@ -3,10 +3,24 @@
 /// (a monotonic clock's reading).
 ///
 /// Each side makes sure the other hears from it: a PING goes out whenever this side has sent
-/// nothing for an interval. And any inbound byte proves the peer alive, not just whole frames.
+/// nothing for a while. And any inbound byte proves the peer alive, not just whole frames.
 /// Together they keep a one-way bulk transfer alive: the receiver, busy reading, still pings
 /// back, and the sender, whose own PINGs queue behind its data, hears those.
+///
+/// The side that dialled leads: it pings after an interval of quiet. The other follows: its
+/// PONGs are its traffic, and it pings by itself only after one and a half intervals of quiet
+/// (the leader is busy sending, or gone), and once every four intervals to measure the round
+/// trip from its side. An idle link so carries one PING and one PONG per interval, not two of
+/// each (with equal thresholds both sides raced to ping).
 public struct KeepaliveStateMachine: Sendable {
+    /// Which side of the link this is.
+    public enum Role: Sendable {
+        /// Dialled the link.
+        case leading
+        /// Accepted it.
+        case following
+    }
+
     public enum Action: Equatable, Sendable {
         /// Nothing to do until ``nextWakeUp``.
         case wait
@@ -17,15 +31,29 @@ public struct KeepaliveStateMachine: Sendable {
     }
 
     public let parameters: KeepaliveParameters
+    public let role: Role
     private var lastInbound: Duration
     private var lastOutbound: Duration
+    private var lastPing: Duration
     private var nextNonce: UInt64 = 1
     private var finished = false
 
-    public init(parameters: KeepaliveParameters, now: Duration) {
+    public init(parameters: KeepaliveParameters, role: Role = .leading, now: Duration) {
         self.parameters = parameters
+        self.role = role
         self.lastInbound = now
         self.lastOutbound = now
+        self.lastPing = now
+    }
+
+    /// How long this side stays quiet before it pings.
+    private var quietLimit: Duration {
+        role == .leading ? parameters.interval : parameters.interval * 3 / 2
+    }
+
+    /// When the follower pings to measure the round trip, however busy it is.
+    private var sampleDue: Duration {
+        role == .leading ? .seconds(Int64.max) : lastPing + parameters.interval * 4
     }
 
     /// Bytes arrived from the peer.
@@ -40,7 +68,7 @@ public struct KeepaliveStateMachine: Sendable {
 
     /// When the shell should call ``wakeUp(now:)`` next.
     public var nextWakeUp: Duration {
-        min(lastOutbound + parameters.interval, lastInbound + parameters.timeout)
+        min(lastOutbound + quietLimit, lastInbound + parameters.timeout, sampleDue)
     }
 
     /// The timer fired (or any time): what to do now.
@@ -50,8 +78,9 @@ public struct KeepaliveStateMachine: Sendable {
             finished = true
             return .timedOut
         }
-        guard now - lastOutbound >= parameters.interval else { return .wait }
+        guard now - lastOutbound >= quietLimit || now >= sampleDue else { return .wait }
         lastOutbound = now
+        lastPing = now
         defer { nextNonce &+= 1 }
         return .sendPing(Probe(nonce: nextNonce, timestamp: UInt64(clamping: now.nanoseconds)))
     }

@@ -33,6 +33,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     typealias OutboundOut = LinkMessage
 
     private let local: KeepaliveParameters
+    private let role: KeepaliveStateMachine.Role
     private let quality: LinkQualityBox
     private var keepalive: KeepaliveStateMachine?
     private var timer: Scheduled<Void>?
@@ -40,8 +41,9 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     private let origin = NIODeadline.now()
     private var peer = "the peer"
 
-    init(local: KeepaliveParameters, quality: LinkQualityBox) {
+    init(local: KeepaliveParameters, role: KeepaliveStateMachine.Role, quality: LinkQualityBox) {
         self.local = local
+        self.role = role
         self.quality = quality
     }
 
@@ -64,7 +66,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let hello = event as? HelloCompleted {
-            keepalive = KeepaliveStateMachine(parameters: local.stricter(than: hello.remote.keepalive), now: now)
+            keepalive = KeepaliveStateMachine(parameters: local.stricter(than: hello.remote.keepalive), role: role, now: now)
             schedule(context: context)
         }
         context.fireUserInboundEventTriggered(event)
@@ -74,6 +76,8 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         let message = unwrapInboundIn(data)
         switch message {
         case .ping(let probe):
+            // Written from here, the PONG does not pass this handler's `write`: count it here.
+            keepalive?.outboundActivity(now: now)
             context.writeAndFlush(wrapOutboundOut(.pong(probe)), promise: nil)
         case .pong(let probe):
             let at = now
@@ -100,9 +104,15 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         context.fireChannelInactive()
     }
 
+    /// Wake-ups are rounded up to this grid: the timers of many idle links then fire in one
+    /// event-loop turn instead of one turn each (the loop's wake-ups were most of an idle
+    /// mesh's CPU). 20 ms is far inside the keepalive's own tolerances.
+    private static let timerGrid: Int64 = 5_000_000
+
     private func schedule(context: ChannelHandlerContext) {
         guard let keepalive else { return }
-        let deadline = origin + .nanoseconds(keepalive.nextWakeUp.nanoseconds)
+        let due = Int64(origin.uptimeNanoseconds) + keepalive.nextWakeUp.nanoseconds
+        let deadline = NIODeadline.uptimeNanoseconds(UInt64((due + Self.timerGrid - 1) / Self.timerGrid * Self.timerGrid))
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
         timer = context.eventLoop.scheduleTask(deadline: deadline) { loopBound.value.wakeUp() }
     }

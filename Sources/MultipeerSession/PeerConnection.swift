@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 package import MultipeerCore
 package import MultipeerTLS
 package import NIOCore
@@ -29,7 +30,7 @@ package struct LinkConfiguration: Sendable {
         let link = LinkHandler(
             localHello: localHello, handshakeTimeout: tls.configuration.handshakeTimeout, eventLoop: channel.eventLoop)
         let quality = LinkQualityBox()
-        let keepalive = KeepaliveHandler(local: localHello.keepalive, quality: quality)
+        let keepalive = KeepaliveHandler(local: localHello.keepalive, role: role == .client ? .leading : .following, quality: quality)
         let handlers = channel.pipeline.syncOperations
         try handlers.addHandler(InboundActivityHandler(keepalive: keepalive))
         try handlers.addHandler(TLSHandler(engine: engine))
@@ -38,7 +39,9 @@ package struct LinkConfiguration: Sendable {
         try handlers.addHandler(keepalive)
         if let receiveWindows { try handlers.addHandler(DeliveryHandler(windows: receiveWindows)) }
         let asyncChannel = try NIOAsyncChannel<LinkMessage, LinkMessage>(wrappingChannelSynchronously: channel)
-        return PendingLink(channel: asyncChannel, hello: link.hello, remoteAddress: channel.remoteAddress, quality: quality)
+        let claim = LinkClaim(asyncChannel)
+        try handlers.addHandler(UnclaimedLinkCloser(claim: claim))
+        return PendingLink(channel: asyncChannel, hello: link.hello, remoteAddress: channel.remoteAddress, quality: quality, claim: claim)
     }
 
     var tcpUserTimeoutOption: (ChannelOptions.Types.SocketOption, SocketOptionValue)? {
@@ -54,9 +57,11 @@ struct PendingLink: Sendable {
     var hello: EventLoopFuture<Hello>
     var remoteAddress: SocketAddress?
     var quality: LinkQualityBox
+    var claim: LinkClaim
 
     /// Waits for the handshake and returns the ready link.
     func established() async throws -> PeerConnection {
+        claim.claim()
         let hello: Hello
         do {
             hello = try await self.hello.get()
@@ -120,3 +125,48 @@ func socketErrorReason(_ error: any Error) -> String {
     if let error = error as? IOError { return String(cString: strerror(error.errnoCode)) }
     return "\(error)"
 }
+
+/// A link's async channel, held until its owner claims it. NIO can drop a link that its
+/// initializer made before anyone sees it (a listener closed, or a connect cancelled, while the
+/// connection was being set up); an async channel dropped that way, unfinished, traps when the
+/// connection becomes active. Held here instead, it is finished and closed when the connection
+/// closes, unless its owner claimed it.
+final class LinkClaim: Sendable {
+    private let unclaimed: Mutex<NIOAsyncChannel<LinkMessage, LinkMessage>?>
+
+    init(_ channel: NIOAsyncChannel<LinkMessage, LinkMessage>) {
+        unclaimed = Mutex(channel)
+    }
+
+    /// The owner has the link now and will close it (executeThenClose).
+    func claim() {
+        _ = unclaimed.withLock { $0.take() }
+    }
+
+    /// The link, if nobody claimed it; from then on nobody can.
+    func abandoned() -> NIOAsyncChannel<LinkMessage, LinkMessage>? {
+        unclaimed.withLock { $0.take() }
+    }
+}
+
+/// Finishes and closes a link nobody claimed, when its connection closes.
+final class UnclaimedLinkCloser: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = LinkMessage
+
+    private let claim: LinkClaim
+
+    init(claim: LinkClaim) {
+        self.claim = claim
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if let abandoned = claim.abandoned() {
+            // Async by NIO's design; a closed channel makes it quick, and nothing waits for it.
+            Task { try? await abandoned.executeThenClose { _, _ in } }
+        }
+        context.fireChannelInactive()
+    }
+}
+
+@available(*, unavailable)
+extension UnclaimedLinkCloser: Sendable {}

@@ -44,6 +44,48 @@ import Testing
         #expect(sender.wakeUp(now: .milliseconds(9500)) == .timedOut)
     }
 
+    /// Two ends of an idle link, exchanging frames instantly: the leader pings every interval,
+    /// the follower only answers, but for one PING every four intervals to measure the round
+    /// trip; neither times out.
+    @Test func anIdleLinkCarriesOnePingPerIntervalFromTheLeader() {
+        var leader = KeepaliveStateMachine(parameters: Self.defaults, role: .leading, now: .zero)
+        var follower = KeepaliveStateMachine(parameters: Self.defaults, role: .following, now: .zero)
+        var pings: (leader: Int, follower: Int) = (0, 0)
+        for step in 1...400 {  // 10 s in 25 ms steps
+            let now = Duration.milliseconds(step * 25)
+            if case .sendPing = leader.wakeUp(now: now) {
+                pings.leader += 1
+                follower.inboundActivity(now: now)
+                follower.outboundActivity(now: now)  // its PONG
+                leader.inboundActivity(now: now)
+            }
+            switch follower.wakeUp(now: now) {
+            case .sendPing:
+                pings.follower += 1
+                leader.inboundActivity(now: now)
+                leader.outboundActivity(now: now)
+                follower.inboundActivity(now: now)
+            case .timedOut: Issue.record("the follower timed out")
+            case .wait: break
+            }
+        }
+        #expect(pings.leader == 20, "every 500 ms")
+        #expect(pings.follower == 5, "every 2 s, to measure the round trip")
+    }
+
+    @Test func aFollowerPingsWhenTheLeaderStopsPinging() {
+        // The leader sends a bulk transfer: busy, it pings no more, and the follower must be heard.
+        var follower = KeepaliveStateMachine(parameters: Self.defaults, role: .following, now: .zero)
+        follower.inboundActivity(now: .milliseconds(700))
+        #expect(follower.wakeUp(now: .milliseconds(749)) == .wait)
+        #expect(follower.nextWakeUp == .milliseconds(750))
+        guard case .sendPing = follower.wakeUp(now: .milliseconds(750)) else {
+            Issue.record("one and a half intervals of quiet: a ping")
+            return
+        }
+        #expect(follower.nextWakeUp == .milliseconds(1500), "next quiet limit, before the timeout at 700 + 1500")
+    }
+
     @Test func bothSidesUseTheStricterPair() {
         let mine = KeepaliveParameters(interval: .milliseconds(500), timeout: .milliseconds(1500))
         let theirs = KeepaliveParameters(interval: .milliseconds(200), timeout: .seconds(3))
