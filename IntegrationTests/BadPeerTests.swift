@@ -3,6 +3,7 @@ import Foundation
 import MultipeerCore
 import MultipeerTestSupport
 import NIOCore
+import NIOEmbedded
 import NIOPosix
 import Testing
 
@@ -114,5 +115,23 @@ import Testing
             #expect(goodbye?.1.contains("a DATA frame announced 2061 bytes, more than the limit of 1024") == true, "\(String(describing: goodbye))")
             try await Self.expectStillServing(server)
         }
+    }
+}
+
+/// A link that NIO's bootstrap made and then dropped before anyone claimed it (the listener was
+/// closed, or the connect cancelled, while the connection was being set up).
+@Suite struct UnclaimedLinkTests {
+    @Test func aLinkDroppedBeforeItBecomesActiveIsClosedWithoutATrap() throws {
+        let channel = EmbeddedChannel()
+        let configuration = try LinkFixtures.configuration(name: "server")
+        do {
+            // Made and dropped at once, as NIO drops an initializer's output nobody takes.
+            _ = try configuration.configure(channel, role: .server)
+        }
+        // Without the claim, the async channel's writer was released here, unfinished: a trap.
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).wait()
+        #expect(channel.isActive)
+        try channel.close().wait()
+        #expect(!channel.isActive)
     }
 }
