@@ -7,11 +7,12 @@
 /// Together they keep a one-way bulk transfer alive: the receiver, busy reading, still pings
 /// back, and the sender, whose own PINGs queue behind its data, hears those.
 ///
-/// The side that dialled leads: it pings after an interval of quiet. The other follows: its
-/// PONGs are its traffic, and it pings by itself only after one and a half intervals of quiet
-/// (the leader is busy sending, or gone), and once every four intervals to measure the round
-/// trip from its side. An idle link so carries one PING and one PONG per interval, not two of
-/// each (with equal thresholds both sides raced to ping).
+/// The side that dialled leads: it pings after an interval of quiet. The other follows: while
+/// the leader's PINGs keep coming, its PONGs are its traffic; when none came for one and a half
+/// intervals (the leader is busy sending, or gone), it pings after an interval of quiet like the
+/// leader; and once every four intervals it pings to measure the round trip from its side. An
+/// idle link so carries one PING and one PONG per interval, not two of each (with the same rule
+/// on both sides the two timers raced).
 public struct KeepaliveStateMachine: Sendable {
     /// Which side of the link this is.
     public enum Role: Sendable {
@@ -35,6 +36,7 @@ public struct KeepaliveStateMachine: Sendable {
     private var lastInbound: Duration
     private var lastOutbound: Duration
     private var lastPing: Duration
+    private var lastPingReceived: Duration
     private var nextNonce: UInt64 = 1
     private var finished = false
 
@@ -44,11 +46,13 @@ public struct KeepaliveStateMachine: Sendable {
         self.lastInbound = now
         self.lastOutbound = now
         self.lastPing = now
+        self.lastPingReceived = now
     }
 
-    /// How long this side stays quiet before it pings.
-    private var quietLimit: Duration {
-        role == .leading ? parameters.interval : parameters.interval * 3 / 2
+    /// When this side pings for having been quiet.
+    private var quietDue: Duration {
+        let quiet = lastOutbound + parameters.interval
+        return role == .leading ? quiet : max(quiet, lastPingReceived + parameters.interval * 3 / 2)
     }
 
     /// When the follower pings to measure the round trip, however busy it is.
@@ -61,6 +65,11 @@ public struct KeepaliveStateMachine: Sendable {
         if now > lastInbound { lastInbound = now }
     }
 
+    /// A PING arrived (its PONG is sent at once, and reported as outbound activity).
+    public mutating func pingReceived(now: Duration) {
+        if now > lastPingReceived { lastPingReceived = now }
+    }
+
     /// This side sent a frame.
     public mutating func outboundActivity(now: Duration) {
         if now > lastOutbound { lastOutbound = now }
@@ -68,7 +77,7 @@ public struct KeepaliveStateMachine: Sendable {
 
     /// When the shell should call ``wakeUp(now:)`` next.
     public var nextWakeUp: Duration {
-        min(lastOutbound + quietLimit, lastInbound + parameters.timeout, sampleDue)
+        min(quietDue, lastInbound + parameters.timeout, sampleDue)
     }
 
     /// The timer fired (or any time): what to do now.
@@ -78,7 +87,7 @@ public struct KeepaliveStateMachine: Sendable {
             finished = true
             return .timedOut
         }
-        guard now - lastOutbound >= quietLimit || now >= sampleDue else { return .wait }
+        guard now >= quietDue || now >= sampleDue else { return .wait }
         lastOutbound = now
         lastPing = now
         defer { nextNonce &+= 1 }

@@ -77,6 +77,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         switch message {
         case .ping(let probe):
             // Written from here, the PONG does not pass this handler's `write`: count it here.
+            keepalive?.pingReceived(now: now)
             keepalive?.outboundActivity(now: now)
             context.writeAndFlush(wrapOutboundOut(.pong(probe)), promise: nil)
         case .pong(let probe):

@@ -56,6 +56,7 @@ import Testing
             if case .sendPing = leader.wakeUp(now: now) {
                 pings.leader += 1
                 follower.inboundActivity(now: now)
+                follower.pingReceived(now: now)
                 follower.outboundActivity(now: now)  // its PONG
                 leader.inboundActivity(now: now)
             }
@@ -74,7 +75,8 @@ import Testing
     }
 
     @Test func aFollowerPingsWhenTheLeaderStopsPinging() {
-        // The leader sends a bulk transfer: busy, it pings no more, and the follower must be heard.
+        // The leader sends a bulk transfer: its PINGs wait behind the data, and the follower
+        // must be heard. (It last had a PING at 0.)
         var follower = KeepaliveStateMachine(parameters: Self.defaults, role: .following, now: .zero)
         follower.inboundActivity(now: .milliseconds(700))
         #expect(follower.wakeUp(now: .milliseconds(749)) == .wait)
@@ -83,7 +85,8 @@ import Testing
             Issue.record("one and a half intervals of quiet: a ping")
             return
         }
-        #expect(follower.nextWakeUp == .milliseconds(1500), "next quiet limit, before the timeout at 700 + 1500")
+        #expect(follower.nextWakeUp == .milliseconds(1250), "from now on every interval, as the leader would")
+        #expect(follower.wakeUp(now: .milliseconds(1250)) != .wait)
     }
 
     @Test func bothSidesUseTheStricterPair() {
