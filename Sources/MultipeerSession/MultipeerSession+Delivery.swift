@@ -55,15 +55,17 @@ extension MultipeerSession {
     /// Writes what the peer's outbox has not yet written on its current link, once that link
     /// has said where to resume.
     ///
-    /// One flush per peer at a time: each write suspends, and two flushes writing at once could
+    /// One flush per link at a time: each write suspends, and two flushes writing at once could
     /// reach the link in either order, putting a later DATA before an earlier one (the receiver
-    /// drops it as a gap). A flush called while another runs returns at once; the running one
-    /// keeps writing until the outbox has nothing left to send, on whichever link is current.
+    /// drops it as a gap). A flush called while another writes to the same link returns at once;
+    /// the running one keeps writing until the outbox has nothing left to send. A flush still
+    /// waiting on a link that has since been replaced never holds up the new link: it stops
+    /// there, and the new link gets a flush of its own.
     func flush(_ peerID: UUID) async {
-        guard !flushing.contains(peerID) else { return }
-        flushing.insert(peerID)
-        defer { flushing.remove(peerID) }
-        while let id = activeLink(for: peerID), resumed.contains(id), let writer = writer(for: id), var outbox = outboxes[peerID] {
+        guard let link = activeLink(for: peerID), flushing[peerID] != link else { return }
+        flushing[peerID] = link
+        defer { if flushing[peerID] == link { flushing[peerID] = nil } }
+        while activeLink(for: peerID) == link, resumed.contains(link), let writer = writer(for: link), var outbox = outboxes[peerID] {
             let batch = outbox.sendable()
             outboxes[peerID] = outbox
             guard !batch.isEmpty else { return }
@@ -71,8 +73,7 @@ extension MultipeerSession {
                 try await writer.write(contentsOf: batch.map { LinkMessage.data($0) })
                 for message in batch { metrics.sent(bytes: message.payload.readableBytes) }
             } catch {
-                // The link is closing; the outbox resends on the next one (if that one has
-                // resumed meanwhile, the next round writes there).
+                // The link is closing; the outbox resends on the next one.
             }
         }
     }

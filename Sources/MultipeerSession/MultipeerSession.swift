@@ -39,8 +39,9 @@ public actor MultipeerSession {
     var outboxes: [UUID: OutboxStateMachine] = [:]
     /// Links whose peer has said where to resume (its first ACK): the outbox flows on them.
     var resumed: Set<LinkID> = []
-    /// Peers whose outbox a flush is writing now; one at a time, so DATA goes out in order.
-    var flushing: Set<UUID> = []
+    /// The link each peer's outbox is being flushed to now: one flush per link at a time, so DATA
+    /// goes out in order.
+    var flushing: [UUID: LinkID] = [:]
     var roomWaiters: [UUID: [CheckedContinuation<Void, Never>]] = [:]
     var acknowledgementWaiters: [UUID: [(sequence: UInt64, continuation: CheckedContinuation<Void, any Error>)]] = [:]
     var stopped = false
