@@ -64,25 +64,8 @@ final class NavlogHost: @unchecked Sendable {
         Int(try await wait { $0.contains { $0.event == "listening" } }.first { $0.event == "listening" }!["port"]!)!
     }
 
-    /// The names of the peers active now, by the events read so far.
-    var activePeers: Set<String> {
-        var active: Set<String> = []
-        for line in history {
-            if line.event == "peer_joined" { active.insert(line["peer"]!) }
-            if line.event == "peer_left" { active.remove(line["peer"]!) }
-        }
-        return active
-    }
-
     func waitUntilActive(_ peers: Set<String>) async throws {
-        try await wait { lines in
-            var active: Set<String> = []
-            for line in lines {
-                if line.event == "peer_joined" { active.insert(line["peer"]!) }
-                if line.event == "peer_left" { active.remove(line["peer"]!) }
-            }
-            return active == peers
-        }
+        try await wait { NavlogLine.activePeers($0) == peers }
     }
 
     /// Waits until this host holds `expected` (each entry's winning version), counting what

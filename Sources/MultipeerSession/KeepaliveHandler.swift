@@ -107,7 +107,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
     /// Wake-ups are rounded up to this grid: the timers of many idle links then fire in one
     /// event-loop turn instead of one turn each (the loop's wake-ups were most of an idle
-    /// mesh's CPU). 20 ms is far inside the keepalive's own tolerances.
+    /// mesh's CPU). 5 ms is far inside the keepalive's own tolerances.
     private static let timerGrid: Int64 = 5_000_000
 
     private func schedule(context: ChannelHandlerContext) {

@@ -148,10 +148,15 @@ final class Host: Sendable {
         ["-t", "\(agentPID)", "-m", "-u", "-n", "--"] + arguments
     }
 
-    /// Runs a command inside the host to completion.
+    /// Runs a command inside the host to completion; throws if it fails.
     @discardableResult
     func exec(_ arguments: String...) async throws -> String {
         try await run("/usr/bin/nsenter", inside(arguments))
+    }
+
+    /// Runs a command inside the host to completion, whatever its exit status.
+    func attempt(_ arguments: String...) async throws -> ProcessResult {
+        try await runProcess("/usr/bin/nsenter", inside(arguments))
     }
 
     /// The IPv6 link-local address of eth0 (peers find each other there too).

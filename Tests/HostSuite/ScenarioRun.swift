@@ -41,16 +41,7 @@ final class ScenarioRun {
 
     /// Waits until exactly `peers` are active at `host` (by its current run's events).
     func waitActive(_ host: Host, _ peers: Set<String>, timeout: Duration = .seconds(30)) async throws {
-        try await waitFor("\(host.name) to have \(peers.sorted()) active", timeout: timeout) { Self.active(host.navlog.lines) == peers }
-    }
-
-    static func active(_ lines: [NavlogLine]) -> Set<String> {
-        var active: Set<String> = []
-        for line in lines {
-            if line.event == "peer_joined" { active.insert(line["peer"]!) }
-            if line.event == "peer_left" { active.remove(line["peer"]!) }
-        }
-        return active
+        try await waitFor("\(host.name) to have \(peers.sorted()) active", timeout: timeout) { NavlogLine.activePeers(host.navlog.lines) == peers }
     }
 
     /// Types `add FIELDS` at a host and waits until it is stored; returns the entry's id.
@@ -147,9 +138,9 @@ final class ScenarioRun {
 }
 
 /// Polls `condition` every 20 ms until it holds; throws after `timeout`.
-func waitFor(_ what: String, timeout: Duration = .seconds(30), _ condition: () throws -> Bool) async throws {
+func waitFor(_ what: String, timeout: Duration = .seconds(30), _ condition: () async throws -> Bool) async throws {
     let deadline = ContinuousClock.now + timeout
-    while try !condition() {
+    while try await !condition() {
         guard ContinuousClock.now < deadline else { throw HostSuiteError("timed out after \(timeout) waiting for \(what)") }
         try await Task.sleep(for: .milliseconds(20))
     }

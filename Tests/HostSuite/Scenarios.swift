@@ -77,11 +77,11 @@ struct Scenario: Sendable {
                 try await run.add(relief, "leg=1 waypoint=TESAT")
                 let restartedAt = ContinuousClock.now
                 try await relief.exec("avahi-daemon", "-k")
-                try await waitFor("relief's avahi-daemon to stop") { (try? runSync(relief, ["avahi-daemon", "--check"])) == false }
+                try await waitFor("relief's avahi-daemon to stop") { try await relief.attempt("avahi-daemon", "--check").status != 0 }
                 try await relief.exec("avahi-daemon", "-D", "--no-chroot")
                 // The links do not depend on the daemon: nobody leaves. The advert comes back.
                 try await waitFor("relief's advert to be seen again from captain", timeout: .seconds(20)) {
-                    (try? browse(from: captain, run.serviceType))?.contains("name=relief") == true
+                    try await captain.attempt("avahi-browse", "--parsable", "--terminate", "--resolve", run.serviceType).output.contains("name=relief")
                 }
                 result.rejoinMilliseconds = (ContinuousClock.now - restartedAt).seconds * 1000
                 try await run.add(relief, "leg=2 waypoint=NIPAS")
@@ -168,30 +168,4 @@ func partition(_ host: Host, from others: [Host], _ action: String) async throws
         try await host.exec("ip6tables", action, "INPUT", "-s", linkLocal, "-j", "DROP")
         try await host.exec("ip6tables", action, "OUTPUT", "-d", linkLocal, "-j", "DROP")
     }
-}
-
-/// What `avahi-browse` on `host` resolves of `serviceType` right now.
-func browse(from host: Host, _ serviceType: String) throws -> String {
-    let output = Pipe()
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/nsenter")
-    process.arguments = host.inside(["avahi-browse", "--parsable", "--terminate", "--resolve", serviceType])
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return String(decoding: data, as: UTF8.self)
-}
-
-/// Whether a command inside `host` succeeds.
-func runSync(_ host: Host, _ arguments: [String]) throws -> Bool {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/nsenter")
-    process.arguments = host.inside(arguments)
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    process.waitUntilExit()
-    return process.terminationStatus == 0
 }

@@ -30,6 +30,16 @@ public struct NavlogLine: Sendable, CustomStringConvertible {
     }
 
     public subscript(key: String) -> String? { values[key] }
+
+    /// The peers active after these lines, by their peer_joined and peer_left events.
+    public static func activePeers(_ lines: [NavlogLine]) -> Set<String> {
+        var active: Set<String> = []
+        for line in lines {
+            if line.event == "peer_joined", let peer = line["peer"] { active.insert(peer) }
+            if line.event == "peer_left", let peer = line["peer"] { active.remove(peer) }
+        }
+        return active
+    }
     public var event: String? { values["event"] }
     public var description: String { raw }
 }
