@@ -26,20 +26,39 @@ public struct LinkQuality: Hashable, Sendable {
 }
 
 /// Computes ``LinkQuality`` from pings sent and pongs received. Sans-IO: times are inputs.
+///
+/// Recording a ping or a pong is cheap (it happens twice a second on every link); the window's
+/// median, p99 and deviation are computed when ``quality`` is read.
 public struct LinkQualityEstimator: Sendable {
     /// How many recent round trips the window holds.
     public let windowSize: Int
+    /// The recent round trips, a ring: once full, `next` is the oldest.
     private var window: [Duration] = []
+    private var next = 0
     private var outstanding: [UInt64: Duration] = [:]
     private var expired = 0
-    public private(set) var quality = LinkQuality()
+    private var counters = LinkQuality()
 
     public init(windowSize: Int = 100) {
         self.windowSize = windowSize
+        window.reserveCapacity(windowSize)
+    }
+
+    /// The quality so far, with the window's statistics.
+    public var quality: LinkQuality {
+        var quality = counters
+        guard !window.isEmpty else { return quality }
+        let sorted = window.sorted()
+        quality.medianRTT = sorted[sorted.count / 2]
+        quality.p99RTT = sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))]
+        let mean = window.reduce(0.0) { $0 + $1.seconds } / Double(window.count)
+        let variance = window.reduce(0.0) { $0 + ($1.seconds - mean) * ($1.seconds - mean) } / Double(window.count)
+        quality.jitter = .seconds(variance.squareRoot())
+        return quality
     }
 
     public mutating func pingSent(_ probe: Probe, at now: Duration) {
-        quality.pingsSent += 1
+        counters.pingsSent += 1
         outstanding[probe.nonce] = now
     }
 
@@ -47,50 +66,49 @@ public struct LinkQualityEstimator: Sendable {
     @discardableResult
     public mutating func pongReceived(_ probe: Probe, at now: Duration) -> Duration? {
         guard let sent = outstanding.removeValue(forKey: probe.nonce) else { return nil }
-        quality.pongsReceived += 1
+        counters.pongsReceived += 1
         let rtt = now - sent
-        if let previous = quality.latestRTT {
+        if let previous = counters.latestRTT {
             let change = abs((rtt - previous).seconds)
-            let jitter = quality.smoothedJitter?.seconds ?? 0
-            quality.smoothedJitter = .seconds(jitter + (change - jitter) / 16)
+            let jitter = counters.smoothedJitter?.seconds ?? 0
+            counters.smoothedJitter = .seconds(jitter + (change - jitter) / 16)
         } else {
-            quality.smoothedJitter = .zero
+            counters.smoothedJitter = .zero
         }
-        quality.latestRTT = rtt
-        quality.smoothedRTT = quality.smoothedRTT.map { $0 + (rtt - $0) / 8 } ?? rtt
-        quality.minimumRTT = quality.minimumRTT.map { min($0, rtt) } ?? rtt
-        window.append(rtt)
-        if window.count > windowSize { window.removeFirst(window.count - windowSize) }
-        let sorted = window.sorted()
-        quality.medianRTT = sorted[sorted.count / 2]
-        quality.p99RTT = sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))]
-        let mean = window.reduce(0.0) { $0 + $1.seconds } / Double(window.count)
-        let variance = window.reduce(0.0) { $0 + ($1.seconds - mean) * ($1.seconds - mean) } / Double(window.count)
-        quality.jitter = .seconds(variance.squareRoot())
+        counters.latestRTT = rtt
+        counters.smoothedRTT = counters.smoothedRTT.map { $0 + (rtt - $0) / 8 } ?? rtt
+        counters.minimumRTT = counters.minimumRTT.map { min($0, rtt) } ?? rtt
+        if window.count < windowSize {
+            window.append(rtt)
+        } else {
+            window[next] = rtt
+            next = (next + 1) % windowSize
+        }
         updateLoss()
         return rtt
     }
 
     /// Pings older than `timeout` count as lost.
     public mutating func expire(olderThan timeout: Duration, now: Duration) {
-        let stale = outstanding.filter { now - $0.value >= timeout }
-        for nonce in stale.keys { outstanding[nonce] = nil }
-        expired += stale.count
+        guard outstanding.values.contains(where: { now - $0 >= timeout }) else { return }
+        let before = outstanding.count
+        outstanding = outstanding.filter { now - $0.value < timeout }
+        expired += before - outstanding.count
         updateLoss()
     }
 
     public mutating func frameIn(bytes: Int) {
-        quality.framesIn += 1
-        quality.bytesIn += bytes
+        counters.framesIn += 1
+        counters.bytesIn += bytes
     }
 
     public mutating func frameOut(bytes: Int) {
-        quality.framesOut += 1
-        quality.bytesOut += bytes
+        counters.framesOut += 1
+        counters.bytesOut += bytes
     }
 
     private mutating func updateLoss() {
-        let settled = quality.pongsReceived + expired
-        quality.loss = settled == 0 ? 0 : Double(expired) / Double(settled)
+        let settled = counters.pongsReceived + expired
+        counters.loss = settled == 0 ? 0 : Double(expired) / Double(settled)
     }
 }

@@ -45,6 +45,9 @@ final class DeliveryHandler: ChannelDuplexHandler {
     private var peerID: UUID?
     /// A gap was seen: the link is closing and reads nothing more.
     private var broken = false
+    /// A reliable message was delivered in this read batch (only then is there anything to
+    /// acknowledge: a batch of PINGs alone costs no look-up).
+    private var deliveredInBatch = false
 
     init(windows: ReceiveWindows) {
         self.windows = windows
@@ -67,6 +70,7 @@ final class DeliveryHandler: ChannelDuplexHandler {
         }
         switch windows.receive(from: peerID, sequence: message.sequence) {
         case .deliver:
+            deliveredInBatch = true
             context.fireChannelRead(data)
         case .duplicate:
             break
@@ -81,8 +85,11 @@ final class DeliveryHandler: ChannelDuplexHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if let peerID, let delivered = windows.acknowledgement(for: peerID) {
-            context.writeAndFlush(wrapOutboundOut(.ack(delivered)), promise: nil)
+        if deliveredInBatch, let peerID {
+            deliveredInBatch = false
+            if let delivered = windows.acknowledgement(for: peerID) {
+                context.writeAndFlush(wrapOutboundOut(.ack(delivered)), promise: nil)
+            }
         }
         context.fireChannelReadComplete()
     }

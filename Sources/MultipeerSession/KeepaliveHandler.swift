@@ -20,7 +20,8 @@ final class LinkQualityBox: Sendable {
 }
 
 /// Pings the peer when this side has been quiet and closes a silent link, on the link's event loop
-/// (``KeepaliveStateMachine`` decides; this handler keeps the timer and does the I/O). Answers
+/// (``KeepaliveStateMachine`` decides; this handler arms its wake-ups on the loop's
+/// ``KeepaliveTimers`` and does the I/O). Answers
 /// the peer's PINGs with PONGs and measures round trips from its own. PING and PONG stop here;
 /// every other message passes on.
 ///
@@ -36,7 +37,9 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     private let role: KeepaliveStateMachine.Role
     private let quality: LinkQualityBox
     private var keepalive: KeepaliveStateMachine?
-    private var timer: Scheduled<Void>?
+    private var timers: KeepaliveTimers?
+    /// The slot of the latest wake-up armed; an earlier arming that comes up is stale.
+    private var armedSlot: Int64?
     private var context: ChannelHandlerContext?
     private let origin = NIODeadline.now()
     private var peer = "the peer"
@@ -55,7 +58,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        timer?.cancel()
+        armedSlot = nil
         self.context = nil
     }
 
@@ -100,22 +103,23 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        timer?.cancel()
+        armedSlot = nil
         keepalive = nil
         context.fireChannelInactive()
     }
 
-    /// Wake-ups are rounded up to this grid: the timers of many idle links then fire in one
-    /// event-loop turn instead of one turn each (the loop's wake-ups were most of an idle
-    /// mesh's CPU). 5 ms is far inside the keepalive's own tolerances.
-    private static let timerGrid: Int64 = 5_000_000
-
     private func schedule(context: ChannelHandlerContext) {
         guard let keepalive else { return }
-        let due = Int64(origin.uptimeNanoseconds) + keepalive.nextWakeUp.nanoseconds
-        let deadline = NIODeadline.uptimeNanoseconds(UInt64((due + Self.timerGrid - 1) / Self.timerGrid * Self.timerGrid))
-        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        timer = context.eventLoop.scheduleTask(deadline: deadline) { loopBound.value.wakeUp() }
+        let timers = self.timers ?? KeepaliveTimers.on(context.eventLoop)
+        self.timers = timers
+        armedSlot = timers.arm(self, atUptimeNanoseconds: Int64(origin.uptimeNanoseconds) + keepalive.nextWakeUp.nanoseconds)
+    }
+
+    /// Called by ``KeepaliveTimers`` when the slot armed comes up.
+    func timerFired(slot: Int64) {
+        guard slot == armedSlot else { return }
+        armedSlot = nil
+        wakeUp()
     }
 
     private func wakeUp() {

@@ -157,4 +157,19 @@ import Testing
         #expect(estimator.pongReceived(Probe(nonce: 10, timestamp: 0), at: .seconds(12)) == nil, "a late pong after expiry is ignored")
         #expect(estimator.quality.pingsSent == 6)
     }
+
+    @Test func windowHoldsTheLatestRoundTrips() {
+        var estimator = LinkQualityEstimator(windowSize: 3)
+        // 100, 100, 100 ms, then 1, 2, 3 ms: the first three leave the window.
+        let rtts: [Duration] = [100, 100, 100, 1, 2, 3].map { .milliseconds($0) }
+        for (index, rtt) in rtts.enumerated() {
+            estimator.pingSent(Probe(nonce: UInt64(index), timestamp: 0), at: .seconds(index))
+            estimator.pongReceived(Probe(nonce: UInt64(index), timestamp: 0), at: .seconds(index) + rtt)
+        }
+        let quality = estimator.quality
+        #expect(quality.medianRTT == .milliseconds(2))
+        #expect(quality.p99RTT == .milliseconds(3))
+        #expect(quality.minimumRTT == .milliseconds(1))
+        #expect(quality.pongsReceived == 6)
+    }
 }

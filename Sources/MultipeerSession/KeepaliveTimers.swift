@@ -1,0 +1,91 @@
+import NIOCore
+import Synchronization
+
+/// The keepalive wake-ups of every link on one event loop, on a single NIO timer.
+///
+/// An idle mesh is mostly timers: one per link end, re-armed after every wake-up. NIO keeps
+/// scheduled tasks in one heap per event loop, and with a thousand link ends in a process
+/// inserting into and popping from that heap (each move copying a task) was the largest single
+/// cost of an idle mesh. Here wake-ups are rounded up to a grid of ``slotNanoseconds`` and grouped
+/// by slot: NIO holds one timer, for the earliest slot, and the links due in a slot wake in one
+/// event-loop turn. Arming is an append; a link whose wake-up moved or whose channel closed is
+/// skipped when its old slot comes up (``KeepaliveHandler`` knows which slot it armed last).
+///
+/// Touched only on its event loop; ``on(_:)`` finds the one for a loop.
+final class KeepaliveTimers {
+    /// 5 ms: far inside the keepalive's own tolerances (hundreds of milliseconds).
+    static let slotNanoseconds: Int64 = 5_000_000
+
+    private let eventLoop: any EventLoop
+    /// Handlers waiting, by slot (deadline / ``slotNanoseconds``, rounded up).
+    private var waiting: [Int64: [KeepaliveHandler]] = [:]
+    /// The slots in `waiting`, latest first, so the earliest is popped from the end.
+    private var slots: [Int64] = []
+    /// The NIO timer, for the earliest slot.
+    private var armed: (slot: Int64, task: Scheduled<Void>)?
+
+    private init(eventLoop: any EventLoop) {
+        self.eventLoop = eventLoop
+    }
+
+    private static let registry = Mutex<[ObjectIdentifier: NIOLoopBound<KeepaliveTimers>]>([:])
+
+    /// The timers of `eventLoop` (made on first use; an event loop lives as long as its group,
+    /// and this keeps a few hundred bytes per loop ever used).
+    static func on(_ eventLoop: any EventLoop) -> KeepaliveTimers {
+        registry.withLock { registry in
+            let key = ObjectIdentifier(eventLoop)
+            if let timers = registry[key] { return timers.value }
+            let timers = KeepaliveTimers(eventLoop: eventLoop)
+            registry[key] = NIOLoopBound(timers, eventLoop: eventLoop)
+            return timers
+        }
+    }
+
+    /// Wakes `handler` (``KeepaliveHandler/timerFired(slot:)``) at or just after `deadline`
+    /// (uptime nanoseconds). Returns the slot, which the handler keeps to recognise its latest arming.
+    func arm(_ handler: KeepaliveHandler, atUptimeNanoseconds deadline: Int64) -> Int64 {
+        let slot = (deadline + Self.slotNanoseconds - 1) / Self.slotNanoseconds
+        if waiting[slot] == nil {
+            // Binary search for the insertion point in the descending array.
+            var low = 0
+            var high = slots.count
+            while low < high {
+                let middle = (low + high) / 2
+                if slots[middle] > slot { low = middle + 1 } else { high = middle }
+            }
+            slots.insert(slot, at: low)
+        }
+        waiting[slot, default: []].append(handler)
+        armEarliest()
+        return slot
+    }
+
+    private func armEarliest() {
+        guard let earliest = slots.last else { return }
+        if let armed {
+            if armed.slot <= earliest { return }
+            armed.task.cancel()
+        }
+        let loopBound = NIOLoopBound(self, eventLoop: eventLoop)
+        let task = eventLoop.scheduleTask(deadline: .uptimeNanoseconds(UInt64(earliest * Self.slotNanoseconds))) {
+            loopBound.value.fire()
+        }
+        armed = (earliest, task)
+    }
+
+    private func fire() {
+        armed = nil
+        let now = Int64(NIODeadline.now().uptimeNanoseconds)
+        while let slot = slots.last, slot * Self.slotNanoseconds <= now {
+            slots.removeLast()
+            // Handlers woken here may arm again, in a later slot: take this one out first.
+            let handlers = waiting.removeValue(forKey: slot) ?? []
+            for handler in handlers { handler.timerFired(slot: slot) }
+        }
+        armEarliest()
+    }
+}
+
+@available(*, unavailable)
+extension KeepaliveTimers: Sendable {}
