@@ -30,18 +30,13 @@ demo: deps
 	$(SWIFT) build -c release --product navlog-sync
 	Examples/demo.sh .build/release/navlog-sync
 
+BENCH_PRODUCTS := LinkBenchmark DetectionBenchmark DeliveryBenchmark DiscoveryBenchmark MeshBenchmark multipeer-test-peer BenchReport
+
+# Every benchmark in release mode, then bench-results/report.md (+ report.json, charts/).
+# The namespace parts need root; BENCH_ARGS=--quick for a short trial run of the tooling.
 bench: deps
-	$(SWIFT) build -c release --product LinkBenchmark
-	$(SWIFT) build -c release --product DiscoveryBenchmark
-	$(SWIFT) build -c release --product MeshBenchmark
-	$(SWIFT) build -c release --product DetectionBenchmark
-	$(SWIFT) build -c release --product DeliveryBenchmark
-	$(SWIFT) build -c release --product multipeer-test-peer
-	.build/release/LinkBenchmark $(BENCH_ARGS)
-	.build/release/DetectionBenchmark
-	.build/release/DeliveryBenchmark
-	@if [ "$$(id -u)" -eq 0 ]; then Benchmarks/detection-hosts.sh && Benchmarks/discovery-hosts.sh && scripts/sandbox.sh .build/release/MeshBenchmark; \
-	else echo "The namespace benchmarks (network detection, discovery, mesh) were not run: they need root (sudo make bench)"; fi
+	for product in $(BENCH_PRODUCTS); do $(SWIFT) build -c release --product $$product || exit 1; done
+	Benchmarks/run-all.sh $(BENCH_ARGS)
 
 clean:
 	rm -rf .build

@@ -171,9 +171,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "BenchReport",
+            dependencies: ["BenchmarkSupport"],
+            path: "Benchmarks/BenchReport",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "DiscoveryBenchmark",
             dependencies: [
-                "BenchmarkSupport","MultipeerDiscovery"],
+                "BenchmarkSupport", "MultipeerDiscovery", "MultipeerTestSupport"],
             path: "Benchmarks/DiscoveryBenchmark",
             swiftSettings: swiftSettings
         ),

@@ -26,6 +26,14 @@ public enum Bench {
         return Double(fields.count > 1 ? Int(fields[1]) ?? 0 : 0) * Double(sysconf(Int32(_SC_PAGESIZE))) / 1024
     }
 
+    /// Hands memory that malloc keeps after frees back to the system (glibc's `malloc_trim`),
+    /// so that resident memory measured next is not lowered by reuse of an earlier run's memory.
+    public static func returnFreedMemory() {
+        typealias Trim = @convention(c) (Int) -> Int32
+        guard let symbol = dlsym(nil, "malloc_trim") else { return }
+        _ = unsafeBitCast(symbol, to: Trim.self)(0)
+    }
+
     /// CPU time (user + system) this process has used so far, in seconds.
     public static func cpuSeconds() -> Double {
         var usage = rusage()

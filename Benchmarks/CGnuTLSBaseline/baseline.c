@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 #include "baseline.h"
 
 #include <gnutls/gnutls.h>
@@ -5,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,8 +145,21 @@ static int run(const baseline_config *config, size_t payload, int count, int mod
         gnutls_psk_set_client_credentials(client_credentials, config->identity, &key, GNUTLS_PSK_KEY_RAW);
     }
     server_args args = {config, listen_fd, payload, count, mode, -1, server_credentials};
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    cpu_set_t caller_cores, core;
+    pthread_getaffinity_np(pthread_self(), sizeof caller_cores, &caller_cores);
+    if (config->spread) {
+        CPU_ZERO(&core);
+        CPU_SET(1, &core);
+        pthread_attr_setaffinity_np(&attributes, sizeof core, &core);
+        CPU_ZERO(&core);
+        CPU_SET(0, &core);
+        pthread_setaffinity_np(pthread_self(), sizeof core, &core);
+    }
     pthread_t server;
-    pthread_create(&server, NULL, server_main, &args);
+    pthread_create(&server, &attributes, server_main, &args);
+    pthread_attr_destroy(&attributes);
 
     endpoint e = {socket(AF_INET, SOCK_STREAM, 0), NULL};
     int one = 1;
@@ -169,6 +184,7 @@ static int run(const baseline_config *config, size_t payload, int count, int mod
     free(buffer);
     teardown(&e);
     pthread_join(server, NULL);
+    if (config->spread) pthread_setaffinity_np(pthread_self(), sizeof caller_cores, &caller_cores);
     close(listen_fd);
     if (server_credentials) gnutls_psk_free_server_credentials(server_credentials);
     if (client_credentials) gnutls_psk_free_client_credentials(client_credentials);

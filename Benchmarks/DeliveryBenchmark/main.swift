@@ -16,19 +16,6 @@ struct Numbered: Codable, Sendable {
     var padding: String
 }
 
-struct Goodput: Codable {
-    var scenario: String
-    var seconds: Double
-    var messagesDelivered: Int
-    var messagesPerSecond: Double
-    var lost: Int
-    var outOfOrder: Int
-    var wireBytesPerPayloadByte: Double
-    /// Resident memory growth from the first second of sending to the end.
-    var rssGrowthKiB: Double
-}
-
-
 let duration = Duration.seconds(Bench.option("--seconds").flatMap(Int.init) ?? 10)
 let padding = String(repeating: "x", count: 128)
 /// The JSON size of a typical message: the payload the wire carries.

@@ -1,23 +1,19 @@
-// Measures discovery over real avahi-daemons: the time from `advertise` to `found` at a
-// browser, and from `stop` to `lost`, p50/p95 over 20 trials; on one host, and (when run by
+// Measures discovery over real avahi-daemons, p50/p95 over 20 trials: the time from
+// `advertise` to `found` at a browser already running, from starting a browser (a new
+// connection to the daemon) to `found` for a peer already advertising, beside `avahi-browse
+// --resolve` started at that moment, and from `stop` to `lost`. On one host, and (when run by
 // Benchmarks/discovery-hosts.sh) between two network-namespace hosts joined by a veth pair.
 // Run it through `make bench` or that script: it needs a discovery sandbox of its own.
 import BenchmarkSupport
 import Foundation
 import MultipeerDiscovery
+import MultipeerTestSupport
 
 struct Trial: Codable {
     var foundMilliseconds: Double
+    var runningFoundMilliseconds: Double
+    var avahiBrowseMilliseconds: Double
     var lostMilliseconds: Double
-}
-
-struct Summary: Codable {
-    var placement: String
-    var trials: Int
-    var foundP50: Double
-    var foundP95: Double
-    var lostP50: Double
-    var lostP95: Double
 }
 
 let trialCount = Bench.option("--trials").flatMap(Int.init) ?? 20
@@ -114,7 +110,27 @@ func runAdvertiser() async throws {
     }
 }
 
-func measure(_ placement: String, advertiser: some AdvertiserHost) async throws -> Summary {
+/// A new process's view of a peer already advertising: a new connection to the daemon and a
+/// browser, until the peer is found (resolved).
+func discoverRunning(_ peerID: UUID, _ type: ServiceType) async throws -> Duration {
+    let start = clock.now
+    let connection = try AvahiConnection()
+    for await event in PeerBrowser(serviceType: type, localPeerID: UUID(), connection: connection).browse() {
+        if case .found(let advert) = event, advert.peerID == peerID { break }
+    }
+    return clock.now - start
+}
+
+/// The same with `avahi-browse --resolve`, from its start to its first resolved line (`=`).
+func avahiBrowseRunning(_ type: ServiceType) async throws -> Duration {
+    let start = clock.now
+    let browse = try BackgroundProcess("/usr/bin/avahi-browse", ["--resolve", "--parsable", "--no-db-lookup", "\(type)"], pipes: true)
+    defer { browse.stop() }
+    for await line in browse.lines! where line.hasPrefix("=;") { break }
+    return clock.now - start
+}
+
+func measure(_ placement: String, advertiser: some AdvertiserHost) async throws -> DiscoverySummary {
     var trials: [Trial] = []
     // One warm-up trial (connections to the daemons are made in it), then the measured ones.
     for _ in 0...trialCount {
@@ -125,18 +141,23 @@ func measure(_ placement: String, advertiser: some AdvertiserHost) async throws 
         try await advertiser.advertise(peerID, type)
         while let event = await events.next() { if case .found(let advert) = event, advert.peerID == peerID { break } }
         let found = clock.now - start
+        let running = try await discoverRunning(peerID, type)
+        let avahiBrowse = try await avahiBrowseRunning(type)
         let stop = clock.now
         try await advertiser.stop()
         while let event = await events.next() { if case .lost(peerID) = event { break } }
-        trials.append(Trial(foundMilliseconds: milliseconds(found), lostMilliseconds: milliseconds(clock.now - stop)))
+        trials.append(Trial(
+            foundMilliseconds: milliseconds(found), runningFoundMilliseconds: milliseconds(running),
+            avahiBrowseMilliseconds: milliseconds(avahiBrowse), lostMilliseconds: milliseconds(clock.now - stop)))
     }
     trials.removeFirst()
-    let found = trials.map(\.foundMilliseconds)
-    let lost = trials.map(\.lostMilliseconds)
-    return Summary(
+    func p(_ values: KeyPath<Trial, Double>, _ quantile: Double) -> Double { Bench.percentile(trials.map { $0[keyPath: values] }, quantile) }
+    return DiscoverySummary(
         placement: placement, trials: trials.count,
-        foundP50: Bench.percentile(found, 0.5), foundP95: Bench.percentile(found, 0.95),
-        lostP50: Bench.percentile(lost, 0.5), lostP95: Bench.percentile(lost, 0.95))
+        foundP50: p(\.foundMilliseconds, 0.5), foundP95: p(\.foundMilliseconds, 0.95),
+        runningFoundP50: p(\.runningFoundMilliseconds, 0.5), runningFoundP95: p(\.runningFoundMilliseconds, 0.95),
+        avahiBrowseP50: p(\.avahiBrowseMilliseconds, 0.5), avahiBrowseP95: p(\.avahiBrowseMilliseconds, 0.95),
+        lostP50: p(\.lostMilliseconds, 0.5), lostP95: p(\.lostMilliseconds, 0.95))
 }
 
 if Bench.flag("--advertiser") {
@@ -154,9 +175,16 @@ if let remote = ProcessInfo.processInfo.environment["MULTIPEER_REMOTE_HOST_PID"]
 }
 
 print("Discovery over avahi-daemon, \(trialCount) trials each (ms)")
-print("placement          advertise->found p50   p95      stop->lost p50   p95")
+print("placement          advertise->found p50/p95  running peer found p50/p95  avahi-browse p50/p95  stop->lost p50/p95")
 for summary in summaries {
-    print(summary.placement.padding(toLength: 19, withPad: " ", startingAt: 0)
-        + String(format: "%-23.1f%-9.1f%-17.1f%.1f", summary.foundP50, summary.foundP95, summary.lostP50, summary.lostP95))
+    let pairs = [
+        (summary.foundP50, summary.foundP95), (summary.runningFoundP50, summary.runningFoundP95),
+        (summary.avahiBrowseP50, summary.avahiBrowseP95), (summary.lostP50, summary.lostP95),
+    ]
+    let widths = [26, 28, 22, 0]
+    print(summary.placement.padding(toLength: 19, withPad: " ", startingAt: 0) + zip(pairs, widths).map { pair, width in
+        let text = String(format: "%.1f / %.1f", pair.0, pair.1)
+        return text.padding(toLength: max(width, text.count), withPad: " ", startingAt: 0)
+    }.joined())
 }
 try Bench.writeJSON(summaries, defaultPath: "bench-results/discovery.json")

@@ -6,6 +6,8 @@ import MultipeerTLS
 struct Baseline {
     let useTLS: Bool
     let key: [UInt8]
+    /// Each thread on its own core (when the process may use two).
+    var spread = false
 
     func withConfig<T>(_ body: (UnsafePointer<baseline_config>) throws -> T) rethrows -> T {
         try TLSConfiguration.priorities.withCString { priorities in
@@ -13,7 +15,7 @@ struct Baseline {
                 try key.withUnsafeBufferPointer { key in
                     var config = baseline_config(
                         use_tls: useTLS ? 1 : 0, priorities: priorities, identity: identity,
-                        key: key.baseAddress, key_length: key.count)
+                        key: key.baseAddress, key_length: key.count, spread: spread ? 1 : 0)
                     return try body(&config)
                 }
             }

@@ -1,30 +1,11 @@
 // Measures our link against a C GnuTLS program with the same priority string and against
-// plain TCP, in one run: ping-pong round trips with 1 KiB payloads (unpinned, and pinned to
-// one core in a child process under taskset) and one-way throughput by message size.
+// plain TCP, in one run: ping-pong round trips with 1 KiB payloads (on two cores: the C
+// program's two threads pinned one per core, ours on NIO's two event-loop threads; and on one
+// core, in a child process under taskset) and one-way throughput by message size.
 // Prints a table and writes JSON. See Benchmarks/README.md.
 import BenchmarkSupport
 import Foundation
 import MultipeerTLS
-
-struct RoundTrip: Codable {
-    var placement: String
-    var link: String
-    var p50Microseconds: Double
-    var p99Microseconds: Double
-}
-
-struct Throughput: Codable {
-    var payloadBytes: Int
-    var link: String
-    var messagesPerSecond: Double
-    var megabytesPerSecond: Double
-}
-
-struct Report: Codable {
-    var machine: [String: String]
-    var roundTrips: [RoundTrip]
-    var throughput: [Throughput]
-}
 
 /// One of the links under test.
 enum Link {
@@ -54,24 +35,25 @@ enum Link {
 }
 
 let quick = Bench.flag("--quick")
+/// This is the child that measures round trips on one core (under taskset).
+let pinnedChild = Bench.flag("--pinned-round-trips")
 
 let key = (0..<32).map { UInt8($0) }
 let psk = try PreSharedKey(identity: "bench", key: key)
 let links: [Link] = [
     .ours(OurLink(psk: psk, preferEventLoop: true)),
     .ours(OurLink(psk: psk, preferEventLoop: false)),
-    .baseline("C GnuTLS", Baseline(useTLS: true, key: key)),
-    .baseline("TCP", Baseline(useTLS: false, key: key)),
+    .baseline("C GnuTLS", Baseline(useTLS: true, key: key, spread: !pinnedChild)),
+    .baseline("TCP", Baseline(useTLS: false, key: key, spread: !pinnedChild)),
 ]
 
 func measureRoundTrips(placement: String) async throws -> [RoundTrip] {
     let iterations = quick ? 2_000 : 20_000
     var results: [RoundTrip] = []
     for link in links {
+        if !pinnedChild { print("round trips: \(link.name)") }
         let samples = try await link.pingPong(payload: 1024, iterations: iterations, warmup: 500)
-        results.append(RoundTrip(
-            placement: placement, link: link.name,
-            p50Microseconds: Bench.percentile(samples, 0.5) / 1000, p99Microseconds: Bench.percentile(samples, 0.99) / 1000))
+        results.append(RoundTrip(placement: placement, link: link.name, samplesNanoseconds: samples))
     }
     return results
 }
@@ -98,10 +80,11 @@ func measureThroughput(sizes: [Int], links: [Link]) async throws -> [Throughput]
         // Enough messages for a run of about a second, bounded for the smallest sizes.
         let count = max(64, min(quick ? 20_000 : 200_000, (quick ? 64 : 512) * 1024 * 1024 / size))
         for link in links {
+            print("throughput: \(link.name), \(size)-byte messages")
             var seconds: [Double] = []
             for _ in 0..<repeats { seconds.append(try await link.throughput(payload: size, count: count)) }
             let rate = Double(count) / Bench.percentile(seconds, 0.5)
-            results.append(Throughput(payloadBytes: size, link: link.name, messagesPerSecond: rate, megabytesPerSecond: rate * Double(size) / 1e6))
+            results.append(Throughput(payloadBytes: size, link: link.name, messagesPerSecond: rate))
         }
     }
     return results
@@ -123,8 +106,8 @@ func machine() -> [String: String] {
 func format(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
 func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text : text + String(repeating: " ", count: width - text.count) }
 
-if Bench.flag("--pinned-round-trips") {
-    FileHandle.standardOutput.write(try JSONEncoder().encode(try await measureRoundTrips(placement: "pinned to core 0")))
+if pinnedChild {
+    FileHandle.standardOutput.write(try JSONEncoder().encode(try await measureRoundTrips(placement: "one core")))
     exit(0)
 }
 if let size = Bench.option("--throughput-only").flatMap(Int.init) {
@@ -135,9 +118,9 @@ if let size = Bench.option("--throughput-only").flatMap(Int.init) {
     exit(0)
 }
 
-let roundTrips = try await measureRoundTrips(placement: "unpinned") + measurePinnedRoundTrips()
+let roundTrips = try await measureRoundTrips(placement: "two cores") + measurePinnedRoundTrips()
 let throughput = try await measureThroughput(sizes: [128, 1024, 4096, 9 * 1024, 64 * 1024, 1024 * 1024], links: links)
-let report = Report(machine: machine(), roundTrips: roundTrips, throughput: throughput)
+let report = LinkResults(machine: machine(), roundTrips: roundTrips, throughput: throughput)
 
 print("Machine: \(report.machine["cpu"]!), \(report.machine["cores"]!) cores, Linux \(report.machine["kernel"]!), GnuTLS \(report.machine["gnutls"]!)")
 print("'ours': link tasks on the channel's event loop; 'ours/pool': on Swift's global pool.")

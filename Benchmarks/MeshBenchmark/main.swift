@@ -15,25 +15,6 @@ import MultipeerSession
 import MultipeerTLS
 import Synchronization
 
-struct MeshResult: Codable {
-    var topology: String
-    var sessions: Int
-    var links: Int
-    var secondsToFullMesh: Double
-    var rssGrowthKiB: Double
-    var kibPerLinkEndpoint: Double
-    /// CPU used over the idle hold, in percent of one core.
-    var idleCPUPercent: Double
-    var holdSeconds: Double
-    /// Ping round trips at the end of the hold: the median and the largest of the links' p99s.
-    var medianLinkP99RTTMilliseconds: Double
-    var worstLinkP99RTTMilliseconds: Double
-    /// Peers that left during the hold, with nothing failing: each is a false teardown.
-    var falseTeardowns: Int
-    /// PINGs sent over the hold, per link (both ends) per second.
-    var pingsPerLinkPerSecond: Double
-}
-
 let sizes = Bench.option("--sizes").map { $0.split(separator: ",").compactMap { Int($0) } } ?? [2, 8, 16, 32, 64]
 let hold = Duration.seconds(Int(Bench.option("--hold") ?? "60") ?? 60)
 let hubPeers = Int(Bench.option("--hub") ?? "500") ?? 500
@@ -72,6 +53,9 @@ final class HoldState: Sendable {
 /// Runs `sessions` until every one has `expected(index)` active peers, holds them idle, and
 /// measures. The event streams are drained all along, so a peer leaving is seen.
 func measure(_ topology: String, _ sessions: [MultipeerSession], expected: @escaping @Sendable (Int) -> Int, hold holdFor: Duration) async throws -> MeshResult {
+    // Memory freed by the previous topology stays with malloc and would be reused unseen:
+    // hand it back first, so the growth is this topology's.
+    Bench.returnFreedMemory()
     let before = Bench.residentKiB()
     let clock = ContinuousClock()
     let start = clock.now

@@ -39,6 +39,8 @@ public struct KeepaliveStateMachine: Sendable {
     private var lastPingReceived: Duration
     private var nextNonce: UInt64 = 1
     private var finished = false
+    /// A timeout found on a late wake-up waits for one more look, here.
+    private var recheck: Duration?
 
     public init(parameters: KeepaliveParameters, role: Role = .leading, now: Duration) {
         self.parameters = parameters
@@ -77,13 +79,24 @@ public struct KeepaliveStateMachine: Sendable {
 
     /// When the shell should call ``wakeUp(now:)`` next.
     public var nextWakeUp: Duration {
-        min(quietDue, lastInbound + parameters.timeout, sampleDue)
+        min(recheck ?? lastInbound + parameters.timeout, quietDue, sampleDue)
     }
 
-    /// The timer fired (or any time): what to do now.
-    public mutating func wakeUp(now: Duration) -> Action {
+    /// A wake-up later than this after it was due means this side was not running (a stalled
+    /// event loop, starved threads, a suspended machine), not that the peer is silent.
+    public var lateLimit: Duration { parameters.interval / 5 }
+
+    /// The timer fired (or any time): what to do now. `late` is how long after ``nextWakeUp``
+    /// it fired. A link found silent on a wake-up later than ``lateLimit`` is not timed out at
+    /// once: while this side was not running, what the peer sent waited unread, so the shell
+    /// reads first and wakes again shortly (``nextWakeUp``) for the verdict.
+    public mutating func wakeUp(now: Duration, late: Duration = .zero) -> Action {
         guard !finished else { return .wait }
-        if now - lastInbound >= parameters.timeout {
+        if now - lastInbound < parameters.timeout {
+            recheck = nil
+        } else if late > lateLimit {
+            recheck = now + lateLimit / 10
+        } else {
             finished = true
             return .timedOut
         }

@@ -119,15 +119,15 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     func timerFired(slot: Int64) {
         guard slot == armedSlot else { return }
         armedSlot = nil
-        wakeUp()
+        wakeUp(late: .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds) - slot * KeepaliveTimers.slotNanoseconds))
     }
 
-    private func wakeUp() {
+    private func wakeUp(late: Duration) {
         guard let context, keepalive != nil else { return }
         let at = now
         let parameters = keepalive!.parameters
         quality.update { $0.expire(olderThan: parameters.timeout, now: at) }
-        switch keepalive!.wakeUp(now: at) {
+        switch keepalive!.wakeUp(now: at, late: late) {
         case .wait:
             break
         case .sendPing(let probe):

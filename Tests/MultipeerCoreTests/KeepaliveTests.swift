@@ -133,6 +133,34 @@ import Testing
     }
 }
 
+@Suite struct LateWakeUpTests {
+    let parameters = KeepaliveParameters(interval: .milliseconds(500), timeout: .milliseconds(1500))
+
+    @Test func aLateWakeUpLooksAgainBeforeTimingOut() {
+        var keepalive = KeepaliveStateMachine(parameters: parameters, now: .zero)
+        // This side's loop stalled for 3 s: the wake-up due at 500 ms comes at 3,000 ms.
+        let first = keepalive.wakeUp(now: .milliseconds(3000), late: .milliseconds(2500))
+        #expect(first != .timedOut, "no verdict while what the peer sent may still be unread")
+        #expect(keepalive.nextWakeUp > .milliseconds(3000) && keepalive.nextWakeUp <= .milliseconds(3010))
+        // The loop reads: the peer's bytes were there.
+        keepalive.inboundActivity(now: .milliseconds(3002))
+        #expect(keepalive.wakeUp(now: keepalive.nextWakeUp) != .timedOut)
+        #expect(keepalive.nextWakeUp > .milliseconds(3010), "back to the usual schedule")
+    }
+
+    @Test func aLateWakeUpStillTimesOutWhenNothingWasWaiting() {
+        var keepalive = KeepaliveStateMachine(parameters: parameters, now: .zero)
+        _ = keepalive.wakeUp(now: .milliseconds(3000), late: .milliseconds(2500))
+        let recheck = keepalive.nextWakeUp
+        #expect(keepalive.wakeUp(now: recheck, late: .milliseconds(1)) == .timedOut)
+    }
+
+    @Test func aWakeUpOnTimeTimesOutAtOnce() {
+        var keepalive = KeepaliveStateMachine(parameters: parameters, now: .zero)
+        #expect(keepalive.wakeUp(now: .milliseconds(1600), late: .milliseconds(99)) == .timedOut)
+    }
+}
+
 @Suite struct LinkQualityEstimatorTests {
     @Test func roundTripsJitterAndLoss() {
         var estimator = LinkQualityEstimator(windowSize: 4)

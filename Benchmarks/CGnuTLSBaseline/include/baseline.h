@@ -15,6 +15,8 @@ typedef struct {
     const char *identity;        // PSK identity
     const uint8_t *key;          // PSK bytes
     size_t key_length;
+    int spread;                  // 1: the client thread on core 0 and the server thread on core 1
+                                 // for the run (0: wherever the scheduler puts them)
 } baseline_config;
 
 // Ping-pong: `iterations` round trips of a frame with `payload` bytes of value, echoed by the

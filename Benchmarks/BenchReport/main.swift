@@ -1,0 +1,392 @@
+// Reads what the benchmarks wrote to bench-results/ and writes one report: report.json (every
+// figure, its baseline and the ratio, the targets, the machine, the raw results) and report.md
+// with SVG charts in bench-results/charts/. `make bench` runs it last; run alone it reports
+// whatever results are there. With --compare, it compares two reports instead.
+//
+//   BenchReport [--results DIR]
+//   BenchReport --compare OLD/report.json NEW/report.json
+import BenchmarkSupport
+import Foundation
+
+if let old = Bench.option("--compare") {
+    let arguments = CommandLine.arguments
+    guard let index = arguments.firstIndex(of: old), index + 1 < arguments.count else {
+        print("usage: BenchReport --compare OLD/report.json NEW/report.json")
+        exit(64)
+    }
+    try compareReports(old, arguments[index + 1])
+    exit(0)
+}
+
+let directory = URL(fileURLWithPath: Bench.option("--results") ?? "bench-results")
+
+func load<T: Decodable>(_ name: String, as type: T.Type) -> T? {
+    guard let data = try? Data(contentsOf: directory.appendingPathComponent(name)) else { return nil }
+    do {
+        return try JSONDecoder().decode(T.self, from: data)
+    } catch {
+        print("\(name) left out: it does not read as this version's results (from an older benchmark?); run make bench again")
+        return nil
+    }
+}
+
+let link = load("link.json", as: LinkResults.self)
+let detection = load("detection.json", as: [DetectionFigures].self)
+let detectionNetwork = load("detection-network.json", as: [DetectionFigures].self)
+let delivery = load("delivery.json", as: [Goodput].self)
+let discovery = load("discovery.json", as: [DiscoverySummary].self)
+let mesh = load("mesh.json", as: [MeshResult].self)
+/// How long each part of the run took, seconds (written by Benchmarks/run-all.sh).
+let durations: [String: Double] = load("durations.json", as: [String: Double].self) ?? [:]
+
+// MARK: The machine and the commit
+
+func run(_ command: String, _ arguments: [String]) -> String? {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = [command] + arguments
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    guard (try? process.run()) != nil else { return nil }
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else { return nil }
+    return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+func firstLine(_ text: String?) -> String { text?.split(separator: "\n").first.map(String.init) ?? "unknown" }
+
+let machine: [String: String] = {
+    let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+    let cpu = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }?
+        .split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "unknown"
+    let memory = ((try? String(contentsOfFile: "/proc/meminfo", encoding: .utf8)) ?? "").split(separator: "\n")
+        .first { $0.hasPrefix("MemTotal") }.flatMap { $0.split(separator: " ").dropFirst().first }.flatMap { Double($0) }
+    return [
+        "cpu": cpu,
+        "cores": "\(ProcessInfo.processInfo.activeProcessorCount)",
+        "memory": memory.map { String(format: "%.0f GiB", $0 / 1024 / 1024) } ?? "unknown",
+        "kernel": firstLine(run("uname", ["-sr"])),
+        "gnutls": link?.machine["gnutls"] ?? firstLine(run("pkg-config", ["--modversion", "gnutls"])),
+        "avahi": firstLine(run("avahi-daemon", ["--version"])),
+        "swift": firstLine(run("swift", ["--version"])),
+    ]
+}()
+
+let commit: String = {
+    guard let head = run("git", ["rev-parse", "--short", "HEAD"]) else { return "unknown" }
+    let dirty = !(run("git", ["status", "--porcelain", "--untracked-files=no"]) ?? "").isEmpty
+    return dirty ? "\(head) with local changes" : head
+}()
+
+// MARK: Figures beside their baselines
+
+/// One figure of ours beside a baseline measured in the same run. `lowerIsBetter` says which
+/// way the ratio reads.
+struct Comparison: Codable {
+    var area: String
+    var figure: String
+    var unit: String
+    var ours: Double
+    var baseline: String
+    /// Nil when the baseline did not register the event at all (e.g. a kernel that never noticed).
+    var baselineValue: Double?
+    /// ours / baseline.
+    var ratio: Double?
+    var lowerIsBetter: Bool
+}
+
+struct Target: Codable {
+    var target: String
+    var measured: String
+    /// Nil when the benchmark that measures it did not run.
+    var met: Bool?
+}
+
+var comparisons: [Comparison] = []
+@MainActor func compare(_ area: String, _ figure: String, _ unit: String, ours: Double, _ baseline: String, _ value: Double?, lowerIsBetter: Bool) {
+    comparisons.append(Comparison(
+        area: area, figure: figure, unit: unit, ours: ours, baseline: baseline, baselineValue: value,
+        ratio: value.map { ours / $0 }, lowerIsBetter: lowerIsBetter))
+}
+
+let baselineLinks = ["C GnuTLS", "TCP"]
+if let link {
+    for placement in ["two cores", "one core"] {
+        guard let ours = link.roundTrips.first(where: { $0.placement == placement && $0.link == "ours" }) else { continue }
+        for name in baselineLinks {
+            let other = link.roundTrips.first { $0.placement == placement && $0.link == name }
+            compare("link", "round trip p50, 1 KiB, \(placement)", "µs", ours: ours.p50Microseconds, name, other?.p50Microseconds, lowerIsBetter: true)
+            compare("link", "round trip p99, 1 KiB, \(placement)", "µs", ours: ours.p99Microseconds, name, other?.p99Microseconds, lowerIsBetter: true)
+        }
+    }
+    for size in Set(link.throughput.map(\.payloadBytes)).sorted() {
+        guard let ours = link.throughput.first(where: { $0.payloadBytes == size && $0.link == "ours" }) else { continue }
+        for name in baselineLinks {
+            let other = link.throughput.first { $0.payloadBytes == size && $0.link == name }
+            compare("link", "throughput, \(sizeName(size)) messages", "MB/s", ours: ours.megabytesPerSecond, name, other?.megabytesPerSecond, lowerIsBetter: false)
+        }
+    }
+}
+if let detectionNetwork {
+    for fault in ["network black hole", "SIGSTOP"] {
+        // Ours in the network for the black hole; a frozen peer process from the local run.
+        let ours = fault == "SIGSTOP" ? detection?.first { $0.fault == "SIGSTOP" } : detectionNetwork.first { $0.fault == fault && $0.mechanism == "ours" }
+        guard let ours, let p50 = ours.detectionP50Milliseconds else { continue }
+        for baseline in detectionNetwork where baseline.fault == fault && baseline.mechanism != "ours" {
+            compare("detection", "\(fault), detection p50", "ms", ours: p50, baseline.mechanism, baseline.detectionP50Milliseconds, lowerIsBetter: true)
+        }
+    }
+}
+if let discovery {
+    for placement in discovery {
+        compare("discovery", "running peer found p50, \(placement.placement)", "ms", ours: placement.runningFoundP50,
+                "avahi-browse --resolve", placement.avahiBrowseP50, lowerIsBetter: true)
+        compare("discovery", "running peer found p95, \(placement.placement)", "ms", ours: placement.runningFoundP95,
+                "avahi-browse --resolve", placement.avahiBrowseP95, lowerIsBetter: true)
+    }
+}
+
+func sizeName(_ bytes: Int) -> String {
+    bytes >= 1 << 20 ? "\(bytes >> 20) MiB" : bytes >= 1024 ? "\(bytes / 1024) KiB" : "\(bytes) B"
+}
+
+// MARK: Targets
+
+func number(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
+
+var targets: [Target] = []
+@MainActor func target(_ text: String, _ measured: (String, Bool)?) {
+    targets.append(Target(target: text, measured: measured?.0 ?? "not measured in this run", met: measured?.1))
+}
+
+let onTwoCores = { (name: String) in link?.roundTrips.first { $0.placement == "two cores" && $0.link == name } }
+let onOneCore = { (name: String) in link?.roundTrips.first { $0.placement == "one core" && $0.link == name } }
+let throughputOf = { (name: String, size: Int) in link?.throughput.first { $0.payloadBytes == size && $0.link == name } }
+for (placement, trip) in [("two cores", onTwoCores), ("one core", onOneCore)] {
+    target("Round trip p50 <= 3x the C GnuTLS baseline (\(placement))", trip("ours").flatMap { ours in trip("C GnuTLS").map { c in
+        let ratio = ours.p50Microseconds / c.p50Microseconds
+        return ("\(number(ours.p50Microseconds)) µs vs \(number(c.p50Microseconds)) µs: \(number(ratio, 2))x", ratio <= 3)
+    } })
+}
+target("1 KiB messages/s >= 50 % of the C GnuTLS baseline", throughputOf("ours", 1024).flatMap { ours in throughputOf("C GnuTLS", 1024).map { c in
+    let ratio = ours.messagesPerSecond / c.messagesPerSecond
+    return ("\(number(ours.messagesPerSecond, 0)) vs \(number(c.messagesPerSecond, 0)) msg/s: \(number(ratio * 100, 0)) %", ratio >= 0.5)
+} })
+target("1 MiB payloads >= 300 MB/s", throughputOf("ours", 1 << 20).map { ("\(number($0.megabytesPerSecond, 0)) MB/s", $0.megabytesPerSecond >= 300) })
+let silent = (detection ?? []).filter { ["black hole (proxy)", "SIGSTOP"].contains($0.fault) }
+    + (detectionNetwork ?? []).filter { $0.mechanism == "ours" }
+target("Silent-link detection p99 <= 2.0 s at defaults", silent.isEmpty ? nil : {
+    let worst = silent.max { ($0.detectionP99Milliseconds ?? .infinity) < ($1.detectionP99Milliseconds ?? .infinity) }!
+    let p99 = worst.detectionP99Milliseconds ?? .infinity
+    return ("worst p99 \(number(p99, 0)) ms (\(worst.fault))", p99 <= 2000)
+}())
+let redials = ((detection ?? []) + (detectionNetwork ?? [])).filter { $0.mechanism == "ours" && !$0.fault.hasPrefix("SIGKILL") }
+target("Redial p50 <= 300 ms", redials.isEmpty ? nil : {
+    let worst = redials.max { ($0.rejoinP50Milliseconds ?? 0) < ($1.rejoinP50Milliseconds ?? 0) }!
+    let p50 = worst.rejoinP50Milliseconds ?? .infinity
+    return ("worst p50 \(number(p50, 0)) ms (\(worst.fault))", p50 <= 300)
+}())
+target("A running peer discovered p95 <= 250 ms", discovery.flatMap { summaries in summaries.max { $0.runningFoundP95 < $1.runningFoundP95 } }.map {
+    ("worst p95 \(number($0.runningFoundP95)) ms (\($0.placement); avahi-browse \(number($0.avahiBrowseP95)) ms)", $0.runningFoundP95 <= 250)
+})
+let mesh32 = mesh?.first { $0.topology == "full mesh" && $0.sessions == 32 }
+target("32-session mesh complete <= 10 s", mesh32.map { ("\(number($0.secondsToFullMesh, 2)) s", $0.secondsToFullMesh <= 10) })
+target("32-session mesh idle CPU <= 5 % of one core", mesh32.map { ("\(number($0.idleCPUPercent)) %", $0.idleCPUPercent <= 5) })
+target("32-session mesh <= 64 KiB RSS per link endpoint", mesh32.map { ("\(number($0.kibPerLinkEndpoint)) KiB", $0.kibPerLinkEndpoint <= 64) })
+target("Zero false teardowns (every mesh size and the hub)", mesh.map { results in
+    let total = results.reduce(0) { $0 + $1.falseTeardowns }
+    return ("\(total) over \(results.count) topologies held \(number(results.map(\.holdSeconds).max() ?? 0, 0)) s", total == 0)
+})
+
+// MARK: Charts
+
+let charts = directory.appendingPathComponent("charts")
+try FileManager.default.createDirectory(at: charts, withIntermediateDirectories: true)
+var chartFiles: [String: String] = [:]
+@MainActor func save(_ name: String, _ svg: String) throws {
+    try svg.write(to: charts.appendingPathComponent("\(name).svg"), atomically: true, encoding: .utf8)
+    chartFiles[name] = "charts/\(name).svg"
+}
+
+let linkNames = ["ours", "ours/pool", "C GnuTLS", "TCP"]
+if let link {
+    let quantileLabels = RoundTrip.quantiles.map { q in q == 0 ? "min" : q >= 0.99 ? String(format: "p%g", q * 100) : q.truncatingRemainder(dividingBy: 0.25) < 1e-9 ? "p\(Int(q * 100))" : "" }
+    try save("round-trip", Chart(
+        title: "Round trip, 1 KiB payload, two cores: the distribution", unit: "µs", categories: quantileLabels,
+        series: linkNames.compactMap { name in onTwoCores(name).map { Chart.Series(name: name, values: $0.distributionMicroseconds) } }).lines())
+    let sizes = Set(link.throughput.map(\.payloadBytes)).sorted()
+    var throughput = Chart(
+        title: "One-way throughput by message size", unit: "MB/s (log)", categories: sizes.map(sizeName),
+        series: ["ours", "C GnuTLS", "TCP"].map { name in Chart.Series(name: name, values: sizes.map { throughputOf(name, $0)?.megabytesPerSecond }) })
+    throughput.logarithmic = true
+    throughput.reference = (300, "target for 1 MiB: 300 MB/s")
+    try save("throughput", throughput.bars())
+}
+if detection != nil || detectionNetwork != nil {
+    let local = detection ?? [], network = detectionNetwork ?? []
+    let faults = network.filter { $0.mechanism == "ours" }.map(\.fault) + local.map(\.fault)
+    let mechanisms = ["ours"] + Array(Set(network.map(\.mechanism)).subtracting(["ours"])).sorted()
+    func value(_ fault: String, _ mechanism: String) -> Double? {
+        if mechanism == "ours" {
+            return (network.first { $0.fault == fault && $0.mechanism == "ours" } ?? local.first { $0.fault == fault })?.detectionP99Milliseconds
+        }
+        // The kernel baselines ran against the network black hole and a frozen process.
+        let baselineFault = fault == "SIGSTOP" ? "SIGSTOP" : fault
+        return network.first { $0.fault == baselineFault && $0.mechanism == mechanism }?.detectionP99Milliseconds
+    }
+    var chart = Chart(
+        title: "Failure detection p99 by fault (defaults: ping after 500 ms quiet, timeout 1.5 s)", unit: "ms", categories: faults,
+        series: mechanisms.map { mechanism in Chart.Series(name: mechanism, values: faults.map { value($0, mechanism) }) })
+    chart.reference = (2000, "target: 2 s")
+    chart.missingNote = "not detected / not run"
+    try save("detection", chart.bars())
+}
+if let mesh {
+    let labels = mesh.map { $0.topology == "hub" ? "hub + \($0.sessions - 1)" : "\($0.sessions) (\($0.links) links)" }
+    var time = Chart(title: "Time to a full mesh, cold start", unit: "s", categories: labels,
+                     series: [.init(name: "seconds", values: mesh.map(\.secondsToFullMesh))])
+    time.reference = (10, "target for 32: 10 s")
+    try save("mesh-time", time.bars())
+    var memory = Chart(title: "Resident memory per link endpoint", unit: "KiB", categories: labels,
+                       series: [.init(name: "KiB", values: mesh.map(\.kibPerLinkEndpoint))])
+    memory.reference = (64, "target: 64 KiB")
+    try save("memory", memory.bars())
+    var cpu = Chart(title: "Idle CPU with pings at the defaults", unit: "% of one core", categories: labels,
+                    series: [.init(name: "%", values: mesh.map(\.idleCPUPercent))])
+    cpu.reference = (5, "target for 32: 5 %")
+    try save("idle-cpu", cpu.bars())
+}
+if let discovery {
+    try save("discovery", Chart(
+        title: "Discovering a peer already advertising (start -> resolved)", unit: "ms",
+        categories: discovery.flatMap { ["\($0.placement) p50", "\($0.placement) p95"] },
+        series: [
+            .init(name: "ours (new connection + browser)", values: discovery.flatMap { [$0.runningFoundP50, $0.runningFoundP95] }),
+            .init(name: "avahi-browse --resolve", values: discovery.flatMap { [$0.avahiBrowseP50, $0.avahiBrowseP95] }),
+        ]).bars())
+}
+
+// MARK: report.json
+
+struct Results: Codable {
+    var link: LinkResults?
+    var detection: [DetectionFigures]?
+    var detectionNetwork: [DetectionFigures]?
+    var delivery: [Goodput]?
+    var discovery: [DiscoverySummary]?
+    var mesh: [MeshResult]?
+}
+
+struct Report: Codable {
+    var generated: String
+    var commit: String
+    var machine: [String: String]
+    var durationSeconds: [String: Double]
+    var targets: [Target]
+    var comparisons: [Comparison]
+    var results: Results
+    var charts: [String: String]
+}
+
+let generated = ISO8601DateFormatter().string(from: Date())
+let report = Report(
+    generated: generated, commit: commit, machine: machine, durationSeconds: durations, targets: targets, comparisons: comparisons,
+    results: Results(link: link, detection: detection, detectionNetwork: detectionNetwork, delivery: delivery, discovery: discovery, mesh: mesh),
+    charts: chartFiles)
+let encoder = JSONEncoder()
+encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+try encoder.encode(report).write(to: directory.appendingPathComponent("report.json"))
+
+// MARK: report.md
+
+var md = "# MultipeerSession benchmark report\n\n"
+md += "Commit \(commit), \(generated). Made by `make bench` (Benchmarks/README.md explains every scenario).\n\n"
+md += "Machine: \(machine["cpu"]!), \(machine["cores"]!) cores, \(machine["memory"]!); \(machine["kernel"]!); "
+md += "GnuTLS \(machine["gnutls"]!); \(machine["avahi"]!); \(machine["swift"]!).\n\n"
+if !durations.isEmpty {
+    let total = durations.values.reduce(0, +)
+    md += "Run time: \(number(total / 60)) min (" + durations.sorted { $0.key < $1.key }.map { "\($0.key) \(number($0.value, 0)) s" }.joined(separator: ", ") + ").\n\n"
+}
+md += "## Targets\n\n| target | measured | met |\n|---|---|---|\n"
+for t in targets { md += "| \(t.target) | \(t.measured) | \(t.met.map { $0 ? "yes" : "**no**" } ?? "-") |\n" }
+
+func table(_ header: [String], _ rows: [[String]]) -> String {
+    "| " + header.joined(separator: " | ") + " |\n|" + header.map { _ in "---|" }.joined() + "\n"
+        + rows.map { "| " + $0.joined(separator: " | ") + " |\n" }.joined() + "\n"
+}
+@MainActor func image(_ name: String, _ alt: String) -> String { chartFiles[name].map { "![\(alt)](\($0))\n\n" } ?? "" }
+func optional(_ value: Double?, _ digits: Int = 1) -> String { value.map { number($0, digits) } ?? "-" }
+
+md += "\n## Beside the baselines\n\nRatio = ours / baseline; for times lower is better, for throughput higher.\n\n"
+md += table(["area", "figure", "ours", "baseline", "baseline's", "ratio"], comparisons.map {
+    [$0.area, $0.figure, "\(number($0.ours)) \($0.unit)", $0.baseline, $0.baselineValue.map { number($0) } ?? "never",
+     $0.ratio.map { number($0, 2) + "x" } ?? "-"]
+})
+
+md += "## Link: round trips and throughput\n\n"
+if let link {
+    md += "Our link (SwiftNIO, GnuTLS TLS 1.3 ECDHE-PSK, TLV frames) against a C program with the same GnuTLS priority string and key, and plain TCP; 1 KiB ping-pong round trips (20,000), one-way throughput (median of 3 runs per size).\n\n"
+    md += table(["placement", "link", "p50 µs", "p99 µs"], link.roundTrips.map { [$0.placement, $0.link, number($0.p50Microseconds), number($0.p99Microseconds)] })
+    md += image("round-trip", "Round-trip distribution")
+    md += table(["payload", "link", "messages/s", "MB/s"], link.throughput.map {
+        [sizeName($0.payloadBytes), $0.link, number($0.messagesPerSecond, 0), number($0.megabytesPerSecond)]
+    })
+    md += image("throughput", "Throughput by message size")
+} else {
+    md += "Not measured in this run.\n\n"
+}
+
+md += "## Failure detection and redial\n\n"
+let allDetection = (detectionNetwork ?? []) + (detection ?? [])
+if !allDetection.isEmpty {
+    md += "Fault -> `peerLeft` and heal -> `peerJoined` at the defaults. \"network\" faults run between two namespace hosts; the kernel baselines are a TCP connection with keepalive (idle 2 s, a probe a second, 3 probes) and one with TCP_USER_TIMEOUT 1.5 s and a byte written every 500 ms.\n\n"
+    md += table(["fault", "mechanism", "trials", "detection p50 ms", "p99 ms", "rejoin p50 ms", "p99 ms"], allDetection.map {
+        let missing = $0.limitSeconds.map { "not in \(number($0, 0)) s" } ?? "-"
+        return [$0.fault, $0.mechanism, "\($0.trials)", $0.detectionP50Milliseconds.map { number($0) } ?? missing,
+                $0.detectionP99Milliseconds.map { number($0) } ?? missing, optional($0.rejoinP50Milliseconds), optional($0.rejoinP99Milliseconds)]
+    })
+    md += image("detection", "Detection by fault")
+} else {
+    md += "Not measured in this run.\n\n"
+}
+
+md += "## Discovery\n\n"
+if let discovery {
+    md += "Over real avahi-daemons (namespace hosts, ms): a new advertisement reaching a running browser is set by multicast DNS's probing (RFC 6762 8.1); a peer already advertising is found as soon as a new client asks its daemon.\n\n"
+    md += table(["placement", "trials", "advertise -> found p50 / p95", "running peer found p50 / p95", "avahi-browse p50 / p95", "stop -> lost p50 / p95"], discovery.map {
+        [$0.placement, "\($0.trials)", "\(number($0.foundP50)) / \(number($0.foundP95))", "\(number($0.runningFoundP50)) / \(number($0.runningFoundP95))",
+         "\(number($0.avahiBrowseP50)) / \(number($0.avahiBrowseP95))", "\(number($0.lostP50)) / \(number($0.lostP95))"]
+    })
+    md += image("discovery", "Discovery of a running peer")
+} else {
+    md += "Not measured in this run (needs root for its namespace hosts).\n\n"
+}
+
+md += "## Scale: sessions in one process\n\n"
+if let mesh {
+    md += "Every session in one process (both ends of every link), real avahi-daemon and GnuTLS; the hub's peers use static addresses. Held idle with pings at the defaults.\n\n"
+    md += table(["topology", "sessions", "links", "s to mesh", "KiB / link endpoint", "idle CPU %", "PINGs / link / s", "link p99 RTT median / worst ms", "false teardowns", "hold s"], mesh.map {
+        [$0.topology, "\($0.sessions)", "\($0.links)", number($0.secondsToFullMesh, 2), number($0.kibPerLinkEndpoint), number($0.idleCPUPercent),
+         number($0.pingsPerLinkPerSecond, 2), "\(number($0.medianLinkP99RTTMilliseconds, 2)) / \(number($0.worstLinkP99RTTMilliseconds, 2))",
+         "\($0.falseTeardowns)", number($0.holdSeconds, 0)]
+    })
+    md += image("mesh-time", "Time to full mesh") + image("memory", "Memory per link endpoint") + image("idle-cpu", "Idle CPU")
+} else {
+    md += "Not measured in this run (needs root for its discovery sandbox).\n\n"
+}
+
+md += "## Reliable delivery\n\n"
+if let delivery {
+    md += table(["scenario", "messages/s", "delivered", "lost", "out of order", "wire bytes / payload byte", "RSS growth KiB"], delivery.map {
+        [$0.scenario, number($0.messagesPerSecond, 0), "\($0.messagesDelivered)", "\($0.lost)", "\($0.outOfOrder)", number($0.wireBytesPerPayloadByte, 2), number($0.rssGrowthKiB, 0)]
+    })
+} else {
+    md += "Not measured in this run.\n\n"
+}
+try md.write(to: directory.appendingPathComponent("report.md"), atomically: true, encoding: .utf8)
+
+print("Targets:")
+for t in targets { print("  \(t.met.map { $0 ? "met   " : "MISSED" } ?? "-     ") \(t.target): \(t.measured)") }
+print("Report: \(directory.path)/report.md and report.json, charts in \(charts.path)")

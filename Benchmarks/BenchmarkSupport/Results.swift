@@ -1,0 +1,188 @@
+// What each benchmark writes to bench-results/, and BenchReport reads back: one definition for
+// both sides.
+
+/// `bench-results/link.json` (LinkBenchmark).
+public struct LinkResults: Codable, Sendable {
+    public var machine: [String: String]
+    public var roundTrips: [RoundTrip]
+    public var throughput: [Throughput]
+
+    public init(machine: [String: String], roundTrips: [RoundTrip], throughput: [Throughput]) {
+        self.machine = machine
+        self.roundTrips = roundTrips
+        self.throughput = throughput
+    }
+}
+
+/// Ping-pong round trips of one link kind.
+public struct RoundTrip: Codable, Sendable {
+    /// `two cores` (C: one thread pinned per core; ours: NIO's two event-loop threads) or
+    /// `one core` (the whole process pinned to core 0).
+    public var placement: String
+    /// `ours`, `ours/pool`, `C GnuTLS` or `TCP`.
+    public var link: String
+    public var p50Microseconds: Double
+    public var p99Microseconds: Double
+    /// The round trip at each of ``RoundTrip/quantiles``, µs: the distribution, for a chart.
+    public var distributionMicroseconds: [Double]
+
+    /// 0, 5, ..., 95 %, then 99 and 99.9 %.
+    public static let quantiles: [Double] = stride(from: 0.0, through: 0.95, by: 0.05).map { $0 } + [0.99, 0.999]
+
+    public init(placement: String, link: String, samplesNanoseconds samples: [Double]) {
+        self.placement = placement
+        self.link = link
+        let sorted = samples.sorted()
+        func at(_ q: Double) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))] / 1000 }
+        p50Microseconds = at(0.5)
+        p99Microseconds = at(0.99)
+        distributionMicroseconds = Self.quantiles.map(at)
+    }
+}
+
+/// One-way throughput of one link kind at one payload size.
+public struct Throughput: Codable, Sendable {
+    public var payloadBytes: Int
+    public var link: String
+    public var messagesPerSecond: Double
+    public var megabytesPerSecond: Double
+
+    public init(payloadBytes: Int, link: String, messagesPerSecond: Double) {
+        self.payloadBytes = payloadBytes
+        self.link = link
+        self.messagesPerSecond = messagesPerSecond
+        self.megabytesPerSecond = messagesPerSecond * Double(payloadBytes) / 1e6
+    }
+}
+
+/// `bench-results/detection.json` and `detection-network.json` (DetectionBenchmark): one fault
+/// as one mechanism saw it.
+public struct DetectionFigures: Codable, Sendable {
+    public var fault: String
+    /// `ours`, or the kernel mechanism of a baseline.
+    public var mechanism: String
+    public var trials: Int
+    /// Nil when the fault was not detected within ``limitSeconds`` in some trial.
+    public var detectionP50Milliseconds: Double?
+    public var detectionP99Milliseconds: Double?
+    /// Ours only: the fault healed, until the peer was active again.
+    public var rejoinP50Milliseconds: Double?
+    public var rejoinP99Milliseconds: Double?
+    /// How long a baseline trial waited for the mechanism to notice (ours waits as long as it takes).
+    public var limitSeconds: Double?
+
+    public init(
+        fault: String, mechanism: String = "ours", trials: Int, detectionP50Milliseconds: Double?, detectionP99Milliseconds: Double?,
+        rejoinP50Milliseconds: Double? = nil, rejoinP99Milliseconds: Double? = nil, limitSeconds: Double? = nil
+    ) {
+        self.fault = fault
+        self.mechanism = mechanism
+        self.trials = trials
+        self.detectionP50Milliseconds = detectionP50Milliseconds
+        self.detectionP99Milliseconds = detectionP99Milliseconds
+        self.rejoinP50Milliseconds = rejoinP50Milliseconds
+        self.rejoinP99Milliseconds = rejoinP99Milliseconds
+        self.limitSeconds = limitSeconds
+    }
+}
+
+/// `bench-results/delivery.json` (DeliveryBenchmark): reliable delivery in one scenario.
+public struct Goodput: Codable, Sendable {
+    public var scenario: String
+    public var seconds: Double
+    public var messagesDelivered: Int
+    public var messagesPerSecond: Double
+    public var lost: Int
+    public var outOfOrder: Int
+    public var wireBytesPerPayloadByte: Double
+    /// Resident memory growth from the first second of sending to the end.
+    public var rssGrowthKiB: Double
+
+    public init(
+        scenario: String, seconds: Double, messagesDelivered: Int, messagesPerSecond: Double, lost: Int, outOfOrder: Int,
+        wireBytesPerPayloadByte: Double, rssGrowthKiB: Double
+    ) {
+        self.scenario = scenario
+        self.seconds = seconds
+        self.messagesDelivered = messagesDelivered
+        self.messagesPerSecond = messagesPerSecond
+        self.lost = lost
+        self.outOfOrder = outOfOrder
+        self.wireBytesPerPayloadByte = wireBytesPerPayloadByte
+        self.rssGrowthKiB = rssGrowthKiB
+    }
+}
+
+/// `bench-results/discovery.json` (DiscoveryBenchmark): one placement, milliseconds.
+public struct DiscoverySummary: Codable, Sendable {
+    public var placement: String
+    public var trials: Int
+    /// `advertise` -> `found` at a browser already running.
+    public var foundP50: Double
+    public var foundP95: Double
+    /// A browser started (a new connection to the daemon) -> `found`, for a peer already advertising.
+    public var runningFoundP50: Double
+    public var runningFoundP95: Double
+    /// `avahi-browse --resolve` started -> its resolved line for the same peer.
+    public var avahiBrowseP50: Double
+    public var avahiBrowseP95: Double
+    /// `stop` -> `lost`.
+    public var lostP50: Double
+    public var lostP95: Double
+
+    public init(
+        placement: String, trials: Int, foundP50: Double, foundP95: Double, runningFoundP50: Double, runningFoundP95: Double,
+        avahiBrowseP50: Double, avahiBrowseP95: Double, lostP50: Double, lostP95: Double
+    ) {
+        self.placement = placement
+        self.trials = trials
+        self.foundP50 = foundP50
+        self.foundP95 = foundP95
+        self.runningFoundP50 = runningFoundP50
+        self.runningFoundP95 = runningFoundP95
+        self.avahiBrowseP50 = avahiBrowseP50
+        self.avahiBrowseP95 = avahiBrowseP95
+        self.lostP50 = lostP50
+        self.lostP95 = lostP95
+    }
+}
+
+/// `bench-results/mesh.json` (MeshBenchmark): one topology held idle.
+public struct MeshResult: Codable, Sendable {
+    /// `full mesh` or `hub`.
+    public var topology: String
+    public var sessions: Int
+    public var links: Int
+    public var secondsToFullMesh: Double
+    public var rssGrowthKiB: Double
+    public var kibPerLinkEndpoint: Double
+    /// CPU used over the idle hold, in percent of one core.
+    public var idleCPUPercent: Double
+    public var holdSeconds: Double
+    /// Ping round trips at the end of the hold: the median and the largest of the links' p99s.
+    public var medianLinkP99RTTMilliseconds: Double
+    public var worstLinkP99RTTMilliseconds: Double
+    /// Peers that left during the hold, with nothing failing: each is a false teardown.
+    public var falseTeardowns: Int
+    /// PINGs sent over the hold, per link (both ends) per second.
+    public var pingsPerLinkPerSecond: Double
+
+    public init(
+        topology: String, sessions: Int, links: Int, secondsToFullMesh: Double, rssGrowthKiB: Double, kibPerLinkEndpoint: Double,
+        idleCPUPercent: Double, holdSeconds: Double, medianLinkP99RTTMilliseconds: Double, worstLinkP99RTTMilliseconds: Double,
+        falseTeardowns: Int, pingsPerLinkPerSecond: Double
+    ) {
+        self.topology = topology
+        self.sessions = sessions
+        self.links = links
+        self.secondsToFullMesh = secondsToFullMesh
+        self.rssGrowthKiB = rssGrowthKiB
+        self.kibPerLinkEndpoint = kibPerLinkEndpoint
+        self.idleCPUPercent = idleCPUPercent
+        self.holdSeconds = holdSeconds
+        self.medianLinkP99RTTMilliseconds = medianLinkP99RTTMilliseconds
+        self.worstLinkP99RTTMilliseconds = worstLinkP99RTTMilliseconds
+        self.falseTeardowns = falseTeardowns
+        self.pingsPerLinkPerSecond = pingsPerLinkPerSecond
+    }
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# `make bench`: runs every benchmark (release builds made by the Makefile), one after another
+# so that none disturbs another's timing, then BenchReport, which writes
+# bench-results/report.md, report.json and charts/. The namespace benchmarks (detection in the
+# network, discovery, scale) need root; without it they are left out and the report says so.
+# Results of an earlier run are removed first: the report shows this run only.
+#
+#   Benchmarks/run-all.sh [--quick]     (--quick: fewer trials and short holds, a few minutes;
+#                                        for trying the tooling, not for figures)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+results=bench-results
+mkdir -p "$results"
+rm -rf "$results"/{link,detection,detection-network,delivery,discovery,mesh,durations,report}.json "$results"/report.md "$results"/charts
+
+quick=0
+[[ "${1:-}" == "--quick" ]] && quick=1
+trials() { if ((quick)); then echo "$1"; else echo "$2"; fi; }
+
+durations=()
+step() {
+    local name=$1
+    shift
+    echo "== $name"
+    local start=$SECONDS
+    "$@"
+    durations+=("\"$name\": $((SECONDS - start))")
+}
+
+step link .build/release/LinkBenchmark $( ((quick)) && echo --quick )
+step detection .build/release/DetectionBenchmark --trials "$(trials 5 20)"
+step delivery .build/release/DeliveryBenchmark --seconds "$(trials 3 10)"
+if [[ $(id -u) -eq 0 ]]; then
+    step detection-network Benchmarks/detection-hosts.sh --trials "$(trials 5 20)" --baseline-trials "$(trials 1 3)"
+    step discovery Benchmarks/discovery-hosts.sh --trials "$(trials 5 20)"
+    step mesh scripts/sandbox.sh .build/release/MeshBenchmark --hold "$(trials 5 60)" $( ((quick)) && echo --hub 100 )
+else
+    echo "The namespace benchmarks (detection in the network, discovery, scale) were not run: they need root (sudo make bench)"
+fi
+
+(IFS=,; echo "{${durations[*]}}") >"$results/durations.json"
+.build/release/BenchReport --results "$results"
