@@ -10,7 +10,7 @@
 /// The side that dialled leads: it pings after an interval of quiet. The other follows: while
 /// the leader's PINGs keep coming, its PONGs are its traffic; when none came for one and a half
 /// intervals (the leader is busy sending, or gone), it pings after an interval of quiet like the
-/// leader; and once every four intervals it pings to measure the round trip from its side. An
+/// leader; and once every eight intervals it pings to measure the round trip from its side. An
 /// idle link so carries one PING and one PONG per interval, not two of each (with the same rule
 /// on both sides the two timers raced).
 public struct KeepaliveStateMachine: Sendable {
@@ -59,7 +59,7 @@ public struct KeepaliveStateMachine: Sendable {
 
     /// When the follower pings to measure the round trip, however busy it is.
     private var sampleDue: Duration {
-        role == .leading ? .seconds(Int64.max) : lastPing + parameters.interval * 4
+        role == .leading ? .seconds(Int64.max) : lastPing + parameters.interval * 8
     }
 
     /// Bytes arrived from the peer.

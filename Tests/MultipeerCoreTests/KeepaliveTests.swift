@@ -45,7 +45,7 @@ import Testing
     }
 
     /// Two ends of an idle link, exchanging frames instantly: the leader pings every interval,
-    /// the follower only answers, but for one PING every four intervals to measure the round
+    /// the follower only answers, but for one PING every eight intervals to measure the round
     /// trip; neither times out.
     @Test func anIdleLinkCarriesOnePingPerIntervalFromTheLeader() {
         var leader = KeepaliveStateMachine(parameters: Self.defaults, role: .leading, now: .zero)
@@ -71,7 +71,7 @@ import Testing
             }
         }
         #expect(pings.leader == 20, "every 500 ms")
-        #expect(pings.follower == 5, "every 2 s, to measure the round trip")
+        #expect(pings.follower == 2, "every 4 s, to measure the round trip")
     }
 
     @Test func aFollowerPingsWhenTheLeaderStopsPinging() {
