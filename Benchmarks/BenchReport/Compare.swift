@@ -37,11 +37,13 @@ private func figures(_ value: Any?, _ path: String = "") -> [String: Double] {
             result.merge(figures(entry.value, path.isEmpty ? entry.key : "\(path).\(entry.key)")) { a, _ in a }
         }
     case let array as [Any]:
+        let identifying = ["payloadBytes", "sessions", "placement", "link", "fault", "mechanism", "scenario", "topology"]
         return array.reduce(into: [:]) { result, element in
             guard let object = element as? [String: Any] else { return }
-            let identity = ["payloadBytes", "sessions", "placement", "link", "fault", "mechanism", "scenario", "topology"]
-                .compactMap { key in object[key].map { "\($0)" } }.joined(separator: " ")
-            result.merge(figures(object, "\(path)[\(identity)]")) { a, _ in a }
+            let identity = identifying.compactMap { key in object[key].map { "\($0)" } }.joined(separator: " ")
+            // The identifying numbers name the element; they are not figures.
+            let rest = object.filter { !identifying.contains($0.key) }
+            result.merge(figures(rest, "\(path)[\(identity)]")) { a, _ in a }
         }
     case let number as NSNumber:
         return [path: number.doubleValue]
