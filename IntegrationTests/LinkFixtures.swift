@@ -30,8 +30,11 @@ final class TestListener: Sendable {
     let failures: AsyncStream<(SocketAddress?, any Error)>
     private let task: Task<Void, any Error>
 
-    init(host: String?, configuration: LinkConfiguration, onLink: @escaping @Sendable (PeerConnection) async -> Void) async throws {
-        listener = try await PeerListener.bind(host: host, configuration: configuration)
+    init(
+        host: String?, configuration: LinkConfiguration, limits: AdmissionLimits = AdmissionLimits(),
+        onLink: @escaping @Sendable (PeerConnection) async -> Void
+    ) async throws {
+        listener = try await PeerListener.bind(host: host, configuration: configuration, limits: limits)
         let (failures, continuation) = AsyncStream<(SocketAddress?, any Error)>.makeStream()
         self.failures = failures
         task = Task { [listener] in
@@ -57,10 +60,10 @@ final class TestListener: Sendable {
 /// Runs `body` with a listener (on loopback unless `host` says otherwise), stopping it afterwards
 /// whether `body` returns or throws.
 func withTestListener<T>(
-    host: String? = "127.0.0.1", configuration: LinkConfiguration,
+    host: String? = "127.0.0.1", configuration: LinkConfiguration, limits: AdmissionLimits = AdmissionLimits(),
     onLink: @escaping @Sendable (PeerConnection) async -> Void, _ body: (TestListener) async throws -> T
 ) async throws -> T {
-    let server = try await TestListener(host: host, configuration: configuration, onLink: onLink)
+    let server = try await TestListener(host: host, configuration: configuration, limits: limits, onLink: onLink)
     do {
         let result = try await body(server)
         await server.stop()

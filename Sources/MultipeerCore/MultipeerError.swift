@@ -49,6 +49,9 @@ public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible
         public static let outOfSequence = Code("outOfSequence")
         /// The listening socket could not be bound: the port is in use or not allowed.
         public static let listenFailed = Code("listenFailed")
+        /// An inbound connection was refused at once: as many handshakes, or links, as the
+        /// session's limits allow were already under way (``MultipeerSession/Limits``).
+        public static let connectionLimit = Code("connectionLimit")
         /// avahi-daemon (or the D-Bus system bus) is not running, or cannot be reached.
         public static let discoveryUnavailable = Code("discoveryUnavailable")
         /// Avahi refused to advertise or browse; the underlying text says why.

@@ -76,15 +76,27 @@ extension MultipeerSession {
         /// When a peer's outbox is full: false (the default) makes `send` wait for room; true
         /// makes it throw `outboxFull` at once.
         public var failWhenOutboxFull: Bool
+        /// Inbound TLS and HELLO exchanges under way at once. Default 64. A connection that
+        /// arrives while this many are under way is closed at once (a `connectionFailed` event
+        /// with code `connectionLimit`): strangers who connect and stall, or a flood of
+        /// connections, hold at most this many, each for at most ``handshakeTimeout``, and a
+        /// peer refused meanwhile joins on its next redial.
+        public var maximumHandshakes: Int
+        /// Inbound links at once, handshakes under way included. Default 1,024. (Links this
+        /// session dials are not counted: it dials only peers it discovered or was given.)
+        public var maximumInboundLinks: Int
 
         public init(
             maximumFrameLength: Int = Frame.defaultMaximumLength, handshakeTimeout: Duration = .seconds(5),
-            outbox: OutboxStateMachine.Limits = OutboxStateMachine.Limits(), failWhenOutboxFull: Bool = false
+            outbox: OutboxStateMachine.Limits = OutboxStateMachine.Limits(), failWhenOutboxFull: Bool = false,
+            maximumHandshakes: Int = 64, maximumInboundLinks: Int = 1_024
         ) {
             self.maximumFrameLength = maximumFrameLength
             self.handshakeTimeout = handshakeTimeout
             self.outbox = outbox
             self.failWhenOutboxFull = failWhenOutboxFull
+            self.maximumHandshakes = maximumHandshakes
+            self.maximumInboundLinks = maximumInboundLinks
         }
     }
 

@@ -42,6 +42,8 @@ public actor MultipeerSession {
     /// The link each peer's outbox is being flushed to now: one flush per link at a time, so DATA
     /// goes out in order.
     var flushing: [UUID: LinkID] = [:]
+    /// Connections refused at the admission limits since the last log line about them, and when that was.
+    private var refusals: (count: Int, loggedAt: ContinuousClock.Instant?) = (0, nil)
     var roomWaiters: [UUID: [CheckedContinuation<Void, Never>]] = [:]
     var acknowledgementWaiters: [UUID: [(sequence: UInt64, continuation: CheckedContinuation<Void, any Error>)]] = [:]
     var stopped = false
@@ -147,7 +149,9 @@ public actor MultipeerSession {
     private func runActive(
         _ linkConfiguration: LinkConfiguration, _ discovery: DiscoverySetup, _ items: inout AsyncStream<Work>.Iterator
     ) async throws -> Bool {
-        let listener = try await PeerListener.bind(port: configuration.port, configuration: linkConfiguration)
+        let listener = try await PeerListener.bind(
+            port: configuration.port, configuration: linkConfiguration,
+            limits: AdmissionLimits(handshakes: configuration.limits.maximumHandshakes, links: configuration.limits.maximumInboundLinks))
         logger.info("listening", metadata: ["multipeer.port": "\(listener.port)"])
         subscriptions.emit(.listening(port: listener.port))
         let advertiser = startAdvertising(discovery, port: listener.port)
@@ -357,7 +361,17 @@ public actor MultipeerSession {
 
     private func handshakeFailed(_ address: String, _ error: any Error) {
         let failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "the connection with \(address) failed", underlying: "\(error)")
-        logger.notice("link failed", metadata: ["multipeer.address": "\(address)", "multipeer.error": "\(failure)"])
+        if failure.code == .connectionLimit {
+            // A flood is logged once a second with a count, not a line per connection.
+            refusals.count += 1
+            let now = ContinuousClock.now
+            if refusals.loggedAt.map({ now - $0 >= .seconds(1) }) ?? true {
+                logger.notice("connections refused", metadata: ["multipeer.refused": "\(refusals.count)", "multipeer.error": "\(failure)"])
+                refusals = (0, now)
+            }
+        } else {
+            logger.notice("link failed", metadata: ["multipeer.address": "\(address)", "multipeer.error": "\(failure)"])
+        }
         if failure.code == .authenticationFailed {
             subscriptions.emit(.authenticationFailed(address: address, failure))
         } else {

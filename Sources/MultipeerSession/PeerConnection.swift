@@ -68,6 +68,12 @@ struct PendingLink: Sendable {
         } catch {
             // Nobody will use the async channel: finish its writer and close it.
             try? await channel.executeThenClose { _, _ in }
+            guard error is MultipeerError else {
+                // A socket error (a reset, say): the connection ended before the handshake did.
+                let peer = remoteAddress.map { "the peer at \($0.displayString)" } ?? "the peer"
+                throw MultipeerError(
+                    .closedDuringHandshake, "the connection with \(peer) ended during the handshake", underlying: socketErrorReason(error))
+            }
             throw error
         }
         return PeerConnection(remoteHello: hello, remoteAddress: remoteAddress, channel: channel, quality: quality)

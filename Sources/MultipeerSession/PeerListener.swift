@@ -1,27 +1,49 @@
 import MultipeerCore
 package import NIOCore
 import NIOPosix
+import Synchronization
+
+/// How many inbound connections a listener holds at once.
+package struct AdmissionLimits: Sendable {
+    /// TLS and HELLO exchanges under way at once. A connection that arrives while this many are
+    /// under way is closed at once with `connectionLimit`, so that strangers who connect and
+    /// stall (or a flood of connections) hold at most this many handshakes, each for at most
+    /// the handshake timeout.
+    package var handshakes: Int
+    /// Inbound links at once, handshakes under way included.
+    package var links: Int
+
+    package init(handshakes: Int = 64, links: Int = 1_024) {
+        self.handshakes = handshakes
+        self.links = links
+    }
+}
 
 /// Accepts links on a TCP port of every interface, IPv4 and IPv6, and hands each one that
 /// completes TLS and HELLO to the caller. A connection that fails its handshake is reported
-/// and closed; the listener keeps serving.
+/// and closed; one beyond the ``AdmissionLimits`` is closed at once and reported; the listener
+/// keeps serving.
 package final class PeerListener: Sendable {
     /// The address bound, with the port chosen by the system when 0 was asked for.
     package let localAddress: SocketAddress
     private let serverChannel: NIOAsyncChannel<PendingLink, Never>
+    private let limits: AdmissionLimits
+    /// Handshakes under way and links being served.
+    private let admitted = Mutex<(handshakes: Int, links: Int)>((0, 0))
 
     /// The port bound.
     package var port: Int { localAddress.port! }
 
-    private init(serverChannel: NIOAsyncChannel<PendingLink, Never>) {
+    private init(serverChannel: NIOAsyncChannel<PendingLink, Never>, limits: AdmissionLimits) {
         self.serverChannel = serverChannel
         self.localAddress = serverChannel.channel.localAddress!
+        self.limits = limits
     }
 
     /// Binds `port` (0 for an ephemeral port) on `host`; by default on every interface, both
     /// IPv4 and IPv6 where the machine has IPv6.
     package static func bind(
-        host: String? = nil, port: Int = 0, configuration: LinkConfiguration,
+        host: String? = nil, port: Int = 0, configuration: LinkConfiguration, limits: AdmissionLimits = AdmissionLimits(),
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> PeerListener {
         var bootstrap = ServerBootstrap(group: group)
@@ -39,7 +61,7 @@ package final class PeerListener: Sendable {
                 let channel = try await bootstrap.bind(host: candidate, port: port) { channel in
                     channel.eventLoop.makeCompletedFuture { try configuration.configure(channel, role: .server) }
                 }
-                return PeerListener(serverChannel: channel)
+                return PeerListener(serverChannel: channel, limits: limits)
             } catch {
                 lastError = error
             }
@@ -59,6 +81,13 @@ package final class PeerListener: Sendable {
         try await serverChannel.executeThenClose { inbound in
             try await withThrowingDiscardingTaskGroup { group in
                 for try await pending in inbound {
+                    if let refusal = admit() {
+                        // Closed unclaimed: its TLS handler never gets a byte further.
+                        pending.channel.channel.close(promise: nil)
+                        let address = pending.remoteAddress
+                        group.addTask { await onFailure(address, refusal) }
+                        continue
+                    }
                     group.addTask {
                         let link: PeerConnection
                         do {
@@ -69,14 +98,35 @@ package final class PeerListener: Sendable {
                                 pending.channel.channel.close(promise: nil)
                             }
                         } catch {
+                            self.admitted.withLock { $0.handshakes -= 1 }
                             await onFailure(pending.remoteAddress, error)
                             return
                         }
+                        self.admitted.withLock { $0.handshakes -= 1; $0.links += 1 }
                         await onLink(link)
                         try? await link.channel.channel.close()
+                        self.admitted.withLock { $0.links -= 1 }
                     }
                 }
             }
+        }
+    }
+
+    /// Counts a new connection's handshake in, or says why it is refused.
+    private func admit() -> MultipeerError? {
+        admitted.withLock { admitted in
+            if admitted.handshakes >= limits.handshakes {
+                return MultipeerError(
+                    .connectionLimit,
+                    "refused a connection: \(admitted.handshakes) handshakes are already under way, the limit (Limits.maximumHandshakes)")
+            }
+            if admitted.handshakes + admitted.links >= limits.links {
+                return MultipeerError(
+                    .connectionLimit,
+                    "refused a connection: \(admitted.links) inbound links and \(admitted.handshakes) handshakes reach the limit of \(limits.links) (Limits.maximumInboundLinks)")
+            }
+            admitted.handshakes += 1
+            return nil
         }
     }
 
