@@ -71,7 +71,10 @@ final class SilentConnections: Sendable {
             let dial: @Sendable () async throws -> PeerConnection = { try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "client")) }
             let first = try await dial(), second = try await dial()
             // Both held open (each served by the echo until it closes); a third is one too many.
-            await #expect(throws: MultipeerError.self) { _ = try await dial() }
+            await #expect(throws: MultipeerError.self) {
+                let link = try await dial()
+                try await link.channel.executeThenClose { _, _ in }  // (closed properly, should it be admitted)
+            }
             let refusal = try await withDeadline(.seconds(20)) { await server.nextFailure() }
             #expect(refusal?.code == .connectionLimit)
             // (The second link's handshake may still be finishing on the listener's side.)

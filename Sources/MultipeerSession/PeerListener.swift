@@ -19,25 +19,72 @@ package struct AdmissionLimits: Sendable {
     }
 }
 
+/// Counts a listener's inbound handshakes and links against its ``AdmissionLimits``. Asked on
+/// the event loop as each connection is accepted, before a byte of it is read.
+final class Admission: Sendable {
+    let limits: AdmissionLimits
+    private let counts = Mutex<(handshakes: Int, links: Int)>((0, 0))
+
+    init(limits: AdmissionLimits) {
+        self.limits = limits
+    }
+
+    /// Counts a new connection's handshake in, or says why it is refused.
+    func admit() -> MultipeerError? {
+        counts.withLock { counts in
+            if counts.handshakes >= limits.handshakes {
+                return MultipeerError(
+                    .connectionLimit,
+                    "refused a connection: \(counts.handshakes) handshakes are already under way, the limit (Limits.maximumHandshakes)")
+            }
+            if counts.handshakes + counts.links >= limits.links {
+                return MultipeerError(
+                    .connectionLimit,
+                    "refused a connection: \(counts.links) inbound links and \(counts.handshakes) handshakes reach the limit of \(limits.links) (Limits.maximumInboundLinks)")
+            }
+            counts.handshakes += 1
+            return nil
+        }
+    }
+
+    /// An admitted handshake ended: the link is served now, or it failed.
+    func handshakeEnded(established: Bool) {
+        counts.withLock {
+            $0.handshakes -= 1
+            if established { $0.links += 1 }
+        }
+    }
+
+    func linkEnded() {
+        counts.withLock { $0.links -= 1 }
+    }
+}
+
+/// What the listener made of an accepted connection.
+enum Accepted: Sendable {
+    /// Admitted: TLS and HELLO are under way.
+    case pending(PendingLink)
+    /// Beyond the limits: no handlers, nothing read; to be closed and reported.
+    case refused(any Channel, MultipeerError)
+}
+
 /// Accepts links on a TCP port of every interface, IPv4 and IPv6, and hands each one that
 /// completes TLS and HELLO to the caller. A connection that fails its handshake is reported
-/// and closed; one beyond the ``AdmissionLimits`` is closed at once and reported; the listener
-/// keeps serving.
+/// and closed; one beyond the ``AdmissionLimits`` is closed as it is accepted, before any
+/// handshake, and reported; the listener keeps serving.
 package final class PeerListener: Sendable {
     /// The address bound, with the port chosen by the system when 0 was asked for.
     package let localAddress: SocketAddress
-    private let serverChannel: NIOAsyncChannel<PendingLink, Never>
-    private let limits: AdmissionLimits
-    /// Handshakes under way and links being served.
-    private let admitted = Mutex<(handshakes: Int, links: Int)>((0, 0))
+    private let serverChannel: NIOAsyncChannel<Accepted, Never>
+    private let admission: Admission
 
     /// The port bound.
     package var port: Int { localAddress.port! }
 
-    private init(serverChannel: NIOAsyncChannel<PendingLink, Never>, limits: AdmissionLimits) {
+    private init(serverChannel: NIOAsyncChannel<Accepted, Never>, admission: Admission) {
         self.serverChannel = serverChannel
         self.localAddress = serverChannel.channel.localAddress!
-        self.limits = limits
+        self.admission = admission
     }
 
     /// Binds `port` (0 for an ephemeral port) on `host`; by default on every interface, both
@@ -53,15 +100,24 @@ package final class PeerListener: Sendable {
         if let (option, value) = configuration.tcpUserTimeoutOption {
             bootstrap = bootstrap.childChannelOption(option, value: value)
         }
+        let admission = Admission(limits: limits)
         // "::" accepts IPv4 too (as mapped addresses) on Linux; without IPv6, fall back to IPv4.
         let hosts = host.map { [$0] } ?? ["::", "0.0.0.0"]
         var lastError: (any Error)?
         for candidate in hosts {
             do {
                 let channel = try await bootstrap.bind(host: candidate, port: port) { channel in
-                    channel.eventLoop.makeCompletedFuture { try configuration.configure(channel, role: .server) }
+                    channel.eventLoop.makeCompletedFuture {
+                        if let refusal = admission.admit() { return Accepted.refused(channel, refusal) }
+                        do {
+                            return .pending(try configuration.configure(channel, role: .server))
+                        } catch {
+                            admission.handshakeEnded(established: false)
+                            throw error
+                        }
+                    }
                 }
-                return PeerListener(serverChannel: channel, limits: limits)
+                return PeerListener(serverChannel: channel, admission: admission)
             } catch {
                 lastError = error
             }
@@ -73,20 +129,24 @@ package final class PeerListener: Sendable {
 
     /// Accepts connections until the task is cancelled or the listener is closed. Each link runs
     /// in a child task: `onLink` once its handshake is done (the link is closed when `onLink`
-    /// returns), `onFailure` if the handshake failed.
+    /// returns), `onFailure` if the handshake failed or the connection was refused.
     package func run(
         onLink: @escaping @Sendable (PeerConnection) async -> Void,
         onFailure: @escaping @Sendable (SocketAddress?, any Error) async -> Void
     ) async throws {
+        let admission = self.admission
         try await serverChannel.executeThenClose { inbound in
             try await withThrowingDiscardingTaskGroup { group in
-                for try await pending in inbound {
-                    if let refusal = admit() {
-                        // Closed unclaimed: its TLS handler never gets a byte further.
-                        pending.channel.channel.close(promise: nil)
-                        let address = pending.remoteAddress
+                for try await accepted in inbound {
+                    let pending: PendingLink
+                    switch accepted {
+                    case .refused(let channel, let refusal):
+                        let address = channel.remoteAddress
+                        channel.close(promise: nil)
                         group.addTask { await onFailure(address, refusal) }
                         continue
+                    case .pending(let link):
+                        pending = link
                     }
                     group.addTask {
                         let link: PeerConnection
@@ -98,35 +158,17 @@ package final class PeerListener: Sendable {
                                 pending.channel.channel.close(promise: nil)
                             }
                         } catch {
-                            self.admitted.withLock { $0.handshakes -= 1 }
+                            admission.handshakeEnded(established: false)
                             await onFailure(pending.remoteAddress, error)
                             return
                         }
-                        self.admitted.withLock { $0.handshakes -= 1; $0.links += 1 }
+                        admission.handshakeEnded(established: true)
                         await onLink(link)
                         try? await link.channel.channel.close()
-                        self.admitted.withLock { $0.links -= 1 }
+                        admission.linkEnded()
                     }
                 }
             }
-        }
-    }
-
-    /// Counts a new connection's handshake in, or says why it is refused.
-    private func admit() -> MultipeerError? {
-        admitted.withLock { admitted in
-            if admitted.handshakes >= limits.handshakes {
-                return MultipeerError(
-                    .connectionLimit,
-                    "refused a connection: \(admitted.handshakes) handshakes are already under way, the limit (Limits.maximumHandshakes)")
-            }
-            if admitted.handshakes + admitted.links >= limits.links {
-                return MultipeerError(
-                    .connectionLimit,
-                    "refused a connection: \(admitted.links) inbound links and \(admitted.handshakes) handshakes reach the limit of \(limits.links) (Limits.maximumInboundLinks)")
-            }
-            admitted.handshakes += 1
-            return nil
         }
     }
 
