@@ -2,30 +2,39 @@ public import NIOCore
 
 /// Splits a byte stream into ``Frame``s, one step at a time.
 ///
-/// The length field is checked against `maximumLength` as soon as the header is in, before
-/// any of the value is buffered, so a peer announcing 4 GiB costs nothing.
+/// The length field is checked against the limit as soon as the header is in, before any of
+/// the value is buffered, so a peer announcing 4 GiB costs nothing. The first frame, which on a
+/// link is the HELLO, has a limit of its own (``firstFrameMaximumLength``): a stranger's first
+/// frame cannot make the link buffer a megabyte.
 public struct FrameDecoder: NIOSingleStepByteToMessageDecoder {
     public typealias InboundOut = Frame
 
     /// The largest value accepted, in bytes.
     public let maximumLength: Int
+    /// The largest value accepted in the first frame, in bytes.
+    public let firstFrameMaximumLength: Int
+    private var first = true
 
-    public init(maximumLength: Int = Frame.defaultMaximumLength) {
+    public init(maximumLength: Int = Frame.defaultMaximumLength, firstFrameMaximumLength: Int? = nil) {
         precondition(maximumLength >= 0 && maximumLength <= Int(UInt32.max))
         self.maximumLength = maximumLength
+        self.firstFrameMaximumLength = min(firstFrameMaximumLength ?? maximumLength, maximumLength)
     }
 
     public mutating func decode(buffer: inout ByteBuffer) throws -> Frame? {
         guard let (type, length) = buffer.getMultipleIntegers(at: buffer.readerIndex, as: (UInt32, UInt32).self) else {
             return nil
         }
-        guard Int(length) <= maximumLength else {
+        let limit = first ? firstFrameMaximumLength : maximumLength
+        guard Int(length) <= limit else {
             throw MultipeerError(
                 .frameTooLarge,
-                "a \(FrameType(rawValue: type)) frame announced \(length) bytes, more than the limit of \(maximumLength)")
+                "a \(FrameType(rawValue: type)) frame announced \(length) bytes, more than the limit of \(limit)"
+                    + (first && limit < maximumLength ? " for a link's first frame" : ""))
         }
         guard buffer.readableBytes >= Frame.headerLength + Int(length) else { return nil }
         buffer.moveReaderIndex(forwardBy: Frame.headerLength)
+        first = false
         let value = buffer.readSlice(length: Int(length))!
         return Frame(type: FrameType(rawValue: type), value: value)
     }

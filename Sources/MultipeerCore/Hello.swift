@@ -26,6 +26,10 @@ public struct Hello: Hashable, Sendable {
     public static let maximumMetadataCount = 32
     /// The longest metadata entry, `key=value`, in UTF-8 bytes: one TXT entry.
     public static let maximumMetadataEntryLength = 255
+    /// The largest HELLO value accepted, in bytes. This version's fields take at most 8,510;
+    /// the rest is room for fields later versions append. A link's first frame announcing
+    /// more is refused from its header alone (``FrameDecoder``).
+    public static let maximumLength = 16 * 1024
 
     public var protocolVersion: UInt16
     /// The sender's identity; the greater one dials.

@@ -34,7 +34,7 @@ package struct LinkConfiguration: Sendable {
         let handlers = channel.pipeline.syncOperations
         try handlers.addHandler(InboundActivityHandler(keepalive: keepalive))
         try handlers.addHandler(TLSHandler(engine: engine))
-        try handlers.addHandler(ByteToMessageHandler(FrameDecoder(maximumLength: maximumFrameLength)))
+        try handlers.addHandler(ByteToMessageHandler(FrameDecoder(maximumLength: maximumFrameLength, firstFrameMaximumLength: Hello.maximumLength)))
         try handlers.addHandler(link)
         try handlers.addHandler(keepalive)
         if let receiveWindows { try handlers.addHandler(DeliveryHandler(windows: receiveWindows)) }

@@ -57,6 +57,24 @@ import Testing
         #expect(error.message.contains("1024"))
     }
 
+    @Test func theFirstFrameHasALimitOfItsOwn() throws {
+        var decoder = FrameDecoder(maximumLength: 1 << 20, firstFrameMaximumLength: Hello.maximumLength)
+        var buffer = ByteBuffer()
+        buffer.writeMultipleIntegers(FrameType.hello.rawValue, UInt32(1_000_000))
+        let error = try #require(throws: MultipeerError.self) { try decoder.decode(buffer: &buffer) }
+        #expect(error.code == .frameTooLarge)
+        #expect(error.message == "a HELLO frame announced 1000000 bytes, more than the limit of 16384 for a link's first frame")
+        // After the first frame, the general limit applies.
+        var decoder2 = FrameDecoder(maximumLength: 1 << 20, firstFrameMaximumLength: 16)
+        var frames = ByteBuffer()
+        frames.writeMultipleIntegers(FrameType.hello.rawValue, UInt32(16))
+        frames.writeRepeatingByte(1, count: 16)
+        frames.writeMultipleIntegers(FrameType.data.rawValue, UInt32(1000))
+        frames.writeRepeatingByte(2, count: 1000)
+        #expect(try decoder2.decode(buffer: &frames)?.value.readableBytes == 16)
+        #expect(try decoder2.decode(buffer: &frames)?.value.readableBytes == 1000)
+    }
+
     @Test func aFrameAtExactlyTheLimitIsAccepted() throws {
         var decoder = FrameDecoder(maximumLength: 16)
         var buffer = Self.encoded([Self.frame(.data, Array(repeating: 1, count: 16))])

@@ -1,0 +1,195 @@
+import Foundation
+@testable import MultipeerSession
+import MultipeerCore
+import MultipeerTestSupport
+import MultipeerTLS
+import NIOCore
+import NIOPosix
+import Testing
+
+/// A client with the right key that writes raw bytes inside TLS: no framing and no HELLO of its
+/// own, so it can send what a correct peer never would.
+enum RawTLSClient {
+    /// Connects, completes TLS, writes `bytes` inside it, and returns everything received
+    /// (inside TLS) until the server closes.
+    static func exchange(port: Int, send bytes: ByteBuffer) async throws -> ByteBuffer {
+        let tls = try TLSContext(configuration: TLSConfiguration(psk: LinkFixtures.psk))
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(TLSHandler(engine: TLSEngine(role: .client, context: tls, allocator: channel.allocator)))
+                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+        return try await channel.executeThenClose { inbound, outbound in
+            try await outbound.write(bytes)
+            var received = ByteBuffer()
+            do {
+                for try await var chunk in inbound { received.writeBuffer(&chunk) }
+            } catch {
+                // A reset after the server's GOODBYE: what arrived before it is the answer.
+            }
+            return received
+        }
+    }
+
+    /// A frame header with `length`, then `value`.
+    static func frame(_ type: FrameType, announcing length: UInt32, value: [UInt8] = []) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.writeMultipleIntegers(type.rawValue, length)
+        buffer.writeBytes(value)
+        return buffer
+    }
+}
+
+/// Bytes that only a hostile or broken client sends, each against a live listener: a typed error
+/// for that connection, the connection closed, and the listener still serving good peers.
+@Suite struct HostileClientTests {
+    @Test(.timeLimit(.minutes(1)))
+    func aMegabyteHelloIsRefusedFromItsHeaderAlone() async throws {
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
+            // Only the header: were the 1,000,000 announced bytes awaited, this would hang.
+            _ = try await withDeadline(.seconds(20)) {
+                try await RawTLSClient.exchange(port: server.port, send: RawTLSClient.frame(.hello, announcing: 1_000_000))
+            }
+            let failure = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
+            #expect(failure.code == .frameTooLarge)
+            #expect(failure.message == "a HELLO frame announced 1000000 bytes, more than the limit of 16384 for a link's first frame")
+            try await BadPeerTests.expectStillServing(server)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aHelloWithMissingFieldsIsMalformed() async throws {
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
+            // The version, then 10 of the UUID's 16 bytes, and the frame ends.
+            let value: [UInt8] = [0, 1] + Array(repeating: 0xAB, count: 10)
+            _ = try await withDeadline(.seconds(20)) {
+                try await RawTLSClient.exchange(port: server.port, send: RawTLSClient.frame(.hello, announcing: UInt32(value.count), value: value))
+            }
+            let failure = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
+            #expect(failure.code == .malformedMessage)
+            #expect(failure.message == "HELLO is malformed: it ends before the peer UUID")
+            try await BadPeerTests.expectStillServing(server)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aDataFrameBeforeHelloIsRefused() async throws {
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
+            _ = try await withDeadline(.seconds(20)) {
+                try await RawTLSClient.exchange(port: server.port, send: RawTLSClient.frame(.data, announcing: 3, value: [1, 2, 3]))
+            }
+            let failure = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
+            #expect(failure.code == .helloExpected)
+            try await BadPeerTests.expectStillServing(server)
+        }
+    }
+
+    /// A real ClientHello sent one byte at a time: the handshake timeout is a deadline for the
+    /// whole handshake, not for silence, so trickling bytes does not hold a handshake open.
+    @Test(.timeLimit(.minutes(1)))
+    func aHandshakeTrickledOneByteAtATimeHitsTheHandshakeTimeout() async throws {
+        try await withTestListener(
+            configuration: LinkFixtures.configuration(name: "server", handshakeTimeout: .seconds(1)), onLink: echo
+        ) { server in
+            let engine = try TLSEngine(role: .client, context: TLSContext(configuration: TLSConfiguration(psk: LinkFixtures.psk)))
+            _ = engine.handshake()
+            let clientHello = try #require(engine.takeOutbound())
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: server.port).get()
+            // A byte every 100 ms (the trickle is the fault, not a wait): the ClientHello would
+            // take half a minute. Returns how many bytes were left unsent.
+            let trickle = Task {
+                var remaining = clientHello
+                while !Task.isCancelled, channel.isActive, let byte = remaining.readSlice(length: 1) {
+                    try? await channel.writeAndFlush(byte)
+                    try? await Task.sleep(for: .milliseconds(100))
+                }
+                return remaining.readableBytes
+            }
+            let failure = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
+            #expect(failure.code == .handshakeTimeout)
+            #expect(failure.message.contains("did not complete the TLS handshake within 1.0 seconds"), "\(failure)")
+            try await withDeadline(.seconds(20)) { try? await channel.closeFuture.get() }
+            trickle.cancel()
+            #expect(await trickle.value > 0, "cut off before the ClientHello was through")
+            try await BadPeerTests.expectStillServing(server)
+        }
+    }
+
+    /// A session with a good peer and a second peer that, once active, announces a 4 GiB frame,
+    /// and a third that, once active, writes garbage under TLS: each bad link is closed with the
+    /// error named, and the good peer keeps exchanging messages throughout.
+    @Test(.timeLimit(.minutes(1)))
+    func badFramesAndGarbageAfterTheHandshakeCloseOnlyThatLink() async throws {
+        let server = MultipeerSession(configuration: .init(
+            serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "server"), psk: LinkFixtures.psk, discovery: .staticPeers([])))
+        let serverEvents = EventLog(server.events)
+        try await whileRunning([server]) {
+            let port = try await serverEvents.listeningPort()
+            let good = MultipeerSession(configuration: .init(
+                serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "good"), psk: LinkFixtures.psk,
+                discovery: .staticPeers(["127.0.0.1:\(port)"])))
+            try await whileRunning([good]) {
+                let inbox = good.messages(of: Note.self)
+                _ = try await serverEvents.waitUntilActive([good.peerID])
+
+                // A peer that, once active, announces a 4 GiB frame.
+                let hugeConfiguration = try LinkFixtures.configuration(name: "huge")
+                let hugeID = hugeConfiguration.localHello.peerID
+                let huge = try await PeerConnection.dial(host: "127.0.0.1", port: port, configuration: hugeConfiguration)
+                _ = try await serverEvents.waitUntilActive([good.peerID, hugeID])
+                try await huge.channel.executeThenClose { inbound, _ in
+                    try await Self.writeBelowFraming(RawTLSClient.frame(.data, announcing: .max), on: huge.channel.channel)
+                    for try await _ in inbound {}
+                }
+                let hugeLeft = try await serverEvents.wait { Self.leftReason(hugeID, in: $0) != nil }
+                guard case .linkClosed(let hugeError?)? = Self.leftReason(hugeID, in: hugeLeft) else {
+                    Issue.record("\(String(describing: Self.leftReason(hugeID, in: hugeLeft)))")
+                    return
+                }
+                #expect(hugeError.code == .frameTooLarge)
+                #expect(hugeError.message.contains("a DATA frame announced 4294967295 bytes"))
+
+                // A peer that, once active, writes bytes that are not TLS records.
+                let garbageConfiguration = try LinkFixtures.configuration(name: "garbage")
+                let garbageID = garbageConfiguration.localHello.peerID
+                let garbage = try await PeerConnection.dial(host: "127.0.0.1", port: port, configuration: garbageConfiguration)
+                _ = try await serverEvents.waitUntilActive([good.peerID, garbageID])
+                try await garbage.channel.executeThenClose { inbound, _ in
+                    try await Self.writeBelowTLS(ByteBuffer(repeating: 0x42, count: 64), on: garbage.channel.channel)
+                    do { for try await _ in inbound {} } catch {}
+                }
+                let garbageLeft = Self.leftReason(garbageID, in: try await serverEvents.wait { Self.leftReason(garbageID, in: $0) != nil })
+                guard case .linkClosed(let garbageError?)? = garbageLeft else {
+                    Issue.record("\(String(describing: garbageLeft))")
+                    return
+                }
+                #expect([.corruptedRecord, .notTLS, .tlsFailure].contains(garbageError.code), "\(garbageError)")
+
+                // The good peer never left and still gets messages.
+                #expect(!serverEvents.history.contains { if case .peerLeft(let peer, _) = $0 { peer.id == good.peerID } else { false } })
+                try await server.send(Note(text: "still here"), to: good.peerID)
+                #expect(try await collect(inbox) { $0.count >= 1 }.first?.message.text == "still here")
+            }
+        }
+    }
+
+    static func leftReason(_ peerID: UUID, in events: [SessionEvent]) -> PeerLeftReason? {
+        events.lazy.compactMap { if case .peerLeft(let peer, let reason) = $0, peer.id == peerID { reason } else { nil } }.first
+    }
+
+    /// Writes `bytes` into the link's TLS, under the framing: the peer decodes them as frames.
+    static func writeBelowFraming(_ bytes: ByteBuffer, on channel: any Channel) async throws {
+        try await channel.pipeline.context(handlerType: ByteToMessageHandler<FrameDecoder>.self).flatMap { context in
+            context.writeAndFlush(NIOAny(bytes))
+        }.get()
+    }
+
+    /// Writes `bytes` straight onto the socket, under TLS: the peer's TLS reads them as records.
+    static func writeBelowTLS(_ bytes: ByteBuffer, on channel: any Channel) async throws {
+        try await channel.pipeline.context(handlerType: TLSHandler.self).flatMap { context in
+            context.writeAndFlush(NIOAny(bytes))
+        }.get()
+    }
+}
