@@ -10,10 +10,11 @@ import Testing
 @Suite(.serialized) struct InteropTests {
     static let gnutlsCLI = "/usr/bin/gnutls-cli"
 
-    static func gnutlsCLI(port: Int, key: String, priority: String = TLSConfiguration.priorities) async throws -> ProcessResult {
-        try await runProcess(gnutlsCLI, ["--verbose",
-            "-p", "\(port)", "127.0.0.1", "--pskusername", LinkFixtures.identity, "--pskkey", key, "--priority", priority,
-        ])
+    static func gnutlsCLI(
+        port: Int, key: String?, identity: String = LinkFixtures.identity, priority: String = TLSConfiguration.priorities
+    ) async throws -> ProcessResult {
+        let psk = key.map { ["--pskusername", identity, "--pskkey", $0] } ?? ["--insecure"]
+        return try await runProcess(gnutlsCLI, ["--verbose", "-p", "\(port)", "127.0.0.1"] + psk + ["--priority", priority])
     }
 
     @Test(.timeLimit(.minutes(1)))
@@ -73,6 +74,32 @@ import Testing
             #expect(!result.output.contains("Handshake was completed"), "\(result.output)")
             let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
             #expect(failure?.code == .tlsNegotiationFailed, "\(String(describing: failure))")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aTLS13ClientWithoutAPreSharedKeyIsRefused() async throws {
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
+            // Certificates only, as a web client would: the listener has no certificate to offer.
+            let result = try await Self.gnutlsCLI(port: server.port, key: nil, priority: "NORMAL:-VERS-ALL:+VERS-TLS1.3")
+            #expect(result.status != 0)
+            #expect(!result.output.contains("Handshake was completed"), "\(result.output)")
+            let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
+            #expect(failure?.code == .tlsNegotiationFailed, "\(String(describing: failure))")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func anUnknownIdentityIsRefusedAsAnAuthenticationFailure() async throws {
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
+            let result = try await Self.gnutlsCLI(port: server.port, key: LinkFixtures.keyHex, identity: "stranger")
+            #expect(result.status != 0)
+            #expect(!result.output.contains("Handshake was completed"), "\(result.output)")
+            let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
+            #expect(failure?.code == .authenticationFailed, "\(String(describing: failure))")
+            #expect(failure?.message.hasSuffix("failed PSK authentication: it offered the identity \"stranger\", which this group's key does not have") == true)
+            #expect(failure?.description.contains(LinkFixtures.keyHex) == false)
+            try await BadPeerTests.expectStillServing(server)
         }
     }
 }
