@@ -175,6 +175,86 @@ enum RawTLSClient {
         }
     }
 
+    /// A peer that completes TLS, HELLO and its resume ACK, pings so that it is never timed out,
+    /// and never reads a byte: what the session holds for it stays within the outbox limit (and
+    /// the socket's buffers), `send` says so with `outboxFull`, and another peer is unaffected.
+    @Test(.timeLimit(.minutes(1)))
+    func aPeerThatNeverReadsIsHeldToTheOutboxLimit() async throws {
+        let limits = MultipeerSession.Limits(outbox: .init(maximumCount: 64, maximumBytes: 4 << 20), failWhenOutboxFull: true)
+        let server = MultipeerSession(configuration: .init(
+            serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "server"), psk: LinkFixtures.psk, discovery: .staticPeers([]),
+            limits: limits))
+        let serverEvents = EventLog(server.events)
+        try await whileRunning([server]) {
+            let port = try await serverEvents.listeningPort()
+            let good = MultipeerSession(configuration: .init(
+                serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "good"), psk: LinkFixtures.psk,
+                discovery: .staticPeers(["127.0.0.1:\(port)"])))
+            try await whileRunning([good]) {
+                let inbox = good.messages(of: Note.self)
+                _ = try await serverEvents.waitUntilActive([good.peerID])
+
+                let deafID = UUID()
+                let tls = try TLSContext(configuration: TLSConfiguration(psk: LinkFixtures.psk))
+                let deaf = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                    .channelOption(.autoRead, value: false)  // reads only when told to
+                    .channelInitializer { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.addHandler(TLSHandler(engine: TLSEngine(role: .client, context: tls, allocator: channel.allocator)))
+                        }
+                    }
+                    .connect(host: "127.0.0.1", port: port).get()
+                // TLS needs the server's flights read: read until the server has it active, then never again.
+                let reading = Task {
+                    while !Task.isCancelled, deaf.isActive {
+                        deaf.read()
+                        try? await Task.sleep(for: .milliseconds(20))
+                    }
+                }
+                var opening = ByteBuffer()
+                LinkMessage.hello(try Hello(peerID: deafID, incarnation: 1, displayName: "deaf")).writeFrame(to: &opening)
+                LinkMessage.ack(0).writeFrame(to: &opening)
+                deaf.writeAndFlush(opening, promise: nil)  // sent once TLS is up
+                let pinger = Task {
+                    var nonce: UInt64 = 0
+                    while !Task.isCancelled, deaf.isActive {
+                        nonce += 1
+                        var ping = ByteBuffer()
+                        LinkMessage.ping(Probe(nonce: nonce, timestamp: 0)).writeFrame(to: &ping)
+                        try? await deaf.writeAndFlush(ping)
+                        try? await Task.sleep(for: .milliseconds(200))  // the keepalive's traffic, not a wait
+                    }
+                }
+                defer { pinger.cancel() }
+                _ = try await serverEvents.waitUntilActive([good.peerID, deafID])
+                reading.cancel()
+                _ = await reading.result
+
+                // 16 KiB messages until the outbox is full: the 65th is refused.
+                let payload = String(repeating: "x", count: 16 * 1024)
+                var accepted = 0
+                var refusal: MultipeerError?
+                while refusal == nil, accepted < 1_000 {
+                    do {
+                        try await server.send(Note(text: payload), to: deafID)
+                        accepted += 1
+                    } catch let error as MultipeerError {
+                        refusal = error
+                    }
+                }
+                #expect(accepted == 64)
+                #expect(refusal?.code == .outboxFull)
+                #expect(refusal?.message.contains("its limit is 64 messages") == true, "\(String(describing: refusal))")
+                #expect(await server.outboxCount(for: deafID) == 64)
+
+                // The other peer is unaffected.
+                try await server.send(Note(text: "still here"), to: good.peerID)
+                #expect(try await collect(inbox) { $0.count >= 1 }.first?.message.text == "still here")
+                try await deaf.close()
+            }
+        }
+    }
+
     static func leftReason(_ peerID: UUID, in events: [SessionEvent]) -> PeerLeftReason? {
         events.lazy.compactMap { if case .peerLeft(let peer, let reason) = $0, peer.id == peerID { reason } else { nil } }.first
     }
