@@ -1,8 +1,9 @@
 # The two commands of the README: `make demo` and `make test`. Each installs what is missing.
 SWIFT ?= swift
 BENCH_ARGS ?=
+FUZZ_SECONDS ?= 60
 
-.PHONY: all deps daemons build test hosts-test demo bench clean
+.PHONY: all deps daemons build test hosts-test demo bench fuzz clean
 
 all: build
 
@@ -18,6 +19,11 @@ build: deps
 test: daemons
 	$(SWIFT) build --build-tests
 	scripts/run-tests.sh
+	scripts/fuzz.sh --corpus-only
+
+# libFuzzer on the frame, HELLO and TXT decoders, FUZZ_SECONDS each (Fuzz/README.md).
+fuzz: deps
+	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # The multi-host fault suite alone (root): namespace hosts, one fault each, a report in bench-results/hosts.
 hosts-test: deps

@@ -105,6 +105,20 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // libFuzzer targets (Fuzz/README.md). In a normal build they only say how to build them;
+        // `make fuzz` (scripts/fuzz.sh) builds them with coverage, AddressSanitizer and libFuzzer.
+        .target(name: "CFuzzer", path: "Fuzz/CFuzzer"),
+        .target(name: "FuzzSupport", dependencies: ["CFuzzer"], path: "Fuzz/FuzzSupport", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "FrameFuzzer", dependencies: ["FuzzSupport", "MultipeerCore", .product(name: "NIOCore", package: "swift-nio")],
+            path: "Fuzz/FrameFuzzer", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "HelloFuzzer", dependencies: ["FuzzSupport", "MultipeerCore", .product(name: "NIOCore", package: "swift-nio")],
+            path: "Fuzz/HelloFuzzer", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "TXTFuzzer", dependencies: ["FuzzSupport", "MultipeerDiscovery"],
+            path: "Fuzz/TXTFuzzer", swiftSettings: swiftSettings),
+
         // Benchmarks: our link against a C GnuTLS program and plain TCP, and the rest.
         .target(
             name: "BenchmarkSupport",

@@ -1,0 +1,1 @@
+// CFuzzer only declares libFuzzer's driver (include/CFuzzer.h).
