@@ -19,11 +19,10 @@ final class LinkQualityBox: Sendable {
     }
 }
 
-/// Pings the peer when this side has been quiet and closes a silent link, on the link's event loop
-/// (``KeepaliveStateMachine`` decides; this handler arms its wake-ups on the loop's
-/// ``KeepaliveTimers`` and does the I/O). Answers
-/// the peer's PINGs with PONGs and measures round trips from its own. PING and PONG stop here;
-/// every other message passes on.
+/// Pings the peer when this side has been quiet and closes a silent link, on the link's event
+/// loop (``KeepaliveStateMachine`` decides; this handler arms its wake-ups on the loop's
+/// ``KeepaliveTimers`` and does the I/O). Answers the peer's PINGs with PONGs and measures round
+/// trips from its own. PING and PONG stop here; every other message passes on.
 ///
 /// Liveness is fed by ``InboundActivityHandler`` at the bottom of the pipeline, so any bytes at
 /// all, even of a large frame still arriving, count as traffic.
