@@ -64,8 +64,9 @@ final class Admission: Sendable {
 enum Accepted: Sendable {
     /// Admitted: TLS and HELLO are under way.
     case pending(PendingLink)
-    /// Beyond the limits: no handlers, nothing read; to be closed and reported.
-    case refused(any Channel, MultipeerError)
+    /// Beyond the limits: no handlers, nothing read; to be closed and reported. The address is
+    /// read here, on the channel's event loop.
+    case refused(any Channel, SocketAddress?, MultipeerError)
 }
 
 /// Accepts links on a TCP port of every interface, IPv4 and IPv6, and hands each one that
@@ -108,7 +109,7 @@ package final class PeerListener: Sendable {
             do {
                 let channel = try await bootstrap.bind(host: candidate, port: port) { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        if let refusal = admission.admit() { return Accepted.refused(channel, refusal) }
+                        if let refusal = admission.admit() { return Accepted.refused(channel, channel.remoteAddress, refusal) }
                         do {
                             return .pending(try configuration.configure(channel, role: .server))
                         } catch {
@@ -140,8 +141,7 @@ package final class PeerListener: Sendable {
                 for try await accepted in inbound {
                     let pending: PendingLink
                     switch accepted {
-                    case .refused(let channel, let refusal):
-                        let address = channel.remoteAddress
+                    case .refused(let channel, let address, let refusal):
                         channel.close(promise: nil)
                         group.addTask { await onFailure(address, refusal) }
                         continue
