@@ -190,19 +190,51 @@ final class Host: Sendable {
 /// One navlog-sync process and the lines it printed, each with when it was read.
 final class NavlogRun: Sendable {
     let process: BackgroundProcess
-    private let read = Mutex<[(line: NavlogLine, at: ContinuousClock.Instant)]>([])
+    private struct Output {
+        var lines: [(line: NavlogLine, at: ContinuousClock.Instant)] = []
+        var ended = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+    private let output = Mutex(Output())
 
     init(_ process: BackgroundProcess) {
         self.process = process
         let lines = process.lines!
-        // Ends with the process's output.
         Task { [self] in
-            for await raw in lines { read.withLock { $0.append((NavlogLine(raw), .now)) } }
+            for await raw in lines { changed { $0.lines.append((NavlogLine(raw), .now)) } }
+            changed { $0.ended = true }
         }
     }
 
-    var lines: [NavlogLine] { read.withLock { $0.map(\.line) } }
-    var timedLines: [(line: NavlogLine, at: ContinuousClock.Instant)] { read.withLock { $0 } }
+    private func changed(_ change: (inout Output) -> Void) {
+        let waiters = output.withLock { output in
+            change(&output)
+            defer { output.waiters = [] }
+            return output.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    var lines: [NavlogLine] { output.withLock { $0.lines.map(\.line) } }
+    var timedLines: [(line: NavlogLine, at: ContinuousClock.Instant)] { output.withLock { $0.lines } }
+
+    /// Waits until `find` returns something for the lines so far, checking again as each line
+    /// arrives; throws when the output ends without it.
+    func first<T: Sendable>(_ what: String, _ find: @escaping @Sendable ([(line: NavlogLine, at: ContinuousClock.Instant)]) -> T?) async throws -> T {
+        while true {
+            let (seen, ended) = output.withLock { ($0.lines, $0.ended) }
+            if let found = find(seen) { return found }
+            guard !ended else { throw HostSuiteError("the navlog-sync run ended before \(what)") }
+            await withCheckedContinuation { continuation in
+                let now = output.withLock { output in
+                    guard output.lines.count == seen.count, !output.ended else { return true }
+                    output.waiters.append(continuation)
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        }
+    }
 
     func send(_ line: String) { process.send(line) }
 }

@@ -41,7 +41,9 @@ final class ScenarioRun {
 
     /// Waits until exactly `peers` are active at `host` (by its current run's events).
     func waitActive(_ host: Host, _ peers: Set<String>, timeout: Duration = .seconds(30)) async throws {
-        try await waitFor("\(host.name) to have \(peers.sorted()) active", timeout: timeout) { NavlogLine.activePeers(host.navlog.lines) == peers }
+        try await waitFor("\(host.name) to have \(peers.sorted()) active", at: host, timeout: timeout) {
+            NavlogLine.activePeers($0.map(\.line)) == peers ? true : nil
+        }
     }
 
     /// Types `add FIELDS` at a host and waits until it is stored; returns the entry's id.
@@ -63,14 +65,9 @@ final class ScenarioRun {
     private func command(_ host: Host, _ command: String) async throws -> NavlogLine {
         let before = host.navlog.lines.count
         host.navlog.send(command)
-        var answer: NavlogLine?
-        try await waitFor("\(host.name) to answer \(command)") {
-            answer = host.navlog.lines.dropFirst(before).first {
-                ($0.event == "entry_applied" && $0["origin"] == "local") || $0.event == "error"
-            }
-            return answer != nil
+        return try await waitFor("\(host.name) to answer \(command)", at: host) { lines in
+            lines.dropFirst(before).map(\.line).first { ($0.event == "entry_applied" && $0["origin"] == "local") || $0.event == "error" }
         }
-        return answer!
     }
 
     /// Waits until each observer reports `peer` gone after `since`; returns the longest
@@ -80,13 +77,12 @@ final class ScenarioRun {
         var latest = since
         var reasons: Set<String> = []
         for observer in observers {
-            var found: (line: NavlogLine, at: ContinuousClock.Instant)?
-            try await waitFor("\(observer.name) to see \(peer.name) leave", timeout: timeout) {
-                found = observer.navlog.timedLines.first { $0.at >= since && $0.line.event == "peer_left" && $0.line["peer"] == peer.name }
-                return found != nil
+            let name = peer.name
+            let found = try await waitFor("\(observer.name) to see \(name) leave", at: observer, timeout: timeout) { lines in
+                lines.first { $0.at >= since && $0.line.event == "peer_left" && $0.line["peer"] == name }
             }
-            latest = max(latest, found!.at)
-            reasons.insert(found!.line["reason"] ?? "?")
+            latest = max(latest, found.at)
+            reasons.insert(found.line["reason"] ?? "?")
         }
         return ((latest - since).seconds * 1000, reasons)
     }
@@ -95,12 +91,11 @@ final class ScenarioRun {
     func waitJoined(_ peer: Host, seenBy observers: [Host], since: ContinuousClock.Instant, timeout: Duration = .seconds(30)) async throws -> Double {
         var latest = since
         for observer in observers {
-            var found: ContinuousClock.Instant?
-            try await waitFor("\(observer.name) to see \(peer.name) again", timeout: timeout) {
-                found = observer.navlog.timedLines.first { $0.at >= since && $0.line.event == "peer_joined" && $0.line["peer"] == peer.name }?.at
-                return found != nil
+            let name = peer.name
+            let found = try await waitFor("\(observer.name) to see \(name) again", at: observer, timeout: timeout) { lines in
+                lines.first { $0.at >= since && $0.line.event == "peer_joined" && $0.line["peer"] == name }?.at
             }
-            latest = max(latest, found!)
+            latest = max(latest, found)
         }
         return (latest - since).seconds * 1000
     }
@@ -111,8 +106,10 @@ final class ScenarioRun {
     func waitConverged(timeout: Duration = .seconds(30)) async throws -> [String: Int] {
         let winners = NavlogVersion.winners(hosts.flatMap(\.history))
         for host in hosts {
-            try await waitFor("\(host.name) to hold every entry's latest version", timeout: timeout) {
-                host.history.reduce(into: [:]) { $0.merge(NavlogVersion.held(by: $1)) { $1 } } == winners
+            // Earlier runs' lines are all in; the current run's come in as `lines`.
+            let earlier = host.history.dropLast()
+            try await waitFor("\(host.name) to hold every entry's latest version", at: host, timeout: timeout) { lines in
+                (earlier + [lines.map(\.line)]).reduce(into: [:]) { $0.merge(NavlogVersion.held(by: $1)) { $1 } } == winners ? true : nil
             }
         }
         var logs: [String: String] = [:]
@@ -137,11 +134,16 @@ final class ScenarioRun {
     func teardown() async { await network.teardown() }
 }
 
-/// Polls `condition` every 20 ms until it holds; throws after `timeout`.
-func waitFor(_ what: String, timeout: Duration = .seconds(30), _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while try await !condition() {
-        guard ContinuousClock.now < deadline else { throw HostSuiteError("timed out after \(timeout) waiting for \(what)") }
-        try await Task.sleep(for: .milliseconds(20))
+/// Waits until `find` returns something for the lines of `host`'s current navlog-sync run,
+/// looking again as each line arrives; throws after `timeout`, or if the run's output ends first.
+func waitFor<T: Sendable>(
+    _ what: String, at host: Host, timeout: Duration = .seconds(30),
+    _ find: @escaping @Sendable ([(line: NavlogLine, at: ContinuousClock.Instant)]) -> T?
+) async throws -> T {
+    let run = host.navlog
+    do {
+        return try await withDeadline(timeout) { try await run.first(what, find) }
+    } catch is DeadlineExceeded {
+        throw HostSuiteError("timed out after \(timeout) waiting for \(what)")
     }
 }

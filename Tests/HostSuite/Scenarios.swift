@@ -1,4 +1,5 @@
 import Foundation
+import MultipeerTestSupport
 import Glibc
 import MultipeerCore
 
@@ -76,13 +77,22 @@ struct Scenario: Sendable {
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
                 try await run.add(relief, "leg=1 waypoint=TESAT")
                 let restartedAt = ContinuousClock.now
-                try await relief.exec("avahi-daemon", "-k")
-                try await waitFor("relief's avahi-daemon to stop") { try await relief.attempt("avahi-daemon", "--check").status != 0 }
+                // Stopped, and waited for: pidwait on a copy of the pid file the daemon removes
+                // (it finds nothing, status 1, if the daemon is already gone).
+                try await relief.exec("sh", "-c", """
+                    cp /run/avahi-daemon/pid /run/avahi-stopped.pid && avahi-daemon -k &&
+                    { pidwait -F /run/avahi-stopped.pid || ! kill -0 "$(cat /run/avahi-stopped.pid)"; }
+                    """)
                 try await relief.exec("avahi-daemon", "-D", "--no-chroot")
-                // The links do not depend on the daemon: nobody leaves. The advert comes back.
-                try await waitFor("relief's advert to be seen again from captain", timeout: .seconds(20)) {
-                    try await captain.attempt("avahi-browse", "--parsable", "--terminate", "--resolve", run.serviceType).output.contains("name=relief")
+                // The links do not depend on the daemon: nobody leaves. The advert comes back,
+                // as a browser started now at captain reports.
+                let browse = try BackgroundProcess("/usr/bin/nsenter", captain.inside(["avahi-browse", "--parsable", "--resolve", run.serviceType]), pipes: true)
+                defer { browse.stop() }
+                let seen = try? await withDeadline(.seconds(20)) {
+                    for await line in browse.lines! where line.hasPrefix("=;") && line.contains("name=relief") { return true }
+                    return false
                 }
+                guard seen == true else { throw HostSuiteError("relief's advert was not seen again from captain within 20 s") }
                 result.rejoinMilliseconds = (ContinuousClock.now - restartedAt).seconds * 1000
                 try await run.add(relief, "leg=2 waypoint=NIPAS")
                 try await run.add(officer, "leg=3 waypoint=ARNEM")

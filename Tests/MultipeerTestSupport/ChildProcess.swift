@@ -151,30 +151,43 @@ public final class BackgroundProcess: Sendable {
     /// Waits for the child to exit by itself and returns its exit status (128 + the signal
     /// if a signal ended it); SIGKILL after `timeout`.
     public func waitForExit(timeout: Duration = .seconds(30)) async -> Int32 {
-        var status: Int32 = 0
-        let deadline = ContinuousClock.now + timeout
-        while waitpid(pid, &status, WNOHANG) != pid {
-            if ContinuousClock.now > deadline {
-                kill(pid, SIGKILL)
-                waitpid(pid, &status, 0)
-                break
-            }
-            try? await Task.sleep(for: .milliseconds(10))
+        let (exits, exited) = AsyncStream<Void>.makeStream()
+        exit(then: { exited.finish() })
+        if (try? await withDeadline(timeout) { for await _ in exits {}; return true }) == nil {
+            kill(pid, SIGKILL)  // still unreaped: it can only be this child
         }
-        let signal = status & 0x7F
-        return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
+        return reap()
     }
 
     /// Sends SIGTERM and waits for the process to exit (SIGKILL after 5 s).
     public func stop() {
         guard kill(pid, SIGTERM) == 0 else { return }
-        var status: Int32 = 0
-        for _ in 0..<500 {
-            if waitpid(pid, &status, WNOHANG) == pid { return }
-            usleep(10_000)
+        let exited = DispatchSemaphore(value: 0)
+        exit(then: { exited.signal() })
+        if exited.wait(timeout: .now() + 5) == .timedOut {
+            kill(pid, SIGKILL)
+            exited.wait()
         }
-        kill(pid, SIGKILL)
+        _ = reap()
+    }
+
+    /// Calls `body` on a thread of its own once the child has exited, leaving it unreaped: until
+    /// ``reap()``, its PID cannot be reused, so a SIGKILL meanwhile can only reach this child.
+    private func exit(then body: @escaping @Sendable () -> Void) {
+        let pid = self.pid
+        Thread {
+            var info = siginfo_t()
+            while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == -1 && errno == EINTR {}
+            body()
+        }.start()
+    }
+
+    /// Collects the exited child; its exit status (128 + the signal if a signal ended it).
+    private func reap() -> Int32 {
+        var status: Int32 = 0
         waitpid(pid, &status, 0)
+        let signal = status & 0x7F
+        return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
     }
 
     deinit { stop() }
