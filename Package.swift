@@ -186,7 +186,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "BenchReport",
-            dependencies: ["BenchmarkSupport"],
+            dependencies: ["BenchmarkSupport", "MultipeerTestSupport"],
             path: "Benchmarks/BenchReport",
             swiftSettings: swiftSettings
         ),

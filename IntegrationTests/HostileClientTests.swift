@@ -45,45 +45,38 @@ enum RawTLSClient {
 /// Bytes that only a hostile or broken client sends, each against a live listener: a typed error
 /// for that connection, the connection closed, and the listener still serving good peers.
 @Suite struct HostileClientTests {
+    /// Sends `bytes` inside TLS to a fresh listener; returns the failure the listener reports,
+    /// once it has also served a good peer after it.
+    static func failure(afterSending bytes: ByteBuffer) async throws -> MultipeerError {
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
+            _ = try await withDeadline(.seconds(20)) { try await RawTLSClient.exchange(port: server.port, send: bytes) }
+            let failure = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
+            try await BadPeerTests.expectStillServing(server)
+            return failure
+        }
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func aMegabyteHelloIsRefusedFromItsHeaderAlone() async throws {
-        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
-            // Only the header: were the 1,000,000 announced bytes awaited, this would hang.
-            _ = try await withDeadline(.seconds(20)) {
-                try await RawTLSClient.exchange(port: server.port, send: RawTLSClient.frame(.hello, announcing: 1_000_000))
-            }
-            let failure = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
-            #expect(failure.code == .frameTooLarge)
-            #expect(failure.message == "a HELLO frame announced 1000000 bytes, more than the limit of 16384 for a link's first frame")
-            try await BadPeerTests.expectStillServing(server)
-        }
+        // Only the header: were the 1,000,000 announced bytes awaited, this would hang.
+        let failure = try await Self.failure(afterSending: RawTLSClient.frame(.hello, announcing: 1_000_000))
+        #expect(failure.code == .frameTooLarge)
+        #expect(failure.message == "a HELLO frame announced 1000000 bytes, more than the limit of 16384 for a link's first frame")
     }
 
     @Test(.timeLimit(.minutes(1)))
     func aHelloWithMissingFieldsIsMalformed() async throws {
-        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
-            // The version, then 10 of the UUID's 16 bytes, and the frame ends.
-            let value: [UInt8] = [0, 1] + Array(repeating: 0xAB, count: 10)
-            _ = try await withDeadline(.seconds(20)) {
-                try await RawTLSClient.exchange(port: server.port, send: RawTLSClient.frame(.hello, announcing: UInt32(value.count), value: value))
-            }
-            let failure = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
-            #expect(failure.code == .malformedMessage)
-            #expect(failure.message == "HELLO is malformed: it ends before the peer UUID")
-            try await BadPeerTests.expectStillServing(server)
-        }
+        // The version, then 10 of the UUID's 16 bytes, and the frame ends.
+        let value: [UInt8] = [0, 1] + Array(repeating: 0xAB, count: 10)
+        let failure = try await Self.failure(afterSending: RawTLSClient.frame(.hello, announcing: UInt32(value.count), value: value))
+        #expect(failure.code == .malformedMessage)
+        #expect(failure.message == "HELLO is malformed: it ends before the peer UUID")
     }
 
     @Test(.timeLimit(.minutes(1)))
     func aDataFrameBeforeHelloIsRefused() async throws {
-        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
-            _ = try await withDeadline(.seconds(20)) {
-                try await RawTLSClient.exchange(port: server.port, send: RawTLSClient.frame(.data, announcing: 3, value: [1, 2, 3]))
-            }
-            let failure = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
-            #expect(failure.code == .helloExpected)
-            try await BadPeerTests.expectStillServing(server)
-        }
+        let failure = try await Self.failure(afterSending: RawTLSClient.frame(.data, announcing: 3, value: [1, 2, 3]))
+        #expect(failure.code == .helloExpected)
     }
 
     /// A real ClientHello sent one byte at a time: the handshake timeout is a deadline for the
@@ -175,15 +168,16 @@ enum RawTLSClient {
         }
     }
 
-    /// A peer that completes TLS, HELLO and its resume ACK, pings so that it is never timed out,
-    /// and never reads a byte: what the session holds for it stays within the outbox limit (and
-    /// the socket's buffers), `send` says so with `outboxFull`, and another peer is unaffected.
+    /// A peer that completes TLS, HELLO and its resume ACK, and from then on never reads a byte
+    /// (it announces a keepalive long enough not to be timed out meanwhile): what the session
+    /// holds for it stays within the outbox limit (and the socket's buffers), `send` says so
+    /// with `outboxFull`, and another peer is unaffected.
     @Test(.timeLimit(.minutes(1)))
     func aPeerThatNeverReadsIsHeldToTheOutboxLimit() async throws {
         let limits = MultipeerSession.Limits(outbox: .init(maximumCount: 64, maximumBytes: 4 << 20), failWhenOutboxFull: true)
         let server = MultipeerSession(configuration: .init(
             serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "server"), psk: LinkFixtures.psk, discovery: .staticPeers([]),
-            limits: limits))
+            limits: limits, keepalive: Self.patient))
         let serverEvents = EventLog(server.events)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
@@ -197,38 +191,19 @@ enum RawTLSClient {
                 let deafID = UUID()
                 let tls = try TLSContext(configuration: TLSConfiguration(psk: LinkFixtures.psk))
                 let deaf = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                    .channelOption(.autoRead, value: false)  // reads only when told to
                     .channelInitializer { channel in
                         channel.eventLoop.makeCompletedFuture {
                             try channel.pipeline.syncOperations.addHandler(TLSHandler(engine: TLSEngine(role: .client, context: tls, allocator: channel.allocator)))
                         }
                     }
                     .connect(host: "127.0.0.1", port: port).get()
-                // TLS needs the server's flights read: read until the server has it active, then never again.
-                let reading = Task {
-                    while !Task.isCancelled, deaf.isActive {
-                        deaf.read()
-                        try? await Task.sleep(for: .milliseconds(20))
-                    }
-                }
                 var opening = ByteBuffer()
-                LinkMessage.hello(try Hello(peerID: deafID, incarnation: 1, displayName: "deaf")).writeFrame(to: &opening)
+                LinkMessage.hello(try Hello(peerID: deafID, incarnation: 1, displayName: "deaf", keepalive: Self.patient)).writeFrame(to: &opening)
                 LinkMessage.ack(0).writeFrame(to: &opening)
                 deaf.writeAndFlush(opening, promise: nil)  // sent once TLS is up
-                let pinger = Task {
-                    var nonce: UInt64 = 0
-                    while !Task.isCancelled, deaf.isActive {
-                        nonce += 1
-                        var ping = ByteBuffer()
-                        LinkMessage.ping(Probe(nonce: nonce, timestamp: 0)).writeFrame(to: &ping)
-                        try? await deaf.writeAndFlush(ping)
-                        try? await Task.sleep(for: .milliseconds(200))  // the keepalive's traffic, not a wait
-                    }
-                }
-                defer { pinger.cancel() }
                 _ = try await serverEvents.waitUntilActive([good.peerID, deafID])
-                reading.cancel()
-                _ = await reading.result
+                // Nothing waits for it yet (its outbox is empty); from here on it reads nothing.
+                try await deaf.setOption(.autoRead, value: false).get()
 
                 // 16 KiB messages until the outbox is full: the 65th is refused.
                 let payload = String(repeating: "x", count: 16 * 1024)
@@ -254,6 +229,9 @@ enum RawTLSClient {
             }
         }
     }
+
+    /// A keepalive under which a silent peer outlives the test.
+    static let patient = KeepaliveParameters(interval: .seconds(60), timeout: .seconds(180))
 
     static func leftReason(_ peerID: UUID, in events: [SessionEvent]) -> PeerLeftReason? {
         events.lazy.compactMap { if case .peerLeft(let peer, let reason) = $0, peer.id == peerID { reason } else { nil } }.first

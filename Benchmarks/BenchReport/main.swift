@@ -7,6 +7,7 @@
 //   BenchReport --compare OLD/report.json NEW/report.json
 import BenchmarkSupport
 import Foundation
+import MultipeerTestSupport
 
 if let old = Bench.option("--compare") {
     let arguments = CommandLine.arguments
@@ -41,42 +42,24 @@ let durations: [String: Double] = load("durations.json", as: [String: Double].se
 
 // MARK: The machine and the commit
 
-func run(_ command: String, _ arguments: [String]) -> String? {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = [command] + arguments
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = output
-    guard (try? process.run()) != nil else { return nil }
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else { return nil }
-    return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+/// The output of a command found on PATH, or nil if it failed.
+func run(_ command: String, _ arguments: [String]) async -> String? {
+    guard let result = try? await runProcess("/usr/bin/env", [command] + arguments), result.status == 0 else { return nil }
+    return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
 }
 
 func firstLine(_ text: String?) -> String { text?.split(separator: "\n").first.map(String.init) ?? "unknown" }
 
-let machine: [String: String] = {
-    let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
-    let cpu = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }?
-        .split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "unknown"
-    let memory = ((try? String(contentsOfFile: "/proc/meminfo", encoding: .utf8)) ?? "").split(separator: "\n")
-        .first { $0.hasPrefix("MemTotal") }.flatMap { $0.split(separator: " ").dropFirst().first }.flatMap { Double($0) }
-    return [
-        "cpu": cpu,
-        "cores": "\(ProcessInfo.processInfo.activeProcessorCount)",
-        "memory": memory.map { String(format: "%.0f GiB", $0 / 1024 / 1024) } ?? "unknown",
-        "kernel": firstLine(run("uname", ["-sr"])),
-        "gnutls": link?.machine["gnutls"] ?? firstLine(run("pkg-config", ["--modversion", "gnutls"])),
-        "avahi": firstLine(run("avahi-daemon", ["--version"])),
-        "swift": firstLine(run("swift", ["--version"])),
-    ]
-}()
+let gnutls = if let version = link?.machine["gnutls"] { version } else { firstLine(await run("pkg-config", ["--modversion", "gnutls"])) }
+let machine = Bench.machine().merging([
+    "gnutls": gnutls,
+    "avahi": firstLine(await run("avahi-daemon", ["--version"])),
+    "swift": firstLine(await run("swift", ["--version"])),
+]) { $1 }
 
-let commit: String = {
-    guard let head = run("git", ["rev-parse", "--short", "HEAD"]) else { return "unknown" }
-    let dirty = !(run("git", ["status", "--porcelain", "--untracked-files=no"]) ?? "").isEmpty
+let commit: String = await {
+    guard let head = await run("git", ["rev-parse", "--short", "HEAD"]) else { return "unknown" }
+    let dirty = !(await run("git", ["status", "--porcelain", "--untracked-files=no"]) ?? "").isEmpty
     return dirty ? "\(head) with local changes" : head
 }()
 

@@ -20,6 +20,22 @@ public enum Bench {
         return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
     }
 
+    /// The machine, as /proc tells it: CPU model, cores, memory, kernel.
+    public static func machine() -> [String: String] {
+        func read(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
+        func field(_ name: String, in file: String) -> String? {
+            read(file).split(separator: "\n").first { $0.hasPrefix(name) }?
+                .split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) }
+        }
+        let memoryKiB = field("MemTotal", in: "/proc/meminfo")?.split(separator: " ").first.flatMap { Double($0) }
+        return [
+            "cpu": field("model name", in: "/proc/cpuinfo") ?? "unknown",
+            "cores": "\(ProcessInfo.processInfo.activeProcessorCount)",
+            "memory": memoryKiB.map { String(format: "%.0f GiB", $0 / 1024 / 1024) } ?? "unknown",
+            "kernel": "Linux " + read("/proc/sys/kernel/osrelease").trimmingCharacters(in: .whitespacesAndNewlines),
+        ]
+    }
+
     /// Resident memory of this process, in KiB.
     public static func residentKiB() -> Double {
         let fields = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8))?.split(separator: " ") ?? []

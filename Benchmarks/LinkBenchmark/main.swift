@@ -91,16 +91,7 @@ func measureThroughput(sizes: [Int], links: [Link]) async throws -> [Throughput]
 }
 
 func machine() -> [String: String] {
-    func read(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
-    let cpu = read("/proc/cpuinfo").split(separator: "\n").first { $0.hasPrefix("model name") }?
-        .split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "unknown"
-    return [
-        "cpu": cpu,
-        "cores": "\(ProcessInfo.processInfo.activeProcessorCount)",
-        "kernel": read("/proc/sys/kernel/osrelease").trimmingCharacters(in: .whitespacesAndNewlines),
-        "gnutls": TLSConfiguration.libraryVersion,
-        "mode": quick ? "quick" : "full",
-    ]
+    Bench.machine().merging(["gnutls": TLSConfiguration.libraryVersion, "mode": quick ? "quick" : "full"]) { $1 }
 }
 
 func format(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
@@ -122,7 +113,7 @@ let roundTrips = try await measureRoundTrips(placement: "two cores") + measurePi
 let throughput = try await measureThroughput(sizes: [128, 1024, 4096, 9 * 1024, 64 * 1024, 1024 * 1024], links: links)
 let report = LinkResults(machine: machine(), roundTrips: roundTrips, throughput: throughput)
 
-print("Machine: \(report.machine["cpu"]!), \(report.machine["cores"]!) cores, Linux \(report.machine["kernel"]!), GnuTLS \(report.machine["gnutls"]!)")
+print("Machine: \(report.machine["cpu"]!), \(report.machine["cores"]!) cores, \(report.machine["kernel"]!), GnuTLS \(report.machine["gnutls"]!)")
 print("'ours': link tasks on the channel's event loop; 'ours/pool': on Swift's global pool.")
 print("\nRound trip, 1 KiB payload (µs)")
 print(pad("placement", 18) + pad("link", 11) + pad("p50", 9) + pad("p99", 9) + "ours p50 / this p50")

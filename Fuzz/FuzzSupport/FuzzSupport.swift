@@ -23,3 +23,15 @@ public func runLibFuzzer(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutab
 public func bytes(_ data: UnsafePointer<UInt8>?, _ size: Int) -> [UInt8] {
     Array(UnsafeBufferPointer(start: data, count: size))
 }
+
+/// Runs `body`: an error of type `Refusal` is the decoder saying no, which is fine; any other
+/// error is a finding.
+public func refusalsOnly<Refusal: Error>(_ refusal: Refusal.Type, _ body: () throws -> Void) {
+    do {
+        try body()
+    } catch is Refusal {
+        // Refused with a reason.
+    } catch {
+        fatalError("an error that is not a \(Refusal.self): \(error)")
+    }
+}
