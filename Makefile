@@ -3,7 +3,7 @@ SWIFT ?= swift
 BENCH_ARGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps daemons build test hosts-test demo bench fuzz clean
+.PHONY: all deps daemons build test hosts-test demo bench fuzz sanitize clean
 
 all: build
 
@@ -24,6 +24,10 @@ test: daemons
 # libFuzzer on the frame, HELLO and TXT decoders, FUZZ_SECONDS each (Fuzz/README.md).
 fuzz: deps
 	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# The whole swift test suite under ThreadSanitizer, then AddressSanitizer (scripts/sanitize.sh).
+sanitize: daemons
+	scripts/sanitize.sh
 
 # The multi-host fault suite alone (root): namespace hosts, one fault each, a report in bench-results/hosts.
 hosts-test: deps

@@ -62,6 +62,7 @@ let package = Package(
                 "CAvahi",
                 "MultipeerCore",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -76,6 +77,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -135,6 +137,7 @@ let package = Package(
             dependencies: [
                 "BenchmarkSupport",
                 "CGnuTLSBaseline",
+                "MultipeerTestSupport",
                 "MultipeerCore",
                 "MultipeerTLS",
                 "MultipeerSession",
@@ -151,6 +154,7 @@ let package = Package(
             dependencies: [
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             path: "Tests/MultipeerTestSupport",
             swiftSettings: swiftSettings
@@ -201,14 +205,14 @@ let package = Package(
         // A session in a child process, for tests that freeze and kill a peer.
         .executableTarget(
             name: "multipeer-test-peer",
-            dependencies: ["MultipeerSession", "MultipeerTLS"],
+            dependencies: ["MultipeerSession", "MultipeerTLS", "MultipeerCore", "MultipeerTestSupport"],
             path: "Tests/PeerProcess",
             swiftSettings: swiftSettings
         ),
         // The multi-host fault suite: namespace hosts running navlog-sync, faults, a report.
         .executableTarget(
             name: "navlog-hosts",
-            dependencies: ["MultipeerTestSupport", "MultipeerCore"],
+            dependencies: ["MultipeerTestSupport", "MultipeerCore", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             path: "Tests/HostSuite",
             swiftSettings: swiftSettings
         ),

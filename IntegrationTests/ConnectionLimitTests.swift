@@ -33,7 +33,7 @@ final class SilentConnections: Sendable {
 /// The listener's admission limits: connections beyond them are refused at once with a typed
 /// error, the connections already admitted are unhurt, and room made is room given.
 @Suite struct ConnectionLimitTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aConnectionBeyondTheHandshakeLimitIsRefusedAtOnce() async throws {
         try await withTestListener(
             configuration: LinkFixtures.configuration(name: "server", handshakeTimeout: .seconds(60)),
@@ -63,7 +63,7 @@ final class SilentConnections: Sendable {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aLinkBeyondTheInboundLinkLimitIsRefusedAndTheOthersGoOn() async throws {
         try await withTestListener(
             configuration: LinkFixtures.configuration(name: "server"), limits: AdmissionLimits(handshakes: 4, links: 2), onLink: echo
@@ -100,7 +100,7 @@ final class SilentConnections: Sendable {
     /// handshakes (the default) are refused at once, the rest are cut off at the handshake
     /// timeout, and a real peer that dials meanwhile joins (on a redial, once there is room) and
     /// exchanges messages both ways.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func aThousandConnectionsAtOnceDoNotKeepARealPeerOut() async throws {
         var limit = rlimit()
         getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
@@ -109,16 +109,13 @@ final class SilentConnections: Sendable {
             setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
         }
         let flood = limit.rlim_cur >= 4096 ? 1_000 : Int(limit.rlim_cur) / 4
-        let server = MultipeerSession(configuration: .init(
-            serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "server"), psk: LinkFixtures.psk, discovery: .staticPeers([]),
+        let server = MultipeerSession(configuration: .test("server", discovery: .staticPeers([]),
             limits: .init(handshakeTimeout: .seconds(3))))
         let serverEvents = EventLog(server.events)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
             let strangers = await SilentConnections(count: flood, port: port)
-            let peer = MultipeerSession(configuration: .init(
-                serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "crew"), psk: LinkFixtures.psk,
-                discovery: .staticPeers(["127.0.0.1:\(port)"])))
+            let peer = MultipeerSession(configuration: .test("crew", discovery: .staticPeers(["127.0.0.1:\(port)"])))
             try await whileRunning([peer]) {
                 let inbox = peer.messages(of: Note.self), serverInbox = server.messages(of: Note.self)
                 _ = try await serverEvents.waitUntilActive([peer.peerID], timeout: .seconds(90))

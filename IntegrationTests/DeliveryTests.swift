@@ -13,7 +13,7 @@ import Testing
         var number: Int
     }
 
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func tenThousandMessagesThroughResetsAndBlackHolesArriveExactlyOnceInOrder() async throws {
         let limits = MultipeerSession.Limits(outbox: .init(maximumCount: 256, maximumBytes: 1 << 20))
         try await FaultTests.withPair(limits: limits) { pair in
@@ -50,7 +50,7 @@ import Testing
     /// and the flushes must still put the messages on the wire in sequence order (when they
     /// did not, the receiver dropped the early arrivals as a gap and the link carried nothing
     /// more from that sender).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func concurrentSendersAllArriveAndEachInItsOrder() async throws {
         struct Tagged: Codable, Sendable, Equatable {
             var sender: Int
@@ -81,6 +81,7 @@ import Testing
     /// of every later message being dropped as a gap while the link stays up.
     @Test func aGapInReliableDataClosesTheLinkWithOutOfSequence() throws {
         let channel = EmbeddedChannel(handler: DeliveryHandler(windows: ReceiveWindows()))
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }  // (it and its pipeline hold each other until then)
         let sender = try Hello(peerID: UUID(), incarnation: 7, displayName: "sender")
         channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: sender))
         #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0), "the resume point")
@@ -101,7 +102,7 @@ import Testing
         #expect(try channel.readInbound(as: LinkMessage.self) == nil, "nothing after the gap is delivered")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func awaitingAnAcknowledgementReturnsOnceThePeerHasIt() async throws {
         try await FaultTests.withPair { pair in
             let inbox = pair.listener.messages(of: Numbered.self)
@@ -111,7 +112,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aFullOutboxFailsFastWhenAskedAndOtherwiseWaitsForRoom() async throws {
         let limits = MultipeerSession.Limits(outbox: .init(maximumCount: 4, maximumBytes: 1 << 20), failWhenOutboxFull: true)
         try await FaultTests.withPair(limits: limits) { pair in
@@ -138,13 +139,11 @@ import Testing
 }
 
 extension DeliveryTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func whatARestartedReceiverNeverAcknowledgedReachesItsNewIncarnation() async throws {
         let receiverID = UUID()
         func receiver() -> MultipeerSession {
-            MultipeerSession(configuration: .init(
-                serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "receiver"), psk: LinkFixtures.psk,
-                discovery: .staticPeers([])), peerID: receiverID)
+            MultipeerSession(configuration: .test("receiver", discovery: .staticPeers([])), peerID: receiverID)
         }
         let old = receiver()
         let oldEvents = EventLog(old.events)
@@ -152,9 +151,7 @@ extension DeliveryTests {
         // The proxy learns the receiver's port once it listens; the restarted receiver listens
         // on another, and the proxy follows it there.
         let proxy = try await FaultProxy(forwardingTo: 1)
-        let sender = MultipeerSession(configuration: .init(
-            serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "sender"), psk: LinkFixtures.psk,
-            discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])))
+        let sender = MultipeerSession(configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])))
         let senderEvents = EventLog(sender.events)
         try await whileRunning([sender]) {
             try await whileRunning([old]) {
@@ -193,15 +190,13 @@ extension DeliveryTests {
 
     /// Three sessions, every pair joined through a proxy that is reset at random moments; each
     /// broadcasts 300 messages. Every message reaches every other session exactly once, in order.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func threeSessionsBroadcastingUnderChurnDeliverEverythingOnce() async throws {
         let count = 300
         // A proxy in front of each session; session i dials the proxies of the sessions after it.
         let proxies = [try await FaultProxy(forwardingTo: 1), try await FaultProxy(forwardingTo: 1), try await FaultProxy(forwardingTo: 1)]
         let sessions = (0..<3).map { index in
-            MultipeerSession(configuration: .init(
-                serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "station \(index)"), psk: LinkFixtures.psk,
-                discovery: .staticPeers(proxies[(index + 1)...].map { "127.0.0.1:\($0.port)" })))
+            MultipeerSession(configuration: .test("station \(index)", discovery: .staticPeers(proxies[(index + 1)...].map { "127.0.0.1:\($0.port)" })))
         }
         let logs = sessions.map { EventLog($0.events) }
         let inboxes = sessions.map { $0.messages(of: Stamped.self) }

@@ -45,7 +45,7 @@ struct DiscoveryTests {
         events.compactMap { if case .lost(let id) = $0 { id } else { nil } }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func avahiBrowseSeesOurAdvertisementWithItsTXT() async throws {
         let type = try Self.uniqueServiceType()
         let peerID = UUID()
@@ -64,7 +64,7 @@ struct DiscoveryTests {
         advertiser.stop()
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aServicePublishedByAvahiPublishIsFoundThenLost() async throws {
         let type = try Self.uniqueServiceType()
         let peerID = UUID()
@@ -93,7 +93,7 @@ struct DiscoveryTests {
         others.forEach { $0.stop() }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func ourOwnAdvertisementIsSkipped() async throws {
         let type = try Self.uniqueServiceType()
         let me = UUID()
@@ -110,7 +110,7 @@ struct DiscoveryTests {
         mine.stop()
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func twoAdvertisersWithOneInstanceNameBothStayVisible() async throws {
         let type = try Self.uniqueServiceType()
         let first = UUID()
@@ -127,7 +127,7 @@ struct DiscoveryTests {
         b.stop()
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func twentyAdvertisersAreEachFoundOnceAndAllLost() async throws {
         let type = try Self.uniqueServiceType()
         let ids = (0..<20).map { _ in UUID() }
@@ -142,7 +142,7 @@ struct DiscoveryTests {
         #expect(Self.lostIDs(all).count == 20, "each lost exactly once")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func theTXTRecordIsUpdatedInPlace() async throws {
         let type = try Self.uniqueServiceType()
         let peerID = UUID()
@@ -158,7 +158,7 @@ struct DiscoveryTests {
         advertiser.stop()
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func advertiserAndBrowserRecoverWhenAvahiDaemonRestarts() async throws {
         let type = try Self.uniqueServiceType()
         let peerID = UUID()

@@ -22,17 +22,13 @@ import Testing
         limits: MultipeerSession.Limits = MultipeerSession.Limits(), proxyMode: FaultProxy.Mode = .passThrough,
         _ body: @escaping @Sendable (Pair) async throws -> Void
     ) async throws {
-        let listener = MultipeerSession(configuration: .init(
-            serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "listener"), psk: LinkFixtures.psk,
-            discovery: .staticPeers([]), limits: limits))
+        let listener = MultipeerSession(configuration: .test("listener", discovery: .staticPeers([]), limits: limits))
         let listenerEvents = EventLog(listener.events)
         try await whileRunning([listener]) {
             let port = try await listenerEvents.listeningPort()
             let proxy = try await FaultProxy(forwardingTo: port)
             proxy.set(proxyMode)
-            let dialler = MultipeerSession(configuration: .init(
-                serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "dialler"), psk: LinkFixtures.psk,
-                discovery: .staticPeers(["127.0.0.1:\(proxy.port)"]), limits: limits))
+            let dialler = MultipeerSession(configuration: .test("dialler", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"]), limits: limits))
             let diallerEvents = EventLog(dialler.events)
             try await whileRunning([dialler]) {
                 try await diallerEvents.waitUntilActive([listener.peerID])
@@ -47,7 +43,7 @@ import Testing
         events.reversed().lazy.compactMap { if case .peerLeft(_, let reason) = $0 { reason } else { nil } }.first
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aBlackHoleIsDetectedOnBothSidesAndHealsByItself() async throws {
         try await Self.withPair { pair in
             pair.proxy.set(.blackHole)
@@ -62,7 +58,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aResetIsAnImmediateLeaveAndARedial() async throws {
         try await Self.withPair { pair in
             await pair.proxy.resetConnections()
@@ -76,7 +72,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aLargeMessageThroughAThrottleCausesNoFalseTeardown() async throws {
         try await Self.withPair(limits: MultipeerSession.Limits(maximumFrameLength: 2 << 20)) { pair in
             let inbox = pair.listener.messages(of: Note.self)
@@ -91,7 +87,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func oneByteSegmentsBreakNothing() async throws {
         try await Self.withPair(proxyMode: .slice) { pair in
             let inbox = pair.listener.messages(of: Fix.self)
@@ -105,18 +101,14 @@ import Testing
 }
 
 @Suite struct LinkStatsTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func pingsMeasureTheLinkAndStatsAreReportedPeriodically() async throws {
         let keepalive = KeepaliveParameters(interval: .milliseconds(100), timeout: .seconds(1))
-        let listener = MultipeerSession(configuration: .init(
-            serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "listener"), psk: LinkFixtures.psk,
-            discovery: .staticPeers([]), keepalive: keepalive, statsInterval: .milliseconds(300)))
+        let listener = MultipeerSession(configuration: .test("listener", discovery: .staticPeers([]), keepalive: keepalive, statsInterval: .milliseconds(300)))
         let events = EventLog(listener.events)
         try await whileRunning([listener]) {
             let port = try await events.listeningPort()
-            let dialler = MultipeerSession(configuration: .init(
-                serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "dialler"), psk: LinkFixtures.psk,
-                discovery: .staticPeers(["127.0.0.1:\(port)"]), keepalive: keepalive))
+            let dialler = MultipeerSession(configuration: .test("dialler", discovery: .staticPeers(["127.0.0.1:\(port)"]), keepalive: keepalive))
             try await whileRunning([dialler]) {
                 // Both sides are quiet, so both ping every 100 ms; a stats event carries the round trips.
                 let seen = try await events.wait { events in

@@ -56,7 +56,7 @@ enum RawTLSClient {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aMegabyteHelloIsRefusedFromItsHeaderAlone() async throws {
         // Only the header: were the 1,000,000 announced bytes awaited, this would hang.
         let failure = try await Self.failure(afterSending: RawTLSClient.frame(.hello, announcing: 1_000_000))
@@ -64,7 +64,7 @@ enum RawTLSClient {
         #expect(failure.message == "a HELLO frame announced 1000000 bytes, more than the limit of 16384 for a link's first frame")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aHelloWithMissingFieldsIsMalformed() async throws {
         // The version, then 10 of the UUID's 16 bytes, and the frame ends.
         let value: [UInt8] = [0, 1] + Array(repeating: 0xAB, count: 10)
@@ -73,7 +73,7 @@ enum RawTLSClient {
         #expect(failure.message == "HELLO is malformed: it ends before the peer UUID")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aDataFrameBeforeHelloIsRefused() async throws {
         let failure = try await Self.failure(afterSending: RawTLSClient.frame(.data, announcing: 3, value: [1, 2, 3]))
         #expect(failure.code == .helloExpected)
@@ -81,7 +81,7 @@ enum RawTLSClient {
 
     /// A real ClientHello sent one byte at a time: the handshake timeout is a deadline for the
     /// whole handshake, not for silence, so trickling bytes does not hold a handshake open.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aHandshakeTrickledOneByteAtATimeHitsTheHandshakeTimeout() async throws {
         try await withTestListener(
             configuration: LinkFixtures.configuration(name: "server", handshakeTimeout: .seconds(1)), onLink: echo
@@ -102,7 +102,7 @@ enum RawTLSClient {
             }
             let failure = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
             #expect(failure.code == .handshakeTimeout)
-            #expect(failure.message.contains("did not complete the TLS handshake within 1.0 seconds"), "\(failure)")
+            #expect(failure.message.contains("did not complete the TLS handshake within \(TestTime.scaled(.seconds(1)))"), "\(failure)")
             try await withDeadline(.seconds(20)) { try? await channel.closeFuture.get() }
             trickle.cancel()
             #expect(await trickle.value > 0, "cut off before the ClientHello was through")
@@ -113,16 +113,13 @@ enum RawTLSClient {
     /// A session with a good peer and a second peer that, once active, announces a 4 GiB frame,
     /// and a third that, once active, writes garbage under TLS: each bad link is closed with the
     /// error named, and the good peer keeps exchanging messages throughout.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func badFramesAndGarbageAfterTheHandshakeCloseOnlyThatLink() async throws {
-        let server = MultipeerSession(configuration: .init(
-            serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "server"), psk: LinkFixtures.psk, discovery: .staticPeers([])))
+        let server = MultipeerSession(configuration: .test("server", discovery: .staticPeers([])))
         let serverEvents = EventLog(server.events)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
-            let good = MultipeerSession(configuration: .init(
-                serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "good"), psk: LinkFixtures.psk,
-                discovery: .staticPeers(["127.0.0.1:\(port)"])))
+            let good = MultipeerSession(configuration: .test("good", discovery: .staticPeers(["127.0.0.1:\(port)"])))
             try await whileRunning([good]) {
                 let inbox = good.messages(of: Note.self)
                 _ = try await serverEvents.waitUntilActive([good.peerID])
@@ -172,18 +169,15 @@ enum RawTLSClient {
     /// (it announces a keepalive long enough not to be timed out meanwhile): what the session
     /// holds for it stays within the outbox limit (and the socket's buffers), `send` says so
     /// with `outboxFull`, and another peer is unaffected.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aPeerThatNeverReadsIsHeldToTheOutboxLimit() async throws {
         let limits = MultipeerSession.Limits(outbox: .init(maximumCount: 64, maximumBytes: 4 << 20), failWhenOutboxFull: true)
-        let server = MultipeerSession(configuration: .init(
-            serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "server"), psk: LinkFixtures.psk, discovery: .staticPeers([]),
+        let server = MultipeerSession(configuration: .test("server", discovery: .staticPeers([]),
             limits: limits, keepalive: Self.patient))
         let serverEvents = EventLog(server.events)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
-            let good = MultipeerSession(configuration: .init(
-                serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "good"), psk: LinkFixtures.psk,
-                discovery: .staticPeers(["127.0.0.1:\(port)"])))
+            let good = MultipeerSession(configuration: .test("good", discovery: .staticPeers(["127.0.0.1:\(port)"])))
             try await whileRunning([good]) {
                 let inbox = good.messages(of: Note.self)
                 _ = try await serverEvents.waitUntilActive([good.peerID])

@@ -17,7 +17,7 @@ import Testing
         return try await runProcess(gnutlsCLI, ["--verbose", "-p", "\(port)", "127.0.0.1"] + psk + ["--priority", priority])
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func gnutlsCLICompletesATLS13ECDHEPSKHandshake() async throws {
         try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
             let result = try await Self.gnutlsCLI(port: server.port, key: LinkFixtures.keyHex)
@@ -33,7 +33,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func gnutlsCLIWithAWrongKeyIsRefusedWhileAGoodLinkKeepsWorking() async throws {
         try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
             let good = try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "good"))
@@ -65,7 +65,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aTLS12ClientIsRefused() async throws {
         try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
             let result = try await Self.gnutlsCLI(
@@ -77,7 +77,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aTLS13ClientWithoutAPreSharedKeyIsRefused() async throws {
         try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
             // Certificates only, as a web client would: the listener has no certificate to offer.
@@ -89,7 +89,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func anUnknownIdentityIsRefusedAsAnAuthenticationFailure() async throws {
         try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
             let result = try await Self.gnutlsCLI(port: server.port, key: LinkFixtures.keyHex, identity: "stranger")

@@ -2,6 +2,7 @@ import Foundation
 @testable import MultipeerSession
 import MultipeerCore
 import MultipeerTLS
+import MultipeerTestSupport
 import NIOCore
 
 /// Builds link configurations and listeners for tests, and collects what the listener reports.
@@ -11,14 +12,17 @@ enum LinkFixtures {
     static var keyHex: String { keyBytes.map { String(format: "%02x", $0) }.joined() }
     static let psk = try! PreSharedKey(identity: identity, key: keyBytes)
 
+    /// A link's configuration, its keepalive and handshake timeout stretched by ``TestTime/scale``.
     static func configuration(
         name: String, peerID: UUID = UUID(), psk: PreSharedKey = LinkFixtures.psk,
         maximumFrameLength: Int = Frame.defaultMaximumLength, handshakeTimeout: Duration = .seconds(5),
         protocolVersion: UInt16 = Hello.currentProtocolVersion
     ) throws -> LinkConfiguration {
         LinkConfiguration(
-            tls: try TLSContext(configuration: TLSConfiguration(psk: psk, handshakeTimeout: handshakeTimeout)),
-            localHello: try Hello(protocolVersion: protocolVersion, peerID: peerID, incarnation: .random(in: 1...UInt64.max), displayName: name),
+            tls: try TLSContext(configuration: TLSConfiguration(psk: psk, handshakeTimeout: TestTime.scaled(handshakeTimeout))),
+            localHello: try Hello(
+                protocolVersion: protocolVersion, peerID: peerID, incarnation: .random(in: 1...UInt64.max), displayName: name,
+                keepalive: .scaled(KeepaliveParameters())),
             maximumFrameLength: maximumFrameLength)
     }
 }

@@ -65,7 +65,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func tenThousandMixedFramesEachWayArriveIntact() async throws {
         let (serverCounts, serverCount) = AsyncStream<Int>.makeStream()
         let serve: @Sendable (PeerConnection) async -> Void = { link in
@@ -92,7 +92,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func bothSidesLearnEachOthersHello() async throws {
         let serverID = UUID()
         try await withTestListener(configuration: LinkFixtures.configuration(name: "Captain", peerID: serverID), onLink: echo) { server in
@@ -104,7 +104,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func linksSetTCPNoDelayAndTheConfiguredUserTimeout() async throws {
         var serverConfiguration = try LinkFixtures.configuration(name: "server")
         serverConfiguration.tcpUserTimeout = .milliseconds(1500)
@@ -132,7 +132,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aListenerOnAllInterfacesAcceptsIPv4AndIPv6() async throws {
         try await withTestListener(host: nil, configuration: LinkFixtures.configuration(name: "any"), onLink: echo) { server in
             for host in ["127.0.0.1", "::1"] {

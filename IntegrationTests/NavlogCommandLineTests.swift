@@ -4,7 +4,7 @@ import Testing
 
 /// navlog-sync's failures at start: each a sentence on standard error that says what to do,
 /// and its own exit status (listed in `navlog-sync --help`).
-@Suite(.timeLimit(.minutes(1))) struct NavlogCommandLineTests {
+@Suite(.scaledTimeLimit(minutes: 1)) struct NavlogCommandLineTests {
     static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> ProcessResult {
         try await runProcess(NavlogHost.binary, arguments, environment: environment)
     }
@@ -70,6 +70,14 @@ import Testing
         var output = ""
         for await line in second.lines! { output += line + "\n" }
         #expect(output.contains("cannot listen on port \(port)") && output.contains("Choose another --port"))
+    }
+
+    @Test func aKeepaliveTimeoutOutOfRangeIsAUsageError() async throws {
+        let workspace = try await NavlogWorkspace()
+        let result = try await Self.run(
+            ["run", "--name", "a", "--data", workspace.directory + "/a.db", "--psk-file", workspace.keyFile, "--keepalive-timeout", "0"])
+        #expect(result.status == 64)
+        #expect(result.output.contains("--keepalive-timeout must be between 0.1 and 3600 seconds, not 0.0"))
     }
 
     @Test func noAvahiDaemonSuggestsStartingItOrNamingPeers() async throws {

@@ -98,7 +98,7 @@ final class NavlogWorkspace: Sendable {
 
     /// A host using DNS-SD on this workspace's service type.
     func host(_ name: String, _ extra: [String] = []) throws -> NavlogHost {
-        try NavlogHost(name: name, data: "\(directory)/\(name).db", keyFile: keyFile, arguments: ["--service", serviceType] + extra)
+        try NavlogHost(name: name, data: "\(directory)/\(name).db", keyFile: keyFile, arguments: ["--service", serviceType, "--keepalive-timeout", "\(1.5 * Double(TestTime.scale))"] + extra)
     }
 
     deinit { try? FileManager.default.removeItem(atPath: directory) }

@@ -24,8 +24,7 @@ import Testing
         let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("multipeer-\(UUID()).key").path
         try LinkFixtures.psk.write(toFile: keyFile)
         defer { try? FileManager.default.removeItem(atPath: keyFile) }
-        let session = MultipeerSession(configuration: .init(
-            serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "here"), psk: LinkFixtures.psk, discovery: .staticPeers([])))
+        let session = MultipeerSession(configuration: .test("here", discovery: .staticPeers([])))
         let events = EventLog(session.events)
         try await whileRunning([session]) {
             let port = try await events.listeningPort()
@@ -33,7 +32,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aFrozenPeerIsDetectedAndComesBackWhenThawed() async throws {
         try await Self.withLocalSession { session, events, port, keyFile in
             let childID = UUID()
@@ -50,7 +49,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aKilledAndRestartedPeerReturnsWithANewIncarnationAndNoDuplicate() async throws {
         try await Self.withLocalSession { session, events, port, keyFile in
             let childID = UUID()

@@ -19,7 +19,7 @@ struct SessionGroup {
     init(count: Int, serviceType: String = SessionGroup.uniqueServiceType(), psk: PreSharedKey = LinkFixtures.psk) {
         self.serviceType = serviceType
         sessions = (0..<count).map { index in
-            MultipeerSession(configuration: .init(serviceType: serviceType, peer: PeerInfo(displayName: "peer \(index)"), psk: psk))
+            MultipeerSession(configuration: .test("peer \(index)", serviceType: serviceType, psk: psk))
         }
         events = sessions.map { EventLog($0.events) }
     }
@@ -27,6 +27,36 @@ struct SessionGroup {
     mutating func add(_ session: MultipeerSession) {
         sessions.append(session)
         events.append(EventLog(session.events))
+    }
+}
+
+extension MultipeerSession.Configuration {
+    /// A test session's configuration: the tests' group key unless `psk` says otherwise, and
+    /// every timing bound (keepalive, handshake timeout) stretched by ``TestTime/scale``.
+    static func test(
+        _ name: String, serviceType: String = "_navlog._tcp", psk: PreSharedKey = LinkFixtures.psk,
+        discovery: MultipeerSession.Discovery = .avahi(), limits: MultipeerSession.Limits = .init(),
+        keepalive: KeepaliveParameters = KeepaliveParameters(), statsInterval: Duration? = .seconds(5)
+    ) -> Self {
+        var limits = limits
+        limits.handshakeTimeout = TestTime.scaled(limits.handshakeTimeout)
+        return .init(
+            serviceType: serviceType, peer: PeerInfo(displayName: name), psk: psk, discovery: discovery, limits: limits,
+            keepalive: .scaled(keepalive), statsInterval: statsInterval)
+    }
+}
+
+extension KeepaliveParameters {
+    /// `keepalive` with both durations stretched by ``TestTime/scale``.
+    static func scaled(_ keepalive: KeepaliveParameters) -> Self {
+        KeepaliveParameters(interval: TestTime.scaled(keepalive.interval), timeout: TestTime.scaled(keepalive.timeout))
+    }
+}
+
+extension Trait where Self == TimeLimitTrait {
+    /// A time limit of `minutes`, stretched by ``TestTime/scale``.
+    static func scaledTimeLimit(minutes: Int) -> Self {
+        .timeLimit(.minutes(minutes * TestTime.scale))
     }
 }
 

@@ -11,7 +11,7 @@ import Testing
 /// Many sessions in one process over real avahi-daemon (the sandbox's) and real GnuTLS.
 @Suite(.enabled(if: inDiscoverySandbox, "needs scripts/sandbox.sh (make test, as root)"))
 struct SessionTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func twoSessionsConnect() async throws {
         let group = SessionGroup(count: 2)
         let (a, b) = (group.sessions[0], group.sessions[1])
@@ -25,7 +25,7 @@ struct SessionTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func threeSessionsFormAFullMeshWithOneLinkPerPair() async throws {
         let group = SessionGroup(count: 3)
         let ids = group.sessions.map(\.peerID)
@@ -41,7 +41,7 @@ struct SessionTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aMessageToOnePeerReachesOnlyThatPeer() async throws {
         let group = SessionGroup(count: 3)
         let (a, b, c) = (group.sessions[0], group.sessions[1], group.sessions[2])
@@ -60,7 +60,7 @@ struct SessionTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aBroadcastReachesEveryPeer() async throws {
         let group = SessionGroup(count: 3)
         let inboxes = group.sessions.map { $0.messages(of: Note.self) }
@@ -73,7 +73,7 @@ struct SessionTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func severalMessageTypesShareOneLink() async throws {
         let group = SessionGroup(count: 2)
         let (a, b) = (group.sessions[0], group.sessions[1])
@@ -90,7 +90,7 @@ struct SessionTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func anUndecodablePayloadIsReportedAndTheLinkStays() async throws {
         /// Same wire name as `Note`, another shape.
         struct Impostor: Codable, Sendable { var number: Int }
@@ -112,7 +112,7 @@ struct SessionTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aMessageLargerThanAFrameFailsAtSend() async throws {
         let group = SessionGroup(count: 2)
         let (a, b) = (group.sessions[0], group.sessions[1])
@@ -128,11 +128,10 @@ struct SessionTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func sessionsOfDifferentServiceTypesNeverConnect() async throws {
         var group = SessionGroup(count: 2)
-        let stranger = MultipeerSession(configuration: .init(
-            serviceType: SessionGroup.uniqueServiceType(), peer: PeerInfo(displayName: "stranger"), psk: LinkFixtures.psk))
+        let stranger = MultipeerSession(configuration: .test("stranger", serviceType: SessionGroup.uniqueServiceType()))
         group.add(stranger)
         let (a, b) = (group.sessions[0], group.sessions[1])
         try await whileRunning(group.sessions) {
@@ -143,12 +142,12 @@ struct SessionTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aSessionWithAnotherKeyNeverBecomesActiveAndIsNamed() async throws {
         let type = SessionGroup.uniqueServiceType()
         var group = SessionGroup(count: 1, serviceType: type)
-        group.add(MultipeerSession(configuration: .init(
-            serviceType: type, peer: PeerInfo(displayName: "intruder"), psk: try PreSharedKey.generate(identity: LinkFixtures.identity))))
+        group.add(MultipeerSession(configuration: .test(
+            "intruder", serviceType: type, psk: try PreSharedKey.generate(identity: LinkFixtures.identity))))
         let (a, intruder) = (group.sessions[0], group.sessions[1])
         try await whileRunning(group.sessions) {
             // Whichever side dials, both see the authentication fail; A names the intruder's address.
@@ -164,7 +163,7 @@ struct SessionTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aRestartedPeerIsActiveAgainWithoutAppAction() async throws {
         let group = SessionGroup(count: 2)
         let (a, b) = (group.sessions[0], group.sessions[1])
@@ -184,7 +183,7 @@ struct SessionTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func suspendAndResume() async throws {
         let group = SessionGroup(count: 2)
         let (a, b) = (group.sessions[0], group.sessions[1])
@@ -204,7 +203,7 @@ struct SessionTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.scaledTimeLimit(minutes: 3))
     func sixteenSessionsReachAFullMeshAndEveryBroadcastArrives() async throws {
         let group = SessionGroup(count: 16)
         let ids = group.sessions.map(\.peerID)
@@ -235,16 +234,13 @@ struct SessionTests {
 
 /// Sessions without DNS-SD: static peer lists, over loopback.
 @Suite struct StaticSessionTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aSessionListingAnotherStaticallyConnectsToIt() async throws {
-        let listed = MultipeerSession(configuration: .init(
-            serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "listed"), psk: LinkFixtures.psk, discovery: .staticPeers([])))
+        let listed = MultipeerSession(configuration: .test("listed", discovery: .staticPeers([])))
         let listedEvents = EventLog(listed.events)
         try await whileRunning([listed]) {
             let port = try await listedEvents.listeningPort()
-            let dialler = MultipeerSession(configuration: .init(
-                serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "dialler"), psk: LinkFixtures.psk,
-                discovery: .staticPeers(["127.0.0.1:\(port)", "127.0.0.1:1"])))
+            let dialler = MultipeerSession(configuration: .test("dialler", discovery: .staticPeers(["127.0.0.1:\(port)", "127.0.0.1:1"])))
             let diallerEvents = EventLog(dialler.events)
             try await whileRunning([dialler]) {
                 try await diallerEvents.waitUntilActive([listed.peerID])
@@ -260,7 +256,7 @@ struct SessionTests {
 /// A session run by swift-service-lifecycle, shut down gracefully.
 @Suite(.enabled(if: inDiscoverySandbox, "needs scripts/sandbox.sh (make test, as root)"))
 struct SessionLifecycleTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func gracefulShutdownSaysGoodbyeAndLeavesNothingBehind() async throws {
         let group = SessionGroup(count: 2)
         let (a, b) = (group.sessions[0], group.sessions[1])

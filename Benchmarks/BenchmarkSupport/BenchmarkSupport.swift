@@ -68,3 +68,9 @@ public enum Bench {
         print("JSON written to \(path)")
     }
 }
+
+/// A benchmark that could not run as it should, with what happened.
+public struct BenchmarkError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -25,11 +25,7 @@ struct NetworkHosts {
     }
 
     private func run(_ path: String, _ arguments: [String]) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        try? process.run()
-        process.waitUntilExit()
+        _ = try? BackgroundProcess(path, arguments).waitUntilExit()
     }
 }
 

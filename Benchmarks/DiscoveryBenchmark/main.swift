@@ -51,33 +51,21 @@ final class LocalAdvertiser: AdvertiserHost {
 
 /// This program in `--advertiser` mode on another host, driven over its standard input.
 final class RemoteAdvertiser: AdvertiserHost {
-    let process = Process()
-    let input = Pipe()
-    let output = Pipe()
-    var buffered = Data()
+    let process: BackgroundProcess
+    var answers: AsyncStream<String>.AsyncIterator
 
     init(hostPID: String) throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/nsenter")
         let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-        process.arguments = ["-t", hostPID, "-m", "-n", me, "--advertiser"]
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
+        process = try BackgroundProcess("/usr/bin/nsenter", ["-t", hostPID, "-m", "-n", me, "--advertiser"], pipes: true)
+        answers = process.lines!.makeAsyncIterator()
     }
 
-    /// Sends a command and reads the one-line answer, which comes at once (before the service
-    /// is even established), so reading it blocking is fine.
+    /// Sends a command and waits for its one-line answer, which comes at once (before the
+    /// service is even established).
     func command(_ line: String, expecting reply: String) async throws {
-        input.fileHandleForWriting.write(Data((line + "\n").utf8))
-        while !buffered.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            guard !chunk.isEmpty else { throw CocoaError(.fileReadUnknown) }
-            buffered += chunk
-        }
-        let newline = buffered.firstIndex(of: UInt8(ascii: "\n"))!
-        let answer = String(decoding: buffered[..<newline], as: UTF8.self)
-        buffered = Data(buffered[(newline + 1)...])
-        guard answer == reply else { throw CocoaError(.fileReadUnknown) }
+        process.send(line)
+        let answer = await answers.next()
+        guard answer == reply else { throw BenchmarkError("the advertiser answered \(answer ?? "nothing") to \(line)") }
     }
 
     func advertise(_ peerID: UUID, _ type: ServiceType) async throws {
@@ -89,8 +77,8 @@ final class RemoteAdvertiser: AdvertiserHost {
     }
 
     deinit {
-        try? input.fileHandleForWriting.close()
-        process.waitUntilExit()
+        process.closeInput()
+        _ = process.waitUntilExit()
     }
 }
 

@@ -1,3 +1,4 @@
+import BenchmarkSupport
 import Foundation
 import MultipeerCore
 import MultipeerSession
@@ -110,9 +111,4 @@ struct OurLink {
             }
         }
     }
-}
-
-struct BenchmarkError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }

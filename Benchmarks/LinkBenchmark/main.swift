@@ -6,6 +6,7 @@
 import BenchmarkSupport
 import Foundation
 import MultipeerTLS
+import MultipeerTestSupport
 
 /// One of the links under test.
 enum Link {
@@ -59,18 +60,14 @@ func measureRoundTrips(placement: String) async throws -> [RoundTrip] {
 }
 
 /// Runs the round trips again in a child process confined to core 0.
-func measurePinnedRoundTrips() throws -> [RoundTrip] {
-    let child = Process()
-    child.executableURL = URL(fileURLWithPath: "/usr/bin/taskset")
+func measurePinnedRoundTrips() async throws -> [RoundTrip] {
     let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-    child.arguments = ["-c", "0", me, "--pinned-round-trips"] + (quick ? ["--quick"] : [])
-    let output = Pipe()
-    child.standardOutput = output
-    try child.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    child.waitUntilExit()
-    guard child.terminationStatus == 0 else { throw BenchmarkError("the pinned run failed") }
-    return try JSONDecoder().decode([RoundTrip].self, from: data)
+    let child = try await runProcess("/usr/bin/taskset", ["-c", "0", me, "--pinned-round-trips"] + (quick ? ["--quick"] : []), timeout: .seconds(600))
+    // Its last line is the results (anything before it came from its standard error).
+    guard child.status == 0, let json = child.output.split(separator: "\n").last else {
+        throw BenchmarkError("the pinned run failed (status \(child.status)):\n\(child.output)")
+    }
+    return try JSONDecoder().decode([RoundTrip].self, from: Data(json.utf8))
 }
 
 func measureThroughput(sizes: [Int], links: [Link]) async throws -> [Throughput] {
@@ -109,7 +106,7 @@ if let size = Bench.option("--throughput-only").flatMap(Int.init) {
     exit(0)
 }
 
-let roundTrips = try await measureRoundTrips(placement: "two cores") + measurePinnedRoundTrips()
+let roundTrips = try await measureRoundTrips(placement: "two cores") + (try await measurePinnedRoundTrips())
 let throughput = try await measureThroughput(sizes: [128, 1024, 4096, 9 * 1024, 64 * 1024, 1024 * 1024], links: links)
 let report = LinkResults(machine: machine(), roundTrips: roundTrips, throughput: throughput)
 

@@ -42,8 +42,14 @@ struct Run: AsyncParsableCommand {
     @Flag(help: "Print one JSON object per line for every event instead of the terminal view.")
     var json = false
 
+    @Option(help: "Seconds a peer may be silent before its link is dropped and redialled; an idle link is pinged every third of that. Raise it for hosts that answer slowly (both sides use the shorter).")
+    var keepaliveTimeout = 1.5
+
     func validate() throws {
         if offline && !peers.isEmpty { throw ValidationError("--offline and --peer exclude each other") }
+        if !(0.1...3_600).contains(keepaliveTimeout) {
+            throw ValidationError("--keepalive-timeout must be between 0.1 and 3600 seconds, not \(keepaliveTimeout)")
+        }
     }
 
     func run() async throws {
@@ -54,7 +60,9 @@ struct Run: AsyncParsableCommand {
             store = try NavlogStore(path: data)
             node = try NavlogNode(store: store, configuration: MultipeerSession.Configuration(
                 serviceType: service, peer: PeerInfo(displayName: name), psk: key, port: port,
-                discovery: offline || !peers.isEmpty ? .staticPeers(peers) : .avahi(), logger: Logger(label: "navlog-sync")))
+                discovery: offline || !peers.isEmpty ? .staticPeers(peers) : .avahi(),
+                keepalive: KeepaliveParameters(interval: .seconds(keepaliveTimeout / 3), timeout: .seconds(keepaliveTimeout)),
+                logger: Logger(label: "navlog-sync")))
         } catch {
             Failure(error).exit()
         }

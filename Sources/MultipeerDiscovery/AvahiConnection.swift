@@ -2,7 +2,7 @@ internal import CAvahi
 import Glibc
 public import Logging
 import MultipeerCore
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// A connection to the system's avahi-daemon over D-Bus, through the Avahi client library on
 /// its own thread (Avahi's threaded poll). Advertisements and browsers are registered on it;
@@ -24,13 +24,13 @@ public final class AvahiConnection: @unchecked Sendable {
     /// The browser of each service type, shared by its subscribers.
     var browsers: [String: AvahiBrowser] = [:]
 
-    private static let sharedConnection = Mutex<AvahiConnection?>(nil)
+    private static let sharedConnection = NIOLockedValueBox<AvahiConnection?>(nil)
 
     /// The process-wide connection, made on first use.
     ///
     /// - Parameter waitForDaemon: If avahi-daemon is not running, wait for it instead of throwing.
     public static func shared(waitForDaemon: Bool = false, logger: Logger = Logger(label: "multipeer.discovery")) throws -> AvahiConnection {
-        try sharedConnection.withLock { shared in
+        try sharedConnection.withLockedValue { shared in
             if let shared { return shared }
             let connection = try AvahiConnection(waitForDaemon: waitForDaemon, logger: logger)
             shared = connection

@@ -1,27 +1,27 @@
 import Foundation
 import MultipeerCore
 import NIOCore
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// What this session has delivered from each sender, across that sender's links.
 final class ReceiveWindows: Sendable {
-    private let windows = Mutex<[UUID: ReceiveWindow]>([:])
+    private let windows = NIOLockedValueBox<[UUID: ReceiveWindow]>([:])
 
     /// The sender's new link said HELLO: a new incarnation starts over. Returns what was delivered.
     func sender(_ peerID: UUID, incarnation: UInt64) -> UInt64 {
-        windows.withLock { windows in
+        windows.withLockedValue { windows in
             windows[peerID, default: ReceiveWindow(incarnation: incarnation)].sender(incarnation: incarnation)
             return windows[peerID]!.delivered
         }
     }
 
     func receive(from peerID: UUID, sequence: UInt64) -> ReceiveWindow.Verdict {
-        windows.withLock { $0[peerID]?.receive(sequence: sequence) ?? .gap }
+        windows.withLockedValue { $0[peerID]?.receive(sequence: sequence) ?? .gap }
     }
 
     /// What to acknowledge, if anything was delivered since the last acknowledgement.
     func acknowledgement(for peerID: UUID) -> UInt64? {
-        windows.withLock { windows in
+        windows.withLockedValue { windows in
             guard let window = windows[peerID], window.unacknowledged > 0 else { return nil }
             windows[peerID]!.acknowledged()
             return window.delivered

@@ -1,6 +1,6 @@
 import MultipeerCore
 import NIOCore
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// Fired inbound by ``LinkHandler`` when the peer's HELLO has arrived and been accepted.
 struct HelloCompleted {
@@ -9,13 +9,13 @@ struct HelloCompleted {
 
 /// A link's quality, written on its event loop and read by the session from anywhere.
 final class LinkQualityBox: Sendable {
-    private let estimator = Mutex(LinkQualityEstimator())
+    private let estimator = NIOLockedValueBox(LinkQualityEstimator())
 
-    var quality: LinkQuality { estimator.withLock { $0.quality } }
+    var quality: LinkQuality { estimator.withLockedValue { $0.quality } }
 
     @discardableResult
     func update<T>(_ body: (inout LinkQualityEstimator) -> T) -> T {
-        estimator.withLock { body(&$0) }
+        estimator.withLockedValue { body(&$0) }
     }
 }
 

@@ -1,5 +1,5 @@
 import NIOCore
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// The keepalive wake-ups of every link on one event loop, on a single NIO timer.
 ///
@@ -31,12 +31,12 @@ final class KeepaliveTimers {
         self.eventLoop = eventLoop
     }
 
-    private static let registry = Mutex<[ObjectIdentifier: NIOLoopBound<KeepaliveTimers>]>([:])
+    private static let registry = NIOLockedValueBox<[ObjectIdentifier: NIOLoopBound<KeepaliveTimers>]>([:])
 
     /// The timers of `eventLoop` (made on first use; an event loop lives as long as its group,
     /// and this keeps a few hundred bytes per loop ever used).
     static func on(_ eventLoop: any EventLoop) -> KeepaliveTimers {
-        registry.withLock { registry in
+        registry.withLockedValue { registry in
             let key = ObjectIdentifier(eventLoop)
             if let timers = registry[key] { return timers.value }
             let timers = KeepaliveTimers(eventLoop: eventLoop)

@@ -1,5 +1,5 @@
 import Glibc
-import Synchronization
+import NIOConcurrencyHelpers
 package import MultipeerCore
 package import MultipeerTLS
 package import NIOCore
@@ -138,20 +138,20 @@ func socketErrorReason(_ error: any Error) -> String {
 /// connection becomes active. Held here instead, it is finished and closed when the connection
 /// closes, unless its owner claimed it.
 final class LinkClaim: Sendable {
-    private let unclaimed: Mutex<NIOAsyncChannel<LinkMessage, LinkMessage>?>
+    private let unclaimed: NIOLockedValueBox<NIOAsyncChannel<LinkMessage, LinkMessage>?>
 
     init(_ channel: NIOAsyncChannel<LinkMessage, LinkMessage>) {
-        unclaimed = Mutex(channel)
+        unclaimed = NIOLockedValueBox(channel)
     }
 
     /// The owner has the link now and will close it (executeThenClose).
     func claim() {
-        _ = unclaimed.withLock { $0.take() }
+        _ = unclaimed.withLockedValue { $0.take() }
     }
 
     /// The link, if nobody claimed it; from then on nobody can.
     func abandoned() -> NIOAsyncChannel<LinkMessage, LinkMessage>? {
-        unclaimed.withLock { $0.take() }
+        unclaimed.withLockedValue { $0.take() }
     }
 }
 

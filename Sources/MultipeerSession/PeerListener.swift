@@ -1,7 +1,7 @@
 import MultipeerCore
 package import NIOCore
 import NIOPosix
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// How many inbound connections a listener holds at once.
 package struct AdmissionLimits: Sendable {
@@ -23,7 +23,7 @@ package struct AdmissionLimits: Sendable {
 /// the event loop as each connection is accepted, before a byte of it is read.
 final class Admission: Sendable {
     let limits: AdmissionLimits
-    private let counts = Mutex<(handshakes: Int, links: Int)>((0, 0))
+    private let counts = NIOLockedValueBox<(handshakes: Int, links: Int)>((0, 0))
 
     init(limits: AdmissionLimits) {
         self.limits = limits
@@ -31,7 +31,7 @@ final class Admission: Sendable {
 
     /// Counts a new connection's handshake in, or says why it is refused.
     func admit() -> MultipeerError? {
-        counts.withLock { counts in
+        counts.withLockedValue { counts in
             if counts.handshakes >= limits.handshakes {
                 return MultipeerError(
                     .connectionLimit,
@@ -49,14 +49,14 @@ final class Admission: Sendable {
 
     /// An admitted handshake ended: the link is served now, or it failed.
     func handshakeEnded(established: Bool) {
-        counts.withLock {
+        counts.withLockedValue {
             $0.handshakes -= 1
             if established { $0.links += 1 }
         }
     }
 
     func linkEnded() {
-        counts.withLock { $0.links -= 1 }
+        counts.withLockedValue { $0.links -= 1 }
     }
 }
 

@@ -1,7 +1,7 @@
 import Foundation
 import MultipeerCore
 import NIOCore
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// The streams handed out by ``MultipeerSession/events`` and ``MultipeerSession/messages(of:)``.
 /// Shared by the actor and the link tasks, which deliver messages without a hop to the actor.
@@ -19,18 +19,18 @@ final class Subscriptions: Sendable {
         var messages: [String: [UUID: Subscriber]] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = NIOLockedValueBox(State())
 
     func events() -> AsyncStream<SessionEvent> {
         let (stream, continuation) = AsyncStream<SessionEvent>.makeStream()
         let id = UUID()
-        state.withLock { $0.events[id] = continuation }
-        continuation.onTermination = { [weak self] _ in self?.state.withLock { _ = $0.events.removeValue(forKey: id) } }
+        state.withLockedValue { $0.events[id] = continuation }
+        continuation.onTermination = { [weak self] _ in self?.state.withLockedValue { _ = $0.events.removeValue(forKey: id) } }
         return stream
     }
 
     func emit(_ event: SessionEvent) {
-        for continuation in state.withLock({ Array($0.events.values) }) { continuation.yield(event) }
+        for continuation in state.withLockedValue({ Array($0.events.values) }) { continuation.yield(event) }
     }
 
     func messages<Message: Decodable & Sendable>(of type: Message.Type, named typeName: String) -> AsyncStream<(peer: Peer, message: Message)> {
@@ -45,16 +45,16 @@ final class Subscriptions: Sendable {
                 return error
             }
         }
-        state.withLock { $0.messages[typeName, default: [:]][id] = Subscriber(decode: decode, finish: { continuation.finish() }) }
+        state.withLockedValue { $0.messages[typeName, default: [:]][id] = Subscriber(decode: decode, finish: { continuation.finish() }) }
         continuation.onTermination = { [weak self] _ in
-            self?.state.withLock { _ = $0.messages[typeName]?.removeValue(forKey: id) }
+            self?.state.withLockedValue { _ = $0.messages[typeName]?.removeValue(forKey: id) }
         }
         return stream
     }
 
     /// Hands a DATA message to every subscriber of its type; reports one that does not decode.
     func deliver(_ message: DataMessage, from peer: Peer) {
-        let subscribers = state.withLock { $0.messages[message.typeName].map { Array($0.values) } ?? [] }
+        let subscribers = state.withLockedValue { $0.messages[message.typeName].map { Array($0.values) } ?? [] }
         for subscriber in subscribers {
             if let error = subscriber.decode(peer, message.payload) {
                 emit(.undecodableMessage(from: peer, typeName: message.typeName, error: "\(error)"))
@@ -65,7 +65,7 @@ final class Subscriptions: Sendable {
 
     /// Ends every stream (the session has stopped).
     func finish() {
-        let (events, messages) = state.withLock { state in
+        let (events, messages) = state.withLockedValue { state in
             defer { state = State() }
             return (Array(state.events.values), state.messages.values.flatMap(\.values))
         }

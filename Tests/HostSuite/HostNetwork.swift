@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 import MultipeerTestSupport
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// Hosts made of network namespaces on one bridge: each host `NAME` is a namespace with `eth0`
 /// (198.18.0.N/24) plugged into `br0` of a bridge namespace, and an agent (scripts/host-agent.sh)
@@ -12,11 +12,11 @@ final class HostNetwork: Sendable {
     let hosts: [Host]
 
     /// Every namespace made and not yet removed, for the interrupt handler.
-    private static let made = Mutex<[String]>([])
-    private static let counter = Mutex(0)
+    private static let made = NIOLockedValueBox<[String]>([])
+    private static let counter = NIOLockedValueBox(0)
 
     init(names: [String]) async throws {
-        let tag = "\(getpid())-\(Self.counter.withLock { $0 += 1; return $0 })"
+        let tag = "\(getpid())-\(Self.counter.withLockedValue { $0 += 1; return $0 })"
         bridge = "nlh-bridge-\(tag)"
         try await Self.addNamespace(bridge)
         try await ip("-n", bridge, "link", "add", "br0", "type", "bridge")
@@ -69,14 +69,14 @@ final class HostNetwork: Sendable {
 
     /// For an interrupt: removes whatever namespaces are left, killing what runs in them.
     static func teardownAll() {
-        for namespace in made.withLock({ $0 }) {
+        for namespace in made.withLockedValue({ $0 }) {
             system("pids=$(ip netns pids \(namespace) 2>/dev/null); [ -n \"$pids\" ] && kill -9 $pids; ip netns del \(namespace) 2>/dev/null")
         }
     }
 
     private static func addNamespace(_ name: String) async throws {
         try await ip("netns", "add", name)
-        made.withLock { $0.append(name) }
+        made.withLockedValue { $0.append(name) }
     }
 
     private static func removeNamespace(_ name: String) async {
@@ -85,7 +85,7 @@ final class HostNetwork: Sendable {
             for pid in pids.output.split(whereSeparator: \.isWhitespace).compactMap({ Int32($0) }) { kill(pid, SIGKILL) }
         }
         _ = try? await runProcess("/usr/bin/ip", ["netns", "del", name])
-        made.withLock { $0.removeAll { $0 == name } }
+        made.withLockedValue { $0.removeAll { $0 == name } }
     }
 }
 
@@ -117,7 +117,7 @@ final class Host: Sendable {
     let port: String
     private let agent: BackgroundProcess
     private let agentPID: Int32
-    private let runs = Mutex<[NavlogRun]>([])
+    private let runs = NIOLockedValueBox<[NavlogRun]>([])
 
     /// The agent script, found from this executable's place in .build.
     static let agentScript = ProcessInfo.processInfo.environment["NAVLOG_HOSTS_AGENT"]
@@ -173,16 +173,16 @@ final class Host: Sendable {
     func startNavlog(binary: String, arguments: [String]) throws -> NavlogRun {
         let process = try BackgroundProcess("/usr/bin/nsenter", inside([binary, "run", "--json", "--name", name] + arguments), pipes: true)
         let run = NavlogRun(process)
-        runs.withLock { $0.append(run) }
+        runs.withLockedValue { $0.append(run) }
         return run
     }
 
-    var navlog: NavlogRun { runs.withLock { $0.last! } }
+    var navlog: NavlogRun { runs.withLockedValue { $0.last! } }
     /// Every line of every run, in order.
-    var history: [[NavlogLine]] { runs.withLock { $0.map(\.lines) } }
+    var history: [[NavlogLine]] { runs.withLockedValue { $0.map(\.lines) } }
 
     func stop() {
-        for run in runs.withLock({ $0 }) { run.process.stop() }
+        for run in runs.withLockedValue({ $0 }) { run.process.stop() }
         agent.stop()
     }
 }
@@ -195,7 +195,7 @@ final class NavlogRun: Sendable {
         var ended = false
         var waiters: [CheckedContinuation<Void, Never>] = []
     }
-    private let output = Mutex(Output())
+    private let output = NIOLockedValueBox(Output())
 
     init(_ process: BackgroundProcess) {
         self.process = process
@@ -207,7 +207,7 @@ final class NavlogRun: Sendable {
     }
 
     private func changed(_ change: (inout Output) -> Void) {
-        let waiters = output.withLock { output in
+        let waiters = output.withLockedValue { output in
             change(&output)
             defer { output.waiters = [] }
             return output.waiters
@@ -215,18 +215,18 @@ final class NavlogRun: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
-    var lines: [NavlogLine] { output.withLock { $0.lines.map(\.line) } }
-    var timedLines: [(line: NavlogLine, at: ContinuousClock.Instant)] { output.withLock { $0.lines } }
+    var lines: [NavlogLine] { output.withLockedValue { $0.lines.map(\.line) } }
+    var timedLines: [(line: NavlogLine, at: ContinuousClock.Instant)] { output.withLockedValue { $0.lines } }
 
     /// Waits until `find` returns something for the lines so far, checking again as each line
     /// arrives; throws when the output ends without it.
     func first<T: Sendable>(_ what: String, _ find: @escaping @Sendable ([(line: NavlogLine, at: ContinuousClock.Instant)]) -> T?) async throws -> T {
         while true {
-            let (seen, ended) = output.withLock { ($0.lines, $0.ended) }
+            let (seen, ended) = output.withLockedValue { ($0.lines, $0.ended) }
             if let found = find(seen) { return found }
             guard !ended else { throw HostSuiteError("the navlog-sync run ended before \(what)") }
             await withCheckedContinuation { continuation in
-                let now = output.withLock { output in
+                let now = output.withLockedValue { output in
                     guard output.lines.count == seen.count, !output.ended else { return true }
                     output.waiters.append(continuation)
                     return false

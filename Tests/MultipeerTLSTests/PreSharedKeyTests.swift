@@ -13,16 +13,11 @@ import Testing
         psk.key.withUnsafeBytes { Array($0) }
     }
 
-    @Test func aKeyFileWrittenByPsktoolLoads() throws {
+    @Test func aKeyFileWrittenByPsktoolLoads() async throws {
         let path = Self.temporaryPath("psktool")
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/psktool")
-        process.arguments = ["-u", "crew", "-p", path, "-s", "32"]
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let psktool = try await runProcess("/usr/bin/psktool", ["-u", "crew", "-p", path, "-s", "32"])
+        #expect(psktool.status == 0, "\(psktool.output)")
 
         let psk = try PreSharedKey(contentsOfFile: path)
         #expect(psk.identity == "crew")

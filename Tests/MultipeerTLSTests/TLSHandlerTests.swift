@@ -21,6 +21,12 @@ import Testing
             try server.pipeline.syncOperations.addHandler(serverEvents)
         }
 
+        deinit {
+            // An EmbeddedChannel and its pipeline hold each other until it is finished.
+            _ = try? client.finish(acceptAlreadyClosed: true)
+            _ = try? server.finish(acceptAlreadyClosed: true)
+        }
+
         func activate() throws {
             try server.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
             try client.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 2)).wait()

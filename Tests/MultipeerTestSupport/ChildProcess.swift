@@ -1,5 +1,5 @@
 public import Foundation
-import Synchronization
+import NIOConcurrencyHelpers
 import Glibc
 
 /// What a finished child process left behind.
@@ -10,33 +10,18 @@ public struct ProcessResult: Sendable {
 }
 
 /// Runs a program to completion with standard input closed and `environment` added to this
-/// process's, killing it (by its PID only) if it outlives `timeout`.
+/// process's; if it outlives `timeout` it is killed (by its PID only), and its status is then
+/// 128 + SIGKILL. (Spawned as a ``BackgroundProcess``: Foundation's `Process.run()` in this
+/// toolchain reads past a buffer while listing /proc/self/fd, which AddressSanitizer reports
+/// and which can crash; swift-corelibs-foundation#5472.)
 public func runProcess(
     _ path: String, _ arguments: [String], environment: [String: String] = [:], timeout: Duration = .seconds(30)
 ) async throws -> ProcessResult {
-    let process = Process()
-    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-    process.executableURL = URL(fileURLWithPath: path)
-    process.arguments = arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    process.standardInput = FileHandle.nullDevice
-    let finished = AsyncStream<Int32>.makeStream()
-    process.terminationHandler = { finished.continuation.yield($0.terminationStatus) }
-    try process.run()
-    let output = Task.detached { pipe.fileHandleForReading.readDataToEndOfFile() }
-    let status: Int32
-    do {
-        status = try await withDeadline(timeout) {
-            var iterator = finished.stream.makeAsyncIterator()
-            return await iterator.next() ?? -1
-        }
-    } catch {
-        process.terminate()
-        throw error
-    }
-    return ProcessResult(status: status, output: String(decoding: await output.value, as: UTF8.self))
+    let child = try BackgroundProcess(path, arguments, environment: environment, pipes: true)
+    child.closeInput()
+    let output = Task { await child.lines!.reduce(into: "") { $0 += $1 + "\n" } }
+    let status = await child.waitForExit(timeout: timeout)
+    return ProcessResult(status: status, output: await output.value)
 }
 
 /// A program left running in the background, stopped (by its PID only) with ``stop()``.
@@ -50,9 +35,9 @@ public final class BackgroundProcess: Sendable {
     /// With `pipes`, the child's standard output and standard error, line by line.
     public let lines: AsyncStream<String>?
 
-    /// Starts `path`; with `pipes`, its standard streams are connected to ``input`` and
-    /// ``lines``, otherwise to /dev/null.
-    public init(_ path: String, _ arguments: [String], pipes: Bool = false) throws {
+    /// Starts `path` with `environment` added to this process's; with `pipes`, its standard
+    /// streams are connected to ``input`` and ``lines``, otherwise to /dev/null.
+    public init(_ path: String, _ arguments: [String], environment: [String: String] = [:], pipes: Bool = false) throws {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -86,10 +71,12 @@ public final class BackgroundProcess: Sendable {
         }
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
+        let envp = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { strdup("\($0)=\($1)") } + [nil]
+        defer { envp.forEach { free($0) } }
         var pid: Int32 = 0
-        let status = Self.spawnLock.withLock { _ in
+        let status = Self.spawnLock.withLock {
             Self.markEveryDescriptorCloseOnExec()
-            return posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+            return posix_spawn(&pid, path, &actions, &attributes, argv, envp)
         }
         if pipes {
             close(inputPair[0])
@@ -109,7 +96,7 @@ public final class BackgroundProcess: Sendable {
         }
     }
 
-    private static let spawnLock = Mutex(())
+    private static let spawnLock = NIOLock()
 
     /// SwiftNIO's sockets are not close-on-exec: a child would hold every connection of the
     /// tests open (a server's close would never reach its client). Marks every descriptor of
@@ -148,6 +135,11 @@ public final class BackgroundProcess: Sendable {
         input?.write(Data((line + "\n").utf8))
     }
 
+    /// Closes the child's standard input: it reads end of input.
+    public func closeInput() {
+        try? input?.close()
+    }
+
     /// Waits for the child to exit by itself and returns its exit status (128 + the signal
     /// if a signal ended it); SIGKILL after `timeout`.
     public func waitForExit(timeout: Duration = .seconds(30)) async -> Int32 {
@@ -159,9 +151,15 @@ public final class BackgroundProcess: Sendable {
         return reap()
     }
 
-    /// Sends SIGTERM and waits for the process to exit (SIGKILL after 5 s).
+    /// Waits, blocking this thread, for the child to exit by itself; its exit status.
+    public func waitUntilExit() -> Int32 {
+        reap()
+    }
+
+    /// Sends SIGTERM and waits for the process to exit (SIGKILL after 5 s). Does nothing once
+    /// it has been reaped (its PID may belong to another process by then).
     public func stop() {
-        guard kill(pid, SIGTERM) == 0 else { return }
+        guard exitStatus.withLockedValue({ $0 == nil && kill(pid, SIGTERM) == 0 }) else { return }
         let exited = DispatchSemaphore(value: 0)
         exit(then: { exited.signal() })
         if exited.wait(timeout: .now() + 5) == .timedOut {
@@ -182,13 +180,22 @@ public final class BackgroundProcess: Sendable {
         }.start()
     }
 
-    /// Collects the exited child; its exit status (128 + the signal if a signal ended it).
+    /// Collects the child, waiting for it to exit; its exit status (128 + the signal if a
+    /// signal ended it). Reaped once; the status is kept.
     private func reap() -> Int32 {
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
-        let signal = status & 0x7F
-        return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
+        exitStatus.withLockedValue { known in
+            if let known { return known }
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+            let signal = status & 0x7F
+            let result = signal == 0 ? (status >> 8) & 0xFF : 128 + signal
+            known = result
+            return result
+        }
     }
+
+    /// Set when the child has been reaped.
+    private let exitStatus = NIOLockedValueBox<Int32?>(nil)
 
     deinit { stop() }
 }

@@ -5,11 +5,13 @@ public struct DeadlineExceeded: Error, CustomStringConvertible {
 }
 
 /// Runs `body`, cancelling it and throwing ``DeadlineExceeded`` if it takes longer than
-/// `duration`. Deadlines in tests are generous bounds on waiting for an event, not timings.
+/// `duration` (stretched by ``TestTime/scale``). Deadlines in tests are generous bounds on
+/// waiting for an event, not timings.
 public func withDeadline<T: Sendable>(
     _ duration: Duration, _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    try await withThrowingTaskGroup(of: T?.self) { group in
+    let duration = TestTime.scaled(duration)
+    return try await withThrowingTaskGroup(of: T?.self) { group in
         group.addTask { try await body() }
         group.addTask {
             try await Task.sleep(for: duration)

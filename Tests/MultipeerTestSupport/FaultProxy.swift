@@ -1,6 +1,6 @@
 import NIOCore
 import NIOPosix
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// A TCP proxy on loopback that injects faults between two peers, for tests: pass bytes
 /// through, swallow them (a black hole that keeps both connections open), delay them, cut them
@@ -22,11 +22,11 @@ public final class FaultProxy: Sendable {
     public let port: Int
 
     final class Shared: Sendable {
-        let mode = Mutex(Mode.passThrough)
-        let targetPort: Mutex<Int>
-        let forwarded = Mutex(0)
-        init(targetPort: Int) { self.targetPort = Mutex(targetPort) }
-        let connections = Mutex<[ObjectIdentifier: [any Channel]]>([:])
+        let mode = NIOLockedValueBox(Mode.passThrough)
+        let targetPort: NIOLockedValueBox<Int>
+        let forwarded = NIOLockedValueBox(0)
+        init(targetPort: Int) { self.targetPort = NIOLockedValueBox(targetPort) }
+        let connections = NIOLockedValueBox<[ObjectIdentifier: [any Channel]]>([:])
     }
 
     /// Starts a proxy on an ephemeral loopback port, forwarding to `targetPort` on loopback.
@@ -40,11 +40,11 @@ public final class FaultProxy: Sendable {
             .childChannelInitializer { inbound in
                 ClientBootstrap(group: inbound.eventLoop)
                     .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-                    .connect(host: "127.0.0.1", port: state.targetPort.withLock { $0 })
+                    .connect(host: "127.0.0.1", port: state.targetPort.withLockedValue { $0 })
                     .flatMapThrowing { outbound in
                         let key = ObjectIdentifier(inbound)
-                        state.connections.withLock { $0[key] = [inbound, outbound] }
-                        inbound.closeFuture.whenComplete { _ in state.connections.withLock { _ = $0.removeValue(forKey: key) } }
+                        state.connections.withLockedValue { $0[key] = [inbound, outbound] }
+                        inbound.closeFuture.whenComplete { _ in state.connections.withLockedValue { _ = $0.removeValue(forKey: key) } }
                         try inbound.pipeline.syncOperations.addHandler(Forwarder(to: outbound, state: state))
                         try outbound.pipeline.syncOperations.addHandler(Forwarder(to: inbound, state: state))
                     }
@@ -54,21 +54,21 @@ public final class FaultProxy: Sendable {
     }
 
     /// Bytes forwarded so far, both directions together.
-    public var bytesForwarded: Int { state.forwarded.withLock { $0 } }
+    public var bytesForwarded: Int { state.forwarded.withLockedValue { $0 } }
 
     /// Forwards new connections to another loopback port (a peer that restarted elsewhere).
     public func retarget(to port: Int) {
-        state.targetPort.withLock { $0 = port }
+        state.targetPort.withLockedValue { $0 = port }
     }
 
     /// Changes what happens to bytes from now on, in both directions.
     public func set(_ mode: Mode) {
-        state.mode.withLock { $0 = mode }
+        state.mode.withLockedValue { $0 = mode }
     }
 
     /// Resets both sides of every connection (an RST each way), as a crashed middlebox would.
     public func resetConnections() async {
-        let channels = state.connections.withLock { $0.values.flatMap { $0 } }
+        let channels = state.connections.withLockedValue { $0.values.flatMap { $0 } }
         for channel in channels {
             // SO_LINGER with a zero timeout makes close send RST instead of FIN.
             _ = try? await (channel as? any SocketOptionProvider)?.setSoLinger(linger(l_onoff: 1, l_linger: 0)).get()
@@ -79,7 +79,7 @@ public final class FaultProxy: Sendable {
     /// Closes the proxy and every connection through it.
     public func stop() async {
         try? await serverChannel.close()
-        let channels = state.connections.withLock { $0.values.flatMap { $0 } }
+        let channels = state.connections.withLockedValue { $0.values.flatMap { $0 } }
         for channel in channels { try? await channel.close() }
     }
 }
@@ -101,8 +101,8 @@ private final class Forwarder: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = unwrapInboundIn(data)
-        let mode = state.mode.withLock { $0 }
-        if mode != .blackHole { state.forwarded.withLock { $0 += bytes.readableBytes } }
+        let mode = state.mode.withLockedValue { $0 }
+        if mode != .blackHole { state.forwarded.withLockedValue { $0 += bytes.readableBytes } }
         switch mode {
         case .passThrough:
             peer.writeAndFlush(bytes, promise: nil)
@@ -143,7 +143,7 @@ private final class Forwarder: ChannelInboundHandler {
     func channelInactive(context: ChannelHandlerContext) {
         draining?.cancel()
         // A black hole swallows the close too: the other side learns nothing.
-        if state.mode.withLock({ $0 }) != .blackHole { peer.close(promise: nil) }
+        if state.mode.withLockedValue({ $0 }) != .blackHole { peer.close(promise: nil) }
         context.fireChannelInactive()
     }
 

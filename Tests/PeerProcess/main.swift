@@ -2,10 +2,13 @@
 //
 //   multipeer-test-peer --psk-file FILE --peer-id UUID --name NAME [--port N] [--static HOST:PORT ...]
 //
-// Static peers only (no DNS-SD). Prints one line per session event; runs until killed.
+// Static peers only (no DNS-SD); keepalive 500 ms / 1.5 s stretched by MULTIPEER_TEST_TIME_SCALE
+// (TestTime). Prints one line per session event; runs until killed.
 import Foundation
 import MultipeerSession
+import MultipeerCore
 import MultipeerTLS
+import MultipeerTestSupport
 
 var options: [String: [String]] = [:]
 var arguments = CommandLine.arguments.dropFirst().makeIterator()
@@ -20,7 +23,8 @@ let session = MultipeerSession(
     configuration: .init(
         serviceType: "_navlog._tcp", peer: PeerInfo(displayName: options["--name"]?.first ?? "child"),
         psk: try PreSharedKey(contentsOfFile: keyFile), port: Int(options["--port"]?.first ?? "0") ?? 0,
-        discovery: .staticPeers(options["--static"] ?? [])),
+        discovery: .staticPeers(options["--static"] ?? []),
+        keepalive: KeepaliveParameters(interval: TestTime.scaled(.milliseconds(500)), timeout: TestTime.scaled(.milliseconds(1500)))),
     peerID: id)
 
 let events = session.events
