@@ -21,7 +21,7 @@ test: daemons
 	scripts/run-tests.sh
 	scripts/fuzz.sh --corpus-only
 
-# libFuzzer on the frame, HELLO and TXT decoders, FUZZ_SECONDS each (Fuzz/README.md).
+# libFuzzer on the frame, HELLO and TXT decoders and navlog messages, FUZZ_SECONDS each (Fuzz/README.md).
 fuzz: deps
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 

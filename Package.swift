@@ -120,6 +120,9 @@ let package = Package(
         .executableTarget(
             name: "TXTFuzzer", dependencies: ["FuzzSupport", "MultipeerDiscovery"],
             path: "Fuzz/TXTFuzzer", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "NavlogFuzzer", dependencies: ["FuzzSupport", "NavlogSync"],
+            path: "Fuzz/NavlogFuzzer", swiftSettings: swiftSettings),
 
         // Benchmarks: our link against a C GnuTLS program and plain TCP, and the rest.
         .target(
@@ -264,6 +267,7 @@ let package = Package(
                 "MultipeerSession",
                 "MultipeerTLS",
                 "MultipeerCore",
+                "NavlogSync",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -10,7 +10,7 @@
 # Exits non-zero on the first crash, with libFuzzer's report and the input's path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=(FrameFuzzer HelloFuzzer TXTFuzzer)
+targets=(FrameFuzzer HelloFuzzer TXTFuzzer NavlogFuzzer)
 mode=${1:-60}
 
 swift_bin=$(dirname "$(readlink -f "$(command -v swift)")")
@@ -37,8 +37,10 @@ for target in "${targets[@]}"; do
         summary+=("$target: $(ls "$seeds" | wc -l) seeds run, no crash")
     else
         mkdir -p ".build-fuzz/corpus/$target" .build-fuzz/crashes
+        dictionary=()
+        [[ -f Fuzz/Dictionaries/$target.dict ]] && dictionary=(-dict="Fuzz/Dictionaries/$target.dict")
         if ! "$binary" -max_total_time="$mode" -print_final_stats=1 -artifact_prefix=".build-fuzz/crashes/$target-" \
-            ".build-fuzz/corpus/$target" "$seeds" >"$log" 2>&1; then
+            "${dictionary[@]}" ".build-fuzz/corpus/$target" "$seeds" >"$log" 2>&1; then
             tail -40 "$log"
             echo "$target crashed: the input is in .build-fuzz/crashes (add it to $seeds and a regression test)" >&2
             exit 1

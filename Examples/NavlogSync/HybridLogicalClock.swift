@@ -41,9 +41,20 @@ public struct HybridLogicalClock: Sendable {
         return latest
     }
 
-    /// Takes in a timestamp from another host, so that later local edits order after it.
-    public mutating func observe(_ remote: HLCTimestamp) {
+    /// How far ahead of this host's wall clock a timestamp from another host may be, in
+    /// milliseconds: a day. Clocks of hosts on one aircraft differ by seconds; a timestamp
+    /// further ahead comes from a clock that is wrong (or a peer that is), and taking it in
+    /// would drag every later edit of this host (and of every host it syncs with) along to it,
+    /// up to the end of the clock's range.
+    public static let maximumLead: UInt64 = 24 * 60 * 60 * 1000
+
+    /// Takes in a timestamp from another host, so that later local edits order after it, and
+    /// returns true; or, if it is more than ``maximumLead`` ahead of `now` (wall-clock
+    /// milliseconds), refuses it, changing nothing, and returns false.
+    public mutating func observe(_ remote: HLCTimestamp, now: UInt64) -> Bool {
+        guard remote.milliseconds <= now + Self.maximumLead else { return false }
         if remote > latest { latest = remote }
+        return true
     }
 }
 

@@ -95,6 +95,8 @@ public enum NavlogField: String, CaseIterable, Hashable, Sendable {
 
     /// Checks a value typed for this field; an empty value (clearing it) is fine but for the waypoint.
     func validate(_ value: String) throws(NavlogError) {
+        // SQLite would cut a text short at a NUL, and a terminal obeys escape sequences.
+        guard !value.unicodeScalars.contains(where: \.isControl) else { throw bad(value, "text without control characters") }
         if value.isEmpty {
             guard self != .waypoint else { throw NavlogError(.badCommand, "the waypoint cannot be empty") }
             return
@@ -117,7 +119,8 @@ public enum NavlogField: String, CaseIterable, Hashable, Sendable {
 
     private func bad(_ value: String, _ expected: String) -> NavlogError {
         let shown = value.count > 40 ? value.prefix(40) + "..." : Substring(value)
-        return NavlogError(.badCommand, "\(rawValue)=\(shown) is not valid: expected \(expected)")
+        let escaped = shown.unicodeScalars.map { $0.isControl ? "\\u{\(String($0.value, radix: 16, uppercase: true))}" : String($0) }.joined()
+        return NavlogError(.badCommand, "\(rawValue)=\(escaped) is not valid: expected \(expected)")
     }
 
     private static func isTime(_ value: String) -> Bool {
@@ -129,7 +132,29 @@ public enum NavlogField: String, CaseIterable, Hashable, Sendable {
     }
 }
 
+extension Unicode.Scalar {
+    /// A C0 or C1 control character, or DEL.
+    var isControl: Bool { properties.generalCategory == .control }
+}
+
 extension NavlogFields {
+    /// Each field that is set, as it would be typed.
+    var typed: [NavlogField: String] {
+        let values: [NavlogField: String?] = [
+            .leg: leg.map(String.init), .waypoint: waypoint, .planned: planned, .actual: actual,
+            .fuel: fuel.map(String.init), .altitude: altitude.map(String.init), .remarks: remarks,
+        ]
+        return values.compactMapValues { $0 }
+    }
+
+    /// Checks every field as a typed value is checked (``NavlogField``'s rules): a version
+    /// from a peer must hold only what a user could have typed.
+    public func validate() throws(NavlogError) {
+        for field in NavlogField.allCases {
+            if let value = typed[field] { try field.validate(value) }
+        }
+    }
+
     /// These fields with the given (already validated) changes applied; nil clears a field.
     public func applying(_ changes: [NavlogField: String?]) -> NavlogFields {
         var fields = self

@@ -76,10 +76,12 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
 
     /// Whether this version replaces `other` (a version of the same entry). Two different
     /// versions with the same timestamp and origin cannot come from correct hosts, but the
-    /// order stays total even then (by content), so merging never depends on arrival order.
+    /// order stays total even then (by the bytes of their content: Swift's String order would
+    /// call two canonically equivalent spellings of a remark equal, and neither would win), so
+    /// merging never depends on arrival order.
     public func wins(over other: NavlogEntry) -> Bool {
         if version != other.version { return version > other.version }
-        return contentKey > other.contentKey
+        return other.contentKey.utf8.lexicographicallyPrecedes(contentKey.utf8)
     }
 
     private var contentKey: String {

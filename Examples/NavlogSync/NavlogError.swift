@@ -17,6 +17,10 @@ public struct NavlogError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let databaseMissing = Code("databaseMissing")
         /// Any other SQLite failure.
         public static let databaseFailure = Code("databaseFailure")
+        /// A peer sent versions stamped more than a day ahead of this host's clock.
+        public static let clockAhead = Code("clockAhead")
+        /// A peer sent versions a user could not have typed.
+        public static let badVersion = Code("badVersion")
     }
 
     public var code: Code

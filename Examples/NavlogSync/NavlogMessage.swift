@@ -4,13 +4,16 @@
 /// When two hosts meet, each sends its ``NavlogDigest``; each answers a digest with the
 /// versions the other lacks, in batches, the last one marked final (anti-entropy). While
 /// connected, every local edit is broadcast as an update.
-enum NavlogMessage: Codable, Sendable, Hashable {
+public enum NavlogMessage: Codable, Sendable, Hashable {
+    /// The version of every entry the sender holds.
     case digest(versions: NavlogDigest)
+    /// A batch of the versions a peer's digest lacked; the last batch is `final`.
     case entries(versions: [NavlogEntry], final: Bool)
+    /// One new local version.
     case update(entry: NavlogEntry)
 
     /// Versions per `entries` message: well under the session's 1 MiB frame limit.
-    static let batchSize = 500
+    public static let batchSize = 500
 }
 
 /// Where an anti-entropy exchange with one peer stands: done when this side has answered the

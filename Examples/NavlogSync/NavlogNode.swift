@@ -99,7 +99,7 @@ public actor NavlogNode: Service {
     }
 
     private func tick() -> HLCTimestamp {
-        clock.tick(now: UInt64(Date().timeIntervalSince1970 * 1000))
+        clock.tick(now: Self.wallClock())
     }
 
     /// Stores first (that is the acknowledgement), then tells every peer.
@@ -175,11 +175,19 @@ public actor NavlogNode: Service {
         }
     }
 
+    /// Merges the versions from a peer that it may send (``NavlogIntake``); an error event
+    /// tells of each kind it may not.
     private func apply(_ entries: [NavlogEntry], from peer: PeerRef) throws(NavlogError) {
-        for entry in entries { clock.observe(entry.timestamp) }
-        for applied in try store.merge(entries) {
+        let intake = NavlogIntake(entries, clock: &clock, now: Self.wallClock())
+        for refusal in intake.refusals { report(refusal, "syncing with \(peer.name)") }
+        for applied in try store.merge(intake.accepted) {
             subscriptions.continuation.yield(.entryApplied(applied, origin: peer))
         }
+    }
+
+    /// Wall-clock milliseconds since 1970.
+    private static func wallClock() -> UInt64 {
+        UInt64(Date().timeIntervalSince1970 * 1000)
     }
 
     private func report(_ error: any Error, _ context: String) {

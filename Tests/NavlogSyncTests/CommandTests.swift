@@ -24,6 +24,7 @@ import Testing
         ("add waypoint=A fuel=lots", "fuel=lots is not valid"),
         ("add waypoint=A planned=25:00", "planned=25:00 is not valid"),
         ("add waypoint=A altitude=99999", "altitude=99999 is not valid"),
+        ("add waypoint=A remarks=\"clear\u{1B}[2J\"", #"remarks=clear\u{1B}[2J is not valid: expected text without control characters"#),
         ("add waypoint=A colour=red", "unknown key \"colour\""),
         ("add waypoint=A leg", "\"leg\" is not KEY=VALUE"),
         (#"add waypoint="A"#, "a quote is not closed"),

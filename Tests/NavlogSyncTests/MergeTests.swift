@@ -68,6 +68,21 @@ import Testing
         #expect(NavlogLog([early, sameTimeGreaterAuthor, late]).entries[id] == sameTimeGreaterAuthor)
     }
 
+    /// Two versions that differ only in how a remark is spelled in Unicode ("é" as one scalar,
+    /// or "e" and a combining accent) are equal as Swift strings; one must still win, whichever
+    /// arrives first. (Correct hosts never make two versions with one timestamp and origin.)
+    @Test func canonicallyEquivalentContentStillHasAWinner() {
+        let composed = NavlogEntry(
+            id: Self.ids[3], fields: NavlogFields(waypoint: "A", remarks: "d\u{E9}tour"), author: "captain", origin: Self.origins[0],
+            timestamp: HLCTimestamp(milliseconds: 9, counter: 0))
+        var decomposed = composed
+        decomposed.fields.remarks = "de\u{301}tour"
+        #expect(composed == decomposed, "Swift calls them equal")
+        #expect(composed.wins(over: decomposed) != decomposed.wins(over: composed))
+        let winner = NavlogLog([composed, decomposed]).entries[Self.ids[3]]!
+        #expect(Array(NavlogLog([decomposed, composed]).entries[Self.ids[3]]!.fields.remarks!.utf8) == Array(winner.fields.remarks!.utf8))
+    }
+
     @Test func aDeleteIsATombstoneThatLosesToALaterEdit() {
         let id = Self.ids[1]
         let entry = NavlogEntry(id: id, fields: NavlogFields(waypoint: "A"), author: "a", origin: Self.origins[0], timestamp: HLCTimestamp(milliseconds: 1, counter: 0))
@@ -121,15 +136,65 @@ import Testing
 
     @Test func anObservedTimestampOrdersLaterEditsAfterIt() {
         var clock = HybridLogicalClock()
-        clock.observe(HLCTimestamp(milliseconds: 5000, counter: 3))
+        #expect(clock.observe(HLCTimestamp(milliseconds: 5000, counter: 3), now: 1000) == true)
         #expect(clock.tick(now: 1000) == HLCTimestamp(milliseconds: 5000, counter: 4))
-        clock.observe(HLCTimestamp(milliseconds: 10, counter: 0))
+        #expect(clock.observe(HLCTimestamp(milliseconds: 10, counter: 0), now: 1000) == true)
         #expect(clock.tick(now: 1000) == HLCTimestamp(milliseconds: 5000, counter: 5))
+    }
+
+    /// A peer whose clock is far ahead (or that lies) cannot drag this host's clock along: taken
+    /// in, the largest timestamp would wrap the next tick round to zero.
+    @Test func aTimestampMoreThanADayAheadIsRefused() {
+        let now: UInt64 = 1_795_300_000_000
+        var clock = HybridLogicalClock(latest: HLCTimestamp(milliseconds: now, counter: 0))
+        #expect(clock.observe(HLCTimestamp(milliseconds: now + HybridLogicalClock.maximumLead, counter: .max), now: now) == true)
+        #expect(clock.tick(now: now) == HLCTimestamp(milliseconds: now + HybridLogicalClock.maximumLead + 1, counter: 0))
+        let before = clock.latest
+        #expect(clock.observe(HLCTimestamp(milliseconds: now + HybridLogicalClock.maximumLead + 1, counter: 0), now: now) == false)
+        #expect(clock.observe(HLCTimestamp(rawValue: .max), now: now) == false)
+        #expect(clock.latest == before, "a refused timestamp changes nothing")
+        #expect(clock.tick(now: now) > before)
     }
 
     @Test func aFullCounterCarriesIntoTheMilliseconds() {
         var clock = HybridLogicalClock(latest: HLCTimestamp(milliseconds: 7, counter: .max))
         #expect(clock.tick(now: 7) == HLCTimestamp(milliseconds: 8, counter: 0))
+    }
+}
+
+/// What a host refuses from a peer, and why.
+@Suite struct NavlogIntakeTests {
+    static let now: UInt64 = 1_795_300_000_000
+
+    static func version(_ fields: NavlogFields, author: String = "relief", at milliseconds: UInt64 = now) -> NavlogEntry {
+        NavlogEntry(id: UUID(), fields: fields, author: author, origin: MergeTests.origins[0], timestamp: HLCTimestamp(milliseconds: milliseconds, counter: 0))
+    }
+
+    @Test func whatAUserCouldTypeIsTakenInAndTheRestRefusedWithTheReason() {
+        let good = Self.version(NavlogFields(leg: 4, waypoint: "ARNEM", planned: "11:02", fuel: 9800, altitude: 37000, remarks: "d\u{E9}tour"))
+        let refused = [
+            Self.version(NavlogFields(waypoint: "TESAT", remarks: "cut\u{0}short")),
+            Self.version(NavlogFields(waypoint: "\u{1B}[2J")),
+            Self.version(NavlogFields(waypoint: "NIPAS", fuel: -5)),
+            Self.version(NavlogFields(waypoint: "NIPAS", remarks: String(repeating: "x", count: 501))),
+            Self.version(NavlogFields(waypoint: "")),
+            Self.version(NavlogFields(waypoint: "NIPAS"), author: "cap\ntain"),
+        ]
+        var clock = HybridLogicalClock()
+        let intake = NavlogIntake(refused + [good], clock: &clock, now: Self.now)
+        #expect(intake.accepted == [good])
+        #expect(clock.latest == good.timestamp, "only what is taken in moves the clock")
+        #expect(intake.refusals.map(\.code) == [.badVersion])
+        #expect(intake.refusals.first?.message == "6 version(s) were refused, as a user could not have typed them; the first, of entry \(refused[0].id), because remarks=cut\\u{0}short is not valid: expected text without control characters")
+    }
+
+    @Test func aVersionMoreThanADayAheadIsRefusedAndTheClockStays() {
+        let ahead = Self.version(NavlogFields(waypoint: "LATER"), at: Self.now + HybridLogicalClock.maximumLead + 1)
+        var clock = HybridLogicalClock()
+        let intake = NavlogIntake([ahead], clock: &clock, now: Self.now)
+        #expect(intake.accepted.isEmpty)
+        #expect(clock.latest == HLCTimestamp(rawValue: 0))
+        #expect(intake.refusals.map(\.code) == [.clockAhead])
     }
 }
 

@@ -35,6 +35,25 @@ import Testing
         #expect(try NavlogStore(readingAt: path).log().live == [Self.entry])
     }
 
+    /// The database keeps what it is given byte for byte: the largest timestamp (stored as a
+    /// signed 64-bit integer), combining accents, emoji and a long remark. (Not a NUL: SQLite
+    /// cuts text short there, so a version holding one is refused before it gets here,
+    /// NavlogIntakeTests.)
+    @Test func extremeVersionsSurviveTheDatabaseByteForByte() throws {
+        let path = Self.temporaryPath()
+        defer { Self.remove(path) }
+        let store = try NavlogStore(path: path)
+        let extreme = NavlogEntry(
+            id: UUID(), fields: NavlogFields(leg: .min, waypoint: "", planned: "", fuel: .max, altitude: -1, remarks: "de\u{301}tour \u{1F6E9} " + String(repeating: "x", count: 100_000)),
+            author: "e\u{301}", origin: UUID(), timestamp: HLCTimestamp(rawValue: .max), deleted: true)
+        #expect(try store.merge([extreme]) == [extreme])
+        let stored = try #require(try store.log().entries[extreme.id])
+        #expect(stored.timestamp == extreme.timestamp)
+        #expect(Array(stored.fields.remarks!.utf8) == Array(extreme.fields.remarks!.utf8))
+        #expect(Array(stored.author.utf8) == Array(extreme.author.utf8))
+        #expect(stored.fields == extreme.fields && stored.deleted)
+    }
+
     @Test func aSecondWriterIsTurnedAwayButReadersAreNot() throws {
         let path = Self.temporaryPath()
         defer { Self.remove(path) }

@@ -1,0 +1,69 @@
+// A navlog-sync message as a peer sends it (the JSON payload of a DATA frame, docs/NAVLOG.md),
+// decoded as the session decodes it and taken in as a host takes it in (NavlogIntake). Any
+// input must be refused with a DecodingError, or decode to a message that encodes to itself and
+// that a host takes in without a trap: its clock stays ahead of every version it accepts but
+// within a day of its wall clock, and neither the order of arrival nor a repeat changes the
+// log it ends with (byte for byte).
+import Foundation
+import FuzzSupport
+import NavlogSync
+
+/// The receiving host's wall clock, fixed so that every run is the same: 2026-11-21.
+let now: UInt64 = 1_795_300_000_000
+
+/// What the receiving host holds already: an entry the spec's vectors also name, and another.
+let held = NavlogLog([
+    NavlogEntry(
+        id: UUID(uuidString: "3F2A1B7C-0000-4000-8000-000000000001")!, fields: NavlogFields(leg: 1, waypoint: "TESAT"),
+        author: "captain", origin: UUID(uuidString: "C0000000-0000-4000-8000-00000000000A")!,
+        timestamp: HLCTimestamp(milliseconds: now - 60_000, counter: 0)),
+    NavlogEntry(
+        id: UUID(uuidString: "3F2A1B7C-0000-4000-8000-000000000002")!, fields: NavlogFields(leg: 2, waypoint: "NIPAS", remarks: "light chop"),
+        author: "first officer", origin: UUID(uuidString: "C0000000-0000-4000-8000-00000000000B")!,
+        timestamp: HLCTimestamp(milliseconds: now - 30_000, counter: 3), deleted: true),
+])
+
+/// A log as bytes: String equality would call canonically equivalent spellings equal.
+func bytes(of log: NavlogLog) -> Data {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .sortedKeys
+    return try! encoder.encode(log.entries.values.sorted { $0.id.uuidString < $1.id.uuidString })
+}
+
+func takeIn(_ versions: [NavlogEntry]) {
+    var clock = HybridLogicalClock(latest: held.entries.values.map(\.timestamp).max()!)
+    let accepted = NavlogIntake(versions, clock: &clock, now: now).accepted
+    let local = clock.tick(now: now)
+    precondition(accepted.allSatisfy { $0.timestamp < local }, "a local edit orders after every version taken in")
+    precondition(local.milliseconds <= now + HybridLogicalClock.maximumLead + 1, "no peer drags the clock more than a day ahead")
+    let forward = accepted.reduce(into: held) { $0.merge($1) }
+    let backward = accepted.reversed().reduce(into: held) { $0.merge($1) }
+    precondition(bytes(of: forward) == bytes(of: backward), "the order of arrival does not matter")
+    precondition(bytes(of: accepted.reduce(into: forward) { $0.merge($1) }) == bytes(of: forward), "a repeat changes nothing")
+}
+
+let navlogFuzzer: FuzzTarget = { data, size in
+    refusalsOnly(DecodingError.self) {
+        let message = try JSONDecoder().decode(NavlogMessage.self, from: Data(bytes(data, size)))
+        let reread = try JSONDecoder().decode(NavlogMessage.self, from: JSONEncoder().encode(message))
+        precondition(reread == message, "a decoded message encodes to itself")
+        switch message {
+        case .digest(let digest):
+            for entry in held.newer(than: digest) {
+                precondition(digest.versions[entry.id].map { $0 < entry.version } ?? true, "only what the digest lacks is sent")
+            }
+        case .entries(let versions, _):
+            takeIn(versions)
+        case .update(let entry):
+            takeIn([entry])
+        }
+    }
+    return 0
+}
+
+#if FUZZING
+@_cdecl("NavlogFuzzer_main")
+func fuzzerMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
+    runLibFuzzer(argc, argv, navlogFuzzer)
+}
+#endif

@@ -1,0 +1,51 @@
+import Foundation
+import MultipeerCore
+import MultipeerSession
+import MultipeerTestSupport
+import NavlogSync
+import Testing
+
+/// A navlog host (a NavlogNode in this process, over real TLS on loopback) and a peer that
+/// speaks the sync protocol by hand, sending what a correct host never would.
+@Suite struct NavlogNodeTests {
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aVersionStampedMoreThanADayAheadIsRefusedAndTheNextOneApplied() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("navlog-\(UUID()).db").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let node = try NavlogNode(store: try NavlogStore(path: path), configuration: .test("captain", discovery: .staticPeers([])))
+        let events = node.events
+        let running = Task { try await node.run() }
+        defer { running.cancel() }
+        /// The node's events from where the last call stopped until one matches `done`.
+        @Sendable func next(_ done: @escaping @Sendable (NavlogEvent) -> Bool) async throws -> [NavlogEvent] {
+            try await collect(events) { $0.last.map(done) ?? false }
+        }
+
+        let port = try await next { if case .listening = $0 { true } else { false } }
+            .compactMap { if case .listening(let port) = $0 { port } else { nil } }[0]
+        let peer = MultipeerSession(configuration: .test("first officer", discovery: .staticPeers(["127.0.0.1:\(port)"])))
+        try await whileRunning([peer]) {
+            _ = try await next { if case .peerJoined = $0 { true } else { false } }
+            let now = UInt64(Date().timeIntervalSince1970 * 1000)
+            func entry(_ waypoint: String, at milliseconds: UInt64) -> NavlogEntry {
+                NavlogEntry(id: UUID(), fields: NavlogFields(waypoint: waypoint), author: "first officer", origin: peer.peerID,
+                            timestamp: HLCTimestamp(milliseconds: milliseconds, counter: 0))
+            }
+            let ahead = entry("FUTURE", at: now + 2 * 24 * 60 * 60 * 1000)
+            let good = entry("NIPAS", at: now)
+            try await peer.send(NavlogMessage.update(entry: ahead), to: node.session.peerID)
+            try await peer.send(NavlogMessage.update(entry: good), to: node.session.peerID)
+            // Delivered in order: the refusal comes before the good version is applied.
+            let seen = try await next { if case .entryApplied(let applied, _) = $0 { applied.id == good.id } else { false } }
+            let errors = seen.compactMap { if case .error(let code, let message) = $0 { (code, message) } else { nil } }
+            #expect(errors.count == 1)
+            #expect(errors.first?.0 == "clockAhead")
+            #expect(errors.first?.1.hasPrefix("syncing with first officer: 1 version(s) stamped up to ") == true, "\(errors)")
+            #expect(errors.first?.1.hasSuffix("more than a day ahead of this host's clock, were refused; check the clocks of both hosts") == true)
+            #expect(!seen.contains { if case .entryApplied(let applied, _) = $0 { applied.id == ahead.id } else { false } })
+            // The host's own next edit is stamped by its clock, not dragged ahead.
+            let own = try await node.add([.waypoint: "ARNEM"])
+            #expect(own.timestamp.milliseconds < now + 60 * 60 * 1000)
+        }
+    }
+}
