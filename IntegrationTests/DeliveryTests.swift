@@ -102,6 +102,37 @@ import Testing
         #expect(try channel.readInbound(as: LinkMessage.self) == nil, "nothing after the gap is delivered")
     }
 
+    /// A flush still writing to a link that has been replaced must not hold up the new link's.
+    /// (It did: one flush per peer, not per link, so the new link's was skipped while the old
+    /// one waited, and what the outbox held waited too, for as long as the old link stayed open.)
+    ///
+    /// The old connection stops carrying anything, either way, and stays open on the
+    /// listener's side, so the listener's flush waits there (12 MB do not fit the socket
+    /// buffers). Then the dialler's side of it is reset: the dialler dials again at once, and
+    /// the listener takes the new link in place of the old one, which its GOODBYE cannot close
+    /// meanwhile (the GOODBYE waits behind the 12 MB, and the test gives it ten minutes; the
+    /// keepalive, too, outlasts the test). Everything arrives on the new link, with no further
+    /// send to kick it, while the old link is still open.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aFlushWaitingOnAReplacedLinkDoesNotHoldUpTheNewOne() async throws {
+        let limits = MultipeerSession.Limits(outbox: .init(maximumCount: 1024, maximumBytes: 64 << 20), goodbyeTimeout: .seconds(600))
+        let patient = KeepaliveParameters(interval: .seconds(60), timeout: .seconds(600))
+        try await FaultTests.withPair(limits: limits, keepalive: patient) { pair in
+            let inbox = pair.dialler.messages(of: Note.self)
+            await pair.proxy.setOpenConnections(.fromTarget, to: .stall)
+            await pair.proxy.setOpenConnections(.towardTarget, to: .stall)
+            let notes = (0..<12).map { Note(text: "\($0) " + String(repeating: "n", count: 1_000_000)) }
+            for note in notes { try await pair.listener.send(note, to: pair.dialler.peerID) }
+            await pair.proxy.resetConnections(onlyTheDiallingSide: true)
+            let left = try await pair.diallerEvents.waitUntilActive([])
+            #expect(FaultTests.lastLeaveReason(left).map { if case .linkClosed = $0 { true } else { false } } == true)
+            try await pair.diallerEvents.waitUntilActive([pair.listener.peerID])
+            let received = try await collect(inbox, timeout: .seconds(30)) { $0.count >= notes.count }
+            #expect(received.map(\.message) == notes)
+            #expect(await pair.listener.linkCount == 2, "the old link is still open, its GOODBYE and flush waiting")
+        }
+    }
+
     @Test(.scaledTimeLimit(minutes: 1))
     func awaitingAnAcknowledgementReturnsOnceThePeerHasIt() async throws {
         try await FaultTests.withPair { pair in

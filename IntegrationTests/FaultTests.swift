@@ -19,21 +19,27 @@ import Testing
     /// Starts the listening session, a proxy in front of it, and a session dialling through the
     /// proxy; runs `body` once both see each other.
     static func withPair(
-        limits: MultipeerSession.Limits = MultipeerSession.Limits(), proxyMode: FaultProxy.Mode = .passThrough,
-        _ body: @escaping @Sendable (Pair) async throws -> Void
+        limits: MultipeerSession.Limits = MultipeerSession.Limits(), keepalive: KeepaliveParameters = KeepaliveParameters(),
+        proxyMode: FaultProxy.Mode = .passThrough, _ body: @escaping @Sendable (Pair) async throws -> Void
     ) async throws {
-        let listener = MultipeerSession(configuration: .test("listener", discovery: .staticPeers([]), limits: limits))
+        let listener = MultipeerSession(configuration: .test("listener", discovery: .staticPeers([]), limits: limits, keepalive: keepalive))
         let listenerEvents = EventLog(listener.events)
         try await whileRunning([listener]) {
             let port = try await listenerEvents.listeningPort()
             let proxy = try await FaultProxy(forwardingTo: port)
             proxy.set(proxyMode)
-            let dialler = MultipeerSession(configuration: .test("dialler", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"]), limits: limits))
+            let dialler = MultipeerSession(configuration: .test(
+                "dialler", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"]), limits: limits, keepalive: keepalive))
             let diallerEvents = EventLog(dialler.events)
-            try await whileRunning([dialler]) {
-                try await diallerEvents.waitUntilActive([listener.peerID])
-                try await listenerEvents.waitUntilActive([dialler.peerID])
-                try await body(Pair(listener: listener, dialler: dialler, listenerEvents: listenerEvents, diallerEvents: diallerEvents, proxy: proxy))
+            do {
+                try await whileRunning([dialler]) {
+                    try await diallerEvents.waitUntilActive([listener.peerID])
+                    try await listenerEvents.waitUntilActive([dialler.peerID])
+                    try await body(Pair(listener: listener, dialler: dialler, listenerEvents: listenerEvents, diallerEvents: diallerEvents, proxy: proxy))
+                }
+            } catch {
+                await proxy.stop()  // (a connection it holds open must not hold up the listener's stop)
+                throw error
             }
             await proxy.stop()
         }

@@ -3,6 +3,7 @@ import Foundation
 import MultipeerCore
 import MultipeerTestSupport
 import MultipeerTLS
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Testing
@@ -117,6 +118,7 @@ enum RawTLSClient {
     func badFramesAndGarbageAfterTheHandshakeCloseOnlyThatLink() async throws {
         let server = MultipeerSession(configuration: .test("server", discovery: .staticPeers([])))
         let serverEvents = EventLog(server.events)
+        let deafChannel = NIOLockedValueBox<(any Channel)?>(nil)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
             let good = MultipeerSession(configuration: .test("good", discovery: .staticPeers(["127.0.0.1:\(port)"])))
@@ -161,6 +163,9 @@ enum RawTLSClient {
                 #expect(!serverEvents.history.contains { if case .peerLeft(let peer, _) = $0 { peer.id == good.peerID } else { false } })
                 try await server.send(Note(text: "still here"), to: good.peerID)
                 #expect(try await collect(inbox) { $0.count >= 1 }.first?.message.text == "still here")
+                // A broadcast skips the peer whose outbox is full instead of waiting for it.
+                #expect(try await server.broadcast(Note(text: "to everyone")) == 1)
+                #expect(try await collect(inbox) { $0.count >= 1 }.first?.message.text == "to everyone")
             }
         }
     }
@@ -168,13 +173,16 @@ enum RawTLSClient {
     /// A peer that completes TLS, HELLO and its resume ACK, and from then on never reads a byte
     /// (it announces a keepalive long enough not to be timed out meanwhile): what the session
     /// holds for it stays within the outbox limit (and the socket's buffers), `send` says so
-    /// with `outboxFull`, and another peer is unaffected.
+    /// with `outboxFull` (and never waits on the deaf socket), another peer is unaffected (a
+    /// broadcast skips the deaf one), and the session still shuts down (its GOODBYE to the deaf
+    /// peer, stuck behind the full socket, is given up after a second).
     @Test(.scaledTimeLimit(minutes: 1))
     func aPeerThatNeverReadsIsHeldToTheOutboxLimit() async throws {
-        let limits = MultipeerSession.Limits(outbox: .init(maximumCount: 64, maximumBytes: 4 << 20), failWhenOutboxFull: true)
+        let limits = MultipeerSession.Limits(outbox: .init(maximumCount: 64, maximumBytes: 16 << 20), failWhenOutboxFull: true)
         let server = MultipeerSession(configuration: .test("server", discovery: .staticPeers([]),
             limits: limits, keepalive: Self.patient))
         let serverEvents = EventLog(server.events)
+        let deafChannel = NIOLockedValueBox<(any Channel)?>(nil)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
             let good = MultipeerSession(configuration: .test("good", discovery: .staticPeers(["127.0.0.1:\(port)"])))
@@ -191,6 +199,7 @@ enum RawTLSClient {
                         }
                     }
                     .connect(host: "127.0.0.1", port: port).get()
+                deafChannel.withLockedValue { $0 = deaf }
                 var opening = ByteBuffer()
                 LinkMessage.hello(try Hello(peerID: deafID, incarnation: 1, displayName: "deaf", keepalive: Self.patient)).writeFrame(to: &opening)
                 LinkMessage.ack(0).writeFrame(to: &opening)
@@ -199,8 +208,9 @@ enum RawTLSClient {
                 // Nothing waits for it yet (its outbox is empty); from here on it reads nothing.
                 try await deaf.setOption(.autoRead, value: false).get()
 
-                // 16 KiB messages until the outbox is full: the 65th is refused.
-                let payload = String(repeating: "x", count: 16 * 1024)
+                // 128 KiB messages until the outbox is full: the 65th is refused. (8 MiB in all:
+                // more than the sockets' buffers hold, so writes are left waiting.)
+                let payload = String(repeating: "x", count: 128 * 1024)
                 var accepted = 0
                 var refusal: MultipeerError?
                 while refusal == nil, accepted < 1_000 {
@@ -219,9 +229,13 @@ enum RawTLSClient {
                 // The other peer is unaffected.
                 try await server.send(Note(text: "still here"), to: good.peerID)
                 #expect(try await collect(inbox) { $0.count >= 1 }.first?.message.text == "still here")
-                try await deaf.close()
+                // A broadcast skips the peer whose outbox is full instead of waiting for it.
+                #expect(try await server.broadcast(Note(text: "to everyone")) == 1)
+                #expect(try await collect(inbox) { $0.count >= 1 }.first?.message.text == "to everyone")
             }
         }
+        // The server has stopped (the time limit says if it cannot) with the deaf peer connected.
+        try await deafChannel.withLockedValue { $0 }?.close()
     }
 
     /// A keepalive under which a silent peer outlives the test.

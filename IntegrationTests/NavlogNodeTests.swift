@@ -24,8 +24,10 @@ import Testing
         let port = try await next { if case .listening = $0 { true } else { false } }
             .compactMap { if case .listening(let port) = $0 { port } else { nil } }[0]
         let peer = MultipeerSession(configuration: .test("first officer", discovery: .staticPeers(["127.0.0.1:\(port)"])))
+        let peerEvents = EventLog(peer.events)
         try await whileRunning([peer]) {
             _ = try await next { if case .peerJoined = $0 { true } else { false } }
+            try await peerEvents.waitUntilActive([node.session.peerID])
             let now = UInt64(Date().timeIntervalSince1970 * 1000)
             func entry(_ waypoint: String, at milliseconds: UInt64) -> NavlogEntry {
                 NavlogEntry(id: UUID(), fields: NavlogFields(waypoint: waypoint), author: "first officer", origin: peer.peerID,

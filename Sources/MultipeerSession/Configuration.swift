@@ -85,11 +85,15 @@ extension MultipeerSession {
         /// Inbound links at once, handshakes under way included. Default 1,024. (Links this
         /// session dials are not counted: it dials only peers it discovered or was given.)
         public var maximumInboundLinks: Int
+        /// How long the GOODBYE that closes a link (at shutdown, or for a link replaced by a
+        /// newer one) may take to be written; then the link is closed without it. Default 1 s:
+        /// a peer that stopped reading cannot hold a link, or a shutdown, open.
+        public var goodbyeTimeout: Duration
 
         public init(
             maximumFrameLength: Int = Frame.defaultMaximumLength, handshakeTimeout: Duration = .seconds(5),
             outbox: OutboxStateMachine.Limits = OutboxStateMachine.Limits(), failWhenOutboxFull: Bool = false,
-            maximumHandshakes: Int = 64, maximumInboundLinks: Int = 1_024
+            maximumHandshakes: Int = 64, maximumInboundLinks: Int = 1_024, goodbyeTimeout: Duration = .seconds(1)
         ) {
             self.maximumFrameLength = maximumFrameLength
             self.handshakeTimeout = handshakeTimeout
@@ -97,6 +101,7 @@ extension MultipeerSession {
             self.failWhenOutboxFull = failWhenOutboxFull
             self.maximumHandshakes = maximumHandshakes
             self.maximumInboundLinks = maximumInboundLinks
+            self.goodbyeTimeout = goodbyeTimeout
         }
     }
 

@@ -41,8 +41,10 @@ extension MultipeerSession {
         Array(outboxes.keys)
     }
 
+    /// Whether a message of `bytes` fits the peer's outbox now (an active peer without one yet
+    /// gets an empty one).
     func hasOutboxRoom(for peerID: UUID, bytes: Int) -> Bool {
-        outboxes[peerID]?.hasRoom(for: bytes) ?? false
+        outboxes[peerID]?.hasRoom(for: bytes) ?? (activeLink(for: peerID) != nil)
     }
 
     /// An empty outbox whose numbering belongs to the peer's current incarnation.
@@ -52,20 +54,26 @@ extension MultipeerSession {
         return outbox
     }
 
-    /// Writes what the peer's outbox has not yet written on its current link, once that link
-    /// has said where to resume.
-    ///
-    /// One flush per link at a time: each write suspends, and two flushes writing at once could
-    /// reach the link in either order, putting a later DATA before an earlier one (the receiver
-    /// drops it as a gap). A flush called while another writes to the same link returns at once;
-    /// the running one keeps writing until the outbox has nothing left to send. A flush still
-    /// waiting on a link that has since been replaced never holds up the new link: it stops
-    /// there, and the new link gets a flush of its own.
-    func flush(_ peerID: UUID) async {
-        guard let link = activeLink(for: peerID), flushing[peerID] != link else { return }
+    /// Makes sure what the peer's outbox has not yet written goes out on its current link, once
+    /// that link has said where to resume: starts a flush there, unless one runs already. Never
+    /// waits for the link: a peer that reads slowly, or not at all, holds up only its own flush,
+    /// not the caller (a send, a broadcast to every peer, the link's reader). What the caller
+    /// waits for, if anything, is room in the outbox.
+    func startFlush(_ peerID: UUID) {
+        guard let link = activeLink(for: peerID), resumed.contains(link), flushing[peerID] != link else { return }
         flushing[peerID] = link
+        work.yield(.flush(peerID, link))
+    }
+
+    /// Writes the outbox to `link` until nothing is left to send, the link is replaced or it
+    /// closes; run by the run loop, one per link at a time (``startFlush(_:)``). Each write
+    /// suspends while the link pushes back, and two flushes writing at once could reach the
+    /// link in either order, putting a later DATA before an earlier one (the receiver drops it
+    /// as a gap). A flush still waiting on a link that has since been replaced never holds up
+    /// the new link: that one gets a flush of its own.
+    func flush(_ peerID: UUID, on link: LinkID) async {
         defer { if flushing[peerID] == link { flushing[peerID] = nil } }
-        while activeLink(for: peerID) == link, resumed.contains(link), let writer = writer(for: link), var outbox = outboxes[peerID] {
+        while activeLink(for: peerID) == link, let writer = writer(for: link), var outbox = outboxes[peerID] {
             let batch = outbox.sendable()
             outboxes[peerID] = outbox
             guard !batch.isEmpty else { return }
@@ -98,7 +106,7 @@ extension MultipeerSession {
         if !waiting.isEmpty { acknowledgementWaiters[peerID] = waiting }
         // Written by a task of its own: the link's reader must never wait on the link's writer,
         // or both ends can stall, each blocked writing while neither reads.
-        if resuming { requestFlush(peerID) }
+        if resuming { startFlush(peerID) }
     }
 
     /// Waits until the peer acknowledged `sequence`.

@@ -19,8 +19,11 @@ extension MultipeerSession {
     /// Sends `message` to a peer.
     ///
     /// Reliable messages (the default) go to a peer that is active now or was earlier in this
-    /// session: they wait in its outbox until acknowledged, through any number of redials.
-    /// Unreliable ones go only to an active peer.
+    /// session: they wait in its outbox until acknowledged, through any number of redials. The
+    /// call returns once the message is in the outbox (waiting for room there unless
+    /// `failWhenOutboxFull`), not when it is written: a peer that reads slowly holds up nobody.
+    /// Unreliable ones go only to an active peer, written at once (waiting while its link
+    /// pushes back).
     ///
     /// - Parameter awaitAcknowledgement: Return only once the peer has acknowledged the message
     ///   (reliable delivery only).
@@ -38,7 +41,7 @@ extension MultipeerSession {
             try await write(data, on: id)
         case .reliable:
             let sequence = try await enqueue(data, for: peerID)
-            await flush(peerID)
+            startFlush(peerID)
             if awaitAcknowledgement { try await waitForAcknowledgement(of: sequence, by: peerID) }
         }
     }
@@ -47,22 +50,21 @@ extension MultipeerSession {
     ///
     /// Reliable broadcasts go to every active peer, and also to every peer that was active
     /// earlier in this session and is away now (a link being redialled), as long as its outbox
-    /// has room: a broadcast never waits for a peer that is gone. Unreliable ones go to the
-    /// active peers only.
+    /// has room: a broadcast never waits for one peer, gone or slow, and a peer it skips is not
+    /// counted (and is logged at debug level). Unreliable ones go to the active peers only.
     @discardableResult
     public func broadcast<Message: Codable & Sendable>(_ message: Message, delivery: Delivery = .reliable) async throws -> Int {
         let data = try encode(message)
         var sent = 0
         switch delivery {
         case .reliable:
-            let active = Set(activePeerIDs())
-            for peerID in active.union(knownPeerIDs()) {
-                guard active.contains(peerID) || hasOutboxRoom(for: peerID, bytes: data.payload.readableBytes) else {
-                    logger.debug("broadcast skipped a peer that is away with a full outbox", metadata: ["multipeer.peer.id": "\(peerID)"])
+            for peerID in Set(activePeerIDs()).union(knownPeerIDs()) {
+                guard hasOutboxRoom(for: peerID, bytes: data.payload.readableBytes) else {
+                    logger.debug("broadcast skipped a peer whose outbox is full", metadata: ["multipeer.peer.id": "\(peerID)"])
                     continue
                 }
-                _ = try await enqueue(data, for: peerID)
-                await flush(peerID)
+                _ = try await enqueue(data, for: peerID)  // (at once: there is room)
+                startFlush(peerID)
                 sent += 1
             }
         case .unreliable:

@@ -47,6 +47,9 @@ public actor MultipeerSession {
     var roomWaiters: [UUID: [CheckedContinuation<Void, Never>]] = [:]
     var acknowledgementWaiters: [UUID: [(sequence: UInt64, continuation: CheckedContinuation<Void, any Error>)]] = [:]
     var stopped = false
+
+    /// How long a closing link's GOODBYE may take (Limits.goodbyeTimeout).
+    nonisolated var goodbyeTimeout: TimeAmount { TimeAmount(configuration.limits.goodbyeTimeout) }
     let receiveWindows = ReceiveWindows()
     /// Per peer: when it became active, and how often it came back.
     private var presence: [UUID: (since: ContinuousClock.Instant, reconnects: Int)] = [:]
@@ -58,16 +61,11 @@ public actor MultipeerSession {
         case dial(LinkID, DialTarget)
         case redial(DialTarget.Key, after: Duration)
         case close(LinkHandle, GoodbyeReason)
-        case flush(UUID)
+        case flush(UUID, LinkID)
         case acknowledged(LinkID, UUID, UInt64)
         case suspend
         case resume
         case stop
-    }
-
-    /// Has the run loop write what `peerID`'s outbox holds, in a task of its own.
-    func requestFlush(_ peerID: UUID) {
-        work.yield(.flush(peerID))
     }
 
     /// Creates a session; nothing happens on the network until ``run()``.
@@ -193,8 +191,8 @@ public actor MultipeerSession {
                     }
                 case .close(let handle, let reason):
                     group.addTask { await handle.close(reason) }
-                case .flush(let peerID):
-                    group.addTask { await self.flush(peerID) }
+                case .flush(let peerID, let link):
+                    group.addTask { await self.flush(peerID, on: link) }
                 case .acknowledged(let id, let peerID, let sequence):
                     acknowledged(through: sequence, by: peerID, on: id)
                 case .suspend:
@@ -279,10 +277,7 @@ public actor MultipeerSession {
                         } catch is CancellationError {}
                         if Task.isCancelled { closing = .shutdown }
                     }
-                    if let closing {
-                        // Written through the channel: the async writer refuses cancelled tasks.
-                        try? await connection.channel.channel.writeAndFlush(LinkMessage.goodbye(closing, "\(closing)"))
-                    }
+                    if let closing { await LinkHandle.sayGoodbye(closing, on: connection.channel.channel, within: goodbyeTimeout) }
                 }
             }
         } catch is CancellationError {
@@ -297,7 +292,8 @@ public actor MultipeerSession {
     private func linkEstablished(
         _ id: LinkID, _ connection: PeerConnection, _ writer: NIOAsyncChannelOutboundWriter<LinkMessage>
     ) -> GoodbyeReason? {
-        links[id] = LinkHandle(id: id, channel: connection.channel.channel, writer: writer, quality: connection.quality)
+        links[id] = LinkHandle(
+            id: id, channel: connection.channel.channel, writer: writer, quality: connection.quality, goodbyeTimeout: goodbyeTimeout)
         metrics.linkOpened()
         let actions = table.linkEstablished(id, hello: connection.remoteHello)
         var closing: GoodbyeReason?
@@ -483,12 +479,22 @@ struct LinkHandle: Sendable {
     var channel: any Channel
     var writer: NIOAsyncChannelOutboundWriter<LinkMessage>
     var quality: LinkQualityBox
+    /// How long the GOODBYE may take (Limits.goodbyeTimeout).
+    var goodbyeTimeout: TimeAmount
 
-    /// Says GOODBYE (best effort) and closes the link once it is written. The GOODBYE goes
-    /// straight into the pipeline, not through the async writer, whose buffer could hold it
-    /// back until after the close.
+    /// Says GOODBYE (best effort) and closes the link once it is written, or given up.
     func close(_ reason: GoodbyeReason) async {
-        try? await channel.writeAndFlush(LinkMessage.goodbye(reason, "\(reason)"))
+        await Self.sayGoodbye(reason, on: channel, within: goodbyeTimeout)
         try? await channel.close()
+    }
+
+    /// Says GOODBYE and waits until it is written, or for at most `timeout`, after which the
+    /// link is closed: a peer that stopped reading (its socket full) cannot hold a link, or a
+    /// session's shutdown, open. The GOODBYE goes straight into the pipeline, not through the
+    /// async writer, whose buffer could hold it back and which refuses cancelled tasks.
+    static func sayGoodbye(_ reason: GoodbyeReason, on channel: any Channel, within timeout: TimeAmount) async {
+        let cutoff = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+        try? await channel.writeAndFlush(LinkMessage.goodbye(reason, "\(reason)"))
+        cutoff.cancel()
     }
 }

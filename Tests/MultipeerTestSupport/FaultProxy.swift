@@ -3,17 +3,30 @@ import NIOPosix
 import NIOConcurrencyHelpers
 
 /// A TCP proxy on loopback that injects faults between two peers, for tests: pass bytes
-/// through, swallow them (a black hole that keeps both connections open), delay them, cut them
-/// into 1-byte segments, throttle them, or reset both sides of every connection.
+/// through, swallow them (a black hole that keeps both connections open), stop reading them,
+/// delay them, cut them into 1-byte segments, throttle them, or reset both sides of every
+/// connection; for every connection, or one direction of the connections open now.
 public final class FaultProxy: Sendable {
     public enum Mode: Sendable, Equatable {
         case passThrough
         /// Forward nothing; keep both TCP connections open, as a dead path does.
         case blackHole
+        /// Read nothing, so the sender's writes back up in its socket buffers, as behind a
+        /// receiver that stopped reading; the connection stays open.
+        case stall
+        /// Forward each byte, and a close, this long after it came.
         case delay(Duration)
         /// Forward each byte as its own write (and, with TCP_NODELAY, its own segment).
         case slice
         case throttle(bytesPerSecond: Int)
+    }
+
+    /// One direction of a proxied connection.
+    public enum Direction: Sendable {
+        /// From the dialling side to the proxy's target.
+        case towardTarget
+        /// From the target back to the dialling side.
+        case fromTarget
     }
 
     private let state: Shared
@@ -26,6 +39,7 @@ public final class FaultProxy: Sendable {
         let targetPort: NIOLockedValueBox<Int>
         let forwarded = NIOLockedValueBox(0)
         init(targetPort: Int) { self.targetPort = NIOLockedValueBox(targetPort) }
+        /// Each connection's two channels: the dialling side's, then the target's.
         let connections = NIOLockedValueBox<[ObjectIdentifier: [any Channel]]>([:])
     }
 
@@ -44,7 +58,10 @@ public final class FaultProxy: Sendable {
                     .flatMapThrowing { outbound in
                         let key = ObjectIdentifier(inbound)
                         state.connections.withLockedValue { $0[key] = [inbound, outbound] }
-                        inbound.closeFuture.whenComplete { _ in state.connections.withLockedValue { _ = $0.removeValue(forKey: key) } }
+                        // Forgotten once both sides are closed (one may stay open without the other).
+                        inbound.closeFuture.and(outbound.closeFuture).whenComplete { _ in
+                            state.connections.withLockedValue { _ = $0.removeValue(forKey: key) }
+                        }
                         try inbound.pipeline.syncOperations.addHandler(Forwarder(to: outbound, state: state))
                         try outbound.pipeline.syncOperations.addHandler(Forwarder(to: inbound, state: state))
                     }
@@ -63,12 +80,27 @@ public final class FaultProxy: Sendable {
 
     /// Changes what happens to bytes from now on, in both directions.
     public func set(_ mode: Mode) {
+        precondition(mode != .stall, "a stall is for one direction of the connections open now: setOpenConnections(_:to:)")
         state.mode.withLockedValue { $0 = mode }
     }
 
-    /// Resets both sides of every connection (an RST each way), as a crashed middlebox would.
-    public func resetConnections() async {
-        let channels = state.connections.withLockedValue { $0.values.flatMap { $0 } }
+    /// Changes what happens from now on to the bytes going `direction` on the connections open
+    /// now; connections made later, and the other direction, keep the proxy's mode.
+    public func setOpenConnections(_ direction: Direction, to mode: Mode) async {
+        let readers = state.connections.withLockedValue { $0.values.map { direction == .towardTarget ? $0[0] : $0[1] } }
+        for reader in readers {
+            try? await reader.eventLoop.submit {
+                try reader.pipeline.syncOperations.handler(type: Forwarder.self).override = mode
+                try reader.syncOptions?.setOption(.autoRead, value: mode != .stall)
+            }.get()
+        }
+    }
+
+    /// Resets both sides of every connection (an RST each way), as a crashed middlebox would;
+    /// with `onlyTheDiallingSide`, the dialling side's alone, and the target learns of it only
+    /// if its direction's mode passes a close on.
+    public func resetConnections(onlyTheDiallingSide: Bool = false) async {
+        let channels = state.connections.withLockedValue { $0.values.flatMap { onlyTheDiallingSide ? [$0[0]] : $0 } }
         for channel in channels {
             // SO_LINGER with a zero timeout makes close send RST instead of FIN.
             _ = try? await (channel as? any SocketOptionProvider)?.setSoLinger(linger(l_onoff: 1, l_linger: 0)).get()
@@ -90,6 +122,9 @@ private final class Forwarder: ChannelInboundHandler {
 
     private let peer: any Channel
     private let state: FaultProxy.Shared
+    /// This direction's own mode, in place of the proxy's.
+    var override: FaultProxy.Mode?
+    private var mode: FaultProxy.Mode { override ?? state.mode.withLockedValue { $0 } }
     /// Bytes waiting for the throttle.
     private var queued = ByteBuffer()
     private var draining: RepeatedTask?
@@ -101,17 +136,17 @@ private final class Forwarder: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = unwrapInboundIn(data)
-        let mode = state.mode.withLockedValue { $0 }
+        let mode = self.mode
         if mode != .blackHole { state.forwarded.withLockedValue { $0 += bytes.readableBytes } }
         switch mode {
-        case .passThrough:
+        case .passThrough, .stall:  // (stalled, it reads no more; what it read before goes on)
             peer.writeAndFlush(bytes, promise: nil)
         case .blackHole:
             break
         case .delay(let delay):
             let peer = self.peer
             let delayed = bytes
-            context.eventLoop.scheduleTask(in: .nanoseconds(delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)) {
+            context.eventLoop.scheduleTask(in: Self.timeAmount(delay)) {
                 peer.writeAndFlush(delayed, promise: nil)
             }
         case .slice:
@@ -142,9 +177,20 @@ private final class Forwarder: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         draining?.cancel()
-        // A black hole swallows the close too: the other side learns nothing.
-        if state.mode.withLockedValue({ $0 }) != .blackHole { peer.close(promise: nil) }
+        switch mode {
+        case .blackHole, .stall:
+            break  // the close is swallowed too: the other side learns nothing
+        case .delay(let delay):
+            let peer = self.peer  // after the bytes delayed before it
+            context.eventLoop.scheduleTask(in: Self.timeAmount(delay)) { peer.close(promise: nil) }
+        default:
+            peer.close(promise: nil)
+        }
         context.fireChannelInactive()
+    }
+
+    private static func timeAmount(_ duration: Duration) -> TimeAmount {
+        .nanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
