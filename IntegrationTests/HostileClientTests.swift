@@ -118,7 +118,6 @@ enum RawTLSClient {
     func badFramesAndGarbageAfterTheHandshakeCloseOnlyThatLink() async throws {
         let server = MultipeerSession(configuration: .test("server", discovery: .staticPeers([])))
         let serverEvents = EventLog(server.events)
-        let deafChannel = NIOLockedValueBox<(any Channel)?>(nil)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
             let good = MultipeerSession(configuration: .test("good", discovery: .staticPeers(["127.0.0.1:\(port)"])))

@@ -72,6 +72,15 @@ import Testing
         #expect(output.contains("cannot listen on port \(port)") && output.contains("Choose another --port"))
     }
 
+    /// The name authors this station's edits, which other hosts refuse if it is not a display name.
+    @Test func aNameWithAControlCharacterIsAUsageError() async throws {
+        let workspace = try await NavlogWorkspace()
+        let result = try await Self.run(
+            ["run", "--name", "cap\u{1B}[2Jtain", "--data", workspace.directory + "/a.db", "--psk-file", workspace.keyFile, "--offline"])
+        #expect(result.status == 64)
+        #expect(result.output.contains("--name must be 1 to 250 bytes of UTF-8 without control characters"))
+    }
+
     @Test func aKeepaliveTimeoutOutOfRangeIsAUsageError() async throws {
         let workspace = try await NavlogWorkspace()
         let result = try await Self.run(

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import MultipeerSession
 import MultipeerCore
 public import ServiceLifecycle

@@ -78,7 +78,7 @@ actor Console {
     }
 
     private func say(_ line: String) async {
-        let stamped = "\(Self.clock.string(from: Date()))  \(line)"
+        let stamped = "\(Self.clock.string(from: Date()))  \(Render.printable(line))"
         if terminal {
             recent = Array((recent + [stamped]).suffix(8))
             await redraw()

@@ -121,8 +121,15 @@ enum Render {
         return table(["PEER", "STATE", "RTT", "JITTER", "LOSS", "LAST SEEN"], rows, empty: "(no peers yet)")
     }
 
+    /// `text` with each control character shown as U+FFFD: what a peer calls itself must not
+    /// steer the terminal.
+    static func printable(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.map { $0.properties.generalCategory == .control ? "\u{FFFD}" : $0 }))
+    }
+
     private static func table(_ header: [String], _ rows: [[String]], empty: String) -> String {
         guard !rows.isEmpty else { return header.joined(separator: "  ") + "\n" + empty + "\n" }
+        let rows = rows.map { $0.map(printable) }
         let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
         func line(_ cells: [String]) -> String {
             zip(cells, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")

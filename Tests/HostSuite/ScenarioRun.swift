@@ -136,6 +136,7 @@ final class ScenarioRun {
 
 /// Waits until `find` returns something for the lines of `host`'s current navlog-sync run,
 /// looking again as each line arrives; throws after `timeout`, or if the run's output ends first.
+@discardableResult
 func waitFor<T: Sendable>(
     _ what: String, at host: Host, timeout: Duration = .seconds(30),
     _ find: @escaping @Sendable ([(line: NavlogLine, at: ContinuousClock.Instant)]) -> T?
