@@ -162,9 +162,12 @@ enum RawTLSClient {
                 #expect(!serverEvents.history.contains { if case .peerLeft(let peer, _) = $0 { peer.id == good.peerID } else { false } })
                 try await server.send(Note(text: "still here"), to: good.peerID)
                 #expect(try await collect(inbox) { $0.count >= 1 }.first?.message.text == "still here")
-                // A broadcast skips the peer whose outbox is full instead of waiting for it.
+                // A broadcast skips the peer whose outbox is full instead of waiting for it, and
+                // an unreliable one the peer whose link pushes back.
                 #expect(try await server.broadcast(Note(text: "to everyone")) == 1)
                 #expect(try await collect(inbox) { $0.count >= 1 }.first?.message.text == "to everyone")
+                #expect(try await server.broadcast(Note(text: "unreliably"), delivery: .unreliable) == 1)
+                #expect(try await collect(inbox) { $0.count >= 1 }.first?.message.text == "unreliably")
             }
         }
     }
@@ -173,7 +176,7 @@ enum RawTLSClient {
     /// (it announces a keepalive long enough not to be timed out meanwhile): what the session
     /// holds for it stays within the outbox limit (and the socket's buffers), `send` says so
     /// with `outboxFull` (and never waits on the deaf socket), another peer is unaffected (a
-    /// broadcast skips the deaf one), and the session still shuts down (its GOODBYE to the deaf
+    /// broadcast, reliable or not, skips the deaf one), and the session still shuts down (its GOODBYE to the deaf
     /// peer, stuck behind the full socket, is given up after a second).
     @Test(.scaledTimeLimit(minutes: 1))
     func aPeerThatNeverReadsIsHeldToTheOutboxLimit() async throws {
@@ -228,9 +231,12 @@ enum RawTLSClient {
                 // The other peer is unaffected.
                 try await server.send(Note(text: "still here"), to: good.peerID)
                 #expect(try await collect(inbox) { $0.count >= 1 }.first?.message.text == "still here")
-                // A broadcast skips the peer whose outbox is full instead of waiting for it.
+                // A broadcast skips the peer whose outbox is full instead of waiting for it, and
+                // an unreliable one the peer whose link pushes back.
                 #expect(try await server.broadcast(Note(text: "to everyone")) == 1)
                 #expect(try await collect(inbox) { $0.count >= 1 }.first?.message.text == "to everyone")
+                #expect(try await server.broadcast(Note(text: "unreliably"), delivery: .unreliable) == 1)
+                #expect(try await collect(inbox) { $0.count >= 1 }.first?.message.text == "unreliably")
             }
         }
         // The server has stopped (the time limit says if it cannot) with the deaf peer connected.

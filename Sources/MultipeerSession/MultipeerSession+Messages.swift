@@ -51,7 +51,8 @@ extension MultipeerSession {
     /// Reliable broadcasts go to every active peer, and also to every peer that was active
     /// earlier in this session and is away now (a link being redialled), as long as its outbox
     /// has room: a broadcast never waits for one peer, gone or slow, and a peer it skips is not
-    /// counted (and is logged at debug level). Unreliable ones go to the active peers only.
+    /// counted (and is logged at debug level). Unreliable ones go to the active peers whose
+    /// links are not pushing back (a slow peer misses them, as unreliable messages may be).
     @discardableResult
     public func broadcast<Message: Codable & Sendable>(_ message: Message, delivery: Delivery = .reliable) async throws -> Int {
         let data = try encode(message)
@@ -70,6 +71,10 @@ extension MultipeerSession {
         case .unreliable:
             for peerID in activePeerIDs() {
                 guard let id = activeLink(for: peerID) else { continue }
+                guard isWritable(id) else {
+                    logger.debug("broadcast skipped a peer whose link pushes back", metadata: ["multipeer.peer.id": "\(peerID)"])
+                    continue
+                }
                 do {
                     try await write(data, on: id)
                     sent += 1

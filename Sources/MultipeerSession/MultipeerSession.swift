@@ -342,6 +342,11 @@ public actor MultipeerSession {
         links[id]?.writer
     }
 
+    /// Whether the link takes writes now, without pushing back.
+    func isWritable(_ id: LinkID) -> Bool {
+        links[id]?.channel.isWritable ?? false
+    }
+
     /// Writes a DATA message on a link; suspends while the link pushes back.
     func write(_ message: DataMessage, on id: LinkID) async throws {
         guard let handle = links[id] else {
