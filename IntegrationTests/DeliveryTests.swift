@@ -129,7 +129,10 @@ import Testing
             try await pair.diallerEvents.waitUntilActive([pair.listener.peerID])
             let received = try await collect(inbox, timeout: .seconds(30)) { $0.count >= notes.count }
             #expect(received.map(\.message) == notes)
-            #expect(await pair.listener.linkCount == 2, "the old link is still open, its GOODBYE and flush waiting")
+            // The old link is still open, its GOODBYE and flush waiting. (More than two: a
+            // duplicate from a second redial, not yet closed.)
+            let links = await pair.listener.linkCount
+            #expect(links >= 2, "the listener holds \(links) link(s)")
         }
     }
 
