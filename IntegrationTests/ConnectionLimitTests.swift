@@ -37,7 +37,7 @@ final class SilentConnections: Sendable {
     func aConnectionBeyondTheHandshakeLimitIsRefusedAtOnce() async throws {
         try await withTestListener(
             configuration: LinkFixtures.configuration(name: "server", handshakeTimeout: .seconds(60)),
-            limits: AdmissionLimits(handshakes: 4, links: 100), onLink: echo
+            limits: MultipeerSession.Limits(maximumHandshakes: 4, maximumInboundLinks: 100), onLink: echo
         ) { server in
             // Five strangers connect and say nothing: four hold the four handshakes, and the one
             // that arrives last (whichever it is) is closed at once, long before any timeout.
@@ -66,7 +66,7 @@ final class SilentConnections: Sendable {
     @Test(.scaledTimeLimit(minutes: 1))
     func aLinkBeyondTheInboundLinkLimitIsRefusedAndTheOthersGoOn() async throws {
         try await withTestListener(
-            configuration: LinkFixtures.configuration(name: "server"), limits: AdmissionLimits(handshakes: 4, links: 2), onLink: echo
+            configuration: LinkFixtures.configuration(name: "server"), limits: MultipeerSession.Limits(maximumHandshakes: 4, maximumInboundLinks: 2), onLink: echo
         ) { server in
             let dial: @Sendable () async throws -> PeerConnection = { try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "client")) }
             let first = try await dial(), second = try await dial()

@@ -17,6 +17,17 @@ import Testing
         return try await runProcess(gnutlsCLI, ["--verbose", "-p", "\(port)", "127.0.0.1"] + psk + ["--priority", priority])
     }
 
+    /// Runs gnutls-cli against `server` and checks that it was refused (it failed and completed
+    /// no handshake); returns what gnutls-cli printed and the failure the listener reported.
+    static func refusal(
+        at server: TestListener, key: String?, identity: String = LinkFixtures.identity, priority: String = TLSConfiguration.priorities
+    ) async throws -> (output: String, failure: MultipeerError?) {
+        let result = try await gnutlsCLI(port: server.port, key: key, identity: identity, priority: priority)
+        #expect(result.status != 0)
+        #expect(!result.output.contains("Handshake was completed"), "\(result.output)")
+        return (result.output, try await withDeadline(.seconds(20)) { await server.nextFailure() })
+    }
+
     @Test(.scaledTimeLimit(minutes: 1))
     func gnutlsCLICompletesATLS13ECDHEPSKHandshake() async throws {
         try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
@@ -49,11 +60,8 @@ import Testing
                 #expect(try await roundTrip("before") == "before")
 
                 let wrongKey = String(LinkFixtures.keyHex.reversed())
-                let result = try await Self.gnutlsCLI(port: server.port, key: wrongKey)
-                #expect(result.status != 0)
-                #expect(!result.output.contains("Handshake was completed"))
-                #expect(result.output.contains("Illegal parameter"), "\(result.output)")
-                let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
+                let (output, failure) = try await Self.refusal(at: server, key: wrongKey)
+                #expect(output.contains("Illegal parameter"), "\(output)")
                 #expect(failure?.code == .authenticationFailed)
                 #expect(failure?.message.hasPrefix("peer at 127.0.0.1:") == true)
                 #expect(failure?.message.hasSuffix("failed PSK authentication: keys differ") == true, "\(String(describing: failure))")
@@ -68,11 +76,8 @@ import Testing
     @Test(.scaledTimeLimit(minutes: 1))
     func aTLS12ClientIsRefused() async throws {
         try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
-            let result = try await Self.gnutlsCLI(
-                port: server.port, key: LinkFixtures.keyHex, priority: "NORMAL:-VERS-ALL:+VERS-TLS1.2:+PSK:+ECDHE-PSK")
-            #expect(result.status != 0)
-            #expect(!result.output.contains("Handshake was completed"), "\(result.output)")
-            let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
+            let (_, failure) = try await Self.refusal(
+                at: server, key: LinkFixtures.keyHex, priority: "NORMAL:-VERS-ALL:+VERS-TLS1.2:+PSK:+ECDHE-PSK")
             #expect(failure?.code == .tlsNegotiationFailed, "\(String(describing: failure))")
         }
     }
@@ -81,10 +86,7 @@ import Testing
     func aTLS13ClientWithoutAPreSharedKeyIsRefused() async throws {
         try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
             // Certificates only, as a web client would: the listener has no certificate to offer.
-            let result = try await Self.gnutlsCLI(port: server.port, key: nil, priority: "NORMAL:-VERS-ALL:+VERS-TLS1.3")
-            #expect(result.status != 0)
-            #expect(!result.output.contains("Handshake was completed"), "\(result.output)")
-            let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
+            let (_, failure) = try await Self.refusal(at: server, key: nil, priority: "NORMAL:-VERS-ALL:+VERS-TLS1.3")
             #expect(failure?.code == .tlsNegotiationFailed, "\(String(describing: failure))")
         }
     }
@@ -92,10 +94,7 @@ import Testing
     @Test(.scaledTimeLimit(minutes: 1))
     func anUnknownIdentityIsRefusedAsAnAuthenticationFailure() async throws {
         try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
-            let result = try await Self.gnutlsCLI(port: server.port, key: LinkFixtures.keyHex, identity: "stranger")
-            #expect(result.status != 0)
-            #expect(!result.output.contains("Handshake was completed"), "\(result.output)")
-            let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
+            let (_, failure) = try await Self.refusal(at: server, key: LinkFixtures.keyHex, identity: "stranger")
             #expect(failure?.code == .authenticationFailed, "\(String(describing: failure))")
             #expect(failure?.message.hasSuffix("failed PSK authentication: it offered the identity \"stranger\", which this group's key does not have") == true)
             #expect(failure?.description.contains(LinkFixtures.keyHex) == false)

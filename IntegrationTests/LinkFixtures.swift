@@ -35,7 +35,7 @@ final class TestListener: Sendable {
     private let task: Task<Void, any Error>
 
     init(
-        host: String?, configuration: LinkConfiguration, limits: AdmissionLimits = AdmissionLimits(),
+        host: String?, configuration: LinkConfiguration, limits: MultipeerSession.Limits = .init(),
         onLink: @escaping @Sendable (PeerConnection) async -> Void
     ) async throws {
         listener = try await PeerListener.bind(host: host, configuration: configuration, limits: limits)
@@ -64,7 +64,7 @@ final class TestListener: Sendable {
 /// Runs `body` with a listener (on loopback unless `host` says otherwise), stopping it afterwards
 /// whether `body` returns or throws.
 func withTestListener<T>(
-    host: String? = "127.0.0.1", configuration: LinkConfiguration, limits: AdmissionLimits = AdmissionLimits(),
+    host: String? = "127.0.0.1", configuration: LinkConfiguration, limits: MultipeerSession.Limits = .init(),
     onLink: @escaping @Sendable (PeerConnection) async -> Void, _ body: (TestListener) async throws -> T
 ) async throws -> T {
     let server = try await TestListener(host: host, configuration: configuration, limits: limits, onLink: onLink)

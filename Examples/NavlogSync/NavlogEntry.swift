@@ -1,4 +1,5 @@
 public import Foundation
+import MultipeerCore
 
 /// What a crew member types about one leg of the flight. Every field may be empty but the waypoint.
 public struct NavlogFields: Hashable, Sendable, Codable {
@@ -51,6 +52,15 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
         self.origin = origin
         self.timestamp = timestamp
         self.deleted = deleted
+    }
+
+    /// What a version's author must be, for hosts to take the version in: a display name the
+    /// session accepts, without control characters (a terminal would obey them).
+    public static let authorRule = "1 to \(Hello.maximumDisplayNameLength) bytes of UTF-8 without control characters"
+
+    /// Whether `name` may author versions (``authorRule``).
+    public static func isAuthor(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= Hello.maximumDisplayNameLength && !name.unicodeScalars.contains(where: \.isControl)
     }
 
     /// The version's identity, all that anti-entropy compares.

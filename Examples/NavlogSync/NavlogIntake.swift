@@ -1,5 +1,4 @@
 import Foundation
-import MultipeerCore
 
 /// The versions a peer sent, sorted into those a host takes in and those it refuses
 /// (docs/NAVLOG.md, section 3). What is refused is never merged; the peer offers it again at
@@ -39,9 +38,8 @@ public struct NavlogIntake: Sendable {
     }
 
     private static func problem(with version: NavlogEntry) -> NavlogError? {
-        if version.author.unicodeScalars.contains(where: \.isControl) || version.author.isEmpty
-            || version.author.utf8.count > Hello.maximumDisplayNameLength {
-            return NavlogError(.badVersion, "its author is not a display name of 1 to \(Hello.maximumDisplayNameLength) bytes without control characters")
+        guard NavlogEntry.isAuthor(version.author) else {
+            return NavlogError(.badVersion, "its author is not \(NavlogEntry.authorRule)")
         }
         do {
             try version.fields.validate()

@@ -49,10 +49,7 @@ struct Run: AsyncParsableCommand {
         if offline && !peers.isEmpty { throw ValidationError("--offline and --peer exclude each other") }
         // The name is the author of this station's edits: other hosts refuse versions whose
         // author is not a display name (docs/NAVLOG.md, section 3).
-        if name.isEmpty || name.utf8.count > Hello.maximumDisplayNameLength
-            || name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
-            throw ValidationError("--name must be 1 to \(Hello.maximumDisplayNameLength) bytes of UTF-8 without control characters")
-        }
+        guard NavlogEntry.isAuthor(name) else { throw ValidationError("--name must be \(NavlogEntry.authorRule)") }
         if !(0.1...3_600).contains(keepaliveTimeout) {
             throw ValidationError("--keepalive-timeout must be between 0.1 and 3600 seconds, not \(keepaliveTimeout)")
         }

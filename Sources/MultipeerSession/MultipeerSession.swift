@@ -47,9 +47,6 @@ public actor MultipeerSession {
     var roomWaiters: [UUID: [CheckedContinuation<Void, Never>]] = [:]
     var acknowledgementWaiters: [UUID: [(sequence: UInt64, continuation: CheckedContinuation<Void, any Error>)]] = [:]
     var stopped = false
-
-    /// How long a closing link's GOODBYE may take (Limits.goodbyeTimeout).
-    nonisolated var goodbyeTimeout: TimeAmount { TimeAmount(configuration.limits.goodbyeTimeout) }
     let receiveWindows = ReceiveWindows()
     /// Per peer: when it became active, and how often it came back.
     private var presence: [UUID: (since: ContinuousClock.Instant, reconnects: Int)] = [:]
@@ -147,9 +144,7 @@ public actor MultipeerSession {
     private func runActive(
         _ linkConfiguration: LinkConfiguration, _ discovery: DiscoverySetup, _ items: inout AsyncStream<Work>.Iterator
     ) async throws -> Bool {
-        let listener = try await PeerListener.bind(
-            port: configuration.port, configuration: linkConfiguration,
-            limits: AdmissionLimits(handshakes: configuration.limits.maximumHandshakes, links: configuration.limits.maximumInboundLinks))
+        let listener = try await PeerListener.bind(port: configuration.port, configuration: linkConfiguration, limits: configuration.limits)
         logger.info("listening", metadata: ["multipeer.port": "\(listener.port)"])
         subscriptions.emit(.listening(port: listener.port))
         let advertiser = startAdvertising(discovery, port: listener.port)
@@ -190,7 +185,7 @@ public actor MultipeerSession {
                         await self.redialDue(key)
                     }
                 case .close(let handle, let reason):
-                    group.addTask { await handle.close(reason) }
+                    group.addTask { await handle.close(reason, within: self.goodbyeTimeout) }
                 case .flush(let peerID, let link):
                     group.addTask { await self.flush(peerID, on: link) }
                 case .acknowledged(let id, let peerID, let sequence):
@@ -211,7 +206,11 @@ public actor MultipeerSession {
             for action in stopping {
                 if case .close(let id, _) = action, let handle = links[id] { closing.append(handle) } else { perform([action]) }
             }
-            for handle in closing { await handle.close(reason) }
+            // All at once: each may take up to the GOODBYE timeout, behind a peer that reads slowly.
+            let timeout = goodbyeTimeout
+            await withDiscardingTaskGroup { goodbyes in
+                for handle in closing { goodbyes.addTask { await handle.close(reason, within: timeout) } }
+            }
             advertiser?.stop()
             await listener.close()
             group.cancelAll()
@@ -292,8 +291,7 @@ public actor MultipeerSession {
     private func linkEstablished(
         _ id: LinkID, _ connection: PeerConnection, _ writer: NIOAsyncChannelOutboundWriter<LinkMessage>
     ) -> GoodbyeReason? {
-        links[id] = LinkHandle(
-            id: id, channel: connection.channel.channel, writer: writer, quality: connection.quality, goodbyeTimeout: goodbyeTimeout)
+        links[id] = LinkHandle(id: id, channel: connection.channel.channel, writer: writer, quality: connection.quality)
         metrics.linkOpened()
         let actions = table.linkEstablished(id, hello: connection.remoteHello)
         var closing: GoodbyeReason?
@@ -341,6 +339,9 @@ public actor MultipeerSession {
     func writer(for id: LinkID) -> NIOAsyncChannelOutboundWriter<LinkMessage>? {
         links[id]?.writer
     }
+
+    /// How long a closing link's GOODBYE may take (Limits.goodbyeTimeout).
+    nonisolated var goodbyeTimeout: TimeAmount { TimeAmount(configuration.limits.goodbyeTimeout) }
 
     /// Whether the link takes writes now, without pushing back.
     func isWritable(_ id: LinkID) -> Bool {
@@ -484,12 +485,11 @@ struct LinkHandle: Sendable {
     var channel: any Channel
     var writer: NIOAsyncChannelOutboundWriter<LinkMessage>
     var quality: LinkQualityBox
-    /// How long the GOODBYE may take (Limits.goodbyeTimeout).
-    var goodbyeTimeout: TimeAmount
 
-    /// Says GOODBYE (best effort) and closes the link once it is written, or given up.
-    func close(_ reason: GoodbyeReason) async {
-        await Self.sayGoodbye(reason, on: channel, within: goodbyeTimeout)
+    /// Says GOODBYE (best effort) and closes the link once it is written, or given up after
+    /// `timeout`.
+    func close(_ reason: GoodbyeReason, within timeout: TimeAmount) async {
+        await Self.sayGoodbye(reason, on: channel, within: timeout)
         try? await channel.close()
     }
 

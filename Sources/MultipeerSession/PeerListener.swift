@@ -3,44 +3,31 @@ package import NIOCore
 import NIOPosix
 import NIOConcurrencyHelpers
 
-/// How many inbound connections a listener holds at once.
-package struct AdmissionLimits: Sendable {
-    /// TLS and HELLO exchanges under way at once. A connection that arrives while this many are
-    /// under way is closed at once with `connectionLimit`, so that strangers who connect and
-    /// stall (or a flood of connections) hold at most this many handshakes, each for at most
-    /// the handshake timeout.
-    package var handshakes: Int
-    /// Inbound links at once, handshakes under way included.
-    package var links: Int
-
-    package init(handshakes: Int = 64, links: Int = 1_024) {
-        self.handshakes = handshakes
-        self.links = links
-    }
-}
-
-/// Counts a listener's inbound handshakes and links against its ``AdmissionLimits``. Asked on
-/// the event loop as each connection is accepted, before a byte of it is read.
+/// Counts a listener's inbound handshakes and links against the session's
+/// ``MultipeerSession/Limits/maximumHandshakes`` and ``MultipeerSession/Limits/maximumInboundLinks``.
+/// Asked on the event loop as each connection is accepted, before a byte of it is read.
 final class Admission: Sendable {
-    let limits: AdmissionLimits
+    let handshakes: Int
+    let links: Int
     private let counts = NIOLockedValueBox<(handshakes: Int, links: Int)>((0, 0))
 
-    init(limits: AdmissionLimits) {
-        self.limits = limits
+    init(_ limits: MultipeerSession.Limits) {
+        handshakes = limits.maximumHandshakes
+        links = limits.maximumInboundLinks
     }
 
     /// Counts a new connection's handshake in, or says why it is refused.
     func admit() -> MultipeerError? {
         counts.withLockedValue { counts in
-            if counts.handshakes >= limits.handshakes {
+            if counts.handshakes >= handshakes {
                 return MultipeerError(
                     .connectionLimit,
                     "refused a connection: \(counts.handshakes) handshakes are already under way, the limit (Limits.maximumHandshakes)")
             }
-            if counts.handshakes + counts.links >= limits.links {
+            if counts.handshakes + counts.links >= links {
                 return MultipeerError(
                     .connectionLimit,
-                    "refused a connection: \(counts.links) inbound links and \(counts.handshakes) handshakes reach the limit of \(limits.links) (Limits.maximumInboundLinks)")
+                    "refused a connection: \(counts.links) inbound links and \(counts.handshakes) handshakes reach the limit of \(links) (Limits.maximumInboundLinks)")
             }
             counts.handshakes += 1
             return nil
@@ -71,8 +58,8 @@ enum Accepted: Sendable {
 
 /// Accepts links on a TCP port of every interface, IPv4 and IPv6, and hands each one that
 /// completes TLS and HELLO to the caller. A connection that fails its handshake is reported
-/// and closed; one beyond the ``AdmissionLimits`` is closed as it is accepted, before any
-/// handshake, and reported; the listener keeps serving.
+/// and closed; one beyond the admission limits (``MultipeerSession/Limits``) is closed as it is
+/// accepted, before any handshake, and reported; the listener keeps serving.
 package final class PeerListener: Sendable {
     /// The address bound, with the port chosen by the system when 0 was asked for.
     package let localAddress: SocketAddress
@@ -91,7 +78,7 @@ package final class PeerListener: Sendable {
     /// Binds `port` (0 for an ephemeral port) on `host`; by default on every interface, both
     /// IPv4 and IPv6 where the machine has IPv6.
     package static func bind(
-        host: String? = nil, port: Int = 0, configuration: LinkConfiguration, limits: AdmissionLimits = AdmissionLimits(),
+        host: String? = nil, port: Int = 0, configuration: LinkConfiguration, limits: MultipeerSession.Limits = .init(),
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> PeerListener {
         var bootstrap = ServerBootstrap(group: group)
@@ -101,7 +88,7 @@ package final class PeerListener: Sendable {
         if let (option, value) = configuration.tcpUserTimeoutOption {
             bootstrap = bootstrap.childChannelOption(option, value: value)
         }
-        let admission = Admission(limits: limits)
+        let admission = Admission(limits)
         // "::" accepts IPv4 too (as mapped addresses) on Linux; without IPv6, fall back to IPv4.
         let hosts = host.map { [$0] } ?? ["::", "0.0.0.0"]
         var lastError: (any Error)?

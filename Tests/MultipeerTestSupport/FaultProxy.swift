@@ -39,8 +39,8 @@ public final class FaultProxy: Sendable {
         let targetPort: NIOLockedValueBox<Int>
         let forwarded = NIOLockedValueBox(0)
         init(targetPort: Int) { self.targetPort = NIOLockedValueBox(targetPort) }
-        /// Each connection's two channels: the dialling side's, then the target's.
-        let connections = NIOLockedValueBox<[ObjectIdentifier: [any Channel]]>([:])
+        /// Each connection's two channels.
+        let connections = NIOLockedValueBox<[ObjectIdentifier: (dialling: any Channel, target: any Channel)]>([:])
     }
 
     /// Starts a proxy on an ephemeral loopback port, forwarding to `targetPort` on loopback.
@@ -57,7 +57,7 @@ public final class FaultProxy: Sendable {
                     .connect(host: "127.0.0.1", port: state.targetPort.withLockedValue { $0 })
                     .flatMapThrowing { outbound in
                         let key = ObjectIdentifier(inbound)
-                        state.connections.withLockedValue { $0[key] = [inbound, outbound] }
+                        state.connections.withLockedValue { $0[key] = (inbound, outbound) }
                         // Forgotten once both sides are closed (one may stay open without the other).
                         inbound.closeFuture.and(outbound.closeFuture).whenComplete { _ in
                             state.connections.withLockedValue { _ = $0.removeValue(forKey: key) }
@@ -87,7 +87,7 @@ public final class FaultProxy: Sendable {
     /// Changes what happens from now on to the bytes going `direction` on the connections open
     /// now; connections made later, and the other direction, keep the proxy's mode.
     public func setOpenConnections(_ direction: Direction, to mode: Mode) async {
-        let readers = state.connections.withLockedValue { $0.values.map { direction == .towardTarget ? $0[0] : $0[1] } }
+        let readers = state.connections.withLockedValue { $0.values.map { direction == .towardTarget ? $0.dialling : $0.target } }
         for reader in readers {
             try? await reader.eventLoop.submit {
                 try reader.pipeline.syncOperations.handler(type: Forwarder.self).override = mode
@@ -100,7 +100,7 @@ public final class FaultProxy: Sendable {
     /// with `onlyTheDiallingSide`, the dialling side's alone, and the target learns of it only
     /// if its direction's mode passes a close on.
     public func resetConnections(onlyTheDiallingSide: Bool = false) async {
-        let channels = state.connections.withLockedValue { $0.values.flatMap { onlyTheDiallingSide ? [$0[0]] : $0 } }
+        let channels = state.connections.withLockedValue { $0.values.flatMap { onlyTheDiallingSide ? [$0.dialling] : [$0.dialling, $0.target] } }
         for channel in channels {
             // SO_LINGER with a zero timeout makes close send RST instead of FIN.
             _ = try? await (channel as? any SocketOptionProvider)?.setSoLinger(linger(l_onoff: 1, l_linger: 0)).get()
@@ -111,7 +111,7 @@ public final class FaultProxy: Sendable {
     /// Closes the proxy and every connection through it.
     public func stop() async {
         try? await serverChannel.close()
-        let channels = state.connections.withLockedValue { $0.values.flatMap { $0 } }
+        let channels = state.connections.withLockedValue { $0.values.flatMap { [$0.dialling, $0.target] } }
         for channel in channels { try? await channel.close() }
     }
 }
@@ -146,7 +146,7 @@ private final class Forwarder: ChannelInboundHandler {
         case .delay(let delay):
             let peer = self.peer
             let delayed = bytes
-            context.eventLoop.scheduleTask(in: Self.timeAmount(delay)) {
+            context.eventLoop.scheduleTask(in: TimeAmount(delay)) {
                 peer.writeAndFlush(delayed, promise: nil)
             }
         case .slice:
@@ -182,15 +182,11 @@ private final class Forwarder: ChannelInboundHandler {
             break  // the close is swallowed too: the other side learns nothing
         case .delay(let delay):
             let peer = self.peer  // after the bytes delayed before it
-            context.eventLoop.scheduleTask(in: Self.timeAmount(delay)) { peer.close(promise: nil) }
+            context.eventLoop.scheduleTask(in: TimeAmount(delay)) { peer.close(promise: nil) }
         default:
             peer.close(promise: nil)
         }
         context.fireChannelInactive()
-    }
-
-    private static func timeAmount(_ duration: Duration) -> TimeAmount {
-        .nanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
