@@ -19,6 +19,7 @@ build: deps
 test: daemons
 	$(SWIFT) build --build-tests
 	scripts/run-tests.sh
+	scripts/consumer.sh
 	scripts/fuzz.sh --corpus-only
 
 # libFuzzer on the frame, HELLO and TXT decoders and navlog messages, FUZZ_SECONDS each (Fuzz/README.md).

@@ -11,9 +11,8 @@ let package = Package(
     name: "MultipeerSession",
     platforms: [.macOS(.v15)],
     products: [
+        // One product, one import: the layers below re-export what a user meets (Exports.swift).
         .library(name: "MultipeerSession", targets: ["MultipeerSession"]),
-        .library(name: "MultipeerDiscovery", targets: ["MultipeerDiscovery"]),
-        .library(name: "MultipeerCore", targets: ["MultipeerCore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -25,15 +24,17 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
-        // C libraries from the system, found through pkg-config.
+        // C libraries from the system.
         .systemLibrary(
             name: "CGnuTLS",
             pkgConfig: "gnutls",
             providers: [.apt(["libgnutls28-dev"])]
         ),
+        // Avahi's headers are in /usr/include and its module map links the libraries itself:
+        // its pkg-config file adds -D_REENTRANT, which SwiftPM warns about in every build of
+        // every package that depends on this one.
         .systemLibrary(
             name: "CAvahi",
-            pkgConfig: "avahi-client",
             providers: [.apt(["libavahi-client-dev"])]
         ),
 

@@ -1,7 +1,7 @@
 // Durations in the units the wire and the measurements use.
 extension Duration {
     /// Whole nanoseconds.
-    public var nanoseconds: Int64 {
+    package var nanoseconds: Int64 {
         let (seconds, attoseconds) = components
         return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
@@ -10,7 +10,7 @@ extension Duration {
     var milliseconds: Int64 { nanoseconds / 1_000_000 }
 
     /// Seconds as a floating-point number.
-    public var seconds: Double {
+    package var seconds: Double {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds) / 1e18
     }

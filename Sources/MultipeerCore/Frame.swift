@@ -1,25 +1,25 @@
-public import NIOCore
+package import NIOCore
 
 /// The type of a TLV frame on the wire. Types this version does not know are tolerated:
 /// a receiver ignores them, so later versions can add frames.
-public struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-    public var rawValue: UInt32
-    public init(rawValue: UInt32) { self.rawValue = rawValue }
+package struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    package var rawValue: UInt32
+    package init(rawValue: UInt32) { self.rawValue = rawValue }
 
     /// Opens every link: who the sender is and how it wants to be pinged.
-    public static let hello = FrameType(rawValue: 1)
+    package static let hello = FrameType(rawValue: 1)
     /// A liveness probe carrying a nonce and the sender's monotonic time.
-    public static let ping = FrameType(rawValue: 2)
+    package static let ping = FrameType(rawValue: 2)
     /// The answer to a PING, echoing its nonce and time.
-    public static let pong = FrameType(rawValue: 3)
+    package static let pong = FrameType(rawValue: 3)
     /// An application message.
-    public static let data = FrameType(rawValue: 4)
+    package static let data = FrameType(rawValue: 4)
     /// A cumulative acknowledgement of DATA frames.
-    public static let ack = FrameType(rawValue: 5)
+    package static let ack = FrameType(rawValue: 5)
     /// The sender is closing the link, and says why.
-    public static let goodbye = FrameType(rawValue: 6)
+    package static let goodbye = FrameType(rawValue: 6)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .hello: "HELLO"
         case .ping: "PING"
@@ -33,22 +33,22 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConve
 }
 
 /// One type-length-value frame: `type: UInt32 | length: UInt32 | value`, big-endian.
-public struct Frame: Hashable, Sendable {
+package struct Frame: Hashable, Sendable {
     /// Bytes of the type and length fields.
-    public static let headerLength = 8
+    package static let headerLength = 8
     /// The default largest value a link accepts: 1 MiB.
-    public static let defaultMaximumLength = 1 << 20
+    package static let defaultMaximumLength = 1 << 20
 
-    public var type: FrameType
-    public var value: ByteBuffer
+    package var type: FrameType
+    package var value: ByteBuffer
 
-    public init(type: FrameType, value: ByteBuffer) {
+    package init(type: FrameType, value: ByteBuffer) {
         self.type = type
         self.value = value
     }
 
     /// Appends the encoded frame to `buffer`.
-    public func write(to buffer: inout ByteBuffer) {
+    package func write(to buffer: inout ByteBuffer) {
         buffer.reserveCapacity(minimumWritableBytes: Self.headerLength + value.readableBytes)
         buffer.writeMultipleIntegers(type.rawValue, UInt32(value.readableBytes))
         buffer.writeImmutableBuffer(value)

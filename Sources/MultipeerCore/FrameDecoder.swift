@@ -1,4 +1,4 @@
-public import NIOCore
+package import NIOCore
 
 /// Splits a byte stream into ``Frame``s, one step at a time.
 ///
@@ -6,22 +6,22 @@ public import NIOCore
 /// the value is buffered, so a peer announcing 4 GiB costs nothing. The first frame, which on a
 /// link is the HELLO, has a limit of its own (``firstFrameMaximumLength``): a stranger's first
 /// frame cannot make the link buffer a megabyte.
-public struct FrameDecoder: NIOSingleStepByteToMessageDecoder {
-    public typealias InboundOut = Frame
+package struct FrameDecoder: NIOSingleStepByteToMessageDecoder {
+    package typealias InboundOut = Frame
 
     /// The largest value accepted, in bytes.
-    public let maximumLength: Int
+    package let maximumLength: Int
     /// The largest value accepted in the first frame, in bytes.
-    public let firstFrameMaximumLength: Int
+    package let firstFrameMaximumLength: Int
     private var first = true
 
-    public init(maximumLength: Int = Frame.defaultMaximumLength, firstFrameMaximumLength: Int? = nil) {
+    package init(maximumLength: Int = Frame.defaultMaximumLength, firstFrameMaximumLength: Int? = nil) {
         precondition(maximumLength >= 0 && maximumLength <= Int(UInt32.max))
         self.maximumLength = maximumLength
         self.firstFrameMaximumLength = min(firstFrameMaximumLength ?? maximumLength, maximumLength)
     }
 
-    public mutating func decode(buffer: inout ByteBuffer) throws -> Frame? {
+    package mutating func decode(buffer: inout ByteBuffer) throws -> Frame? {
         guard let (type, length) = buffer.getMultipleIntegers(at: buffer.readerIndex, as: (UInt32, UInt32).self) else {
             return nil
         }
@@ -39,7 +39,7 @@ public struct FrameDecoder: NIOSingleStepByteToMessageDecoder {
         return Frame(type: FrameType(rawValue: type), value: value)
     }
 
-    public mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws -> Frame? {
+    package mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws -> Frame? {
         if let frame = try decode(buffer: &buffer) { return frame }
         if seenEOF && buffer.readableBytes > 0 {
             let pending = buffer.readableBytes

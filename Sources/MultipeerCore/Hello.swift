@@ -1,47 +1,32 @@
-public import struct Foundation.UUID
-public import NIOCore
-
-/// How often a peer wants to be pinged on an idle link, and how long silence may last
-/// before the link is declared dead. Carried in HELLO; both sides use the stricter pair.
-public struct KeepaliveParameters: Hashable, Sendable {
-    /// The idle time after which a PING is sent. Sent in whole milliseconds.
-    public var interval: Duration
-    /// The silence after which the link is torn down. Sent in whole milliseconds.
-    public var timeout: Duration
-
-    /// Creates keepalive parameters; the defaults are 500 ms and 1.5 s.
-    public init(interval: Duration = .milliseconds(500), timeout: Duration = .milliseconds(1500)) {
-        self.interval = interval
-        self.timeout = timeout
-    }
-}
+package import struct Foundation.UUID
+package import NIOCore
 
 /// The first frame each side sends on a link, once TLS is up: who it is and what it expects.
-public struct Hello: Hashable, Sendable {
+package struct Hello: Hashable, Sendable {
     /// The protocol version this library speaks.
-    public static let currentProtocolVersion: UInt16 = 1
+    package static let currentProtocolVersion: UInt16 = 1
     /// The longest display name, in UTF-8 bytes: `name=` plus the name fits one 255-byte TXT entry.
-    public static let maximumDisplayNameLength = 250
+    package static let maximumDisplayNameLength = 250
     /// The most metadata entries a peer may carry.
-    public static let maximumMetadataCount = 32
+    package static let maximumMetadataCount = 32
     /// The longest metadata entry, `key=value`, in UTF-8 bytes: one TXT entry.
-    public static let maximumMetadataEntryLength = 255
+    package static let maximumMetadataEntryLength = 255
     /// The largest HELLO value accepted, in bytes. This version's fields take at most 8,510;
     /// the rest is room for fields later versions append. A link's first frame announcing
     /// more is refused from its header alone (``FrameDecoder``).
-    public static let maximumLength = 16 * 1024
+    package static let maximumLength = 16 * 1024
 
-    public var protocolVersion: UInt16
+    package var protocolVersion: UInt16
     /// The sender's identity; the greater one dials.
-    public var peerID: UUID
+    package var peerID: UUID
     /// Chosen anew each time the sender's session starts, so a restart is recognisable.
-    public var incarnation: UInt64
-    public var displayName: String
-    public var metadata: [String: String]
-    public var keepalive: KeepaliveParameters
+    package var incarnation: UInt64
+    package var displayName: String
+    package var metadata: [String: String]
+    package var keepalive: KeepaliveParameters
 
     /// Creates a HELLO, checking the limits a receiver enforces.
-    public init(
+    package init(
         protocolVersion: UInt16 = Hello.currentProtocolVersion,
         peerID: UUID,
         incarnation: UInt64,
@@ -59,7 +44,7 @@ public struct Hello: Hashable, Sendable {
     }
 
     /// Checks a display name and metadata against the limits of HELLO (and of DNS-SD TXT records).
-    public static func validate(displayName: String, metadata: [String: String]) throws {
+    package static func validate(displayName: String, metadata: [String: String]) throws {
         guard displayName.utf8.count <= maximumDisplayNameLength else {
             throw MultipeerError(
                 .invalidArgument,
@@ -84,7 +69,7 @@ public struct Hello: Hashable, Sendable {
 
 extension Hello {
     /// Encodes the HELLO value (see docs/PROTOCOL.md). Metadata is written sorted by key.
-    public func encode(into buffer: inout ByteBuffer) {
+    package func encode(into buffer: inout ByteBuffer) {
         buffer.writeInteger(protocolVersion)
         withUnsafeBytes(of: peerID.uuid) { _ = buffer.writeBytes($0) }
         buffer.writeMultipleIntegers(
@@ -102,7 +87,7 @@ extension Hello {
     /// Decodes a HELLO value. The version is read first, so a peer of another version is told
     /// so even if the rest of its HELLO has changed shape. Bytes after the last field are
     /// ignored: later versions may append fields.
-    public init(decoding buffer: ByteBuffer) throws {
+    package init(decoding buffer: ByteBuffer) throws {
         var buffer = buffer
         let version = try buffer.readField(UInt16.self, "protocol version", in: .hello)
         guard version == Self.currentProtocolVersion else {

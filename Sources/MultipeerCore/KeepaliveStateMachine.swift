@@ -13,16 +13,16 @@
 /// leader; and once every eight intervals it pings to measure the round trip from its side. An
 /// idle link so carries one PING and one PONG per interval, not two of each (with the same rule
 /// on both sides the two timers raced).
-public struct KeepaliveStateMachine: Sendable {
+package struct KeepaliveStateMachine: Sendable {
     /// Which side of the link this is.
-    public enum Role: Sendable {
+    package enum Role: Sendable {
         /// Dialled the link.
         case leading
         /// Accepted it.
         case following
     }
 
-    public enum Action: Equatable, Sendable {
+    package enum Action: Equatable, Sendable {
         /// Nothing to do until ``nextWakeUp``.
         case wait
         /// Send this PING.
@@ -31,8 +31,8 @@ public struct KeepaliveStateMachine: Sendable {
         case timedOut
     }
 
-    public let parameters: KeepaliveParameters
-    public let role: Role
+    package let parameters: KeepaliveParameters
+    package let role: Role
     private var lastInbound: Duration
     private var lastOutbound: Duration
     private var lastPing: Duration
@@ -42,7 +42,7 @@ public struct KeepaliveStateMachine: Sendable {
     /// A timeout found on a late wake-up waits for one more look, here.
     private var recheck: Duration?
 
-    public init(parameters: KeepaliveParameters, role: Role = .leading, now: Duration) {
+    package init(parameters: KeepaliveParameters, role: Role = .leading, now: Duration) {
         self.parameters = parameters
         self.role = role
         self.lastInbound = now
@@ -63,34 +63,34 @@ public struct KeepaliveStateMachine: Sendable {
     }
 
     /// Bytes arrived from the peer.
-    public mutating func inboundActivity(now: Duration) {
+    package mutating func inboundActivity(now: Duration) {
         if now > lastInbound { lastInbound = now }
     }
 
     /// A PING arrived (its PONG is sent at once, and reported as outbound activity).
-    public mutating func pingReceived(now: Duration) {
+    package mutating func pingReceived(now: Duration) {
         if now > lastPingReceived { lastPingReceived = now }
     }
 
     /// This side sent a frame.
-    public mutating func outboundActivity(now: Duration) {
+    package mutating func outboundActivity(now: Duration) {
         if now > lastOutbound { lastOutbound = now }
     }
 
     /// When the shell should call ``wakeUp(now:)`` next.
-    public var nextWakeUp: Duration {
+    package var nextWakeUp: Duration {
         min(recheck ?? lastInbound + parameters.timeout, quietDue, sampleDue)
     }
 
     /// A wake-up later than this after it was due means this side was not running (a stalled
     /// event loop, starved threads, a suspended machine), not that the peer is silent.
-    public var lateLimit: Duration { parameters.interval / 5 }
+    package var lateLimit: Duration { parameters.interval / 5 }
 
     /// The timer fired (or any time): what to do now. `late` is how long after ``nextWakeUp``
     /// it fired. A link found silent on a wake-up later than ``lateLimit`` is not timed out at
     /// once: while this side was not running, what the peer sent waited unread, so the shell
     /// reads first and wakes again shortly (``nextWakeUp``) for the verdict.
-    public mutating func wakeUp(now: Duration, late: Duration = .zero) -> Action {
+    package mutating func wakeUp(now: Duration, late: Duration = .zero) -> Action {
         guard !finished else { return .wait }
         if now - lastInbound < parameters.timeout {
             recheck = nil
@@ -111,7 +111,7 @@ public struct KeepaliveStateMachine: Sendable {
 extension KeepaliveParameters {
     /// The pair both sides use: the shorter interval and the shorter timeout. A zero announced
     /// by a peer means "no opinion".
-    public func stricter(than other: KeepaliveParameters) -> KeepaliveParameters {
+    package func stricter(than other: KeepaliveParameters) -> KeepaliveParameters {
         func pick(_ a: Duration, _ b: Duration) -> Duration {
             if a <= .zero { return b }
             if b <= .zero { return a }

@@ -1,31 +1,31 @@
-public import NIOCore
+package import NIOCore
 
 /// A PING or PONG body: the PONG echoes the PING's nonce and the pinger's monotonic time,
 /// so the pinger computes the round trip from its own clock alone.
-public struct Probe: Hashable, Sendable {
-    public var nonce: UInt64
+package struct Probe: Hashable, Sendable {
+    package var nonce: UInt64
     /// The pinger's monotonic clock, in nanoseconds.
-    public var timestamp: UInt64
+    package var timestamp: UInt64
 
-    public init(nonce: UInt64, timestamp: UInt64) {
+    package init(nonce: UInt64, timestamp: UInt64) {
         self.nonce = nonce
         self.timestamp = timestamp
     }
 }
 
 /// An application message as carried in DATA.
-public struct DataMessage: Hashable, Sendable {
+package struct DataMessage: Hashable, Sendable {
     /// The longest message-type name, in UTF-8 bytes.
-    public static let maximumTypeNameLength = 255
+    package static let maximumTypeNameLength = 255
 
     /// The sender's sequence number for reliable delivery (0 for unreliable messages).
-    public var sequence: UInt64
+    package var sequence: UInt64
     /// Names the Codable type of `payload`, so several types share one link.
-    public var typeName: String
+    package var typeName: String
     /// The encoded message.
-    public var payload: ByteBuffer
+    package var payload: ByteBuffer
 
-    public init(sequence: UInt64, typeName: String, payload: ByteBuffer) throws {
+    package init(sequence: UInt64, typeName: String, payload: ByteBuffer) throws {
         guard typeName.utf8.count <= Self.maximumTypeNameLength else {
             throw MultipeerError(
                 .invalidArgument,
@@ -37,36 +37,8 @@ public struct DataMessage: Hashable, Sendable {
     }
 }
 
-/// Why a link is being closed, sent in GOODBYE.
-public struct GoodbyeReason: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-    public var rawValue: UInt16
-    public init(rawValue: UInt16) { self.rawValue = rawValue }
-
-    /// The session is shutting down.
-    public static let shutdown = GoodbyeReason(rawValue: 0)
-    /// No traffic arrived within the keepalive timeout.
-    public static let keepaliveTimeout = GoodbyeReason(rawValue: 1)
-    /// Another link to the same peer is kept instead of this one.
-    public static let duplicateLink = GoodbyeReason(rawValue: 2)
-    /// The peer broke the protocol.
-    public static let protocolError = GoodbyeReason(rawValue: 3)
-    /// The application went to the background.
-    public static let suspended = GoodbyeReason(rawValue: 4)
-
-    public var description: String {
-        switch self {
-        case .shutdown: "shutdown"
-        case .keepaliveTimeout: "keepaliveTimeout"
-        case .duplicateLink: "duplicateLink"
-        case .protocolError: "protocolError"
-        case .suspended: "suspended"
-        default: "reason \(rawValue)"
-        }
-    }
-}
-
 /// A decoded frame: what travels over a link once TLS is up.
-public enum LinkMessage: Hashable, Sendable {
+package enum LinkMessage: Hashable, Sendable {
     case hello(Hello)
     case ping(Probe)
     case pong(Probe)
@@ -81,7 +53,7 @@ public enum LinkMessage: Hashable, Sendable {
 
 extension LinkMessage {
     /// Parses a frame. Unknown types give `.unknown`, never an error.
-    public init(frame: Frame) throws {
+    package init(frame: Frame) throws {
         var value = frame.value
         switch frame.type {
         case .hello:
@@ -107,7 +79,7 @@ extension LinkMessage {
     }
 
     /// The frame type that carries this message.
-    public var frameType: FrameType {
+    package var frameType: FrameType {
         switch self {
         case .hello: .hello
         case .ping: .ping
@@ -120,7 +92,7 @@ extension LinkMessage {
     }
 
     /// Appends the whole frame, header and value, to `buffer`: one buffer, no intermediate copy.
-    public func writeFrame(to buffer: inout ByteBuffer) {
+    package func writeFrame(to buffer: inout ByteBuffer) {
         let start = buffer.writerIndex
         buffer.writeMultipleIntegers(frameType.rawValue, UInt32(0))
         writeValue(to: &buffer)
@@ -128,7 +100,7 @@ extension LinkMessage {
     }
 
     /// Encodes the message as a ``Frame``, with its value in a buffer from `allocator`.
-    public func frame(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> Frame {
+    package func frame(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> Frame {
         var value = allocator.buffer(capacity: 32)
         writeValue(to: &value)
         return Frame(type: frameType, value: value)

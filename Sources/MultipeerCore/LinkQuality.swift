@@ -29,9 +29,9 @@ public struct LinkQuality: Hashable, Sendable {
 ///
 /// Recording a ping or a pong is cheap (it happens twice a second on every link); the window's
 /// median, p99 and deviation are computed when ``quality`` is read.
-public struct LinkQualityEstimator: Sendable {
+package struct LinkQualityEstimator: Sendable {
     /// How many recent round trips the window holds.
-    public let windowSize: Int
+    package let windowSize: Int
     /// The recent round trips, a ring: once full, `next` is the oldest.
     private var window: [Duration] = []
     private var next = 0
@@ -39,13 +39,13 @@ public struct LinkQualityEstimator: Sendable {
     private var expired = 0
     private var counters = LinkQuality()
 
-    public init(windowSize: Int = 100) {
+    package init(windowSize: Int = 100) {
         self.windowSize = windowSize
         window.reserveCapacity(windowSize)
     }
 
     /// The quality so far, with the window's statistics.
-    public var quality: LinkQuality {
+    package var quality: LinkQuality {
         var quality = counters
         guard !window.isEmpty else { return quality }
         let sorted = window.sorted()
@@ -57,14 +57,14 @@ public struct LinkQualityEstimator: Sendable {
         return quality
     }
 
-    public mutating func pingSent(_ probe: Probe, at now: Duration) {
+    package mutating func pingSent(_ probe: Probe, at now: Duration) {
         counters.pingsSent += 1
         outstanding[probe.nonce] = now
     }
 
     /// A PONG arrived; returns its round trip if it answers a ping still awaited.
     @discardableResult
-    public mutating func pongReceived(_ probe: Probe, at now: Duration) -> Duration? {
+    package mutating func pongReceived(_ probe: Probe, at now: Duration) -> Duration? {
         guard let sent = outstanding.removeValue(forKey: probe.nonce) else { return nil }
         counters.pongsReceived += 1
         let rtt = now - sent
@@ -89,7 +89,7 @@ public struct LinkQualityEstimator: Sendable {
     }
 
     /// Pings older than `timeout` count as lost.
-    public mutating func expire(olderThan timeout: Duration, now: Duration) {
+    package mutating func expire(olderThan timeout: Duration, now: Duration) {
         guard outstanding.values.contains(where: { now - $0 >= timeout }) else { return }
         let before = outstanding.count
         outstanding = outstanding.filter { now - $0.value < timeout }
@@ -97,12 +97,12 @@ public struct LinkQualityEstimator: Sendable {
         updateLoss()
     }
 
-    public mutating func frameIn(bytes: Int) {
+    package mutating func frameIn(bytes: Int) {
         counters.framesIn += 1
         counters.bytesIn += bytes
     }
 
-    public mutating func frameOut(bytes: Int) {
+    package mutating func frameOut(bytes: Int) {
         counters.framesOut += 1
         counters.bytesOut += bytes
     }

@@ -1,4 +1,4 @@
-public import NIOCore
+package import NIOCore
 
 /// The reliable messages sent to one peer and not yet acknowledged, bounded in count and bytes.
 /// Sans-IO: the shell enqueues, writes what ``sendable()`` hands out, and reports ACKs and
@@ -7,45 +7,35 @@ public import NIOCore
 /// Sequence numbers count from 1 for each pair of sender and receiver incarnations and never
 /// repeat within it, so the receiver delivers in order exactly once. When the receiver turns
 /// out to be a new incarnation (it restarted), what it never acknowledged is numbered afresh.
-public struct OutboxStateMachine: Sendable {
-    public struct Limits: Sendable, Equatable {
-        /// The most unacknowledged messages. Default 1,024.
-        public var maximumCount: Int
-        /// The most unacknowledged payload bytes. Default 8 MiB.
-        public var maximumBytes: Int
+package struct OutboxStateMachine: Sendable {
+    package typealias Limits = BufferLimits
 
-        public init(maximumCount: Int = 1024, maximumBytes: Int = 8 << 20) {
-            self.maximumCount = maximumCount
-            self.maximumBytes = maximumBytes
-        }
-    }
-
-    public let limits: Limits
+    package let limits: Limits
     private var pending: [DataMessage] = []
     /// How many of `pending` (from the front) were written on the current link.
     private var written = 0
     private var nextSequence: UInt64 = 1
-    public private(set) var bytes = 0
+    package private(set) var bytes = 0
     /// Everything up to here was acknowledged.
-    public private(set) var acknowledged: UInt64 = 0
+    package private(set) var acknowledged: UInt64 = 0
     /// The receiver incarnation the numbering belongs to, once a link has told it.
-    public private(set) var receiverIncarnation: UInt64?
+    package private(set) var receiverIncarnation: UInt64?
 
-    public init(limits: Limits = Limits()) {
+    package init(limits: Limits = BufferLimits(maximumCount: 1024, maximumBytes: 8 << 20)) {
         self.limits = limits
     }
 
     /// Messages waiting for an acknowledgement.
-    public var count: Int { pending.count }
+    package var count: Int { pending.count }
 
     /// Whether a message of `payloadBytes` fits now. An empty outbox takes any one message, so a
     /// message larger than the byte bound still goes (alone).
-    public func hasRoom(for payloadBytes: Int) -> Bool {
+    package func hasRoom(for payloadBytes: Int) -> Bool {
         pending.isEmpty || (pending.count < limits.maximumCount && bytes + payloadBytes <= limits.maximumBytes)
     }
 
     /// Numbers and keeps a message; returns it with its sequence number.
-    public mutating func enqueue(typeName: String, payload: ByteBuffer) throws -> DataMessage {
+    package mutating func enqueue(typeName: String, payload: ByteBuffer) throws -> DataMessage {
         let message = try DataMessage(sequence: nextSequence, typeName: typeName, payload: payload)
         nextSequence += 1
         pending.append(message)
@@ -54,14 +44,14 @@ public struct OutboxStateMachine: Sendable {
     }
 
     /// The messages not yet written on the current link, in order; they count as written now.
-    public mutating func sendable() -> ArraySlice<DataMessage> {
+    package mutating func sendable() -> ArraySlice<DataMessage> {
         defer { written = pending.count }
         return pending[written...]
     }
 
     /// The peer acknowledged everything up to `sequence`; returns how many messages that freed.
     @discardableResult
-    public mutating func acknowledge(through sequence: UInt64) -> Int {
+    package mutating func acknowledge(through sequence: UInt64) -> Int {
         guard sequence > acknowledged else { return 0 }
         acknowledged = min(sequence, nextSequence - 1)
         let freed = pending.prefix { $0.sequence <= acknowledged }
@@ -73,7 +63,7 @@ public struct OutboxStateMachine: Sendable {
 
     /// A link to the receiver resumed, and its HELLO named this incarnation. A new incarnation
     /// knows nothing of the old numbering: what is pending is numbered from 1 again.
-    public mutating func receiver(incarnation: UInt64) {
+    package mutating func receiver(incarnation: UInt64) {
         defer { receiverIncarnation = incarnation }
         guard let current = receiverIncarnation, current != incarnation else { return }
         pending = pending.enumerated().map { index, message in
@@ -87,15 +77,15 @@ public struct OutboxStateMachine: Sendable {
     }
 
     /// The link is gone: everything unacknowledged goes again on the next one.
-    public mutating func linkLost() {
+    package mutating func linkLost() {
         written = 0
     }
 }
 
 /// What one receiver has delivered from one sender, per sender incarnation: in order, exactly
 /// once, duplicates (resent after a reconnect) dropped. Sans-IO.
-public struct ReceiveWindow: Sendable, Equatable {
-    public enum Verdict: Equatable, Sendable {
+package struct ReceiveWindow: Sendable, Equatable {
+    package enum Verdict: Equatable, Sendable {
         /// Deliver the message to the application.
         case deliver
         /// Already delivered: drop it (and acknowledge again).
@@ -105,24 +95,24 @@ public struct ReceiveWindow: Sendable, Equatable {
     }
 
     /// The sender incarnation this window belongs to.
-    public private(set) var incarnation: UInt64
+    package private(set) var incarnation: UInt64
     /// Everything up to here was delivered.
-    public private(set) var delivered: UInt64 = 0
+    package private(set) var delivered: UInt64 = 0
     /// Delivered since the last acknowledgement was sent.
-    public private(set) var unacknowledged = 0
+    package private(set) var unacknowledged = 0
 
-    public init(incarnation: UInt64) {
+    package init(incarnation: UInt64) {
         self.incarnation = incarnation
     }
 
     /// The sender's link said HELLO with `incarnation`: a new incarnation starts over.
-    public mutating func sender(incarnation: UInt64) {
+    package mutating func sender(incarnation: UInt64) {
         guard incarnation != self.incarnation else { return }
         self = ReceiveWindow(incarnation: incarnation)
     }
 
     /// A reliable DATA message arrived.
-    public mutating func receive(sequence: UInt64) -> Verdict {
+    package mutating func receive(sequence: UInt64) -> Verdict {
         if sequence <= delivered { return .duplicate }
         guard sequence == delivered + 1 else { return .gap }
         delivered = sequence
@@ -131,7 +121,7 @@ public struct ReceiveWindow: Sendable, Equatable {
     }
 
     /// An ACK for everything delivered is being sent.
-    public mutating func acknowledged() {
+    package mutating func acknowledged() {
         unacknowledged = 0
     }
 }

@@ -1,58 +1,33 @@
-public import struct Foundation.UUID
+package import struct Foundation.UUID
 
 /// Names one link (one TCP connection) for the life of a session.
-public struct LinkID: Hashable, Sendable, Comparable, CustomStringConvertible {
-    public var rawValue: UInt64
-    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
-    public static func < (lhs: LinkID, rhs: LinkID) -> Bool { lhs.rawValue < rhs.rawValue }
-    public var description: String { "link \(rawValue)" }
+package struct LinkID: Hashable, Sendable, Comparable, CustomStringConvertible {
+    package var rawValue: UInt64
+    package init(_ rawValue: UInt64) { self.rawValue = rawValue }
+    package static func < (lhs: LinkID, rhs: LinkID) -> Bool { lhs.rawValue < rhs.rawValue }
+    package var description: String { "link \(rawValue)" }
 }
 
 /// Somewhere a peer can be dialled, as discovery reported it.
-public struct DialTarget: Hashable, Sendable {
+package struct DialTarget: Hashable, Sendable {
     /// Who is there; nil for a static peer until its HELLO says.
-    public var peerID: UUID?
+    package var peerID: UUID?
     /// Addresses to try, best first.
-    public var hosts: [String]
-    public var port: Int
+    package var hosts: [String]
+    package var port: Int
 
-    public init(peerID: UUID?, hosts: [String], port: Int) {
+    package init(peerID: UUID?, hosts: [String], port: Int) {
         self.peerID = peerID
         self.hosts = hosts
         self.port = port
     }
 
     /// How the table keys the target: the peer, or for a static peer its first address.
-    public var key: DialTarget.Key { peerID.map(Key.peer) ?? .endpoint("\(hosts.first ?? ""):\(port)") }
+    package var key: DialTarget.Key { peerID.map(Key.peer) ?? .endpoint("\(hosts.first ?? ""):\(port)") }
 
-    public enum Key: Hashable, Sendable {
+    package enum Key: Hashable, Sendable {
         case peer(UUID)
         case endpoint(String)
-    }
-}
-
-/// Why a peer left the active set.
-public enum PeerLeftReason: Hashable, Sendable, CustomStringConvertible {
-    /// The peer said GOODBYE with this reason.
-    case goodbye(GoodbyeReason)
-    /// Nothing arrived on the link for the keepalive timeout.
-    case keepaliveTimeout
-    /// The link failed or closed without a GOODBYE; the error, when there was one.
-    case linkClosed(MultipeerError?)
-    /// The peer restarted: a link from its newer incarnation replaced this one.
-    case restarted
-    /// This session was suspended or is shutting down.
-    case local(GoodbyeReason)
-
-    public var description: String {
-        switch self {
-        case .goodbye(let reason): "peer said goodbye (\(reason))"
-        case .keepaliveTimeout: "keepalive timeout"
-        case .linkClosed(let error?): "link closed: \(error)"
-        case .linkClosed(nil): "link closed"
-        case .restarted: "peer restarted"
-        case .local(let reason): "closed here (\(reason))"
-        }
     }
 }
 
@@ -62,10 +37,10 @@ public enum PeerLeftReason: Hashable, Sendable, CustomStringConvertible {
 /// Rules (DESIGN.md): the greater UUID dials; a peer is active when one of its links has
 /// finished TLS and HELLO; exactly one link per peer stays, chosen the same way on both sides:
 /// a newer incarnation wins, then a link dialled by the greater UUID, then the newer link.
-public struct PeerTableStateMachine: Sendable {
-    public enum Direction: Hashable, Sendable { case outbound, inbound }
+package struct PeerTableStateMachine: Sendable {
+    package enum Direction: Hashable, Sendable { case outbound, inbound }
 
-    public enum Action: Equatable, Sendable {
+    package enum Action: Equatable, Sendable {
         /// Dial `target` as `link`; report the outcome with ``linkEstablished(_:hello:)`` or ``linkClosed(_:error:)``.
         case dial(LinkID, DialTarget)
         /// Close `link`, saying GOODBYE with the reason first.
@@ -84,8 +59,8 @@ public struct PeerTableStateMachine: Sendable {
         var hello: Hello?
     }
 
-    public let localPeerID: UUID
-    public let backoffParameters: Backoff.Parameters
+    package let localPeerID: UUID
+    package let backoffParameters: Backoff.Parameters
 
     private var targets: [DialTarget.Key: DialTarget] = [:]
     /// Static endpoints whose peer identity a HELLO (or a self-connection) revealed.
@@ -99,22 +74,22 @@ public struct PeerTableStateMachine: Sendable {
     private var stopped = false
 
     /// - Parameter seed: Seeds the backoff jitter, so tests can repeat a run exactly.
-    public init(localPeerID: UUID, backoff: Backoff.Parameters = Backoff.Parameters(), seed: UInt64 = .random(in: 0...UInt64.max)) {
+    package init(localPeerID: UUID, backoff: Backoff.Parameters = Backoff.Parameters(), seed: UInt64 = .random(in: 0...UInt64.max)) {
         self.localPeerID = localPeerID
         self.backoffParameters = backoff
         self.random = SplitMix64(seed: seed)
     }
 
     /// The active peers' HELLOs, by peer.
-    public var activePeers: [UUID: Hello] {
+    package var activePeers: [UUID: Hello] {
         active.compactMapValues { links[$0]?.hello }
     }
 
     /// The link that carries traffic for `peerID`, if it is active.
-    public func activeLink(for peerID: UUID) -> LinkID? { active[peerID] }
+    package func activeLink(for peerID: UUID) -> LinkID? { active[peerID] }
 
     /// A new ID for an inbound link the shell just accepted.
-    public mutating func acceptedLink() -> LinkID {
+    package mutating func acceptedLink() -> LinkID {
         let id = makeLinkID()
         links[id] = Link(direction: .inbound)
         return id
@@ -123,7 +98,7 @@ public struct PeerTableStateMachine: Sendable {
     // MARK: Discovery
 
     /// Discovery found `target` (or found it again with new details).
-    public mutating func discovered(_ target: DialTarget) -> [Action] {
+    package mutating func discovered(_ target: DialTarget) -> [Action] {
         guard target.peerID != localPeerID else { return [] }
         targets[target.key] = target
         backoffs[target.key]?.reset()  // announced again: try at once, then from the first delay
@@ -131,7 +106,7 @@ public struct PeerTableStateMachine: Sendable {
     }
 
     /// Discovery lost the peer. Its link, if any, stays: liveness comes from the link.
-    public mutating func lost(_ peerID: UUID) -> [Action] {
+    package mutating func lost(_ peerID: UUID) -> [Action] {
         targets[.peer(peerID)] = nil
         return []
     }
@@ -139,7 +114,7 @@ public struct PeerTableStateMachine: Sendable {
     // MARK: Links
 
     /// A link finished TLS and HELLO.
-    public mutating func linkEstablished(_ id: LinkID, hello: Hello) -> [Action] {
+    package mutating func linkEstablished(_ id: LinkID, hello: Hello) -> [Action] {
         guard var link = links[id] else { return [] }
         link.hello = hello
         links[id] = link
@@ -164,7 +139,7 @@ public struct PeerTableStateMachine: Sendable {
     }
 
     /// A link closed (or a dial failed). `goodbye` is the reason the peer gave, if it gave one.
-    public mutating func linkClosed(_ id: LinkID, goodbye: GoodbyeReason? = nil, error: MultipeerError? = nil) -> [Action] {
+    package mutating func linkClosed(_ id: LinkID, goodbye: GoodbyeReason? = nil, error: MultipeerError? = nil) -> [Action] {
         guard let link = links.removeValue(forKey: id) else { return [] }
         if error?.code == .selfConnection, case .endpoint(let endpoint)? = link.target {
             identified[endpoint] = localPeerID  // a static entry that points at this peer itself
@@ -194,13 +169,13 @@ public struct PeerTableStateMachine: Sendable {
     }
 
     /// A scheduled redial is due.
-    public mutating func redialDue(_ key: DialTarget.Key) -> [Action] {
+    package mutating func redialDue(_ key: DialTarget.Key) -> [Action] {
         redialsPending.remove(key)
         return dialIfNeeded(key)
     }
 
     /// The session stops (shutdown or suspend): close every link; dial nothing until ``restart()``.
-    public mutating func stop(_ reason: GoodbyeReason) -> [Action] {
+    package mutating func stop(_ reason: GoodbyeReason) -> [Action] {
         stopped = true
         redialsPending.removeAll()
         var actions = links.keys.sorted().map { Action.close($0, reason) }
@@ -213,7 +188,7 @@ public struct PeerTableStateMachine: Sendable {
     }
 
     /// The session runs again (resume): dial every known target that is ours to dial.
-    public mutating func restart() -> [Action] {
+    package mutating func restart() -> [Action] {
         stopped = false
         return targets.keys.sorted { "\($0)" < "\($1)" }.flatMap { dialIfNeeded($0) }
     }
@@ -269,7 +244,7 @@ public struct PeerTableStateMachine: Sendable {
 
 extension UUID {
     /// Compares the 16 bytes in RFC 4122 order, unsigned, most significant first.
-    public func isGreater(than other: UUID) -> Bool {
+    package func isGreater(than other: UUID) -> Bool {
         withUnsafeBytes(of: uuid) { mine in
             withUnsafeBytes(of: other.uuid) { theirs in
                 mine.lexicographicallyPrecedes(theirs) == false && !mine.elementsEqual(theirs)
@@ -280,12 +255,12 @@ extension UUID {
 
 /// A small, fast, seedable generator (SplitMix64): the backoff jitter here, and tests that
 /// must replay a random case from its seed.
-public struct SplitMix64: RandomNumberGenerator, Sendable {
+package struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
-    public init(seed: UInt64) { state = seed }
+    package init(seed: UInt64) { state = seed }
 
-    public mutating func next() -> UInt64 {
+    package mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9

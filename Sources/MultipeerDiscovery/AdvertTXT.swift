@@ -1,21 +1,21 @@
-public import struct Foundation.UUID
-public import MultipeerCore
+package import struct Foundation.UUID
+import MultipeerCore
 
 /// The TXT record of an advertisement (docs/PROTOCOL.md, section 5): `v` (protocol version),
 /// `id` (peer UUID), `inc` (incarnation), `name` (display name), then the application's
 /// metadata. Each entry is `key=value` of at most 255 bytes.
-public struct AdvertTXT: Hashable, Sendable {
+package struct AdvertTXT: Hashable, Sendable {
     /// Keys the library uses; application metadata may not.
-    public static let reservedKeys: Set<String> = ["v", "id", "inc", "name"]
+    package static let reservedKeys: Set<String> = ["v", "id", "inc", "name"]
 
-    public var protocolVersion: UInt16
-    public var peerID: UUID
-    public var incarnation: UInt64
-    public var displayName: String
-    public var metadata: [String: String]
+    package var protocolVersion: UInt16
+    package var peerID: UUID
+    package var incarnation: UInt64
+    package var displayName: String
+    package var metadata: [String: String]
 
     /// Creates a record, checking every entry fits (255 bytes) and no metadata key is reserved.
-    public init(
+    package init(
         protocolVersion: UInt16 = Hello.currentProtocolVersion, peerID: UUID, incarnation: UInt64,
         displayName: String, metadata: [String: String] = [:]
     ) throws {
@@ -32,19 +32,19 @@ public struct AdvertTXT: Hashable, Sendable {
     }
 
     /// The entries, library keys first, then metadata sorted by key.
-    public var entries: [String] {
+    package var entries: [String] {
         ["v=\(protocolVersion)", "id=\(peerID.uuidString.lowercased())", "inc=\(incarnation)", "name=\(displayName)"]
             + metadata.keys.sorted().map { "\($0)=\(metadata[$0]!)" }
     }
 
     /// Why a TXT record was not taken as one of ours.
-    public enum Rejection: Error, Hashable, Sendable, CustomStringConvertible {
+    package enum Rejection: Error, Hashable, Sendable, CustomStringConvertible {
         case otherProtocolVersion(String)
         case missingPeerID
         case invalidPeerID(String)
         case invalidIncarnation(String)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .otherProtocolVersion(let version): "it is for protocol version \(version), not \(Hello.currentProtocolVersion)"
             case .missingPeerID: "it has no id entry"
@@ -57,7 +57,7 @@ public struct AdvertTXT: Hashable, Sendable {
     /// Parses raw TXT entries. Keys compare case-insensitively and the first of a repeated key
     /// wins (RFC 6763, 6.4); entries that are not UTF-8 or have no `=` are skipped. A missing
     /// `inc` reads as 0 and a missing `name` as empty, so any DNS-SD tool can advertise a peer.
-    public init(entries: [[UInt8]]) throws(Rejection) {
+    package init(entries: [[UInt8]]) throws(Rejection) {
         var values: [String: String] = [:]
         var metadata: [String: String] = [:]
         for entry in entries {

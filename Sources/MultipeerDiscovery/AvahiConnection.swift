@@ -1,6 +1,6 @@
 internal import CAvahi
 import Glibc
-public import Logging
+package import Logging
 import MultipeerCore
 import NIOConcurrencyHelpers
 
@@ -14,7 +14,7 @@ import NIOConcurrencyHelpers
 ///
 /// `@unchecked Sendable`: every mutable property, and every Avahi object, is touched only on the
 /// poll thread (inside Avahi's callbacks, which hold the poll lock) or under the poll lock.
-public final class AvahiConnection: @unchecked Sendable {
+package final class AvahiConnection: @unchecked Sendable {
     private let poll: OpaquePointer
     let logger: Logger
     // Guarded by the poll lock.
@@ -29,7 +29,7 @@ public final class AvahiConnection: @unchecked Sendable {
     /// The process-wide connection, made on first use.
     ///
     /// - Parameter waitForDaemon: If avahi-daemon is not running, wait for it instead of throwing.
-    public static func shared(waitForDaemon: Bool = false, logger: Logger = Logger(label: "multipeer.discovery")) throws -> AvahiConnection {
+    package static func shared(waitForDaemon: Bool = false, logger: Logger = Logger(label: "multipeer.discovery")) throws -> AvahiConnection {
         try sharedConnection.withLockedValue { shared in
             if let shared { return shared }
             let connection = try AvahiConnection(waitForDaemon: waitForDaemon, logger: logger)
@@ -42,7 +42,7 @@ public final class AvahiConnection: @unchecked Sendable {
     ///
     /// - Parameter waitForDaemon: If the daemon is not running, wait for it to appear rather than
     ///   throw an error that says how to start it.
-    public init(waitForDaemon: Bool = false, logger: Logger = Logger(label: "multipeer.discovery")) throws {
+    package init(waitForDaemon: Bool = false, logger: Logger = Logger(label: "multipeer.discovery")) throws {
         guard let poll = avahi_threaded_poll_new() else {
             throw MultipeerError(.discoveryUnavailable, "cannot start Avahi's event thread")
         }

@@ -1,20 +1,20 @@
-public import struct Foundation.UUID
+package import struct Foundation.UUID
 
 /// One address at which a peer was resolved.
-public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
+package struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
     /// An IP literal; IPv6 link-local addresses carry their scope, e.g. `fe80::1%eth0`.
-    public var host: String
+    package var host: String
     /// The index of the interface the address was seen on (0 when unknown).
-    public var interfaceIndex: Int32
+    package var interfaceIndex: Int32
 
-    public init(host: String, interfaceIndex: Int32 = 0) {
+    package init(host: String, interfaceIndex: Int32 = 0) {
         self.host = host
         self.interfaceIndex = interfaceIndex
     }
 
-    public var isIPv6: Bool { host.contains(":") }
-    public var isLoopback: Bool { host.hasPrefix("127.") || host == "::1" }
-    public var isLinkLocal: Bool { host.lowercased().hasPrefix("fe80:") || host.hasPrefix("169.254.") }
+    package var isIPv6: Bool { host.contains(":") }
+    package var isLoopback: Bool { host.hasPrefix("127.") || host == "::1" }
+    package var isLinkLocal: Bool { host.lowercased().hasPrefix("fe80:") || host.hasPrefix("169.254.") }
 
     /// Lower dials first: loopback, IPv4, routable IPv6, link-local.
     var preference: Int {
@@ -23,25 +23,25 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
         return isIPv6 ? 2 : 1
     }
 
-    public var description: String { host }
+    package var description: String { host }
 }
 
 /// A peer found by discovery: who it is, and where to dial it.
-public struct PeerAdvert: Hashable, Sendable, CustomStringConvertible {
+package struct PeerAdvert: Hashable, Sendable, CustomStringConvertible {
     /// The peer's UUID, from TXT `id`. Nil for a static peer, whose identity arrives with its HELLO.
-    public var peerID: UUID?
+    package var peerID: UUID?
     /// The peer's incarnation, from TXT `inc` (0 for a static peer).
-    public var incarnation: UInt64
+    package var incarnation: UInt64
     /// The peer's display name, from TXT `name`.
-    public var displayName: String
+    package var displayName: String
     /// The application's entries of the TXT record.
-    public var metadata: [String: String]
+    package var metadata: [String: String]
     /// The TCP port the peer listens on.
-    public var port: Int
+    package var port: Int
     /// Every address the peer was resolved at, best first (loopback, IPv4, IPv6, link-local).
-    public var addresses: [PeerAddress]
+    package var addresses: [PeerAddress]
 
-    public init(
+    package init(
         peerID: UUID?, incarnation: UInt64 = 0, displayName: String = "", metadata: [String: String] = [:],
         port: Int, addresses: [PeerAddress]
     ) {
@@ -53,14 +53,14 @@ public struct PeerAdvert: Hashable, Sendable, CustomStringConvertible {
         self.addresses = addresses
     }
 
-    public var description: String {
+    package var description: String {
         "\(displayName.isEmpty ? "peer" : displayName) (\(peerID?.uuidString ?? "identity unknown")) at "
             + addresses.map { "\($0):\(port)" }.joined(separator: ", ")
     }
 }
 
 /// What a browser reports.
-public enum BrowseEvent: Hashable, Sendable {
+package enum BrowseEvent: Hashable, Sendable {
     /// A peer appeared, or came back with another incarnation, port, name or metadata.
     /// Reported once however many interfaces and protocols announce it.
     case found(PeerAdvert)
@@ -70,7 +70,7 @@ public enum BrowseEvent: Hashable, Sendable {
 }
 
 /// A source of peers to connect to: ``PeerBrowser`` over DNS-SD, or ``StaticPeers``.
-public protocol PeerDiscovery: Sendable {
+package protocol PeerDiscovery: Sendable {
     /// Starts discovering; stops when the iteration ends or its task is cancelled.
     func browse() -> AsyncStream<BrowseEvent>
 }

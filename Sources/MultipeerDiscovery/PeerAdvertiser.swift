@@ -1,8 +1,8 @@
 internal import CAvahi
-public import MultipeerCore
+package import MultipeerCore
 
 /// What happens to an advertisement.
-public enum AdvertisementEvent: Hashable, Sendable {
+package enum AdvertisementEvent: Hashable, Sendable {
     /// The service is published under this instance name.
     case established(instanceName: String)
     /// Another service had the name; this one is published under a new one. The peer UUID in
@@ -17,17 +17,17 @@ public enum AdvertisementEvent: Hashable, Sendable {
 /// Publishes this peer as `<peer UUID>.<service type>.local` on every interface and protocol,
 /// with the TXT record of ``AdvertTXT``, until ``stop()``. Collisions are resolved by renaming;
 /// a restart of avahi-daemon is survived by publishing again.
-public final class PeerAdvertiser: Sendable {
+package final class PeerAdvertiser: Sendable {
     private let connection: AvahiConnection
     private let publisher: AvahiPublisher
     /// What happens to the advertisement, from start to ``stop()``.
-    public let events: AsyncStream<AdvertisementEvent>
+    package let events: AsyncStream<AdvertisementEvent>
 
     /// Starts advertising. Returns at once; ``events`` says when the service is established.
     ///
     /// - Parameter instanceName: The DNS-SD instance name; by default the peer UUID. Peers are
     ///   told apart by the UUID in TXT, never by this name, which Avahi may change on a collision.
-    public init(
+    package init(
         serviceType: ServiceType, port: Int, txt: AdvertTXT, instanceName: String? = nil, connection: AvahiConnection
     ) throws {
         guard (1...Int(UInt16.max)).contains(port) else {
@@ -50,17 +50,17 @@ public final class PeerAdvertiser: Sendable {
     }
 
     /// The instance name published now (the peer UUID, unless a collision renamed it).
-    public var instanceName: String {
+    package var instanceName: String {
         connection.withPollLock { publisher.name }
     }
 
     /// Replaces the TXT record in place, without withdrawing the service.
-    public func update(_ txt: AdvertTXT) {
+    package func update(_ txt: AdvertTXT) {
         connection.withPollLock { publisher.update(txt.entries) }
     }
 
     /// Withdraws the advertisement.
-    public func stop() {
+    package func stop() {
         connection.unregister(publisher)
     }
 }

@@ -1,5 +1,5 @@
 internal import CAvahi
-public import struct Foundation.UUID
+package import struct Foundation.UUID
 import Glibc
 import Logging
 import MultipeerCore
@@ -12,18 +12,18 @@ import MultipeerCore
 /// level). When avahi-daemon restarts, every peer is reported lost, then found again once the
 /// daemon is back. Browsers of one service type on one connection share one Avahi browser and
 /// its resolvers, so many sessions in a process stay within the daemon's per-client limits.
-public struct PeerBrowser: PeerDiscovery {
-    public let serviceType: ServiceType
-    public let localPeerID: UUID
-    public let connection: AvahiConnection
+package struct PeerBrowser: PeerDiscovery {
+    package let serviceType: ServiceType
+    package let localPeerID: UUID
+    package let connection: AvahiConnection
 
-    public init(serviceType: ServiceType, localPeerID: UUID, connection: AvahiConnection) {
+    package init(serviceType: ServiceType, localPeerID: UUID, connection: AvahiConnection) {
         self.serviceType = serviceType
         self.localPeerID = localPeerID
         self.connection = connection
     }
 
-    public func browse() -> AsyncStream<BrowseEvent> {
+    package func browse() -> AsyncStream<BrowseEvent> {
         let (events, continuation) = AsyncStream<BrowseEvent>.makeStream()
         let token = UUID()
         continuation.onTermination = { [connection, serviceType] _ in

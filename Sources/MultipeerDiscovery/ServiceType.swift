@@ -2,11 +2,11 @@ internal import CAvahi
 import MultipeerCore
 
 /// A DNS-SD service type such as `_navlog._tcp`: the name of the group's private network.
-public struct ServiceType: Hashable, Sendable, CustomStringConvertible {
-    public let rawValue: String
+package struct ServiceType: Hashable, Sendable, CustomStringConvertible {
+    package let rawValue: String
 
     /// Checks `rawValue` is a valid DNS-SD service type (`_name._tcp`).
-    public init(_ rawValue: String) throws {
+    package init(_ rawValue: String) throws {
         guard rawValue.hasSuffix("._tcp"), avahi_is_valid_service_type_strict(rawValue) != 0 else {
             throw MultipeerError(
                 .invalidArgument,
@@ -15,5 +15,5 @@ public struct ServiceType: Hashable, Sendable, CustomStringConvertible {
         self.rawValue = rawValue
     }
 
-    public var description: String { rawValue }
+    package var description: String { rawValue }
 }

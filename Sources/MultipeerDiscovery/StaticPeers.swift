@@ -3,11 +3,11 @@ import MultipeerCore
 /// Peers at fixed addresses, for routed networks without multicast: the same interface as
 /// ``PeerBrowser``, fed from a list of `host:port`. Each is reported found at once and never
 /// lost; its identity (nil ``PeerAdvert/peerID``) arrives with its HELLO.
-public struct StaticPeers: PeerDiscovery {
-    public let adverts: [PeerAdvert]
+package struct StaticPeers: PeerDiscovery {
+    package let adverts: [PeerAdvert]
 
     /// Parses `host:port` entries: `192.0.2.7:7000`, `navlog-2.local:7000`, `[fe80::1%eth0]:7000`.
-    public init(_ endpoints: [String]) throws {
+    package init(_ endpoints: [String]) throws {
         adverts = try endpoints.map { endpoint in
             guard let colon = endpoint.lastIndex(of: ":"), let port = Int(endpoint[endpoint.index(after: colon)...]),
                   (1...65535).contains(port) else {
@@ -22,7 +22,7 @@ public struct StaticPeers: PeerDiscovery {
         }
     }
 
-    public func browse() -> AsyncStream<BrowseEvent> {
+    package func browse() -> AsyncStream<BrowseEvent> {
         let (events, continuation) = AsyncStream<BrowseEvent>.makeStream()
         for advert in adverts { continuation.yield(.found(advert)) }
         // The stream ends only when its consumer stops: keep the continuation until then.

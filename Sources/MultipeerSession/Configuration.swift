@@ -72,7 +72,7 @@ extension MultipeerSession {
         /// How long TLS and HELLO together may take. Default 5 s.
         public var handshakeTimeout: Duration
         /// The reliable messages kept per peer until acknowledged. Default 1,024 messages, 8 MiB.
-        public var outbox: OutboxStateMachine.Limits
+        public var outbox: BufferLimits
         /// When a peer's outbox is full: false (the default) makes `send` wait for room; true
         /// makes it throw `outboxFull` at once.
         public var failWhenOutboxFull: Bool
@@ -91,8 +91,8 @@ extension MultipeerSession {
         public var goodbyeTimeout: Duration
 
         public init(
-            maximumFrameLength: Int = Frame.defaultMaximumLength, handshakeTimeout: Duration = .seconds(5),
-            outbox: OutboxStateMachine.Limits = OutboxStateMachine.Limits(), failWhenOutboxFull: Bool = false,
+            maximumFrameLength: Int = 1 << 20, handshakeTimeout: Duration = .seconds(5),
+            outbox: BufferLimits = BufferLimits(maximumCount: 1_024, maximumBytes: 8 << 20), failWhenOutboxFull: Bool = false,
             maximumHandshakes: Int = 64, maximumInboundLinks: Int = 1_024, goodbyeTimeout: Duration = .seconds(1)
         ) {
             self.maximumFrameLength = maximumFrameLength

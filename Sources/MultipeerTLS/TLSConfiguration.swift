@@ -3,20 +3,20 @@ import MultipeerCore
 
 /// TLS settings of a link. The protocol itself is fixed (docs/PROTOCOL.md): TLS 1.3,
 /// ECDHE-PSK, AES-128-GCM first.
-public struct TLSConfiguration: Sendable {
+package struct TLSConfiguration: Sendable {
     /// The group key both sides must hold.
-    public var psk: PreSharedKey
+    package var psk: PreSharedKey
     /// How long the TLS handshake and the HELLO exchange together may take. Default 5 s.
-    public var handshakeTimeout: Duration
+    package var handshakeTimeout: Duration
 
     /// Creates a configuration.
-    public init(psk: PreSharedKey, handshakeTimeout: Duration = .seconds(5)) {
+    package init(psk: PreSharedKey, handshakeTimeout: Duration = .seconds(5)) {
         self.psk = psk
         self.handshakeTimeout = handshakeTimeout
     }
 
     /// The GnuTLS priority string: TLS 1.3 only, ECDHE-PSK only, AES-128-GCM preferred.
-    public static let priorities =
+    package static let priorities =
         "NORMAL:-VERS-ALL:+VERS-TLS1.3:-KX-ALL:+ECDHE-PSK:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1"
         + ":-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305"
 }
@@ -115,7 +115,7 @@ private func serverPSKCallback(
 
 extension TLSConfiguration {
     /// The version of the GnuTLS library in use, e.g. `3.7.9`.
-    public static var libraryVersion: String {
+    package static var libraryVersion: String {
         gnutls_check_version(nil).map { String(cString: $0) } ?? "unknown"
     }
 }

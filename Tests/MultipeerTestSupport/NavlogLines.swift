@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// One line navlog-sync printed: a JSON event's top-level values as text (an `entry` object's
 /// values under `entry.KEY`), or just the raw text of any other line.

@@ -1,0 +1,28 @@
+// swift-tools-version:6.1
+// A package that uses MultipeerSession as an application would: by path, through its one
+// product, with nothing but `import MultipeerSession`. `make test` builds it (scripts/consumer.sh):
+// its Samples target compiles every Swift sample of the README and the DocC documentation,
+// its tests exercise the public API between two sessions in one process, and its build must
+// print no warning.
+import PackageDescription
+
+let package = Package(
+    name: "Consumer",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(name: "MultipeerSession", path: "../.."),
+    ],
+    targets: [
+        .target(
+            name: "Samples",
+            dependencies: [.product(name: "MultipeerSession", package: "MultipeerSession")],
+            // Samples are fragments: a value made to show a call and never used is their nature.
+            swiftSettings: [.swiftLanguageMode(.v6), .unsafeFlags(["-suppress-warnings"])]
+        ),
+        .testTarget(
+            name: "ConsumerTests",
+            dependencies: [.product(name: "MultipeerSession", package: "MultipeerSession")],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+    ]
+)

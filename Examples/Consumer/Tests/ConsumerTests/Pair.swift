@@ -1,0 +1,68 @@
+import Foundation
+import MultipeerSession
+import Testing
+
+/// The group key of these tests: made here, as an application would (never written to a file).
+let groupKey = try! PreSharedKey(identity: "consumer", passphrase: "consumer tests only, not a secret")
+
+/// A message type of the consumer's own.
+struct Note: Codable, Sendable, Equatable {
+    var text: String
+}
+
+/// How much slower than usual the code runs (`MULTIPEER_TEST_TIME_SCALE`, set by `make sanitize`).
+let timeScale = ProcessInfo.processInfo.environment["MULTIPEER_TEST_TIME_SCALE"].flatMap(Int.init) ?? 1
+
+/// A configuration on loopback without DNS-SD: `listener` takes no peers list, a dialler names it.
+func configuration(
+    _ name: String, dialling port: Int? = nil, limits: MultipeerSession.Limits = .init()
+) -> MultipeerSession.Configuration {
+    .init(
+        serviceType: "_consumer._tcp", peer: PeerInfo(displayName: name), psk: groupKey,
+        discovery: .staticPeers(port.map { ["127.0.0.1:\($0)"] } ?? []), limits: limits,
+        keepalive: KeepaliveParameters(interval: .milliseconds(500 * timeScale), timeout: .milliseconds(1500 * timeScale)))
+}
+
+/// Thrown by ``within(_:_:)``.
+struct TimedOut: Error, CustomStringConvertible {
+    var what: String
+    var description: String { "timed out waiting for \(what)" }
+}
+
+/// Runs `body`, failing with ``TimedOut`` after `seconds` (a generous bound, stretched by the time scale).
+func within<T: Sendable>(
+    _ seconds: Int, _ what: String, _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: .seconds(seconds * timeScale))
+            return nil
+        }
+        defer { group.cancelAll() }
+        guard case let value?? = try await group.next() else { throw TimedOut(what: what) }
+        return value
+    }
+}
+
+/// Runs `sessions` while `body` runs, then cancels them and waits for each to stop.
+func whileRunning<T: Sendable>(_ sessions: [MultipeerSession], _ body: () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for session in sessions { group.addTask { try await session.run() } }
+        defer { group.cancelAll() }
+        let result = try await body()
+        group.cancelAll()
+        try await group.waitForAll()
+        return result
+    }
+}
+
+/// Waits until `session` has `peer` among its active peers.
+func waitUntilActive(_ session: MultipeerSession, _ peer: UUID) async throws {
+    try await within(30, "\(peer) to become active") {
+        for await event in session.events {
+            if case .peerJoined(let joined) = event, joined.id == peer { return }
+        }
+        throw TimedOut(what: "\(peer) to become active (the session stopped)")
+    }
+}

@@ -1,0 +1,21 @@
+import Foundation
+import MultipeerSession
+import Testing
+
+/// The public API, used as an application uses it: `import MultipeerSession` and nothing else.
+@Suite struct PublicAPITests {
+    @Test func everythingAUserNamesComesWithTheOneImport() throws {
+        var limits = MultipeerSession.Limits()
+        limits.outbox = BufferLimits(maximumCount: 16, maximumBytes: 1 << 20)
+        let keepalive = KeepaliveParameters(interval: .milliseconds(200), timeout: .seconds(1))
+        let backoff = Backoff.Parameters(initial: .milliseconds(50))
+        let configuration = MultipeerSession.Configuration(
+            serviceType: "_consumer._tcp", peer: PeerInfo(displayName: "one import"), psk: groupKey,
+            limits: limits, keepalive: keepalive, reconnect: .init(backoff: backoff))
+        #expect(configuration.limits.outbox.maximumCount == 16)
+        #expect(PeerLeftReason.goodbye(.shutdown) != .keepaliveTimeout)
+        #expect(LinkQuality().loss == 0)
+        let error = #expect(throws: MultipeerError.self) { try PreSharedKey(identity: "short", key: [1, 2, 3]) }
+        #expect(error?.code == .invalidKey)
+    }
+}

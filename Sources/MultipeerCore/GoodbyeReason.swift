@@ -1,0 +1,27 @@
+/// Why a link is being closed, sent in GOODBYE.
+public struct GoodbyeReason: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: UInt16
+    public init(rawValue: UInt16) { self.rawValue = rawValue }
+
+    /// The session is shutting down.
+    public static let shutdown = GoodbyeReason(rawValue: 0)
+    /// No traffic arrived within the keepalive timeout.
+    public static let keepaliveTimeout = GoodbyeReason(rawValue: 1)
+    /// Another link to the same peer is kept instead of this one.
+    public static let duplicateLink = GoodbyeReason(rawValue: 2)
+    /// The peer broke the protocol.
+    public static let protocolError = GoodbyeReason(rawValue: 3)
+    /// The application went to the background.
+    public static let suspended = GoodbyeReason(rawValue: 4)
+
+    public var description: String {
+        switch self {
+        case .shutdown: "shutdown"
+        case .keepaliveTimeout: "keepaliveTimeout"
+        case .duplicateLink: "duplicateLink"
+        case .protocolError: "protocolError"
+        case .suspended: "suspended"
+        default: "reason \(rawValue)"
+        }
+    }
+}

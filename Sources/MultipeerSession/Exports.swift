@@ -1,0 +1,11 @@
+// The types a user of the session meets that are defined in the layers below it, re-exported
+// one by one: `import MultipeerSession` is all an application writes. Everything else in those
+// layers is `package`, for this package's own targets only.
+@_exported public import struct MultipeerCore.Backoff
+@_exported public import struct MultipeerCore.BufferLimits
+@_exported public import struct MultipeerCore.GoodbyeReason
+@_exported public import struct MultipeerCore.KeepaliveParameters
+@_exported public import struct MultipeerCore.LinkQuality
+@_exported public import struct MultipeerCore.MultipeerError
+@_exported public import enum MultipeerCore.PeerLeftReason
+@_exported public import struct MultipeerTLS.PreSharedKey

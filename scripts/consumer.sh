@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds and tests Examples/Consumer, a package that depends on MultipeerSession as an
+# application does (by path, one product, `import MultipeerSession` only):
+#   1. every ```swift block of README.md, of the DocC catalog and of the library's doc comments
+#      is written into Examples/Consumer/Sources/Samples/Samples.swift, each as the body of a
+#      function of its own, and compiled;
+#   2. the build must print no warning (a user sees every one of ours);
+#   3. its tests run the public API between sessions in one process.
+#
+#   scripts/consumer.sh [swift test options]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+consumer=Examples/Consumer
+samples=$consumer/Sources/Samples/Samples.swift
+
+extract() {  # FILE: prints each ```swift block of FILE (markdown, or /// comments) as a function
+    awk -v file="$1" '
+        { line = $0 }
+        file ~ /\.swift$/ { if (line !~ /^[ \t]*\/\/\/ ?/) { inside = 0; next } sub(/^[ \t]*\/\/\/ ?/, "", line) }
+        inside && line ~ /^```/ { print "}\n"; inside = 0; next }
+        inside && line ~ /^import / { next }  # the file imports MultipeerSession, and only that
+        inside { print "    " line; next }
+        line ~ /^```swift[ \t]*$/ {
+            name = file; gsub(/[^A-Za-z0-9]/, "_", name)
+            printf "// %s:%d\nfunc sample_%s_%d() async throws {\n", file, NR, name, NR
+            inside = 1
+        }
+    ' "$1"
+}
+
+{
+    echo "// Written by scripts/consumer.sh from the documentation; do not edit."
+    echo "import MultipeerSession"
+    echo
+    for file in README.md Sources/MultipeerSession/MultipeerSession.docc/*.md Sources/MultipeerSession/*.swift; do
+        extract "$file"
+    done
+} > "$samples"
+echo "$(grep -c '^func sample_' "$samples") documentation samples to compile in $samples"
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+swift build --package-path "$consumer" --build-tests 2>&1 | tee "$log"
+if grep -q "warning:" "$log"; then
+    echo "The consumer's build printed warnings (above); a user of the package would see them." >&2
+    exit 1
+fi
+swift test --package-path "$consumer" --skip-build "$@"
