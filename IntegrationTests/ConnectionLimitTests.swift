@@ -116,9 +116,12 @@ final class SilentConnections: Sendable {
             let port = try await serverEvents.listeningPort()
             let strangers = await SilentConnections(count: flood, port: port)
             let peer = MultipeerSession(configuration: .test("crew", discovery: .staticPeers(["127.0.0.1:\(port)"])))
+            let peerEvents = EventLog(peer.events)
             try await whileRunning([peer]) {
                 let inbox = peer.messages(of: Note.self), serverInbox = server.messages(of: Note.self)
                 _ = try await serverEvents.waitUntilActive([peer.peerID], timeout: .seconds(90))
+                // (Each side learns of the link on its own: the crew's may come a moment later.)
+                _ = try await peerEvents.waitUntilActive([server.peerID], timeout: .seconds(90))
                 try await server.send(Note(text: "to crew"), to: peer.peerID)
                 try await peer.send(Note(text: "to server"), to: server.peerID)
                 #expect(try await collect(inbox, timeout: .seconds(30)) { $0.count >= 1 }.first?.message.text == "to crew")

@@ -59,6 +59,8 @@ import Testing
         try await FaultTests.withPair { pair in
             let inbox = pair.listener.messages(of: Tagged.self)
             let (senders, each) = (16, 200)
+            // Read while they send: the inbox holds 1,024 messages, and then pushes back.
+            async let arrived = collect(inbox) { $0.count >= senders * each }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for sender in 0..<senders {
                     group.addTask {
@@ -69,7 +71,7 @@ import Testing
                 }
                 try await group.waitForAll()
             }
-            let received = try await collect(inbox) { $0.count >= senders * each }.map(\.message)
+            let received = try await arrived.map(\.message)
             #expect(received.count == senders * each)
             for sender in 0..<senders {
                 #expect(received.filter { $0.sender == sender }.map(\.number) == Array(0..<each))
@@ -79,17 +81,21 @@ import Testing
 
     /// A skipped sequence number closes the link (the sender resends on the next one) instead
     /// of every later message being dropped as a gap while the link stays up.
-    @Test func aGapInReliableDataClosesTheLinkWithOutOfSequence() throws {
-        let channel = EmbeddedChannel(handler: DeliveryHandler(windows: ReceiveWindows()))
+    @Test func aGapInReliableDataClosesTheLinkWithOutOfSequence() async throws {
+        let subscriptions = Subscriptions(limits: .init(), metrics: SessionMetrics(localName: "test"))
+        let notes = subscriptions.messages(of: Note.self, named: "Note")
+        let channel = EmbeddedChannel(handler: DeliveryHandler(inbox: Inbox(
+            windows: ReceiveWindows(), subscriptions: subscriptions, metrics: SessionMetrics(localName: "test"))))
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }  // (it and its pipeline hold each other until then)
         let sender = try Hello(peerID: UUID(), incarnation: 7, displayName: "sender")
         channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: sender))
         #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0), "the resume point")
         func data(_ sequence: UInt64) throws -> LinkMessage {
-            .data(try DataMessage(sequence: sequence, typeName: "Note", payload: ByteBuffer(string: "{}")))
+            .data(try DataMessage(sequence: sequence, typeName: "Note", payload: ByteBuffer(string: #"{"text":"\#(sequence)"}"#)))
         }
         try channel.writeInbound(try data(1))
-        #expect(try channel.readInbound(as: LinkMessage.self) == (try data(1)))
+        var received = notes.makeAsyncIterator()
+        #expect(await received.next()?.message == Note(text: "1"))
         #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(1))
         #expect {
             try channel.writeInbound(try data(3))
@@ -99,7 +105,8 @@ import Testing
             return
         }
         #expect(!channel.isActive)
-        #expect(try channel.readInbound(as: LinkMessage.self) == nil, "nothing after the gap is delivered")
+        subscriptions.finish()
+        #expect(await received.next() == nil, "nothing after the gap is delivered")
     }
 
     /// A flush still writing to a link that has been replaced must not hold up the new link's.
@@ -265,5 +272,57 @@ extension DeliveryTests {
             }
         }
         for proxy in proxies { await proxy.stop() }
+    }
+}
+
+/// The receiving side's pause, on one link's pipeline alone.
+@Suite struct DeliveryPauseTests {
+    /// Counts the reads asked of the channel, below the handler that withholds them.
+    final class ReadCounter: ChannelOutboundHandler {
+        typealias OutboundIn = Any
+        var reads = 0
+        func read(context: ChannelHandlerContext) {
+            reads += 1
+            context.read()
+        }
+    }
+
+    /// A stream filled by a delivery stops the link's reads and says so to the peer (FLOW); the
+    /// reader taking it down to half resumes both.
+    @Test func aFullStreamStopsTheLinkReadingUntilItIsHalfEmpty() async throws {
+        var limits = MultipeerSession.Limits()
+        limits.receiveBuffer = BufferLimits(maximumCount: 4, maximumBytes: 1 << 20)
+        let subscriptions = Subscriptions(limits: limits, metrics: SessionMetrics(localName: "test"))
+        let notes = subscriptions.messages(of: Note.self, named: "Note")
+        let counter = ReadCounter()
+        let channel = EmbeddedChannel()
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        try channel.pipeline.syncOperations.addHandler(counter)
+        try channel.pipeline.syncOperations.addHandler(DeliveryHandler(inbox: Inbox(
+            windows: ReceiveWindows(), subscriptions: subscriptions, metrics: SessionMetrics(localName: "test"))))
+        channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: try Hello(peerID: UUID(), incarnation: 1, displayName: "sender")))
+        #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0))
+        for sequence in 1...4 {
+            try channel.writeInbound(LinkMessage.data(try DataMessage(
+                sequence: UInt64(sequence), typeName: "Note", payload: ByteBuffer(string: #"{"text":"\#(sequence)"}"#))))
+        }
+        func written() throws -> [LinkMessage] {
+            var messages: [LinkMessage] = []
+            while let message = try channel.readOutbound(as: LinkMessage.self) { messages.append(message) }
+            return messages
+        }
+        // Each delivery is acknowledged (a read batch each here): the stream has it.
+        #expect(try written() == [.ack(1), .ack(2), .ack(3), .flow(reading: false), .ack(4)], "the fourth filled the stream")
+        channel.read()
+        #expect(counter.reads == 0, "no read while the stream is full")
+
+        var reader = notes.makeAsyncIterator()
+        #expect(await reader.next()?.message.text == "1")
+        channel.embeddedEventLoop.run()
+        #expect(counter.reads == 0, "three left: more than half")
+        #expect(await reader.next()?.message.text == "2")
+        channel.embeddedEventLoop.run()
+        #expect(try written() == [.flow(reading: true)])
+        #expect(counter.reads == 1, "the read withheld is made")
     }
 }

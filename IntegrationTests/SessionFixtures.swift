@@ -104,10 +104,10 @@ func activeIDs(_ events: [SessionEvent]) -> Set<UUID> {
 ///
 /// `@unchecked Sendable`: a test reads it from one task at a time.
 final class EventLog: @unchecked Sendable {
-    private let stream: AsyncStream<SessionEvent>
+    private let stream: EventStream
     private(set) var history: [SessionEvent] = []
 
-    init(_ stream: AsyncStream<SessionEvent>) { self.stream = stream }
+    init(_ stream: EventStream) { self.stream = stream }
 
     /// Reads events until `done` holds for everything read so far (maybe at once); returns it all.
     @discardableResult

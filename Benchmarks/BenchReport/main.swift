@@ -362,8 +362,9 @@ if let mesh {
 
 md += "## Reliable delivery\n\n"
 if let delivery {
-    md += table(["scenario", "messages/s", "delivered", "lost", "out of order", "wire bytes / payload byte", "RSS growth KiB"], delivery.map {
-        [$0.scenario, number($0.messagesPerSecond, 0), "\($0.messagesDelivered)", "\($0.lost)", "\($0.outOfOrder)", number($0.wireBytesPerPayloadByte, 2), number($0.rssGrowthKiB, 0)]
+    md += table(["scenario", "messages/s", "delivered", "lost", "out of order", "wire bytes / payload byte", "RSS growth KiB", "most ahead"], delivery.map {
+        [$0.scenario, number($0.messagesPerSecond, 0), "\($0.messagesDelivered)", "\($0.lost)", "\($0.outOfOrder)", number($0.wireBytesPerPayloadByte, 2),
+         number($0.rssGrowthKiB, 0), $0.maximumBacklog.map { "\($0)" } ?? "-"]
     })
 } else {
     md += "Not measured in this run.\n\n"

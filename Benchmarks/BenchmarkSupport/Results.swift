@@ -97,11 +97,14 @@ public struct Goodput: Codable, Sendable {
     public var wireBytesPerPayloadByte: Double
     /// Resident memory growth from the first second of sending to the end.
     public var rssGrowthKiB: Double
+    /// The most messages the sender was ahead of the reader (sent, not yet read).
+    public var maximumBacklog: Int?
 
     public init(
         scenario: String, seconds: Double, messagesDelivered: Int, messagesPerSecond: Double, lost: Int, outOfOrder: Int,
-        wireBytesPerPayloadByte: Double, rssGrowthKiB: Double
+        wireBytesPerPayloadByte: Double, rssGrowthKiB: Double, maximumBacklog: Int? = nil
     ) {
+        self.maximumBacklog = maximumBacklog
         self.scenario = scenario
         self.seconds = seconds
         self.messagesDelivered = messagesDelivered

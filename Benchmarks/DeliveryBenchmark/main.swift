@@ -1,6 +1,8 @@
 // Reliable delivery under churn: goodput (messages delivered per second) with no faults and
 // with a reset every 2 s, every message checked to arrive once and in order, and the bytes on
-// the wire (both ways, through the proxy) per payload byte.
+// the wire (both ways, through the proxy) per payload byte. And a slow reader: 16 KiB messages
+// sent flat out to a reader that takes 1 ms a message; the process (both sessions) must stay
+// within the bounds of the sender's outbox and the reader's stream, whatever the backlog wants.
 //
 //   swift build -c release --product DeliveryBenchmark && .build/release/DeliveryBenchmark [--seconds N]
 import BenchmarkSupport
@@ -18,8 +20,6 @@ struct Numbered: Codable, Sendable {
 
 let duration = Duration.seconds(Bench.option("--seconds").flatMap(Int.init) ?? 10)
 let padding = String(repeating: "x", count: 128)
-/// The JSON size of a typical message: the payload the wire carries.
-let encodedSize = try JSONEncoder().encode(Numbered(number: 12_345, padding: padding)).count
 let psk = try PreSharedKey.generate(identity: "delivery")
 let quiet: Logger = {
     var logger = Logger(label: "delivery")
@@ -33,16 +33,21 @@ func session(_ name: String, dialling endpoint: String? = nil) -> MultipeerSessi
         discovery: .staticPeers(endpoint.map { [$0] } ?? []), statsInterval: nil, logger: quiet))
 }
 
-func firstPort(_ events: AsyncStream<SessionEvent>) async -> Int {
+func firstPort(_ events: EventStream) async -> Int {
     for await event in events { if case .listening(let port) = event { return port } }
     return 0
 }
 
-func untilActive(_ events: AsyncStream<SessionEvent>, _ peerID: UUID) async {
+func untilActive(_ events: EventStream, _ peerID: UUID) async {
     for await event in events { if case .peerJoined(let peer) = event, peer.id == peerID { return } }
 }
 
-func measure(_ scenario: String, resetEvery interval: Duration?) async throws -> Goodput {
+/// Sends `padding`-padded messages flat out for `duration`; the reader waits `readerDelay` after each.
+func measure(
+    _ scenario: String, padding: String = padding, resetEvery interval: Duration? = nil, readerDelay: Duration? = nil
+) async throws -> Goodput {
+    let encodedSize = try JSONEncoder().encode(Numbered(number: 12_345, padding: padding)).count
+    let backlog = Backlog()
     let receiver = session("receiver")
     let receiverEvents = receiver.events
     let inbox = receiver.messages(of: Numbered.self)
@@ -67,6 +72,8 @@ func measure(_ scenario: String, resetEvery interval: Duration?) async throws ->
             var next = 0, outOfOrder = 0
             for await (_, message) in inbox {
                 if message.number == next { next += 1 } else { outOfOrder += 1 }
+                backlog.read()
+                if let readerDelay { try? await Task.sleep(for: readerDelay) }
             }
             return (next, outOfOrder)
         }
@@ -75,6 +82,7 @@ func measure(_ scenario: String, resetEvery interval: Duration?) async throws ->
         while clock.now - start < duration {
             try await sender.send(Numbered(number: sent, padding: padding), to: receiver.peerID)
             sent += 1
+            backlog.sent()
             if rssAfterOneSecond == nil, clock.now - start >= .seconds(1) { rssAfterOneSecond = Bench.residentKiB() }
         }
         let rssGrowth = Bench.residentKiB() - (rssAfterOneSecond ?? Bench.residentKiB())
@@ -89,19 +97,50 @@ func measure(_ scenario: String, resetEvery interval: Duration?) async throws ->
         return Goodput(
             scenario: scenario, seconds: elapsed.seconds, messagesDelivered: delivered,
             messagesPerSecond: Double(delivered) / elapsed.seconds, lost: sent - delivered, outOfOrder: outOfOrder,
-            wireBytesPerPayloadByte: Double(wire) / Double(delivered * encodedSize), rssGrowthKiB: rssGrowth)
+            wireBytesPerPayloadByte: Double(wire) / Double(delivered * encodedSize), rssGrowthKiB: rssGrowth,
+            maximumBacklog: backlog.maximum)
     }
 }
 
 let results = [
-    try await measure("no faults", resetEvery: nil),
+    try await measure("no faults"),
     try await measure("a reset every 2 s", resetEvery: .seconds(2)),
+    try await measure("slow reader, 16 KiB", padding: String(repeating: "x", count: 16 << 10), readerDelay: .milliseconds(1)),
 ]
-print("Reliable delivery of \(encodedSize)-byte messages, one sender, \(duration) each")
-print("scenario            messages/s   delivered   lost   out of order   wire/payload   RSS growth after 1 s (KiB)")
+print("Reliable delivery, one sender, \(duration) each (messages of \(padding.count + 30) bytes; the slow reader's of 16 KiB)")
+print("scenario             messages/s   delivered   lost   out of order   wire/payload   RSS growth after 1 s (KiB)   most ahead")
 for r in results {
-    print(r.scenario.padding(toLength: 20, withPad: " ", startingAt: 0)
-        + String(format: "%-13.0f%-12d%-7d%-15d%-15.2f%.0f", r.messagesPerSecond, r.messagesDelivered, r.lost, r.outOfOrder,
-                 r.wireBytesPerPayloadByte, r.rssGrowthKiB))
+    print(r.scenario.padding(toLength: 21, withPad: " ", startingAt: 0)
+        + String(format: "%-13.0f%-12d%-7d%-15d%-15.2f%-29.0f%d", r.messagesPerSecond, r.messagesDelivered, r.lost, r.outOfOrder,
+                 r.wireBytesPerPayloadByte, r.rssGrowthKiB, r.maximumBacklog ?? 0))
 }
+let limits = MultipeerSession.Limits()
+print("""
+    Bounds held by the slow reader's process (both sessions): the outbox, \(limits.outbox.maximumBytes >> 20) MiB of \
+    encoded messages; the reader's stream, \(limits.receiveBuffer.maximumBytes >> 20) MiB and one read of the link \
+    (256 KiB) more, each held encoded and decoded.
+    """)
 try Bench.writeJSON(results, defaultPath: "bench-results/delivery.json")
+
+/// How far the sender got ahead of the reader (sent, not yet read), at most.
+///
+/// `@unchecked Sendable`: every access to the counters goes through `lock`.
+final class Backlog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var sentCount = 0
+    private var readCount = 0
+    private var peak = 0
+
+    var maximum: Int { lock.withLock { peak } }
+
+    func sent() {
+        lock.withLock {
+            sentCount += 1
+            peak = max(peak, sentCount - readCount)
+        }
+    }
+
+    func read() {
+        lock.withLock { readCount += 1 }
+    }
+}

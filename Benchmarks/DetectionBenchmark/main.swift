@@ -28,7 +28,7 @@ func milliseconds(_ duration: Duration) -> Double { duration.seconds * 1000 }
 
 /// Reads a session's events until `peerID` is (or is no longer) active.
 final class Watcher: @unchecked Sendable {
-    private var iterator: AsyncStream<SessionEvent>.Iterator
+    private var iterator: EventStream.AsyncIterator
     init(_ session: MultipeerSession) { iterator = session.events.makeAsyncIterator() }
 
     func until(active: Bool, _ peerID: UUID) async {

@@ -19,9 +19,12 @@ let package = Package(
             // Samples are fragments: a value made to show a call and never used is their nature.
             swiftSettings: [.swiftLanguageMode(.v6), .unsafeFlags(["-suppress-warnings"])]
         ),
+        // Two programs' message types, each in a module of its own.
+        .target(name: "ProgramA", dependencies: [.product(name: "MultipeerSession", package: "MultipeerSession")]),
+        .target(name: "ProgramB", dependencies: [.product(name: "MultipeerSession", package: "MultipeerSession")]),
         .testTarget(
             name: "ConsumerTests",
-            dependencies: [.product(name: "MultipeerSession", package: "MultipeerSession")],
+            dependencies: ["ProgramA", "ProgramB", .product(name: "MultipeerSession", package: "MultipeerSession")],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
     ]

@@ -1,10 +1,15 @@
+public import MultipeerSession
+
 /// What hosts say to each other over the session (docs/NAVLOG.md). One type, so that a peer's
 /// messages arrive in the order they were sent.
 ///
 /// When two hosts meet, each sends its ``NavlogDigest``; each answers a digest with the
 /// versions the other lacks, in batches, the last one marked final (anti-entropy). While
 /// connected, every local edit is broadcast as an update.
-public enum NavlogMessage: Codable, Sendable, Hashable {
+public enum NavlogMessage: MultipeerMessage, Hashable {
+    /// The name on the wire (docs/NAVLOG.md), as every version of navlog-sync has sent it.
+    public static var wireName: String { "NavlogSync.NavlogMessage" }
+
     /// The version of every entry the sender holds.
     case digest(versions: NavlogDigest)
     /// A batch of the versions a peer's digest lacked; the last batch is `final`.

@@ -142,6 +142,13 @@ public actor NavlogNode: Service {
             subscriptions.continuation.yield(.error(code: "undecodableMessage", message: "a \(type) from \(peer.displayName) did not decode: \(error)"))
         case .advertisingFailed(let error):
             subscriptions.continuation.yield(.error(code: error.code.description, message: "advertising failed: \(error)"))
+        case .messageHeld(let type, let peer):
+            // This host subscribes to its one message type before it runs: anything else is foreign.
+            subscriptions.continuation.yield(.error(code: "unknownMessageType", message: "\(peer.displayName) sent a \(type), which navlog-sync does not know"))
+        case .messagesDropped(let type, let count, let reason):
+            subscriptions.continuation.yield(.error(code: "messagesDropped", message: "\(count) \(type) message(s) dropped: \(reason)"))
+        case .eventsDropped(let count):
+            subscriptions.continuation.yield(.error(code: "eventsDropped", message: "this host fell behind and missed \(count) session event(s)"))
         case .stats:
             break
         }

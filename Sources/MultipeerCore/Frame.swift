@@ -18,6 +18,8 @@ package struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConv
     package static let ack = FrameType(rawValue: 5)
     /// The sender is closing the link, and says why.
     package static let goodbye = FrameType(rawValue: 6)
+    /// The sender stopped reading the link (its application is behind), or reads it again.
+    package static let flow = FrameType(rawValue: 7)
 
     package var description: String {
         switch self {
@@ -27,6 +29,7 @@ package struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConv
         case .data: "DATA"
         case .ack: "ACK"
         case .goodbye: "GOODBYE"
+        case .flow: "FLOW"
         default: "type \(rawValue)"
         }
     }

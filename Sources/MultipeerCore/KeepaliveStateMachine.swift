@@ -41,6 +41,8 @@ package struct KeepaliveStateMachine: Sendable {
     private var finished = false
     /// A timeout found on a late wake-up waits for one more look, here.
     private var recheck: Duration?
+    /// This side stopped reading (its application is behind): silence is then its own doing.
+    private var readingPaused = false
 
     package init(parameters: KeepaliveParameters, role: Role = .leading, now: Duration) {
         self.parameters = parameters
@@ -72,6 +74,15 @@ package struct KeepaliveStateMachine: Sendable {
         if now > lastPingReceived { lastPingReceived = now }
     }
 
+    /// This side stopped reading the link, or reads it again. While it does not read, nothing
+    /// the peer sends can arrive, so silence proves nothing and the link is not timed out; it
+    /// still pings, so the peer hears from it (and a dead path fails its writes through
+    /// TCP_USER_TIMEOUT). On resuming, the timeout counts from then.
+    package mutating func reading(paused: Bool, now: Duration) {
+        readingPaused = paused
+        if !paused, now > lastInbound { lastInbound = now }
+    }
+
     /// This side sent a frame.
     package mutating func outboundActivity(now: Duration) {
         if now > lastOutbound { lastOutbound = now }
@@ -79,7 +90,8 @@ package struct KeepaliveStateMachine: Sendable {
 
     /// When the shell should call ``wakeUp(now:)`` next.
     package var nextWakeUp: Duration {
-        min(recheck ?? lastInbound + parameters.timeout, quietDue, sampleDue)
+        let timeoutDue = readingPaused ? .seconds(Int64.max) : recheck ?? lastInbound + parameters.timeout
+        return min(timeoutDue, quietDue, sampleDue)
     }
 
     /// A wake-up later than this after it was due means this side was not running (a stalled
@@ -92,7 +104,7 @@ package struct KeepaliveStateMachine: Sendable {
     /// reads first and wakes again shortly (``nextWakeUp``) for the verdict.
     package mutating func wakeUp(now: Duration, late: Duration = .zero) -> Action {
         guard !finished else { return .wait }
-        if now - lastInbound < parameters.timeout {
+        if readingPaused || now - lastInbound < parameters.timeout {
             recheck = nil
         } else if late > lateLimit {
             recheck = now + lateLimit / 10

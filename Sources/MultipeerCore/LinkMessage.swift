@@ -47,6 +47,9 @@ package enum LinkMessage: Hashable, Sendable {
     case ack(UInt64)
     /// The reason, and a few words for logs (at most 255 bytes of UTF-8).
     case goodbye(GoodbyeReason, String)
+    /// The sender stopped reading the link (`reading` false: its application is behind, and
+    /// TCP's window towards it will close) or reads it again (true).
+    case flow(reading: Bool)
     /// A frame type this version does not know; receivers ignore it.
     case unknown(FrameType)
 }
@@ -73,6 +76,12 @@ extension LinkMessage {
             let reason = try value.readField(UInt16.self, "reason", in: .goodbye)
             let text = try value.readShortString("text", in: .goodbye)
             self = .goodbye(GoodbyeReason(rawValue: reason), text)
+        case .flow:
+            let reading = try value.readField(UInt8.self, "reading", in: .flow)
+            guard reading <= 1 else {
+                throw MultipeerError(.malformedMessage, "FLOW is malformed: reading is \(reading), not 0 or 1")
+            }
+            self = .flow(reading: reading == 1)
         default:
             self = .unknown(frame.type)
         }
@@ -87,6 +96,7 @@ extension LinkMessage {
         case .data: .data
         case .ack: .ack
         case .goodbye: .goodbye
+        case .flow: .flow
         case .unknown(let type): type
         }
     }
@@ -122,6 +132,8 @@ extension LinkMessage {
         case .goodbye(let reason, let text):
             buffer.writeInteger(reason.rawValue)
             buffer.writeShortString(String(decoding: text.utf8.prefix(255), as: UTF8.self))
+        case .flow(let reading):
+            buffer.writeInteger(UInt8(reading ? 1 : 0))
         case .unknown:
             break
         }

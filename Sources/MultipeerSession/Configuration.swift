@@ -89,12 +89,35 @@ extension MultipeerSession {
         /// newer one) may take to be written; then the link is closed without it. Default 1 s:
         /// a peer that stopped reading cannot hold a link, or a shutdown, open.
         public var goodbyeTimeout: Duration
+        /// What each stream of ``MultipeerSession/messages(of:)`` holds before the links that
+        /// feed it stop reading (and TCP pushes back on the senders): default 1,024 messages or
+        /// 4 MiB of encoded payload. Reading resumes at half. One read of a link may bring more
+        /// before it stops: at most 256 KiB (four socket reads of 64 KiB) and the rest of one
+        /// frame, per link.
+        public var receiveBuffer: BufferLimits
+        /// What is held, per message type name, for a first subscriber when a message arrives
+        /// that nobody subscribed to: default 256 messages or 1 MiB; beyond it the oldest are
+        /// dropped (``SessionEvent/messagesDropped(typeName:count:reason:)``).
+        public var unsubscribedMessages: BufferLimits
+        /// How many type names at most have messages held for a first subscriber. Default 16;
+        /// a message of another name nobody subscribed to is dropped and reported.
+        public var maximumUnsubscribedTypes: Int
+        /// The events each ``MultipeerSession/events`` stream holds for a slow reader. Default
+        /// 1,024; beyond it the oldest `.stats` go first (``SessionEvent/eventsDropped(count:)``).
+        public var eventBuffer: Int
 
         public init(
             maximumFrameLength: Int = 1 << 20, handshakeTimeout: Duration = .seconds(5),
             outbox: BufferLimits = BufferLimits(maximumCount: 1_024, maximumBytes: 8 << 20), failWhenOutboxFull: Bool = false,
-            maximumHandshakes: Int = 64, maximumInboundLinks: Int = 1_024, goodbyeTimeout: Duration = .seconds(1)
+            maximumHandshakes: Int = 64, maximumInboundLinks: Int = 1_024, goodbyeTimeout: Duration = .seconds(1),
+            receiveBuffer: BufferLimits = BufferLimits(maximumCount: 1_024, maximumBytes: 4 << 20),
+            unsubscribedMessages: BufferLimits = BufferLimits(maximumCount: 256, maximumBytes: 1 << 20),
+            maximumUnsubscribedTypes: Int = 16, eventBuffer: Int = 1_024
         ) {
+            self.receiveBuffer = receiveBuffer
+            self.unsubscribedMessages = unsubscribedMessages
+            self.maximumUnsubscribedTypes = maximumUnsubscribedTypes
+            self.eventBuffer = eventBuffer
             self.maximumFrameLength = maximumFrameLength
             self.handshakeTimeout = handshakeTimeout
             self.outbox = outbox

@@ -29,34 +29,68 @@ final class ReceiveWindows: Sendable {
     }
 }
 
-/// Reliable delivery on the receiving side, on the link's event loop: drops duplicates
-/// (``ReceiveWindow``), acknowledges what was delivered once per read batch, and, right after
-/// HELLO, tells the sender where to resume with an ACK of everything already delivered from its
-/// incarnation. A gap (a sequence number skipped) cannot happen on one in-order TCP stream from
-/// a correct sender; it closes the link with `outOfSequence`, so that the sender resends from
-/// the gap on the next link instead of the stream stalling.
+/// Where a session's links hand what they receive.
+struct Inbox: Sendable {
+    /// What was delivered from each sender, for reliable delivery.
+    var windows: ReceiveWindows
+    /// The application's streams.
+    var subscriptions: Subscriptions
+    var metrics: SessionMetrics
+}
+
+/// Tells the handlers below that the link stopped reading because the application's streams
+/// are full (``DeliveryHandler``), or that it reads again: silence while paused is this side's
+/// doing, not the peer's.
+enum ReadingPaused {
+    case paused
+    case resumed
+}
+
+/// Delivery on the receiving side, on the link's event loop: hands DATA to the application's
+/// streams (``Subscriptions``), drops reliable duplicates (``ReceiveWindow``), and acknowledges
+/// what was handed over once per read batch, so an ACK means the application's stream has the
+/// message (or holds it for a first subscriber). Right after HELLO it tells the sender where to
+/// resume with an ACK of everything already delivered from its incarnation.
+///
+/// When a stream is full the link stops reading (it withholds `read`) until the stream is half
+/// empty: TCP then pushes back on the sender. A gap (a sequence number skipped) cannot happen on
+/// one in-order TCP stream from a correct sender; it closes the link with `outOfSequence`, so
+/// that the sender resends from the gap on the next link instead of the stream stalling.
 final class DeliveryHandler: ChannelDuplexHandler {
     typealias InboundIn = LinkMessage
     typealias InboundOut = LinkMessage
     typealias OutboundIn = LinkMessage
     typealias OutboundOut = LinkMessage
 
-    private let windows: ReceiveWindows
-    private var peerID: UUID?
+    private let inbox: Inbox
+    private var peer: Peer?
+    private var context: ChannelHandlerContext?
     /// A gap was seen: the link is closing and reads nothing more.
     private var broken = false
     /// A reliable message was delivered in this read batch (only then is there anything to
     /// acknowledge: a batch of PINGs alone costs no look-up).
     private var deliveredInBatch = false
+    /// Full streams this link waits on; it reads again when none is left.
+    private var fullStreams = 0
+    /// A read was asked for while paused: it is made on resuming.
+    private var readPending = false
 
-    init(windows: ReceiveWindows) {
-        self.windows = windows
+    init(inbox: Inbox) {
+        self.inbox = inbox
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let hello = event as? HelloCompleted {
-            peerID = hello.remote.peerID
-            let resume = windows.sender(hello.remote.peerID, incarnation: hello.remote.incarnation)
+            peer = Peer(hello.remote)
+            let resume = inbox.windows.sender(hello.remote.peerID, incarnation: hello.remote.incarnation)
             context.writeAndFlush(wrapOutboundOut(.ack(resume)), promise: nil)
         }
         context.fireUserInboundEventTriggered(event)
@@ -64,34 +98,70 @@ final class DeliveryHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !broken else { return }
-        guard case .data(let message) = unwrapInboundIn(data), message.sequence > 0, let peerID else {
-            context.fireChannelRead(data)  // unreliable DATA and everything else
+        guard case .data(let message) = unwrapInboundIn(data), let peer else {
+            context.fireChannelRead(data)
             return
         }
-        switch windows.receive(from: peerID, sequence: message.sequence) {
-        case .deliver:
-            deliveredInBatch = true
-            context.fireChannelRead(data)
-        case .duplicate:
-            break
-        case .gap:
-            broken = true
-            let error = MultipeerError(
-                .outOfSequence, "peer \(peerID) sent reliable message \(message.sequence) with an earlier one missing; the link is closed so that it resends")
-            context.writeAndFlush(wrapOutboundOut(.goodbye(.protocolError, error.message)), promise: nil)
-            context.fireErrorCaught(error)
-            context.close(promise: nil)
+        if message.sequence > 0 {
+            switch inbox.windows.receive(from: peer.id, sequence: message.sequence) {
+            case .deliver:
+                deliveredInBatch = true
+            case .duplicate:
+                return
+            case .gap:
+                broken = true
+                let error = MultipeerError(
+                    .outOfSequence, "peer \(peer.id) sent reliable message \(message.sequence) with an earlier one missing; the link is closed so that it resends")
+                context.writeAndFlush(wrapOutboundOut(.goodbye(.protocolError, error.message)), promise: nil)
+                context.fireErrorCaught(error)
+                context.close(promise: nil)
+                return
+            }
+        }
+        inbox.metrics.received(bytes: message.payload.readableBytes)
+        let loop = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let filled = inbox.subscriptions.deliver(message, from: peer) {
+            loop.eventLoop.execute { loop.value.streamHasRoom() }
+        }
+        if filled > 0 {
+            if fullStreams == 0 { announce(reading: false, context: context) }
+            fullStreams += filled
         }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if deliveredInBatch, let peerID {
+        if deliveredInBatch, let peer {
             deliveredInBatch = false
-            if let delivered = windows.acknowledgement(for: peerID) {
+            if let delivered = inbox.windows.acknowledgement(for: peer.id) {
                 context.writeAndFlush(wrapOutboundOut(.ack(delivered)), promise: nil)
             }
         }
         context.fireChannelReadComplete()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if fullStreams > 0 {
+            readPending = true
+        } else {
+            context.read()
+        }
+    }
+
+    /// Tells this side's keepalive, and the peer (FLOW), that this link stopped reading or reads again.
+    private func announce(reading: Bool, context: ChannelHandlerContext) {
+        context.triggerUserOutboundEvent(reading ? ReadingPaused.resumed : ReadingPaused.paused, promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.flow(reading: reading)), promise: nil)
+    }
+
+    /// A stream this link filled has room again (on the event loop).
+    private func streamHasRoom() {
+        fullStreams -= 1
+        guard fullStreams == 0, let context else { return }
+        announce(reading: true, context: context)
+        if readPending {
+            readPending = false
+            context.read()
+        }
     }
 }
 

@@ -22,7 +22,12 @@ final class LinkQualityBox: Sendable {
 /// Pings the peer when this side has been quiet and closes a silent link, on the link's event
 /// loop (``KeepaliveStateMachine`` decides; this handler arms its wake-ups on the loop's
 /// ``KeepaliveTimers`` and does the I/O). Answers the peer's PINGs with PONGs and measures round
-/// trips from its own. PING and PONG stop here; every other message passes on.
+/// trips from its own. PING, PONG and FLOW stop here; every other message passes on.
+///
+/// While the peer says it does not read (FLOW, its application is behind), TCP's window towards
+/// it closes, and Linux fails a connection whose window stays closed for TCP_USER_TIMEOUT even
+/// though the peer answers every probe: so the option is lifted until the peer reads again. The
+/// peer's PINGs, which keep coming while it does not read, still prove it alive.
 ///
 /// Liveness is fed by ``InboundActivityHandler`` at the bottom of the pipeline, so any bytes at
 /// all, even of a large frame still arriving, count as traffic.
@@ -35,6 +40,8 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     private let local: KeepaliveParameters
     private let role: KeepaliveStateMachine.Role
     private let quality: LinkQualityBox
+    /// The link's TCP_USER_TIMEOUT, restored when the peer reads again.
+    private let tcpUserTimeout: Duration?
     private var keepalive: KeepaliveStateMachine?
     private var timers: KeepaliveTimers?
     /// The slot of the latest wake-up armed; an earlier arming that comes up is stale.
@@ -43,10 +50,11 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     private let origin = NIODeadline.now()
     private var peer = "the peer"
 
-    init(local: KeepaliveParameters, role: KeepaliveStateMachine.Role, quality: LinkQualityBox) {
+    init(local: KeepaliveParameters, role: KeepaliveStateMachine.Role, quality: LinkQualityBox, tcpUserTimeout: Duration?) {
         self.local = local
         self.role = role
         self.quality = quality
+        self.tcpUserTimeout = tcpUserTimeout
     }
 
     private var now: Duration { .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds) - Int64(origin.uptimeNanoseconds)) }
@@ -85,6 +93,11 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         case .pong(let probe):
             let at = now
             quality.update { $0.pongReceived(probe, at: at) }
+        case .flow(let reading):
+            if let tcpUserTimeout {
+                let (option, value) = LinkConfiguration.tcpUserTimeoutOption(reading ? tcpUserTimeout : .zero)
+                try? context.channel.syncOptions?.setOption(option, value: value)
+            }
         case .data(let message):
             quality.update { $0.frameIn(bytes: message.payload.readableBytes) }
             context.fireChannelRead(data)
@@ -99,6 +112,15 @@ final class KeepaliveHandler: ChannelDuplexHandler {
             quality.update { $0.frameOut(bytes: message.payload.readableBytes) }
         }
         context.write(data, promise: promise)
+    }
+
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        if let reading = event as? ReadingPaused {
+            keepalive?.reading(paused: reading == .paused, now: now)
+            promise?.succeed()
+            return
+        }
+        context.triggerUserOutboundEvent(event, promise: promise)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

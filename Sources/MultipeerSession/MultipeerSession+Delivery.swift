@@ -17,7 +17,7 @@ extension MultipeerSession {
     func enqueue(_ message: DataMessage, for peerID: UUID) async throws -> UInt64 {
         let size = message.payload.readableBytes
         while true {
-            guard !stopped else { throw MultipeerError(.sessionState, "the session is not running") }
+            guard lifecycle != .stopped else { throw MultipeerError(.sessionState, "the session has stopped") }
             guard outboxes[peerID] != nil || activeLink(for: peerID) != nil else {
                 throw MultipeerError(.peerNotActive, "peer \(peerID) has not been active in this session")
             }
@@ -124,7 +124,7 @@ extension MultipeerSession {
 
     /// The session stopped: nobody waits for room or acknowledgements any more.
     func releaseWaiters() {
-        stopped = true
+        lifecycle = .stopped
         for waiter in roomWaiters.values.flatMap({ $0 }) { waiter.resume() }
         roomWaiters.removeAll()
         let error = MultipeerError(.sessionState, "the session stopped before the peer acknowledged the message")

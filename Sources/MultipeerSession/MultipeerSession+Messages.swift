@@ -3,16 +3,21 @@ import MultipeerCore
 import NIOCore
 
 extension MultipeerSession {
-    /// The name a message type travels under: its fully qualified Swift name, e.g.
-    /// `NavlogSync.NavlogEntry`, so several types share one link. Both sides must agree on it.
+    /// The name a message type travels under, so several types share one link: its
+    /// ``MultipeerMessage/wireName`` if it declares one, else its bare type name (`Note`, not
+    /// `MyApp.Note`), which two programs defining the same type agree on. Both sides must use
+    /// the same name.
     public nonisolated static func wireName<Message>(of type: Message.Type) -> String {
-        String(reflecting: type)
+        (type as? any MultipeerMessage.Type)?.wireName ?? String(describing: type)
     }
 
-    /// Every message of type `Message` from now on, with the peer that sent it. Each call is a
-    /// new subscription; a payload that does not decode is reported as
-    /// ``SessionEvent/undecodableMessage(from:typeName:error:)`` and the link stays up.
-    public nonisolated func messages<Message: Codable & Sendable>(of type: Message.Type) -> AsyncStream<(peer: Peer, message: Message)> {
+    /// Every message of type `Message` from now on, with the peer that sent it, and first those
+    /// that arrived before anything subscribed to the type (held for a first subscriber, see
+    /// ``Limits/unsubscribedMessages``). Each call is a new subscription, bounded
+    /// (``MessageStream``): a subscriber that reads slowly slows the senders down. A payload
+    /// that does not decode is reported as ``SessionEvent/undecodableMessage(from:typeName:error:)``
+    /// and the link stays up.
+    public nonisolated func messages<Message: Codable & Sendable>(of type: Message.Type) -> MessageStream<Message> {
         subscriptions.messages(of: type, named: Self.wireName(of: type))
     }
 

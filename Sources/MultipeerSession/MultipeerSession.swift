@@ -30,7 +30,7 @@ public actor MultipeerSession {
     /// Tells this run of the session from earlier ones with the same ``peerID``.
     public nonisolated let incarnation: UInt64
 
-    let subscriptions = Subscriptions()
+    let subscriptions: Subscriptions
     let metrics: SessionMetrics
     var logger: Logger
     private var table: PeerTableStateMachine
@@ -46,13 +46,26 @@ public actor MultipeerSession {
     private var refusals: (count: Int, loggedAt: ContinuousClock.Instant?) = (0, nil)
     var roomWaiters: [UUID: [CheckedContinuation<Void, Never>]] = [:]
     var acknowledgementWaiters: [UUID: [(sequence: UInt64, continuation: CheckedContinuation<Void, any Error>)]] = [:]
-    var stopped = false
+    /// Where the session is in its life.
+    var lifecycle = Lifecycle.idle
     let receiveWindows = ReceiveWindows()
     /// Per peer: when it became active, and how often it came back.
     private var presence: [UUID: (since: ContinuousClock.Instant, reconnects: Int)] = [:]
-    private var hasRun = false
     nonisolated let work: AsyncStream<Work>.Continuation
     private let workItems: AsyncStream<Work>
+
+    /// Where a session is in its life; ``run()`` moves it along.
+    enum Lifecycle: Equatable {
+        /// Made, not yet run.
+        case idle
+        /// Listening on this port, advertising, dialling and accepting.
+        case running(port: Int)
+        /// Between ``suspend()`` and ``resume()``: no links, no listener, no advertisement;
+        /// outboxes and subscriptions kept. Also while the listener is set up again on resume.
+        case suspended
+        /// ``run()`` has returned (or is returning): nothing runs again.
+        case stopped
+    }
 
     enum Work: Sendable {
         case dial(LinkID, DialTarget)
@@ -78,11 +91,15 @@ public actor MultipeerSession {
         logger[metadataKey: "multipeer.local.id"] = "\(peerID)"
         self.logger = logger
         self.metrics = SessionMetrics(localName: configuration.peer.displayName)
+        self.subscriptions = Subscriptions(limits: configuration.limits, metrics: metrics)
         (workItems, work) = AsyncStream<Work>.makeStream()
     }
 
-    /// What happens in the session, from now on; each access is a new subscription.
-    public nonisolated var events: AsyncStream<SessionEvent> { subscriptions.events() }
+    /// What happens in the session: first its state now (``SessionEvent/listening(port:)`` while
+    /// it listens, ``SessionEvent/peerJoined(_:)`` for each active peer), then each event as it
+    /// happens. Each access is a new subscription, bounded (``EventStream``); it ends when the
+    /// session stops.
+    public nonisolated var events: EventStream { subscriptions.events() }
 
     /// The peers whose links are authenticated and HELLO-complete.
     public var activePeers: [Peer] {
@@ -94,9 +111,12 @@ public actor MultipeerSession {
     /// Listens, advertises, browses, dials and accepts until the task is cancelled. Leaves no
     /// task, socket or advertisement behind. A session runs once.
     public func run() async throws {
-        guard !hasRun else { throw MultipeerError(.sessionState, "this session has already run; make a new one") }
-        hasRun = true
-        defer { subscriptions.finish() }
+        guard lifecycle == .idle else { throw MultipeerError(.sessionState, "this session has already run; make a new one") }
+        lifecycle = .suspended
+        defer {
+            releaseWaiters()
+            subscriptions.finish()
+        }
         let linkConfiguration = try makeLinkConfiguration()
         let discovery = try makeDiscovery()
         do {
@@ -110,20 +130,35 @@ public actor MultipeerSession {
         } catch is CancellationError {
             // Cancellation (or a graceful shutdown) is how a session stops, not a failure.
         }
-        releaseWaiters()
+    }
+
+    /// The port the session listens on while it runs (the one it chose, when
+    /// ``Configuration/port`` is 0); nil before ``run()``, while suspended and once stopped.
+    public var listeningPort: Int? {
+        if case .running(let port) = lifecycle { port } else { nil }
     }
 
     private func runUntilStopped(_ linkConfiguration: LinkConfiguration, _ discovery: DiscoverySetup) async throws {
         var items = workItems.makeAsyncIterator()
         while try await runActive(linkConfiguration, discovery, &items) {
-            // Suspended: wait for resume (or the end).
+            lifecycle = .suspended
+            subscriptions.listening(nil)
+            // Until resume (or the end), work queued before the suspend is still settled: a dial
+            // the table asked for is reported as never made, so the table dials it again on
+            // resume instead of waiting for it forever.
             var resumed = false
-            while let item = await items.next(isolation: #isolation) {
-                if case .resume = item {
+            suspended: while let item = await items.next(isolation: #isolation) {
+                switch item {
+                case .resume:
                     resumed = true
-                    break
+                    break suspended
+                case .stop: return
+                case .dial(let id, _): linkClosed(id, goodbye: nil, error: nil)
+                case .close(let handle, let reason): await handle.close(reason, within: goodbyeTimeout)
+                case .flush(let peerID, let link): if flushing[peerID] == link { flushing[peerID] = nil }
+                case .acknowledged(let id, let peerID, let sequence): acknowledged(through: sequence, by: peerID, on: id)
+                case .redial, .suspend: break  // the table dials what it must on resume
                 }
-                if case .stop = item { break }
             }
             guard resumed else { return }
         }
@@ -133,6 +168,13 @@ public actor MultipeerSession {
     /// subscriptions stay. Does nothing if the session is not running.
     public func suspend() {
         work.yield(.suspend)
+    }
+
+    /// Asks for a suspend and, before the run loop sees it, discovers `endpoint`: the dial that
+    /// discovery asks for reaches the run loop after the suspend (for a test of that race).
+    package func suspend(discoveringMeanwhile endpoint: String) throws {
+        work.yield(.suspend)
+        for advert in try StaticPeers([endpoint]).adverts { discovered(.found(advert)) }
     }
 
     /// Brings the session back: advertises again and dials every known peer at once.
@@ -146,7 +188,8 @@ public actor MultipeerSession {
     ) async throws -> Bool {
         let listener = try await PeerListener.bind(port: configuration.port, configuration: linkConfiguration, limits: configuration.limits)
         logger.info("listening", metadata: ["multipeer.port": "\(listener.port)"])
-        subscriptions.emit(.listening(port: listener.port))
+        lifecycle = .running(port: listener.port)
+        subscriptions.listening(listener.port)
         let advertiser = startAdvertising(discovery, port: listener.port)
         perform(table.restart())
 
@@ -259,9 +302,6 @@ public actor MultipeerSession {
                         do {
                             for try await message in inbound {
                                 switch message {
-                                case .data(let data):
-                                    self.metrics.received(bytes: data.payload.readableBytes)
-                                    self.subscriptions.deliver(data, from: peer)
                                 case .ack(let sequence):
                                     // Handed to the run loop: the reader never waits for the actor,
                                     // so a busy sender cannot stall its own link (and its keepalive).
@@ -269,8 +309,8 @@ public actor MultipeerSession {
                                 case .goodbye(let reason, _):
                                     goodbye = reason
                                     return
-                                case .hello, .ping, .pong, .unknown:
-                                    break
+                                case .data, .hello, .ping, .pong, .flow, .unknown:
+                                    break  // DATA went to the subscriptions on the event loop (DeliveryHandler)
                                 }
                             }
                         } catch is CancellationError {}
@@ -472,7 +512,7 @@ public actor MultipeerSession {
         var link = LinkConfiguration(
             tls: tls, localHello: hello, maximumFrameLength: configuration.limits.maximumFrameLength,
             tcpUserTimeout: configuration.keepalive.timeout)
-        link.receiveWindows = receiveWindows
+        link.inbox = Inbox(windows: receiveWindows, subscriptions: subscriptions, metrics: metrics)
         return link
     }
 }

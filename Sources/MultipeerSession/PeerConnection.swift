@@ -14,8 +14,9 @@ package struct LinkConfiguration: Sendable {
     package var maximumFrameLength: Int
     /// Sets TCP_USER_TIMEOUT: unacknowledged data older than this fails the connection. Nil: the kernel's default.
     package var tcpUserTimeout: Duration?
-    /// Where reliable DATA is tracked; nil for links that carry no reliable delivery.
-    var receiveWindows: ReceiveWindows?
+    /// Where DATA goes: a session's receive windows and subscriptions. Nil for bare links
+    /// (tests, benchmarks), whose DATA goes to the channel's reader like every other message.
+    var inbox: Inbox?
 
     package init(tls: TLSContext, localHello: Hello, maximumFrameLength: Int = Frame.defaultMaximumLength, tcpUserTimeout: Duration? = nil) {
         self.tls = tls
@@ -30,24 +31,31 @@ package struct LinkConfiguration: Sendable {
         let link = LinkHandler(
             localHello: localHello, handshakeTimeout: tls.configuration.handshakeTimeout, eventLoop: channel.eventLoop)
         let quality = LinkQualityBox()
-        let keepalive = KeepaliveHandler(local: localHello.keepalive, role: role == .client ? .leading : .following, quality: quality)
+        let keepalive = KeepaliveHandler(
+            local: localHello.keepalive, role: role == .client ? .leading : .following, quality: quality, tcpUserTimeout: tcpUserTimeout)
         let handlers = channel.pipeline.syncOperations
         try handlers.addHandler(InboundActivityHandler(keepalive: keepalive))
         try handlers.addHandler(TLSHandler(engine: engine))
         try handlers.addHandler(ByteToMessageHandler(FrameDecoder(maximumLength: maximumFrameLength, firstFrameMaximumLength: Hello.maximumLength)))
         try handlers.addHandler(link)
         try handlers.addHandler(keepalive)
-        if let receiveWindows { try handlers.addHandler(DeliveryHandler(windows: receiveWindows)) }
-        let asyncChannel = try NIOAsyncChannel<LinkMessage, LinkMessage>(wrappingChannelSynchronously: channel)
-        let claim = LinkClaim(asyncChannel)
+        if let inbox { try handlers.addHandler(DeliveryHandler(inbox: inbox)) }
+        // The closer goes in first: once the async channel exists, nothing may fail before the
+        // claim holds it (a connection closed while being set up fails here, with no writer to finish).
+        let claim = LinkClaim()
         try handlers.addHandler(UnclaimedLinkCloser(claim: claim))
+        let asyncChannel = try NIOAsyncChannel<LinkMessage, LinkMessage>(wrappingChannelSynchronously: channel)
+        claim.hold(asyncChannel)
         return PendingLink(channel: asyncChannel, hello: link.hello, remoteAddress: channel.remoteAddress, quality: quality, claim: claim)
     }
 
     var tcpUserTimeoutOption: (ChannelOptions.Types.SocketOption, SocketOptionValue)? {
-        guard let tcpUserTimeout else { return nil }
-        let milliseconds = tcpUserTimeout.nanoseconds / 1_000_000
-        return (ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: TCP_USER_TIMEOUT)), SocketOptionValue(milliseconds))
+        tcpUserTimeout.map(Self.tcpUserTimeoutOption)
+    }
+
+    /// TCP_USER_TIMEOUT of `timeout` (zero: the kernel's default, about 15 minutes).
+    static func tcpUserTimeoutOption(_ timeout: Duration) -> (ChannelOptions.Types.SocketOption, SocketOptionValue) {
+        (ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: TCP_USER_TIMEOUT)), SocketOptionValue(timeout.nanoseconds / 1_000_000))
     }
 }
 
@@ -138,10 +146,11 @@ func socketErrorReason(_ error: any Error) -> String {
 /// connection becomes active. Held here instead, it is finished and closed when the connection
 /// closes, unless its owner claimed it.
 final class LinkClaim: Sendable {
-    private let unclaimed: NIOLockedValueBox<NIOAsyncChannel<LinkMessage, LinkMessage>?>
+    private let unclaimed = NIOLockedValueBox<NIOAsyncChannel<LinkMessage, LinkMessage>?>(nil)
 
-    init(_ channel: NIOAsyncChannel<LinkMessage, LinkMessage>) {
-        unclaimed = NIOLockedValueBox(channel)
+    /// Holds the link until its owner claims it.
+    func hold(_ channel: NIOAsyncChannel<LinkMessage, LinkMessage>) {
+        unclaimed.withLockedValue { $0 = channel }
     }
 
     /// The owner has the link now and will close it (executeThenClose).

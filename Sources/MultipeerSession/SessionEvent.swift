@@ -37,6 +37,17 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
     case advertisingFailed(MultipeerError)
     /// The periodic report on an active peer's link (``MultipeerSession/Configuration/statsInterval``).
     case stats(Peer, LinkStats)
+    /// A message arrived of a type nobody has subscribed to (``MultipeerSession/messages(of:)``);
+    /// it is held for the first subscriber, within ``MultipeerSession/Limits/unsubscribedMessages``.
+    /// Reported once per type name: a name no program here uses shows up this way.
+    case messageHeld(typeName: String, from: Peer)
+    /// Messages this session had acknowledged were dropped before any subscriber took them.
+    /// Reported at once, then at most once a second per type name with the count since the last
+    /// report (the `multipeer_messages_dropped_total` metric counts every one).
+    case messagesDropped(typeName: String, count: Int, reason: MessageDropReason)
+    /// This event stream fell behind by ``MultipeerSession/Limits/eventBuffer`` events and lost
+    /// `count` of them since the last one it read (``stats(_:_:)`` reports first).
+    case eventsDropped(count: Int)
 
     public var description: String {
         switch self {
@@ -48,6 +59,26 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
         case .undecodableMessage(let peer, let type, let error): "a \(type) from \(peer) did not decode: \(error)"
         case .advertisingFailed(let error): "advertising failed: \(error)"
         case .stats(let peer, let stats): "\(peer): \(stats)"
+        case .messageHeld(let type, let peer): "a \(type) from \(peer) is held until something subscribes to that type"
+        case .messagesDropped(let type, let count, let reason): "\(count) \(type) message(s) dropped: \(reason)"
+        case .eventsDropped(let count): "this event stream fell behind and lost \(count) event(s)"
+        }
+    }
+}
+
+/// Why messages were dropped after this session acknowledged them.
+public enum MessageDropReason: Hashable, Sendable, CustomStringConvertible {
+    /// Nobody subscribed to the type, and the messages held for a first subscriber reached
+    /// ``MultipeerSession/Limits/unsubscribedMessages``: the oldest went.
+    case noSubscriber
+    /// Nobody subscribed to the type, and messages of ``MultipeerSession/Limits/maximumUnsubscribedTypes``
+    /// other type names were held already.
+    case tooManyUnsubscribedTypes
+
+    public var description: String {
+        switch self {
+        case .noSubscriber: "nobody subscribed to the type, and the messages held for a first subscriber were at their limit"
+        case .tooManyUnsubscribedTypes: "nobody subscribed to the type, and messages of as many other types as allowed were held already"
         }
     }
 }

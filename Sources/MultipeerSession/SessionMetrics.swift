@@ -32,8 +32,23 @@ struct SessionMetrics: Sendable {
         bytesIn.increment(by: bytes)
     }
 
+    /// A message acknowledged here was dropped before a subscriber took it.
+    func dropped(reason: MessageDropReason) {
+        Counter(label: "multipeer_messages_dropped_total", dimensions: dimensions + [("reason", "\(reason.label)")]).increment()
+    }
+
     func sent(bytes: Int) {
         messagesOut.increment()
         bytesOut.increment(by: bytes)
+    }
+}
+
+extension MessageDropReason {
+    /// The metric's label value.
+    var label: String {
+        switch self {
+        case .noSubscriber: "no_subscriber"
+        case .tooManyUnsubscribedTypes: "too_many_unsubscribed_types"
+        }
     }
 }

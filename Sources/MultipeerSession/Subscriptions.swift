@@ -1,75 +1,246 @@
 import Foundation
 import MultipeerCore
-import NIOCore
 import NIOConcurrencyHelpers
+import NIOCore
 
-/// The streams handed out by ``MultipeerSession/events`` and ``MultipeerSession/messages(of:)``.
-/// Shared by the actor and the link tasks, which deliver messages without a hop to the actor.
+/// The streams the session hands out (``MultipeerSession/events``,
+/// ``MultipeerSession/messages(of:)``) and what feeds them: events from the actor, messages
+/// straight from the links' event loops, without a hop to the actor.
+///
+/// A message is decoded once for all subscribers of its Swift type. A message of a type nobody
+/// subscribed to yet is held for the first subscriber, up to `Limits.unsubscribedMessages` per
+/// type name and `Limits.maximumUnsubscribedTypes` names; beyond that it is dropped and reported.
 final class Subscriptions: Sendable {
-    /// Decodes one payload for one subscriber and yields it; returns the error if it did not decode.
-    typealias Decoder = @Sendable (Peer, ByteBuffer) -> (any Error)?
 
+    /// One subscriber's buffer, fed values its ``Decoding`` made.
     private struct Subscriber {
-        var decode: Decoder
+        var offer: @Sendable (Peer, any Sendable, Int, @escaping @Sendable () -> Void) -> StreamOffer
         var finish: @Sendable () -> Void
     }
 
-    private struct State {
-        var events: [UUID: AsyncStream<SessionEvent>.Continuation] = [:]
-        var messages: [String: [UUID: Subscriber]] = [:]
+    /// The subscribers of one wire name that share a Swift type, and how to decode it.
+    private struct Decoding {
+        var decode: @Sendable (ByteBuffer) throws -> any Sendable
+        var subscribers: [UUID: Subscriber] = [:]
     }
 
+    /// A wire name: its subscribers, or the messages held until the first one comes.
+    private struct Topic {
+        var decodings: [ObjectIdentifier: Decoding] = [:]
+        var held = CircularBuffer<(peer: Peer, payload: ByteBuffer)>()
+        var heldBytes = 0
+        /// Whether ``SessionEvent/messageHeld(typeName:from:)`` was reported for this name.
+        var reportedHeld = false
+        var drops = DropReport()
+
+        var isEmpty: Bool { decodings.isEmpty && held.isEmpty }
+    }
+
+    /// Drops not yet reported, and when the last report went out: at most one a second.
+    private struct DropReport {
+        var unreported = 0
+        var reportedAt: NIODeadline?
+
+        /// Counts a drop; returns the count to report now, if it is time.
+        mutating func dropped(now: NIODeadline) -> Int? {
+            unreported += 1
+            guard reportedAt.map({ now - $0 >= .seconds(1) }) ?? true else { return nil }
+            defer { unreported = 0; reportedAt = now }
+            return unreported
+        }
+    }
+
+    private struct State {
+        var events: [UUID: StreamBuffer<SessionEvent>] = [:]
+        var topics: [String: Topic] = [:]
+        /// Drops of messages whose type names were one too many to hold.
+        var typeDrops = DropReport()
+        /// What a new event stream starts with.
+        var port: Int?
+        var active: [UUID: Peer] = [:]
+        var finished = false
+    }
+
+    let limits: MultipeerSession.Limits
+    private let metrics: SessionMetrics
     private let state = NIOLockedValueBox(State())
 
-    func events() -> AsyncStream<SessionEvent> {
-        let (stream, continuation) = AsyncStream<SessionEvent>.makeStream()
-        let id = UUID()
-        state.withLockedValue { $0.events[id] = continuation }
-        continuation.onTermination = { [weak self] _ in self?.state.withLockedValue { _ = $0.events.removeValue(forKey: id) } }
-        return stream
+    init(limits: MultipeerSession.Limits, metrics: SessionMetrics) {
+        self.limits = limits
+        self.metrics = metrics
     }
 
+    // MARK: Events
+
+    func events() -> EventStream {
+        let id = UUID()
+        let buffer = StreamBuffer<SessionEvent>(
+            limits: BufferLimits(maximumCount: limits.eventBuffer, maximumBytes: .max),
+            shedNotice: { .eventsDropped(count: $0) },
+            onTermination: { [weak self] in self?.state.withLockedValue { _ = $0.events.removeValue(forKey: id) } })
+        state.withLockedValue { state in
+            guard !state.finished else { return buffer.finish() }
+            if let port = state.port { buffer.offerShedding(.listening(port: port), expendable: Self.isStats) }
+            for peer in state.active.values.sorted(by: { $0.id.uuidString < $1.id.uuidString }) {
+                buffer.offerShedding(.peerJoined(peer), expendable: Self.isStats)
+            }
+            state.events[id] = buffer
+        }
+        return EventStream(buffer)
+    }
+
+    /// Hands `event` to every event stream, and keeps the state a new stream starts with.
     func emit(_ event: SessionEvent) {
-        for continuation in state.withLockedValue({ Array($0.events.values) }) { continuation.yield(event) }
+        // Under the lock, so that streams see events in the order they were emitted, and a new
+        // stream's starting state is exactly what came before its first event.
+        state.withLockedValue { state in
+            switch event {
+            case .listening(let port): state.port = port
+            case .peerJoined(let peer): state.active[peer.id] = peer
+            case .peerLeft(let peer, _): state.active[peer.id] = nil
+            default: break
+            }
+            for buffer in state.events.values { buffer.offerShedding(event, expendable: Self.isStats) }
+        }
     }
 
-    func messages<Message: Decodable & Sendable>(of type: Message.Type, named typeName: String) -> AsyncStream<(peer: Peer, message: Message)> {
-        let (stream, continuation) = AsyncStream<(peer: Peer, message: Message)>.makeStream()
+    /// The session listens on `port` (reported), or no longer listens (nil: suspended).
+    func listening(_ port: Int?) {
+        if let port { return emit(.listening(port: port)) }
+        state.withLockedValue { $0.port = nil }
+    }
+
+    private static func isStats(_ event: SessionEvent) -> Bool {
+        if case .stats = event { true } else { false }
+    }
+
+    // MARK: Messages
+
+    func messages<Message: Decodable & Sendable>(of type: Message.Type, named typeName: String) -> MessageStream<Message> {
         let id = UUID()
-        let decode: Decoder = { peer, payload in
-            do {
-                let message = try JSONDecoder().decode(Message.self, from: Data(payload.readableBytesView))
-                continuation.yield((peer, message))
-                return nil
-            } catch {
-                return error
+        let key = ObjectIdentifier(type)
+        let buffer = StreamBuffer<(peer: Peer, message: Message)>(limits: limits.receiveBuffer) { [weak self] in
+            self?.unsubscribe(id, of: key, named: typeName)
+        }
+        let subscriber = Subscriber(
+            offer: { peer, value, cost, whenRoom in buffer.offer((peer, value as! Message), cost: cost, whenRoom: whenRoom) },
+            finish: { buffer.finish() })
+        let decode: @Sendable (ByteBuffer) throws -> any Sendable = { payload in
+            try JSONDecoder().decode(Message.self, from: Data(payload.readableBytesView))
+        }
+        let undecodable = state.withLockedValue { state -> [SessionEvent] in
+            guard !state.finished else {
+                buffer.finish()
+                return []
             }
+            var topic = state.topics[typeName, default: Topic()]
+            topic.decodings[key, default: Decoding(decode: decode)].subscribers[id] = subscriber
+            // The first subscriber takes what was held for it, before anything newer.
+            var undecodable: [SessionEvent] = []
+            while let (peer, payload) = topic.held.popFirst() {
+                do {
+                    _ = buffer.offer((peer, try decode(payload) as! Message), cost: payload.readableBytes, whenRoom: {})
+                } catch {
+                    undecodable.append(.undecodableMessage(from: peer, typeName: typeName, error: "\(error)"))
+                }
+            }
+            topic.heldBytes = 0
+            state.topics[typeName] = topic
+            return undecodable
         }
-        state.withLockedValue { $0.messages[typeName, default: [:]][id] = Subscriber(decode: decode, finish: { continuation.finish() }) }
-        continuation.onTermination = { [weak self] _ in
-            self?.state.withLockedValue { _ = $0.messages[typeName]?.removeValue(forKey: id) }
-        }
-        return stream
+        undecodable.forEach(emit)
+        return MessageStream(buffer)
     }
 
-    /// Hands a DATA message to every subscriber of its type; reports one that does not decode.
-    func deliver(_ message: DataMessage, from peer: Peer) {
-        let subscribers = state.withLockedValue { $0.messages[message.typeName].map { Array($0.values) } ?? [] }
-        for subscriber in subscribers {
-            if let error = subscriber.decode(peer, message.payload) {
-                emit(.undecodableMessage(from: peer, typeName: message.typeName, error: "\(error)"))
-                return
-            }
+    private func unsubscribe(_ id: UUID, of key: ObjectIdentifier, named typeName: String) {
+        state.withLockedValue { state in
+            guard var topic = state.topics[typeName] else { return }
+            topic.decodings[key]?.subscribers[id] = nil
+            if topic.decodings[key]?.subscribers.isEmpty == true { topic.decodings[key] = nil }
+            state.topics[typeName] = topic.isEmpty ? nil : topic
         }
     }
 
-    /// Ends every stream (the session has stopped).
+    /// Hands a DATA message to every subscriber of its type (decoded once per Swift type), or
+    /// holds it for the first one. Returns how many subscriber buffers it filled: the link
+    /// stops reading until `whenRoom` has been called as many times.
+    func deliver(_ message: DataMessage, from peer: Peer, whenRoom: @escaping @Sendable () -> Void) -> Int {
+        enum Plan {
+            case decode([Decoding])
+            case held(report: SessionEvent?)
+        }
+        let cost = message.payload.readableBytes
+        let plan = state.withLockedValue { state -> Plan in
+            if let decodings = state.topics[message.typeName]?.decodings, !decodings.isEmpty {
+                return .decode(Array(decodings.values))
+            }
+            return .held(report: hold(message, from: peer, in: &state))
+        }
+        switch plan {
+        case .held(let report):
+            if let report { emit(report) }
+            return 0
+        case .decode(let decodings):
+            var filled = 0
+            for decoding in decodings {
+                let value: any Sendable
+                do {
+                    value = try decoding.decode(message.payload)
+                } catch {
+                    emit(.undecodableMessage(from: peer, typeName: message.typeName, error: "\(error)"))
+                    continue
+                }
+                for subscriber in decoding.subscribers.values where subscriber.offer(peer, value, cost, whenRoom) == .full {
+                    filled += 1
+                }
+            }
+            return filled
+        }
+    }
+
+    /// Keeps a message nobody subscribed to for the first subscriber; returns what to report.
+    private func hold(_ message: DataMessage, from peer: Peer, in state: inout State) -> SessionEvent? {
+        let now = NIODeadline.now()
+        var topic: Topic
+        if let existing = state.topics[message.typeName] {
+            topic = existing
+        } else {
+            let holding = state.topics.values.count { $0.decodings.isEmpty }
+            guard holding < limits.maximumUnsubscribedTypes else {
+                metrics.dropped(reason: .tooManyUnsubscribedTypes)
+                return state.typeDrops.dropped(now: now).map {
+                    .messagesDropped(typeName: message.typeName, count: $0, reason: .tooManyUnsubscribedTypes)
+                }
+            }
+            topic = Topic()
+        }
+        defer { state.topics[message.typeName] = topic }
+        topic.held.append((peer, message.payload))
+        topic.heldBytes += message.payload.readableBytes
+        var report: SessionEvent?
+        if !topic.reportedHeld {
+            topic.reportedHeld = true
+            report = .messageHeld(typeName: message.typeName, from: peer)
+        }
+        // Over the bound: the oldest go (one message alone is kept whatever its size).
+        while topic.held.count > 1,
+              topic.held.count > limits.unsubscribedMessages.maximumCount || topic.heldBytes > limits.unsubscribedMessages.maximumBytes {
+            topic.heldBytes -= topic.held.removeFirst().payload.readableBytes
+            metrics.dropped(reason: .noSubscriber)
+            if let count = topic.drops.dropped(now: now) {
+                report = .messagesDropped(typeName: message.typeName, count: count, reason: .noSubscriber)
+            }
+        }
+        return report
+    }
+
+    /// Ends every stream (the session has stopped); readers still get what is buffered.
     func finish() {
-        let (events, messages) = state.withLockedValue { state in
-            defer { state = State() }
-            return (Array(state.events.values), state.messages.values.flatMap(\.values))
+        let (events, subscribers) = state.withLockedValue { state in
+            defer { state = State(); state.finished = true }
+            return (Array(state.events.values), state.topics.values.flatMap { $0.decodings.values.flatMap(\.subscribers.values) })
         }
         events.forEach { $0.finish() }
-        messages.forEach { $0.finish() }
+        subscribers.forEach { $0.finish() }
     }
 }

@@ -95,4 +95,13 @@ import Testing
         let message = try LinkMessage(frame: Self.frame(FrameType(rawValue: 999), [1, 2, 3]))
         #expect(message == .unknown(FrameType(rawValue: 999)))
     }
+
+    @Test func aFlowSaysZeroOrOneAndNothingElse() throws {
+        #expect(try LinkMessage(frame: Self.frame(.flow, [0])) == .flow(reading: false))
+        #expect(try LinkMessage(frame: Self.frame(.flow, [1])) == .flow(reading: true))
+        let other = try #require(throws: MultipeerError.self) { try LinkMessage(frame: Self.frame(.flow, [2])) }
+        #expect(other.code == .malformedMessage)
+        let empty = try #require(throws: MultipeerError.self) { try LinkMessage(frame: Self.frame(.flow, [])) }
+        #expect(empty.code == .malformedMessage)
+    }
 }

@@ -18,6 +18,26 @@ import Testing
         #expect(keepalive.wakeUp(now: .milliseconds(2000)) == .wait, "a link times out once")
     }
 
+    /// While this side does not read (its application is behind), silence is its own doing: it
+    /// goes on pinging, is never timed out, and the timeout counts afresh once it reads again.
+    @Test func aSideThatStoppedReadingPingsOnAndIsNotTimedOut() {
+        var keepalive = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
+        keepalive.reading(paused: true, now: .milliseconds(100))
+        var pings = 0
+        for step in 1...20 {
+            switch keepalive.wakeUp(now: .milliseconds(step * 500)) {
+            case .sendPing: pings += 1
+            case .timedOut: Issue.record("not while paused (\(step * 500) ms)")
+            case .wait: break
+            }
+        }
+        #expect(pings == 20, "a ping every interval, as on any quiet link")
+        keepalive.reading(paused: false, now: .milliseconds(10_000))
+        #expect(keepalive.nextWakeUp == .milliseconds(10_500))
+        #expect(keepalive.wakeUp(now: .milliseconds(11_499)) != .timedOut)
+        #expect(keepalive.wakeUp(now: .milliseconds(11_500)) == .timedOut, "1.5 s after reading again")
+    }
+
     @Test func anyInboundTrafficProvesLifeAndOurOwnTrafficDefersPings() {
         var keepalive = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
         var pings = 0

@@ -20,6 +20,7 @@ import Testing
             "data": .data(try DataMessage(sequence: 42, typeName: "NavlogEntry", payload: payload)),
             "ack": .ack(42),
             "goodbye": .goodbye(.keepaliveTimeout, "no traffic for 1.5 s"),
+            "flow": .flow(reading: false),
         ]
     }
 

@@ -1,8 +1,9 @@
 /// Reads `stream` until `done` holds for what was read, and returns what was read; throws
 /// ``DeadlineExceeded`` if that takes longer than `timeout`, and ``StreamEnded`` if the stream
-/// ends first. Later calls go on where this one stopped (an AsyncStream has one consumer at a time).
-public func collect<Event: Sendable>(
-    _ stream: AsyncStream<Event>, timeout: Duration = .seconds(30), until done: @escaping @Sendable ([Event]) -> Bool
+/// ends first. Later calls go on where this one stopped (the session's streams, like an
+/// AsyncStream, have one consumer at a time, whatever iterator reads them).
+public func collect<Stream: AsyncSequence<Event, Never> & Sendable, Event: Sendable>(
+    _ stream: Stream, timeout: Duration = .seconds(30), until done: @escaping @Sendable ([Event]) -> Bool
 ) async throws -> [Event] {
     try await withDeadline(timeout) {
         var events: [Event] = []

@@ -66,3 +66,31 @@ func waitUntilActive(_ session: MultipeerSession, _ peer: UUID) async throws {
         throw TimedOut(what: "\(peer) to become active (the session stopped)")
     }
 }
+
+/// The port `session` listens on, once it does (its event stream starts with it).
+func listeningPort(of session: MultipeerSession) async throws -> Int {
+    try await within(30, "the session to listen") {
+        for await event in session.events {
+            if case .listening(let port) = event { return port }
+        }
+        throw TimedOut(what: "the session to listen (it stopped)")
+    }
+}
+
+/// Runs a listening session and a session that dials it over loopback, and `body` once each
+/// has the other among its active peers; stops both afterwards.
+func withPair<T: Sendable>(
+    listenerLimits: MultipeerSession.Limits = .init(), diallerLimits: MultipeerSession.Limits = .init(),
+    _ body: @escaping @Sendable (_ listener: MultipeerSession, _ dialler: MultipeerSession) async throws -> T
+) async throws -> T {
+    let listener = MultipeerSession(configuration: configuration("listener", limits: listenerLimits))
+    return try await whileRunning([listener]) {
+        let port = try await listeningPort(of: listener)
+        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port, limits: diallerLimits))
+        return try await whileRunning([dialler]) {
+            try await waitUntilActive(dialler, listener.peerID)
+            try await waitUntilActive(listener, dialler.peerID)
+            return try await body(listener, dialler)
+        }
+    }
+}

@@ -1,0 +1,159 @@
+import Foundation
+import MultipeerSession
+import ProgramA
+import ProgramB
+import Testing
+
+/// What "reliable" promises, checked where the application reads: its `for await` loop.
+@Suite struct DeliveryTests {
+    /// A message acknowledged before anything subscribed to its type is held, and the first
+    /// subscriber gets it (it used to be acknowledged and then dropped, silently).
+    @Test func aMessageSentBeforeTheReceiverSubscribesArrives() async throws {
+        try await withPair { listener, dialler in
+            try await dialler.send(ProgramA.Note(text: "early"), to: listener.peerID, awaitAcknowledgement: true)
+            let notes = listener.messages(of: ProgramA.Note.self)
+            let first = try await within(30, "the held message") { () -> ProgramA.Note? in
+                for await (peer, note) in notes {
+                    #expect(peer.id == dialler.peerID)
+                    return note
+                }
+                return nil
+            }
+            #expect(first == ProgramA.Note(text: "early"))
+        }
+    }
+
+    /// Two programs that each define a `Note` (modules ProgramA and ProgramB) talk, and so do two
+    /// types of other names that declare the same wire name.
+    @Test func typesOfTwoProgramsMeetByWireName() async throws {
+        #expect(MultipeerSession.wireName(of: ProgramA.Note.self) == "Note")
+        #expect(MultipeerSession.wireName(of: ProgramB.Fix.self) == "consumer.position")
+        try await withPair { listener, dialler in
+            let notes = listener.messages(of: ProgramB.Note.self)
+            let fixes = listener.messages(of: ProgramB.Fix.self)
+            try await dialler.send(ProgramA.Note(text: "from A"), to: listener.peerID)
+            try await dialler.send(ProgramA.Position(latitude: 51.47, longitude: -0.45), to: listener.peerID)
+            let note = try await within(30, "the note") { await notes.first { _ in true }?.message }
+            let fix = try await within(30, "the fix") { await fixes.first { _ in true }?.message }
+            #expect(note == ProgramB.Note(text: "from A"))
+            #expect(fix == ProgramB.Fix(latitude: 51.47, longitude: -0.45))
+        }
+    }
+
+    /// A message of a type nobody here subscribes to is reported, once for its name.
+    @Test func aMessageOfATypeNobodyKnowsIsReportedOnce() async throws {
+        try await withPair { listener, dialler in
+            let events = listener.events
+            for number in 0..<3 { try await dialler.send(ProgramA.Note(text: "\(number)"), to: listener.peerID, awaitAcknowledgement: true) }
+            try await dialler.send(ProgramA.Position(latitude: 0, longitude: 0), to: listener.peerID, awaitAcknowledgement: true)
+            let held = try await within(30, "both types reported") { () -> [String] in
+                var names: [String] = []
+                for await event in events {
+                    if case .messageHeld(let name, let peer) = event {
+                        #expect(peer.id == dialler.peerID)
+                        names.append(name)
+                    }
+                    if names.contains("consumer.position") { break }
+                }
+                return names
+            }
+            #expect(held == ["Note", "consumer.position"], "each name once, in the order they came")
+        }
+    }
+
+    /// A reader that takes 1 ms a message, against a sender of 16 KiB reliable messages flat
+    /// out for 10 s: the sender is held back (what it has sent and the reader has not read
+    /// stays within the two sessions' documented bounds), the link stays up although it is
+    /// paused most of the time, and every message arrives, once, in order.
+    @Test(.timeLimit(.minutes(2))) func aSlowReaderHoldsTheSenderBackAndLosesNothing() async throws {
+        struct Chunk: Codable, Sendable {
+            var number: Int
+            var bytes: Data
+        }
+        let limits = MultipeerSession.Limits()
+        try await withPair(listenerLimits: limits, diallerLimits: limits) { listener, dialler in
+            let chunks = listener.messages(of: Chunk.self)
+            let progress = Progress()
+            let payload = Data(repeating: 0x5a, count: 16 << 10)
+            let sending = Task {
+                var number = 0
+                while await !progress.stopping {
+                    try await dialler.send(Chunk(number: number, bytes: payload), to: listener.peerID)
+                    number += 1
+                    await progress.sent(number)
+                }
+                try await dialler.send(Chunk(number: -1, bytes: Data()), to: listener.peerID)  // the end
+                return number
+            }
+            let slowUntil = ContinuousClock.now + .seconds(10)
+            var expected = 0
+            for await (_, chunk) in chunks {
+                guard chunk.number >= 0 else { break }
+                #expect(chunk.number == expected, "in order, once")
+                expected += 1
+                await progress.read(expected)
+                if ContinuousClock.now < slowUntil {
+                    try await Task.sleep(for: .milliseconds(1))
+                } else {
+                    await progress.stop()  // then the rest at full speed, up to the end marker
+                }
+            }
+            let sent = try await sending.value
+            #expect(expected == sent, "every message sent arrived")
+            // Encoded, a Chunk is about 21.9 KiB (its bytes in base64): the outbox holds at most
+            // 8 MiB of them, the reader's stream 4 MiB, one read of the link (256 KiB) and the
+            // rest of one frame more; and each count here can trail by one.
+            let encoded = 16 << 10 * 4 / 3 + 32
+            let bound = limits.outbox.maximumBytes / encoded + (limits.receiveBuffer.maximumBytes + (256 << 10)) / encoded + 1 + 3
+            let ahead = await progress.mostAhead
+            #expect(ahead <= bound, "the sender got \(ahead) messages ahead of the reader; the limits allow \(bound)")
+            #expect(ahead > 0)
+            // Neither side ever saw the link go: it is the one the peers joined on.
+            #expect(await listener.linkStats(for: dialler.peerID)?.reconnects == 0, "the link stayed up while paused")
+            #expect(await dialler.linkStats(for: listener.peerID)?.reconnects == 0, "the link stayed up while paused")
+        }
+    }
+
+    /// A late subscriber to `events` learns the port and every active peer; so does `listeningPort`.
+    @Test func aLateEventSubscriberSeesTheStateFirst() async throws {
+        try await withPair { listener, dialler in
+            let port = try #require(await listener.listeningPort)
+            let first = try await within(30, "the state") { () -> [SessionEvent] in
+                var events: [SessionEvent] = []
+                for await event in listener.events {
+                    events.append(event)
+                    if events.count == 2 { break }
+                }
+                return events
+            }
+            guard case .listening(let reported)? = first.first, case .peerJoined(let peer)? = first.last else {
+                Issue.record("the state first: \(first)")
+                return
+            }
+            #expect(reported == port)
+            #expect(peer.id == dialler.peerID)
+            #expect(await listener.activePeers.map(\.id) == [dialler.peerID])
+        }
+    }
+}
+
+/// How far a sender got ahead of its reader.
+actor Progress {
+    private var sentCount = 0
+    private var readCount = 0
+    private(set) var mostAhead = 0
+    private(set) var stopping = false
+
+    func stop() {
+        stopping = true
+    }
+
+    func sent(_ count: Int) {
+        sentCount = count
+        mostAhead = max(mostAhead, sentCount - readCount)
+    }
+
+    func read(_ count: Int) {
+        readCount = count
+    }
+}

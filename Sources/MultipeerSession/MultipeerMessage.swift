@@ -1,0 +1,21 @@
+/// A message type that names itself on the wire.
+///
+/// Every DATA frame carries the name of its message's type, and a receiver hands the message to
+/// the subscribers of that name (``MultipeerSession/messages(of:)``). Any `Codable & Sendable`
+/// type can be sent; its name on the wire is then its bare type name (`Note` for
+/// `struct Note`, whatever module defines it), so two programs that each define a `Note` talk.
+/// Conform to this protocol to choose the name instead: to tell apart two types of the same
+/// name, or to keep a name when a type is renamed or moved.
+///
+/// ```swift
+/// struct PositionReport: MultipeerMessage {
+///     static var wireName: String { "navlog.position.v1" }
+///     var latitude: Double
+///     var longitude: Double
+/// }
+/// ```
+public protocol MultipeerMessage: Codable, Sendable {
+    /// The name this type's messages travel under: at most 255 bytes of UTF-8; both sides must
+    /// use the same one.
+    static var wireName: String { get }
+}

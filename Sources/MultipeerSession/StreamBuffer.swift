@@ -1,0 +1,182 @@
+import MultipeerCore
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// The buffer behind one stream handed to the application (``MessageStream``, ``EventStream``):
+/// one consumer, producers that never wait, and a bound.
+///
+/// A message stream pushes back: an offer that fills the buffer is still taken, and the
+/// producer (a link's reader) is told to stop and given a call for when the consumer has taken
+/// it down to half the bound (``offer(_:cost:whenRoom:)``). An event stream sheds instead
+/// (``offerShedding(_:expendable:)``): the oldest expendable element goes first, else the
+/// oldest, and the consumer is told how many went before its next element.
+final class StreamBuffer<Element: Sendable>: Sendable {
+    typealias Offer = StreamOffer
+
+    private struct State {
+        var elements = CircularBuffer<(element: Element, cost: Int)>()
+        var cost = 0
+        var waiter: CheckedContinuation<Element?, Never>?
+        /// The producers ended the stream: what is buffered is still read, then it ends.
+        var finished = false
+        /// The consumer ended it (cancelled, or dropped the stream): nothing more is kept.
+        var terminated = false
+        /// Producers stopped by a full buffer, called when it is half empty (or the consumer goes).
+        var whenRoom: [@Sendable () -> Void] = []
+        /// Elements shed since the consumer last took one.
+        var shed = 0
+    }
+
+    let limits: BufferLimits
+    /// What the consumer is told before its next element when elements were shed.
+    private let shedNotice: (@Sendable (Int) -> Element)?
+    private let state = NIOLockedValueBox(State())
+    /// Called once when the consumer ends the stream.
+    private let onTermination: @Sendable () -> Void
+
+    init(limits: BufferLimits, shedNotice: (@Sendable (Int) -> Element)? = nil, onTermination: @escaping @Sendable () -> Void) {
+        self.limits = limits
+        self.shedNotice = shedNotice
+        self.onTermination = onTermination
+    }
+
+    private static func isFull(_ state: State, _ limits: BufferLimits) -> Bool {
+        state.elements.count >= limits.maximumCount || state.cost >= limits.maximumBytes
+    }
+
+    /// Hands `element` (of `cost` bytes) to the consumer; never waits. When this fills the
+    /// buffer, `whenRoom` is kept and called once the consumer has taken it down to half.
+    func offer(_ element: Element, cost: Int, whenRoom: @escaping @Sendable () -> Void) -> Offer {
+        let (outcome, waiter) = state.withLockedValue { state -> (Offer, CheckedContinuation<Element?, Never>?) in
+            guard !state.terminated, !state.finished else { return (.gone, nil) }
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return (.taken, waiter)
+            }
+            state.elements.append((element, cost))
+            state.cost += cost
+            guard Self.isFull(state, limits) else { return (.taken, nil) }
+            state.whenRoom.append(whenRoom)
+            return (.full, nil)
+        }
+        waiter?.resume(returning: element)
+        return outcome
+    }
+
+    /// Hands `element` to the consumer; when the buffer is full, sheds the oldest element for
+    /// which `expendable` holds, or else the oldest, and counts it for the consumer.
+    func offerShedding(_ element: Element, expendable: (Element) -> Bool) {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Element?, Never>? in
+            guard !state.terminated, !state.finished else { return nil }
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            if Self.isFull(state, limits) {
+                let index = state.elements.firstIndex { expendable($0.element) } ?? state.elements.startIndex
+                state.cost -= state.elements.remove(at: index).cost
+                state.shed += 1
+            }
+            state.elements.append((element, 0))
+            return nil
+        }
+        waiter?.resume(returning: element)
+    }
+
+    private enum Take {
+        case element(Element)
+        case ended
+        case empty
+    }
+
+    /// The next element, waiting for one; nil once the stream has ended. One consumer at a time.
+    func next() async -> Element? {
+        switch take() {
+        case .element(let element): return element
+        case .ended: return nil
+        case .empty: break
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                switch take(orWait: continuation) {
+                case .element(let element): continuation.resume(returning: element)
+                case .ended: continuation.resume(returning: nil)
+                case .empty: break  // the next offer, or the end, resumes it
+                }
+            }
+        } onCancel: {
+            terminate()
+        }
+    }
+
+    /// Takes the next element, if there is one; otherwise leaves `waiter` for the next offer.
+    private func take(orWait waiter: CheckedContinuation<Element?, Never>? = nil) -> Take {
+        let (taken, room) = state.withLockedValue { state -> (Take, [@Sendable () -> Void]) in
+            if state.shed > 0, let shedNotice {
+                defer { state.shed = 0 }
+                return (.element(shedNotice(state.shed)), [])
+            }
+            if let first = state.elements.popFirst() {
+                state.cost -= first.cost
+                var room: [@Sendable () -> Void] = []
+                if !state.whenRoom.isEmpty, state.elements.count <= limits.maximumCount / 2, state.cost <= limits.maximumBytes / 2 {
+                    swap(&room, &state.whenRoom)
+                }
+                return (.element(first.element), room)
+            }
+            if state.finished || state.terminated { return (.ended, []) }
+            if let waiter { state.waiter = waiter }
+            return (.empty, [])
+        }
+        room.forEach { $0() }
+        return taken
+    }
+
+    /// The producers are done (the session stopped): the consumer reads what is left, then the end.
+    func finish() {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Element?, Never>? in
+            state.finished = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: nil)
+    }
+
+    /// The consumer is gone: drop what is buffered, release stopped producers, end the stream.
+    func terminate() {
+        let (waiter, room, first) = state.withLockedValue { state -> (CheckedContinuation<Element?, Never>?, [@Sendable () -> Void], Bool) in
+            let first = !state.terminated
+            state.terminated = true
+            state.elements.removeAll()
+            state.cost = 0
+            defer { state.waiter = nil; state.whenRoom = [] }
+            return (state.waiter, state.whenRoom, first)
+        }
+        waiter?.resume(returning: nil)
+        room.forEach { $0() }
+        if first { onTermination() }
+    }
+}
+
+/// What became of an element offered to a ``StreamBuffer``.
+enum StreamOffer: Equatable {
+    /// Taken; offer more.
+    case taken
+    /// Taken, and the buffer is full: stop until `whenRoom` is called.
+    case full
+    /// The consumer has gone; nothing was taken.
+    case gone
+}
+
+/// Ends a stream's subscription when the last copy of the stream, and its iterator, are gone.
+final class StreamLifetime<Element: Sendable>: Sendable {
+    let buffer: StreamBuffer<Element>
+
+    init(_ buffer: StreamBuffer<Element>) {
+        self.buffer = buffer
+    }
+
+    deinit {
+        buffer.terminate()
+    }
+}
