@@ -62,6 +62,9 @@ public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible
         public static let peerNotActive = Code("peerNotActive")
         /// A peer's outbox of unacknowledged messages is full (and the session is set to fail fast).
         public static let outboxFull = Code("outboxFull")
+        /// A peer that left stayed away: a reliable send waited for room in its outbox for the
+        /// session's `sendTimeout`, or the peer was forgotten (`forget(peer:)`).
+        public static let peerAway = Code("peerAway")
         /// An encoded message is larger than a frame may be.
         public static let messageTooLarge = Code("messageTooLarge")
         /// A message could not be encoded or decoded with its Codable conformance.

@@ -18,11 +18,23 @@ package struct OutboxStateMachine: Sendable {
     package private(set) var bytes = 0
     /// Everything up to here was acknowledged.
     package private(set) var acknowledged: UInt64 = 0
+    /// The ticket of the first pending message. A ticket names a message for the life of this
+    /// outbox: unlike its sequence number it never changes when the pending messages are
+    /// numbered afresh (a receiver that restarted, a resume point), so a sender waiting for a
+    /// message's acknowledgement waits for its ticket. Tickets count from 1, in order.
+    private var firstPendingTicket: UInt64 = 1
     /// The receiver incarnation the numbering belongs to, once a link has told it.
     package private(set) var receiverIncarnation: UInt64?
+    /// Whether the numbering is provisional until the receiver says where it stands (its resume
+    /// ACK): true for an outbox made after an earlier one was dropped (the peer was forgotten),
+    /// whose receiver may have delivered any number of that one's messages.
+    package private(set) var numberingFollowsReceiver: Bool
 
-    package init(limits: Limits = BufferLimits(maximumCount: 1024, maximumBytes: 8 << 20)) {
+    /// - Parameter numberingFollowsReceiver: Number from the receiver's resume point, not from 1
+    ///   (see ``numberingFollowsReceiver``).
+    package init(limits: Limits = BufferLimits(maximumCount: 1024, maximumBytes: 8 << 20), numberingFollowsReceiver: Bool = false) {
         self.limits = limits
+        self.numberingFollowsReceiver = numberingFollowsReceiver
     }
 
     /// Messages waiting for an acknowledgement.
@@ -34,7 +46,14 @@ package struct OutboxStateMachine: Sendable {
         pending.isEmpty || (pending.count < limits.maximumCount && bytes + payloadBytes <= limits.maximumBytes)
     }
 
-    /// Numbers and keeps a message; returns it with its sequence number.
+    /// The ticket of the latest message enqueued (0 before any).
+    package var latestTicket: UInt64 { firstPendingTicket + UInt64(pending.count) - 1 }
+
+    /// Every message whose ticket is at most this was acknowledged.
+    package var acknowledgedTicket: UInt64 { firstPendingTicket - 1 }
+
+    /// Numbers and keeps a message; returns it with its sequence number (its ticket is
+    /// ``latestTicket`` from now).
     package mutating func enqueue(typeName: String, payload: ByteBuffer) throws -> DataMessage {
         let message = try DataMessage(sequence: nextSequence, typeName: typeName, payload: payload)
         nextSequence += 1
@@ -57,6 +76,7 @@ package struct OutboxStateMachine: Sendable {
         let freed = pending.prefix { $0.sequence <= acknowledged }
         bytes -= freed.reduce(0) { $0 + $1.payload.readableBytes }
         pending.removeFirst(freed.count)
+        firstPendingTicket += UInt64(freed.count)
         written = max(0, written - freed.count)
         return freed.count
     }
@@ -73,6 +93,26 @@ package struct OutboxStateMachine: Sendable {
         }
         acknowledged = 0
         nextSequence = UInt64(pending.count + 1)
+        written = 0
+    }
+
+    /// A link resumed and the receiver said (its first ACK) that it has everything through
+    /// `sequence`. A provisional numbering (``numberingFollowsReceiver``) continues from there:
+    /// what is pending is numbered from `sequence + 1`, so the receiver sees neither a gap nor a
+    /// duplicate. Otherwise it is an acknowledgement like any other.
+    package mutating func resumed(at sequence: UInt64) {
+        guard numberingFollowsReceiver else {
+            acknowledge(through: sequence)
+            return
+        }
+        numberingFollowsReceiver = false
+        pending = pending.enumerated().map { index, message in
+            var renumbered = message
+            renumbered.sequence = sequence + UInt64(index + 1)
+            return renumbered
+        }
+        acknowledged = sequence
+        nextSequence = sequence + UInt64(pending.count + 1)
         written = 0
     }
 

@@ -76,6 +76,11 @@ extension MultipeerSession {
         /// When a peer's outbox is full: false (the default) makes `send` wait for room; true
         /// makes it throw `outboxFull` at once.
         public var failWhenOutboxFull: Bool
+        /// How long a reliable `send` waits for room in the outbox of a peer that has left: once
+        /// the peer has been away this long, it throws `peerAway` (what is queued stays, for if
+        /// the peer comes back; ``MultipeerSession/forget(peer:)`` drops it). Default 30 s. For a
+        /// peer that is active, `send` waits as long as the peer keeps reading, however slowly.
+        public var sendTimeout: Duration
         /// Inbound TLS and HELLO exchanges under way at once. Default 64. A connection that
         /// arrives while this many are under way is closed at once (a `connectionFailed` event
         /// with code `connectionLimit`): strangers who connect and stall, or a flood of
@@ -112,8 +117,9 @@ extension MultipeerSession {
             maximumHandshakes: Int = 64, maximumInboundLinks: Int = 1_024, goodbyeTimeout: Duration = .seconds(1),
             receiveBuffer: BufferLimits = BufferLimits(maximumCount: 1_024, maximumBytes: 4 << 20),
             unsubscribedMessages: BufferLimits = BufferLimits(maximumCount: 256, maximumBytes: 1 << 20),
-            maximumUnsubscribedTypes: Int = 16, eventBuffer: Int = 1_024
+            maximumUnsubscribedTypes: Int = 16, eventBuffer: Int = 1_024, sendTimeout: Duration = .seconds(30)
         ) {
+            self.sendTimeout = sendTimeout
             self.receiveBuffer = receiveBuffer
             self.unsubscribedMessages = unsubscribedMessages
             self.maximumUnsubscribedTypes = maximumUnsubscribedTypes

@@ -1,4 +1,4 @@
-package import Foundation
+public import Foundation
 import MultipeerCore
 import NIOCore
 
@@ -13,27 +13,63 @@ public enum Delivery: Sendable {
 
 extension MultipeerSession {
     /// Keeps `message` for `peerID` and sends it as soon as the peer's link can take it; returns
-    /// its sequence number. Waits while the outbox is full (or throws `outboxFull`).
+    /// its ticket in the peer's outbox (``OutboxStateMachine/latestTicket``). Waits while the outbox is full (or throws `outboxFull`): for as long
+    /// as it takes while the peer is active, for at most `Limits.sendTimeout` of its absence
+    /// while it is away (then throws `peerAway`).
     func enqueue(_ message: DataMessage, for peerID: UUID) async throws -> UInt64 {
         let size = message.payload.readableBytes
         while true {
             guard lifecycle != .stopped else { throw MultipeerError(.sessionState, "the session has stopped") }
-            guard outboxes[peerID] != nil || activeLink(for: peerID) != nil else {
-                throw MultipeerError(.peerNotActive, "peer \(peerID) has not been active in this session")
+            guard outboxes[peerID] != nil || presence[peerID] != nil || activeLink(for: peerID) != nil else {
+                throw MultipeerError(.peerNotActive, forgotten.contains(peerID)
+                    ? "peer \(peerID) was forgotten (forget(peer:)); it can be sent to again once it joins again"
+                    : "peer \(peerID) has not been active in this session: reliable messages go only to peers this session has met")
             }
             var outbox = outboxes[peerID] ?? newOutbox(for: peerID)
             if outbox.hasRoom(for: size) {
-                let sequence = try outbox.enqueue(typeName: message.typeName, payload: message.payload).sequence
+                _ = try outbox.enqueue(typeName: message.typeName, payload: message.payload)
                 outboxes[peerID] = outbox
-                return sequence
+                return outbox.latestTicket
             }
+            let held = "its outbox holds \(outbox.count) unacknowledged messages (\(outbox.bytes) bytes); its limit is \(configuration.limits.outbox.maximumCount) messages, \(configuration.limits.outbox.maximumBytes) bytes (Limits.outbox)"
             guard !configuration.limits.failWhenOutboxFull else {
-                throw MultipeerError(
-                    .outboxFull,
-                    "the outbox for peer \(peerID) holds \(outbox.count) unacknowledged messages (\(outbox.bytes) bytes); its limit is \(configuration.limits.outbox.maximumCount) messages, \(configuration.limits.outbox.maximumBytes) bytes")
+                throw MultipeerError(.outboxFull, "peer \(peerID) has not acknowledged enough to take this message: \(held)")
             }
-            await withCheckedContinuation { roomWaiters[peerID, default: []].append($0) }
+            guard activeLink(for: peerID) == nil, let since = away[peerID] else {
+                await senders.wait(for: peerID, until: nil)  // active: as long as it reads, however slowly
+                continue
+            }
+            let deadline = since + configuration.limits.sendTimeout
+            guard ContinuousClock.now < deadline else {
+                throw MultipeerError(
+                    .peerAway,
+                    "peer \(peerID) left \(Self.format(ContinuousClock.now - since)) ago and \(held): the send gave up after Limits.sendTimeout (\(configuration.limits.sendTimeout)). What is queued goes if the peer comes back; forget(peer:) drops it")
+            }
+            await senders.wait(for: peerID, until: deadline)
         }
+    }
+
+    private static func format(_ duration: Duration) -> String {
+        String(format: "%.1f s", duration.seconds)
+    }
+
+    /// Drops what is queued for a peer that has left for good: its outbox (the messages it never
+    /// acknowledged are not sent), and its place among the peers reliable messages and
+    /// broadcasts go to, until it joins again. A send waiting for room in its outbox, or for its
+    /// acknowledgement, throws `peerAway`.
+    ///
+    /// - Throws: `sessionState` if the peer is active now: forget a peer only once it has left.
+    public func forget(peer peerID: UUID) throws {
+        guard activeLink(for: peerID) == nil else {
+            throw MultipeerError(.sessionState, "peer \(peerID) is active: forget(peer:) is for a peer that has left")
+        }
+        if outboxes.removeValue(forKey: peerID) != nil { forgotten.insert(peerID) }
+        presence[peerID] = nil
+        away[peerID] = nil
+        flushing[peerID] = nil
+        let error = MultipeerError(.peerAway, "peer \(peerID) was forgotten (forget(peer:)) before it acknowledged the message")
+        for waiter in acknowledgementWaiters.removeValue(forKey: peerID) ?? [] { waiter.continuation.resume(throwing: error) }
+        senders.wake(peerID)
     }
 
     /// Peers that have an outbox: active now or earlier in this session.
@@ -47,9 +83,10 @@ extension MultipeerSession {
         outboxes[peerID]?.hasRoom(for: bytes) ?? (activeLink(for: peerID) != nil)
     }
 
-    /// An empty outbox whose numbering belongs to the peer's current incarnation.
+    /// An empty outbox whose numbering belongs to the peer's current incarnation (and, for a
+    /// forgotten peer, continues from where its receiver says it stands).
     private func newOutbox(for peerID: UUID) -> OutboxStateMachine {
-        var outbox = OutboxStateMachine(limits: configuration.limits.outbox)
+        var outbox = OutboxStateMachine(limits: configuration.limits.outbox, numberingFollowsReceiver: forgotten.contains(peerID))
         if let incarnation = activeIncarnation(of: peerID) { outbox.receiver(incarnation: incarnation) }
         return outbox
     }
@@ -91,17 +128,21 @@ extension MultipeerSession {
     func acknowledged(through sequence: UInt64, by peerID: UUID, on id: LinkID) {
         let resuming = !resumed.contains(id) && activeLink(for: peerID) == id
         if resuming { resumed.insert(id) }
-        guard var outbox = outboxes[peerID] else { return }
+        // A forgotten peer's resume point is kept even with nothing to send: the next message numbers from it.
+        guard var outbox = outboxes[peerID] ?? (resuming && forgotten.contains(peerID) ? newOutbox(for: peerID) : nil) else { return }
         if resuming {
             outbox.linkLost()
             if let incarnation = activeIncarnation(of: peerID) { outbox.receiver(incarnation: incarnation) }
+            outbox.resumed(at: sequence)
+            forgotten.remove(peerID)
+        } else {
+            outbox.acknowledge(through: sequence)
         }
-        outbox.acknowledge(through: sequence)
         outboxes[peerID] = outbox
-        for waiter in roomWaiters.removeValue(forKey: peerID) ?? [] { waiter.resume() }
-        var waiting: [(sequence: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
+        senders.wake(peerID)
+        var waiting: [(ticket: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
         for waiter in acknowledgementWaiters.removeValue(forKey: peerID) ?? [] {
-            if waiter.sequence <= outbox.acknowledged { waiter.continuation.resume() } else { waiting.append(waiter) }
+            if waiter.ticket <= outbox.acknowledgedTicket { waiter.continuation.resume() } else { waiting.append(waiter) }
         }
         if !waiting.isEmpty { acknowledgementWaiters[peerID] = waiting }
         // Written by a task of its own: the link's reader must never wait on the link's writer,
@@ -109,11 +150,11 @@ extension MultipeerSession {
         if resuming { startFlush(peerID) }
     }
 
-    /// Waits until the peer acknowledged `sequence`.
-    func waitForAcknowledgement(of sequence: UInt64, by peerID: UUID) async throws {
-        guard (outboxes[peerID]?.acknowledged ?? 0) < sequence else { return }
+    /// Waits until the peer acknowledged the message with this ticket.
+    func waitForAcknowledgement(of ticket: UInt64, by peerID: UUID) async throws {
+        guard (outboxes[peerID]?.acknowledgedTicket ?? 0) < ticket else { return }
         try await withCheckedThrowingContinuation { continuation in
-            acknowledgementWaiters[peerID, default: []].append((sequence, continuation))
+            acknowledgementWaiters[peerID, default: []].append((ticket, continuation))
         }
     }
 
@@ -125,8 +166,7 @@ extension MultipeerSession {
     /// The session stopped: nobody waits for room or acknowledgements any more.
     func releaseWaiters() {
         lifecycle = .stopped
-        for waiter in roomWaiters.values.flatMap({ $0 }) { waiter.resume() }
-        roomWaiters.removeAll()
+        senders.wakeAll()
         let error = MultipeerError(.sessionState, "the session stopped before the peer acknowledged the message")
         for waiter in acknowledgementWaiters.values.flatMap({ $0 }) { waiter.continuation.resume(throwing: error) }
         acknowledgementWaiters.removeAll()

@@ -45,9 +45,9 @@ extension MultipeerSession {
             }
             try await write(data, on: id)
         case .reliable:
-            let sequence = try await enqueue(data, for: peerID)
+            let ticket = try await enqueue(data, for: peerID)
             startFlush(peerID)
-            if awaitAcknowledgement { try await waitForAcknowledgement(of: sequence, by: peerID) }
+            if awaitAcknowledgement { try await waitForAcknowledgement(of: ticket, by: peerID) }
         }
     }
 

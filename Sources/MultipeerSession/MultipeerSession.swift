@@ -44,13 +44,20 @@ public actor MultipeerSession {
     var flushing: [UUID: LinkID] = [:]
     /// Connections refused at the admission limits since the last log line about them, and when that was.
     private var refusals: (count: Int, loggedAt: ContinuousClock.Instant?) = (0, nil)
-    var roomWaiters: [UUID: [CheckedContinuation<Void, Never>]] = [:]
-    var acknowledgementWaiters: [UUID: [(sequence: UInt64, continuation: CheckedContinuation<Void, any Error>)]] = [:]
+    let senders = SenderWaiters()
+    /// Peers that left, and since when: a send waiting for room in their outbox gives up after
+    /// `Limits.sendTimeout` of it.
+    var away: [UUID: ContinuousClock.Instant] = [:]
+    /// Peers forgotten (``forget(peer:)``) whose outbox is gone: a new one numbers from the
+    /// receiver's resume point.
+    var forgotten: Set<UUID> = []
+    var acknowledgementWaiters: [UUID: [(ticket: UInt64, continuation: CheckedContinuation<Void, any Error>)]] = [:]
     /// Where the session is in its life.
     var lifecycle = Lifecycle.idle
     let receiveWindows = ReceiveWindows()
-    /// Per peer: when it became active, and how often it came back.
-    private var presence: [UUID: (since: ContinuousClock.Instant, reconnects: Int)] = [:]
+    /// Per peer: when it became active, and how often it came back. A peer in here has been
+    /// active in this session (and not forgotten since).
+    var presence: [UUID: (since: ContinuousClock.Instant, reconnects: Int)] = [:]
     nonisolated let work: AsyncStream<Work>.Continuation
     private let workItems: AsyncStream<Work>
 
@@ -454,11 +461,14 @@ public actor MultipeerSession {
             case .peerJoined(let id, let hello):
                 let reconnects = presence[hello.peerID].map { $0.reconnects + 1 } ?? 0
                 presence[hello.peerID] = (ContinuousClock.now, reconnects)
+                away[hello.peerID] = nil
                 logger.info("peer joined", metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.link": "\(id.rawValue)"])
                 metrics.activePeers(table.activePeers.count)
                 subscriptions.emit(.peerJoined(Peer(hello)))
             case .peerLeft(let hello, let reason):
                 logger.info("peer left", metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.reason": "\(reason)"])
+                away[hello.peerID] = ContinuousClock.now
+                senders.wake(hello.peerID)  // a wait for room has a deadline from now on
                 metrics.activePeers(table.activePeers.count)
                 subscriptions.emit(.peerLeft(Peer(hello), reason))
             case .scheduleRedial(let key, let delay):

@@ -56,6 +56,20 @@ import Testing
         outbox.acknowledge(through: 1)
         #expect(outbox.hasRoom(for: 70))
     }
+
+    /// After a peer was forgotten, the receiver may have delivered any number of the old
+    /// outbox's messages: a new outbox numbers from its resume point, so nothing it sends is
+    /// taken for a duplicate (dropped) or leaves a gap.
+    @Test func aProvisionalNumberingContinuesFromTheReceiversResumePoint() throws {
+        var outbox = OutboxStateMachine(numberingFollowsReceiver: true)
+        for _ in 0..<2 { _ = try outbox.enqueue(typeName: "T", payload: Self.payload(1)) }
+        outbox.resumed(at: 41)
+        #expect(!outbox.numberingFollowsReceiver)
+        #expect(outbox.sendable().map(\.sequence) == [42, 43])
+        #expect(try outbox.enqueue(typeName: "T", payload: Self.payload(1)).sequence == 44)
+        outbox.resumed(at: 43)
+        #expect(outbox.count == 1, "from then on a resume point is an acknowledgement")
+    }
 }
 
 @Suite struct ReceiveWindowTests {

@@ -1,0 +1,90 @@
+import Foundation
+import MultipeerSession
+import ProgramA
+import Testing
+
+/// A peer that leaves for good: sends to it end, with errors that say what is true.
+@Suite struct LeavingTests {
+    /// A listener that runs until `stop` is called, and a dialler (with `limits`) that met it.
+    static func withDeparture(
+        limits: MultipeerSession.Limits,
+        _ body: @escaping @Sendable (_ dialler: MultipeerSession, _ gone: UUID, _ stop: @Sendable () async -> Void) async throws -> Void
+    ) async throws {
+        let listener = MultipeerSession(configuration: configuration("listener"))
+        let running = Task { try await listener.run() }
+        let port = try await listeningPort(of: listener)
+        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port, limits: limits))
+        try await whileRunning([dialler]) {
+            try await waitUntilActive(dialler, listener.peerID)
+            let events = dialler.events
+            try await body(dialler, listener.peerID) {
+                running.cancel()
+                _ = try? await running.value
+                // Until the dialler has seen it go.
+                for await event in events { if case .peerLeft(let peer, _) = event, peer.id == listener.peerID { break } }
+            }
+        }
+        running.cancel()
+    }
+
+    /// The outbox of a peer that left takes what fits; the next send waits `sendTimeout` of the
+    /// peer's absence and then throws `peerAway` (it used to wait until the session stopped).
+    @Test func aSendToAPeerThatLeftGivesUpAfterTheSendTimeout() async throws {
+        var limits = MultipeerSession.Limits(sendTimeout: .seconds(1))
+        limits.outbox = BufferLimits(maximumCount: 4, maximumBytes: 1 << 20)
+        try await Self.withDeparture(limits: limits) { dialler, gone, stop in
+            await stop()
+            for number in 0..<4 { try await dialler.send(Note(text: "\(number)"), to: gone) }  // queued for its return
+            let started = ContinuousClock.now
+            let error = try await within(30, "the send to give up") { () -> MultipeerError? in
+                do {
+                    try await dialler.send(Note(text: "one too many"), to: gone)
+                    return nil
+                } catch let error as MultipeerError {
+                    return error
+                }
+            }
+            #expect(error?.code == .peerAway)
+            #expect(error?.message.contains("Limits.sendTimeout") == true, "\(String(describing: error))")
+            #expect(ContinuousClock.now - started >= .milliseconds(900), "it waited for the peer first")
+        }
+    }
+
+    /// A peer that was active and has left, never sent to before: its messages are queued for
+    /// its return (the error used to say it had never been active).
+    @Test func aPeerThatLeftBeforeAnythingWasSentToItStillGetsAnOutbox() async throws {
+        try await Self.withDeparture(limits: .init()) { dialler, gone, stop in
+            await stop()
+            try await dialler.send(Note(text: "for when you are back"), to: gone)
+        }
+    }
+
+    /// `forget(peer:)` drops what was queued: a send waiting for room ends (with `peerAway` if
+    /// it was waiting by then, or `peerNotActive` if it came after), and a later send says the
+    /// peer was forgotten. An active peer cannot be forgotten.
+    @Test func forgettingAPeerDropsItsOutboxAndEndsItsSends() async throws {
+        var limits = MultipeerSession.Limits(sendTimeout: .seconds(600))
+        limits.outbox = BufferLimits(maximumCount: 2, maximumBytes: 1 << 20)
+        try await Self.withDeparture(limits: limits) { dialler, gone, stop in
+            let active = await #expect(throws: MultipeerError.self) { try await dialler.forget(peer: gone) }
+            #expect(active?.code == .sessionState)
+            await stop()
+            for number in 0..<2 { try await dialler.send(Note(text: "\(number)"), to: gone) }
+            let waiting = Task { () -> MultipeerError? in
+                do {
+                    try await dialler.send(Note(text: "waits for room"), to: gone)
+                    return nil
+                } catch {
+                    return error as? MultipeerError
+                }
+            }
+            try await dialler.forget(peer: gone)
+            let error = try await within(30, "the waiting send to end") { await waiting.value }
+            #expect(error.map { [.peerAway, .peerNotActive].contains($0.code) } == true, "\(String(describing: error))")
+            #expect(error?.message.contains("forgotten") == true)
+            let later = await #expect(throws: MultipeerError.self) { try await dialler.send(Note(text: "later"), to: gone) }
+            #expect(later?.code == .peerNotActive)
+            #expect(later?.message.contains("forgotten") == true)
+        }
+    }
+}
