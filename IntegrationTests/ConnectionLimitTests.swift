@@ -95,7 +95,13 @@ final class SilentConnections: Sendable {
             #expect(try await roundTrip("second", over: second) == "second")
         }
     }
+}
 
+/// A flood of connections: it keeps the process's event loops busy for seconds, enough for the
+/// keepalive of any test running beside it to time out, so it runs alone (MULTIPEER_RUN_ALONE,
+/// scripts/run-tests.sh).
+@Suite(.enabled(if: runningAlone, "floods the process: scripts/run-tests.sh runs it alone"))
+struct FloodTests {
     /// A thousand connections opened at once at a session and held open: those beyond 64
     /// handshakes (the default) are refused at once, the rest are cut off at the handshake
     /// timeout, and a real peer that dials meanwhile joins (on a redial, once there is room) and
@@ -140,3 +146,4 @@ final class SilentConnections: Sendable {
         }
     }
 }
+

@@ -50,7 +50,7 @@ struct DiscoveryTests {
         let type = try Self.uniqueServiceType()
         let peerID = UUID()
         let advertiser = try Self.advertise(type, name: "Captain", peerID: peerID, incarnation: 7, metadata: ["seat": "L"], port: 7123)
-        let name = try await Self.established(advertiser)
+        let name = try await DiscoveryTests.established(advertiser)
         #expect(name == peerID.uuidString.lowercased())
 
         let result = try await runProcess("/usr/bin/avahi-browse", ["-rpt", type.rawValue])
@@ -103,7 +103,7 @@ struct DiscoveryTests {
         let events = PeerBrowser(serviceType: type, localPeerID: me, connection: try .shared()).browse()
         let found = try await collect(events) { Self.foundIDs($0).contains(other) }
         #expect(!Self.foundIDs(found).contains(me))
-        _ = try await Self.established(mine)
+        _ = try await DiscoveryTests.established(mine)
         theirs.stop()
         let lost = try await collect(events) { Self.lostIDs($0).contains(other) }
         #expect(!Self.foundIDs(lost).contains(me))
@@ -118,7 +118,7 @@ struct DiscoveryTests {
         let events = PeerBrowser(serviceType: type, localPeerID: UUID(), connection: try .shared()).browse()
         let a = try Self.advertise(type, name: "A", peerID: first, instanceName: "Captain")
         let b = try Self.advertise(type, name: "B", peerID: second, instanceName: "Captain")
-        let names = [try await Self.established(a), try await Self.established(b)]
+        let names = [try await DiscoveryTests.established(a), try await Self.established(b)]
         #expect(Set(names).count == 2, "distinct names: \(names)")
         #expect(names.contains("Captain"))
         let found = try await collect(events) { Set(Self.foundIDs($0)) == [first, second] }
@@ -157,20 +157,25 @@ struct DiscoveryTests {
         if case .found(let advert)? = updated.last { #expect(advert.metadata == ["seat": "R"]) }
         advertiser.stop()
     }
+}
 
+/// Tests that stop and start the sandbox's avahi-daemon: only alone with it (``runningAlone``),
+/// never beside tests that need it (a navlog-sync restarted meanwhile found no daemon and exited).
+@Suite(.enabled(if: inDiscoverySandbox && runningAlone, "restarts avahi-daemon: scripts/run-tests.sh runs it alone"))
+struct DaemonRestartTests {
     @Test(.scaledTimeLimit(minutes: 2))
     func advertiserAndBrowserRecoverWhenAvahiDaemonRestarts() async throws {
-        let type = try Self.uniqueServiceType()
+        let type = try DiscoveryTests.uniqueServiceType()
         let peerID = UUID()
-        let advertiser = try Self.advertise(type, name: "survivor", peerID: peerID)
-        _ = try await Self.established(advertiser)
+        let advertiser = try DiscoveryTests.advertise(type, name: "survivor", peerID: peerID)
+        _ = try await DiscoveryTests.established(advertiser)
         let events = PeerBrowser(serviceType: type, localPeerID: UUID(), connection: try .shared()).browse()
-        _ = try await collect(events) { Self.foundIDs($0).contains(peerID) }
+        _ = try await collect(events) { DiscoveryTests.foundIDs($0).contains(peerID) }
 
         // The sandbox's own daemon (its pid file is in the sandbox's private /run).
         #expect(try await runProcess("/usr/sbin/avahi-daemon", ["-k"]).status == 0)
-        let lost = try await collect(events) { Self.lostIDs($0).contains(peerID) }
-        #expect(Self.lostIDs(lost) == [peerID])
+        let lost = try await collect(events) { DiscoveryTests.lostIDs($0).contains(peerID) }
+        #expect(DiscoveryTests.lostIDs(lost) == [peerID])
 
         // While the daemon is down: a new connection says so and how to start it, unless asked to wait.
         let refused = try #require(throws: MultipeerError.self) { try AvahiConnection(waitForDaemon: false) }
@@ -183,10 +188,10 @@ struct DiscoveryTests {
             serviceType: type, port: 7001, txt: AdvertTXT(peerID: lateID, incarnation: 1, displayName: "late"), connection: patient)
 
         #expect(try await runProcess("/usr/sbin/avahi-daemon", ["-D", "--no-chroot"]).status == 0)
-        _ = try await Self.established(lateAdvertiser)
+        _ = try await DiscoveryTests.established(lateAdvertiser)
 
-        let again = try await collect(events, timeout: .seconds(60)) { Set(Self.foundIDs($0)) == [peerID, lateID] }
-        #expect(Self.foundIDs(again).count == 2, "each found once again: \(again)")
+        let again = try await collect(events, timeout: .seconds(60)) { Set(DiscoveryTests.foundIDs($0)) == [peerID, lateID] }
+        #expect(DiscoveryTests.foundIDs(again).count == 2, "each found once again: \(again)")
         let advertiserEvents = try await collect(advertiser.events, timeout: .seconds(60)) { events in
             events.contains { if case .established = $0 { true } else { false } }
         }

@@ -9,9 +9,21 @@ cd "$(dirname "$0")/.."
 hosts=1
 if [[ "${1:-}" == "--without-hosts" ]]; then hosts=0; shift; fi
 
+# Tests that disturb whatever runs beside them (a connection flood that starves the event loops,
+# a restart of the shared avahi-daemon) run after the rest, each suite alone. Skipped when a
+# --filter chose other tests.
+alone=(FloodTests DaemonRestartTests)
+run_alone() {  # COMMAND...: runs the suites in `alone`, one at a time, under COMMAND
+    [[ " $* " == *" --filter "* ]] && return 0
+    for suite in "${alone[@]}"; do
+        "$@" --filter "$suite" || return
+    done
+}
+
 if [[ $(id -u) -eq 0 ]] && ip netns add "multipeer-probe-$$" 2>/dev/null; then
     ip netns del "multipeer-probe-$$"
     scripts/sandbox.sh swift test --skip-build "$@"
+    run_alone scripts/sandbox.sh env MULTIPEER_RUN_ALONE=1 swift test --skip-build "$@"
     [[ $hosts -eq 1 ]] || exit 0
     echo
     echo "The multi-host fault suite (make hosts-test):"
@@ -19,4 +31,5 @@ if [[ $(id -u) -eq 0 ]] && ip netns add "multipeer-probe-$$" 2>/dev/null; then
 fi
 echo "Discovery and navlog-sync process tests were not run: they need a network namespace of their own, which needs root (run 'sudo make test')."
 [[ $hosts -eq 1 ]] && echo "The multi-host fault suite was not run: it makes network namespaces, which needs root (sudo make hosts-test)."
-exec swift test --skip-build "$@"
+swift test --skip-build "$@"
+run_alone env MULTIPEER_RUN_ALONE=1 swift test --skip-build "$@"

@@ -5,8 +5,9 @@
 #
 #   scripts/sandbox.sh swift test --skip-build
 #
-# Inside, MULTIPEER_SANDBOX=1 is set: tests that restart avahi-daemon run only then, since the
-# daemon they restart is the sandbox's own. Everything started here is stopped on exit, also
+# Inside, MULTIPEER_SANDBOX=1 is set. Tests that restart avahi-daemon run only with
+# MULTIPEER_RUN_ALONE=1 as well (scripts/run-tests.sh runs them after the rest, alone), since
+# the daemon they restart is the one every other test in the sandbox uses. Everything started here is stopped on exit, also
 # after a failure or an interrupt; only the processes in the namespace made here are touched.
 set -euo pipefail
 

@@ -11,7 +11,7 @@ package struct Hello: Hashable, Sendable {
     package static let maximumMetadataCount = 32
     /// The longest metadata entry, `key=value`, in UTF-8 bytes: one TXT entry.
     package static let maximumMetadataEntryLength = 255
-    /// The largest HELLO value accepted, in bytes. This version's fields take at most 8,510;
+    /// The largest HELLO value accepted, in bytes. This version's fields take at most 8,514;
     /// the rest is room for fields later versions append. A link's first frame announcing
     /// more is refused from its header alone (``FrameDecoder``).
     package static let maximumLength = 16 * 1024
@@ -24,6 +24,12 @@ package struct Hello: Hashable, Sendable {
     package var displayName: String
     package var metadata: [String: String]
     package var keepalive: KeepaliveParameters
+    /// The largest frame value the sender accepts: a peer sends it nothing larger. A HELLO
+    /// without the field (from an earlier version) means the default, 1 MiB.
+    package var maximumFrameLength: Int
+
+    /// The smallest maximum frame a peer may announce: a HELLO's own limit.
+    package static let smallestMaximumFrameLength = Hello.maximumLength
 
     /// Creates a HELLO, checking the limits a receiver enforces.
     package init(
@@ -32,7 +38,8 @@ package struct Hello: Hashable, Sendable {
         incarnation: UInt64,
         displayName: String,
         metadata: [String: String] = [:],
-        keepalive: KeepaliveParameters = KeepaliveParameters()
+        keepalive: KeepaliveParameters = KeepaliveParameters(),
+        maximumFrameLength: Int = Frame.defaultMaximumLength
     ) throws {
         self.protocolVersion = protocolVersion
         self.peerID = peerID
@@ -40,7 +47,13 @@ package struct Hello: Hashable, Sendable {
         self.displayName = displayName
         self.metadata = metadata
         self.keepalive = keepalive
+        self.maximumFrameLength = maximumFrameLength
         try Self.validate(displayName: displayName, metadata: metadata)
+        guard (Self.smallestMaximumFrameLength...Int(UInt32.max)).contains(maximumFrameLength) else {
+            throw MultipeerError(
+                .invalidArgument,
+                "the maximum frame length is \(maximumFrameLength) bytes; it must be from \(Self.smallestMaximumFrameLength) to \(UInt32.max)")
+        }
     }
 
     /// Checks a display name and metadata against the limits of HELLO (and of DNS-SD TXT records).
@@ -82,6 +95,7 @@ extension Hello {
             buffer.writeShortString(key)
             buffer.writeShortString(metadata[key]!)
         }
+        buffer.writeInteger(UInt32(maximumFrameLength))
     }
 
     /// Decodes a HELLO value. The version is read first, so a peer of another version is told
@@ -113,11 +127,15 @@ extension Hello {
                 throw MultipeerError(.malformedMessage, "HELLO is malformed: metadata key \"\(key)\" appears twice")
             }
         }
+        // Added after the first release: a HELLO that ends here comes from a peer that takes the default.
+        let maximumFrameLength = buffer.readableBytes == 0
+            ? Frame.defaultMaximumLength : Int(try buffer.readField(UInt32.self, "maximum frame length", in: .hello))
         do {
             try self.init(
                 protocolVersion: version, peerID: peerID, incarnation: incarnation,
                 displayName: displayName, metadata: metadata,
-                keepalive: KeepaliveParameters(interval: .milliseconds(interval), timeout: .milliseconds(timeout)))
+                keepalive: KeepaliveParameters(interval: .milliseconds(interval), timeout: .milliseconds(timeout)),
+                maximumFrameLength: maximumFrameLength)
         } catch let error as MultipeerError {
             throw MultipeerError(.malformedMessage, "HELLO is malformed: \(error.message)")
         }

@@ -25,6 +25,9 @@ package struct DataMessage: Hashable, Sendable {
     /// The encoded message.
     package var payload: ByteBuffer
 
+    /// The length of the frame value that carries it: sequence, type name, payload.
+    package var frameLength: Int { 8 + 1 + typeName.utf8.count + payload.readableBytes }
+
     package init(sequence: UInt64, typeName: String, payload: ByteBuffer) throws {
         guard typeName.utf8.count <= Self.maximumTypeNameLength else {
             throw MultipeerError(

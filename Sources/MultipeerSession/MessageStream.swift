@@ -1,16 +1,9 @@
-/// The messages of one type from every peer, as ``MultipeerSession/messages(of:)`` hands them
-/// out: read it with `for await (peer, message) in stream`.
-///
-/// The stream holds at most ``MultipeerSession/Limits/receiveBuffer`` (1,024 messages, 4 MiB
-/// of encoded payload by default), and what one read of a link brings beyond it (256 KiB and
-/// the rest of a frame). When it is full, the
-/// links it is fed from stop reading until it is half empty: TCP pushes back on the senders,
-/// their outboxes fill and their `send` waits (or throws `outboxFull`). A slow reader slows
-/// the senders; it never makes this process hold more. A stream that nobody reads holds up
-/// every link that carries its type, so end the loop (or drop the stream) when done with it.
-public struct MessageStream<Message: Sendable>: AsyncSequence, Sendable {
-    public typealias Element = (peer: Peer, message: Message)
-
+/// A stream the session hands out, read with `for await`: ``MessageStream`` (from
+/// ``MultipeerSession/messages(of:)``) and ``EventStream`` (from ``MultipeerSession/events``).
+/// One consumer at a time; every stream is bounded (see each kind). It ends when the session
+/// stops (after what it holds has been read), or when the task reading it is cancelled; dropping
+/// every copy of it ends the subscription.
+public struct SessionStream<Element: Sendable>: AsyncSequence, Sendable {
     private let lifetime: StreamLifetime<Element>
 
     init(_ buffer: StreamBuffer<Element>) {
@@ -24,16 +17,26 @@ public struct MessageStream<Message: Sendable>: AsyncSequence, Sendable {
     public struct AsyncIterator: AsyncIteratorProtocol {
         let lifetime: StreamLifetime<Element>
 
-        /// The next message, waiting for one; nil once the session has stopped (or the task
-        /// reading was cancelled).
+        /// The next element, waiting for one; nil once the stream has ended.
         public mutating func next() async -> Element? {
             await lifetime.buffer.next()
         }
     }
 }
 
-/// What happens in a session, as ``MultipeerSession/events`` hands it out: read it with
-/// `for await event in stream`.
+/// The messages of one type from every peer, with the peer that sent each:
+/// `for await (peer, message) in session.messages(of: Note.self)`.
+///
+/// The stream holds at most ``MultipeerSession/Limits/receiveBuffer`` (1,024 messages, 4 MiB
+/// of encoded payload by default), and what one read of a link brings beyond it (256 KiB and
+/// the rest of a frame). When it is full, the links it is fed from stop reading until it is half
+/// empty: TCP pushes back on the senders, their outboxes fill and their `send` waits (or throws
+/// `outboxFull`). A slow reader slows the senders; it never makes this process hold more. A
+/// stream that nobody reads holds up every link that carries its type, so end the loop (or drop
+/// the stream) when done with it.
+public typealias MessageStream<Message: Sendable> = SessionStream<(peer: Peer, message: Message)>
+
+/// What happens in a session: `for await event in session.events`.
 ///
 /// It starts with the session's state when it was made (``SessionEvent/listening(port:)``
 /// while the session listens, then ``SessionEvent/peerJoined(_:)`` for each active peer), so a
@@ -41,26 +44,4 @@ public struct MessageStream<Message: Sendable>: AsyncSequence, Sendable {
 /// ``MultipeerSession/Limits/eventBuffer`` events (1,024 by default), and a reader that falls
 /// that far behind loses the oldest ``SessionEvent/stats(_:_:)`` reports first, then the oldest
 /// events, and is told how many with ``SessionEvent/eventsDropped(count:)``.
-public struct EventStream: AsyncSequence, Sendable {
-    public typealias Element = SessionEvent
-
-    private let lifetime: StreamLifetime<SessionEvent>
-
-    init(_ buffer: StreamBuffer<SessionEvent>) {
-        lifetime = StreamLifetime(buffer)
-    }
-
-    public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(lifetime: lifetime)
-    }
-
-    public struct AsyncIterator: AsyncIteratorProtocol {
-        let lifetime: StreamLifetime<SessionEvent>
-
-        /// The next event, waiting for one; nil once the session has stopped (or the task
-        /// reading was cancelled).
-        public mutating func next() async -> SessionEvent? {
-            await lifetime.buffer.next()
-        }
-    }
-}
+public typealias EventStream = SessionStream<SessionEvent>

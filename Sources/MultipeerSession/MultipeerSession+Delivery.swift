@@ -66,6 +66,7 @@ extension MultipeerSession {
         if outboxes.removeValue(forKey: peerID) != nil { forgotten.insert(peerID) }
         presence[peerID] = nil
         away[peerID] = nil
+        frameLimits[peerID] = nil
         flushing[peerID] = nil
         let error = MultipeerError(.peerAway, "peer \(peerID) was forgotten (forget(peer:)) before it acknowledged the message")
         for waiter in acknowledgementWaiters.removeValue(forKey: peerID) ?? [] { waiter.continuation.resume(throwing: error) }

@@ -33,11 +33,15 @@ extension MultipeerSession {
     /// - Parameter awaitAcknowledgement: Return only once the peer has acknowledged the message
     ///   (reliable delivery only).
     /// - Throws: `peerNotActive` for a peer this session has not seen (or, unreliable, that is not
-    ///   active now); `outboxFull` when so configured; `messageTooLarge`; `codingFailed`.
+    ///   active now); `outboxFull` when so configured; `peerAway` when the peer has been away
+    ///   for `Limits.sendTimeout` with its outbox full, or was forgotten; `messageTooLarge` when
+    ///   the message makes a frame larger than the peer takes (its `Limits.maximumFrameLength`,
+    ///   announced in HELLO); `codingFailed`.
     public func send<Message: Codable & Sendable>(
         _ message: Message, to peerID: UUID, delivery: Delivery = .reliable, awaitAcknowledgement: Bool = false
     ) async throws {
         let data = try encode(message)
+        try checkFits(data, to: peerID)
         switch delivery {
         case .unreliable:
             guard let id = activeLink(for: peerID) else {
@@ -53,6 +57,9 @@ extension MultipeerSession {
 
     /// Sends `message` to every peer; returns how many it was handed to.
     ///
+    /// A peer that takes no frame as large as the message (its `Limits.maximumFrameLength`) is
+    /// skipped, and a notice logged.
+    ///
     /// Reliable broadcasts go to every active peer, and also to every peer that was active
     /// earlier in this session and is away now (a link being redialled), as long as its outbox
     /// has room: a broadcast never waits for one peer, gone or slow, and a peer it skips is not
@@ -65,6 +72,7 @@ extension MultipeerSession {
         switch delivery {
         case .reliable:
             for peerID in Set(activePeerIDs()).union(knownPeerIDs()) {
+                guard fits(data, to: peerID) else { continue }
                 guard hasOutboxRoom(for: peerID, bytes: data.payload.readableBytes) else {
                     logger.debug("broadcast skipped a peer whose outbox is full", metadata: ["multipeer.peer.id": "\(peerID)"])
                     continue
@@ -75,7 +83,7 @@ extension MultipeerSession {
             }
         case .unreliable:
             for peerID in activePeerIDs() {
-                guard let id = activeLink(for: peerID) else { continue }
+                guard let id = activeLink(for: peerID), fits(data, to: peerID) else { continue }
                 guard isWritable(id) else {
                     logger.debug("broadcast skipped a peer whose link pushes back", metadata: ["multipeer.peer.id": "\(peerID)"])
                     continue
@@ -106,12 +114,26 @@ extension MultipeerSession {
         } catch {
             throw MultipeerError(.codingFailed, "a \(typeName) could not be encoded", underlying: "\(error)")
         }
-        let frameLength = 8 + 1 + typeName.utf8.count + payload.count
-        guard frameLength <= configuration.limits.maximumFrameLength else {
-            throw MultipeerError(
-                .messageTooLarge,
-                "a \(typeName) encodes to a \(frameLength)-byte frame; frames carry at most \(configuration.limits.maximumFrameLength) bytes (Limits.maximumFrameLength)")
-        }
         return try DataMessage(sequence: 0, typeName: typeName, payload: ByteBuffer(bytes: payload))
+    }
+
+    /// Throws `messageTooLarge` if `message` makes a frame larger than the peer takes (as its
+    /// latest HELLO said): refused here, it can never wedge the peer's outbox.
+    func checkFits(_ message: DataMessage, to peerID: UUID) throws {
+        guard let limit = frameLimits[peerID], message.frameLength > limit else { return }
+        throw MultipeerError(
+            .messageTooLarge,
+            "a \(message.typeName) encodes to a \(message.frameLength)-byte frame; peer \(peerID) takes frames of at most \(limit) bytes (its Limits.maximumFrameLength; this side's is \(configuration.limits.maximumFrameLength)). Both sides must raise the limit to send it")
+    }
+
+    /// Whether the peer takes `message`; logs a notice when it does not.
+    private func fits(_ message: DataMessage, to peerID: UUID) -> Bool {
+        do {
+            try checkFits(message, to: peerID)
+            return true
+        } catch {
+            logger.notice("broadcast skipped a peer that takes no frame that large", metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.error": "\(error)"])
+            return false
+        }
     }
 }

@@ -51,6 +51,8 @@ public actor MultipeerSession {
     /// Peers forgotten (``forget(peer:)``) whose outbox is gone: a new one numbers from the
     /// receiver's resume point.
     var forgotten: Set<UUID> = []
+    /// The largest frame each peer met takes, as its latest HELLO said.
+    var frameLimits: [UUID: Int] = [:]
     var acknowledgementWaiters: [UUID: [(ticket: UInt64, continuation: CheckedContinuation<Void, any Error>)]] = [:]
     /// Where the session is in its life.
     var lifecycle = Lifecycle.idle
@@ -462,6 +464,7 @@ public actor MultipeerSession {
                 let reconnects = presence[hello.peerID].map { $0.reconnects + 1 } ?? 0
                 presence[hello.peerID] = (ContinuousClock.now, reconnects)
                 away[hello.peerID] = nil
+                frameLimits[hello.peerID] = hello.maximumFrameLength
                 logger.info("peer joined", metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.link": "\(id.rawValue)"])
                 metrics.activePeers(table.activePeers.count)
                 subscriptions.emit(.peerJoined(Peer(hello)))
@@ -516,7 +519,8 @@ public actor MultipeerSession {
     private func makeLinkConfiguration() throws -> LinkConfiguration {
         let hello = try Hello(
             peerID: peerID, incarnation: incarnation, displayName: configuration.peer.displayName,
-            metadata: configuration.peer.metadata, keepalive: configuration.keepalive)
+            metadata: configuration.peer.metadata, keepalive: configuration.keepalive,
+            maximumFrameLength: configuration.limits.maximumFrameLength)
         let tls = try TLSContext(configuration: TLSConfiguration(psk: configuration.psk, handshakeTimeout: configuration.limits.handshakeTimeout))
         // A write stuck on a dead path fails after the keepalive timeout too.
         var link = LinkConfiguration(

@@ -36,11 +36,24 @@ import Testing
 
     @Test func everyTruncationIsMalformedAndNamesTheField() throws {
         let full = Self.encode(try Self.hello())
-        for length in 2..<full.readableBytes {
+        // (Without its last field, the maximum frame, it is a HELLO of the first release.)
+        for length in 2..<full.readableBytes where length != full.readableBytes - 4 {
             let error = try #require(throws: MultipeerError.self) { try Hello(decoding: full.getSlice(at: 0, length: length)!) }
             #expect(error.code == .malformedMessage)
             #expect(error.message.hasPrefix("HELLO is malformed: it ends before the"))
         }
+    }
+
+    @Test func theMaximumFrameIsOptionalAndBounded() throws {
+        let hello = try Self.hello()
+        var earlier = Self.encode(hello)
+        earlier.moveWriterIndex(to: earlier.writerIndex - 4)
+        #expect(try Hello(decoding: earlier).maximumFrameLength == 1 << 20, "a HELLO of the first release: the default")
+        var small = try Self.hello()
+        small.maximumFrameLength = 1_000
+        let error = try #require(throws: MultipeerError.self) { try Hello(decoding: Self.encode(small)) }
+        #expect(error.code == .malformedMessage)
+        #expect(error.message.contains("16384"))
     }
 
     @Test func limitsAreEnforcedOnBothSides() throws {

@@ -49,6 +49,18 @@ import Testing
         }
     }
 
+    @Test func aHelloWithoutTheMaximumFrameMeansTheDefault() throws {
+        var buffer = ByteBuffer(bytes: try #require(try ProtocolVectors.load()["hello-without-maximum-frame"]))
+        var decoder = FrameDecoder()
+        let frame = try #require(try decoder.decode(buffer: &buffer))
+        guard case .hello(let hello) = try LinkMessage(frame: frame) else {
+            Issue.record("a HELLO")
+            return
+        }
+        #expect(hello.maximumFrameLength == 1 << 20)
+        #expect(LinkMessage.hello(hello) == (try Self.expectedMessages())["hello"])
+    }
+
     @Test func theUnknownTypeVectorIsTolerated() throws {
         var buffer = ByteBuffer(bytes: try #require(try ProtocolVectors.load()["unknown"]))
         var decoder = FrameDecoder()

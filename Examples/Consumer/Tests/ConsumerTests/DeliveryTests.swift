@@ -114,6 +114,27 @@ import Testing
         }
     }
 
+    /// A sender that raised its own frame limit cannot send the receiver a frame larger than the
+    /// receiver announced: the send is refused, naming both limits, and nothing is queued to
+    /// wedge the outbox (it used to be sent, refused, redialled and resent for good, and every
+    /// later message waited behind it).
+    @Test func aMessageTooLargeForThePeerIsRefusedAtSendAndLaterOnesArrive() async throws {
+        let raised = MultipeerSession.Limits(maximumFrameLength: 4 << 20)
+        try await withPair(listenerLimits: .init(), diallerLimits: raised) { listener, dialler in
+            let notes = listener.messages(of: ProgramA.Note.self)
+            let error = await #expect(throws: MultipeerError.self) {
+                try await dialler.send(ProgramA.Note(text: String(repeating: "x", count: 2 << 20)), to: listener.peerID)
+            }
+            #expect(error?.code == .messageTooLarge)
+            #expect(error?.message.contains("at most 1048576 bytes") == true, "the peer's limit: \(String(describing: error))")
+            #expect(error?.message.contains("this side's is 4194304") == true, "and this side's")
+            #expect(try await dialler.broadcast(ProgramA.Note(text: String(repeating: "x", count: 2 << 20))) == 0, "skipped")
+            try await dialler.send(ProgramA.Note(text: "small"), to: listener.peerID)
+            let next = try await within(30, "the small message") { await notes.first { _ in true }?.message }
+            #expect(next == ProgramA.Note(text: "small"))
+        }
+    }
+
     /// A late subscriber to `events` learns the port and every active peer; so does `listeningPort`.
     @Test func aLateEventSubscriberSeesTheStateFirst() async throws {
         try await withPair { listener, dialler in
