@@ -135,6 +135,38 @@ import Testing
         }
     }
 
+    /// An event reader that falls behind never holds up the session: its stream keeps its bound,
+    /// sheds `.stats` reports before anything else, and tells the reader how many went.
+    @Test func aSlowEventReaderLosesStatsFirstAndIsToldHowMany() async throws {
+        var limits = MultipeerSession.Limits()
+        limits.eventBuffer = 8
+        let other = MultipeerSession(configuration: configuration("other"))
+        try await whileRunning([other]) {
+            var reporting = configuration("reporter", dialling: try await listeningPort(of: other), limits: limits)
+            reporting.statsInterval = .milliseconds(10)
+            let reporter = MultipeerSession(configuration: reporting)
+            try await whileRunning([reporter]) {
+                try await waitUntilActive(reporter, other.peerID)
+                let events = reporter.events  // starts with the state: listening, other joined
+                // A reader that does not read while some 50 reports come (this wait is the slowness).
+                try await Task.sleep(for: .milliseconds(500 * timeScale))
+                var iterator = events.makeAsyncIterator()
+                var read: [SessionEvent] = []
+                for _ in 0..<8 {
+                    guard let event = await iterator.next() else { break }
+                    read.append(event)
+                }
+                guard case .eventsDropped(let count)? = read.first else {
+                    Issue.record("first, how many were lost: \(read)")
+                    return
+                }
+                #expect(count > 0)
+                #expect(read.contains { if case .listening = $0 { true } else { false } }, "the state outlives the reports: \(read)")
+                #expect(read.contains { if case .peerJoined = $0 { true } else { false } }, "the state outlives the reports: \(read)")
+            }
+        }
+    }
+
     /// A late subscriber to `events` learns the port and every active peer; so does `listeningPort`.
     @Test func aLateEventSubscriberSeesTheStateFirst() async throws {
         try await withPair { listener, dialler in
