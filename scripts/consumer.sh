@@ -5,7 +5,8 @@
 #      is written into Examples/Consumer/Sources/Samples/Samples.swift, each as the body of a
 #      function of its own, and compiled;
 #   2. the build must print no warning (a user sees every one of ours);
-#   3. its tests run the public API between sessions in one process.
+#   3. the DocC catalog is converted against the library's public symbols, warnings as errors;
+#   4. its tests run the public API between sessions in one process.
 #
 #   scripts/consumer.sh [swift test options]
 set -euo pipefail
@@ -45,4 +46,19 @@ if grep -q "warning:" "$log"; then
     echo "The consumer's build printed warnings (above); a user of the package would see them." >&2
     exit 1
 fi
+# The DocC catalog against the library's symbols, as the consumer's build made them: every
+# ``link`` must resolve and every parameter be documented (warnings are errors).
+build=$(swift build --package-path "$consumer" --show-bin-path)
+symbols=$(mktemp -d)
+trap 'rm -f "$log"; rm -rf "$symbols"' EXIT
+module_maps=()
+while IFS= read -r map; do module_maps+=(-Xcc "-fmodule-map-file=$map"); done < <(
+    find "$build" -maxdepth 2 -name module.modulemap; find "$consumer/.build/checkouts" -path "*/Sources/*" -name module.modulemap)
+swift-symbolgraph-extract -module-name MultipeerSession -target "$(uname -m)-unknown-linux-gnu" -minimum-access-level public \
+    -I "$build/Modules" -I Sources/CGnuTLS -I Sources/CAvahi "${module_maps[@]}" -output-dir "$symbols"
+docc convert Sources/MultipeerSession/MultipeerSession.docc --additional-symbol-graph-dir "$symbols" \
+    --output-path "$symbols/archive" --warnings-as-errors \
+    --fallback-display-name MultipeerSession --fallback-bundle-identifier MultipeerSession
+echo "DocC: every link of the catalog and the doc comments resolves"
+
 swift test --package-path "$consumer" --skip-build "$@"

@@ -30,8 +30,12 @@ extension MultipeerSession {
     /// Unreliable ones go only to an active peer, written at once (waiting while its link
     /// pushes back).
     ///
-    /// - Parameter awaitAcknowledgement: Return only once the peer has acknowledged the message
-    ///   (reliable delivery only).
+    /// - Parameters:
+    ///   - message: What to send; it travels under its ``MultipeerSession/wireName(of:)``.
+    ///   - peerID: The peer it is for.
+    ///   - delivery: ``Delivery/reliable`` (the default) or ``Delivery/unreliable``.
+    ///   - awaitAcknowledgement: Return only once the peer's application has the message
+    ///     (reliable delivery only).
     /// - Throws: `peerNotActive` for a peer this session has not seen (or, unreliable, that is not
     ///   active now); `outboxFull` when so configured; `peerAway` when the peer has been away
     ///   for `Limits.sendTimeout` with its outbox full, or was forgotten; `messageTooLarge` when

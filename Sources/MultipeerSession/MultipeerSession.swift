@@ -89,8 +89,10 @@ public actor MultipeerSession {
 
     /// Creates a session; nothing happens on the network until ``run()``.
     ///
-    /// - Parameter peerID: This peer's identity; keep it across restarts (store it) so others
-    ///   recognise the peer. A new one is made by default.
+    /// - Parameters:
+    ///   - configuration: The service type, this peer's name, the group key and the limits.
+    ///   - peerID: This peer's identity; keep it across restarts (store it) so others
+    ///     recognise the peer. A new one is made by default.
     public init(configuration: Configuration, peerID: UUID = UUID()) {
         self.configuration = configuration
         self.peerID = peerID
