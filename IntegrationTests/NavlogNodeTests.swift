@@ -50,4 +50,44 @@ import Testing
             #expect(own.timestamp.milliseconds < now + 60 * 60 * 1000)
         }
     }
+
+    /// Two hosts that each lack thousands of the other's entries meet, with outboxes and
+    /// streams far too small for their answers: each host must go on reading while its answer
+    /// waits for room. (Answered from the loop that reads the peer's messages, both answers
+    /// waited for room that only the other's reading could make: stuck for good.)
+    @Test(.scaledTimeLimit(minutes: 2))
+    func twoHostsWhoseAnswersOverflowEveryBufferStillConverge() async throws {
+        var limits = MultipeerSession.Limits()
+        limits.outbox = BufferLimits(maximumCount: 2, maximumBytes: 1 << 20)
+        limits.receiveBuffer = BufferLimits(maximumCount: 2, maximumBytes: 1 << 20)
+        let paths = (0..<2).map { _ in FileManager.default.temporaryDirectory.appendingPathComponent("navlog-\(UUID()).db").path }
+        defer { for path in paths { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } } }
+        let stores = try paths.map { try NavlogStore(path: $0) }
+        let now = UInt64(Date().timeIntervalSince1970 * 1000)
+        for (index, store) in stores.enumerated() {
+            // Each host holds 3,000 entries of its own: six batches each way.
+            _ = try store.merge((0..<3_000).map { number in
+                NavlogEntry(id: UUID(), fields: NavlogFields(waypoint: "H\(index)N\(number)"), author: "host \(index)", origin: store.peerID,
+                            timestamp: HLCTimestamp(milliseconds: now, counter: UInt16(number)))
+            })
+        }
+        let first = try NavlogNode(store: stores[0], configuration: .test("first", discovery: .staticPeers([]), limits: limits))
+        let firstEvents = first.events
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await first.run() }
+            let port = try await collect(firstEvents) { $0.contains { if case .listening = $0 { true } else { false } } }
+                .compactMap { if case .listening(let port) = $0 { port } else { nil } }[0]
+            let second = try NavlogNode(store: stores[1], configuration: .test("second", discovery: .staticPeers(["127.0.0.1:\(port)"]), limits: limits))
+            let secondEvents = second.events
+            group.addTask { try await second.run() }
+            for events in [firstEvents, secondEvents] {
+                let synced = try await collect(events, timeout: .seconds(90)) { $0.contains { if case .synced = $0 { true } else { false } } }
+                guard case .synced(_, let sent, let received)? = synced.last else { return }
+                #expect(sent == 3_000 && received == 3_000)
+            }
+            #expect(try stores[0].log().live.count == 6_000)
+            #expect(try stores[1].log().live.count == 6_000)
+            group.cancelAll()
+        }
+    }
 }

@@ -42,7 +42,17 @@ public actor NavlogNode: Service {
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { try await self.session.run() }
             group.addTask { for await event in sessionEvents { await self.handle(event) } }
-            group.addTask { for await (peer, message) in messages { await self.handle(message, from: peer) } }
+            // Ends when the session stops.
+            for await (peer, message) in messages {
+                if case .digest(let digest) = message {
+                    // Answered beside this loop: sending the answer may wait for room in the
+                    // peer's outbox, and this loop waiting meanwhile would stop reading what the
+                    // peer sends, which may be waiting for room in ours: both stuck for good.
+                    group.addTask { await self.answer(digest, from: peer) }
+                } else {
+                    await self.handle(message, from: peer)
+                }
+            }
         }
     }
 
@@ -159,16 +169,7 @@ public actor NavlogNode: Service {
         do {
             switch message {
             case .digest(let digest):
-                let missing = try store.log().newer(than: digest)
-                var start = 0
-                repeat {
-                    let end = min(start + NavlogMessage.batchSize, missing.count)
-                    try await session.send(NavlogMessage.entries(versions: Array(missing[start..<end]), final: end == missing.count), to: peer.id)
-                    start = end
-                } while start < missing.count
-                if let totals = progress[peer.id, default: SyncProgress()].answered(sending: missing.count) {
-                    subscriptions.continuation.yield(.synced(ref, sent: totals.sent, received: totals.received))
-                }
+                await answer(digest, from: peer)
             case .entries(let batch, let final):
                 try apply(batch, from: ref)
                 if let totals = progress[peer.id, default: SyncProgress()].received(batch.count, final: final) {
@@ -176,6 +177,25 @@ public actor NavlogNode: Service {
                 }
             case .update(let entry):
                 try apply([entry], from: ref)
+            }
+        } catch {
+            report(error, "syncing with \(peer.displayName) failed")
+        }
+    }
+
+    /// Sends a peer what its digest lacks, in batches, the last one marked final.
+    private func answer(_ digest: NavlogDigest, from peer: Peer) async {
+        let ref = PeerRef(id: peer.id, name: peer.displayName)
+        do {
+            let missing = try store.log().newer(than: digest)
+            var start = 0
+            repeat {
+                let end = min(start + NavlogMessage.batchSize, missing.count)
+                try await session.send(NavlogMessage.entries(versions: Array(missing[start..<end]), final: end == missing.count), to: peer.id)
+                start = end
+            } while start < missing.count
+            if let totals = progress[peer.id, default: SyncProgress()].answered(sending: missing.count) {
+                subscriptions.continuation.yield(.synced(ref, sent: totals.sent, received: totals.received))
             }
         } catch {
             report(error, "syncing with \(peer.displayName) failed")
