@@ -18,11 +18,14 @@ package struct OutboxStateMachine: Sendable {
     package private(set) var bytes = 0
     /// Everything up to here was acknowledged.
     package private(set) var acknowledged: UInt64 = 0
-    /// The ticket of the first pending message. A ticket names a message for the life of this
+    /// The ticket of each pending message. A ticket names a message for the life of this
     /// outbox: unlike its sequence number it never changes when the pending messages are
     /// numbered afresh (a receiver that restarted, a resume point), so a sender waiting for a
     /// message's acknowledgement waits for its ticket. Tickets count from 1, in order.
-    private var firstPendingTicket: UInt64 = 1
+    private var tickets: [UInt64] = []
+    private var nextTicket: UInt64 = 1
+    /// Every message whose ticket is at most this left the outbox (acknowledged, or dropped).
+    package private(set) var acknowledgedTicket: UInt64 = 0
     /// The receiver incarnation the numbering belongs to, once a link has told it.
     package private(set) var receiverIncarnation: UInt64?
     /// Whether the numbering is provisional until the receiver says where it stands (its resume
@@ -47,10 +50,7 @@ package struct OutboxStateMachine: Sendable {
     }
 
     /// The ticket of the latest message enqueued (0 before any).
-    package var latestTicket: UInt64 { firstPendingTicket + UInt64(pending.count) - 1 }
-
-    /// Every message whose ticket is at most this was acknowledged.
-    package var acknowledgedTicket: UInt64 { firstPendingTicket - 1 }
+    package var latestTicket: UInt64 { nextTicket - 1 }
 
     /// Numbers and keeps a message; returns it with its sequence number (its ticket is
     /// ``latestTicket`` from now).
@@ -58,6 +58,8 @@ package struct OutboxStateMachine: Sendable {
         let message = try DataMessage(sequence: nextSequence, typeName: typeName, payload: payload)
         nextSequence += 1
         pending.append(message)
+        tickets.append(nextTicket)
+        nextTicket += 1
         bytes += payload.readableBytes
         return message
     }
@@ -76,7 +78,8 @@ package struct OutboxStateMachine: Sendable {
         let freed = pending.prefix { $0.sequence <= acknowledged }
         bytes -= freed.reduce(0) { $0 + $1.payload.readableBytes }
         pending.removeFirst(freed.count)
-        firstPendingTicket += UInt64(freed.count)
+        if freed.count > 0 { acknowledgedTicket = tickets[freed.count - 1] }
+        tickets.removeFirst(freed.count)
         written = max(0, written - freed.count)
         return freed.count
     }
@@ -114,6 +117,33 @@ package struct OutboxStateMachine: Sendable {
         acknowledged = sequence
         nextSequence = sequence + UInt64(pending.count + 1)
         written = 0
+    }
+
+    /// Takes out the pending messages whose frame is larger than `frameLimit` (a receiver that
+    /// came back taking smaller frames than when they were queued) and numbers the rest afresh
+    /// after what was acknowledged, so the receiver sees no gap. Call it before anything is
+    /// written on the link (it starts writing over). Returns the messages taken out, with their tickets.
+    package mutating func removeLarger(than frameLimit: Int) -> [(ticket: UInt64, message: DataMessage)] {
+        guard pending.contains(where: { $0.frameLength > frameLimit }) else { return [] }
+        var removed: [(ticket: UInt64, message: DataMessage)] = []
+        var kept: [DataMessage] = []
+        var keptTickets: [UInt64] = []
+        for (message, ticket) in zip(pending, tickets) {
+            if message.frameLength > frameLimit {
+                removed.append((ticket, message))
+                bytes -= message.payload.readableBytes
+            } else {
+                var renumbered = message
+                renumbered.sequence = acknowledged + UInt64(kept.count + 1)
+                kept.append(renumbered)
+                keptTickets.append(ticket)
+            }
+        }
+        pending = kept
+        tickets = keptTickets
+        nextSequence = acknowledged + UInt64(kept.count + 1)
+        written = 0
+        return removed
     }
 
     /// The link is gone: everything unacknowledged goes again on the next one.

@@ -54,7 +54,6 @@ extension MultipeerSession {
             try await write(data, on: id)
         case .reliable:
             let ticket = try await enqueue(data, for: peerID)
-            startFlush(peerID)
             if awaitAcknowledgement { try await waitForAcknowledgement(of: ticket, by: peerID) }
         }
     }
@@ -82,7 +81,6 @@ extension MultipeerSession {
                     continue
                 }
                 _ = try await enqueue(data, for: peerID)  // (at once: there is room)
-                startFlush(peerID)
                 sent += 1
             }
         case .unreliable:
@@ -119,15 +117,6 @@ extension MultipeerSession {
             throw MultipeerError(.codingFailed, "a \(typeName) could not be encoded", underlying: "\(error)")
         }
         return try DataMessage(sequence: 0, typeName: typeName, payload: ByteBuffer(bytes: payload))
-    }
-
-    /// Throws `messageTooLarge` if `message` makes a frame larger than the peer takes (as its
-    /// latest HELLO said): refused here, it can never wedge the peer's outbox.
-    func checkFits(_ message: DataMessage, to peerID: UUID) throws {
-        guard let limit = frameLimits[peerID], message.frameLength > limit else { return }
-        throw MultipeerError(
-            .messageTooLarge,
-            "a \(message.typeName) encodes to a \(message.frameLength)-byte frame; peer \(peerID) takes frames of at most \(limit) bytes (its Limits.maximumFrameLength; this side's is \(configuration.limits.maximumFrameLength)). Both sides must raise the limit to send it")
     }
 
     /// Whether the peer takes `message`; logs a notice when it does not.

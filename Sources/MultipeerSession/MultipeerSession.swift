@@ -35,31 +35,19 @@ public actor MultipeerSession {
     var logger: Logger
     private var table: PeerTableStateMachine
     private var links: [LinkID: LinkHandle] = [:]
-    /// Reliable messages per peer, kept until acknowledged, across links.
-    var outboxes: [UUID: OutboxStateMachine] = [:]
-    /// Links whose peer has said where to resume (its first ACK): the outbox flows on them.
-    var resumed: Set<LinkID> = []
-    /// The link each peer's outbox is being flushed to now: one flush per link at a time, so DATA
-    /// goes out in order.
-    var flushing: [UUID: LinkID] = [:]
+    /// Reliable delivery towards each peer met: its outbox across links, its link's resume
+    /// point and flush, its absence, its acknowledgement waits.
+    var deliveries: [UUID: PeerDeliveryStateMachine] = [:]
+    /// The senders waiting for an acknowledgement, by the ID their peer's delivery gave them.
+    var acknowledgementWaits: [PeerDeliveryStateMachine.WaiterID: CheckedContinuation<Void, any Error>] = [:]
     /// Connections refused at the admission limits since the last log line about them, and when that was.
     private var refusals: (count: Int, loggedAt: ContinuousClock.Instant?) = (0, nil)
     let senders = SenderWaiters()
-    /// Peers that left, and since when: a send waiting for room in their outbox gives up after
-    /// `Limits.sendTimeout` of it.
-    var away: [UUID: ContinuousClock.Instant] = [:]
-    /// Peers forgotten (``forget(peer:)``) whose outbox is gone: a new one numbers from the
-    /// receiver's resume point.
-    var forgotten: Set<UUID> = []
-    /// The largest frame each peer met takes, as its latest HELLO said.
-    var frameLimits: [UUID: Int] = [:]
-    var acknowledgementWaiters: [UUID: [(ticket: UInt64, continuation: CheckedContinuation<Void, any Error>)]] = [:]
     /// Where the session is in its life.
     var lifecycle = Lifecycle.idle
     let receiveWindows = ReceiveWindows()
-    /// Per peer: when it became active, and how often it came back. A peer in here has been
-    /// active in this session (and not forgotten since).
-    var presence: [UUID: (since: ContinuousClock.Instant, reconnects: Int)] = [:]
+    /// Per peer: when it became active, and how often it came back.
+    private var presence: [UUID: (since: ContinuousClock.Instant, reconnects: Int)] = [:]
     nonisolated let work: AsyncStream<Work>.Continuation
     private let workItems: AsyncStream<Work>
 
@@ -166,7 +154,7 @@ public actor MultipeerSession {
                 case .stop: return
                 case .dial(let id, _): linkClosed(id, goodbye: nil, error: nil)
                 case .close(let handle, let reason): await handle.close(reason, within: goodbyeTimeout)
-                case .flush(let peerID, let link): if flushing[peerID] == link { flushing[peerID] = nil }
+                case .flush(let peerID, let link): deliveries[peerID]?.flushAbandoned(link)
                 case .acknowledged(let id, let peerID, let sequence): acknowledged(through: sequence, by: peerID, on: id)
                 case .redial, .suspend: break  // the table dials what it must on resume
                 }
@@ -342,21 +330,30 @@ public actor MultipeerSession {
     private func linkEstablished(
         _ id: LinkID, _ connection: PeerConnection, _ writer: NIOAsyncChannelOutboundWriter<LinkMessage>
     ) -> GoodbyeReason? {
-        links[id] = LinkHandle(id: id, channel: connection.channel.channel, writer: writer, quality: connection.quality)
+        let hello = connection.remoteHello
+        links[id] = LinkHandle(id: id, peerID: hello.peerID, channel: connection.channel.channel, writer: writer, quality: connection.quality)
         metrics.linkOpened()
-        let actions = table.linkEstablished(id, hello: connection.remoteHello)
+        let actions = table.linkEstablished(id, hello: hello)
         var closing: GoodbyeReason?
         perform(actions.filter { action in
             guard case .close(id, let reason) = action else { return true }
             closing = reason  // this very link: its own task closes it
             return false
         })
+        // The link the table keeps for the peer (a new peer's, or one that replaced another) carries its delivery.
+        if table.activeLink(for: hello.peerID) == id {
+            var delivery = delivery(for: hello.peerID)
+            delivery.linkUp(id, incarnation: hello.incarnation, frameLimit: hello.maximumFrameLength)
+            deliveries[hello.peerID] = delivery
+        }
         return closing
     }
 
     private func linkClosed(_ id: LinkID, goodbye: GoodbyeReason?, error: MultipeerError?) {
-        resumed.remove(id)
-        if links.removeValue(forKey: id) != nil { metrics.linkClosed(reason: goodbye.map { "\($0)" } ?? (error == nil ? "closed" : "error")) }
+        if let handle = links.removeValue(forKey: id) {
+            metrics.linkClosed(reason: goodbye.map { "\($0)" } ?? (error == nil ? "closed" : "error"))
+            perform(deliveries[handle.peerID]?.linkDown(id, now: .now) ?? [], for: handle.peerID)
+        }
         perform(table.linkClosed(id, goodbye: goodbye, error: error))
     }
 
@@ -465,15 +462,12 @@ public actor MultipeerSession {
             case .peerJoined(let id, let hello):
                 let reconnects = presence[hello.peerID].map { $0.reconnects + 1 } ?? 0
                 presence[hello.peerID] = (ContinuousClock.now, reconnects)
-                away[hello.peerID] = nil
-                frameLimits[hello.peerID] = hello.maximumFrameLength
                 logger.info("peer joined", metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.link": "\(id.rawValue)"])
                 metrics.activePeers(table.activePeers.count)
                 subscriptions.emit(.peerJoined(Peer(hello)))
             case .peerLeft(let hello, let reason):
                 logger.info("peer left", metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.reason": "\(reason)"])
-                away[hello.peerID] = ContinuousClock.now
-                senders.wake(hello.peerID)  // a wait for room has a deadline from now on
+                perform(deliveries[hello.peerID]?.linkDown(now: .now) ?? [], for: hello.peerID)
                 metrics.activePeers(table.activePeers.count)
                 subscriptions.emit(.peerLeft(Peer(hello), reason))
             case .scheduleRedial(let key, let delay):
@@ -538,6 +532,8 @@ extension MultipeerSession: Service {}
 /// What the session keeps of an established link to write to it and close it.
 struct LinkHandle: Sendable {
     var id: LinkID
+    /// The peer its HELLO named.
+    var peerID: UUID
     var channel: any Channel
     var writer: NIOAsyncChannelOutboundWriter<LinkMessage>
     var quality: LinkQualityBox

@@ -41,9 +41,10 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
     /// it is held for the first subscriber, within ``MultipeerSession/Limits/unsubscribedMessages``.
     /// Reported once per type name: a name no program here uses shows up this way.
     case messageHeld(typeName: String, from: Peer)
-    /// Messages this session had acknowledged were dropped before any subscriber took them.
-    /// Reported at once, then at most once a second per type name with the count since the last
-    /// report (the `multipeer_messages_dropped_total` metric counts every one).
+    /// Messages were dropped: received ones this session had acknowledged, before any subscriber
+    /// took them (reported at once, then at most once a second per type name with the count
+    /// since the last report), or queued ones the peer can no longer take (``MessageDropReason``
+    /// says which). The `multipeer_messages_dropped_total` metric counts every one.
     case messagesDropped(typeName: String, count: Int, reason: MessageDropReason)
     /// This event stream fell behind by ``MultipeerSession/Limits/eventBuffer`` events and lost
     /// `count` of them since the last one it read (``stats(_:_:)`` reports first).
@@ -66,7 +67,7 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
     }
 }
 
-/// Why messages were dropped after this session acknowledged them.
+/// Why messages were dropped.
 public enum MessageDropReason: Hashable, Sendable, CustomStringConvertible {
     /// Nobody subscribed to the type, and the messages held for a first subscriber reached
     /// ``MultipeerSession/Limits/unsubscribedMessages``: the oldest went.
@@ -74,11 +75,15 @@ public enum MessageDropReason: Hashable, Sendable, CustomStringConvertible {
     /// Nobody subscribed to the type, and messages of ``MultipeerSession/Limits/maximumUnsubscribedTypes``
     /// other type names were held already.
     case tooManyUnsubscribedTypes
+    /// Queued for a peer that came back taking smaller frames than they need (a smaller
+    /// ``MultipeerSession/Limits/maximumFrameLength``): they were taken out of its outbox unsent.
+    case tooLargeForPeer
 
     public var description: String {
         switch self {
         case .noSubscriber: "nobody subscribed to the type, and the messages held for a first subscriber were at their limit"
         case .tooManyUnsubscribedTypes: "nobody subscribed to the type, and messages of as many other types as allowed were held already"
+        case .tooLargeForPeer: "queued for a peer that came back taking smaller frames than they need"
         }
     }
 }

@@ -33,8 +33,8 @@ struct SessionMetrics: Sendable {
     }
 
     /// A message acknowledged here was dropped before a subscriber took it.
-    func dropped(reason: MessageDropReason) {
-        Counter(label: "multipeer_messages_dropped_total", dimensions: dimensions + [("reason", "\(reason.label)")]).increment()
+    func dropped(reason: MessageDropReason, count: Int = 1) {
+        Counter(label: "multipeer_messages_dropped_total", dimensions: dimensions + [("reason", "\(reason.label)")]).increment(by: count)
     }
 
     func sent(bytes: Int) {
@@ -49,6 +49,7 @@ extension MessageDropReason {
         switch self {
         case .noSubscriber: "no_subscriber"
         case .tooManyUnsubscribedTypes: "too_many_unsubscribed_types"
+        case .tooLargeForPeer: "too_large_for_peer"
         }
     }
 }

@@ -57,6 +57,24 @@ import Testing
         #expect(outbox.hasRoom(for: 70))
     }
 
+    /// A receiver that came back taking smaller frames: what it cannot take leaves, the rest
+    /// is numbered on without a gap, and tickets keep naming the same messages.
+    @Test func messagesTooLargeForTheReceiverLeaveAndTheRestCloseTheGap() throws {
+        var outbox = OutboxStateMachine()
+        _ = try outbox.enqueue(typeName: "T", payload: Self.payload(10))
+        _ = try outbox.enqueue(typeName: "T", payload: Self.payload(5_000))
+        _ = try outbox.enqueue(typeName: "T", payload: Self.payload(20))
+        _ = outbox.sendable()
+        outbox.acknowledge(through: 1)
+        let removed = outbox.removeLarger(than: 1_000)
+        #expect(removed.map(\.ticket) == [2])
+        #expect(outbox.sendable().map(\.sequence) == [2], "message 3 is number 2 now")
+        #expect(outbox.bytes == 20)
+        outbox.acknowledge(through: 2)
+        #expect(outbox.acknowledgedTicket == 3, "ticket 3 was the one acknowledged")
+        #expect(outbox.removeLarger(than: 1_000).isEmpty)
+    }
+
     /// After a peer was forgotten, the receiver may have delivered any number of the old
     /// outbox's messages: a new outbox numbers from its resume point, so nothing it sends is
     /// taken for a duplicate (dropped) or leaves a gap.

@@ -88,3 +88,48 @@ import Testing
         }
     }
 }
+
+/// A peer that comes back (the same peer ID, on the same port) taking smaller frames than a
+/// message queued for it needs.
+@Suite struct ShrunkPeerTests {
+    /// The message is taken out of the outbox and reported, and what was queued after it
+    /// arrives (it used to be sent, refused and resent after every redial: the outbox stuck).
+    @Test func aQueuedMessageThePeerNoLongerTakesIsDroppedAndReportedAndTheRestArrives() async throws {
+        let peerID = UUID()
+        var roomy = configuration("roomy", limits: MultipeerSession.Limits(maximumFrameLength: 4 << 20))
+        let first = MultipeerSession(configuration: roomy, peerID: peerID)
+        let firstRun = Task { try await first.run() }
+        let port = try await listeningPort(of: first)
+        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port))
+        try await whileRunning([dialler]) {
+            let events = dialler.events
+            try await waitUntilActive(dialler, peerID)
+            firstRun.cancel()
+            _ = try? await firstRun.value
+            try await within(30, "the peer to leave") {
+                for await event in events { if case .peerLeft(let peer, _) = event, peer.id == peerID { return } }
+            }
+            // Queued while it is away, under the limit it had.
+            try await dialler.send(ProgramA.Note(text: String(repeating: "x", count: 2 << 20)), to: peerID)
+            try await dialler.send(ProgramA.Note(text: "small"), to: peerID)
+
+            roomy.port = port
+            roomy.limits.maximumFrameLength = 1 << 20  // back, with the default
+            let second = MultipeerSession(configuration: roomy, peerID: peerID)
+            let notes = second.messages(of: ProgramA.Note.self)
+            try await whileRunning([second]) {
+                let note = try await within(30, "the small message") { await notes.first { _ in true }?.message }
+                #expect(note == ProgramA.Note(text: "small"))
+                let dropped = try await within(30, "the drop reported") { () -> (String, Int, MessageDropReason)? in
+                    for await event in events {
+                        if case .messagesDropped(let type, let count, let reason) = event { return (type, count, reason) }
+                    }
+                    return nil
+                }
+                #expect(dropped?.0 == "Note")
+                #expect(dropped?.1 == 1)
+                #expect(dropped?.2 == .tooLargeForPeer)
+            }
+        }
+    }
+}

@@ -1,0 +1,263 @@
+package import struct Foundation.UUID
+package import NIOCore
+
+/// Reliable delivery towards one peer, without I/O: its outbox across links, the link it is
+/// reached on now and whether that link has said where to resume, the flush under way, how long
+/// the peer has been away, and who waits for what. The session keeps one per peer it has met;
+/// the receiving half (``ReceiveWindow``) lives with each link, on its event loop.
+///
+/// Events: a link up or down, a message to enqueue, an acknowledgement (the first on a link is
+/// its resume point), a flush asking for its next batch, a sender waiting for an
+/// acknowledgement, the peer forgotten. Actions: start a flush on a link, wake the senders
+/// waiting for room, end acknowledgement waits. Time is an input (`now`).
+package struct PeerDeliveryStateMachine: Sendable {
+    package enum Action: Equatable, Sendable {
+        /// Write the outbox to this link, in a task of its own (``nextBatch(for:)``).
+        case flush(LinkID)
+        /// Senders waiting for room in the outbox may look again.
+        case wakeSenders
+        /// These acknowledgement waits are over: the peer has the messages.
+        case acknowledged([WaiterID])
+        /// Queued messages the peer no longer takes (it came back with a smaller frame limit)
+        /// were dropped: report them (their type names, one entry each), and end the
+        /// acknowledgement waits for them with `messageTooLarge`.
+        case dropped(typeNames: [String], waiters: [WaiterID])
+    }
+
+    /// Names one sender waiting for an acknowledgement.
+    package struct WaiterID: Hashable, Sendable {
+        package var rawValue: UInt64
+    }
+
+    /// What becomes of a message offered to the outbox.
+    package enum Enqueued: Equatable, Sendable {
+        /// Kept, under this ticket (``OutboxStateMachine/latestTicket``).
+        case queued(ticket: UInt64, [Action])
+        /// No room: wait for ``Action/wakeSenders`` (or until the deadline, if there is one),
+        /// then offer it again.
+        case wait(until: ContinuousClock.Instant?)
+        /// Not taken: this error says why.
+        case refused(MultipeerError)
+    }
+
+    /// How the session wants a full outbox handled.
+    package struct Policy: Sendable {
+        package var limits: BufferLimits
+        /// Refuse with `outboxFull` instead of waiting.
+        package var failWhenFull: Bool
+        /// How long of the peer's absence a sender waits for room.
+        package var sendTimeout: Duration
+
+        package init(limits: BufferLimits, failWhenFull: Bool, sendTimeout: Duration) {
+            self.limits = limits
+            self.failWhenFull = failWhenFull
+            self.sendTimeout = sendTimeout
+        }
+    }
+
+    package let peerID: UUID
+    private let policy: Policy
+    /// Nil until the first message (a peer only met costs nothing), and after ``forget(now:)``.
+    package private(set) var outbox: OutboxStateMachine?
+    /// The link the peer is active on, and the incarnation its HELLO named.
+    private var link: (id: LinkID, incarnation: UInt64)?
+    /// The current link once its first ACK said where to resume: the outbox flows on it.
+    private var resumedLink: LinkID?
+    /// The link a flush is writing to: one at a time per link, so DATA goes out in order.
+    private var flushingLink: LinkID?
+    /// The largest frame the peer takes, as its latest HELLO said.
+    package private(set) var frameLimit: Int?
+    /// Since when the peer has been away (nil while active).
+    private var awaySince: ContinuousClock.Instant?
+    /// Whether the peer has been active in this session (and not forgotten since): reliable
+    /// messages go only to such a peer.
+    package private(set) var met = false
+    /// Forgotten with messages it may have been given: a new outbox numbers from its resume point.
+    private var forgotten = false
+    private var waiters: [(ticket: UInt64, id: WaiterID)] = []
+    private var nextWaiter: UInt64 = 1
+
+    package init(peerID: UUID, policy: Policy) {
+        self.peerID = peerID
+        self.policy = policy
+    }
+
+    /// Whether the peer is active now.
+    package var isActive: Bool { link != nil }
+
+    // MARK: Links
+
+    /// The peer is active on `id` now (its HELLO named `incarnation` and `frameLimit`).
+    package mutating func linkUp(_ id: LinkID, incarnation: UInt64, frameLimit: Int) {
+        link = (id, incarnation)
+        resumedLink = nil
+        self.frameLimit = frameLimit
+        awaySince = nil
+        met = true
+        outbox?.linkLost()  // everything unacknowledged goes again, once the link says where from
+    }
+
+    /// The peer left (its link `id` closed or was replaced; nil: whatever link it had).
+    package mutating func linkDown(_ id: LinkID? = nil, now: ContinuousClock.Instant) -> [Action] {
+        guard let current = link, id == nil || id == current.id else { return [] }
+        link = nil
+        resumedLink = nil
+        awaySince = now
+        outbox?.linkLost()
+        return [.wakeSenders]  // a wait for room has a deadline from now on
+    }
+
+    /// The peer acknowledged everything through `sequence` on link `id`. The first ACK on a link
+    /// is its resume point: what the outbox holds after it goes again, from there. An ACK on a
+    /// link that is no longer the peer's is ignored: it may number another incarnation's messages.
+    package mutating func acknowledged(through sequence: UInt64, on id: LinkID) -> [Action] {
+        guard let current = link, current.id == id else { return [] }
+        var actions: [Action] = []
+        if resumedLink != id {
+            resumedLink = id
+            // A forgotten peer's resume point is kept even with nothing to send: the next message numbers from it.
+            if forgotten, outbox == nil { outbox = newOutbox() }
+            forgotten = false
+            guard var outbox else { return [] }
+            outbox.linkLost()
+            outbox.receiver(incarnation: current.incarnation)
+            outbox.resumed(at: sequence)
+            // Queued when the peer took larger frames: never sent, or it would refuse them after every redial.
+            let removed = frameLimit.map { outbox.removeLarger(than: $0) } ?? []
+            self.outbox = outbox
+            if !removed.isEmpty {
+                let tickets = Set(removed.map(\.ticket))
+                let dropped = waiters.filter { tickets.contains($0.ticket) }.map(\.id)
+                waiters.removeAll { tickets.contains($0.ticket) }
+                actions.append(.dropped(typeNames: removed.map(\.message.typeName), waiters: dropped))
+            }
+            if let flush = startFlush() { actions.append(flush) }
+        } else {
+            outbox?.acknowledge(through: sequence)
+        }
+        actions.append(.wakeSenders)
+        let acknowledged = outbox?.acknowledgedTicket ?? 0
+        let done = waiters.filter { $0.ticket <= acknowledged }.map(\.id)
+        if !done.isEmpty {
+            waiters.removeAll { $0.ticket <= acknowledged }
+            actions.append(.acknowledged(done))
+        }
+        return actions
+    }
+
+    // MARK: Sending
+
+    /// Offers a message to the outbox.
+    package mutating func enqueue(typeName: String, payload: ByteBuffer, now: ContinuousClock.Instant) -> Enqueued {
+        guard met else {
+            return .refused(MultipeerError(.peerNotActive, forgotten
+                ? "peer \(peerID) was forgotten (forget(peer:)); it can be sent to again once it joins again"
+                : "peer \(peerID) has not been active in this session: reliable messages go only to peers this session has met"))
+        }
+        var outbox = self.outbox ?? newOutbox()
+        if outbox.hasRoom(for: payload.readableBytes) {
+            do {
+                _ = try outbox.enqueue(typeName: typeName, payload: payload)
+            } catch {
+                return .refused(error as? MultipeerError ?? MultipeerError(.invalidArgument, "\(error)"))
+            }
+            self.outbox = outbox
+            return .queued(ticket: outbox.latestTicket, startFlush().map { [$0] } ?? [])
+        }
+        let held = "its outbox holds \(outbox.count) unacknowledged messages (\(outbox.bytes) bytes); its limit is \(policy.limits.maximumCount) messages, \(policy.limits.maximumBytes) bytes (Limits.outbox)"
+        if policy.failWhenFull {
+            return .refused(MultipeerError(.outboxFull, "peer \(peerID) has not acknowledged enough to take this message: \(held)"))
+        }
+        guard let awaySince else { return .wait(until: nil) }  // active: as long as it reads, however slowly
+        let deadline = awaySince + policy.sendTimeout
+        guard now < deadline else {
+            let away = String(format: "%.1f s", (now - awaySince).seconds)
+            return .refused(MultipeerError(
+                .peerAway,
+                "peer \(peerID) left \(away) ago and \(held): the send gave up after Limits.sendTimeout (\(policy.sendTimeout)). What is queued goes if the peer comes back; forget(peer:) drops it"))
+        }
+        return .wait(until: deadline)
+    }
+
+    /// Whether a message of `bytes` fits the outbox now (a peer active now gets one if it has none).
+    package func hasRoom(for bytes: Int) -> Bool {
+        outbox?.hasRoom(for: bytes) ?? isActive
+    }
+
+    /// Throws `messageTooLarge` if a frame of `frameLength` is larger than the peer takes.
+    package func checkFits(frameLength: Int, typeName: String, localLimit: Int) throws {
+        guard let frameLimit, frameLength > frameLimit else { return }
+        throw MultipeerError(
+            .messageTooLarge,
+            "a \(typeName) encodes to a \(frameLength)-byte frame; peer \(peerID) takes frames of at most \(frameLimit) bytes (its Limits.maximumFrameLength; this side's is \(localLimit)). Both sides must raise the limit to send it")
+    }
+
+    /// The next messages a flush on `id` writes; nil when it is done (nothing left, or the link
+    /// is no longer the peer's: a new link gets a flush of its own).
+    package mutating func nextBatch(for id: LinkID) -> ArraySlice<DataMessage>? {
+        guard link?.id == id, resumedLink == id, var outbox else {
+            if flushingLink == id { flushingLink = nil }
+            return nil
+        }
+        let batch = outbox.sendable()
+        self.outbox = outbox
+        guard !batch.isEmpty else {
+            if flushingLink == id { flushingLink = nil }
+            return nil
+        }
+        return batch
+    }
+
+    /// The flush on `id` stopped before ``nextBatch(for:)`` said it was done (its link went).
+    package mutating func flushAbandoned(_ id: LinkID) {
+        if flushingLink == id { flushingLink = nil }
+    }
+
+    /// Waits for the acknowledgement of the message with `ticket`: nil if it came already,
+    /// else an ID that a later ``Action/acknowledged(_:)`` names.
+    package mutating func waitForAcknowledgement(of ticket: UInt64) -> WaiterID? {
+        guard (outbox?.acknowledgedTicket ?? 0) < ticket else { return nil }
+        let id = WaiterID(rawValue: nextWaiter)
+        nextWaiter += 1
+        waiters.append((ticket, id))
+        return id
+    }
+
+    /// Drops what is queued for a peer that has left for good; returns the acknowledgement
+    /// waits that will never end. Until the peer joins again, it is not sent to.
+    /// - Throws: `sessionState` if the peer is active.
+    package mutating func forget() throws -> [WaiterID] {
+        guard link == nil else {
+            throw MultipeerError(.sessionState, "peer \(peerID) is active: forget(peer:) is for a peer that has left")
+        }
+        if outbox != nil { forgotten = true }
+        outbox = nil
+        met = false
+        frameLimit = nil
+        awaySince = nil
+        flushingLink = nil
+        defer { waiters = [] }
+        return waiters.map(\.id)
+    }
+
+    /// Every acknowledgement wait (the session stops).
+    package mutating func removeAllWaiters() -> [WaiterID] {
+        defer { waiters = [] }
+        return waiters.map(\.id)
+    }
+
+    // MARK: Helpers
+
+    private func newOutbox() -> OutboxStateMachine {
+        var outbox = OutboxStateMachine(limits: policy.limits, numberingFollowsReceiver: forgotten)
+        if let link { outbox.receiver(incarnation: link.incarnation) }
+        return outbox
+    }
+
+    /// A flush on the current link, unless it has not said where to resume or one runs already.
+    private mutating func startFlush() -> Action? {
+        guard let id = link?.id, resumedLink == id, flushingLink != id else { return nil }
+        flushingLink = id
+        return .flush(id)
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import MultipeerCore
+import NIOCore
+import Testing
+
+/// Reliable delivery towards one peer, driven by its events alone (time is a value).
+@Suite struct PeerDeliveryStateMachineTests {
+    static let start = ContinuousClock.now
+    static let policy = PeerDeliveryStateMachine.Policy(
+        limits: BufferLimits(maximumCount: 2, maximumBytes: 1 << 20), failWhenFull: false, sendTimeout: .seconds(30))
+
+    static func delivery(_ policy: PeerDeliveryStateMachine.Policy = policy) -> PeerDeliveryStateMachine {
+        PeerDeliveryStateMachine(peerID: UUID(), policy: policy)
+    }
+
+    static func enqueue(_ delivery: inout PeerDeliveryStateMachine, at seconds: Int = 0) -> PeerDeliveryStateMachine.Enqueued {
+        delivery.enqueue(typeName: "Note", payload: ByteBuffer(string: "{}"), now: start + .seconds(seconds))
+    }
+
+    @Test func whatWaitsForTheResumePointIsFlushedFromIt() {
+        var delivery = Self.delivery()
+        guard case .refused(let error) = Self.enqueue(&delivery), error.code == .peerNotActive else {
+            Issue.record("a peer never met is not sent to")
+            return
+        }
+        delivery.linkUp(LinkID(1), incarnation: 7, frameLimit: 1 << 20)
+        #expect(Self.enqueue(&delivery) == .queued(ticket: 1, []), "no flush before the link says where to resume")
+        #expect(delivery.acknowledged(through: 0, on: LinkID(1)) == [.flush(LinkID(1)), .wakeSenders])
+        #expect(delivery.nextBatch(for: LinkID(1))?.map(\.sequence) == [1])
+        #expect(delivery.nextBatch(for: LinkID(1)) == nil, "all written")
+        #expect(Self.enqueue(&delivery) == .queued(ticket: 2, [.flush(LinkID(1))]), "the flush had ended: a new one")
+        #expect(Self.enqueue(&delivery) == .wait(until: nil), "full, and the peer is active: wait as long as it reads")
+    }
+
+    @Test func anAcknowledgementOnALinkThatIsNoLongerThePeersIsIgnored() {
+        var delivery = Self.delivery()
+        delivery.linkUp(LinkID(1), incarnation: 7, frameLimit: 1 << 20)
+        _ = delivery.acknowledged(through: 0, on: LinkID(1))
+        _ = Self.enqueue(&delivery)
+        delivery.linkUp(LinkID(2), incarnation: 8, frameLimit: 1 << 20)  // the peer restarted
+        #expect(delivery.acknowledged(through: 1, on: LinkID(1)).isEmpty, "the old incarnation's numbering")
+        #expect(delivery.outbox?.count == 1)
+        #expect(delivery.nextBatch(for: LinkID(1)) == nil, "the old link's flush ends")
+        #expect(delivery.acknowledged(through: 0, on: LinkID(2)) == [.flush(LinkID(2)), .wakeSenders])
+        #expect(delivery.nextBatch(for: LinkID(2))?.map(\.sequence) == [1])
+    }
+
+    @Test func aSenderWaitsForAnAbsentPeerAtMostTheSendTimeout() {
+        var delivery = Self.delivery()
+        delivery.linkUp(LinkID(1), incarnation: 7, frameLimit: 1 << 20)
+        _ = Self.enqueue(&delivery)
+        _ = Self.enqueue(&delivery)
+        #expect(delivery.linkDown(LinkID(9), now: Self.start).isEmpty, "another link")
+        #expect(delivery.linkDown(LinkID(1), now: Self.start + .seconds(10)) == [.wakeSenders])
+        #expect(Self.enqueue(&delivery, at: 20) == .wait(until: Self.start + .seconds(40)))
+        guard case .refused(let error) = Self.enqueue(&delivery, at: 40) else {
+            Issue.record("refused once the peer has been away for the send timeout")
+            return
+        }
+        #expect(error.code == .peerAway)
+        var failing = Self.delivery(.init(limits: Self.policy.limits, failWhenFull: true, sendTimeout: .seconds(30)))
+        failing.linkUp(LinkID(1), incarnation: 7, frameLimit: 1 << 20)
+        _ = Self.enqueue(&failing)
+        _ = Self.enqueue(&failing)
+        guard case .refused(let full) = Self.enqueue(&failing) else {
+            Issue.record("outboxFull at once")
+            return
+        }
+        #expect(full.code == .outboxFull)
+    }
+
+    @Test func acknowledgementWaitsEndWhenTheirMessageIsAcknowledged() {
+        var delivery = Self.delivery()
+        delivery.linkUp(LinkID(1), incarnation: 7, frameLimit: 1 << 20)
+        _ = delivery.acknowledged(through: 0, on: LinkID(1))
+        _ = Self.enqueue(&delivery)
+        _ = Self.enqueue(&delivery)
+        let first = delivery.waitForAcknowledgement(of: 1)
+        let second = delivery.waitForAcknowledgement(of: 2)
+        #expect(first != nil && second != nil && first != second)
+        #expect(delivery.acknowledged(through: 1, on: LinkID(1)) == [.wakeSenders, .acknowledged([first!])])
+        #expect(delivery.acknowledged(through: 2, on: LinkID(1)) == [.wakeSenders, .acknowledged([second!])])
+        #expect(delivery.waitForAcknowledgement(of: 2) == nil, "acknowledged already")
+    }
+
+    /// A forgotten peer's receiver may have delivered some of what it was sent: when it comes
+    /// back, what is sent now continues from its resume point.
+    @Test func aForgottenPeerIsSentToAgainFromItsResumePoint() throws {
+        var delivery = Self.delivery()
+        delivery.linkUp(LinkID(1), incarnation: 7, frameLimit: 1 << 20)
+        #expect(throws: MultipeerError.self) { _ = try delivery.forget() }
+        _ = delivery.acknowledged(through: 0, on: LinkID(1))
+        _ = Self.enqueue(&delivery)
+        let waiting = delivery.waitForAcknowledgement(of: 1)
+        _ = delivery.linkDown(now: Self.start)
+        #expect(try delivery.forget() == [waiting!], "the waits that will never end")
+        guard case .refused(let error) = Self.enqueue(&delivery) else {
+            Issue.record("not sent to until it joins again")
+            return
+        }
+        #expect(error.message.contains("forgotten"))
+        delivery.linkUp(LinkID(2), incarnation: 7, frameLimit: 1 << 20)
+        #expect(delivery.acknowledged(through: 5, on: LinkID(2)) == [.flush(LinkID(2)), .wakeSenders])
+        #expect(Self.enqueue(&delivery) == .queued(ticket: 1, []), "the flush started on resuming writes it")
+        #expect(delivery.nextBatch(for: LinkID(2))?.map(\.sequence) == [6])
+    }
+}
