@@ -28,7 +28,7 @@ extension MultipeerSession {
             guard lifecycle != .stopped else { throw MultipeerError(.sessionState, "the session has stopped") }
             var delivery = delivery(for: peerID)
             let outcome = delivery.enqueue(typeName: message.typeName, payload: message.payload, now: .now)
-            deliveries[peerID] = delivery
+            if delivery.met { deliveries[peerID] = delivery }  // (a peer never met gets nothing kept)
             switch outcome {
             case .queued(let ticket, let actions):
                 perform(actions, for: peerID)

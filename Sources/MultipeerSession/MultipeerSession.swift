@@ -376,10 +376,6 @@ public actor MultipeerSession {
         table.activeLink(for: peerID)
     }
 
-    func activeIncarnation(of peerID: UUID) -> UInt64? {
-        table.activePeers[peerID]?.incarnation
-    }
-
     func activePeerIDs() -> [UUID] {
         Array(table.activePeers.keys)
     }

@@ -40,12 +40,11 @@ package struct LinkConfiguration: Sendable {
         try handlers.addHandler(link)
         try handlers.addHandler(keepalive)
         if let inbox { try handlers.addHandler(DeliveryHandler(inbox: inbox)) }
-        // The closer goes in first: once the async channel exists, nothing may fail before the
-        // claim holds it (a connection closed while being set up fails here, with no writer to finish).
-        let claim = LinkClaim()
-        try handlers.addHandler(UnclaimedLinkCloser(claim: claim))
         let asyncChannel = try NIOAsyncChannel<LinkMessage, LinkMessage>(wrappingChannelSynchronously: channel)
-        claim.hold(asyncChannel)
+        // Nothing can fail from here on, and the close callback runs on this event loop, after
+        // this: an async channel nobody claims is always finished.
+        let claim = LinkClaim(asyncChannel)
+        channel.closeFuture.whenComplete { _ in claim.closeIfAbandoned() }
         return PendingLink(channel: asyncChannel, hello: link.hello, remoteAddress: channel.remoteAddress, quality: quality, claim: claim)
     }
 
@@ -146,11 +145,10 @@ func socketErrorReason(_ error: any Error) -> String {
 /// connection becomes active. Held here instead, it is finished and closed when the connection
 /// closes, unless its owner claimed it.
 final class LinkClaim: Sendable {
-    private let unclaimed = NIOLockedValueBox<NIOAsyncChannel<LinkMessage, LinkMessage>?>(nil)
+    private let unclaimed: NIOLockedValueBox<NIOAsyncChannel<LinkMessage, LinkMessage>?>
 
-    /// Holds the link until its owner claims it.
-    func hold(_ channel: NIOAsyncChannel<LinkMessage, LinkMessage>) {
-        unclaimed.withLockedValue { $0 = channel }
+    init(_ channel: NIOAsyncChannel<LinkMessage, LinkMessage>) {
+        unclaimed = NIOLockedValueBox(channel)
     }
 
     /// The owner has the link now and will close it (executeThenClose).
@@ -158,30 +156,10 @@ final class LinkClaim: Sendable {
         _ = unclaimed.withLockedValue { $0.take() }
     }
 
-    /// The link, if nobody claimed it; from then on nobody can.
-    func abandoned() -> NIOAsyncChannel<LinkMessage, LinkMessage>? {
-        unclaimed.withLockedValue { $0.take() }
+    /// The connection closed: finishes the link if nobody claimed it (from then on nobody can).
+    func closeIfAbandoned() {
+        guard let abandoned = unclaimed.withLockedValue({ $0.take() }) else { return }
+        // Async by NIO's design; a closed channel makes it quick, and nothing waits for it.
+        Task { try? await abandoned.executeThenClose { _, _ in } }
     }
 }
-
-/// Finishes and closes a link nobody claimed, when its connection closes.
-final class UnclaimedLinkCloser: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = LinkMessage
-
-    private let claim: LinkClaim
-
-    init(claim: LinkClaim) {
-        self.claim = claim
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        if let abandoned = claim.abandoned() {
-            // Async by NIO's design; a closed channel makes it quick, and nothing waits for it.
-            Task { try? await abandoned.executeThenClose { _, _ in } }
-        }
-        context.fireChannelInactive()
-    }
-}
-
-@available(*, unavailable)
-extension UnclaimedLinkCloser: Sendable {}
