@@ -6,6 +6,7 @@ public struct BufferLimits: Sendable, Hashable {
     /// The most payload bytes held (as encoded on the wire).
     public var maximumBytes: Int
 
+    /// A bound of `maximumCount` messages and `maximumBytes` bytes.
     public init(maximumCount: Int, maximumBytes: Int) {
         self.maximumCount = maximumCount
         self.maximumBytes = maximumBytes

@@ -10,10 +10,13 @@ public struct SessionStream<Element: Sendable>: AsyncSequence, Sendable {
         lifetime = StreamLifetime(buffer)
     }
 
+    /// An iterator over the stream; all of a stream's iterators read the same elements, one
+    /// consumer at a time.
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(lifetime: lifetime)
     }
 
+    /// Reads a ``SessionStream``.
     public struct AsyncIterator: AsyncIteratorProtocol {
         let lifetime: StreamLifetime<Element>
 
