@@ -1,6 +1,8 @@
 /// Why a link is being closed, sent in GOODBYE.
 public struct GoodbyeReason: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The reason's number on the wire.
     public var rawValue: UInt16
+    /// The reason numbered `rawValue` (one this version does not name is kept as a number).
     public init(rawValue: UInt16) { self.rawValue = rawValue }
 
     /// The session is shutting down.
@@ -14,6 +16,7 @@ public struct GoodbyeReason: RawRepresentable, Hashable, Sendable, CustomStringC
     /// The application went to the background.
     public static let suspended = GoodbyeReason(rawValue: 4)
 
+    /// The reason's name, or its number for one this version does not name.
     public var description: String {
         switch self {
         case .shutdown: "shutdown"

@@ -5,23 +5,32 @@ public struct LinkQuality: Hashable, Sendable {
     public var latestRTT: Duration?
     /// Exponentially smoothed round trip (gain 1/8, as TCP's SRTT).
     public var smoothedRTT: Duration?
+    /// The shortest round trip seen on the link.
     public var minimumRTT: Duration?
-    /// Median and 99th percentile over the window of recent round trips.
+    /// The median round trip over the window of recent round trips.
     public var medianRTT: Duration?
+    /// The 99th percentile round trip over the same window.
     public var p99RTT: Duration?
     /// Standard deviation of the round trips in the window.
     public var jitter: Duration?
     /// RFC 3550's smoothed jitter: J += (|D| - J) / 16, D the change between consecutive round trips.
     public var smoothedJitter: Duration?
+    /// PINGs this side sent.
     public var pingsSent: Int = 0
+    /// PONGs that answered them.
     public var pongsReceived: Int = 0
     /// Unanswered pings over pings sent, not counting those still within the timeout.
     public var loss: Double = 0
+    /// DATA frames received.
     public var framesIn: Int = 0
+    /// DATA frames sent.
     public var framesOut: Int = 0
+    /// Payload bytes received in DATA.
     public var bytesIn: Int = 0
+    /// Payload bytes sent in DATA.
     public var bytesOut: Int = 0
 
+    /// No measurements yet.
     public init() {}
 }
 

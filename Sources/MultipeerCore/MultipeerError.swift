@@ -8,6 +8,7 @@ public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private let name: String
         private init(_ name: String) { self.name = name }
+        /// The code's name, e.g. `outboxFull`.
         public var description: String { name }
 
         /// A frame announced a length above the configured maximum.
@@ -87,6 +88,7 @@ public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible
         self.underlying = underlying
     }
 
+    /// The message, with the C library's text in parentheses when there is one.
     public var description: String {
         guard let underlying else { return message }
         return "\(message) (\(underlying))"

@@ -11,6 +11,7 @@ public enum PeerLeftReason: Hashable, Sendable, CustomStringConvertible {
     /// This session was suspended or is shutting down.
     case local(GoodbyeReason)
 
+    /// The reason in a few words, for logs.
     public var description: String {
         switch self {
         case .goodbye(let reason): "peer said goodbye (\(reason))"

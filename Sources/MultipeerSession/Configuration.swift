@@ -9,6 +9,7 @@ public struct PeerInfo: Hashable, Sendable {
     /// Application entries, each `key=value` at most 255 bytes, at most 32 of them.
     public var metadata: [String: String]
 
+    /// A name and metadata, checked against their limits when the session starts.
     public init(displayName: String, metadata: [String: String] = [:]) {
         self.displayName = displayName
         self.metadata = metadata
@@ -28,16 +29,19 @@ extension MultipeerSession {
         public var port: Int
         /// How peers are found: Avahi (the default) or a fixed list.
         public var discovery: Discovery
+        /// Bounds on what peers and the application may make the session hold, and timeouts.
         public var limits: Limits
         /// How often an idle link is pinged, and how long silence may last. Announced in HELLO;
         /// both sides use the stricter pair. Defaults 500 ms and 1.5 s.
         public var keepalive: KeepaliveParameters
+        /// When a lost peer is dialled again.
         public var reconnect: Reconnect
         /// How often a ``SessionEvent/stats(_:_:)`` event reports each active peer's link; nil for never. Default 5 s.
         public var statsInterval: Duration?
         /// Where the session logs, with `multipeer.*` metadata keys.
         public var logger: Logger
 
+        /// A configuration with the defaults of every section not given.
         public init(
             serviceType: String, peer: PeerInfo, psk: PreSharedKey, port: Int = 0, discovery: Discovery = .avahi(),
             limits: Limits = Limits(), keepalive: KeepaliveParameters = KeepaliveParameters(),
@@ -111,6 +115,7 @@ extension MultipeerSession {
         /// 1,024; beyond it the oldest `.stats` go first (``SessionEvent/eventsDropped(count:)``).
         public var eventBuffer: Int
 
+        /// Limits with the defaults each property states.
         public init(
             maximumFrameLength: Int = 1 << 20, handshakeTimeout: Duration = .seconds(5),
             outbox: BufferLimits = BufferLimits(maximumCount: 1_024, maximumBytes: 8 << 20), failWhenOutboxFull: Bool = false,
@@ -140,6 +145,7 @@ extension MultipeerSession {
         /// random. A fresh announcement of the peer, or a link that succeeds, starts again.
         public var backoff: Backoff.Parameters
 
+        /// Redials with `backoff` (by default 100 ms x1.6 up to 10 s, +-20 %).
         public init(backoff: Backoff.Parameters = Backoff.Parameters()) {
             self.backoff = backoff
         }

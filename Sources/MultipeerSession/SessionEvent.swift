@@ -3,10 +3,13 @@ public import MultipeerCore
 
 /// An active peer, as its HELLO introduced it.
 public struct Peer: Hashable, Sendable, Identifiable, CustomStringConvertible {
+    /// The peer's identity: its session's ``MultipeerSession/peerID``.
     public var id: UUID
     /// Changes each time the peer's session starts.
     public var incarnation: UInt64
+    /// The name it gave for people.
     public var displayName: String
+    /// The application metadata it announced.
     public var metadata: [String: String]
 
     init(_ hello: Hello) {
@@ -16,6 +19,7 @@ public struct Peer: Hashable, Sendable, Identifiable, CustomStringConvertible {
         metadata = hello.metadata
     }
 
+    /// Its name and identity, e.g. `Captain (6F9619FF-...)`.
     public var description: String { "\(displayName) (\(id))" }
 }
 
@@ -50,6 +54,7 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
     /// `count` of them since the last one it read (``stats(_:_:)`` reports first).
     case eventsDropped(count: Int)
 
+    /// The event in a sentence, for logs.
     public var description: String {
         switch self {
         case .listening(let port): "listening on port \(port)"
@@ -79,6 +84,7 @@ public enum MessageDropReason: Hashable, Sendable, CustomStringConvertible {
     /// ``MultipeerSession/Limits/maximumFrameLength``): they were taken out of its outbox unsent.
     case tooLargeForPeer
 
+    /// Why, in a sentence.
     public var description: String {
         switch self {
         case .noSubscriber: "nobody subscribed to the type, and the messages held for a first subscriber were at their limit"
@@ -97,6 +103,7 @@ public struct LinkStats: Hashable, Sendable, CustomStringConvertible {
     /// How long the peer has been active this time.
     public var timeActive: Duration
 
+    /// The figures in one line, for logs.
     public var description: String {
         let rtt = quality.smoothedRTT.map { String(format: "%.2f ms", $0.seconds * 1000) } ?? "-"
         let jitter = quality.jitter.map { String(format: "%.2f ms", $0.seconds * 1000) } ?? "-"
