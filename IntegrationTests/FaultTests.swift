@@ -79,21 +79,6 @@ import Testing
     }
 
     @Test(.scaledTimeLimit(minutes: 1))
-    func aLargeMessageThroughAThrottleCausesNoFalseTeardown() async throws {
-        try await Self.withPair(limits: MultipeerSession.Limits(maximumFrameLength: 2 << 20)) { pair in
-            let inbox = pair.listener.messages(of: Note.self)
-            pair.proxy.set(.throttle(bytesPerSecond: 200_000))
-            let large = Note(text: String(repeating: "n", count: 1 << 20))  // 1 MiB: over 5 s at 200 KB/s
-            try await pair.dialler.send(large, to: pair.listener.peerID)
-            let received = try await collect(inbox, timeout: .seconds(40)) { $0.count == 1 }
-            #expect(received.first?.message == large)
-            // Both still on their first link: no teardown while the message crawled through.
-            #expect(await pair.listener.linkStats(for: pair.dialler.peerID)?.reconnects == 0)
-            #expect(await pair.dialler.linkStats(for: pair.listener.peerID)?.reconnects == 0)
-        }
-    }
-
-    @Test(.scaledTimeLimit(minutes: 1))
     func oneByteSegmentsBreakNothing() async throws {
         try await Self.withPair(proxyMode: .slice) { pair in
             let inbox = pair.listener.messages(of: Fix.self)
@@ -128,6 +113,27 @@ import Testing
                 #expect(stats.reconnects == 0)
                 #expect(stats.timeActive > .zero)
             }
+        }
+    }
+}
+
+/// A test of the keepalive's own judgement that a machine busy with every other suite at once
+/// confounds (1 in 5 full runs, before this change too, starved links beside it of 1.5 s): it
+/// runs alone (``runningAlone``, scripts/run-tests.sh).
+@Suite(.enabled(if: runningAlone, "needs the machine to itself: scripts/run-tests.sh runs it alone"))
+struct ThrottleTests {
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aLargeMessageThroughAThrottleCausesNoFalseTeardown() async throws {
+        try await FaultTests.withPair(limits: MultipeerSession.Limits(maximumFrameLength: 2 << 20)) { pair in
+            let inbox = pair.listener.messages(of: Note.self)
+            pair.proxy.set(.throttle(bytesPerSecond: 200_000))
+            let large = Note(text: String(repeating: "n", count: 1 << 20))  // 1 MiB: over 5 s at 200 KB/s
+            try await pair.dialler.send(large, to: pair.listener.peerID)
+            let received = try await collect(inbox, timeout: .seconds(40)) { $0.count == 1 }
+            #expect(received.first?.message == large)
+            // Both still on their first link: no teardown while the message crawled through.
+            #expect(await pair.listener.linkStats(for: pair.dialler.peerID)?.reconnects == 0)
+            #expect(await pair.dialler.linkStats(for: pair.listener.peerID)?.reconnects == 0)
         }
     }
 }

@@ -6,8 +6,9 @@ import MultipeerTLS
 import Testing
 
 /// Whether this run is the one for tests that disturb whatever runs beside them (a flood that
-/// starves the event loops, a restart of the shared avahi-daemon): MULTIPEER_RUN_ALONE=1, set by
-/// scripts/run-tests.sh for a run of those tests alone, after the rest.
+/// starves the event loops, a restart of the shared avahi-daemon) or that need the machine to
+/// themselves: MULTIPEER_RUN_ALONE=1, set by scripts/run-tests.sh for a run of each such suite
+/// alone, after the rest.
 let runningAlone = ProcessInfo.processInfo.environment["MULTIPEER_RUN_ALONE"] == "1"
 
 /// Sessions on a service type of their own, run for the length of a test.

@@ -240,12 +240,6 @@ package struct PeerDeliveryStateMachine: Sendable {
         return waiters.map(\.id)
     }
 
-    /// Every acknowledgement wait (the session stops).
-    package mutating func removeAllWaiters() -> [WaiterID] {
-        defer { waiters = [] }
-        return waiters.map(\.id)
-    }
-
     // MARK: Helpers
 
     private func newOutbox() -> OutboxStateMachine {

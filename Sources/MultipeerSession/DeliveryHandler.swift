@@ -74,6 +74,9 @@ final class DeliveryHandler: ChannelDuplexHandler {
     private var fullStreams = 0
     /// A read was asked for while paused: it is made on resuming.
     private var readPending = false
+    /// Given to a stream this link fills: brings its room back to this handler, on its event
+    /// loop. Made once, not per message.
+    private var whenRoom: (@Sendable () -> Void)?
 
     init(inbox: Inbox) {
         self.inbox = inbox
@@ -81,10 +84,13 @@ final class DeliveryHandler: ChannelDuplexHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        let loop = NIOLoopBound(self, eventLoop: context.eventLoop)
+        whenRoom = { loop.eventLoop.execute { loop.value.streamHasRoom() } }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        whenRoom = nil  // it holds this handler
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -98,7 +104,7 @@ final class DeliveryHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !broken else { return }
-        guard case .data(let message) = unwrapInboundIn(data), let peer else {
+        guard case .data(let message) = unwrapInboundIn(data), let peer, let whenRoom else {
             context.fireChannelRead(data)
             return
         }
@@ -119,10 +125,7 @@ final class DeliveryHandler: ChannelDuplexHandler {
             }
         }
         inbox.metrics.received(bytes: message.payload.readableBytes)
-        let loop = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let filled = inbox.subscriptions.deliver(message, from: peer) {
-            loop.eventLoop.execute { loop.value.streamHasRoom() }
-        }
+        let filled = inbox.subscriptions.deliver(message, from: peer, whenRoom: whenRoom)
         if filled > 0 {
             if fullStreams == 0 { announce(reading: false, context: context) }
             fullStreams += filled

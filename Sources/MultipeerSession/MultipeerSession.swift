@@ -40,8 +40,8 @@ public actor MultipeerSession {
     var deliveries: [UUID: PeerDeliveryStateMachine] = [:]
     /// The senders waiting for an acknowledgement, by the ID their peer's delivery gave them.
     var acknowledgementWaits: [PeerDeliveryStateMachine.WaiterID: CheckedContinuation<Void, any Error>] = [:]
-    /// Connections refused at the admission limits since the last log line about them, and when that was.
-    private var refusals: (count: Int, loggedAt: ContinuousClock.Instant?) = (0, nil)
+    /// Connections refused at the admission limits, logged once a second with a count.
+    private var refusals = ReportThrottle()
     let senders = SenderWaiters()
     /// Where the session is in its life.
     var lifecycle = Lifecycle.idle
@@ -409,11 +409,8 @@ public actor MultipeerSession {
         let failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "the connection with \(address) failed", underlying: "\(error)")
         if failure.code == .connectionLimit {
             // A flood is logged once a second with a count, not a line per connection.
-            refusals.count += 1
-            let now = ContinuousClock.now
-            if refusals.loggedAt.map({ now - $0 >= .seconds(1) }) ?? true {
-                logger.notice("connections refused", metadata: ["multipeer.refused": "\(refusals.count)", "multipeer.error": "\(failure)"])
-                refusals = (0, now)
+            if let count = refusals.count() {
+                logger.notice("connections refused", metadata: ["multipeer.refused": "\(count)", "multipeer.error": "\(failure)"])
             }
         } else {
             logger.notice("link failed", metadata: ["multipeer.address": "\(address)", "multipeer.error": "\(failure)"])

@@ -31,30 +31,16 @@ final class Subscriptions: Sendable {
         var heldBytes = 0
         /// Whether ``SessionEvent/messageHeld(typeName:from:)`` was reported for this name.
         var reportedHeld = false
-        var drops = DropReport()
+        var drops = ReportThrottle()
 
         var isEmpty: Bool { decodings.isEmpty && held.isEmpty }
-    }
-
-    /// Drops not yet reported, and when the last report went out: at most one a second.
-    private struct DropReport {
-        var unreported = 0
-        var reportedAt: NIODeadline?
-
-        /// Counts a drop; returns the count to report now, if it is time.
-        mutating func dropped(now: NIODeadline) -> Int? {
-            unreported += 1
-            guard reportedAt.map({ now - $0 >= .seconds(1) }) ?? true else { return nil }
-            defer { unreported = 0; reportedAt = now }
-            return unreported
-        }
     }
 
     private struct State {
         var events: [UUID: StreamBuffer<SessionEvent>] = [:]
         var topics: [String: Topic] = [:]
         /// Drops of messages whose type names were one too many to hold.
-        var typeDrops = DropReport()
+        var typeDrops = ReportThrottle()
         /// What a new event stream starts with.
         var port: Int?
         var active: [UUID: Peer] = [:]
@@ -200,7 +186,6 @@ final class Subscriptions: Sendable {
 
     /// Keeps a message nobody subscribed to for the first subscriber; returns what to report.
     private func hold(_ message: DataMessage, from peer: Peer, in state: inout State) -> SessionEvent? {
-        let now = NIODeadline.now()
         var topic: Topic
         if let existing = state.topics[message.typeName] {
             topic = existing
@@ -208,7 +193,7 @@ final class Subscriptions: Sendable {
             let holding = state.topics.values.count { $0.decodings.isEmpty }
             guard holding < limits.maximumUnsubscribedTypes else {
                 metrics.dropped(reason: .tooManyUnsubscribedTypes)
-                return state.typeDrops.dropped(now: now).map {
+                return state.typeDrops.count().map {
                     .messagesDropped(typeName: message.typeName, count: $0, reason: .tooManyUnsubscribedTypes)
                 }
             }
@@ -227,7 +212,7 @@ final class Subscriptions: Sendable {
               topic.held.count > limits.unsubscribedMessages.maximumCount || topic.heldBytes > limits.unsubscribedMessages.maximumBytes {
             topic.heldBytes -= topic.held.removeFirst().payload.readableBytes
             metrics.dropped(reason: .noSubscriber)
-            if let count = topic.drops.dropped(now: now) {
+            if let count = topic.drops.count() {
                 report = .messagesDropped(typeName: message.typeName, count: count, reason: .noSubscriber)
             }
         }
