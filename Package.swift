@@ -18,6 +18,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // Ed25519 device identities and SHA-256 (docs/PROTOCOL.md, 3).
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         // For the navlog-sync example only.
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -43,6 +45,7 @@ let package = Package(
             name: "MultipeerCore",
             dependencies: [
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -52,6 +55,7 @@ let package = Package(
             dependencies: [
                 "CGnuTLS",
                 "MultipeerCore",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
@@ -229,6 +233,7 @@ let package = Package(
             name: "MultipeerCoreTests",
             dependencies: [
                 "MultipeerCore",
+                .product(name: "Crypto", package: "swift-crypto"),
                 "MultipeerTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOTestUtils", package: "swift-nio"),

@@ -76,11 +76,11 @@ import Testing
 
     @Test(.scaledTimeLimit(minutes: 1))
     func aLinkToItselfIsRefusedOnBothSides() async throws {
-        let peerID = UUID()
-        try await withTestListener(configuration: LinkFixtures.configuration(name: "me", peerID: peerID), onLink: echo) { server in
+        let identity = PeerIdentity()
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "me", identity: identity), onLink: echo) { server in
             let error = try await #require(throws: MultipeerError.self) {
                 _ = try await PeerConnection.dial(
-                    host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "me", peerID: peerID))
+                    host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "me", identity: identity))
             }
             #expect(error.code == .selfConnection)
             let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
@@ -88,14 +88,22 @@ import Testing
         }
     }
 
+    /// A peer of version 1 (which cannot prove who it is) or of a later version is refused, and
+    /// told what to do.
     @Test(.scaledTimeLimit(minutes: 1))
-    func anotherProtocolVersionIsRefused() async throws {
-        try await withTestListener(configuration: LinkFixtures.configuration(name: "v1"), onLink: echo) { server in
-            let future = try LinkFixtures.configuration(name: "v2", protocolVersion: 2)
-            _ = try? await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: future)
-            let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
-            #expect(failure?.code == .protocolVersionMismatch)
-            #expect(failure?.message == "the peer speaks protocol version 2; this side speaks 1")
+    func anotherProtocolVersionIsRefusedWithWhatToDo() async throws {
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "v2"), onLink: echo) { server in
+            for (version, advice) in [(UInt16(1), "upgrade that peer"), (3, "upgrade this peer")] {
+                let other = try LinkFixtures.configuration(name: "v\(version)", protocolVersion: version)
+                // (This dialler speaks version 2 under its label: it takes the listener's HELLO.)
+                if let link = try? await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: other) {
+                    try await link.channel.executeThenClose { _, _ in }
+                }
+                let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
+                #expect(failure?.code == .protocolVersionMismatch)
+                #expect(failure?.message.contains("the peer speaks protocol version \(version); this side speaks 2") == true)
+                #expect(failure?.message.contains(advice) == true, "\(String(describing: failure))")
+            }
             try await Self.expectStillServing(server)
         }
     }

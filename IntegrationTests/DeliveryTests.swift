@@ -87,8 +87,10 @@ import Testing
         let channel = EmbeddedChannel(handler: DeliveryHandler(inbox: Inbox(
             windows: ReceiveWindows(), subscriptions: subscriptions, metrics: SessionMetrics(localName: "test"))))
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }  // (it and its pipeline hold each other until then)
-        let sender = try Hello(peerID: UUID(), incarnation: 7, displayName: "sender")
+        let sender = try Hello(identity: PeerIdentity(), incarnation: 7, displayName: "sender")
         channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: sender))
+        #expect(try channel.readOutbound(as: LinkMessage.self) == nil, "no resume point before the session keeps the link")
+        channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
         #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0), "the resume point")
         func data(_ sequence: UInt64) throws -> LinkMessage {
             .data(try DataMessage(sequence: sequence, typeName: "Note", payload: ByteBuffer(string: #"{"text":"\#(sequence)"}"#)))
@@ -107,6 +109,64 @@ import Testing
         #expect(!channel.isActive)
         subscriptions.finish()
         #expect(await received.next() == nil, "nothing after the gap is delivered")
+    }
+
+    /// A link's HELLO alone changes nothing of what was delivered from its peer: only a link the
+    /// session keeps takes the peer's window and says where to resume. Reliable DATA before that
+    /// breaks the protocol; DATA on a link of an incarnation the window no longer follows is
+    /// dropped, unacknowledged.
+    @Test func onlyAKeptLinkTakesThePeersReceiveWindow() async throws {
+        let windows = ReceiveWindows()
+        let subscriptions = Subscriptions(limits: .init(), metrics: SessionMetrics(localName: "test"))
+        let notes = subscriptions.messages(of: Note.self, named: "Note")
+        func link(incarnation: UInt64, identity: PeerIdentity) throws -> EmbeddedChannel {
+            let channel = EmbeddedChannel(handler: DeliveryHandler(inbox: Inbox(
+                windows: windows, subscriptions: subscriptions, metrics: SessionMetrics(localName: "test"))))
+            channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: try Hello(identity: identity, incarnation: incarnation, displayName: "sender")))
+            return channel
+        }
+        func data(_ sequence: UInt64) throws -> LinkMessage {
+            .data(try DataMessage(sequence: sequence, typeName: "Note", payload: ByteBuffer(string: #"{"text":"\#(sequence)"}"#)))
+        }
+        func written(_ channel: EmbeddedChannel) throws -> [LinkMessage] {
+            var messages: [LinkMessage] = []
+            while let message = try channel.readOutbound(as: LinkMessage.self) { messages.append(message) }
+            return messages
+        }
+        let sender = PeerIdentity()
+        let first = try link(incarnation: 5, identity: sender)
+        defer { _ = try? first.finish(acceptAlreadyClosed: true) }
+        first.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+        #expect(try first.readOutbound(as: LinkMessage.self) == .ack(0))
+        try first.writeInbound(try data(1))
+        try first.writeInbound(try data(2))
+        #expect(try written(first) == [.ack(1), .ack(2)])
+
+        // A second link of the same peer, not (yet) kept: its reliable DATA is a protocol error,
+        // and the first link's window is untouched.
+        let early = try link(incarnation: 5, identity: sender)
+        defer { _ = try? early.finish(acceptAlreadyClosed: true) }
+        #expect(try early.readOutbound(as: LinkMessage.self) == nil, "no resume point before the session keeps it")
+        #expect {
+            try early.writeInbound(try data(3))
+        } throws: { ($0 as? MultipeerError)?.code == .outOfSequence }
+        try first.writeInbound(try data(3))
+        #expect(try written(first) == [.ack(3)], "the window went on from 2")
+
+        // A newer incarnation's link is kept: the window follows it, and the old link's DATA is dropped.
+        let newer = try link(incarnation: 6, identity: sender)
+        defer { _ = try? newer.finish(acceptAlreadyClosed: true) }
+        newer.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+        #expect(try newer.readOutbound(as: LinkMessage.self) == .ack(0))
+        try first.writeInbound(try data(4))
+        #expect(try written(first).isEmpty, "not acknowledged")
+        try newer.writeInbound(try data(1))
+        #expect(try written(newer) == [.ack(1)])
+        subscriptions.finish()
+        var received = notes.makeAsyncIterator()
+        var texts: [String] = []
+        while let next = await received.next() { texts.append(next.message.text) }
+        #expect(texts == ["1", "2", "3", "1"], "each once, the old incarnation's late one not at all")
     }
 
     /// A flush still writing to a link that has been replaced must not hold up the new link's.
@@ -182,9 +242,10 @@ import Testing
 extension DeliveryTests {
     @Test(.scaledTimeLimit(minutes: 1))
     func whatARestartedReceiverNeverAcknowledgedReachesItsNewIncarnation() async throws {
-        let receiverID = UUID()
+        let receiverIdentity = PeerIdentity()
+        let receiverID = receiverIdentity.peerID
         func receiver() -> MultipeerSession {
-            MultipeerSession(configuration: .test("receiver", discovery: .staticPeers([])), peerID: receiverID)
+            MultipeerSession(configuration: .test("receiver", discovery: .staticPeers([])), identity: receiverIdentity)
         }
         let old = receiver()
         let oldEvents = EventLog(old.events)
@@ -300,7 +361,8 @@ extension DeliveryTests {
         try channel.pipeline.syncOperations.addHandler(counter)
         try channel.pipeline.syncOperations.addHandler(DeliveryHandler(inbox: Inbox(
             windows: ReceiveWindows(), subscriptions: subscriptions, metrics: SessionMetrics(localName: "test"))))
-        channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: try Hello(peerID: UUID(), incarnation: 1, displayName: "sender")))
+        channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: try Hello(identity: PeerIdentity(), incarnation: 1, displayName: "sender")))
+        channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
         #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0))
         for sequence in 1...4 {
             try channel.writeInbound(LinkMessage.data(try DataMessage(

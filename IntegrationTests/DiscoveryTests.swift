@@ -58,7 +58,7 @@ struct DiscoveryTests {
         let line = try #require(resolved.first, "avahi-browse output: \(result.output)")
         let fields = line.split(separator: ";", omittingEmptySubsequences: false)
         #expect(fields[8] == "7123")
-        for entry in ["\"v=1\"", "\"id=\(peerID.uuidString.lowercased())\"", "\"inc=7\"", "\"name=Captain\"", "\"seat=L\""] {
+        for entry in ["\"v=2\"", "\"id=\(peerID.uuidString.lowercased())\"", "\"inc=7\"", "\"name=Captain\"", "\"seat=L\""] {
             #expect(fields[9].contains(entry), "\(entry) in \(fields[9])")
         }
         advertiser.stop()
@@ -71,11 +71,11 @@ struct DiscoveryTests {
         let events = PeerBrowser(serviceType: type, localPeerID: UUID(), connection: try .shared()).browse()
         // Two adverts that are not ours (another version; no id) and one in our format.
         let others = [
-            try BackgroundProcess("/usr/bin/avahi-publish", ["-s", "future", type.rawValue, "7001", "v=2", "id=\(UUID())"]),
-            try BackgroundProcess("/usr/bin/avahi-publish", ["-s", "anonymous", type.rawValue, "7002", "v=1"]),
+            try BackgroundProcess("/usr/bin/avahi-publish", ["-s", "earlier", type.rawValue, "7001", "v=1", "id=\(UUID())"]),
+            try BackgroundProcess("/usr/bin/avahi-publish", ["-s", "anonymous", type.rawValue, "7002", "v=2"]),
         ]
         let tower = try BackgroundProcess(
-            "/usr/bin/avahi-publish", ["-s", "tower", type.rawValue, "7003", "v=1", "id=\(peerID)", "inc=3", "name=Tower", "freq=118.1"])
+            "/usr/bin/avahi-publish", ["-s", "tower", type.rawValue, "7003", "v=2", "id=\(peerID)", "inc=3", "name=Tower", "freq=118.1"])
 
         let found = try await collect(events) { !Self.foundIDs($0).isEmpty }
         guard case .found(let advert) = found.last else { Issue.record("no peer found: \(found)"); return }

@@ -67,8 +67,8 @@ enum RawTLSClient {
 
     @Test(.scaledTimeLimit(minutes: 1))
     func aHelloWithMissingFieldsIsMalformed() async throws {
-        // The version, then 10 of the UUID's 16 bytes, and the frame ends.
-        let value: [UInt8] = [0, 1] + Array(repeating: 0xAB, count: 10)
+        // The version, then 10 of the UUID's 16 bytes and a signature's worth, and the frame ends.
+        let value: [UInt8] = [0, 2] + Array(repeating: 0xAB, count: 10 + Hello.signatureLength)
         let failure = try await Self.failure(afterSending: RawTLSClient.frame(.hello, announcing: UInt32(value.count), value: value))
         #expect(failure.code == .malformedMessage)
         #expect(failure.message == "HELLO is malformed: it ends before the peer UUID")
@@ -186,20 +186,13 @@ enum RawTLSClient {
                 let inbox = good.messages(of: Note.self)
                 _ = try await serverEvents.waitUntilActive([good.peerID])
 
-                let deafID = UUID()
-                let tls = try TLSContext(configuration: TLSConfiguration(psk: LinkFixtures.psk))
-                let deaf = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                    .channelInitializer { channel in
-                        channel.eventLoop.makeCompletedFuture {
-                            try channel.pipeline.syncOperations.addHandler(TLSHandler(engine: TLSEngine(role: .client, context: tls, allocator: channel.allocator)))
-                        }
-                    }
-                    .connect(host: "127.0.0.1", port: port).get()
+                let deafIdentity = PeerIdentity()
+                let deafID = deafIdentity.peerID
+                let raw = try await RawPeer(port: port)
+                let deaf = raw.channel
                 deafChannel.withLockedValue { $0 = deaf }
-                var opening = ByteBuffer()
-                LinkMessage.hello(try Hello(peerID: deafID, incarnation: 1, displayName: "deaf", keepalive: Self.patient)).writeFrame(to: &opening)
-                LinkMessage.ack(0).writeFrame(to: &opening)
-                deaf.writeAndFlush(opening, promise: nil)  // sent once TLS is up
+                try await raw.send(try await raw.hello(claiming: deafID, signedBy: deafIdentity, incarnation: 1, name: "deaf", keepalive: Self.patient))
+                try await raw.send(.ack(0))
                 _ = try await serverEvents.waitUntilActive([good.peerID, deafID])
                 // Nothing waits for it yet (its outbox is empty); from here on it reads nothing.
                 try await deaf.setOption(.autoRead, value: false).get()

@@ -14,14 +14,16 @@ enum LinkFixtures {
 
     /// A link's configuration, its keepalive and handshake timeout stretched by ``TestTime/scale``.
     static func configuration(
-        name: String, peerID: UUID = UUID(), psk: PreSharedKey = LinkFixtures.psk,
+        name: String, identity: PeerIdentity = PeerIdentity(), psk: PreSharedKey = LinkFixtures.psk,
         maximumFrameLength: Int = Frame.defaultMaximumLength, handshakeTimeout: Duration = .seconds(5),
         protocolVersion: UInt16 = Hello.currentProtocolVersion
     ) throws -> LinkConfiguration {
         LinkConfiguration(
             tls: try TLSContext(configuration: TLSConfiguration(psk: psk, handshakeTimeout: TestTime.scaled(handshakeTimeout))),
+            identity: identity,
             localHello: try Hello(
-                protocolVersion: protocolVersion, peerID: peerID, incarnation: .random(in: 1...UInt64.max), displayName: name,
+                protocolVersion: protocolVersion, peerID: identity.peerID, key: identity.key,
+                incarnation: .random(in: 1...UInt64.max), displayName: name,
                 keepalive: .scaled(KeepaliveParameters())),
             maximumFrameLength: maximumFrameLength)
     }

@@ -94,11 +94,13 @@ import Testing
 
     @Test(.scaledTimeLimit(minutes: 1))
     func bothSidesLearnEachOthersHello() async throws {
-        let serverID = UUID()
-        try await withTestListener(configuration: LinkFixtures.configuration(name: "Captain", peerID: serverID), onLink: echo) { server in
+        let serverIdentity = PeerIdentity()
+        let serverID = serverIdentity.peerID
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "Captain", identity: serverIdentity), onLink: echo) { server in
             let configuration = try LinkFixtures.configuration(name: "First Officer")
             let link = try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: configuration)
             #expect(link.remoteHello.peerID == serverID)
+            #expect(link.remoteHello.key == serverIdentity.key, "the key that proves it")
             #expect(link.remoteHello.displayName == "Captain")
             #expect(try await roundTrip("waypoint ALPHA", over: link) == "waypoint ALPHA")
         }

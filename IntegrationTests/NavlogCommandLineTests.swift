@@ -16,7 +16,7 @@ import Testing
         let key = try String(contentsOfFile: workspace.keyFile, encoding: .utf8)
         #expect(key.hasPrefix("navlog:") && key.count == "navlog:".count + 64 + 1)
         let again = try await Self.run(["keygen", "--out", workspace.keyFile])
-        #expect(again.status == 66 && again.output.contains("cannot create the key file"))
+        #expect(again.status == 66 && again.output.contains("exists already; it is never overwritten"))
         #expect(try String(contentsOfFile: workspace.keyFile, encoding: .utf8) == key)
     }
 
@@ -27,15 +27,14 @@ import Testing
         #expect(result.output.contains("there is no key file at /nonexistent/group.key; make one with `navlog-sync keygen"))
     }
 
-    @Test func aKeyFileOthersCanReadIsWarnedAboutButNeverPrinted() async throws {
+    @Test func aKeyFileOthersCanReadIsRefusedWithTheFixButNeverPrinted() async throws {
         let workspace = try await NavlogWorkspace()
         chmod(workspace.keyFile, 0o644)
         let key = try String(contentsOfFile: workspace.keyFile, encoding: .utf8)
         let hex = String(key.split(separator: ":")[1].prefix(64))
-        // Standard input is closed: the host starts, warns, and quits at once.
         let result = try await Self.run(["run", "--name", "a", "--data", workspace.directory + "/a.db", "--psk-file", workspace.keyFile, "--peer", "127.0.0.1:9"])
-        #expect(result.status == 0)
-        #expect(result.output.contains("warning: the key file \(workspace.keyFile) can be read by other users (mode 644); chmod 600"))
+        #expect(result.status == 66)
+        #expect(result.output.contains("the key file \(workspace.keyFile) can be read or written by others (mode 644): make it private with chmod 600 \(workspace.keyFile)"))
         #expect(!result.output.lowercased().contains(hex))
     }
 

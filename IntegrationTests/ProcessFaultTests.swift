@@ -13,9 +13,10 @@ import Testing
     static let peerBinary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         .deletingLastPathComponent().appendingPathComponent("multipeer-test-peer").path
 
-    static func startChild(peerID: UUID, dialling port: Int, keyFile: String) throws -> BackgroundProcess {
+    /// Starts the child with the identity in `identityFile` (made on its first start).
+    static func startChild(identityFile: String, dialling port: Int, keyFile: String) throws -> BackgroundProcess {
         try BackgroundProcess(Self.peerBinary, [
-            "--psk-file", keyFile, "--peer-id", peerID.uuidString, "--name", "child", "--static", "127.0.0.1:\(port)",
+            "--psk-file", keyFile, "--identity-file", identityFile, "--name", "child", "--static", "127.0.0.1:\(port)",
         ])
     }
 
@@ -32,11 +33,20 @@ import Testing
         }
     }
 
+    /// A new identity file for the child, and the peer ID it proves.
+    static func childIdentity() throws -> (file: String, peerID: UUID) {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("multipeer-\(UUID()).identity").path
+        let identity = PeerIdentity()
+        try identity.write(toFile: file)
+        return (file, identity.peerID)
+    }
+
     @Test(.scaledTimeLimit(minutes: 1))
     func aFrozenPeerIsDetectedAndComesBackWhenThawed() async throws {
         try await Self.withLocalSession { session, events, port, keyFile in
-            let childID = UUID()
-            let child = try Self.startChild(peerID: childID, dialling: port, keyFile: keyFile)
+            let (identityFile, childID) = try Self.childIdentity()
+            defer { try? FileManager.default.removeItem(atPath: identityFile) }
+            let child = try Self.startChild(identityFile: identityFile, dialling: port, keyFile: keyFile)
             defer { child.stop() }
             try await events.waitUntilActive([childID])
             // Frozen: its kernel still acknowledges, only the application ping can tell.
@@ -52,18 +62,20 @@ import Testing
     @Test(.scaledTimeLimit(minutes: 1))
     func aKilledAndRestartedPeerReturnsWithANewIncarnationAndNoDuplicate() async throws {
         try await Self.withLocalSession { session, events, port, keyFile in
-            let childID = UUID()
-            let first = try Self.startChild(peerID: childID, dialling: port, keyFile: keyFile)
+            let (identityFile, childID) = try Self.childIdentity()
+            defer { try? FileManager.default.removeItem(atPath: identityFile) }
+            let first = try Self.startChild(identityFile: identityFile, dialling: port, keyFile: keyFile)
             let joined = try await events.waitUntilActive([childID])
             guard case .peerJoined(let before)? = joined.last else { return }
             kill(first.pid, SIGKILL)
             first.stop()
             try await events.waitUntilActive([])
-            let second = try Self.startChild(peerID: childID, dialling: port, keyFile: keyFile)
+            let second = try Self.startChild(identityFile: identityFile, dialling: port, keyFile: keyFile)
             defer { second.stop() }
             let rejoined = try await events.waitUntilActive([childID])
             guard case .peerJoined(let after)? = rejoined.last else { return }
-            #expect(after.incarnation != before.incarnation)
+            #expect(after.incarnation > before.incarnation, "a restart of one identity is newer")
+            #expect(after.key == before.key)
             #expect(await session.activePeers.count == 1)
             #expect(await session.linkCount == 1)
         }

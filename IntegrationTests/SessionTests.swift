@@ -174,7 +174,7 @@ struct SessionTests {
             // B stopped: A sees it leave.
             try await group.events[0].waitUntilActive([])
             // B starts again: same identity, new incarnation.
-            let again = MultipeerSession(configuration: b.configuration, peerID: b.peerID)
+            let again = MultipeerSession(configuration: b.configuration, identity: b.identity)
             try await whileRunning([again]) {
                 let events = try await group.events[0].waitUntilActive([b.peerID])
                 guard case .peerJoined(let peer)? = events.last else { return }

@@ -4,7 +4,7 @@ set -euo pipefail
 
 packages=(
     libavahi-client-dev libgnutls28-dev libsqlite3-dev pkg-config
-    avahi-daemon avahi-utils dbus gnutls-bin iproute2 iptables procps
+    avahi-daemon avahi-utils dbus gnutls-bin iproute2 iptables openssl procps
 )
 
 missing=()

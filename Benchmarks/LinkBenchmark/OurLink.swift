@@ -17,9 +17,10 @@ struct OurLink {
     var name: String { preferEventLoop ? "ours" : "ours/pool" }
 
     func configuration(_ name: String) throws -> LinkConfiguration {
-        LinkConfiguration(
-            tls: try TLSContext(configuration: TLSConfiguration(psk: psk)),
-            localHello: try Hello(peerID: UUID(), incarnation: 1, displayName: name),
+        let identity = PeerIdentity()
+        return LinkConfiguration(
+            tls: try TLSContext(configuration: TLSConfiguration(psk: psk)), identity: identity,
+            localHello: try Hello(identity: identity, incarnation: 1, displayName: name),
             // 1 MiB payloads plus the DATA header exceed the default 1 MiB frame limit.
             maximumFrameLength: 2 << 20)
     }

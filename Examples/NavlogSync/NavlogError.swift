@@ -15,6 +15,8 @@ public struct NavlogError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let databaseCorrupt = Code("databaseCorrupt")
         /// There is no database at the path given.
         public static let databaseMissing = Code("databaseMissing")
+        /// The host's identity file cannot be read or made (permissions, owner, format).
+        public static let identityFile = Code("identityFile")
         /// Any other SQLite failure.
         public static let databaseFailure = Code("databaseFailure")
         /// A peer sent versions stamped more than a day ahead of this host's clock.

@@ -21,11 +21,14 @@ public actor NavlogNode: Service {
     private var progress: [UUID: SyncProgress] = [:]
     private let subscriptions = AsyncStream<NavlogEvent>.makeStream()
 
-    /// A host on `store`, with the session made from `configuration` under the store's peer id.
+    /// A host on `store`, with the session made from `configuration` under the store's identity.
     public init(store: NavlogStore, configuration: MultipeerSession.Configuration) throws(NavlogError) {
+        guard let identity = store.identity else {
+            throw NavlogError(.databaseFailure, "the store \(store.path) is open read-only; a host needs it open for writing")
+        }
         self.store = store
         self.author = configuration.peer.displayName
-        self.session = MultipeerSession(configuration: configuration, peerID: store.peerID)
+        self.session = MultipeerSession(configuration: configuration, identity: identity)
         let latest = try store.log().entries.values.map(\.timestamp).max()
         self.clock = HybridLogicalClock(latest: latest ?? HLCTimestamp(rawValue: 0))
     }

@@ -1,6 +1,7 @@
 public import Foundation
 import GRDB
 import Glibc
+public import MultipeerSession
 
 /// The log on disk: SQLite through GRDB, in WAL mode so `navlog-sync list` reads while `run`
 /// writes. A version is committed (synchronous=FULL) before anyone is told it exists, so a
@@ -8,8 +9,11 @@ import Glibc
 public final class NavlogStore: Sendable {
     /// The path of the database file.
     public let path: String
-    /// This host's peer identity, made once and kept, so a restarted host is the same peer.
+    /// This host's peer ID: its ``identity``'s, recorded in the database.
     public let peerID: UUID
+    /// This host's key pair, kept in its identity file beside the database (nil when the store
+    /// is opened read-only).
+    public let identity: PeerIdentity?
     private let database: any DatabaseWriter
     /// The descriptor holding the exclusive lock that keeps a second writer out; open as long
     /// as this store lives (closing it early would also drop SQLite's own locks on the file).
@@ -17,8 +21,17 @@ public final class NavlogStore: Sendable {
 
     /// Opens (creating if needed) the database for a running host. Only one process may hold a
     /// database this way: a second gets `databaseLocked`.
-    public init(path: String) throws(NavlogError) {
+    ///
+    /// - Parameter identityFile: The host's identity (key pair) file, made on first use;
+    ///   by default the database's path with `.identity` appended.
+    public init(path: String, identityFile: String? = nil) throws(NavlogError) {
         self.path = path
+        let identityFile = identityFile ?? path + ".identity"
+        do {
+            identity = try PeerIdentity(loadingOrCreatingFile: identityFile)
+        } catch {
+            throw NavlogError(.identityFile, "\(error)")
+        }
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
             throw NavlogError(.databaseFailure, "cannot open the database \(path): \(String(cString: strerror(errno)))")
@@ -35,7 +48,7 @@ public final class NavlogStore: Sendable {
             let pool = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(pool)
             database = pool
-            peerID = try pool.write { db in try Self.loadOrMakePeerID(db) }
+            peerID = try pool.write { [identity] db in try Self.record(identity!.peerID, db) }
         } catch {
             close(descriptor)
             throw Self.describe(error, path: path)
@@ -46,6 +59,7 @@ public final class NavlogStore: Sendable {
     public init(readingAt path: String) throws(NavlogError) {
         self.path = path
         lockDescriptor = nil
+        identity = nil
         guard FileManager.default.fileExists(atPath: path) else {
             throw NavlogError(.databaseMissing, "there is no database at \(path); `navlog-sync run --data \(path)` makes one")
         }
@@ -120,11 +134,10 @@ public final class NavlogStore: Sendable {
         return migrator
     }
 
-    private static func loadOrMakePeerID(_ db: Database) throws -> UUID {
-        if let stored = try String.fetchOne(db, sql: "SELECT peerID FROM node"), let id = UUID(uuidString: stored) {
-            return id
-        }
-        let id = UUID()
+    /// Records the host's peer ID. A database from before identities held a random ID: it is
+    /// replaced by the identity's (the host rejoins as a new peer; versions it wrote keep the old
+    /// ID as their origin, which stays unique, so they order and merge as before).
+    private static func record(_ id: UUID, _ db: Database) throws -> UUID {
         try db.execute(sql: "INSERT OR REPLACE INTO node (id, peerID) VALUES (1, ?)", arguments: [id.uuidString])
         return id
     }

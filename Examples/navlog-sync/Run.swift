@@ -27,6 +27,9 @@ struct Run: AsyncParsableCommand {
     @Option(name: .customLong("psk-file"), help: "The group key (navlog-sync keygen writes one).")
     var pskFile: String
 
+    @Option(help: "This host's identity (its key pair; its peer ID derives from it), made on first run. Default: the --data path with .identity appended.")
+    var identity: String?
+
     @Option(help: "The DNS-SD service type of the group.")
     var service = "_navlog._tcp"
 
@@ -60,7 +63,7 @@ struct Run: AsyncParsableCommand {
         let store: NavlogStore
         let node: NavlogNode
         do {
-            store = try NavlogStore(path: data)
+            store = try NavlogStore(path: data, identityFile: identity)
             node = try NavlogNode(store: store, configuration: MultipeerSession.Configuration(
                 serviceType: service, peer: PeerInfo(displayName: name), psk: key, port: port,
                 discovery: offline || !peers.isEmpty ? .staticPeers(peers) : .avahi(),
@@ -118,11 +121,6 @@ struct Run: AsyncParsableCommand {
         guard FileManager.default.fileExists(atPath: pskFile) else {
             Failure("there is no key file at \(pskFile); make one with `navlog-sync keygen --out \(pskFile)` and copy it to every host",
                     status: Failure.keyFile).exit()
-        }
-        var info = stat()
-        if stat(pskFile, &info) == 0, info.st_mode & 0o077 != 0 {
-            FileHandle.standardError.write(Data(
-                "navlog-sync: warning: the key file \(pskFile) can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8))); chmod 600 \(pskFile)\n".utf8))
         }
         do {
             return try PreSharedKey(contentsOfFile: pskFile)

@@ -1,12 +1,14 @@
 // A HELLO value. Any input must decode to a Hello that encodes and decodes to itself, or fail
-// with a typed MultipeerError: never a trap.
+// with a typed MultipeerError: never a trap; checking its proof never traps either.
 import FuzzSupport
 import MultipeerCore
 import NIOCore
 
 let helloFuzzer: FuzzTarget = { data, size in
     refusalsOnly(MultipeerError.self) {
-        let hello = try Hello(decoding: ByteBuffer(bytes: bytes(data, size)))
+        let input = ByteBuffer(bytes: bytes(data, size))
+        let hello = try Hello(decoding: input)
+        _ = try? hello.verify(value: input, exporter: [UInt8](repeating: 0, count: Hello.exporterLength), side: .dialler, peer: "fuzz")
         var encoded = ByteBuffer()
         hello.encode(into: &encoded)
         let reread = try Hello(decoding: encoded)

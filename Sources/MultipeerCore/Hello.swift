@@ -1,24 +1,32 @@
 package import struct Foundation.UUID
 package import NIOCore
 
-/// The first frame each side sends on a link, once TLS is up: who it is and what it expects.
+/// The first frame each side sends on a link, once TLS is up: who it is, proven, and what it
+/// expects.
+///
+/// A HELLO carries the sender's public key, from which its peer ID is derived, and ends with
+/// the sender's signature over this TLS connection's exporter value and everything before the
+/// signature (docs/PROTOCOL.md, 3): it proves the ID for this connection only, so it can
+/// neither be claimed without the private key nor replayed or relayed on another connection.
 package struct Hello: Hashable, Sendable {
     /// The protocol version this library speaks.
-    package static let currentProtocolVersion: UInt16 = 1
+    package static let currentProtocolVersion: UInt16 = 2
     /// The longest display name, in UTF-8 bytes: `name=` plus the name fits one 255-byte TXT entry.
     package static let maximumDisplayNameLength = 250
     /// The most metadata entries a peer may carry.
     package static let maximumMetadataCount = 32
     /// The longest metadata entry, `key=value`, in UTF-8 bytes: one TXT entry.
     package static let maximumMetadataEntryLength = 255
-    /// The largest HELLO value accepted, in bytes. This version's fields take at most 8,514;
+    /// The largest HELLO value accepted, in bytes. This version's fields take at most 8,610;
     /// the rest is room for fields later versions append. A link's first frame announcing
     /// more is refused from its header alone (``FrameDecoder``).
     package static let maximumLength = 16 * 1024
 
     package var protocolVersion: UInt16
-    /// The sender's identity; the greater one dials.
+    /// The sender's identity; the greater one dials. A receiver checks that ``key`` proves it.
     package var peerID: UUID
+    /// The sender's public signing key.
+    package var key: PeerKey
     /// Chosen anew each time the sender's session starts, so a restart is recognisable.
     package var incarnation: UInt64
     package var displayName: String
@@ -28,6 +36,9 @@ package struct Hello: Hashable, Sendable {
     /// without the field (from an earlier version) means the default, 1 MiB.
     package var maximumFrameLength: Int
 
+    /// The sender's signature (``signed(exporter:side:sign:)``); empty until signed.
+    package var signature: [UInt8] = []
+
     /// The smallest maximum frame a peer may announce: a HELLO's own limit.
     package static let smallestMaximumFrameLength = Hello.maximumLength
 
@@ -35,6 +46,7 @@ package struct Hello: Hashable, Sendable {
     package init(
         protocolVersion: UInt16 = Hello.currentProtocolVersion,
         peerID: UUID,
+        key: PeerKey,
         incarnation: UInt64,
         displayName: String,
         metadata: [String: String] = [:],
@@ -43,6 +55,7 @@ package struct Hello: Hashable, Sendable {
     ) throws {
         self.protocolVersion = protocolVersion
         self.peerID = peerID
+        self.key = key
         self.incarnation = incarnation
         self.displayName = displayName
         self.metadata = metadata
@@ -57,11 +70,15 @@ package struct Hello: Hashable, Sendable {
     }
 
     /// Checks a display name and metadata against the limits of HELLO (and of DNS-SD TXT records).
+    /// A display name is 1 to 250 bytes of UTF-8 without control characters.
     package static func validate(displayName: String, metadata: [String: String]) throws {
-        guard displayName.utf8.count <= maximumDisplayNameLength else {
+        guard (1...maximumDisplayNameLength).contains(displayName.utf8.count) else {
             throw MultipeerError(
                 .invalidArgument,
-                "the display name is \(displayName.utf8.count) bytes of UTF-8; the limit is \(maximumDisplayNameLength)")
+                "the display name is \(displayName.utf8.count) bytes of UTF-8; it must be 1 to \(maximumDisplayNameLength)")
+        }
+        guard !displayName.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw MultipeerError(.invalidArgument, "the display name \"\(displayName.debugDescription.dropFirst().dropLast())\" contains a control character")
         }
         guard metadata.count <= maximumMetadataCount else {
             throw MultipeerError(.invalidArgument, "there are \(metadata.count) metadata entries; the limit is \(maximumMetadataCount)")
@@ -81,63 +98,142 @@ package struct Hello: Hashable, Sendable {
 }
 
 extension Hello {
-    /// Encodes the HELLO value (see docs/PROTOCOL.md). Metadata is written sorted by key.
+    /// Which side of the TLS connection a HELLO comes from; part of what it signs.
+    package enum Side: UInt8, Sendable {
+        /// The side that dialled (the TLS client).
+        case dialler = 0
+        /// The side that accepted the connection (the TLS server).
+        case listener = 1
+    }
+
+    /// The TLS exporter label of the value a HELLO signs (RFC 8446 7.5, RFC 5705).
+    package static let exporterLabel = "EXPERIMENTAL multipeer hello v2"
+    /// The length of the exporter value, in bytes.
+    package static let exporterLength = 32
+    /// The length of an Ed25519 signature, the last bytes of a HELLO.
+    package static let signatureLength = 64
+    /// What a HELLO's signed message starts with.
+    private static let signatureContext = Array("multipeer hello v2".utf8)
+
+    /// What the signature covers: the context, the side, the connection's exporter value and the
+    /// HELLO value up to its signature.
+    package static func signedMessage(exporter: [UInt8], side: Side, unsignedValue: ByteBufferView) -> [UInt8] {
+        var message = signatureContext
+        message.reserveCapacity(message.count + 1 + exporter.count + unsignedValue.count)
+        message.append(side.rawValue)
+        message += exporter
+        message += unsignedValue
+        return message
+    }
+
+    /// This HELLO, signed by `sign` (the private key of ``key``) for the connection whose
+    /// exporter value is `exporter`, sent by `side`.
+    package func signed(exporter: [UInt8], side: Side, sign: ([UInt8]) throws -> [UInt8]) rethrows -> Hello {
+        var unsigned = ByteBuffer()
+        encodeFields(into: &unsigned)
+        var hello = self
+        hello.signature = try sign(Self.signedMessage(exporter: exporter, side: side, unsignedValue: unsigned.readableBytesView))
+        return hello
+    }
+
+    /// Checks that a received HELLO proves its sender: its key derives its peer ID, and its
+    /// signature verifies over `value` (the HELLO frame's value, as received) for this connection.
+    ///
+    /// - Parameter peer: Names the sender in errors (its address).
+    /// - Throws: `identityMismatch` or `badSignature`.
+    package func verify(value: ByteBuffer, exporter: [UInt8], side: Side, peer: String) throws {
+        guard key.peerID == peerID else {
+            throw MultipeerError(
+                .identityMismatch,
+                "\(peer) claims to be peer \(peerID), but the key it presents belongs to peer \(key.peerID): it is not who it says, and the link is closed")
+        }
+        let unsigned = value.readableBytesView.dropLast(Self.signatureLength)
+        let message = Self.signedMessage(exporter: exporter, side: side, unsignedValue: ByteBufferView(unsigned))
+        guard key.isValidSignature(signature, for: message) else {
+            throw MultipeerError(
+                .badSignature,
+                "the HELLO of \(peer), claiming to be peer \(peerID), carries a signature that does not verify for this connection (forged, or relayed from another connection): the link is closed")
+        }
+    }
+
+    /// Encodes the HELLO value (see docs/PROTOCOL.md): its fields, then its signature.
     package func encode(into buffer: inout ByteBuffer) {
+        precondition(signature.count == Self.signatureLength, "a HELLO is signed before it is sent")
+        encodeFields(into: &buffer)
+        buffer.writeBytes(signature)
+    }
+
+    /// Writes every field before the signature. Metadata is written sorted by key.
+    private func encodeFields(into buffer: inout ByteBuffer) {
         buffer.writeInteger(protocolVersion)
         withUnsafeBytes(of: peerID.uuid) { _ = buffer.writeBytes($0) }
+        buffer.writeBytes(key.rawRepresentation)
         buffer.writeMultipleIntegers(
             incarnation,
             UInt32(clamping: keepalive.interval.milliseconds),
             UInt32(clamping: keepalive.timeout.milliseconds))
         buffer.writeShortString(displayName)
         buffer.writeInteger(UInt8(metadata.count))
-        for key in metadata.keys.sorted() {
+        for key in metadata.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
             buffer.writeShortString(key)
             buffer.writeShortString(metadata[key]!)
         }
         buffer.writeInteger(UInt32(maximumFrameLength))
     }
 
-    /// Decodes a HELLO value. The version is read first, so a peer of another version is told
-    /// so even if the rest of its HELLO has changed shape. Bytes after the last field are
-    /// ignored: later versions may append fields.
+    /// Decodes a HELLO value; ``verify(value:exporter:side:peer:)`` then checks its proof. The
+    /// version is read first, so a peer of another version is told so even if the rest of its
+    /// HELLO has changed shape. The last 64 bytes are the signature; bytes between the last
+    /// field and the signature are ignored: later versions may add fields there.
     package init(decoding buffer: ByteBuffer) throws {
         var buffer = buffer
         let version = try buffer.readField(UInt16.self, "protocol version", in: .hello)
         guard version == Self.currentProtocolVersion else {
+            let upgrade = version < Self.currentProtocolVersion
+                ? "; version \(version) cannot prove which peer it is: upgrade that peer to a release that speaks version \(Self.currentProtocolVersion)"
+                : "; upgrade this peer to a release that speaks version \(version)"
             throw MultipeerError(
                 .protocolVersionMismatch,
-                "the peer speaks protocol version \(version); this side speaks \(Self.currentProtocolVersion)")
+                "the peer speaks protocol version \(version); this side speaks \(Self.currentProtocolVersion)\(upgrade)")
         }
+        guard buffer.readableBytes >= Self.signatureLength else {
+            throw MultipeerError(.malformedMessage, "HELLO is malformed: it ends before its \(Self.signatureLength)-byte signature")
+        }
+        let signature = buffer.getBytes(at: buffer.writerIndex - Self.signatureLength, length: Self.signatureLength)!
+        buffer.moveWriterIndex(to: buffer.writerIndex - Self.signatureLength)
         var uuidBytes = try buffer.readFieldBytes(length: 16, "peer UUID", in: .hello)
         let uuid = uuidBytes.readBytes(length: 16)!
         let peerID = UUID(uuid: (
             uuid[0], uuid[1], uuid[2], uuid[3], uuid[4], uuid[5], uuid[6], uuid[7],
             uuid[8], uuid[9], uuid[10], uuid[11], uuid[12], uuid[13], uuid[14], uuid[15]))
+        let key = try PeerKey(rawRepresentation: buffer.readFieldBytes(length: PeerKey.length, "peer key", in: .hello).readableBytesView)
         let incarnation = try buffer.readField(UInt64.self, "incarnation", in: .hello)
         let interval = try buffer.readField(UInt32.self, "keepalive interval", in: .hello)
         let timeout = try buffer.readField(UInt32.self, "keepalive timeout", in: .hello)
         let displayName = try buffer.readShortString("display name", in: .hello)
         let count = try buffer.readField(UInt8.self, "metadata count", in: .hello)
         var metadata: [String: String] = [:]
+        var previousKey: String?
         for _ in 0..<count {
             let key = try buffer.readShortString("metadata key", in: .hello)
             let value = try buffer.readShortString("metadata value", in: .hello)
-            guard metadata.updateValue(value, forKey: key) == nil else {
-                throw MultipeerError(.malformedMessage, "HELLO is malformed: metadata key \"\(key)\" appears twice")
+            if let previousKey, !previousKey.utf8.lexicographicallyPrecedes(key.utf8) {
+                throw MultipeerError(
+                    .malformedMessage, "HELLO is malformed: metadata key \"\(key)\" comes after \"\(previousKey)\"; keys are sorted and each appears once")
             }
+            previousKey = key
+            metadata[key] = value
         }
-        // Added after the first release: a HELLO that ends here comes from a peer that takes the default.
-        let maximumFrameLength = buffer.readableBytes == 0
-            ? Frame.defaultMaximumLength : Int(try buffer.readField(UInt32.self, "maximum frame length", in: .hello))
+        let maximumFrameLength = Int(try buffer.readField(UInt32.self, "maximum frame length", in: .hello))
         do {
             try self.init(
-                protocolVersion: version, peerID: peerID, incarnation: incarnation,
+                protocolVersion: version, peerID: peerID, key: key, incarnation: incarnation,
                 displayName: displayName, metadata: metadata,
                 keepalive: KeepaliveParameters(interval: .milliseconds(interval), timeout: .milliseconds(timeout)),
                 maximumFrameLength: maximumFrameLength)
         } catch let error as MultipeerError {
             throw MultipeerError(.malformedMessage, "HELLO is malformed: \(error.message)")
         }
+        self.signature = signature
     }
 }

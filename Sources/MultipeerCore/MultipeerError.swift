@@ -19,6 +19,11 @@ public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible
         public static let malformedMessage = Code("malformedMessage")
         /// The peer speaks another version of the wire protocol.
         public static let protocolVersionMismatch = Code("protocolVersionMismatch")
+        /// A HELLO's key does not derive the peer ID it claims: the peer is not who it says.
+        public static let identityMismatch = Code("identityMismatch")
+        /// A signature does not verify: a HELLO forged or relayed from another connection, or
+        /// signed data altered or written in another's name.
+        public static let badSignature = Code("badSignature")
         /// The link reached this very peer (same peer UUID).
         public static let selfConnection = Code("selfConnection")
         /// The first frame on a link was not a HELLO.

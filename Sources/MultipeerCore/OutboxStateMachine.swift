@@ -18,6 +18,9 @@ package struct OutboxStateMachine: Sendable {
     package private(set) var bytes = 0
     /// Everything up to here was acknowledged.
     package private(set) var acknowledged: UInt64 = 0
+    /// The greatest sequence number handed out to be written in the current numbering: the
+    /// receiver cannot have more, so an acknowledgement beyond it is ignored.
+    private var highestWritten: UInt64 = 0
     /// The ticket of each pending message. A ticket names a message for the life of this
     /// outbox: unlike its sequence number it never changes when the pending messages are
     /// numbered afresh (a receiver that restarted, a resume point), so a sender waiting for a
@@ -66,15 +69,21 @@ package struct OutboxStateMachine: Sendable {
 
     /// The messages not yet written on the current link, in order; they count as written now.
     package mutating func sendable() -> ArraySlice<DataMessage> {
-        defer { written = pending.count }
+        defer {
+            written = pending.count
+            if let last = pending.last { highestWritten = max(highestWritten, last.sequence) }
+        }
         return pending[written...]
     }
 
     /// The peer acknowledged everything up to `sequence`; returns how many messages that freed.
+    /// An acknowledgement of more than was ever written in this numbering is ignored: it is not
+    /// the receiver's to give (a broken or hostile peer), and believing it would report as
+    /// delivered messages that never left.
     @discardableResult
     package mutating func acknowledge(through sequence: UInt64) -> Int {
-        guard sequence > acknowledged else { return 0 }
-        acknowledged = min(sequence, nextSequence - 1)
+        guard sequence > acknowledged, sequence <= highestWritten else { return 0 }
+        acknowledged = sequence
         let freed = pending.prefix { $0.sequence <= acknowledged }
         bytes -= freed.reduce(0) { $0 + $1.payload.readableBytes }
         pending.removeFirst(freed.count)
@@ -95,6 +104,7 @@ package struct OutboxStateMachine: Sendable {
             return renumbered
         }
         acknowledged = 0
+        highestWritten = 0
         nextSequence = UInt64(pending.count + 1)
         written = 0
     }
@@ -115,6 +125,7 @@ package struct OutboxStateMachine: Sendable {
             return renumbered
         }
         acknowledged = sequence
+        highestWritten = sequence
         nextSequence = sequence + UInt64(pending.count + 1)
         written = 0
     }
@@ -141,6 +152,7 @@ package struct OutboxStateMachine: Sendable {
         }
         pending = kept
         tickets = keptTickets
+        highestWritten = acknowledged
         nextSequence = acknowledged + UInt64(kept.count + 1)
         written = 0
         return removed

@@ -3,31 +3,44 @@ import MultipeerCore
 import NIOCore
 import NIOConcurrencyHelpers
 
-/// What this session has delivered from each sender, across that sender's links.
+/// What this session has delivered from each sender, across that sender's links: one window
+/// per sender, following the incarnation of the link the session keeps for it.
 final class ReceiveWindows: Sendable {
     private let windows = NIOLockedValueBox<[UUID: ReceiveWindow]>([:])
 
-    /// The sender's new link said HELLO: a new incarnation starts over. Returns what was delivered.
-    func sender(_ peerID: UUID, incarnation: UInt64) -> UInt64 {
+    /// The session keeps a link of the sender's `incarnation` as its one link to it: the window
+    /// follows that incarnation from now on (a new incarnation starts over). Returns what was
+    /// delivered from it: where the sender resumes.
+    func adopt(_ peerID: UUID, incarnation: UInt64) -> UInt64 {
         windows.withLockedValue { windows in
             windows[peerID, default: ReceiveWindow(incarnation: incarnation)].sender(incarnation: incarnation)
             return windows[peerID]!.delivered
         }
     }
 
-    func receive(from peerID: UUID, sequence: UInt64) -> ReceiveWindow.Verdict {
-        windows.withLockedValue { $0[peerID]?.receive(sequence: sequence) ?? .gap }
+    /// A reliable message from the sender's `incarnation`; nil if the window follows another
+    /// incarnation (the link it came on was replaced and is closing).
+    func receive(from peerID: UUID, incarnation: UInt64, sequence: UInt64) -> ReceiveWindow.Verdict? {
+        windows.withLockedValue { windows in
+            guard windows[peerID]?.incarnation == incarnation else { return nil }
+            return windows[peerID]!.receive(sequence: sequence)
+        }
     }
 
-    /// What to acknowledge, if anything was delivered since the last acknowledgement.
-    func acknowledgement(for peerID: UUID) -> UInt64? {
+    /// What to acknowledge to the sender's `incarnation`, if anything was delivered since the
+    /// last acknowledgement.
+    func acknowledgement(for peerID: UUID, incarnation: UInt64) -> UInt64? {
         windows.withLockedValue { windows in
-            guard let window = windows[peerID], window.unacknowledged > 0 else { return nil }
+            guard let window = windows[peerID], window.incarnation == incarnation, window.unacknowledged > 0 else { return nil }
             windows[peerID]!.acknowledged()
             return window.delivered
         }
     }
 }
+
+/// The session keeps this link as its peer's one link (sent down the pipeline by the session):
+/// the link adopts the peer's receive window and says where the peer resumes.
+struct LinkAdopted {}
 
 /// Where a session's links hand what they receive.
 struct Inbox: Sendable {
@@ -49,8 +62,10 @@ enum ReadingPaused {
 /// Delivery on the receiving side, on the link's event loop: hands DATA to the application's
 /// streams (``Subscriptions``), drops reliable duplicates (``ReceiveWindow``), and acknowledges
 /// what was handed over once per read batch, so an ACK means the application's stream has the
-/// message (or holds it for a first subscriber). Right after HELLO it tells the sender where to
-/// resume with an ACK of everything already delivered from its incarnation.
+/// message (or holds it for a first subscriber). Once the session keeps the link as its peer's
+/// (``LinkAdopted``), never before, it tells the sender where to resume with an ACK of
+/// everything already delivered from its incarnation: a link the session refuses, or has not
+/// decided on, cannot disturb what another link delivers.
 ///
 /// When a stream is full the link stops reading (it withholds `read`) until the stream is half
 /// empty: TCP then pushes back on the sender. A gap (a sequence number skipped) cannot happen on
@@ -64,6 +79,8 @@ final class DeliveryHandler: ChannelDuplexHandler {
 
     private let inbox: Inbox
     private var peer: Peer?
+    /// The session keeps this link as its peer's: reliable DATA may come.
+    private var adopted = false
     private var context: ChannelHandlerContext?
     /// A gap was seen: the link is closing and reads nothing more.
     private var broken = false
@@ -96,10 +113,21 @@ final class DeliveryHandler: ChannelDuplexHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let hello = event as? HelloCompleted {
             peer = Peer(hello.remote)
-            let resume = inbox.windows.sender(hello.remote.peerID, incarnation: hello.remote.incarnation)
-            context.writeAndFlush(wrapOutboundOut(.ack(resume)), promise: nil)
         }
         context.fireUserInboundEventTriggered(event)
+    }
+
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        guard event is LinkAdopted else {
+            context.triggerUserOutboundEvent(event, promise: promise)
+            return
+        }
+        if let peer, !adopted, !broken {
+            adopted = true
+            let resume = inbox.windows.adopt(peer.id, incarnation: peer.incarnation)
+            context.writeAndFlush(wrapOutboundOut(.ack(resume)), promise: nil)
+        }
+        promise?.succeed()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -109,18 +137,21 @@ final class DeliveryHandler: ChannelDuplexHandler {
             return
         }
         if message.sequence > 0 {
-            switch inbox.windows.receive(from: peer.id, sequence: message.sequence) {
+            guard adopted else {
+                fail(MultipeerError(
+                    .outOfSequence, "peer \(peer.id) sent reliable message \(message.sequence) before this side said where to resume; the link is closed"),
+                    context: context)
+                return
+            }
+            switch inbox.windows.receive(from: peer.id, incarnation: peer.incarnation, sequence: message.sequence) {
             case .deliver:
                 deliveredInBatch = true
-            case .duplicate:
-                return
+            case .duplicate, nil:
+                return  // nil: a newer incarnation's link replaced this one, which is closing
             case .gap:
-                broken = true
-                let error = MultipeerError(
-                    .outOfSequence, "peer \(peer.id) sent reliable message \(message.sequence) with an earlier one missing; the link is closed so that it resends")
-                context.writeAndFlush(wrapOutboundOut(.goodbye(.protocolError, error.message)), promise: nil)
-                context.fireErrorCaught(error)
-                context.close(promise: nil)
+                fail(MultipeerError(
+                    .outOfSequence, "peer \(peer.id) sent reliable message \(message.sequence) with an earlier one missing; the link is closed so that it resends"),
+                    context: context)
                 return
             }
         }
@@ -132,10 +163,18 @@ final class DeliveryHandler: ChannelDuplexHandler {
         }
     }
 
+    /// The peer broke the protocol: the link closes (with GOODBYE, protocol error) and reads nothing more.
+    private func fail(_ error: MultipeerError, context: ChannelHandlerContext) {
+        broken = true
+        context.writeAndFlush(wrapOutboundOut(.goodbye(.protocolError, error.message)), promise: nil)
+        context.fireErrorCaught(error)
+        context.close(promise: nil)
+    }
+
     func channelReadComplete(context: ChannelHandlerContext) {
         if deliveredInBatch, let peer {
             deliveredInBatch = false
-            if let delivered = inbox.windows.acknowledgement(for: peer.id) {
+            if let delivered = inbox.windows.acknowledgement(for: peer.id, incarnation: peer.incarnation) {
                 context.writeAndFlush(wrapOutboundOut(.ack(delivered)), promise: nil)
             }
         }

@@ -8,4 +8,6 @@
 @_exported public import struct MultipeerCore.LinkQuality
 @_exported public import struct MultipeerCore.MultipeerError
 @_exported public import enum MultipeerCore.PeerLeftReason
+@_exported public import struct MultipeerCore.PeerKey
+@_exported public import struct MultipeerTLS.PeerIdentity
 @_exported public import struct MultipeerTLS.PreSharedKey

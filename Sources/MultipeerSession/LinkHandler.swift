@@ -4,6 +4,10 @@ import NIOCore
 
 /// Runs the HELLO exchange once TLS is up, then turns frames into ``LinkMessage``s and back.
 ///
+/// This side's HELLO is signed with its identity for this TLS connection (its exporter value);
+/// the peer's HELLO must prove the ID it claims the same way, or the link is closed with
+/// `identityMismatch` or `badSignature` before anyone sees it.
+///
 /// One timer covers the whole handshake, TLS and HELLO: a peer that stalls anywhere before
 /// its HELLO arrives is cut off after the handshake timeout. Errors before the HELLO fail
 /// ``hello`` and close the link; errors after it reach the channel's reader and close it,
@@ -22,6 +26,11 @@ final class LinkHandler: ChannelDuplexHandler {
     }
 
     private let localHello: Hello
+    private let identity: PeerIdentity
+    /// The side this handler's end of the connection is on; the peer's HELLO comes from the other.
+    private let side: Hello.Side
+    /// This connection's exporter value, once TLS is up.
+    private var exporter: [UInt8] = []
     private let handshakeTimeout: Duration
     private let helloPromise: EventLoopPromise<Hello>
     private var state = State.awaitingTLS
@@ -31,8 +40,10 @@ final class LinkHandler: ChannelDuplexHandler {
     /// Completes with the peer's HELLO once it has arrived and been checked.
     var hello: EventLoopFuture<Hello> { helloPromise.futureResult }
 
-    init(localHello: Hello, handshakeTimeout: Duration, eventLoop: any EventLoop) {
+    init(localHello: Hello, identity: PeerIdentity, side: Hello.Side, handshakeTimeout: Duration, eventLoop: any EventLoop) {
         self.localHello = localHello
+        self.identity = identity
+        self.side = side
         self.handshakeTimeout = handshakeTimeout
         self.helloPromise = eventLoop.makePromise()
     }
@@ -60,9 +71,16 @@ final class LinkHandler: ChannelDuplexHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is TLSHandshakeCompleted, state == .awaitingTLS {
+        if let completed = event as? TLSHandshakeCompleted, state == .awaitingTLS {
             state = .awaitingHello
-            context.writeAndFlush(wrapOutboundOut(encode(.hello(localHello), context: context)), promise: nil)
+            exporter = completed.helloExporter
+            do {
+                let hello = try localHello.signed(exporter: exporter, side: side, sign: identity.sign)
+                context.writeAndFlush(wrapOutboundOut(encode(.hello(hello), context: context)), promise: nil)
+            } catch {
+                failHandshake(context: context, MultipeerError(.tlsFailure, "cannot sign this side's HELLO", underlying: "\(error)"))
+                return
+            }
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -78,6 +96,7 @@ final class LinkHandler: ChannelDuplexHandler {
                     throw MultipeerError(.helloExpected, "\(peer) sent \(frame.type) before its HELLO")
                 }
                 guard case .hello(let hello) = try LinkMessage(frame: frame) else { return }
+                try hello.verify(value: frame.value, exporter: exporter, side: side == .dialler ? .listener : .dialler, peer: peer)
                 guard hello.peerID != localHello.peerID else {
                     throw MultipeerError(
                         .selfConnection, "\(peer) is this very peer (\(hello.peerID)): the link reached itself and was closed")

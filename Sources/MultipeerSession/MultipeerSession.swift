@@ -1,8 +1,10 @@
 public import struct Foundation.UUID
+import Glibc
 import Logging
 import MultipeerCore
 import MultipeerDiscovery
-import MultipeerTLS
+public import MultipeerTLS
+import NIOConcurrencyHelpers
 import NIOCore
 public import ServiceLifecycle
 
@@ -25,9 +27,12 @@ public import ServiceLifecycle
 /// ``resume()`` follow an app into the background and back.
 public actor MultipeerSession {
     public nonisolated let configuration: Configuration
-    /// This peer's identity for the whole life of the session.
+    /// This device's key pair, which every HELLO proves.
+    public nonisolated let identity: PeerIdentity
+    /// This peer's identity, derived from ``identity``'s public key.
     public nonisolated let peerID: UUID
-    /// Tells this run of the session from earlier ones with the same ``peerID``.
+    /// Tells this run of the session from earlier ones with the same ``peerID``: the wall-clock
+    /// time it was made, in nanoseconds since 1970, so a later run has a greater one.
     public nonisolated let incarnation: UInt64
 
     let subscriptions: Subscriptions
@@ -79,12 +84,14 @@ public actor MultipeerSession {
     ///
     /// - Parameters:
     ///   - configuration: The service type, this peer's name, the group key and the limits.
-    ///   - peerID: This peer's identity; keep it across restarts (store it) so others
-    ///     recognise the peer. A new one is made by default.
-    public init(configuration: Configuration, peerID: UUID = UUID()) {
+    ///   - identity: This device's key pair; ``peerID`` is derived from it. Load it from a file
+    ///     (``PeerIdentity/init(loadingOrCreatingFile:)``) so the peer keeps its ID across
+    ///     restarts; a new one is made by default.
+    public init(configuration: Configuration, identity: PeerIdentity = PeerIdentity()) {
         self.configuration = configuration
-        self.peerID = peerID
-        self.incarnation = UInt64.random(in: 1...UInt64.max)
+        self.identity = identity
+        self.peerID = identity.peerID
+        self.incarnation = Self.nextIncarnation()
         self.table = PeerTableStateMachine(localPeerID: peerID, backoff: configuration.reconnect.backoff)
         var logger = configuration.logger
         logger[metadataKey: "multipeer.local.id"] = "\(peerID)"
@@ -92,6 +99,26 @@ public actor MultipeerSession {
         self.metrics = SessionMetrics(localName: configuration.peer.displayName)
         self.subscriptions = Subscriptions(limits: configuration.limits, metrics: metrics)
         (workItems, work) = AsyncStream<Work>.makeStream()
+    }
+
+    /// Peer IDs are derived from a device key now, so that no other device can claim one.
+    @available(*, unavailable, message: "a peer ID is derived from the device's key pair now: pass identity: try PeerIdentity(loadingOrCreatingFile: path) and read session.peerID")
+    public init(configuration: Configuration, peerID: UUID) {
+        fatalError("unavailable")
+    }
+
+    private static let lastIncarnation = NIOLockedValueBox<UInt64>(0)
+
+    /// The wall clock in nanoseconds since 1970, and never twice the same in one process: a
+    /// restart of the same identity is newer by this measure (docs/PROTOCOL.md, 3).
+    private static func nextIncarnation() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let wallClock = UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
+        return lastIncarnation.withLockedValue { last in
+            last = max(wallClock, last + 1)
+            return last
+        }
     }
 
     /// What happens in the session: first its state now (``SessionEvent/listening(port:)`` while
@@ -342,6 +369,8 @@ public actor MultipeerSession {
         })
         // The link the table keeps for the peer (a new peer's, or one that replaced another) carries its delivery.
         if table.activeLink(for: hello.peerID) == id {
+            // Only now does the link take the peer's receive window and say where it resumes.
+            connection.channel.channel.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
             var delivery = delivery(for: hello.peerID)
             delivery.linkUp(id, incarnation: hello.incarnation, frameLimit: hello.maximumFrameLength)
             deliveries[hello.peerID] = delivery
@@ -415,7 +444,7 @@ public actor MultipeerSession {
         } else {
             logger.notice("link failed", metadata: ["multipeer.address": "\(address)", "multipeer.error": "\(failure)"])
         }
-        if failure.code == .authenticationFailed {
+        if [.authenticationFailed, .identityMismatch, .badSignature].contains(failure.code) {
             subscriptions.emit(.authenticationFailed(address: address, failure))
         } else {
             subscriptions.emit(.connectionFailed(address: address, failure))
@@ -507,13 +536,13 @@ public actor MultipeerSession {
 
     private func makeLinkConfiguration() throws -> LinkConfiguration {
         let hello = try Hello(
-            peerID: peerID, incarnation: incarnation, displayName: configuration.peer.displayName,
+            identity: identity, incarnation: incarnation, displayName: configuration.peer.displayName,
             metadata: configuration.peer.metadata, keepalive: configuration.keepalive,
             maximumFrameLength: configuration.limits.maximumFrameLength)
         let tls = try TLSContext(configuration: TLSConfiguration(psk: configuration.psk, handshakeTimeout: configuration.limits.handshakeTimeout))
         // A write stuck on a dead path fails after the keepalive timeout too.
         var link = LinkConfiguration(
-            tls: tls, localHello: hello, maximumFrameLength: configuration.limits.maximumFrameLength,
+            tls: tls, identity: identity, localHello: hello, maximumFrameLength: configuration.limits.maximumFrameLength,
             tcpUserTimeout: configuration.keepalive.timeout)
         link.inbox = Inbox(windows: receiveWindows, subscriptions: subscriptions, metrics: metrics)
         return link

@@ -10,6 +10,8 @@ import NIOPosix
 package struct LinkConfiguration: Sendable {
     package var tls: TLSContext
     package var localHello: Hello
+    /// Signs ``localHello`` on every link: the key of its peer ID.
+    package var identity: PeerIdentity
     /// The largest frame value accepted; larger frames close the link with `frameTooLarge`.
     package var maximumFrameLength: Int
     /// Sets TCP_USER_TIMEOUT: unacknowledged data older than this fails the connection. Nil: the kernel's default.
@@ -18,8 +20,13 @@ package struct LinkConfiguration: Sendable {
     /// (tests, benchmarks), whose DATA goes to the channel's reader like every other message.
     var inbox: Inbox?
 
-    package init(tls: TLSContext, localHello: Hello, maximumFrameLength: Int = Frame.defaultMaximumLength, tcpUserTimeout: Duration? = nil) {
+    package init(
+        tls: TLSContext, identity: PeerIdentity, localHello: Hello, maximumFrameLength: Int = Frame.defaultMaximumLength,
+        tcpUserTimeout: Duration? = nil
+    ) {
+        precondition(localHello.key == identity.key, "a HELLO is signed by the identity it names")
         self.tls = tls
+        self.identity = identity
         self.localHello = localHello
         self.maximumFrameLength = maximumFrameLength
         self.tcpUserTimeout = tcpUserTimeout
@@ -29,7 +36,8 @@ package struct LinkConfiguration: Sendable {
     func configure(_ channel: any Channel, role: TLSEngine.Role) throws -> PendingLink {
         let engine = try TLSEngine(role: role, context: tls, allocator: channel.allocator)
         let link = LinkHandler(
-            localHello: localHello, handshakeTimeout: tls.configuration.handshakeTimeout, eventLoop: channel.eventLoop)
+            localHello: localHello, identity: identity, side: role == .client ? .dialler : .listener,
+            handshakeTimeout: tls.configuration.handshakeTimeout, eventLoop: channel.eventLoop)
         let quality = LinkQualityBox()
         let keepalive = KeepaliveHandler(
             local: localHello.keepalive, role: role == .client ? .leading : .following, quality: quality, tcpUserTimeout: tcpUserTimeout)

@@ -3,8 +3,10 @@ public import MultipeerCore
 
 /// An active peer, as its HELLO introduced it.
 public struct Peer: Hashable, Sendable, Identifiable, CustomStringConvertible {
-    /// The peer's identity: its session's ``MultipeerSession/peerID``.
+    /// The peer's identity: its session's ``MultipeerSession/peerID``, proven by its ``key``.
     public var id: UUID
+    /// The public key the peer proved it holds; ``PeerKey/fingerprint`` is a short form to show.
+    public var key: PeerKey
     /// Changes each time the peer's session starts.
     public var incarnation: UInt64
     /// The name it gave for people.
@@ -14,6 +16,7 @@ public struct Peer: Hashable, Sendable, Identifiable, CustomStringConvertible {
 
     init(_ hello: Hello) {
         id = hello.peerID
+        key = hello.key
         incarnation = hello.incarnation
         displayName = hello.displayName
         metadata = hello.metadata

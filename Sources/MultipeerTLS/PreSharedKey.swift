@@ -43,15 +43,11 @@ public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomD
 
     /// Loads a key file in GnuTLS psktool's format: one line `IDENTITY:HEXKEY`.
     ///
-    /// Errors name the file and the problem, never the key.
+    /// The file must be a regular file (not a symbolic link) owned by this process's user and
+    /// readable by it alone (mode 0600). Errors name the file and the problem (and how to fix
+    /// it), never the key.
     public init(contentsOfFile path: String) throws {
-        let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
-        } catch {
-            throw MultipeerError(.invalidKey, "cannot read the key file \(path)", underlying: "\(error.localizedDescription)")
-        }
-        var bytes = [UInt8](data)
+        var bytes = try ProtectedFile.read(path, protection: .secret, what: "the key file", code: .invalidKey)
         defer { multipeer_secure_zero(&bytes, bytes.count) }
         while let last = bytes.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { bytes.removeLast() }
         guard let colon = bytes.lastIndex(of: UInt8(ascii: ":")), !bytes.contains(UInt8(ascii: "\n")) else {
@@ -88,7 +84,7 @@ public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomD
     }
 
     /// Writes the key to a new file in psktool's format (`IDENTITY:HEXKEY`), readable and
-    /// writable by the owner only (mode 0600). An existing file is never overwritten.
+    /// writable by the owner only (mode 0600), atomically. An existing file is never overwritten.
     public func write(toFile path: String) throws {
         // Sized once, so no reallocation leaves a copy of the key behind.
         var line = [UInt8]()
@@ -103,14 +99,10 @@ public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomD
             }
         }
         line.append(UInt8(ascii: "\n"))
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw MultipeerError(.invalidKey, "cannot create the key file \(path)", underlying: String(cString: strerror(errno)))
-        }
-        defer { close(descriptor) }
-        let written = line.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-        guard written == line.count else {
-            throw MultipeerError(.invalidKey, "cannot write the key file \(path)", underlying: String(cString: strerror(errno)))
+        do {
+            try ProtectedFile.create(path, contents: line, what: "the key file", code: .invalidKey)
+        } catch is ProtectedFile.FileExists {
+            throw MultipeerError(.invalidKey, "the key file \(path) exists already; it is never overwritten")
         }
     }
 

@@ -182,6 +182,18 @@ package final class TLSEngine {
         }
     }
 
+    /// Keying material exported from this connection (RFC 8446 7.5, RFC 5705) under `label`,
+    /// with an empty context: the same on both ends of this connection, different on any other.
+    package func exportKeyingMaterial(label: String, length: Int) throws -> [UInt8] {
+        precondition(isHandshakeComplete, "export before the handshake completed")
+        var output = [UInt8](repeating: 0, count: length)
+        let status = label.withCString { labelPointer in
+            output.withUnsafeMutableBytes { gnutls_prf_rfc5705(session, strlen(labelPointer), labelPointer, 0, nil, length, $0.baseAddress) }
+        }
+        guard status == 0 else { throw MultipeerError(gnutls: status, .tlsFailure, "cannot export keying material from the TLS connection") }
+        return output
+    }
+
     /// Queues a TLS close_notify for the peer.
     package func shutdown() {
         guard isHandshakeComplete, failure == nil else { return }

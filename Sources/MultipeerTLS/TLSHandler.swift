@@ -5,6 +5,9 @@ package import NIOCore
 package struct TLSHandshakeCompleted: Sendable {
     /// What was negotiated, e.g. `TLS1.3 ECDHE-PSK X25519 AES-128-GCM`.
     package var negotiated: String
+    /// This connection's exporter value for HELLO (``Hello/exporterLabel``): what a HELLO's
+    /// signature binds it to.
+    package var helloExporter: [UInt8]
 }
 
 /// Runs a ``TLSEngine`` over a channel: ciphertext below, plaintext above.
@@ -131,8 +134,15 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .incomplete:
             break
         case .complete:
+            let exporter: [UInt8]
+            do {
+                exporter = try engine.exportKeyingMaterial(label: Hello.exporterLabel, length: Hello.exporterLength)
+            } catch {
+                fail(context: context, error)
+                return
+            }
             state = .active
-            context.fireUserInboundEventTriggered(TLSHandshakeCompleted(negotiated: engine.negotiatedDescription))
+            context.fireUserInboundEventTriggered(TLSHandshakeCompleted(negotiated: engine.negotiatedDescription, helloExporter: exporter))
             if flushPending { encryptPending(context: context) }
             readRecords(context: context)
         case .failed(let error):

@@ -24,8 +24,9 @@ import Testing
         #expect(outbox.acknowledge(through: 1) == 0, "a stale ACK changes nothing")
         outbox.linkLost()
         #expect(outbox.sendable().map(\.sequence) == [3, 4, 5])
-        #expect(outbox.acknowledge(through: 99) == 3, "an ACK past the end is capped")
-        #expect(outbox.acknowledged == 5)
+        #expect(outbox.acknowledge(through: 99) == 0, "an ACK of more than was ever written is ignored")
+        #expect(outbox.acknowledged == 2)
+        #expect(outbox.acknowledge(through: 5) == 3)
         #expect(outbox.count == 0 && outbox.bytes == 0)
     }
 
@@ -44,6 +45,21 @@ import Testing
         #expect(outbox.count == 3, "the same incarnation changes nothing")
     }
 
+    /// A receiver cannot acknowledge what was never written to it: such an ACK (from a broken or
+    /// hostile peer) must not free messages or report them delivered.
+    @Test func anAcknowledgementBeyondWhatWasWrittenIsIgnored() throws {
+        var outbox = OutboxStateMachine()
+        for _ in 0..<3 { _ = try outbox.enqueue(typeName: "T", payload: Self.payload(1)) }
+        #expect(outbox.acknowledge(through: 1) == 0, "nothing was written yet")
+        #expect(outbox.acknowledge(through: .max) == 0)
+        #expect(outbox.acknowledgedTicket == 0)
+        _ = outbox.sendable()
+        _ = try outbox.enqueue(typeName: "T", payload: Self.payload(1))
+        #expect(outbox.acknowledge(through: 4) == 0, "message 4 is queued, not written")
+        #expect(outbox.acknowledge(through: 3) == 3)
+        #expect(outbox.acknowledgedTicket == 3)
+    }
+
     @Test func boundsHoldInCountAndBytes() throws {
         var outbox = OutboxStateMachine(limits: .init(maximumCount: 3, maximumBytes: 100))
         #expect(outbox.hasRoom(for: 500), "an empty outbox takes one oversize message")
@@ -53,6 +69,7 @@ import Testing
         _ = try outbox.enqueue(typeName: "T", payload: Self.payload(20))
         _ = try outbox.enqueue(typeName: "T", payload: Self.payload(10))
         #expect(!outbox.hasRoom(for: 1), "three messages is the count bound")
+        _ = outbox.sendable()
         outbox.acknowledge(through: 1)
         #expect(outbox.hasRoom(for: 70))
     }

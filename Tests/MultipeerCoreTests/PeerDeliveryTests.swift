@@ -78,6 +78,8 @@ import Testing
         let first = delivery.waitForAcknowledgement(of: 1)
         let second = delivery.waitForAcknowledgement(of: 2)
         #expect(first != nil && second != nil && first != second)
+        #expect(delivery.nextBatch(for: LinkID(1))?.count == 2, "written")
+        #expect(delivery.acknowledged(through: .max, on: LinkID(1)) == [.wakeSenders], "more than was written: ignored")
         #expect(delivery.acknowledged(through: 1, on: LinkID(1)) == [.wakeSenders, .acknowledged([first!])])
         #expect(delivery.acknowledged(through: 2, on: LinkID(1)) == [.wakeSenders, .acknowledged([second!])])
         #expect(delivery.waitForAcknowledgement(of: 2) == nil, "acknowledged already")

@@ -7,11 +7,14 @@ import Testing
     static let high = UUID(uuidString: "F0000000-0000-0000-0000-000000000000")!
     static let low = UUID(uuidString: "10000000-0000-0000-0000-000000000000")!
 
+    /// The table trusts the link layer to have checked keys against IDs: any key does here.
+    static let anyKey = try! PeerKey(rawRepresentation: [UInt8](repeating: 7, count: PeerKey.length))
+
     /// Backoff without jitter, so delays are exact.
     static let steady = Backoff.Parameters(jitter: 0)
 
     static func hello(_ peerID: UUID, incarnation: UInt64 = 1) -> Hello {
-        try! Hello(peerID: peerID, incarnation: incarnation, displayName: "\(peerID.uuidString.prefix(2))")
+        try! Hello(peerID: peerID, key: anyKey, incarnation: incarnation, displayName: "\(peerID.uuidString.prefix(2))")
     }
 
     static func target(_ peerID: UUID?, port: Int = 7000) -> DialTarget {
@@ -225,7 +228,7 @@ final class InMemoryNetwork {
         }
     }
 
-    func hello(_ id: UUID) -> Hello { try! Hello(peerID: id, incarnation: 1, displayName: "") }
+    func hello(_ id: UUID) -> Hello { try! Hello(peerID: id, key: PeerTableStateMachineTests.anyKey, incarnation: 1, displayName: "peer") }
 
     /// Pairs of peers that see each other as active, each pair sorted.
     func activePairs() -> Set<[UUID]> {

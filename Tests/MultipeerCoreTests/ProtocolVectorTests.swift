@@ -6,15 +6,30 @@ import Testing
 
 /// Checks the encoder and decoder against the hex vectors written in docs/PROTOCOL.md.
 @Suite struct ProtocolVectorTests {
-    static let peerID = UUID(uuidString: "6F9619FF-8B86-D011-B42D-00C04FC964FF")!
+    /// The key pair of RFC 8032's first Ed25519 test vector.
+    static let signer = TestSigner(rawPrivateKey: try! bytes("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60"))
+    /// The exporter value the vectors take: bytes 0 to 31 (a real one comes from the TLS connection).
+    static let exporter = [UInt8](0..<32)
+
+    static func bytes(_ hex: String) throws -> [UInt8] {
+        try stride(from: 0, to: hex.count, by: 2).map { offset in
+            let start = hex.index(hex.startIndex, offsetBy: offset)
+            return try #require(UInt8(hex[start..<hex.index(start, offsetBy: 2)], radix: 16))
+        }
+    }
+
+    static func vectorHello() throws -> Hello {
+        try Hello(
+            peerID: signer.key.peerID, key: signer.key, incarnation: 7, displayName: "Captain", metadata: ["seat": "L"],
+            keepalive: KeepaliveParameters(interval: .milliseconds(500), timeout: .milliseconds(1500))
+        ).signed(exporter: exporter, side: .dialler, sign: signer.sign)
+    }
 
     static func expectedMessages() throws -> [String: LinkMessage] {
         var payload = ByteBuffer()
         payload.writeString(#"{"id":1}"#)
         return [
-            "hello": .hello(try Hello(
-                peerID: peerID, incarnation: 7, displayName: "Captain", metadata: ["seat": "L"],
-                keepalive: KeepaliveParameters(interval: .milliseconds(500), timeout: .milliseconds(1500)))),
+            "hello": .hello(try vectorHello()),
             "ping": .ping(Probe(nonce: 1, timestamp: 1_000_000_000)),
             "pong": .pong(Probe(nonce: 1, timestamp: 1_000_000_000)),
             "data": .data(try DataMessage(sequence: 42, typeName: "NavlogEntry", payload: payload)),
@@ -49,16 +64,33 @@ import Testing
         }
     }
 
-    @Test func aHelloWithoutTheMaximumFrameMeansTheDefault() throws {
-        var buffer = ByteBuffer(bytes: try #require(try ProtocolVectors.load()["hello-without-maximum-frame"]))
+    @Test func thePeerKeyDerivesItsIDAndFingerprint() throws {
+        let vectors = try ProtocolVectors.load()
+        let key = try PeerKey(rawRepresentation: try #require(vectors["peer-key"]))
+        #expect(key == Self.signer.key)
+        #expect(key.peerID == UUID(uuidString: "21fe31df-a154-8261-a26b-f854046fd227"))
+        #expect(key.fingerprint == "21fe-31df-a154-a261")
+    }
+
+    @Test func theHelloSignsTheMessageTheSpecSpellsOut() throws {
+        let vectors = try ProtocolVectors.load()
+        var frame = ByteBuffer(bytes: try #require(vectors["hello"]))
+        var decoder = FrameDecoder()
+        let value = try #require(try decoder.decode(buffer: &frame)).value
+        let unsigned = value.readableBytesView.dropLast(Hello.signatureLength)
+        #expect(Hello.signedMessage(exporter: Self.exporter, side: .dialler, unsignedValue: ByteBufferView(unsigned)) == vectors["hello-signed-message"])
+        let hello = try Hello(decoding: value)
+        try hello.verify(value: value, exporter: Self.exporter, side: .dialler, peer: "the vector")
+        #expect(throws: MultipeerError.self) { try hello.verify(value: value, exporter: Self.exporter, side: .listener, peer: "the vector") }
+    }
+
+    @Test func aVersion1HelloIsRefusedWithWhatToDo() throws {
+        var buffer = ByteBuffer(bytes: try #require(try ProtocolVectors.load()["hello-v1"]))
         var decoder = FrameDecoder()
         let frame = try #require(try decoder.decode(buffer: &buffer))
-        guard case .hello(let hello) = try LinkMessage(frame: frame) else {
-            Issue.record("a HELLO")
-            return
-        }
-        #expect(hello.maximumFrameLength == 1 << 20)
-        #expect(LinkMessage.hello(hello) == (try Self.expectedMessages())["hello"])
+        let error = try #require(throws: MultipeerError.self) { try LinkMessage(frame: frame) }
+        #expect(error.code == .protocolVersionMismatch)
+        #expect(error.message.contains("upgrade that peer to a release that speaks version 2"))
     }
 
     @Test func theUnknownTypeVectorIsTolerated() throws {

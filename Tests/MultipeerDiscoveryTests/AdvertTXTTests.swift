@@ -11,7 +11,7 @@ import Testing
     @Test func encodesLibraryKeysFirstThenSortedMetadata() throws {
         let txt = try AdvertTXT(peerID: Self.peerID, incarnation: 42, displayName: "Captain", metadata: ["seat": "L", "role": "PIC"])
         #expect(txt.entries == [
-            "v=1", "id=6f9619ff-8b86-d011-b42d-00c04fc964ff", "inc=42", "name=Captain", "role=PIC", "seat=L",
+            "v=2", "id=6f9619ff-8b86-d011-b42d-00c04fc964ff", "inc=42", "name=Captain", "role=PIC", "seat=L",
         ])
     }
 
@@ -35,7 +35,7 @@ import Testing
     }
 
     @Test func keysAreCaseInsensitiveAndTheFirstOfARepeatWins() throws {
-        let txt = try AdvertTXT(entries: Self.bytes(["V=1", "ID=\(Self.peerID)", "id=\(UUID())", "Name=Tower", "seat=L", "seat=R"]))
+        let txt = try AdvertTXT(entries: Self.bytes(["V=2", "ID=\(Self.peerID)", "id=\(UUID())", "Name=Tower", "seat=L", "seat=R"]))
         #expect(txt.peerID == Self.peerID)
         #expect(txt.displayName == "Tower")
         #expect(txt.metadata == ["seat": "L"])
@@ -43,7 +43,7 @@ import Testing
     }
 
     @Test func malformedEntriesAreSkipped() throws {
-        var entries = Self.bytes(["v=1", "id=\(Self.peerID)", "flag", "=novalue", "ok=yes"])
+        var entries = Self.bytes(["v=2", "id=\(Self.peerID)", "flag", "=novalue", "ok=yes"])
         entries.append([0x62, 0x61, 0x64, 0x3D, 0xC3, 0x28])  // "bad=" and invalid UTF-8
         entries.append([])
         let txt = try AdvertTXT(entries: entries)
@@ -53,10 +53,10 @@ import Testing
     @Test func recordsThatAreNotOursAreRejectedWithAReason() {
         let cases: [([String], AdvertTXT.Rejection)] = [
             (["id=\(Self.peerID)"], .otherProtocolVersion("(none)")),
-            (["v=2", "id=\(Self.peerID)"], .otherProtocolVersion("2")),
-            (["v=1"], .missingPeerID),
-            (["v=1", "id=captain"], .invalidPeerID("captain")),
-            (["v=1", "id=\(Self.peerID)", "inc=-1"], .invalidIncarnation("-1")),
+            (["v=1", "id=\(Self.peerID)"], .otherProtocolVersion("1")),
+            (["v=2"], .missingPeerID),
+            (["v=2", "id=captain"], .invalidPeerID("captain")),
+            (["v=2", "id=\(Self.peerID)", "inc=-1"], .invalidIncarnation("-1")),
         ]
         for (entries, rejection) in cases {
             #expect(throws: rejection) { try AdvertTXT(entries: Self.bytes(entries)) }

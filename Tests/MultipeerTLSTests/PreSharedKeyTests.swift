@@ -62,6 +62,7 @@ import Testing
             let path = Self.temporaryPath("bad")
             defer { try? FileManager.default.removeItem(atPath: path) }
             try contents.write(toFile: path, atomically: true, encoding: .utf8)
+            chmod(path, 0o600)
             let error = try #require(throws: MultipeerError.self) { try PreSharedKey(contentsOfFile: path) }
             #expect(error.code == .invalidKey)
             #expect(error.message.contains(expected), "\(error.message)")

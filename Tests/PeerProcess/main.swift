@@ -1,6 +1,6 @@
 // A MultipeerSession in a process of its own, for tests that freeze, kill and restart a peer:
 //
-//   multipeer-test-peer --psk-file FILE --peer-id UUID --name NAME [--port N] [--static HOST:PORT ...]
+//   multipeer-test-peer --psk-file FILE --identity-file FILE --name NAME [--port N] [--static HOST:PORT ...]
 //
 // Static peers only (no DNS-SD); keepalive 500 ms / 1.5 s stretched by MULTIPEER_TEST_TIME_SCALE
 // (TestTime). Prints one line per session event; runs until killed.
@@ -15,8 +15,8 @@ var arguments = CommandLine.arguments.dropFirst().makeIterator()
 while let key = arguments.next(), let value = arguments.next() {
     options[key, default: []].append(value)
 }
-guard let keyFile = options["--psk-file"]?.first, let id = options["--peer-id"]?.first.flatMap(UUID.init(uuidString:)) else {
-    FileHandle.standardError.write(Data("usage: multipeer-test-peer --psk-file FILE --peer-id UUID --name NAME [--port N] [--static HOST:PORT ...]\n".utf8))
+guard let keyFile = options["--psk-file"]?.first, let identityFile = options["--identity-file"]?.first else {
+    FileHandle.standardError.write(Data("usage: multipeer-test-peer --psk-file FILE --identity-file FILE --name NAME [--port N] [--static HOST:PORT ...]\n".utf8))
     exit(2)
 }
 let session = MultipeerSession(
@@ -25,7 +25,7 @@ let session = MultipeerSession(
         psk: try PreSharedKey(contentsOfFile: keyFile), port: Int(options["--port"]?.first ?? "0") ?? 0,
         discovery: .staticPeers(options["--static"] ?? []),
         keepalive: KeepaliveParameters(interval: TestTime.scaled(.milliseconds(500)), timeout: TestTime.scaled(.milliseconds(1500)))),
-    peerID: id)
+    identity: try PeerIdentity(loadingOrCreatingFile: identityFile))
 
 let events = session.events
 try await withThrowingDiscardingTaskGroup { group in

@@ -1,0 +1,111 @@
+import Foundation
+@testable import MultipeerSession
+import MultipeerCore
+import MultipeerTestSupport
+import MultipeerTLS
+import NIOCore
+import Testing
+
+/// Who is who: a holder of the group key cannot pass for another member, nor relay a member's
+/// HELLO from another connection, and a member's link and reliable delivery are unhurt by the
+/// attempts (docs/PROTOCOL.md, section 3).
+@Suite struct IdentityTests {
+    /// The authentication failures a session reported for links that never became a peer.
+    static func refusals(_ events: [SessionEvent]) -> [MultipeerError] {
+        events.compactMap { if case .authenticationFailed(_, let error) = $0 { error } else { nil } }
+    }
+
+    @Test(.scaledTimeLimit(minutes: 2))
+    func anImpostorWithTheGroupKeyCannotPassForAMemberNorDisturbIt() async throws {
+        let server = MultipeerSession(configuration: .test("alpha", discovery: .staticPeers([])))
+        let serverEvents = EventLog(server.events)
+        let inbox = server.messages(of: DeliveryTests.Numbered.self)
+        try await whileRunning([server]) {
+            let port = try await serverEvents.listeningPort()
+            let member = MultipeerSession(configuration: .test("bravo", discovery: .staticPeers(["127.0.0.1:\(port)"])))
+            let memberEvents = EventLog(member.events)
+            try await whileRunning([member]) {
+                try await serverEvents.waitUntilActive([member.peerID])
+                try await memberEvents.waitUntilActive([server.peerID])
+                for number in 0..<10 { try await member.send(DeliveryTests.Numbered(number: number), to: server.peerID) }
+
+                // The impostor claims bravo's ID with its own key (every incarnation that once
+                // let it take bravo's place), then with bravo's public key, which it cannot sign for.
+                let impostor = PeerIdentity()
+                let attempts: [(key: PeerIdentity?, incarnation: UInt64, expected: MultipeerError.Code)] = [
+                    (impostor, .max, .identityMismatch),
+                    (impostor, member.incarnation, .identityMismatch),
+                    (impostor, 1, .identityMismatch),
+                    (nil, .max, .badSignature),
+                ]
+                for (index, attempt) in attempts.enumerated() {
+                    let raw = try await RawPeer(port: port)
+                    let hello: ByteBuffer
+                    if attempt.key != nil {
+                        hello = try await raw.hello(claiming: member.peerID, signedBy: impostor, incarnation: attempt.incarnation, name: "bravo")
+                    } else {
+                        hello = try await Self.hello(claiming: member.identity.key, signedBy: impostor, on: raw, incarnation: attempt.incarnation)
+                    }
+                    try await raw.send(hello)
+                    try? await raw.send(.ack(.max))  // would have "acknowledged" everything bravo was ever sent
+                    let events = try await serverEvents.wait { Self.refusals($0).count == index + 1 }
+                    let refusal = try #require(Self.refusals(events).last)
+                    #expect(refusal.code == attempt.expected, "\(refusal)")
+                    #expect(refusal.message.contains("127.0.0.1"), "names the address: \(refusal.message)")
+                    #expect(refusal.message.contains("\(member.peerID)"))
+                    await raw.close()
+                }
+
+                // Bravo never left, and what it sends before and after arrives once, in order.
+                for number in 10..<20 { try await member.send(DeliveryTests.Numbered(number: number), to: server.peerID) }
+                try await member.send(DeliveryTests.Numbered(number: 20), to: server.peerID, awaitAcknowledgement: true)
+                let received = try await collect(inbox) { $0.count >= 21 }
+                #expect(received.map(\.message.number) == Array(0...20))
+                #expect(received.allSatisfy { $0.peer.id == member.peerID && $0.peer.key == member.identity.key })
+                #expect(!serverEvents.history.contains { if case .peerLeft = $0 { true } else { false } }, "bravo's link stayed up")
+                #expect(await server.linkCount == 1)
+            }
+        }
+    }
+
+    /// A HELLO signs this connection's exporter value: copied from a member's connection to
+    /// another one (by someone with the group key), it does not verify.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aHelloRelayedFromAnotherConnectionIsRefused() async throws {
+        let alpha = MultipeerSession(configuration: .test("alpha", discovery: .staticPeers([])))
+        let charlie = MultipeerSession(configuration: .test("charlie", discovery: .staticPeers([])))
+        let alphaEvents = EventLog(alpha.events)
+        let charlieEvents = EventLog(charlie.events)
+        try await whileRunning([alpha, charlie]) {
+            let alphaPort = try await alphaEvents.listeningPort()
+            let charliePort = try await charlieEvents.listeningPort()
+            // Alpha's HELLO, as alpha sends it to whoever connects.
+            let toAlpha = try await RawPeer(port: alphaPort)
+            var frames = toAlpha.frames.makeAsyncIterator()
+            let alphaHello = try #require(await frames.next())
+            #expect(alphaHello.type == .hello)
+            // Relayed to charlie as if alpha had dialled it.
+            let toCharlie = try await RawPeer(port: charliePort)
+            var relayed = ByteBuffer()
+            alphaHello.write(to: &relayed)
+            try await toCharlie.send(relayed)
+            let events = try await charlieEvents.wait { !Self.refusals($0).isEmpty }
+            let refusal = try #require(Self.refusals(events).first)
+            #expect(refusal.code == .badSignature, "\(refusal)")
+            #expect(refusal.message.contains("\(alpha.peerID)"))
+            #expect(activeIDs(events).isEmpty, "charlie never believed alpha was there")
+            await toAlpha.close()
+            await toCharlie.close()
+        }
+    }
+
+    /// A HELLO presenting `key` (someone else's) and `peerID` derived from it, signed with
+    /// `signer`'s key, which is not the key it presents.
+    static func hello(claiming key: PeerKey, signedBy signer: PeerIdentity, on raw: RawPeer, incarnation: UInt64) async throws -> ByteBuffer {
+        let hello = try Hello(peerID: key.peerID, key: key, incarnation: incarnation, displayName: "bravo")
+            .signed(exporter: try await raw.exporter, side: .dialler, sign: signer.sign)
+        var frame = ByteBuffer()
+        LinkMessage.hello(hello).writeFrame(to: &frame)
+        return frame
+    }
+}

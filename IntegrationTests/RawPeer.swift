@@ -1,0 +1,96 @@
+import Foundation
+@testable import MultipeerSession
+import MultipeerCore
+import MultipeerTLS
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// A client with the group key that speaks the wire protocol by hand: it completes TLS, learns
+/// the connection's exporter value, and sends whatever HELLO a test makes (any ID, any key, any
+/// signature), as an impostor or a relay would. What the other side sends comes back as frames.
+final class RawPeer: Sendable {
+    let channel: any Channel
+    private let exporterFuture: EventLoopFuture<[UInt8]>
+    let frames: AsyncStream<Frame>
+
+    /// Connects to `host:port` and completes TLS.
+    init(host: String = "127.0.0.1", port: Int, psk: PreSharedKey = LinkFixtures.psk) async throws {
+        let tls = try TLSContext(configuration: TLSConfiguration(psk: psk))
+        let (frames, continuation) = AsyncStream<Frame>.makeStream()
+        self.frames = frames
+        let promise = MultiThreadedEventLoopGroup.singleton.any().makePromise(of: [UInt8].self)
+        exporterFuture = promise.futureResult
+        channel = try await ClientBootstrap(group: promise.futureResult.eventLoop)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let handlers = channel.pipeline.syncOperations
+                    try handlers.addHandler(TLSHandler(engine: TLSEngine(role: .client, context: tls, allocator: channel.allocator)))
+                    try handlers.addHandler(ByteToMessageHandler(FrameDecoder(maximumLength: 1 << 24)))
+                    try handlers.addHandler(Recorder(exporter: promise, frames: continuation))
+                }
+            }
+            .connect(host: host, port: port).get()
+    }
+
+    /// This TLS connection's exporter value for HELLO, once TLS is up.
+    var exporter: [UInt8] {
+        get async throws { try await exporterFuture.get() }
+    }
+
+    /// A HELLO frame claiming `peerID`, presenting `identity`'s key and signed with it for this
+    /// connection, as the dialler.
+    func hello(claiming peerID: UUID, signedBy identity: PeerIdentity, incarnation: UInt64, name: String = "raw",
+               keepalive: KeepaliveParameters = KeepaliveParameters()) async throws -> ByteBuffer {
+        let hello = try Hello(peerID: peerID, key: identity.key, incarnation: incarnation, displayName: name, keepalive: keepalive)
+            .signed(exporter: try await exporter, side: .dialler, sign: identity.sign)
+        var frame = ByteBuffer()
+        LinkMessage.hello(hello).writeFrame(to: &frame)
+        return frame
+    }
+
+    /// Writes bytes inside TLS.
+    func send(_ bytes: ByteBuffer) async throws {
+        try await channel.writeAndFlush(bytes)
+    }
+
+    /// Writes messages inside TLS.
+    func send(_ messages: LinkMessage...) async throws {
+        var bytes = ByteBuffer()
+        for message in messages { message.writeFrame(to: &bytes) }
+        try await send(bytes)
+    }
+
+    func close() async {
+        try? await channel.close()
+    }
+
+    private final class Recorder: ChannelInboundHandler {
+        typealias InboundIn = Frame
+        let exporter: EventLoopPromise<[UInt8]>
+        let frames: AsyncStream<Frame>.Continuation
+
+        init(exporter: EventLoopPromise<[UInt8]>, frames: AsyncStream<Frame>.Continuation) {
+            self.exporter = exporter
+            self.frames = frames
+        }
+
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            if let completed = event as? TLSHandshakeCompleted { exporter.succeed(completed.helloExporter) }
+            context.fireUserInboundEventTriggered(event)
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            frames.yield(unwrapInboundIn(data))
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            context.close(promise: nil)
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            exporter.fail(ChannelError.ioOnClosedChannel)
+            frames.finish()
+        }
+    }
+}
