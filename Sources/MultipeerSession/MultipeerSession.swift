@@ -85,7 +85,7 @@ public actor MultipeerSession {
     /// - Parameters:
     ///   - configuration: The service type, this peer's name, the group key and the limits.
     ///   - identity: This device's key pair; ``peerID`` is derived from it. Load it from a file
-    ///     (``PeerIdentity/init(loadingOrCreatingFile:)``) so the peer keeps its ID across
+    ///     (`PeerIdentity(loadingOrCreatingFile:)`) so the peer keeps its ID across
     ///     restarts; a new one is made by default.
     public init(configuration: Configuration, identity: PeerIdentity = PeerIdentity()) {
         self.configuration = configuration

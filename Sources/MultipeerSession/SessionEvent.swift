@@ -5,7 +5,7 @@ public import MultipeerCore
 public struct Peer: Hashable, Sendable, Identifiable, CustomStringConvertible {
     /// The peer's identity: its session's ``MultipeerSession/peerID``, proven by its ``key``.
     public var id: UUID
-    /// The public key the peer proved it holds; ``PeerKey/fingerprint`` is a short form to show.
+    /// The public key the peer proved it holds; its `fingerprint` is a short form to show.
     public var key: PeerKey
     /// Changes each time the peer's session starts.
     public var incarnation: UInt64

@@ -95,9 +95,10 @@ import Testing
     /// The message is taken out of the outbox and reported, and what was queued after it
     /// arrives (it used to be sent, refused and resent after every redial: the outbox stuck).
     @Test func aQueuedMessageThePeerNoLongerTakesIsDroppedAndReportedAndTheRestArrives() async throws {
-        let peerID = UUID()
+        let identity = PeerIdentity()
+        let peerID = identity.peerID
         var roomy = configuration("roomy", limits: MultipeerSession.Limits(maximumFrameLength: 4 << 20))
-        let first = MultipeerSession(configuration: roomy, peerID: peerID)
+        let first = MultipeerSession(configuration: roomy, identity: identity)
         let firstRun = Task { try await first.run() }
         let port = try await listeningPort(of: first)
         let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port))
@@ -115,7 +116,7 @@ import Testing
 
             roomy.port = port
             roomy.limits.maximumFrameLength = 1 << 20  // back, with the default
-            let second = MultipeerSession(configuration: roomy, peerID: peerID)
+            let second = MultipeerSession(configuration: roomy, identity: identity)
             let notes = second.messages(of: ProgramA.Note.self)
             try await whileRunning([second]) {
                 let note = try await within(30, "the small message") { await notes.first { _ in true }?.message }
