@@ -19,6 +19,8 @@ public enum NavlogEvent: Sendable {
 public struct PeerRef: Hashable, Sendable {
     public var id: UUID
     public var name: String
+    /// The short fingerprint of the key the peer proved (`PeerKey.fingerprint`).
+    public var fingerprint: String
 }
 
 /// A row of the peer table.

@@ -136,7 +136,7 @@ public actor NavlogNode: Service {
         case .listening(let port):
             subscriptions.continuation.yield(.listening(port: port))
         case .peerJoined(let peer):
-            let ref = PeerRef(id: peer.id, name: peer.displayName)
+            let ref = PeerRef(id: peer.id, name: peer.displayName, fingerprint: peer.key.fingerprint)
             known[peer.id] = (ref, true, Date())
             progress[peer.id] = SyncProgress()
             subscriptions.continuation.yield(.peerJoined(ref))
@@ -146,7 +146,7 @@ public actor NavlogNode: Service {
                 report(error, "sending the digest to \(peer.displayName) failed")
             }
         case .peerLeft(let peer, let reason):
-            let ref = PeerRef(id: peer.id, name: peer.displayName)
+            let ref = PeerRef(id: peer.id, name: peer.displayName, fingerprint: peer.key.fingerprint)
             known[peer.id] = (ref, false, Date())
             subscriptions.continuation.yield(.peerLeft(ref, reason))
         case .connectionFailed(let address, let error), .authenticationFailed(let address, let error):
@@ -168,7 +168,7 @@ public actor NavlogNode: Service {
     }
 
     private func handle(_ message: NavlogMessage, from peer: Peer) async {
-        let ref = PeerRef(id: peer.id, name: peer.displayName)
+        let ref = PeerRef(id: peer.id, name: peer.displayName, fingerprint: peer.key.fingerprint)
         do {
             switch message {
             case .digest(let digest):
@@ -188,7 +188,7 @@ public actor NavlogNode: Service {
 
     /// Sends a peer what its digest lacks, in batches, the last one marked final.
     private func answer(_ digest: NavlogDigest, from peer: Peer) async {
-        let ref = PeerRef(id: peer.id, name: peer.displayName)
+        let ref = PeerRef(id: peer.id, name: peer.displayName, fingerprint: peer.key.fingerprint)
         do {
             let missing = try store.log().newer(than: digest)
             var start = 0

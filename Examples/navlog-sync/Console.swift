@@ -134,7 +134,7 @@ actor Console {
     }
 
     private static func peerFields(_ peer: PeerRef) -> [(String, JSON)] {
-        [("peer", .string(peer.name)), ("peer_id", .string(Render.id(peer.id)))]
+        [("peer", .string(peer.name)), ("peer_id", .string(Render.id(peer.id))), ("peer_key", .string(peer.fingerprint))]
     }
 
     /// A stable word per reason, for scripts: keepalive_timeout, goodbye, link_closed, restarted, local.

@@ -11,10 +11,10 @@ struct NavlogSyncCommand: AsyncParsableCommand {
         commandName: "navlog-sync",
         abstract: "A navigation log shared between crew stations, kept in sync over MultipeerSession.",
         discussion: """
-            Exit status: 0 done; 64 bad arguments; 65 database corrupt; 66 key file missing, unreadable or \
-            invalid; 69 avahi-daemon not running; 71 port in use; 75 database in use by another run; 1 anything else.
+            Exit status: 0 done; 64 bad arguments; 65 database corrupt; 66 key, identity or roster file missing, \
+            unreadable or invalid; 69 avahi-daemon not running; 71 port in use; 75 database in use by another run; 1 anything else.
             """,
-        subcommands: [Keygen.self, Run.self, List.self])
+        subcommands: [Keygen.self, Whoami.self, Run.self, List.self])
 
     static func main() async {
         // Logs go to standard error, so standard output carries only the view or the JSON events.
@@ -59,6 +59,7 @@ struct Failure: Error, CustomStringConvertible {
         switch error.code {
         case .databaseCorrupt: self.init(error.message, status: Self.databaseCorrupt)
         case .databaseLocked: self.init(error.message, status: Self.databaseLocked)
+        case .identityFile: self.init(error.message, status: Self.keyFile)
         default: self.init(error.message)
         }
     }
@@ -87,6 +88,31 @@ struct Keygen: ParsableCommand {
             Failure("\(error)", status: Failure.keyFile).exit()
         }
         print("wrote a new group key to \(out); copy it to every host of the group over a trusted channel")
+    }
+}
+
+struct Whoami: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print this host's peer ID and public key (for the other hosts' rosters), making its identity if it has none.")
+
+    @Option(help: "The SQLite database of the host; its identity file is beside it.")
+    var data: String
+
+    @Option(help: "The host's identity file, if not the --data path with .identity appended.")
+    var identity: String?
+
+    func run() throws {
+        let file = identity ?? data + ".identity"
+        do {
+            let identity = try PeerIdentity(loadingOrCreatingFile: file)
+            print("""
+                peer ID      \(identity.peerID.uuidString.lowercased())
+                key          \(identity.key)
+                fingerprint  \(identity.key.fingerprint)
+                """)
+        } catch {
+            Failure("\(error)", status: Failure.keyFile).exit()
+        }
     }
 }
 

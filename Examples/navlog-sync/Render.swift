@@ -82,7 +82,7 @@ enum Render {
 
     static func peer(_ status: PeerStatus) -> JSON {
         .object([
-            ("peer", .string(status.peer.name)), ("peer_id", .string(id(status.peer.id))),
+            ("peer", .string(status.peer.name)), ("peer_id", .string(id(status.peer.id))), ("peer_key", .string(status.peer.fingerprint)),
             ("state", .string(status.active ? "active" : "away")),
             ("rtt_ms", .optional(status.rtt.map { $0.seconds * 1000 })), ("jitter_ms", .optional(status.jitter.map { $0.seconds * 1000 })),
             ("loss", .optional(status.loss)), ("last_seen", .string(timestamp(status.lastSeen))),
@@ -111,14 +111,14 @@ enum Render {
     static func peerTable(_ peers: [PeerStatus], now: Date = Date()) -> String {
         let rows = peers.map { status in
             [
-                status.peer.name, status.active ? "active" : "away",
+                status.peer.name, status.peer.fingerprint, status.active ? "active" : "away",
                 status.rtt.map { String(format: "%.2f ms", $0.seconds * 1000) } ?? "-",
                 status.jitter.map { String(format: "%.2f ms", $0.seconds * 1000) } ?? "-",
                 status.loss.map { String(format: "%.1f %%", $0 * 100) } ?? "-",
                 status.active ? "now" : "\(Int(now.timeIntervalSince(status.lastSeen).rounded())) s ago",
             ]
         }
-        return table(["PEER", "STATE", "RTT", "JITTER", "LOSS", "LAST SEEN"], rows, empty: "(no peers yet)")
+        return table(["PEER", "KEY", "STATE", "RTT", "JITTER", "LOSS", "LAST SEEN"], rows, empty: "(no peers yet)")
     }
 
     /// `text` with each control character shown as U+FFFD: what a peer calls itself must not

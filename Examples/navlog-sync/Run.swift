@@ -30,6 +30,9 @@ struct Run: AsyncParsableCommand {
     @Option(help: "This host's identity (its key pair; its peer ID derives from it), made on first run. Default: the --data path with .identity appended.")
     var identity: String?
 
+    @Option(help: "A roster: the peers admitted, one public key (64 hex digits) or peer ID per line, # comments. Without one, any holder of the group key is admitted. `navlog-sync whoami` prints this host's key.")
+    var roster: String?
+
     @Option(help: "The DNS-SD service type of the group.")
     var service = "_navlog._tcp"
 
@@ -60,12 +63,18 @@ struct Run: AsyncParsableCommand {
 
     func run() async throws {
         let key = loadKey()
+        let members: Roster?
+        do {
+            members = try roster.map { try Roster(contentsOfFile: $0) }
+        } catch {
+            Failure("\(error)", status: Failure.keyFile).exit()
+        }
         let store: NavlogStore
         let node: NavlogNode
         do {
             store = try NavlogStore(path: data, identityFile: identity)
             node = try NavlogNode(store: store, configuration: MultipeerSession.Configuration(
-                serviceType: service, peer: PeerInfo(displayName: name), psk: key, port: port,
+                serviceType: service, peer: PeerInfo(displayName: name), psk: key, roster: members, port: port,
                 discovery: offline || !peers.isEmpty ? .staticPeers(peers) : .avahi(),
                 keepalive: KeepaliveParameters(interval: .seconds(keepaliveTimeout / 3), timeout: .seconds(keepaliveTimeout)),
                 logger: Logger(label: "navlog-sync")))

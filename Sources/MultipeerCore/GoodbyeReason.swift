@@ -15,6 +15,8 @@ public struct GoodbyeReason: RawRepresentable, Hashable, Sendable, CustomStringC
     public static let protocolError = GoodbyeReason(rawValue: 3)
     /// The application went to the background.
     public static let suspended = GoodbyeReason(rawValue: 4)
+    /// The peer is not (or no longer) in this side's roster of members.
+    public static let notInRoster = GoodbyeReason(rawValue: 5)
 
     /// The reason's name, or its number for one this version does not name.
     public var description: String {
@@ -24,6 +26,7 @@ public struct GoodbyeReason: RawRepresentable, Hashable, Sendable, CustomStringC
         case .duplicateLink: "duplicateLink"
         case .protocolError: "protocolError"
         case .suspended: "suspended"
+        case .notInRoster: "notInRoster"
         default: "reason \(rawValue)"
         }
     }

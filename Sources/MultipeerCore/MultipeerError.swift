@@ -24,6 +24,8 @@ public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible
         /// A signature does not verify: a HELLO forged or relayed from another connection, or
         /// signed data altered or written in another's name.
         public static let badSignature = Code("badSignature")
+        /// The peer proved its key, but the session's roster does not list it: the link is refused.
+        public static let notInRoster = Code("notInRoster")
         /// The link reached this very peer (same peer UUID).
         public static let selfConnection = Code("selfConnection")
         /// The first frame on a link was not a HELLO.

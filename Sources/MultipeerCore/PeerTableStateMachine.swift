@@ -168,6 +168,14 @@ package struct PeerTableStateMachine: Sendable {
         return actions
     }
 
+    /// The session no longer admits `peerID` (its roster changed): its link closes with
+    /// `reason` and it leaves the active set. A later link of it is refused when it is made.
+    package mutating func refuse(_ peerID: UUID, _ reason: GoodbyeReason) -> [Action] {
+        guard let linkID = active.removeValue(forKey: peerID), let hello = links[linkID]?.hello else { return [] }
+        links[linkID]?.hello = nil  // no longer speaks for the peer: its closing is no second leaving
+        return [.close(linkID, reason), .peerLeft(hello, .local(reason))]
+    }
+
     /// A scheduled redial is due.
     package mutating func redialDue(_ key: DialTarget.Key) -> [Action] {
         redialsPending.remove(key)

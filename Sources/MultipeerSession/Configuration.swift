@@ -25,6 +25,9 @@ extension MultipeerSession {
         public var peer: PeerInfo
         /// The group key; peers with another key never become active.
         public var psk: PreSharedKey
+        /// The members admitted, by key or peer ID; nil (the default) admits any holder of the
+        /// group key. ``MultipeerSession/updateRoster(_:)`` changes it while the session runs.
+        public var roster: Roster?
         /// The TCP port to listen on; 0 (the default) lets the system choose.
         public var port: Int
         /// How peers are found: Avahi (the default) or a fixed list.
@@ -43,13 +46,14 @@ extension MultipeerSession {
 
         /// A configuration with the defaults of every section not given.
         public init(
-            serviceType: String, peer: PeerInfo, psk: PreSharedKey, port: Int = 0, discovery: Discovery = .avahi(),
+            serviceType: String, peer: PeerInfo, psk: PreSharedKey, roster: Roster? = nil, port: Int = 0, discovery: Discovery = .avahi(),
             limits: Limits = Limits(), keepalive: KeepaliveParameters = KeepaliveParameters(),
             reconnect: Reconnect = Reconnect(), statsInterval: Duration? = .seconds(5), logger: Logger = Logger(label: "multipeer")
         ) {
             self.serviceType = serviceType
             self.peer = peer
             self.psk = psk
+            self.roster = roster
             self.port = port
             self.discovery = discovery
             self.limits = limits

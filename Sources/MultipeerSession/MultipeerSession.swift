@@ -45,6 +45,8 @@ public actor MultipeerSession {
     var deliveries: [UUID: PeerDeliveryStateMachine] = [:]
     /// The senders waiting for an acknowledgement, by the ID their peer's delivery gave them.
     var acknowledgementWaits: [PeerDeliveryStateMachine.WaiterID: CheckedContinuation<Void, any Error>] = [:]
+    /// Who is admitted, beyond holding the group key (``Configuration/roster``).
+    private var roster: Roster?
     /// Connections refused at the admission limits, logged once a second with a count.
     private var refusals = ReportThrottle()
     let senders = SenderWaiters()
@@ -98,6 +100,7 @@ public actor MultipeerSession {
         self.logger = logger
         self.metrics = SessionMetrics(localName: configuration.peer.displayName)
         self.subscriptions = Subscriptions(limits: configuration.limits, metrics: metrics)
+        self.roster = configuration.roster
         (workItems, work) = AsyncStream<Work>.makeStream()
     }
 
@@ -360,6 +363,13 @@ public actor MultipeerSession {
         let hello = connection.remoteHello
         links[id] = LinkHandle(id: id, peerID: hello.peerID, channel: connection.channel.channel, writer: writer, quality: connection.quality)
         metrics.linkOpened()
+        if let roster, !roster.admits(hello.key) {
+            let address = connection.remoteAddress?.displayString ?? "unknown"
+            handshakeFailed(address, MultipeerError(
+                .notInRoster,
+                "peer \(hello.peerID) at \(address) (\(hello.displayName), key \(hello.key.fingerprint)) proved its key, but the roster does not list it: its link is refused"))
+            return .notInRoster  // never active: its own task closes it
+        }
         let actions = table.linkEstablished(id, hello: hello)
         var closing: GoodbyeReason?
         perform(actions.filter { action in
@@ -384,6 +394,18 @@ public actor MultipeerSession {
             perform(deliveries[handle.peerID]?.linkDown(id, now: .now) ?? [], for: handle.peerID)
         }
         perform(table.linkClosed(id, goodbye: goodbye, error: error))
+    }
+
+    /// Replaces the roster (``Configuration/roster``; nil admits any holder of the group key).
+    /// Links of active peers it no longer lists close at once (GOODBYE `notInRoster`), and each
+    /// leaves with ``PeerLeftReason/local(_:)``; their later links are refused.
+    public func updateRoster(_ roster: Roster?) {
+        self.roster = roster
+        guard let roster else { return }
+        for (peerID, hello) in table.activePeers.sorted(by: { $0.key.uuidString < $1.key.uuidString }) where !roster.admits(hello.key) {
+            logger.notice("peer removed by the roster", metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.peer.key": "\(hello.key.fingerprint)"])
+            perform(table.refuse(peerID, .notInRoster))
+        }
     }
 
     /// How the link to `peerID` is doing, if the peer is active.
@@ -444,7 +466,7 @@ public actor MultipeerSession {
         } else {
             logger.notice("link failed", metadata: ["multipeer.address": "\(address)", "multipeer.error": "\(failure)"])
         }
-        if [.authenticationFailed, .identityMismatch, .badSignature].contains(failure.code) {
+        if [.authenticationFailed, .identityMismatch, .badSignature, .notInRoster].contains(failure.code) {
             subscriptions.emit(.authenticationFailed(address: address, failure))
         } else {
             subscriptions.emit(.connectionFailed(address: address, failure))

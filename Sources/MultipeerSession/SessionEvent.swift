@@ -36,7 +36,9 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
     case peerLeft(Peer, PeerLeftReason)
     /// A connection to or from this address failed before its peer became active.
     case connectionFailed(address: String, MultipeerError)
-    /// A connection to or from this address failed PSK authentication (wrong key or identity).
+    /// A connection to or from this address was refused for who is at the other end: the group
+    /// key differs (`authenticationFailed`), its HELLO does not prove the peer ID it claims
+    /// (`identityMismatch`, `badSignature`), or the roster does not list it (`notInRoster`).
     case authenticationFailed(address: String, MultipeerError)
     /// A message arrived whose payload does not decode as its named type; the link stays up.
     case undecodableMessage(from: Peer, typeName: String, error: String)
