@@ -1,4 +1,5 @@
 import Foundation
+import MultipeerSession
 import MultipeerTestSupport
 import Testing
 
@@ -18,6 +19,40 @@ import Testing
         let again = try await Self.run(["keygen", "--out", workspace.keyFile])
         #expect(again.status == 66 && again.output.contains("exists already; it is never overwritten"))
         #expect(try String(contentsOfFile: workspace.keyFile, encoding: .utf8) == key)
+    }
+
+    /// A key rotation with the command line alone: a key added as the newest, the old retired.
+    @Test func keygenAddsAndRetiresKeysOfAKeyFile() async throws {
+        let workspace = try await NavlogWorkspace()
+        let added = try await Self.run(["keygen", "--add-to", workspace.keyFile, "--identity", "navlog-2"])
+        #expect(added.status == 0, "\(added.output)")
+        #expect(added.output.contains("now holds navlog, navlog-2"))
+        let lines = try String(contentsOfFile: workspace.keyFile, encoding: .utf8).split(separator: "\n")
+        #expect(lines.map { $0.split(separator: ":")[0] } == ["navlog", "navlog-2"])
+        let twice = try await Self.run(["keygen", "--add-to", workspace.keyFile, "--identity", "navlog-2"])
+        #expect(twice.status == 66 && twice.output.contains("each key needs its own"))
+        let retired = try await Self.run(["keygen", "--retire", "navlog", "--in", workspace.keyFile])
+        #expect(retired.status == 0, "\(retired.output)")
+        #expect(try String(contentsOfFile: workspace.keyFile, encoding: .utf8) == String(lines[1]) + "\n")
+        var info = stat()
+        #expect(stat(workspace.keyFile, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        let last = try await Self.run(["keygen", "--retire", "navlog-2", "--in", workspace.keyFile])
+        #expect(last.status == 66 && last.output.contains("only key"))
+    }
+
+    /// What a host's roster entry is, from the host's own identity.
+    @Test func whoamiPrintsTheHostsPeerIDAndKey() async throws {
+        let workspace = try await NavlogWorkspace()
+        let data = workspace.directory + "/a.db"
+        let first = try await Self.run(["whoami", "--data", data])
+        #expect(first.status == 0, "\(first.output)")
+        let again = try await Self.run(["whoami", "--data", data])
+        #expect(again.output == first.output, "the same identity each time")
+        let key = try #require(first.output.split(separator: "\n").first { $0.hasPrefix("key") }?.split(separator: " ").last)
+        #expect(key.count == 64)
+        let roster = workspace.directory + "/roster"
+        try "\(key)  # host a\n".write(toFile: roster, atomically: true, encoding: .utf8)
+        #expect(throws: Never.self) { try Roster(contentsOfFile: roster) }
     }
 
     @Test func aMissingKeyFileSaysHowToMakeOne() async throws {

@@ -73,21 +73,52 @@ struct Failure: Error, CustomStringConvertible {
 
 struct Keygen: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Write a new random group key in psktool's IDENTITY:HEXKEY format (mode 0600).")
+        abstract: "Write a new random group key in psktool's IDENTITY:HEXKEY format (mode 0600), or rotate the keys of a key file.",
+        discussion: """
+            Rotating the group key without downtime: `keygen --add-to FILE --identity NEW` on one host, copy FILE to \
+            every host (each accepts both keys and dials with the newest, falling back to the old one), restart or \
+            signal each (SIGHUP reloads the keys); once every host has it, `keygen --retire OLD --in FILE`, copy and \
+            reload again.
+            """)
 
     @Option(help: "The file to create; an existing file is never overwritten.")
-    var out: String
+    var out: String?
 
-    @Option(help: "The key's identity, sent in clear during the handshake.")
+    @Option(name: .customLong("add-to"), help: "A key file to add a new key to, as its newest.")
+    var addTo: String?
+
+    @Option(help: "A key to remove (by identity) from the key file given with --in.")
+    var retire: String?
+
+    @Option(name: .customLong("in"), help: "The key file --retire edits.")
+    var inFile: String?
+
+    @Option(help: "The new key's identity, sent in clear during the handshake; each key of a file needs its own.")
     var identity = "navlog"
+
+    func validate() throws {
+        let modes = [out != nil, addTo != nil, retire != nil].filter { $0 }.count
+        guard modes == 1 else { throw ValidationError("give exactly one of --out FILE, --add-to FILE, --retire IDENTITY --in FILE") }
+        if retire != nil && inFile == nil { throw ValidationError("--retire needs --in FILE") }
+    }
 
     func run() throws {
         do {
-            try PreSharedKey.generate(identity: identity).write(toFile: out)
+            if let out {
+                try PreSharedKey.generate(identity: identity).write(toFile: out)
+                print("wrote a new group key to \(out); copy it to every host of the group over a trusted channel")
+            } else if let addTo {
+                let ring = try KeyRing(contentsOfFile: addTo).adding(PreSharedKey.generate(identity: identity))
+                try ring.write(toFile: addTo, replacing: true)
+                print("added the key \(identity) to \(addTo), which now holds \(ring.keys.map(\.identity).joined(separator: ", ")); copy it to every host and reload each")
+            } else if let retire, let inFile {
+                let ring = try KeyRing(contentsOfFile: inFile).removing(identity: retire)
+                try ring.write(toFile: inFile, replacing: true)
+                print("removed the key \(retire) from \(inFile), which now holds \(ring.keys.map(\.identity).joined(separator: ", ")); copy it to every host and reload each")
+            }
         } catch {
             Failure("\(error)", status: Failure.keyFile).exit()
         }
-        print("wrote a new group key to \(out); copy it to every host of the group over a trusted channel")
     }
 }
 

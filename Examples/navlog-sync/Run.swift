@@ -62,7 +62,7 @@ struct Run: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let key = loadKey()
+        let keys = loadKeys()
         let members: Roster?
         do {
             members = try roster.map { try Roster(contentsOfFile: $0) }
@@ -73,11 +73,13 @@ struct Run: AsyncParsableCommand {
         let node: NavlogNode
         do {
             store = try NavlogStore(path: data, identityFile: identity)
-            node = try NavlogNode(store: store, configuration: MultipeerSession.Configuration(
-                serviceType: service, peer: PeerInfo(displayName: name), psk: key, roster: members, port: port,
+            var configuration = MultipeerSession.Configuration(
+                serviceType: service, peer: PeerInfo(displayName: name), psk: keys.newest, roster: members, port: port,
                 discovery: offline || !peers.isEmpty ? .staticPeers(peers) : .avahi(),
                 keepalive: KeepaliveParameters(interval: .seconds(keepaliveTimeout / 3), timeout: .seconds(keepaliveTimeout)),
-                logger: Logger(label: "navlog-sync")))
+                logger: Logger(label: "navlog-sync"))
+            configuration.keys = keys
+            node = try NavlogNode(store: store, configuration: configuration)
         } catch {
             Failure(error).exit()
         }
@@ -112,6 +114,10 @@ struct Run: AsyncParsableCommand {
                 if console.terminal {
                     group.addTask { await console.refreshWhileRunning() }
                 }
+                // SIGHUP reloads the key file and the roster (a key rotation, a member removed).
+                group.addTask {
+                    for await _ in Self.hangups() { await reload(node.session) }
+                }
                 defer { group.cancelAll() }
                 do {
                     try await services.run()
@@ -126,13 +132,37 @@ struct Run: AsyncParsableCommand {
         if let failure { Self.failure(failure, peers: peers, port: port).exit() }
     }
 
-    private func loadKey() -> PreSharedKey {
+    /// Reads the key file and the roster again and gives them to the session; a file that
+    /// cannot be read is reported and the session keeps what it had.
+    private func reload(_ session: MultipeerSession) async {
+        do {
+            try await session.updateKeys(KeyRing(contentsOfFile: pskFile))
+            if let roster { await session.updateRoster(try Roster(contentsOfFile: roster)) }
+            FileHandle.standardError.write(Data("navlog-sync: reloaded the key file\(roster == nil ? "" : " and the roster")\n".utf8))
+        } catch {
+            FileHandle.standardError.write(Data("navlog-sync: not reloaded: \(error)\n".utf8))
+        }
+    }
+
+    /// Each SIGHUP the process receives, until the task reading them is cancelled.
+    static func hangups() -> AsyncStream<Void> {
+        signal(SIGHUP, SIG_IGN)
+        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        // (Dispatch sources may be cancelled from any thread.)
+        nonisolated(unsafe) let source = DispatchSource.makeSignalSource(signal: SIGHUP)
+        source.setEventHandler { continuation.yield() }
+        continuation.onTermination = { _ in source.cancel() }
+        source.resume()
+        return stream
+    }
+
+    private func loadKeys() -> KeyRing {
         guard FileManager.default.fileExists(atPath: pskFile) else {
             Failure("there is no key file at \(pskFile); make one with `navlog-sync keygen --out \(pskFile)` and copy it to every host",
                     status: Failure.keyFile).exit()
         }
         do {
-            return try PreSharedKey(contentsOfFile: pskFile)
+            return try KeyRing(contentsOfFile: pskFile)
         } catch {
             Failure("\(error)", status: Failure.keyFile).exit()
         }

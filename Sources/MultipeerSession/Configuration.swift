@@ -23,8 +23,15 @@ extension MultipeerSession {
         public var serviceType: String
         /// This peer's name and metadata.
         public var peer: PeerInfo
-        /// The group key; peers with another key never become active.
-        public var psk: PreSharedKey
+        /// The group keys: links are accepted with any, dialled with the newest first. Peers
+        /// holding none of them never become active. ``MultipeerSession/updateKeys(_:)`` changes
+        /// them while the session runs.
+        public var keys: KeyRing
+        /// The group key, when there is one (``keys`` holds it alone); reading gives the newest.
+        public var psk: PreSharedKey {
+            get { keys.newest }
+            set { keys = KeyRing(newValue) }
+        }
         /// The members admitted, by key or peer ID; nil (the default) admits any holder of the
         /// group key. ``MultipeerSession/updateRoster(_:)`` changes it while the session runs.
         public var roster: Roster?
@@ -52,7 +59,7 @@ extension MultipeerSession {
         ) {
             self.serviceType = serviceType
             self.peer = peer
-            self.psk = psk
+            self.keys = KeyRing(psk)
             self.roster = roster
             self.port = port
             self.discovery = discovery

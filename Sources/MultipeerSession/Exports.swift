@@ -10,4 +10,5 @@
 @_exported public import enum MultipeerCore.PeerLeftReason
 @_exported public import struct MultipeerCore.PeerKey
 @_exported public import struct MultipeerTLS.PeerIdentity
+@_exported public import struct MultipeerTLS.KeyRing
 @_exported public import struct MultipeerTLS.PreSharedKey

@@ -47,6 +47,9 @@ public actor MultipeerSession {
     var acknowledgementWaits: [PeerDeliveryStateMachine.WaiterID: CheckedContinuation<Void, any Error>] = [:]
     /// Who is admitted, beyond holding the group key (``Configuration/roster``).
     private var roster: Roster?
+    /// The group keys (``Configuration/keys``), and the TLS context using them while running.
+    private var keys: KeyRing
+    private var tls: TLSContext?
     /// Connections refused at the admission limits, logged once a second with a count.
     private var refusals = ReportThrottle()
     let senders = SenderWaiters()
@@ -101,6 +104,7 @@ public actor MultipeerSession {
         self.metrics = SessionMetrics(localName: configuration.peer.displayName)
         self.subscriptions = Subscriptions(limits: configuration.limits, metrics: metrics)
         self.roster = configuration.roster
+        self.keys = configuration.keys
         (workItems, work) = AsyncStream<Work>.makeStream()
     }
 
@@ -301,18 +305,25 @@ public actor MultipeerSession {
 
     private nonisolated func dial(_ id: LinkID, _ target: DialTarget, _ configuration: LinkConfiguration) async {
         var lastError: MultipeerError?
-        for host in target.hosts {
-            do {
-                let connection = try await PeerConnection.dial(host: host, port: target.port, configuration: configuration)
-                await runLink(id, connection)
-                return
-            } catch {
-                let failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "cannot connect to \(host):\(target.port)", underlying: "\(error)")
-                lastError = failure
-                await handshakeFailed("\(host):\(target.port)", failure)
-                // Only a failure to connect is worth trying the next address for.
-                if failure.code != .connectionFailed { break }
+        hosts: for host in target.hosts {
+            // The newest key first; an older one if the peer does not hold the newest yet (a
+            // key rotation under way).
+            for key in configuration.tls.keys.keys.reversed() {
+                do {
+                    let connection = try await PeerConnection.dial(host: host, port: target.port, configuration: configuration, offering: key.identity)
+                    await runLink(id, connection)
+                    return
+                } catch {
+                    let failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "cannot connect to \(host):\(target.port)", underlying: "\(error)")
+                    lastError = failure
+                    await handshakeFailed("\(host):\(target.port)", failure)
+                    if failure.code == .authenticationFailed { continue }
+                    // Only a failure to connect is worth trying the next address for.
+                    if failure.code != .connectionFailed { break hosts }
+                    continue hosts
+                }
             }
+            break
         }
         await linkClosed(id, goodbye: nil, error: lastError)
     }
@@ -394,6 +405,17 @@ public actor MultipeerSession {
             perform(deliveries[handle.peerID]?.linkDown(id, now: .now) ?? [], for: handle.peerID)
         }
         perform(table.linkClosed(id, goodbye: goodbye, error: error))
+    }
+
+    /// Replaces the group keys (``Configuration/keys``): from now on links are accepted with any
+    /// of `keys` and dialled with the newest first. Links already up stay up.
+    ///
+    /// To rotate a group's key, add the new key to every peer's ring, then remove the old one
+    /// from every peer's ring: at each step every pair of peers holds a key in common.
+    public func updateKeys(_ keys: KeyRing) throws {
+        try tls?.update(keys)
+        self.keys = keys
+        logger.info("group keys updated", metadata: ["multipeer.keys": "\(keys)"])
     }
 
     /// Replaces the roster (``Configuration/roster``; nil admits any holder of the group key).
@@ -561,7 +583,8 @@ public actor MultipeerSession {
             identity: identity, incarnation: incarnation, displayName: configuration.peer.displayName,
             metadata: configuration.peer.metadata, keepalive: configuration.keepalive,
             maximumFrameLength: configuration.limits.maximumFrameLength)
-        let tls = try TLSContext(configuration: TLSConfiguration(psk: configuration.psk, handshakeTimeout: configuration.limits.handshakeTimeout))
+        let tls = try TLSContext(configuration: TLSConfiguration(keys: keys, handshakeTimeout: configuration.limits.handshakeTimeout))
+        self.tls = tls
         // A write stuck on a dead path fails after the keepalive timeout too.
         var link = LinkConfiguration(
             tls: tls, identity: identity, localHello: hello, maximumFrameLength: configuration.limits.maximumFrameLength,

@@ -33,8 +33,9 @@ package struct LinkConfiguration: Sendable {
     }
 
     /// Installs TLS, framing and the HELLO exchange on a fresh channel. Runs on its event loop.
-    func configure(_ channel: any Channel, role: TLSEngine.Role) throws -> PendingLink {
-        let engine = try TLSEngine(role: role, context: tls, allocator: channel.allocator)
+    /// - Parameter keyIdentity: For a dialler, the group key it offers (nil: the newest).
+    func configure(_ channel: any Channel, role: TLSEngine.Role, offering keyIdentity: String? = nil) throws -> PendingLink {
+        let engine = try TLSEngine(role: role, context: tls, allocator: channel.allocator, offering: keyIdentity)
         let link = LinkHandler(
             localHello: localHello, identity: identity, side: role == .client ? .dialler : .listener,
             handshakeTimeout: tls.configuration.handshakeTimeout, eventLoop: channel.eventLoop)
@@ -111,8 +112,10 @@ package struct PeerConnection: Sendable {
     package var executor: EventLoopExecutor { EventLoopExecutor(channel.channel.eventLoop) }
 
     /// Dials `host:port`, runs TLS and the HELLO exchange, and returns the link once both are done.
+    ///
+    /// - Parameter keyIdentity: The group key to offer (nil: the newest).
     package static func dial(
-        host: String, port: Int, configuration: LinkConfiguration,
+        host: String, port: Int, configuration: LinkConfiguration, offering keyIdentity: String? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> PeerConnection {
         var bootstrap = ClientBootstrap(group: group)
@@ -124,7 +127,7 @@ package struct PeerConnection: Sendable {
         let pending: PendingLink
         do {
             pending = try await bootstrap.connect(host: host, port: port) { channel in
-                channel.eventLoop.makeCompletedFuture { try configuration.configure(channel, role: .client) }
+                channel.eventLoop.makeCompletedFuture { try configuration.configure(channel, role: .client, offering: keyIdentity) }
             }
         } catch let error as MultipeerError {
             throw error

@@ -30,18 +30,27 @@ public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomD
         self.key = SecretBytes(key)
     }
 
-    /// Derives a 32-byte key from a passphrase with HKDF-SHA256 (docs/PROTOCOL.md, 1.1).
+    /// The iterations of PBKDF2-HMAC-SHA256 in ``init(identity:passphrase:)``.
+    public static let passphraseIterations: UInt32 = 600_000
+
+    /// Derives a 32-byte key from a passphrase with PBKDF2-HMAC-SHA256 (RFC 8018), 600,000
+    /// iterations, salted with the group's identity (docs/PROTOCOL.md, 1.1).
     ///
-    /// HKDF does not slow down guessing: the passphrase must be as unguessable as a key.
+    /// Slow on purpose (about a quarter of a second), so that each guess of someone who recorded
+    /// a handshake costs as much; still, a passphrase is only as strong as it is unguessable (six
+    /// or more random diceware words), and the identity should name this group alone (it is the
+    /// salt: `navlog-VH-OQA`, not `navlog`).
     public init(identity: String = PreSharedKey.defaultIdentity, passphrase: String) throws {
         try Self.validate(identity: identity)
         guard !passphrase.isEmpty else { throw MultipeerError(.invalidKey, "the passphrase is empty") }
         self.identity = identity
-        self.key = try SecretBytes.hkdfSHA256(
-            secret: Array(passphrase.utf8), salt: Array("MultipeerSession PSK v1".utf8), info: Array(identity.utf8), length: 32)
+        self.key = try SecretBytes.pbkdf2SHA256(
+            password: Array(passphrase.utf8), salt: Array("MultipeerSession PSK v2:\(identity)".utf8),
+            iterations: Self.passphraseIterations, length: 32)
     }
 
-    /// Loads a key file in GnuTLS psktool's format: one line `IDENTITY:HEXKEY`.
+    /// Loads a key file in GnuTLS psktool's format: one line `IDENTITY:HEXKEY` (``KeyRing``
+    /// reads a file of several).
     ///
     /// The file must be a regular file (not a symbolic link) owned by this process's user and
     /// readable by it alone (mode 0600). Errors name the file and the problem (and how to fix
@@ -50,11 +59,23 @@ public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomD
         var bytes = try ProtectedFile.read(path, protection: .secret, what: "the key file", code: .invalidKey)
         defer { multipeer_secure_zero(&bytes, bytes.count) }
         while let last = bytes.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { bytes.removeLast() }
-        guard let colon = bytes.lastIndex(of: UInt8(ascii: ":")), !bytes.contains(UInt8(ascii: "\n")) else {
-            throw MultipeerError(.invalidKey, "the key file \(path) must hold one line IDENTITY:HEXKEY (as psktool writes)")
+        guard !bytes.contains(UInt8(ascii: "\n")) else {
+            throw MultipeerError(.invalidKey, "the key file \(path) must hold one line IDENTITY:HEXKEY (as psktool writes); a file of several is a KeyRing")
+        }
+        do {
+            try self.init(line: bytes)
+        } catch let error as MultipeerError {
+            throw MultipeerError(.invalidKey, "the key file \(path) is unusable: \(error.message)")
+        }
+    }
+
+    /// Reads one line of psktool's format, `IDENTITY:HEXKEY`, without its line break.
+    init(line bytes: [UInt8]) throws {
+        guard let colon = bytes.lastIndex(of: UInt8(ascii: ":")) else {
+            throw MultipeerError(.invalidKey, "a key line is IDENTITY:HEXKEY (as psktool writes)")
         }
         guard let identity = String(validating: bytes[..<colon], as: UTF8.self) else {
-            throw MultipeerError(.invalidKey, "the identity in the key file \(path) is not UTF-8")
+            throw MultipeerError(.invalidKey, "the identity is not UTF-8")
         }
         var key = [UInt8]()
         defer { multipeer_secure_zero(&key, key.count) }
@@ -62,16 +83,12 @@ public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomD
         var index = colon + 1
         while index < bytes.endIndex {
             guard index + 1 < bytes.endIndex, let high = Self.nibble(bytes[index]), let low = Self.nibble(bytes[index + 1]) else {
-                throw MultipeerError(.invalidKey, "the key in the key file \(path) is not an even number of hexadecimal digits")
+                throw MultipeerError(.invalidKey, "the key is not an even number of hexadecimal digits")
             }
             key.append(high << 4 | low)
             index += 2
         }
-        do {
-            try self.init(identity: identity, key: key)
-        } catch let error as MultipeerError {
-            throw MultipeerError(.invalidKey, "the key file \(path) is unusable: \(error.message)")
-        }
+        try self.init(identity: identity, key: key)
     }
 
     /// A new random key of `length` bytes from GnuTLS's key-grade random generator.
@@ -86,11 +103,13 @@ public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomD
     /// Writes the key to a new file in psktool's format (`IDENTITY:HEXKEY`), readable and
     /// writable by the owner only (mode 0600), atomically. An existing file is never overwritten.
     public func write(toFile path: String) throws {
-        // Sized once, so no reallocation leaves a copy of the key behind.
-        var line = [UInt8]()
-        line.reserveCapacity(identity.utf8.count + 2 + 2 * key.count)
+        try KeyRing(self).write(toFile: path)
+    }
+
+    /// Appends `IDENTITY:HEXKEY` and a line break to `line`, which has room for it (so no
+    /// reallocation leaves a copy of the key behind).
+    func appendLine(to line: inout [UInt8]) {
         line += (identity + ":").utf8
-        defer { multipeer_secure_zero(&line, line.count) }
         let digits = Array("0123456789abcdef".utf8)
         key.withUnsafeBytes { bytes in
             for byte in bytes {
@@ -99,11 +118,6 @@ public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomD
             }
         }
         line.append(UInt8(ascii: "\n"))
-        do {
-            try ProtectedFile.create(path, contents: line, what: "the key file", code: .invalidKey)
-        } catch is ProtectedFile.FileExists {
-            throw MultipeerError(.invalidKey, "the key file \(path) exists already; it is never overwritten")
-        }
     }
 
     public var description: String { "PreSharedKey(identity: \(identity), key: <redacted>)" }
@@ -162,31 +176,20 @@ final class SecretBytes: @unchecked Sendable, Hashable {
 
     func hash(into hasher: inout Hasher) { hasher.combine(count) }
 
-    static func hkdfSHA256(secret: [UInt8], salt: [UInt8], info: [UInt8], length: Int) throws -> SecretBytes {
-        var secret = secret
-        defer { multipeer_secure_zero(&secret, secret.count) }
-        var prk = [UInt8](repeating: 0, count: 32)
-        defer { multipeer_secure_zero(&prk, prk.count) }
+    static func pbkdf2SHA256(password: [UInt8], salt: [UInt8], iterations: UInt32, length: Int) throws -> SecretBytes {
+        var password = password
+        defer { multipeer_secure_zero(&password, password.count) }
         let output = UnsafeMutableRawBufferPointer.allocate(byteCount: length, alignment: 1)
         let result = SecretBytes(storage: output)
-        var status = secret.withUnsafeMutableBytes { secretBytes in
+        let status = password.withUnsafeMutableBytes { passwordBytes in
             salt.withUnsafeBytes { saltBytes in
-                var key = gnutls_datum_t(data: secretBytes.bindMemory(to: UInt8.self).baseAddress, size: UInt32(secretBytes.count))
+                var key = gnutls_datum_t(data: passwordBytes.bindMemory(to: UInt8.self).baseAddress, size: UInt32(passwordBytes.count))
                 var saltDatum = gnutls_datum_t(
                     data: UnsafeMutablePointer(mutating: saltBytes.bindMemory(to: UInt8.self).baseAddress), size: UInt32(saltBytes.count))
-                return gnutls_hkdf_extract(GNUTLS_MAC_SHA256, &key, &saltDatum, &prk)
+                return gnutls_pbkdf2(GNUTLS_MAC_SHA256, &key, &saltDatum, UInt32(iterations), output.baseAddress, length)
             }
         }
-        guard status == 0 else { throw MultipeerError(gnutls: status, .invalidKey, "HKDF-SHA256 extract failed") }
-        status = prk.withUnsafeMutableBytes { prkBytes in
-            info.withUnsafeBytes { infoBytes in
-                var key = gnutls_datum_t(data: prkBytes.bindMemory(to: UInt8.self).baseAddress, size: UInt32(prkBytes.count))
-                var infoDatum = gnutls_datum_t(
-                    data: UnsafeMutablePointer(mutating: infoBytes.bindMemory(to: UInt8.self).baseAddress), size: UInt32(infoBytes.count))
-                return gnutls_hkdf_expand(GNUTLS_MAC_SHA256, &key, &infoDatum, output.baseAddress, length)
-            }
-        }
-        guard status == 0 else { throw MultipeerError(gnutls: status, .invalidKey, "HKDF-SHA256 expand failed") }
+        guard status == 0 else { throw MultipeerError(gnutls: status, .invalidKey, "PBKDF2-HMAC-SHA256 failed") }
         return result
     }
 }

@@ -75,11 +75,11 @@ package enum ProtectedFile {
 
     /// Creates `path` holding `contents`, readable and writable by its owner only (mode 0600),
     /// atomically: it is written under a temporary name in the same directory, flushed to disk,
-    /// then linked into place, so a crash leaves either no file or the whole file. An existing
-    /// file is never replaced.
+    /// then linked (or with `replacing`, renamed) into place, so a crash leaves either the old
+    /// file or the whole new one. Without `replacing`, an existing file is never replaced.
     ///
     /// - Throws: `code`; ``FileExists`` if the file exists (someone else may have just made it).
-    package static func create(_ path: String, contents: [UInt8], what: String, code: MultipeerError.Code) throws {
+    package static func create(_ path: String, contents: [UInt8], what: String, code: MultipeerError.Code, replacing: Bool = false) throws {
         let directory = path.lastIndex(of: "/").map { String(path[...$0]) } ?? "./"
         var template = Array("\(directory).multipeer-XXXXXX".utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
@@ -95,7 +95,7 @@ package enum ProtectedFile {
         guard written == contents.count, synced else {
             throw MultipeerError(code, "cannot write \(what) \(path)", underlying: String(cString: strerror(failure)))
         }
-        guard link(temporary, path) == 0 else {
+        guard (replacing ? rename(temporary, path) : link(temporary, path)) == 0 else {
             if errno == EEXIST { throw FileExists() }
             throw MultipeerError(code, "cannot create \(what) \(path)", underlying: String(cString: strerror(errno)))
         }

@@ -31,6 +31,8 @@ package final class TLSEngine {
     package static let maximumRecordPlaintext = 16 * 1024
 
     let context: TLSContext
+    /// A client's credentials, kept alive as long as its session.
+    private let clientCredentials: ClientCredentials?
     package let role: Role
     /// How the peer is named in errors, e.g. "peer at 127.0.0.1:50412".
     package var peerDescription = "the peer"
@@ -50,9 +52,11 @@ package final class TLSEngine {
     private(set) package var isHandshakeComplete = false
     private var failure: MultipeerError?
 
-    package init(role: Role, context: TLSContext, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws {
+    /// - Parameter identity: For a client, the key of the ring it offers (nil: the newest).
+    package init(role: Role, context: TLSContext, allocator: ByteBufferAllocator = ByteBufferAllocator(), offering identity: String? = nil) throws {
         self.role = role
         self.context = context
+        self.clientCredentials = role == .client ? context.clientCredentials(offering: identity) : nil
         self.allocator = allocator
         self.inbound = allocator.buffer(capacity: 0)
         self.outbound = allocator.buffer(capacity: 0)
@@ -65,7 +69,7 @@ package final class TLSEngine {
         if status == 0 {
             status = role == .server
                 ? gnutls_credentials_set(session, GNUTLS_CRD_PSK, UnsafeMutableRawPointer(context.serverCredentials))
-                : gnutls_credentials_set(session, GNUTLS_CRD_PSK, UnsafeMutableRawPointer(context.clientCredentials))
+                : gnutls_credentials_set(session, GNUTLS_CRD_PSK, UnsafeMutableRawPointer(clientCredentials!.credentials))
         }
         guard status == 0 else {
             gnutls_deinit(session)
