@@ -420,7 +420,7 @@ public actor MultipeerSession {
 
     /// Replaces the roster (``Configuration/roster``; nil admits any holder of the group key).
     /// Links of active peers it no longer lists close at once (GOODBYE `notInRoster`), and each
-    /// leaves with ``PeerLeftReason/local(_:)``; their later links are refused.
+    /// leaves with `PeerLeftReason.local(.notInRoster)`; their later links are refused.
     public func updateRoster(_ roster: Roster?) {
         self.roster = roster
         guard let roster else { return }

@@ -6,7 +6,7 @@ import MultipeerTLS
 /// removed without re-keying the others. Without one, any holder of the group key is admitted.
 ///
 /// A roster file lists one member per line, as the 64 hexadecimal digits of its public key
-/// (``PeerKey/description``) or as its peer ID (which the key derives); `#` starts a comment:
+/// (`PeerKey.description`) or as its peer ID (which the key derives); `#` starts a comment:
 ///
 /// ```
 /// # navlog crew
@@ -39,7 +39,9 @@ public struct Roster: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Reads a roster from its text form (the file's contents).
-    /// - Parameter source: Names the text in errors.
+    /// - Parameters:
+    ///   - text: One member per line, with `#` comments.
+    ///   - source: Names the text in errors.
     public init(parsing text: String, source: String = "the roster") throws {
         var keys: [PeerKey] = []
         var peerIDs: [UUID] = []

@@ -20,17 +20,54 @@ import Testing
                 let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port), identity: identity)
                 #expect(dialler.peerID == identity.peerID && identity.peerID == identity.key.peerID)
                 try await whileRunning([dialler]) {
-                    try await waitUntilActive(listener, dialler.peerID)
-                    let peer = try #require(await listener.activePeers.first { $0.id == dialler.peerID })
-                    #expect(peer.key == identity.key, "the key it proved")
-                    seen.append(peer)
+                    // This run of it (the last may not have been seen leaving yet).
+                    let peer = try await within(30, "the dialler to join") { () -> Peer? in
+                        for await event in listener.events {
+                            if case .peerJoined(let peer) = event, peer.incarnation == dialler.incarnation { return peer }
+                        }
+                        return nil
+                    }
+                    #expect(peer?.id == identity.peerID)
+                    #expect(peer?.key == identity.key, "the key it proved")
+                    if let peer { seen.append(peer) }
                 }
             }
+            try #require(seen.count == 2)
             #expect(seen[0].id == seen[1].id && seen[0].key == seen[1].key, "the same peer after a restart")
             #expect(seen[1].incarnation > seen[0].incarnation, "and newer")
             #expect(seen[0].key.fingerprint.count == 19)
         }
         let error = try #require(throws: MultipeerError.self) { try PeerIdentity(contentsOfFile: directory) }
         #expect(error.code == .invalidKey)
+    }
+
+    /// A roster admits the dialler by key; emptied while running, it closes the dialler's link,
+    /// and both sides say why. Both run on a ring of two group keys, dialling with the newest.
+    @Test func aRosterAdmitsByKeyAndRemovesAMemberWhileRunning() async throws {
+        let member = PeerIdentity()
+        let ring = try KeyRing([groupKey, PreSharedKey.generate(identity: "consumer-2")])
+        var listening = configuration("listener")
+        listening.keys = ring
+        listening.roster = try Roster(parsing: "\(member.key)  # the dialler\n")
+        let listener = MultipeerSession(configuration: listening)
+        try await whileRunning([listener]) {
+            let port = try await listeningPort(of: listener)
+            var dialling = configuration("dialler", dialling: port)
+            dialling.keys = ring
+            let dialler = MultipeerSession(configuration: dialling, identity: member)
+            try await whileRunning([dialler]) {
+                try await waitUntilActive(listener, dialler.peerID)
+                let events = dialler.events
+                await listener.updateRoster(Roster())
+                let reason = try await within(30, "the dialler to be told") { () -> PeerLeftReason? in
+                    for await event in events {
+                        if case .peerLeft(let peer, let reason) = event, peer.id == listener.peerID { return reason }
+                    }
+                    return nil
+                }
+                #expect(reason == .goodbye(.notInRoster))
+                #expect(await listener.activePeers.isEmpty)
+            }
+        }
     }
 }
