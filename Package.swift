@@ -94,6 +94,7 @@ let package = Package(
             dependencies: [
                 "MultipeerSession",
                 "MultipeerCore",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -243,7 +244,7 @@ let package = Package(
         .testTarget(
             name: "NavlogSyncTests",
             dependencies: [
-                "NavlogSync", "MultipeerCore", "MultipeerSession", "MultipeerTestSupport",
+                "NavlogSync", "MultipeerCore", "MultipeerSession", "MultipeerTLS", "MultipeerTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings

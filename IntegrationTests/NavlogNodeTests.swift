@@ -29,12 +29,12 @@ import Testing
             _ = try await next { if case .peerJoined = $0 { true } else { false } }
             try await peerEvents.waitUntilActive([node.session.peerID])
             let now = UInt64(Date().timeIntervalSince1970 * 1000)
-            func entry(_ waypoint: String, at milliseconds: UInt64) -> NavlogEntry {
-                NavlogEntry(id: UUID(), fields: NavlogFields(waypoint: waypoint), author: "first officer", origin: peer.peerID,
-                            timestamp: HLCTimestamp(milliseconds: milliseconds, counter: 0))
+            func entry(_ waypoint: String, at milliseconds: UInt64) throws -> NavlogEntry {
+                try NavlogEntry(id: UUID(), fields: NavlogFields(waypoint: waypoint), author: "first officer", origin: peer.peerID,
+                                timestamp: HLCTimestamp(milliseconds: milliseconds, counter: 0)).signed(by: peer.identity)
             }
-            let ahead = entry("FUTURE", at: now + 2 * 24 * 60 * 60 * 1000)
-            let good = entry("NIPAS", at: now)
+            let ahead = try entry("FUTURE", at: now + 2 * 24 * 60 * 60 * 1000)
+            let good = try entry("NIPAS", at: now)
             try await peer.send(NavlogMessage.update(entry: ahead), to: node.session.peerID)
             try await peer.send(NavlogMessage.update(entry: good), to: node.session.peerID)
             // Delivered in order: the refusal comes before the good version is applied.
@@ -67,8 +67,8 @@ import Testing
         for (index, store) in stores.enumerated() {
             // Each host holds 3,000 entries of its own: six batches each way.
             _ = try store.merge((0..<3_000).map { number in
-                NavlogEntry(id: UUID(), fields: NavlogFields(waypoint: "H\(index)N\(number)"), author: "host \(index)", origin: store.peerID,
-                            timestamp: HLCTimestamp(milliseconds: now, counter: UInt16(number)))
+                try NavlogEntry(id: UUID(), fields: NavlogFields(waypoint: "H\(index)N\(number)"), author: "host \(index)", origin: store.peerID,
+                                timestamp: HLCTimestamp(milliseconds: now, counter: UInt16(number))).signed(by: store.identity!)
             })
         }
         let first = try NavlogNode(store: stores[0], configuration: .test("first", discovery: .staticPeers([]), limits: limits))
@@ -87,6 +87,69 @@ import Testing
             }
             #expect(try stores[0].log().live.count == 6_000)
             #expect(try stores[1].log().live.count == 6_000)
+            group.cancelAll()
+        }
+    }
+
+    /// A member with the group key that writes in another's name, alters a signed version, or
+    /// signs two contents under one version stamp: each is refused or resolved, and reported;
+    /// a third host that joins later gets the relayed versions, checks their signatures itself,
+    /// and ends with the same log.
+    @Test(.scaledTimeLimit(minutes: 2))
+    func forgedAlteredAndConflictingVersionsAreRefusedReportedAndHostsConverge() async throws {
+        let paths = (0..<2).map { _ in FileManager.default.temporaryDirectory.appendingPathComponent("navlog-\(UUID()).db").path }
+        defer { for path in paths { for suffix in ["", "-wal", "-shm", ".identity"] { try? FileManager.default.removeItem(atPath: path + suffix) } } }
+        let captainStore = try NavlogStore(path: paths[0])
+        let captain = try NavlogNode(store: captainStore, configuration: .test("captain", discovery: .staticPeers([])))
+        let events = captain.events
+        @Sendable func next(_ done: @escaping @Sendable ([NavlogEvent]) -> Bool) async throws -> [NavlogEvent] {
+            try await collect(events, until: done)
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await captain.run() }
+            let port = try await next { $0.contains { if case .listening = $0 { true } else { false } } }
+                .compactMap { if case .listening(let port) = $0 { port } else { nil } }[0]
+            let rogue = MultipeerSession(configuration: .test("rogue", discovery: .staticPeers(["127.0.0.1:\(port)"])))
+            let rogueEvents = EventLog(rogue.events)
+            let relief = PeerIdentity()  // whose name the rogue writes in
+            try await whileRunning([rogue]) {
+                try await rogueEvents.waitUntilActive([captain.session.peerID])
+                let now = UInt64(Date().timeIntervalSince1970 * 1000)
+                func version(_ waypoint: String, origin: UUID, counter: UInt16 = 0) -> NavlogEntry {
+                    NavlogEntry(id: UUID(), fields: NavlogFields(waypoint: waypoint), author: "rogue", origin: origin,
+                                timestamp: HLCTimestamp(milliseconds: now, counter: counter))
+                }
+                // In relief's name, signed by the rogue (it cannot sign as relief).
+                var forged = try version("FORGED", origin: rogue.peerID).signed(by: rogue.identity)
+                forged.origin = relief.peerID
+                // Its own, altered after signing.
+                var altered = try version("ALTERED", origin: rogue.peerID, counter: 1).signed(by: rogue.identity)
+                altered.fields.fuel = 1
+                // Its own, twice under one stamp with other content.
+                let first = try version("TWICE", origin: rogue.peerID, counter: 2).signed(by: rogue.identity)
+                var other = first
+                other.fields.remarks = "rewritten"
+                other = try other.signed(by: rogue.identity)
+                for message in [forged, altered, first, other] {
+                    try await rogue.send(NavlogMessage.update(entry: message), to: captain.session.peerID)
+                }
+                let seen = try await next { $0.contains { if case .error("conflictingVersion", _) = $0 { true } else { false } } }
+                let codes = seen.compactMap { if case .error(let code, _) = $0 { code } else { nil } }
+                #expect(codes == ["notFromSender", "badSignature", "conflictingVersion"], "\(seen)")
+                let held = try captainStore.log().entries
+                #expect(held[forged.id] == nil && held[altered.id] == nil)
+                let winner = first.wins(over: other) ? first : other
+                #expect(held[first.id] == winner)
+            }
+
+            // Relief joins later and gets the rogue's version relayed by the captain.
+            let reliefStore = try NavlogStore(path: paths[1])
+            let reliefNode = try NavlogNode(store: reliefStore, configuration: .test("relief", discovery: .staticPeers(["127.0.0.1:\(port)"])))
+            let reliefEvents = reliefNode.events
+            group.addTask { try await reliefNode.run() }
+            _ = try await collect(reliefEvents) { $0.contains { if case .synced = $0 { true } else { false } } }
+            #expect(try reliefStore.log() == captainStore.log())
+            #expect(try reliefStore.log().entries.count == 1)
             group.cancelAll()
         }
     }

@@ -1,5 +1,7 @@
+import Crypto
 public import Foundation
 import MultipeerCore
+public import MultipeerSession
 
 /// What a crew member types about one leg of the flight. Every field may be empty but the waypoint.
 public struct NavlogFields: Hashable, Sendable, Codable {
@@ -34,6 +36,10 @@ public struct NavlogFields: Hashable, Sendable, Codable {
 /// One navigation-log entry as a last-writer-wins register: every edit replaces the whole
 /// entry with a version stamped by a hybrid logical clock and its author; a delete is such a
 /// version too (a tombstone), so it wins over older edits and loses to newer ones.
+///
+/// Each version is signed by the host that made it (its origin), with the key its origin's peer
+/// ID derives from, and carries that key: any host can check who wrote a version it is relayed,
+/// with nothing else (docs/NAVLOG.md, section 1).
 public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
     public var id: UUID
     public var fields: NavlogFields
@@ -44,6 +50,10 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
     public var origin: UUID
     public var timestamp: HLCTimestamp
     public var deleted: Bool
+    /// The origin's public key (``signed(by:)``); nil on a version not signed yet.
+    public var key: PeerKey?
+    /// The origin's Ed25519 signature of ``signedBytes``, 128 hexadecimal digits.
+    public var signature: String?
 
     public init(id: UUID, fields: NavlogFields, author: String, origin: UUID, timestamp: HLCTimestamp, deleted: Bool = false) {
         self.id = id
@@ -85,18 +95,92 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
     }
 
     /// Whether this version replaces `other` (a version of the same entry). Two different
-    /// versions with the same timestamp and origin cannot come from correct hosts, but the
-    /// order stays total even then (by the bytes of their content: Swift's String order would
-    /// call two canonically equivalent spellings of a remark equal, and neither would win), so
-    /// merging never depends on arrival order.
+    /// versions with the same version stamp cannot come from correct hosts, but the order stays
+    /// total even then (by their ``signedBytes``: Swift's String order would call two canonically
+    /// equivalent spellings of a remark equal, and neither would win), so merging never depends
+    /// on arrival order.
     public func wins(over other: NavlogEntry) -> Bool {
         if version != other.version { return version > other.version }
-        return other.contentKey.utf8.lexicographicallyPrecedes(contentKey.utf8)
+        return other.signedBytes.lexicographicallyPrecedes(signedBytes)
     }
 
-    private var contentKey: String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        return (try? String(decoding: encoder.encode(self), as: UTF8.self)) ?? ""
+    // MARK: Authorship
+
+    /// What the origin signs (docs/NAVLOG.md, section 1): every field of the version, in a fixed
+    /// binary form, so that two implementations sign and hash the same bytes.
+    public var signedBytes: [UInt8] {
+        var bytes = Array("navlog version v1".utf8)
+        bytes.reserveCapacity(128)
+        func append(_ uuid: UUID) { withUnsafeBytes(of: uuid.uuid) { bytes += $0 } }
+        func append<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.bigEndian) { bytes += $0 } }
+        func append(_ string: String) {
+            append(UInt16(truncatingIfNeeded: string.utf8.count))
+            bytes += string.utf8
+        }
+        func append(optional string: String?) {
+            guard let string else { return bytes.append(0) }
+            bytes.append(1)
+            append(string)
+        }
+        func append(optional number: Int?) {
+            guard let number else { return bytes.append(0) }
+            bytes.append(1)
+            append(Int64(number))
+        }
+        append(id)
+        append(timestamp.rawValue)
+        append(origin)
+        bytes.append(deleted ? 1 : 0)
+        append(author)
+        append(fields.waypoint)
+        append(optional: fields.leg)
+        append(optional: fields.planned)
+        append(optional: fields.actual)
+        append(optional: fields.fuel)
+        append(optional: fields.altitude)
+        append(optional: fields.remarks)
+        return bytes
+    }
+
+    /// The first 16 bytes of the SHA-256 of ``signedBytes``, in lowercase hexadecimal: what a
+    /// digest names the content by, so two hosts never keep different content under one version.
+    public var contentHash: String {
+        SHA256.hash(data: signedBytes).prefix(16).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// This version signed by `identity`, which must be its origin's.
+    public func signed(by identity: PeerIdentity) throws -> NavlogEntry {
+        precondition(identity.peerID == origin, "a version is signed by its origin")
+        var signed = self
+        signed.key = identity.key
+        signed.signature = try identity.signature(for: signedBytes).map { String(format: "%02x", $0) }.joined()
+        return signed
+    }
+
+    /// Checks that the version was written by its origin: it carries a key from which the
+    /// origin's ID derives, and that key's signature of ``signedBytes``.
+    /// - Throws: `badSignature`, saying which check failed.
+    public func verify() throws(NavlogError) {
+        guard let key, let signature else {
+            throw NavlogError(.badSignature, "version \(timestamp.rawValue) of entry \(id) is not signed")
+        }
+        guard key.peerID == origin else {
+            throw NavlogError(.badSignature, "version \(timestamp.rawValue) of entry \(id) names origin \(origin) but carries the key of \(key.peerID)")
+        }
+        guard let bytes = Self.bytes(hex: signature), key.isValidSignature(bytes, for: signedBytes) else {
+            throw NavlogError(.badSignature, "the signature of version \(timestamp.rawValue) of entry \(id) does not verify: it was altered, or not written by \(origin)")
+        }
+    }
+
+    private static func bytes(hex: String) -> [UInt8]? {
+        let digits = Array(hex.utf8)
+        guard digits.count == 128 else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(64)
+        for index in stride(from: 0, to: 128, by: 2) {
+            guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(byte)
+        }
+        return bytes
     }
 }

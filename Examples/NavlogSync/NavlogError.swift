@@ -23,6 +23,13 @@ public struct NavlogError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let clockAhead = Code("clockAhead")
         /// A peer sent versions a user could not have typed.
         public static let badVersion = Code("badVersion")
+        /// A version is not signed by its origin (unsigned, another key, or altered).
+        public static let badSignature = Code("badSignature")
+        /// A peer sent, as its own new version (`update`), a version whose origin is another host.
+        public static let notFromSender = Code("notFromSender")
+        /// Two versions with one version stamp and different content met; the one that wins by
+        /// content was kept (both hosts keep the same one).
+        public static let conflictingVersion = Code("conflictingVersion")
     }
 
     public var code: Code

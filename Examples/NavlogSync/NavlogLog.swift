@@ -33,14 +33,16 @@ public struct NavlogLog: Hashable, Sendable {
 
     /// The version of every entry, tombstones included: what a host tells a peer it has.
     public var digest: NavlogDigest {
-        NavlogDigest(versions: entries.mapValues(\.version))
+        NavlogDigest(versions: entries.mapValues { NavlogDigest.Held(version: $0.version, contentHash: $0.contentHash) })
     }
 
-    /// The entries whose version here is newer than in `digest`, or that it lacks.
+    /// The entries whose version here is newer than in `digest`, or that it lacks, or holds
+    /// with other content under the same version (the receiver keeps one of the two, the same
+    /// one as this host: docs/NAVLOG.md, section 1).
     public func newer(than digest: NavlogDigest) -> [NavlogEntry] {
         entries.values.filter { entry in
             guard let theirs = digest.versions[entry.id] else { return true }
-            return entry.version > theirs
+            return entry.version > theirs.version || (entry.version == theirs.version && entry.contentHash != theirs.contentHash)
         }.sorted { $0.timestamp < $1.timestamp }
     }
 
@@ -52,33 +54,47 @@ public struct NavlogLog: Hashable, Sendable {
     }
 }
 
-/// Which version of every entry a host holds: ids and versions, no content.
+/// Which version of every entry a host holds: ids, versions and content hashes, no content.
 public struct NavlogDigest: Hashable, Sendable, Codable {
-    public var versions: [UUID: NavlogEntry.Version]
+    /// One entry's version as held, and the hash of its content (``NavlogEntry/contentHash``).
+    public struct Held: Hashable, Sendable {
+        public var version: NavlogEntry.Version
+        public var contentHash: String
 
-    public init(versions: [UUID: NavlogEntry.Version]) {
+        public init(version: NavlogEntry.Version, contentHash: String) {
+            self.version = version
+            self.contentHash = contentHash
+        }
+    }
+
+    public var versions: [UUID: Held]
+
+    public init(versions: [UUID: Held]) {
         self.versions = versions
     }
 
-    // On the wire, one string per entry, "ID TIMESTAMP ORIGIN AUTHOR": about 100 bytes each.
+    // On the wire, one string per entry, "ID TIMESTAMP ORIGIN HASH AUTHOR": about 130 bytes each.
     public init(from decoder: any Decoder) throws {
-        var versions: [UUID: NavlogEntry.Version] = [:]
+        var versions: [UUID: Held] = [:]
         for line in try decoder.singleValueContainer().decode([String].self) {
-            let parts = line.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
-            guard parts.count == 4, let id = UUID(uuidString: String(parts[0])), let raw = UInt64(parts[1]),
-                let origin = UUID(uuidString: String(parts[2]))
+            let parts = line.split(separator: " ", maxSplits: 4, omittingEmptySubsequences: false)
+            guard parts.count == 5, let id = UUID(uuidString: String(parts[0])), let raw = UInt64(parts[1]),
+                let origin = UUID(uuidString: String(parts[2])), parts[3].utf8.count == 32,
+                parts[3].utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) })
             else {
                 throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "bad digest line \(line)"))
             }
-            versions[id] = NavlogEntry.Version(timestamp: HLCTimestamp(rawValue: raw), author: String(parts[3]), origin: origin)
+            versions[id] = Held(
+                version: NavlogEntry.Version(timestamp: HLCTimestamp(rawValue: raw), author: String(parts[4]), origin: origin),
+                contentHash: String(parts[3]))
         }
         self.versions = versions
     }
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
-        try container.encode(versions.map { id, version in
-            "\(id.uuidString) \(version.timestamp.rawValue) \(version.origin.uuidString) \(version.author)"
+        try container.encode(versions.map { id, held in
+            "\(id.uuidString) \(held.version.timestamp.rawValue) \(held.version.origin.uuidString) \(held.contentHash) \(held.version.author)"
         })
     }
 }

@@ -29,8 +29,25 @@ public actor NavlogNode: Service {
         self.store = store
         self.author = configuration.peer.displayName
         self.session = MultipeerSession(configuration: configuration, identity: identity)
-        let latest = try store.log().entries.values.map(\.timestamp).max()
-        self.clock = HybridLogicalClock(latest: latest ?? HLCTimestamp(rawValue: 0))
+        let log = try store.log()
+        self.clock = HybridLogicalClock(latest: log.entries.values.map(\.timestamp).max() ?? HLCTimestamp(rawValue: 0))
+        // Versions stored before versions were signed (a database of the first release) are
+        // re-issued as this host's own, signed: the content stays, and peers take them.
+        let legacy = log.entries.values.filter { $0.key == nil }.sorted { $0.timestamp < $1.timestamp }
+        if !legacy.isEmpty {
+            let now = Self.wallClock()
+            var reissued: [NavlogEntry] = []
+            for old in legacy {
+                let version = NavlogEntry(
+                    id: old.id, fields: old.fields, author: old.author, origin: identity.peerID, timestamp: clock.tick(now: now), deleted: old.deleted)
+                do {
+                    reissued.append(try version.signed(by: identity))
+                } catch {
+                    throw NavlogError(.databaseFailure, "cannot sign the versions of \(store.path) with this host's identity: \(error)")
+                }
+            }
+            _ = try store.merge(reissued)
+        }
     }
 
     /// What happens on this host. One subscriber.
@@ -65,7 +82,7 @@ public actor NavlogNode: Service {
     @discardableResult
     public func add(_ changes: [NavlogField: String?]) async throws(NavlogError) -> NavlogEntry {
         try await commit(NavlogEntry(
-            id: UUID(), fields: NavlogFields(waypoint: "").applying(changes), author: author, origin: store.peerID, timestamp: tick()))
+            id: UUID(), fields: NavlogFields(waypoint: "").applying(changes), author: author, origin: session.peerID, timestamp: tick()))
     }
 
     /// Changes fields of the live entry whose id starts with `idPrefix`.
@@ -73,14 +90,14 @@ public actor NavlogNode: Service {
     public func edit(_ idPrefix: String, _ changes: [NavlogField: String?]) async throws(NavlogError) -> NavlogEntry {
         let current = try entry(matching: idPrefix)
         return try await commit(NavlogEntry(
-            id: current.id, fields: current.fields.applying(changes), author: author, origin: store.peerID, timestamp: tick()))
+            id: current.id, fields: current.fields.applying(changes), author: author, origin: session.peerID, timestamp: tick()))
     }
 
     /// Deletes the live entry whose id starts with `idPrefix` (a tombstone that wins over older edits).
     @discardableResult
     public func delete(_ idPrefix: String) async throws(NavlogError) -> NavlogEntry {
         let current = try entry(matching: idPrefix)
-        return try await commit(NavlogEntry(id: current.id, fields: current.fields, author: author, origin: store.peerID, timestamp: tick(), deleted: true))
+        return try await commit(NavlogEntry(id: current.id, fields: current.fields, author: author, origin: session.peerID, timestamp: tick(), deleted: true))
     }
 
     /// The live entries in log order.
@@ -115,9 +132,10 @@ public actor NavlogNode: Service {
         clock.tick(now: Self.wallClock())
     }
 
-    /// Stores first (that is the acknowledgement), then tells every peer.
-    private func commit(_ entry: NavlogEntry) async throws(NavlogError) -> NavlogEntry {
-        for applied in try store.merge([entry]) {
+    /// Signs, stores (that is the acknowledgement), then tells every peer.
+    private func commit(_ unsigned: NavlogEntry) async throws(NavlogError) -> NavlogEntry {
+        let entry = try sign(unsigned)
+        for applied in try store.merge([entry]).applied {
             subscriptions.continuation.yield(.entryApplied(applied, origin: nil))
         }
         do {
@@ -179,7 +197,7 @@ public actor NavlogNode: Service {
                     subscriptions.continuation.yield(.synced(ref, sent: totals.sent, received: totals.received))
                 }
             case .update(let entry):
-                try apply([entry], from: ref)
+                try apply([entry], from: ref, ownOnly: true)
             }
         } catch {
             report(error, "syncing with \(peer.displayName) failed")
@@ -206,12 +224,26 @@ public actor NavlogNode: Service {
     }
 
     /// Merges the versions from a peer that it may send (``NavlogIntake``); an error event
-    /// tells of each kind it may not.
-    private func apply(_ entries: [NavlogEntry], from peer: PeerRef) throws(NavlogError) {
-        let intake = NavlogIntake(entries, clock: &clock, now: Self.wallClock())
+    /// tells of each kind it may not. With `ownOnly` (an `update`), each must be the peer's own.
+    private func apply(_ entries: [NavlogEntry], from peer: PeerRef, ownOnly: Bool = false) throws(NavlogError) {
+        let intake = NavlogIntake(entries, from: ownOnly ? peer.id : nil, clock: &clock, now: Self.wallClock())
         for refusal in intake.refusals { report(refusal, "syncing with \(peer.name)") }
-        for applied in try store.merge(intake.accepted) {
+        let merged = try store.merge(intake.accepted)
+        for applied in merged.applied {
             subscriptions.continuation.yield(.entryApplied(applied, origin: peer))
+        }
+        if let first = merged.conflicts.first {
+            report(NavlogError(.conflictingVersion,
+                "\(merged.conflicts.count) version(s) came with the version stamp of one held here and other content, which only a faulty or rogue origin writes; the first, of entry \(first.id) by origin \(first.origin): the one that wins by content is kept, on every host"),
+                "syncing with \(peer.name)")
+        }
+    }
+
+    private func sign(_ entry: NavlogEntry) throws(NavlogError) -> NavlogEntry {
+        do {
+            return try entry.signed(by: session.identity)
+        } catch {
+            throw NavlogError(.databaseFailure, "cannot sign a version with this host's identity: \(error)")
         }
     }
 

@@ -94,18 +94,31 @@ public final class NavlogStore: Sendable {
         }
     }
 
-    /// Merges versions in, in one durable transaction; returns those that changed the log.
-    public func merge(_ incoming: [NavlogEntry]) throws(NavlogError) -> [NavlogEntry] {
+    /// What a merge did.
+    public struct Merged: Sendable {
+        /// The versions that changed the log.
+        public var applied: [NavlogEntry] = []
+        /// Versions that met another with the same version stamp and other content (only a
+        /// faulty or rogue origin writes such): the one that wins by content was kept.
+        public var conflicts: [NavlogEntry] = []
+    }
+
+    /// Merges versions in, in one durable transaction.
+    public func merge(_ incoming: [NavlogEntry]) throws(NavlogError) -> Merged {
         do {
             return try database.write { db in
-                var applied: [NavlogEntry] = []
+                var merged = Merged()
                 for entry in incoming {
                     let row = try Row.fetchOne(db, sql: "SELECT * FROM entry WHERE id = ?", arguments: [entry.id.uuidString])
-                    if let row, !entry.wins(over: try Self.entry(row)) { continue }
+                    if let row {
+                        let current = try Self.entry(row)
+                        if current.version == entry.version, current.signedBytes != entry.signedBytes { merged.conflicts.append(entry) }
+                        if !entry.wins(over: current) { continue }
+                    }
                     try Self.save(entry, db)
-                    applied.append(entry)
+                    merged.applied.append(entry)
                 }
-                return applied
+                return merged
             }
         } catch {
             throw Self.describe(error, path: path)
@@ -131,6 +144,12 @@ public final class NavlogStore: Sendable {
         migrator.registerMigration("v2-node") { db in
             try db.execute(sql: "CREATE TABLE node (id INTEGER PRIMARY KEY CHECK (id = 1), peerID TEXT NOT NULL)")
         }
+        // Versions are signed by their origin (protocol v2). Versions stored before have neither:
+        // the host re-issues them as its own, signed (NavlogNode), and peers refuse them unsigned.
+        migrator.registerMigration("v3-signatures") { db in
+            try db.execute(sql: "ALTER TABLE entry ADD COLUMN key TEXT")
+            try db.execute(sql: "ALTER TABLE entry ADD COLUMN signature TEXT")
+        }
         return migrator
     }
 
@@ -147,12 +166,13 @@ public final class NavlogStore: Sendable {
         try db.execute(
             sql: """
                 INSERT OR REPLACE INTO entry
-                (id, leg, waypoint, planned, actual, fuel, altitude, remarks, author, origin, timestamp, deleted)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                (id, leg, waypoint, planned, actual, fuel, altitude, remarks, author, origin, timestamp, deleted, key, signature)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 entry.id.uuidString, fields.leg, fields.waypoint, fields.planned, fields.actual, fields.fuel,
                 fields.altitude, fields.remarks, entry.author, entry.origin.uuidString, Int64(bitPattern: entry.timestamp.rawValue), entry.deleted,
+                entry.key?.description, entry.signature,
             ])
     }
 
@@ -163,9 +183,12 @@ public final class NavlogStore: Sendable {
         let fields = NavlogFields(
             leg: row["leg"], waypoint: row["waypoint"], planned: row["planned"], actual: row["actual"], fuel: row["fuel"],
             altitude: row["altitude"], remarks: row["remarks"])
-        return NavlogEntry(
+        var entry = NavlogEntry(
             id: id, fields: fields, author: row["author"], origin: origin, timestamp: HLCTimestamp(rawValue: UInt64(bitPattern: row["timestamp"])),
             deleted: row["deleted"])
+        entry.key = (row["key"] as String?).flatMap { try? PeerKey(hex: $0) }
+        entry.signature = row["signature"]
+        return entry
     }
 
     /// One sentence per SQLite failure a user can meet.

@@ -1,5 +1,6 @@
 // A navlog-sync message as a peer sends it (the JSON payload of a DATA frame, docs/NAVLOG.md),
-// decoded as the session decodes it and taken in as a host takes it in (NavlogIntake). Any
+// decoded as the session decodes it and taken in as a host takes it in (NavlogIntake, which
+// checks every version's signature, so most fuzzed versions are refused there). Any
 // input must be refused with a DecodingError, or decode to a message that encodes to itself and
 // that a host takes in without a trap: its clock stays ahead of every version it accepts but
 // within a day of its wall clock, and neither the order of arrival nor a repeat changes the
@@ -50,7 +51,9 @@ let navlogFuzzer: FuzzTarget = { data, size in
         switch message {
         case .digest(let digest):
             for entry in held.newer(than: digest) {
-                precondition(digest.versions[entry.id].map { $0 < entry.version } ?? true, "only what the digest lacks is sent")
+                precondition(digest.versions[entry.id].map {
+                    $0.version < entry.version || ($0.version == entry.version && $0.contentHash != entry.contentHash)
+                } ?? true, "only what the digest lacks, or holds with other content, is sent")
             }
         case .entries(let versions, _):
             takeIn(versions)

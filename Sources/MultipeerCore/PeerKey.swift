@@ -6,7 +6,7 @@ import Crypto
 /// A peer's ID is derived from it (``peerID``), so nobody can claim another peer's ID without
 /// that peer's private key. Its text form, ``description``, is the 32 key bytes in lowercase
 /// hexadecimal (what a roster file lists); ``fingerprint`` is a short form for people.
-public struct PeerKey: Hashable, Sendable, CustomStringConvertible {
+public struct PeerKey: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The length of an Ed25519 public key, in bytes.
     public static let length = 32
 
@@ -63,10 +63,28 @@ public struct PeerKey: Hashable, Sendable, CustomStringConvertible {
     /// The key as 64 lowercase hexadecimal digits.
     public var description: String { rawRepresentation.map(hexByte).joined() }
 
-    /// Whether `signature` is this key's Ed25519 signature of `message`.
-    package func isValidSignature(_ signature: [UInt8], for message: [UInt8]) -> Bool {
+    /// Whether `signature` is this key's Ed25519 signature of `message` (one made with
+    /// `PeerIdentity.signature(for:)`): an application checks with it that data a peer relays
+    /// was written by the peer it names.
+    public func isValidSignature(_ signature: [UInt8], for message: [UInt8]) -> Bool {
         guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: rawRepresentation) else { return false }
         return key.isValidSignature(signature, for: message)
+    }
+
+    /// Reads the text form (``description``).
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        do {
+            try self.init(hex: text)
+        } catch let error as MultipeerError {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.message))
+        }
+    }
+
+    /// Writes the text form (``description``): 64 lowercase hexadecimal digits.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
     }
 }
 

@@ -84,9 +84,16 @@ public struct PeerIdentity: Sendable, CustomStringConvertible, CustomDebugString
         }
     }
 
-    /// Signs `message` with the private key (Ed25519, deterministic).
-    package func sign(_ message: [UInt8]) throws -> [UInt8] {
+    /// Signs `message` with the private key (Ed25519, RFC 8032: deterministic, 64 bytes), so
+    /// that anyone holding ``key`` can check that this device wrote it
+    /// (`PeerKey.isValidSignature(_:for:)`), however it travelled.
+    public func signature(for message: [UInt8]) throws -> [UInt8] {
         Array(try privateKey.signature(for: message))
+    }
+
+    /// Signs `message` (``signature(for:)``), as HELLO does.
+    package func sign(_ message: [UInt8]) throws -> [UInt8] {
+        try signature(for: message)
     }
 
     /// The peer ID and key fingerprint; never the private key.

@@ -1,4 +1,6 @@
 import Foundation
+import MultipeerSession
+import MultipeerTLS
 import MultipeerCore
 @testable import NavlogSync
 import Testing
@@ -110,15 +112,38 @@ import Testing
         forA.forEach { a.merge($0) }
         #expect(a == b)
         // Nothing is sent that the other already has.
-        #expect(forB.allSatisfy { entry in digestOfB.versions[entry.id].map { $0 < entry.version } ?? true })
+        #expect(forB.allSatisfy { entry in digestOfB.versions[entry.id].map { $0.version < entry.version } ?? true })
     }
 
-    @Test func aDigestNamesVersionsNotContent() throws {
+    /// Two contents under one version stamp (only a faulty or rogue origin signs such): the
+    /// digests tell them apart, each side sends its own, and both keep the same one.
+    @Test func twoContentsUnderOneVersionAreToldApartAndResolvedAlike() throws {
+        let origin = PeerIdentity()
+        let stamp = HLCTimestamp(milliseconds: 9, counter: 0)
+        let first = try NavlogEntry(id: Self.ids[0], fields: NavlogFields(waypoint: "TESAT"), author: "captain", origin: origin.peerID, timestamp: stamp)
+            .signed(by: origin)
+        var secondFields = first.fields
+        secondFields.remarks = "rewritten"
+        let second = try NavlogEntry(id: Self.ids[0], fields: secondFields, author: "captain", origin: origin.peerID, timestamp: stamp)
+            .signed(by: origin)
+        var a = NavlogLog([first]), b = NavlogLog([second])
+        #expect(a.digest != b.digest, "the content hashes differ")
+        let forB = a.newer(than: b.digest), forA = b.newer(than: a.digest)
+        #expect(forB == [first] && forA == [second])
+        forB.forEach { b.merge($0) }
+        forA.forEach { a.merge($0) }
+        #expect(a == b)
+    }
+
+    /// A digest names each version and a hash of its content, never the content itself.
+    @Test func aDigestNamesVersionsAndAContentHashNotContent() throws {
         let entry = NavlogEntry(
             id: Self.ids[2], fields: NavlogFields(waypoint: "TESAT", remarks: "secret remark"), author: "first officer", origin: Self.origins[1],
             timestamp: HLCTimestamp(milliseconds: 7, counter: 2))
         let json = String(decoding: try JSONEncoder().encode(NavlogLog([entry]).digest), as: UTF8.self)
-        #expect(json == "[\"00000000-0000-0000-0000-000000000002 458754 10000000-0000-0000-0000-000000000001 first officer\"]")
+        #expect(json == "[\"00000000-0000-0000-0000-000000000002 458754 10000000-0000-0000-0000-000000000001 \(entry.contentHash) first officer\"]")
+        #expect(!json.contains("secret"))
+        #expect(try JSONDecoder().decode(NavlogDigest.self, from: Data(json.utf8)) == NavlogLog([entry]).digest)
         #expect(throws: DecodingError.self) { try JSONDecoder().decode(NavlogDigest.self, from: Data("[\"nonsense\"]".utf8)) }
     }
 }
@@ -166,8 +191,51 @@ import Testing
 @Suite struct NavlogIntakeTests {
     static let now: UInt64 = 1_795_300_000_000
 
+    /// The host that wrote the versions a peer sends in these tests.
+    static let origin = PeerIdentity()
+
     static func version(_ fields: NavlogFields, author: String = "relief", at milliseconds: UInt64 = now) -> NavlogEntry {
-        NavlogEntry(id: UUID(), fields: fields, author: author, origin: MergeTests.origins[0], timestamp: HLCTimestamp(milliseconds: milliseconds, counter: 0))
+        try! NavlogEntry(id: UUID(), fields: fields, author: author, origin: origin.peerID, timestamp: HLCTimestamp(milliseconds: milliseconds, counter: 0))
+            .signed(by: origin)
+    }
+
+    /// Only its origin can write a version: unsigned, signed with another key, altered after
+    /// signing, or claiming the key of another origin, it is refused, and the reason said.
+    @Test func aVersionItsOriginDidNotSignIsRefused() throws {
+        let good = Self.version(NavlogFields(waypoint: "ARNEM"))
+        var unsigned = good
+        unsigned.key = nil
+        unsigned.signature = nil
+        var altered = good
+        altered.fields.fuel = 100
+        var otherKey = good
+        otherKey.key = PeerIdentity().key
+        let mallory = PeerIdentity()
+        var claimed = try NavlogEntry(id: UUID(), fields: NavlogFields(waypoint: "EVIL"), author: "relief", origin: mallory.peerID,
+                                      timestamp: HLCTimestamp(milliseconds: Self.now, counter: 1)).signed(by: mallory)
+        claimed.origin = Self.origin.peerID  // written by mallory in the origin's name
+        for bad in [unsigned, altered, otherKey, claimed] {
+            #expect(throws: NavlogError.self) { try bad.verify() }
+        }
+        var clock = HybridLogicalClock()
+        let intake = NavlogIntake([unsigned, altered, otherKey, claimed, good], clock: &clock, now: Self.now)
+        #expect(intake.accepted == [good])
+        #expect(intake.refusals.map(\.code) == [.badSignature])
+        #expect(intake.refusals.first?.message.hasPrefix("4 version(s) were refused, as their origin did not sign them") == true)
+    }
+
+    /// An update is its sender's own new version: one naming another origin is refused, even
+    /// signed by that origin (relayed versions travel in `entries`, where they are taken).
+    @Test func anUpdateFromAnotherThanItsOriginIsRefused() {
+        let relayed = Self.version(NavlogFields(waypoint: "ARNEM"))
+        let sender = PeerIdentity().peerID
+        var clock = HybridLogicalClock()
+        let update = NavlogIntake([relayed], from: sender, clock: &clock, now: Self.now)
+        #expect(update.accepted.isEmpty)
+        #expect(update.refusals.map(\.code) == [.notFromSender])
+        #expect(update.refusals.first?.message.contains("\(sender)") == true)
+        let entries = NavlogIntake([relayed], clock: &clock, now: Self.now)
+        #expect(entries.accepted == [relayed])
     }
 
     @Test func whatAUserCouldTypeIsTakenInAndTheRestRefusedWithTheReason() {

@@ -23,11 +23,11 @@ import Testing
         do {
             let store = try NavlogStore(path: path)
             peerID = store.peerID
-            #expect(try store.merge([Self.entry]) == [Self.entry])
+            #expect(try store.merge([Self.entry]).applied == [Self.entry])
             // An older version changes nothing; a newer one replaces it.
             var older = Self.entry
             older.timestamp = HLCTimestamp(milliseconds: 1, counter: 0)
-            #expect(try store.merge([older]).isEmpty)
+            #expect(try store.merge([older]).applied.isEmpty)
         }
         let reopened = try NavlogStore(path: path)
         #expect(reopened.peerID == peerID)
@@ -46,7 +46,7 @@ import Testing
         let extreme = NavlogEntry(
             id: UUID(), fields: NavlogFields(leg: .min, waypoint: "", planned: "", fuel: .max, altitude: -1, remarks: "de\u{301}tour \u{1F6E9} " + String(repeating: "x", count: 100_000)),
             author: "e\u{301}", origin: UUID(), timestamp: HLCTimestamp(rawValue: .max), deleted: true)
-        #expect(try store.merge([extreme]) == [extreme])
+        #expect(try store.merge([extreme]).applied == [extreme])
         let stored = try #require(try store.log().entries[extreme.id])
         #expect(stored.timestamp == extreme.timestamp)
         #expect(Array(stored.fields.remarks!.utf8) == Array(extreme.fields.remarks!.utf8))

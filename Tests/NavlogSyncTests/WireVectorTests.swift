@@ -1,5 +1,6 @@
 import Foundation
 import MultipeerSession
+import MultipeerTLS
 import MultipeerTestSupport
 @testable import NavlogSync
 import Testing
@@ -7,11 +8,23 @@ import Testing
 /// The sync messages as docs/NAVLOG.md spells them: each vector decodes to the message built
 /// here, and the message encodes to the same JSON.
 @Suite struct WireVectorTests {
-    static let entry = NavlogEntry(
+    /// The key pair of RFC 8032's first Ed25519 test vector, as in docs/PROTOCOL.md.
+    static let origin = try! PeerIdentity(rawPrivateKey: Array(Data(hex: "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")))
+
+    static let entry = try! NavlogEntry(
         id: UUID(uuidString: "3F2A1B7C-0000-4000-8000-000000000001")!,
         fields: NavlogFields(leg: 1, waypoint: "TESAT", planned: "10:05", fuel: 12400, altitude: 37000, remarks: "light chop"),
-        author: "captain", origin: UUID(uuidString: "C0000000-0000-4000-8000-00000000000A")!,
-        timestamp: HLCTimestamp(milliseconds: 1_795_312_526_980, counter: 2))
+        author: "captain", origin: origin.peerID,
+        timestamp: HLCTimestamp(milliseconds: 1_795_312_526_980, counter: 2)).signed(by: origin)
+
+    @Test func theSignedBytesAndTheContentHashAreTheSpecs() throws {
+        let vectors = try ProtocolVectors.blocks(in: "docs/NAVLOG.md", fence: "hex")
+        let signed = try #require(vectors["navlog-signed-bytes"]).split(whereSeparator: \.isWhitespace).map { UInt8($0, radix: 16)! }
+        #expect(Self.entry.origin == UUID(uuidString: "21FE31DF-A154-8261-A26B-F854046FD227"))
+        #expect(Self.entry.signedBytes == signed)
+        #expect(Self.entry.contentHash == "068a83730458f04fd8ebb8d4bcc51633")
+        try Self.entry.verify()
+    }
 
     static let messages: [String: NavlogMessage] = [
         "navlog-digest": .digest(versions: NavlogLog([entry]).digest),
@@ -34,5 +47,15 @@ import Testing
 
     @Test func theMessagesTravelUnderOneTypeName() {
         #expect(MultipeerSession.wireName(of: NavlogMessage.self) == "NavlogSync.NavlogMessage")
+    }
+}
+
+extension Data {
+    /// Bytes from hexadecimal digits.
+    init(hex: String) {
+        self.init(stride(from: 0, to: hex.count, by: 2).map { offset in
+            let start = hex.index(hex.startIndex, offsetBy: offset)
+            return UInt8(hex[start..<hex.index(start, offsetBy: 2)], radix: 16)!
+        })
     }
 }
