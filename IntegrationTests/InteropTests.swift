@@ -91,12 +91,24 @@ import Testing
         }
     }
 
+    /// A ClientHello offering PSK without ECDHE (`psk_ke` alone) is answered with alert 40,
+    /// handshake_failure, at once (docs/PROTOCOL.md, 1.2).
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aClientOfferingPSKWithoutECDHEGetsHandshakeFailure() async throws {
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
+            let (output, failure) = try await Self.refusal(
+                at: server, key: LinkFixtures.keyHex, priority: "NORMAL:-VERS-ALL:+VERS-TLS1.3:-KX-ALL:+PSK")
+            #expect(output.contains("Received alert [40]"), "\(output)")
+            #expect(failure?.code == .tlsNegotiationFailed, "\(String(describing: failure))")
+        }
+    }
+
     @Test(.scaledTimeLimit(minutes: 1))
     func anUnknownIdentityIsRefusedAsAnAuthenticationFailure() async throws {
         try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
             let (_, failure) = try await Self.refusal(at: server, key: LinkFixtures.keyHex, identity: "stranger")
             #expect(failure?.code == .authenticationFailed, "\(String(describing: failure))")
-            #expect(failure?.message.hasSuffix("failed PSK authentication: it offered the identity \"stranger\", which this group's key does not have") == true)
+            #expect(failure?.message.hasSuffix("failed PSK authentication: it offered the identity \"stranger\", which none of this session's group keys has (Configuration.keys)") == true, "\(String(describing: failure))")
             #expect(failure?.description.contains(LinkFixtures.keyHex) == false)
             try await BadPeerTests.expectStillServing(server)
         }

@@ -121,14 +121,16 @@ package struct KeepaliveStateMachine: Sendable {
 }
 
 extension KeepaliveParameters {
-    /// The pair both sides use: the shorter interval and the shorter timeout. A zero announced
-    /// by a peer means "no opinion".
+    /// The pair both sides use: the shorter interval and the shorter timeout. A zero means "no
+    /// opinion"; where both sides have none, the default applies.
     package func stricter(than other: KeepaliveParameters) -> KeepaliveParameters {
-        func pick(_ a: Duration, _ b: Duration) -> Duration {
-            if a <= .zero { return b }
+        func pick(_ a: Duration, _ b: Duration, _ fallback: Duration) -> Duration {
+            if a <= .zero { return b <= .zero ? fallback : b }
             if b <= .zero { return a }
             return min(a, b)
         }
-        return KeepaliveParameters(interval: pick(interval, other.interval), timeout: pick(timeout, other.timeout))
+        let defaults = KeepaliveParameters()
+        return KeepaliveParameters(
+            interval: pick(interval, other.interval, defaults.interval), timeout: pick(timeout, other.timeout, defaults.timeout))
     }
 }

@@ -13,7 +13,7 @@ extension TLSEngine {
         if duringHandshake, role == .server, let identity = offeredUnknownIdentity {
             return error(
                 .authenticationFailed,
-                "\(peer) failed PSK authentication: it offered the identity \"\(identity.printable)\", which this group's key does not have")
+                "\(peer) failed PSK authentication: it offered the identity \"\(identity.printable)\", which none of this session's group keys has (Configuration.keys)")
         }
         switch status {
         case GNUTLS_E_RECEIVED_ILLEGAL_PARAMETER where duringHandshake && role == .server,

@@ -116,6 +116,7 @@ import Testing
         #expect(theirs.stricter(than: mine) == mine.stricter(than: theirs))
         let silent = KeepaliveParameters(interval: .zero, timeout: .zero)
         #expect(mine.stricter(than: silent) == mine, "zero means no opinion")
+        #expect(silent.stricter(than: silent) == KeepaliveParameters(), "nobody has one: the defaults")
     }
 }
 
