@@ -198,6 +198,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "NavlogBenchmark",
+            dependencies: ["BenchmarkSupport", "MultipeerSession", "NavlogSync"],
+            path: "Benchmarks/NavlogBenchmark",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "BenchReport",
             dependencies: ["BenchmarkSupport", "MultipeerTestSupport"],
             path: "Benchmarks/BenchReport",

@@ -6,11 +6,14 @@ public struct LinkResults: Codable, Sendable {
     public var machine: [String: String]
     public var roundTrips: [RoundTrip]
     public var throughput: [Throughput]
+    /// Link set-up times (absent in reports from before they were measured).
+    public var handshakes: Handshakes?
 
-    public init(machine: [String: String], roundTrips: [RoundTrip], throughput: [Throughput]) {
+    public init(machine: [String: String], roundTrips: [RoundTrip], throughput: [Throughput], handshakes: Handshakes? = nil) {
         self.machine = machine
         self.roundTrips = roundTrips
         self.throughput = throughput
+        self.handshakes = handshakes
     }
 }
 
@@ -187,5 +190,19 @@ public struct MeshResult: Codable, Sendable {
         self.worstLinkP99RTTMilliseconds = worstLinkP99RTTMilliseconds
         self.falseTeardowns = falseTeardowns
         self.pingsPerLinkPerSecond = pingsPerLinkPerSecond
+    }
+}
+
+/// How long setting up a link takes: TCP, the TLS handshake and the HELLO exchange, measured on
+/// the dialling side, one link after another.
+public struct Handshakes: Codable, Sendable {
+    public var count: Int
+    public var p50Microseconds: Double
+    public var p99Microseconds: Double
+
+    public init(samples: [Double]) {
+        count = samples.count
+        p50Microseconds = Bench.percentile(samples, 0.5)
+        p99Microseconds = Bench.percentile(samples, 0.99)
     }
 }

@@ -106,9 +106,17 @@ if let size = Bench.option("--throughput-only").flatMap(Int.init) {
     exit(0)
 }
 
+if Bench.flag("--handshakes-only") {
+    let handshakes = Handshakes(samples: try await OurLink(psk: psk, preferEventLoop: true).handshakes(count: quick ? 200 : 1_000, warmup: 50))
+    print("Link set-up (TCP, TLS 1.3 ECDHE-PSK, HELLO both ways), \(handshakes.count) in a row: p50 \(format(handshakes.p50Microseconds)) µs, p99 \(format(handshakes.p99Microseconds)) µs")
+    exit(0)
+}
+
 let roundTrips = try await measureRoundTrips(placement: "two cores") + (try await measurePinnedRoundTrips())
+print("link set-up")
+let handshakes = Handshakes(samples: try await OurLink(psk: psk, preferEventLoop: true).handshakes(count: quick ? 200 : 1_000, warmup: 50))
 let throughput = try await measureThroughput(sizes: [128, 1024, 4096, 9 * 1024, 64 * 1024, 1024 * 1024], links: links)
-let report = LinkResults(machine: machine(), roundTrips: roundTrips, throughput: throughput)
+let report = LinkResults(machine: machine(), roundTrips: roundTrips, throughput: throughput, handshakes: handshakes)
 
 print("Machine: \(report.machine["cpu"]!), \(report.machine["cores"]!) cores, \(report.machine["kernel"]!), GnuTLS \(report.machine["gnutls"]!)")
 print("'ours': link tasks on the channel's event loop; 'ours/pool': on Swift's global pool.")
@@ -119,6 +127,7 @@ for trip in roundTrips {
     print(pad(trip.placement, 18) + pad(trip.link, 11) + pad(format(trip.p50Microseconds), 9) + pad(format(trip.p99Microseconds), 9)
         + (trip.link == "ours" ? "" : format(ourP50 / trip.p50Microseconds, 2) + "x"))
 }
+print("\nLink set-up (TCP, TLS 1.3 ECDHE-PSK, HELLO both ways), \(handshakes.count) in a row: p50 \(format(handshakes.p50Microseconds)) µs, p99 \(format(handshakes.p99Microseconds)) µs")
 print("\nOne-way throughput, one write per message (median of \(quick ? 1 : 3) runs)")
 print(pad("payload", 10) + pad("link", 11) + pad("messages/s", 13) + pad("MB/s", 10) + "ours / this")
 for result in throughput {

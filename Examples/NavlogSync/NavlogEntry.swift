@@ -145,7 +145,7 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
     /// The first 16 bytes of the SHA-256 of ``signedBytes``, in lowercase hexadecimal: what a
     /// digest names the content by, so two hosts never keep different content under one version.
     public var contentHash: String {
-        SHA256.hash(data: signedBytes).prefix(16).map { String(format: "%02x", $0) }.joined()
+        Self.hex(SHA256.hash(data: signedBytes).prefix(16))
     }
 
     /// This version signed by `identity`, which must be its origin's.
@@ -153,7 +153,7 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
         precondition(identity.peerID == origin, "a version is signed by its origin")
         var signed = self
         signed.key = identity.key
-        signed.signature = try identity.signature(for: signedBytes).map { String(format: "%02x", $0) }.joined()
+        signed.signature = Self.hex(try identity.signature(for: signedBytes))
         return signed
     }
 
@@ -175,12 +175,30 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
     private static func bytes(hex: String) -> [UInt8]? {
         let digits = Array(hex.utf8)
         guard digits.count == 128 else { return nil }
+        func value(_ digit: UInt8) -> UInt8? {
+            switch digit {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+            default: nil
+            }
+        }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(64)
         for index in stride(from: 0, to: 128, by: 2) {
-            guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
-            bytes.append(byte)
+            guard let high = value(digits[index]), let low = value(digits[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
         }
         return bytes
+    }
+
+    /// Lower-case hexadecimal digits of `bytes`.
+    static func hex(_ bytes: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 }

@@ -73,6 +73,20 @@ public struct NavlogDigest: Hashable, Sendable, Codable {
         self.versions = versions
     }
 
+    /// The digest in parts of at most `size` versions (at least one part, maybe empty), to send
+    /// as `digest` messages.
+    public func batches(of size: Int) -> [NavlogDigest] {
+        let all = Array(versions)
+        return stride(from: 0, to: max(all.count, 1), by: size).map { start in
+            NavlogDigest(versions: Dictionary(uniqueKeysWithValues: all[start..<min(start + size, all.count)].map { ($0.key, $0.value) }))
+        }
+    }
+
+    /// Adds the versions of another part of a peer's digest.
+    public mutating func add(_ part: NavlogDigest) {
+        versions.merge(part.versions) { _, new in new }
+    }
+
     // On the wire, one string per entry, "ID TIMESTAMP ORIGIN HASH AUTHOR": about 130 bytes each.
     public init(from decoder: any Decoder) throws {
         var versions: [UUID: Held] = [:]

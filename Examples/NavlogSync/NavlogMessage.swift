@@ -10,8 +10,9 @@ public enum NavlogMessage: MultipeerMessage, Hashable {
     /// The name on the wire (docs/NAVLOG.md), as every version of navlog-sync has sent it.
     public static var wireName: String { "NavlogSync.NavlogMessage" }
 
-    /// The version of every entry the sender holds.
-    case digest(versions: NavlogDigest)
+    /// A batch of the versions of the entries the sender holds; the last batch is `final`, and
+    /// the receiver answers once it has them all.
+    case digest(versions: NavlogDigest, final: Bool)
     /// A batch of the versions a peer's digest lacked; the last batch is `final`.
     case entries(versions: [NavlogEntry], final: Bool)
     /// One new local version.
@@ -19,6 +20,8 @@ public enum NavlogMessage: MultipeerMessage, Hashable {
 
     /// Versions per `entries` message: well under the session's 1 MiB frame limit.
     public static let batchSize = 500
+    /// Versions per `digest` message (about 130 bytes each): well under the 1 MiB frame limit.
+    public static let digestBatchSize = 4_000
 }
 
 /// Where an anti-entropy exchange with one peer stands: done when this side has answered the

@@ -19,6 +19,8 @@ public actor NavlogNode: Service {
     private var clock: HybridLogicalClock
     private var known: [UUID: (peer: PeerRef, active: Bool, lastSeen: Date)] = [:]
     private var progress: [UUID: SyncProgress] = [:]
+    /// The parts of each peer's digest received so far, until its final part.
+    private var incomingDigests: [UUID: NavlogDigest] = [:]
     private let subscriptions = AsyncStream<NavlogEvent>.makeStream()
 
     /// A host on `store`, with the session made from `configuration` under the store's identity.
@@ -64,11 +66,14 @@ public actor NavlogNode: Service {
             group.addTask { for await event in sessionEvents { await self.handle(event) } }
             // Ends when the session stops.
             for await (peer, message) in messages {
-                if case .digest(let digest) = message {
-                    // Answered beside this loop: sending the answer may wait for room in the
-                    // peer's outbox, and this loop waiting meanwhile would stop reading what the
-                    // peer sends, which may be waiting for room in ours: both stuck for good.
-                    group.addTask { await self.answer(digest, from: peer) }
+                if case .digest(let part, let final) = message {
+                    // Answered beside this loop, once the last part has come: sending the answer
+                    // may wait for room in the peer's outbox, and this loop waiting meanwhile would
+                    // stop reading what the peer sends, which may be waiting for room in ours:
+                    // both stuck for good.
+                    if let digest = await self.gather(part, final: final, from: peer.id) {
+                        group.addTask { await self.answer(digest, from: peer) }
+                    }
                 } else {
                     await self.handle(message, from: peer)
                 }
@@ -158,8 +163,12 @@ public actor NavlogNode: Service {
             known[peer.id] = (ref, true, Date())
             progress[peer.id] = SyncProgress()
             subscriptions.continuation.yield(.peerJoined(ref))
+            incomingDigests[peer.id] = nil
             do {
-                try await session.send(NavlogMessage.digest(versions: try store.log().digest), to: peer.id)
+                let parts = try store.log().digest.batches(of: NavlogMessage.digestBatchSize)
+                for (index, part) in parts.enumerated() {
+                    try await session.send(NavlogMessage.digest(versions: part, final: index == parts.count - 1), to: peer.id)
+                }
             } catch {
                 report(error, "sending the digest to \(peer.displayName) failed")
             }
@@ -189,8 +198,8 @@ public actor NavlogNode: Service {
         let ref = PeerRef(id: peer.id, name: peer.displayName, fingerprint: peer.key.fingerprint)
         do {
             switch message {
-            case .digest(let digest):
-                await answer(digest, from: peer)
+            case .digest:
+                break  // gathered, then answered, in run()
             case .entries(let batch, let final):
                 try apply(batch, from: ref)
                 if let totals = progress[peer.id, default: SyncProgress()].received(batch.count, final: final) {
@@ -202,6 +211,15 @@ public actor NavlogNode: Service {
         } catch {
             report(error, "syncing with \(peer.displayName) failed")
         }
+    }
+
+    /// Adds a part of a peer's digest to what came before; returns the whole digest with the final part.
+    private func gather(_ part: NavlogDigest, final: Bool, from peer: UUID) -> NavlogDigest? {
+        var digest = incomingDigests.removeValue(forKey: peer) ?? NavlogDigest(versions: [:])
+        digest.add(part)
+        if final { return digest }
+        incomingDigests[peer] = digest
+        return nil
     }
 
     /// Sends a peer what its digest lacks, in batches, the last one marked final.

@@ -49,7 +49,7 @@ let navlogFuzzer: FuzzTarget = { data, size in
         let reread = try JSONDecoder().decode(NavlogMessage.self, from: JSONEncoder().encode(message))
         precondition(reread == message, "a decoded message encodes to itself")
         switch message {
-        case .digest(let digest):
+        case .digest(let digest, _):
             for entry in held.newer(than: digest) {
                 precondition(digest.versions[entry.id].map {
                     $0.version < entry.version || ($0.version == entry.version && $0.contentHash != entry.contentHash)

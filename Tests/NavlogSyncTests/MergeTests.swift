@@ -135,6 +135,23 @@ import Testing
         #expect(a == b)
     }
 
+    /// A large log's digest goes in parts that each fit a frame and add up to the whole.
+    @Test func aLargeDigestGoesInPartsThatFitAFrame() throws {
+        let log = NavlogLog((0..<9_001).map { number in
+            NavlogEntry(id: UUID(), fields: NavlogFields(waypoint: "W\(number)"), author: "first officer", origin: Self.origins[0],
+                        timestamp: HLCTimestamp(milliseconds: 1, counter: UInt16(number)))
+        })
+        let parts = log.digest.batches(of: NavlogMessage.digestBatchSize)
+        #expect(parts.map(\.versions.count) == [4_000, 4_000, 1_001])
+        var whole = NavlogDigest(versions: [:])
+        for part in parts {
+            #expect(try JSONEncoder().encode(NavlogMessage.digest(versions: part, final: false)).count < 1 << 20)
+            whole.add(part)
+        }
+        #expect(whole == log.digest)
+        #expect(NavlogLog().digest.batches(of: 10).map(\.versions.count) == [0], "an empty log sends one empty, final part")
+    }
+
     /// A digest names each version and a hash of its content, never the content itself.
     @Test func aDigestNamesVersionsAndAContentHashNotContent() throws {
         let entry = NavlogEntry(

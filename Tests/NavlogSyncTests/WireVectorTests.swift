@@ -27,7 +27,7 @@ import Testing
     }
 
     static let messages: [String: NavlogMessage] = [
-        "navlog-digest": .digest(versions: NavlogLog([entry]).digest),
+        "navlog-digest": .digest(versions: NavlogLog([entry]).digest, final: true),
         "navlog-entries": .entries(versions: [entry], final: true),
         "navlog-update": .update(entry: entry),
     ]
