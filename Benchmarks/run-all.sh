@@ -30,6 +30,7 @@ step() {
 step link .build/release/LinkBenchmark $( ((quick)) && echo --quick )
 step detection .build/release/DetectionBenchmark --trials "$(trials 5 20)"
 step delivery .build/release/DeliveryBenchmark --seconds "$(trials 3 10)"
+step navlog .build/release/NavlogBenchmark --entries "$(trials 1000 10000)"
 if [[ $(id -u) -eq 0 ]]; then
     step detection-network Benchmarks/detection-hosts.sh --trials "$(trials 5 20)" --baseline-trials "$(trials 1 3)"
     step discovery Benchmarks/discovery-hosts.sh --trials "$(trials 5 20)"

@@ -58,17 +58,22 @@ public struct NavlogLog: Hashable, Sendable {
 public struct NavlogDigest: Hashable, Sendable, Codable {
     /// One entry's version as held, and the hash of its content (``NavlogEntry/contentHash``).
     public struct Held: Hashable, Sendable {
+        /// The version's stamp: timestamp, author, origin.
         public var version: NavlogEntry.Version
+        /// ``NavlogEntry/contentHash`` of the version held.
         public var contentHash: String
 
+        /// An entry's version as held.
         public init(version: NavlogEntry.Version, contentHash: String) {
             self.version = version
             self.contentHash = contentHash
         }
     }
 
+    /// By entry id.
     public var versions: [UUID: Held]
 
+    /// A digest of these versions.
     public init(versions: [UUID: Held]) {
         self.versions = versions
     }
