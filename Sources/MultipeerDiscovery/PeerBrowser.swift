@@ -9,7 +9,7 @@ import MultipeerCore
 /// Each peer is reported once however many interfaces and protocols announce it, and lost when
 /// the last announcement goes. This peer's own advertisement is skipped (by UUID, not by name),
 /// and so are adverts of another protocol version or without a valid `id` (logged at debug
-/// level). When avahi-daemon restarts, every peer is reported lost, then found again once the
+/// level; an advert of an earlier version at notice level, saying to upgrade that peer). When avahi-daemon restarts, every peer is reported lost, then found again once the
 /// daemon is back. Browsers of one service type on one connection share one Avahi browser and
 /// its resolvers, so many sessions in a process stay within the daemon's per-client limits.
 package struct PeerBrowser: PeerDiscovery {
@@ -192,6 +192,11 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
         let record: AdvertTXT
         do {
             record = try AdvertTXT(entries: avahiStringListEntries(txt))
+        } catch AdvertTXT.Rejection.otherProtocolVersion(let version) where UInt16(version).map({ $0 < Hello.currentProtocolVersion }) ?? false {
+            // A peer of an earlier release: never met, so its user is told what to do.
+            connection.logger.notice(
+                "ignoring DNS-SD instance \(key.name): it speaks protocol version \(version), which this peer (version \(Hello.currentProtocolVersion)) refuses; upgrade it to meet it")
+            return
         } catch {
             connection.logger.debug("ignoring DNS-SD instance \(key.name): \(error)")
             return
