@@ -49,7 +49,9 @@ import Testing
                     let delta = try Self.session("delta", keys: [Self.old, Self.new], dialling: [bravoPort])
                     let deltaEvents = EventLog(delta.events)
                     try await whileRunning([delta]) {
-                        try await deltaEvents.waitUntilActive([bravo.peerID])  // bravo holds only the old key
+                        let joined = try await deltaEvents.waitUntilActive([bravo.peerID])  // bravo holds only the old key
+                        #expect(!joined.contains { if case .authenticationFailed = $0 { true } else { false } },
+                                "falling back to the old key is no failure to report")
                     }
                     let late = try Self.session("late", keys: [Self.old], dialling: [alphaPort])
                     let lateEvents = EventLog(late.events)

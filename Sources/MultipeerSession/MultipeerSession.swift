@@ -306,9 +306,10 @@ public actor MultipeerSession {
     private nonisolated func dial(_ id: LinkID, _ target: DialTarget, _ configuration: LinkConfiguration) async {
         var lastError: MultipeerError?
         hosts: for host in target.hosts {
-            // The newest key first; an older one if the peer does not hold the newest yet (a
-            // key rotation under way).
-            for key in configuration.tls.keys.keys.reversed() {
+            // The newest key first, then the older ones (the peer may not hold the newest yet: a
+            // key rotation under way). A refused key is reported only if no key is taken.
+            let keys = configuration.tls.keys.keys.reversed()
+            for (index, key) in keys.enumerated() {
                 do {
                     let connection = try await PeerConnection.dial(host: host, port: target.port, configuration: configuration, offering: key.identity)
                     await runLink(id, connection)
@@ -316,14 +317,14 @@ public actor MultipeerSession {
                 } catch {
                     let failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "cannot connect to \(host):\(target.port)", underlying: "\(error)")
                     lastError = failure
+                    if failure.code == .authenticationFailed, index < keys.count - 1 { continue }
                     await handshakeFailed("\(host):\(target.port)", failure)
-                    if failure.code == .authenticationFailed { continue }
-                    // Only a failure to connect is worth trying the next address for.
-                    if failure.code != .connectionFailed { break hosts }
-                    continue hosts
+                    // Only a failure to connect is worth trying the next address for: a peer that
+                    // refuses every key, or fails otherwise, does so at each of its addresses.
+                    if failure.code == .connectionFailed { continue hosts }
+                    break hosts
                 }
             }
-            break
         }
         await linkClosed(id, goodbye: nil, error: lastError)
     }
