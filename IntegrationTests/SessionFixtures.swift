@@ -38,7 +38,7 @@ struct SessionGroup {
 
 extension MultipeerSession.Configuration {
     /// A test session's configuration: the tests' group key unless `psk` says otherwise, and
-    /// every timing bound (keepalive, handshake timeout) stretched by ``TestTime/scale``.
+    /// every timing bound (keepalive, handshake and GOODBYE timeouts) stretched by ``TestTime/scale``.
     static func test(
         _ name: String, serviceType: String = "_navlog._tcp", psk: PreSharedKey = LinkFixtures.psk,
         discovery: MultipeerSession.Discovery = .avahi(), limits: MultipeerSession.Limits = .init(),
@@ -46,6 +46,8 @@ extension MultipeerSession.Configuration {
     ) -> Self {
         var limits = limits
         limits.handshakeTimeout = TestTime.scaled(limits.handshakeTimeout)
+        // A GOODBYE given up after a second goes unsaid on a machine slowed by a sanitizer.
+        limits.goodbyeTimeout = TestTime.scaled(limits.goodbyeTimeout)
         return .init(
             serviceType: serviceType, peer: PeerInfo(displayName: name), psk: psk, discovery: discovery, limits: limits,
             keepalive: .scaled(keepalive), statsInterval: statsInterval)
