@@ -28,6 +28,8 @@ import Testing
         }
     }
 
+    /// Whoever can write the roster decides who joins: a file others could write, replace or
+    /// point elsewhere is refused, with the fix.
     @Test func aRosterFileOthersCouldWriteIsRefused() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("roster-\(UUID())").path
         defer { unlink(path) }
@@ -37,6 +39,15 @@ import Testing
         chmod(path, 0o664)
         let error = try #require(throws: MultipeerError.self) { try Roster(contentsOfFile: path) }
         #expect(error.message.contains("chmod go-w \(path)"), "\(error.message)")
+        chmod(path, 0o644)
+        let link = path + "-link"
+        symlink(path, link)
+        defer { unlink(link) }
+        let linked = try #require(throws: MultipeerError.self) { try Roster(contentsOfFile: link) }
+        #expect(linked.message.contains("symbolic link"), "\(linked.message)")
+        chown(path, 65534, 65534)
+        let owner = try #require(throws: MultipeerError.self) { try Roster(contentsOfFile: path) }
+        #expect(owner.message.contains("belongs to user 65534"), "\(owner.message)")
     }
 
     @Test(.scaledTimeLimit(minutes: 2))
