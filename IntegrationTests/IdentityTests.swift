@@ -109,3 +109,35 @@ import Testing
         return frame
     }
 }
+
+/// Adverts are hints (docs/PROTOCOL.md, 3 and 5): an advert placing peer P at another peer's
+/// address never makes a session believe it has a link to P.
+@Suite(.enabled(if: inDiscoverySandbox, "needs scripts/sandbox.sh (make test, as root)"))
+struct AdvertHintTests {
+    @Test(.scaledTimeLimit(minutes: 1))
+    func anAdvertPlacingAPeerAtAnotherPeersAddressIsRefusedWhenDialled() async throws {
+        let type = try DiscoveryTests.uniqueServiceType()
+        let alpha = MultipeerSession(configuration: .test("alpha", serviceType: type.rawValue, discovery: .staticPeers([])))
+        let alphaEvents = EventLog(alpha.events)
+        try await whileRunning([alpha]) {
+            let port = try await alphaEvents.listeningPort()
+            // "P" is the least UUID, so the session below is the one to dial it.
+            let absent = UUID(uuidString: "00000000-0000-8000-8000-000000000001")!
+            let false_ = try DiscoveryTests.advertise(type, name: "absent", peerID: absent, port: port)
+            defer { false_.stop() }
+            _ = try await DiscoveryTests.established(false_)
+            let dialler = MultipeerSession(configuration: .test("dialler", serviceType: type.rawValue))
+            let events = EventLog(dialler.events)
+            try await whileRunning([dialler]) {
+                let seen = try await events.wait { events in
+                    events.contains { if case .connectionFailed(_, let error) = $0 { error.code == .unexpectedPeer } else { false } }
+                }
+                let refusal = seen.compactMap { if case .connectionFailed(_, let error) = $0, error.code == .unexpectedPeer { error } else { nil } }.first
+                #expect(refusal?.message.contains("advertised as peer \(absent)") == true, "\(String(describing: refusal))")
+                #expect(refusal?.message.contains("proved to be peer \(alpha.peerID)") == true)
+                #expect(!activeIDs(seen).contains(absent), "no link counts for the advertised peer")
+                #expect(await dialler.activePeers.isEmpty)
+            }
+        }
+    }
+}

@@ -26,6 +26,9 @@ public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible
         public static let badSignature = Code("badSignature")
         /// The peer proved its key, but the session's roster does not list it: the link is refused.
         public static let notInRoster = Code("notInRoster")
+        /// A dialled address answered with another peer than the one discovery placed there (an
+        /// advert that is stale, mistaken or false): the link is closed and the next address tried.
+        public static let unexpectedPeer = Code("unexpectedPeer")
         /// The link reached this very peer (same peer UUID).
         public static let selfConnection = Code("selfConnection")
         /// The first frame on a link was not a HELLO.

@@ -1,3 +1,4 @@
+import struct Foundation.UUID
 import MultipeerCore
 import MultipeerTLS
 import NIOCore
@@ -29,6 +30,8 @@ final class LinkHandler: ChannelDuplexHandler {
     private let identity: PeerIdentity
     /// The side this handler's end of the connection is on; the peer's HELLO comes from the other.
     private let side: Hello.Side
+    /// Whom the dialler meant to reach, when discovery said: the HELLO must prove that peer.
+    private let expectedPeer: UUID?
     /// This connection's exporter value, once TLS is up.
     private var exporter: [UInt8] = []
     private let handshakeTimeout: Duration
@@ -40,10 +43,14 @@ final class LinkHandler: ChannelDuplexHandler {
     /// Completes with the peer's HELLO once it has arrived and been checked.
     var hello: EventLoopFuture<Hello> { helloPromise.futureResult }
 
-    init(localHello: Hello, identity: PeerIdentity, side: Hello.Side, handshakeTimeout: Duration, eventLoop: any EventLoop) {
+    init(
+        localHello: Hello, identity: PeerIdentity, side: Hello.Side, expectedPeer: UUID? = nil, handshakeTimeout: Duration,
+        eventLoop: any EventLoop
+    ) {
         self.localHello = localHello
         self.identity = identity
         self.side = side
+        self.expectedPeer = expectedPeer
         self.handshakeTimeout = handshakeTimeout
         self.helloPromise = eventLoop.makePromise()
     }
@@ -100,6 +107,11 @@ final class LinkHandler: ChannelDuplexHandler {
                 guard hello.peerID != localHello.peerID else {
                     throw MultipeerError(
                         .selfConnection, "\(peer) is this very peer (\(hello.peerID)): the link reached itself and was closed")
+                }
+                if let expectedPeer, hello.peerID != expectedPeer {
+                    throw MultipeerError(
+                        .unexpectedPeer,
+                        "\(peer), advertised as peer \(expectedPeer), proved to be peer \(hello.peerID) (\(hello.displayName)): the advert is stale or false, and the link is closed")
                 }
                 state = .open
                 timeout?.cancel()

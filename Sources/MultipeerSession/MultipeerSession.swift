@@ -311,7 +311,8 @@ public actor MultipeerSession {
             let keys = configuration.tls.keys.keys.reversed()
             for (index, key) in keys.enumerated() {
                 do {
-                    let connection = try await PeerConnection.dial(host: host, port: target.port, configuration: configuration, offering: key.identity)
+                    let connection = try await PeerConnection.dial(
+                        host: host, port: target.port, configuration: configuration, offering: key.identity, expecting: target.peerID)
                     await runLink(id, connection)
                     return
                 } catch {
@@ -319,9 +320,10 @@ public actor MultipeerSession {
                     lastError = failure
                     if failure.code == .authenticationFailed, index < keys.count - 1 { continue }
                     await handshakeFailed("\(host):\(target.port)", failure)
-                    // Only a failure to connect is worth trying the next address for: a peer that
-                    // refuses every key, or fails otherwise, does so at each of its addresses.
-                    if failure.code == .connectionFailed { continue hosts }
+                    // Only a failure to connect, or someone else answering, is worth trying the next
+                    // address for: a peer that refuses every key, or fails otherwise, does so at
+                    // each of its addresses.
+                    if [.connectionFailed, .unexpectedPeer].contains(failure.code) { continue hosts }
                     break hosts
                 }
             }

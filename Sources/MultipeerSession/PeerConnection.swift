@@ -1,3 +1,4 @@
+package import struct Foundation.UUID
 import Glibc
 import NIOConcurrencyHelpers
 package import MultipeerCore
@@ -33,11 +34,15 @@ package struct LinkConfiguration: Sendable {
     }
 
     /// Installs TLS, framing and the HELLO exchange on a fresh channel. Runs on its event loop.
-    /// - Parameter keyIdentity: For a dialler, the group key it offers (nil: the newest).
-    func configure(_ channel: any Channel, role: TLSEngine.Role, offering keyIdentity: String? = nil) throws -> PendingLink {
+    /// - Parameters:
+    ///   - keyIdentity: For a dialler, the group key it offers (nil: the newest).
+    ///   - expectedPeer: For a dialler, the peer discovery placed at the address, if it said.
+    func configure(
+        _ channel: any Channel, role: TLSEngine.Role, offering keyIdentity: String? = nil, expecting expectedPeer: UUID? = nil
+    ) throws -> PendingLink {
         let engine = try TLSEngine(role: role, context: tls, allocator: channel.allocator, offering: keyIdentity)
         let link = LinkHandler(
-            localHello: localHello, identity: identity, side: role == .client ? .dialler : .listener,
+            localHello: localHello, identity: identity, side: role == .client ? .dialler : .listener, expectedPeer: expectedPeer,
             handshakeTimeout: tls.configuration.handshakeTimeout, eventLoop: channel.eventLoop)
         let quality = LinkQualityBox()
         let keepalive = KeepaliveHandler(
@@ -113,9 +118,12 @@ package struct PeerConnection: Sendable {
 
     /// Dials `host:port`, runs TLS and the HELLO exchange, and returns the link once both are done.
     ///
-    /// - Parameter keyIdentity: The group key to offer (nil: the newest).
+    /// - Parameters:
+    ///   - keyIdentity: The group key to offer (nil: the newest).
+    ///   - expectedPeer: The peer discovery placed at this address: a HELLO proving another is
+    ///     refused (`unexpectedPeer`). Nil for an address given without a peer (a static one).
     package static func dial(
-        host: String, port: Int, configuration: LinkConfiguration, offering keyIdentity: String? = nil,
+        host: String, port: Int, configuration: LinkConfiguration, offering keyIdentity: String? = nil, expecting expectedPeer: UUID? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> PeerConnection {
         var bootstrap = ClientBootstrap(group: group)
@@ -127,7 +135,7 @@ package struct PeerConnection: Sendable {
         let pending: PendingLink
         do {
             pending = try await bootstrap.connect(host: host, port: port) { channel in
-                channel.eventLoop.makeCompletedFuture { try configuration.configure(channel, role: .client, offering: keyIdentity) }
+                channel.eventLoop.makeCompletedFuture { try configuration.configure(channel, role: .client, offering: keyIdentity, expecting: expectedPeer) }
             }
         } catch let error as MultipeerError {
             throw error
