@@ -32,20 +32,16 @@ import Testing
                 // The impostor claims bravo's ID with its own key (every incarnation that once
                 // let it take bravo's place), then with bravo's public key, which it cannot sign for.
                 let impostor = PeerIdentity()
-                let attempts: [(key: PeerIdentity?, incarnation: UInt64, expected: MultipeerError.Code)] = [
-                    (impostor, .max, .identityMismatch),
-                    (impostor, member.incarnation, .identityMismatch),
-                    (impostor, 1, .identityMismatch),
-                    (nil, .max, .badSignature),
+                let attempts: [(presenting: PeerKey, incarnation: UInt64, expected: MultipeerError.Code)] = [
+                    (impostor.key, .max, .identityMismatch),
+                    (impostor.key, member.incarnation, .identityMismatch),
+                    (impostor.key, 1, .identityMismatch),
+                    (member.identity.key, .max, .badSignature),
                 ]
                 for (index, attempt) in attempts.enumerated() {
                     let raw = try await RawPeer(port: port)
-                    let hello: ByteBuffer
-                    if attempt.key != nil {
-                        hello = try await raw.hello(claiming: member.peerID, signedBy: impostor, incarnation: attempt.incarnation, name: "bravo")
-                    } else {
-                        hello = try await Self.hello(claiming: member.identity.key, signedBy: impostor, on: raw, incarnation: attempt.incarnation)
-                    }
+                    let hello = try await raw.hello(
+                        claiming: member.peerID, presenting: attempt.presenting, signedBy: impostor, incarnation: attempt.incarnation, name: "bravo")
                     try await raw.send(hello)
                     try? await raw.send(.ack(.max))  // would have "acknowledged" everything bravo was ever sent
                     let events = try await serverEvents.wait { Self.refusals($0).count == index + 1 }
@@ -97,16 +93,6 @@ import Testing
             await toAlpha.close()
             await toCharlie.close()
         }
-    }
-
-    /// A HELLO presenting `key` (someone else's) and `peerID` derived from it, signed with
-    /// `signer`'s key, which is not the key it presents.
-    static func hello(claiming key: PeerKey, signedBy signer: PeerIdentity, on raw: RawPeer, incarnation: UInt64) async throws -> ByteBuffer {
-        let hello = try Hello(peerID: key.peerID, key: key, incarnation: incarnation, displayName: "bravo")
-            .signed(exporter: try await raw.exporter, side: .dialler, sign: signer.sign)
-        var frame = ByteBuffer()
-        LinkMessage.hello(hello).writeFrame(to: &frame)
-        return frame
     }
 }
 

@@ -38,12 +38,12 @@ final class RawPeer: Sendable {
         get async throws { try await exporterFuture.get() }
     }
 
-    /// A HELLO frame claiming `peerID`, presenting `identity`'s key and signed with it for this
-    /// connection, as the dialler.
-    func hello(claiming peerID: UUID, signedBy identity: PeerIdentity, incarnation: UInt64, name: String = "raw",
-               keepalive: KeepaliveParameters = KeepaliveParameters()) async throws -> ByteBuffer {
-        let hello = try Hello(peerID: peerID, key: identity.key, incarnation: incarnation, displayName: name, keepalive: keepalive)
-            .signed(exporter: try await exporter, side: .dialler, sign: identity.sign)
+    /// A HELLO frame claiming `peerID`, presenting `key` (by default `identity`'s own), signed with
+    /// `identity` for this connection, as the dialler.
+    func hello(claiming peerID: UUID, presenting key: PeerKey? = nil, signedBy identity: PeerIdentity, incarnation: UInt64,
+               name: String = "raw", keepalive: KeepaliveParameters = KeepaliveParameters()) async throws -> ByteBuffer {
+        let hello = try Hello(peerID: peerID, key: key ?? identity.key, incarnation: incarnation, displayName: name, keepalive: keepalive)
+            .signed(exporter: try await exporter, side: .dialler, sign: identity.signature(for:))
         var frame = ByteBuffer()
         LinkMessage.hello(hello).writeFrame(to: &frame)
         return frame

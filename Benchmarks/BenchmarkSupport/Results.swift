@@ -9,6 +9,7 @@ public struct LinkResults: Codable, Sendable {
     /// Link set-up times (absent in reports from before they were measured).
     public var handshakes: Handshakes?
 
+    /// The results of one LinkBenchmark run.
     public init(machine: [String: String], roundTrips: [RoundTrip], throughput: [Throughput], handshakes: Handshakes? = nil) {
         self.machine = machine
         self.roundTrips = roundTrips

@@ -145,7 +145,7 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
     /// The first 16 bytes of the SHA-256 of ``signedBytes``, in lowercase hexadecimal: what a
     /// digest names the content by, so two hosts never keep different content under one version.
     public var contentHash: String {
-        Self.hex(SHA256.hash(data: signedBytes).prefix(16))
+        Hex.encode(SHA256.hash(data: signedBytes).prefix(16))
     }
 
     /// This version signed by `identity`, which must be its origin's.
@@ -153,7 +153,7 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
         precondition(identity.peerID == origin, "a version is signed by its origin")
         var signed = self
         signed.key = identity.key
-        signed.signature = Self.hex(try identity.signature(for: signedBytes))
+        signed.signature = Hex.encode(try identity.signature(for: signedBytes))
         return signed
     }
 
@@ -167,38 +167,8 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
         guard key.peerID == origin else {
             throw NavlogError(.badSignature, "version \(timestamp.rawValue) of entry \(id) names origin \(origin) but carries the key of \(key.peerID)")
         }
-        guard let bytes = Self.bytes(hex: signature), key.isValidSignature(bytes, for: signedBytes) else {
+        guard let bytes = Hex.decode(signature.utf8), bytes.count == 64, key.isValidSignature(bytes, for: signedBytes) else {
             throw NavlogError(.badSignature, "the signature of version \(timestamp.rawValue) of entry \(id) does not verify: it was altered, or not written by \(origin)")
         }
-    }
-
-    private static func bytes(hex: String) -> [UInt8]? {
-        let digits = Array(hex.utf8)
-        guard digits.count == 128 else { return nil }
-        func value(_ digit: UInt8) -> UInt8? {
-            switch digit {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-            default: nil
-            }
-        }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(64)
-        for index in stride(from: 0, to: 128, by: 2) {
-            guard let high = value(digits[index]), let low = value(digits[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-        }
-        return bytes
-    }
-
-    /// Lower-case hexadecimal digits of `bytes`.
-    static func hex(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0xF)])
-        }
-        return String(decoding: text, as: UTF8.self)
     }
 }

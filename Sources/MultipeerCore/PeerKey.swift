@@ -25,18 +25,10 @@ public struct PeerKey: Hashable, Sendable, Codable, CustomStringConvertible {
     /// Reads a key from its text form: 64 hexadecimal digits.
     /// - Throws: `invalidKey` naming what is wrong.
     public init(hex: some StringProtocol) throws {
-        let digits = Array(hex.utf8)
-        guard digits.count == 2 * Self.length else {
-            throw MultipeerError(.invalidKey, "a peer key is \(2 * Self.length) hexadecimal digits; \"\(hex)\" has \(digits.count) characters")
+        guard hex.utf8.count == 2 * Self.length else {
+            throw MultipeerError(.invalidKey, "a peer key is \(2 * Self.length) hexadecimal digits; \"\(hex)\" has \(hex.utf8.count) characters")
         }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(Self.length)
-        for index in stride(from: 0, to: digits.count, by: 2) {
-            guard let high = hexValue(digits[index]), let low = hexValue(digits[index + 1]) else {
-                throw MultipeerError(.invalidKey, "\"\(hex)\" is not hexadecimal")
-            }
-            bytes.append(high << 4 | low)
-        }
+        guard let bytes = Hex.decode(hex.utf8) else { throw MultipeerError(.invalidKey, "\"\(hex)\" is not hexadecimal") }
         self.rawRepresentation = bytes
     }
 
@@ -54,14 +46,14 @@ public struct PeerKey: Hashable, Sendable, Codable, CustomStringConvertible {
     /// A short form for people to compare: the first 8 bytes of the key's SHA-256 in hexadecimal,
     /// in groups of four digits (`3f2a-91c0-5b7e-d410`).
     public var fingerprint: String {
-        let hex = SHA256.hash(data: rawRepresentation).prefix(8).map(hexByte).joined()
+        let hex = Hex.encode(SHA256.hash(data: rawRepresentation).prefix(8))
         return stride(from: 0, to: 16, by: 4).map { offset in
             String(hex.dropFirst(offset).prefix(4))
         }.joined(separator: "-")
     }
 
     /// The key as 64 lowercase hexadecimal digits.
-    public var description: String { rawRepresentation.map(hexByte).joined() }
+    public var description: String { Hex.encode(rawRepresentation) }
 
     /// Whether `signature` is this key's Ed25519 signature of `message` (one made with
     /// `PeerIdentity.signature(for:)`): an application checks with it that data a peer relays
@@ -85,19 +77,5 @@ public struct PeerKey: Hashable, Sendable, Codable, CustomStringConvertible {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(description)
-    }
-}
-
-private func hexByte(_ byte: UInt8) -> String {
-    let digits = Array("0123456789abcdef")
-    return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
-}
-
-private func hexValue(_ ascii: UInt8) -> UInt8? {
-    switch ascii {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): ascii - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): ascii - UInt8(ascii: "a") + 10
-    case UInt8(ascii: "A")...UInt8(ascii: "F"): ascii - UInt8(ascii: "A") + 10
-    default: nil
     }
 }

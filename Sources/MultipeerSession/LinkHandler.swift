@@ -82,7 +82,7 @@ final class LinkHandler: ChannelDuplexHandler {
             state = .awaitingHello
             exporter = completed.helloExporter
             do {
-                let hello = try localHello.signed(exporter: exporter, side: side, sign: identity.sign)
+                let hello = try localHello.signed(exporter: exporter, side: side, sign: identity.signature(for:))
                 context.writeAndFlush(wrapOutboundOut(encode(.hello(hello), context: context)), promise: nil)
             } catch {
                 failHandshake(context: context, MultipeerError(.tlsFailure, "cannot sign this side's HELLO", underlying: "\(error)"))

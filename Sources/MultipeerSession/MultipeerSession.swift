@@ -375,15 +375,15 @@ public actor MultipeerSession {
         _ id: LinkID, _ connection: PeerConnection, _ writer: NIOAsyncChannelOutboundWriter<LinkMessage>
     ) -> GoodbyeReason? {
         let hello = connection.remoteHello
-        links[id] = LinkHandle(id: id, peerID: hello.peerID, channel: connection.channel.channel, writer: writer, quality: connection.quality)
-        metrics.linkOpened()
         if let roster, !roster.admits(hello.key) {
             let address = connection.remoteAddress?.displayString ?? "unknown"
             handshakeFailed(address, MultipeerError(
                 .notInRoster,
                 "peer \(hello.peerID) at \(address) (\(hello.displayName), key \(hello.key.fingerprint)) proved its key, but the roster does not list it: its link is refused"))
-            return .notInRoster  // never active: its own task closes it
+            return .notInRoster  // never a link of the session: its own task closes it
         }
+        links[id] = LinkHandle(id: id, peerID: hello.peerID, channel: connection.channel.channel, writer: writer, quality: connection.quality)
+        metrics.linkOpened()
         let actions = table.linkEstablished(id, hello: hello)
         var closing: GoodbyeReason?
         perform(actions.filter { action in

@@ -91,10 +91,6 @@ public struct PeerIdentity: Sendable, CustomStringConvertible, CustomDebugString
         Array(try privateKey.signature(for: message))
     }
 
-    /// Signs `message` (``signature(for:)``), as HELLO does.
-    package func sign(_ message: [UInt8]) throws -> [UInt8] {
-        try signature(for: message)
-    }
 
     /// The peer ID and key fingerprint; never the private key.
     public var description: String { "PeerIdentity(peerID: \(peerID), fingerprint: \(key.fingerprint))" }

@@ -56,17 +56,12 @@ public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomD
     /// readable by it alone (mode 0600). Errors name the file and the problem (and how to fix
     /// it), never the key.
     public init(contentsOfFile path: String) throws {
-        var bytes = try ProtectedFile.read(path, protection: .secret, what: "the key file", code: .invalidKey)
-        defer { multipeer_secure_zero(&bytes, bytes.count) }
-        while let last = bytes.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { bytes.removeLast() }
-        guard !bytes.contains(UInt8(ascii: "\n")) else {
-            throw MultipeerError(.invalidKey, "the key file \(path) must hold one line IDENTITY:HEXKEY (as psktool writes); a file of several is a KeyRing")
+        let ring = try KeyRing(contentsOfFile: path)
+        guard ring.keys.count == 1 else {
+            throw MultipeerError(
+                .invalidKey, "the key file \(path) must hold one line IDENTITY:HEXKEY (as psktool writes); a file of several is a KeyRing")
         }
-        do {
-            try self.init(line: bytes)
-        } catch let error as MultipeerError {
-            throw MultipeerError(.invalidKey, "the key file \(path) is unusable: \(error.message)")
-        }
+        self = ring.keys[0]
     }
 
     /// Reads one line of psktool's format, `IDENTITY:HEXKEY`, without its line break.
@@ -77,17 +72,10 @@ public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomD
         guard let identity = String(validating: bytes[..<colon], as: UTF8.self) else {
             throw MultipeerError(.invalidKey, "the identity is not UTF-8")
         }
-        var key = [UInt8]()
-        defer { multipeer_secure_zero(&key, key.count) }
-        key.reserveCapacity((bytes.count - colon) / 2)
-        var index = colon + 1
-        while index < bytes.endIndex {
-            guard index + 1 < bytes.endIndex, let high = Self.nibble(bytes[index]), let low = Self.nibble(bytes[index + 1]) else {
-                throw MultipeerError(.invalidKey, "the key is not an even number of hexadecimal digits")
-            }
-            key.append(high << 4 | low)
-            index += 2
+        guard var key = Hex.decode(bytes[(colon + 1)...]) else {
+            throw MultipeerError(.invalidKey, "the key is not an even number of hexadecimal digits")
         }
+        defer { multipeer_secure_zero(&key, key.count) }
         try self.init(identity: identity, key: key)
     }
 
@@ -110,13 +98,7 @@ public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomD
     /// reallocation leaves a copy of the key behind).
     func appendLine(to line: inout [UInt8]) {
         line += (identity + ":").utf8
-        let digits = Array("0123456789abcdef".utf8)
-        key.withUnsafeBytes { bytes in
-            for byte in bytes {
-                line.append(digits[Int(byte >> 4)])
-                line.append(digits[Int(byte & 0xF)])
-            }
-        }
+        key.withUnsafeBytes { Hex.append($0, to: &line) }
         line.append(UInt8(ascii: "\n"))
     }
 
@@ -129,15 +111,6 @@ public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomD
               !identity.contains(":"), !identity.contains(where: \.isNewline) else {
             throw MultipeerError(
                 .invalidKey, "a PSK identity must be 1 to 128 bytes without ':' or line breaks; got \"\(identity)\"")
-        }
-    }
-
-    private static func nibble(_ ascii: UInt8) -> UInt8? {
-        switch ascii {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): ascii - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): ascii - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): ascii - UInt8(ascii: "A") + 10
-        default: nil
         }
     }
 }

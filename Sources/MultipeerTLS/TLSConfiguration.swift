@@ -73,12 +73,13 @@ package final class TLSContext: @unchecked Sendable {
     /// Uses `keys` from now on: new connections are accepted with any of them and dialled with
     /// the newest first. Links already up are not touched.
     package func update(_ keys: KeyRing) throws {
-        var clients: [String: ClientCredentials] = [:]
-        let existing = state.withLock { $0.clients }
-        for key in keys.keys {
-            clients[key.identity] = try existing[key.identity].flatMap { $0.key == key ? $0 : nil } ?? ClientCredentials(key)
+        try state.withLock { state in
+            var clients: [String: ClientCredentials] = [:]
+            for key in keys.keys {
+                clients[key.identity] = try state.clients[key.identity].flatMap { $0.key == key ? $0 : nil } ?? ClientCredentials(key)
+            }
+            state = (keys, clients)
         }
-        state.withLock { $0 = (keys, clients) }
     }
 
     /// The credentials a client offers: the key named `identity`, or the newest.

@@ -41,6 +41,21 @@ import Testing
         #expect(error.code == .invalidKey)
     }
 
+    /// Data an application signs with its device key is checked by anyone holding the public
+    /// key a peer proved, however it travelled; altered, or checked against another key, it fails.
+    @Test func aDeviceSignsWhatItWritesAndAnyPeerChecksIt() throws {
+        let writer = PeerIdentity(), other = PeerIdentity()
+        let entry = Array("waypoint TESAT, fuel 12400".utf8)
+        let signature = try writer.signature(for: entry)
+        #expect(signature.count == 64)
+        #expect(writer.key.isValidSignature(signature, for: entry))
+        #expect(!writer.key.isValidSignature(signature, for: entry + [0x21]))
+        #expect(!other.key.isValidSignature(signature, for: entry))
+        let key = try PeerKey(hex: writer.key.description)
+        #expect(key == writer.key && key.peerID == writer.peerID)
+        #expect(try JSONDecoder().decode(PeerKey.self, from: JSONEncoder().encode(key)) == key)
+    }
+
     /// A roster admits the dialler by key; emptied while running, it closes the dialler's link,
     /// and both sides say why. Both run on a ring of two group keys, dialling with the newest.
     @Test func aRosterAdmitsByKeyAndRemovesAMemberWhileRunning() async throws {
