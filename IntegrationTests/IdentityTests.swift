@@ -1,6 +1,7 @@
 import Foundation
 @testable import MultipeerSession
 import MultipeerCore
+import MultipeerDiscovery
 import MultipeerTestSupport
 import MultipeerTLS
 import NIOCore
@@ -124,6 +125,69 @@ struct AdvertHintTests {
                 #expect(!activeIDs(seen).contains(absent), "no link counts for the advertised peer")
                 #expect(await dialler.activePeers.isEmpty)
             }
+        }
+    }
+
+    /// A TCP sink: a listening socket that never accepts, so a connection to it completes and
+    /// then hears nothing, ever (what an advert pointing at a black hole gives a dialler).
+    final class Sink {
+        let descriptor: Int32
+        let port: Int
+
+        init() throws {
+            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                    bind(descriptor, pointer, length) == 0 && listen(descriptor, 64) == 0 && getsockname(descriptor, pointer, &length) == 0
+                }
+            }
+            guard bound else {
+                close(descriptor)
+                throw MultipeerError(.connectionFailed, "cannot open a sink: \(String(cString: strerror(errno)))")
+            }
+            self.descriptor = descriptor
+            port = Int(UInt16(bigEndian: address.sin_port))
+        }
+
+        deinit { close(descriptor) }
+    }
+
+    @Test(.scaledTimeLimit(minutes: 1))
+    func rogueAdvertsCopyingEachPeersIDTowardsASinkDoNotKeepThemApart() async throws {
+        let type = try DiscoveryTests.uniqueServiceType()
+        let sink = try Sink()
+        let alpha = MultipeerSession(configuration: .test("alpha", serviceType: type.rawValue))
+        let beta = MultipeerSession(configuration: .test("beta", serviceType: type.rawValue))
+        // Published first, so they are seen before the real ones, with the greatest incarnation.
+        var rogues: [PeerAdvertiser] = []
+        defer { rogues.forEach { $0.stop() } }
+        for (index, victim) in [alpha, beta].enumerated() {
+            for copy in 0..<3 {
+                let rogue = try DiscoveryTests.advertise(
+                    type, name: "rogue", peerID: victim.peerID, incarnation: .max - UInt64(copy), port: sink.port, instanceName: "rogue \(index)-\(copy)")
+                _ = try await DiscoveryTests.established(rogue)
+                rogues.append(rogue)
+            }
+        }
+        let (alphaEvents, betaEvents) = (EventLog(alpha.events), EventLog(beta.events))
+        let started = ContinuousClock.now
+        try await whileRunning([alpha, beta]) {
+            _ = try await alphaEvents.waitUntilActive([beta.peerID])
+            _ = try await betaEvents.waitUntilActive([alpha.peerID])
+            let joined = ContinuousClock.now - started
+            // The sink took one attempt (it accepted TCP, then said nothing until the handshake
+            // timeout); the dial had meanwhile gone on to the real endpoint.
+            #expect(joined < TestTime.scaled(.seconds(4)), "joined after \(joined)")
+            let sinkPort = ":\(sink.port)"
+            let seen = try await (alpha.peerID.isGreater(than: beta.peerID) ? alphaEvents : betaEvents).wait { events in
+                events.contains { if case .connectionFailed(let address, _) = $0 { address.hasSuffix(sinkPort) } else { false } }
+            }
+            #expect(!seen.contains { if case .peerLeft = $0 { true } else { false } }, "nobody left while the sink failed")
+            #expect(await alpha.activePeers.map(\.id) == [beta.peerID])
+            #expect(await beta.activePeers.map(\.id) == [alpha.peerID])
         }
     }
 }

@@ -10,20 +10,32 @@ package struct LinkID: Hashable, Sendable, Comparable, CustomStringConvertible {
 
 /// Somewhere a peer can be dialled, as discovery reported it.
 package struct DialTarget: Hashable, Sendable {
-    /// Who is there; nil for a static peer until its HELLO says.
-    package var peerID: UUID?
-    /// Addresses to try, best first.
-    package var hosts: [String]
-    package var port: Int
+    /// One address and port to try.
+    package struct Endpoint: Hashable, Sendable, CustomStringConvertible {
+        package var host: String
+        package var port: Int
 
-    package init(peerID: UUID?, hosts: [String], port: Int) {
-        self.peerID = peerID
-        self.hosts = hosts
-        self.port = port
+        package init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+
+        package var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
     }
 
-    /// How the table keys the target: the peer, or for a static peer its first address.
-    package var key: DialTarget.Key { peerID.map(Key.peer) ?? .endpoint("\(hosts.first ?? ""):\(port)") }
+    /// Who is there; nil for a static peer until its HELLO says.
+    package var peerID: UUID?
+    /// Endpoints to try, best first (in a ``PeerTableStateMachine/Action/dial(_:_:)``: those
+    /// that proved the peer first, those that failed last).
+    package var endpoints: [Endpoint]
+
+    package init(peerID: UUID?, endpoints: [Endpoint]) {
+        self.peerID = peerID
+        self.endpoints = endpoints
+    }
+
+    /// How the table keys the target: the peer, or for a static peer its first endpoint.
+    package var key: DialTarget.Key { peerID.map(Key.peer) ?? .endpoint(endpoints.first?.description ?? "") }
 
     package enum Key: Hashable, Sendable {
         case peer(UUID)
@@ -37,12 +49,19 @@ package struct DialTarget: Hashable, Sendable {
 /// Rules (DESIGN.md): the greater UUID dials; a peer is active when one of its links has
 /// finished TLS and HELLO; exactly one link per peer stays, chosen the same way on both sides:
 /// a newer incarnation wins, then a link dialled by the greater UUID, then the newer link.
+///
+/// A dial offers a target's endpoints in the order they have earned: the one whose HELLO last
+/// proved the peer first, then the others by how often they failed (no answer, or someone
+/// else's HELLO), fewest first, in discovery's order at equal counts. So an advert that copies a
+/// peer's ID to point elsewhere costs a dial one failed attempt, then goes last.
 package struct PeerTableStateMachine: Sendable {
     package enum Direction: Hashable, Sendable { case outbound, inbound }
 
     package enum Action: Equatable, Sendable {
         /// Dial `target` as `link`; report the outcome with ``linkEstablished(_:hello:)`` or ``linkClosed(_:error:)``.
         case dial(LinkID, DialTarget)
+        /// Discovery named more endpoints of the target `link` is dialling: try them too.
+        case addEndpoints(LinkID, [DialTarget.Endpoint])
         /// Close `link`, saying GOODBYE with the reason first.
         case close(LinkID, GoodbyeReason)
         /// The link's peer is now active.
@@ -57,6 +76,13 @@ package struct PeerTableStateMachine: Sendable {
         var direction: Direction
         var target: DialTarget.Key?
         var hello: Hello?
+        /// While the link is being dialled: the endpoints the dial was given.
+        var dialling: [DialTarget.Endpoint]?
+    }
+
+    private struct EndpointRecord {
+        var failures = 0
+        var proved = false
     }
 
     package let localPeerID: UUID
@@ -69,6 +95,9 @@ package struct PeerTableStateMachine: Sendable {
     private var active: [UUID: LinkID] = [:]
     private var redialsPending: Set<DialTarget.Key> = []
     private var backoffs: [DialTarget.Key: Backoff] = [:]
+    /// What each endpoint of a target has shown, for ordering the next dial; only endpoints
+    /// discovery still names are kept.
+    private var endpointRecords: [DialTarget.Key: [DialTarget.Endpoint: EndpointRecord]] = [:]
     private var random: SplitMix64
     private var nextLinkID: UInt64 = 1
     private var stopped = false
@@ -97,18 +126,57 @@ package struct PeerTableStateMachine: Sendable {
 
     // MARK: Discovery
 
-    /// Discovery found `target` (or found it again with new details).
+    /// Discovery found `target` (or found it again with new details: a moved peer's new
+    /// endpoints are dialled at once).
     package mutating func discovered(_ target: DialTarget) -> [Action] {
         guard target.peerID != localPeerID else { return [] }
         targets[target.key] = target
+        endpointRecords[target.key] = endpointRecords[target.key]?.filter { target.endpoints.contains($0.key) }
         backoffs[target.key]?.reset()  // announced again: try at once, then from the first delay
+        redialsPending.remove(target.key)  // ... even if a redial was due later (it finds the dial under way)
+        // A dial under way (one made from the first adverts seen, say) tries the new endpoints too.
+        if let (id, link) = links.first(where: { $0.value.target == target.key && $0.value.dialling != nil }) {
+            let added = target.endpoints.filter { !link.dialling!.contains($0) }
+            guard !added.isEmpty else { return [] }
+            links[id]?.dialling! += added
+            return [.addEndpoints(id, added)]
+        }
         return dialIfNeeded(target.key)
     }
 
     /// Discovery lost the peer. Its link, if any, stays: liveness comes from the link.
     package mutating func lost(_ peerID: UUID) -> [Action] {
         targets[.peer(peerID)] = nil
+        endpointRecords[.peer(peerID)] = nil
         return []
+    }
+
+    /// An endpoint of `key` did not answer, or answered with someone else's HELLO: it goes
+    /// after the endpoints that failed less.
+    package mutating func endpointFailed(_ key: DialTarget.Key, _ endpoint: DialTarget.Endpoint) {
+        guard targets[key]?.endpoints.contains(endpoint) == true else { return }
+        var record = endpointRecords[key, default: [:]][endpoint] ?? EndpointRecord()
+        record.failures = min(record.failures + 1, 1_000)
+        record.proved = false
+        endpointRecords[key, default: [:]][endpoint] = record
+    }
+
+    /// The HELLO at an endpoint of `key` proved the peer: the next dial tries it first.
+    package mutating func endpointProved(_ key: DialTarget.Key, _ endpoint: DialTarget.Endpoint) {
+        guard targets[key]?.endpoints.contains(endpoint) == true else { return }
+        for other in endpointRecords[key, default: [:]].keys { endpointRecords[key]![other]!.proved = false }
+        endpointRecords[key, default: [:]][endpoint] = EndpointRecord(failures: 0, proved: true)
+    }
+
+    /// `target`'s endpoints in the order a dial tries them.
+    private func ranked(_ target: DialTarget) -> DialTarget {
+        let records = endpointRecords[target.key] ?? [:]
+        var ranked = target
+        ranked.endpoints = target.endpoints.enumerated().sorted { lhs, rhs in
+            let (left, right) = (records[lhs.element] ?? EndpointRecord(), records[rhs.element] ?? EndpointRecord())
+            return (left.proved ? 0 : 1, left.failures, lhs.offset) < (right.proved ? 0 : 1, right.failures, rhs.offset)
+        }.map(\.element)
+        return ranked
     }
 
     // MARK: Links
@@ -117,6 +185,7 @@ package struct PeerTableStateMachine: Sendable {
     package mutating func linkEstablished(_ id: LinkID, hello: Hello) -> [Action] {
         guard var link = links[id] else { return [] }
         link.hello = hello
+        link.dialling = nil
         links[id] = link
         backoffs[.peer(hello.peerID)]?.reset()
         if let target = link.target { backoffs[target]?.reset() }
@@ -223,12 +292,13 @@ package struct PeerTableStateMachine: Sendable {
     }
 
     private mutating func dialIfNeeded(_ key: DialTarget.Key) -> [Action] {
-        guard !stopped, let target = targets[key], shouldDial(key), !hasLink(to: key), !redialsPending.contains(key) else {
+        guard !stopped, let target = targets[key], !target.endpoints.isEmpty, shouldDial(key), !hasLink(to: key),
+              !redialsPending.contains(key) else {
             return []
         }
         let id = makeLinkID()
-        links[id] = Link(direction: .outbound, target: key)
-        return [.dial(id, target)]
+        links[id] = Link(direction: .outbound, target: key, dialling: target.endpoints)
+        return [.dial(id, ranked(target))]
     }
 
     /// Whether `candidate` should replace `current` as the peer's link.

@@ -1,14 +1,18 @@
 package import struct Foundation.UUID
 
-/// One address at which a peer was resolved.
-package struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
-    /// An IP literal; IPv6 link-local addresses carry their scope, e.g. `fe80::1%eth0`.
+/// One place a peer was resolved at: an address and the port its advert named there.
+package struct PeerEndpoint: Hashable, Sendable, CustomStringConvertible {
+    /// An IP literal or, for a static peer, a host name; IPv6 link-local addresses carry their
+    /// scope, e.g. `fe80::1%eth0`.
     package var host: String
+    /// The TCP port.
+    package var port: Int
     /// The index of the interface the address was seen on (0 when unknown).
     package var interfaceIndex: Int32
 
-    package init(host: String, interfaceIndex: Int32 = 0) {
+    package init(host: String, port: Int, interfaceIndex: Int32 = 0) {
         self.host = host
+        self.port = port
         self.interfaceIndex = interfaceIndex
     }
 
@@ -23,46 +27,47 @@ package struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
         return isIPv6 ? 2 : 1
     }
 
-    package var description: String { host }
+    /// `192.0.2.1:7000`, `[fe80::1%eth0]:7000`.
+    package var description: String { isIPv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }
 
-/// A peer found by discovery: who it is, and where to dial it.
+/// A peer found by discovery: who it claims to be, and where to dial it.
+///
+/// Everything here is a claim anyone on the network can make: the link's HELLO proves who
+/// answers at an endpoint. So every advert of an ID counts (not only the one with the highest
+/// incarnation, which anyone can outbid), and the endpoints are candidates to try.
 package struct PeerAdvert: Hashable, Sendable, CustomStringConvertible {
     /// The peer's UUID, from TXT `id`. Nil for a static peer, whose identity arrives with its HELLO.
     package var peerID: UUID?
-    /// The peer's incarnation, from TXT `inc` (0 for a static peer).
+    /// The highest incarnation its adverts claim, from TXT `inc` (0 for a static peer).
     package var incarnation: UInt64
-    /// The peer's display name, from TXT `name`.
+    /// The display name of that advert, from TXT `name`.
     package var displayName: String
-    /// The application's entries of the TXT record.
+    /// The application's entries of that advert's TXT record.
     package var metadata: [String: String]
-    /// The TCP port the peer listens on.
-    package var port: Int
-    /// Every address the peer was resolved at, best first (loopback, IPv4, IPv6, link-local).
-    package var addresses: [PeerAddress]
+    /// Every endpoint its adverts name, best first (loopback, IPv4, IPv6, link-local; then in
+    /// the order they were first seen), at most ``AdvertDirectory/maximumEndpointsPerPeer``.
+    package var endpoints: [PeerEndpoint]
 
-    package init(
-        peerID: UUID?, incarnation: UInt64 = 0, displayName: String = "", metadata: [String: String] = [:],
-        port: Int, addresses: [PeerAddress]
-    ) {
+    package init(peerID: UUID?, incarnation: UInt64 = 0, displayName: String = "", metadata: [String: String] = [:], endpoints: [PeerEndpoint]) {
         self.peerID = peerID
         self.incarnation = incarnation
         self.displayName = displayName
         self.metadata = metadata
-        self.port = port
-        self.addresses = addresses
+        self.endpoints = endpoints
     }
 
     package var description: String {
         "\(displayName.isEmpty ? "peer" : displayName) (\(peerID?.uuidString ?? "identity unknown")) at "
-            + addresses.map { "\($0):\(port)" }.joined(separator: ", ")
+            + (endpoints.isEmpty ? "no address yet" : endpoints.map(\.description).joined(separator: ", "))
     }
 }
 
 /// What a browser reports.
 package enum BrowseEvent: Hashable, Sendable {
-    /// A peer appeared, or came back with another incarnation, port, name or metadata.
-    /// Reported once however many interfaces and protocols announce it.
+    /// A peer appeared, or its adverts changed (an endpoint added or withdrawn, another
+    /// incarnation, name or metadata). Reported once however many interfaces and protocols
+    /// announce it.
     case found(PeerAdvert)
     /// Every announcement of the peer is gone. Liveness comes from links, not from this:
     /// a dead peer's record can linger in the mDNS cache for about two minutes.
@@ -73,4 +78,8 @@ package enum BrowseEvent: Hashable, Sendable {
 package protocol PeerDiscovery: Sendable {
     /// Starts discovering; stops when the iteration ends or its task is cancelled.
     func browse() -> AsyncStream<BrowseEvent>
+
+    /// Every endpoint of `peerID` failed: look its adverts up again rather than trust what
+    /// discovery last said (the peer may have moved). New endpoints come as ``BrowseEvent/found(_:)``.
+    func refresh(_ peerID: UUID)
 }

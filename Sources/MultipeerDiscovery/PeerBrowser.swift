@@ -6,12 +6,16 @@ import MultipeerCore
 
 /// Finds the peers advertising a service type over DNS-SD, through avahi-daemon.
 ///
-/// Each peer is reported once however many interfaces and protocols announce it, and lost when
-/// the last announcement goes. This peer's own advertisement is skipped (by UUID, not by name),
-/// and so are adverts of another protocol version or without a valid `id` (logged at debug
-/// level; an advert of an earlier version at notice level, saying to upgrade that peer). When avahi-daemon restarts, every peer is reported lost, then found again once the
+/// Each peer is reported once however many interfaces and protocols announce it, with the
+/// endpoints of all its adverts, again whenever they change (a host renumbered, an interface
+/// gone), and lost when the last announcement goes. This peer's own advertisement is skipped (by
+/// UUID, not by name), and so are adverts of another protocol version or without a valid `id`
+/// (logged at debug level; an advert of an earlier version at notice level, saying to upgrade
+/// that peer). When avahi-daemon restarts, every peer is reported lost, then found again once the
 /// daemon is back. Browsers of one service type on one connection share one Avahi browser and
-/// its resolvers, so many sessions in a process stay within the daemon's per-client limits.
+/// its resolvers, so many sessions in a process stay within the daemon's per-client limits; at
+/// most ``AvahiBrowser/maximumInstances`` instances are resolved, so a flood of adverts cannot
+/// exhaust them (the excess is ignored, and counted in a warning at most once a second).
 package struct PeerBrowser: PeerDiscovery {
     package let serviceType: ServiceType
     package let localPeerID: UUID
@@ -31,6 +35,10 @@ package struct PeerBrowser: PeerDiscovery {
         }
         connection.subscribe(serviceType: serviceType.rawValue, token: token, localPeerID: localPeerID, events: continuation)
         return events
+    }
+
+    package func refresh(_ peerID: UUID) {
+        connection.withPollLock { connection.browsers[serviceType.rawValue]?.refresh(peerID) }
     }
 }
 
@@ -66,16 +74,25 @@ extension AvahiConnection {
 ///
 /// `@unchecked Sendable`: used only on the poll thread or under the poll lock.
 final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
+    /// The most instances resolved at once (each holds an Avahi resolver, and the daemon allows
+    /// a client 1,024 objects): far above any group's size, far below what a flood can publish.
+    static let maximumInstances = 512
+
     /// Keeps a resolver's context alive as long as the resolver, and names its instance.
     final class Resolution {
         unowned let browser: AvahiBrowser
         let key: AdvertDirectory.InstanceKey
+        let type: String
+        let domain: String
         let isOnThisHost: Bool
         var resolver: OpaquePointer?
+        var startedAt = ContinuousClock.now
 
-        init(browser: AvahiBrowser, key: AdvertDirectory.InstanceKey, isOnThisHost: Bool) {
+        init(browser: AvahiBrowser, key: AdvertDirectory.InstanceKey, type: String, domain: String, isOnThisHost: Bool) {
             self.browser = browser
             self.key = key
+            self.type = type
+            self.domain = domain
             self.isOnThisHost = isOnThisHost
         }
     }
@@ -92,6 +109,8 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
     /// The latest resolution of every instance, for subscribers that arrive later.
     private var resolved: [AdvertDirectory.InstanceKey: AdvertDirectory.Resolution] = [:]
     private var subscribers: [UUID: Subscriber] = [:]
+    /// Instances ignored because ``maximumInstances`` were resolved already.
+    private var overflow = ReportThrottle()
 
     init(serviceType: String, connection: AvahiConnection) {
         self.serviceType = serviceType
@@ -157,17 +176,19 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
         let key = AdvertDirectory.InstanceKey(interfaceIndex: interface, protocolFamily: protocolFamily, name: name)
         switch event {
         case AVAHI_BROWSER_NEW:
-            guard resolutions[key] == nil, let browser else { return }
-            let isLocal = flags.rawValue & AVAHI_LOOKUP_RESULT_LOCAL.rawValue != 0
-            let resolution = Resolution(browser: self, key: key, isOnThisHost: isLocal)
-            // The resolver stays until the instance is removed: it reports TXT and address changes too.
-            resolution.resolver = avahi_service_resolver_new(
-                avahi_service_browser_get_client(browser), interface, protocolFamily, name, type, domain,
-                avahiAnyProtocol, AvahiLookupFlags(0), avahiServiceResolverCallback, Unmanaged.passUnretained(resolution).toOpaque())
-            guard resolution.resolver != nil else {
-                connection.logger.debug("cannot resolve \(name): \(connection.lastErrorText())")
+            guard resolutions[key] == nil else { return }
+            guard resolutions.count < Self.maximumInstances else {
+                if let ignored = overflow.count() {
+                    connection.logger.warning(
+                        "ignored \(ignored) DNS-SD instance(s) of \(serviceType), the last \(name): \(Self.maximumInstances) are resolved already (is someone flooding the network with adverts?)")
+                }
                 return
             }
+            let isLocal = flags.rawValue & AVAHI_LOOKUP_RESULT_LOCAL.rawValue != 0
+            let resolution = Resolution(
+                browser: self, key: key, type: type.map { String(cString: $0) } ?? serviceType,
+                domain: domain.map { String(cString: $0) } ?? "local", isOnThisHost: isLocal)
+            guard startResolver(resolution) else { return }
             resolutions[key] = resolution
         case AVAHI_BROWSER_REMOVE:
             if let resolver = resolutions.removeValue(forKey: key)?.resolver { avahi_service_resolver_free(resolver) }
@@ -180,13 +201,48 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
         }
     }
 
+    /// Starts resolving an instance. The resolver stays until the instance is removed (or
+    /// refreshed): it reports TXT and address changes too. It looks up the address of the
+    /// instance's own protocol, so an IPv4 and an IPv6 instance of a peer give an endpoint each.
+    private func startResolver(_ resolution: Resolution) -> Bool {
+        guard let browser else { return false }
+        let key = resolution.key
+        resolution.startedAt = .now
+        resolution.resolver = avahi_service_resolver_new(
+            avahi_service_browser_get_client(browser), key.interfaceIndex, key.protocolFamily, key.name, resolution.type,
+            resolution.domain, key.protocolFamily, AvahiLookupFlags(0), avahiServiceResolverCallback,
+            Unmanaged.passUnretained(resolution).toOpaque())
+        guard resolution.resolver != nil else {
+            connection.logger.debug("cannot resolve \(key.name): \(connection.lastErrorText())")
+            return false
+        }
+        return true
+    }
+
+    /// Resolves every instance naming `peerID` afresh (at most once a second each): a dial to
+    /// every endpoint discovery gave failed, and the records may be stale.
+    func refresh(_ peerID: UUID) {
+        for (key, resolution) in resolutions where resolved[key]?.txt.peerID == peerID && ContinuousClock.now - resolution.startedAt >= .seconds(1) {
+            if let resolver = resolution.resolver { avahi_service_resolver_free(resolver) }
+            resolution.resolver = nil
+            if !startResolver(resolution) { resolutions[key] = nil }
+        }
+    }
+
     fileprivate func resolverEvent(
         _ resolution: Resolution, _ event: AvahiResolverEvent, _ address: UnsafePointer<AvahiAddress>?,
         _ port: UInt16, _ txt: UnsafeMutablePointer<AvahiStringList>?
     ) {
         let key = resolution.key
         guard event == AVAHI_RESOLVER_FOUND else {
+            // The instance's address record was withdrawn and none replaced it in time (or the
+            // instance never resolved): its endpoint goes, its TXT stays until the instance does.
             connection.logger.debug("cannot resolve \(key.name): \(connection.lastErrorText())")
+            if var stale = resolved[key], stale.address != nil {
+                stale.address = nil
+                resolved[key] = stale
+                report { $0.resolved(key, stale) }
+            }
             return
         }
         let record: AdvertTXT
@@ -201,14 +257,15 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
             connection.logger.debug("ignoring DNS-SD instance \(key.name): \(error)")
             return
         }
-        let peerAddress = address.flatMap { Self.format($0, interface: key.interfaceIndex) }
-        let update = AdvertDirectory.Resolution(txt: record, port: Int(port), address: peerAddress, isOnThisHost: resolution.isOnThisHost)
+        let update = AdvertDirectory.Resolution(
+            txt: record, port: Int(port), address: address.flatMap { Self.format($0, interface: key.interfaceIndex) },
+            interfaceIndex: key.interfaceIndex, isOnThisHost: resolution.isOnThisHost)
         resolved[key] = update
         report { $0.resolved(key, update) }
     }
 
     /// `192.0.2.1`, `2001:db8::1`, or `fe80::1%eth0` for a link-local IPv6 address.
-    static func format(_ address: UnsafePointer<AvahiAddress>, interface: AvahiIfIndex) -> PeerAddress? {
+    static func format(_ address: UnsafePointer<AvahiAddress>, interface: AvahiIfIndex) -> String? {
         var buffer = [CChar](repeating: 0, count: Int(AVAHI_ADDRESS_STR_MAX) + 1)
         guard avahi_address_snprint(&buffer, buffer.count, address) != nil else { return nil }
         var host = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -220,7 +277,7 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
                 host += "%\(interface)"
             }
         }
-        return PeerAddress(host: host, interfaceIndex: interface)
+        return host
     }
 }
 

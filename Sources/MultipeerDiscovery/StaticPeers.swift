@@ -1,8 +1,10 @@
+package import struct Foundation.UUID
 import MultipeerCore
 
 /// Peers at fixed addresses, for routed networks without multicast: the same interface as
 /// ``PeerBrowser``, fed from a list of `host:port`. Each is reported found at once and never
-/// lost; its identity (nil ``PeerAdvert/peerID``) arrives with its HELLO.
+/// lost; its identity (nil ``PeerAdvert/peerID``) arrives with its HELLO. A host name is looked
+/// up again at every dial, so a peer whose name moves to another address is found there.
 package struct StaticPeers: PeerDiscovery {
     package let adverts: [PeerAdvert]
 
@@ -18,7 +20,7 @@ package struct StaticPeers: PeerDiscovery {
             guard !host.isEmpty, !host.contains("[") else {
                 throw MultipeerError(.invalidArgument, "static peer \"\(endpoint)\" has no host; write IPv6 as [ADDRESS]:PORT")
             }
-            return PeerAdvert(peerID: nil, displayName: endpoint, port: port, addresses: [PeerAddress(host: host)])
+            return PeerAdvert(peerID: nil, displayName: endpoint, endpoints: [PeerEndpoint(host: host, port: port)])
         }
     }
 
@@ -29,4 +31,7 @@ package struct StaticPeers: PeerDiscovery {
         continuation.onTermination = { _ in _ = continuation }
         return events
     }
+
+    /// Nothing to do: each dial resolves a host name again.
+    package func refresh(_ peerID: UUID) {}
 }

@@ -40,6 +40,8 @@ public actor MultipeerSession {
     var logger: Logger
     private var table: PeerTableStateMachine
     private var links: [LinkID: LinkHandle] = [:]
+    /// The dials under way, to tell them of endpoints discovery adds meanwhile.
+    private var dials: [LinkID: AsyncStream<AttemptEvent>.Continuation] = [:]
     /// Reliable delivery towards each peer met: its outbox across links, its link's resume
     /// point and flush, its absence, its acknowledgement waits.
     var deliveries: [UUID: PeerDeliveryStateMachine] = [:]
@@ -75,7 +77,7 @@ public actor MultipeerSession {
     }
 
     enum Work: Sendable {
-        case dial(LinkID, DialTarget)
+        case dial(LinkID, DialTarget, Dial)
         case redial(DialTarget.Key, after: Duration)
         case close(LinkHandle, GoodbyeReason)
         case flush(UUID, LinkID)
@@ -186,7 +188,7 @@ public actor MultipeerSession {
                     resumed = true
                     break suspended
                 case .stop: return
-                case .dial(let id, _): linkClosed(id, goodbye: nil, error: nil)
+                case .dial(let id, _, _): linkClosed(id, goodbye: nil, error: nil)
                 case .close(let handle, let reason): await handle.close(reason, within: goodbyeTimeout)
                 case .flush(let peerID, let link): deliveries[peerID]?.flushAbandoned(link)
                 case .acknowledged(let id, let peerID, let sequence): acknowledged(through: sequence, by: peerID, on: id)
@@ -253,8 +255,8 @@ public actor MultipeerSession {
             // Ends with .suspend, .stop, or cancellation.
             loop: while let item = await items.next(isolation: #isolation) {
                 switch item {
-                case .dial(let id, let target):
-                    group.addTask { await self.dial(id, target, linkConfiguration) }
+                case .dial(let id, let target, let dial):
+                    group.addTask { await self.dial(id, target, dial, linkConfiguration, discovery.source) }
                 case .redial(let key, let delay):
                     group.addTask {
                         try? await Task.sleep(for: delay)
@@ -303,32 +305,136 @@ public actor MultipeerSession {
 
     private func acceptedLink() -> LinkID { table.acceptedLink() }
 
-    private nonisolated func dial(_ id: LinkID, _ target: DialTarget, _ configuration: LinkConfiguration) async {
+    /// How long a dial gives an endpoint to accept TCP before trying the next one too (RFC 8305's
+    /// connection attempt delay), and how long to finish TLS and HELLO once it has: an address
+    /// that is stale, or an advert pointing at a sink, delays a dial by this much, not by the
+    /// handshake timeout.
+    static let connectionAttemptDelay = Duration.milliseconds(250)
+    static let handshakeAttemptDelay = Duration.seconds(1)
+
+    /// A dial's events: made with the dial action, so nothing the table says after it is lost.
+    struct Dial: Sendable {
+        let stream: AsyncStream<AttemptEvent>
+        let events: AsyncStream<AttemptEvent>.Continuation
+
+        init() { (stream, events) = AsyncStream<AttemptEvent>.makeStream() }
+    }
+
+    /// What a dial hears: its attempts, its timers, and discovery.
+    enum AttemptEvent: Sendable {
+        /// Discovery named more endpoints of the target.
+        case added([DialTarget.Endpoint])
+        /// Attempt `index` has a TCP connection; TLS and HELLO are under way.
+        case connected(Int)
+        case established(Int, PeerConnection)
+        case failed(Int, MultipeerError)
+        /// The wait of generation `generation` is over: start the next endpoint.
+        case due(generation: Int)
+    }
+
+    /// Dials `target`'s endpoints, best first, Happy Eyeballs style: the next endpoint starts when
+    /// one fails, or when the latest is slow to connect or to prove itself; the first HELLO that
+    /// proves the peer wins and carries the link, the others are closed (GOODBYE duplicate link).
+    /// Every endpoint that fails (no answer, a refusal, someone else's HELLO) is reported to the
+    /// table, which tries it last next time; when all fail, discovery looks the peer up again.
+    private nonisolated func dial(
+        _ id: LinkID, _ target: DialTarget, _ dial: Dial, _ configuration: LinkConfiguration, _ discovery: any PeerDiscovery
+    ) async {
+        guard !target.endpoints.isEmpty else { return await linkClosed(id, goodbye: nil, error: nil) }
+        let (events, sink) = (dial.stream, dial.events)
         var lastError: MultipeerError?
-        hosts: for host in target.hosts {
-            // The newest key first, then the older ones (the peer may not hold the newest yet: a
-            // key rotation under way). A refused key is reported only if no key is taken.
-            let keys = configuration.tls.keys.keys.reversed()
-            for (index, key) in keys.enumerated() {
-                do {
-                    let connection = try await PeerConnection.dial(
-                        host: host, port: target.port, configuration: configuration, offering: key.identity, expecting: target.peerID)
-                    await runLink(id, connection)
-                    return
-                } catch {
-                    let failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "cannot connect to \(host):\(target.port)", underlying: "\(error)")
-                    lastError = failure
-                    if failure.code == .authenticationFailed, index < keys.count - 1 { continue }
-                    await handshakeFailed("\(host):\(target.port)", failure)
-                    // Only a failure to connect, or someone else answering, is worth trying the next
-                    // address for: a peer that refuses every key, or fails otherwise, does so at
-                    // each of its addresses.
-                    if [.connectionFailed, .unexpectedPeer].contains(failure.code) { continue hosts }
-                    break hosts
+        var endpoints = target.endpoints
+        await withTaskGroup(of: Void.self) { group in
+            var started = 0, running = 0, generation = 0
+            var waiting = false  // for the latest attempt, before starting the next
+            func wait(_ delay: Duration) {
+                generation += 1
+                waiting = true
+                let due = generation
+                group.addTask {
+                    guard (try? await Task.sleep(for: delay)) != nil else { return }
+                    sink.yield(.due(generation: due))
                 }
             }
+            func startNext() {
+                waiting = false
+                guard started < endpoints.count else { return }
+                let (index, endpoint) = (started, endpoints[started])
+                started += 1
+                running += 1
+                group.addTask { await self.attempt(index, endpoint, of: target, configuration, events: sink) }
+                if started < endpoints.count { wait(Self.connectionAttemptDelay) }
+            }
+            startNext()
+            for await event in events {
+                switch event {
+                case .added(let more):
+                    endpoints += more
+                    if !waiting { startNext() }  // every earlier endpoint is under way and slow
+                case .connected(let index):
+                    if index == started - 1, started < endpoints.count { wait(Self.handshakeAttemptDelay) }
+                case .due(let due):
+                    if due == generation { startNext() }
+                case .failed(_, let error):
+                    lastError = error
+                    running -= 1
+                    startNext()
+                case .established(let index, let connection):
+                    group.cancelAll()  // the others close as they finish
+                    await self.endpointProved(target.key, endpoints[index])
+                    await self.runLink(id, connection)
+                    sink.finish()
+                    return
+                }
+                if running == 0 { break }
+            }
+            group.cancelAll()
+            sink.finish()
+            if let peerID = target.peerID { discovery.refresh(peerID) }
+            await self.linkClosed(id, goodbye: nil, error: lastError)
         }
-        await linkClosed(id, goodbye: nil, error: lastError)
+    }
+
+    /// One endpoint of a dial: the newest group key first, then the older ones (the peer may not
+    /// hold the newest yet: a key rotation under way). A refused key is reported only if no key
+    /// is taken. A link that proves the peer after the dial was won elsewhere is closed.
+    private nonisolated func attempt(
+        _ index: Int, _ endpoint: DialTarget.Endpoint, of target: DialTarget, _ configuration: LinkConfiguration,
+        events: AsyncStream<AttemptEvent>.Continuation
+    ) async {
+        let keys = configuration.tls.keys.keys.reversed()
+        var failure: MultipeerError?
+        for key in keys {
+            do {
+                let pending = try await PeerConnection.connect(
+                    host: endpoint.host, port: endpoint.port, configuration: configuration, offering: key.identity, expecting: target.peerID)
+                events.yield(.connected(index))
+                let connection = try await pending.established()
+                guard !Task.isCancelled else {
+                    try? await connection.channel.executeThenClose { _, _ in
+                        await LinkHandle.sayGoodbye(.duplicateLink, on: connection.channel.channel, within: self.goodbyeTimeout)
+                    }
+                    return
+                }
+                events.yield(.established(index, connection))
+                return
+            } catch {
+                failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "cannot connect to \(endpoint)", underlying: "\(error)")
+                if failure?.code != .authenticationFailed { break }
+            }
+        }
+        guard let failure else { return }
+        await endpointFailed(target.key, endpoint, failure)
+        events.yield(.failed(index, failure))
+    }
+
+    private func endpointProved(_ key: DialTarget.Key, _ endpoint: DialTarget.Endpoint) {
+        table.endpointProved(key, endpoint)
+    }
+
+    private func endpointFailed(_ key: DialTarget.Key, _ endpoint: DialTarget.Endpoint, _ failure: MultipeerError) {
+        table.endpointFailed(key, endpoint)
+        handshakeFailed(endpoint.description, failure)
     }
 
     /// Carries one established link until it closes, on the link's event loop.
@@ -374,6 +480,7 @@ public actor MultipeerSession {
     private func linkEstablished(
         _ id: LinkID, _ connection: PeerConnection, _ writer: NIOAsyncChannelOutboundWriter<LinkMessage>
     ) -> GoodbyeReason? {
+        dials[id] = nil
         let hello = connection.remoteHello
         if let roster, !roster.admits(hello.key) {
             let address = connection.remoteAddress?.displayString ?? "unknown"
@@ -403,6 +510,7 @@ public actor MultipeerSession {
     }
 
     private func linkClosed(_ id: LinkID, goodbye: GoodbyeReason?, error: MultipeerError?) {
+        dials[id] = nil
         if let handle = links.removeValue(forKey: id) {
             metrics.linkClosed(reason: goodbye.map { "\($0)" } ?? (error == nil ? "closed" : "error"))
             perform(deliveries[handle.peerID]?.linkDown(id, now: .now) ?? [], for: handle.peerID)
@@ -503,8 +611,8 @@ public actor MultipeerSession {
     private func discovered(_ event: BrowseEvent) {
         switch event {
         case .found(let advert):
-            logger.debug("found", metadata: ["multipeer.peer.id": "\(advert.peerID?.uuidString ?? "static")", "multipeer.port": "\(advert.port)"])
-            perform(table.discovered(DialTarget(peerID: advert.peerID, hosts: advert.addresses.map(\.host), port: advert.port)))
+            logger.debug("found", metadata: ["multipeer.peer.id": "\(advert.peerID?.uuidString ?? "static")", "multipeer.endpoints": "\(advert.endpoints)"])
+            perform(table.discovered(DialTarget(peerID: advert.peerID, endpoints: advert.endpoints.map { DialTarget.Endpoint(host: $0.host, port: $0.port) })))
         case .lost(let peerID):
             perform(table.lost(peerID))
         }
@@ -525,7 +633,11 @@ public actor MultipeerSession {
         for action in actions {
             switch action {
             case .dial(let id, let target):
-                work.yield(.dial(id, target))
+                let dial = Dial()
+                dials[id] = dial.events
+                work.yield(.dial(id, target, dial))
+            case .addEndpoints(let id, let endpoints):
+                dials[id]?.yield(.added(endpoints))
             case .close(let id, let reason):
                 if let handle = links[id] { work.yield(.close(handle, reason)) }
             case .peerJoined(let id, let hello):

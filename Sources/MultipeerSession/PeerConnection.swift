@@ -126,15 +126,25 @@ package struct PeerConnection: Sendable {
         host: String, port: Int, configuration: LinkConfiguration, offering keyIdentity: String? = nil, expecting expectedPeer: UUID? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> PeerConnection {
+        try await connect(
+            host: host, port: port, configuration: configuration, offering: keyIdentity, expecting: expectedPeer, group: group
+        ).established()
+    }
+
+    /// Opens the TCP connection to `host:port` and starts TLS and the HELLO exchange on it;
+    /// ``PendingLink/established()`` waits for them.
+    static func connect(
+        host: String, port: Int, configuration: LinkConfiguration, offering keyIdentity: String?, expecting expectedPeer: UUID?,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> PendingLink {
         var bootstrap = ClientBootstrap(group: group)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connectTimeout(TimeAmount(configuration.tls.configuration.handshakeTimeout))
         if let (option, value) = configuration.tcpUserTimeoutOption {
             bootstrap = bootstrap.channelOption(option, value: value)
         }
-        let pending: PendingLink
         do {
-            pending = try await bootstrap.connect(host: host, port: port) { channel in
+            return try await bootstrap.connect(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture { try configuration.configure(channel, role: .client, offering: keyIdentity, expecting: expectedPeer) }
             }
         } catch let error as MultipeerError {
@@ -142,9 +152,7 @@ package struct PeerConnection: Sendable {
         } catch {
             throw MultipeerError(.connectionFailed, "cannot connect to \(host):\(port)", underlying: socketErrorReason(error))
         }
-        return try await pending.established()
     }
-
 }
 
 /// The system's words for why a socket operation failed ("Connection refused", "Address

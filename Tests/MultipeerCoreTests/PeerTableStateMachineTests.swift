@@ -18,7 +18,7 @@ import Testing
     }
 
     static func target(_ peerID: UUID?, port: Int = 7000) -> DialTarget {
-        DialTarget(peerID: peerID, hosts: ["127.0.0.1"], port: port)
+        DialTarget(peerID: peerID, endpoints: [DialTarget.Endpoint(host: "127.0.0.1", port: port)])
     }
 
     @Test func uuidOrderIsByteOrder() {
@@ -159,6 +159,49 @@ import Testing
         #expect(lonely.linkClosed(selfLink, error: MultipeerError(.selfConnection, "me")).isEmpty)
     }
 
+    @Test func endpointsThatFailedAreTriedLastAndTheOneThatProvedThePeerFirst() {
+        var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Self.steady)
+        let (sink, stale, real) = (DialTarget.Endpoint(host: "198.18.0.66", port: 9), DialTarget.Endpoint(host: "198.18.0.2", port: 7000),
+                                   DialTarget.Endpoint(host: "198.18.0.12", port: 7000))
+        let target = DialTarget(peerID: Self.low, endpoints: [sink, stale, real])
+        guard case .dial(let first, let offered)? = table.discovered(target).first else { Issue.record("expected a dial"); return }
+        #expect(offered.endpoints == [sink, stale, real], "discovery's order while nothing is known")
+        table.endpointFailed(target.key, sink)
+        table.endpointFailed(target.key, sink)
+        table.endpointFailed(target.key, stale)
+        table.endpointProved(target.key, real)
+        table.endpointFailed(target.key, DialTarget.Endpoint(host: "203.0.113.9", port: 1))  // not the target's: ignored
+        _ = table.linkEstablished(first, hello: Self.hello(Self.low))
+        guard case .scheduleRedial(let key, _)? = table.linkClosed(first).last,
+              case .dial(let second, let next)? = table.redialDue(key).first else { Issue.record("expected a redial"); return }
+        #expect(next.endpoints == [real, stale, sink])
+        // That dial fails too, so a redial is pending; then the peer moves: discovery withdraws the
+        // endpoint that proved it and names a new one, which is dialled at once, before the
+        // endpoints that failed, without waiting for the pending redial.
+        let moved = DialTarget.Endpoint(host: "198.18.0.22", port: 7000)
+        #expect(table.linkClosed(second).contains { if case .scheduleRedial = $0 { true } else { false } })
+        guard case .dial(_, let after)? = table.discovered(DialTarget(peerID: Self.low, endpoints: [sink, stale, moved])).first else {
+            Issue.record("a moved peer is dialled at once, whatever redial is pending"); return
+        }
+        #expect(after.endpoints == [moved, stale, sink], "a new endpoint before those that failed")
+    }
+
+    @Test func endpointsDiscoveredDuringADialAreAddedToIt() {
+        var table = PeerTableStateMachine(localPeerID: Self.high)
+        let (first, second) = (DialTarget.Endpoint(host: "127.0.0.1", port: 9), DialTarget.Endpoint(host: "127.0.0.1", port: 7000))
+        guard case .dial(let id, _)? = table.discovered(DialTarget(peerID: Self.low, endpoints: [first])).first else { Issue.record("expected a dial"); return }
+        #expect(table.discovered(DialTarget(peerID: Self.low, endpoints: [first, second])) == [.addEndpoints(id, [second])])
+        #expect(table.discovered(DialTarget(peerID: Self.low, endpoints: [second, first])).isEmpty, "nothing new")
+        _ = table.linkEstablished(id, hello: Self.hello(Self.low))
+        #expect(table.discovered(DialTarget(peerID: Self.low, endpoints: [first, second, .init(host: "::1", port: 1)])).isEmpty, "no dial once linked")
+    }
+
+    @Test func aTargetWithoutEndpointsIsNotDialledUntilOneAppears() {
+        var table = PeerTableStateMachine(localPeerID: Self.high)
+        #expect(table.discovered(DialTarget(peerID: Self.low, endpoints: [])).isEmpty)
+        guard case .dial? = table.discovered(Self.target(Self.low)).first else { Issue.record("expected a dial"); return }
+    }
+
     @Test func aMeshOfFiveHasExactlyOneLinkPerPair() {
         let ids = (0..<5).map { _ in UUID() }
         let network = InMemoryNetwork(peers: ids)
@@ -192,7 +235,7 @@ final class InMemoryNetwork {
     func discoverAll(statically: Bool = false) {
         for id in tables.keys.sorted(by: { $0.uuidString < $1.uuidString }) {
             for other in tables.keys where other != id {
-                let target = DialTarget(peerID: statically ? nil : other, hosts: [other.uuidString], port: 1)
+                let target = DialTarget(peerID: statically ? nil : other, endpoints: [DialTarget.Endpoint(host: other.uuidString, port: 1)])
                 pending += tables[id]!.discovered(target).map { (id, $0) }
             }
         }
@@ -205,7 +248,7 @@ final class InMemoryNetwork {
             let (owner, action) = pending.removeFirst()
             switch action {
             case .dial(let link, let target):
-                let remote = UUID(uuidString: target.hosts[0])!
+                let remote = UUID(uuidString: target.endpoints[0].host)!
                 let near = End(owner: owner, link: link)
                 let far = End(owner: remote, link: tables[remote]!.acceptedLink())
                 wire[near] = far
@@ -222,7 +265,7 @@ final class InMemoryNetwork {
                 pending += tables[far.owner]!.linkClosed(far.link, goodbye: reason).map { (far.owner, $0) }
             case .scheduleRedial(let key, _):
                 pendingRedials.append((owner, key))
-            case .peerJoined, .peerLeft:
+            case .peerJoined, .peerLeft, .addEndpoints:
                 break
             }
         }

@@ -67,8 +67,8 @@ import Testing
 @Suite struct StaticPeersTests {
     @Test func parsesHostsAndPortsIncludingIPv6() throws {
         let peers = try StaticPeers(["198.18.0.2:7000", "navlog-2.local:7001", "[fe80::1%eth0]:7002"])
-        #expect(peers.adverts.map(\.addresses.first?.host) == ["198.18.0.2", "navlog-2.local", "fe80::1%eth0"])
-        #expect(peers.adverts.map(\.port) == [7000, 7001, 7002])
+        #expect(peers.adverts.map(\.endpoints.first?.host) == ["198.18.0.2", "navlog-2.local", "fe80::1%eth0"])
+        #expect(peers.adverts.map(\.endpoints.first?.port) == [7000, 7001, 7002])
         #expect(peers.adverts.allSatisfy { $0.peerID == nil })
     }
 
