@@ -15,7 +15,8 @@ final class HostNetwork: Sendable {
     private static let made = NIOLockedValueBox<[String]>([])
     private static let counter = NIOLockedValueBox(0)
 
-    init(names: [String]) async throws {
+    /// - Parameter ipv6: Whether the hosts have IPv6 (off: IPv4 alone, nothing to fall back on).
+    init(names: [String], ipv6: Bool = true) async throws {
         let tag = "\(getpid())-\(Self.counter.withLockedValue { $0 += 1; return $0 })"
         bridge = "nlh-bridge-\(tag)"
         try await Self.addNamespace(bridge)
@@ -25,6 +26,11 @@ final class HostNetwork: Sendable {
         for (index, name) in names.enumerated() {
             let namespace = "nlh-\(name)-\(tag)"
             try await Self.addNamespace(namespace)
+            if !ipv6 {
+                for scope in ["all", "default"] {
+                    try await run("/usr/bin/ip", ["netns", "exec", namespace, "sysctl", "-qw", "net.ipv6.conf.\(scope).disable_ipv6=1"])
+                }
+            }
             try await ip("link", "add", "eth0", "netns", namespace, "type", "veth", "peer", "name", "port\(index)", "netns", bridge)
             try await ip("-n", bridge, "link", "set", "port\(index)", "master", "br0", "up")
             try await ip("-n", namespace, "addr", "add", "198.18.0.\(index + 1)/24", "dev", "eth0")
@@ -219,19 +225,24 @@ final class NavlogRun: Sendable {
     var timedLines: [(line: NavlogLine, at: ContinuousClock.Instant)] { output.withLockedValue { $0.lines } }
 
     /// Waits until `find` returns something for the lines so far, checking again as each line
-    /// arrives; throws when the output ends without it.
+    /// arrives; throws when the output ends without it, or when the task is cancelled (a deadline).
     func first<T: Sendable>(_ what: String, _ find: @escaping @Sendable ([(line: NavlogLine, at: ContinuousClock.Instant)]) -> T?) async throws -> T {
         while true {
+            try Task.checkCancellation()
             let (seen, ended) = output.withLockedValue { ($0.lines, $0.ended) }
             if let found = find(seen) { return found }
             guard !ended else { throw HostSuiteError("the navlog-sync run ended before \(what)") }
-            await withCheckedContinuation { continuation in
-                let now = output.withLockedValue { output in
-                    guard output.lines.count == seen.count, !output.ended else { return true }
-                    output.waiters.append(continuation)
-                    return false
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    let now = output.withLockedValue { output in
+                        guard output.lines.count == seen.count, !output.ended, !Task.isCancelled else { return true }
+                        output.waiters.append(continuation)
+                        return false
+                    }
+                    if now { continuation.resume() }
                 }
-                if now { continuation.resume() }
+            } onCancel: {
+                changed { _ in }  // wakes every waiter, which then sees the cancellation
             }
         }
     }

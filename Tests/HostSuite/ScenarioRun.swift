@@ -15,17 +15,24 @@ final class ScenarioRun {
     /// Every entry typed anywhere, by id.
     private(set) var typed: Set<String> = []
 
-    init(name: String, hostNames: [String], binary: String, root: String) async throws {
+    /// - Parameters:
+    ///   - hostNames: The hosts that run navlog-sync.
+    ///   - bystanders: Hosts on the same bridge that run none (a rogue, say).
+    init(name: String, hostNames: [String], bystanders: [String] = [], ipv6: Bool = true, binary: String, root: String) async throws {
         self.binary = binary
         directory = "\(root)/\(name.replacingOccurrences(of: " ", with: "-"))"
         try? FileManager.default.removeItem(atPath: directory)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         keyFile = directory + "/group.key"
         try await run(binary, ["keygen", "--out", keyFile])
-        network = try await HostNetwork(names: hostNames)
+        network = try await HostNetwork(names: hostNames + bystanders, ipv6: ipv6)
+        navlogHosts = Set(hostNames)
     }
 
-    var hosts: [Host] { network.hosts }
+    private let navlogHosts: Set<String>
+
+    /// The hosts that run navlog-sync.
+    var hosts: [Host] { network.hosts.filter { navlogHosts.contains($0.name) } }
     func host(_ name: String) -> Host { network.host(name) }
     func database(of host: Host) -> String { "\(directory)/\(host.name).db" }
 
@@ -124,6 +131,17 @@ final class ScenarioRun {
         for id in typed where winners[id] == nil { throw HostSuiteError("entry \(id) was typed but never stored") }
         let count = (try JSONSerialization.jsonObject(with: Data(log.utf8)) as? [Any])?.count ?? -1
         return Dictionary(uniqueKeysWithValues: hosts.map { ($0.name, count) })
+    }
+
+    /// Each navlog host's peer ID, as the others reported it joining.
+    func peerIDs() -> [String: String] {
+        var ids: [String: String] = [:]
+        for host in hosts {
+            for line in host.history.joined() where line.event == "peer_joined" {
+                if let name = line["peer"], let id = line["peer_id"] { ids[name] = id }
+            }
+        }
+        return ids
     }
 
     /// How many times `host` reported a peer leaving since `since` (false teardowns, where none was caused).

@@ -24,6 +24,10 @@ struct ScenarioResult: Codable {
 struct Scenario: Sendable {
     let name: String
     let fault: String
+    /// Hosts beside the three that run no navlog-sync (a rogue).
+    var bystanders: [String] = []
+    /// Off: the hosts have IPv4 alone, so no link-local IPv6 address can stand in for a lost one.
+    var ipv6 = true
     let body: @Sendable (ScenarioRun, inout ScenarioResult) async throws -> Void
 
     static let hostNames = ["captain", "first-officer", "relief"]
@@ -99,6 +103,72 @@ struct Scenario: Sendable {
                 let falseTeardowns = run.hosts.map { run.departures(at: $0, since: restartedAt) }.reduce(0, +)
                 guard falseTeardowns == 0 else { throw HostSuiteError("\(falseTeardowns) links were torn down by an avahi-daemon restart") }
                 result.reasons = ["no teardown"]
+            },
+            Scenario(
+                name: "rogue adverts",
+                fault: "a fourth host publishes two adverts per peer, each copying its ID with the greatest incarnation and pointing at a TCP sink; then every navlog-sync is killed and started again",
+                bystanders: ["rogue"]
+            ) { run, result in
+                let (captain, rogue) = (run.host("captain"), run.network.host("rogue"))
+                try await run.add(captain, "leg=1 waypoint=TESAT")
+                // The sink accepts TCP and never answers; the adverts go up before the restart,
+                // so every host sees them before the real ones.
+                let sinkPort = 7999
+                var rogues = [try BackgroundProcess("/usr/bin/nsenter", rogue.inside([
+                    "python3", "-c", "import socket,time\ns=socket.socket()\ns.bind(('0.0.0.0',\(sinkPort)))\ns.listen(1024)\ntime.sleep(3600)",
+                ]))]
+                defer { rogues.forEach { $0.stop() } }
+                let ids = run.peerIDs()
+                for (name, id) in ids.sorted(by: { $0.key < $1.key }) {
+                    for copy in 1...2 {
+                        rogues.append(try BackgroundProcess("/usr/bin/nsenter", rogue.inside([
+                            "avahi-publish", "-s", "\(name) \(copy)", run.serviceType, "\(sinkPort)", "v=2", "id=\(id)", "inc=\(UInt64.max)", "name=\(name)",
+                        ])))
+                    }
+                }
+                try await waitForAdverts(of: run.serviceType, atPort: sinkPort, count: 2 * ids.count, seenFrom: captain)
+                let restartedAt = ContinuousClock.now
+                for host in run.hosts { kill(host.navlog.process.pid, SIGKILL) }
+                for host in run.hosts { _ = try? await host.navlog.first("the end of the killed run") { _ in nil as Bool? } }
+                for host in run.hosts { try run.start(host) }
+                for host in run.hosts { try await run.waitActive(host, Set(Scenario.hostNames).subtracting([host.name])) }
+                result.rejoinMilliseconds = (ContinuousClock.now - restartedAt).seconds * 1000
+                let sinkFailures = run.hosts.flatMap { $0.navlog.lines }.filter { $0.event == "error" && ($0["message"] ?? "").contains(":\(sinkPort) failed") }
+                result.reasons = ["\(sinkFailures.count) dials failed at the sink"]
+                try await run.add(run.host("relief"), "leg=2 waypoint=NIPAS")
+            },
+            Scenario(
+                name: "renumbered",
+                fault: "relief's IPv4 address changes from 198.18.0.3 to 198.18.0.13 while it runs (IPv6 off on every host)",
+                ipv6: false
+            ) { run, result in
+                let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
+                try await run.add(relief, "leg=1 waypoint=TESAT")
+                let changedAt = ContinuousClock.now
+                // The old address goes first (deleting a primary address takes its secondaries too),
+                // as when a DHCP lease ends and the next one brings another.
+                try await relief.exec("ip", "addr", "del", "\(relief.address)/24", "dev", "eth0")
+                try await relief.exec("ip", "addr", "add", "198.18.0.13/24", "dev", "eth0")
+                (result.detectionMilliseconds, result.reasonSet) = try await run.waitLeft(relief, seenBy: [captain, officer], since: changedAt)
+                result.rejoinMilliseconds = try await run.waitJoined(relief, seenBy: [captain, officer], since: changedAt)
+                try await run.add(relief, "leg=2 waypoint=NIPAS")
+                try await run.add(captain, "leg=3 waypoint=ARNEM")
+            },
+            Scenario(
+                name: "interface renumbered",
+                fault: "relief's eth0 goes down, loses its addresses and comes back up as 198.18.0.23"
+            ) { run, result in
+                let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
+                try await run.add(relief, "leg=1 waypoint=TESAT")
+                let changedAt = ContinuousClock.now
+                try await relief.exec("ip", "link", "set", "eth0", "down")
+                try await relief.exec("ip", "addr", "flush", "dev", "eth0")
+                try await relief.exec("ip", "addr", "add", "198.18.0.23/24", "dev", "eth0")
+                try await relief.exec("ip", "link", "set", "eth0", "up")
+                (result.detectionMilliseconds, result.reasonSet) = try await run.waitLeft(relief, seenBy: [captain, officer], since: changedAt)
+                result.rejoinMilliseconds = try await run.waitJoined(relief, seenBy: [captain, officer], since: changedAt)
+                try await run.add(relief, "leg=2 waypoint=NIPAS")
+                try await run.add(officer, "leg=3 waypoint=ARNEM")
             },
             Scenario(name: "partition", fault: "captain cut off from first-officer and relief, who stay together (iptables on captain), then the rules go") { run, result in
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
@@ -178,4 +248,20 @@ func partition(_ host: Host, from others: [Host], _ action: String) async throws
         try await host.exec("ip6tables", action, "INPUT", "-s", linkLocal, "-j", "DROP")
         try await host.exec("ip6tables", action, "OUTPUT", "-d", linkLocal, "-j", "DROP")
     }
+}
+
+/// Waits until `count` adverts of `serviceType` at `port` are resolved from `host` (avahi-browse,
+/// once a second, for at most 20 s).
+func waitForAdverts(of serviceType: String, atPort port: Int, count: Int, seenFrom host: Host) async throws {
+    let deadline = ContinuousClock.now + .seconds(20)
+    var seen = 0
+    while ContinuousClock.now < deadline {
+        let result = try await host.attempt("avahi-browse", "--parsable", "--resolve", "--terminate", "--no-db-lookup", serviceType)
+        let names = Set(result.output.split(separator: "\n").filter { $0.hasPrefix("=;") && $0.split(separator: ";").dropFirst(8).first == "\(port)" }
+            .compactMap { $0.split(separator: ";").dropFirst(3).first })
+        seen = names.count
+        if seen >= count { return }
+        try await Task.sleep(for: .seconds(1))
+    }
+    throw HostSuiteError("only \(seen) of \(count) adverts at port \(port) were seen from \(host.name) within 20 s")
 }

@@ -54,10 +54,12 @@ var results: [ScenarioResult] = []
 let started = ContinuousClock.now
 for scenario in Scenario.all(lossSeconds: lossSeconds, impairTool: impairTool) where only?.contains(scenario.name) ?? true {
     print("== \(scenario.name): \(scenario.fault)")
+    fflush(nil)  // progress shows as it happens, into a file too
     var result = ScenarioResult(scenario: scenario.name, fault: scenario.fault)
     var run: ScenarioRun?
     do {
-        let current = try await ScenarioRun(name: scenario.name, hostNames: Scenario.hostNames, binary: binary, root: scratch)
+        let current = try await ScenarioRun(
+            name: scenario.name, hostNames: Scenario.hostNames, bystanders: scenario.bystanders, ipv6: scenario.ipv6, binary: binary, root: scratch)
         run = current
         try await current.startAll()
         try await scenario.body(current, &result)
@@ -77,6 +79,7 @@ for scenario in Scenario.all(lossSeconds: lossSeconds, impairTool: impairTool) w
     await run?.teardown()
     results.append(result)
     print("   " + Report.line(result))
+    fflush(nil)
 }
 
 let report = Report(results: results, duration: ContinuousClock.now - started)
