@@ -173,14 +173,13 @@ struct AdvertHintTests {
             }
         }
         let (alphaEvents, betaEvents) = (EventLog(alpha.events), EventLog(beta.events))
-        let started = ContinuousClock.now
         try await whileRunning([alpha, beta]) {
             _ = try await alphaEvents.waitUntilActive([beta.peerID])
             _ = try await betaEvents.waitUntilActive([alpha.peerID])
-            let joined = ContinuousClock.now - started
-            // The sink took one attempt (it accepted TCP, then said nothing until the handshake
-            // timeout); the dial had meanwhile gone on to the real endpoint.
-            #expect(joined < TestTime.scaled(.seconds(4)), "joined after \(joined)")
+            // (Before adverts were hints, the dial went to the greatest incarnation's endpoints
+            // alone, the sink, and the two never met. How soon they meet is measured by the
+            // host suite's "rogue adverts" scenario, not asserted here.) The sink cost the dialler
+            // an attempt, reported once it timed out, while the link found meanwhile stayed up.
             let sinkPort = ":\(sink.port)"
             let seen = try await (alpha.peerID.isGreater(than: beta.peerID) ? alphaEvents : betaEvents).wait { events in
                 events.contains { if case .connectionFailed(let address, _) = $0 { address.hasSuffix(sinkPort) } else { false } }

@@ -178,6 +178,8 @@ public actor NavlogNode: Service {
             subscriptions.continuation.yield(.peerLeft(ref, reason))
         case .connectionFailed(let address, let error), .authenticationFailed(let address, let error):
             subscriptions.continuation.yield(.error(code: error.code.description, message: "connection with \(address) failed: \(error)"))
+        case .connectionsFailed(let count, let code):
+            subscriptions.continuation.yield(.error(code: code.description, message: "\(count) more inbound connection(s) failed with \(code) (reported at most once a second)"))
         case .undecodableMessage(let peer, let type, let error):
             subscriptions.continuation.yield(.error(code: "undecodableMessage", message: "a \(type) from \(peer.displayName) did not decode: \(error)"))
         case .advertisingFailed(let error):

@@ -96,12 +96,20 @@ extension MultipeerSession {
         /// the peer comes back; ``MultipeerSession/forget(peer:)`` drops it). Default 30 s. For a
         /// peer that is active, `send` waits as long as the peer keeps reading, however slowly.
         public var sendTimeout: Duration
-        /// Inbound TLS and HELLO exchanges under way at once. Default 64. A connection that
-        /// arrives while this many are under way is closed at once (a `connectionFailed` event
-        /// with code `connectionLimit`): strangers who connect and stall, or a flood of
-        /// connections, hold at most this many, each for at most ``handshakeTimeout``, and a
-        /// peer refused meanwhile joins on its next redial.
+        /// Inbound TLS and HELLO exchanges under way at once. Default 64. When a connection
+        /// arrives while this many are under way, the oldest handshake of the source (IPv4
+        /// address, or IPv6 /64) with the most of them is cut off for it (a `connectionLimit`
+        /// failure): a newcomer is always admitted, and a flood takes room only from itself.
         public var maximumHandshakes: Int
+        /// Inbound TLS and HELLO exchanges under way at once from one source (an IPv4 address,
+        /// or an IPv6 /64 prefix). Default 8. A connection from a source at this limit cuts off
+        /// that source's oldest handshake, so one host flooding connections holds at most this
+        /// many of ``maximumHandshakes``, and every other host's handshakes go on.
+        public var maximumHandshakesPerSource: Int
+        /// How soon an inbound connection must send its first bytes (the TLS ClientHello, which
+        /// a peer sends as it connects). Default 1 s. A connection that says nothing is closed
+        /// then, long before ``handshakeTimeout``.
+        public var firstBytesTimeout: Duration
         /// Inbound links at once, handshakes under way included. Default 1,024. (Links this
         /// session dials are not counted: it dials only peers it discovered or was given.)
         public var maximumInboundLinks: Int
@@ -133,8 +141,11 @@ extension MultipeerSession {
             maximumHandshakes: Int = 64, maximumInboundLinks: Int = 1_024, goodbyeTimeout: Duration = .seconds(1),
             receiveBuffer: BufferLimits = BufferLimits(maximumCount: 1_024, maximumBytes: 4 << 20),
             unsubscribedMessages: BufferLimits = BufferLimits(maximumCount: 256, maximumBytes: 1 << 20),
-            maximumUnsubscribedTypes: Int = 16, eventBuffer: Int = 1_024, sendTimeout: Duration = .seconds(30)
+            maximumUnsubscribedTypes: Int = 16, eventBuffer: Int = 1_024, sendTimeout: Duration = .seconds(30),
+            maximumHandshakesPerSource: Int = 8, firstBytesTimeout: Duration = .seconds(1)
         ) {
+            self.maximumHandshakesPerSource = maximumHandshakesPerSource
+            self.firstBytesTimeout = firstBytesTimeout
             self.sendTimeout = sendTimeout
             self.receiveBuffer = receiveBuffer
             self.unsubscribedMessages = unsubscribedMessages

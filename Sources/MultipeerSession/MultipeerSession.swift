@@ -52,8 +52,9 @@ public actor MultipeerSession {
     /// The group keys (``Configuration/keys``), and the TLS context using them while running.
     private var keys: KeyRing
     private var tls: TLSContext?
-    /// Connections refused at the admission limits, logged once a second with a count.
-    private var refusals = ReportThrottle()
+    /// Inbound connections that failed, per code: reported at most once a second each.
+    private var inboundFailures: [MultipeerError.Code: ReportThrottle] = [:]
+    private var heldFailuresReportDue = false
     let senders = SenderWaiters()
     /// Where the session is in its life.
     var lifecycle = Lifecycle.idle
@@ -82,6 +83,8 @@ public actor MultipeerSession {
         case close(LinkHandle, GoodbyeReason)
         case flush(UUID, LinkID)
         case acknowledged(LinkID, UUID, UInt64)
+        /// Report the inbound failures held back, after this delay.
+        case reportHeldFailures(after: Duration)
         case suspend
         case resume
         case stop
@@ -192,6 +195,7 @@ public actor MultipeerSession {
                 case .close(let handle, let reason): await handle.close(reason, within: goodbyeTimeout)
                 case .flush(let peerID, let link): deliveries[peerID]?.flushAbandoned(link)
                 case .acknowledged(let id, let peerID, let sequence): acknowledged(through: sequence, by: peerID, on: id)
+                case .reportHeldFailures: reportHeldFailures()
                 case .redial, .suspend: break  // the table dials what it must on resume
                 }
             }
@@ -233,7 +237,7 @@ public actor MultipeerSession {
                 do {
                     try await listener.run(
                         onLink: { link in await self.serveInbound(link) },
-                        onFailure: { address, error in await self.handshakeFailed(address?.displayString ?? "unknown", error) })
+                        onFailure: { address, error in await self.handshakeFailed(address?.displayString ?? "unknown", error, inbound: true) })
                 } catch is CancellationError {
                     // Stopping.
                 }
@@ -268,6 +272,11 @@ public actor MultipeerSession {
                     group.addTask { await self.flush(peerID, on: link) }
                 case .acknowledged(let id, let peerID, let sequence):
                     acknowledged(through: sequence, by: peerID, on: id)
+                case .reportHeldFailures(let delay):
+                    group.addTask {
+                        try? await Task.sleep(for: delay)
+                        await self.reportHeldFailures()
+                    }
                 case .suspend:
                     suspended = true
                     break loop
@@ -589,20 +598,46 @@ public actor MultipeerSession {
         perform(table.redialDue(key))
     }
 
-    private func handshakeFailed(_ address: String, _ error: any Error) {
+    /// A connection failed before its peer became active: one this session dialled, or (when
+    /// `inbound`) one made to it, which anyone on the network can make as often as they like.
+    /// So inbound failures are reported one by one up to ten at once, then at most once a second
+    /// per error code: the event and log line of that one, and
+    /// ``SessionEvent/connectionsFailed(count:code:)`` with how many were not reported one by one
+    /// since (or, when none comes after a flood, a second later). The
+    /// `multipeer_connections_failed_total` metric counts every failure.
+    private func handshakeFailed(_ address: String, _ error: any Error, inbound: Bool = false) {
         let failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "the connection with \(address) failed", underlying: "\(error)")
-        if failure.code == .connectionLimit {
-            // A flood is logged once a second with a count, not a line per connection.
-            if let count = refusals.count() {
-                logger.notice("connections refused", metadata: ["multipeer.refused": "\(count)", "multipeer.error": "\(failure)"])
+        metrics.connectionFailed(code: failure.code, inbound: inbound)
+        if inbound {
+            guard let count = inboundFailures[failure.code, default: ReportThrottle(burst: 10)].count() else {
+                // Held back: reported with the next of its code, or in a second if none comes.
+                if !heldFailuresReportDue {
+                    heldFailuresReportDue = true
+                    work.yield(.reportHeldFailures(after: .seconds(1)))
+                }
+                return
             }
-        } else {
-            logger.notice("link failed", metadata: ["multipeer.address": "\(address)", "multipeer.error": "\(failure)"])
+            if count > 1 {
+                logger.notice("inbound connections failed", metadata: ["multipeer.failed": "\(count - 1)", "multipeer.code": "\(failure.code)"])
+                subscriptions.emit(.connectionsFailed(count: count - 1, code: failure.code))
+            }
         }
+        logger.notice("link failed", metadata: ["multipeer.address": "\(address)", "multipeer.error": "\(failure)"])
         if [.authenticationFailed, .identityMismatch, .badSignature, .notInRoster].contains(failure.code) {
             subscriptions.emit(.authenticationFailed(address: address, failure))
         } else {
             subscriptions.emit(.connectionFailed(address: address, failure))
+        }
+    }
+
+    /// Reports the inbound failures held back since their code's last report.
+    private func reportHeldFailures() {
+        heldFailuresReportDue = false
+        for code in inboundFailures.keys.sorted(by: { $0.description < $1.description }) {
+            let count = inboundFailures[code]!.takeHeld()
+            guard count > 0 else { continue }
+            logger.notice("inbound connections failed", metadata: ["multipeer.failed": "\(count)", "multipeer.code": "\(code)"])
+            subscriptions.emit(.connectionsFailed(count: count, code: code))
         }
     }
 

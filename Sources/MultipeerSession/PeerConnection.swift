@@ -37,8 +37,10 @@ package struct LinkConfiguration: Sendable {
     /// - Parameters:
     ///   - keyIdentity: For a dialler, the group key it offers (nil: the newest).
     ///   - expectedPeer: For a dialler, the peer discovery placed at the address, if it said.
+    ///   - firstBytesTimeout: For a listener, how soon the connection must send something.
     func configure(
-        _ channel: any Channel, role: TLSEngine.Role, offering keyIdentity: String? = nil, expecting expectedPeer: UUID? = nil
+        _ channel: any Channel, role: TLSEngine.Role, offering keyIdentity: String? = nil, expecting expectedPeer: UUID? = nil,
+        firstBytesTimeout: Duration? = nil
     ) throws -> PendingLink {
         let engine = try TLSEngine(role: role, context: tls, allocator: channel.allocator, offering: keyIdentity)
         let link = LinkHandler(
@@ -48,6 +50,7 @@ package struct LinkConfiguration: Sendable {
         let keepalive = KeepaliveHandler(
             local: localHello.keepalive, role: role == .client ? .leading : .following, quality: quality, tcpUserTimeout: tcpUserTimeout)
         let handlers = channel.pipeline.syncOperations
+        if let firstBytesTimeout { try handlers.addHandler(FirstBytesDeadline(firstBytesTimeout)) }
         try handlers.addHandler(InboundActivityHandler(keepalive: keepalive))
         try handlers.addHandler(TLSHandler(engine: engine))
         try handlers.addHandler(ByteToMessageHandler(FrameDecoder(maximumLength: maximumFrameLength, firstFrameMaximumLength: Hello.maximumLength)))
@@ -71,6 +74,55 @@ package struct LinkConfiguration: Sendable {
         (ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: TCP_USER_TIMEOUT)), SocketOptionValue(timeout.nanoseconds / 1_000_000))
     }
 }
+
+/// Closes an inbound connection that sends nothing within its deadline (a peer sends its
+/// ClientHello as it connects; a stranger holding a connection open says nothing), with a
+/// `handshakeTimeout` failure; leaves the pipeline at the first bytes.
+final class FirstBytesDeadline: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private let timeout: Duration
+    private var timer: Scheduled<Void>?
+
+    init(_ timeout: Duration) {
+        self.timeout = timeout
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { start(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        start(context)
+        context.fireChannelActive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        timer?.cancel()
+        timer = nil
+        context.fireChannelRead(data)
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+
+    private func start(_ context: ChannelHandlerContext) {
+        guard timer == nil else { return }
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let (timeout, address) = (timeout, context.channel.remoteAddress?.displayString ?? "unknown")
+        timer = context.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
+            let context = loopBound.value
+            context.fireErrorCaught(MultipeerError(.handshakeTimeout, "the connection from \(address) sent nothing within \(timeout) (Limits.firstBytesTimeout)"))
+            context.close(promise: nil)
+        }
+    }
+}
+
+@available(*, unavailable)
+extension FirstBytesDeadline: Sendable {}
 
 /// A connection whose TLS and HELLO exchange are still under way.
 struct PendingLink: Sendable {

@@ -3,54 +3,130 @@ package import NIOCore
 import NIOPosix
 import NIOConcurrencyHelpers
 
-/// Counts a listener's inbound handshakes and links against the session's
-/// ``MultipeerSession/Limits/maximumHandshakes`` and ``MultipeerSession/Limits/maximumInboundLinks``.
-/// Asked on the event loop as each connection is accepted, before a byte of it is read.
+/// Admits a listener's inbound connections within the session's ``MultipeerSession/Limits``:
+/// handshakes under way in all (``MultipeerSession/Limits/maximumHandshakes``) and per source
+/// (``MultipeerSession/Limits/maximumHandshakesPerSource``), and inbound links
+/// (``MultipeerSession/Limits/maximumInboundLinks``). Asked on the event loop as each connection
+/// is accepted, before a byte of it is read.
+///
+/// A newcomer is never refused for handshakes: at a limit, the oldest handshake of its own
+/// source (per-source limit) or of the source holding the most (overall limit) is cut off for
+/// it. Strangers who connect and stall thus only ever displace each other, and an honest peer's
+/// handshake, which takes milliseconds, is done long before a flood could come round to it.
 final class Admission: Sendable {
+    /// One admitted handshake.
+    struct Ticket: Hashable, Sendable {
+        fileprivate let number: UInt64
+    }
+
+    private struct Pending {
+        var source: String
+        var channel: any Channel
+    }
+
+    private struct State {
+        var next: UInt64 = 0
+        /// Handshakes under way, by ticket number (the oldest first).
+        var pending: [UInt64: Pending] = [:]
+        var perSource: [String: Int] = [:]
+        var links = 0
+    }
+
     let handshakes: Int
+    let handshakesPerSource: Int
     let links: Int
-    private let counts = NIOLockedValueBox<(handshakes: Int, links: Int)>((0, 0))
+    private let state = NIOLockedValueBox(State())
 
     init(_ limits: MultipeerSession.Limits) {
-        handshakes = limits.maximumHandshakes
+        handshakes = max(1, limits.maximumHandshakes)
+        handshakesPerSource = max(1, min(limits.maximumHandshakesPerSource, handshakes))
         links = limits.maximumInboundLinks
     }
 
-    /// Counts a new connection's handshake in, or says why it is refused.
-    func admit() -> MultipeerError? {
-        counts.withLockedValue { counts in
-            if counts.handshakes >= handshakes {
-                return MultipeerError(
+    /// What became of a new connection.
+    enum Decision {
+        /// Admitted; the handshakes cut off to make room for it, each with why.
+        case admitted(Ticket, evicting: [(any Channel, MultipeerError)])
+        case refused(MultipeerError)
+    }
+
+    /// Admits a new connection from `address`, or says why not.
+    func admit(_ channel: any Channel, from address: SocketAddress?) -> Decision {
+        let source = Self.source(of: address)
+        return state.withLockedValue { state in
+            if state.pending.count + state.links >= links {
+                return .refused(MultipeerError(
                     .connectionLimit,
-                    "refused a connection: \(counts.handshakes) handshakes are already under way, the limit (Limits.maximumHandshakes)")
+                    "refused a connection from \(source): \(state.links) inbound links and \(state.pending.count) handshakes reach the limit of \(links) (Limits.maximumInboundLinks)"))
             }
-            if counts.handshakes + counts.links >= links {
-                return MultipeerError(
+            var evicting: [(any Channel, MultipeerError)] = []
+            if state.perSource[source, default: 0] >= handshakesPerSource, let oldest = Self.oldest(of: source, in: state) {
+                evicting.append((state.pending[oldest]!.channel, MultipeerError(
                     .connectionLimit,
-                    "refused a connection: \(counts.links) inbound links and \(counts.handshakes) handshakes reach the limit of \(links) (Limits.maximumInboundLinks)")
+                    "cut off a handshake from \(source): \(handshakesPerSource) from that source were under way, the limit (Limits.maximumHandshakesPerSource), and another came")))
+                Self.remove(oldest, from: &state)
+            } else if state.pending.count >= handshakes,
+                      let busiest = state.perSource.max(by: { ($0.value, $1.key) < ($1.value, $0.key) })?.key,
+                      let oldest = Self.oldest(of: busiest, in: state) {
+                evicting.append((state.pending[oldest]!.channel, MultipeerError(
+                    .connectionLimit,
+                    "cut off a handshake from \(busiest): \(handshakes) handshakes were under way, the limit (Limits.maximumHandshakes), and \(busiest) held the most")))
+                Self.remove(oldest, from: &state)
             }
-            counts.handshakes += 1
-            return nil
+            let ticket = Ticket(number: state.next)
+            state.next += 1
+            state.pending[ticket.number] = Pending(source: source, channel: channel)
+            state.perSource[source, default: 0] += 1
+            return .admitted(ticket, evicting: evicting)
         }
     }
 
-    /// An admitted handshake ended: the link is served now, or it failed.
-    func handshakeEnded(established: Bool) {
-        counts.withLockedValue {
-            $0.handshakes -= 1
-            if established { $0.links += 1 }
+    /// An admitted handshake ended: the link is served now, or it failed (or was cut off).
+    func handshakeEnded(_ ticket: Ticket, established: Bool) {
+        state.withLockedValue { state in
+            Self.remove(ticket.number, from: &state)
+            if established { state.links += 1 }
         }
     }
 
     func linkEnded() {
-        counts.withLockedValue { $0.links -= 1 }
+        state.withLockedValue { $0.links -= 1 }
+    }
+
+    private static func oldest(of source: String, in state: State) -> UInt64? {
+        state.pending.filter { $0.value.source == source }.keys.min()
+    }
+
+    private static func remove(_ number: UInt64, from state: inout State) {
+        guard let removed = state.pending.removeValue(forKey: number) else { return }
+        state.perSource[removed.source]! -= 1
+        if state.perSource[removed.source] == 0 { state.perSource[removed.source] = nil }
+    }
+
+    /// Who a connection counts against: its IPv4 address (also when mapped into IPv6), or the
+    /// /64 prefix of its IPv6 address (one host can use a whole /64).
+    static func source(of address: SocketAddress?) -> String {
+        guard let address else { return "unknown" }
+        switch address {
+        case .v4:
+            return address.ipAddress ?? "unknown"
+        case .v6(let v6):
+            let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+            if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {
+                return bytes[12...].map(String.init).joined(separator: ".")
+            }
+            let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
+            return groups.joined(separator: ":") + "::/64"
+        default:
+            return "unknown"
+        }
     }
 }
 
 /// What the listener made of an accepted connection.
 enum Accepted: Sendable {
     /// Admitted: TLS and HELLO are under way.
-    case pending(PendingLink)
+    case pending(PendingLink, Admission.Ticket)
     /// Beyond the limits: no handlers, nothing read; to be closed and reported. The address is
     /// read here, on the channel's event loop.
     case refused(any Channel, SocketAddress?, MultipeerError)
@@ -58,8 +134,10 @@ enum Accepted: Sendable {
 
 /// Accepts links on a TCP port of every interface, IPv4 and IPv6, and hands each one that
 /// completes TLS and HELLO to the caller. A connection that fails its handshake is reported
-/// and closed; one beyond the admission limits (``MultipeerSession/Limits``) is closed as it is
-/// accepted, before any handshake, and reported; the listener keeps serving.
+/// and closed, as is one that sends nothing within ``MultipeerSession/Limits/firstBytesTimeout``;
+/// one beyond the inbound link limit is closed as it is accepted, before any handshake, and
+/// reported; at the handshake limits the oldest handshake of the busiest source makes room
+/// (``Admission``). The listener keeps serving.
 package final class PeerListener: Sendable {
     /// The address bound, with the port chosen by the system when 0 was asked for.
     package let localAddress: SocketAddress
@@ -96,11 +174,18 @@ package final class PeerListener: Sendable {
             do {
                 let channel = try await bootstrap.bind(host: candidate, port: port) { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        if let refusal = admission.admit() { return Accepted.refused(channel, channel.remoteAddress, refusal) }
+                        let ticket: Admission.Ticket
+                        switch admission.admit(channel, from: channel.remoteAddress) {
+                        case .refused(let refusal):
+                            return Accepted.refused(channel, channel.remoteAddress, refusal)
+                        case .admitted(let admitted, let evicting):
+                            ticket = admitted
+                            for (evicted, reason) in evicting { Self.cutOff(evicted, reason) }
+                        }
                         do {
-                            return .pending(try configuration.configure(channel, role: .server))
+                            return .pending(try configuration.configure(channel, role: .server, firstBytesTimeout: limits.firstBytesTimeout), ticket)
                         } catch {
-                            admission.handshakeEnded(established: false)
+                            admission.handshakeEnded(ticket, established: false)
                             throw error
                         }
                     }
@@ -127,13 +212,14 @@ package final class PeerListener: Sendable {
             try await withThrowingDiscardingTaskGroup { group in
                 for try await accepted in inbound {
                     let pending: PendingLink
+                    let ticket: Admission.Ticket
                     switch accepted {
                     case .refused(let channel, let address, let refusal):
                         channel.close(promise: nil)
                         group.addTask { await onFailure(address, refusal) }
                         continue
-                    case .pending(let link):
-                        pending = link
+                    case .pending(let link, let admitted):
+                        (pending, ticket) = (link, admitted)
                     }
                     group.addTask {
                         let link: PeerConnection
@@ -145,17 +231,25 @@ package final class PeerListener: Sendable {
                                 pending.channel.channel.close(promise: nil)
                             }
                         } catch {
-                            admission.handshakeEnded(established: false)
+                            admission.handshakeEnded(ticket, established: false)
                             await onFailure(pending.remoteAddress, error)
                             return
                         }
-                        admission.handshakeEnded(established: true)
+                        admission.handshakeEnded(ticket, established: true)
                         await onLink(link)
                         try? await link.channel.channel.close()
                         admission.linkEnded()
                     }
                 }
             }
+        }
+    }
+
+    /// Cuts off a handshake to make room for a newcomer: its link fails with `reason`.
+    private static func cutOff(_ channel: any Channel, _ reason: MultipeerError) {
+        channel.eventLoop.execute {
+            channel.pipeline.fireErrorCaught(reason)
+            channel.close(promise: nil)
         }
     }
 

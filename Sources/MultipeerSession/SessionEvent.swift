@@ -40,6 +40,12 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
     /// key differs (`authenticationFailed`), its HELLO does not prove the peer ID it claims
     /// (`identityMismatch`, `badSignature`), or the roster does not list it (`notInRoster`).
     case authenticationFailed(address: String, MultipeerError)
+    /// More inbound connections failed with `code` than were reported one by one: after ten at
+    /// once, ``connectionFailed(address:_:)`` and ``authenticationFailed(address:_:)`` report
+    /// inbound failures at most once a second per code, and this says how many more there were
+    /// since the last report (a flood of connections makes two events a second, never one per
+    /// connection). The `multipeer_connections_failed_total` metric counts every one.
+    case connectionsFailed(count: Int, code: MultipeerError.Code)
     /// A message arrived whose payload does not decode as its named type; the link stays up.
     case undecodableMessage(from: Peer, typeName: String, error: String)
     /// Advertising failed; the session still dials and accepts.
@@ -67,6 +73,7 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
         case .peerLeft(let peer, let reason): "\(peer) left: \(reason)"
         case .connectionFailed(let address, let error): "connection with \(address) failed: \(error)"
         case .authenticationFailed(let address, let error): "authentication with \(address) failed: \(error)"
+        case .connectionsFailed(let count, let code): "\(count) more inbound connection(s) failed (\(code))"
         case .undecodableMessage(let peer, let type, let error): "a \(type) from \(peer) did not decode: \(error)"
         case .advertisingFailed(let error): "advertising failed: \(error)"
         case .stats(let peer, let stats): "\(peer): \(stats)"

@@ -1,4 +1,5 @@
 import Metrics
+import MultipeerCore
 
 /// The session's swift-metrics instruments, labelled with the session's display name.
 struct SessionMetrics: Sendable {
@@ -35,6 +36,14 @@ struct SessionMetrics: Sendable {
     /// A message acknowledged here was dropped before a subscriber took it.
     func dropped(reason: MessageDropReason, count: Int = 1) {
         Counter(label: "multipeer_messages_dropped_total", dimensions: dimensions + [("reason", "\(reason.label)")]).increment(by: count)
+    }
+
+    /// A connection failed before its peer became active.
+    func connectionFailed(code: MultipeerError.Code, inbound: Bool) {
+        Counter(
+            label: "multipeer_connections_failed_total",
+            dimensions: dimensions + [("direction", inbound ? "in" : "out"), ("code", "\(code)")]
+        ).increment()
     }
 
     func sent(bytes: Int) {

@@ -170,6 +170,38 @@ struct Scenario: Sendable {
                 try await run.add(relief, "leg=2 waypoint=NIPAS")
                 try await run.add(officer, "leg=3 waypoint=ARNEM")
             },
+            Scenario(
+                name: "keyless flood",
+                fault: "a fourth host without the key holds 64 silent connections open at each host's port, opening another as each is closed; meanwhile relief's navlog-sync is killed and started again, and everyone edits",
+                bystanders: ["flooder"]
+            ) { run, result in
+                let (captain, officer, relief, flooder) = (run.host("captain"), run.host("first-officer"), run.host("relief"), run.network.host("flooder"))
+                let targets = try run.hosts.map { host -> String in
+                    guard let port = host.navlog.lines.first(where: { $0.event == "listening" })?["port"] else {
+                        throw HostSuiteError("\(host.name) never said which port it listens on")
+                    }
+                    return "\(host.address):\(port)"
+                }
+                let flood = try BackgroundProcess("/usr/bin/nsenter", flooder.inside(["python3", "-c", floodScript] + targets), pipes: true)
+                defer { flood.stop() }
+                // Under way: a few hundred connections in.
+                let opened = try await withDeadline(.seconds(20)) { () async -> Int? in
+                    for await line in flood.lines! { if let count = Int(line), count >= 500 { return count } }
+                    return nil
+                }
+                guard opened != nil else { throw HostSuiteError("the flood did not get going") }
+                try await run.add(captain, "leg=1 waypoint=TESAT")
+                kill(relief.navlog.process.pid, SIGKILL)
+                _ = try? await relief.navlog.first("the end of the killed run") { _ in nil as Bool? }
+                let restartedAt = ContinuousClock.now
+                try run.start(relief)
+                result.rejoinMilliseconds = try await run.waitJoined(relief, seenBy: [captain, officer], since: restartedAt)
+                try await run.waitActive(relief, ["captain", "first-officer"])
+                try await run.add(officer, "leg=2 waypoint=NIPAS")
+                try await run.add(relief, "leg=3 waypoint=ARNEM")
+                let flooded = run.hosts.map { $0.navlog.lines.filter { $0.event == "error" }.count }.reduce(0, +)
+                result.reasons = ["\(flooded) failure lines printed in all"]
+            },
             Scenario(name: "partition", fault: "captain cut off from first-officer and relief, who stay together (iptables on captain), then the rules go") { run, result in
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
                 let shared = try await run.add(officer, "leg=1 waypoint=TESAT fuel=12400")
@@ -265,3 +297,28 @@ func waitForAdverts(of serviceType: String, atPort port: Int, count: Int, seenFr
     }
     throw HostSuiteError("only \(seen) of \(count) adverts at port \(port) were seen from \(host.name) within 20 s")
 }
+
+/// Holds 64 silent TCP connections open at each `HOST:PORT` argument, opening another as each
+/// is closed; prints how many it has opened, once a second.
+let floodScript = """
+import socket, sys, threading, time
+targets = [(t.rsplit(':', 1)[0], int(t.rsplit(':', 1)[1])) for t in sys.argv[1:]]
+opened = [0]
+def hold(target):
+    while True:
+        try:
+            s = socket.create_connection(target, timeout=5)
+            opened[0] += 1
+            s.settimeout(None)
+            while s.recv(4096):
+                pass
+            s.close()
+        except OSError:
+            time.sleep(0.05)
+for target in targets:
+    for _ in range(64):
+        threading.Thread(target=hold, args=(target,), daemon=True).start()
+while True:
+    time.sleep(1)
+    print(opened[0], flush=True)
+"""
