@@ -62,11 +62,13 @@ import Testing
     }
 
     @Test(.scaledTimeLimit(minutes: 1))
-    func aSilentClientIsCutOffAtTheHandshakeTimeout() async throws {
+    func aClientThatStallsMidHandshakeIsCutOffAtTheHandshakeTimeout() async throws {
         try await withTestListener(
             configuration: LinkFixtures.configuration(name: "server", handshakeTimeout: .milliseconds(300)), onLink: echo) { server in
-            // Sends nothing: only the server's timer can end this connection.
-            let reply = try await withDeadline(.seconds(20)) { try await Self.rawExchange(port: server.port, send: []) }
+            // The first bytes of a TLS record header, then nothing: only the server's handshake
+            // timer can end this connection (one that sends nothing at all meets the first-bytes
+            // deadline, ConnectionLimitTests).
+            let reply = try await withDeadline(.seconds(20)) { try await Self.rawExchange(port: server.port, send: [0x16, 0x03, 0x01]) }
             #expect(reply.isEmpty)
             let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
             #expect(failure?.code == .handshakeTimeout)

@@ -81,7 +81,7 @@ final class SilentConnections: Sendable {
             let silent = try await SilentConnections.open(port: server.port, from: "127.0.0.1")
             let failure = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
             #expect(failure.code == .handshakeTimeout)
-            #expect(failure.message.hasSuffix("sent nothing within 0.3 seconds (Limits.firstBytesTimeout)"), "\(failure)")
+            #expect(failure.message.hasSuffix("sent nothing within \(TestTime.scaled(.milliseconds(300))) (Limits.firstBytesTimeout)"), "\(failure)")
             try await withDeadline(.seconds(20)) { try? await silent.closeFuture.get() }
             #expect(ContinuousClock.now - started < .seconds(30), "closed long before the handshake timeout")
             _ = silent

@@ -40,6 +40,8 @@ final class TestListener: Sendable {
         host: String?, configuration: LinkConfiguration, limits: MultipeerSession.Limits = .init(),
         onLink: @escaping @Sendable (PeerConnection) async -> Void
     ) async throws {
+        var limits = limits
+        limits.firstBytesTimeout = TestTime.scaled(limits.firstBytesTimeout)  // (as handshake timeouts are)
         listener = try await PeerListener.bind(host: host, configuration: configuration, limits: limits)
         let (failures, continuation) = AsyncStream<(SocketAddress?, any Error)>.makeStream()
         self.failures = failures

@@ -46,6 +46,7 @@ extension MultipeerSession.Configuration {
     ) -> Self {
         var limits = limits
         limits.handshakeTimeout = TestTime.scaled(limits.handshakeTimeout)
+        limits.firstBytesTimeout = TestTime.scaled(limits.firstBytesTimeout)
         // A GOODBYE given up after a second goes unsaid on a machine slowed by a sanitizer.
         limits.goodbyeTimeout = TestTime.scaled(limits.goodbyeTimeout)
         return .init(

@@ -11,6 +11,11 @@
 # fails. Code under a sanitizer runs several times slower, so MULTIPEER_TEST_TIME_SCALE
 # stretches the tests' keepalives, handshake timeouts and deadlines
 # (Tests/MultipeerTestSupport/TestTime.swift). The multi-host suite is not run here.
+#
+# Swift's crash handler is off (SWIFT_BACKTRACE=enable=no): under AddressSanitizer it trips the
+# sanitizer itself and swift-backtrace hangs, so a trap would stop the run for good instead of
+# printing its message. Each sanitizer's run is bounded too (SANITIZE_MINUTES, default 40): a
+# run that takes longer is stopped and counted as failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ $# -gt 0 ]] || set -- thread address
@@ -31,8 +36,11 @@ for sanitizer in "$@"; do
     export TSAN_OPTIONS="log_path=$reports/report second_deadlock_stack=1"
     export ASAN_OPTIONS="log_path=$reports/report detect_leaks=1 strict_string_checks=1 detect_stack_use_after_return=1"
     export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan-suppressions.txt print_suppressions=0"
+    export SWIFT_BACKTRACE=enable=no
     status=0
-    scripts/run-tests.sh --without-hosts --sanitize="$sanitizer" --scratch-path "$scratch" || status=$?
+    timeout --signal=INT --kill-after=60 "${SANITIZE_MINUTES:-40}m" \
+        scripts/run-tests.sh --without-hosts --sanitize="$sanitizer" --scratch-path "$scratch" || status=$?
+    [[ $status -ne 124 ]] || echo "$sanitizer: the run took more than ${SANITIZE_MINUTES:-40} minutes and was stopped" >&2
     found=$(find "$reports" -type f | wc -l)
     if [[ $found -gt 0 ]]; then
         cat "$reports"/*

@@ -13,7 +13,19 @@
 /// leader; and once every eight intervals it pings to measure the round trip from its side. An
 /// idle link so carries one PING and one PONG per interval, not two of each (with the same rule
 /// on both sides the two timers raced).
+///
+/// The silence that kills a link adapts to what the link has shown (``timeout``): one and a
+/// half times the longest silence between two arrivals in the last two minutes, never less than
+/// the configured timeout and never more than three times it. A clean link's silences last about
+/// an interval, so it is timed out as configured; a lossy one, whose TCP stalls for seconds now
+/// and then while it retransmits, is given room for the stalls it has been seen to have.
 package struct KeepaliveStateMachine: Sendable {
+    /// How far above the configured timeout the adaptive timeout may go, as a multiple.
+    package static let ceilingFactor = 3
+    /// How long a silence counts towards the adaptive timeout: 12 windows of 10 s.
+    static let silenceWindow = Duration.seconds(10)
+    static let silenceWindows = 12
+
     /// Which side of the link this is.
     package enum Role: Sendable {
         /// Dialled the link.
@@ -43,6 +55,9 @@ package struct KeepaliveStateMachine: Sendable {
     private var recheck: Duration?
     /// This side stopped reading (its application is behind): silence is then its own doing.
     private var readingPaused = false
+    /// The longest silence between arrivals in each of the last windows, the newest last.
+    private var longestSilences: [Duration] = [.zero]
+    private var windowStart: Duration
 
     package init(parameters: KeepaliveParameters, role: Role = .leading, now: Duration) {
         self.parameters = parameters
@@ -51,6 +66,14 @@ package struct KeepaliveStateMachine: Sendable {
         self.lastOutbound = now
         self.lastPing = now
         self.lastPingReceived = now
+        self.windowStart = now
+    }
+
+    /// The silence after which the link is dead now: 1.5 times the longest silence of the last
+    /// two minutes, between the configured timeout and ``ceilingFactor`` times it.
+    package var timeout: Duration {
+        let longest = longestSilences.max() ?? .zero
+        return min(max(longest * 3 / 2, parameters.timeout), parameters.timeout * Self.ceilingFactor)
     }
 
     /// When this side pings for having been quiet.
@@ -66,7 +89,23 @@ package struct KeepaliveStateMachine: Sendable {
 
     /// Bytes arrived from the peer.
     package mutating func inboundActivity(now: Duration) {
-        if now > lastInbound { lastInbound = now }
+        guard now > lastInbound else { return }
+        recordSilence(now - lastInbound, now: now)
+        lastInbound = now
+    }
+
+    private mutating func recordSilence(_ silence: Duration, now: Duration) {
+        while now - windowStart >= Self.silenceWindow {
+            windowStart += Self.silenceWindow
+            longestSilences.append(.zero)
+            if longestSilences.count > Self.silenceWindows { longestSilences.removeFirst() }
+            if now - windowStart >= Self.silenceWindow * Self.silenceWindows {
+                // A long quiet spell (no reads at all): start afresh from now.
+                longestSilences = [.zero]
+                windowStart = now
+            }
+        }
+        longestSilences[longestSilences.count - 1] = max(longestSilences[longestSilences.count - 1], silence)
     }
 
     /// A PING arrived (its PONG is sent at once, and reported as outbound activity).
@@ -90,7 +129,7 @@ package struct KeepaliveStateMachine: Sendable {
 
     /// When the shell should call ``wakeUp(now:)`` next.
     package var nextWakeUp: Duration {
-        let timeoutDue = readingPaused ? .seconds(Int64.max) : recheck ?? lastInbound + parameters.timeout
+        let timeoutDue = readingPaused ? .seconds(Int64.max) : recheck ?? lastInbound + timeout
         return min(timeoutDue, quietDue, sampleDue)
     }
 
@@ -104,7 +143,7 @@ package struct KeepaliveStateMachine: Sendable {
     /// reads first and wakes again shortly (``nextWakeUp``) for the verdict.
     package mutating func wakeUp(now: Duration, late: Duration = .zero) -> Action {
         guard !finished else { return .wait }
-        if readingPaused || now - lastInbound < parameters.timeout {
+        if readingPaused || now - lastInbound < timeout {
             recheck = nil
         } else if late > lateLimit {
             recheck = now + lateLimit / 10

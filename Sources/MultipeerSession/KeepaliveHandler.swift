@@ -155,10 +155,12 @@ final class KeepaliveHandler: ChannelDuplexHandler {
             quality.update { $0.pingSent(probe, at: at) }
             context.writeAndFlush(wrapOutboundOut(.ping(probe)), promise: nil)
         case .timedOut:
+            let timeout = keepalive!.timeout
             keepalive = nil
+            let adapted = timeout > parameters.timeout ? ", adapted from \(parameters.timeout) to the silences this link has shown" : ""
             let error = MultipeerError(
-                .keepaliveTimeout, "\(peer) sent nothing for \(parameters.timeout) (keepalive interval \(parameters.interval))")
-            context.writeAndFlush(wrapOutboundOut(.goodbye(.keepaliveTimeout, "no traffic for \(parameters.timeout)")), promise: nil)
+                .keepaliveTimeout, "\(peer) sent nothing for \(timeout) (keepalive interval \(parameters.interval)\(adapted))")
+            context.writeAndFlush(wrapOutboundOut(.goodbye(.keepaliveTimeout, "no traffic for \(timeout)")), promise: nil)
             context.fireErrorCaught(error)
             context.close(promise: nil)
             return

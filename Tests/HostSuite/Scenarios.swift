@@ -43,7 +43,7 @@ struct Scenario: Sendable {
                     heal: { _, relief in try await blackHole(relief, "-D") }),
             Scenario(
                 name: "loss and delay",
-                fault: "relief's link loses 30 % of frames and delays the rest 100 ms +- 50 ms, each way, for \(lossSeconds) s"
+                fault: "relief's link loses 30 % of frames and delays the rest 100 ms +- 50 ms, each way, for \(lossSeconds) s; then it is black-holed too"
             ) { run, result in
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
                 try await run.add(captain, "leg=1 waypoint=TESAT")
@@ -63,10 +63,18 @@ struct Scenario: Sendable {
                 let departures = run.hosts.flatMap { host in
                     host.navlog.timedLines.filter { $0.at >= impairedAt && $0.line.event == "peer_left" }.map { $0.line["reason"] ?? "?" }
                 }
+                let minutes = (ContinuousClock.now - impairedAt).seconds / 60
                 result.reasons = departures.isEmpty
-                    ? ["no teardown"]
-                    : ["\(departures.count) teardowns (\(Set(departures).sorted().joined(separator: ", ")))"]
+                    ? ["no teardown in \(lossSeconds) s"]
+                    : ["\(departures.count) teardowns in \(lossSeconds) s, \(String(format: "%.1f", Double(departures.count) / minutes)) a minute (\(Set(departures).sorted().joined(separator: ", ")))"]
+                // Then the lossy link goes dead: detected within the adaptive timeout's ceiling.
+                let cutAt = ContinuousClock.now
+                try await blackHole(relief, "-I")
+                let (detection, reasons) = try await run.waitLeft(relief, seenBy: [captain, officer], since: cutAt)
+                result.detectionMilliseconds = detection
+                result.reasons += reasons.sorted().map { "then black-holed: \($0)" }
                 let healedAt = ContinuousClock.now
+                try await blackHole(relief, "-D")
                 try await run.network.clearImpairment(of: relief, relay: relay)
                 for host in run.hosts { try await run.waitActive(host, Set(Scenario.hostNames).subtracting([host.name])) }
                 result.rejoinMilliseconds = (ContinuousClock.now - healedAt).seconds * 1000

@@ -18,6 +18,33 @@ import Testing
         #expect(keepalive.wakeUp(now: .milliseconds(2000)) == .wait, "a link times out once")
     }
 
+    /// The timeout follows the longest silence of the last two minutes (times 1.5), between the
+    /// configured timeout and three times it, and comes back down when the stalls stop.
+    @Test func theTimeoutAdaptsToTheSilencesTheLinkHasShown() {
+        var keepalive = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
+        var now = Duration.zero
+        func arrive(after silence: Duration) {
+            now += silence
+            keepalive.inboundActivity(now: now)
+        }
+        for _ in 0..<20 { arrive(after: .milliseconds(500)) }
+        #expect(keepalive.timeout == .milliseconds(1500), "a clean link keeps the configured timeout")
+        arrive(after: .milliseconds(1400))  // a TCP stall, shorter than the timeout
+        #expect(keepalive.timeout == .milliseconds(2100))
+        #expect(keepalive.nextWakeUp <= now + .milliseconds(2100))
+        #expect(keepalive.wakeUp(now: now + .milliseconds(2000)) != .timedOut, "a silence like those seen is survived")
+        arrive(after: .milliseconds(2000))
+        #expect(keepalive.timeout == .milliseconds(3000))
+        arrive(after: .milliseconds(4000))  // (a stall this long would have been fatal: a test of the bound)
+        #expect(keepalive.timeout == .milliseconds(4500), "never more than three times the configured timeout")
+        // Two minutes of a clean link: back to the configured timeout.
+        for _ in 0..<260 { arrive(after: .milliseconds(500)) }
+        #expect(keepalive.timeout == .milliseconds(1500))
+        // And a dead link is still timed out, at the timeout of the moment.
+        #expect(keepalive.wakeUp(now: now + .milliseconds(1499)) != .timedOut)
+        #expect(keepalive.wakeUp(now: now + .milliseconds(1500)) == .timedOut)
+    }
+
     /// While this side does not read (its application is behind), silence is its own doing: it
     /// goes on pinging, is never timed out, and the timeout counts afresh once it reads again.
     @Test func aSideThatStoppedReadingPingsOnAndIsNotTimedOut() {
