@@ -177,14 +177,11 @@ struct AdvertHintTests {
             _ = try await alphaEvents.waitUntilActive([beta.peerID])
             _ = try await betaEvents.waitUntilActive([alpha.peerID])
             // (Before adverts were hints, the dial went to the greatest incarnation's endpoints
-            // alone, the sink, and the two never met. How soon they meet is measured by the
-            // host suite's "rogue adverts" scenario, not asserted here.) The sink cost the dialler
-            // an attempt, reported once it timed out, while the link found meanwhile stayed up.
-            let sinkPort = ":\(sink.port)"
-            let seen = try await (alpha.peerID.isGreater(than: beta.peerID) ? alphaEvents : betaEvents).wait { events in
-                events.contains { if case .connectionFailed(let address, _) = $0 { address.hasSuffix(sinkPort) } else { false } }
-            }
-            #expect(!seen.contains { if case .peerLeft = $0 { true } else { false } }, "nobody left while the sink failed")
+            // alone, the sink, and the two never met. Whether the sink is tried first depends on
+            // the order Avahi reports the instances in; what it costs is measured by the host
+            // suite's "rogue adverts" scenario.)
+            let history = alphaEvents.history + betaEvents.history
+            #expect(!history.contains { if case .peerLeft = $0 { true } else { false } }, "no link was lost to a race")
             #expect(await alpha.activePeers.map(\.id) == [beta.peerID])
             #expect(await beta.activePeers.map(\.id) == [alpha.peerID])
         }

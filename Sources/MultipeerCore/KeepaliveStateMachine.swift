@@ -57,6 +57,9 @@ package struct KeepaliveStateMachine: Sendable {
     private var readingPaused = false
     /// The longest silence between arrivals in each of the last windows, the newest last.
     private var longestSilences: [Duration] = [.zero]
+    /// This side woke up late since the last arrival: the silence until the next says nothing
+    /// about the link.
+    private var stalledSinceArrival = false
     private var windowStart: Duration
 
     package init(parameters: KeepaliveParameters, role: Role = .leading, now: Duration) {
@@ -90,7 +93,9 @@ package struct KeepaliveStateMachine: Sendable {
     /// Bytes arrived from the peer.
     package mutating func inboundActivity(now: Duration) {
         guard now > lastInbound else { return }
-        recordSilence(now - lastInbound, now: now)
+        // A silence across a stall of this side's own is not the link's.
+        if !stalledSinceArrival { recordSilence(now - lastInbound, now: now) }
+        stalledSinceArrival = false
         lastInbound = now
     }
 
@@ -140,12 +145,16 @@ package struct KeepaliveStateMachine: Sendable {
     /// The timer fired (or any time): what to do now. `late` is how long after ``nextWakeUp``
     /// it fired. A link found silent on a wake-up later than ``lateLimit`` is not timed out at
     /// once: while this side was not running, what the peer sent waited unread, so the shell
-    /// reads first and wakes again shortly (``nextWakeUp``) for the verdict.
+    /// reads first and wakes again shortly (``nextWakeUp``) for the verdict, which that second
+    /// wake-up gives however late it is.
     package mutating func wakeUp(now: Duration, late: Duration = .zero) -> Action {
         guard !finished else { return .wait }
+        if late > lateLimit { stalledSinceArrival = true }
         if readingPaused || now - lastInbound < timeout {
             recheck = nil
-        } else if late > lateLimit {
+        } else if late > lateLimit, recheck == nil {
+            // One look more, once: by the recheck, the loop has read whatever was waiting, so
+            // a loop that is late every time (a loaded machine) still times a dead link out.
             recheck = now + lateLimit / 10
         } else {
             finished = true

@@ -314,12 +314,10 @@ public actor MultipeerSession {
 
     private func acceptedLink() -> LinkID { table.acceptedLink() }
 
-    /// How long a dial gives an endpoint to accept TCP before trying the next one too (RFC 8305's
-    /// connection attempt delay), and how long to finish TLS and HELLO once it has: an address
-    /// that is stale, or an advert pointing at a sink, delays a dial by this much, not by the
-    /// handshake timeout.
-    static let connectionAttemptDelay = Duration.milliseconds(250)
-    static let handshakeAttemptDelay = Duration.seconds(1)
+    /// How soon an endpoint that accepted a dial's connection must answer (send its first
+    /// bytes: a peer's ServerHello comes a round trip after the connection): an advert pointing at
+    /// a sink that accepts TCP and says nothing costs a dial this much, not the handshake timeout.
+    static let answerTimeout = Duration.seconds(1)
 
     /// A dial's events: made with the dial action, so nothing the table says after it is lost.
     struct Dial: Sendable {
@@ -329,76 +327,52 @@ public actor MultipeerSession {
         init() { (stream, events) = AsyncStream<AttemptEvent>.makeStream() }
     }
 
-    /// What a dial hears: its attempts, its timers, and discovery.
+    /// What a dial hears: its attempt, and discovery.
     enum AttemptEvent: Sendable {
         /// Discovery named more endpoints of the target.
         case added([DialTarget.Endpoint])
-        /// Attempt `index` has a TCP connection; TLS and HELLO are under way.
-        case connected(Int)
         case established(Int, PeerConnection)
         case failed(Int, MultipeerError)
-        /// The wait of generation `generation` is over: start the next endpoint.
-        case due(generation: Int)
     }
 
-    /// Dials `target`'s endpoints, best first, Happy Eyeballs style: the next endpoint starts when
-    /// one fails, or when the latest is slow to connect or to prove itself; the first HELLO that
-    /// proves the peer wins and carries the link, the others are closed (GOODBYE duplicate link).
-    /// Every endpoint that fails (no answer, a refusal, someone else's HELLO) is reported to the
-    /// table, which tries it last next time; when all fail, discovery looks the peer up again.
+    /// Dials `target`'s endpoints one at a time, best first, and endpoints discovery adds
+    /// meanwhile after them, until one proves the peer. One at a time, so two links to the same
+    /// peer never race through their handshakes (each side would keep another). Each endpoint
+    /// that fails (no TCP answer, no first bytes within ``answerTimeout``, a refusal, someone
+    /// else's HELLO) is reported to the table, which tries it last next time; when all fail,
+    /// discovery looks the peer up again.
     private nonisolated func dial(
         _ id: LinkID, _ target: DialTarget, _ dial: Dial, _ configuration: LinkConfiguration, _ discovery: any PeerDiscovery
     ) async {
-        guard !target.endpoints.isEmpty else { return await linkClosed(id, goodbye: nil, error: nil) }
-        let (events, sink) = (dial.stream, dial.events)
         var lastError: MultipeerError?
         var endpoints = target.endpoints
         await withTaskGroup(of: Void.self) { group in
-            var started = 0, running = 0, generation = 0
-            var waiting = false  // for the latest attempt, before starting the next
-            func wait(_ delay: Duration) {
-                generation += 1
-                waiting = true
-                let due = generation
-                group.addTask {
-                    guard (try? await Task.sleep(for: delay)) != nil else { return }
-                    sink.yield(.due(generation: due))
-                }
-            }
-            func startNext() {
-                waiting = false
-                guard started < endpoints.count else { return }
+            var started = 0
+            func startNext() -> Bool {
+                guard started < endpoints.count else { return false }
                 let (index, endpoint) = (started, endpoints[started])
                 started += 1
-                running += 1
-                group.addTask { await self.attempt(index, endpoint, of: target, configuration, events: sink) }
-                if started < endpoints.count { wait(Self.connectionAttemptDelay) }
+                group.addTask { await self.attempt(index, endpoint, of: target, configuration, events: dial.events) }
+                return true
             }
-            startNext()
-            for await event in events {
-                switch event {
-                case .added(let more):
-                    endpoints += more
-                    if !waiting { startNext() }  // every earlier endpoint is under way and slow
-                case .connected(let index):
-                    if index == started - 1, started < endpoints.count { wait(Self.handshakeAttemptDelay) }
-                case .due(let due):
-                    if due == generation { startNext() }
-                case .failed(_, let error):
-                    lastError = error
-                    running -= 1
-                    startNext()
-                case .established(let index, let connection):
-                    group.cancelAll()  // the others close as they finish
-                    await self.endpointProved(target.key, endpoints[index])
-                    await self.runLink(id, connection)
-                    sink.finish()
-                    return
+            if startNext() {
+                attempts: for await event in dial.stream {
+                    switch event {
+                    case .added(let more):
+                        endpoints += more
+                    case .failed(let index, let error):
+                        lastError = error
+                        await self.endpointFailed(target.key, endpoints[index], error)
+                        if !startNext() { break attempts }
+                    case .established(let index, let connection):
+                        await self.endpointProved(target.key, endpoints[index])
+                        dial.events.finish()
+                        await self.runLink(id, connection)
+                        return
+                    }
                 }
-                if running == 0 { break }
             }
-            group.cancelAll()
-            sink.finish()
+            dial.events.finish()
             if let peerID = target.peerID { discovery.refresh(peerID) }
             await self.linkClosed(id, goodbye: nil, error: lastError)
         }
@@ -406,35 +380,31 @@ public actor MultipeerSession {
 
     /// One endpoint of a dial: the newest group key first, then the older ones (the peer may not
     /// hold the newest yet: a key rotation under way). A refused key is reported only if no key
-    /// is taken. A link that proves the peer after the dial was won elsewhere is closed.
+    /// is taken.
     private nonisolated func attempt(
         _ index: Int, _ endpoint: DialTarget.Endpoint, of target: DialTarget, _ configuration: LinkConfiguration,
         events: AsyncStream<AttemptEvent>.Continuation
     ) async {
-        let keys = configuration.tls.keys.keys.reversed()
         var failure: MultipeerError?
-        for key in keys {
+        for key in configuration.tls.keys.keys.reversed() {
             do {
                 let pending = try await PeerConnection.connect(
                     host: endpoint.host, port: endpoint.port, configuration: configuration, offering: key.identity, expecting: target.peerID)
-                events.yield(.connected(index))
-                let connection = try await pending.established()
-                guard !Task.isCancelled else {
-                    try? await connection.channel.executeThenClose { _, _ in
-                        await LinkHandle.sayGoodbye(.duplicateLink, on: connection.channel.channel, within: self.goodbyeTimeout)
-                    }
-                    return
+                let channel = pending.channel.channel
+                let silence = channel.eventLoop.scheduleTask(in: TimeAmount(Self.answerTimeout)) {
+                    channel.pipeline.fireErrorCaught(MultipeerError(
+                        .handshakeTimeout, "\(endpoint) accepted the connection but sent nothing within \(Self.answerTimeout)"))
+                    channel.close(promise: nil)
                 }
-                events.yield(.established(index, connection))
+                pending.answered.whenComplete { _ in silence.cancel() }
+                events.yield(.established(index, try await pending.established()))
                 return
             } catch {
                 failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "cannot connect to \(endpoint)", underlying: "\(error)")
                 if failure?.code != .authenticationFailed { break }
             }
         }
-        guard let failure else { return }
-        await endpointFailed(target.key, endpoint, failure)
-        events.yield(.failed(index, failure))
+        if let failure { events.yield(.failed(index, failure)) }
     }
 
     private func endpointProved(_ key: DialTarget.Key, _ endpoint: DialTarget.Endpoint) {

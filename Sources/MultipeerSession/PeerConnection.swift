@@ -51,6 +51,8 @@ package struct LinkConfiguration: Sendable {
             local: localHello.keepalive, role: role == .client ? .leading : .following, quality: quality, tcpUserTimeout: tcpUserTimeout)
         let handlers = channel.pipeline.syncOperations
         if let firstBytesTimeout { try handlers.addHandler(FirstBytesDeadline(firstBytesTimeout)) }
+        let answered = channel.eventLoop.makePromise(of: Void.self)
+        if role == .client { try handlers.addHandler(FirstBytesSignal(answered)) } else { answered.succeed() }
         try handlers.addHandler(InboundActivityHandler(keepalive: keepalive))
         try handlers.addHandler(TLSHandler(engine: engine))
         try handlers.addHandler(ByteToMessageHandler(FrameDecoder(maximumLength: maximumFrameLength, firstFrameMaximumLength: Hello.maximumLength)))
@@ -62,7 +64,9 @@ package struct LinkConfiguration: Sendable {
         // this: an async channel nobody claims is always finished.
         let claim = LinkClaim(asyncChannel)
         channel.closeFuture.whenComplete { _ in claim.closeIfAbandoned() }
-        return PendingLink(channel: asyncChannel, hello: link.hello, remoteAddress: channel.remoteAddress, quality: quality, claim: claim)
+        return PendingLink(
+            channel: asyncChannel, hello: link.hello, answered: answered.futureResult, remoteAddress: channel.remoteAddress, quality: quality,
+            claim: claim)
     }
 
     var tcpUserTimeoutOption: (ChannelOptions.Types.SocketOption, SocketOptionValue)? {
@@ -124,10 +128,44 @@ final class FirstBytesDeadline: ChannelInboundHandler, RemovableChannelHandler {
 @available(*, unavailable)
 extension FirstBytesDeadline: Sendable {}
 
+/// Says when a connection's first bytes arrive (the other end answers at all), then leaves the pipeline.
+final class FirstBytesSignal: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private let answered: EventLoopPromise<Void>
+    private var done = false
+
+    init(_ answered: EventLoopPromise<Void>) {
+        self.answered = answered
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if !done {
+            done = true
+            answered.succeed()
+        }
+        context.fireChannelRead(data)
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        guard !done else { return }
+        done = true
+        answered.fail(ChannelError.ioOnClosedChannel)
+    }
+}
+
+@available(*, unavailable)
+extension FirstBytesSignal: Sendable {}
+
 /// A connection whose TLS and HELLO exchange are still under way.
 struct PendingLink: Sendable {
     var channel: NIOAsyncChannel<LinkMessage, LinkMessage>
     var hello: EventLoopFuture<Hello>
+    /// For a dialler: succeeds when the first bytes arrive from the other end (fails if it
+    /// closes first). Succeeded from the start for a listener.
+    var answered: EventLoopFuture<Void>
     var remoteAddress: SocketAddress?
     var quality: LinkQualityBox
     var claim: LinkClaim

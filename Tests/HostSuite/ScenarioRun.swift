@@ -40,10 +40,15 @@ final class ScenarioRun {
         try host.startNavlog(binary: binary, arguments: ["--data", database(of: host), "--psk-file", keyFile, "--service", serviceType])
     }
 
+    /// How long ``startAll()`` took for every host to have every other active.
+    private(set) var joinedMilliseconds = 0.0
+
     /// Starts every host and waits until each has every other active.
     func startAll() async throws {
+        let started = ContinuousClock.now
         for host in hosts { try start(host) }
         for host in hosts { try await waitActive(host, Set(hosts.map(\.name)).subtracting([host.name])) }
+        joinedMilliseconds = (ContinuousClock.now - started).seconds * 1000
     }
 
     /// Waits until exactly `peers` are active at `host` (by its current run's events).

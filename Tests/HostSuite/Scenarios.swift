@@ -28,6 +28,8 @@ struct Scenario: Sendable {
     var bystanders: [String] = []
     /// Off: the hosts have IPv4 alone, so no link-local IPv6 address can stand in for a lost one.
     var ipv6 = true
+    /// The hosts that run navlog-sync.
+    var hostNames = Scenario.hostNames
     let body: @Sendable (ScenarioRun, inout ScenarioResult) async throws -> Void
 
     static let hostNames = ["captain", "first-officer", "relief"]
@@ -209,6 +211,37 @@ struct Scenario: Sendable {
                 try await run.add(relief, "leg=3 waypoint=ARNEM")
                 let flooded = run.hosts.map { $0.navlog.lines.filter { $0.event == "error" }.count }.reduce(0, +)
                 result.reasons = ["\(flooded) failure lines printed in all"]
+            },
+            Scenario(
+                name: "eight hosts",
+                fault: "eight hosts join; then two of them are cut off from the other six (iptables), everyone edits, and the rules go",
+                hostNames: Scenario.hostNames + ["purser", "navigator", "engineer", "observer", "dispatcher"]
+            ) { run, result in
+                let cut = [run.host("observer"), run.host("dispatcher")]
+                let rest = run.hosts.filter { host in !cut.contains { $0 === host } }
+                let shared = try await run.add(rest[0], "leg=1 waypoint=TESAT fuel=12400")
+                let cutAt = ContinuousClock.now
+                for host in cut { try await partition(host, from: rest, "-I") }
+                var detection = 0.0
+                var reasons: Set<String> = []
+                for host in cut {
+                    let (seen, why) = try await run.waitLeft(host, seenBy: rest, since: cutAt)
+                    detection = max(detection, seen)
+                    reasons.formUnion(why)
+                }
+                result.detectionMilliseconds = detection
+                result.reasons = ["8 hosts joined in \(Int(run.joinedMilliseconds)) ms"] + reasons.sorted()
+                for host in cut { _ = try await run.waitLeft(rest[0], seenBy: [host], since: cutAt) }
+                // Both sides go on: the six among themselves, the two together.
+                try await run.edit(cut[0], shared, "actual=10:07")
+                try await run.add(cut[1], "leg=2 waypoint=NIPAS")
+                try await run.edit(rest[3], shared, "remarks=\"moderate chop\"")
+                try await run.add(rest[5], "leg=3 waypoint=ARNEM")
+                let healedAt = ContinuousClock.now
+                for host in cut { try await partition(host, from: rest, "-D") }
+                var rejoin = 0.0
+                for host in cut { rejoin = max(rejoin, try await run.waitJoined(host, seenBy: rest, since: healedAt)) }
+                result.rejoinMilliseconds = rejoin
             },
             Scenario(name: "partition", fault: "captain cut off from first-officer and relief, who stay together (iptables on captain), then the rules go") { run, result in
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))

@@ -59,7 +59,7 @@ for scenario in Scenario.all(lossSeconds: lossSeconds, impairTool: impairTool) w
     var run: ScenarioRun?
     do {
         let current = try await ScenarioRun(
-            name: scenario.name, hostNames: Scenario.hostNames, bystanders: scenario.bystanders, ipv6: scenario.ipv6, binary: binary, root: scratch)
+            name: scenario.name, hostNames: scenario.hostNames, bystanders: scenario.bystanders, ipv6: scenario.ipv6, binary: binary, root: scratch)
         run = current
         try await current.startAll()
         try await scenario.body(current, &result)

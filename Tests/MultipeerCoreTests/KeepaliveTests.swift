@@ -194,6 +194,14 @@ import Testing
         keepalive.inboundActivity(now: .milliseconds(3002))
         #expect(keepalive.wakeUp(now: keepalive.nextWakeUp) != .timedOut)
         #expect(keepalive.nextWakeUp > .milliseconds(3010), "back to the usual schedule")
+        #expect(keepalive.timeout == .milliseconds(1500), "the silence across this side's own stall is not the link's")
+    }
+
+    @Test func aMachineLateAtEveryWakeUpStillTimesADeadLinkOut() {
+        var keepalive = KeepaliveStateMachine(parameters: parameters, now: .zero)
+        #expect(keepalive.wakeUp(now: .milliseconds(1800), late: .milliseconds(300)) != .timedOut)
+        let recheck = keepalive.nextWakeUp
+        #expect(keepalive.wakeUp(now: recheck + .milliseconds(300), late: .milliseconds(300)) == .timedOut, "one look more, not one each time")
     }
 
     @Test func aLateWakeUpStillTimesOutWhenNothingWasWaiting() {
