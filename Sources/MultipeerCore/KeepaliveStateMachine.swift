@@ -62,7 +62,10 @@ package struct KeepaliveStateMachine: Sendable {
     private var stalledSinceArrival = false
     private var windowStart: Duration
 
-    package init(parameters: KeepaliveParameters, role: Role = .leading, now: Duration) {
+    /// - Parameter recentSilence: The longest silence the peer's previous link showed lately
+    ///   (or the one that timed it out): a new link over the same lossy path starts out
+    ///   allowing for it, instead of being torn down by the first stall again.
+    package init(parameters: KeepaliveParameters, role: Role = .leading, now: Duration, recentSilence: Duration = .zero) {
         self.parameters = parameters
         self.role = role
         self.lastInbound = now
@@ -70,7 +73,14 @@ package struct KeepaliveStateMachine: Sendable {
         self.lastPing = now
         self.lastPingReceived = now
         self.windowStart = now
+        self.longestSilences = [recentSilence]
     }
+
+    /// The longest silence of the last two minutes, to hand to the peer's next link.
+    package var longestRecentSilence: Duration { longestSilences.max() ?? .zero }
+
+    /// How long the peer has been silent now.
+    package func silence(now: Duration) -> Duration { max(.zero, now - lastInbound) }
 
     /// The silence after which the link is dead now: 1.5 times the longest silence of the last
     /// two minutes, between the configured timeout and ``ceilingFactor`` times it.

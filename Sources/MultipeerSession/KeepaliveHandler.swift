@@ -1,3 +1,4 @@
+import struct Foundation.UUID
 import MultipeerCore
 import NIOCore
 import NIOConcurrencyHelpers
@@ -5,6 +6,31 @@ import NIOConcurrencyHelpers
 /// Fired inbound by ``LinkHandler`` when the peer's HELLO has arrived and been accepted.
 struct HelloCompleted {
     var remote: Hello
+}
+
+/// The longest silence each peer's links showed lately, kept by a session across its links: a
+/// link that replaces one torn down on a lossy path starts out allowing for the stalls it had.
+/// Entries older than two minutes are forgotten (and at most 4,096 kept).
+package final class SilenceMemory: Sendable {
+    private static let lifetime = Duration.seconds(120)
+    private let silences = NIOLockedValueBox<[UUID: (silence: Duration, at: NIODeadline)]>([:])
+
+    package init() {}
+
+    func remember(_ silence: Duration, of peer: UUID) {
+        let now = NIODeadline.now()
+        silences.withLockedValue { silences in
+            if silences.count >= 4_096 { silences = silences.filter { now - $0.value.at < TimeAmount(Self.lifetime) } }
+            if silences.count < 4_096 { silences[peer] = (silence, now) }
+        }
+    }
+
+    func recall(_ peer: UUID) -> Duration {
+        silences.withLockedValue { silences in
+            guard let entry = silences[peer], NIODeadline.now() - entry.at < TimeAmount(Self.lifetime) else { return .zero }
+            return entry.silence
+        }
+    }
 }
 
 /// A link's quality, written on its event loop and read by the session from anywhere.
@@ -42,6 +68,8 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     private let quality: LinkQualityBox
     /// The link's TCP_USER_TIMEOUT, restored when the peer reads again.
     private let tcpUserTimeout: Duration?
+    /// The peer said GOODBYE for a keepalive timeout of its own.
+    private var peerTimedOut = false
     private var keepalive: KeepaliveStateMachine?
     private var timers: KeepaliveTimers?
     /// The slot of the latest wake-up armed; an earlier arming that comes up is stale.
@@ -50,7 +78,14 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     private let origin = NIODeadline.now()
     private var peer = "the peer"
 
-    init(local: KeepaliveParameters, role: KeepaliveStateMachine.Role, quality: LinkQualityBox, tcpUserTimeout: Duration?) {
+    private let silences: SilenceMemory
+    private var remotePeer: UUID?
+
+    init(
+        local: KeepaliveParameters, role: KeepaliveStateMachine.Role, quality: LinkQualityBox, tcpUserTimeout: Duration?,
+        silences: SilenceMemory
+    ) {
+        self.silences = silences
         self.local = local
         self.role = role
         self.quality = quality
@@ -76,7 +111,9 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let hello = event as? HelloCompleted {
-            keepalive = KeepaliveStateMachine(parameters: local.stricter(than: hello.remote.keepalive), role: role, now: now)
+            remotePeer = hello.remote.peerID
+            keepalive = KeepaliveStateMachine(
+                parameters: local.stricter(than: hello.remote.keepalive), role: role, now: now, recentSilence: silences.recall(hello.remote.peerID))
             schedule(context: context)
         }
         context.fireUserInboundEventTriggered(event)
@@ -93,6 +130,9 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         case .pong(let probe):
             let at = now
             quality.update { $0.pongReceived(probe, at: at) }
+        case .goodbye(.keepaliveTimeout, _):
+            peerTimedOut = true
+            context.fireChannelRead(data)
         case .flow(let reading):
             if let tcpUserTimeout {
                 let (option, value) = LinkConfiguration.tcpUserTimeoutOption(reading ? tcpUserTimeout : .zero)
@@ -125,6 +165,12 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         armedSlot = nil
+        // The silence under way counts too (a link TCP gave up on, for one); a link the peer
+        // timed out, as one timed out here.
+        if let keepalive, let remotePeer {
+            let goodbye = peerTimedOut ? keepalive.parameters.timeout * KeepaliveStateMachine.ceilingFactor : .zero
+            silences.remember(max(keepalive.longestRecentSilence, keepalive.silence(now: now), goodbye), of: remotePeer)
+        }
         keepalive = nil
         context.fireChannelInactive()
     }
@@ -156,6 +202,9 @@ final class KeepaliveHandler: ChannelDuplexHandler {
             context.writeAndFlush(wrapOutboundOut(.ping(probe)), promise: nil)
         case .timedOut:
             let timeout = keepalive!.timeout
+            // A path that timed a link out gets the ceiling for the links that replace it (for
+            // the next two minutes): a stall it had once, it will have again.
+            if let remotePeer { silences.remember(parameters.timeout * KeepaliveStateMachine.ceilingFactor, of: remotePeer) }
             keepalive = nil
             let adapted = timeout > parameters.timeout ? ", adapted from \(parameters.timeout) to the silences this link has shown" : ""
             let error = MultipeerError(

@@ -331,7 +331,8 @@ public actor MultipeerSession {
     enum AttemptEvent: Sendable {
         /// Discovery named more endpoints of the target.
         case added([DialTarget.Endpoint])
-        case established(Int, PeerConnection)
+        /// Attempt `index` proved the peer; it carries the link now.
+        case established(Int)
         case failed(Int, MultipeerError)
     }
 
@@ -348,11 +349,12 @@ public actor MultipeerSession {
         var endpoints = target.endpoints
         await withTaskGroup(of: Void.self) { group in
             var started = 0
+            var linked = false
             func startNext() -> Bool {
                 guard started < endpoints.count else { return false }
                 let (index, endpoint) = (started, endpoints[started])
                 started += 1
-                group.addTask { await self.attempt(index, endpoint, of: target, configuration, events: dial.events) }
+                group.addTask { await self.attempt(id, index, endpoint, of: target, configuration, events: dial.events) }
                 return true
             }
             if startNext() {
@@ -364,15 +366,16 @@ public actor MultipeerSession {
                         lastError = error
                         await self.endpointFailed(target.key, endpoints[index], error)
                         if !startNext() { break attempts }
-                    case .established(let index, let connection):
+                    case .established(let index):
                         await self.endpointProved(target.key, endpoints[index])
-                        dial.events.finish()
-                        await self.runLink(id, connection)
-                        return
+                        linked = true
+                        break attempts
                     }
                 }
             }
             dial.events.finish()
+            // A link made is closed by its own attempt, when it ends: the group waits for it.
+            guard !linked else { return }
             if let peerID = target.peerID { discovery.refresh(peerID) }
             await self.linkClosed(id, goodbye: nil, error: lastError)
         }
@@ -380,9 +383,9 @@ public actor MultipeerSession {
 
     /// One endpoint of a dial: the newest group key first, then the older ones (the peer may not
     /// hold the newest yet: a key rotation under way). A refused key is reported only if no key
-    /// is taken.
+    /// is taken. The link it makes, it carries until the link ends (as link `id`).
     private nonisolated func attempt(
-        _ index: Int, _ endpoint: DialTarget.Endpoint, of target: DialTarget, _ configuration: LinkConfiguration,
+        _ id: LinkID, _ index: Int, _ endpoint: DialTarget.Endpoint, of target: DialTarget, _ configuration: LinkConfiguration,
         events: AsyncStream<AttemptEvent>.Continuation
     ) async {
         var failure: MultipeerError?
@@ -397,7 +400,12 @@ public actor MultipeerSession {
                     channel.close(promise: nil)
                 }
                 pending.answered.whenComplete { _ in silence.cancel() }
-                events.yield(.established(index, try await pending.established()))
+                let connection = try await pending.established()
+                guard case .terminated = events.yield(.established(index)) else { return await runLink(id, connection) }
+                // The dial is over (the session is stopping, and the dial reported): close it here.
+                try? await connection.channel.executeThenClose { _, _ in
+                    await LinkHandle.sayGoodbye(.shutdown, on: connection.channel.channel, within: self.goodbyeTimeout)
+                }
                 return
             } catch {
                 failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "cannot connect to \(endpoint)", underlying: "\(error)")
@@ -705,10 +713,13 @@ public actor MultipeerSession {
             maximumFrameLength: configuration.limits.maximumFrameLength)
         let tls = try TLSContext(configuration: TLSConfiguration(keys: keys, handshakeTimeout: configuration.limits.handshakeTimeout))
         self.tls = tls
-        // A write stuck on a dead path fails after the keepalive timeout too.
+        // A write stuck on a dead path fails after the keepalive timeout's ceiling too (not the
+        // configured timeout: on a lossy path TCP's retransmissions stall that long at times,
+        // and the adaptive keepalive allows for it; a dead link is its keepalive's to find).
+        let keepaliveTimeout = configuration.keepalive.timeout > .zero ? configuration.keepalive.timeout : KeepaliveParameters().timeout
         var link = LinkConfiguration(
             tls: tls, identity: identity, localHello: hello, maximumFrameLength: configuration.limits.maximumFrameLength,
-            tcpUserTimeout: configuration.keepalive.timeout)
+            tcpUserTimeout: keepaliveTimeout * KeepaliveStateMachine.ceilingFactor)
         link.inbox = Inbox(windows: receiveWindows, subscriptions: subscriptions, metrics: metrics)
         return link
     }

@@ -17,6 +17,8 @@ package struct LinkConfiguration: Sendable {
     package var maximumFrameLength: Int
     /// Sets TCP_USER_TIMEOUT: unacknowledged data older than this fails the connection. Nil: the kernel's default.
     package var tcpUserTimeout: Duration?
+    /// What the links of one session remember of each peer's silences (``SilenceMemory``).
+    package var silences = SilenceMemory()
     /// Where DATA goes: a session's receive windows and subscriptions. Nil for bare links
     /// (tests, benchmarks), whose DATA goes to the channel's reader like every other message.
     var inbox: Inbox?
@@ -48,7 +50,8 @@ package struct LinkConfiguration: Sendable {
             handshakeTimeout: tls.configuration.handshakeTimeout, eventLoop: channel.eventLoop)
         let quality = LinkQualityBox()
         let keepalive = KeepaliveHandler(
-            local: localHello.keepalive, role: role == .client ? .leading : .following, quality: quality, tcpUserTimeout: tcpUserTimeout)
+            local: localHello.keepalive, role: role == .client ? .leading : .following, quality: quality, tcpUserTimeout: tcpUserTimeout,
+            silences: silences)
         let handlers = channel.pipeline.syncOperations
         if let firstBytesTimeout { try handlers.addHandler(FirstBytesDeadline(firstBytesTimeout)) }
         let answered = channel.eventLoop.makePromise(of: Void.self)
@@ -72,6 +75,11 @@ package struct LinkConfiguration: Sendable {
     var tcpUserTimeoutOption: (ChannelOptions.Types.SocketOption, SocketOptionValue)? {
         tcpUserTimeout.map(Self.tcpUserTimeoutOption)
     }
+
+    /// TCP_THIN_LINEAR_TIMEOUTS: while few segments are in flight (a link carrying PINGs and
+    /// small messages), a lost one is retransmitted at a steady RTO instead of doubling it six
+    /// times over, so a lossy path stalls for a few round trips, not for seconds.
+    static let thinLinearTimeouts = ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: TCP_THIN_LINEAR_TIMEOUTS))
 
     /// TCP_USER_TIMEOUT of `timeout` (zero: the kernel's default, about 15 minutes).
     static func tcpUserTimeoutOption(_ timeout: Duration) -> (ChannelOptions.Types.SocketOption, SocketOptionValue) {
@@ -229,6 +237,7 @@ package struct PeerConnection: Sendable {
     ) async throws -> PendingLink {
         var bootstrap = ClientBootstrap(group: group)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .channelOption(LinkConfiguration.thinLinearTimeouts, value: 1)
             .connectTimeout(TimeAmount(configuration.tls.configuration.handshakeTimeout))
         if let (option, value) = configuration.tcpUserTimeoutOption {
             bootstrap = bootstrap.channelOption(option, value: value)

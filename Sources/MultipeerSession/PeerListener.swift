@@ -163,6 +163,7 @@ package final class PeerListener: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.backlog, value: 256)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .childChannelOption(LinkConfiguration.thinLinearTimeouts, value: 1)
         if let (option, value) = configuration.tcpUserTimeoutOption {
             bootstrap = bootstrap.childChannelOption(option, value: value)
         }

@@ -62,14 +62,20 @@ struct Scenario: Sendable {
                 }
                 // Teardowns are reported, not failed: at 30 % loss a link may go silent for
                 // longer than the keepalive timeout; what counts is that it heals and loses nothing.
-                let departures = run.hosts.flatMap { host in
-                    host.navlog.timedLines.filter { $0.at >= impairedAt && $0.line.event == "peer_left" }.map { $0.line["reason"] ?? "?" }
+                let left = run.hosts.flatMap { host in host.navlog.timedLines.filter { $0.at >= impairedAt && $0.line.event == "peer_left" } }
+                let departures = left.map { $0.line["reason"] ?? "?" }
+                for (detail, count) in Dictionary(grouping: left.map { $0.line["detail"] ?? "?" }, by: { $0 }).mapValues(\.count).sorted(by: { $0.key < $1.key }) {
+                    print("   teardown x\(count): \(detail)")
                 }
                 let minutes = (ContinuousClock.now - impairedAt).seconds / 60
+                // When, too: a path's first stalls teach its links how long to wait.
+                let when = left.map { String(format: "%.0f", ($0.at - impairedAt).seconds) }.joined(separator: ", ")
                 result.reasons = departures.isEmpty
                     ? ["no teardown in \(lossSeconds) s"]
-                    : ["\(departures.count) teardowns in \(lossSeconds) s, \(String(format: "%.1f", Double(departures.count) / minutes)) a minute (\(Set(departures).sorted().joined(separator: ", ")))"]
-                // Then the lossy link goes dead: detected within the adaptive timeout's ceiling.
+                    : ["\(departures.count) teardowns in \(lossSeconds) s, \(String(format: "%.1f", Double(departures.count) / minutes)) a minute (\(Set(departures).sorted().joined(separator: ", ")); at \(when) s)"]
+                // Then the lossy link goes dead (once every link is up): detected within the
+                // adaptive timeout's ceiling.
+                for host in run.hosts { try await run.waitActive(host, Set(Scenario.hostNames).subtracting([host.name])) }
                 let cutAt = ContinuousClock.now
                 try await blackHole(relief, "-I")
                 let (detection, reasons) = try await run.waitLeft(relief, seenBy: [captain, officer], since: cutAt)
