@@ -53,7 +53,9 @@ package struct DialTarget: Hashable, Sendable {
 /// A dial offers a target's endpoints in the order they have earned: the one whose HELLO last
 /// proved the peer first, then the others by how often they failed (no answer, or someone
 /// else's HELLO), fewest first, in discovery's order at equal counts. So an advert that copies a
-/// peer's ID to point elsewhere costs a dial one failed attempt, then goes last.
+/// peer's ID to point elsewhere costs a dial one failed attempt, then goes last. A link that
+/// fails (rather than closing with GOODBYE) counts as a failure of its endpoint: a peer that
+/// moved is looked for at its other endpoints first.
 package struct PeerTableStateMachine: Sendable {
     package enum Direction: Hashable, Sendable { case outbound, inbound }
 
@@ -214,6 +216,12 @@ package struct PeerTableStateMachine: Sendable {
             identified[endpoint] = localPeerID  // a static entry that points at this peer itself
         }
         var actions: [Action] = []
+        if error != nil, link.hello != nil, let key = link.target,
+           let (endpoint, _) = endpointRecords[key]?.first(where: { $0.value.proved }) {
+            // The endpoint that proved the peer carried a link that failed: the peer may have
+            // moved, so the next dial tries the others first.
+            endpointFailed(key, endpoint)
+        }
         if let hello = link.hello, active[hello.peerID] == id {
             active[hello.peerID] = nil
             let reason: PeerLeftReason = if let goodbye {

@@ -229,6 +229,11 @@ package struct PeerConnection: Sendable {
         ).established()
     }
 
+    /// How long a TCP connection may take to be accepted: long enough for one lost SYN to be
+    /// sent again (after 1 s), short enough that a stale address (a host renumbered, its old
+    /// address answering nobody) does not hold a dial for the 3 s ARP takes to give up.
+    static let connectTimeout = Duration.milliseconds(1500)
+
     /// Opens the TCP connection to `host:port` and starts TLS and the HELLO exchange on it;
     /// ``PendingLink/established()`` waits for them.
     static func connect(
@@ -238,7 +243,7 @@ package struct PeerConnection: Sendable {
         var bootstrap = ClientBootstrap(group: group)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(LinkConfiguration.thinLinearTimeouts, value: 1)
-            .connectTimeout(TimeAmount(configuration.tls.configuration.handshakeTimeout))
+            .connectTimeout(TimeAmount(min(configuration.tls.configuration.handshakeTimeout, Self.connectTimeout)))
         if let (option, value) = configuration.tcpUserTimeoutOption {
             bootstrap = bootstrap.channelOption(option, value: value)
         }

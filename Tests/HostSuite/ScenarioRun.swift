@@ -138,6 +138,19 @@ final class ScenarioRun {
         return Dictionary(uniqueKeysWithValues: hosts.map { ($0.name, count) })
     }
 
+    /// Waits until each of `hosts` has applied entry `id` (typed elsewhere); returns the longest
+    /// wait from `since`.
+    func waitApplied(_ id: String, at hosts: [Host], since: ContinuousClock.Instant, timeout: Duration = .seconds(30)) async throws -> Double {
+        var latest = since
+        for host in hosts {
+            let found = try await waitFor("\(host.name) to apply \(id.prefix(8))", at: host, timeout: timeout) { lines in
+                lines.first { $0.line.event == "entry_applied" && $0.line["id"] == id }?.at
+            }
+            latest = max(latest, found)
+        }
+        return (latest - since).seconds * 1000
+    }
+
     /// Each navlog host's peer ID, as the others reported it joining.
     func peerIDs() -> [String: String] {
         var ids: [String: String] = [:]

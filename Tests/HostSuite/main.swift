@@ -3,7 +3,9 @@
 // the JSON events, the logs compared from the databases. Writes a Markdown and a JSON report.
 // Needs root. `make hosts-test` runs it; `make test` too, when it can make namespaces.
 //
-//   navlog-hosts [--binary PATH] [--report DIR] [--only NAME,...] [--loss-seconds N]
+//   navlog-hosts [--binary PATH] [--report DIR] [--only NAME,...] [--loss-seconds N] [--repeat N]
+//
+// --repeat runs each scenario N times (for percentiles of detection and rejoin times).
 import Foundation
 import Glibc
 
@@ -11,7 +13,7 @@ var options: [String: String] = [:]
 var arguments = CommandLine.arguments.dropFirst().makeIterator()
 while let key = arguments.next() {
     guard key.hasPrefix("--"), let value = arguments.next() else {
-        FileHandle.standardError.write(Data("usage: navlog-hosts [--binary PATH] [--report DIR] [--only NAME,...] [--loss-seconds N]\n".utf8))
+        FileHandle.standardError.write(Data("usage: navlog-hosts [--binary PATH] [--report DIR] [--only NAME,...] [--loss-seconds N] [--repeat N]\n".utf8))
         exit(64)
     }
     options[String(key.dropFirst(2))] = value
@@ -21,6 +23,7 @@ let binary = options["binary"] ?? here.appendingPathComponent("navlog-sync").pat
 let reportDirectory = options["report"] ?? "bench-results/hosts"
 let only = options["only"].map { Set($0.split(separator: ",").map(String.init)) }
 let lossSeconds = options["loss-seconds"].flatMap(Int.init) ?? 60
+let repeats = max(1, options["repeat"].flatMap(Int.init) ?? 1)
 let impairTool = here.appendingPathComponent("net-impair").path
 
 guard getuid() == 0 else {
@@ -52,7 +55,8 @@ let interrupts = [SIGINT, SIGTERM].map { number in
 
 var results: [ScenarioResult] = []
 let started = ContinuousClock.now
-for scenario in Scenario.all(lossSeconds: lossSeconds, impairTool: impairTool) where only?.contains(scenario.name) ?? true {
+let chosen = Scenario.all(lossSeconds: lossSeconds, impairTool: impairTool).filter { only?.contains($0.name) ?? true }
+for scenario in chosen.flatMap({ Array(repeating: $0, count: repeats) }) {
     print("== \(scenario.name): \(scenario.fault)")
     fflush(nil)  // progress shows as it happens, into a file too
     var result = ScenarioResult(scenario: scenario.name, fault: scenario.fault)

@@ -196,6 +196,21 @@ import Testing
         #expect(table.discovered(DialTarget(peerID: Self.low, endpoints: [first, second, .init(host: "::1", port: 1)])).isEmpty, "no dial once linked")
     }
 
+    @Test func aLinkThatFailsSendsTheNextDialToTheOtherEndpointsFirst() {
+        var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Self.steady)
+        let (old, new) = (DialTarget.Endpoint(host: "198.18.0.3", port: 7000), DialTarget.Endpoint(host: "198.18.0.13", port: 7000))
+        guard case .dial(let first, _)? = table.discovered(DialTarget(peerID: Self.low, endpoints: [old])).first else { Issue.record("expected a dial"); return }
+        table.endpointProved(.peer(Self.low), old)
+        _ = table.linkEstablished(first, hello: Self.hello(Self.low))
+        // The peer is renumbered: discovery names its new address beside the old (not yet
+        // withdrawn), and the link fails.
+        _ = table.discovered(DialTarget(peerID: Self.low, endpoints: [old, new]))
+        let failure = MultipeerError(.keepaliveTimeout, "silent")
+        guard case .scheduleRedial(let key, _)? = table.linkClosed(first, error: failure).last,
+              case .dial(_, let next)? = table.redialDue(key).first else { Issue.record("expected a redial"); return }
+        #expect(next.endpoints == [new, old])
+    }
+
     @Test func aTargetWithoutEndpointsIsNotDialledUntilOneAppears() {
         var table = PeerTableStateMachine(localPeerID: Self.high)
         #expect(table.discovered(DialTarget(peerID: Self.low, endpoints: [])).isEmpty)
