@@ -140,7 +140,7 @@ struct FloodTests {
         let serverEvents = EventLog(server.events)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
-            let opened = ManagedAtomicCounter()
+            let opened = SharedCounter()
             let floodStarted = ContinuousClock.now
             let flood = Task {
                 await withTaskGroup(of: Void.self) { group in
@@ -204,7 +204,7 @@ struct FloodTests {
 }
 
 /// A counter several tasks increment.
-final class ManagedAtomicCounter: Sendable {
+final class SharedCounter: Sendable {
     private let count = NIOLockedValueBox(0)
     func increment() { count.withLockedValue { $0 += 1 } }
     var value: Int { count.withLockedValue { $0 } }

@@ -52,8 +52,9 @@ public actor MultipeerSession {
     /// The group keys (``Configuration/keys``), and the TLS context using them while running.
     private var keys: KeyRing
     private var tls: TLSContext?
-    /// Inbound connections that failed, per code: reported at most once a second each.
+    /// Inbound connections that failed, per code: ten reported at once, then one a second.
     private var inboundFailures: [MultipeerError.Code: ReportThrottle] = [:]
+    /// A report of the failures held back is scheduled.
     private var heldFailuresReportDue = false
     let senders = SenderWaiters()
     /// Where the session is in its life.
@@ -315,9 +316,12 @@ public actor MultipeerSession {
     private func acceptedLink() -> LinkID { table.acceptedLink() }
 
     /// How soon an endpoint that accepted a dial's connection must answer (send its first
-    /// bytes: a peer's ServerHello comes a round trip after the connection): an advert pointing at
-    /// a sink that accepts TCP and says nothing costs a dial this much, not the handshake timeout.
-    static let answerTimeout = Duration.seconds(1)
+    /// bytes: a peer's ServerHello comes a round trip after the connection): a fifth of the
+    /// handshake timeout, 1 s by default. An advert pointing at a sink that accepts TCP and says
+    /// nothing costs a dial this much, not the whole handshake timeout.
+    static func answerTimeout(_ configuration: LinkConfiguration) -> Duration {
+        configuration.tls.configuration.handshakeTimeout / 5
+    }
 
     /// A dial's events: made with the dial action, so nothing the table says after it is lost.
     struct Dial: Sendable {
@@ -339,7 +343,7 @@ public actor MultipeerSession {
     /// Dials `target`'s endpoints one at a time, best first, and endpoints discovery adds
     /// meanwhile after them, until one proves the peer. One at a time, so two links to the same
     /// peer never race through their handshakes (each side would keep another). Each endpoint
-    /// that fails (no TCP answer, no first bytes within ``answerTimeout``, a refusal, someone
+    /// that fails (no TCP answer, no first bytes within ``answerTimeout(_:)``, a refusal, someone
     /// else's HELLO) is reported to the table, which tries it last next time; when all fail,
     /// discovery looks the peer up again.
     private nonisolated func dial(
@@ -394,9 +398,10 @@ public actor MultipeerSession {
                 let pending = try await PeerConnection.connect(
                     host: endpoint.host, port: endpoint.port, configuration: configuration, offering: key.identity, expecting: target.peerID)
                 let channel = pending.channel.channel
-                let silence = channel.eventLoop.scheduleTask(in: TimeAmount(Self.answerTimeout)) {
+                let answerTimeout = Self.answerTimeout(configuration)
+                let silence = channel.eventLoop.scheduleTask(in: TimeAmount(answerTimeout)) {
                     channel.pipeline.fireErrorCaught(MultipeerError(
-                        .handshakeTimeout, "\(endpoint) accepted the connection but sent nothing within \(Self.answerTimeout)"))
+                        .handshakeTimeout, "\(endpoint) accepted the connection but sent nothing within \(answerTimeout)"))
                     channel.close(promise: nil)
                 }
                 pending.answered.whenComplete { _ in silence.cancel() }

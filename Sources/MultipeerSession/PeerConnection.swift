@@ -229,10 +229,13 @@ package struct PeerConnection: Sendable {
         ).established()
     }
 
-    /// How long a TCP connection may take to be accepted: long enough for one lost SYN to be
-    /// sent again (after 1 s), short enough that a stale address (a host renumbered, its old
-    /// address answering nobody) does not hold a dial for the 3 s ARP takes to give up.
-    static let connectTimeout = Duration.milliseconds(1500)
+    /// How long a TCP connection may take to be accepted: 30 % of the handshake timeout, 1.5 s
+    /// by default: long enough for one lost SYN to be sent again (after 1 s), short enough that a
+    /// stale address (a host renumbered, its old address answering nobody) does not hold a dial
+    /// for the 3 s ARP takes to give up.
+    static func connectTimeout(_ configuration: LinkConfiguration) -> Duration {
+        configuration.tls.configuration.handshakeTimeout * 3 / 10
+    }
 
     /// Opens the TCP connection to `host:port` and starts TLS and the HELLO exchange on it;
     /// ``PendingLink/established()`` waits for them.
@@ -243,7 +246,7 @@ package struct PeerConnection: Sendable {
         var bootstrap = ClientBootstrap(group: group)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(LinkConfiguration.thinLinearTimeouts, value: 1)
-            .connectTimeout(TimeAmount(min(configuration.tls.configuration.handshakeTimeout, Self.connectTimeout)))
+            .connectTimeout(TimeAmount(Self.connectTimeout(configuration)))
         if let (option, value) = configuration.tcpUserTimeoutOption {
             bootstrap = bootstrap.channelOption(option, value: value)
         }
