@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(
     libavahi-client-dev libgnutls28-dev libsqlite3-dev pkg-config
     avahi-daemon avahi-utils dbus gnutls-bin iproute2 iptables openssl procps
+    python3  # the multi-host suite's rogue host (a TCP sink) and keyless flooder
 )
 
 missing=()
