@@ -45,6 +45,21 @@ import Testing
         #expect(keepalive.wakeUp(now: now + .milliseconds(1500)) == .timedOut)
     }
 
+    /// A link that replaces one on the same path starts out allowing for the silences the path
+    /// showed (``SilenceMemory`` hands them over), and forgets them after two quiet minutes.
+    @Test func aNewLinkStartsFromThePathsRecentSilences() {
+        var keepalive = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, recentSilence: .seconds(4))
+        #expect(keepalive.timeout == .milliseconds(4500), "1.5 x 4 s, at the ceiling of three times 1.5 s")
+        #expect(keepalive.wakeUp(now: .milliseconds(4000)) != .timedOut, "a stall like the path's last is survived")
+        var now = Duration.milliseconds(4000)
+        for _ in 0..<260 {
+            now += .milliseconds(500)
+            keepalive.inboundActivity(now: now)
+        }
+        #expect(keepalive.timeout == .milliseconds(1500))
+        #expect(keepalive.longestRecentSilence == .milliseconds(500))
+    }
+
     /// While this side does not read (its application is behind), silence is its own doing: it
     /// goes on pinging, is never timed out, and the timeout counts afresh once it reads again.
     @Test func aSideThatStoppedReadingPingsOnAndIsNotTimedOut() {
