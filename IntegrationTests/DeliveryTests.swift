@@ -174,10 +174,10 @@ import Testing
     /// one waited, and what the outbox held waited too, for as long as the old link stayed open.)
     ///
     /// The old connection stops carrying anything, either way, and stays open on the
-    /// listener's side, so the listener's flush waits there (12 MB do not fit the socket
+    /// listener's side, so the listener's flush waits there (32 MB do not fit the socket
     /// buffers). Then the dialler's side of it is reset: the dialler dials again at once, and
     /// the listener takes the new link in place of the old one, which its GOODBYE cannot close
-    /// meanwhile (the GOODBYE waits behind the 12 MB, and the test gives it ten minutes; the
+    /// meanwhile (the GOODBYE waits behind the 32 MB, and the test gives it ten minutes; the
     /// keepalive, too, outlasts the test). Everything arrives on the new link, with no further
     /// send to kick it, while the old link is still open.
     @Test(.scaledTimeLimit(minutes: 1))
@@ -186,13 +186,18 @@ import Testing
         let patient = KeepaliveParameters(interval: .seconds(60), timeout: .seconds(600))
         try await FaultTests.withPair(limits: limits, keepalive: patient) { pair in
             let inbox = pair.dialler.messages(of: Note.self)
+            // First the link is settled (the dialler's resume point has arrived: a flush waits
+            // for it), so what follows is written to the link, not held for it.
+            let ready = Note(text: "ready")
+            try await pair.listener.send(ready, to: pair.dialler.peerID, awaitAcknowledgement: true)
             await pair.proxy.setOpenConnections(.fromTarget, to: .stall)
             await pair.proxy.setOpenConnections(.towardTarget, to: .stall)
-            let notes = (0..<12).map { Note(text: "\($0) " + String(repeating: "n", count: 1_000_000)) }
+            // (12 MB fitted loopback's socket buffers at times: all of it, then the GOODBYE, went
+            // into the kernel at once, and the old link closed.)
+            let notes = (0..<32).map { Note(text: "\($0) " + String(repeating: "n", count: 1_000_000)) }
             for note in notes { try await pair.listener.send(note, to: pair.dialler.peerID) }
             // The flush is under way on the old link and held there (its socket full) before
-            // the reset; else the old link could still take its GOODBYE at once and close.
-            // No event says so: the link's writability is looked at until it is lost.
+            // the reset. No event says so: the link's writability is looked at until it is lost.
             let old = try #require(await pair.listener.activeLink(for: pair.dialler.peerID))
             try await withDeadline(.seconds(20)) {
                 while await pair.listener.isWritable(old) { try await Task.sleep(for: .milliseconds(5)) }
@@ -201,8 +206,8 @@ import Testing
             let left = try await pair.diallerEvents.waitUntilActive([])
             #expect(FaultTests.lastLeaveReason(left).map { if case .linkClosed = $0 { true } else { false } } == true)
             try await pair.diallerEvents.waitUntilActive([pair.listener.peerID])
-            let received = try await collect(inbox, timeout: .seconds(30)) { $0.count >= notes.count }
-            #expect(received.map(\.message) == notes)
+            let received = try await collect(inbox, timeout: .seconds(30)) { $0.count >= notes.count + 1 }
+            #expect(received.map(\.message) == [ready] + notes)
             // The old link is still open, its GOODBYE and flush waiting. (More than two: a
             // duplicate from a second redial, not yet closed.)
             let links = await pair.listener.linkCount
