@@ -161,7 +161,7 @@ struct FloodTests {
             }
             defer { flood.cancel() }
             // The flood is under way (a thousand connections in) before the peer dials.
-            try await withDeadline(.seconds(60)) { while opened.value < 1_000 { try await Task.sleep(for: .milliseconds(50)) } }
+            try await withDeadline(.seconds(60)) { await opened.reached(1_000) }
             let peer = MultipeerSession(configuration: .test("crew", discovery: .staticPeers(["127.0.0.1:\(port)"])))
             let peerEvents = EventLog(peer.events)
             try await whileRunning([peer]) {
@@ -203,9 +203,35 @@ struct FloodTests {
     }
 }
 
-/// A counter several tasks increment.
+/// A counter several tasks increment, and others wait on.
 final class SharedCounter: Sendable {
-    private let count = NIOLockedValueBox(0)
-    func increment() { count.withLockedValue { $0 += 1 } }
-    var value: Int { count.withLockedValue { $0 } }
+    private struct State {
+        var count = 0
+        var waiters: [(Int, CheckedContinuation<Void, Never>)] = []
+    }
+    private let state = NIOLockedValueBox(State())
+
+    func increment() {
+        let ready = state.withLockedValue { state in
+            state.count += 1
+            let count = state.count
+            defer { state.waiters.removeAll { $0.0 <= count } }
+            return state.waiters.filter { $0.0 <= count }.map(\.1)
+        }
+        for waiter in ready { waiter.resume() }
+    }
+
+    var value: Int { state.withLockedValue { $0.count } }
+
+    /// Returns once the count is at least `target`.
+    func reached(_ target: Int) async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLockedValue { state in
+                guard state.count < target else { return true }
+                state.waiters.append((target, continuation))
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
 }

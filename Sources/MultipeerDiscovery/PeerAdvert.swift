@@ -1,4 +1,5 @@
 package import struct Foundation.UUID
+import MultipeerCore
 
 /// One place a peer was resolved at: an address and the port its advert named there.
 package struct PeerEndpoint: Hashable, Sendable, CustomStringConvertible {
@@ -27,8 +28,8 @@ package struct PeerEndpoint: Hashable, Sendable, CustomStringConvertible {
         return isIPv6 ? 2 : 1
     }
 
-    /// `192.0.2.1:7000`, `[fe80::1%eth0]:7000`.
-    package var description: String { isIPv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    /// `192.0.2.1:7000`, `[fe80::1%eth0]:7000` (as a dial names it).
+    package var description: String { DialTarget.Endpoint(host: host, port: port).description }
 }
 
 /// A peer found by discovery: who it claims to be, and where to dial it.

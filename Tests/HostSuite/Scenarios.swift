@@ -325,20 +325,24 @@ func partition(_ host: Host, from others: [Host], _ action: String) async throws
     }
 }
 
-/// Waits until `count` adverts of `serviceType` at `port` are resolved from `host` (avahi-browse,
-/// once a second, for at most 20 s).
+/// Waits until `count` adverts of `serviceType` at `port` are resolved from `host` (a browser
+/// left running there, its lines read as they come), for at most 20 s.
 func waitForAdverts(of serviceType: String, atPort port: Int, count: Int, seenFrom host: Host) async throws {
-    let deadline = ContinuousClock.now + .seconds(20)
-    var seen = 0
-    while ContinuousClock.now < deadline {
-        let result = try await host.attempt("avahi-browse", "--parsable", "--resolve", "--terminate", "--no-db-lookup", serviceType)
-        let names = Set(result.output.split(separator: "\n").filter { $0.hasPrefix("=;") && $0.split(separator: ";").dropFirst(8).first == "\(port)" }
-            .compactMap { $0.split(separator: ";").dropFirst(3).first })
-        seen = names.count
-        if seen >= count { return }
-        try await Task.sleep(for: .seconds(1))
+    let browse = try BackgroundProcess("/usr/bin/nsenter", host.inside(["avahi-browse", "--parsable", "--resolve", "--no-db-lookup", serviceType]), pipes: true)
+    defer { browse.stop() }
+    let seen = try? await withDeadline(.seconds(20)) { () async -> Int in
+        var names: Set<Substring> = []
+        for await line in browse.lines! {
+            let fields = line.split(separator: ";", omittingEmptySubsequences: false)
+            guard line.hasPrefix("=;"), fields.count > 8, fields[8] == "\(port)" else { continue }
+            names.insert(fields[3])
+            if names.count >= count { break }
+        }
+        return names.count
     }
-    throw HostSuiteError("only \(seen) of \(count) adverts at port \(port) were seen from \(host.name) within 20 s")
+    guard let seen, seen >= count else {
+        throw HostSuiteError("only \(seen ?? 0) of \(count) adverts at port \(port) were seen from \(host.name) within 20 s")
+    }
 }
 
 /// Holds 64 silent TCP connections open at each `HOST:PORT` argument, opening another as each
