@@ -106,6 +106,8 @@ import Testing
         }
     }
 
+    /// TCP_NODELAY, TCP_USER_TIMEOUT and TCP_RTO_MAX_MS (1 s, where the kernel has it) on both
+    /// ends; and the keepalive's reading of TCP_INFO finds the fields where Linux puts them.
     @Test(.scaledTimeLimit(minutes: 1))
     func linksSetTCPNoDelayAndTheConfiguredUserTimeout() async throws {
         var serverConfiguration = try LinkFixtures.configuration(name: "server")
@@ -126,6 +128,14 @@ import Testing
             let channel = link.channel.channel
             #expect(try await channel.getOption(.tcpOption(.tcp_nodelay)).get() != 0)
             #expect(try await channel.getOption(.tcpOption(NIOBSDSocket.Option(rawValue: TCP_USER_TIMEOUT))).get() == 1500)
+            if let rtoMax = try? await channel.getOption(LinkConfiguration.maximumRetransmissionTimeout).get() {
+                #expect(rtoMax == 1_000)
+            }
+            let reading = try await channel.eventLoop.submit { channel.transportReading() }.get()
+            // Just heard from (the handshake), nothing lost on loopback.
+            #expect(reading?.sinceHeard ?? .seconds(60) < .seconds(5))
+            #expect(reading?.retransmittedSegments == 0)
+            #expect(reading?.outOfOrderSegments == 0)
             var iterator = accepted.makeAsyncIterator()
             let serverSide = await iterator.next()
             #expect(serverSide?.0 != 0)

@@ -7,7 +7,7 @@ extension Duration {
     }
 
     /// Whole milliseconds, rounded down.
-    var milliseconds: Int64 { nanoseconds / 1_000_000 }
+    package var milliseconds: Int64 { nanoseconds / 1_000_000 }
 
     /// Seconds as a floating-point number.
     package var seconds: Double {

@@ -16,12 +16,25 @@
 ///
 /// The silence that kills a link adapts to what the link has shown (``timeout``): one and a
 /// half times the longest silence between two arrivals in the last two minutes, never less than
-/// the configured timeout and never more than three times it. A clean link's silences last about
-/// an interval, so it is timed out as configured; a lossy one, whose TCP stalls for seconds now
-/// and then while it retransmits, is given room for the stalls it has been seen to have.
+/// the configured timeout and never more than three times it (the ceiling). A clean link's
+/// silences last about an interval, so it is timed out as configured; a lossy one, whose TCP
+/// stalls for seconds now and then while it retransmits, is given room for the stalls it has
+/// been seen to have.
+///
+/// And a silence is not taken for death while the transport shows a lossy path with the peer's
+/// host still on it. From a wake-up an interval into a silence on, the shell reads the transport
+/// (``TransportReading``): when, since that first reading, segments were lost (this side's TCP
+/// retransmitted, or the peer's arrived out of order) and the peer's host was heard (any
+/// segment, an acknowledgement too), TCP is repairing a loss; the link is then timed out once
+/// the host has been unheard for the ceiling, and at the latest at the stall limit
+/// (``stallFactor`` times the configured timeout). A dead path sends nothing, and a frozen peer
+/// on a clean path loses nothing, so both are timed out at ``timeout`` as before.
 package struct KeepaliveStateMachine: Sendable {
     /// How far above the configured timeout the adaptive timeout may go, as a multiple.
     package static let ceilingFactor = 3
+    /// How long a silence the transport shows to be a lossy path's stall may last, as a
+    /// multiple of the configured timeout.
+    package static let stallFactor = 10
     /// How long a silence counts towards the adaptive timeout: 12 windows of 10 s.
     static let silenceWindow = Duration.seconds(10)
     static let silenceWindows = 12
@@ -61,6 +74,11 @@ package struct KeepaliveStateMachine: Sendable {
     /// about the link.
     private var stalledSinceArrival = false
     private var windowStart: Duration
+    /// The transport as first read in this silence, and when.
+    private var transportBaseline: (at: Duration, reading: TransportReading)?
+    /// When the peer's host was last heard, since the baseline, over a path seen losing
+    /// packets in this silence.
+    private var transportHeard: Duration?
 
     /// - Parameter recentSilence: The longest silence the peer's previous link showed lately
     ///   (or the one that timed it out): a new link over the same lossy path starts out
@@ -86,7 +104,23 @@ package struct KeepaliveStateMachine: Sendable {
     /// two minutes, between the configured timeout and ``ceilingFactor`` times it.
     package var timeout: Duration {
         let longest = longestSilences.max() ?? .zero
-        return min(max(longest * 3 / 2, parameters.timeout), parameters.timeout * Self.ceilingFactor)
+        return min(max(longest * 3 / 2, parameters.timeout), ceiling)
+    }
+
+    /// The most ``timeout`` can be: ``ceilingFactor`` times the configured timeout.
+    package var ceiling: Duration { parameters.timeout * Self.ceilingFactor }
+
+    /// The longest silence kept while the transport shows a lossy path's stall:
+    /// ``stallFactor`` times the configured timeout.
+    package var stallLimit: Duration { parameters.timeout * Self.stallFactor }
+
+    /// When the silence under way times the link out: ``timeout`` after the last arrival; during
+    /// a lossy path's stall, ``ceiling`` after the peer's host was last heard if that is later,
+    /// but never later than ``stallLimit`` after the last arrival.
+    private var timeoutDue: Duration {
+        let due = lastInbound + timeout
+        guard let transportHeard else { return due }
+        return min(max(due, transportHeard + ceiling), lastInbound + stallLimit)
     }
 
     /// When this side pings for having been quiet.
@@ -106,6 +140,8 @@ package struct KeepaliveStateMachine: Sendable {
         // A silence across a stall of this side's own is not the link's.
         if !stalledSinceArrival { recordSilence(now - lastInbound, now: now) }
         stalledSinceArrival = false
+        transportBaseline = nil
+        transportHeard = nil
         lastInbound = now
     }
 
@@ -144,7 +180,7 @@ package struct KeepaliveStateMachine: Sendable {
 
     /// When the shell should call ``wakeUp(now:)`` next.
     package var nextWakeUp: Duration {
-        let timeoutDue = readingPaused ? .seconds(Int64.max) : recheck ?? lastInbound + timeout
+        let timeoutDue = readingPaused ? .seconds(Int64.max) : recheck ?? timeoutDue
         return min(timeoutDue, quietDue, sampleDue)
     }
 
@@ -157,10 +193,21 @@ package struct KeepaliveStateMachine: Sendable {
     /// once: while this side was not running, what the peer sent waited unread, so the shell
     /// reads first and wakes again shortly (``nextWakeUp``) for the verdict, which that second
     /// wake-up gives however late it is.
-    package mutating func wakeUp(now: Duration, late: Duration = .zero) -> Action {
+    ///
+    /// `transport` reads the link's transport (nil where it cannot tell); it is evaluated only
+    /// once the link has been silent for an interval, so a busy or idle link costs no read.
+    package mutating func wakeUp(now: Duration, late: Duration = .zero, transport: @autoclosure () -> TransportReading? = nil) -> Action {
         guard !finished else { return .wait }
         if late > lateLimit { stalledSinceArrival = true }
-        if readingPaused || now - lastInbound < timeout {
+        if !readingPaused, now - lastInbound >= parameters.interval, let reading = transport() {
+            if let baseline = transportBaseline {
+                let heard = now - reading.sinceHeard
+                if heard > baseline.at, reading.showsLoss(since: baseline.reading) { transportHeard = max(transportHeard ?? heard, heard) }
+            } else {
+                transportBaseline = (now, reading)
+            }
+        }
+        if readingPaused || now < timeoutDue {
             recheck = nil
         } else if late > lateLimit, recheck == nil {
             // One look more, once: by the recheck, the loop has read whatever was waiting, so
@@ -190,5 +237,26 @@ extension KeepaliveParameters {
         let defaults = KeepaliveParameters()
         return KeepaliveParameters(
             interval: pick(interval, other.interval, defaults.interval), timeout: pick(timeout, other.timeout, defaults.timeout))
+    }
+}
+
+/// What the transport (Linux's TCP) shows of a link that its byte stream does not.
+package struct TransportReading: Equatable, Sendable {
+    /// How many of the peer's segments have arrived out of order so far: beyond a lost one.
+    package var outOfOrderSegments: UInt32
+    /// How many segments of this side's TCP has retransmitted so far.
+    package var retransmittedSegments: UInt32
+    /// How long ago the peer's host last sent anything (any segment, an ACK as well as data).
+    package var sinceHeard: Duration
+
+    package init(outOfOrderSegments: UInt32, retransmittedSegments: UInt32, sinceHeard: Duration) {
+        self.outOfOrderSegments = outOfOrderSegments
+        self.retransmittedSegments = retransmittedSegments
+        self.sinceHeard = sinceHeard
+    }
+
+    /// Packets were lost on the path since `earlier` (either way).
+    func showsLoss(since earlier: TransportReading) -> Bool {
+        outOfOrderSegments != earlier.outOfOrderSegments || retransmittedSegments != earlier.retransmittedSegments
     }
 }

@@ -168,7 +168,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         // The silence under way counts too (a link TCP gave up on, for one); a link the peer
         // timed out, as one timed out here.
         if let keepalive, let remotePeer {
-            let goodbye = peerTimedOut ? keepalive.parameters.timeout * KeepaliveStateMachine.ceilingFactor : .zero
+            let goodbye = peerTimedOut ? keepalive.ceiling : .zero
             silences.remember(max(keepalive.longestRecentSilence, keepalive.silence(now: now), goodbye), of: remotePeer)
         }
         keepalive = nil
@@ -194,22 +194,25 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         let at = now
         let parameters = keepalive!.parameters
         quality.update { $0.expire(olderThan: parameters.timeout, now: at) }
-        switch keepalive!.wakeUp(now: at, late: late) {
+        switch keepalive!.wakeUp(now: at, late: late, transport: context.channel.transportReading()) {
         case .wait:
             break
         case .sendPing(let probe):
             quality.update { $0.pingSent(probe, at: at) }
             context.writeAndFlush(wrapOutboundOut(.ping(probe)), promise: nil)
         case .timedOut:
-            let timeout = keepalive!.timeout
+            // In whole milliseconds: an adapted timeout is no round figure.
+            let (timeout, silence) = (Duration.milliseconds(keepalive!.timeout.milliseconds), Duration.milliseconds(keepalive!.silence(now: at).milliseconds))
+            let ceiling = keepalive!.ceiling
             // A path that timed a link out gets the ceiling for the links that replace it (for
             // the next two minutes): a stall it had once, it will have again.
-            if let remotePeer { silences.remember(parameters.timeout * KeepaliveStateMachine.ceilingFactor, of: remotePeer) }
+            if let remotePeer { silences.remember(ceiling, of: remotePeer) }
             keepalive = nil
             let adapted = timeout > parameters.timeout ? ", adapted from \(parameters.timeout) to the silences this link has shown" : ""
             let error = MultipeerError(
-                .keepaliveTimeout, "\(peer) sent nothing for \(timeout) (keepalive interval \(parameters.interval)\(adapted))")
-            context.writeAndFlush(wrapOutboundOut(.goodbye(.keepaliveTimeout, "no traffic for \(timeout)")), promise: nil)
+                .keepaliveTimeout,
+                "\(peer) sent nothing for \(silence) (keepalive interval \(parameters.interval), timeout \(timeout)\(adapted))")
+            context.writeAndFlush(wrapOutboundOut(.goodbye(.keepaliveTimeout, "no traffic for \(silence)")), promise: nil)
             context.fireErrorCaught(error)
             context.close(promise: nil)
             return

@@ -718,13 +718,13 @@ public actor MultipeerSession {
             maximumFrameLength: configuration.limits.maximumFrameLength)
         let tls = try TLSContext(configuration: TLSConfiguration(keys: keys, handshakeTimeout: configuration.limits.handshakeTimeout))
         self.tls = tls
-        // A write stuck on a dead path fails after the keepalive timeout's ceiling too (not the
+        // A write stuck on a dead path fails after the keepalive's stall limit (not the
         // configured timeout: on a lossy path TCP's retransmissions stall that long at times,
-        // and the adaptive keepalive allows for it; a dead link is its keepalive's to find).
+        // and the keepalive allows for it; a dead link is its keepalive's to find).
         let keepaliveTimeout = configuration.keepalive.timeout > .zero ? configuration.keepalive.timeout : KeepaliveParameters().timeout
         var link = LinkConfiguration(
             tls: tls, identity: identity, localHello: hello, maximumFrameLength: configuration.limits.maximumFrameLength,
-            tcpUserTimeout: keepaliveTimeout * KeepaliveStateMachine.ceilingFactor)
+            tcpUserTimeout: keepaliveTimeout * KeepaliveStateMachine.stallFactor)
         link.inbox = Inbox(windows: receiveWindows, subscriptions: subscriptions, metrics: metrics)
         return link
     }

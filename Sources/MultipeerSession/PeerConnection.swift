@@ -53,6 +53,8 @@ package struct LinkConfiguration: Sendable {
             local: localHello.keepalive, role: role == .client ? .leading : .following, quality: quality, tcpUserTimeout: tcpUserTimeout,
             silences: silences)
         let handlers = channel.pipeline.syncOperations
+        // Linux before 6.15 has no such option: its TCP then backs off as it always did.
+        try? channel.syncOptions?.setOption(LinkConfiguration.maximumRetransmissionTimeout, value: 1_000)
         if let firstBytesTimeout { try handlers.addHandler(FirstBytesDeadline(firstBytesTimeout)) }
         let answered = channel.eventLoop.makePromise(of: Void.self)
         if role == .client { try handlers.addHandler(FirstBytesSignal(answered)) } else { answered.succeed() }
@@ -80,6 +82,12 @@ package struct LinkConfiguration: Sendable {
     /// small messages), a lost one is retransmitted at a steady RTO instead of doubling it six
     /// times over, so a lossy path stalls for a few round trips, not for seconds.
     static let thinLinearTimeouts = ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: TCP_THIN_LINEAR_TIMEOUTS))
+
+    /// TCP_RTO_MAX_MS (Linux 6.15, not yet in this system's headers), in milliseconds: TCP
+    /// retransmits a lost segment at least this often instead of doubling its wait up to two
+    /// minutes. At 30 % loss both ends of a link otherwise back off together and the link falls
+    /// silent both ways for five seconds and more. 1 s is the least Linux takes.
+    static let maximumRetransmissionTimeout = ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: 44))
 
     /// TCP_USER_TIMEOUT of `timeout` (zero: the kernel's default, about 15 minutes).
     static func tcpUserTimeoutOption(_ timeout: Duration) -> (ChannelOptions.Types.SocketOption, SocketOptionValue) {

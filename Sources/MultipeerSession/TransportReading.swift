@@ -1,0 +1,37 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import MultipeerCore
+import NIOCore
+
+extension Channel {
+    /// Reads what Linux's TCP knows of the connection (TCP_INFO), on the channel's event loop;
+    /// nil where there is none (not a TCP socket). Out-of-order segments are counted from
+    /// Linux 5.4 (`tcpi_rcv_ooopack`); an older kernel reports none.
+    func transportReading() -> TransportReading? {
+        eventLoop.preconditionInEventLoop()
+        guard let provider = self as? any SocketOptionProvider else { return nil }
+        // struct tcp_info as Linux 6 has it, 232 bytes; an older kernel fills less of it and
+        // leaves the rest zero. Its layout only ever grows at the end, so the offsets hold.
+        typealias TCPInfo = (
+            UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+            UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64
+        )
+        var reading: TransportReading?
+        // On the event loop the read completes at once, so its callback runs before this returns.
+        provider.unsafeGetSocketOption(level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_INFO))
+            .assumeIsolated()
+            .whenSuccess { (info: TCPInfo) in
+                withUnsafeBytes(of: info) { bytes in
+                    func field(at offset: Int) -> UInt32 { bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self) }
+                    reading = TransportReading(
+                        outOfOrderSegments: field(at: 224),  // tcpi_rcv_ooopack
+                        retransmittedSegments: field(at: 100),  // tcpi_total_retrans
+                        sinceHeard: .milliseconds(field(at: 56)))  // tcpi_last_ack_recv
+                }
+            }
+        return reading
+    }
+}
