@@ -93,6 +93,13 @@ final class Admission: Sendable {
         state.withLockedValue { $0.links -= 1 }
     }
 
+    /// Closes every handshake under way, whether or not the listener's reader has taken it yet
+    /// (the listener is stopping), and returns once they are closed.
+    func closeHandshakes() async {
+        let channels = state.withLockedValue { $0.pending.values.map(\.channel) }
+        for channel in channels { try? await channel.close() }
+    }
+
     private static func oldest(of source: String, in state: State) -> UInt64? {
         state.pending.filter { $0.value.source == source }.keys.min()
     }
@@ -127,9 +134,9 @@ final class Admission: Sendable {
 enum Accepted: Sendable {
     /// Admitted: TLS and HELLO are under way.
     case pending(PendingLink, Admission.Ticket)
-    /// Beyond the limits: no handlers, nothing read; to be closed and reported. The address is
-    /// read here, on the channel's event loop.
-    case refused(any Channel, SocketAddress?, MultipeerError)
+    /// Beyond the limits: no handlers, nothing read, closed; to be reported. The address is
+    /// read on the channel's event loop, as it is accepted.
+    case refused(SocketAddress?, MultipeerError)
 }
 
 /// Accepts links on a TCP port of every interface, IPv4 and IPv6, and hands each one that
@@ -178,7 +185,10 @@ package final class PeerListener: Sendable {
                         let ticket: Admission.Ticket
                         switch admission.admit(channel, from: channel.remoteAddress) {
                         case .refused(let refusal):
-                            return Accepted.refused(channel, channel.remoteAddress, refusal)
+                            // Closed at once, not when the reader comes to it: a stopping
+                            // listener's reader never does.
+                            channel.eventLoop.execute { channel.close(promise: nil) }
+                            return Accepted.refused(channel.remoteAddress, refusal)
                         case .admitted(let admitted, let evicting):
                             ticket = admitted
                             for (evicted, reason) in evicting { Self.cutOff(evicted, reason) }
@@ -203,8 +213,23 @@ package final class PeerListener: Sendable {
 
     /// Accepts connections until the task is cancelled or the listener is closed. Each link runs
     /// in a child task: `onLink` once its handshake is done (the link is closed when `onLink`
-    /// returns), `onFailure` if the handshake failed or the connection was refused.
+    /// returns), `onFailure` if the handshake failed or the connection was refused. When it
+    /// stops, every handshake still under way is closed, also those it had not taken yet.
     package func run(
+        onLink: @escaping @Sendable (PeerConnection) async -> Void,
+        onFailure: @escaping @Sendable (SocketAddress?, any Error) async -> Void
+    ) async throws {
+        let admission = self.admission
+        do {
+            try await serve(onLink: onLink, onFailure: onFailure)
+        } catch {
+            await admission.closeHandshakes()
+            throw error
+        }
+        await admission.closeHandshakes()
+    }
+
+    private func serve(
         onLink: @escaping @Sendable (PeerConnection) async -> Void,
         onFailure: @escaping @Sendable (SocketAddress?, any Error) async -> Void
     ) async throws {
@@ -215,8 +240,7 @@ package final class PeerListener: Sendable {
                     let pending: PendingLink
                     let ticket: Admission.Ticket
                     switch accepted {
-                    case .refused(let channel, let address, let refusal):
-                        channel.close(promise: nil)
+                    case .refused(let address, let refusal):
                         group.addTask { await onFailure(address, refusal) }
                         continue
                     case .pending(let link, let admitted):
