@@ -132,9 +132,9 @@ import Testing
                 #expect(rtoMax == 1_000)
             }
             let reading = try await channel.eventLoop.submit { channel.transportReading() }.get()
-            // Just heard from (the handshake), nothing lost on loopback.
+            // Just heard from (the handshake); loopback never reorders (it may retransmit: a
+            // tail loss probe on a slow machine).
             #expect(reading?.sinceHeard ?? .seconds(60) < .seconds(5))
-            #expect(reading?.retransmittedSegments == 0)
             #expect(reading?.outOfOrderSegments == 0)
             var iterator = accepted.makeAsyncIterator()
             let serverSide = await iterator.next()

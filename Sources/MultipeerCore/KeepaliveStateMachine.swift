@@ -21,14 +21,18 @@
 /// stalls for seconds now and then while it retransmits, is given room for the stalls it has
 /// been seen to have.
 ///
-/// And a silence is not taken for death while the transport shows a lossy path with the peer's
-/// host still on it. From a wake-up an interval into a silence on, the shell reads the transport
-/// (``TransportReading``): when, since that first reading, segments were lost (this side's TCP
-/// retransmitted, or the peer's arrived out of order) and the peer's host was heard (any
-/// segment, an acknowledgement too), TCP is repairing a loss; the link is then timed out once
-/// the host has been unheard for the ceiling, and at the latest at the stall limit
-/// (``stallFactor`` times the configured timeout). A dead path sends nothing, and a frozen peer
-/// on a clean path loses nothing, so both are timed out at ``timeout`` as before.
+/// And a silence is not taken for death while the transport shows it to be a lossy path's.
+/// From a wake-up an interval into a silence on, the shell reads the transport
+/// (``TransportReading``) at each wake-up:
+/// - when the peer's segments arrive out of order (beyond a lost one TCP is still repairing),
+///   the peer is sending: the link is kept until ``ceiling`` after the last reading that saw
+///   more of them, and at the latest ``stallLimit`` after the last arrival;
+/// - when this side's TCP retransmitted since the first reading of the silence and the peer's
+///   host was heard since (any segment, an acknowledgement too), the path loses packets with
+///   the host still on it: the link is kept until ``ceiling`` after the last arrival.
+/// A dead path sends nothing, and a frozen peer on a clean path loses nothing, so both are
+/// timed out at ``timeout`` as before; a frozen peer whose kernel still acknowledges over a
+/// lossy path, at the ceiling.
 package struct KeepaliveStateMachine: Sendable {
     /// How far above the configured timeout the adaptive timeout may go, as a multiple.
     package static let ceilingFactor = 3
@@ -76,9 +80,12 @@ package struct KeepaliveStateMachine: Sendable {
     private var windowStart: Duration
     /// The transport as first read in this silence, and when.
     private var transportBaseline: (at: Duration, reading: TransportReading)?
-    /// When the peer's host was last heard, since the baseline, over a path seen losing
-    /// packets in this silence.
-    private var transportHeard: Duration?
+    /// The transport as last read in this silence.
+    private var transportLatest: TransportReading?
+    /// This silence has shown packets lost with the peer's host still answering.
+    private var lossyPath = false
+    /// When the peer was last seen sending in this silence (its segments arriving out of order).
+    private var peerSending: Duration?
 
     /// - Parameter recentSilence: The longest silence the peer's previous link showed lately
     ///   (or the one that timed it out): a new link over the same lossy path starts out
@@ -110,17 +117,16 @@ package struct KeepaliveStateMachine: Sendable {
     /// The most ``timeout`` can be: ``ceilingFactor`` times the configured timeout.
     package var ceiling: Duration { parameters.timeout * Self.ceilingFactor }
 
-    /// The longest silence kept while the transport shows a lossy path's stall:
-    /// ``stallFactor`` times the configured timeout.
+    /// The longest silence kept while the transport shows the peer sending through a lossy
+    /// path's stall: ``stallFactor`` times the configured timeout.
     package var stallLimit: Duration { parameters.timeout * Self.stallFactor }
 
-    /// When the silence under way times the link out: ``timeout`` after the last arrival; during
-    /// a lossy path's stall, ``ceiling`` after the peer's host was last heard if that is later,
-    /// but never later than ``stallLimit`` after the last arrival.
+    /// When the silence under way times the link out: ``timeout`` after the last arrival, or
+    /// later as the transport shows (see the type's description).
     private var timeoutDue: Duration {
-        let due = lastInbound + timeout
-        guard let transportHeard else { return due }
-        return min(max(due, transportHeard + ceiling), lastInbound + stallLimit)
+        var due = lastInbound + (lossyPath ? ceiling : timeout)
+        if let peerSending { due = min(max(due, peerSending + ceiling), lastInbound + stallLimit) }
+        return due
     }
 
     /// When this side pings for having been quiet.
@@ -141,7 +147,9 @@ package struct KeepaliveStateMachine: Sendable {
         if !stalledSinceArrival { recordSilence(now - lastInbound, now: now) }
         stalledSinceArrival = false
         transportBaseline = nil
-        transportHeard = nil
+        transportLatest = nil
+        lossyPath = false
+        peerSending = nil
         lastInbound = now
     }
 
@@ -200,12 +208,14 @@ package struct KeepaliveStateMachine: Sendable {
         guard !finished else { return .wait }
         if late > lateLimit { stalledSinceArrival = true }
         if !readingPaused, now - lastInbound >= parameters.interval, let reading = transport() {
-            if let baseline = transportBaseline {
+            if let baseline = transportBaseline, let latest = transportLatest {
                 let heard = now - reading.sinceHeard
-                if heard > baseline.at, reading.showsLoss(since: baseline.reading) { transportHeard = max(transportHeard ?? heard, heard) }
+                if reading.outOfOrderSegments != latest.outOfOrderSegments { peerSending = heard }
+                if heard > baseline.at, reading.retransmittedSegments != baseline.reading.retransmittedSegments { lossyPath = true }
             } else {
                 transportBaseline = (now, reading)
             }
+            transportLatest = reading
         }
         if readingPaused || now < timeoutDue {
             recheck = nil
@@ -244,7 +254,7 @@ extension KeepaliveParameters {
 package struct TransportReading: Equatable, Sendable {
     /// How many of the peer's segments have arrived out of order so far: beyond a lost one.
     package var outOfOrderSegments: UInt32
-    /// How many segments of this side's TCP has retransmitted so far.
+    /// How many segments this side's TCP has retransmitted so far.
     package var retransmittedSegments: UInt32
     /// How long ago the peer's host last sent anything (any segment, an ACK as well as data).
     package var sinceHeard: Duration
@@ -253,10 +263,5 @@ package struct TransportReading: Equatable, Sendable {
         self.outOfOrderSegments = outOfOrderSegments
         self.retransmittedSegments = retransmittedSegments
         self.sinceHeard = sinceHeard
-    }
-
-    /// Packets were lost on the path since `earlier` (either way).
-    func showsLoss(since earlier: TransportReading) -> Bool {
-        outOfOrderSegments != earlier.outOfOrderSegments || retransmittedSegments != earlier.retransmittedSegments
     }
 }

@@ -43,6 +43,19 @@ final class HostNetwork: Sendable {
 
     func host(_ name: String) -> Host { hosts.first { $0.name == name }! }
 
+    /// Gives every host a second link (`eth1`, 198.19.0.N/24) to a second bridge (`br1`): a
+    /// second network, as a second Wi-Fi or a wire plugged in.
+    func addSecondNetwork() async throws {
+        try await ip("-n", bridge, "link", "add", "br1", "type", "bridge")
+        try await ip("-n", bridge, "link", "set", "br1", "up")
+        for (index, host) in hosts.enumerated() {
+            try await ip("link", "add", "eth1", "netns", host.namespace, "type", "veth", "peer", "name", "second\(index)", "netns", bridge)
+            try await ip("-n", bridge, "link", "set", "second\(index)", "master", "br1", "up")
+            try await ip("-n", host.namespace, "addr", "add", "198.19.0.\(index + 1)/24", "dev", "eth1")
+            try await ip("-n", host.namespace, "link", "set", "eth1", "up")
+        }
+    }
+
     /// Takes a host's link to the bridge down or up (the cable pulled and put back).
     func setLink(of host: Host, up: Bool) async throws {
         try await ip("-n", bridge, "link", "set", host.port, up ? "up" : "down")

@@ -18,8 +18,13 @@ final class ScenarioRun {
     /// - Parameters:
     ///   - hostNames: The hosts that run navlog-sync.
     ///   - bystanders: Hosts on the same bridge that run none (a rogue, say).
-    init(name: String, hostNames: [String], bystanders: [String] = [], ipv6: Bool = true, binary: String, root: String) async throws {
+    ///   - navlogArguments: Arguments for navlog-sync beyond the usual, by host name.
+    init(
+        name: String, hostNames: [String], bystanders: [String] = [], ipv6: Bool = true, navlogArguments: [String: [String]] = [:],
+        binary: String, root: String
+    ) async throws {
         self.binary = binary
+        self.navlogArguments = navlogArguments
         directory = "\(root)/\(name.replacingOccurrences(of: " ", with: "-"))"
         try? FileManager.default.removeItem(atPath: directory)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -30,6 +35,7 @@ final class ScenarioRun {
     }
 
     private let navlogHosts: Set<String>
+    private let navlogArguments: [String: [String]]
 
     /// The hosts that run navlog-sync.
     var hosts: [Host] { network.hosts.filter { navlogHosts.contains($0.name) } }
@@ -37,7 +43,18 @@ final class ScenarioRun {
     func database(of host: Host) -> String { "\(directory)/\(host.name).db" }
 
     func start(_ host: Host) throws {
-        try host.startNavlog(binary: binary, arguments: ["--data", database(of: host), "--psk-file", keyFile, "--service", serviceType])
+        try host.startNavlog(
+            binary: binary,
+            arguments: ["--data", database(of: host), "--psk-file", keyFile, "--service", serviceType] + navlogArguments[host.name, default: []])
+    }
+
+    /// Makes `name` resolve to `address` inside `host` (its /etc/hosts, a file of this run
+    /// mounted over the host's own, rewritten in place so the mount sees each change).
+    func name(_ name: String, address: String, at host: Host) async throws {
+        let file = "\(directory)/\(host.name).hosts"
+        let mounted = FileManager.default.fileExists(atPath: file)
+        try "127.0.0.1 localhost\n\(address) \(name)\n".write(toFile: file, atomically: false, encoding: .utf8)
+        if !mounted { try await host.exec("mount", "--bind", file, "/etc/hosts") }
     }
 
     /// How long ``startAll()`` took for every host to have every other active.

@@ -30,6 +30,10 @@ struct Scenario: Sendable {
     var ipv6 = true
     /// The hosts that run navlog-sync.
     var hostNames = Scenario.hostNames
+    /// Arguments for navlog-sync beyond the usual, by host name.
+    var navlogArguments: [String: [String]] = [:]
+    /// Runs before navlog-sync starts anywhere.
+    var prepare: (@Sendable (ScenarioRun) async throws -> Void)?
     let body: @Sendable (ScenarioRun, inout ScenarioResult) async throws -> Void
 
     static let hostNames = ["captain", "first-officer", "relief"]
@@ -184,6 +188,39 @@ struct Scenario: Sendable {
                 try await run.add(officer, "leg=3 waypoint=ARNEM")
             },
             Scenario(
+                name: "static peer moved",
+                fault: "captain dials relief by name alone (--peer relief.crew:7400, from its /etc/hosts; no DNS-SD); relief's address changes from 198.18.0.2 to 198.18.0.12, and the name with it",
+                ipv6: false,
+                hostNames: ["captain", "relief"],
+                navlogArguments: ["captain": ["--peer", "relief.crew:7400"], "relief": ["--port", "7400"]],
+                prepare: { run in try await run.name("relief.crew", address: run.host("relief").address, at: run.host("captain")) }
+            ) { run, result in
+                let (captain, relief) = (run.host("captain"), run.host("relief"))
+                try await run.add(relief, "leg=1 waypoint=TESAT")
+                let changedAt = ContinuousClock.now
+                try await relief.exec("ip", "addr", "del", "\(relief.address)/24", "dev", "eth0")
+                try await relief.exec("ip", "addr", "add", "198.18.0.12/24", "dev", "eth0")
+                // As a DNS server would be told: captain's next look-up finds the new address.
+                try await run.name("relief.crew", address: "198.18.0.12", at: captain)
+                try await movedHostIsFound(run, &result, relief, seenBy: [captain], since: changedAt)
+                try await run.add(captain, "leg=3 waypoint=ARNEM")
+            },
+            Scenario(
+                name: "second network",
+                fault: "every host gets a second link, to a second bridge (198.19.0.N); once captain and first-officer see relief's advert there, relief's first link goes down for good"
+            ) { run, result in
+                let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
+                try await run.network.addSecondNetwork()
+                for observer in [captain, officer] {
+                    try await waitForAdvert(of: run.serviceType, at: "198.19.0.3", seenFrom: observer)
+                }
+                try await run.add(relief, "leg=1 waypoint=TESAT")
+                let cutAt = ContinuousClock.now
+                try await run.network.setLink(of: relief, up: false)
+                try await movedHostIsFound(run, &result, relief, seenBy: [captain, officer], since: cutAt)
+                try await run.add(officer, "leg=3 waypoint=ARNEM")
+            },
+            Scenario(
                 name: "keyless flood",
                 fault: "a fourth host without the key holds 64 silent connections open at each host's port, opening another as each is closed; meanwhile relief's navlog-sync is killed and started again, and everyone edits",
                 bystanders: ["flooder"]
@@ -328,6 +365,20 @@ func partition(_ host: Host, from others: [Host], _ action: String) async throws
 
 /// Waits until `count` adverts of `serviceType` at `port` are resolved from `host` (a browser
 /// left running there, its lines read as they come), for at most 20 s.
+/// Waits until `host`'s Avahi has resolved an advert of `serviceType` at `address`.
+func waitForAdvert(of serviceType: String, at address: String, seenFrom host: Host) async throws {
+    let browse = try BackgroundProcess("/usr/bin/nsenter", host.inside(["avahi-browse", "--parsable", "--resolve", "--no-db-lookup", serviceType]), pipes: true)
+    defer { browse.stop() }
+    let seen = try? await withDeadline(.seconds(20)) { () async -> Bool in
+        for await line in browse.lines! {
+            let fields = line.split(separator: ";", omittingEmptySubsequences: false)
+            if line.hasPrefix("=;"), fields.count > 7, fields[7] == address { return true }
+        }
+        return false
+    }
+    guard seen == true else { throw HostSuiteError("\(host.name) saw no advert of \(serviceType) at \(address) within 20 s") }
+}
+
 func waitForAdverts(of serviceType: String, atPort port: Int, count: Int, seenFrom host: Host) async throws {
     let browse = try BackgroundProcess("/usr/bin/nsenter", host.inside(["avahi-browse", "--parsable", "--resolve", "--no-db-lookup", serviceType]), pipes: true)
     defer { browse.stop() }

@@ -63,8 +63,10 @@ for scenario in chosen.flatMap({ Array(repeating: $0, count: repeats) }) {
     var run: ScenarioRun?
     do {
         let current = try await ScenarioRun(
-            name: scenario.name, hostNames: scenario.hostNames, bystanders: scenario.bystanders, ipv6: scenario.ipv6, binary: binary, root: scratch)
+            name: scenario.name, hostNames: scenario.hostNames, bystanders: scenario.bystanders, ipv6: scenario.ipv6,
+            navlogArguments: scenario.navlogArguments, binary: binary, root: scratch)
         run = current
+        try await scenario.prepare?(current)
         try await current.startAll()
         try await scenario.body(current, &result)
         result.entriesPerHost = try await current.waitConverged()

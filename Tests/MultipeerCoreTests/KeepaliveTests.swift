@@ -45,70 +45,82 @@ import Testing
         #expect(keepalive.wakeUp(now: now + .milliseconds(1500)) == .timedOut)
     }
 
-    /// A silence over a path the transport shows losing packets, while the peer's host is still
-    /// heard (its ACKs arrive: TCP is retransmitting towards us), is survived: the link is timed
-    /// out once the host has been unheard for the ceiling, or at the stall limit. A dead path or
-    /// a frozen peer on a clean one is timed out at the timeout as before.
-    @Test func aStallOverALossyPathIsSurvivedWhileThePeersHostIsHeard() {
-        func reading(retransmitted: UInt32, outOfOrder: UInt32 = 0, heardAgo: Int) -> TransportReading {
+    /// A silence during which the transport shows the peer's segments arriving out of order
+    /// (beyond a lost one TCP is still repairing) is kept until the peer has been seen sending
+    /// for the ceiling, at most the stall limit; one during which this side's TCP retransmits
+    /// and the peer's host answers is kept to the ceiling. A dead path, and a frozen peer on a
+    /// clean one, are timed out at the timeout as before.
+    @Test func aStallTheTransportExplainsIsKeptAsLongAsItShows() {
+        func reading(retransmitted: UInt32 = 0, outOfOrder: UInt32 = 0, heardAgo: Int) -> TransportReading {
             TransportReading(outOfOrderSegments: outOfOrder, retransmittedSegments: retransmitted, sinceHeard: .milliseconds(heardAgo))
         }
         var keepalive = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
         var reads = 0
         // Nothing read before an interval of silence: an idle link costs no system call.
-        _ = keepalive.wakeUp(now: .milliseconds(499), transport: { reads += 1; return reading(retransmitted: 0, heardAgo: 0) }())
+        _ = keepalive.wakeUp(now: .milliseconds(499), transport: { reads += 1; return reading(heardAgo: 0) }())
         #expect(reads == 0)
-        _ = keepalive.wakeUp(now: .milliseconds(500), transport: reading(retransmitted: 3, heardAgo: 100))  // the baseline
-        _ = keepalive.wakeUp(now: .milliseconds(1000), transport: reading(retransmitted: 4, heardAgo: 200))  // heard at 800 ms, loss
-        #expect(keepalive.nextWakeUp == .milliseconds(1500), "the next ping")
-        #expect(keepalive.wakeUp(now: .milliseconds(1500), transport: reading(retransmitted: 4, heardAgo: 700)) != .timedOut)
-        // Heard now and then, up to 10 s: the link stays.
-        var now = Duration.milliseconds(1500)
+        _ = keepalive.wakeUp(now: .milliseconds(500), transport: reading(outOfOrder: 3, heardAgo: 100))  // the first reading
+        // The peer's segments keep arriving beyond a gap, up to 10 s: the link stays.
+        var now = Duration.milliseconds(500)
+        var outOfOrder: UInt32 = 3
         while now < .seconds(10) {
             now += .milliseconds(500)
-            #expect(keepalive.wakeUp(now: now, transport: reading(retransmitted: 5, outOfOrder: 2, heardAgo: 300)) != .timedOut)
+            outOfOrder += 1
+            #expect(keepalive.wakeUp(now: now, transport: reading(outOfOrder: outOfOrder, heardAgo: 100)) != .timedOut)
         }
-        // Then the host falls silent too (a black hole): timed out when it has been unheard for
-        // the ceiling (4.5 s), not before.
-        let lastHeard = now - .milliseconds(300)
-        while now < lastHeard + keepalive.ceiling - .milliseconds(500) {
+        // Then nothing more arrives (a black hole): timed out when the peer was last seen
+        // sending a ceiling (4.5 s) ago, not before.
+        let lastSent = now - .milliseconds(100)
+        while now < lastSent + keepalive.ceiling - .milliseconds(500) {
             now += .milliseconds(500)
-            #expect(keepalive.wakeUp(now: now, transport: reading(retransmitted: 9, heardAgo: Int((now - lastHeard).milliseconds))) != .timedOut)
+            #expect(keepalive.wakeUp(now: now, transport: reading(outOfOrder: outOfOrder, heardAgo: Int((now - lastSent).milliseconds))) != .timedOut)
         }
-        #expect(keepalive.nextWakeUp == lastHeard + keepalive.ceiling)
-        #expect(keepalive.wakeUp(now: lastHeard + keepalive.ceiling, transport: reading(retransmitted: 9, heardAgo: 4500)) == .timedOut)
+        #expect(keepalive.nextWakeUp == lastSent + keepalive.ceiling)
+        #expect(keepalive.wakeUp(now: lastSent + keepalive.ceiling, transport: reading(outOfOrder: outOfOrder, heardAgo: 4500)) == .timedOut)
 
-        // A host heard forever over a lossy path: timed out at the stall limit.
+        // A peer seen sending forever: timed out at the stall limit.
         var stalled = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
         now = .milliseconds(500)
-        var retransmitted: UInt32 = 0
+        outOfOrder = 0
         while now < stalled.stallLimit {
-            retransmitted += 1
-            #expect(stalled.wakeUp(now: now, transport: reading(retransmitted: retransmitted, heardAgo: 10)) != .timedOut)
+            outOfOrder += 1
+            #expect(stalled.wakeUp(now: now, transport: reading(outOfOrder: outOfOrder, heardAgo: 10)) != .timedOut)
             now += .milliseconds(500)
         }
-        #expect(stalled.wakeUp(now: stalled.stallLimit, transport: reading(retransmitted: retransmitted + 1, heardAgo: 10)) == .timedOut)
+        #expect(stalled.wakeUp(now: stalled.stallLimit, transport: reading(outOfOrder: outOfOrder + 1, heardAgo: 10)) == .timedOut)
+
+        // This side retransmits and the peer's host answers: kept to the ceiling, however
+        // often the host answers (its kernel does, its application may be frozen).
+        var lossy = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
+        _ = lossy.wakeUp(now: .milliseconds(500), transport: reading(retransmitted: 3, heardAgo: 100))
+        _ = lossy.wakeUp(now: .milliseconds(1000), transport: reading(retransmitted: 4, heardAgo: 100))
+        #expect(lossy.wakeUp(now: .milliseconds(1500), transport: reading(retransmitted: 4, heardAgo: 100)) != .timedOut)
+        #expect(lossy.nextWakeUp == .milliseconds(2000), "the next ping")
+        for at in stride(from: 2000, to: 4500, by: 500) {
+            #expect(lossy.wakeUp(now: .milliseconds(at), transport: reading(retransmitted: 5, heardAgo: 50)) != .timedOut)
+        }
+        #expect(lossy.wakeUp(now: lossy.ceiling, transport: reading(retransmitted: 6, heardAgo: 50)) == .timedOut)
 
         // A black hole on a clean link: this side retransmits, but nothing has been heard since
         // the silence began. Timed out at the timeout.
         var dead = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
-        _ = dead.wakeUp(now: .milliseconds(500), transport: reading(retransmitted: 0, heardAgo: 500))
+        _ = dead.wakeUp(now: .milliseconds(500), transport: reading(heardAgo: 500))
         _ = dead.wakeUp(now: .milliseconds(1000), transport: reading(retransmitted: 1, heardAgo: 1000))
         #expect(dead.wakeUp(now: .milliseconds(1500), transport: reading(retransmitted: 2, heardAgo: 1500)) == .timedOut)
 
         // A frozen peer on a clean link: its host acknowledges every PING, nothing is lost.
         var frozen = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
-        for at in [500, 1000] { _ = frozen.wakeUp(now: .milliseconds(at), transport: reading(retransmitted: 0, heardAgo: 50)) }
-        #expect(frozen.wakeUp(now: .milliseconds(1500), transport: reading(retransmitted: 0, heardAgo: 50)) == .timedOut)
+        for at in [500, 1000] { _ = frozen.wakeUp(now: .milliseconds(at), transport: reading(heardAgo: 50)) }
+        #expect(frozen.wakeUp(now: .milliseconds(1500), transport: reading(heardAgo: 50)) == .timedOut)
 
-        // An arrival starts a new silence: loss seen before it is no evidence.
+        // An arrival starts a new silence: what was seen before it is no evidence.
         var link = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
-        _ = link.wakeUp(now: .milliseconds(500), transport: reading(retransmitted: 0, heardAgo: 10))
-        _ = link.wakeUp(now: .milliseconds(1000), transport: reading(retransmitted: 1, heardAgo: 10))
+        _ = link.wakeUp(now: .milliseconds(500), transport: reading(heardAgo: 10))
+        _ = link.wakeUp(now: .milliseconds(1000), transport: reading(retransmitted: 1, outOfOrder: 1, heardAgo: 10))
         link.inboundActivity(now: .milliseconds(1100))
-        _ = link.wakeUp(now: .milliseconds(1600), transport: reading(retransmitted: 1, heardAgo: 10))
-        _ = link.wakeUp(now: .milliseconds(2100), transport: reading(retransmitted: 1, heardAgo: 10))
-        #expect(link.wakeUp(now: .milliseconds(1100) + link.timeout, transport: reading(retransmitted: 1, heardAgo: 10)) == .timedOut)
+        _ = link.wakeUp(now: .milliseconds(1600), transport: reading(retransmitted: 1, outOfOrder: 1, heardAgo: 10))
+        _ = link.wakeUp(now: .milliseconds(2100), transport: reading(retransmitted: 1, outOfOrder: 1, heardAgo: 10))
+        #expect(link.wakeUp(now: .milliseconds(1100) + link.timeout, transport: reading(retransmitted: 1, outOfOrder: 1, heardAgo: 10)) == .timedOut)
     }
 
     /// A link that replaces one on the same path starts out allowing for the silences the path
