@@ -166,10 +166,7 @@ struct Scenario: Sendable {
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
                 try await run.add(relief, "leg=1 waypoint=TESAT")
                 let changedAt = ContinuousClock.now
-                // The old address goes first (deleting a primary address takes its secondaries too),
-                // as when a DHCP lease ends and the next one brings another.
-                try await relief.exec("ip", "addr", "del", "\(relief.address)/24", "dev", "eth0")
-                try await relief.exec("ip", "addr", "add", "198.18.0.13/24", "dev", "eth0")
+                try await renumber(relief, to: "198.18.0.13")
                 try await movedHostIsFound(run, &result, relief, seenBy: [captain, officer], since: changedAt)
                 try await run.add(captain, "leg=3 waypoint=ARNEM")
             },
@@ -198,8 +195,7 @@ struct Scenario: Sendable {
                 let (captain, relief) = (run.host("captain"), run.host("relief"))
                 try await run.add(relief, "leg=1 waypoint=TESAT")
                 let changedAt = ContinuousClock.now
-                try await relief.exec("ip", "addr", "del", "\(relief.address)/24", "dev", "eth0")
-                try await relief.exec("ip", "addr", "add", "198.18.0.12/24", "dev", "eth0")
+                try await renumber(relief, to: "198.18.0.12")
                 // As a DNS server would be told: captain's next look-up finds the new address.
                 try await run.name("relief.crew", address: "198.18.0.12", at: captain)
                 try await movedHostIsFound(run, &result, relief, seenBy: [captain], since: changedAt)
@@ -426,6 +422,14 @@ while True:
 /// rejoin time is until the last has it, from the change). Its links may be timed out and
 /// redialled (detection and reasons are reported then) or replaced by a link the moved host
 /// dialled before the old one timed out (no departure at all).
+/// Changes `host`'s IPv4 address on eth0 to `address`: the old one goes first (deleting a
+/// primary address takes its secondaries too), as when a DHCP lease ends and the next one
+/// brings another.
+func renumber(_ host: Host, to address: String) async throws {
+    try await host.exec("ip", "addr", "del", "\(host.address)/24", "dev", "eth0")
+    try await host.exec("ip", "addr", "add", "\(address)/24", "dev", "eth0")
+}
+
 func movedHostIsFound(_ run: ScenarioRun, _ result: inout ScenarioResult, _ moved: Host, seenBy observers: [Host], since: ContinuousClock.Instant) async throws {
     let probe = try await run.add(moved, "leg=2 waypoint=MOVED")
     result.rejoinMilliseconds = try await run.waitApplied(probe, at: observers, since: since)
