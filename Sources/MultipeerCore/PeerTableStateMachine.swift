@@ -70,6 +70,8 @@ package struct PeerTableStateMachine: Sendable {
         case peerJoined(LinkID, Hello)
         /// The peer left the active set.
         case peerLeft(Hello, PeerLeftReason)
+        /// Ask discovery to look the peer up again: its link failed, and it may have moved.
+        case lookUpAgain(UUID)
         /// Call ``redialDue(_:)`` for this target after the delay.
         case scheduleRedial(DialTarget.Key, after: Duration)
     }
@@ -219,8 +221,10 @@ package struct PeerTableStateMachine: Sendable {
         if error != nil, link.hello != nil, let key = link.target,
            let (endpoint, _) = endpointRecords[key]?.first(where: { $0.value.proved }) {
             // The endpoint that proved the peer carried a link that failed: the peer may have
-            // moved, so the next dial tries the others first.
+            // moved, so the next dial tries the others first, and discovery looks it up afresh
+            // (a moved peer's new address may reach this side only when asked for).
             endpointFailed(key, endpoint)
+            if case .peer(let peerID) = key { actions.append(.lookUpAgain(peerID)) }
         }
         if let hello = link.hello, active[hello.peerID] == id {
             active[hello.peerID] = nil

@@ -81,6 +81,8 @@ public actor MultipeerSession {
     enum Work: Sendable {
         case dial(LinkID, DialTarget, Dial)
         case redial(DialTarget.Key, after: Duration)
+        /// Ask discovery to look the peer up again.
+        case lookUpAgain(UUID)
         case close(LinkHandle, GoodbyeReason)
         case flush(UUID, LinkID)
         case acknowledged(LinkID, UUID, UInt64)
@@ -197,7 +199,7 @@ public actor MultipeerSession {
                 case .flush(let peerID, let link): deliveries[peerID]?.flushAbandoned(link)
                 case .acknowledged(let id, let peerID, let sequence): acknowledged(through: sequence, by: peerID, on: id)
                 case .reportHeldFailures: reportHeldFailures()
-                case .redial, .suspend: break  // the table dials what it must on resume
+                case .redial, .lookUpAgain, .suspend: break  // the table dials what it must on resume
                 }
             }
             guard resumed else { return }
@@ -262,6 +264,8 @@ public actor MultipeerSession {
                 switch item {
                 case .dial(let id, let target, let dial):
                     group.addTask { await self.dial(id, target, dial, linkConfiguration, discovery.source) }
+                case .lookUpAgain(let peerID):
+                    discovery.source.refresh(peerID)
                 case .redial(let key, let delay):
                     group.addTask {
                         try? await Task.sleep(for: delay)
@@ -656,6 +660,8 @@ public actor MultipeerSession {
                 work.yield(.dial(id, target, dial))
             case .addEndpoints(let id, let endpoints):
                 dials[id]?.yield(.added(endpoints))
+            case .lookUpAgain(let peerID):
+                work.yield(.lookUpAgain(peerID))
             case .close(let id, let reason):
                 if let handle = links[id] { work.yield(.close(handle, reason)) }
             case .peerJoined(let id, let hello):

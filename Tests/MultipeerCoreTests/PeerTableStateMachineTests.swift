@@ -206,9 +206,15 @@ import Testing
         // withdrawn), and the link fails.
         _ = table.discovered(DialTarget(peerID: Self.low, endpoints: [old, new]))
         let failure = MultipeerError(.keepaliveTimeout, "silent")
-        guard case .scheduleRedial(let key, _)? = table.linkClosed(first, error: failure).last,
-              case .dial(_, let next)? = table.redialDue(key).first else { Issue.record("expected a redial"); return }
+        let actions = table.linkClosed(first, error: failure)
+        #expect(actions.contains(.lookUpAgain(Self.low)), "discovery asked for the peer's records afresh")
+        guard case .scheduleRedial(let key, _)? = actions.last,
+              case .dial(let second, let next)? = table.redialDue(key).first else { Issue.record("expected a redial"); return }
         #expect(next.endpoints == [new, old])
+        // A link that ends with GOODBYE says nothing about where the peer is.
+        table.endpointProved(.peer(Self.low), new)
+        _ = table.linkEstablished(second, hello: Self.hello(Self.low))
+        #expect(!table.linkClosed(second, goodbye: .shutdown).contains(.lookUpAgain(Self.low)))
     }
 
     @Test func aTargetWithoutEndpointsIsNotDialledUntilOneAppears() {
@@ -280,7 +286,7 @@ final class InMemoryNetwork {
                 pending += tables[far.owner]!.linkClosed(far.link, goodbye: reason).map { (far.owner, $0) }
             case .scheduleRedial(let key, _):
                 pendingRedials.append((owner, key))
-            case .peerJoined, .peerLeft, .addEndpoints:
+            case .peerJoined, .peerLeft, .addEndpoints, .lookUpAgain:
                 break
             }
         }
