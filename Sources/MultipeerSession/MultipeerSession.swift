@@ -399,17 +399,10 @@ public actor MultipeerSession {
         var failure: MultipeerError?
         for key in configuration.tls.keys.keys.reversed() {
             do {
-                let pending = try await PeerConnection.connect(
-                    host: endpoint.host, port: endpoint.port, configuration: configuration, offering: key.identity, expecting: target.peerID)
-                let channel = pending.channel.channel
-                let answerTimeout = Self.answerTimeout(configuration)
-                let silence = channel.eventLoop.scheduleTask(in: TimeAmount(answerTimeout)) {
-                    channel.pipeline.fireErrorCaught(MultipeerError(
-                        .handshakeTimeout, "\(endpoint) accepted the connection but sent nothing within \(answerTimeout)"))
-                    channel.close(promise: nil)
-                }
-                pending.answered.whenComplete { _ in silence.cancel() }
-                let connection = try await pending.established()
+                let connection = try await PeerConnection.connect(
+                    host: endpoint.host, port: endpoint.port, configuration: configuration, offering: key.identity, expecting: target.peerID,
+                    answerTimeout: Self.answerTimeout(configuration)
+                ).established()
                 guard case .terminated = events.yield(.established(index)) else { return await runLink(id, connection) }
                 // The dial is over (the session is stopping, and the dial reported): close it here.
                 try? await connection.channel.executeThenClose { _, _ in

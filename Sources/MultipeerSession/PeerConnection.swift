@@ -39,7 +39,8 @@ package struct LinkConfiguration: Sendable {
     /// - Parameters:
     ///   - keyIdentity: For a dialler, the group key it offers (nil: the newest).
     ///   - expectedPeer: For a dialler, the peer discovery placed at the address, if it said.
-    ///   - firstBytesTimeout: For a listener, how soon the connection must send something.
+    ///   - firstBytesTimeout: How soon the other end must send something: for a listener, the
+    ///     connection's ClientHello; for a dialler, the answer to its own.
     func configure(
         _ channel: any Channel, role: TLSEngine.Role, offering keyIdentity: String? = nil, expecting expectedPeer: UUID? = nil,
         firstBytesTimeout: Duration? = nil
@@ -55,9 +56,7 @@ package struct LinkConfiguration: Sendable {
         let handlers = channel.pipeline.syncOperations
         // Linux before 6.15 has no such option: its TCP then backs off as it always did.
         try? channel.syncOptions?.setOption(LinkConfiguration.maximumRetransmissionTimeout, value: 1_000)
-        if let firstBytesTimeout { try handlers.addHandler(FirstBytesDeadline(firstBytesTimeout)) }
-        let answered = channel.eventLoop.makePromise(of: Void.self)
-        if role == .client { try handlers.addHandler(FirstBytesSignal(answered)) } else { answered.succeed() }
+        if let firstBytesTimeout { try handlers.addHandler(FirstBytesDeadline(firstBytesTimeout, role: role)) }
         try handlers.addHandler(InboundActivityHandler(keepalive: keepalive))
         try handlers.addHandler(TLSHandler(engine: engine))
         try handlers.addHandler(ByteToMessageHandler(FrameDecoder(maximumLength: maximumFrameLength, firstFrameMaximumLength: Hello.maximumLength)))
@@ -69,9 +68,7 @@ package struct LinkConfiguration: Sendable {
         // this: an async channel nobody claims is always finished.
         let claim = LinkClaim(asyncChannel)
         channel.closeFuture.whenComplete { _ in claim.closeIfAbandoned() }
-        return PendingLink(
-            channel: asyncChannel, hello: link.hello, answered: answered.futureResult, remoteAddress: channel.remoteAddress, quality: quality,
-            claim: claim)
+        return PendingLink(channel: asyncChannel, hello: link.hello, remoteAddress: channel.remoteAddress, quality: quality, claim: claim)
     }
 
     var tcpUserTimeoutOption: (ChannelOptions.Types.SocketOption, SocketOptionValue)? {
@@ -95,18 +92,21 @@ package struct LinkConfiguration: Sendable {
     }
 }
 
-/// Closes an inbound connection that sends nothing within its deadline (a peer sends its
-/// ClientHello as it connects; a stranger holding a connection open says nothing), with a
-/// `handshakeTimeout` failure; leaves the pipeline at the first bytes.
+/// Closes a connection whose other end sends nothing within its deadline, with a
+/// `handshakeTimeout` failure; leaves the pipeline at the first bytes. A peer sends its
+/// ClientHello as it connects, and answers one a round trip later; a stranger holding a
+/// connection open (or a sink an advert points at) says nothing.
 final class FirstBytesDeadline: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
 
     private let timeout: Duration
+    private let role: TLSEngine.Role
     private var timer: Scheduled<Void>?
 
-    init(_ timeout: Duration) {
+    init(_ timeout: Duration, role: TLSEngine.Role) {
         self.timeout = timeout
+        self.role = role
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -132,10 +132,13 @@ final class FirstBytesDeadline: ChannelInboundHandler, RemovableChannelHandler {
     private func start(_ context: ChannelHandlerContext) {
         guard timer == nil else { return }
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        let (timeout, address) = (timeout, context.channel.remoteAddress?.displayString ?? "unknown")
+        let address = context.channel.remoteAddress?.displayString ?? "unknown"
+        let message = role == .server
+            ? "the connection from \(address) sent nothing within \(timeout) (Limits.firstBytesTimeout)"
+            : "\(address) accepted the connection but sent nothing within \(timeout)"
         timer = context.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
             let context = loopBound.value
-            context.fireErrorCaught(MultipeerError(.handshakeTimeout, "the connection from \(address) sent nothing within \(timeout) (Limits.firstBytesTimeout)"))
+            context.fireErrorCaught(MultipeerError(.handshakeTimeout, message))
             context.close(promise: nil)
         }
     }
@@ -144,44 +147,10 @@ final class FirstBytesDeadline: ChannelInboundHandler, RemovableChannelHandler {
 @available(*, unavailable)
 extension FirstBytesDeadline: Sendable {}
 
-/// Says when a connection's first bytes arrive (the other end answers at all), then leaves the pipeline.
-final class FirstBytesSignal: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = ByteBuffer
-    typealias InboundOut = ByteBuffer
-
-    private let answered: EventLoopPromise<Void>
-    private var done = false
-
-    init(_ answered: EventLoopPromise<Void>) {
-        self.answered = answered
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if !done {
-            done = true
-            answered.succeed()
-        }
-        context.fireChannelRead(data)
-        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
-    }
-
-    func handlerRemoved(context: ChannelHandlerContext) {
-        guard !done else { return }
-        done = true
-        answered.fail(ChannelError.ioOnClosedChannel)
-    }
-}
-
-@available(*, unavailable)
-extension FirstBytesSignal: Sendable {}
-
 /// A connection whose TLS and HELLO exchange are still under way.
 struct PendingLink: Sendable {
     var channel: NIOAsyncChannel<LinkMessage, LinkMessage>
     var hello: EventLoopFuture<Hello>
-    /// For a dialler: succeeds when the first bytes arrive from the other end (fails if it
-    /// closes first). Succeeded from the start for a listener.
-    var answered: EventLoopFuture<Void>
     var remoteAddress: SocketAddress?
     var quality: LinkQualityBox
     var claim: LinkClaim
@@ -246,10 +215,11 @@ package struct PeerConnection: Sendable {
     }
 
     /// Opens the TCP connection to `host:port` and starts TLS and the HELLO exchange on it;
-    /// ``PendingLink/established()`` waits for them.
+    /// ``PendingLink/established()`` waits for them. With `answerTimeout`, the other end must
+    /// answer that soon after accepting the connection.
     static func connect(
         host: String, port: Int, configuration: LinkConfiguration, offering keyIdentity: String?, expecting expectedPeer: UUID?,
-        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        answerTimeout: Duration? = nil, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> PendingLink {
         var bootstrap = ClientBootstrap(group: group)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
@@ -260,7 +230,9 @@ package struct PeerConnection: Sendable {
         }
         do {
             return try await bootstrap.connect(host: host, port: port) { channel in
-                channel.eventLoop.makeCompletedFuture { try configuration.configure(channel, role: .client, offering: keyIdentity, expecting: expectedPeer) }
+                channel.eventLoop.makeCompletedFuture {
+                    try configuration.configure(channel, role: .client, offering: keyIdentity, expecting: expectedPeer, firstBytesTimeout: answerTimeout)
+                }
             }
         } catch let error as MultipeerError {
             throw error
