@@ -2,6 +2,7 @@ import Foundation
 import MultipeerTestSupport
 import Glibc
 import MultipeerCore
+import NIOConcurrencyHelpers
 
 /// What one scenario found.
 struct ScenarioResult: Codable {
@@ -363,34 +364,37 @@ func partition(_ host: Host, from others: [Host], _ action: String) async throws
 /// left running there, its lines read as they come), for at most 20 s.
 /// Waits until `host`'s Avahi has resolved an advert of `serviceType` at `address`.
 func waitForAdvert(of serviceType: String, at address: String, seenFrom host: Host) async throws {
+    let seen = try await resolvedAdverts(of: serviceType, seenFrom: host) { $0.contains { $0[7] == address } }
+    guard seen.contains(where: { $0[7] == address }) else {
+        throw HostSuiteError("\(host.name) saw no advert of \(serviceType) at \(address) within 20 s")
+    }
+}
+
+/// Waits until `host`'s Avahi has resolved `count` adverts of `serviceType` pointing at `port`.
+func waitForAdverts(of serviceType: String, atPort port: Int, count: Int, seenFrom host: Host) async throws {
+    let names: @Sendable ([[String]]) -> Set<String> = { Set($0.filter { $0[8] == "\(port)" }.map { $0[3] }) }
+    let seen = try await resolvedAdverts(of: serviceType, seenFrom: host) { names($0).count >= count }
+    guard names(seen).count >= count else {
+        throw HostSuiteError("only \(names(seen).count) of \(count) adverts at port \(port) were seen from \(host.name) within 20 s")
+    }
+}
+
+/// Runs avahi-browse in `host` until the resolved adverts seen satisfy `done`, or for 20 s, and
+/// returns them: avahi-browse's parsable fields, "=" then interface, protocol, name, type,
+/// domain, host name, address, port, TXT.
+private func resolvedAdverts(of serviceType: String, seenFrom host: Host, until done: @escaping @Sendable ([[String]]) -> Bool) async throws -> [[String]] {
     let browse = try BackgroundProcess("/usr/bin/nsenter", host.inside(["avahi-browse", "--parsable", "--resolve", "--no-db-lookup", serviceType]), pipes: true)
     defer { browse.stop() }
-    let seen = try? await withDeadline(.seconds(20)) { () async -> Bool in
+    let resolved = NIOLockedValueBox<[[String]]>([])
+    _ = try? await withDeadline(.seconds(20)) { () async -> Bool in
         for await line in browse.lines! {
-            let fields = line.split(separator: ";", omittingEmptySubsequences: false)
-            if line.hasPrefix("=;"), fields.count > 7, fields[7] == address { return true }
+            let fields = line.split(separator: ";", omittingEmptySubsequences: false).map(String.init)
+            guard line.hasPrefix("=;"), fields.count > 8 else { continue }
+            if done(resolved.withLockedValue { $0.append(fields); return $0 }) { return true }
         }
         return false
     }
-    guard seen == true else { throw HostSuiteError("\(host.name) saw no advert of \(serviceType) at \(address) within 20 s") }
-}
-
-func waitForAdverts(of serviceType: String, atPort port: Int, count: Int, seenFrom host: Host) async throws {
-    let browse = try BackgroundProcess("/usr/bin/nsenter", host.inside(["avahi-browse", "--parsable", "--resolve", "--no-db-lookup", serviceType]), pipes: true)
-    defer { browse.stop() }
-    let seen = try? await withDeadline(.seconds(20)) { () async -> Int in
-        var names: Set<Substring> = []
-        for await line in browse.lines! {
-            let fields = line.split(separator: ";", omittingEmptySubsequences: false)
-            guard line.hasPrefix("=;"), fields.count > 8, fields[8] == "\(port)" else { continue }
-            names.insert(fields[3])
-            if names.count >= count { break }
-        }
-        return names.count
-    }
-    guard let seen, seen >= count else {
-        throw HostSuiteError("only \(seen ?? 0) of \(count) adverts at port \(port) were seen from \(host.name) within 20 s")
-    }
+    return resolved.withLockedValue { $0 }
 }
 
 /// Holds 64 silent TCP connections open at each `HOST:PORT` argument, opening another as each
