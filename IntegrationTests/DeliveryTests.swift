@@ -25,15 +25,17 @@ import Testing
                 }
                 // Every 100 to 400 ms, at random, a reset or a short black hole (bytes lost in
                 // the middle of the stream), until everything arrived; the outbox bound is checked
-                // as it goes. (Sleeping here makes faults; it synchronises nothing.)
+                // as it goes. (Sleeping here makes faults; it synchronises nothing.) Stretched
+                // with the test's time scale, as handshakes are: under a sanitizer a handshake
+                // can take longer than 400 ms, and faults that come faster leave no link up.
                 group.addTask {
                     while !Task.isCancelled {
-                        try await Task.sleep(for: .milliseconds(Int.random(in: 100...400)))
+                        try await Task.sleep(for: TestTime.scaled(.milliseconds(Int.random(in: 100...400))))
                         if Bool.random() {
                             await pair.proxy.resetConnections()
                         } else {
                             pair.proxy.set(.blackHole)
-                            try await Task.sleep(for: .milliseconds(Int.random(in: 50...300)))
+                            try await Task.sleep(for: TestTime.scaled(.milliseconds(Int.random(in: 50...300))))
                             pair.proxy.set(.passThrough)
                         }
                         #expect(await pair.dialler.outboxCount(for: pair.listener.peerID) <= 256)
