@@ -55,7 +55,7 @@ final class SilentConnections: Sendable {
             #expect(own.code == .connectionLimit)
             #expect(own.message == "cut off a handshake from 127.0.0.1: 3 from that source were under way, the limit (Limits.maximumHandshakesPerSource), and another came")
             let evicted = stranger.removeFirst()
-            try await withDeadline(.seconds(20)) { try? await evicted.closeFuture.get() }
+            try await withDeadline(.seconds(20)) { try await evicted.waitUntilClosed() }
             #expect(stranger.allSatisfy { $0.isActive })
             // Another host (127.0.0.2) fills the last handshake; a third (127.0.0.3) finds every
             // handshake taken, and the busiest source's oldest makes room for it.
@@ -82,7 +82,7 @@ final class SilentConnections: Sendable {
             let failure = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
             #expect(failure.code == .handshakeTimeout)
             #expect(failure.message.hasSuffix("sent nothing within \(TestTime.scaled(.milliseconds(300))) (Limits.firstBytesTimeout)"), "\(failure)")
-            try await withDeadline(.seconds(20)) { try? await silent.closeFuture.get() }
+            try await withDeadline(.seconds(20)) { try await silent.waitUntilClosed() }
             #expect(ContinuousClock.now - started < .seconds(30), "closed long before the handshake timeout")
             _ = silent
             try await BadPeerTests.expectStillServing(server)
@@ -120,6 +120,40 @@ final class SilentConnections: Sendable {
                 }
             }
             #expect(try await roundTrip("second", over: second) == "second")
+        }
+    }
+
+    /// Connections keep arriving while the listener stops: every one it accepted is closed (the
+    /// other end sees it end), also one NIO was still setting up as the listener closed, which
+    /// NIO itself then drops without closing. Deadlines are far off, so only the stop closes them.
+    @Test(.scaledTimeLimit(minutes: 2))
+    func aListenerStoppedWhileConnectionsArriveLeavesNoneOfThemOpen() async throws {
+        let configuration = try LinkFixtures.configuration(name: "server", handshakeTimeout: .seconds(600))
+        let limits = MultipeerSession.Limits(
+            maximumHandshakes: 1_000, maximumInboundLinks: 1_000, maximumHandshakesPerSource: 1_000, firstBytesTimeout: .seconds(600))
+        for _ in 0..<4 {
+            let server = try await TestListener(host: "127.0.0.1", configuration: configuration, limits: limits, onLink: echo)
+            let made = NIOLockedValueBox(0)
+            let connections = await withTaskGroup(of: (any Channel)?.self) { group in
+                for index in 0..<300 {
+                    group.addTask {
+                        let channel = try? await SilentConnections.open(port: server.port, from: "127.0.0.\(index % 8 + 1)")
+                        // The first byte of a ClientHello, no more: a connection the listener's
+                        // full backlog never took is reset by this, not left to look open.
+                        try? await channel?.writeAndFlush(ByteBuffer(bytes: [0x16]))
+                        // The listener stops once a third are in, with the rest still arriving.
+                        if channel != nil, made.withLockedValue({ $0 += 1; return $0 }) == 100 { await server.stop() }
+                        return channel
+                    }
+                }
+                return await group.reduce(into: [any Channel]()) { if let channel = $1 { $0.append(channel) } }
+            }
+            await server.stop()
+            #expect(connections.count >= 100)
+            let allClosed: Void? = try? await withDeadline(.seconds(30)) {
+                for channel in connections { try await channel.waitUntilClosed() }
+            }
+            #expect(allClosed != nil, "\(connections.filter(\.isActive).count) of \(connections.count) connections still open")
         }
     }
 }

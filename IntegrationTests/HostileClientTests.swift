@@ -104,7 +104,7 @@ enum RawTLSClient {
             let failure = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
             #expect(failure.code == .handshakeTimeout)
             #expect(failure.message.contains("did not complete the TLS handshake within \(TestTime.scaled(.seconds(1)))"), "\(failure)")
-            try await withDeadline(.seconds(20)) { try? await channel.closeFuture.get() }
+            try await withDeadline(.seconds(20)) { try await channel.waitUntilClosed() }
             trickle.cancel()
             #expect(await trickle.value > 0, "cut off before the ClientHello was through")
             try await BadPeerTests.expectStillServing(server)

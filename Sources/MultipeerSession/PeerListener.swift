@@ -30,6 +30,8 @@ final class Admission: Sendable {
         var pending: [UInt64: Pending] = [:]
         var perSource: [String: Int] = [:]
         var links = 0
+        /// The listener is stopping: every connection from now on is refused (and closed).
+        var stopped = false
     }
 
     let handshakes: Int
@@ -54,6 +56,9 @@ final class Admission: Sendable {
     func admit(_ channel: any Channel, from address: SocketAddress?) -> Decision {
         let source = Self.source(of: address)
         return state.withLockedValue { state in
+            if state.stopped {
+                return .refused(MultipeerError(.sessionState, "refused a connection from \(source): the listener is stopping"))
+            }
             if state.pending.count + state.links >= links {
                 return .refused(MultipeerError(
                     .connectionLimit,
@@ -93,10 +98,19 @@ final class Admission: Sendable {
         state.withLockedValue { $0.links -= 1 }
     }
 
-    /// Closes every handshake under way, whether or not the listener's reader has taken it yet
-    /// (the listener is stopping), and returns once they are closed.
-    func closeHandshakes() async {
-        let channels = state.withLockedValue { $0.pending.values.map(\.channel) }
+    /// The listener is stopping: closes every handshake under way, whether or not the listener's
+    /// reader has taken it yet, and refuses every connection admitted from now on; returns once
+    /// they are closed.
+    ///
+    /// A connection NIO accepted just before the listener closed may still be in its
+    /// initializer: NIO then drops the channel it made (the closed listener cannot register it),
+    /// neither closed nor referenced, with its socket and handlers. Refused here, the initializer
+    /// closes it instead.
+    func stop() async {
+        let channels = state.withLockedValue { state in
+            state.stopped = true
+            return state.pending.values.map(\.channel)
+        }
         for channel in channels { try? await channel.close() }
     }
 
@@ -134,8 +148,8 @@ final class Admission: Sendable {
 enum Accepted: Sendable {
     /// Admitted: TLS and HELLO are under way.
     case pending(PendingLink, Admission.Ticket)
-    /// Beyond the limits: no handlers, nothing read, closed; to be reported. The address is
-    /// read on the channel's event loop, as it is accepted.
+    /// Beyond the limits, or come as the listener stops: no handlers, nothing read, closed; to
+    /// be reported. The address is read on the channel's event loop, as it is accepted.
     case refused(SocketAddress?, MultipeerError)
 }
 
@@ -196,7 +210,9 @@ package final class PeerListener: Sendable {
                         do {
                             return .pending(try configuration.configure(channel, role: .server, firstBytesTimeout: limits.firstBytesTimeout), ticket)
                         } catch {
+                            // NIO drops a connection whose initializer failed without closing it.
                             admission.handshakeEnded(ticket, established: false)
+                            channel.close(promise: nil)
                             throw error
                         }
                     }
@@ -223,10 +239,10 @@ package final class PeerListener: Sendable {
         do {
             try await serve(onLink: onLink, onFailure: onFailure)
         } catch {
-            await admission.closeHandshakes()
+            await admission.stop()
             throw error
         }
-        await admission.closeHandshakes()
+        await admission.stop()
     }
 
     private func serve(
