@@ -1,6 +1,7 @@
 import Foundation
 import MultipeerCore
-import MultipeerDiscovery
+@testable import MultipeerDiscovery
+import Logging
 import MultipeerTestSupport
 import Testing
 
@@ -157,6 +158,49 @@ struct DiscoveryTests {
         if case .found(let advert)? = updated.last { #expect(advert.metadata == ["seat": "R"]) }
         advertiser.stop()
     }
+
+    /// Anyone on the network can publish adverts. A flood of them (here from another Avahi
+    /// client, as from another host) is resolved only up to ``AvahiBrowser/maximumInstances``
+    /// at once: the one beyond is ignored and logged, and an instance withdrawn makes room for
+    /// the next newcomer.
+    @Test(.scaledTimeLimit(minutes: 3))
+    func aFloodOfAdvertsIsResolvedOnlyUpToTheInstanceLimit() async throws {
+        let type = try Self.uniqueServiceType()
+        let (warnings, warning) = AsyncStream<String>.makeStream()
+        let browsing = try AvahiConnection(logger: Logger(label: "test") { _ in RecordingLogHandler(warning) })
+        let browse = PeerBrowser(serviceType: type, localPeerID: UUID(), connection: browsing).browse()
+        // A client of its own: the daemon allows each client 1,024 objects, the browser 512
+        // resolvers and the flood one entry group per advert.
+        let flooding = try AvahiConnection()
+        let peers = (0...AvahiBrowser.maximumInstances).map { _ in UUID() }
+        let flood = try peers.map { peer in
+            try PeerAdvertiser(
+                serviceType: type, port: 7000, txt: AdvertTXT(peerID: peer, incarnation: 1, displayName: "rogue"), connection: flooding)
+        }
+        defer { flood.forEach { $0.stop() } }
+        let names = Set(try await withThrowingTaskGroup(of: String.self) { group in
+            for advertiser in flood { group.addTask { try await Self.established(advertiser) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        })
+
+        // Every instance but one is resolved, and the one left out is named in a warning.
+        var events = try await collect(browse, timeout: .seconds(60)) { Set(Self.foundIDs($0)).count == AvahiBrowser.maximumInstances }
+        let logged = try #require(try await collect(warnings, timeout: .seconds(60)) { !$0.isEmpty }.first)
+        let ignored = try #require(names.first { logged.hasSuffix("ignored 1 DNS-SD instance(s) of \(type.rawValue), the last \($0): \(AvahiBrowser.maximumInstances) are resolved already (is someone flooding the network with adverts?)") }, "\(logged)")
+        let ignoredID = try #require(UUID(uuidString: ignored))  // (an instance is named by its peer)
+        #expect(!Self.foundIDs(events).contains(ignoredID))
+
+        // An instance withdrawn makes room: a newcomer is resolved, the ignored one still is not.
+        let withdrawn = try #require(Self.foundIDs(events).first)
+        flood[peers.firstIndex(of: withdrawn)!].stop()
+        events = try await collect(browse, timeout: .seconds(60)) { Self.lostIDs($0).contains(withdrawn) }
+        let newcomerID = UUID()
+        let newcomer = try PeerAdvertiser(
+            serviceType: type, port: 7001, txt: AdvertTXT(peerID: newcomerID, incarnation: 1, displayName: "newcomer"), connection: flooding)
+        defer { newcomer.stop() }
+        events = try await collect(browse, timeout: .seconds(60)) { Self.foundIDs($0).contains(newcomerID) }
+        #expect(!Self.foundIDs(events).contains(ignoredID))
+    }
 }
 
 /// Tests that stop and start the sandbox's avahi-daemon: only alone with it (``runningAlone``),
@@ -203,4 +247,25 @@ struct DaemonRestartTests {
 
 extension String {
     func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
+}
+
+/// Passes every message logged at warning level or above to a stream.
+struct RecordingLogHandler: LogHandler {
+    let messages: AsyncStream<String>.Continuation
+    var logLevel: Logger.Level = .warning
+    var metadata: Logger.Metadata = [:]
+    var metadataProvider: Logger.MetadataProvider?
+
+    init(_ messages: AsyncStream<String>.Continuation) {
+        self.messages = messages
+    }
+
+    func log(event: LogEvent) {
+        messages.yield("\(event.message)")
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
 }
