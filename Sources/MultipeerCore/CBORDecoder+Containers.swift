@@ -1,0 +1,288 @@
+import NIOCore
+
+/// The `Decoder` of one data item (checked well-formed by ``CBORReader/skip(at:depth:codingPath:)``).
+struct CBORValueDecoder: Decoder {
+    let reader: CBORReader
+    let index: Int
+    let codingPath: [any CodingKey]
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        KeyedDecodingContainer(try CBORKeyedDecoder<Key>(reader: reader, index: index, codingPath: codingPath))
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        try CBORUnkeyedDecoder(reader: reader, index: index, codingPath: codingPath)
+    }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer {
+        CBORSingleValueDecoder(reader: reader, index: index, codingPath: codingPath)
+    }
+}
+
+/// A map's entries, found once; looked up in the order they were written (the usual case,
+/// one comparison a key), else by a search. (A class: the protocol's lookups do not mutate.)
+final class CBORKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let reader: CBORReader
+    let codingPath: [any CodingKey]
+    /// Each entry's key and where its value is.
+    private let entries: [(key: String, value: Int)]
+    /// The entry after the last one looked up.
+    private var next = 0
+
+    init(reader: CBORReader, index: Int, codingPath: [any CodingKey]) throws {
+        self.reader = reader
+        self.codingPath = codingPath
+        let head = try reader.head(at: index, codingPath)
+        guard head.major == .map else { throw reader.mismatch([String: Any].self, at: index, codingPath, found: head) }
+        var entries: [(key: String, value: Int)] = []
+        var position = head.end
+        var remaining = head.isIndefinite ? Int.max : Int(head.argument)
+        while remaining > 0 {
+            if head.isIndefinite, try reader.isBreak(at: position, codingPath) { break }
+            let keyHead = try reader.head(at: position, codingPath)
+            guard keyHead.major == .text else {
+                throw reader.corrupted(at: position, codingPath, "a map key that is \(CBORReader.describe(keyHead)), not a text string")
+            }
+            let key = try reader.text(at: position, codingPath)
+            let value = try reader.skip(at: position, depth: 0, codingPath: codingPath)
+            entries.append((key, value))
+            position = try reader.skip(at: value, depth: 0, codingPath: codingPath)
+            remaining -= 1
+        }
+        if entries.count > 1 {
+            var seen = Set<String>(minimumCapacity: entries.count)
+            for entry in entries where !seen.insert(entry.key).inserted {
+                throw reader.corrupted(at: index, codingPath, "the map has the key \"\(entry.key)\" twice")
+            }
+        }
+        self.entries = entries
+    }
+
+    var allKeys: [Key] { entries.compactMap { Key(stringValue: $0.key) } }
+
+    func contains(_ key: Key) -> Bool {
+        entries.contains { $0.key == key.stringValue }
+    }
+
+    /// Where the value of `key` is.
+    private func value(for key: Key) throws -> Int {
+        let name = key.stringValue
+        if next < entries.count, entries[next].key == name {
+            next += 1
+            return entries[next - 1].value
+        }
+        guard let found = entries.firstIndex(where: { $0.key == name }) else {
+            throw DecodingError.keyNotFound(key, DecodingError.Context(codingPath: codingPath, debugDescription: "no value for the key \"\(name)\""))
+        }
+        next = found + 1
+        return entries[found].value
+    }
+
+    private func present(_ key: Key, _ type: Any.Type) throws -> Int {
+        let index = try value(for: key)
+        guard !reader.isNull(at: index) else {
+            throw DecodingError.valueNotFound(type, DecodingError.Context(codingPath: codingPath + [key], debugDescription: "null where a \(type) was expected"))
+        }
+        return index
+    }
+
+    func decodeNil(forKey key: Key) throws -> Bool {
+        reader.isNull(at: try value(for: key))
+    }
+
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
+        try reader.bool(at: try present(key, type), codingPath + [key])
+    }
+
+    func decode(_ type: String.Type, forKey key: Key) throws -> String {
+        try reader.text(at: try present(key, type), codingPath + [key])
+    }
+
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
+        try reader.double(at: try present(key, type), codingPath + [key])
+    }
+
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float {
+        try reader.float(at: try present(key, type), codingPath + [key])
+    }
+
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try integer(type, key) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try integer(type, key) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try integer(type, key) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try integer(type, key) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try integer(type, key) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try integer(type, key) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try integer(type, key) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try integer(type, key) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try integer(type, key) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try integer(type, key) }
+
+    private func integer<Integer: FixedWidthInteger>(_ type: Integer.Type, _ key: Key) throws -> Integer {
+        try reader.integer(type, at: try present(key, type), codingPath + [key])
+    }
+
+    /// (Null is left to `Value`: an `Optional` takes it.)
+    func decode<Value: Decodable>(_ type: Value.Type, forKey key: Key) throws -> Value {
+        try reader.decode(type, at: try value(for: key), codingPath: codingPath + [key])
+    }
+
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+        KeyedDecodingContainer(try CBORKeyedDecoder<NestedKey>(reader: reader, index: try value(for: key), codingPath: codingPath + [key]))
+    }
+
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+        try CBORUnkeyedDecoder(reader: reader, index: try value(for: key), codingPath: codingPath + [key])
+    }
+
+    func superDecoder() throws -> any Decoder {
+        let key = CBORSuperKey()
+        guard let entry = entries.first(where: { $0.key == key.stringValue }) else {
+            throw DecodingError.keyNotFound(key, DecodingError.Context(codingPath: codingPath, debugDescription: "no value for the key \"super\""))
+        }
+        return CBORValueDecoder(reader: reader, index: entry.value, codingPath: codingPath + [key])
+    }
+
+    func superDecoder(forKey key: Key) throws -> any Decoder {
+        CBORValueDecoder(reader: reader, index: try value(for: key), codingPath: codingPath + [key])
+    }
+}
+
+/// An array's items, read in order.
+struct CBORUnkeyedDecoder: UnkeyedDecodingContainer {
+    let reader: CBORReader
+    let codingPath: [any CodingKey]
+    let count: Int?
+    private(set) var currentIndex = 0
+    /// Where the current item is.
+    private var position: Int
+
+    init(reader: CBORReader, index: Int, codingPath: [any CodingKey]) throws {
+        self.reader = reader
+        self.codingPath = codingPath
+        let head = try reader.head(at: index, codingPath)
+        guard head.major == .array else { throw reader.mismatch([Any].self, at: index, codingPath, found: head) }
+        position = head.end
+        if head.isIndefinite {
+            var count = 0
+            var next = head.end
+            while try !reader.isBreak(at: next, codingPath) {
+                next = try reader.skip(at: next, depth: 0, codingPath: codingPath)
+                count += 1
+            }
+            self.count = count
+        } else {
+            count = Int(head.argument)
+        }
+    }
+
+    var isAtEnd: Bool { currentIndex >= count! }
+
+    private var path: [any CodingKey] { codingPath + [CBORIndexKey(intValue: currentIndex)] }
+
+    /// The current item's index, moving past it.
+    private mutating func take(_ type: Any.Type, allowingNull: Bool = false) throws -> Int {
+        guard !isAtEnd else {
+            throw DecodingError.valueNotFound(type, DecodingError.Context(codingPath: path, debugDescription: "the array has no more items"))
+        }
+        let item = position
+        if !allowingNull, reader.isNull(at: item) {
+            throw DecodingError.valueNotFound(type, DecodingError.Context(codingPath: path, debugDescription: "null where a \(type) was expected"))
+        }
+        position = try reader.skip(at: item, depth: 0, codingPath: path)
+        currentIndex += 1
+        return item
+    }
+
+    mutating func decodeNil() throws -> Bool {
+        guard !isAtEnd, reader.isNull(at: position) else { return false }
+        _ = try take(Never.self, allowingNull: true)
+        return true
+    }
+
+    mutating func decode(_ type: Bool.Type) throws -> Bool {
+        let path = self.path
+        return try reader.bool(at: try take(type), path)
+    }
+
+    mutating func decode(_ type: String.Type) throws -> String {
+        let path = self.path
+        return try reader.text(at: try take(type), path)
+    }
+
+    mutating func decode(_ type: Double.Type) throws -> Double {
+        let path = self.path
+        return try reader.double(at: try take(type), path)
+    }
+
+    mutating func decode(_ type: Float.Type) throws -> Float {
+        let path = self.path
+        return try reader.float(at: try take(type), path)
+    }
+
+    mutating func decode(_ type: Int.Type) throws -> Int { try integer(type) }
+    mutating func decode(_ type: Int8.Type) throws -> Int8 { try integer(type) }
+    mutating func decode(_ type: Int16.Type) throws -> Int16 { try integer(type) }
+    mutating func decode(_ type: Int32.Type) throws -> Int32 { try integer(type) }
+    mutating func decode(_ type: Int64.Type) throws -> Int64 { try integer(type) }
+    mutating func decode(_ type: UInt.Type) throws -> UInt { try integer(type) }
+    mutating func decode(_ type: UInt8.Type) throws -> UInt8 { try integer(type) }
+    mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try integer(type) }
+    mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try integer(type) }
+    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try integer(type) }
+
+    private mutating func integer<Integer: FixedWidthInteger>(_ type: Integer.Type) throws -> Integer {
+        let path = self.path
+        return try reader.integer(type, at: try take(type), path)
+    }
+
+    mutating func decode<Value: Decodable>(_ type: Value.Type) throws -> Value {
+        let path = self.path
+        return try reader.decode(type, at: try take(type, allowingNull: true), codingPath: path)
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+        let path = self.path
+        return KeyedDecodingContainer(try CBORKeyedDecoder<NestedKey>(reader: reader, index: try take(type), codingPath: path))
+    }
+
+    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        let path = self.path
+        return try CBORUnkeyedDecoder(reader: reader, index: try take([Any].self), codingPath: path)
+    }
+
+    mutating func superDecoder() throws -> any Decoder {
+        let path = self.path
+        return CBORValueDecoder(reader: reader, index: try take(Any.self, allowingNull: true), codingPath: path)
+    }
+}
+
+struct CBORSingleValueDecoder: SingleValueDecodingContainer {
+    let reader: CBORReader
+    let index: Int
+    let codingPath: [any CodingKey]
+
+    private func present(_ type: Any.Type) throws -> Int {
+        guard !reader.isNull(at: index) else {
+            throw DecodingError.valueNotFound(type, DecodingError.Context(codingPath: codingPath, debugDescription: "null where a \(type) was expected"))
+        }
+        return index
+    }
+
+    func decodeNil() -> Bool { reader.isNull(at: index) }
+    func decode(_ type: Bool.Type) throws -> Bool { try reader.bool(at: try present(type), codingPath) }
+    func decode(_ type: String.Type) throws -> String { try reader.text(at: try present(type), codingPath) }
+    func decode(_ type: Double.Type) throws -> Double { try reader.double(at: try present(type), codingPath) }
+    func decode(_ type: Float.Type) throws -> Float { try reader.float(at: try present(type), codingPath) }
+    func decode(_ type: Int.Type) throws -> Int { try reader.integer(type, at: try present(type), codingPath) }
+    func decode(_ type: Int8.Type) throws -> Int8 { try reader.integer(type, at: try present(type), codingPath) }
+    func decode(_ type: Int16.Type) throws -> Int16 { try reader.integer(type, at: try present(type), codingPath) }
+    func decode(_ type: Int32.Type) throws -> Int32 { try reader.integer(type, at: try present(type), codingPath) }
+    func decode(_ type: Int64.Type) throws -> Int64 { try reader.integer(type, at: try present(type), codingPath) }
+    func decode(_ type: UInt.Type) throws -> UInt { try reader.integer(type, at: try present(type), codingPath) }
+    func decode(_ type: UInt8.Type) throws -> UInt8 { try reader.integer(type, at: try present(type), codingPath) }
+    func decode(_ type: UInt16.Type) throws -> UInt16 { try reader.integer(type, at: try present(type), codingPath) }
+    func decode(_ type: UInt32.Type) throws -> UInt32 { try reader.integer(type, at: try present(type), codingPath) }
+    func decode(_ type: UInt64.Type) throws -> UInt64 { try reader.integer(type, at: try present(type), codingPath) }
+    func decode<Value: Decodable>(_ type: Value.Type) throws -> Value { try reader.decode(type, at: index, codingPath: codingPath) }
+}
