@@ -185,7 +185,7 @@ final class CBORWriter {
         } else if Value.self == UUID.self {
             writeHead(.tag, CBORByte.uuidTag)
             writeHead(.bytes, 16)
-            withUnsafeBytes(of: (value as! UUID).uuid) { buffer.writeBytes($0) }
+            _ = withUnsafeBytes(of: (value as! UUID).uuid) { buffer.writeBytes($0) }
         } else if Value.self == URL.self {
             writeHead(.tag, CBORByte.uriTag)
             write((value as! URL).absoluteString)
