@@ -22,7 +22,7 @@ test: daemons
 	scripts/consumer.sh
 	scripts/fuzz.sh --corpus-only
 
-# libFuzzer on the frame, HELLO and TXT decoders and navlog messages, FUZZ_SECONDS each (Fuzz/README.md).
+# libFuzzer on the frame, HELLO, TXT and payload decoders and navlog messages, FUZZ_SECONDS each (Fuzz/README.md).
 fuzz: deps
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 

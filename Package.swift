@@ -129,6 +129,9 @@ let package = Package(
         .executableTarget(
             name: "NavlogFuzzer", dependencies: ["FuzzSupport", "NavlogSync"],
             path: "Fuzz/NavlogFuzzer", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "PayloadFuzzer", dependencies: ["FuzzSupport", "MultipeerCore", .product(name: "NIOCore", package: "swift-nio")],
+            path: "Fuzz/PayloadFuzzer", swiftSettings: swiftSettings),
 
         // Benchmarks: our link against a C GnuTLS program and plain TCP, and the rest.
         .target(

@@ -1,7 +1,7 @@
 import Foundation
 package import NIOCore
 
-/// Decodes `Decodable` values from CBOR (RFC 8949) as PROTOCOL.md section 2b maps them: what
+/// Decodes `Decodable` values from CBOR (RFC 8949) as PROTOCOL.md section 2a maps them: what
 /// ``CBOREncoder`` writes, and what another implementation may write in its place (definite or
 /// indefinite lengths, integers and floats of any width, a UUID or URL as plain text).
 ///

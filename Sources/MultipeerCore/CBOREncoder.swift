@@ -2,7 +2,7 @@ import Foundation
 package import NIOCore
 
 /// Encodes `Encodable` values as CBOR (RFC 8949), the binary message encoding of PROTOCOL.md
-/// section 2b: keyed containers as maps with text keys, unkeyed ones as arrays (both of
+/// section 2a: keyed containers as maps with text keys, unkeyed ones as arrays (both of
 /// indefinite length, so the encoder writes as it goes, with no tree and no second pass), `Data`
 /// and `[UInt8]` as byte strings, `Date` as tag 1 (seconds since 1970, float64), `UUID` as tag
 /// 37 (16 bytes), `URL` as tag 32 (its absolute string).

@@ -50,6 +50,10 @@ extension MultipeerSession {
         public var statsInterval: Duration?
         /// Where the session logs, with `multipeer.*` metadata keys.
         public var logger: Logger
+        /// How messages are encoded, unless their type says (``MultipeerMessage/wireEncoding``):
+        /// JSON (the default, which every release reads) or `MessageEncoding.binary`. Messages
+        /// of either encoding are received.
+        public var messageEncoding = MessageEncoding.json
 
         /// A configuration with the defaults of every section not given.
         public init(

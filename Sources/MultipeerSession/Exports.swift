@@ -6,6 +6,7 @@
 @_exported public import struct MultipeerCore.GoodbyeReason
 @_exported public import struct MultipeerCore.KeepaliveParameters
 @_exported public import struct MultipeerCore.LinkQuality
+@_exported public import struct MultipeerCore.MessageEncoding
 @_exported public import struct MultipeerCore.MultipeerError
 @_exported public import enum MultipeerCore.PeerLeftReason
 @_exported public import struct MultipeerCore.PeerKey

@@ -7,9 +7,12 @@
 /// Conform to this protocol to choose the name instead: to tell apart two types of the same
 /// name, or to keep a name when a type is renamed or moved.
 ///
+/// A conforming type may also choose its encoding, whatever the session's.
+///
 /// ```swift
 /// struct PositionReport: MultipeerMessage {
 ///     static var wireName: String { "navlog.position.v1" }
+///     static var wireEncoding: MessageEncoding? { .binary }
 ///     var latitude: Double
 ///     var longitude: Double
 /// }
@@ -18,4 +21,11 @@ public protocol MultipeerMessage: Codable, Sendable {
     /// The name this type's messages travel under: at most 255 bytes of UTF-8; both sides must
     /// use the same one.
     static var wireName: String { get }
+    /// How this type's messages are encoded; nil (the default) for the session's
+    /// ``MultipeerSession/Configuration/messageEncoding``. Receivers read either encoding.
+    static var wireEncoding: MessageEncoding? { get }
+}
+
+extension MultipeerMessage {
+    public static var wireEncoding: MessageEncoding? { nil }
 }

@@ -107,16 +107,22 @@ extension MultipeerSession {
         try await write(try encode(message, as: typeName), on: id)
     }
 
+    /// The encoding `Message` travels in: its own choice, else the session's.
+    nonisolated func wireEncoding<Message>(of type: Message.Type) -> MessageEncoding {
+        (type as? any MultipeerMessage.Type)?.wireEncoding ?? configuration.messageEncoding
+    }
+
     private nonisolated func encode<Message: Codable & Sendable>(
         _ message: Message, as typeName: String = wireName(of: Message.self)
     ) throws -> DataMessage {
-        let payload: Data
+        var payload = ByteBuffer()
+        let encoding = wireEncoding(of: Message.self)
         do {
-            payload = try JSONEncoder().encode(message)
+            try encoding.encode(message, into: &payload)
         } catch {
-            throw MultipeerError(.codingFailed, "a \(typeName) could not be encoded", underlying: "\(error)")
+            throw MultipeerError(.codingFailed, "a \(typeName) could not be encoded (\(encoding))", underlying: "\(error)")
         }
-        return try DataMessage(sequence: 0, typeName: typeName, payload: ByteBuffer(bytes: payload))
+        return try DataMessage(sequence: 0, typeName: typeName, payload: payload)
     }
 
     /// Whether the peer takes `message`; logs a notice when it does not.

@@ -112,7 +112,7 @@ final class Subscriptions: Sendable {
             offer: { peer, value, cost, whenRoom in buffer.offer((peer, value as! Message), cost: cost, whenRoom: whenRoom) },
             finish: { buffer.finish() })
         let decode: @Sendable (ByteBuffer) throws -> any Sendable = { payload in
-            try JSONDecoder().decode(Message.self, from: Data(payload.readableBytesView))
+            try MessageEncoding.decode(Message.self, from: payload)
         }
         let undecodable = state.withLockedValue { state -> [SessionEvent] in
             guard !state.finished else {

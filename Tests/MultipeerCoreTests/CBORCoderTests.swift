@@ -3,7 +3,7 @@ import MultipeerCore
 import NIOCore
 import Testing
 
-/// The binary message encoding (CBOR, PROTOCOL.md 2b): what it writes byte for byte, that every
+/// The binary message encoding (CBOR, PROTOCOL.md 2a): what it writes byte for byte, that every
 /// Codable shape comes back as it went, what another implementation may write instead, and that
 /// malformed bytes from the network are refused with a `DecodingError`.
 @Suite struct CBORCoderTests {
@@ -66,7 +66,7 @@ import Testing
         #expect(specials[0] == .infinity && specials[1].sign == .minus && specials[2].isNaN && specials[3] == .leastNonzeroMagnitude)
     }
 
-    /// The vectors of PROTOCOL.md 2b.
+    /// The vectors of PROTOCOL.md 2a.
     @Test func writesTheSpecifiedBytes() throws {
         // {"text": "hi"}: an indefinite map, a 4-byte text key, a 2-byte text value, a break.
         #expect(try Self.encoded(Note(text: "hi")) == [0xBF, 0x64, 0x74, 0x65, 0x78, 0x74, 0x62, 0x68, 0x69, 0xFF])

@@ -41,6 +41,32 @@ import Testing
     }
 
     /// A message of a type nobody here subscribes to is reported, once for its name.
+    /// A type that asks for the binary encoding, with a `Data` field.
+    struct Sample: MultipeerMessage, Equatable {
+        static var wireName: String { "consumer.sample" }
+        static var wireEncoding: MessageEncoding? { .binary }
+        var taken: Date
+        var bytes: Data
+    }
+
+    /// Binary messages, chosen by the type or by the sender's configuration, reach a receiver
+    /// that sends JSON itself: it needs no setting.
+    @Test func binaryMessagesReachAReceiverThatSendsJSON() async throws {
+        try await withPair(diallerEncoding: .binary) { listener, dialler in
+            let samples = listener.messages(of: Sample.self)
+            let notes = listener.messages(of: ProgramA.Note.self)
+            let sample = Sample(taken: Date(timeIntervalSince1970: 1_795_000_000), bytes: Data((0...255).map(UInt8.init)))
+            try await dialler.send(sample, to: listener.peerID)
+            try await dialler.send(ProgramA.Note(text: "binary by configuration"), to: listener.peerID)
+            #expect(try await within(30, "the sample") { await samples.first { _ in true }?.message } == sample)
+            #expect(try await within(30, "the note") { await notes.first { _ in true }?.message } == ProgramA.Note(text: "binary by configuration"))
+            // And JSON back the other way.
+            let replies = dialler.messages(of: ProgramA.Note.self)
+            try await listener.send(ProgramA.Note(text: "json"), to: dialler.peerID)
+            #expect(try await within(30, "the reply") { await replies.first { _ in true }?.message } == ProgramA.Note(text: "json"))
+        }
+    }
+
     @Test func aMessageOfATypeNobodyKnowsIsReportedOnce() async throws {
         try await withPair { listener, dialler in
             let events = listener.events

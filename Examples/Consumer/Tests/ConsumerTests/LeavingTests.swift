@@ -33,9 +33,10 @@ import Testing
         var limits = MultipeerSession.Limits(sendTimeout: .seconds(1))
         limits.outbox = BufferLimits(maximumCount: 4, maximumBytes: 1 << 20)
         try await Self.withDeparture(limits: limits) { dialler, gone, stop in
+            // The timeout counts from the peer's leaving, which comes after this.
+            let started = ContinuousClock.now
             await stop()
             for number in 0..<4 { try await dialler.send(Note(text: "\(number)"), to: gone) }  // queued for its return
-            let started = ContinuousClock.now
             let error = try await within(30, "the send to give up") { () -> MultipeerError? in
                 do {
                     try await dialler.send(Note(text: "one too many"), to: gone)

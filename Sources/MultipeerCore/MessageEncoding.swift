@@ -1,0 +1,47 @@
+import Foundation
+package import NIOCore
+
+/// How a message's fields travel in its DATA payload: as JSON (the default) or in the compact
+/// binary encoding, CBOR (RFC 8949), where `Data` and `[UInt8]` fields are raw bytes and numbers
+/// take a few bytes each (PROTOCOL.md sections 2 and 2a).
+///
+/// A receiver reads either whatever it sends itself: a binary payload starts with CBOR's
+/// self-describing tag (`D9 D9 F7`), which no JSON text does. So the choice is the sender's, per
+/// message type (`MultipeerMessage.wireEncoding`) or per session
+/// (`MultipeerSession.Configuration.messageEncoding`), and peers of either choice talk.
+/// A peer of an earlier release reads JSON only.
+public struct MessageEncoding: Hashable, Sendable, CustomStringConvertible {
+    private let name: String
+    private init(_ name: String) { self.name = name }
+
+    /// JSON, as Foundation's `JSONEncoder` writes it: `Data` fields in base64.
+    public static let json = MessageEncoding("json")
+    /// CBOR: smaller and faster to write and read, `Data` and `[UInt8]` fields as raw bytes.
+    public static let binary = MessageEncoding("binary")
+
+    /// `json` or `binary`.
+    public var description: String { name }
+
+    /// The first bytes of every binary payload: CBOR tag 55799, "self-described CBOR".
+    package static let binaryPrefix: [UInt8] = [0xD9, 0xD9, 0xF7]
+
+    /// Appends `value`'s payload to `buffer`.
+    package func encode<Value: Encodable>(_ value: Value, into buffer: inout ByteBuffer) throws {
+        if self == .binary {
+            buffer.writeBytes(Self.binaryPrefix)
+            try CBOREncoder().encode(value, into: &buffer)
+        } else {
+            buffer.writeBytes(try JSONEncoder().encode(value))
+        }
+    }
+
+    /// Decodes a payload of either encoding.
+    package static func decode<Value: Decodable>(_ type: Value.Type, from payload: ByteBuffer) throws -> Value {
+        var payload = payload
+        if payload.readableBytesView.starts(with: binaryPrefix) {
+            payload.moveReaderIndex(forwardBy: binaryPrefix.count)
+            return try CBORDecoder().decode(type, from: payload)
+        }
+        return try JSONDecoder().decode(type, from: Data(payload.readableBytesView))
+    }
+}
