@@ -192,6 +192,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "SessionBenchmark",
+            dependencies: [
+                "BenchmarkSupport", "MultipeerSession",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/SessionBenchmark",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "DeliveryBenchmark",
             dependencies: [
                 "BenchmarkSupport", "MultipeerSession", "MultipeerTLS", "MultipeerTestSupport",
