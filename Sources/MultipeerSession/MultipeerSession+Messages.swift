@@ -41,10 +41,15 @@ extension MultipeerSession {
     ///   for `Limits.sendTimeout` with its outbox full, or was forgotten; `messageTooLarge` when
     ///   the message makes a frame larger than the peer takes (its `Limits.maximumFrameLength`,
     ///   announced in HELLO); `codingFailed`.
-    public func send<Message: Codable & Sendable>(
+    public nonisolated func send<Message: Codable & Sendable>(
         _ message: Message, to peerID: UUID, delivery: Delivery = .reliable, awaitAcknowledgement: Bool = false
     ) async throws {
-        let data = try encode(message)
+        // Encoded in the caller's task, before the hop onto the actor: senders encode in
+        // parallel, and a large message holds up nobody else's.
+        try await send(encoded: try encode(message), to: peerID, delivery: delivery, awaitAcknowledgement: awaitAcknowledgement)
+    }
+
+    private func send(encoded data: DataMessage, to peerID: UUID, delivery: Delivery, awaitAcknowledgement: Bool) async throws {
         try checkFits(data, to: peerID)
         switch delivery {
         case .unreliable:
@@ -69,8 +74,11 @@ extension MultipeerSession {
     /// counted (and is logged at debug level). Unreliable ones go to the active peers whose
     /// links are not pushing back (a slow peer misses them, as unreliable messages may be).
     @discardableResult
-    public func broadcast<Message: Codable & Sendable>(_ message: Message, delivery: Delivery = .reliable) async throws -> Int {
-        let data = try encode(message)
+    public nonisolated func broadcast<Message: Codable & Sendable>(_ message: Message, delivery: Delivery = .reliable) async throws -> Int {
+        try await broadcast(encoded: try encode(message), delivery: delivery)
+    }
+
+    private func broadcast(encoded data: DataMessage, delivery: Delivery) async throws -> Int {
         var sent = 0
         switch delivery {
         case .reliable:
