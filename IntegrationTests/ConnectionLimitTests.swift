@@ -122,10 +122,17 @@ final class SilentConnections: Sendable {
             #expect(try await roundTrip("second", over: second) == "second")
         }
     }
+}
 
+/// Floods of connections: they keep the process's event loops busy for seconds, enough for the
+/// keepalive of any test running beside them to time out, so they run alone (MULTIPEER_RUN_ALONE,
+/// scripts/run-tests.sh), one after the other.
+@Suite(.serialized, .enabled(if: runningAlone, "floods the process: scripts/run-tests.sh runs it alone"))
+struct FloodTests {
     /// Connections keep arriving while the listener stops: every one it accepted is closed (the
     /// other end sees it end), also one NIO was still setting up as the listener closed, which
     /// NIO itself then drops without closing. Deadlines are far off, so only the stop closes them.
+    /// (Twelve hundred connections in a few seconds: alone, as a flood.)
     @Test(.scaledTimeLimit(minutes: 2))
     func aListenerStoppedWhileConnectionsArriveLeavesNoneOfThemOpen() async throws {
         let configuration = try LinkFixtures.configuration(name: "server", handshakeTimeout: .seconds(600))
@@ -156,13 +163,7 @@ final class SilentConnections: Sendable {
             #expect(allClosed != nil, "\(connections.filter(\.isActive).count) of \(connections.count) connections still open")
         }
     }
-}
 
-/// A flood of connections: it keeps the process's event loops busy for seconds, enough for the
-/// keepalive of any test running beside it to time out, so it runs alone (MULTIPEER_RUN_ALONE,
-/// scripts/run-tests.sh).
-@Suite(.enabled(if: runningAlone, "floods the process: scripts/run-tests.sh runs it alone"))
-struct FloodTests {
     /// One host (127.0.0.2) keeps 200 connections open at a session without a key, opening a
     /// new one as each is closed: a real peer (127.0.0.1) that dials meanwhile joins and
     /// exchanges messages both ways, and the session reports the flood in a few events a

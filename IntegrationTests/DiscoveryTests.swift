@@ -158,14 +158,19 @@ struct DiscoveryTests {
         if case .found(let advert)? = updated.last { #expect(advert.metadata == ["seat": "R"]) }
         advertiser.stop()
     }
+}
 
+/// A flood of adverts keeps avahi-daemon and this process's Avahi thread busy for seconds: alone
+/// (MULTIPEER_RUN_ALONE, scripts/run-tests.sh), so no other test's discovery waits behind it.
+@Suite(.enabled(if: inDiscoverySandbox && runningAlone, "floods avahi-daemon: scripts/run-tests.sh runs it alone, in the sandbox"))
+struct AdvertFloodTests {
     /// Anyone on the network can publish adverts. A flood of them (here from another Avahi
     /// client, as from another host) is resolved only up to ``AvahiBrowser/maximumInstances``
     /// at once: the one beyond is ignored and logged, and an instance withdrawn makes room for
     /// the next newcomer.
     @Test(.scaledTimeLimit(minutes: 3))
     func aFloodOfAdvertsIsResolvedOnlyUpToTheInstanceLimit() async throws {
-        let type = try Self.uniqueServiceType()
+        let type = try DiscoveryTests.uniqueServiceType()
         let (warnings, warning) = AsyncStream<String>.makeStream()
         let browsing = try AvahiConnection(logger: Logger(label: "test") { _ in RecordingLogHandler(warning) })
         let browse = PeerBrowser(serviceType: type, localPeerID: UUID(), connection: browsing).browse()
@@ -179,27 +184,27 @@ struct DiscoveryTests {
         }
         defer { flood.forEach { $0.stop() } }
         let names = Set(try await withThrowingTaskGroup(of: String.self) { group in
-            for advertiser in flood { group.addTask { try await Self.established(advertiser) } }
+            for advertiser in flood { group.addTask { try await DiscoveryTests.established(advertiser) } }
             return try await group.reduce(into: []) { $0.append($1) }
         })
 
         // Every instance but one is resolved, and the one left out is named in a warning.
-        var events = try await collect(browse, timeout: .seconds(60)) { Set(Self.foundIDs($0)).count == AvahiBrowser.maximumInstances }
+        var events = try await collect(browse, timeout: .seconds(60)) { Set(DiscoveryTests.foundIDs($0)).count == AvahiBrowser.maximumInstances }
         let logged = try #require(try await collect(warnings, timeout: .seconds(60)) { !$0.isEmpty }.first)
         let ignored = try #require(names.first { logged.hasSuffix("ignored 1 DNS-SD instance(s) of \(type.rawValue), the last \($0): \(AvahiBrowser.maximumInstances) are resolved already (is someone flooding the network with adverts?)") }, "\(logged)")
         let ignoredID = try #require(UUID(uuidString: ignored))  // (an instance is named by its peer)
-        #expect(!Self.foundIDs(events).contains(ignoredID))
+        #expect(!DiscoveryTests.foundIDs(events).contains(ignoredID))
 
         // An instance withdrawn makes room: a newcomer is resolved, the ignored one still is not.
-        let withdrawn = try #require(Self.foundIDs(events).first)
+        let withdrawn = try #require(DiscoveryTests.foundIDs(events).first)
         flood[peers.firstIndex(of: withdrawn)!].stop()
-        events = try await collect(browse, timeout: .seconds(60)) { Self.lostIDs($0).contains(withdrawn) }
+        events = try await collect(browse, timeout: .seconds(60)) { DiscoveryTests.lostIDs($0).contains(withdrawn) }
         let newcomerID = UUID()
         let newcomer = try PeerAdvertiser(
             serviceType: type, port: 7001, txt: AdvertTXT(peerID: newcomerID, incarnation: 1, displayName: "newcomer"), connection: flooding)
         defer { newcomer.stop() }
-        events = try await collect(browse, timeout: .seconds(60)) { Self.foundIDs($0).contains(newcomerID) }
-        #expect(!Self.foundIDs(events).contains(ignoredID))
+        events = try await collect(browse, timeout: .seconds(60)) { DiscoveryTests.foundIDs($0).contains(newcomerID) }
+        #expect(!DiscoveryTests.foundIDs(events).contains(ignoredID))
     }
 }
 

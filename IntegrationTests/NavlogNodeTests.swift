@@ -51,10 +51,10 @@ import Testing
         }
     }
 
-    /// What the anti-entropy exchanges among `events` sent and received in all.
-    static func exchanged(_ events: [NavlogEvent]) -> (sent: Int, received: Int) {
-        events.reduce(into: (0, 0)) { total, event in
-            if case .synced(_, let sent, let received) = event { total = (total.0 + sent, total.1 + received) }
+    /// How many entries the anti-entropy exchanges among `events` received in all.
+    static func received(_ events: [NavlogEvent]) -> Int {
+        events.reduce(0) { total, event in
+            if case .synced(_, _, let received) = event { total + received } else { total }
         }
     }
 
@@ -87,11 +87,11 @@ import Testing
             let second = try NavlogNode(store: stores[1], configuration: .test("second", discovery: .staticPeers(["127.0.0.1:\(port)"]), limits: limits))
             let secondEvents = second.events
             group.addTask { try await second.run() }
-            // Each host receives the other's 3,000 (in one exchange, or over several should a
-            // link drop on a loaded machine) and sends its own.
+            // Each host receives the other's 3,000: in one exchange, or over several should a
+            // link drop on a loaded machine (a later exchange then sends only what the first
+            // did not deliver, so what each sent adds up to 3,000 only without a drop).
             for events in [firstEvents, secondEvents] {
-                let exchanges = try await collect(events, timeout: .seconds(90)) { Self.exchanged($0).received >= 3_000 }
-                #expect(Self.exchanged(exchanges).sent >= 3_000)
+                _ = try await collect(events, timeout: .seconds(90)) { Self.received($0) >= 3_000 }
             }
             #expect(try stores[0].log().live.count == 6_000)
             #expect(try stores[1].log().live.count == 6_000)

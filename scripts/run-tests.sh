@@ -10,9 +10,9 @@ hosts=1
 if [[ "${1:-}" == "--without-hosts" ]]; then hosts=0; shift; fi
 
 # Tests that disturb whatever runs beside them (a connection flood that starves the event loops,
-# a restart of the shared avahi-daemon), or whose keepalive timing the rest running beside them
+# a flood of adverts, a restart of the shared avahi-daemon), or whose keepalive timing the rest running beside them
 # confounds, run after the rest, each suite alone. Skipped when a --filter chose other tests.
-alone=(FloodTests DaemonRestartTests ThrottleTests)
+alone=(FloodTests AdvertFloodTests DaemonRestartTests ThrottleTests)
 run_alone() {  # COMMAND...: runs the suites in `alone`, one at a time, under COMMAND
     [[ " $* " == *" --filter "* ]] && return 0
     for suite in "${alone[@]}"; do
