@@ -163,7 +163,7 @@ struct DiscoveryTests {
 /// A flood of adverts keeps avahi-daemon and this process's Avahi thread busy for seconds: alone
 /// (MULTIPEER_RUN_ALONE, scripts/run-tests.sh), so no other test's discovery waits behind it.
 @Suite(.enabled(if: inDiscoverySandbox && runningAlone, "floods avahi-daemon: scripts/run-tests.sh runs it alone, in the sandbox"))
-struct AdvertFloodTests {
+struct RogueAdvertTests {
     /// Anyone on the network can publish adverts. A flood of them (here from another Avahi
     /// client, as from another host) is resolved only up to ``AvahiBrowser/maximumInstances``
     /// at once: the one beyond is ignored and logged, and an instance withdrawn makes room for
