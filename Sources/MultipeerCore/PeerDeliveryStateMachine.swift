@@ -154,17 +154,18 @@ package struct PeerDeliveryStateMachine: Sendable {
                 ? "peer \(peerID) was forgotten (forget(peer:)); it can be sent to again once it joins again"
                 : "peer \(peerID) has not been active in this session: reliable messages go only to peers this session has met"))
         }
-        var outbox = self.outbox ?? newOutbox()
-        if outbox.hasRoom(for: payload.readableBytes) {
+        // Mutated in place (`outbox!`): a copy taken out and put back would copy every message
+        // the outbox holds, on every send.
+        if outbox == nil { outbox = newOutbox() }
+        if outbox!.hasRoom(for: payload.readableBytes) {
             do {
-                _ = try outbox.enqueue(typeName: typeName, payload: payload)
+                _ = try outbox!.enqueue(typeName: typeName, payload: payload)
             } catch {
                 return .refused(error as? MultipeerError ?? MultipeerError(.invalidArgument, "\(error)"))
             }
-            self.outbox = outbox
-            return .queued(ticket: outbox.latestTicket, startFlush().map { [$0] } ?? [])
+            return .queued(ticket: outbox!.latestTicket, startFlush().map { [$0] } ?? [])
         }
-        let held = "its outbox holds \(outbox.count) unacknowledged messages (\(outbox.bytes) bytes); its limit is \(policy.limits.maximumCount) messages, \(policy.limits.maximumBytes) bytes (Limits.outbox)"
+        let held = "its outbox holds \(outbox!.count) unacknowledged messages (\(outbox!.bytes) bytes); its limit is \(policy.limits.maximumCount) messages, \(policy.limits.maximumBytes) bytes (Limits.outbox)"
         if policy.failWhenFull {
             return .refused(MultipeerError(.outboxFull, "peer \(peerID) has not acknowledged enough to take this message: \(held)"))
         }
@@ -195,12 +196,11 @@ package struct PeerDeliveryStateMachine: Sendable {
     /// The next messages a flush on `id` writes; nil when it is done (nothing left, or the link
     /// is no longer the peer's: a new link gets a flush of its own).
     package mutating func nextBatch(for id: LinkID) -> ArraySlice<DataMessage>? {
-        guard link?.id == id, resumedLink == id, var outbox else {
+        guard link?.id == id, resumedLink == id, outbox != nil else {
             if flushingLink == id { flushingLink = nil }
             return nil
         }
-        let batch = outbox.sendable()
-        self.outbox = outbox
+        let batch = outbox!.sendable()
         guard !batch.isEmpty else {
             if flushingLink == id { flushingLink = nil }
             return nil

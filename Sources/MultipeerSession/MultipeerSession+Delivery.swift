@@ -26,9 +26,15 @@ extension MultipeerSession {
     func enqueue(_ message: DataMessage, for peerID: UUID) async throws -> UInt64 {
         while true {
             guard lifecycle != .stopped else { throw MultipeerError(.sessionState, "the session has stopped") }
-            var delivery = delivery(for: peerID)
-            let outcome = delivery.enqueue(typeName: message.typeName, payload: message.payload, now: .now)
-            if delivery.met { deliveries[peerID] = delivery }  // (a peer never met gets nothing kept)
+            let outcome: PeerDeliveryStateMachine.Enqueued
+            if deliveries[peerID] != nil {
+                // In place: a copy taken out of the dictionary would copy the whole outbox.
+                outcome = deliveries[peerID]!.enqueue(typeName: message.typeName, payload: message.payload, now: .now)
+            } else {
+                var delivery = delivery(for: peerID)
+                outcome = delivery.enqueue(typeName: message.typeName, payload: message.payload, now: .now)
+                if delivery.met { deliveries[peerID] = delivery }  // (a peer never met gets nothing kept)
+            }
             switch outcome {
             case .queued(let ticket, let actions):
                 perform(actions, for: peerID)
