@@ -194,7 +194,7 @@ let package = Package(
         .executableTarget(
             name: "SessionBenchmark",
             dependencies: [
-                "BenchmarkSupport", "MultipeerSession",
+                "BenchmarkSupport", "MultipeerCore", "MultipeerSession",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/SessionBenchmark",

