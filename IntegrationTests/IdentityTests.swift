@@ -18,12 +18,15 @@ import Testing
 
     @Test(.scaledTimeLimit(minutes: 2))
     func anImpostorWithTheGroupKeyCannotPassForAMemberNorDisturbIt() async throws {
-        let server = MultipeerSession(configuration: .test("alpha", discovery: .staticPeers([])))
+        // Keepalives too patient to time out: a loaded machine (the suite beside this test)
+        // must not end bravo's link, so that only an impostor could.
+        let patient = KeepaliveParameters(interval: .seconds(60), timeout: .seconds(600))
+        let server = MultipeerSession(configuration: .test("alpha", discovery: .staticPeers([]), keepalive: patient))
         let serverEvents = EventLog(server.events)
         let inbox = server.messages(of: DeliveryTests.Numbered.self)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
-            let member = MultipeerSession(configuration: .test("bravo", discovery: .staticPeers(["127.0.0.1:\(port)"])))
+            let member = MultipeerSession(configuration: .test("bravo", discovery: .staticPeers(["127.0.0.1:\(port)"]), keepalive: patient))
             let memberEvents = EventLog(member.events)
             try await whileRunning([member]) {
                 try await serverEvents.waitUntilActive([member.peerID])
