@@ -9,6 +9,7 @@ let frameFuzzer: FuzzTarget = { data, size in
     var buffer = ByteBuffer(bytes: bytes(data, size))
     // Small limits, so that inputs reach both sides of them.
     var decoder = FrameDecoder(maximumLength: 4096, firstFrameMaximumLength: 1024)
+    var delivery = Delivery()
     refusalsOnly(MultipeerError.self) {
         while let frame = try decoder.decode(buffer: &buffer) {
             if let message = try? LinkMessage(frame: frame) {
@@ -18,11 +19,49 @@ let frameFuzzer: FuzzTarget = { data, size in
                 var again = FrameDecoder(maximumLength: 1 << 20)
                 let reread = try again.decode(buffer: &encoded).map { try LinkMessage(frame: $0) }
                 precondition(reread == message, "a decoded message encodes to itself")
+                try delivery.receive(message)
             }
         }
         _ = try decoder.decodeLast(buffer: &buffer, seenEOF: true)
     }
     return 0
+}
+
+/// What a link's receiving side does with DATA and FRAGMENT (docs/PROTOCOL.md, 2b and 3b):
+/// whatever arrives, a message is delivered whole or not at all, and what is held of an
+/// incomplete one stays within the maximum message.
+struct Delivery {
+    static let maximumMessage = 8192
+    var window = ReceiveWindow(incarnation: 1)
+    var unreliable: MessageAssembly?
+
+    /// Throws (ends the input) where a receiver closes the link.
+    mutating func receive(_ message: LinkMessage) throws {
+        switch message {
+        case .data(let data) where data.sequence > 0:
+            try check(window.receive(data, from: "fuzz").0)
+        case .fragment(let fragment) where fragment.sequence > 0:
+            let verdict = window.receive(fragment, limit: Self.maximumMessage, from: "fuzz").0
+            if case .deliver(let whole) = verdict { precondition(whole.payload.readableBytes == fragment.length, "delivered whole") }
+            try check(verdict)
+        case .fragment(let fragment):
+            if unreliable == nil {
+                unreliable = try MessageAssembly(first: fragment, limit: Self.maximumMessage, from: "fuzz")
+            } else if let whole = try unreliable!.append(fragment, from: "fuzz") {
+                precondition(whole.payload.readableBytes == fragment.length, "delivered whole")
+                unreliable = nil
+            }
+        default:
+            break
+        }
+        if let assembly = window.assembly {
+            precondition(assembly.received < assembly.length && assembly.length <= Self.maximumMessage, "held within the limit")
+        }
+    }
+
+    private func check(_ verdict: ReceiveWindow.Verdict) throws {
+        if case .invalid(let error) = verdict { throw error }
+    }
 }
 
 #if FUZZING

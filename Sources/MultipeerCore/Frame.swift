@@ -14,12 +14,14 @@ package struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConv
     package static let pong = FrameType(rawValue: 3)
     /// An application message.
     package static let data = FrameType(rawValue: 4)
-    /// A cumulative acknowledgement of DATA frames.
+    /// A cumulative acknowledgement of reliable messages.
     package static let ack = FrameType(rawValue: 5)
     /// The sender is closing the link, and says why.
     package static let goodbye = FrameType(rawValue: 6)
     /// The sender stopped reading the link (its application is behind), or reads it again.
     package static let flow = FrameType(rawValue: 7)
+    /// A piece of an application message too large for one frame.
+    package static let fragment = FrameType(rawValue: 8)
 
     package var description: String {
         switch self {
@@ -30,6 +32,7 @@ package struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConv
         case .ack: "ACK"
         case .goodbye: "GOODBYE"
         case .flow: "FLOW"
+        case .fragment: "FRAGMENT"
         default: "type \(rawValue)"
         }
     }

@@ -17,7 +17,7 @@ package struct Hello: Hashable, Sendable {
     package static let maximumMetadataCount = 32
     /// The longest metadata entry, `key=value`, in UTF-8 bytes: one TXT entry.
     package static let maximumMetadataEntryLength = 255
-    /// The largest HELLO value accepted, in bytes. This version's fields take at most 8,610;
+    /// The largest HELLO value accepted, in bytes. This version's fields take at most 8,618;
     /// the rest is room for fields later versions append. A link's first frame announcing
     /// more is refused from its header alone (``FrameDecoder``).
     package static let maximumLength = 16 * 1024
@@ -35,6 +35,10 @@ package struct Hello: Hashable, Sendable {
     /// The largest frame value the sender accepts: a peer sends it nothing larger. A HELLO
     /// without the field (from an earlier version) means the default, 1 MiB.
     package var maximumFrameLength: Int
+    /// The largest message payload the sender accepts in fragments (FRAGMENT frames); nil in a
+    /// HELLO without the field (from an implementation without fragments), whose sender takes
+    /// only messages that fit one DATA frame.
+    package var maximumMessageLength: Int?
 
     /// The sender's signature (``signed(exporter:side:sign:)``); empty until signed.
     package var signature: [UInt8] = []
@@ -51,7 +55,8 @@ package struct Hello: Hashable, Sendable {
         displayName: String,
         metadata: [String: String] = [:],
         keepalive: KeepaliveParameters = KeepaliveParameters(),
-        maximumFrameLength: Int = Frame.defaultMaximumLength
+        maximumFrameLength: Int = Frame.defaultMaximumLength,
+        maximumMessageLength: Int? = nil
     ) throws {
         self.protocolVersion = protocolVersion
         self.peerID = peerID
@@ -61,11 +66,15 @@ package struct Hello: Hashable, Sendable {
         self.metadata = metadata
         self.keepalive = keepalive
         self.maximumFrameLength = maximumFrameLength
+        self.maximumMessageLength = maximumMessageLength
         try Self.validate(displayName: displayName, metadata: metadata)
         guard (Self.smallestMaximumFrameLength...Int(UInt32.max)).contains(maximumFrameLength) else {
             throw MultipeerError(
                 .invalidArgument,
                 "the maximum frame length is \(maximumFrameLength) bytes; it must be from \(Self.smallestMaximumFrameLength) to \(UInt32.max)")
+        }
+        if let maximumMessageLength, maximumMessageLength < 0 {
+            throw MultipeerError(.invalidArgument, "the maximum message length is \(maximumMessageLength) bytes; it cannot be negative")
         }
     }
 
@@ -179,6 +188,7 @@ extension Hello {
             buffer.writeShortString(metadata[key]!)
         }
         buffer.writeInteger(UInt32(maximumFrameLength))
+        if let maximumMessageLength { buffer.writeInteger(UInt64(maximumMessageLength)) }
     }
 
     /// Decodes a HELLO value; ``verify(value:exporter:side:peer:)`` then checks its proof. The
@@ -225,12 +235,16 @@ extension Hello {
             metadata[key] = value
         }
         let maximumFrameLength = Int(try buffer.readField(UInt32.self, "maximum frame length", in: .hello))
+        // Added to version 2 in the reserved bytes: absent from a HELLO of an earlier release.
+        let maximumMessageLength = buffer.readableBytes >= 8
+            ? Int(clamping: try buffer.readField(UInt64.self, "maximum message length", in: .hello))
+            : nil
         do {
             try self.init(
                 protocolVersion: version, peerID: peerID, key: key, incarnation: incarnation,
                 displayName: displayName, metadata: metadata,
                 keepalive: KeepaliveParameters(interval: .milliseconds(interval), timeout: .milliseconds(timeout)),
-                maximumFrameLength: maximumFrameLength)
+                maximumFrameLength: maximumFrameLength, maximumMessageLength: maximumMessageLength)
         } catch let error as MultipeerError {
             throw MultipeerError(.malformedMessage, "HELLO is malformed: \(error.message)")
         }

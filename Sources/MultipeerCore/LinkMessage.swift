@@ -46,13 +46,16 @@ package enum LinkMessage: Hashable, Sendable {
     case ping(Probe)
     case pong(Probe)
     case data(DataMessage)
-    /// Everything up to and including this sequence number arrived.
-    case ack(UInt64)
+    /// Everything up to and including this sequence number was delivered, except the message in
+    /// fragments named by `partial`, of which the receiver has the first bytes.
+    case ack(UInt64, partial: PartialMessage? = nil)
     /// The reason, and a few words for logs (at most 255 bytes of UTF-8).
     case goodbye(GoodbyeReason, String)
     /// The sender stopped reading the link (`reading` false: its application is behind, and
     /// TCP's window towards it will close) or reads it again (true).
     case flow(reading: Bool)
+    /// A piece of a message too large for one frame.
+    case fragment(Fragment)
     /// A frame type this version does not know; receivers ignore it.
     case unknown(FrameType)
 }
@@ -74,7 +77,19 @@ extension LinkMessage {
             let typeName = try value.readShortString("type name", in: .data)
             self = .data(try DataMessage(sequence: sequence, typeName: typeName, payload: value))
         case .ack:
-            self = .ack(try value.readField(UInt64.self, "sequence number", in: .ack))
+            let sequence = try value.readField(UInt64.self, "sequence number", in: .ack)
+            guard value.readableBytes > 0 else {
+                self = .ack(sequence)
+                return
+            }
+            let partial = try value.readField(UInt64.self, "partial message", in: .ack)
+            let received = try value.readField(UInt64.self, "bytes received", in: .ack)
+            guard value.readableBytes == 0, partial >= 1, partial <= sequence, received <= UInt64(Int.max) else {
+                throw MultipeerError(
+                    .malformedMessage,
+                    "ACK is malformed: \(value.readableBytes) bytes after its fields, or partial message \(partial) not from 1 to its sequence number \(sequence)")
+            }
+            self = .ack(sequence, partial: PartialMessage(sequence: partial, received: Int(received)))
         case .goodbye:
             let reason = try value.readField(UInt16.self, "reason", in: .goodbye)
             let text = try value.readShortString("text", in: .goodbye)
@@ -85,6 +100,15 @@ extension LinkMessage {
                 throw MultipeerError(.malformedMessage, "FLOW is malformed: reading is \(reading), not 0 or 1")
             }
             self = .flow(reading: reading == 1)
+        case .fragment:
+            let sequence = try value.readField(UInt64.self, "sequence number", in: .fragment)
+            let offset = try value.readField(UInt64.self, "offset", in: .fragment)
+            let length = try value.readField(UInt64.self, "length", in: .fragment)
+            let typeName = try value.readShortString("type name", in: .fragment)
+            guard length <= UInt64(Int.max), offset <= length else {
+                throw MultipeerError(.malformedMessage, "FRAGMENT is malformed: offset \(offset) of a \(length)-byte message")
+            }
+            self = .fragment(try Fragment(sequence: sequence, offset: Int(offset), length: Int(length), typeName: typeName, bytes: value))
         default:
             self = .unknown(frame.type)
         }
@@ -100,6 +124,7 @@ extension LinkMessage {
         case .ack: .ack
         case .goodbye: .goodbye
         case .flow: .flow
+        case .fragment: .fragment
         case .unknown(let type): type
         }
     }
@@ -130,8 +155,14 @@ extension LinkMessage {
             buffer.writeInteger(message.sequence)
             buffer.writeShortString(message.typeName)
             buffer.writeImmutableBuffer(message.payload)
-        case .ack(let sequence):
+        case .ack(let sequence, let partial):
             buffer.writeInteger(sequence)
+            if let partial { buffer.writeMultipleIntegers(partial.sequence, UInt64(partial.received)) }
+        case .fragment(let fragment):
+            buffer.reserveCapacity(minimumWritableBytes: fragment.frameLength)
+            buffer.writeMultipleIntegers(fragment.sequence, UInt64(fragment.offset), UInt64(fragment.length))
+            buffer.writeShortString(fragment.typeName)
+            buffer.writeImmutableBuffer(fragment.bytes)
         case .goodbye(let reason, let text):
             buffer.writeInteger(reason.rawValue)
             buffer.writeShortString(String(decoding: text.utf8.prefix(255), as: UTF8.self))

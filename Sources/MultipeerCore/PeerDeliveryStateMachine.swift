@@ -67,6 +67,9 @@ package struct PeerDeliveryStateMachine: Sendable {
     private var flushingLink: LinkID?
     /// The largest frame the peer takes, as its latest HELLO said.
     package private(set) var frameLimit: Int?
+    /// The largest message the peer takes in fragments, as its latest HELLO said; nil if it
+    /// takes no fragments (then a message must fit one frame).
+    package private(set) var messageLimit: Int?
     /// Since when the peer has been away (nil while active).
     private var awaySince: ContinuousClock.Instant?
     /// Whether the peer has been active in this session (and not forgotten since): reliable
@@ -87,11 +90,13 @@ package struct PeerDeliveryStateMachine: Sendable {
 
     // MARK: Links
 
-    /// The peer is active on `id` now (its HELLO named `incarnation` and `frameLimit`).
-    package mutating func linkUp(_ id: LinkID, incarnation: UInt64, frameLimit: Int) {
+    /// The peer is active on `id` now (its HELLO named `incarnation`, `frameLimit` and, if it
+    /// takes fragments, `messageLimit`).
+    package mutating func linkUp(_ id: LinkID, incarnation: UInt64, frameLimit: Int, messageLimit: Int? = nil) {
         link = (id, incarnation)
         resumedLink = nil
         self.frameLimit = frameLimit
+        self.messageLimit = messageLimit
         awaySince = nil
         met = true
         outbox?.linkLost()  // everything unacknowledged goes again, once the link says where from
@@ -107,10 +112,12 @@ package struct PeerDeliveryStateMachine: Sendable {
         return [.wakeSenders]  // a wait for room has a deadline from now on
     }
 
-    /// The peer acknowledged everything through `sequence` on link `id`. The first ACK on a link
-    /// is its resume point: what the outbox holds after it goes again, from there. An ACK on a
-    /// link that is no longer the peer's is ignored: it may number another incarnation's messages.
-    package mutating func acknowledged(through sequence: UInt64, on id: LinkID) -> [Action] {
+    /// The peer acknowledged everything through `sequence` on link `id`, except the message in
+    /// fragments `partial` names, of which it has the first bytes. The first ACK on a link is its
+    /// resume point: what the outbox holds after it goes again, from there (that message from
+    /// where the peer stands). An ACK on a link that is no longer the peer's is ignored: it may
+    /// number another incarnation's messages.
+    package mutating func acknowledged(through sequence: UInt64, partial: PartialMessage? = nil, on id: LinkID) -> [Action] {
         guard let current = link, current.id == id else { return [] }
         var actions: [Action] = []
         if resumedLink != id {
@@ -118,13 +125,14 @@ package struct PeerDeliveryStateMachine: Sendable {
             // A forgotten peer's resume point is kept even with nothing to send: the next message numbers from it.
             if forgotten, outbox == nil { outbox = newOutbox() }
             forgotten = false
-            guard var outbox else { return [] }
-            outbox.linkLost()
-            outbox.receiver(incarnation: current.incarnation)
-            outbox.resumed(at: sequence)
-            // Queued when the peer took larger frames: never sent, or it would refuse them after every redial.
-            let removed = frameLimit.map { outbox.removeLarger(than: $0) } ?? []
-            self.outbox = outbox
+            guard outbox != nil else { return [] }
+            outbox!.linkLost()
+            outbox!.receiver(incarnation: current.incarnation)
+            outbox!.resumed(at: sequence, partial: partial)
+            // Queued when the peer took larger frames or messages: never sent, or it would
+            // refuse them after every redial.
+            let (frameLimit, messageLimit) = (frameLimit, messageLimit)
+            let removed = outbox!.removeUnfit { Self.fits($0, frameLimit: frameLimit, messageLimit: messageLimit) }
             if !removed.isEmpty {
                 let tickets = Set(removed.map(\.ticket))
                 let dropped = waiters.filter { tickets.contains($0.ticket) }.map(\.id)
@@ -133,14 +141,15 @@ package struct PeerDeliveryStateMachine: Sendable {
             }
             if let flush = startFlush() { actions.append(flush) }
         } else {
-            outbox?.acknowledge(through: sequence)
+            outbox?.acknowledge(through: sequence, except: partial)
         }
         actions.append(.wakeSenders)
-        let acknowledged = outbox?.acknowledgedTicket ?? 0
-        let done = waiters.filter { $0.ticket <= acknowledged }.map(\.id)
-        if !done.isEmpty {
-            waiters.removeAll { $0.ticket <= acknowledged }
-            actions.append(.acknowledged(done))
+        if let outbox, !waiters.isEmpty {
+            let done = waiters.filter { outbox.hasLeft(ticket: $0.ticket) }.map(\.id)
+            if !done.isEmpty {
+                waiters.removeAll { outbox.hasLeft(ticket: $0.ticket) }
+                actions.append(.acknowledged(done))
+            }
         }
         return actions
     }
@@ -185,22 +194,35 @@ package struct PeerDeliveryStateMachine: Sendable {
         outbox?.hasRoom(for: bytes) ?? isActive
     }
 
-    /// Throws `messageTooLarge` if a frame of `frameLength` is larger than the peer takes.
-    package func checkFits(frameLength: Int, typeName: String, localLimit: Int) throws {
-        guard let frameLimit, frameLength > frameLimit else { return }
+    /// Throws `messageTooLarge` if the peer would refuse `message`, as its latest HELLO said:
+    /// larger than the messages it takes in fragments, or, from a peer that takes no fragments,
+    /// a frame larger than it takes. `localLimits` are this side's, for the error.
+    package func checkFits(_ message: DataMessage, localLimits: (frame: Int, message: Int)) throws {
+        guard !Self.fits(message, frameLimit: frameLimit, messageLimit: messageLimit) else { return }
+        if let messageLimit {
+            throw MultipeerError(
+                .messageTooLarge,
+                "a \(message.typeName) encodes to \(message.payload.readableBytes) bytes; peer \(peerID) takes messages of at most \(messageLimit) bytes (its Limits.maximumMessageLength; this side's is \(localLimits.message)). The receiver must raise its limit to take it")
+        }
         throw MultipeerError(
             .messageTooLarge,
-            "a \(typeName) encodes to a \(frameLength)-byte frame; peer \(peerID) takes frames of at most \(frameLimit) bytes (its Limits.maximumFrameLength; this side's is \(localLimit)). Both sides must raise the limit to send it")
+            "a \(message.typeName) encodes to a \(message.frameLength)-byte frame; peer \(peerID) takes frames of at most \(frameLimit ?? 0) bytes (its Limits.maximumFrameLength; this side's is \(localLimits.frame)) and no fragments (an earlier release). Both sides must raise the limit to send it")
     }
 
-    /// The next messages a flush on `id` writes; nil when it is done (nothing left, or the link
+    /// Whether a peer with these limits takes `message` (``checkFits(_:localLimits:)``).
+    private static func fits(_ message: DataMessage, frameLimit: Int?, messageLimit: Int?) -> Bool {
+        if let messageLimit { return message.payload.readableBytes <= messageLimit }
+        return frameLimit.map { message.frameLength <= $0 } ?? true
+    }
+
+    /// The next frames a flush on `id` writes; nil when it is done (nothing left, or the link
     /// is no longer the peer's: a new link gets a flush of its own).
-    package mutating func nextBatch(for id: LinkID) -> ArraySlice<DataMessage>? {
-        guard link?.id == id, resumedLink == id, outbox != nil else {
+    package mutating func nextBatch(for id: LinkID) -> [LinkMessage]? {
+        guard link?.id == id, resumedLink == id, outbox != nil, let frameLimit else {
             if flushingLink == id { flushingLink = nil }
             return nil
         }
-        let batch = outbox!.sendable()
+        let batch = outbox!.nextFrames(frameLimit: frameLimit, fragments: messageLimit != nil)
         guard !batch.isEmpty else {
             if flushingLink == id { flushingLink = nil }
             return nil
@@ -216,7 +238,7 @@ package struct PeerDeliveryStateMachine: Sendable {
     /// Waits for the acknowledgement of the message with `ticket`: nil if it came already,
     /// else an ID that a later ``Action/acknowledged(_:)`` names.
     package mutating func waitForAcknowledgement(of ticket: UInt64) -> WaiterID? {
-        guard (outbox?.acknowledgedTicket ?? 0) < ticket else { return nil }
+        if let outbox, outbox.hasLeft(ticket: ticket) { return nil }
         let id = WaiterID(rawValue: nextWaiter)
         nextWaiter += 1
         waiters.append((ticket, id))
@@ -234,6 +256,7 @@ package struct PeerDeliveryStateMachine: Sendable {
         outbox = nil
         met = false
         frameLimit = nil
+        messageLimit = nil
         awaySince = nil
         flushingLink = nil
         defer { waiters = [] }

@@ -86,8 +86,16 @@ extension MultipeerSession {
 
     /// Bounds on what a peer may make this session hold.
     public struct Limits: Sendable {
-        /// The largest frame accepted or sent, in bytes. Default 1 MiB.
+        /// The largest frame accepted or sent, in bytes. Default 1 MiB. A message larger than a
+        /// frame goes in fragments (to a peer that takes them, as every peer of this release
+        /// does), so this bounds what one frame holds up, not how large a message may be.
         public var maximumFrameLength: Int
+        /// The largest message this session takes, in bytes of encoded payload: announced to
+        /// each peer, which refuses to send a larger one (`messageTooLarge`). Default 128 MiB.
+        /// A message larger than 256 KiB travels in fragments that other messages pass between,
+        /// and is put together as it arrives: the receiver holds at most one such message per
+        /// peer under reliable delivery and one per link under unreliable, each up to this.
+        public var maximumMessageLength: Int
         /// How long TLS and HELLO together may take. Default 5 s.
         public var handshakeTimeout: Duration
         /// The reliable messages kept per peer until acknowledged. Default 1,024 messages, 8 MiB.
@@ -146,8 +154,10 @@ extension MultipeerSession {
             receiveBuffer: BufferLimits = BufferLimits(maximumCount: 1_024, maximumBytes: 4 << 20),
             unsubscribedMessages: BufferLimits = BufferLimits(maximumCount: 256, maximumBytes: 1 << 20),
             maximumUnsubscribedTypes: Int = 16, eventBuffer: Int = 1_024, sendTimeout: Duration = .seconds(30),
-            maximumHandshakesPerSource: Int = 8, firstBytesTimeout: Duration = .seconds(1)
+            maximumHandshakesPerSource: Int = 8, firstBytesTimeout: Duration = .seconds(1),
+            maximumMessageLength: Int = 128 << 20
         ) {
+            self.maximumMessageLength = maximumMessageLength
             self.maximumHandshakesPerSource = maximumHandshakesPerSource
             self.firstBytesTimeout = firstBytesTimeout
             self.sendTimeout = sendTimeout

@@ -11,29 +11,37 @@ final class ReceiveWindows: Sendable {
     /// The session keeps a link of the sender's `incarnation` as its one link to it: the window
     /// follows that incarnation from now on (a new incarnation starts over). Returns what was
     /// delivered from it: where the sender resumes.
-    func adopt(_ peerID: UUID, incarnation: UInt64) -> UInt64 {
+    func adopt(_ peerID: UUID, incarnation: UInt64) -> LinkMessage {
         windows.withLockedValue { windows in
             windows[peerID, default: ReceiveWindow(incarnation: incarnation)].sender(incarnation: incarnation)
-            return windows[peerID]!.delivered
+            windows[peerID]!.linkAdopted()
+            let (sequence, partial) = windows[peerID]!.acknowledgement
+            return .ack(sequence, partial: partial)
         }
     }
 
-    /// A reliable message from the sender's `incarnation`; nil if the window follows another
-    /// incarnation (the link it came on was replaced and is closing).
-    func receive(from peerID: UUID, incarnation: UInt64, sequence: UInt64) -> ReceiveWindow.Verdict? {
+    /// A reliable message, or a fragment of one, from the sender's `incarnation`; nil if the
+    /// window follows another incarnation (the link it came on was replaced and is closing).
+    func receive(
+        _ message: LinkMessage, from peerID: UUID, incarnation: UInt64, limit: Int
+    ) -> (verdict: ReceiveWindow.Verdict, abandoned: String?)? {
         windows.withLockedValue { windows in
             guard windows[peerID]?.incarnation == incarnation else { return nil }
-            return windows[peerID]!.receive(sequence: sequence)
+            let peer = "peer \(peerID)"
+            switch message {
+            case .data(let data): return windows[peerID]!.receive(data, from: peer)
+            case .fragment(let fragment): return windows[peerID]!.receive(fragment, limit: limit, from: peer)
+            default: return nil
+            }
         }
     }
 
-    /// What to acknowledge to the sender's `incarnation`, if anything was delivered since the
-    /// last acknowledgement.
-    func acknowledgement(for peerID: UUID, incarnation: UInt64) -> UInt64? {
+    /// The ACK for the sender's `incarnation`, if anything was delivered since the last one.
+    func acknowledgement(for peerID: UUID, incarnation: UInt64) -> LinkMessage? {
         windows.withLockedValue { windows in
             guard let window = windows[peerID], window.incarnation == incarnation, window.unacknowledged > 0 else { return nil }
             windows[peerID]!.acknowledged()
-            return window.delivered
+            return .ack(window.acknowledgement.sequence, partial: window.acknowledgement.partial)
         }
     }
 }
@@ -49,6 +57,8 @@ struct Inbox: Sendable {
     /// The application's streams.
     var subscriptions: Subscriptions
     var metrics: SessionMetrics
+    /// The largest message this side takes (Limits.maximumMessageLength).
+    var maximumMessageLength = MultipeerSession.Limits().maximumMessageLength
 }
 
 /// Tells the handlers below that the link stopped reading because the application's streams
@@ -84,6 +94,8 @@ final class DeliveryHandler: ChannelDuplexHandler {
     private var context: ChannelHandlerContext?
     /// A gap was seen: the link is closing and reads nothing more.
     private var broken = false
+    /// The unreliable message arriving in fragments on this link.
+    private var unreliableAssembly: MessageAssembly?
     /// A reliable message was delivered in this read batch (only then is there anything to
     /// acknowledge: a batch of PINGs alone costs no look-up).
     private var deliveredInBatch = false
@@ -124,37 +136,91 @@ final class DeliveryHandler: ChannelDuplexHandler {
         }
         if let peer, !adopted, !broken {
             adopted = true
-            let resume = inbox.windows.adopt(peer.id, incarnation: peer.incarnation)
-            context.writeAndFlush(wrapOutboundOut(.ack(resume)), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(inbox.windows.adopt(peer.id, incarnation: peer.incarnation)), promise: nil)
         }
         promise?.succeed()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !broken else { return }
-        guard case .data(let message) = unwrapInboundIn(data), let peer, let whenRoom else {
+        let frame = unwrapInboundIn(data)
+        guard let peer, whenRoom != nil else {
             context.fireChannelRead(data)
             return
         }
-        if message.sequence > 0 {
-            guard adopted else {
-                fail(MultipeerError(
-                    .outOfSequence, "peer \(peer.id) sent reliable message \(message.sequence) before this side said where to resume; the link is closed"),
-                    context: context)
-                return
-            }
-            switch inbox.windows.receive(from: peer.id, incarnation: peer.incarnation, sequence: message.sequence) {
-            case .deliver:
-                deliveredInBatch = true
-            case .duplicate, nil:
-                return  // nil: a newer incarnation's link replaced this one, which is closing
-            case .gap:
-                fail(MultipeerError(
-                    .outOfSequence, "peer \(peer.id) sent reliable message \(message.sequence) with an earlier one missing; the link is closed so that it resends"),
-                    context: context)
-                return
-            }
+        let sequence: UInt64
+        switch frame {
+        case .data(let message): sequence = message.sequence
+        case .fragment(let fragment): sequence = fragment.sequence
+        default:
+            context.fireChannelRead(data)
+            return
         }
+        guard sequence > 0 else {
+            receiveUnreliable(frame, from: peer, context: context)
+            return
+        }
+        guard adopted else {
+            fail(MultipeerError(
+                .outOfSequence, "peer \(peer.id) sent reliable message \(sequence) before this side said where to resume; the link is closed"),
+                context: context)
+            return
+        }
+        // nil: a newer incarnation's link replaced this one, which is closing.
+        guard let (verdict, abandoned) = inbox.windows.receive(
+            frame, from: peer.id, incarnation: peer.incarnation, limit: inbox.maximumMessageLength) else { return }
+        if let abandoned {
+            // The sender no longer has the rest (it forgot this peer): never dropped in silence.
+            inbox.metrics.dropped(reason: .abandonedBySender)
+            inbox.subscriptions.emit(.messagesDropped(typeName: abandoned, count: 1, reason: .abandonedBySender))
+        }
+        switch verdict {
+        case .deliver(let message):
+            deliveredInBatch = true
+            deliver(message, from: peer, context: context)
+        case .pending, .duplicate:
+            return
+        case .gap:
+            fail(MultipeerError(
+                .outOfSequence, "peer \(peer.id) sent reliable message \(sequence) with an earlier one missing; the link is closed so that it resends"),
+                context: context)
+        case .invalid(let error):
+            fail(error, context: context)
+        }
+    }
+
+    /// An unreliable DATA, or a fragment of an unreliable message: one is put together at a
+    /// time on this link, and lost with it.
+    private func receiveUnreliable(_ frame: LinkMessage, from peer: Peer, context: ChannelHandlerContext) {
+        switch frame {
+        case .data(let message):
+            deliver(message, from: peer, context: context)
+        case .fragment(let fragment):
+            do {
+                if var assembly = unreliableAssembly {
+                    unreliableAssembly = nil  // not a copy of its buffer to append to
+                    if let message = try assembly.append(fragment, from: "peer \(peer.id)") {
+                        deliver(message, from: peer, context: context)
+                    } else {
+                        unreliableAssembly = assembly
+                    }
+                } else if fragment.isLast && fragment.offset == 0 {
+                    _ = try MessageAssembly(first: fragment, limit: inbox.maximumMessageLength, from: "peer \(peer.id)")
+                    deliver(try DataMessage(sequence: 0, typeName: fragment.typeName, payload: fragment.bytes), from: peer, context: context)
+                } else {
+                    unreliableAssembly = try MessageAssembly(first: fragment, limit: inbox.maximumMessageLength, from: "peer \(peer.id)")
+                }
+            } catch {
+                fail(error as? MultipeerError ?? MultipeerError(.malformedMessage, "\(error)"), context: context)
+            }
+        default:
+            break
+        }
+    }
+
+    /// Hands a whole message to the application's streams; stops reading if that fills one.
+    private func deliver(_ message: DataMessage, from peer: Peer, context: ChannelHandlerContext) {
+        guard let whenRoom else { return }
         inbox.metrics.received(bytes: message.payload.readableBytes)
         let filled = inbox.subscriptions.deliver(message, from: peer, whenRoom: whenRoom)
         if filled > 0 {
@@ -174,8 +240,8 @@ final class DeliveryHandler: ChannelDuplexHandler {
     func channelReadComplete(context: ChannelHandlerContext) {
         if deliveredInBatch, let peer {
             deliveredInBatch = false
-            if let delivered = inbox.windows.acknowledgement(for: peer.id, incarnation: peer.incarnation) {
-                context.writeAndFlush(wrapOutboundOut(.ack(delivered)), promise: nil)
+            if let ack = inbox.windows.acknowledgement(for: peer.id, incarnation: peer.incarnation) {
+                context.writeAndFlush(wrapOutboundOut(ack), promise: nil)
             }
         }
         context.fireChannelReadComplete()

@@ -74,11 +74,11 @@ extension MultipeerSession {
         deliveries[peerID]?.hasRoom(for: bytes) ?? false
     }
 
-    /// Throws `messageTooLarge` if `message` makes a frame larger than the peer takes (as its
-    /// latest HELLO said): refused here, it can never wedge the peer's outbox.
+    /// Throws `messageTooLarge` if the peer would refuse `message` (as its latest HELLO said):
+    /// refused here, it can never wedge the peer's outbox.
     func checkFits(_ message: DataMessage, to peerID: UUID) throws {
         try deliveries[peerID]?.checkFits(
-            frameLength: message.frameLength, typeName: message.typeName, localLimit: configuration.limits.maximumFrameLength)
+            message, localLimits: (configuration.limits.maximumFrameLength, configuration.limits.maximumMessageLength))
     }
 
     /// Writes the outbox to `link` until nothing is left to send, the link is replaced or it
@@ -96,20 +96,26 @@ extension MultipeerSession {
                 return
             }
             do {
-                try await writer.write(contentsOf: batch.map { LinkMessage.data($0) })
-                for message in batch { metrics.sent(bytes: message.payload.readableBytes) }
+                try await writer.write(contentsOf: batch)
+                for message in batch {
+                    switch message {
+                    case .data(let message): metrics.sent(bytes: message.payload.readableBytes)
+                    case .fragment(let fragment) where fragment.isLast: metrics.sent(bytes: fragment.length)
+                    default: break
+                    }
+                }
             } catch {
                 // The link is closing; the outbox resends on the next one.
             }
         }
     }
 
-    /// The peer acknowledged everything through `sequence` on link `id`; its first ACK on a link
-    /// is the resume point.
-    func acknowledged(through sequence: UInt64, by peerID: UUID, on id: LinkID) {
-        guard var delivery = deliveries[peerID] else { return }
-        let actions = delivery.acknowledged(through: sequence, on: id)
-        deliveries[peerID] = delivery
+    /// The peer acknowledged everything through `sequence` on link `id`, except the message in
+    /// fragments `partial` names; its first ACK on a link is the resume point.
+    func acknowledged(through sequence: UInt64, partial: PartialMessage?, by peerID: UUID, on id: LinkID) {
+        guard deliveries[peerID] != nil else { return }
+        // In place: a copy of the state would copy its whole outbox.
+        let actions = deliveries[peerID]!.acknowledged(through: sequence, partial: partial, on: id)
         perform(actions, for: peerID)
     }
 
@@ -126,10 +132,11 @@ extension MultipeerSession {
             case .acknowledged(let ids):
                 for id in ids { acknowledgementWaits.removeValue(forKey: id)?.resume() }
             case .dropped(let typeNames, let ids):
-                let limit = deliveries[peerID]?.frameLimit ?? 0
+                let limits = deliveries[peerID]?.messageLimit.map { "messages of at most \($0) bytes (its Limits.maximumMessageLength)" }
+                    ?? "frames of at most \(deliveries[peerID]?.frameLimit ?? 0) bytes (its Limits.maximumFrameLength) and no fragments"
                 let error = MultipeerError(
                     .messageTooLarge,
-                    "peer \(peerID) came back taking frames of at most \(limit) bytes (its Limits.maximumFrameLength), smaller than this message needs; it was dropped from the outbox")
+                    "peer \(peerID) came back taking \(limits), smaller than this message needs; it was dropped from the outbox")
                 for id in ids { acknowledgementWaits.removeValue(forKey: id)?.resume(throwing: error) }
                 logger.notice("queued messages dropped", metadata: [
                     "multipeer.peer.id": "\(peerID)", "multipeer.dropped": "\(typeNames.count)", "multipeer.error": "\(error)"])

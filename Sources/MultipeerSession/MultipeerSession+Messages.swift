@@ -39,8 +39,10 @@ extension MultipeerSession {
     /// - Throws: `peerNotActive` for a peer this session has not seen (or, unreliable, that is not
     ///   active now); `outboxFull` when so configured; `peerAway` when the peer has been away
     ///   for `Limits.sendTimeout` with its outbox full, or was forgotten; `messageTooLarge` when
-    ///   the message makes a frame larger than the peer takes (its `Limits.maximumFrameLength`,
-    ///   announced in HELLO); `codingFailed`.
+    ///   the message is larger than the peer takes (its `Limits.maximumMessageLength`, announced
+    ///   in HELLO); `codingFailed`. A message larger than 256 KiB goes in fragments, which other
+    ///   messages pass: messages of one type arrive in the order sent, of different types not
+    ///   necessarily.
     public nonisolated func send<Message: Codable & Sendable>(
         _ message: Message, to peerID: UUID, delivery: Delivery = .reliable, awaitAcknowledgement: Bool = false
     ) async throws {
@@ -65,8 +67,8 @@ extension MultipeerSession {
 
     /// Sends `message` to every peer; returns how many it was handed to.
     ///
-    /// A peer that takes no frame as large as the message (its `Limits.maximumFrameLength`) is
-    /// skipped, and a notice logged.
+    /// A peer that takes no message that large (its `Limits.maximumMessageLength`) is skipped,
+    /// and a notice logged.
     ///
     /// Reliable broadcasts go to every active peer, and also to every peer that was active
     /// earlier in this session and is away now (a link being redialled), as long as its outbox
@@ -139,7 +141,7 @@ extension MultipeerSession {
             try checkFits(message, to: peerID)
             return true
         } catch {
-            logger.notice("broadcast skipped a peer that takes no frame that large", metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.error": "\(error)"])
+            logger.notice("broadcast skipped a peer that takes no message that large", metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.error": "\(error)"])
             return false
         }
     }

@@ -85,7 +85,7 @@ public actor MultipeerSession {
         case lookUpAgain(UUID)
         case close(LinkHandle, GoodbyeReason)
         case flush(UUID, LinkID)
-        case acknowledged(LinkID, UUID, UInt64)
+        case acknowledged(LinkID, UUID, UInt64, PartialMessage?)
         /// Report the inbound failures held back, after this delay.
         case reportHeldFailures(after: Duration)
         case suspend
@@ -197,7 +197,8 @@ public actor MultipeerSession {
                 case .dial(let id, _, _): linkClosed(id, goodbye: nil, error: nil)
                 case .close(let handle, let reason): await handle.close(reason, within: goodbyeTimeout)
                 case .flush(let peerID, let link): deliveries[peerID]?.flushAbandoned(link)
-                case .acknowledged(let id, let peerID, let sequence): acknowledged(through: sequence, by: peerID, on: id)
+                case .acknowledged(let id, let peerID, let sequence, let partial):
+                    acknowledged(through: sequence, partial: partial, by: peerID, on: id)
                 case .reportHeldFailures: reportHeldFailures()
                 case .redial, .lookUpAgain, .suspend: break  // the table dials what it must on resume
                 }
@@ -275,8 +276,8 @@ public actor MultipeerSession {
                     group.addTask { await handle.close(reason, within: self.goodbyeTimeout) }
                 case .flush(let peerID, let link):
                     group.addTask { await self.flush(peerID, on: link) }
-                case .acknowledged(let id, let peerID, let sequence):
-                    acknowledged(through: sequence, by: peerID, on: id)
+                case .acknowledged(let id, let peerID, let sequence, let partial):
+                    acknowledged(through: sequence, partial: partial, by: peerID, on: id)
                 case .reportHeldFailures(let delay):
                     group.addTask {
                         try? await Task.sleep(for: delay)
@@ -440,14 +441,14 @@ public actor MultipeerSession {
                         do {
                             for try await message in inbound {
                                 switch message {
-                                case .ack(let sequence):
+                                case .ack(let sequence, let partial):
                                     // Handed to the run loop: the reader never waits for the actor,
                                     // so a busy sender cannot stall its own link (and its keepalive).
-                                    self.work.yield(.acknowledged(id, peer.id, sequence))
+                                    self.work.yield(.acknowledged(id, peer.id, sequence, partial))
                                 case .goodbye(let reason, _):
                                     goodbye = reason
                                     return
-                                case .data, .hello, .ping, .pong, .flow, .unknown:
+                                case .data, .fragment, .hello, .ping, .pong, .flow, .unknown:
                                     break  // DATA went to the subscriptions on the event loop (DeliveryHandler)
                                 }
                             }
@@ -492,7 +493,7 @@ public actor MultipeerSession {
             // Only now does the link take the peer's receive window and say where it resumes.
             connection.channel.channel.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
             deliveries[hello.peerID, default: newDelivery(for: hello.peerID)]
-                .linkUp(id, incarnation: hello.incarnation, frameLimit: hello.maximumFrameLength)
+                .linkUp(id, incarnation: hello.incarnation, frameLimit: hello.maximumFrameLength, messageLimit: hello.maximumMessageLength)
         }
         return closing
     }
@@ -564,12 +565,19 @@ public actor MultipeerSession {
         links[id]?.channel.isWritable ?? false
     }
 
-    /// Writes a DATA message on a link; suspends while the link pushes back.
+    /// Writes an unreliable message on a link, whole or, if it is larger than a fragment and
+    /// the peer takes fragments, in fragments written together (the receiver puts one unreliable
+    /// message together at a time per link); suspends while the link pushes back.
     func write(_ message: DataMessage, on id: LinkID) async throws {
         guard let handle = links[id] else {
             throw MultipeerError(.peerNotActive, "the link closed before the message could be sent")
         }
-        try await handle.writer.write(.data(message))
+        if let delivery = deliveries[handle.peerID], delivery.messageLimit != nil, let frameLimit = delivery.frameLimit,
+           message.travelsInFragments(frameLimit: frameLimit) {
+            try await handle.writer.write(contentsOf: message.fragments(frameLimit: frameLimit).map { LinkMessage.fragment($0) })
+        } else {
+            try await handle.writer.write(.data(message))
+        }
         metrics.sent(bytes: message.payload.readableBytes)
     }
 
@@ -713,7 +721,8 @@ public actor MultipeerSession {
         let hello = try Hello(
             identity: identity, incarnation: incarnation, displayName: configuration.peer.displayName,
             metadata: configuration.peer.metadata, keepalive: configuration.keepalive,
-            maximumFrameLength: configuration.limits.maximumFrameLength)
+            maximumFrameLength: configuration.limits.maximumFrameLength,
+            maximumMessageLength: configuration.limits.maximumMessageLength)
         let tls = try TLSContext(configuration: TLSConfiguration(keys: keys, handshakeTimeout: configuration.limits.handshakeTimeout))
         self.tls = tls
         // A write stuck on a dead path fails after the keepalive's stall limit (not the
@@ -723,7 +732,9 @@ public actor MultipeerSession {
         var link = LinkConfiguration(
             tls: tls, identity: identity, localHello: hello, maximumFrameLength: configuration.limits.maximumFrameLength,
             tcpUserTimeout: keepaliveTimeout * KeepaliveStateMachine.stallFactor)
-        link.inbox = Inbox(windows: receiveWindows, subscriptions: subscriptions, metrics: metrics)
+        link.inbox = Inbox(
+            windows: receiveWindows, subscriptions: subscriptions, metrics: metrics,
+            maximumMessageLength: configuration.limits.maximumMessageLength)
         return link
     }
 }

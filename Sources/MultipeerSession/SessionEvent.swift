@@ -92,16 +92,21 @@ public enum MessageDropReason: Hashable, Sendable, CustomStringConvertible {
     /// Nobody subscribed to the type, and messages of ``MultipeerSession/Limits/maximumUnsubscribedTypes``
     /// other type names were held already.
     case tooManyUnsubscribedTypes
-    /// Queued for a peer that came back taking smaller frames than they need (a smaller
-    /// ``MultipeerSession/Limits/maximumFrameLength``): they were taken out of its outbox unsent.
+    /// Queued for a peer that came back taking smaller frames or messages than they need (a
+    /// smaller ``MultipeerSession/Limits/maximumFrameLength`` or
+    /// ``MultipeerSession/Limits/maximumMessageLength``): they were taken out of its outbox unsent.
     case tooLargeForPeer
+    /// Part of a message arriving in fragments came, and the sender gave up the rest: it forgot
+    /// this peer (``MultipeerSession/forget(peer:)``) while the message was on its way.
+    case abandonedBySender
 
     /// Why, in a sentence.
     public var description: String {
         switch self {
         case .noSubscriber: "nobody subscribed to the type, and the messages held for a first subscriber were at their limit"
         case .tooManyUnsubscribedTypes: "nobody subscribed to the type, and messages of as many other types as allowed were held already"
-        case .tooLargeForPeer: "queued for a peer that came back taking smaller frames than they need"
+        case .tooLargeForPeer: "queued for a peer that came back taking smaller frames or messages than they need"
+        case .abandonedBySender: "part of it arrived in fragments, and the sender gave up the rest (it forgot this peer)"
         }
     }
 }

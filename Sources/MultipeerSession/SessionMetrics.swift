@@ -58,6 +58,7 @@ extension MessageDropReason {
         switch self {
         case .noSubscriber: "no_subscriber"
         case .tooManyUnsubscribedTypes: "too_many_unsubscribed_types"
+        case .abandonedBySender: "abandoned_by_sender"
         case .tooLargeForPeer: "too_large_for_peer"
         }
     }

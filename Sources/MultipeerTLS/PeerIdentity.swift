@@ -122,10 +122,12 @@ extension Hello {
     /// A HELLO for `identity`: its peer ID and public key, with the other fields as given.
     package init(
         identity: PeerIdentity, incarnation: UInt64, displayName: String, metadata: [String: String] = [:],
-        keepalive: KeepaliveParameters = KeepaliveParameters(), maximumFrameLength: Int = Frame.defaultMaximumLength
+        keepalive: KeepaliveParameters = KeepaliveParameters(), maximumFrameLength: Int = Frame.defaultMaximumLength,
+        maximumMessageLength: Int? = nil
     ) throws {
         try self.init(
             peerID: identity.peerID, key: identity.key, incarnation: incarnation, displayName: displayName,
-            metadata: metadata, keepalive: keepalive, maximumFrameLength: maximumFrameLength)
+            metadata: metadata, keepalive: keepalive, maximumFrameLength: maximumFrameLength,
+            maximumMessageLength: maximumMessageLength)
     }
 }

@@ -107,3 +107,14 @@ import Testing
         #expect(delivery.nextBatch(for: LinkID(2))?.map(\.sequence) == [6])
     }
 }
+
+extension LinkMessage {
+    /// The sequence number of a DATA or FRAGMENT.
+    var sequence: UInt64? {
+        switch self {
+        case .data(let message): message.sequence
+        case .fragment(let fragment): fragment.sequence
+        default: nil
+        }
+    }
+}

@@ -18,10 +18,12 @@ import Testing
         }
     }
 
-    static func vectorHello() throws -> Hello {
+    /// The HELLO of the vectors; `maximumMessageLength` nil: from a release without fragments.
+    static func vectorHello(maximumMessageLength: Int? = 128 << 20) throws -> Hello {
         try Hello(
             peerID: signer.key.peerID, key: signer.key, incarnation: 7, displayName: "Captain", metadata: ["seat": "L"],
-            keepalive: KeepaliveParameters(interval: .milliseconds(500), timeout: .milliseconds(1500))
+            keepalive: KeepaliveParameters(interval: .milliseconds(500), timeout: .milliseconds(1500)),
+            maximumMessageLength: maximumMessageLength
         ).signed(exporter: exporter, side: .dialler, sign: signer.sign)
     }
 
@@ -44,6 +46,10 @@ import Testing
         return [
             "data-binary": .data(try DataMessage(sequence: 7, typeName: "PositionReport", payload: binary)),
             "hello": .hello(try vectorHello()),
+            "hello-without-fragments": .hello(try vectorHello(maximumMessageLength: nil)),
+            "fragment": .fragment(try Fragment(
+                sequence: 9, offset: 4, length: 10, typeName: "Chart", bytes: ByteBuffer(bytes: [0x04, 0x05, 0x06, 0x07, 0x08, 0x09]))),
+            "ack-partial": .ack(12, partial: PartialMessage(sequence: 9, received: 4)),
             "ping": .ping(Probe(nonce: 1, timestamp: 1_000_000_000)),
             "pong": .pong(Probe(nonce: 1, timestamp: 1_000_000_000)),
             "data": .data(try DataMessage(sequence: 42, typeName: "NavlogEntry", payload: payload)),

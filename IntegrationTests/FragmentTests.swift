@@ -1,0 +1,105 @@
+import Foundation
+import MultipeerCore
+@testable import MultipeerSession
+import MultipeerTestSupport
+import Testing
+
+/// Messages larger than a frame, between real sessions: they go in fragments, other messages
+/// pass them, and reliable ones survive broken links (docs/PROTOCOL.md, 2b).
+@Suite struct FragmentTests {
+    /// A chart: megabytes of raw bytes, in the binary encoding.
+    struct Chart: MultipeerMessage, Equatable {
+        static var wireName: String { "chart" }
+        static var wireEncoding: MessageEncoding? { .binary }
+        var number: Int
+        var tiles: Data
+
+        /// Tiles of random bytes: a block of 65,537 (a prime, so no fragment boundary lines up
+        /// with its repeats), repeated.
+        init(number: Int, megabytes: Int) {
+            self.number = number
+            let block = Data((0..<65_537).map { _ in UInt8.random(in: 0...255) })
+            tiles = Data(capacity: megabytes << 20)
+            while tiles.count < megabytes << 20 { tiles.append(block.prefix((megabytes << 20) - tiles.count)) }
+        }
+    }
+
+    struct Fix: Codable, Sendable, Equatable {
+        var number: Int
+    }
+
+    /// A 16 MiB chart, then small fixes: all arrive, the chart whole. (That the fixes go between
+    /// the chart's fragments is OutboxStateMachine's to test, FragmentedDeliveryTests; how long
+    /// they wait, the session benchmark's to measure.)
+    @Test(.scaledTimeLimit(minutes: 2))
+    func smallMessagesPassALargeOneThatArrivesWhole() async throws {
+        try await FaultTests.withPair { pair in
+            let charts = pair.listener.messages(of: Chart.self)
+            let fixes = pair.listener.messages(of: Fix.self)
+            let chart = Chart(number: 1, megabytes: 16)
+            try await pair.dialler.send(chart, to: pair.listener.peerID)
+            for number in 0..<20 { try await pair.dialler.send(Fix(number: number), to: pair.listener.peerID) }
+            let received = try await collect(fixes) { $0.count == 20 }
+            #expect(received.map(\.message.number) == Array(0..<20))
+            #expect(try await collect(charts) { $0.count == 1 }.first?.message == chart)
+        }
+    }
+
+    /// Charts of 4 MiB (16 fragments each), through a link throttled to 40 MB/s and reset
+    /// every 50 to 150 ms until all have arrived, so that resets fall in the middle of charts:
+    /// each arrives once, whole, in order.
+    @Test(.scaledTimeLimit(minutes: 3))
+    func messagesInFragmentsSurviveResetsAndArriveOnceInOrder() async throws {
+        try await FaultTests.withPair(proxyMode: .throttle(bytesPerSecond: 40_000_000)) { pair in
+            let charts = pair.listener.messages(of: Chart.self)
+            let sent = (0..<6).map { Chart(number: $0, megabytes: 4) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for chart in sent { try await pair.dialler.send(chart, to: pair.listener.peerID) }
+                }
+                group.addTask {
+                    while !Task.isCancelled {
+                        try await Task.sleep(for: TestTime.scaled(.milliseconds(Int.random(in: 50...150))))
+                        await pair.proxy.resetConnections()
+                    }
+                }
+                let received = try await collect(charts, timeout: .seconds(120)) { $0.count >= sent.count }
+                group.cancelAll()
+                #expect(received.map(\.message.number) == sent.map(\.number), "each once, in order")
+                #expect(received.map(\.message) == sent, "each whole")
+            }
+            let reconnects = await pair.listener.linkStats(for: pair.dialler.peerID)?.reconnects ?? 0
+            #expect(reconnects >= 3, "the link was reset during the transfer (\(reconnects) reconnects)")
+        }
+    }
+
+    @Test(.scaledTimeLimit(minutes: 1))
+    func unreliableMessagesGoInFragmentsToo() async throws {
+        try await FaultTests.withPair { pair in
+            let charts = pair.listener.messages(of: Chart.self)
+            let chart = Chart(number: 1, megabytes: 3)
+            try await pair.dialler.send(chart, to: pair.listener.peerID, delivery: .unreliable)
+            try await pair.dialler.send(Chart(number: 2, megabytes: 1), to: pair.listener.peerID, delivery: .unreliable)
+            let received = try await collect(charts) { $0.count == 2 }
+            #expect(received.first?.message == chart)
+            #expect(received.map(\.message.number) == [1, 2])
+        }
+    }
+
+    /// The receiver's Limits.maximumMessageLength, announced in its HELLO, is the bound: a
+    /// larger message is refused at send, naming it, and nothing is queued.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aMessageLargerThanThePeerTakesFailsAtSend() async throws {
+        try await FaultTests.withPair(limits: MultipeerSession.Limits(maximumMessageLength: 2 << 20)) { pair in
+            let error = await #expect(throws: MultipeerError.self) {
+                try await pair.dialler.send(Chart(number: 1, megabytes: 3), to: pair.listener.peerID)
+            }
+            #expect(error?.code == .messageTooLarge)
+            #expect(error?.message.contains("Limits.maximumMessageLength") == true, "\(String(describing: error))")
+            #expect(await pair.dialler.outboxCount(for: pair.listener.peerID) == 0)
+            let fixes = pair.listener.messages(of: Fix.self)
+            try await pair.dialler.send(Fix(number: 1), to: pair.listener.peerID)
+            #expect(try await collect(fixes) { $0.count == 1 }.first?.message == Fix(number: 1))
+        }
+    }
+}

@@ -1,0 +1,142 @@
+package import NIOCore
+
+/// A piece of an application message carried in FRAGMENT: bytes `offset ..< offset +
+/// bytes.readableBytes` of a payload of `length` bytes (docs/PROTOCOL.md, 2b).
+package struct Fragment: Hashable, Sendable {
+    /// The message's reliable sequence number, or 0 for an unreliable message.
+    package var sequence: UInt64
+    /// Where ``bytes`` begin in the payload.
+    package var offset: Int
+    /// The whole payload's length, the same in every fragment of a message.
+    package var length: Int
+    /// The message's type name, the same in every fragment of a message.
+    package var typeName: String
+    /// This fragment's part of the payload: at least one byte.
+    package var bytes: ByteBuffer
+
+    /// Whether this is the message's last fragment.
+    package var isLast: Bool { offset + bytes.readableBytes == length }
+
+    /// The length of the frame value that carries it.
+    package var frameLength: Int { Self.overhead(typeName: typeName) + bytes.readableBytes }
+
+    /// The bytes of a FRAGMENT value before its payload bytes: sequence, offset, length, type name.
+    package static func overhead(typeName: String) -> Int { 8 + 8 + 8 + 1 + typeName.utf8.count }
+
+    package init(sequence: UInt64, offset: Int, length: Int, typeName: String, bytes: ByteBuffer) throws {
+        guard typeName.utf8.count <= DataMessage.maximumTypeNameLength else {
+            throw MultipeerError(
+                .malformedMessage,
+                "FRAGMENT is malformed: its type name is \(typeName.utf8.count) bytes; the limit is \(DataMessage.maximumTypeNameLength)")
+        }
+        guard bytes.readableBytes > 0, offset >= 0, length >= 0, offset <= length - bytes.readableBytes else {
+            throw MultipeerError(
+                .malformedMessage,
+                "FRAGMENT is malformed: \(bytes.readableBytes) bytes at offset \(offset) of a \(length)-byte message (a fragment carries at least one byte, inside the message)")
+        }
+        self.sequence = sequence
+        self.offset = offset
+        self.length = length
+        self.typeName = typeName
+        self.bytes = bytes
+    }
+}
+
+/// A reliable message of which the receiver has the first `received` bytes, not all: carried
+/// in ACK (docs/PROTOCOL.md, 2b).
+package struct PartialMessage: Hashable, Sendable {
+    package var sequence: UInt64
+    package var received: Int
+
+    package init(sequence: UInt64, received: Int) {
+        self.sequence = sequence
+        self.received = received
+    }
+}
+
+extension DataMessage {
+    /// The most payload bytes this implementation puts in one fragment, and so the largest
+    /// payload it sends whole in DATA to a peer that takes fragments: small enough that a
+    /// message in fragments holds up a small one sent after it by about a fragment's writing.
+    package static let fragmentLength = 256 * 1024
+
+    /// Whether the message travels in fragments to a peer that takes frames of at most
+    /// `frameLimit` bytes (and takes fragments at all).
+    package func travelsInFragments(frameLimit: Int) -> Bool {
+        payload.readableBytes > Self.fragmentLength || frameLength > frameLimit
+    }
+
+    /// The fragment of the payload from `offset`: as long as the peer's `frameLimit` and
+    /// ``fragmentLength`` allow.
+    package func fragment(from offset: Int, frameLimit: Int) -> Fragment {
+        let room = min(Self.fragmentLength, frameLimit - Fragment.overhead(typeName: typeName))
+        let count = min(room, payload.readableBytes - offset)
+        // The type name and bounds were checked when the message was made: this cannot fail.
+        return try! Fragment(
+            sequence: sequence, offset: offset, length: payload.readableBytes, typeName: typeName,
+            bytes: payload.getSlice(at: payload.readerIndex + offset, length: count)!)
+    }
+
+    /// The whole message as fragments, in order.
+    package func fragments(frameLimit: Int) -> [Fragment] {
+        var fragments: [Fragment] = []
+        var offset = 0
+        while offset < payload.readableBytes {
+            let fragment = fragment(from: offset, frameLimit: frameLimit)
+            fragments.append(fragment)
+            offset += fragment.bytes.readableBytes
+        }
+        return fragments
+    }
+}
+
+/// A message being put together from its fragments, as they arrive in order.
+package struct MessageAssembly: Sendable {
+    package let sequence: UInt64
+    package let typeName: String
+    package let length: Int
+    private var buffer: ByteBuffer
+
+    /// The payload bytes that arrived so far.
+    package var received: Int { buffer.readableBytes }
+
+    /// Where the receiver stands, for an ACK.
+    package var partial: PartialMessage { PartialMessage(sequence: sequence, received: received) }
+
+    /// Starts with a message's first fragment (offset 0), refusing a message larger than
+    /// `limit` before keeping any of it.
+    package init(first fragment: Fragment, limit: Int, from peer: String) throws {
+        guard fragment.length <= limit else {
+            throw MultipeerError(
+                .messageTooLarge,
+                "\(peer) began a \(fragment.typeName) of \(fragment.length) bytes in fragments; this side takes messages of at most \(limit) bytes (Limits.maximumMessageLength), as its HELLO said")
+        }
+        guard fragment.offset == 0 else {
+            throw MultipeerError(
+                .outOfSequence,
+                "\(peer) sent a fragment at offset \(fragment.offset) of message \(fragment.sequence), whose beginning this side does not have")
+        }
+        sequence = fragment.sequence
+        typeName = fragment.typeName
+        length = fragment.length
+        buffer = ByteBufferAllocator().buffer(capacity: fragment.length)
+        buffer.writeImmutableBuffer(fragment.bytes)
+    }
+
+    /// Whether `fragment` belongs to this message (it may still not follow on from what arrived).
+    package func contains(_ fragment: Fragment) -> Bool {
+        fragment.sequence == sequence
+    }
+
+    /// Adds the next fragment; returns the whole message once it is complete.
+    package mutating func append(_ fragment: Fragment, from peer: String) throws -> DataMessage? {
+        guard fragment.offset == received, fragment.length == length, fragment.typeName == typeName else {
+            throw MultipeerError(
+                .outOfSequence,
+                "\(peer) sent a fragment of \(fragment.typeName) \(fragment.sequence) at offset \(fragment.offset) of \(fragment.length) bytes; this side has \(received) bytes of a \(length)-byte \(typeName): fragments follow on in order")
+        }
+        buffer.writeImmutableBuffer(fragment.bytes)
+        guard received == length else { return nil }
+        return try DataMessage(sequence: sequence, typeName: typeName, payload: buffer)
+    }
+}
