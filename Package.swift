@@ -144,11 +144,18 @@ let package = Package(
             dependencies: ["CGnuTLS"],
             path: "Benchmarks/CGnuTLSBaseline"
         ),
+        // The C baselines, as Swift calls them (LinkBenchmark, SessionBenchmark).
+        .target(
+            name: "BaselineSupport",
+            dependencies: ["BenchmarkSupport", "CGnuTLSBaseline", "MultipeerTLS"],
+            path: "Benchmarks/BaselineSupport",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "LinkBenchmark",
             dependencies: [
+                "BaselineSupport",
                 "BenchmarkSupport",
-                "CGnuTLSBaseline",
                 "MultipeerTestSupport",
                 "MultipeerCore",
                 "MultipeerTLS",
@@ -194,7 +201,7 @@ let package = Package(
         .executableTarget(
             name: "SessionBenchmark",
             dependencies: [
-                "BenchmarkSupport", "MultipeerCore", "MultipeerSession",
+                "BaselineSupport", "BenchmarkSupport", "MultipeerCore", "MultipeerSession",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/SessionBenchmark",

@@ -86,6 +86,24 @@ import Testing
         }
     }
 
+    /// A large message is decoded off the link's event loop; one that does not decode is
+    /// reported, skipped, and the stream goes on, in order, with the next.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aLargeMessageThatDoesNotDecodeIsReportedAndSkipped() async throws {
+        struct Impostor: Codable, Sendable { var tiles: String }
+        try await FaultTests.withPair { pair in
+            let charts = pair.listener.messages(of: Chart.self)
+            try await pair.dialler.sendRaw(Impostor(tiles: String(repeating: "t", count: 1 << 20)), as: Chart.wireName, to: pair.listener.peerID)
+            let chart = Chart(number: 2, megabytes: 1)
+            try await pair.dialler.send(chart, to: pair.listener.peerID, delivery: .unreliable)
+            let events = try await pair.listenerEvents.wait { events in
+                events.contains { if case .undecodableMessage(_, "chart", _) = $0 { true } else { false } }
+            }
+            #expect(!events.isEmpty)
+            #expect(try await collect(charts) { $0.count == 1 }.first?.message == chart, "the next one, whole")
+        }
+    }
+
     /// The receiver's Limits.maximumMessageLength, announced in its HELLO, is the bound: a
     /// larger message is refused at send, naming it, and nothing is queued.
     @Test(.scaledTimeLimit(minutes: 1))

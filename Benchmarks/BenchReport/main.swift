@@ -37,6 +37,7 @@ let detectionNetwork = load("detection-network.json", as: [DetectionFigures].sel
 let delivery = load("delivery.json", as: [Goodput].self)
 let discovery = load("discovery.json", as: [DiscoverySummary].self)
 let mesh = load("mesh.json", as: [MeshResult].self)
+let session = load("session.json", as: SessionResults.self)
 /// How long each part of the run took, seconds (written by Benchmarks/run-all.sh).
 let durations: [String: Double] = load("durations.json", as: [String: Double].self) ?? [:]
 
@@ -183,6 +184,25 @@ target("Zero false teardowns (every mesh size and the hub)", mesh.map { results 
     return ("\(total) over \(results.count) topologies held \(number(results.map(\.holdSeconds).max() ?? 0, 0)) s", total == 0)
 })
 
+/// The fastest reliable case of a size (over encodings and fields), as a share of the C baseline.
+func apiShare(_ size: Int) -> (String, Bool)? {
+    guard let best = session?.cases.filter({ $0.delivery == "reliable" && $0.payloadBytes == size }).max(by: { $0.messagesPerSecond < $1.messagesPerSecond }),
+          let share = best.ofBaseline else { return nil }
+    let c = best.messagesPerSecond / share
+    return ("\(number(best.messagesPerSecond, 0)) vs \(number(c, 0)) msg/s (\(best.encoding), \(best.field)): \(number(share * 100, 0)) %",
+            share >= (size <= 128 ? 0.4 : 0.5))
+}
+target("API: reliable 1 KiB messages/s >= 50 % of the C GnuTLS baseline", apiShare(1024))
+target("API: reliable 128 B messages/s >= 40 % of the C GnuTLS baseline", apiShare(128))
+let largeCases = session?.cases.filter { $0.delivery == "reliable" && $0.encoding == "binary" && $0.field == "Data" && $0.payloadBytes >= 1 << 20 } ?? []
+target("API: 1 MiB and 64 MiB messages (Data field) >= 1 GB/s", largeCases.isEmpty ? nil : (
+    largeCases.map { "\($0.payloadBytes >> 20) MiB: \(number($0.payloadMegabytesPerSecond, 0)) MB/s" }.joined(separator: ", "),
+    largeCases.allSatisfy { $0.payloadMegabytesPerSecond >= 1000 }))
+let loaded = session?.latency.first { $0.besideLargeMessages }
+target("API: a 1 KiB message while 64 MiB ones are in flight arrives p99 <= 5 ms", loaded.map {
+    ("p99 \(number($0.p99Milliseconds, 2)) ms (p50 \(number($0.p50Milliseconds, 2)) ms)", $0.p99Milliseconds <= 5)
+})
+
 // MARK: Charts
 
 let charts = directory.appendingPathComponent("charts")
@@ -319,6 +339,22 @@ if let link {
     md += image("throughput", "Throughput by message size")
 } else {
     md += "Not measured in this run.\n\n"
+}
+
+if let session {
+    md += "## The public API: send -> messages(of:)\n\n"
+    md += "Two sessions in one process over loopback, one task sending flat out, one reader (SessionBenchmark); payload bytes are the field's, CPU is the whole process's per message; the share is of the C GnuTLS program's frames/s at the same size, in the same run.\n\n"
+    md += table(["delivery", "encoding", "field", "payload B", "messages/s", "MB/s", "CPU µs / message", "of C GnuTLS"], session.cases.map {
+        [$0.delivery, $0.encoding, $0.field, "\($0.payloadBytes)", number($0.messagesPerSecond, 0), number($0.payloadMegabytesPerSecond),
+         number($0.cpuMicrosecondsPerMessage), $0.ofBaseline.map { "\(number($0 * 100, 0)) %" } ?? "-"]
+    })
+    md += table(["C GnuTLS frames of", "messages/s", "MB/s"], session.baselines.map {
+        ["\($0.payloadBytes) B", number($0.messagesPerSecond, 0), number($0.megabytesPerSecond)]
+    })
+    md += table(["1 KiB message every 2 ms", "p50 ms", "p99 ms", "max ms", "messages"], session.latency.map {
+        [$0.besideLargeMessages ? "while 64 MiB messages are in flight" : "alone", number($0.p50Milliseconds, 2), number($0.p99Milliseconds, 2),
+         number($0.maxMilliseconds, 2), "\($0.count)"]
+    })
 }
 
 md += "## Failure detection and redial\n\n"

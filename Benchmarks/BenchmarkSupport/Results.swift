@@ -211,3 +211,75 @@ public struct Handshakes: Codable, Sendable {
         p99Microseconds = Bench.percentile(samples, 0.99)
     }
 }
+
+/// `bench-results/session.json` (SessionBenchmark): the public API's speed.
+public struct SessionResults: Codable, Sendable {
+    public var cases: [SessionCase]
+    /// The C GnuTLS program, the same run, by size.
+    public var baselines: [BaselineRate]
+    public var latency: [ProbeLatency]
+
+    public init(cases: [SessionCase], baselines: [BaselineRate], latency: [ProbeLatency]) {
+        self.cases = cases
+        self.baselines = baselines
+        self.latency = latency
+    }
+}
+
+/// Messages of one kind through `send` and `messages(of:)`, flat out.
+public struct SessionCase: Codable, Sendable {
+    /// `reliable` or `unreliable`.
+    public var delivery: String
+    /// `json` or `binary`.
+    public var encoding: String
+    /// `String` or `Data`: the field that carries the payload.
+    public var field: String
+    /// Bytes in that field (the encoded message is a little larger; in JSON, Data is base64).
+    public var payloadBytes: Int
+    public var messagesPerSecond: Double
+    /// CPU of both sessions (the whole process) per message delivered.
+    public var cpuMicrosecondsPerMessage: Double
+    /// Messages/s as a fraction of the C GnuTLS baseline's frames/s at the same size.
+    public var ofBaseline: Double?
+
+    public var payloadMegabytesPerSecond: Double { messagesPerSecond * Double(payloadBytes) / 1e6 }
+
+    public init(delivery: String, encoding: String, field: String, payloadBytes: Int, messagesPerSecond: Double, cpuMicrosecondsPerMessage: Double) {
+        self.delivery = delivery
+        self.encoding = encoding
+        self.field = field
+        self.payloadBytes = payloadBytes
+        self.messagesPerSecond = messagesPerSecond
+        self.cpuMicrosecondsPerMessage = cpuMicrosecondsPerMessage
+    }
+}
+
+/// The C GnuTLS program's one-way rate for frames of one size.
+public struct BaselineRate: Codable, Sendable {
+    public var payloadBytes: Int
+    public var messagesPerSecond: Double
+    public var megabytesPerSecond: Double { messagesPerSecond * Double(payloadBytes) / 1e6 }
+
+    public init(payloadBytes: Int, messagesPerSecond: Double) {
+        self.payloadBytes = payloadBytes
+        self.messagesPerSecond = messagesPerSecond
+    }
+}
+
+/// How long a small message took from `send` to the reader.
+public struct ProbeLatency: Codable, Sendable {
+    /// Whether 64 MiB messages were in flight on the same link meanwhile.
+    public var besideLargeMessages: Bool
+    public var count: Int
+    public var p50Milliseconds: Double
+    public var p99Milliseconds: Double
+    public var maxMilliseconds: Double
+
+    public init(besideLargeMessages: Bool, milliseconds: [Double]) {
+        self.besideLargeMessages = besideLargeMessages
+        count = milliseconds.count
+        p50Milliseconds = Bench.percentile(milliseconds, 0.5)
+        p99Milliseconds = Bench.percentile(milliseconds, 0.99)
+        maxMilliseconds = milliseconds.max() ?? 0
+    }
+}

@@ -3,6 +3,7 @@
 // program's two threads pinned one per core, ours on NIO's two event-loop threads; and on one
 // core, in a child process under taskset) and one-way throughput by message size.
 // Prints a table and writes JSON. See Benchmarks/README.md.
+import BaselineSupport
 import BenchmarkSupport
 import Foundation
 import MultipeerTLS

@@ -1,10 +1,15 @@
-// The public API's speed, as an application sees it: reliable messages through
-// `send(_:to:)` and `messages(of:)`, two sessions in one process over loopback, one sender task
-// sending flat out and one reader, for a String and a Data field of each size, in JSON and in
-// the binary encoding. Each case runs a warm-up second, then `--seconds` (default 3) counted at
-// the reader; CPU is the process's (both sessions), per message delivered.
+// The public API's speed, as an application sees it: messages through `send(_:to:)` and
+// `messages(of:)`, two sessions in one process over loopback, one sender task sending flat out
+// and one reader, reliable and unreliable, for a String and a Data field of each size, in JSON
+// and in the binary encoding. Each case runs a warm-up second, then at least `--seconds`
+// (default 3) and three messages, counted at the reader; CPU is the process's (both sessions),
+// per message delivered. Beside them, in the same run: the C GnuTLS baseline (LinkBenchmark's
+// program, frames of the same sizes one way over loopback) for the ratio, and the latency of a
+// 1 KiB message sent every 2 ms, alone and while 64 MiB messages are in flight on the same link.
 //
 //   swift build -c release --product SessionBenchmark && .build/release/SessionBenchmark [--seconds N] [--sizes 128,1024]
+//       [--deliveries reliable,unreliable] [--encodings json,binary] [--fields String,Data] [--no-latency]
+import BaselineSupport
 import BenchmarkSupport
 import Foundation
 import Logging
@@ -21,23 +26,34 @@ struct BytesMessage: Codable, Sendable {
     var bytes: Data
 }
 
-struct Case: Codable, Sendable {
-    var encoding: String
-    var field: String
-    var payloadBytes: Int
-    var messagesPerSecond: Double
-    var payloadMegabytesPerSecond: Double
-    var cpuMicrosecondsPerMessage: Double
+/// The small message whose latency is measured: when it was sent, on the process's clock.
+struct Probe: MultipeerMessage {
+    static var wireName: String { "probe" }
+    static var wireEncoding: MessageEncoding? { .binary }
+    var sentNanoseconds: Int64
+    var padding: Data
+}
+
+func list(_ name: String, _ defaults: [String]) -> [String] {
+    Bench.option(name).map { $0.split(separator: ",").map(String.init) } ?? defaults
 }
 
 let duration = Duration.seconds(Bench.option("--seconds").flatMap(Int.init) ?? 3)
-let sizes = Bench.option("--sizes").map { $0.split(separator: ",").compactMap { Int($0) } } ?? [128, 1 << 10, 16 << 10, 256 << 10]
+let sizes = list("--sizes", ["128", "1024", "16384", "262144", "1048576", "67108864"]).compactMap { Int($0) }
+let deliveries = list("--deliveries", ["reliable", "unreliable"])
+let encodings = list("--encodings", ["json", "binary"])
+let fields = list("--fields", ["String", "Data"])
 let psk = try PreSharedKey.generate(identity: "session-benchmark")
 let quiet: Logger = {
     var logger = Logger(label: "session-benchmark")
     logger.logLevel = .critical
     return logger
 }()
+let epoch = ContinuousClock.now
+func nanosecondsSinceStart() -> Int64 {
+    let elapsed = (ContinuousClock.now - epoch).components
+    return elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000
+}
 
 func session(_ name: String, encoding: MessageEncoding, dialling endpoint: String? = nil) -> MultipeerSession {
     var configuration = MultipeerSession.Configuration(
@@ -47,13 +63,12 @@ func session(_ name: String, encoding: MessageEncoding, dialling endpoint: Strin
     return MultipeerSession(configuration: configuration)
 }
 
-/// Sends `make(n)` flat out; returns what the reader counted after the warm-up.
-func measure<Message: Codable & Sendable>(
-    _ type: Message.Type, encoding: MessageEncoding, payloadBytes: Int, field: String, _ make: @escaping @Sendable (Int) -> Message
-) async -> Case {
+/// Runs a receiver and a sender joined to it over loopback, and `body` with them.
+func withPair<Result: Sendable>(
+    encoding: MessageEncoding, _ body: @escaping @Sendable (_ receiver: MultipeerSession, _ sender: MultipeerSession) async -> Result
+) async -> Result {
     let receiver = session("receiver", encoding: encoding)
     let receiverEvents = receiver.events
-    let inbox = receiver.messages(of: type)
     return await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await receiver.run() }
         var port = 0
@@ -62,11 +77,24 @@ func measure<Message: Codable & Sendable>(
         let senderEvents = sender.events
         group.addTask { try await sender.run() }
         for await event in senderEvents { if case .peerJoined = event { break } }
+        let result = await body(receiver, sender)
+        group.cancelAll()
+        return result
+    }
+}
+
+/// Sends `make(n)` flat out; returns what the reader counted after the warm-up.
+func measure<Message: Codable & Sendable>(
+    _ type: Message.Type, delivery: String, encoding: MessageEncoding, payloadBytes: Int, field: String,
+    _ make: @escaping @Sendable (Int) -> Message
+) async -> SessionCase {
+    await withPair(encoding: encoding) { receiver, sender in
+        let inbox = receiver.messages(of: type)
         let target = receiver.peerID
         let sending = Task {
             var number = 0
             while !Task.isCancelled {
-                try await sender.send(make(number), to: target)
+                try await sender.send(make(number), to: target, delivery: delivery == "reliable" ? .reliable : .unreliable)
                 number += 1
             }
         }
@@ -84,37 +112,114 @@ func measure<Message: Codable & Sendable>(
                 continue
             }
             counted += 1
-            if clock.now - start >= duration { break }
+            if clock.now - start >= duration && counted >= 3 { break }
         }
         let elapsed = (clock.now - started!).seconds
         let cpu = Bench.cpuSeconds() - cpuAtStart
         sending.cancel()
         _ = await sending.result
-        group.cancelAll()
         let rate = Double(counted) / elapsed
-        return Case(
-            encoding: "\(encoding)", field: field, payloadBytes: payloadBytes, messagesPerSecond: rate,
-            payloadMegabytesPerSecond: rate * Double(payloadBytes) / 1e6, cpuMicrosecondsPerMessage: cpu / Double(counted) * 1e6)
+        return SessionCase(
+            delivery: delivery, encoding: "\(encoding)", field: field, payloadBytes: payloadBytes, messagesPerSecond: rate,
+            cpuMicrosecondsPerMessage: cpu / Double(counted) * 1e6)
     }
 }
 
-print("Reliable messages through send -> messages(of:), one sender, \(duration) a case after 1 s of warm-up")
-print("encoding  field    payload    messages/s    payload MB/s   CPU µs/message (both sessions)")
-var results: [Case] = []
+/// A 1 KiB message every 2 ms for `duration`, alone or while 64 MiB messages go flat out on the
+/// same link (reliable, binary, a Data field): how long each took from `send` to the reader.
+func probeLatency(besideLargeMessages: Bool) async -> ProbeLatency {
+    await withPair(encoding: .binary) { receiver, sender in
+        let probes = receiver.messages(of: Probe.self)
+        let large = receiver.messages(of: BytesMessage.self)
+        let target = receiver.peerID
+        let largeBytes = Data(repeating: 0x5A, count: 64 << 20)
+        let reading = Task { for await _ in large {} }
+        let sendingLarge = Task {
+            guard besideLargeMessages else { return }
+            var number = 0
+            while !Task.isCancelled {
+                try await sender.send(BytesMessage(number: number, bytes: largeBytes), to: target)
+                number += 1
+            }
+        }
+        if besideLargeMessages { try? await Task.sleep(for: .milliseconds(500)) }  // the large messages under way
+        let padding = Data(repeating: 1, count: 1024)
+        let sendingProbes = Task {
+            let end = ContinuousClock.now + duration
+            while ContinuousClock.now < end {
+                try await sender.send(Probe(sentNanoseconds: nanosecondsSinceStart(), padding: padding), to: target)
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            try await sender.send(Probe(sentNanoseconds: -1, padding: padding), to: target)
+        }
+        var samples: [Double] = []
+        for await probe in probes {
+            guard probe.message.sentNanoseconds >= 0 else { break }
+            samples.append(Double(nanosecondsSinceStart() - probe.message.sentNanoseconds) / 1e6)
+        }
+        _ = await sendingProbes.result
+        sendingLarge.cancel()
+        _ = await sendingLarge.result
+        reading.cancel()
+        return ProbeLatency(besideLargeMessages: besideLargeMessages, milliseconds: samples)
+    }
+}
+
+/// The C GnuTLS program's one-way rate for `size`-byte frames (median of three runs of about a second).
+func baselineRate(_ size: Int) throws -> BaselineRate {
+    let baseline = Baseline(useTLS: true, key: (0..<32).map { UInt8($0) }, spread: true)
+    let count = max(32, min(200_000, (512 << 20) / size))
+    var seconds: [Double] = []
+    for _ in 0..<3 { seconds.append(try baseline.throughput(payload: size, count: count)) }
+    return BaselineRate(payloadBytes: size, messagesPerSecond: Double(count) / Bench.percentile(seconds, 0.5))
+}
+
+print("C GnuTLS baseline: frames one way over loopback, the same sizes")
+var baselines: [BaselineRate] = []
+for size in sizes {
+    let rate = try baselineRate(size)
+    baselines.append(rate)
+    print(String(format: "  %9d B: %9.0f messages/s, %7.1f MB/s", size, rate.messagesPerSecond, rate.megabytesPerSecond))
+}
+
+print("\nMessages through send -> messages(of:), one sender, \(duration) (and 3 messages) a case after 1 s of warm-up")
+print("delivery    encoding  field    payload     messages/s   payload MB/s  CPU µs/message  of C GnuTLS")
+var cases: [SessionCase] = []
 for size in sizes {
     let text = String(repeating: "x", count: size)
     let bytes = Data(repeating: 0xA5, count: size)
-    for encoding in [MessageEncoding.json, .binary] {
-        for field in ["String", "Data"] {
-            let result = field == "String"
-                ? await measure(TextMessage.self, encoding: encoding, payloadBytes: size, field: field) { TextMessage(number: $0, text: text) }
-                : await measure(BytesMessage.self, encoding: encoding, payloadBytes: size, field: field) { BytesMessage(number: $0, bytes: bytes) }
-            results.append(result)
-            print(
-                "\(result.encoding)".padding(toLength: 10, withPad: " ", startingAt: 0) + field.padding(toLength: 9, withPad: " ", startingAt: 0)
-                    + String(format: "%-11d%-14.0f%-15.1f%.1f", size, result.messagesPerSecond, result.payloadMegabytesPerSecond,
-                             result.cpuMicrosecondsPerMessage))
+    let c = baselines.first { $0.payloadBytes == size }
+    for delivery in deliveries {
+        for encoding in encodings.compactMap({ $0 == "json" ? MessageEncoding.json : $0 == "binary" ? .binary : nil }) {
+            for field in fields {
+                var result = field == "String"
+                    ? await measure(TextMessage.self, delivery: delivery, encoding: encoding, payloadBytes: size, field: field) {
+                        TextMessage(number: $0, text: text)
+                    }
+                    : await measure(BytesMessage.self, delivery: delivery, encoding: encoding, payloadBytes: size, field: field) {
+                        BytesMessage(number: $0, bytes: bytes)
+                    }
+                result.ofBaseline = c.map { result.messagesPerSecond / $0.messagesPerSecond }
+                cases.append(result)
+                print(
+                    delivery.padding(toLength: 12, withPad: " ", startingAt: 0)
+                        + "\(encoding)".padding(toLength: 10, withPad: " ", startingAt: 0) + field.padding(toLength: 9, withPad: " ", startingAt: 0)
+                        + String(format: "%-12d%-13.0f%-14.1f%-16.1f%.0f %%", size, result.messagesPerSecond, result.payloadMegabytesPerSecond,
+                                 result.cpuMicrosecondsPerMessage, (result.ofBaseline ?? 0) * 100))
+            }
         }
     }
 }
-try Bench.writeJSON(results, defaultPath: "bench-results/session.json")
+
+var latency: [ProbeLatency] = []
+if !Bench.flag("--no-latency") {
+    print("\nA 1 KiB reliable message every 2 ms for \(duration), send to reader:")
+    for beside in [false, true] {
+        let result = await probeLatency(besideLargeMessages: beside)
+        latency.append(result)
+        print("  \(beside ? "while 64 MiB messages are in flight" : "alone"): " + String(
+            format: "p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d messages)",
+            result.p50Milliseconds, result.p99Milliseconds, result.maxMilliseconds, result.count))
+    }
+}
+try Bench.writeJSON(SessionResults(cases: cases, baselines: baselines, latency: latency), defaultPath: "bench-results/session.json")

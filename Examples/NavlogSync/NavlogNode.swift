@@ -71,7 +71,7 @@ public actor NavlogNode: Service {
                     // may wait for room in the peer's outbox, and this loop waiting meanwhile would
                     // stop reading what the peer sends, which may be waiting for room in ours:
                     // both stuck for good.
-                    if let digest = await self.gather(part, final: final, from: peer.id) {
+                    if let digest = self.gather(part, final: final, from: peer.id) {
                         group.addTask { await self.answer(digest, from: peer) }
                     }
                 } else {

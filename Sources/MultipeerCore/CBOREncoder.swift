@@ -113,12 +113,16 @@ final class CBORWriter {
     func write(_ value: String) {
         var value = value
         value.withUTF8 { utf8 in
+            // Room for all of it at once: a long string otherwise regrows the buffer, copying
+            // what it holds, once per doubling.
+            buffer.reserveCapacity(minimumWritableBytes: 9 + utf8.count)
             writeHead(.text, UInt64(utf8.count))
             buffer.writeBytes(utf8)
         }
     }
 
     func write<Bytes: Collection<UInt8>>(bytes: Bytes) {
+        buffer.reserveCapacity(minimumWritableBytes: 9 + bytes.count)
         writeHead(.bytes, UInt64(bytes.count))
         buffer.writeBytes(bytes)
     }

@@ -4,25 +4,40 @@
 /// stops (after what it holds has been read), or when the task reading it is cancelled; dropping
 /// every copy of it ends the subscription.
 public struct SessionStream<Element: Sendable>: AsyncSequence, Sendable {
-    private let lifetime: StreamLifetime<Element>
+    /// Takes the next element from the buffer; holds the buffer's lifetime, so the subscription
+    /// ends when every copy of the stream and of its iterators is gone.
+    private let nextElement: @Sendable () async -> Element?
 
     init(_ buffer: StreamBuffer<Element>) {
-        lifetime = StreamLifetime(buffer)
+        let lifetime = StreamLifetime(buffer)
+        nextElement = { await lifetime.buffer.next() }
+    }
+
+    /// A stream of what `resolve` makes of each element `buffer` holds, skipping those it makes
+    /// nothing of.
+    init<Stored>(_ buffer: StreamBuffer<Stored>, resolve: @escaping @Sendable (Stored) async -> Element?) {
+        let lifetime = StreamLifetime(buffer)
+        nextElement = {
+            while let stored = await lifetime.buffer.next() {
+                if let element = await resolve(stored) { return element }
+            }
+            return nil
+        }
     }
 
     /// An iterator over the stream; all of a stream's iterators read the same elements, one
     /// consumer at a time.
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(lifetime: lifetime)
+        AsyncIterator(nextElement: nextElement)
     }
 
     /// Reads a ``SessionStream``.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        let lifetime: StreamLifetime<Element>
+        let nextElement: @Sendable () async -> Element?
 
         /// The next element, waiting for one; nil once the stream has ended.
         public mutating func next() async -> Element? {
-            await lifetime.buffer.next()
+            await nextElement()
         }
     }
 }

@@ -2,19 +2,36 @@ import Foundation
 import MultipeerCore
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 
 /// The streams the session hands out (``MultipeerSession/events``,
 /// ``MultipeerSession/messages(of:)``) and what feeds them: events from the actor, messages
 /// straight from the links' event loops, without a hop to the actor.
 ///
-/// A message is decoded once for all subscribers of its Swift type. A message of a type nobody
-/// subscribed to yet is held for the first subscriber, up to `Limits.unsubscribedMessages` per
-/// type name and `Limits.maximumUnsubscribedTypes` names; beyond that it is dropped and reported.
+/// A message is decoded once for all subscribers of its Swift type: on the link's event loop,
+/// or, for a message larger than a fragment, in a task of its own, so that decoding megabytes
+/// holds up neither the link nor the messages behind it on other streams (its subscribers'
+/// streams keep their order: their readers wait for it). A message of a type nobody subscribed
+/// to yet is held for the first subscriber, up to `Limits.unsubscribedMessages` per type name and
+/// `Limits.maximumUnsubscribedTypes` names; beyond that it is dropped and reported.
 final class Subscriptions: Sendable {
+    /// A message in a subscriber's buffer: decoded, or being decoded.
+    enum Decoded: Sendable {
+        case value(any Sendable)
+        case pending(PendingDecode)
+
+        /// The value; nil if it did not decode (reported as it failed).
+        func value() async -> (any Sendable)? {
+            switch self {
+            case .value(let value): value
+            case .pending(let pending): await pending.value()
+            }
+        }
+    }
 
     /// One subscriber's buffer, fed values its ``Decoding`` made.
     private struct Subscriber {
-        var offer: @Sendable (Peer, any Sendable, Int, @escaping @Sendable () -> Void) -> StreamOffer
+        var offer: @Sendable (Peer, Decoded, Int, @escaping @Sendable () -> Void) -> StreamOffer
         var finish: @Sendable () -> Void
     }
 
@@ -105,11 +122,11 @@ final class Subscriptions: Sendable {
     func messages<Message: Decodable & Sendable>(of type: Message.Type, named typeName: String) -> MessageStream<Message> {
         let id = UUID()
         let key = ObjectIdentifier(type)
-        let buffer = StreamBuffer<(peer: Peer, message: Message)>(limits: limits.receiveBuffer) { [weak self] in
+        let buffer = StreamBuffer<(peer: Peer, message: Decoded)>(limits: limits.receiveBuffer) { [weak self] in
             self?.unsubscribe(id, of: key, named: typeName)
         }
         let subscriber = Subscriber(
-            offer: { peer, value, cost, whenRoom in buffer.offer((peer, value as! Message), cost: cost, whenRoom: whenRoom) },
+            offer: { peer, value, cost, whenRoom in buffer.offer((peer, value), cost: cost, whenRoom: whenRoom) },
             finish: { buffer.finish() })
         let decode: @Sendable (ByteBuffer) throws -> any Sendable = { payload in
             try MessageEncoding.decode(Message.self, from: payload)
@@ -125,7 +142,7 @@ final class Subscriptions: Sendable {
             var undecodable: [SessionEvent] = []
             while let (peer, payload) = topic.held.popFirst() {
                 do {
-                    _ = buffer.offer((peer, try decode(payload) as! Message), cost: payload.readableBytes, whenRoom: {})
+                    _ = buffer.offer((peer, .value(try decode(payload))), cost: payload.readableBytes, whenRoom: {})
                 } catch {
                     undecodable.append(.undecodableMessage(from: peer, typeName: typeName, error: "\(error)"))
                 }
@@ -135,7 +152,9 @@ final class Subscriptions: Sendable {
             return undecodable
         }
         undecodable.forEach(emit)
-        return MessageStream(buffer)
+        return MessageStream(buffer) { stored in
+            await stored.message.value().map { (stored.peer, $0 as! Message) }
+        }
     }
 
     private func unsubscribe(_ id: UUID, of key: ObjectIdentifier, named typeName: String) {
@@ -169,12 +188,27 @@ final class Subscriptions: Sendable {
         case .decode(let decodings):
             var filled = 0
             for decoding in decodings {
-                let value: any Sendable
-                do {
-                    value = try decoding.decode(message.payload)
-                } catch {
-                    emit(.undecodableMessage(from: peer, typeName: message.typeName, error: "\(error)"))
-                    continue
+                let value: Decoded
+                if cost > DataMessage.fragmentLength {
+                    let pending = PendingDecode()
+                    // On a thread of its own, not Swift's pool: decoding megabytes there would
+                    // hold up every task of the process that waits for a thread.
+                    NIOThreadPool.singleton.submit { _ in
+                        do {
+                            pending.complete(.success(try decoding.decode(message.payload)))
+                        } catch {
+                            pending.complete(.failure(error))
+                            self.emit(.undecodableMessage(from: peer, typeName: message.typeName, error: "\(error)"))
+                        }
+                    }
+                    value = .pending(pending)
+                } else {
+                    do {
+                        value = .value(try decoding.decode(message.payload))
+                    } catch {
+                        emit(.undecodableMessage(from: peer, typeName: message.typeName, error: "\(error)"))
+                        continue
+                    }
                 }
                 for subscriber in decoding.subscribers.values where subscriber.offer(peer, value, cost, whenRoom) == .full {
                     filled += 1
@@ -227,5 +261,37 @@ final class Subscriptions: Sendable {
         }
         events.forEach { $0.finish() }
         subscribers.forEach { $0.finish() }
+    }
+}
+
+/// A large message being decoded in a task of its own: its readers wait for the value.
+final class PendingDecode: Sendable {
+    private struct State {
+        var result: Result<any Sendable, any Error>?
+        var waiters: [CheckedContinuation<(any Sendable)?, Never>] = []
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    /// The decoding ended.
+    func complete(_ result: Result<any Sendable, any Error>) {
+        let waiters = state.withLockedValue { state in
+            state.result = result
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        let value = try? result.get()
+        for waiter in waiters { waiter.resume(returning: value) }
+    }
+
+    /// The value once decoded; nil if it did not decode.
+    func value() async -> (any Sendable)? {
+        await withCheckedContinuation { continuation in
+            let result = state.withLockedValue { state in
+                if state.result == nil { state.waiters.append(continuation) }
+                return state.result
+            }
+            if let result { continuation.resume(returning: try? result.get()) }
+        }
     }
 }

@@ -3,12 +3,18 @@ import CGnuTLSBaseline
 import MultipeerTLS
 
 /// The C baselines: the same frames over loopback TCP between two threads, plain or in GnuTLS
-/// with our priority string and key.
-struct Baseline {
-    let useTLS: Bool
-    let key: [UInt8]
+/// with our priority string and key (LinkBenchmark, and SessionBenchmark's ratios).
+public struct Baseline: Sendable {
+    public let useTLS: Bool
+    public let key: [UInt8]
     /// Each thread on its own core (when the process may use two).
-    var spread = false
+    public var spread = false
+
+    public init(useTLS: Bool, key: [UInt8], spread: Bool = false) {
+        self.useTLS = useTLS
+        self.key = key
+        self.spread = spread
+    }
 
     func withConfig<T>(_ body: (UnsafePointer<baseline_config>) throws -> T) rethrows -> T {
         try TLSConfiguration.priorities.withCString { priorities in
@@ -23,7 +29,8 @@ struct Baseline {
         }
     }
 
-    func pingPong(payload: Int, iterations: Int, warmup: Int) throws -> [Double] {
+    /// Round trips of `payload`-byte frames, in microseconds, after `warmup` unmeasured ones.
+    public func pingPong(payload: Int, iterations: Int, warmup: Int) throws -> [Double] {
         var samples = [Double](repeating: 0, count: warmup + iterations)
         var error = [CChar](repeating: 0, count: 256)
         let status = withConfig { baseline_pingpong($0, payload, Int32(warmup + iterations), &samples, &error) }
@@ -31,7 +38,8 @@ struct Baseline {
         return Array(samples.dropFirst(warmup))
     }
 
-    func throughput(payload: Int, count: Int) throws -> Double {
+    /// Seconds to send `count` frames of `payload` bytes one way.
+    public func throughput(payload: Int, count: Int) throws -> Double {
         var seconds = 0.0
         var error = [CChar](repeating: 0, count: 256)
         let status = withConfig { baseline_throughput($0, payload, Int32(count), &seconds, &error) }
