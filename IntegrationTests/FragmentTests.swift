@@ -28,7 +28,7 @@ import Testing
         var number: Int
     }
 
-    /// A 16 MiB chart, then small fixes: all arrive, the chart whole. (That the fixes go between
+    /// A 4 MiB chart (16 fragments), then small fixes: all arrive, the chart whole. (That the fixes go between
     /// the chart's fragments is OutboxStateMachine's to test, FragmentedDeliveryTests; how long
     /// they wait, the session benchmark's to measure.)
     @Test(.scaledTimeLimit(minutes: 2))
@@ -36,7 +36,7 @@ import Testing
         try await FaultTests.withPair { pair in
             let charts = pair.listener.messages(of: Chart.self)
             let fixes = pair.listener.messages(of: Fix.self)
-            let chart = Chart(number: 1, megabytes: 16)
+            let chart = Chart(number: 1, megabytes: 4)
             try await pair.dialler.send(chart, to: pair.listener.peerID)
             for number in 0..<20 { try await pair.dialler.send(Fix(number: number), to: pair.listener.peerID) }
             let received = try await collect(fixes) { $0.count == 20 }
@@ -45,14 +45,14 @@ import Testing
         }
     }
 
-    /// Charts of 4 MiB (16 fragments each), through a link throttled to 40 MB/s and reset
-    /// every 50 to 150 ms until all have arrived, so that resets fall in the middle of charts:
-    /// each arrives once, whole, in order.
+    /// Charts of 2 MiB (8 fragments each), through a link throttled to 20 MB/s (100 ms a chart)
+    /// and reset every 50 to 150 ms until all have arrived, so that resets fall in the middle of
+    /// charts: each arrives once, whole, in order.
     @Test(.scaledTimeLimit(minutes: 3))
     func messagesInFragmentsSurviveResetsAndArriveOnceInOrder() async throws {
-        try await FaultTests.withPair(proxyMode: .throttle(bytesPerSecond: 40_000_000)) { pair in
+        try await FaultTests.withPair(proxyMode: .throttle(bytesPerSecond: 20_000_000)) { pair in
             let charts = pair.listener.messages(of: Chart.self)
-            let sent = (0..<6).map { Chart(number: $0, megabytes: 4) }
+            let sent = (0..<6).map { Chart(number: $0, megabytes: 2) }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for chart in sent { try await pair.dialler.send(chart, to: pair.listener.peerID) }
