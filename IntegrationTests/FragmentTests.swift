@@ -2,6 +2,7 @@ import Foundation
 import MultipeerCore
 @testable import MultipeerSession
 import MultipeerTestSupport
+import NIOCore
 import Testing
 
 /// Messages larger than a frame, between real sessions: they go in fragments, other messages
@@ -68,6 +69,8 @@ import Testing
                 #expect(received.map(\.message.number) == sent.map(\.number), "each once, in order")
                 #expect(received.map(\.message) == sent, "each whole")
             }
+            // (The last reset may have just taken the link down: its stats are the next link's.)
+            _ = try await pair.listenerEvents.waitUntilActive([pair.dialler.peerID])
             let reconnects = await pair.listener.linkStats(for: pair.dialler.peerID)?.reconnects ?? 0
             #expect(reconnects >= 3, "the link was reset during the transfer (\(reconnects) reconnects)")
         }
@@ -119,5 +122,44 @@ import Testing
             try await pair.dialler.send(Fix(number: 1), to: pair.listener.peerID)
             #expect(try await collect(fixes) { $0.count == 1 }.first?.message == Fix(number: 1))
         }
+    }
+}
+
+/// What all incomplete messages hold together is bounded, whatever the number of senders.
+@Suite struct IncompleteMessageBudgetTests {
+    static let limit = 100_000
+
+    static func begin(_ windows: ReceiveWindows, _ peerID: UUID, length: Int) -> ReceiveWindow.Verdict? {
+        let fragment = try! Fragment(sequence: 1, offset: 0, length: length, typeName: "Chart", bytes: ByteBuffer(repeating: 1, count: 10))
+        return windows.receive(.fragment(fragment), from: peerID, incarnation: 1, limit: limit)?.verdict
+    }
+
+    /// Senders whose links are gone give their memory up to a sender sending now; when only
+    /// senders sending now hold it, a new message is refused (its link closes, the sender
+    /// tries again later) rather than held beyond the budget.
+    @Test func incompleteMessagesOfSendersWithoutALinkMakeRoomAndTheBudgetHolds() {
+        let windows = ReceiveWindows()
+        let (gone, sending, newcomer) = (UUID(), UUID(), UUID())
+        for peer in [gone, sending, newcomer] { _ = windows.adopt(peer, incarnation: 1) }
+        #expect(Self.begin(windows, gone, length: 90_000) == .pending)
+        #expect(Self.begin(windows, sending, length: 90_000) == .pending)
+        #expect(windows.reservedBytes == 180_000)
+        windows.linkClosed(gone)
+        #expect(Self.begin(windows, newcomer, length: 90_000) == .pending, "room made from the sender that left")
+        #expect(windows.reservedBytes == 180_000, "at most twice the largest message: \(windows.reservedBytes)")
+        // The one that left keeps its place: it is told to send the message from its beginning.
+        guard case .ack(1, let partial)? = Optional(windows.adopt(gone, incarnation: 1)) else {
+            Issue.record("a resume point")
+            return
+        }
+        #expect(partial == PartialMessage(sequence: 1, received: 0))
+        // Every holder is sending now: a message that does not fit is refused.
+        guard case .invalid(let error)? = Self.begin(windows, gone, length: 90_000) else {
+            Issue.record("refused")
+            return
+        }
+        #expect(error.code == .messageTooLarge)
+        #expect(error.message.contains("twice Limits.maximumMessageLength"))
+        #expect(windows.reservedBytes == 180_000)
     }
 }

@@ -100,6 +100,15 @@ package struct MessageAssembly: Sendable {
     /// The payload bytes that arrived so far.
     package var received: Int { buffer.readableBytes }
 
+    /// The memory it holds for the payload: its whole length once begun, nothing once
+    /// ``releaseBytes()`` gave it up (until it begins again).
+    package var reservedBytes: Int { buffer.capacity == 0 ? 0 : length }
+
+    /// Gives up the bytes that arrived, keeping the message's place: it begins again at offset 0.
+    package mutating func releaseBytes() {
+        buffer = ByteBuffer()
+    }
+
     /// Where the receiver stands, for an ACK.
     package var partial: PartialMessage { PartialMessage(sequence: sequence, received: received) }
 
@@ -135,6 +144,7 @@ package struct MessageAssembly: Sendable {
                 .outOfSequence,
                 "\(peer) sent a fragment of \(fragment.typeName) \(fragment.sequence) at offset \(fragment.offset) of \(fragment.length) bytes; this side has \(received) bytes of a \(length)-byte \(typeName): fragments follow on in order")
         }
+        if buffer.capacity == 0 { buffer.reserveCapacity(length) }
         buffer.writeImmutableBuffer(fragment.bytes)
         guard received == length else { return nil }
         return try DataMessage(sequence: sequence, typeName: typeName, payload: buffer)

@@ -289,6 +289,26 @@ package struct ReceiveWindow: Sendable {
         self = ReceiveWindow(incarnation: incarnation)
     }
 
+    /// The memory the incomplete message holds (``MessageAssembly/reservedBytes``).
+    package var reservedBytes: Int { assembly?.reservedBytes ?? 0 }
+
+    /// The memory `fragment` would make this window hold from now on: the message's length, if
+    /// it begins (or begins again) a message that is not complete with it; else nothing.
+    package func reservation(for fragment: Fragment) -> Int {
+        guard fragment.offset == 0, !fragment.isLast, reservedBytes == 0 else { return 0 }
+        if let assembly { return assembly.contains(fragment) ? fragment.length : 0 }
+        return fragment.sequence == delivered + 1 ? fragment.length : 0
+    }
+
+    /// Gives up the bytes of the incomplete message, keeping its place: the next ACK says none
+    /// arrived, and the sender sends it again from its beginning. Returns the bytes freed.
+    @discardableResult
+    package mutating func releasePartialBytes() -> Int {
+        let freed = reservedBytes
+        assembly?.releaseBytes()
+        return freed
+    }
+
     /// What to acknowledge: everything delivered, and how much of the incomplete message came.
     package var acknowledgement: (sequence: UInt64, partial: PartialMessage?) {
         (delivered, assembly?.partial)

@@ -94,7 +94,9 @@ extension MultipeerSession {
         /// each peer, which refuses to send a larger one (`messageTooLarge`). Default 128 MiB.
         /// A message larger than 256 KiB travels in fragments that other messages pass between,
         /// and is put together as it arrives: the receiver holds at most one such message per
-        /// peer under reliable delivery and one per link under unreliable, each up to this.
+        /// peer under reliable delivery and one per link under unreliable, each up to this, and
+        /// of the reliable ones at most twice this in all (a peer that has left gives its share
+        /// up first, and sends its message again when it comes back).
         public var maximumMessageLength: Int
         /// How long TLS and HELLO together may take. Default 5 s.
         public var handshakeTimeout: Duration

@@ -249,6 +249,34 @@ private func deliverThroughFailingLinks(sizes: [(typeName: String, size: Int)], 
         #expect(outbox.count == 0)
     }
 
+    /// A receiver that gave up the bytes of an incomplete message (to bound its memory) keeps
+    /// its place: the resume point says none arrived, and the sender sends it from the start.
+    @Test func aMessageWhoseBytesTheReceiverGaveUpIsSentAgainFromItsBeginning() throws {
+        var outbox = OutboxStateMachine()
+        var window = ReceiveWindow(incarnation: 1)
+        _ = try outbox.enqueue(typeName: "Chart", payload: ByteBuffer(repeating: 1, count: 40_000))
+        for case .fragment(let fragment) in outbox.nextFrames(frameLimit: 16_384, fragments: true) {
+            #expect(window.reservation(for: fragment) == 40_000)
+            #expect(window.receive(fragment, limit: 1 << 20, from: "peer").0 == .pending)
+        }
+        #expect(window.reservedBytes == 40_000)
+        #expect(window.releasePartialBytes() == 40_000)
+        #expect(window.reservedBytes == 0)
+        outbox.linkLost()
+        window.linkAdopted()
+        #expect(window.acknowledgement.partial == PartialMessage(sequence: 1, received: 0))
+        outbox.resumed(at: window.acknowledgement.sequence, partial: window.acknowledgement.partial)
+        var whole: DataMessage?
+        while case let frames = outbox.nextFrames(frameLimit: 16_384, fragments: true), !frames.isEmpty {
+            for case .fragment(let fragment) in frames {
+                if fragment.offset == 0 { #expect(window.reservation(for: fragment) == 40_000, "it holds the memory again") }
+                if case .deliver(let message) = window.receive(fragment, limit: 1 << 20, from: "peer").0 { whole = message }
+            }
+        }
+        #expect(whole?.payload.readableBytes == 40_000)
+        #expect(window.reservedBytes == 0)
+    }
+
     /// A sender that forgot the receiver resumes with a numbering of its own: the receiver gives
     /// up the message it has part of, and says so, rather than wait for it for ever.
     @Test func aMessageTheSenderNoLongerHasIsGivenUpAndNamed() throws {
