@@ -46,7 +46,9 @@ struct Delivery {
             try check(verdict)
         case .fragment(let fragment):
             if unreliable == nil {
-                unreliable = try MessageAssembly(first: fragment, limit: Self.maximumMessage, from: "fuzz")
+                if case .partial(let assembly) = try MessageAssembly.begin(with: fragment, limit: Self.maximumMessage, from: "fuzz") {
+                    unreliable = assembly
+                }
             } else if let whole = try unreliable!.append(fragment, from: "fuzz") {
                 precondition(whole.payload.readableBytes == fragment.length, "delivered whole")
                 unreliable = nil

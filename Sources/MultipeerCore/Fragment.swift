@@ -112,9 +112,32 @@ package struct MessageAssembly: Sendable {
     /// Where the receiver stands, for an ACK.
     package var partial: PartialMessage { PartialMessage(sequence: sequence, received: received) }
 
-    /// Starts with a message's first fragment (offset 0), refusing a message larger than
-    /// `limit` before keeping any of it.
-    package init(first fragment: Fragment, limit: Int, from peer: String) throws {
+    /// What a message's first fragment makes: the whole message, if it is its only fragment,
+    /// or an assembly waiting for the rest.
+    package enum Beginning {
+        case whole(DataMessage)
+        case partial(MessageAssembly)
+    }
+
+    /// Begins a message with its first fragment (offset 0), refusing a message larger than
+    /// `limit` before keeping any of it; a message in one fragment is not copied.
+    package static func begin(with fragment: Fragment, limit: Int, from peer: String) throws -> Beginning {
+        guard fragment.isLast else { return .partial(try MessageAssembly(first: fragment, limit: limit, from: peer)) }
+        try check(first: fragment, limit: limit, from: peer)
+        return .whole(try DataMessage(sequence: fragment.sequence, typeName: fragment.typeName, payload: fragment.bytes))
+    }
+
+    private init(first fragment: Fragment, limit: Int, from peer: String) throws {
+        try Self.check(first: fragment, limit: limit, from: peer)
+        sequence = fragment.sequence
+        typeName = fragment.typeName
+        length = fragment.length
+        buffer = ByteBufferAllocator().buffer(capacity: fragment.length)
+        buffer.writeImmutableBuffer(fragment.bytes)
+    }
+
+    /// Throws unless `fragment` can begin a message this side takes.
+    private static func check(first fragment: Fragment, limit: Int, from peer: String) throws {
         guard fragment.length <= limit else {
             throw MultipeerError(
                 .messageTooLarge,
@@ -125,11 +148,6 @@ package struct MessageAssembly: Sendable {
                 .outOfSequence,
                 "\(peer) sent a fragment at offset \(fragment.offset) of message \(fragment.sequence), whose beginning this side does not have")
         }
-        sequence = fragment.sequence
-        typeName = fragment.typeName
-        length = fragment.length
-        buffer = ByteBufferAllocator().buffer(capacity: fragment.length)
-        buffer.writeImmutableBuffer(fragment.bytes)
     }
 
     /// Whether `fragment` belongs to this message (it may still not follow on from what arrived).

@@ -353,14 +353,16 @@ package struct ReceiveWindow: Sendable {
                     .outOfSequence,
                     "\(peer) began \(fragment.typeName) \(fragment.sequence) in fragments before \(assembly.typeName) \(assembly.sequence) was complete: one message at a time goes in fragments")
             }
-            let begun = try MessageAssembly(first: fragment, limit: limit, from: peer)
+            let beginning = try MessageAssembly.begin(with: fragment, limit: limit, from: peer)
             delivered = fragment.sequence
-            guard fragment.isLast else {
+            switch beginning {
+            case .partial(let begun):
                 assembly = begun
                 return (.pending, abandoned)
+            case .whole(let message):
+                unacknowledged += 1
+                return (.deliver(message), abandoned)
             }
-            unacknowledged += 1
-            return (.deliver(try DataMessage(sequence: fragment.sequence, typeName: fragment.typeName, payload: fragment.bytes)), abandoned)
         } catch {
             return (.invalid(error as? MultipeerError ?? MultipeerError(.malformedMessage, "\(error)")), abandoned)
         }

@@ -266,11 +266,11 @@ final class DeliveryHandler: ChannelDuplexHandler {
                     } else {
                         unreliableAssembly = assembly
                     }
-                } else if fragment.isLast && fragment.offset == 0 {
-                    _ = try MessageAssembly(first: fragment, limit: inbox.maximumMessageLength, from: "peer \(peer.id)")
-                    deliver(try DataMessage(sequence: 0, typeName: fragment.typeName, payload: fragment.bytes), from: peer, context: context)
                 } else {
-                    unreliableAssembly = try MessageAssembly(first: fragment, limit: inbox.maximumMessageLength, from: "peer \(peer.id)")
+                    switch try MessageAssembly.begin(with: fragment, limit: inbox.maximumMessageLength, from: "peer \(peer.id)") {
+                    case .whole(let message): deliver(message, from: peer, context: context)
+                    case .partial(let assembly): unreliableAssembly = assembly
+                    }
                 }
             } catch {
                 fail(error as? MultipeerError ?? MultipeerError(.malformedMessage, "\(error)"), context: context)

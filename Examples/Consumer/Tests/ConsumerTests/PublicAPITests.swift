@@ -15,6 +15,9 @@ import Testing
         #expect(configuration.limits.outbox.maximumCount == 16)
         #expect(PeerLeftReason.goodbye(.shutdown) != .keepaliveTimeout)
         #expect(LinkQuality().loss == 0)
+        #expect(configuration.limits.maximumMessageLength == 128 << 20)
+        #expect(configuration.messageEncoding == MessageEncoding.json && "\(MessageEncoding.binary)" == "binary")
+        #expect(MessageDropReason.abandonedBySender.description.contains("gave up the rest"))
         let error = #expect(throws: MultipeerError.self) { try PreSharedKey(identity: "short", key: [1, 2, 3]) }
         #expect(error?.code == .invalidKey)
     }
