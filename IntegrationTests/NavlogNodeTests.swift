@@ -161,4 +161,79 @@ import Testing
             group.cancelAll()
         }
     }
+
+    /// A peer that speaks by hand to a host: the host's port and its events from where the last
+    /// call stopped.
+    static func withHost(
+        limits: MultipeerSession.Limits = .init(), holding entries: (NavlogStore) throws -> [NavlogEntry] = { _ in [] },
+        _ body: @Sendable (NavlogNode, NavlogStore, MultipeerSession, @escaping @Sendable (@escaping @Sendable ([NavlogEvent]) -> Bool) async throws -> [NavlogEvent]) async throws -> Void
+    ) async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("navlog-\(UUID()).db").path
+        defer { for suffix in ["", "-wal", "-shm", ".identity"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let store = try NavlogStore(path: path)
+        _ = try store.merge(try entries(store))
+        let node = try NavlogNode(store: store, configuration: .test("captain", discovery: .staticPeers([]), limits: limits))
+        let events = node.events
+        let next: @Sendable (@escaping @Sendable ([NavlogEvent]) -> Bool) async throws -> [NavlogEvent] = { try await collect(events, until: $0) }
+        let running = Task { try await node.run() }
+        defer { running.cancel() }
+        let port = try await next { $0.contains { if case .listening = $0 { true } else { false } } }
+            .compactMap { if case .listening(let port) = $0 { port } else { nil } }[0]
+        let peer = MultipeerSession(configuration: .test("first officer", discovery: .staticPeers(["127.0.0.1:\(port)"])))
+        let peerEvents = EventLog(peer.events)
+        try await whileRunning([peer]) {
+            try await peerEvents.waitUntilActive([node.session.peerID])
+            try await body(node, store, peer, next)
+        }
+    }
+
+    /// A host of an earlier release sends its whole digest when it meets a host, and knows no
+    /// `ask`: the host answers the digest with what the other lacks and sends its own digest,
+    /// and takes in the answer: both ways synced (docs/NAVLOG.md, section 2).
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aHostOfAnEarlierReleaseSyncsBothWays() async throws {
+        let now = UInt64(Date().timeIntervalSince1970 * 1000)
+        try await Self.withHost(holding: { store in
+            [try NavlogEntry(id: UUID(), fields: NavlogFields(waypoint: "TESAT"), author: "captain", origin: store.peerID,
+                             timestamp: HLCTimestamp(milliseconds: now, counter: 0)).signed(by: store.identity!)]
+        }) { node, store, legacy, next in
+            let held = try store.log()
+            let theirs = try NavlogEntry(id: UUID(), fields: NavlogFields(waypoint: "NIPAS"), author: "first officer", origin: legacy.peerID,
+                                         timestamp: HLCTimestamp(milliseconds: now, counter: 1)).signed(by: legacy.identity)
+            let messages = legacy.messages(of: NavlogMessage.self)
+            try await legacy.send(NavlogMessage.digest(versions: NavlogLog([theirs]).digest, final: true), to: node.session.peerID)
+            let received = try await collect(messages) { $0.contains { if case .digest(_, true) = $0.message { true } else { false } } }.map(\.message)
+            #expect(received.contains(.entries(versions: Array(held.entries.values), final: true)), "what the digest lacked")
+            #expect(received.contains(.digest(versions: held.digest, final: true)), "the host's own digest")
+            try await legacy.send(NavlogMessage.entries(versions: [theirs], final: true), to: node.session.peerID)
+            let events = try await next { $0.contains { if case .synced = $0 { true } else { false } } }
+            #expect(events.contains { if case .synced(_, sent: 1, received: 1) = $0 { true } else { false } }, "\(events)")
+            #expect(try store.log().entries[theirs.id] == theirs)
+        }
+    }
+
+    /// A peer that sends requests faster than the host can answer them (its answers wait for
+    /// room the peer never makes) is reported once the host holds SyncWorker's 1,024, and the
+    /// host goes on: its edits are still committed and sent.
+    @Test(.scaledTimeLimit(minutes: 2))
+    func aPeerThatFloodsRequestsIsReportedAndTheHostGoesOn() async throws {
+        var limits = MultipeerSession.Limits()
+        limits.outbox = BufferLimits(maximumCount: 2, maximumBytes: 1 << 20)
+        try await Self.withHost(limits: limits) { node, store, rogue, next in
+            // The rogue never reads what the host sends it: the host's answers wait.
+            var index = NavlogIndex(NavlogLog())
+            let ask = index.firstAsk()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for _ in 0..<3_000 { try await rogue.send(ask, to: node.session.peerID) }
+                }
+                let events = try await next { $0.contains { if case .error("syncOverload", _) = $0 { true } else { false } } }
+                let errors = events.compactMap { if case .error(let code, let message) = $0 { "\(code): \(message)" } else { nil } }
+                #expect(errors.last?.contains("sent more than 1024 requests this host had not answered yet") == true, "\(errors)")
+                group.cancelAll()
+            }
+            let edit = try await node.add([.waypoint: "ARNEM"])
+            #expect(try store.log().entries[edit.id] == edit)
+        }
+    }
 }

@@ -283,3 +283,27 @@ public struct ProbeLatency: Codable, Sendable {
         maxMilliseconds = milliseconds.max() ?? 0
     }
 }
+
+/// `bench-results/navlog.json` (NavlogBenchmark): one anti-entropy exchange between two navlog-sync hosts.
+public struct NavlogSyncCase: Codable, Sendable {
+    /// Entries in the log (a tenth tombstones).
+    public var entries: Int
+    /// `fresh join` or `1,000 differences`.
+    public var scenario: String
+    /// From the joiner's start until both hosts report the exchange done.
+    public var seconds: Double
+    /// The session's DATA payload bytes, both ways.
+    public var payloadBytes: Int
+    /// Versions each side received.
+    public var joinerReceived: Int
+    public var holderReceived: Int
+
+    public init(entries: Int, scenario: String, seconds: Double, payloadBytes: Int, joinerReceived: Int, holderReceived: Int) {
+        self.entries = entries
+        self.scenario = scenario
+        self.seconds = seconds
+        self.payloadBytes = payloadBytes
+        self.joinerReceived = joinerReceived
+        self.holderReceived = holderReceived
+    }
+}

@@ -1,14 +1,21 @@
-// What authorship costs navlog-sync: signing a version, checking one a peer sent (NavlogIntake,
-// where a version's signature is verified), and a fresh host joining one that holds 10,000
-// signed entries over loopback (TLS, the session, SQLite), until both report the exchange done.
+// What navlog-sync's sync costs. First authorship: signing a version, checking one a peer sent
+// (NavlogIntake, where a version's signature is verified). Then anti-entropy between two real
+// hosts over loopback (TLS, the session, SQLite), for logs of each size given (a tenth of the
+// entries tombstones):
+//   - a fresh host joins one that holds the log;
+//   - two hosts that hold the same log, and 1,000 differences between them (each has 400 new
+//     entries the other lacks, and 100 of the shared entries deleted or edited since),
+//     reconcile.
+// Each case reports the time from the joiner's start until both hosts report the exchange
+// done, and the payload bytes the link carried both ways (the session's DATA payloads).
 //
-//   .build/release/NavlogBenchmark [--entries N]
+//   .build/release/NavlogBenchmark [--entries 1000,10000,100000] [--json PATH]
 import BenchmarkSupport
 import Foundation
 import MultipeerSession
 import NavlogSync
 
-let count = Bench.option("--entries").flatMap(Int.init) ?? 10_000
+let sizes = (Bench.option("--entries") ?? "1000,10000,100000").split(separator: ",").compactMap { Int($0) }
 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navlog-bench-\(UUID())").path
 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
 defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -17,55 +24,118 @@ func seconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
 }
 
-let holder = try NavlogStore(path: directory + "/holder.db")
-let identity = holder.identity!
 let now = UInt64(Date().timeIntervalSince1970 * 1000)
-let unsigned = (0..<count).map { number in
-    NavlogEntry(id: UUID(), fields: NavlogFields(leg: 1 + number % 40, waypoint: "WP\(number)", fuel: 10_000 - number % 5_000, remarks: "entry \(number)"),
-                author: "captain", origin: identity.peerID, timestamp: HLCTimestamp(milliseconds: now - 60_000, counter: UInt16(number % 60_000)))
-}
-var start = ContinuousClock.now
-let signed = try unsigned.map { try $0.signed(by: identity) }
-let signing = seconds(ContinuousClock.now - start)
-
-start = ContinuousClock.now
-for entry in signed { try entry.verify() }
-let verifying = seconds(ContinuousClock.now - start)
-
-var clock = HybridLogicalClock()
-start = ContinuousClock.now
-let intake = NavlogIntake(signed, clock: &clock, now: now)
-let checking = seconds(ContinuousClock.now - start)
-precondition(intake.accepted.count == count, "every version verifies")
-
-_ = try holder.merge(signed)
 let psk = try PreSharedKey(identity: "bench", key: (0..<32).map { UInt8($0) })
+
+/// `count` versions by `identity`, stamped a minute ago (counter `from` on), every tenth a tombstone.
+func versions(_ count: Int, by identity: PeerIdentity, author: String, from: Int = 0) throws -> [NavlogEntry] {
+    try (from..<from + count).map { number in
+        try NavlogEntry(
+            id: UUID(), fields: NavlogFields(leg: 1 + number % 40, waypoint: "WP\(number)", fuel: 10_000 - number % 5_000, remarks: "entry \(number)"),
+            author: author, origin: identity.peerID, timestamp: HLCTimestamp(milliseconds: now - 60_000 + UInt64(number >> 16), counter: UInt16(number & 0xFFFF)),
+            deleted: number % 10 == 9
+        ).signed(by: identity)
+    }
+}
+
+func store(_ name: String, holding entries: [NavlogEntry]) throws -> NavlogStore {
+    let store = try NavlogStore(path: "\(directory)/\(name)-\(UUID()).db")
+    for start in stride(from: 0, to: entries.count, by: 10_000) { _ = try store.merge(Array(entries[start..<min(start + 10_000, entries.count)])) }
+    return store
+}
+
 func configuration(_ name: String, peers: [String]) -> MultipeerSession.Configuration {
     .init(serviceType: "_navlog._tcp", peer: PeerInfo(displayName: name), psk: psk, discovery: .staticPeers(peers), statsInterval: nil)
 }
-let first = try NavlogNode(store: holder, configuration: configuration("holder", peers: []))
-let firstEvents = first.events
-let joinTime: Double = try await withThrowingTaskGroup(of: Void.self) { group in
-    group.addTask { try await first.run() }
-    var port = 0
-    for await event in firstEvents { if case .listening(let listening) = event { port = listening; break } }
-    let joiner = try NavlogNode(store: try NavlogStore(path: directory + "/joiner.db"), configuration: configuration("joiner", peers: ["127.0.0.1:\(port)"]))
-    let joinerEvents = joiner.events
-    let started = ContinuousClock.now
-    group.addTask { try await joiner.run() }
-    for await event in joinerEvents {
-        if case .synced(_, _, let received) = event {
-            precondition(received == count, "the joiner received every entry")
-            break
+
+/// Runs a host on `first` and one on `second` that dials it, until each reports the exchange
+/// with the other done; returns the seconds from the second's start, the payload bytes both
+/// ways, and what each side received.
+func sync(_ first: NavlogStore, _ second: NavlogStore) async throws -> NavlogSyncCase {
+    let holder = try NavlogNode(store: first, configuration: configuration("holder", peers: []))
+    let holderEvents = holder.events
+    return try await withThrowingTaskGroup(of: NavlogSyncCase?.self) { group in
+        group.addTask { try await holder.run(); return nil }
+        var port = 0
+        var holderIterator = holderEvents.makeAsyncIterator()
+        while let event = await holderIterator.next() { if case .listening(let listening) = event { port = listening; break } }
+        let joiner = try NavlogNode(store: second, configuration: configuration("joiner", peers: ["127.0.0.1:\(port)"]))
+        let joinerEvents = joiner.events
+        let started = ContinuousClock.now
+        group.addTask { try await joiner.run(); return nil }
+        group.addTask {
+            var iterator = joinerEvents.makeAsyncIterator()
+            while let event = await iterator.next() {
+                if case .synced(_, _, let received) = event { return NavlogSyncCase(entries: 0, scenario: "", seconds: 0, payloadBytes: 0, joinerReceived: received, holderReceived: 0) }
+                if case .error(let code, let message) = event { throw BenchmarkError("the joiner failed: \(code): \(message)") }
+            }
+            throw BenchmarkError("the joiner stopped before it synced")
         }
+        var holderReceived = -1
+        while let event = await holderIterator.next() {
+            if case .synced(_, _, let received) = event { holderReceived = received; break }
+            if case .error(let code, let message) = event { throw BenchmarkError("the holder failed: \(code): \(message)") }
+        }
+        var result: NavlogSyncCase?
+        while result == nil, let next = try await group.next() { result = next }
+        let elapsed = seconds(ContinuousClock.now - started)
+        let quality = await joiner.session.linkStats(for: holder.session.peerID)?.quality
+        group.cancelAll()
+        guard var result, holderReceived >= 0 else { throw BenchmarkError("a host stopped before it synced") }
+        result.seconds = elapsed
+        result.payloadBytes = (quality?.bytesIn ?? 0) + (quality?.bytesOut ?? 0)
+        result.holderReceived = holderReceived
+        return result
     }
-    let elapsed = seconds(ContinuousClock.now - started)
-    group.cancelAll()
-    return elapsed
 }
 
-print("navlog-sync, \(count) signed entries (\(Bench.machine()["cpu"] ?? "?"), release build):")
-print(String(format: "  signing a version:            %6.1f µs each", signing / Double(count) * 1e6))
-print(String(format: "  verifying its signature:      %6.1f µs each", verifying / Double(count) * 1e6))
-print(String(format: "  checking a received version:  %6.1f µs each (signature, key, fields, clock)", checking / Double(count) * 1e6))
-print(String(format: "  a fresh host joins and syncs:  %6.2f s (TLS, HELLO, digest, %d entries checked and stored)", joinTime, count))
+let signer = PeerIdentity()
+let sample = try versions(min(sizes.max() ?? 1_000, 10_000), by: signer, author: "captain")
+var start = ContinuousClock.now
+for entry in sample { _ = try entry.signed(by: signer) }
+let signing = seconds(ContinuousClock.now - start) / Double(sample.count)
+start = ContinuousClock.now
+for entry in sample { try entry.verify() }
+let verifying = seconds(ContinuousClock.now - start) / Double(sample.count)
+var clock = HybridLogicalClock()
+start = ContinuousClock.now
+let intake = NavlogIntake(sample, clock: &clock, now: now)
+let checking = seconds(ContinuousClock.now - start) / Double(sample.count)
+precondition(intake.accepted.count == sample.count, "every version verifies")
+
+print("navlog-sync (\(Bench.machine()["cpu"] ?? "?"), release build):")
+print(String(format: "  signing a version:            %6.1f µs each", signing * 1e6))
+print(String(format: "  verifying its signature:      %6.1f µs each", verifying * 1e6))
+print(String(format: "  checking a received version:  %6.1f µs each (signature, key, fields, clock)", checking * 1e6))
+print("  anti-entropy (time until both hosts are done; payload bytes both ways):")
+
+var cases: [NavlogSyncCase] = []
+for size in sizes {
+    let holderIdentity = PeerIdentity(), joinerIdentity = PeerIdentity()
+    let shared = try versions(size, by: holderIdentity, author: "captain")
+    var fresh = try await sync(try store("holder", holding: shared), try store("joiner", holding: []))
+    precondition(fresh.joinerReceived == size, "the fresh host received every entry (\(fresh.joinerReceived) of \(size))")
+    fresh.entries = size
+    fresh.scenario = "fresh join"
+    cases.append(fresh)
+
+    // 1,000 differences: 400 new entries on each side, and 100 shared ones changed on each.
+    let changed = { (entries: ArraySlice<NavlogEntry>, identity: PeerIdentity, author: String) throws -> [NavlogEntry] in
+        try entries.map { old in
+            try NavlogEntry(id: old.id, fields: old.fields, author: author, origin: identity.peerID,
+                            timestamp: HLCTimestamp(milliseconds: now, counter: 0), deleted: !old.deleted).signed(by: identity)
+        }
+    }
+    let holderOnly = try versions(400, by: holderIdentity, author: "captain", from: size) + changed(shared.prefix(100), holderIdentity, "captain")
+    let joinerOnly = try versions(400, by: joinerIdentity, author: "first officer") + changed(shared.suffix(100), joinerIdentity, "first officer")
+    var differences = try await sync(try store("holder", holding: shared + holderOnly), try store("joiner", holding: shared + joinerOnly))
+    precondition(differences.joinerReceived == 500 && differences.holderReceived == 500,
+                 "each side received the 500 versions it lacked (\(differences.joinerReceived), \(differences.holderReceived))")
+    differences.entries = size
+    differences.scenario = "1,000 differences"
+    cases.append(differences)
+    for result in [fresh, differences] {
+        print(String(format: "    %7d entries, %-18@ %7.2f s  %10.0f KB", result.entries, result.scenario as NSString, result.seconds, Double(result.payloadBytes) / 1e3))
+    }
+}
+try Bench.writeJSON(cases, defaultPath: "bench-results/navlog.json")

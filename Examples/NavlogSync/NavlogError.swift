@@ -30,6 +30,11 @@ public struct NavlogError: Error, Hashable, Sendable, CustomStringConvertible {
         /// Two versions with one version stamp and different content met; the one that wins by
         /// content was kept (both hosts keep the same one).
         public static let conflictingVersion = Code("conflictingVersion")
+        /// A peer sent more anti-entropy requests than this host holds unanswered
+        /// (``SyncWorker/maximumWaiting``); its requests are ignored until it joins again.
+        public static let syncOverload = Code("syncOverload")
+        /// A peer sent a `reply` to an `ask` this host did not send (or answered one twice).
+        public static let unexpectedReply = Code("unexpectedReply")
     }
 
     public var code: Code

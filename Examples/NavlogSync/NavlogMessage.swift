@@ -1,22 +1,36 @@
+public import Foundation
 public import MultipeerSession
 
 /// What hosts say to each other over the session (docs/NAVLOG.md). One type, so that a peer's
 /// messages arrive in the order they were sent.
 ///
-/// When two hosts meet, each sends its ``NavlogDigest``; each answers a digest with the
-/// versions the other lacks, in batches, the last one marked final (anti-entropy). While
-/// connected, every local edit is broadcast as an update.
+/// When two hosts meet, each asks the other for what it lacks (anti-entropy): it sends the
+/// summaries of its log by id prefix (`ask`); the other answers each with the entries under
+/// prefixes the asker holds nothing of, its versions by name under small prefixes that differ,
+/// and the prefixes to split further (`reply`); the asker then names the versions it wants
+/// (`need`), the last `need` final once every ask is answered, and gets them as `entries`. What
+/// is exchanged grows with the differences, not with the log. While connected, every local edit
+/// is broadcast as an update.
 public enum NavlogMessage: MultipeerMessage, Hashable {
     /// The name on the wire (docs/NAVLOG.md), as every version of navlog-sync has sent it.
     public static var wireName: String { "NavlogSync.NavlogMessage" }
 
-    /// A batch of the versions of the entries the sender holds; the last batch is `final`, and
-    /// the receiver answers once it has them all.
-    case digest(versions: NavlogDigest, final: Bool)
-    /// A batch of the versions a peer's digest lacked; the last batch is `final`.
+    /// The asker's summaries of the children of some prefixes.
+    case ask(ranges: [NavlogRanges])
+    /// The holder's answer to one `ask`: the prefixes to split further, and its versions under
+    /// the small prefixes that differ (the entries under prefixes the asker holds nothing of
+    /// went before it, as `entries`).
+    case reply(expand: [NavlogPrefix], versions: NavlogDigest)
+    /// The versions an asker wants, by entry id; the last one of an exchange is `final`.
+    case need(ids: [UUID], final: Bool)
+    /// A batch of versions an asker lacks; the batch answering a final `need` is `final`.
     case entries(versions: [NavlogEntry], final: Bool)
     /// One new local version.
     case update(entry: NavlogEntry)
+    /// The whole log by name, in parts, as hosts of earlier releases sent when they met (the
+    /// last part `final`): answered with `entries`, and with this host's own digest, so that
+    /// such a host syncs both ways.
+    case digest(versions: NavlogDigest, final: Bool)
 
     /// Versions per `entries` message: well under the session's 1 MiB frame limit.
     public static let batchSize = 500
@@ -24,14 +38,15 @@ public enum NavlogMessage: MultipeerMessage, Hashable {
     public static let digestBatchSize = 4_000
 }
 
-/// Where an anti-entropy exchange with one peer stands: done when this side has answered the
-/// peer's digest and the peer has answered ours.
+/// Where the anti-entropy exchanges with one peer stand: done when this side, as holder, has
+/// answered the peer's final `need` (or an earlier release's digest) and, as asker, has received
+/// the final `entries`.
 struct SyncProgress: Sendable {
     private(set) var sent: Int?
     private(set) var received = 0
     private(set) var receivedAll = false
 
-    /// Records our answer to the peer's digest; returns the totals when the exchange is done.
+    /// Records our answer to the peer's final request; returns the totals when the exchange is done.
     mutating func answered(sending count: Int) -> (sent: Int, received: Int)? {
         sent = count
         return finished()

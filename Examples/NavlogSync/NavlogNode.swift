@@ -6,8 +6,9 @@ public import ServiceLifecycle
 /// A navlog host: the log in its store, kept in sync with every peer of a ``MultipeerSession``.
 ///
 /// Local edits are committed to the store first, then broadcast reliably. When a peer joins,
-/// both sides exchange digests and send what the other lacks, so hosts converge after any
-/// partition or restart. Run it with ``run()``, as a `Service` of a `ServiceGroup`: a graceful
+/// each side asks the other for what it lacks, comparing their logs prefix by prefix of entry
+/// ids (``NavlogMessage``), so hosts converge after any partition or restart at a cost that
+/// grows with their differences. Run it with ``run()``, as a `Service` of a `ServiceGroup`: a graceful
 /// shutdown says GOODBYE to every peer and reports each leaving before ``events`` ends;
 /// cancelling stops at once.
 public actor NavlogNode: Service {
@@ -19,7 +20,13 @@ public actor NavlogNode: Service {
     private var clock: HybridLogicalClock
     private var known: [UUID: (peer: PeerRef, active: Bool, lastSeen: Date)] = [:]
     private var progress: [UUID: SyncProgress] = [:]
-    /// The parts of each peer's digest received so far, until its final part.
+    /// Every version held, by id prefix: what anti-entropy compares.
+    private var index: NavlogIndex
+    /// Each active peer's exchange with this host as the asker.
+    private var pulls: [UUID: NavlogPull] = [:]
+    /// Each active peer's requests, answered in order by its own task (``SyncWorker``).
+    private var workers: [UUID: SyncWorker] = [:]
+    /// The parts of a peer's digest (an earlier release's) received so far, until its final part.
     private var incomingDigests: [UUID: NavlogDigest] = [:]
     private let subscriptions = AsyncStream<NavlogEvent>.makeStream()
 
@@ -33,6 +40,7 @@ public actor NavlogNode: Service {
         self.session = MultipeerSession(configuration: configuration, identity: identity)
         let log = try store.log()
         self.clock = HybridLogicalClock(latest: log.entries.values.map(\.timestamp).max() ?? HLCTimestamp(rawValue: 0))
+        self.index = NavlogIndex(log)
         // Versions stored before versions were signed (a database of the first release) are
         // re-issued as this host's own, signed: the content stays, and peers take them.
         let legacy = log.entries.values.filter { $0.key == nil }.sorted { $0.timestamp < $1.timestamp }
@@ -48,7 +56,7 @@ public actor NavlogNode: Service {
                     throw NavlogError(.databaseFailure, "cannot sign the versions of \(store.path) with this host's identity: \(error)")
                 }
             }
-            _ = try store.merge(reissued)
+            for applied in try store.merge(reissued).applied { index.update(applied) }
         }
     }
 
@@ -58,26 +66,17 @@ public actor NavlogNode: Service {
     /// Runs the session and the sync until shut down or cancelled; throws if the session
     /// cannot start (port in use, avahi-daemon not running).
     public func run() async throws {
-        defer { subscriptions.continuation.finish() }
+        defer {
+            subscriptions.continuation.finish()
+            for worker in workers.values { worker.stop() }
+        }
         let sessionEvents = session.events
         let messages = session.messages(of: NavlogMessage.self)
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { try await self.session.run() }
             group.addTask { for await event in sessionEvents { await self.handle(event) } }
             // Ends when the session stops.
-            for await (peer, message) in messages {
-                if case .digest(let part, let final) = message {
-                    // Answered beside this loop, once the last part has come: sending the answer
-                    // may wait for room in the peer's outbox, and this loop waiting meanwhile would
-                    // stop reading what the peer sends, which may be waiting for room in ours:
-                    // both stuck for good.
-                    if let digest = self.gather(part, final: final, from: peer.id) {
-                        group.addTask { await self.answer(digest, from: peer) }
-                    }
-                } else {
-                    await self.handle(message, from: peer)
-                }
-            }
+            for await (peer, message) in messages { await self.handle(message, from: peer) }
         }
     }
 
@@ -141,6 +140,7 @@ public actor NavlogNode: Service {
     private func commit(_ unsigned: NavlogEntry) async throws(NavlogError) -> NavlogEntry {
         let entry = try sign(unsigned)
         for applied in try store.merge([entry]).applied {
+            index.update(applied)
             subscriptions.continuation.yield(.entryApplied(applied, origin: nil))
         }
         do {
@@ -164,17 +164,15 @@ public actor NavlogNode: Service {
             progress[peer.id] = SyncProgress()
             subscriptions.continuation.yield(.peerJoined(ref))
             incomingDigests[peer.id] = nil
-            do {
-                let parts = try store.log().digest.batches(of: NavlogMessage.digestBatchSize)
-                for (index, part) in parts.enumerated() {
-                    try await session.send(NavlogMessage.digest(versions: part, final: index == parts.count - 1), to: peer.id)
-                }
-            } catch {
-                report(error, "sending the digest to \(peer.displayName) failed")
-            }
+            workers.removeValue(forKey: peer.id)?.stop()
+            let worker = SyncWorker(node: self, peer: peer)
+            workers[peer.id] = worker
+            _ = worker.enqueue(.start)
         case .peerLeft(let peer, let reason):
             let ref = PeerRef(id: peer.id, name: peer.displayName, fingerprint: peer.key.fingerprint)
             known[peer.id] = (ref, false, Date())
+            workers.removeValue(forKey: peer.id)?.stop()
+            pulls[peer.id] = nil
             subscriptions.continuation.yield(.peerLeft(ref, reason))
         case .connectionFailed(let address, let error), .authenticationFailed(let address, let error):
             subscriptions.continuation.yield(.error(code: error.code.description, message: "connection with \(address) failed: \(error)"))
@@ -196,12 +194,22 @@ public actor NavlogNode: Service {
         }
     }
 
+    /// Takes in what a peer sends; hands what needs an answer to the peer's ``SyncWorker``,
+    /// so that this loop, which reads every peer's messages, never waits to send.
     private func handle(_ message: NavlogMessage, from peer: Peer) async {
         let ref = PeerRef(id: peer.id, name: peer.displayName, fingerprint: peer.key.fingerprint)
         do {
             switch message {
-            case .digest:
-                break  // gathered, then answered, in run()
+            case .ask(let ranges):
+                request(.ask(ranges), from: peer)
+            case .reply(let expand, let versions):
+                request(.reply(expand: expand, versions: versions), from: peer)
+            case .need(let ids, let final):
+                request(.need(ids, final: final), from: peer)
+            case .digest(let part, let final):
+                var digest = incomingDigests.removeValue(forKey: peer.id) ?? NavlogDigest(versions: [:])
+                digest.add(part)
+                if final { request(.digest(digest), from: peer) } else { incomingDigests[peer.id] = digest }
             case .entries(let batch, let final):
                 try apply(batch, from: ref)
                 if let totals = progress[peer.id, default: SyncProgress()].received(batch.count, final: final) {
@@ -215,31 +223,49 @@ public actor NavlogNode: Service {
         }
     }
 
-    /// Adds a part of a peer's digest to what came before; returns the whole digest with the final part.
-    private func gather(_ part: NavlogDigest, final: Bool, from peer: UUID) -> NavlogDigest? {
-        var digest = incomingDigests.removeValue(forKey: peer) ?? NavlogDigest(versions: [:])
-        digest.add(part)
-        if final { return digest }
-        incomingDigests[peer] = digest
-        return nil
+    private func request(_ work: SyncWorker.Work, from peer: Peer) {
+        guard let worker = workers[peer.id] else { return }  // it left meanwhile: the exchange starts over when it is back
+        guard worker.enqueue(work) else {
+            workers.removeValue(forKey: peer.id)?.stop()
+            report(NavlogError(.syncOverload, "\(peer.displayName) sent more than \(SyncWorker.maximumWaiting) requests this host had not answered yet; its requests are ignored until it joins again"),
+                   "syncing with \(peer.displayName)")
+            return
+        }
     }
 
-    /// Sends a peer what its digest lacks, in batches, the last one marked final.
-    private func answer(_ digest: NavlogDigest, from peer: Peer) async {
+    // MARK: Anti-entropy, for the peer's SyncWorker
+
+    /// This host's first `ask` of an exchange with `peer`.
+    func startPull(with peer: UUID) -> [NavlogMessage] {
+        pulls[peer, default: NavlogPull()].start(&index)
+    }
+
+    /// What to send after a peer's `reply`.
+    func pulled(expand: [NavlogPrefix], versions: NavlogDigest, from peer: Peer) -> [NavlogMessage] {
+        guard let messages = pulls[peer.id, default: NavlogPull()].received(expand: expand, versions: versions, &index) else {
+            report(NavlogError(.unexpectedReply, "\(peer.displayName) sent a reply to an ask this host did not send; it is ignored"), "syncing with \(peer.displayName)")
+            return []
+        }
+        return messages
+    }
+
+    /// This host's answer to a peer's `ask`.
+    func answer(_ ranges: [NavlogRanges]) -> (entries: [UUID], expand: [NavlogPrefix], versions: NavlogDigest) {
+        index.answer(ranges)
+    }
+
+    /// The versions held of a peer's legacy digest's entries that it lacks or holds older, and
+    /// this host's digest in parts.
+    func answer(legacy digest: NavlogDigest) throws(NavlogError) -> (missing: [NavlogEntry], digest: [NavlogDigest]) {
+        let log = try store.log()
+        return (log.newer(than: digest), log.digest.batches(of: NavlogMessage.digestBatchSize))
+    }
+
+    /// Records that this host answered a peer's final `need` (or legacy digest), having sent `count` versions.
+    func answered(_ peer: Peer, sending count: Int) {
         let ref = PeerRef(id: peer.id, name: peer.displayName, fingerprint: peer.key.fingerprint)
-        do {
-            let missing = try store.log().newer(than: digest)
-            var start = 0
-            repeat {
-                let end = min(start + NavlogMessage.batchSize, missing.count)
-                try await session.send(NavlogMessage.entries(versions: Array(missing[start..<end]), final: end == missing.count), to: peer.id)
-                start = end
-            } while start < missing.count
-            if let totals = progress[peer.id, default: SyncProgress()].answered(sending: missing.count) {
-                subscriptions.continuation.yield(.synced(ref, sent: totals.sent, received: totals.received))
-            }
-        } catch {
-            report(error, "syncing with \(peer.displayName) failed")
+        if let totals = progress[peer.id, default: SyncProgress()].answered(sending: count) {
+            subscriptions.continuation.yield(.synced(ref, sent: totals.sent, received: totals.received))
         }
     }
 
@@ -250,6 +276,7 @@ public actor NavlogNode: Service {
         for refusal in intake.refusals { report(refusal, "syncing with \(peer.name)") }
         let merged = try store.merge(intake.accepted)
         for applied in merged.applied {
+            index.update(applied)
             subscriptions.continuation.yield(.entryApplied(applied, origin: peer))
         }
         if let first = merged.conflicts.first {
@@ -272,7 +299,7 @@ public actor NavlogNode: Service {
         UInt64(Date().timeIntervalSince1970 * 1000)
     }
 
-    private func report(_ error: any Error, _ context: String) {
+    func report(_ error: any Error, _ context: String) {
         let code = (error as? NavlogError)?.code.name ?? (error as? MultipeerError)?.code.description ?? "failure"
         subscriptions.continuation.yield(.error(code: code, message: "\(context): \(error)"))
     }

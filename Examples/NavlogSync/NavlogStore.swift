@@ -94,6 +94,19 @@ public final class NavlogStore: Sendable {
         }
     }
 
+    /// The versions held of these entries (of those held), in no particular order.
+    public func versions(of ids: some Collection<UUID>) throws(NavlogError) -> [NavlogEntry] {
+        guard !ids.isEmpty else { return [] }
+        do {
+            return try database.read { db in
+                try Row.fetchAll(db, sql: "SELECT * FROM entry WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
+                                 arguments: StatementArguments(ids.map(\.uuidString))).map(Self.entry)
+            }
+        } catch {
+            throw Self.describe(error, path: path)
+        }
+    }
+
     /// What a merge did.
     public struct Merged: Sendable {
         /// The versions that changed the log.

@@ -55,6 +55,31 @@ let navlogFuzzer: FuzzTarget = { data, size in
                     $0.version < entry.version || ($0.version == entry.version && $0.contentHash != entry.contentHash)
                 } ?? true, "only what the digest lacks, or holds with other content, is sent")
             }
+        case .ask(let ranges):
+            var index = NavlogIndex(held)
+            let answer = index.answer(ranges)
+            let asked = Dictionary(ranges.flatMap { range in zip(range.prefix.children, range.children) }, uniquingKeysWith: { first, _ in first })
+            for prefix in answer.expand {
+                precondition(asked[prefix].map { $0 != index.summary(of: prefix) && $0.count > 0 } == true, "only an asked prefix that differs is split")
+            }
+            for id in answer.entries + Array(answer.versions.versions.keys) {
+                precondition(asked.keys.contains { prefix in id.uuidString.replacingOccurrences(of: "-", with: "").hasPrefix(prefix.digits) },
+                             "only versions under an asked prefix are named or sent")
+            }
+        case .reply(let expand, let versions):
+            var index = NavlogIndex(held)
+            var pull = NavlogPull()
+            _ = pull.start(&index)
+            let next = pull.received(expand: expand, versions: versions, &index) ?? []
+            for case .need(let ids, _) in next {
+                precondition(Set(ids).isSubset(of: versions.versions.keys), "only versions the reply named are asked for")
+                precondition(ids.allSatisfy { id in held.entries[id].map { versions.versions[id]!.version >= $0.version } ?? true }, "never an older version")
+            }
+            let splittable = expand.count { $0.digits.count < 32 }
+            precondition(next.count { if case .ask = $0 { true } else { false } } == (splittable + NavlogIndex.rangesPerAsk - 1) / NavlogIndex.rangesPerAsk,
+                         "every prefix to split is asked about")
+        case .need:
+            break
         case .entries(let versions, _):
             takeIn(versions)
         case .update(let entry):

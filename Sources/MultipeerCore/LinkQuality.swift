@@ -21,13 +21,13 @@ public struct LinkQuality: Hashable, Sendable {
     public var pongsReceived: Int = 0
     /// Unanswered pings over pings sent, not counting those still within the timeout.
     public var loss: Double = 0
-    /// DATA frames received.
+    /// DATA and FRAGMENT frames received.
     public var framesIn: Int = 0
-    /// DATA frames sent.
+    /// DATA and FRAGMENT frames sent.
     public var framesOut: Int = 0
-    /// Payload bytes received in DATA.
+    /// Message payload bytes received in DATA and FRAGMENT frames.
     public var bytesIn: Int = 0
-    /// Payload bytes sent in DATA.
+    /// Message payload bytes sent in DATA and FRAGMENT frames.
     public var bytesOut: Int = 0
 
     /// No measurements yet.

@@ -141,6 +141,9 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         case .data(let message):
             quality.update { $0.frameIn(bytes: message.payload.readableBytes) }
             context.fireChannelRead(data)
+        case .fragment(let fragment):
+            quality.update { $0.frameIn(bytes: fragment.bytes.readableBytes) }
+            context.fireChannelRead(data)
         default:
             context.fireChannelRead(data)
         }
@@ -148,8 +151,10 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         keepalive?.outboundActivity(now: now)
-        if case .data(let message) = unwrapOutboundIn(data) {
-            quality.update { $0.frameOut(bytes: message.payload.readableBytes) }
+        switch unwrapOutboundIn(data) {
+        case .data(let message): quality.update { $0.frameOut(bytes: message.payload.readableBytes) }
+        case .fragment(let fragment): quality.update { $0.frameOut(bytes: fragment.bytes.readableBytes) }
+        default: break
         }
         context.write(data, promise: promise)
     }

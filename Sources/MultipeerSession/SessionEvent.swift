@@ -125,6 +125,6 @@ public struct LinkStats: Hashable, Sendable, CustomStringConvertible {
         let rtt = quality.smoothedRTT.map { String(format: "%.2f ms", $0.seconds * 1000) } ?? "-"
         let jitter = quality.jitter.map { String(format: "%.2f ms", $0.seconds * 1000) } ?? "-"
         return "RTT \(rtt), jitter \(jitter), loss \(String(format: "%.1f", quality.loss * 100)) %, "
-            + "\(quality.framesIn)/\(quality.framesOut) messages in/out, \(reconnects) reconnects, active \(timeActive)"
+            + "\(quality.framesIn)/\(quality.framesOut) frames of messages in/out, \(reconnects) reconnects, active \(timeActive)"
     }
 }

@@ -26,23 +26,54 @@ import Testing
         try Self.entry.verify()
     }
 
-    static let messages: [String: NavlogMessage] = [
-        "navlog-digest": .digest(versions: NavlogLog([entry]).digest, final: true),
+    static let messages: [String: NavlogMessage] = {
+        var index = NavlogIndex(NavlogLog([entry]))
+        return [
+            "navlog-ask": index.firstAsk(),
+            "navlog-reply": .reply(expand: [NavlogPrefix("3F2")!], versions: NavlogLog([entry]).digest),
+            "navlog-need": .need(ids: [entry.id], final: true),
+            "navlog-digest": .digest(versions: NavlogLog([entry]).digest, final: true),
         "navlog-entries": .entries(versions: [entry], final: true),
-        "navlog-update": .update(entry: entry),
-    ]
+            "navlog-update": .update(entry: entry),
+        ]
+    }()
 
     static func object(_ data: Data) throws -> NSDictionary {
         try #require(try JSONSerialization.jsonObject(with: data) as? NSDictionary)
     }
 
-    @Test(arguments: ["navlog-digest", "navlog-entries", "navlog-update"])
+    @Test(arguments: ["navlog-ask", "navlog-reply", "navlog-need", "navlog-digest", "navlog-entries", "navlog-update"])
     func theSpecsVectorsMatchTheCode(name: String) throws {
         let vectors = try ProtocolVectors.blocks(in: "docs/NAVLOG.md", fence: "json")
         let vector = try #require(vectors[name], "docs/NAVLOG.md has no vector \(name)")
         let message = try #require(Self.messages[name])
         #expect(try JSONDecoder().decode(NavlogMessage.self, from: Data(vector.utf8)) == message)
         #expect(try Self.object(JSONEncoder().encode(message)) == Self.object(Data(vector.utf8)))
+    }
+
+    /// A summary's sum is modulo 2^128: the carry out of the top bit is dropped.
+    @Test func theSummaryVectorSumsAsTheSpecSays() throws {
+        let vectors = try ProtocolVectors.blocks(in: "docs/NAVLOG.md", fence: "json")
+        struct Vector: Decodable { var hashes: [String]; var summary: NavlogSummary }
+        let vector = try JSONDecoder().decode(Vector.self, from: Data(try #require(vectors["navlog-summary"]).utf8))
+        let sum = try vector.hashes.reduce(UInt128(0)) { $0 &+ (try #require(NavlogSummary.number($1))) }
+        #expect(vector.summary == NavlogSummary(count: vector.hashes.count, sum: sum))
+        #expect(vector.summary.description == "2 008a83730458f04fd8ebb8d4bcc51732")
+    }
+
+    /// What a malformed ask, reply or need is refused for, at decoding.
+    @Test(arguments: [
+        #"{"ask":{"ranges":[{"prefix":"","children":["0"]}]}}"#,
+        #"{"ask":{"ranges":[{"prefix":"3f","children":["0","0","0","0","0","0","0","0","0","0","0","0","0","0","0","0"]}]}}"#,
+        #"{"ask":{"ranges":[{"prefix":"0123456789ABCDEF0123456789ABCDEF","children":["0","0","0","0","0","0","0","0","0","0","0","0","0","0","0","0"]}]}}"#,
+        #"{"ask":{"ranges":[{"prefix":"","children":["0 00000000000000000000000000000000","0","0","0","0","0","0","0","0","0","0","0","0","0","0","0"]}]}}"#,
+        #"{"ask":{"ranges":[{"prefix":"","children":["1 068A83730458F04FD8EBB8D4BCC51633","0","0","0","0","0","0","0","0","0","0","0","0","0","0","0"]}]}}"#,
+        #"{"ask":{"ranges":[{"prefix":"","children":["-1 068a83730458f04fd8ebb8d4bcc51633","0","0","0","0","0","0","0","0","0","0","0","0","0","0","0"]}]}}"#,
+        #"{"reply":{"expand":["3G"],"versions":[]}}"#,
+        #"{"need":{"ids":["not a uuid"],"final":true}}"#,
+    ])
+    func malformedRequestsDoNotDecode(json: String) {
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode(NavlogMessage.self, from: Data(json.utf8)) }
     }
 
     @Test func theMessagesTravelUnderOneTypeName() {
