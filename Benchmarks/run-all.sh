@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 results=bench-results
 mkdir -p "$results"
-rm -rf "$results"/{link,session,detection,detection-network,delivery,discovery,mesh,durations,report}.json "$results"/report.md "$results"/charts
+rm -rf "$results"/{link,session,navlog,detection,detection-network,delivery,discovery,mesh,durations,report}.json "$results"/report.md "$results"/charts
 
 quick=0
 [[ "${1:-}" == "--quick" ]] && quick=1
@@ -31,7 +31,7 @@ step link .build/release/LinkBenchmark $( ((quick)) && echo --quick )
 step session .build/release/SessionBenchmark --seconds "$(trials 1 3)"
 step detection .build/release/DetectionBenchmark --trials "$(trials 5 20)"
 step delivery .build/release/DeliveryBenchmark --seconds "$(trials 3 10)"
-step navlog .build/release/NavlogBenchmark --entries "$(trials 1000 10000)"
+step navlog .build/release/NavlogBenchmark --entries "$(trials 1000 1000,10000,100000)"
 if [[ $(id -u) -eq 0 ]]; then
     step detection-network Benchmarks/detection-hosts.sh --trials "$(trials 5 20)" --baseline-trials "$(trials 1 3)"
     step discovery Benchmarks/discovery-hosts.sh --trials "$(trials 5 20)"

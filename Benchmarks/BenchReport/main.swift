@@ -38,6 +38,7 @@ let delivery = load("delivery.json", as: [Goodput].self)
 let discovery = load("discovery.json", as: [DiscoverySummary].self)
 let mesh = load("mesh.json", as: [MeshResult].self)
 let session = load("session.json", as: SessionResults.self)
+let navlog = load("navlog.json", as: [NavlogSyncCase].self)
 /// How long each part of the run took, seconds (written by Benchmarks/run-all.sh).
 let durations: [String: Double] = load("durations.json", as: [String: Double].self) ?? [:]
 
@@ -354,6 +355,14 @@ if let session {
     md += table(["1 KiB message every 2 ms", "p50 ms", "p99 ms", "max ms", "messages"], session.latency.map {
         [$0.besideLargeMessages ? "while 64 MiB messages are in flight" : "alone", number($0.p50Milliseconds, 2), number($0.p99Milliseconds, 2),
          number($0.maxMilliseconds, 2), "\($0.count)"]
+    })
+}
+
+if let navlog {
+    md += "## navlog-sync anti-entropy\n\n"
+    md += "Two navlog-sync hosts over loopback (NavlogBenchmark): a fresh host joining one that holds the log, and two hosts that hold it with 1,000 differences between them; until both report the exchange done, and the session's payload bytes both ways. Logs of signed entries, a tenth tombstones.\n\n"
+    md += table(["entries", "case", "seconds", "payload MB", "versions received (joiner / holder)"], navlog.map {
+        ["\($0.entries)", $0.scenario, number($0.seconds, 2), number(Double($0.payloadBytes) / 1e6, 2), "\($0.joinerReceived) / \($0.holderReceived)"]
     })
 }
 
