@@ -4,7 +4,9 @@
 // input must be refused with a DecodingError, or decode to a message that encodes to itself and
 // that a host takes in without a trap: its clock stays ahead of every version it accepts but
 // within a day of its wall clock, and neither the order of arrival nor a repeat changes the
-// log it ends with (byte for byte).
+// log it ends with (byte for byte). An `ask` is answered as a holder answers it (only prefixes
+// asked about, split only where they differ), a `reply` taken as an asker takes it (only
+// versions it names and that win are needed, every prefix to split is asked about).
 import Foundation
 import FuzzSupport
 import NavlogSync
