@@ -99,6 +99,7 @@ package struct KeepaliveStateMachine: Sendable {
         self.lastPingReceived = now
         self.windowStart = now
         self.longestSilences = [recentSilence]
+        self.timeout = Self.timeout(after: recentSilence, parameters: parameters)
     }
 
     /// The longest silence of the last two minutes, to hand to the peer's next link.
@@ -108,10 +109,12 @@ package struct KeepaliveStateMachine: Sendable {
     package func silence(now: Duration) -> Duration { max(.zero, now - lastInbound) }
 
     /// The silence after which the link is dead now: 1.5 times the longest silence of the last
-    /// two minutes, between the configured timeout and ``ceilingFactor`` times it.
-    package var timeout: Duration {
-        let longest = longestSilences.max() ?? .zero
-        return min(max(longest * 3 / 2, parameters.timeout), ceiling)
+    /// two minutes, between the configured timeout and ``ceilingFactor`` times it. (Kept as the
+    /// silences change, not worked out at every wake-up.)
+    package private(set) var timeout: Duration
+
+    private static func timeout(after longest: Duration, parameters: KeepaliveParameters) -> Duration {
+        min(max(longest * 3 / 2, parameters.timeout), parameters.timeout * ceilingFactor)
     }
 
     /// The most ``timeout`` can be: ``ceilingFactor`` times the configured timeout.
@@ -154,7 +157,9 @@ package struct KeepaliveStateMachine: Sendable {
     }
 
     private mutating func recordSilence(_ silence: Duration, now: Duration) {
+        var rolled = false
         while now - windowStart >= Self.silenceWindow {
+            rolled = true
             windowStart += Self.silenceWindow
             longestSilences.append(.zero)
             if longestSilences.count > Self.silenceWindows { longestSilences.removeFirst() }
@@ -164,7 +169,9 @@ package struct KeepaliveStateMachine: Sendable {
                 windowStart = now
             }
         }
+        guard rolled || silence > longestSilences[longestSilences.count - 1] else { return }
         longestSilences[longestSilences.count - 1] = max(longestSilences[longestSilences.count - 1], silence)
+        timeout = Self.timeout(after: longestSilences.max() ?? .zero, parameters: parameters)
     }
 
     /// A PING arrived (its PONG is sent at once, and reported as outbound activity).

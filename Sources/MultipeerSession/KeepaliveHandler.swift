@@ -75,6 +75,9 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     /// The slot of the latest wake-up armed; an earlier arming that comes up is stale.
     private var armedSlot: Int64?
     private var context: ChannelHandlerContext?
+    /// The channel's socket, whose TCP_INFO a silent link's wake-ups read (cast once: a
+    /// conformance check at every wake-up was a visible part of an idle mesh's cost).
+    private var socket: (any SocketOptionProvider)?
     private let origin = NIODeadline.now()
     private var peer = "the peer"
 
@@ -96,12 +99,14 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        socket = context.channel as? any SocketOptionProvider
         if let address = context.channel.remoteAddress { peer = "peer at \(address.displayString)" }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         armedSlot = nil
         self.context = nil
+        socket = nil
     }
 
     /// Bytes arrived (called by ``InboundActivityHandler`` on the same event loop).
@@ -199,7 +204,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         let at = now
         let parameters = keepalive!.parameters
         quality.update { $0.expire(olderThan: parameters.timeout, now: at) }
-        switch keepalive!.wakeUp(now: at, late: late, transport: context.channel.transportReading()) {
+        switch keepalive!.wakeUp(now: at, late: late, transport: socket?.transportReading()) {
         case .wait:
             break
         case .sendPing(let probe):

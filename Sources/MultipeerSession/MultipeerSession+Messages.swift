@@ -1,6 +1,7 @@
 public import Foundation
 import MultipeerCore
 import NIOCore
+import Synchronization
 
 extension MultipeerSession {
     /// The name a message type travels under, so several types share one link: its
@@ -8,7 +9,7 @@ extension MultipeerSession {
     /// `MyApp.Note`), which two programs defining the same type agree on. Both sides must use
     /// the same name.
     public nonisolated static func wireName<Message>(of type: Message.Type) -> String {
-        (type as? any MultipeerMessage.Type)?.wireName ?? String(describing: type)
+        MessageTypeTraits.of(type).name
     }
 
     /// Every message of type `Message` from now on, with the peer that sent it, and first those
@@ -119,7 +120,7 @@ extension MultipeerSession {
 
     /// The encoding `Message` travels in: its own choice, else the session's.
     nonisolated func wireEncoding<Message>(of type: Message.Type) -> MessageEncoding {
-        (type as? any MultipeerMessage.Type)?.wireEncoding ?? configuration.messageEncoding
+        MessageTypeTraits.of(type).encoding ?? configuration.messageEncoding
     }
 
     private nonisolated func encode<Message: Codable & Sendable>(
@@ -144,5 +145,21 @@ extension MultipeerSession {
             logger.notice("broadcast skipped a peer that takes no message that large", metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.error": "\(error)"])
             return false
         }
+    }
+}
+
+/// What a message type declares of itself (``MultipeerMessage``), looked up once per type: the
+/// conformance check (`as? any MultipeerMessage.Type`) costs a few percent of sending or
+/// receiving a small message, every time.
+enum MessageTypeTraits {
+    private static let known = Mutex<[ObjectIdentifier: (name: String, encoding: MessageEncoding?)]>([:])
+
+    static func of<Message>(_ type: Message.Type) -> (name: String, encoding: MessageEncoding?) {
+        let key = ObjectIdentifier(type)
+        if let traits = known.withLock({ $0[key] }) { return traits }
+        let declared = type as? any MultipeerMessage.Type
+        let traits = (name: declared?.wireName ?? String(describing: type), encoding: declared?.wireEncoding ?? nil)
+        known.withLock { $0[key] = traits }
+        return traits
     }
 }

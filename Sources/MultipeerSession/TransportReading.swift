@@ -7,12 +7,18 @@ import MultipeerCore
 import NIOCore
 
 extension Channel {
+    /// ``SocketOptionProvider/transportReading()`` of this channel, if it has socket options.
+    func transportReading() -> TransportReading? {
+        (self as? any SocketOptionProvider)?.transportReading()
+    }
+}
+
+extension SocketOptionProvider {
     /// Reads what Linux's TCP knows of the connection (TCP_INFO), on the channel's event loop;
     /// nil where there is none (not a TCP socket). Out-of-order segments are counted from
     /// Linux 5.4 (`tcpi_rcv_ooopack`); an older kernel reports none.
     func transportReading() -> TransportReading? {
         eventLoop.preconditionInEventLoop()
-        guard let provider = self as? any SocketOptionProvider else { return nil }
         // struct tcp_info as Linux 6 has it, 232 bytes; an older kernel fills less of it and
         // leaves the rest zero. Its layout only ever grows at the end, so the offsets hold.
         typealias TCPInfo = (
@@ -21,7 +27,7 @@ extension Channel {
         )
         var reading: TransportReading?
         // On the event loop the read completes at once, so its callback runs before this returns.
-        provider.unsafeGetSocketOption(level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_INFO))
+        unsafeGetSocketOption(level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_INFO))
             .assumeIsolated()
             .whenSuccess { (info: TCPInfo) in
                 withUnsafeBytes(of: info) { bytes in
