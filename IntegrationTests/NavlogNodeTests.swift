@@ -236,4 +236,45 @@ import Testing
             #expect(try store.log().entries[edit.id] == edit)
         }
     }
+
+    /// Two hosts holding the same 12,000 entries (beyond what a one-message digest held), and
+    /// 20 the other lacks each, meet: each gets the other's 20, and what they exchange is a
+    /// small part of what naming every entry took (docs/NAVLOG.md, section 3).
+    @Test(.scaledTimeLimit(minutes: 2))
+    func hostsWithLargeLogsExchangeWhatDiffersNotTheirLogs() async throws {
+        let paths = (0..<2).map { _ in FileManager.default.temporaryDirectory.appendingPathComponent("navlog-\(UUID()).db").path }
+        defer { for path in paths { for suffix in ["", "-wal", "-shm", ".identity"] { try? FileManager.default.removeItem(atPath: path + suffix) } } }
+        let stores = try paths.map { try NavlogStore(path: $0) }
+        let now = UInt64(Date().timeIntervalSince1970 * 1000)
+        func versions(_ count: Int, by store: NavlogStore, from first: Int) throws -> [NavlogEntry] {
+            try (first..<first + count).map { number in
+                try NavlogEntry(id: UUID(), fields: NavlogFields(waypoint: "WP\(number)"), author: "captain", origin: store.peerID,
+                                timestamp: HLCTimestamp(milliseconds: now - 60_000, counter: UInt16(number % 60_000)), deleted: number % 10 == 9)
+                    .signed(by: store.identity!)
+            }
+        }
+        let shared = try versions(12_000, by: stores[0], from: 0)
+        for (index, store) in stores.enumerated() { _ = try store.merge(shared + versions(20, by: store, from: 20_000 + index * 100)) }
+        let digestBytes = try JSONEncoder().encode(NavlogMessage.digest(versions: stores[0].log().digest, final: true)).count
+
+        let first = try NavlogNode(store: stores[0], configuration: .test("first", discovery: .staticPeers([])))
+        let firstEvents = first.events
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await first.run() }
+            let port = try await collect(firstEvents) { $0.contains { if case .listening = $0 { true } else { false } } }
+                .compactMap { if case .listening(let port) = $0 { port } else { nil } }[0]
+            let second = try NavlogNode(store: stores[1], configuration: .test("second", discovery: .staticPeers(["127.0.0.1:\(port)"])))
+            let secondEvents = second.events
+            group.addTask { try await second.run() }
+            for events in [firstEvents, secondEvents] {
+                let seen = try await collect(events, timeout: .seconds(60)) { $0.contains { if case .synced = $0 { true } else { false } } }
+                #expect(seen.contains { if case .synced(_, sent: 20, received: 20) = $0 { true } else { false } }, "\(seen.suffix(3))")
+            }
+            #expect(try stores[0].log() == stores[1].log())
+            #expect(try stores[0].log().entries.count == 12_040)
+            let quality = try #require(await second.session.linkStats(for: first.session.peerID)?.quality)
+            #expect(quality.bytesIn + quality.bytesOut < digestBytes / 5, "\(quality.bytesIn + quality.bytesOut) bytes both ways; one digest: \(digestBytes)")
+            group.cancelAll()
+        }
+    }
 }
