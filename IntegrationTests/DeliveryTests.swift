@@ -82,10 +82,8 @@ import Testing
     }
 
     /// A skipped sequence number closes the link (the sender resends on the next one) instead
-    /// of every later message being dropped as a gap while the link stays up. (On the main
-    /// actor, as the next one: an EmbeddedChannel is used from the thread that made it, and
-    /// an await elsewhere would resume on another.)
-    @Test @MainActor func aGapInReliableDataClosesTheLinkWithOutOfSequence() async throws {
+    /// of every later message being dropped as a gap while the link stays up.
+    @Test func aGapInReliableDataClosesTheLinkWithOutOfSequence() async throws {
         let subscriptions = Subscriptions(limits: .init(), metrics: SessionMetrics(localName: "test"))
         let notes = subscriptions.messages(of: Note.self, named: "Note")
         let channel = EmbeddedChannel(handler: DeliveryHandler(inbox: Inbox(
@@ -119,7 +117,7 @@ import Testing
     /// session keeps takes the peer's window and says where to resume. Reliable DATA before that
     /// breaks the protocol; DATA on a link of an incarnation the window no longer follows is
     /// dropped, unacknowledged.
-    @Test @MainActor func onlyAKeptLinkTakesThePeersReceiveWindow() async throws {
+    @Test func onlyAKeptLinkTakesThePeersReceiveWindow() async throws {
         let windows = ReceiveWindows()
         let subscriptions = Subscriptions(limits: .init(), metrics: SessionMetrics(localName: "test"))
         let notes = subscriptions.messages(of: Note.self, named: "Note")

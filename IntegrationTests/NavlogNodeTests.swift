@@ -236,7 +236,13 @@ import Testing
             #expect(try store.log().entries[edit.id] == edit)
         }
     }
+}
 
+/// Logs of thousands of entries: signing and storing them loads the machine for seconds, which
+/// would starve the keepalives of tests running beside, so the suite runs alone
+/// (scripts/run-tests.sh).
+@Suite(.enabled(if: runningAlone, "loads the machine for seconds: scripts/run-tests.sh runs it alone"))
+struct LargeLogTests {
     /// Two hosts holding the same 12,000 entries (beyond what a one-message digest held), and
     /// 20 the other lacks each, meet: each gets the other's 20, and what they exchange is a
     /// small part of what naming every entry took (docs/NAVLOG.md, section 3).
