@@ -238,6 +238,12 @@ import Testing
             let inbox = pair.listener.messages(of: Numbered.self)
             pair.proxy.set(.blackHole)
             for number in 0..<4 { try await pair.dialler.send(Numbered(number: number), to: pair.listener.peerID) }
+            // A send waiting for room whose task is cancelled throws at once, queueing nothing.
+            // (It looked for room again and again, spinning a thread for good.)
+            let cancelled = Task { try await pair.dialler.send(Numbered(number: -1), to: pair.listener.peerID) }
+            cancelled.cancel()
+            await #expect(throws: CancellationError.self) { try await cancelled.value }
+            #expect(await pair.dialler.outboxCount(for: pair.listener.peerID) == 4)
             // The fifth waits for room; healing the path lets it through, after the first four.
             async let fifth: Void = pair.dialler.send(Numbered(number: 4), to: pair.listener.peerID)
             pair.proxy.set(.passThrough)

@@ -44,6 +44,8 @@ extension MultipeerSession {
                 throw error
             case .wait(let deadline):
                 await senders.wait(for: peerID, until: deadline)
+                // A cancelled wait returns at once, every time: looking again would spin.
+                try Task.checkCancellation()
             }
         }
     }

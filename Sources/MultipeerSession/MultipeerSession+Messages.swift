@@ -41,7 +41,8 @@ extension MultipeerSession {
     ///   active now); `outboxFull` when so configured; `peerAway` when the peer has been away
     ///   for `Limits.sendTimeout` with its outbox full, or was forgotten; `messageTooLarge` when
     ///   the message is larger than the peer takes (its `Limits.maximumMessageLength`, announced
-    ///   in HELLO); `codingFailed`. A message larger than 256 KiB goes in fragments, which other
+    ///   in HELLO); `codingFailed`; `CancellationError` when its task is cancelled while it
+    ///   waits for room (the message is not queued). A message larger than 256 KiB goes in fragments, which other
     ///   messages pass: messages of one type arrive in the order sent, of different types not
     ///   necessarily.
     public nonisolated func send<Message: Codable & Sendable>(
