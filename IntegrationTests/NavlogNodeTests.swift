@@ -222,7 +222,7 @@ import Testing
         try await Self.withHost(limits: limits) { node, store, rogue, next in
             // The rogue never reads what the host sends it: the host's answers wait.
             var index = NavlogIndex(NavlogLog())
-            let ask = index.firstAsk()
+            let ask = index.firstAsk(exchange: 1)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for _ in 0..<3_000 { try await rogue.send(ask, to: node.session.peerID) }

@@ -15,12 +15,13 @@ public enum NavlogMessage: MultipeerMessage, Hashable {
     /// The name on the wire (docs/NAVLOG.md), as every version of navlog-sync has sent it.
     public static var wireName: String { "NavlogSync.NavlogMessage" }
 
-    /// The asker's summaries of the children of some prefixes.
-    case ask(ranges: [NavlogRanges])
-    /// The holder's answer to one `ask`: the prefixes to split further, and its versions under
-    /// the small prefixes that differ (the entries under prefixes the asker holds nothing of
-    /// went before it, as `entries`).
-    case reply(expand: [NavlogPrefix], versions: NavlogDigest)
+    /// The asker's summaries of the children of some prefixes, in its exchange `exchange` (a
+    /// number it picks at random for each exchange, below 2^53).
+    case ask(exchange: UInt64, ranges: [NavlogRanges])
+    /// The holder's answer to one `ask` of exchange `exchange`: the prefixes to split further,
+    /// and its versions under the small prefixes that differ (the entries under prefixes the
+    /// asker holds nothing of went before it, as `entries`).
+    case reply(exchange: UInt64, expand: [NavlogPrefix], versions: NavlogDigest)
     /// The versions an asker wants, by entry id; the last one of an exchange is `final`.
     case need(ids: [UUID], final: Bool)
     /// A batch of versions an asker lacks; the batch answering a final `need` is `final`.

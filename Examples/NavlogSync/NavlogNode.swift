@@ -24,8 +24,13 @@ public actor NavlogNode: Service {
     private var index: NavlogIndex
     /// Each active peer's exchange with this host as the asker.
     private var pulls: [UUID: NavlogPull] = [:]
-    /// Each active peer's requests, answered in order by its own task (``SyncWorker``).
+    /// Each peer's requests, answered in order by its own task (``SyncWorker``), made when the
+    /// peer first joins or asks (the session's events and messages are read by two tasks, so a
+    /// peer's first `ask` may come before its `peerJoined`), kept through its absences (what
+    /// it sends is queued for it, reliably).
     private var workers: [UUID: SyncWorker] = [:]
+    /// Peers that sent more requests than a worker holds: ignored until they join again.
+    private var overloaded: Set<UUID> = []
     /// The parts of a peer's digest (an earlier release's) received so far, until its final part.
     private var incomingDigests: [UUID: NavlogDigest] = [:]
     private let subscriptions = AsyncStream<NavlogEvent>.makeStream()
@@ -164,15 +169,11 @@ public actor NavlogNode: Service {
             progress[peer.id] = SyncProgress()
             subscriptions.continuation.yield(.peerJoined(ref))
             incomingDigests[peer.id] = nil
-            workers.removeValue(forKey: peer.id)?.stop()
-            let worker = SyncWorker(node: self, peer: peer)
-            workers[peer.id] = worker
-            _ = worker.enqueue(.start)
+            overloaded.remove(peer.id)
+            request(.start, from: peer)
         case .peerLeft(let peer, let reason):
             let ref = PeerRef(id: peer.id, name: peer.displayName, fingerprint: peer.key.fingerprint)
             known[peer.id] = (ref, false, Date())
-            workers.removeValue(forKey: peer.id)?.stop()
-            pulls[peer.id] = nil
             subscriptions.continuation.yield(.peerLeft(ref, reason))
         case .connectionFailed(let address, let error), .authenticationFailed(let address, let error):
             subscriptions.continuation.yield(.error(code: error.code.description, message: "connection with \(address) failed: \(error)"))
@@ -200,10 +201,10 @@ public actor NavlogNode: Service {
         let ref = PeerRef(id: peer.id, name: peer.displayName, fingerprint: peer.key.fingerprint)
         do {
             switch message {
-            case .ask(let ranges):
-                request(.ask(ranges), from: peer)
-            case .reply(let expand, let versions):
-                request(.reply(expand: expand, versions: versions), from: peer)
+            case .ask(let exchange, let ranges):
+                request(.ask(exchange: exchange, ranges), from: peer)
+            case .reply(let exchange, let expand, let versions):
+                request(.reply(exchange: exchange, expand: expand, versions: versions), from: peer)
             case .need(let ids, let final):
                 request(.need(ids, final: final), from: peer)
             case .digest(let part, let final):
@@ -224,9 +225,12 @@ public actor NavlogNode: Service {
     }
 
     private func request(_ work: SyncWorker.Work, from peer: Peer) {
-        guard let worker = workers[peer.id] else { return }  // it left meanwhile: the exchange starts over when it is back
+        guard !overloaded.contains(peer.id) else { return }
+        let worker = workers[peer.id] ?? SyncWorker(node: self, peer: peer)
+        workers[peer.id] = worker
         guard worker.enqueue(work) else {
             workers.removeValue(forKey: peer.id)?.stop()
+            overloaded.insert(peer.id)
             report(NavlogError(.syncOverload, "\(peer.displayName) sent more than \(SyncWorker.maximumWaiting) requests this host had not answered yet; its requests are ignored until it joins again"),
                    "syncing with \(peer.displayName)")
             return
@@ -241,8 +245,8 @@ public actor NavlogNode: Service {
     }
 
     /// What to send after a peer's `reply`.
-    func pulled(expand: [NavlogPrefix], versions: NavlogDigest, from peer: Peer) -> [NavlogMessage] {
-        guard let messages = pulls[peer.id, default: NavlogPull()].received(expand: expand, versions: versions, &index) else {
+    func pulled(exchange: UInt64, expand: [NavlogPrefix], versions: NavlogDigest, from peer: Peer) -> [NavlogMessage] {
+        guard let messages = pulls[peer.id, default: NavlogPull()].received(exchange: exchange, expand: expand, versions: versions, &index) else {
             report(NavlogError(.unexpectedReply, "\(peer.displayName) sent a reply to an ask this host did not send; it is ignored"), "syncing with \(peer.displayName)")
             return []
         }

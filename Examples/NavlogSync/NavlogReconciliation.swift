@@ -180,16 +180,18 @@ public struct NavlogIndex: Sendable {
         }.sorted { NavlogPrefix.key(of: $0) < NavlogPrefix.key(of: $1) }
     }
 
-    /// The `ask` that begins an exchange: summaries of the 16 children of the whole id space.
-    public mutating func firstAsk() -> NavlogMessage {
-        asks(expanding: [.all])[0]
+    /// The `ask` that begins exchange `exchange`: summaries of the 16 children of the whole id space.
+    public mutating func firstAsk(exchange: UInt64) -> NavlogMessage {
+        asks(expanding: [.all], exchange: exchange)[0]
     }
 
-    /// `ask` messages with the summaries of the children of each of `prefixes`, at most
-    /// ``rangesPerAsk`` prefixes each.
-    public mutating func asks(expanding prefixes: [NavlogPrefix]) -> [NavlogMessage] {
+    /// `ask` messages of exchange `exchange` with the summaries of the children of each of
+    /// `prefixes`, at most ``rangesPerAsk`` prefixes each.
+    public mutating func asks(expanding prefixes: [NavlogPrefix], exchange: UInt64) -> [NavlogMessage] {
         let ranges = prefixes.map { NavlogRanges(prefix: $0, children: $0.children.map { summary(of: $0) }) }
-        return stride(from: 0, to: ranges.count, by: Self.rangesPerAsk).map { .ask(ranges: Array(ranges[$0..<min($0 + Self.rangesPerAsk, ranges.count)])) }
+        return stride(from: 0, to: ranges.count, by: Self.rangesPerAsk).map {
+            .ask(exchange: exchange, ranges: Array(ranges[$0..<min($0 + Self.rangesPerAsk, ranges.count)]))
+        }
     }
 
     /// What a holder answers to an asker's `ask` (docs/NAVLOG.md, section 3): for each child
@@ -246,27 +248,35 @@ public struct NavlogIndex: Sendable {
     }
 }
 
-/// One host's side of an exchange as the asker: how many of its `ask` messages the peer has
-/// yet to answer. The exchange ends, with `need` marked final, when none is left.
+/// One host's side of an exchange as the asker: which exchange, and how many of its `ask`
+/// messages the peer has yet to answer. The exchange ends, with `need` marked final, when none
+/// is left.
 public struct NavlogPull: Sendable {
+    /// The exchange under way (or last ended), if any.
+    public private(set) var exchange: UInt64?
     /// The asks sent that the peer has not replied to yet.
     public private(set) var unanswered = 0
 
     /// No exchange begun.
     public init() {}
 
-    /// Begins an exchange (anew): its first `ask`.
-    public mutating func start(_ index: inout NavlogIndex) -> [NavlogMessage] {
+    /// Begins an exchange (anew, numbered at random: replies to an earlier one are then told
+    /// apart however late they come): its first `ask`.
+    public mutating func start(_ index: inout NavlogIndex, exchange: UInt64 = .random(in: 0..<(1 << 53))) -> [NavlogMessage] {
+        self.exchange = exchange
         unanswered = 1
-        return [index.firstAsk()]
+        return [index.firstAsk(exchange: exchange)]
     }
 
     /// What to send on a `reply`: the asks that split the prefixes it names, and a `need` for
-    /// the versions it names that win here, final once every ask is answered. Nil if no ask
-    /// was waiting for it.
-    public mutating func received(expand: [NavlogPrefix], versions: NavlogDigest, _ index: inout NavlogIndex) -> [NavlogMessage]? {
+    /// the versions it names that win here, final once every ask is answered. Nothing for a
+    /// reply of an earlier exchange (a link broke, the exchange began anew); nil for one this
+    /// host sent no ask for.
+    public mutating func received(exchange replied: UInt64, expand: [NavlogPrefix], versions: NavlogDigest, _ index: inout NavlogIndex) -> [NavlogMessage]? {
+        guard let exchange else { return nil }
+        guard replied == exchange else { return [] }
         guard unanswered > 0 else { return nil }
-        let asks = index.asks(expanding: expand.filter { $0.digits.utf8.count < 32 })
+        let asks = index.asks(expanding: expand.filter { $0.digits.utf8.count < 32 }, exchange: exchange)
         unanswered += asks.count - 1
         let needed = index.needed(from: versions)
         return asks + (unanswered == 0 || !needed.isEmpty ? [.need(ids: needed, final: unanswered == 0)] : [])

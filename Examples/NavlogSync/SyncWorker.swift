@@ -1,9 +1,9 @@
 import Foundation
 import MultipeerSession
 
-/// One peer's anti-entropy requests (docs/NAVLOG.md, section 3), answered in the order they
-/// came by a task of their own: answering sends, and a send may wait for room in the peer's
-/// outbox. The loop that reads every peer's messages only hands requests over, so it never
+/// One peer's anti-entropy requests (docs/NAVLOG.md, section 3), and the start of this host's
+/// own exchanges with it, handled in the order they came by a task of their own: answering
+/// sends, and a send may wait for room in the peer's outbox. The loop that reads every peer's messages only hands requests over, so it never
 /// waits for one peer, and two hosts answering each other never wait for each other for good.
 ///
 /// At most ``maximumWaiting`` requests wait; an honest peer never has that many (it asks only
@@ -13,8 +13,8 @@ final class SyncWorker: Sendable {
     enum Work: Sendable {
         /// Begin this host's exchange as the asker.
         case start
-        case ask([NavlogRanges])
-        case reply(expand: [NavlogPrefix], versions: NavlogDigest)
+        case ask(exchange: UInt64, [NavlogRanges])
+        case reply(exchange: UInt64, expand: [NavlogPrefix], versions: NavlogDigest)
         case need([UUID], final: Bool)
         /// A whole digest of a host of an earlier release.
         case digest(NavlogDigest)
@@ -29,11 +29,12 @@ final class SyncWorker: Sendable {
         let (stream, inbox) = AsyncStream<Work>.makeStream(bufferingPolicy: .bufferingOldest(Self.maximumWaiting))
         self.inbox = inbox
         task = Task {
-            // Versions sent in answer to this exchange's requests, reported when the final `need` is answered.
-            var sent = 0
+            // The peer's exchange under way (as its asks name it), and the versions sent in it so
+            // far, reported when its final `need` is answered.
+            var holding: (exchange: UInt64?, sent: Int) = (nil, 0)
             for await work in stream {
                 do {
-                    sent = try await Self.perform(work, node: node, peer: peer, sent: sent)
+                    try await Self.perform(work, node: node, peer: peer, holding: &holding)
                 } catch where !Task.isCancelled {
                     await node.report(error, "syncing with \(peer.displayName) failed")
                 } catch {
@@ -49,40 +50,36 @@ final class SyncWorker: Sendable {
         return false
     }
 
-    /// Drops what waits and stops sending (the peer left, or a new exchange begins).
+    /// Drops what waits and stops sending (the peer sent too much, or the host stops).
     func stop() {
         inbox.finish()
         task.cancel()
     }
 
-    /// Answers one request; returns the versions sent so far in this exchange.
-    private static func perform(_ work: Work, node: NavlogNode, peer: Peer, sent: Int) async throws -> Int {
+    /// Answers one request.
+    private static func perform(_ work: Work, node: NavlogNode, peer: Peer, holding: inout (exchange: UInt64?, sent: Int)) async throws {
         let session = node.session
         switch work {
         case .start:
             for message in await node.startPull(with: peer.id) { try await session.send(message, to: peer.id) }
-            return sent
-        case .ask(let ranges):
+        case .ask(let exchange, let ranges):
+            if holding.exchange != exchange { holding = (exchange, 0) }
             let answer = await node.answer(ranges)
-            let count = try await sendEntries(answer.entries, final: false, node: node, to: peer)
-            try await session.send(NavlogMessage.reply(expand: answer.expand, versions: answer.versions), to: peer.id)
-            return sent + count
-        case .reply(let expand, let versions):
-            for message in await node.pulled(expand: expand, versions: versions, from: peer) { try await session.send(message, to: peer.id) }
-            return sent
+            holding.sent += try await sendEntries(answer.entries, final: false, node: node, to: peer)
+            try await session.send(NavlogMessage.reply(exchange: exchange, expand: answer.expand, versions: answer.versions), to: peer.id)
+        case .reply(let exchange, let expand, let versions):
+            for message in await node.pulled(exchange: exchange, expand: expand, versions: versions, from: peer) { try await session.send(message, to: peer.id) }
         case .need(let ids, let final):
-            let total = sent + (try await sendEntries(ids, final: final, node: node, to: peer))
-            guard final else { return total }
-            await node.answered(peer, sending: total)
-            return 0
+            holding.sent += try await sendEntries(ids, final: final, node: node, to: peer)
+            guard final else { return }
+            await node.answered(peer, sending: holding.sent)
+            holding.sent = 0
         case .digest(let digest):
             let answer = try await node.answer(legacy: digest)
-            let count = try await sendEntries(answer.missing.map(\.id), final: true, node: node, to: peer)
-            await node.answered(peer, sending: count)
+            await node.answered(peer, sending: try await sendEntries(answer.missing.map(\.id), final: true, node: node, to: peer))
             for (index, part) in answer.digest.enumerated() {
                 try await session.send(NavlogMessage.digest(versions: part, final: index == answer.digest.count - 1), to: peer.id)
             }
-            return 0
         }
     }
 

@@ -57,7 +57,7 @@ let navlogFuzzer: FuzzTarget = { data, size in
                     $0.version < entry.version || ($0.version == entry.version && $0.contentHash != entry.contentHash)
                 } ?? true, "only what the digest lacks, or holds with other content, is sent")
             }
-        case .ask(let ranges):
+        case .ask(_, let ranges):
             var index = NavlogIndex(held)
             let answer = index.answer(ranges)
             let asked = Dictionary(ranges.flatMap { range in zip(range.prefix.children, range.children) }, uniquingKeysWith: { first, _ in first })
@@ -68,11 +68,11 @@ let navlogFuzzer: FuzzTarget = { data, size in
                 precondition(asked.keys.contains { prefix in id.uuidString.replacingOccurrences(of: "-", with: "").hasPrefix(prefix.digits) },
                              "only versions under an asked prefix are named or sent")
             }
-        case .reply(let expand, let versions):
+        case .reply(let exchange, let expand, let versions):
             var index = NavlogIndex(held)
             var pull = NavlogPull()
-            _ = pull.start(&index)
-            let next = pull.received(expand: expand, versions: versions, &index) ?? []
+            _ = pull.start(&index, exchange: exchange)
+            let next = pull.received(exchange: exchange, expand: expand, versions: versions, &index) ?? []
             for case .need(let ids, _) in next {
                 precondition(Set(ids).isSubset(of: versions.versions.keys), "only versions the reply named are asked for")
                 precondition(ids.allSatisfy { id in held.entries[id].map { versions.versions[id]!.version >= $0.version } ?? true }, "never an older version")

@@ -27,10 +27,10 @@ import Testing
         while !toHolder.isEmpty {
             var toAsker: [NavlogMessage] = []
             switch toHolder.removeFirst() {
-            case .ask(let ranges):
+            case .ask(let number, let ranges):
                 let answer = holder.index.answer(ranges)
                 if !answer.entries.isEmpty { toAsker.append(.entries(versions: answer.entries.map { holder.log.entries[$0]! }, final: false)) }
-                toAsker.append(.reply(expand: answer.expand, versions: answer.versions))
+                toAsker.append(.reply(exchange: number, expand: answer.expand, versions: answer.versions))
             case .need(let ids, let final):
                 toAsker.append(.entries(versions: ids.compactMap { holder.log.entries[$0] }, final: final))
             case let other:
@@ -43,8 +43,8 @@ import Testing
                     for version in versions where asker.log.merge(version) { asker.index.update(version) }
                     #expect(!finished, "nothing after the final batch")
                     finished = finished || final
-                case .reply(let expand, let versions):
-                    let next = exchange.received(expand: expand, versions: versions, &asker.index)
+                case .reply(let number, let expand, let versions):
+                    let next = exchange.received(exchange: number, expand: expand, versions: versions, &asker.index)
                     #expect(next != nil, "every reply answers an ask")
                     toHolder += next ?? []
                     transcript += next ?? []
@@ -92,7 +92,7 @@ import Testing
         let transcript = Self.pull(&asker, from: &holder)
         #expect(asker.log == holder.log)
         #expect(transcript.count { if case .ask = $0 { true } else { false } } == 1)
-        #expect(transcript.allSatisfy { if case .reply(let expand, let versions) = $0 { expand.isEmpty && versions.versions.isEmpty } else { true } })
+        #expect(transcript.allSatisfy { if case .reply(_, let expand, let versions) = $0 { expand.isEmpty && versions.versions.isEmpty } else { true } })
     }
 
     /// The old digest named every version of the log (about 130 bytes each); now the
@@ -142,12 +142,19 @@ import Testing
         }
     }
 
-    @Test func aReplyToNoAskIsRefused() {
-        var index = NavlogIndex(NavlogLog())
+    /// A reply to no ask is refused (nil: the host reports it); one of an earlier exchange,
+    /// begun anew when the link broke, is ignored however late it comes, and the new exchange
+    /// goes on.
+    @Test func aReplyToNoAskIsRefusedAndOneOfAnEarlierExchangeIgnored() {
+        let none = NavlogDigest(versions: [:])
+        var index = NavlogIndex(NavlogLog(Self.log(100)))
         var exchange = NavlogPull()
-        #expect(exchange.received(expand: [], versions: NavlogDigest(versions: [:]), &index) == nil)
-        _ = exchange.start(&index)
-        #expect(exchange.received(expand: [], versions: NavlogDigest(versions: [:]), &index) == [.need(ids: [], final: true)])
-        #expect(exchange.received(expand: [], versions: NavlogDigest(versions: [:]), &index) == nil, "answered once")
+        #expect(exchange.received(exchange: 1, expand: [], versions: none, &index) == nil)
+        _ = exchange.start(&index, exchange: 1)
+        _ = exchange.start(&index, exchange: 2)
+        #expect(exchange.received(exchange: 1, expand: [NavlogPrefix("A")!], versions: none, &index) == [], "the earlier exchange's")
+        #expect(exchange.unanswered == 1)
+        #expect(exchange.received(exchange: 2, expand: [], versions: none, &index) == [.need(ids: [], final: true)])
+        #expect(exchange.received(exchange: 2, expand: [], versions: none, &index) == nil, "answered once")
     }
 }

@@ -29,8 +29,8 @@ import Testing
     static let messages: [String: NavlogMessage] = {
         var index = NavlogIndex(NavlogLog([entry]))
         return [
-            "navlog-ask": index.firstAsk(),
-            "navlog-reply": .reply(expand: [NavlogPrefix("3F2")!], versions: NavlogLog([entry]).digest),
+            "navlog-ask": index.firstAsk(exchange: 7),
+            "navlog-reply": .reply(exchange: 7, expand: [NavlogPrefix("3F2")!], versions: NavlogLog([entry]).digest),
             "navlog-need": .need(ids: [entry.id], final: true),
             "navlog-digest": .digest(versions: NavlogLog([entry]).digest, final: true),
         "navlog-entries": .entries(versions: [entry], final: true),
@@ -63,13 +63,14 @@ import Testing
 
     /// What a malformed ask, reply or need is refused for, at decoding.
     @Test(arguments: [
-        #"{"ask":{"ranges":[{"prefix":"","children":["0"]}]}}"#,
-        #"{"ask":{"ranges":[{"prefix":"3f","children":["0","0","0","0","0","0","0","0","0","0","0","0","0","0","0","0"]}]}}"#,
-        #"{"ask":{"ranges":[{"prefix":"0123456789ABCDEF0123456789ABCDEF","children":["0","0","0","0","0","0","0","0","0","0","0","0","0","0","0","0"]}]}}"#,
-        #"{"ask":{"ranges":[{"prefix":"","children":["0 00000000000000000000000000000000","0","0","0","0","0","0","0","0","0","0","0","0","0","0","0"]}]}}"#,
-        #"{"ask":{"ranges":[{"prefix":"","children":["1 068A83730458F04FD8EBB8D4BCC51633","0","0","0","0","0","0","0","0","0","0","0","0","0","0","0"]}]}}"#,
-        #"{"ask":{"ranges":[{"prefix":"","children":["-1 068a83730458f04fd8ebb8d4bcc51633","0","0","0","0","0","0","0","0","0","0","0","0","0","0","0"]}]}}"#,
-        #"{"reply":{"expand":["3G"],"versions":[]}}"#,
+        #"{"ask":{"exchange":7,"ranges":[{"prefix":"","children":["0"]}]}}"#,
+        #"{"ask":{"exchange":7,"ranges":[{"prefix":"3f","children":["0","0","0","0","0","0","0","0","0","0","0","0","0","0","0","0"]}]}}"#,
+        #"{"ask":{"exchange":7,"ranges":[{"prefix":"0123456789ABCDEF0123456789ABCDEF","children":["0","0","0","0","0","0","0","0","0","0","0","0","0","0","0","0"]}]}}"#,
+        #"{"ask":{"exchange":7,"ranges":[{"prefix":"","children":["0 00000000000000000000000000000000","0","0","0","0","0","0","0","0","0","0","0","0","0","0","0"]}]}}"#,
+        #"{"ask":{"exchange":7,"ranges":[{"prefix":"","children":["1 068A83730458F04FD8EBB8D4BCC51633","0","0","0","0","0","0","0","0","0","0","0","0","0","0","0"]}]}}"#,
+        #"{"ask":{"exchange":7,"ranges":[{"prefix":"","children":["-1 068a83730458f04fd8ebb8d4bcc51633","0","0","0","0","0","0","0","0","0","0","0","0","0","0","0"]}]}}"#,
+        #"{"reply":{"exchange":7,"expand":["3G"],"versions":[]}}"#,
+        #"{"reply":{"expand":[],"versions":[]}}"#,
         #"{"need":{"ids":["not a uuid"],"final":true}}"#,
     ])
     func malformedRequestsDoNotDecode(json: String) {
