@@ -225,7 +225,7 @@ import Testing
             let ask = index.firstAsk(exchange: 1)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
-                    for _ in 0..<3_000 { try await rogue.send(ask, to: node.session.peerID) }
+                    for _ in 0..<1_500 { try await rogue.send(ask, to: node.session.peerID) }
                 }
                 let events = try await next { $0.contains { if case .error("syncOverload", _) = $0 { true } else { false } } }
                 let errors = events.compactMap { if case .error(let code, let message) = $0 { "\(code): \(message)" } else { nil } }
