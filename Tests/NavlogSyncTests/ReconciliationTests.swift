@@ -112,12 +112,13 @@ import Testing
 
     /// Random logs that share, lack and differ (edits, deletes, versions with one stamp and
     /// other content, ids sharing long prefixes, down to all 32 digits but one): after an
-    /// exchange each way, both hold the same log, the union by the order of section 1.
+    /// exchange each way, both hold the same log, the union by the order of section 1. (15 rounds:
+    /// more held a thread of the cooperative pool for half a minute under a sanitizer.)
     @Test func randomLogsConvergeAfterAnExchangeEachWay() {
         var generator = SystemRandomNumberGenerator()
-        for round in 0..<40 {
+        for round in 0..<15 {
             let crowded = UInt8.random(in: 0...255, using: &generator)
-            let ids: [UUID] = (0..<Int.random(in: 0...300, using: &generator)).map { number in
+            let ids: [UUID] = (0..<Int.random(in: 0...200, using: &generator)).map { number in
                 guard number % 3 == 0 else { return UUID() }
                 // A third of the ids share 15 of their 16 bytes, so prefixes split down to the last digit.
                 return UUID(uuid: (crowded, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, UInt8(truncatingIfNeeded: number)))
