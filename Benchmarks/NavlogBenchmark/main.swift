@@ -49,43 +49,33 @@ func configuration(_ name: String, peers: [String]) -> MultipeerSession.Configur
 }
 
 /// Runs a host on `first` and one on `second` that dials it, until each reports the exchange
-/// with the other done; returns the seconds from the second's start, the payload bytes both
-/// ways, and what each side received.
-func sync(_ first: NavlogStore, _ second: NavlogStore) async throws -> NavlogSyncCase {
+/// with the other done: the seconds from the second's start, the payload bytes both ways, and
+/// what each side received.
+func sync(_ first: NavlogStore, _ second: NavlogStore) async throws -> (seconds: Double, payloadBytes: Int, joinerReceived: Int, holderReceived: Int) {
+    /// What `events` says the host received in its first finished exchange.
+    @Sendable func received(_ events: AsyncStream<NavlogEvent>, _ name: String) async throws -> Int {
+        for await event in events {
+            if case .synced(_, _, let received) = event { return received }
+            if case .error(let code, let message) = event { throw BenchmarkError("the \(name) failed: \(code): \(message)") }
+        }
+        throw BenchmarkError("the \(name) stopped before it synced")
+    }
     let holder = try NavlogNode(store: first, configuration: configuration("holder", peers: []))
     let holderEvents = holder.events
-    return try await withThrowingTaskGroup(of: NavlogSyncCase?.self) { group in
-        group.addTask { try await holder.run(); return nil }
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await holder.run() }
         var port = 0
-        var holderIterator = holderEvents.makeAsyncIterator()
-        while let event = await holderIterator.next() { if case .listening(let listening) = event { port = listening; break } }
+        for await event in holderEvents { if case .listening(let listening) = event { port = listening; break } }
         let joiner = try NavlogNode(store: second, configuration: configuration("joiner", peers: ["127.0.0.1:\(port)"]))
-        let joinerEvents = joiner.events
         let started = ContinuousClock.now
-        group.addTask { try await joiner.run(); return nil }
-        group.addTask {
-            var iterator = joinerEvents.makeAsyncIterator()
-            while let event = await iterator.next() {
-                if case .synced(_, _, let received) = event { return NavlogSyncCase(entries: 0, scenario: "", seconds: 0, payloadBytes: 0, joinerReceived: received, holderReceived: 0) }
-                if case .error(let code, let message) = event { throw BenchmarkError("the joiner failed: \(code): \(message)") }
-            }
-            throw BenchmarkError("the joiner stopped before it synced")
-        }
-        var holderReceived = -1
-        while let event = await holderIterator.next() {
-            if case .synced(_, _, let received) = event { holderReceived = received; break }
-            if case .error(let code, let message) = event { throw BenchmarkError("the holder failed: \(code): \(message)") }
-        }
-        var result: NavlogSyncCase?
-        while result == nil, let next = try await group.next() { result = next }
+        group.addTask { try await joiner.run() }
+        async let joinerReceived = received(joiner.events, "joiner")
+        let holderReceived = try await received(holderEvents, "holder")
+        let joinerCount = try await joinerReceived
         let elapsed = seconds(ContinuousClock.now - started)
         let quality = await joiner.session.linkStats(for: holder.session.peerID)?.quality
         group.cancelAll()
-        guard var result, holderReceived >= 0 else { throw BenchmarkError("a host stopped before it synced") }
-        result.seconds = elapsed
-        result.payloadBytes = (quality?.bytesIn ?? 0) + (quality?.bytesOut ?? 0)
-        result.holderReceived = holderReceived
-        return result
+        return (elapsed, (quality?.bytesIn ?? 0) + (quality?.bytesOut ?? 0), joinerCount, holderReceived)
     }
 }
 
@@ -113,11 +103,10 @@ var cases: [NavlogSyncCase] = []
 for size in sizes {
     let holderIdentity = PeerIdentity(), joinerIdentity = PeerIdentity()
     let shared = try versions(size, by: holderIdentity, author: "captain")
-    var fresh = try await sync(try store("holder", holding: shared), try store("joiner", holding: []))
-    precondition(fresh.joinerReceived == size, "the fresh host received every entry (\(fresh.joinerReceived) of \(size))")
-    fresh.entries = size
-    fresh.scenario = "fresh join"
-    cases.append(fresh)
+    let joined = try await sync(try store("holder", holding: shared), try store("joiner", holding: []))
+    precondition(joined.joinerReceived == size, "the fresh host received every entry (\(joined.joinerReceived) of \(size))")
+    let fresh = NavlogSyncCase(entries: size, scenario: "fresh join", seconds: joined.seconds, payloadBytes: joined.payloadBytes,
+                               joinerReceived: joined.joinerReceived, holderReceived: joined.holderReceived)
 
     // 1,000 differences: 400 new entries on each side, and 100 shared ones changed on each.
     let changed = { (entries: ArraySlice<NavlogEntry>, identity: PeerIdentity, author: String) throws -> [NavlogEntry] in
@@ -128,12 +117,12 @@ for size in sizes {
     }
     let holderOnly = try versions(400, by: holderIdentity, author: "captain", from: size) + changed(shared.prefix(100), holderIdentity, "captain")
     let joinerOnly = try versions(400, by: joinerIdentity, author: "first officer") + changed(shared.suffix(100), joinerIdentity, "first officer")
-    var differences = try await sync(try store("holder", holding: shared + holderOnly), try store("joiner", holding: shared + joinerOnly))
-    precondition(differences.joinerReceived == 500 && differences.holderReceived == 500,
-                 "each side received the 500 versions it lacked (\(differences.joinerReceived), \(differences.holderReceived))")
-    differences.entries = size
-    differences.scenario = "1,000 differences"
-    cases.append(differences)
+    let reconciled = try await sync(try store("holder", holding: shared + holderOnly), try store("joiner", holding: shared + joinerOnly))
+    precondition(reconciled.joinerReceived == 500 && reconciled.holderReceived == 500,
+                 "each side received the 500 versions it lacked (\(reconciled.joinerReceived), \(reconciled.holderReceived))")
+    let differences = NavlogSyncCase(entries: size, scenario: "1,000 differences", seconds: reconciled.seconds, payloadBytes: reconciled.payloadBytes,
+                                     joinerReceived: reconciled.joinerReceived, holderReceived: reconciled.holderReceived)
+    cases += [fresh, differences]
     for result in [fresh, differences] {
         print(String(format: "    %7d entries, %-18@ %7.2f s  %10.0f KB", result.entries, result.scenario as NSString, result.seconds, Double(result.payloadBytes) / 1e3))
     }

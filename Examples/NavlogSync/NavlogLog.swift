@@ -41,8 +41,7 @@ public struct NavlogLog: Hashable, Sendable {
     /// one as this host: docs/NAVLOG.md, section 1).
     public func newer(than digest: NavlogDigest) -> [NavlogEntry] {
         entries.values.filter { entry in
-            guard let theirs = digest.versions[entry.id] else { return true }
-            return entry.version > theirs.version || (entry.version == theirs.version && entry.contentHash != theirs.contentHash)
+            NavlogDigest.Held(version: entry.version, contentHash: entry.contentHash).replaces(digest.versions[entry.id])
         }.sorted { $0.timestamp < $1.timestamp }
     }
 
@@ -67,6 +66,14 @@ public struct NavlogDigest: Hashable, Sendable, Codable {
         public init(version: NavlogEntry.Version, contentHash: String) {
             self.version = version
             self.contentHash = contentHash
+        }
+
+        /// Whether a host holding `other` of the entry (or nothing) should take this one: it
+        /// is newer, or has the same version with other content (of which both hosts then keep
+        /// the same one: docs/NAVLOG.md, section 1).
+        public func replaces(_ other: Held?) -> Bool {
+            guard let other else { return true }
+            return version > other.version || (version == other.version && contentHash != other.contentHash)
         }
     }
 

@@ -258,11 +258,10 @@ public actor NavlogNode: Service {
         index.answer(ranges)
     }
 
-    /// The versions held of a peer's legacy digest's entries that it lacks or holds older, and
-    /// this host's digest in parts.
-    func answer(legacy digest: NavlogDigest) throws(NavlogError) -> (missing: [NavlogEntry], digest: [NavlogDigest]) {
-        let log = try store.log()
-        return (log.newer(than: digest), log.digest.batches(of: NavlogMessage.digestBatchSize))
+    /// The ids of the versions held that a peer's legacy digest lacks or names older, and this
+    /// host's digest in parts: both from the index, without reading the whole log again.
+    func answer(legacy digest: NavlogDigest) -> (missing: [UUID], digest: [NavlogDigest]) {
+        (index.newer(than: digest), NavlogDigest(versions: index.held).batches(of: NavlogMessage.digestBatchSize))
     }
 
     /// Records that this host answered a peer's final `need` (or legacy digest), having sent `count` versions.

@@ -170,14 +170,17 @@ public struct NavlogIndex: Sendable {
         ids[indices(under: prefix)]
     }
 
-    /// The ids of the versions in `versions` (a peer's) that win over what is held here: of
-    /// entries not held, or held in an older version, or in the same version with other content
-    /// (of which both hosts then keep the same one: section 1).
+    /// The ids of the versions in `versions` (a peer's) that replace what is held here
+    /// (``NavlogDigest/Held/replaces(_:)``).
     public func needed(from versions: NavlogDigest) -> [UUID] {
-        versions.versions.compactMap { id, theirs in
-            guard let mine = held[id] else { return id }
-            return theirs.version > mine.version || (theirs.version == mine.version && theirs.contentHash != mine.contentHash) ? id : nil
-        }.sorted { NavlogPrefix.key(of: $0) < NavlogPrefix.key(of: $1) }
+        versions.versions.compactMap { id, theirs in theirs.replaces(held[id]) ? id : nil }
+            .sorted { NavlogPrefix.key(of: $0) < NavlogPrefix.key(of: $1) }
+    }
+
+    /// The ids of the versions held here that replace what `digest` (a peer's) names.
+    public func newer(than digest: NavlogDigest) -> [UUID] {
+        held.compactMap { id, mine in mine.replaces(digest.versions[id]) ? id : nil }
+            .sorted { NavlogPrefix.key(of: $0) < NavlogPrefix.key(of: $1) }
     }
 
     /// The `ask` that begins exchange `exchange`: summaries of the 16 children of the whole id space.

@@ -75,8 +75,8 @@ final class SyncWorker: Sendable {
             await node.answered(peer, sending: holding.sent)
             holding.sent = 0
         case .digest(let digest):
-            let answer = try await node.answer(legacy: digest)
-            await node.answered(peer, sending: try await sendEntries(answer.missing.map(\.id), final: true, node: node, to: peer))
+            let answer = await node.answer(legacy: digest)
+            await node.answered(peer, sending: try await sendEntries(answer.missing, final: true, node: node, to: peer))
             for (index, part) in answer.digest.enumerated() {
                 try await session.send(NavlogMessage.digest(versions: part, final: index == answer.digest.count - 1), to: peer.id)
             }

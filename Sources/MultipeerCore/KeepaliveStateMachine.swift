@@ -99,7 +99,8 @@ package struct KeepaliveStateMachine: Sendable {
         self.lastPingReceived = now
         self.windowStart = now
         self.longestSilences = [recentSilence]
-        self.timeout = Self.timeout(after: recentSilence, parameters: parameters)
+        self.timeout = parameters.timeout
+        refreshTimeout()
     }
 
     /// The longest silence of the last two minutes, to hand to the peer's next link.
@@ -113,8 +114,8 @@ package struct KeepaliveStateMachine: Sendable {
     /// silences change, not worked out at every wake-up.)
     package private(set) var timeout: Duration
 
-    private static func timeout(after longest: Duration, parameters: KeepaliveParameters) -> Duration {
-        min(max(longest * 3 / 2, parameters.timeout), parameters.timeout * ceilingFactor)
+    private mutating func refreshTimeout() {
+        timeout = min(max(longestRecentSilence * 3 / 2, parameters.timeout), ceiling)
     }
 
     /// The most ``timeout`` can be: ``ceilingFactor`` times the configured timeout.
@@ -171,7 +172,7 @@ package struct KeepaliveStateMachine: Sendable {
         }
         guard rolled || silence > longestSilences[longestSilences.count - 1] else { return }
         longestSilences[longestSilences.count - 1] = max(longestSilences[longestSilences.count - 1], silence)
-        timeout = Self.timeout(after: longestSilences.max() ?? .zero, parameters: parameters)
+        refreshTimeout()
     }
 
     /// A PING arrived (its PONG is sent at once, and reported as outbound activity).

@@ -58,6 +58,16 @@ package enum LinkMessage: Hashable, Sendable {
     case fragment(Fragment)
     /// A frame type this version does not know; receivers ignore it.
     case unknown(FrameType)
+
+    /// The message payload bytes this frame carries: a DATA frame's payload, a FRAGMENT's
+    /// piece of one; nil for the other frames.
+    package var messageBytes: Int? {
+        switch self {
+        case .data(let message): message.payload.readableBytes
+        case .fragment(let fragment): fragment.bytes.readableBytes
+        default: nil
+        }
+    }
 }
 
 extension LinkMessage {

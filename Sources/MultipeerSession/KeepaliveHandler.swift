@@ -143,24 +143,15 @@ final class KeepaliveHandler: ChannelDuplexHandler {
                 let (option, value) = LinkConfiguration.tcpUserTimeoutOption(reading ? tcpUserTimeout : .zero)
                 try? context.channel.syncOptions?.setOption(option, value: value)
             }
-        case .data(let message):
-            quality.update { $0.frameIn(bytes: message.payload.readableBytes) }
-            context.fireChannelRead(data)
-        case .fragment(let fragment):
-            quality.update { $0.frameIn(bytes: fragment.bytes.readableBytes) }
-            context.fireChannelRead(data)
         default:
+            if let bytes = message.messageBytes { quality.update { $0.frameIn(bytes: bytes) } }
             context.fireChannelRead(data)
         }
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         keepalive?.outboundActivity(now: now)
-        switch unwrapOutboundIn(data) {
-        case .data(let message): quality.update { $0.frameOut(bytes: message.payload.readableBytes) }
-        case .fragment(let fragment): quality.update { $0.frameOut(bytes: fragment.bytes.readableBytes) }
-        default: break
-        }
+        if let bytes = unwrapOutboundIn(data).messageBytes { quality.update { $0.frameOut(bytes: bytes) } }
         context.write(data, promise: promise)
     }
 

@@ -6,13 +6,6 @@ import Musl
 import MultipeerCore
 import NIOCore
 
-extension Channel {
-    /// ``SocketOptionProvider/transportReading()`` of this channel, if it has socket options.
-    func transportReading() -> TransportReading? {
-        (self as? any SocketOptionProvider)?.transportReading()
-    }
-}
-
 extension SocketOptionProvider {
     /// Reads what Linux's TCP knows of the connection (TCP_INFO), on the channel's event loop;
     /// nil where there is none (not a TCP socket). Out-of-order segments are counted from
