@@ -96,30 +96,37 @@ final class SilentConnections: Sendable {
         ) { server in
             let dial: @Sendable () async throws -> PeerConnection = { try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "client")) }
             let first = try await dial(), second = try await dial()
-            // Both held open (each served by the echo until it closes); a third is one too many.
-            await #expect(throws: MultipeerError.self) {
-                let link = try await dial()
-                try await link.channel.executeThenClose { _, _ in }  // (closed properly, should it be admitted)
-            }
-            let refusal = try await withDeadline(.seconds(20)) { await server.nextFailure() }
-            #expect(refusal?.code == .connectionLimit)
-            // (The second link's handshake may still be finishing on the listener's side.)
-            #expect(refusal?.message.hasPrefix("refused a connection from 127.0.0.1: ") == true, "\(String(describing: refusal))")
-            #expect(refusal?.message.hasSuffix("handshakes reach the limit of 2 (Limits.maximumInboundLinks)") == true, "\(String(describing: refusal))")
-            // The two admitted links still carry messages.
-            #expect(try await roundTrip("first", over: first) == "first")
-            // That closed the first link: once its echo has ended there is room again. No event
-            // says when, so each refusal the listener reports is followed by another dial.
-            try await withDeadline(.seconds(20)) { () async throws in
-                while true {
-                    if let link = try? await dial() {
-                        #expect(try await roundTrip("third", over: link) == "third")
-                        return
-                    }
-                    #expect(await server.nextFailure()?.code == .connectionLimit)
+            do {
+                // Both held open (each served by the echo until it closes); a third is one too many.
+                await #expect(throws: MultipeerError.self) {
+                    let link = try await dial()
+                    try await link.channel.executeThenClose { _, _ in }  // (closed properly, should it be admitted)
                 }
+                let refusal = try await withDeadline(.seconds(20)) { await server.nextFailure() }
+                #expect(refusal?.code == .connectionLimit)
+                // (The second link's handshake may still be finishing on the listener's side.)
+                #expect(refusal?.message.hasPrefix("refused a connection from 127.0.0.1: ") == true, "\(String(describing: refusal))")
+                #expect(refusal?.message.hasSuffix("handshakes reach the limit of 2 (Limits.maximumInboundLinks)") == true, "\(String(describing: refusal))")
+                // The two admitted links still carry messages.
+                #expect(try await roundTrip("first", over: first) == "first")
+                // That closed the first link: once its echo has ended there is room again. No event
+                // says when, so each refusal the listener reports is followed by another dial.
+                try await withDeadline(.seconds(20)) { () async throws in
+                    while true {
+                        if let link = try? await dial() {
+                            #expect(try await roundTrip("third", over: link) == "third")
+                            return
+                        }
+                        #expect(await server.nextFailure()?.code == .connectionLimit)
+                    }
+                }
+                #expect(try await roundTrip("second", over: second) == "second")
+            } catch {
+                // A link dropped without being closed traps the whole test process (NIO): close
+                // both before the failure goes up.
+                for link in [first, second] { try? await link.channel.executeThenClose { _, _ in } }
+                throw error
             }
-            #expect(try await roundTrip("second", over: second) == "second")
         }
     }
 }

@@ -144,6 +144,40 @@ import Testing
         }
     }
 
+    /// A reader that falls behind for longer than the keepalive timeout keeps its link: its
+    /// channel stops reading, and the silence that follows is this side's doing, not the peer's.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aReaderBehindForLongerThanTheKeepaliveTimeoutKeepsItsLink() async throws {
+        let frames = 256  // 16 MiB: more than the sockets and the channel buffer between them
+        let behind = KeepaliveParameters.scaled(KeepaliveParameters()).timeout * 3
+        let (counts, count) = AsyncStream<Int>.makeStream()
+        let slowReader: @Sendable (PeerConnection) async -> Void = { link in
+            let received = try? await link.channel.executeThenClose { inbound, _ in
+                // The reader being behind is what is tested: it sleeps.
+                try await Task.sleep(for: behind)
+                var received = 0
+                for try await message in inbound {
+                    guard case .data = message else { continue }
+                    received += 1
+                    if received == frames { break }
+                }
+                return received
+            }
+            count.yield(received ?? -1)
+        }
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: slowReader) { server in
+            let link = try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "client"))
+            try await link.channel.executeThenClose { _, outbound in
+                let payload = ByteBuffer(repeating: 0x5A, count: 64 * 1024)
+                for index in 0..<frames {
+                    try await outbound.write(.data(DataMessage(sequence: UInt64(index), typeName: Self.typeName, payload: payload)))
+                }
+                var iterator = counts.makeAsyncIterator()
+                #expect(await iterator.next() == frames, "every frame read once the reader caught up, on the same link")
+            }
+        }
+    }
+
     @Test(.scaledTimeLimit(minutes: 1))
     func aListenerOnAllInterfacesAcceptsIPv4AndIPv6() async throws {
         try await withTestListener(host: nil, configuration: LinkFixtures.configuration(name: "any"), onLink: echo) { server in

@@ -122,14 +122,6 @@ struct Inbox: Sendable {
     var maximumMessageLength = MultipeerSession.Limits().maximumMessageLength
 }
 
-/// Tells the handlers below that the link stopped reading because the application's streams
-/// are full (``DeliveryHandler``), or that it reads again: silence while paused is this side's
-/// doing, not the peer's.
-enum ReadingPaused {
-    case paused
-    case resumed
-}
-
 /// Delivery on the receiving side, on the link's event loop: hands DATA to the application's
 /// streams (``Subscriptions``), drops reliable duplicates (``ReceiveWindow``), and acknowledges
 /// what was handed over once per read batch, so an ACK means the application's stream has the
@@ -317,9 +309,9 @@ final class DeliveryHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Tells this side's keepalive, and the peer (FLOW), that this link stopped reading or reads again.
+    /// Tells the peer (FLOW) that this link stopped reading or reads again. (This side's
+    /// keepalive sees the reads withheld by itself.)
     private func announce(reading: Bool, context: ChannelHandlerContext) {
-        context.triggerUserOutboundEvent(reading ? ReadingPaused.resumed : ReadingPaused.paused, promise: nil)
         context.writeAndFlush(wrapOutboundOut(.flow(reading: reading)), promise: nil)
     }
 

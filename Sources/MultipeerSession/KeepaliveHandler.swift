@@ -56,7 +56,9 @@ final class LinkQualityBox: Sendable {
 /// peer's PINGs, which keep coming while it does not read, still prove it alive.
 ///
 /// Liveness is fed by ``InboundActivityHandler`` at the bottom of the pipeline, so any bytes at
-/// all, even of a large frame still arriving, count as traffic.
+/// all, even of a large frame still arriving, count as traffic. While a handler above withholds
+/// reads (the application is behind), the peer's silence does not count against it: this side
+/// is not listening.
 final class KeepaliveHandler: ChannelDuplexHandler {
     typealias InboundIn = LinkMessage
     typealias InboundOut = LinkMessage
@@ -80,6 +82,12 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     private var socket: (any SocketOptionProvider)?
     private let origin = NIODeadline.now()
     private var peer = "the peer"
+    /// Whether a read was asked for since the last batch arrived. Not while a handler above
+    /// withholds reads (the session's full message streams, a bare link's unread messages):
+    /// silence from the peer is then this side's doing, and no reason to time the link out.
+    private var readRequested = true
+    /// The keepalive was told that this side stopped reading.
+    private var readingPaused = false
 
     private let silences: SilenceMemory
     private var remotePeer: UUID?
@@ -155,13 +163,19 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         context.write(data, promise: promise)
     }
 
-    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
-        if let reading = event as? ReadingPaused {
-            keepalive?.reading(paused: reading == .paused, now: now)
-            promise?.succeed()
-            return
+    func channelReadComplete(context: ChannelHandlerContext) {
+        // The channel asks for the next read right after this, unless a handler above withholds it.
+        readRequested = false
+        context.fireChannelReadComplete()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        readRequested = true
+        if readingPaused {
+            readingPaused = false
+            keepalive?.reading(paused: false, now: now)
         }
-        context.triggerUserOutboundEvent(event, promise: promise)
+        context.read()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -193,6 +207,10 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     private func wakeUp(late: Duration) {
         guard let context, keepalive != nil else { return }
         let at = now
+        if !readRequested, !readingPaused {
+            readingPaused = true
+            keepalive!.reading(paused: true, now: at)
+        }
         let parameters = keepalive!.parameters
         quality.update { $0.expire(olderThan: parameters.timeout, now: at) }
         switch keepalive!.wakeUp(now: at, late: late, transport: socket?.transportReading()) {
