@@ -21,12 +21,22 @@ struct CBORValueDecoder: Decoder {
 }
 
 /// A map's entries, found once; looked up in the order they were written (the usual case,
-/// one comparison a key), else by a search. (A class: the protocol's lookups do not mutate.)
+/// one comparison a key), else by a search. Keys are compared as bytes where they are plain
+/// ASCII text of one chunk (always, in what this package writes), and made into strings only
+/// otherwise. (A class: the protocol's lookups do not mutate.)
 final class CBORKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    /// One entry: where its key's bytes are (or the key itself, when it is not plain ASCII
+    /// text of one chunk), and where its value is.
+    private struct Entry {
+        var keyStart: Int
+        var keyLength: Int
+        var key: String?
+        var value: Int
+    }
+
     let reader: CBORReader
     let codingPath: [any CodingKey]
-    /// Each entry's key and where its value is.
-    private let entries: [(key: String, value: Int)]
+    private let entries: [Entry]
     /// The entry after the last one looked up.
     private var next = 0
 
@@ -35,7 +45,8 @@ final class CBORKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
         self.codingPath = codingPath
         let head = try reader.head(at: index, codingPath)
         guard head.major == .map else { throw reader.mismatch([String: Any].self, at: index, codingPath, found: head) }
-        var entries: [(key: String, value: Int)] = []
+        var entries: [Entry] = []
+        if !head.isIndefinite { entries.reserveCapacity(Int(min(head.argument, 64))) }
         var position = head.end
         var remaining = head.isIndefinite ? Int.max : Int(head.argument)
         while remaining > 0 {
@@ -44,35 +55,66 @@ final class CBORKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
             guard keyHead.major == .text else {
                 throw reader.corrupted(at: position, codingPath, "a map key that is \(CBORReader.describe(keyHead)), not a text string")
             }
-            let key = try reader.text(at: position, codingPath)
             let value = try reader.skip(at: position, depth: 0, codingPath: codingPath)
-            entries.append((key, value))
+            var entry = Entry(keyStart: keyHead.end, keyLength: value - keyHead.end, key: nil, value: value)
+            if keyHead.isIndefinite || !reader.isASCII(from: entry.keyStart, length: entry.keyLength) {
+                entry.key = try reader.text(at: position, codingPath)
+            }
+            entries.append(entry)
             position = try reader.skip(at: value, depth: 0, codingPath: codingPath)
             remaining -= 1
         }
-        if entries.count > 1 {
+        self.entries = entries
+        // A struct's few keys are compared pairwise; a dictionary's many, by a set.
+        if entries.count <= 16 {
+            for later in entries.indices.dropFirst() {
+                for earlier in 0..<later where Self.sameKey(entries[earlier], entries[later], in: reader) {
+                    throw Self.twice(entries[later], at: index, in: reader, codingPath)
+                }
+            }
+        } else {
             var seen = Set<String>(minimumCapacity: entries.count)
-            for entry in entries where !seen.insert(entry.key).inserted {
-                throw reader.corrupted(at: index, codingPath, "the map has the key \"\(entry.key)\" twice")
+            for entry in entries where !seen.insert(Self.name(of: entry, in: reader)).inserted {
+                throw Self.twice(entry, at: index, in: reader, codingPath)
             }
         }
-        self.entries = entries
     }
 
-    var allKeys: [Key] { entries.compactMap { Key(stringValue: $0.key) } }
+    private static func twice(_ entry: Entry, at index: Int, in reader: CBORReader, _ codingPath: [any CodingKey]) -> DecodingError {
+        reader.corrupted(at: index, codingPath, "the map has the key \"\(name(of: entry, in: reader))\" twice")
+    }
+
+    private static func name(of entry: Entry, in reader: CBORReader) -> String {
+        entry.key ?? reader.buffer.getString(at: entry.keyStart, length: entry.keyLength) ?? ""
+    }
+
+    private static func sameKey(_ a: Entry, _ b: Entry, in reader: CBORReader) -> Bool {
+        if a.key != nil || b.key != nil { return name(of: a, in: reader) == name(of: b, in: reader) }
+        return a.keyLength == b.keyLength && reader.bytesEqual(a.keyStart, b.keyStart, length: a.keyLength)
+    }
+
+    /// Whether `entry`'s key is `name`.
+    private func entry(_ entry: Entry, is name: String) -> Bool {
+        if let key = entry.key { return key == name }
+        var name = name
+        return name.withUTF8 { utf8 in utf8.count == entry.keyLength && reader.bytes(at: entry.keyStart, equal: utf8) }
+    }
+
+    var allKeys: [Key] { entries.compactMap { Key(stringValue: Self.name(of: $0, in: reader)) } }
 
     func contains(_ key: Key) -> Bool {
-        entries.contains { $0.key == key.stringValue }
+        let name = key.stringValue
+        return entries.contains { entry($0, is: name) }
     }
 
     /// Where the value of `key` is.
     private func value(for key: Key) throws -> Int {
         let name = key.stringValue
-        if next < entries.count, entries[next].key == name {
+        if next < entries.count, entry(entries[next], is: name) {
             next += 1
             return entries[next - 1].value
         }
-        guard let found = entries.firstIndex(where: { $0.key == name }) else {
+        guard let found = entries.firstIndex(where: { entry($0, is: name) }) else {
             throw DecodingError.keyNotFound(key, DecodingError.Context(codingPath: codingPath, debugDescription: "no value for the key \"\(name)\""))
         }
         next = found + 1
@@ -137,7 +179,7 @@ final class CBORKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     func superDecoder() throws -> any Decoder {
         let key = CBORSuperKey()
-        guard let entry = entries.first(where: { $0.key == key.stringValue }) else {
+        guard let entry = entries.first(where: { entry($0, is: key.stringValue) }) else {
             throw DecodingError.keyNotFound(key, DecodingError.Context(codingPath: codingPath, debugDescription: "no value for the key \"super\""))
         }
         return CBORValueDecoder(reader: reader, index: entry.value, codingPath: codingPath + [key])

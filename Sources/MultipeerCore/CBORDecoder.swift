@@ -127,6 +127,30 @@ struct CBORReader {
         return head.end + Int(head.argument)
     }
 
+    /// Whether the `length` bytes at `index` (inside the buffer) are all ASCII.
+    func isASCII(from index: Int, length: Int) -> Bool {
+        buffer.withUnsafeReadableBytes { bytes in
+            let start = index - buffer.readerIndex
+            return bytes[start..<start + length].allSatisfy { $0 < 0x80 }
+        }
+    }
+
+    /// Whether the `length` bytes at `first` and at `second` (inside the buffer) are the same.
+    func bytesEqual(_ first: Int, _ second: Int, length: Int) -> Bool {
+        buffer.withUnsafeReadableBytes { bytes in
+            let (a, b) = (first - buffer.readerIndex, second - buffer.readerIndex)
+            return bytes[a..<a + length].elementsEqual(bytes[b..<b + length])
+        }
+    }
+
+    /// Whether the bytes at `index` (inside the buffer) are `expected`.
+    func bytes(at index: Int, equal expected: UnsafeBufferPointer<UInt8>) -> Bool {
+        buffer.withUnsafeReadableBytes { bytes in
+            let start = index - buffer.readerIndex
+            return expected.isEmpty || memcmp(bytes.baseAddress! + start, expected.baseAddress!, expected.count) == 0
+        }
+    }
+
     func isBreak(at index: Int, _ codingPath: [any CodingKey]) throws -> Bool {
         guard let byte = buffer.getInteger(at: index, as: UInt8.self) else {
             throw corrupted(at: index, codingPath, "the data ends inside an indefinite-length item")

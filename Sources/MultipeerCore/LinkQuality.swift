@@ -106,18 +106,29 @@ package struct LinkQualityEstimator: Sendable {
         updateLoss()
     }
 
-    package mutating func frameIn(bytes: Int) {
-        counters.framesIn += 1
-        counters.bytesIn += bytes
-    }
-
-    package mutating func frameOut(bytes: Int) {
-        counters.framesOut += 1
-        counters.bytesOut += bytes
+    /// Message frames (DATA, FRAGMENT) and their message bytes, received and sent since the last count.
+    package mutating func count(_ traffic: MessageTraffic) {
+        counters.framesIn += traffic.framesIn
+        counters.bytesIn += traffic.bytesIn
+        counters.framesOut += traffic.framesOut
+        counters.bytesOut += traffic.bytesOut
     }
 
     private mutating func updateLoss() {
         let settled = counters.pongsReceived + expired
         counters.loss = settled == 0 ? 0 : Double(expired) / Double(settled)
     }
+}
+
+/// Message frames and bytes counted on a link's event loop between two updates of its
+/// ``LinkQualityEstimator`` (one a read batch or a flush, not one a frame).
+package struct MessageTraffic: Sendable {
+    package var framesIn = 0
+    package var bytesIn = 0
+    package var framesOut = 0
+    package var bytesOut = 0
+
+    package init() {}
+
+    package var isEmpty: Bool { framesIn == 0 && framesOut == 0 }
 }

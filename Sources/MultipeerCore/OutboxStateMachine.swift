@@ -321,14 +321,14 @@ package struct ReceiveWindow: Sendable {
 
     /// A reliable DATA message arrived. Returns the verdict, and the type name of an incomplete
     /// message the sender gave up (see ``linkAdopted()``), which the application is told of.
-    package mutating func receive(_ message: DataMessage, from peer: String) -> (Verdict, abandoned: String?) {
+    package mutating func receive(_ message: DataMessage, from peer: @autoclosure () -> String) -> (Verdict, abandoned: String?) {
         let abandoned = continuation(message.sequence)
         if message.sequence <= delivered { return (.duplicate, abandoned) }
         guard message.sequence == delivered + 1 else { return (.gap, abandoned) }
         if let assembly, assembly.typeName == message.typeName {
             return (.invalid(MultipeerError(
                 .outOfSequence,
-                "\(peer) sent \(message.typeName) \(message.sequence) before the \(message.typeName) \(assembly.sequence) it is sending in fragments was complete: messages of one type go in order")), abandoned)
+                "\(peer()) sent \(message.typeName) \(message.sequence) before the \(message.typeName) \(assembly.sequence) it is sending in fragments was complete: messages of one type go in order")), abandoned)
         }
         delivered = message.sequence
         unacknowledged += 1

@@ -88,6 +88,8 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     private var readRequested = true
     /// The keepalive was told that this side stopped reading.
     private var readingPaused = false
+    /// Message traffic not yet added to ``quality``.
+    private var traffic = MessageTraffic()
 
     private let silences: SilenceMemory
     private var remotePeer: UUID?
@@ -152,18 +154,39 @@ final class KeepaliveHandler: ChannelDuplexHandler {
                 try? context.channel.syncOptions?.setOption(option, value: value)
             }
         default:
-            if let bytes = message.messageBytes { quality.update { $0.frameIn(bytes: bytes) } }
+            if let bytes = message.messageBytes {
+                traffic.framesIn += 1
+                traffic.bytesIn += bytes
+            }
             context.fireChannelRead(data)
         }
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        keepalive?.outboundActivity(now: now)
-        if let bytes = unwrapOutboundIn(data).messageBytes { quality.update { $0.frameOut(bytes: bytes) } }
+        if let bytes = unwrapOutboundIn(data).messageBytes {
+            traffic.framesOut += 1
+            traffic.bytesOut += bytes
+        }
         context.write(data, promise: promise)
     }
 
+    func flush(context: ChannelHandlerContext) {
+        // Once a batch of writes, not once a message: the clock and the quality's lock.
+        keepalive?.outboundActivity(now: now)
+        countTraffic()
+        context.flush()
+    }
+
+    /// Adds the message traffic counted since the last time to the link's quality.
+    private func countTraffic() {
+        guard !traffic.isEmpty else { return }
+        let counted = traffic
+        traffic = MessageTraffic()
+        quality.update { $0.count(counted) }
+    }
+
     func channelReadComplete(context: ChannelHandlerContext) {
+        countTraffic()
         // The channel asks for the next read right after this, unless a handler above withholds it.
         readRequested = false
         context.fireChannelReadComplete()

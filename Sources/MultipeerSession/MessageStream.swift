@@ -13,16 +13,10 @@ public struct SessionStream<Element: Sendable>: AsyncSequence, Sendable {
         nextElement = { await lifetime.buffer.next() }
     }
 
-    /// A stream of what `resolve` makes of each element `buffer` holds, skipping those it makes
-    /// nothing of.
-    init<Stored>(_ buffer: StreamBuffer<Stored>, resolve: @escaping @Sendable (Stored) async -> Element?) {
-        let lifetime = StreamLifetime(buffer)
-        nextElement = {
-            while let stored = await lifetime.buffer.next() {
-                if let element = await resolve(stored) { return element }
-            }
-            return nil
-        }
+    /// A stream of what `next` returns, which holds the ``StreamLifetime`` of its buffer.
+    /// (The caller, knowing the buffer's element type, reads it without generic dispatch.)
+    init(next: @escaping @Sendable () async -> Element?) {
+        nextElement = next
     }
 
     /// An iterator over the stream; all of a stream's iterators read the same elements, one

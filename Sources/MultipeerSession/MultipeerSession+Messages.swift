@@ -121,14 +121,18 @@ extension MultipeerSession {
 
     /// The encoding `Message` travels in: its own choice, else the session's.
     nonisolated func wireEncoding<Message>(of type: Message.Type) -> MessageEncoding {
-        MessageTypeTraits.of(type).encoding ?? configuration.messageEncoding
+        wireEncoding(MessageTypeTraits.of(type))
     }
 
-    private nonisolated func encode<Message: Codable & Sendable>(
-        _ message: Message, as typeName: String = wireName(of: Message.self)
-    ) throws -> DataMessage {
+    private nonisolated func wireEncoding(_ traits: MessageTypeTraits.Traits) -> MessageEncoding {
+        traits.encoding ?? configuration.messageEncoding
+    }
+
+    private nonisolated func encode<Message: Codable & Sendable>(_ message: Message, as name: String? = nil) throws -> DataMessage {
+        let traits = MessageTypeTraits.of(Message.self)
+        let typeName = name ?? traits.name
+        let encoding = wireEncoding(traits)
         var payload = ByteBuffer()
-        let encoding = wireEncoding(of: Message.self)
         do {
             try encoding.encode(message, into: &payload)
         } catch {
@@ -153,9 +157,11 @@ extension MultipeerSession {
 /// conformance check (`as? any MultipeerMessage.Type`) costs a few percent of sending or
 /// receiving a small message, every time.
 enum MessageTypeTraits {
-    private static let known = Mutex<[ObjectIdentifier: (name: String, encoding: MessageEncoding?)]>([:])
+    typealias Traits = (name: String, encoding: MessageEncoding?)
 
-    static func of<Message>(_ type: Message.Type) -> (name: String, encoding: MessageEncoding?) {
+    private static let known = Mutex<[ObjectIdentifier: Traits]>([:])
+
+    static func of<Message>(_ type: Message.Type) -> Traits {
         let key = ObjectIdentifier(type)
         if let traits = known.withLock({ $0[key] }) { return traits }
         let declared = type as? any MultipeerMessage.Type

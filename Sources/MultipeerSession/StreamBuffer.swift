@@ -10,12 +10,25 @@ import NIOCore
 /// it down to half the bound (``offer(_:cost:whenRoom:)``). An event stream sheds instead
 /// (``offerShedding(_:expendable:)``): the oldest expendable element goes first, else the
 /// oldest, and the consumer is told how many went before its next element.
+///
+/// The consumer takes what is buffered up to a quarter of the bound at a time (one element at a
+/// time while a producer waits for room), under the lock the producers take, and then hands it
+/// out one by one without it: a reader that keeps up costs the producers' lock one look a batch,
+/// not one an element. A batch counts against the bound until the consumer comes back for more.
 final class StreamBuffer<Element: Sendable>: Sendable {
     typealias Offer = StreamOffer
 
+    private struct Stored {
+        var element: Element
+        var cost: Int
+    }
+
     private struct State {
-        var elements = CircularBuffer<(element: Element, cost: Int)>()
+        var elements = CircularBuffer<Stored>()
+        /// The cost of `elements` and of the consumer's batch.
         var cost = 0
+        /// The elements of the consumer's batch, which count against the bound until it is used up.
+        var batchCount = 0
         var waiter: CheckedContinuation<Element?, Never>?
         /// The producers ended the stream: what is buffered is still read, then it ends.
         var finished = false
@@ -25,12 +38,23 @@ final class StreamBuffer<Element: Sendable>: Sendable {
         var whenRoom: [@Sendable () -> Void] = []
         /// Elements shed since the consumer last took one.
         var shed = 0
+
+        var count: Int { elements.count + batchCount }
+    }
+
+    /// What the consumer took from ``State/elements`` in one go, handed out one at a time.
+    private struct Batch {
+        var elements = CircularBuffer<Stored>()
+        /// The cost of every element taken into it, handed out or not.
+        var cost = 0
     }
 
     let limits: BufferLimits
     /// What the consumer is told before its next element when elements were shed.
     private let shedNotice: (@Sendable (Int) -> Element)?
     private let state = NIOLockedValueBox(State())
+    /// The consumer's alone (one at a time), so never waited for.
+    private let batch = NIOLockedValueBox(Batch())
     /// Called once when the consumer ends the stream.
     private let onTermination: @Sendable () -> Void
 
@@ -41,7 +65,7 @@ final class StreamBuffer<Element: Sendable>: Sendable {
     }
 
     private static func isFull(_ state: State, _ limits: BufferLimits) -> Bool {
-        state.elements.count >= limits.maximumCount || state.cost >= limits.maximumBytes
+        state.count >= limits.maximumCount || state.cost >= limits.maximumBytes
     }
 
     /// Hands `element` (of `cost` bytes) to the consumer; never waits. When this fills the
@@ -53,7 +77,7 @@ final class StreamBuffer<Element: Sendable>: Sendable {
                 state.waiter = nil
                 return (.taken, waiter)
             }
-            state.elements.append((element, cost))
+            state.elements.append(Stored(element: element, cost: cost))
             state.cost += cost
             guard Self.isFull(state, limits) else { return (.taken, nil) }
             state.whenRoom.append(whenRoom)
@@ -72,12 +96,13 @@ final class StreamBuffer<Element: Sendable>: Sendable {
                 state.waiter = nil
                 return waiter
             }
-            if Self.isFull(state, limits) {
+            // (What the consumer's batch holds is the consumer's: only what is still here is shed.)
+            if Self.isFull(state, limits), !state.elements.isEmpty {
                 let index = state.elements.firstIndex { expendable($0.element) } ?? state.elements.startIndex
                 state.cost -= state.elements.remove(at: index).cost
                 state.shed += 1
             }
-            state.elements.append((element, 0))
+            state.elements.append(Stored(element: element, cost: 0))
             return nil
         }
         waiter?.resume(returning: element)
@@ -91,14 +116,15 @@ final class StreamBuffer<Element: Sendable>: Sendable {
 
     /// The next element, waiting for one; nil once the stream has ended. One consumer at a time.
     func next() async -> Element? {
-        switch take() {
+        if let element = batch.withLockedValue({ $0.elements.popFirst()?.element }) { return element }
+        switch refill() {
         case .element(let element): return element
         case .ended: return nil
         case .empty: break
         }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                switch take(orWait: continuation) {
+                switch refill(orWait: continuation) {
                 case .element(let element): continuation.resume(returning: element)
                 case .ended: continuation.resume(returning: nil)
                 case .empty: break  // the next offer, or the end, resumes it
@@ -109,24 +135,44 @@ final class StreamBuffer<Element: Sendable>: Sendable {
         }
     }
 
-    /// Takes the next element, if there is one; otherwise leaves `waiter` for the next offer.
-    private func take(orWait waiter: CheckedContinuation<Element?, Never>? = nil) -> Take {
-        let (taken, room) = state.withLockedValue { state -> (Take, [@Sendable () -> Void]) in
-            if state.shed > 0, let shedNotice {
-                defer { state.shed = 0 }
-                return (.element(shedNotice(state.shed)), [])
-            }
-            if let first = state.elements.popFirst() {
+    /// The consumer's batch is used up: gives it back and takes the next, returning its first
+    /// element; if nothing is buffered, leaves `waiter` for the next offer.
+    private func refill(orWait waiter: CheckedContinuation<Element?, Never>? = nil) -> Take {
+        let (taken, room) = batch.withLockedValue { batch in
+            state.withLockedValue { state -> (Take, [@Sendable () -> Void]) in
+                state.cost -= batch.cost
+                state.batchCount = 0
+                batch.cost = 0
+                if state.shed > 0, let shedNotice {
+                    defer { state.shed = 0 }
+                    return (.element(shedNotice(state.shed)), [])
+                }
+                guard let first = state.elements.popFirst() else {
+                    if state.finished || state.terminated { return (.ended, []) }
+                    if let waiter { state.waiter = waiter }
+                    return (.empty, [])
+                }
                 state.cost -= first.cost
+                // The rest of the batch: up to a quarter of the bound (all of what is buffered
+                // when that fits, its storage swapped for the used-up batch's); none while a
+                // producer waits for room, so that room comes as soon as the consumer makes it.
+                let (most, mostBytes) = state.whenRoom.isEmpty ? (limits.maximumCount / 4, limits.maximumBytes / 4) : (0, 0)
+                if state.elements.count <= most, state.cost <= mostBytes {
+                    swap(&batch.elements, &state.elements)
+                    batch.cost = state.cost
+                } else {
+                    while batch.elements.count < most, let next = state.elements.first, batch.cost + next.cost <= mostBytes {
+                        batch.elements.append(state.elements.removeFirst())
+                        batch.cost += next.cost
+                    }
+                }
+                state.batchCount = batch.elements.count
                 var room: [@Sendable () -> Void] = []
-                if !state.whenRoom.isEmpty, state.elements.count <= limits.maximumCount / 2, state.cost <= limits.maximumBytes / 2 {
+                if !state.whenRoom.isEmpty, state.count <= limits.maximumCount / 2, state.cost <= limits.maximumBytes / 2 {
                     swap(&room, &state.whenRoom)
                 }
                 return (.element(first.element), room)
             }
-            if state.finished || state.terminated { return (.ended, []) }
-            if let waiter { state.waiter = waiter }
-            return (.empty, [])
         }
         room.forEach { $0() }
         return taken
@@ -144,13 +190,17 @@ final class StreamBuffer<Element: Sendable>: Sendable {
 
     /// The consumer is gone: drop what is buffered, release stopped producers, end the stream.
     func terminate() {
-        let (waiter, room, first) = state.withLockedValue { state -> (CheckedContinuation<Element?, Never>?, [@Sendable () -> Void], Bool) in
-            let first = !state.terminated
-            state.terminated = true
-            state.elements.removeAll()
-            state.cost = 0
-            defer { state.waiter = nil; state.whenRoom = [] }
-            return (state.waiter, state.whenRoom, first)
+        let (waiter, room, first) = batch.withLockedValue { batch in
+            batch = Batch()
+            return state.withLockedValue { state -> (CheckedContinuation<Element?, Never>?, [@Sendable () -> Void], Bool) in
+                let first = !state.terminated
+                state.terminated = true
+                state.elements.removeAll()
+                state.cost = 0
+                state.batchCount = 0
+                defer { state.waiter = nil; state.whenRoom = [] }
+                return (state.waiter, state.whenRoom, first)
+            }
         }
         waiter?.resume(returning: nil)
         room.forEach { $0() }

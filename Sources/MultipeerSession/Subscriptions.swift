@@ -37,13 +37,17 @@ final class Subscriptions: Sendable {
 
     /// The subscribers of one wire name that share a Swift type, and how to decode it.
     private struct Decoding {
+        /// The Swift type.
+        var type: ObjectIdentifier
         var decode: @Sendable (ByteBuffer) throws -> any Sendable
         var subscribers: [UUID: Subscriber] = [:]
     }
 
     /// A wire name: its subscribers, or the messages held until the first one comes.
     private struct Topic {
-        var decodings: [ObjectIdentifier: Decoding] = [:]
+        /// One a Swift type (an array, not a dictionary: a message's delivery copies it out
+        /// of the lock, and there is mostly one).
+        var decodings: [Decoding] = []
         var held = CircularBuffer<(peer: Peer, payload: ByteBuffer)>()
         var heldBytes = 0
         /// Whether ``SessionEvent/messageHeld(typeName:from:)`` was reported for this name.
@@ -137,7 +141,11 @@ final class Subscriptions: Sendable {
                 return []
             }
             var topic = state.topics[typeName, default: Topic()]
-            topic.decodings[key, default: Decoding(decode: decode)].subscribers[id] = subscriber
+            if let index = topic.decodings.firstIndex(where: { $0.type == key }) {
+                topic.decodings[index].subscribers[id] = subscriber
+            } else {
+                topic.decodings.append(Decoding(type: key, decode: decode, subscribers: [id: subscriber]))
+            }
             // The first subscriber takes what was held for it, before anything newer.
             var undecodable: [SessionEvent] = []
             while let (peer, payload) = topic.held.popFirst() {
@@ -152,16 +160,21 @@ final class Subscriptions: Sendable {
             return undecodable
         }
         undecodable.forEach(emit)
-        return MessageStream(buffer) { stored in
-            await stored.message.value().map { (stored.peer, $0 as! Message) }
+        let lifetime = StreamLifetime(buffer)
+        return MessageStream {
+            // Skips a message that did not decode (reported as it failed).
+            while let stored = await lifetime.buffer.next() {
+                if let value = await stored.message.value() { return (stored.peer, value as! Message) }
+            }
+            return nil
         }
     }
 
     private func unsubscribe(_ id: UUID, of key: ObjectIdentifier, named typeName: String) {
         state.withLockedValue { state in
-            guard var topic = state.topics[typeName] else { return }
-            topic.decodings[key]?.subscribers[id] = nil
-            if topic.decodings[key]?.subscribers.isEmpty == true { topic.decodings[key] = nil }
+            guard var topic = state.topics[typeName], let index = topic.decodings.firstIndex(where: { $0.type == key }) else { return }
+            topic.decodings[index].subscribers[id] = nil
+            if topic.decodings[index].subscribers.isEmpty { topic.decodings.remove(at: index) }
             state.topics[typeName] = topic.isEmpty ? nil : topic
         }
     }
@@ -177,7 +190,7 @@ final class Subscriptions: Sendable {
         let cost = message.payload.readableBytes
         let plan = state.withLockedValue { state -> Plan in
             if let decodings = state.topics[message.typeName]?.decodings, !decodings.isEmpty {
-                return .decode(Array(decodings.values))
+                return .decode(decodings)
             }
             return .held(report: hold(message, from: peer, in: &state))
         }
@@ -257,7 +270,7 @@ final class Subscriptions: Sendable {
     func finish() {
         let (events, subscribers) = state.withLockedValue { state in
             defer { state = State(); state.finished = true }
-            return (Array(state.events.values), state.topics.values.flatMap { $0.decodings.values.flatMap(\.subscribers.values) })
+            return (Array(state.events.values), state.topics.values.flatMap { $0.decodings.flatMap(\.subscribers.values) })
         }
         events.forEach { $0.finish() }
         subscribers.forEach { $0.finish() }

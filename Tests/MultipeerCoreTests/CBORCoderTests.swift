@@ -99,6 +99,8 @@ import Testing
         let text = Array("00112233-4455-6677-8899-AABBCCDDEEFF".utf8)
         #expect(try Self.decoded(UUID.self, [0x78, UInt8(text.count)] + text) == UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF"))
         #expect(try Self.decoded(Data.self, [0x5F, 0x41, 0x01, 0x41, 0x02, 0xFF]) == Data([1, 2]))
+        // Keys beyond ASCII: {"é": 1, "a": 2}.
+        #expect(try Self.decoded([String: Int].self, [0xA2, 0x62, 0xC3, 0xA9, 0x01, 0x61, 0x61, 0x02]) == ["é": 1, "a": 2])
     }
 
     @Test func aValueOfTheWrongShapeIsATypeMismatchNamingWhere() throws {
@@ -122,6 +124,9 @@ import Testing
         ([0xFF], "a break outside an indefinite-length item"),
         ([0x01, 0x02], "at byte 1: more bytes after the value"),
         ([0xA2, 0x61, 0x61, 0x01, 0x61, 0x61, 0x02], "the key \"a\" twice"),
+        ([0xA2, 0x61, 0x61, 0x01, 0x7F, 0x61, 0x61, 0xFF, 0x02], "the key \"a\" twice"),  // once in a chunk
+        ([0xB1] + (0..<16).flatMap { [0x61, 0x61 + UInt8($0), 0x01] } + [0x61, 0x61, 0x02], "the key \"a\" twice"),  // 17 keys
+        ([0xA1, 0x61, 0xFF, 0x01], "is not valid UTF-8"),
         ([0xA1, 0x01, 0x02], "a map key that is an integer, not a text string"),
         ([0x5F, 0x61, 0x61, 0xFF], "a chunk of an indefinite-length string is not a definite string of its type"),
         ([0x9F, 0x01], "the data ends inside an indefinite-length item"),
