@@ -45,13 +45,13 @@ struct CBORReader {
         self.buffer = buffer
     }
 
-    func corrupted(at index: Int, _ codingPath: [any CodingKey], _ what: String) -> DecodingError {
+    func corrupted(at index: Int, _ codingPath: @autoclosure () -> [any CodingKey], _ what: String) -> DecodingError {
         .dataCorrupted(DecodingError.Context(
-            codingPath: codingPath, debugDescription: "malformed CBOR at byte \(index - buffer.readerIndex): \(what)"))
+            codingPath: codingPath(), debugDescription: "malformed CBOR at byte \(index - buffer.readerIndex): \(what)"))
     }
 
-    func head(at index: Int, _ codingPath: [any CodingKey]) throws -> CBORHead {
-        guard let first = buffer.getInteger(at: index, as: UInt8.self) else { throw corrupted(at: index, codingPath, "the data ends") }
+    func head(at index: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> CBORHead {
+        guard let first = buffer.getInteger(at: index, as: UInt8.self) else { throw corrupted(at: index, codingPath(), "the data ends") }
         let major = CBORMajor(rawValue: first >> 5)!
         let info = first & 0x1F
         let argument: UInt64?
@@ -64,65 +64,65 @@ struct CBORReader {
         case 27: argument = buffer.getInteger(at: end, as: UInt64.self); end += 8
         case 31:
             guard [.bytes, .text, .array, .map, .simple].contains(major) else {
-                throw corrupted(at: index, codingPath, "an indefinite length for major type \(major.rawValue)")
+                throw corrupted(at: index, codingPath(), "an indefinite length for major type \(major.rawValue)")
             }
             argument = 0
-        default: throw corrupted(at: index, codingPath, "reserved additional information \(info)")
+        default: throw corrupted(at: index, codingPath(), "reserved additional information \(info)")
         }
-        guard let argument else { throw corrupted(at: index, codingPath, "the data ends in an item's head") }
+        guard let argument else { throw corrupted(at: index, codingPath(), "the data ends in an item's head") }
         return CBORHead(major: major, info: info, argument: argument, end: end)
     }
 
     /// The index after the item at `index`, which is checked whole: lengths, nesting, chunks.
-    func skip(at index: Int, depth: Int, codingPath: [any CodingKey]) throws -> Int {
+    func skip(at index: Int, depth: Int, codingPath: @autoclosure () -> [any CodingKey]) throws -> Int {
         guard depth <= CBORDecoder.maximumDepth else {
-            throw corrupted(at: index, codingPath, "nested deeper than \(CBORDecoder.maximumDepth) levels")
+            throw corrupted(at: index, codingPath(), "nested deeper than \(CBORDecoder.maximumDepth) levels")
         }
-        let head = try head(at: index, codingPath)
+        let head = try head(at: index, codingPath())
         switch head.major {
         case .unsigned, .negative:
             return head.end
         case .bytes, .text:
-            guard head.isIndefinite else { return try contentEnd(head, codingPath) }
+            guard head.isIndefinite else { return try contentEnd(head, codingPath()) }
             var next = head.end
-            while try !isBreak(at: next, codingPath) {
-                let chunk = try self.head(at: next, codingPath)
+            while try !isBreak(at: next, codingPath()) {
+                let chunk = try self.head(at: next, codingPath())
                 guard chunk.major == head.major, !chunk.isIndefinite else {
-                    throw corrupted(at: next, codingPath, "a chunk of an indefinite-length string is not a definite string of its type")
+                    throw corrupted(at: next, codingPath(), "a chunk of an indefinite-length string is not a definite string of its type")
                 }
-                next = try contentEnd(chunk, codingPath)
+                next = try contentEnd(chunk, codingPath())
             }
             return next + 1
         case .array, .map:
             let perEntry = head.major == .map ? 2 : 1
             var next = head.end
             if head.isIndefinite {
-                while try !isBreak(at: next, codingPath) {
-                    for _ in 0..<perEntry { next = try skip(at: next, depth: depth + 1, codingPath: codingPath) }
+                while try !isBreak(at: next, codingPath()) {
+                    for _ in 0..<perEntry { next = try skip(at: next, depth: depth + 1, codingPath: codingPath()) }
                 }
                 return next + 1
             }
             // Each item takes a byte at least: a count beyond the bytes left is refused at once.
             guard head.argument <= UInt64(buffer.writerIndex - next) else {
-                throw corrupted(at: index, codingPath, "\(head.argument) items announced, more than the bytes left")
+                throw corrupted(at: index, codingPath(), "\(head.argument) items announced, more than the bytes left")
             }
-            for _ in 0..<(Int(head.argument) * perEntry) { next = try skip(at: next, depth: depth + 1, codingPath: codingPath) }
+            for _ in 0..<(Int(head.argument) * perEntry) { next = try skip(at: next, depth: depth + 1, codingPath: codingPath()) }
             return next
         case .tag:
-            return try skip(at: head.end, depth: depth + 1, codingPath: codingPath)
+            return try skip(at: head.end, depth: depth + 1, codingPath: codingPath())
         case .simple:
-            guard head.info != 31 else { throw corrupted(at: index, codingPath, "a break outside an indefinite-length item") }
+            guard head.info != 31 else { throw corrupted(at: index, codingPath(), "a break outside an indefinite-length item") }
             guard head.info != 24 || head.argument >= 32 else {
-                throw corrupted(at: index, codingPath, "a simple value below 32 in two bytes")
+                throw corrupted(at: index, codingPath(), "a simple value below 32 in two bytes")
             }
             return head.end
         }
     }
 
     /// Where a definite string's content ends.
-    private func contentEnd(_ head: CBORHead, _ codingPath: [any CodingKey]) throws -> Int {
+    private func contentEnd(_ head: CBORHead, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> Int {
         guard head.argument <= UInt64(buffer.writerIndex - head.end) else {
-            throw corrupted(at: head.end, codingPath, "a string of \(head.argument) bytes, more than the bytes left")
+            throw corrupted(at: head.end, codingPath(), "a string of \(head.argument) bytes, more than the bytes left")
         }
         return head.end + Int(head.argument)
     }
@@ -151,18 +151,18 @@ struct CBORReader {
         }
     }
 
-    func isBreak(at index: Int, _ codingPath: [any CodingKey]) throws -> Bool {
+    func isBreak(at index: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> Bool {
         guard let byte = buffer.getInteger(at: index, as: UInt8.self) else {
-            throw corrupted(at: index, codingPath, "the data ends inside an indefinite-length item")
+            throw corrupted(at: index, codingPath(), "the data ends inside an indefinite-length item")
         }
         return byte == CBORByte.break
     }
 
     // MARK: Values (of an item checked by skip)
 
-    func mismatch(_ type: Any.Type, at index: Int, _ codingPath: [any CodingKey], found head: CBORHead) -> DecodingError {
+    func mismatch(_ type: Any.Type, at index: Int, _ codingPath: @autoclosure () -> [any CodingKey], found head: CBORHead) -> DecodingError {
         .typeMismatch(type, DecodingError.Context(
-            codingPath: codingPath, debugDescription: "expected \(type), found \(Self.describe(head)) at byte \(index - buffer.readerIndex)"))
+            codingPath: codingPath(), debugDescription: "expected \(type), found \(Self.describe(head)) at byte \(index - buffer.readerIndex)"))
     }
 
     static func describe(_ head: CBORHead) -> String {
@@ -187,14 +187,14 @@ struct CBORReader {
         buffer.getInteger(at: index, as: UInt8.self) == CBORByte.null
     }
 
-    func bool(at index: Int, _ codingPath: [any CodingKey]) throws -> Bool {
-        let head = try head(at: index, codingPath)
-        guard head.major == .simple, head.info == 20 || head.info == 21 else { throw mismatch(Bool.self, at: index, codingPath, found: head) }
+    func bool(at index: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> Bool {
+        let head = try head(at: index, codingPath())
+        guard head.major == .simple, head.info == 20 || head.info == 21 else { throw mismatch(Bool.self, at: index, codingPath(), found: head) }
         return head.info == 21
     }
 
-    func integer<Integer: FixedWidthInteger>(_ type: Integer.Type, at index: Int, _ codingPath: [any CodingKey]) throws -> Integer {
-        let head = try head(at: index, codingPath)
+    func integer<Integer: FixedWidthInteger>(_ type: Integer.Type, at index: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> Integer {
+        let head = try head(at: index, codingPath())
         let value: Integer?
         switch head.major {
         case .unsigned:
@@ -203,17 +203,17 @@ struct CBORReader {
             // -1 - argument, which fits a signed type only if the argument does.
             value = Integer.isSigned ? Integer(exactly: head.argument).map { ~$0 } : nil
         default:
-            throw mismatch(type, at: index, codingPath, found: head)
+            throw mismatch(type, at: index, codingPath(), found: head)
         }
         guard let value else {
             throw DecodingError.dataCorrupted(DecodingError.Context(
-                codingPath: codingPath, debugDescription: "the number at byte \(index - buffer.readerIndex) does not fit in \(type)"))
+                codingPath: codingPath(), debugDescription: "the number at byte \(index - buffer.readerIndex) does not fit in \(type)"))
         }
         return value
     }
 
-    func double(at index: Int, _ codingPath: [any CodingKey]) throws -> Double {
-        let head = try head(at: index, codingPath)
+    func double(at index: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> Double {
+        let head = try head(at: index, codingPath())
         switch (head.major, head.info) {
         case (.simple, 25): return Double(halfPrecision(UInt16(head.argument)))
         case (.simple, 26): return Double(Float(bitPattern: UInt32(head.argument)))
@@ -222,29 +222,29 @@ struct CBORReader {
             // An implementation may write an integral number as an integer.
             if head.major == .unsigned { return Double(head.argument) }
             return -1 - Double(head.argument)
-        default: throw mismatch(Double.self, at: index, codingPath, found: head)
+        default: throw mismatch(Double.self, at: index, codingPath(), found: head)
         }
     }
 
-    func float(at index: Int, _ codingPath: [any CodingKey]) throws -> Float {
-        let value = try double(at: index, codingPath)
+    func float(at index: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> Float {
+        let value = try double(at: index, codingPath())
         let narrowed = Float(value)
         guard value.isNaN || Double(narrowed) == value else {
             throw DecodingError.dataCorrupted(DecodingError.Context(
-                codingPath: codingPath, debugDescription: "the number \(value) at byte \(index - buffer.readerIndex) does not fit in Float"))
+                codingPath: codingPath(), debugDescription: "the number \(value) at byte \(index - buffer.readerIndex) does not fit in Float"))
         }
         return narrowed
     }
 
     /// The bytes of a byte or text string (its chunks joined, if of indefinite length).
-    func string(_ major: CBORMajor, at index: Int, _ codingPath: [any CodingKey], as type: Any.Type) throws -> ByteBuffer {
-        let head = try head(at: index, codingPath)
-        guard head.major == major else { throw mismatch(type, at: index, codingPath, found: head) }
+    func string(_ major: CBORMajor, at index: Int, _ codingPath: @autoclosure () -> [any CodingKey], as type: Any.Type) throws -> ByteBuffer {
+        let head = try head(at: index, codingPath())
+        guard head.major == major else { throw mismatch(type, at: index, codingPath(), found: head) }
         guard head.isIndefinite else { return buffer.getSlice(at: head.end, length: Int(head.argument))! }
         var joined = ByteBuffer()
         var next = head.end
-        while try !isBreak(at: next, codingPath) {
-            let chunk = try self.head(at: next, codingPath)
+        while try !isBreak(at: next, codingPath()) {
+            let chunk = try self.head(at: next, codingPath())
             var slice = buffer.getSlice(at: chunk.end, length: Int(chunk.argument))!
             joined.writeBuffer(&slice)
             next = chunk.end + Int(chunk.argument)
@@ -252,53 +252,53 @@ struct CBORReader {
         return joined
     }
 
-    func text(at index: Int, _ codingPath: [any CodingKey]) throws -> String {
-        var bytes = try string(.text, at: index, codingPath, as: String.self)
+    func text(at index: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> String {
+        var bytes = try string(.text, at: index, codingPath(), as: String.self)
         guard let text = try? bytes.readUTF8ValidatedString(length: bytes.readableBytes) else {
             throw DecodingError.dataCorrupted(DecodingError.Context(
-                codingPath: codingPath, debugDescription: "the text string at byte \(index - buffer.readerIndex) is not valid UTF-8"))
+                codingPath: codingPath(), debugDescription: "the text string at byte \(index - buffer.readerIndex) is not valid UTF-8"))
         }
         return text
     }
 
     /// The item a tag encloses, if the item at `index` is that tag.
-    func untag(_ tag: UInt64, at index: Int, _ codingPath: [any CodingKey]) throws -> Int? {
-        let head = try head(at: index, codingPath)
+    func untag(_ tag: UInt64, at index: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> Int? {
+        let head = try head(at: index, codingPath())
         return head.major == .tag && head.argument == tag ? head.end : nil
     }
 
     /// Decodes the item at `index` as `type`, with this encoding's special cases.
-    func decode<Value: Decodable>(_ type: Value.Type, at index: Int, codingPath: [any CodingKey]) throws -> Value {
+    func decode<Value: Decodable>(_ type: Value.Type, at index: Int, codingPath: @autoclosure () -> [any CodingKey]) throws -> Value {
         if type == Data.self {
-            return Data(try string(.bytes, at: index, codingPath, as: type).readableBytesView) as! Value
+            return Data(try string(.bytes, at: index, codingPath(), as: type).readableBytesView) as! Value
         }
         if type == [UInt8].self {
-            return Array(try string(.bytes, at: index, codingPath, as: type).readableBytesView) as! Value
+            return Array(try string(.bytes, at: index, codingPath(), as: type).readableBytesView) as! Value
         }
         if type == Date.self {
-            guard let content = try untag(CBORByte.epochDateTag, at: index, codingPath) else {
-                throw mismatch(type, at: index, codingPath, found: try head(at: index, codingPath))
+            guard let content = try untag(CBORByte.epochDateTag, at: index, codingPath()) else {
+                throw mismatch(type, at: index, codingPath(), found: try head(at: index, codingPath()))
             }
-            return Date(timeIntervalSince1970: try double(at: content, codingPath)) as! Value
+            return Date(timeIntervalSince1970: try double(at: content, codingPath())) as! Value
         }
-        if type == UUID.self, let content = try untag(CBORByte.uuidTag, at: index, codingPath) {
-            let bytes = try string(.bytes, at: content, codingPath, as: type)
+        if type == UUID.self, let content = try untag(CBORByte.uuidTag, at: index, codingPath()) {
+            let bytes = try string(.bytes, at: content, codingPath(), as: type)
             guard bytes.readableBytes == 16 else {
                 throw DecodingError.dataCorrupted(DecodingError.Context(
-                    codingPath: codingPath, debugDescription: "a UUID (tag 37) of \(bytes.readableBytes) bytes, not 16"))
+                    codingPath: codingPath(), debugDescription: "a UUID (tag 37) of \(bytes.readableBytes) bytes, not 16"))
             }
             let b = Array(bytes.readableBytesView)
             return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15])) as! Value
         }
         if type == URL.self {
-            let content = try untag(CBORByte.uriTag, at: index, codingPath) ?? index
-            let text = try text(at: content, codingPath)
+            let content = try untag(CBORByte.uriTag, at: index, codingPath()) ?? index
+            let text = try text(at: content, codingPath())
             guard let url = URL(string: text) else {
-                throw DecodingError.dataCorrupted(DecodingError.Context(codingPath: codingPath, debugDescription: "not a URL: \(text)"))
+                throw DecodingError.dataCorrupted(DecodingError.Context(codingPath: codingPath(), debugDescription: "not a URL: \(text)"))
             }
             return url as! Value
         }
-        return try Value(from: CBORValueDecoder(reader: self, index: index, codingPath: codingPath))
+        return try Value(from: CBORValueDecoder(reader: self, index: index, codingPath: codingPath()))
     }
 }
 

@@ -140,10 +140,10 @@ final class CBORWriter {
 
     /// Makes `container` the innermost open one (closing those opened inside it since), before
     /// something is written to it.
-    func prepare(_ container: Int, codingPath: [any CodingKey]) throws {
+    func prepare(_ container: Int, codingPath: @autoclosure () -> [any CodingKey]) throws {
         guard let position = open.lastIndex(of: container) else {
             throw EncodingError.invalidValue(container, EncodingError.Context(
-                codingPath: codingPath,
+                codingPath: codingPath(),
                 debugDescription: "a container was written to after its parent had gone on; the binary encoding writes as it goes"))
         }
         while open.count > position + 1 { closeInnermost() }
@@ -176,7 +176,7 @@ final class CBORWriter {
     // MARK: Values
 
     /// Writes `value` as one data item, with this encoding's special cases.
-    func encodeValue<Value: Encodable>(_ value: Value, codingPath: [any CodingKey]) throws {
+    func encodeValue<Value: Encodable>(_ value: Value, codingPath: @autoclosure () -> [any CodingKey]) throws {
         // By static type, not by cast: an empty array of any element type casts to [UInt8].
         if Value.self == Data.self {
             write(bytes: value as! Data)
@@ -193,7 +193,7 @@ final class CBORWriter {
             writeHead(.tag, CBORByte.uriTag)
             write((value as! URL).absoluteString)
         } else {
-            let encoder = CBORValueEncoder(writer: self, codingPath: codingPath)
+            let encoder = CBORValueEncoder(writer: self, codingPath: codingPath())
             try value.encode(to: encoder)
             try encoder.finish()
         }

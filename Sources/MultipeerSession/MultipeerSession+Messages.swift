@@ -15,9 +15,10 @@ extension MultipeerSession {
     /// Every message of type `Message` from now on, with the peer that sent it, and first those
     /// that arrived before anything subscribed to the type (held for a first subscriber, see
     /// ``Limits/unsubscribedMessages``). Each call is a new subscription, bounded
-    /// (``MessageStream``): a subscriber that reads slowly slows the senders down. A payload
-    /// that does not decode is reported as ``SessionEvent/undecodableMessage(from:typeName:error:)``
-    /// and the link stays up.
+    /// (``MessageStream``): a subscriber that reads slowly slows the senders down. Messages
+    /// are decoded as the stream's reader takes them (by the link when several streams take the
+    /// type, or for one larger than 256 KiB); a payload that does not decode is reported as
+    /// ``SessionEvent/undecodableMessage(from:typeName:error:)`` and skipped, and the link stays up.
     public nonisolated func messages<Message: Codable & Sendable>(of type: Message.Type) -> MessageStream<Message> {
         subscriptions.messages(of: type, named: Self.wireName(of: type))
     }

@@ -46,7 +46,10 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
     /// since the last report (a flood of connections makes two events a second, never one per
     /// connection). The `multipeer_connections_failed_total` metric counts every one.
     case connectionsFailed(count: Int, code: MultipeerError.Code)
-    /// A message arrived whose payload does not decode as its named type; the link stays up.
+    /// A message arrived whose payload does not decode as its named type (reported as it is
+    /// decoded: by a stream's reader as it comes to the message, or, when several streams
+    /// take its type or it is larger than a fragment, as it arrives); it is skipped and the
+    /// link stays up.
     case undecodableMessage(from: Peer, typeName: String, error: String)
     /// Advertising failed; the session still dials and accepts.
     case advertisingFailed(MultipeerError)

@@ -8,25 +8,22 @@ import NIOPosix
 /// ``MultipeerSession/messages(of:)``) and what feeds them: events from the actor, messages
 /// straight from the links' event loops, without a hop to the actor.
 ///
-/// A message is decoded once for all subscribers of its Swift type: on the link's event loop,
-/// or, for a message larger than a fragment, in a task of its own, so that decoding megabytes
-/// holds up neither the link nor the messages behind it on other streams (its subscribers'
-/// streams keep their order: their readers wait for it). A message of a type nobody subscribed
+/// A message is decoded once for all subscribers of its Swift type: by the reader of the one
+/// subscriber's stream, as it takes the message (so the link's event loop only reads, and the
+/// decoded value is made and freed on the reader's thread); for several subscribers, on the
+/// link's event loop; for a message larger than a fragment, in a task of its own, so that
+/// decoding megabytes holds up neither the link nor the messages behind it on other streams (its
+/// subscribers' streams keep their order: their readers wait for it). A payload that does not
+/// decode is reported as it fails, and skipped. A message of a type nobody subscribed
 /// to yet is held for the first subscriber, up to `Limits.unsubscribedMessages` per type name and
 /// `Limits.maximumUnsubscribedTypes` names; beyond that it is dropped and reported.
 final class Subscriptions: Sendable {
-    /// A message in a subscriber's buffer: decoded, or being decoded.
+    /// A message in a subscriber's buffer: to decode, decoded, or being decoded.
     enum Decoded: Sendable {
+        /// Its stream's reader decodes it (the one subscriber of its type).
+        case encoded(ByteBuffer)
         case value(any Sendable)
         case pending(PendingDecode)
-
-        /// The value; nil if it did not decode (reported as it failed).
-        func value() async -> (any Sendable)? {
-            switch self {
-            case .value(let value): value
-            case .pending(let pending): await pending.value()
-            }
-        }
     }
 
     /// One subscriber's buffer, fed values its ``Decoding`` made.
@@ -135,10 +132,10 @@ final class Subscriptions: Sendable {
         let decode: @Sendable (ByteBuffer) throws -> any Sendable = { payload in
             try MessageEncoding.decode(Message.self, from: payload)
         }
-        let undecodable = state.withLockedValue { state -> [SessionEvent] in
+        state.withLockedValue { state in
             guard !state.finished else {
                 buffer.finish()
-                return []
+                return
             }
             var topic = state.topics[typeName, default: Topic()]
             if let index = topic.decodings.firstIndex(where: { $0.type == key }) {
@@ -147,24 +144,28 @@ final class Subscriptions: Sendable {
                 topic.decodings.append(Decoding(type: key, decode: decode, subscribers: [id: subscriber]))
             }
             // The first subscriber takes what was held for it, before anything newer.
-            var undecodable: [SessionEvent] = []
             while let (peer, payload) = topic.held.popFirst() {
-                do {
-                    _ = buffer.offer((peer, .value(try decode(payload))), cost: payload.readableBytes, whenRoom: {})
-                } catch {
-                    undecodable.append(.undecodableMessage(from: peer, typeName: typeName, error: "\(error)"))
-                }
+                _ = buffer.offer((peer, .encoded(payload)), cost: payload.readableBytes, whenRoom: {})
             }
             topic.heldBytes = 0
             state.topics[typeName] = topic
-            return undecodable
         }
-        undecodable.forEach(emit)
         let lifetime = StreamLifetime(buffer)
         return MessageStream {
             // Skips a message that did not decode (reported as it failed).
             while let stored = await lifetime.buffer.next() {
-                if let value = await stored.message.value() { return (stored.peer, value as! Message) }
+                switch stored.message {
+                case .encoded(let payload):
+                    do {
+                        return (stored.peer, try MessageEncoding.decode(Message.self, from: payload))
+                    } catch {
+                        self.emit(.undecodableMessage(from: stored.peer, typeName: typeName, error: "\(error)"))
+                    }
+                case .value(let value):
+                    return (stored.peer, value as! Message)
+                case .pending(let pending):
+                    if let value = await pending.value() { return (stored.peer, value as! Message) }
+                }
             }
             return nil
         }
@@ -215,6 +216,8 @@ final class Subscriptions: Sendable {
                         }
                     }
                     value = .pending(pending)
+                } else if decoding.subscribers.count == 1 {
+                    value = .encoded(message.payload)
                 } else {
                     do {
                         value = .value(try decoding.decode(message.payload))
