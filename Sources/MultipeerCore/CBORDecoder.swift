@@ -1,5 +1,6 @@
 import Foundation
 package import NIOCore
+import NIOFoundationCompat
 
 /// Decodes `Decodable` values from CBOR (RFC 8949) as PROTOCOL.md section 2a maps them: what
 /// ``CBOREncoder`` writes, and what another implementation may write in its place (definite or
@@ -270,7 +271,9 @@ struct CBORReader {
     /// Decodes the item at `index` as `type`, with this encoding's special cases.
     func decode<Value: Decodable>(_ type: Value.Type, at index: Int, codingPath: @autoclosure () -> [any CodingKey]) throws -> Value {
         if type == Data.self {
-            return Data(try string(.bytes, at: index, codingPath(), as: type).readableBytesView) as! Value
+            // Above 256 KiB the Data shares the payload's storage instead of copying it (NIO's
+            // `.automatic`): a 64 MiB field is not allocated, faulted in and copied once more.
+            return Data(buffer: try string(.bytes, at: index, codingPath(), as: type), byteTransferStrategy: .automatic) as! Value
         }
         if type == [UInt8].self {
             return Array(try string(.bytes, at: index, codingPath(), as: type).readableBytesView) as! Value

@@ -141,38 +141,47 @@ extension LinkMessage {
 
     /// Appends the whole frame, header and value, to `buffer`: one buffer, no intermediate copy.
     package func writeFrame(to buffer: inout ByteBuffer) {
+        if let bytes = messageBytes { buffer.reserveCapacity(minimumWritableBytes: Frame.headerLength + 25 + 256 + bytes) }
+        if let payload = writeFrameHead(to: &buffer) { buffer.writeImmutableBuffer(payload) }
+    }
+
+    /// Appends the frame to `buffer` up to a DATA or FRAGMENT frame's message bytes, and
+    /// returns those (which complete the frame, not copied); appends the whole of any other
+    /// frame and returns nil. A large payload then goes to TLS as it is.
+    package func writeFrameHead(to buffer: inout ByteBuffer) -> ByteBuffer? {
         let start = buffer.writerIndex
         buffer.writeMultipleIntegers(frameType.rawValue, UInt32(0))
-        writeValue(to: &buffer)
-        buffer.setInteger(UInt32(buffer.writerIndex - start - Frame.headerLength), at: start + 4)
+        let payload = writeValue(to: &buffer)
+        let length = buffer.writerIndex - start - Frame.headerLength + (payload?.readableBytes ?? 0)
+        buffer.setInteger(UInt32(length), at: start + 4)
+        return payload
     }
 
     /// Encodes the message as a ``Frame``, with its value in a buffer from `allocator`.
     package func frame(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> Frame {
         var value = allocator.buffer(capacity: 32)
-        writeValue(to: &value)
+        if let payload = writeValue(to: &value) { value.writeImmutableBuffer(payload) }
         return Frame(type: frameType, value: value)
     }
 
-    private func writeValue(to buffer: inout ByteBuffer) {
+    /// Writes the value, but for the message bytes of DATA or FRAGMENT, which it returns.
+    private func writeValue(to buffer: inout ByteBuffer) -> ByteBuffer? {
         switch self {
         case .hello(let hello):
             hello.encode(into: &buffer)
         case .ping(let probe), .pong(let probe):
             buffer.writeMultipleIntegers(probe.nonce, probe.timestamp)
         case .data(let message):
-            buffer.reserveCapacity(minimumWritableBytes: 9 + message.typeName.utf8.count + message.payload.readableBytes)
             buffer.writeInteger(message.sequence)
             buffer.writeShortString(message.typeName)
-            buffer.writeImmutableBuffer(message.payload)
+            return message.payload
         case .ack(let sequence, let partial):
             buffer.writeInteger(sequence)
             if let partial { buffer.writeMultipleIntegers(partial.sequence, UInt64(partial.received)) }
         case .fragment(let fragment):
-            buffer.reserveCapacity(minimumWritableBytes: fragment.frameLength)
             buffer.writeMultipleIntegers(fragment.sequence, UInt64(fragment.offset), UInt64(fragment.length))
             buffer.writeShortString(fragment.typeName)
-            buffer.writeImmutableBuffer(fragment.bytes)
+            return fragment.bytes
         case .goodbye(let reason, let text):
             buffer.writeInteger(reason.rawValue)
             buffer.writeShortString(String(decoding: text.utf8.prefix(255), as: UTF8.self))
@@ -181,5 +190,6 @@ extension LinkMessage {
         case .unknown:
             break
         }
+        return nil
     }
 }

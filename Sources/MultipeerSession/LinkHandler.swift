@@ -130,8 +130,20 @@ final class LinkHandler: ChannelDuplexHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        context.write(wrapOutboundOut(encode(unwrapOutboundIn(data), context: context)), promise: promise)
+        let message = unwrapOutboundIn(data)
+        guard let bytes = message.messageBytes, bytes >= Self.separatePayload else {
+            return context.write(wrapOutboundOut(encode(message, context: context)), promise: promise)
+        }
+        // The frame's head, then its message bytes as they are: TLS encrypts a buffer this large
+        // without copying it into a frame first.
+        var head = context.channel.allocator.buffer(capacity: 64)
+        let payload = message.writeFrameHead(to: &head)!
+        context.write(wrapOutboundOut(head), promise: nil)
+        context.write(wrapOutboundOut(payload), promise: promise)
     }
+
+    /// The payload size from which a frame's message bytes are written apart from its head.
+    static let separatePayload = TLSEngine.maximumRecordPlaintext
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         switch state {

@@ -13,7 +13,8 @@ package struct TLSHandshakeCompleted: Sendable {
 /// Runs a ``TLSEngine`` over a channel: ciphertext below, plaintext above.
 ///
 /// Writes made before the handshake completes wait for it. Plaintext written between two
-/// flushes is encrypted together, so many small frames share a few large records. A failed
+/// flushes is encrypted together, so many small frames share a few large records; a write of a
+/// record's worth or more is encrypted at once, as it is (after what came before it). A failed
 /// handshake sends its alert, fires a ``MultipeerError`` and closes the channel.
 package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     package typealias InboundIn = ByteBuffer
@@ -86,6 +87,19 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         var plaintext = unwrapOutboundIn(data)
+        if case .active = state, plaintext.readableBytes >= TLSEngine.maximumRecordPlaintext {
+            // Records' worth: encrypted as it is, after what came before it, not copied into the
+            // pending plaintext first.
+            encryptPending(context: context)
+            guard case .active = state else {
+                promise?.fail(ChannelError.ioOnClosedChannel)
+                return
+            }
+            pendingPlaintext = plaintext
+            if let promise { pendingPromises.append(promise) }
+            encryptPending(context: context)
+            return
+        }
         if pendingPlaintext == nil {
             pendingPlaintext = plaintext
         } else {

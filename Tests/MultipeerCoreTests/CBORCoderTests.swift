@@ -61,6 +61,9 @@ import Testing
         #expect(try Self.roundTrip(Everything()) == Everything())
         #expect(try Self.roundTrip([Int8.min, 0, .max]) == [Int8.min, 0, .max])
         #expect(try Self.roundTrip("bare") == "bare")
+        // Beyond 256 KiB a decoded Data shares the payload's storage instead of copying it.
+        let large = Data((0..<(300 << 10)).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        #expect(try Self.roundTrip(large) == large)
         #expect(try Self.roundTrip(Optional<Int>.none) == nil)
         let specials = try Self.decoded([Double].self, try Self.encoded([Double.infinity, -0.0, .nan, .leastNonzeroMagnitude]))
         #expect(specials[0] == .infinity && specials[1].sign == .minus && specials[2].isNaN && specials[3] == .leastNonzeroMagnitude)

@@ -68,6 +68,9 @@ import Testing
             var direct = ByteBuffer()
             message.writeFrame(to: &direct)
             #expect(direct == bytes, "writeFrame and frame() agree for \(name)")
+            var head = ByteBuffer()
+            if let payload = message.writeFrameHead(to: &head) { head.writeImmutableBuffer(payload) }
+            #expect(head == bytes, "writeFrameHead and its payload make the frame for \(name)")
         }
     }
 

@@ -107,6 +107,24 @@ import Testing
         #expect(try pair.client.readOutbound(as: ByteBuffer.self) != nil)
     }
 
+    /// A write of a record's worth or more is encrypted as it is, after the small writes before
+    /// it and before those after it, and its promise completes.
+    @Test func aLargeWriteBetweenSmallOnesKeepsItsPlace() throws {
+        let pair = try Pair()
+        try pair.activate()
+        try pair.shuttle()
+        let large = ByteBuffer(repeating: 0x4C, count: 3 * TLSEngine.maximumRecordPlaintext + 7)
+        pair.client.write(ByteBuffer(string: "before;"), promise: nil)
+        let written = pair.client.write(large)
+        pair.client.writeAndFlush(ByteBuffer(string: ";after"), promise: nil)
+        try pair.shuttle()
+        var expected = ByteBuffer(string: "before;")
+        expected.writeImmutableBuffer(large)
+        expected.writeString(";after")
+        #expect(pair.serverEvents.received == expected)
+        try written.wait()
+    }
+
     @Test func aWrongKeyFiresTheErrorAndClosesBothSides() throws {
         let pair = try Pair(clientKey: PreSharedKey(identity: "navlog", key: Array(1..<33)))
         try pair.activate()
