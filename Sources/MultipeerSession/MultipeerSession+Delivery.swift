@@ -26,6 +26,8 @@ extension MultipeerSession {
     func enqueue(_ message: DataMessage, for peerID: UUID) async throws -> UInt64 {
         while true {
             guard lifecycle != .stopped else { throw MultipeerError(.sessionState, "the session has stopped") }
+            // Before looking: a wake between the look and the wait (off the actor) is not missed.
+            let wakes = senders.wakes(for: peerID)
             let outcome: PeerDeliveryStateMachine.Enqueued
             if deliveries[peerID] != nil {
                 // In place: a copy taken out of the dictionary would copy the whole outbox (so
@@ -43,7 +45,7 @@ extension MultipeerSession {
             case .refused(let error):
                 throw error
             case .wait(let deadline):
-                await senders.wait(for: peerID, until: deadline)
+                await senders.wait(for: peerID, after: wakes, until: deadline)
                 // A cancelled wait returns at once, every time: looking again would spin.
                 try Task.checkCancellation()
             }
