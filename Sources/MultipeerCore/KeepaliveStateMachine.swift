@@ -71,7 +71,7 @@ package struct KeepaliveStateMachine: Sendable {
     /// A timeout found on a late wake-up waits for one more look, here.
     private var recheck: Duration?
     /// This side stopped reading (its application is behind): silence is then its own doing.
-    private var readingPaused = false
+    package private(set) var readingPaused = false
     /// The longest silence between arrivals in each of the last windows, the newest last.
     private var longestSilences: [Duration] = [.zero]
     /// This side woke up late since the last arrival: the silence until the next says nothing

@@ -141,7 +141,6 @@ extension LinkMessage {
 
     /// Appends the whole frame, header and value, to `buffer`: one buffer, no intermediate copy.
     package func writeFrame(to buffer: inout ByteBuffer) {
-        if let bytes = messageBytes { buffer.reserveCapacity(minimumWritableBytes: Frame.headerLength + 25 + 256 + bytes) }
         if let payload = writeFrameHead(to: &buffer) { buffer.writeImmutableBuffer(payload) }
     }
 

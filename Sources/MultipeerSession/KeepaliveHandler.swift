@@ -86,8 +86,6 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     /// withholds reads (the session's full message streams, a bare link's unread messages):
     /// silence from the peer is then this side's doing, and no reason to time the link out.
     private var readRequested = true
-    /// The keepalive was told that this side stopped reading.
-    private var readingPaused = false
     /// Message traffic not yet added to ``quality``.
     private var traffic = MessageTraffic()
 
@@ -194,10 +192,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
     func read(context: ChannelHandlerContext) {
         readRequested = true
-        if readingPaused {
-            readingPaused = false
-            keepalive?.reading(paused: false, now: now)
-        }
+        if keepalive?.readingPaused == true { keepalive!.reading(paused: false, now: now) }
         context.read()
     }
 
@@ -230,10 +225,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     private func wakeUp(late: Duration) {
         guard let context, keepalive != nil else { return }
         let at = now
-        if !readRequested, !readingPaused {
-            readingPaused = true
-            keepalive!.reading(paused: true, now: at)
-        }
+        if !readRequested, !keepalive!.readingPaused { keepalive!.reading(paused: true, now: at) }
         let parameters = keepalive!.parameters
         quality.update { $0.expire(olderThan: parameters.timeout, now: at) }
         switch keepalive!.wakeUp(now: at, late: late, transport: socket?.transportReading()) {

@@ -88,8 +88,9 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         var plaintext = unwrapOutboundIn(data)
         if case .active = state, plaintext.readableBytes >= TLSEngine.maximumRecordPlaintext {
-            // Records' worth: encrypted as it is, after what came before it, not copied into the
-            // pending plaintext first.
+            // Records' worth: encrypted at once, as it is, after what came before it; neither
+            // copied into the pending plaintext nor have later writes appended to it (a copy of
+            // the whole, since it shares its storage with the outbox's message).
             encryptPending(context: context)
             guard case .active = state else {
                 promise?.fail(ChannelError.ioOnClosedChannel)
