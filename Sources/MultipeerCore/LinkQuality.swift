@@ -97,13 +97,15 @@ package struct LinkQualityEstimator: Sendable {
         return rtt
     }
 
-    /// Pings older than `timeout` count as lost.
-    package mutating func expire(olderThan timeout: Duration, now: Duration) {
-        guard outstanding.values.contains(where: { now - $0 >= timeout }) else { return }
+    /// Pings older than `timeout` count as lost. Returns how many pings are still awaited.
+    @discardableResult
+    package mutating func expire(olderThan timeout: Duration, now: Duration) -> Int {
+        guard outstanding.values.contains(where: { now - $0 >= timeout }) else { return outstanding.count }
         let before = outstanding.count
         outstanding = outstanding.filter { now - $0.value < timeout }
         expired += before - outstanding.count
         updateLoss()
+        return outstanding.count
     }
 
     /// Message frames (DATA, FRAGMENT) and their message bytes, received and sent since the last count.

@@ -88,6 +88,9 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     private var readRequested = true
     /// Message traffic not yet added to ``quality``.
     private var traffic = MessageTraffic()
+    /// This side's PINGs not yet answered nor expired: a wake-up expires old ones in
+    /// ``quality`` (under its lock) only while there are any.
+    private var pingsAwaited = 0
 
     private let silences: SilenceMemory
     private var remotePeer: UUID?
@@ -142,7 +145,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
             context.writeAndFlush(wrapOutboundOut(.pong(probe)), promise: nil)
         case .pong(let probe):
             let at = now
-            quality.update { $0.pongReceived(probe, at: at) }
+            if quality.update({ $0.pongReceived(probe, at: at) }) != nil { pingsAwaited -= 1 }
         case .goodbye(.keepaliveTimeout, _):
             peerTimedOut = true
             context.fireChannelRead(data)
@@ -209,10 +212,11 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     }
 
     private func schedule(context: ChannelHandlerContext) {
-        guard let keepalive else { return }
+        // Not `if let`: a copy of the state machine (arrays and all) at every wake-up.
+        guard let nextWakeUp = keepalive?.nextWakeUp else { return }
         let timers = self.timers ?? KeepaliveTimers.on(context.eventLoop)
         self.timers = timers
-        armedSlot = timers.arm(self, atUptimeNanoseconds: Int64(origin.uptimeNanoseconds) + keepalive.nextWakeUp.nanoseconds)
+        armedSlot = timers.arm(self, atUptimeNanoseconds: Int64(origin.uptimeNanoseconds) + nextWakeUp.nanoseconds)
     }
 
     /// Called by ``KeepaliveTimers`` when the slot armed comes up.
@@ -227,12 +231,13 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         let at = now
         if !readRequested, !keepalive!.readingPaused { keepalive!.reading(paused: true, now: at) }
         let parameters = keepalive!.parameters
-        quality.update { $0.expire(olderThan: parameters.timeout, now: at) }
+        if pingsAwaited > 0 { pingsAwaited = quality.update { $0.expire(olderThan: parameters.timeout, now: at) } }
         switch keepalive!.wakeUp(now: at, late: late, transport: socket?.transportReading()) {
         case .wait:
             break
         case .sendPing(let probe):
             quality.update { $0.pingSent(probe, at: at) }
+            pingsAwaited += 1
             context.writeAndFlush(wrapOutboundOut(.ping(probe)), promise: nil)
         case .timedOut:
             // In whole milliseconds: an adapted timeout is no round figure.
