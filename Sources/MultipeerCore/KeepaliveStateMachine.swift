@@ -23,9 +23,7 @@
 ///
 /// And a silence is not taken for death while the transport shows it to be a lossy path's.
 /// From a wake-up an interval into a silence on, the shell reads the transport
-/// (``TransportReading``) at each wake-up, once this side has sent something since the peer was
-/// last heard (until then the peer has answered all there was to answer: the leader of an idle
-/// link, whose PONG came back, has no silence to explain and makes no system call):
+/// (``TransportReading``) at each wake-up:
 /// - when the peer's segments arrive out of order (beyond a lost one TCP is still repairing),
 ///   the peer is sending: the link is kept until ``ceiling`` after the last reading that saw
 ///   more of them, and at the latest ``stallLimit`` after the last arrival;
@@ -217,7 +215,7 @@ package struct KeepaliveStateMachine: Sendable {
     package mutating func wakeUp(now: Duration, late: Duration = .zero, transport: @autoclosure () -> TransportReading? = nil) -> Action {
         guard !finished else { return .wait }
         if late > lateLimit { stalledSinceArrival = true }
-        if !readingPaused, now - lastInbound >= parameters.interval, lastOutbound >= lastInbound, let reading = transport() {
+        if !readingPaused, now - lastInbound >= parameters.interval, let reading = transport() {
             if let baseline = transportBaseline, let latest = transportLatest {
                 let heard = now - reading.sinceHeard
                 if reading.outOfOrderSegments != latest.outOfOrderSegments { peerSending = heard }
