@@ -239,7 +239,7 @@ enum RawTLSClient {
 
     /// Writes `bytes` into the link's TLS, under the framing: the peer decodes them as frames.
     static func writeBelowFraming(_ bytes: ByteBuffer, on channel: any Channel) async throws {
-        try await channel.pipeline.context(handlerType: LinkHandler.self).flatMap { context in
+        try await channel.pipeline.context(handlerType: ByteToMessageHandler<FrameDecoder>.self).flatMap { context in
             context.writeAndFlush(NIOAny(bytes))
         }.get()
     }

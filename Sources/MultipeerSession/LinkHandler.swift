@@ -3,12 +3,7 @@ import MultipeerCore
 import MultipeerTLS
 import NIOCore
 
-/// Runs the HELLO exchange once TLS is up, then turns TLS's plaintext into frames and frames
-/// into ``LinkMessage``s, and back.
-///
-/// It splits the byte stream itself (``FrameDecoder``) rather than through NIO's
-/// `ByteToMessageHandler`: one pipeline hop less for every message, and a frame announced larger
-/// than what has arrived gets its whole size reserved once, not grown by doubling.
+/// Runs the HELLO exchange once TLS is up, then turns frames into ``LinkMessage``s and back.
 ///
 /// This side's HELLO is signed with its identity for this TLS connection (its exporter value);
 /// the peer's HELLO must prove the ID it claims the same way, or the link is closed with
@@ -19,7 +14,7 @@ import NIOCore
 /// ``hello`` and close the link; errors after it reach the channel's reader and close it,
 /// with a best-effort GOODBYE when the peer broke the protocol.
 final class LinkHandler: ChannelDuplexHandler {
-    typealias InboundIn = ByteBuffer
+    typealias InboundIn = Frame
     typealias InboundOut = LinkMessage
     typealias OutboundIn = LinkMessage
     typealias OutboundOut = ByteBuffer
@@ -44,21 +39,14 @@ final class LinkHandler: ChannelDuplexHandler {
     private var state = State.awaitingTLS
     private var timeout: Scheduled<Void>?
     private var peer = "the peer"
-    private var decoder: FrameDecoder
-    /// Plaintext read but not yet whole frames.
-    private var buffered = ByteBuffer()
-    /// Frames are being handed on: plaintext arriving meanwhile (a handler above made TLS read
-    /// more) waits in ``buffered`` for the loop under way.
-    private var decoding = false
 
     /// Completes with the peer's HELLO once it has arrived and been checked.
     var hello: EventLoopFuture<Hello> { helloPromise.futureResult }
 
     init(
         localHello: Hello, identity: PeerIdentity, side: Hello.Side, expectedPeer: UUID? = nil, handshakeTimeout: Duration,
-        maximumFrameLength: Int, eventLoop: any EventLoop
+        eventLoop: any EventLoop
     ) {
-        self.decoder = FrameDecoder(maximumLength: maximumFrameLength, firstFrameMaximumLength: Hello.maximumLength)
         self.localHello = localHello
         self.identity = identity
         self.side = side
@@ -105,34 +93,7 @@ final class LinkHandler: ChannelDuplexHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        var bytes = unwrapInboundIn(data)
-        if buffered.readableBytes == 0 {
-            buffered = bytes
-        } else {
-            buffered.writeBuffer(&bytes)
-        }
-        guard !decoding else { return }
-        decoding = true
-        defer { decoding = false }
-        while state != .closed {
-            do {
-                guard let frame = try decoder.decode(buffer: &buffered) else { break }
-                handle(frame, context: context)
-            } catch {
-                errorCaught(context: context, error: error)
-            }
-        }
-        if buffered.readableBytes == 0 || state == .closed {
-            // Let go of the storage: what was read may be large, and is the messages' now.
-            buffered = ByteBuffer()
-        } else if let length = buffered.getInteger(at: buffered.readerIndex + 4, as: UInt32.self) {
-            // A frame's head is in and its value is coming: room for all of it (the decoder has
-            // checked the length against the limit), so the plaintext still to come is copied once.
-            buffered.reserveCapacity(minimumWritableBytes: Frame.headerLength + Int(length) - buffered.readableBytes)
-        }
-    }
-
-    private func handle(_ frame: Frame, context: ChannelHandlerContext) {
+        let frame = unwrapInboundIn(data)
         switch state {
         case .awaitingTLS, .closed:
             return
@@ -202,13 +163,6 @@ final class LinkHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if state == .open, buffered.readableBytes > 0 {
-            do {
-                _ = try decoder.decodeLast(buffer: &buffered, seenEOF: true)
-            } catch {
-                errorCaught(context: context, error: error)
-            }
-        }
         if state == .awaitingTLS || state == .awaitingHello {
             failHandshake(context: context, MultipeerError(.closedDuringHandshake, "\(peer) closed the connection before its HELLO"))
         }

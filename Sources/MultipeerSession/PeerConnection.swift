@@ -48,7 +48,7 @@ package struct LinkConfiguration: Sendable {
         let engine = try TLSEngine(role: role, context: tls, allocator: channel.allocator, offering: keyIdentity)
         let link = LinkHandler(
             localHello: localHello, identity: identity, side: role == .client ? .dialler : .listener, expectedPeer: expectedPeer,
-            handshakeTimeout: tls.configuration.handshakeTimeout, maximumFrameLength: maximumFrameLength, eventLoop: channel.eventLoop)
+            handshakeTimeout: tls.configuration.handshakeTimeout, eventLoop: channel.eventLoop)
         let quality = LinkQualityBox()
         let keepalive = KeepaliveHandler(
             local: localHello.keepalive, role: role == .client ? .leading : .following, quality: quality, tcpUserTimeout: tcpUserTimeout,
@@ -59,6 +59,7 @@ package struct LinkConfiguration: Sendable {
         if let firstBytesTimeout { try handlers.addHandler(FirstBytesDeadline(firstBytesTimeout, role: role)) }
         try handlers.addHandler(InboundActivityHandler(keepalive: keepalive))
         try handlers.addHandler(TLSHandler(engine: engine))
+        try handlers.addHandler(ByteToMessageHandler(FrameDecoder(maximumLength: maximumFrameLength, firstFrameMaximumLength: Hello.maximumLength)))
         try handlers.addHandler(link)
         try handlers.addHandler(keepalive)
         if let inbox { try handlers.addHandler(DeliveryHandler(inbox: inbox)) }
