@@ -329,7 +329,7 @@ import Testing
         // Two pings that never get an answer.
         estimator.pingSent(Probe(nonce: 10, timestamp: 0), at: .seconds(10))
         estimator.pingSent(Probe(nonce: 11, timestamp: 0), at: .seconds(11))
-        estimator.expire(olderThan: .milliseconds(1500), now: .milliseconds(11_600))
+        #expect(estimator.expire(olderThan: .milliseconds(1500), now: .milliseconds(11_600)) == 1, "one ping still awaited")
         #expect(estimator.quality.loss == 1.0 / 5.0, "one of five settled pings lost; the other still within the timeout")
         #expect(estimator.pongReceived(Probe(nonce: 10, timestamp: 0), at: .seconds(12)) == nil, "a late pong after expiry is ignored")
         #expect(estimator.quality.pingsSent == 6)
