@@ -17,6 +17,13 @@ import Synchronization
 
 let sizes = Bench.option("--sizes").map { $0.split(separator: ",").compactMap { Int($0) } } ?? [2, 8, 16, 32, 64]
 let hold = Duration.seconds(Int(Bench.option("--hold") ?? "60") ?? 60)
+/// How long a mesh may take to form before the benchmark gives up and says which sessions are short.
+let meshDeadline = Duration.seconds(Int(Bench.option("--mesh-deadline") ?? "120") ?? 120)
+
+struct BenchmarkFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
 let hubPeers = Int(Bench.option("--hub") ?? "500") ?? 500
 /// For analysis only: another keepalive than the defaults (`--keepalive 750,1500`, milliseconds).
 let keepalive = Bench.option("--keepalive").map { option -> KeepaliveParameters in
@@ -59,7 +66,8 @@ func measure(_ topology: String, _ sessions: [MultipeerSession], expected: @esca
     let before = Bench.residentKiB()
     let clock = ContinuousClock()
     let start = clock.now
-    let meshed = AsyncStream<Void>.makeStream()
+    // true: a session sees all its peers; false: the deadline for all of them passed.
+    let meshed = AsyncStream<Bool>.makeStream()
     let hold = HoldState()
     return try await withThrowingTaskGroup(of: Void.self) { group in
         for (index, session) in sessions.enumerated() {
@@ -78,13 +86,26 @@ func measure(_ topology: String, _ sessions: [MultipeerSession], expected: @esca
                     }
                     if active == expected(index), !reported {
                         reported = true
-                        meshed.continuation.yield()
+                        meshed.continuation.yield(true)
                     }
                 }
             }
         }
+        group.addTask {
+            try? await Task.sleep(for: meshDeadline)
+            if !Task.isCancelled { meshed.continuation.yield(false) }
+        }
         var ready = 0
-        for await _ in meshed.stream {
+        for await inTime in meshed.stream {
+            guard inTime else {
+                var short: [String] = []
+                for (index, session) in sessions.enumerated() {
+                    let active = await session.activePeers.count
+                    if active < expected(index) { short.append("session \(index) sees \(active) of \(expected(index))") }
+                }
+                group.cancelAll()
+                throw BenchmarkFailure("\(topology): not every session saw all its peers within \(meshDeadline): \(short.joined(separator: "; "))")
+            }
             ready += 1
             if ready == sessions.count { break }
         }
@@ -142,14 +163,19 @@ func hub(_ peers: Int, psk: PreSharedKey, hold: Duration) async throws -> MeshRe
 let psk = try PreSharedKey.generate(identity: "mesh")
 // A warm-up mesh of two: the process's first connection to avahi-daemon and first TLS
 // handshakes are paid here, not by the first measured size.
-_ = try await mesh(2, psk: psk, hold: .zero)
 var results: [MeshResult] = []
-for size in sizes {
-    results.append(try await mesh(size, psk: psk, hold: hold))
-    print("mesh of \(size) measured")
-}
-if hubPeers > 0 {
-    results.append(try await hub(hubPeers, psk: psk, hold: hold))
+do {
+    _ = try await mesh(2, psk: psk, hold: .zero)
+    for size in sizes {
+        results.append(try await mesh(size, psk: psk, hold: hold))
+        print("mesh of \(size) measured")
+    }
+    if hubPeers > 0 {
+        results.append(try await hub(hubPeers, psk: psk, hold: hold))
+    }
+} catch let failure as BenchmarkFailure {
+    FileHandle.standardError.write(Data("MeshBenchmark: \(failure)\n".utf8))
+    exit(1)
 }
 
 print("Scale, sessions in one process (real avahi-daemon and GnuTLS; the hub's peers use static addresses), held idle \(hold)")
