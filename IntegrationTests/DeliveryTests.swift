@@ -19,18 +19,25 @@ import Testing
         try await FaultTests.withPair(limits: limits) { pair in
             let inbox = pair.listener.messages(of: Numbered.self)
             let count = 10_000
+            let (sent, oneSent) = AsyncStream<Void>.makeStream()
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
-                    for number in 0..<count { try await pair.dialler.send(Numbered(number: number), to: pair.listener.peerID) }
+                    for number in 0..<count {
+                        try await pair.dialler.send(Numbered(number: number), to: pair.listener.peerID)
+                        oneSent.yield()
+                    }
                 }
-                // Every 100 to 400 ms, at random, a reset or a short black hole (bytes lost in
-                // the middle of the stream), until everything arrived; the outbox bound is checked
-                // as it goes. (Sleeping here makes faults; it synchronises nothing.) Stretched
-                // with the test's time scale, as handshakes are: under a sanitizer a handshake
-                // can take longer than 400 ms, and faults that come faster leave no link up.
+                // Every 100 to 400 messages sent, at random, a reset or a short black hole (bytes
+                // lost in the middle of the stream); the outbox bound is checked as it goes.
+                // Paced by progress, not by the clock: a send returns only while the outbox has
+                // room, so each fault falls on a link that carries messages, however long its
+                // handshake took (under a sanitizer, longer than faults timed by the clock allowed).
                 group.addTask {
-                    while !Task.isCancelled {
-                        try await Task.sleep(for: TestTime.scaled(.milliseconds(Int.random(in: 100...400))))
+                    var untilFault = Int.random(in: 100...400)
+                    for await _ in sent {
+                        untilFault -= 1
+                        guard untilFault == 0 else { continue }
+                        untilFault = Int.random(in: 100...400)
                         if Bool.random() {
                             await pair.proxy.resetConnections()
                         } else {
@@ -331,6 +338,8 @@ extension DeliveryTests {
                     }
                 }
                 group.addTask {
+                    // Faults timed by the clock on purpose: a broadcast returns once queued, so
+                    // the senders' progress says nothing of the deliveries the resets must cut.
                     for _ in 0..<8 {
                         try await Task.sleep(for: .milliseconds(Int.random(in: 50...250)))
                         await proxies.randomElement()!.resetConnections()

@@ -196,8 +196,17 @@ import Testing
             try await whileRunning([reporter]) {
                 try await waitUntilActive(reporter, other.peerID)
                 let events = reporter.events  // starts with the state: listening, other joined
-                // A reader that does not read while some 50 reports come (this wait is the slowness).
-                try await Task.sleep(for: .milliseconds(500 * timeScale))
+                // A reader that does not read while 50 reports come: a second subscriber,
+                // reading, counts them.
+                let witness = reporter.events
+                _ = try await within(30, "50 reports") {
+                    var reports = 0
+                    for await event in witness {
+                        if case .stats = event { reports += 1 }
+                        if reports >= 50 { break }
+                    }
+                    return reports
+                }
                 var iterator = events.makeAsyncIterator()
                 var read: [SessionEvent] = []
                 for _ in 0..<8 {
