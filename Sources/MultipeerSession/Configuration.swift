@@ -147,6 +147,31 @@ extension MultipeerSession {
         /// The events each ``MultipeerSession/events`` stream holds for a slow reader. Default
         /// 1,024; beyond it the oldest `.stats` go first (``SessionEvent/eventsDropped(count:)``).
         public var eventBuffer: Int
+        /// The kernel's socket buffers for each link (`SO_SNDBUF`, `SO_RCVBUF`): how much may
+        /// queue in the kernels of both ends ahead of a message just sent. Default 512 KiB to
+        /// send and 1 MiB to receive, about 1.5 ms of data at 1 GB/s: a small message sent while
+        /// a large one streams waits behind that, plus about two fragments of it. Nil lets the
+        /// kernel size them as it likes (Linux: up to `tcp_wmem` and `tcp_rmem`, 4 and 32 MiB
+        /// here), which helps one bulk transfer over a path with a long round trip and makes
+        /// every other message wait behind megabytes of it. They bound what a link carries per
+        /// round trip: at the defaults about 1 GB/s at 1 ms, 100 MB/s at 10 ms.
+        public var socketBuffers: SocketBuffers?
+
+        /// Sizes of a link's kernel socket buffers, in bytes (Linux doubles each for its own
+        /// bookkeeping).
+        public struct SocketBuffers: Sendable, Equatable {
+            /// `SO_SNDBUF`: what this side's kernel holds of what the link wrote, unsent or unacknowledged.
+            public var send: Int
+            /// `SO_RCVBUF`: what this side's kernel holds of what arrived before the link reads it;
+            /// it bounds the window the peer may send into.
+            public var receive: Int
+
+            /// Buffers of `send` and `receive` bytes.
+            public init(send: Int, receive: Int) {
+                self.send = send
+                self.receive = receive
+            }
+        }
 
         /// Limits with the defaults each property states.
         public init(
@@ -157,8 +182,10 @@ extension MultipeerSession {
             unsubscribedMessages: BufferLimits = BufferLimits(maximumCount: 256, maximumBytes: 1 << 20),
             maximumUnsubscribedTypes: Int = 16, eventBuffer: Int = 1_024, sendTimeout: Duration = .seconds(30),
             maximumHandshakesPerSource: Int = 8, firstBytesTimeout: Duration = .seconds(1),
-            maximumMessageLength: Int = 128 << 20
+            maximumMessageLength: Int = 128 << 20,
+            socketBuffers: SocketBuffers? = SocketBuffers(send: 512 << 10, receive: 1 << 20)
         ) {
+            self.socketBuffers = socketBuffers
             self.maximumMessageLength = maximumMessageLength
             self.maximumHandshakesPerSource = maximumHandshakesPerSource
             self.firstBytesTimeout = firstBytesTimeout

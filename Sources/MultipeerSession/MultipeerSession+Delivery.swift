@@ -86,32 +86,38 @@ extension MultipeerSession {
     }
 
     /// Writes the outbox to `link` until nothing is left to send, the link is replaced or it
-    /// closes; run by the run loop, one per link at a time (``PeerDeliveryStateMachine``). Each
-    /// write suspends while the link pushes back, and two flushes writing at once could reach
-    /// the link in either order, putting a later DATA before an earlier one (the receiver drops
-    /// it as a gap). A flush still waiting on a link that has since been replaced never holds up
-    /// the new link: that one gets a flush of its own. Never run by a caller: a peer that reads
-    /// slowly, or not at all, holds up only its own flush, not a send, a broadcast to every peer
-    /// or the link's reader.
+    /// closes; run by the run loop, one per link at a time (``PeerDeliveryStateMachine``). Two
+    /// flushes writing at once could reach the link in either order, putting a later DATA before
+    /// an earlier one (the receiver drops it as a gap). A flush still waiting on a link that has
+    /// since been replaced never holds up the new link: that one gets a flush of its own. Never
+    /// run by a caller: a peer that reads slowly, or not at all, holds up only its own flush, not
+    /// a send, a broadcast to every peer or the link's reader.
+    ///
+    /// At most two batches are in the link at a time, one being written to the socket and the
+    /// next: a batch is taken from the outbox only once the one before the last was written.
+    /// So a message sent while a large one goes in fragments waits behind about two fragments,
+    /// not behind every fragment a writer's buffer would take before the link pushed back
+    /// (measured through NIO's async writer: up to 100 ms of them).
     func flush(_ peerID: UUID, on link: LinkID) async {
+        var writing: EventLoopFuture<Void>?
         while let batch = deliveries[peerID]?.nextBatch(for: link) {
-            guard let writer = writer(for: link) else {
+            guard let channel = channel(for: link) else {
                 deliveries[peerID]?.flushAbandoned(link)  // closed: the next link resends
                 return
             }
-            do {
-                try await writer.write(contentsOf: batch)
-                for message in batch {
-                    switch message {
-                    case .data(let message): metrics.sent(bytes: message.payload.readableBytes)
-                    case .fragment(let fragment) where fragment.isLast: metrics.sent(bytes: fragment.length)
-                    default: break
-                    }
+            let written = channel.write(batch)
+            for message in batch {
+                switch message {
+                case .data(let message): metrics.sent(bytes: message.payload.readableBytes)
+                case .fragment(let fragment) where fragment.isLast: metrics.sent(bytes: fragment.length)
+                default: break
                 }
-            } catch {
-                // The link is closing; the outbox resends on the next one.
             }
+            // The link is closing if this fails; the outbox resends on the next one.
+            try? await writing?.get()
+            writing = written
         }
+        try? await writing?.get()
     }
 
     /// The peer acknowledged everything through `sequence` on link `id`, except the message in
@@ -170,5 +176,20 @@ extension MultipeerSession {
         let error = MultipeerError(.sessionState, "the session stopped before the peer acknowledged the message")
         for waiter in acknowledgementWaits.values { waiter.resume(throwing: error) }
         acknowledgementWaits.removeAll()
+    }
+}
+
+extension Channel {
+    /// Writes `batch` into the pipeline in one event-loop turn and flushes it; the future
+    /// completes once the last of it is written to the socket (or fails with the link).
+    fileprivate func write(_ batch: [LinkMessage]) -> EventLoopFuture<Void> {
+        let written = eventLoop.makePromise(of: Void.self)
+        eventLoop.execute {
+            for (index, message) in batch.enumerated() {
+                self.write(message, promise: index == batch.count - 1 ? written : nil)
+            }
+            self.flush()
+        }
+        return written.futureResult
     }
 }

@@ -133,7 +133,7 @@ extension MultipeerSession {
         let traits = MessageTypeTraits.of(Message.self)
         let typeName = name ?? traits.name
         let encoding = wireEncoding(traits)
-        var payload = ByteBuffer()
+        var payload = PayloadMemory.allocator.buffer(capacity: 256)
         do {
             try encoding.encode(message, into: &payload)
         } catch {

@@ -553,8 +553,8 @@ public actor MultipeerSession {
         Array(table.activePeers.keys)
     }
 
-    func writer(for id: LinkID) -> NIOAsyncChannelOutboundWriter<LinkMessage>? {
-        links[id]?.writer
+    func channel(for id: LinkID) -> (any Channel)? {
+        links[id]?.channel
     }
 
     /// How long a closing link's GOODBYE may take (Limits.goodbyeTimeout).
@@ -732,6 +732,7 @@ public actor MultipeerSession {
         var link = LinkConfiguration(
             tls: tls, identity: identity, localHello: hello, maximumFrameLength: configuration.limits.maximumFrameLength,
             tcpUserTimeout: keepaliveTimeout * KeepaliveStateMachine.stallFactor)
+        link.socketBuffers = configuration.limits.socketBuffers
         link.inbox = Inbox(
             windows: receiveWindows, subscriptions: subscriptions, metrics: metrics,
             maximumMessageLength: configuration.limits.maximumMessageLength)
