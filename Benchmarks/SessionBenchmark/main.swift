@@ -9,6 +9,7 @@
 //
 //   swift build -c release --product SessionBenchmark && .build/release/SessionBenchmark [--seconds N] [--sizes 128,1024]
 //       [--deliveries reliable,unreliable] [--encodings json,binary] [--fields String,Data] [--no-latency]
+//       [--case-deadline SECONDS] [--socket-buffers SEND,RECEIVE]
 import BaselineSupport
 import BenchmarkSupport
 import Foundation
@@ -44,6 +45,11 @@ let deliveries = list("--deliveries", ["reliable", "unreliable"])
 let encodings = list("--encodings", ["json", "binary"])
 let fields = list("--fields", ["String", "Data"])
 let psk = try PreSharedKey.generate(identity: "session-benchmark")
+/// `--socket-buffers SEND,RECEIVE` (bytes): Limits.socketBuffers for both sessions; the kernel's own sizes without it.
+let socketBuffers = Bench.option("--socket-buffers").map { option in
+    let sizes = option.split(separator: ",").compactMap { Int($0) }
+    return MultipeerSession.Limits.SocketBuffers(send: sizes.first ?? 0, receive: sizes.last ?? 0)
+}
 let quiet: Logger = {
     var logger = Logger(label: "session-benchmark")
     logger.logLevel = .critical
@@ -60,13 +66,36 @@ func session(_ name: String, encoding: MessageEncoding, dialling endpoint: Strin
         serviceType: "_navlog._tcp", peer: PeerInfo(displayName: name), psk: psk,
         discovery: .staticPeers(endpoint.map { [$0] } ?? []), statsInterval: nil, logger: quiet)
     configuration.messageEncoding = encoding
+    configuration.limits.socketBuffers = socketBuffers
     return MultipeerSession(configuration: configuration)
 }
 
-/// Runs a receiver and a sender joined to it over loopback, and `body` with them.
+/// How long a case may take, pair set-up included, before the run ends with what the two
+/// sessions show (`--case-deadline`, seconds): once, a run sat waiting with its link up and not
+/// a message through, and said nothing.
+let caseDeadline = Duration.seconds(Int(Bench.option("--case-deadline") ?? "180") ?? 180)
+
+/// Runs a receiver and a sender joined to it over loopback, and `body` with them; ends the
+/// process, saying where both stand, if it takes longer than ``caseDeadline``.
 func withPair<Result: Sendable>(
     encoding: MessageEncoding, _ body: @escaping @Sendable (_ receiver: MultipeerSession, _ sender: MultipeerSession) async -> Result
 ) async -> Result {
+    let pair = PairProgress()
+    let watchdog = Task {
+        guard (try? await Task.sleep(for: caseDeadline)) != nil else { return }
+        var report = "SessionBenchmark: a case did not end within \(caseDeadline) (--case-deadline)"
+        if let (receiver, sender) = pair.sessions {
+            for (name, session, peer) in [("receiver", receiver, sender.peerID), ("sender", sender, receiver.peerID)] {
+                let stats = await session.linkStats(for: peer).map { "\($0), \($0.quality.bytesIn) bytes in, \($0.quality.bytesOut) out" } ?? "not active"
+                report += "\n  \(name): \(await session.linkCount) links; peer \(stats); delivery: \(await session.deliverySummary(for: peer))"
+            }
+        } else {
+            report += "\n  the two sessions never met"
+        }
+        FileHandle.standardError.write(Data((report + "\n").utf8))
+        exit(1)
+    }
+    defer { watchdog.cancel() }
     let receiver = session("receiver", encoding: encoding)
     let receiverEvents = receiver.events
     return await withThrowingTaskGroup(of: Void.self) { group in
@@ -77,9 +106,20 @@ func withPair<Result: Sendable>(
         let senderEvents = sender.events
         group.addTask { try await sender.run() }
         for await event in senderEvents { if case .peerJoined = event { break } }
+        pair.sessions = (receiver, sender)
         let result = await body(receiver, sender)
         group.cancelAll()
         return result
+    }
+}
+
+/// The sessions of the case under way, once they have met (for the deadline's report).
+final class PairProgress: @unchecked Sendable {  // (its one property under its lock)
+    private let lock = NSLock()
+    private var pair: (MultipeerSession, MultipeerSession)?
+    var sessions: (receiver: MultipeerSession, sender: MultipeerSession)? {
+        get { lock.withLock { pair } }
+        set { lock.withLock { pair = newValue } }
     }
 }
 
@@ -93,9 +133,15 @@ func measure<Message: Codable & Sendable>(
         let target = receiver.peerID
         let sending = Task {
             var number = 0
-            while !Task.isCancelled {
-                try await sender.send(make(number), to: target, delivery: delivery == "reliable" ? .reliable : .unreliable)
-                number += 1
+            do {
+                while !Task.isCancelled {
+                    try await sender.send(make(number), to: target, delivery: delivery == "reliable" ? .reliable : .unreliable)
+                    number += 1
+                }
+            } catch let error where !Task.isCancelled {
+                // The reader would wait for ever: say why, and end the run.
+                FileHandle.standardError.write(Data("SessionBenchmark: a \(delivery) send failed after \(number) messages: \(error)\n".utf8))
+                exit(1)
             }
         }
         let clock = ContinuousClock()

@@ -88,6 +88,14 @@ package struct PeerDeliveryStateMachine: Sendable {
     /// Whether the peer is active now.
     package var isActive: Bool { link != nil }
 
+    /// Where delivery stands, in one line: for a benchmark or test that stalls to say why.
+    package var summary: String {
+        let link = self.link.map { "\($0.id) (incarnation \($0.incarnation))" } ?? "no link"
+        let resumed = resumedLink.map { "resumed on \($0)" } ?? "no resume point"
+        let flushing = flushingLink.map { "flushing \($0)" } ?? "no flush"
+        return "\(link), \(resumed), \(flushing), \(outbox?.count ?? 0) messages in the outbox"
+    }
+
     // MARK: Links
 
     /// The peer is active on `id` now (its HELLO named `incarnation`, `frameLimit` and, if it

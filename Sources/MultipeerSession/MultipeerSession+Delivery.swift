@@ -164,6 +164,11 @@ extension MultipeerSession {
         try await withCheckedThrowingContinuation { acknowledgementWaits[id] = $0 }
     }
 
+    /// Where delivery to `peerID` stands, in one line (for benchmarks and tests that stall).
+    package func deliverySummary(for peerID: UUID) -> String {
+        deliveries[peerID]?.summary ?? "never met"
+    }
+
     /// Unacknowledged reliable messages for `peerID` (for tests).
     package func outboxCount(for peerID: UUID) -> Int {
         deliveries[peerID]?.outbox?.count ?? 0
