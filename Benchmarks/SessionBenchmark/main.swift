@@ -9,7 +9,7 @@
 //
 //   swift build -c release --product SessionBenchmark && .build/release/SessionBenchmark [--seconds N] [--sizes 128,1024]
 //       [--deliveries reliable,unreliable] [--encodings json,binary] [--fields String,Data] [--no-latency]
-//       [--case-deadline SECONDS] [--socket-buffers SEND,RECEIVE]
+//       [--case-deadline SECONDS]
 import BaselineSupport
 import BenchmarkSupport
 import Foundation
@@ -45,11 +45,6 @@ let deliveries = list("--deliveries", ["reliable", "unreliable"])
 let encodings = list("--encodings", ["json", "binary"])
 let fields = list("--fields", ["String", "Data"])
 let psk = try PreSharedKey.generate(identity: "session-benchmark")
-/// `--socket-buffers SEND,RECEIVE` (bytes): Limits.socketBuffers for both sessions; the kernel's own sizes without it.
-let socketBuffers = Bench.option("--socket-buffers").map { option in
-    let sizes = option.split(separator: ",").compactMap { Int($0) }
-    return MultipeerSession.Limits.SocketBuffers(send: sizes.first ?? 0, receive: sizes.last ?? 0)
-}
 let quiet: Logger = {
     var logger = Logger(label: "session-benchmark")
     logger.logLevel = .critical
@@ -66,7 +61,6 @@ func session(_ name: String, encoding: MessageEncoding, dialling endpoint: Strin
         serviceType: "_navlog._tcp", peer: PeerInfo(displayName: name), psk: psk,
         discovery: .staticPeers(endpoint.map { [$0] } ?? []), statsInterval: nil, logger: quiet)
     configuration.messageEncoding = encoding
-    configuration.limits.socketBuffers = socketBuffers
     return MultipeerSession(configuration: configuration)
 }
 
@@ -131,6 +125,7 @@ func measure<Message: Codable & Sendable>(
     await withPair(encoding: encoding) { receiver, sender in
         let inbox = receiver.messages(of: type)
         let target = receiver.peerID
+        let senderEvents = sender.events
         let sending = Task {
             var number = 0
             do {
@@ -139,8 +134,17 @@ func measure<Message: Codable & Sendable>(
                     number += 1
                 }
             } catch let error where !Task.isCancelled {
-                // The reader would wait for ever: say why, and end the run.
-                FileHandle.standardError.write(Data("SessionBenchmark: a \(delivery) send failed after \(number) messages: \(error)\n".utf8))
+                // The reader would wait for ever: say why (and why the link went, if it did), and end the run.
+                let left = await withTaskGroup(of: String.self) { group in
+                    group.addTask {
+                        for await event in senderEvents { if case .peerLeft(_, let reason) = event { return " (the peer left: \(reason))" } }
+                        return ""
+                    }
+                    group.addTask { try? await Task.sleep(for: .milliseconds(500)); return " (the peer had not left)" }
+                    defer { group.cancelAll() }
+                    return await group.next()!
+                }
+                FileHandle.standardError.write(Data("SessionBenchmark: a \(delivery) \(type) send failed after \(number) messages: \(error)\(left)\n".utf8))
                 exit(1)
             }
         }

@@ -147,33 +147,6 @@ extension MultipeerSession {
         /// The events each ``MultipeerSession/events`` stream holds for a slow reader. Default
         /// 1,024; beyond it the oldest `.stats` go first (``SessionEvent/eventsDropped(count:)``).
         public var eventBuffer: Int
-        /// The kernel's socket buffers for each link (`SO_SNDBUF`, `SO_RCVBUF`): how much may
-        /// queue in the kernels of both ends ahead of a message just sent. Default nil: the
-        /// kernel sizes them as it likes (Linux: up to `tcp_wmem` and `tcp_rmem`, 4 and 32 MiB
-        /// here), and a small message sent while a large one streams waits behind up to that
-        /// much of it, plus about two fragments. Bounded (512 KiB to send and 1 MiB to receive,
-        /// say: about 1.5 ms of data at 1 GB/s), it waits a little less (on loopback beside
-        /// 64 MiB messages, p50 0.6 ms instead of 0.8-1.0 ms), and a link carries at most about
-        /// their size per round trip (1 GB/s at 1 ms, 100 MB/s at 10 ms). Not yet with a flood
-        /// of unreliable messages: bounded so, a sender writing them flat out has had its link
-        /// timed out by its keepalive, on loopback.
-        public var socketBuffers: SocketBuffers?
-
-        /// Sizes of a link's kernel socket buffers, in bytes (Linux doubles each for its own
-        /// bookkeeping).
-        public struct SocketBuffers: Sendable, Equatable {
-            /// `SO_SNDBUF`: what this side's kernel holds of what the link wrote, unsent or unacknowledged.
-            public var send: Int
-            /// `SO_RCVBUF`: what this side's kernel holds of what arrived before the link reads it;
-            /// it bounds the window the peer may send into.
-            public var receive: Int
-
-            /// Buffers of `send` and `receive` bytes.
-            public init(send: Int, receive: Int) {
-                self.send = send
-                self.receive = receive
-            }
-        }
 
         /// Limits with the defaults each property states.
         public init(
@@ -184,10 +157,8 @@ extension MultipeerSession {
             unsubscribedMessages: BufferLimits = BufferLimits(maximumCount: 256, maximumBytes: 1 << 20),
             maximumUnsubscribedTypes: Int = 16, eventBuffer: Int = 1_024, sendTimeout: Duration = .seconds(30),
             maximumHandshakesPerSource: Int = 8, firstBytesTimeout: Duration = .seconds(1),
-            maximumMessageLength: Int = 128 << 20,
-            socketBuffers: SocketBuffers? = nil
+            maximumMessageLength: Int = 128 << 20
         ) {
-            self.socketBuffers = socketBuffers
             self.maximumMessageLength = maximumMessageLength
             self.maximumHandshakesPerSource = maximumHandshakesPerSource
             self.firstBytesTimeout = firstBytesTimeout

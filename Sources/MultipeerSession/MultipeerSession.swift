@@ -732,7 +732,6 @@ public actor MultipeerSession {
         var link = LinkConfiguration(
             tls: tls, identity: identity, localHello: hello, maximumFrameLength: configuration.limits.maximumFrameLength,
             tcpUserTimeout: keepaliveTimeout * KeepaliveStateMachine.stallFactor)
-        link.socketBuffers = configuration.limits.socketBuffers
         link.inbox = Inbox(
             windows: receiveWindows, subscriptions: subscriptions, metrics: metrics,
             maximumMessageLength: configuration.limits.maximumMessageLength)

@@ -17,8 +17,6 @@ package struct LinkConfiguration: Sendable {
     package var maximumFrameLength: Int
     /// Sets TCP_USER_TIMEOUT: unacknowledged data older than this fails the connection. Nil: the kernel's default.
     package var tcpUserTimeout: Duration?
-    /// The kernel's buffers for each link; nil: the kernel sizes them itself.
-    package var socketBuffers: MultipeerSession.Limits.SocketBuffers?
     /// What the links of one session remember of each peer's silences (``SilenceMemory``).
     package var silences = SilenceMemory()
     /// Where DATA goes: a session's receive windows and subscriptions. Nil for bare links
@@ -58,10 +56,6 @@ package struct LinkConfiguration: Sendable {
         let handlers = channel.pipeline.syncOperations
         // Linux before 6.15 has no such option: its TCP then backs off as it always did.
         try? channel.syncOptions?.setOption(LinkConfiguration.maximumRetransmissionTimeout, value: 1_000)
-        if let socketBuffers, let options = channel.syncOptions {
-            try options.setOption(.socketOption(.so_sndbuf), value: socketBuffers.send)
-            try options.setOption(.socketOption(.so_rcvbuf), value: socketBuffers.receive)
-        }
         if let firstBytesTimeout { try handlers.addHandler(FirstBytesDeadline(firstBytesTimeout, role: role)) }
         try handlers.addHandler(InboundActivityHandler(keepalive: keepalive))
         try handlers.addHandler(TLSHandler(engine: engine))
