@@ -174,7 +174,9 @@ enum RawTLSClient {
     /// GOODBYE to the deaf peer, stuck behind the full socket, is given up after a second).
     @Test(.scaledTimeLimit(minutes: 1))
     func aPeerThatNeverReadsIsHeldToTheOutboxLimit() async throws {
-        let limits = MultipeerSession.Limits(outbox: .init(maximumCount: 64, maximumBytes: 16 << 20), failWhenOutboxFull: true)
+        let limits = MultipeerSession.Limits(
+            outbox: .init(maximumCount: 64, maximumBytes: 16 << 20), failWhenOutboxFull: true,
+            unreliableQueue: .init(maximumCount: 1, maximumBytes: 1 << 20))
         let server = MultipeerSession(configuration: .test("server", discovery: .staticPeers([]),
             limits: limits, keepalive: Self.patient))
         let serverEvents = EventLog(server.events)
@@ -219,11 +221,14 @@ enum RawTLSClient {
                 try await server.send(Note(text: "still here"), to: good.peerID)
                 #expect(try await collect(inbox) { $0.count >= 1 }.first?.message.text == "still here")
                 // A broadcast skips the peer whose outbox is full instead of waiting for it, and
-                // an unreliable one the peer whose link pushes back.
+                // an unreliable one the peer whose unreliable queue is full (one message here:
+                // the first waits there for good).
                 #expect(try await server.broadcast(Note(text: "to everyone")) == 1)
                 #expect(try await collect(inbox) { $0.count >= 1 }.first?.message.text == "to everyone")
-                #expect(try await server.broadcast(Note(text: "unreliably"), delivery: .unreliable) == 1)
+                #expect(try await server.broadcast(Note(text: "unreliably"), delivery: .unreliable) == 2)
                 #expect(try await collect(inbox) { $0.count >= 1 }.first?.message.text == "unreliably")
+                #expect(try await server.broadcast(Note(text: "unreliably again"), delivery: .unreliable) == 1)
+                #expect(try await collect(inbox) { $0.count >= 1 }.first?.message.text == "unreliably again")
             }
         }
         // The server has stopped (the time limit says if it cannot) with the deaf peer connected.

@@ -135,6 +135,7 @@ import Testing
             // Just heard from (the handshake); loopback never reorders (it may retransmit: a
             // tail loss probe on a slow machine).
             #expect(reading?.sinceHeard ?? .seconds(60) < .seconds(5))
+            #expect(reading?.sinceDataArrived ?? .seconds(60) < .seconds(5), "the HELLO was data")
             #expect(reading?.outOfOrderSegments == 0)
             var iterator = accepted.makeAsyncIterator()
             let serverSide = await iterator.next()

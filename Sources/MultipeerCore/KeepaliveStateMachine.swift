@@ -33,6 +33,10 @@
 /// A dead path sends nothing, and a frozen peer on a clean path loses nothing, so both are
 /// timed out at ``timeout`` as before; a frozen peer whose kernel still acknowledges over a
 /// lossy path, at the ceiling.
+///
+/// And the peer's data that reached this side's kernel and is not read yet is no silence of the
+/// peer's: the silence counts from the latest arrival the transport shows. (This side's event
+/// loop busy with its own writes, its reads waiting, is this side's stall, not the link's.)
 package struct KeepaliveStateMachine: Sendable {
     /// How far above the configured timeout the adaptive timeout may go, as a multiple.
     package static let ceilingFactor = 3
@@ -86,6 +90,9 @@ package struct KeepaliveStateMachine: Sendable {
     private var lossyPath = false
     /// When the peer was last seen sending in this silence (its segments arriving out of order).
     private var peerSending: Duration?
+    /// When the peer's latest data reached this side's kernel, where that is after the last
+    /// arrival read (``inboundActivity(now:)``): the data waits unread.
+    private var unreadArrival: Duration?
 
     /// - Parameter recentSilence: The longest silence the peer's previous link showed lately
     ///   (or the one that timed it out): a new link over the same lossy path starts out
@@ -125,10 +132,10 @@ package struct KeepaliveStateMachine: Sendable {
     /// path's stall: ``stallFactor`` times the configured timeout.
     package var stallLimit: Duration { parameters.timeout * Self.stallFactor }
 
-    /// When the silence under way times the link out: ``timeout`` after the last arrival, or
-    /// later as the transport shows (see the type's description).
+    /// When the silence under way times the link out: ``timeout`` after the last arrival (read,
+    /// or waiting to be), or later as the transport shows (see the type's description).
     private var timeoutDue: Duration {
-        var due = lastInbound + (lossyPath ? ceiling : timeout)
+        var due = max(lastInbound, unreadArrival ?? lastInbound) + (lossyPath ? ceiling : timeout)
         if let peerSending { due = min(max(due, peerSending + ceiling), lastInbound + stallLimit) }
         return due
     }
@@ -154,6 +161,7 @@ package struct KeepaliveStateMachine: Sendable {
         transportLatest = nil
         lossyPath = false
         peerSending = nil
+        unreadArrival = nil
         lastInbound = now
     }
 
@@ -224,6 +232,9 @@ package struct KeepaliveStateMachine: Sendable {
                 transportBaseline = (now, reading)
             }
             transportLatest = reading
+            if let since = reading.sinceDataArrived, now - since > max(lastInbound, unreadArrival ?? lastInbound) {
+                unreadArrival = now - since
+            }
         }
         if readingPaused || now < timeoutDue {
             recheck = nil
@@ -266,10 +277,14 @@ package struct TransportReading: Equatable, Sendable {
     package var retransmittedSegments: UInt32
     /// How long ago the peer's host last sent anything (any segment, an ACK as well as data).
     package var sinceHeard: Duration
+    /// How long ago the peer's last data reached this side's kernel, read by this side or not
+    /// (nil where the transport does not tell).
+    package var sinceDataArrived: Duration?
 
-    package init(outOfOrderSegments: UInt32, retransmittedSegments: UInt32, sinceHeard: Duration) {
+    package init(outOfOrderSegments: UInt32, retransmittedSegments: UInt32, sinceHeard: Duration, sinceDataArrived: Duration? = nil) {
         self.outOfOrderSegments = outOfOrderSegments
         self.retransmittedSegments = retransmittedSegments
         self.sinceHeard = sinceHeard
+        self.sinceDataArrived = sinceDataArrived
     }
 }

@@ -1,15 +1,20 @@
 package import struct Foundation.UUID
 package import NIOCore
 
-/// Reliable delivery towards one peer, without I/O: its outbox across links, the link it is
-/// reached on now and whether that link has said where to resume, the flush under way, how long
-/// the peer has been away, and who waits for what. The session keeps one per peer it has met;
-/// the receiving half (``ReceiveWindow``) lives with each link, on its event loop.
+/// Delivery towards one peer, without I/O: its outbox across links, the unreliable messages
+/// waiting for its link now, the link it is reached on and whether that link has said where to
+/// resume, the flush under way, how long the peer has been away, and who waits for what. The
+/// session keeps one per peer it has met; the receiving half (``ReceiveWindow``) lives with each
+/// link, on its event loop.
+///
+/// One flush per link writes both: reliable messages once the link has said where to resume,
+/// unreliable ones from the start, in the same batches. So every message, of either kind, costs
+/// the link's event loop a share of one task a batch.
 ///
 /// Events: a link up or down, a message to enqueue, an acknowledgement (the first on a link is
 /// its resume point), a flush asking for its next batch, a sender waiting for an
 /// acknowledgement, the peer forgotten. Actions: start a flush on a link, wake the senders
-/// waiting for room, end acknowledgement waits. Time is an input (`now`).
+/// waiting for room, end acknowledgement waits, report messages dropped. Time is an input (`now`).
 package struct PeerDeliveryStateMachine: Sendable {
     package enum Action: Equatable, Sendable {
         /// Write the outbox to this link, in a task of its own (``nextBatch(for:)``).
@@ -22,6 +27,9 @@ package struct PeerDeliveryStateMachine: Sendable {
         /// were dropped: report them (their type names, one entry each), and end the
         /// acknowledgement waits for them with `messageTooLarge`.
         case dropped(typeNames: [String], waiters: [WaiterID])
+        /// Unreliable messages waiting for a link that went were dropped unwritten: report them
+        /// (their type names, one entry each).
+        case unreliableLost(typeNames: [String])
     }
 
     /// Names one sender waiting for an acknowledgement.
@@ -31,7 +39,8 @@ package struct PeerDeliveryStateMachine: Sendable {
 
     /// What becomes of a message offered to the outbox.
     package enum Enqueued: Equatable, Sendable {
-        /// Kept, under this ticket (``OutboxStateMachine/latestTicket``).
+        /// Kept, under this ticket (``OutboxStateMachine/latestTicket``; 0 for an unreliable
+        /// message, which nobody waits to see acknowledged).
         case queued(ticket: UInt64, [Action])
         /// No room: wait for ``Action/wakeSenders`` (or until the deadline, if there is one),
         /// then offer it again.
@@ -43,13 +52,16 @@ package struct PeerDeliveryStateMachine: Sendable {
     /// How the session wants a full outbox handled.
     package struct Policy: Sendable {
         package var limits: BufferLimits
-        /// Refuse with `outboxFull` instead of waiting.
+        /// What the unreliable messages waiting for the link may hold.
+        package var unreliableLimits: BufferLimits
+        /// Refuse reliable messages with `outboxFull` instead of waiting.
         package var failWhenFull: Bool
         /// How long of the peer's absence a sender waits for room.
         package var sendTimeout: Duration
 
-        package init(limits: BufferLimits, failWhenFull: Bool, sendTimeout: Duration) {
+        package init(limits: BufferLimits, unreliableLimits: BufferLimits, failWhenFull: Bool, sendTimeout: Duration) {
             self.limits = limits
+            self.unreliableLimits = unreliableLimits
             self.failWhenFull = failWhenFull
             self.sendTimeout = sendTimeout
         }
@@ -59,6 +71,8 @@ package struct PeerDeliveryStateMachine: Sendable {
     private let policy: Policy
     /// Nil until the first message (a peer only met costs nothing), and after ``forget(now:)``.
     package private(set) var outbox: OutboxStateMachine?
+    /// Unreliable messages for the current link, not written yet.
+    package private(set) var unreliable: UnreliableQueue
     /// The link the peer is active on, and the incarnation its HELLO named.
     private var link: (id: LinkID, incarnation: UInt64)?
     /// The current link once its first ACK said where to resume: the outbox flows on it.
@@ -83,6 +97,7 @@ package struct PeerDeliveryStateMachine: Sendable {
     package init(peerID: UUID, policy: Policy) {
         self.peerID = peerID
         self.policy = policy
+        unreliable = UnreliableQueue(limits: policy.unreliableLimits)
     }
 
     /// Whether the peer is active now.
@@ -93,7 +108,7 @@ package struct PeerDeliveryStateMachine: Sendable {
         let link = self.link.map { "\($0.id) (incarnation \($0.incarnation))" } ?? "no link"
         let resumed = resumedLink.map { "resumed on \($0)" } ?? "no resume point"
         let flushing = flushingLink.map { "flushing \($0)" } ?? "no flush"
-        return "\(link), \(resumed), \(flushing), \(outbox?.count ?? 0) messages in the outbox"
+        return "\(link), \(resumed), \(flushing), \(outbox?.count ?? 0) messages in the outbox, \(unreliable.count) unreliable waiting"
     }
 
     // MARK: Links
@@ -108,6 +123,7 @@ package struct PeerDeliveryStateMachine: Sendable {
         awaySince = nil
         met = true
         outbox?.linkLost()  // everything unacknowledged goes again, once the link says where from
+        unreliable.linkReplaced()
     }
 
     /// The peer left (its link `id` closed or was replaced; nil: whatever link it had).
@@ -117,7 +133,9 @@ package struct PeerDeliveryStateMachine: Sendable {
         resumedLink = nil
         awaySince = now
         outbox?.linkLost()
-        return [.wakeSenders]  // a wait for room has a deadline from now on
+        // A wait for room in the outbox has a deadline from now on; one for the link fails.
+        let lost = unreliable.removeAll()
+        return lost.isEmpty ? [.wakeSenders] : [.wakeSenders, .unreliableLost(typeNames: lost)]
     }
 
     /// The peer acknowledged everything through `sequence` on link `id`, except the message in
@@ -197,6 +215,23 @@ package struct PeerDeliveryStateMachine: Sendable {
         return .wait(until: deadline)
     }
 
+    /// Offers an unreliable message for the link the peer is active on now: refused if it has
+    /// none, kept if there is room (``Policy/unreliableLimits``), else to wait for
+    /// ``Action/wakeSenders`` (written messages make room; a link that goes refuses it).
+    package mutating func enqueueUnreliable(_ message: DataMessage) -> Enqueued {
+        guard link != nil else {
+            return .refused(MultipeerError(.peerNotActive, "peer \(peerID) is not active: it has no authenticated link now"))
+        }
+        guard unreliable.hasRoom(for: message.payload.readableBytes) else { return .wait(until: nil) }
+        unreliable.enqueue(message)
+        return .queued(ticket: 0, startFlush().map { [$0] } ?? [])
+    }
+
+    /// Whether an unreliable message of `bytes` fits now, for a peer active now.
+    package func hasUnreliableRoom(for bytes: Int) -> Bool {
+        isActive && unreliable.hasRoom(for: bytes)
+    }
+
     /// Whether a message of `bytes` fits the outbox now (a peer active now gets one if it has none).
     package func hasRoom(for bytes: Int) -> Bool {
         outbox?.hasRoom(for: bytes) ?? isActive
@@ -223,19 +258,24 @@ package struct PeerDeliveryStateMachine: Sendable {
         return frameLimit.map { message.frameLength <= $0 } ?? true
     }
 
-    /// The next frames a flush on `id` writes; nil when it is done (nothing left, or the link
-    /// is no longer the peer's: a new link gets a flush of its own).
-    package mutating func nextBatch(for id: LinkID) -> [LinkMessage]? {
-        guard link?.id == id, resumedLink == id, outbox != nil, let frameLimit else {
+    /// The next frames a flush on `id` writes: the unreliable messages waiting, then the
+    /// outbox's, once the link has said where to resume; and what follows from handing them out
+    /// (senders waiting for room in the unreliable queue may look again). Nil when the flush is
+    /// done (nothing left, or the link is no longer the peer's: a new link gets a flush of its own).
+    package mutating func nextBatch(for id: LinkID) -> (frames: [LinkMessage], actions: [Action])? {
+        guard link?.id == id, let frameLimit else {
             if flushingLink == id { flushingLink = nil }
             return nil
         }
-        let batch = outbox!.nextFrames(frameLimit: frameLimit, fragments: messageLimit != nil)
-        guard !batch.isEmpty else {
+        let fragments = messageLimit != nil
+        let waiting = unreliable.count
+        var frames = unreliable.nextFrames(frameLimit: frameLimit, fragments: fragments)
+        if resumedLink == id, outbox != nil { frames += outbox!.nextFrames(frameLimit: frameLimit, fragments: fragments) }
+        guard !frames.isEmpty else {
             if flushingLink == id { flushingLink = nil }
             return nil
         }
-        return batch
+        return (frames, unreliable.count < waiting ? [.wakeSenders] : [])
     }
 
     /// The flush on `id` stopped before ``nextBatch(for:)`` said it was done (its link went).
@@ -279,9 +319,10 @@ package struct PeerDeliveryStateMachine: Sendable {
         return outbox
     }
 
-    /// A flush on the current link, unless it has not said where to resume or one runs already.
+    /// A flush on the current link, unless one runs already or there is nothing it may write
+    /// (reliable messages wait for the link's resume point).
     private mutating func startFlush() -> Action? {
-        guard let id = link?.id, resumedLink == id, flushingLink != id else { return nil }
+        guard let id = link?.id, flushingLink != id, resumedLink == id || !unreliable.isEmpty else { return nil }
         flushingLink = id
         return .flush(id)
     }

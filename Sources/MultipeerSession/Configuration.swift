@@ -102,6 +102,11 @@ extension MultipeerSession {
         public var handshakeTimeout: Duration
         /// The reliable messages kept per peer until acknowledged. Default 1,024 messages, 8 MiB.
         public var outbox: BufferLimits
+        /// The unreliable messages waiting per peer for its link to take them. Default 256
+        /// messages, 1 MiB (or one larger message). While it is full, an unreliable `send` waits
+        /// and an unreliable `broadcast` skips the peer; what it holds when the link goes is
+        /// dropped and reported (``MessageDropReason/linkLost``).
+        public var unreliableQueue: BufferLimits
         /// When a peer's outbox is full: false (the default) makes `send` wait for room; true
         /// makes it throw `outboxFull` at once.
         public var failWhenOutboxFull: Bool
@@ -157,8 +162,10 @@ extension MultipeerSession {
             unsubscribedMessages: BufferLimits = BufferLimits(maximumCount: 256, maximumBytes: 1 << 20),
             maximumUnsubscribedTypes: Int = 16, eventBuffer: Int = 1_024, sendTimeout: Duration = .seconds(30),
             maximumHandshakesPerSource: Int = 8, firstBytesTimeout: Duration = .seconds(1),
-            maximumMessageLength: Int = 128 << 20
+            maximumMessageLength: Int = 128 << 20,
+            unreliableQueue: BufferLimits = BufferLimits(maximumCount: 256, maximumBytes: 1 << 20)
         ) {
+            self.unreliableQueue = unreliableQueue
             self.maximumMessageLength = maximumMessageLength
             self.maximumHandshakesPerSource = maximumHandshakesPerSource
             self.firstBytesTimeout = firstBytesTimeout

@@ -15,21 +15,28 @@ extension MultipeerSession {
     /// The delivery state of a peer not met before.
     func newDelivery(for peerID: UUID) -> PeerDeliveryStateMachine {
         PeerDeliveryStateMachine(peerID: peerID, policy: .init(
-            limits: configuration.limits.outbox, failWhenFull: configuration.limits.failWhenOutboxFull,
+            limits: configuration.limits.outbox, unreliableLimits: configuration.limits.unreliableQueue,
+            failWhenFull: configuration.limits.failWhenOutboxFull,
             sendTimeout: configuration.limits.sendTimeout))
     }
 
     /// Keeps `message` for `peerID` and sends it as soon as the peer's link can take it; returns
-    /// its ticket in the peer's outbox. Waits while the outbox is full (or throws `outboxFull`):
-    /// for as long as it takes while the peer is active, for at most `Limits.sendTimeout` of its
-    /// absence while it is away (then throws `peerAway`).
-    func enqueue(_ message: DataMessage, for peerID: UUID) async throws -> UInt64 {
+    /// its ticket in the peer's outbox (0 for an unreliable message).
+    ///
+    /// A reliable message waits while the outbox is full (or throws `outboxFull`): for as long
+    /// as it takes while the peer is active, for at most `Limits.sendTimeout` of its absence
+    /// while it is away (then throws `peerAway`). An unreliable one goes only to a peer active
+    /// now, and waits while its unreliable queue is full (`Limits.unreliableQueue`).
+    func enqueue(_ message: DataMessage, for peerID: UUID, delivery: Delivery = .reliable) async throws -> UInt64 {
         while true {
             guard lifecycle != .stopped else { throw MultipeerError(.sessionState, "the session has stopped") }
             // Before looking: a wake between the look and the wait (off the actor) is not missed.
             let wakes = senders.wakes(for: peerID)
             let outcome: PeerDeliveryStateMachine.Enqueued
-            if deliveries[peerID] != nil {
+            if delivery == .unreliable {
+                outcome = deliveries[peerID]?.enqueueUnreliable(message)
+                    ?? .refused(MultipeerError(.peerNotActive, "peer \(peerID) is not active: it has no authenticated link now"))
+            } else if deliveries[peerID] != nil {
                 // In place: a copy taken out of the dictionary would copy the whole outbox (so
                 // would `deliveries[peerID]?.enqueue(...) ?? ...`: measured, 85k -> 50k msg/s).
                 outcome = deliveries[peerID]!.enqueue(typeName: message.typeName, payload: message.payload, now: .now)
@@ -73,9 +80,12 @@ extension MultipeerSession {
     }
 
     /// Whether a message of `bytes` fits the peer's outbox now (an active peer without one yet
-    /// gets an empty one).
-    func hasOutboxRoom(for peerID: UUID, bytes: Int) -> Bool {
-        deliveries[peerID]?.hasRoom(for: bytes) ?? false
+    /// gets an empty one), or for `.unreliable`, its unreliable queue (an active peer's).
+    func hasRoom(for peerID: UUID, bytes: Int, delivery: Delivery) -> Bool {
+        switch delivery {
+        case .reliable: deliveries[peerID]?.hasRoom(for: bytes) ?? false
+        case .unreliable: deliveries[peerID]?.hasUnreliableRoom(for: bytes) ?? false
+        }
     }
 
     /// Throws `messageTooLarge` if the peer would refuse `message` (as its latest HELLO said):
@@ -85,22 +95,24 @@ extension MultipeerSession {
             message, localLimits: (configuration.limits.maximumFrameLength, configuration.limits.maximumMessageLength))
     }
 
-    /// Writes the outbox to `link` until nothing is left to send, the link is replaced or it
-    /// closes; run by the run loop, one per link at a time (``PeerDeliveryStateMachine``). Two
-    /// flushes writing at once could reach the link in either order, putting a later DATA before
-    /// an earlier one (the receiver drops it as a gap). A flush still waiting on a link that has
-    /// since been replaced never holds up the new link: that one gets a flush of its own. Never
-    /// run by a caller: a peer that reads slowly, or not at all, holds up only its own flush, not
-    /// a send, a broadcast to every peer or the link's reader.
+    /// Writes the unreliable messages waiting and the outbox to `link` until nothing is left to
+    /// send, the link is replaced or it closes; run by the run loop, one per link at a time
+    /// (``PeerDeliveryStateMachine``). Two flushes writing at once could reach the link in either
+    /// order, putting a later DATA before an earlier one (the receiver drops it as a gap). A flush
+    /// still waiting on a link that has since been replaced never holds up the new link: that one
+    /// gets a flush of its own. Never run by a caller: a peer that reads slowly, or not at all,
+    /// holds up only its own flush, not a send, a broadcast to every peer or the link's reader.
     ///
-    /// At most two batches are in the link at a time, one being written to the socket and the
-    /// next: a batch is taken from the outbox only once the one before the last was written.
-    /// So a message sent while a large one goes in fragments waits behind about two fragments,
-    /// not behind every fragment a writer's buffer would take before the link pushed back
-    /// (measured through NIO's async writer: up to 100 ms of them).
+    /// One batch is in the link at a time: the next is taken once it is written. So a message
+    /// sent while a large one goes in fragments waits behind about one fragment, not behind every
+    /// fragment a writer's buffer would take before the link pushed back (measured through NIO's
+    /// async writer: up to 100 ms of them). And the link's event loop finds its task queue empty
+    /// between batches, and reads its sockets: it runs its tasks until none is left before it
+    /// looks at them, and with a batch always queued (two in the link, or one task per message)
+    /// a sender whose peer kept up never read again, and its keepalive timed the link out.
     func flush(_ peerID: UUID, on link: LinkID) async {
-        var writing: EventLoopFuture<Void>?
-        while let batch = deliveries[peerID]?.nextBatch(for: link) {
+        while let (batch, actions) = deliveries[peerID]?.nextBatch(for: link) {
+            perform(actions, for: peerID)
             guard let channel = channel(for: link) else {
                 deliveries[peerID]?.flushAbandoned(link)  // closed: the next link resends
                 return
@@ -114,10 +126,8 @@ extension MultipeerSession {
                 }
             }
             // The link is closing if this fails; the outbox resends on the next one.
-            try? await writing?.get()
-            writing = written
+            try? await written.get()
         }
-        try? await writing?.get()
     }
 
     /// The peer acknowledged everything through `sequence` on link `id`, except the message in
@@ -141,6 +151,8 @@ extension MultipeerSession {
                 senders.wake(peerID)
             case .acknowledged(let ids):
                 for id in ids { acknowledgementWaits.removeValue(forKey: id)?.resume() }
+            case .unreliableLost(let typeNames):
+                report(dropped: typeNames, reason: .linkLost)
             case .dropped(let typeNames, let ids):
                 let limits = deliveries[peerID]?.messageLimit.map { "messages of at most \($0) bytes (its Limits.maximumMessageLength)" }
                     ?? "frames of at most \(deliveries[peerID]?.frameLimit ?? 0) bytes (its Limits.maximumFrameLength) and no fragments"
@@ -150,11 +162,16 @@ extension MultipeerSession {
                 for id in ids { acknowledgementWaits.removeValue(forKey: id)?.resume(throwing: error) }
                 logger.notice("queued messages dropped", metadata: [
                     "multipeer.peer.id": "\(peerID)", "multipeer.dropped": "\(typeNames.count)", "multipeer.error": "\(error)"])
-                for (typeName, count) in Dictionary(typeNames.map { ($0, 1) }, uniquingKeysWith: +).sorted(by: { $0.key < $1.key }) {
-                    metrics.dropped(reason: .tooLargeForPeer, count: count)
-                    subscriptions.emit(.messagesDropped(typeName: typeName, count: count, reason: .tooLargeForPeer))
-                }
+                report(dropped: typeNames, reason: .tooLargeForPeer)
             }
+        }
+    }
+
+    /// Reports messages dropped unsent (their type names, one entry each): per name, a metric and an event.
+    private func report(dropped typeNames: [String], reason: MessageDropReason) {
+        for (typeName, count) in Dictionary(typeNames.map { ($0, 1) }, uniquingKeysWith: +).sorted(by: { $0.key < $1.key }) {
+            metrics.dropped(reason: reason, count: count)
+            subscriptions.emit(.messagesDropped(typeName: typeName, count: count, reason: reason))
         }
     }
 

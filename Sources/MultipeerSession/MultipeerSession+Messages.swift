@@ -29,8 +29,10 @@ extension MultipeerSession {
     /// session: they wait in its outbox until acknowledged, through any number of redials. The
     /// call returns once the message is in the outbox (waiting for room there unless
     /// `failWhenOutboxFull`), not when it is written: a peer that reads slowly holds up nobody.
-    /// Unreliable ones go only to an active peer, written at once (waiting while its link
-    /// pushes back).
+    /// Unreliable ones go only to a peer active now: the call returns once the message waits for
+    /// the peer's link (waiting for room while ``Limits/unreliableQueue`` is full); if the link
+    /// goes before the message is written, it is lost, and reported as
+    /// ``SessionEvent/messagesDropped(typeName:count:reason:)`` (``MessageDropReason/linkLost``).
     ///
     /// - Parameters:
     ///   - message: What to send; it travels under its ``MultipeerSession/wireName(of:)``.
@@ -44,8 +46,8 @@ extension MultipeerSession {
     ///   the message is larger than the peer takes (its `Limits.maximumMessageLength`, announced
     ///   in HELLO); `codingFailed`; `CancellationError` when its task is cancelled while it
     ///   waits for room (the message is not queued). A message larger than 256 KiB goes in fragments, which other
-    ///   messages pass: messages of one type arrive in the order sent, of different types not
-    ///   necessarily.
+    ///   messages pass: messages of one type and delivery arrive in the order sent; of different
+    ///   types, or one reliable and one unreliable, not necessarily.
     public nonisolated func send<Message: Codable & Sendable>(
         _ message: Message, to peerID: UUID, delivery: Delivery = .reliable, awaitAcknowledgement: Bool = false
     ) async throws {
@@ -56,16 +58,8 @@ extension MultipeerSession {
 
     private func send(encoded data: DataMessage, to peerID: UUID, delivery: Delivery, awaitAcknowledgement: Bool) async throws {
         try checkFits(data, to: peerID)
-        switch delivery {
-        case .unreliable:
-            guard let id = activeLink(for: peerID) else {
-                throw MultipeerError(.peerNotActive, "peer \(peerID) is not active: it has no authenticated link now")
-            }
-            try await write(data, on: id)
-        case .reliable:
-            let ticket = try await enqueue(data, for: peerID)
-            if awaitAcknowledgement { try await waitForAcknowledgement(of: ticket, by: peerID) }
-        }
+        let ticket = try await enqueue(data, for: peerID, delivery: delivery)
+        if awaitAcknowledgement, delivery == .reliable { try await waitForAcknowledgement(of: ticket, by: peerID) }
     }
 
     /// Sends `message` to every peer; returns how many it was handed to.
@@ -77,7 +71,8 @@ extension MultipeerSession {
     /// earlier in this session and is away now (a link being redialled), as long as its outbox
     /// has room: a broadcast never waits for one peer, gone or slow, and a peer it skips is not
     /// counted (and is logged at debug level). Unreliable ones go to the active peers whose
-    /// links are not pushing back (a slow peer misses them, as unreliable messages may be).
+    /// unreliable queues have room (``Limits/unreliableQueue``): a slow peer misses them, as
+    /// unreliable messages may be.
     @discardableResult
     public nonisolated func broadcast<Message: Codable & Sendable>(_ message: Message, delivery: Delivery = .reliable) async throws -> Int {
         try await broadcast(encoded: try encode(message), delivery: delivery)
@@ -85,39 +80,23 @@ extension MultipeerSession {
 
     private func broadcast(encoded data: DataMessage, delivery: Delivery) async throws -> Int {
         var sent = 0
-        switch delivery {
-        case .reliable:
-            for peerID in Set(activePeerIDs()).union(knownPeerIDs()) {
-                guard fits(data, to: peerID) else { continue }
-                guard hasOutboxRoom(for: peerID, bytes: data.payload.readableBytes) else {
-                    logger.debug("broadcast skipped a peer whose outbox is full", metadata: ["multipeer.peer.id": "\(peerID)"])
-                    continue
-                }
-                _ = try await enqueue(data, for: peerID)  // (at once: there is room)
-                sent += 1
+        let peers = delivery == .reliable ? Set(activePeerIDs()).union(knownPeerIDs()) : Set(activePeerIDs())
+        for peerID in peers {
+            guard fits(data, to: peerID) else { continue }
+            guard hasRoom(for: peerID, bytes: data.payload.readableBytes, delivery: delivery) else {
+                logger.debug("broadcast skipped a peer that has no room for it", metadata: [
+                    "multipeer.peer.id": "\(peerID)", "multipeer.delivery": "\(delivery)"])
+                continue
             }
-        case .unreliable:
-            for peerID in activePeerIDs() {
-                guard let id = activeLink(for: peerID), fits(data, to: peerID) else { continue }
-                guard isWritable(id) else {
-                    logger.debug("broadcast skipped a peer whose link pushes back", metadata: ["multipeer.peer.id": "\(peerID)"])
-                    continue
-                }
-                do {
-                    try await write(data, on: id)
-                    sent += 1
-                } catch {
-                    logger.debug("broadcast skipped a closing link", metadata: ["multipeer.peer.id": "\(peerID)"])
-                }
-            }
+            _ = try await enqueue(data, for: peerID, delivery: delivery)  // (at once: there is room)
+            sent += 1
         }
         return sent
     }
 
     /// Sends `message` under another type name (for tests of what a receiver does with it).
     package func sendRaw<Message: Codable & Sendable>(_ message: Message, as typeName: String, to peerID: UUID) async throws {
-        guard let id = activeLink(for: peerID) else { throw MultipeerError(.peerNotActive, "peer \(peerID) is not active") }
-        try await write(try encode(message, as: typeName), on: id)
+        _ = try await enqueue(try encode(message, as: typeName), for: peerID, delivery: .unreliable)
     }
 
     /// The encoding `Message` travels in: its own choice, else the session's.

@@ -434,9 +434,9 @@ public actor MultipeerSession {
         var failure: MultipeerError?
         do {
             try await withTaskExecutorPreference(connection.executor) {
-                try await connection.channel.executeThenClose { inbound, outbound in
+                try await connection.channel.executeThenClose { inbound, _ in
                     // Closed at once if the table keeps another link, or the session is stopping.
-                    var closing = await self.linkEstablished(id, connection, outbound)
+                    var closing = await self.linkEstablished(id, connection)
                     if closing == nil {
                         do {
                             for try await message in inbound {
@@ -467,9 +467,7 @@ public actor MultipeerSession {
     }
 
     /// Records an established link; returns the GOODBYE reason if the link is to close at once.
-    private func linkEstablished(
-        _ id: LinkID, _ connection: PeerConnection, _ writer: NIOAsyncChannelOutboundWriter<LinkMessage>
-    ) -> GoodbyeReason? {
+    private func linkEstablished(_ id: LinkID, _ connection: PeerConnection) -> GoodbyeReason? {
         dials[id] = nil
         let hello = connection.remoteHello
         if let roster, !roster.admits(hello.key) {
@@ -479,7 +477,7 @@ public actor MultipeerSession {
                 "peer \(hello.peerID) at \(address) (\(hello.displayName), key \(hello.key.fingerprint)) proved its key, but the roster does not list it: its link is refused"))
             return .notInRoster  // never a link of the session: its own task closes it
         }
-        links[id] = LinkHandle(id: id, peerID: hello.peerID, channel: connection.channel.channel, writer: writer, quality: connection.quality)
+        links[id] = LinkHandle(id: id, peerID: hello.peerID, channel: connection.channel.channel, quality: connection.quality)
         metrics.linkOpened()
         let actions = table.linkEstablished(id, hello: hello)
         var closing: GoodbyeReason?
@@ -545,10 +543,6 @@ public actor MultipeerSession {
     /// Established links, counting any duplicate not yet closed (for tests).
     package var linkCount: Int { links.count }
 
-    func activeLink(for peerID: UUID) -> LinkID? {
-        table.activeLink(for: peerID)
-    }
-
     func activePeerIDs() -> [UUID] {
         Array(table.activePeers.keys)
     }
@@ -559,27 +553,6 @@ public actor MultipeerSession {
 
     /// How long a closing link's GOODBYE may take (Limits.goodbyeTimeout).
     nonisolated var goodbyeTimeout: TimeAmount { TimeAmount(configuration.limits.goodbyeTimeout) }
-
-    /// Whether the link takes writes now, without pushing back.
-    func isWritable(_ id: LinkID) -> Bool {
-        links[id]?.channel.isWritable ?? false
-    }
-
-    /// Writes an unreliable message on a link, whole or, if it is larger than a fragment and
-    /// the peer takes fragments, in fragments written together (the receiver puts one unreliable
-    /// message together at a time per link); suspends while the link pushes back.
-    func write(_ message: DataMessage, on id: LinkID) async throws {
-        guard let handle = links[id] else {
-            throw MultipeerError(.peerNotActive, "the link closed before the message could be sent")
-        }
-        if let delivery = deliveries[handle.peerID], delivery.messageLimit != nil, let frameLimit = delivery.frameLimit,
-           message.travelsInFragments(frameLimit: frameLimit) {
-            try await handle.writer.write(contentsOf: message.fragments(frameLimit: frameLimit).map { LinkMessage.fragment($0) })
-        } else {
-            try await handle.writer.write(.data(message))
-        }
-        metrics.sent(bytes: message.payload.readableBytes)
-    }
 
     private func redialDue(_ key: DialTarget.Key) {
         perform(table.redialDue(key))
@@ -747,7 +720,6 @@ struct LinkHandle: Sendable {
     /// The peer its HELLO named.
     var peerID: UUID
     var channel: any Channel
-    var writer: NIOAsyncChannelOutboundWriter<LinkMessage>
     var quality: LinkQualityBox
 
     /// Says GOODBYE (best effort) and closes the link once it is written, or given up after

@@ -102,6 +102,9 @@ public enum MessageDropReason: Hashable, Sendable, CustomStringConvertible {
     /// Part of a message arriving in fragments came, and the sender gave up the rest: it forgot
     /// this peer (``MultipeerSession/forget(peer:)``) while the message was on its way.
     case abandonedBySender
+    /// Unreliable messages waiting for the peer's link when it went, never written (sent with
+    /// ``Delivery/unreliable``, as such messages may be lost).
+    case linkLost
 
     /// Why, in a sentence.
     public var description: String {
@@ -110,6 +113,7 @@ public enum MessageDropReason: Hashable, Sendable, CustomStringConvertible {
         case .tooManyUnsubscribedTypes: "nobody subscribed to the type, and messages of as many other types as allowed were held already"
         case .tooLargeForPeer: "queued for a peer that came back taking smaller frames or messages than they need"
         case .abandonedBySender: "part of it arrived in fragments, and the sender gave up the rest (it forgot this peer)"
+        case .linkLost: "sent unreliably, and the peer's link went before it was written"
         }
     }
 }

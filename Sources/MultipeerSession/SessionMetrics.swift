@@ -60,6 +60,7 @@ extension MessageDropReason {
         case .tooManyUnsubscribedTypes: "too_many_unsubscribed_types"
         case .abandonedBySender: "abandoned_by_sender"
         case .tooLargeForPeer: "too_large_for_peer"
+        case .linkLost: "link_lost"
         }
     }
 }

@@ -123,6 +123,31 @@ import Testing
         #expect(link.wakeUp(now: .milliseconds(1100) + link.timeout, transport: reading(retransmitted: 1, outOfOrder: 1, heardAgo: 10)) == .timedOut)
     }
 
+    /// The peer's data waiting unread in this side's kernel (its event loop busy writing) is no
+    /// silence of the peer's: the silence counts from the latest arrival the transport shows.
+    /// A peer that sends nothing more is timed out a timeout after that arrival.
+    @Test func dataWaitingUnreadIsNoSilenceOfThePeers() {
+        func reading(arrivedAgo: Int) -> TransportReading {
+            TransportReading(outOfOrderSegments: 0, retransmittedSegments: 0, sinceHeard: .milliseconds(arrivedAgo), sinceDataArrived: .milliseconds(arrivedAgo))
+        }
+        var keepalive = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
+        // Nothing read since 0; the kernel got the peer's PINGs at 800 and 1,300 ms.
+        _ = keepalive.wakeUp(now: .milliseconds(500), transport: reading(arrivedAgo: 500))
+        _ = keepalive.wakeUp(now: .milliseconds(1000), transport: reading(arrivedAgo: 200))
+        #expect(keepalive.wakeUp(now: .milliseconds(1500), transport: reading(arrivedAgo: 200)) != .timedOut)
+        #expect(keepalive.nextWakeUp <= .milliseconds(2300))
+        #expect(keepalive.wakeUp(now: .milliseconds(2000), transport: reading(arrivedAgo: 1200)) != .timedOut, "an older reading changes nothing")
+        // Then nothing more arrives: timed out 1.5 s after the last arrival, 1,300 ms.
+        #expect(keepalive.wakeUp(now: .milliseconds(2799), transport: reading(arrivedAgo: 1499)) != .timedOut)
+        #expect(keepalive.wakeUp(now: .milliseconds(2800), transport: reading(arrivedAgo: 1500)) == .timedOut)
+        // Once read, the data is an arrival like any other, and the next silence counts from it.
+        var read = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
+        _ = read.wakeUp(now: .milliseconds(600), transport: reading(arrivedAgo: 100))
+        read.inboundActivity(now: .milliseconds(600))
+        #expect(read.wakeUp(now: .milliseconds(2099), transport: reading(arrivedAgo: 1599)) != .timedOut)
+        #expect(read.wakeUp(now: .milliseconds(2100), transport: reading(arrivedAgo: 1600)) == .timedOut)
+    }
+
     /// A link that replaces one on the same path starts out allowing for the silences the path
     /// showed (``SilenceMemory`` hands them over), and forgets them after two quiet minutes.
     @Test func aNewLinkStartsFromThePathsRecentSilences() {

@@ -7,7 +7,8 @@ import Testing
 @Suite struct PeerDeliveryStateMachineTests {
     static let start = ContinuousClock.now
     static let policy = PeerDeliveryStateMachine.Policy(
-        limits: BufferLimits(maximumCount: 2, maximumBytes: 1 << 20), failWhenFull: false, sendTimeout: .seconds(30))
+        limits: BufferLimits(maximumCount: 2, maximumBytes: 1 << 20), unreliableLimits: BufferLimits(maximumCount: 2, maximumBytes: 1 << 20),
+        failWhenFull: false, sendTimeout: .seconds(30))
 
     static func delivery(_ policy: PeerDeliveryStateMachine.Policy = policy) -> PeerDeliveryStateMachine {
         PeerDeliveryStateMachine(peerID: UUID(), policy: policy)
@@ -26,7 +27,7 @@ import Testing
         delivery.linkUp(LinkID(1), incarnation: 7, frameLimit: 1 << 20)
         #expect(Self.enqueue(&delivery) == .queued(ticket: 1, []), "no flush before the link says where to resume")
         #expect(delivery.acknowledged(through: 0, on: LinkID(1)) == [.flush(LinkID(1)), .wakeSenders])
-        #expect(delivery.nextBatch(for: LinkID(1))?.map(\.sequence) == [1])
+        #expect(delivery.nextBatch(for: LinkID(1))?.frames.map(\.sequence) == [1])
         #expect(delivery.nextBatch(for: LinkID(1)) == nil, "all written")
         #expect(Self.enqueue(&delivery) == .queued(ticket: 2, [.flush(LinkID(1))]), "the flush had ended: a new one")
         #expect(Self.enqueue(&delivery) == .wait(until: nil), "full, and the peer is active: wait as long as it reads")
@@ -42,7 +43,7 @@ import Testing
         #expect(delivery.outbox?.count == 1)
         #expect(delivery.nextBatch(for: LinkID(1)) == nil, "the old link's flush ends")
         #expect(delivery.acknowledged(through: 0, on: LinkID(2)) == [.flush(LinkID(2)), .wakeSenders])
-        #expect(delivery.nextBatch(for: LinkID(2))?.map(\.sequence) == [1])
+        #expect(delivery.nextBatch(for: LinkID(2))?.frames.map(\.sequence) == [1])
     }
 
     @Test func aSenderWaitsForAnAbsentPeerAtMostTheSendTimeout() {
@@ -58,7 +59,7 @@ import Testing
             return
         }
         #expect(error.code == .peerAway)
-        var failing = Self.delivery(.init(limits: Self.policy.limits, failWhenFull: true, sendTimeout: .seconds(30)))
+        var failing = Self.delivery(.init(limits: Self.policy.limits, unreliableLimits: Self.policy.unreliableLimits, failWhenFull: true, sendTimeout: .seconds(30)))
         failing.linkUp(LinkID(1), incarnation: 7, frameLimit: 1 << 20)
         _ = Self.enqueue(&failing)
         _ = Self.enqueue(&failing)
@@ -78,7 +79,7 @@ import Testing
         let first = delivery.waitForAcknowledgement(of: 1)
         let second = delivery.waitForAcknowledgement(of: 2)
         #expect(first != nil && second != nil && first != second)
-        #expect(delivery.nextBatch(for: LinkID(1))?.count == 2, "written")
+        #expect(delivery.nextBatch(for: LinkID(1))?.frames.count == 2, "written")
         #expect(delivery.acknowledged(through: .max, on: LinkID(1)) == [.wakeSenders], "more than was written: ignored")
         #expect(delivery.acknowledged(through: 1, on: LinkID(1)) == [.wakeSenders, .acknowledged([first!])])
         #expect(delivery.acknowledged(through: 2, on: LinkID(1)) == [.wakeSenders, .acknowledged([second!])])
@@ -104,7 +105,44 @@ import Testing
         delivery.linkUp(LinkID(2), incarnation: 7, frameLimit: 1 << 20)
         #expect(delivery.acknowledged(through: 5, on: LinkID(2)) == [.flush(LinkID(2)), .wakeSenders])
         #expect(Self.enqueue(&delivery) == .queued(ticket: 1, []), "the flush started on resuming writes it")
-        #expect(delivery.nextBatch(for: LinkID(2))?.map(\.sequence) == [6])
+        #expect(delivery.nextBatch(for: LinkID(2))?.frames.map(\.sequence) == [6])
+    }
+
+    static func unreliable(_ typeName: String = "Note", bytes: Int = 2) -> DataMessage {
+        try! DataMessage(sequence: 0, typeName: typeName, payload: ByteBuffer(repeating: 0x7B, count: bytes))
+    }
+
+    /// Unreliable messages go from the link's first moment (no resume point to wait for), in
+    /// the flush's batches before the reliable ones; the queue's bound holds senders back until
+    /// a batch takes messages out; a link that goes drops and reports what waited.
+    @Test func unreliableMessagesShareTheFlushAndItsBound() {
+        var delivery = Self.delivery()
+        guard case .refused(let error) = delivery.enqueueUnreliable(Self.unreliable()), error.code == .peerNotActive else {
+            Issue.record("only to a peer active now")
+            return
+        }
+        delivery.linkUp(LinkID(1), incarnation: 7, frameLimit: 1 << 20)
+        #expect(delivery.enqueueUnreliable(Self.unreliable()) == .queued(ticket: 0, [.flush(LinkID(1))]), "before the resume point")
+        #expect(Self.enqueue(&delivery) == .queued(ticket: 1, []), "a reliable one waits for the resume point")
+        #expect(delivery.enqueueUnreliable(Self.unreliable()) == .queued(ticket: 0, []), "the flush runs")
+        #expect(delivery.enqueueUnreliable(Self.unreliable()) == .wait(until: nil), "two at most")
+        #expect(delivery.hasUnreliableRoom(for: 2) == false)
+        let first = delivery.nextBatch(for: LinkID(1))
+        #expect(first?.frames.map(\.sequence) == [0, 0], "the unreliable ones alone")
+        #expect(first?.actions == [.wakeSenders], "room again")
+        #expect(delivery.nextBatch(for: LinkID(1)) == nil, "the flush ends: the reliable one waits")
+        #expect(delivery.acknowledged(through: 0, on: LinkID(1)) == [.flush(LinkID(1)), .wakeSenders])
+        #expect(delivery.enqueueUnreliable(Self.unreliable()) == .queued(ticket: 0, []))
+        let second = delivery.nextBatch(for: LinkID(1))
+        #expect(second?.frames.map(\.sequence) == [0, 1], "unreliable first, then reliable, in one batch")
+        _ = delivery.enqueueUnreliable(Self.unreliable("Chart"))
+        _ = delivery.enqueueUnreliable(Self.unreliable("Note"))
+        #expect(delivery.linkDown(LinkID(1), now: Self.start) == [.wakeSenders, .unreliableLost(typeNames: ["Chart", "Note"])])
+        #expect(delivery.unreliable.isEmpty)
+        guard case .refused(let gone) = delivery.enqueueUnreliable(Self.unreliable()), gone.code == .peerNotActive else {
+            Issue.record("a sender waiting for room is refused once the link went")
+            return
+        }
     }
 }
 

@@ -195,6 +195,42 @@ import Testing
         }
     }
 
+    /// Unreliable messages sent flat out for 5 s, read as fast as they come: every send
+    /// succeeds, the link stays up, and messages arrive throughout. (The sender's own keepalive
+    /// used to time the link out within seconds: each unreliable message was a task of its own
+    /// on the link's event loop, which runs its tasks until none is left before it reads its
+    /// sockets again, so it never read the peer's PINGs.)
+    @Test(.timeLimit(.minutes(2))) func anUnreliableFloodKeepsItsLink() async throws {
+        try await withPair { listener, dialler in
+            let notes = listener.messages(of: Note.self)
+            let target = listener.peerID
+            let sending = Task {
+                let end = ContinuousClock.now + .seconds(5)
+                var sent = 0
+                while ContinuousClock.now < end {
+                    try await dialler.send(Note(text: "\(sent)"), to: target, delivery: .unreliable)
+                    sent += 1
+                }
+                return sent
+            }
+            let reading = Task {
+                var received = 0
+                for await _ in notes { received += 1 }
+                return received
+            }
+            let sent = try await sending.value
+            try await dialler.send(Marker(), to: target, awaitAcknowledgement: true)
+            reading.cancel()
+            let received = await reading.value
+            #expect(sent > 1_000 && received > 1_000, "sent \(sent), received \(received)")
+            #expect(await dialler.linkStats(for: listener.peerID)?.reconnects == 0, "the link stayed up")
+            #expect(await listener.linkStats(for: dialler.peerID)?.reconnects == 0, "the link stayed up")
+        }
+    }
+
+    /// A message type of its own, which nothing else in these tests sends.
+    struct Marker: Codable, Sendable {}
+
     /// A sender that raised its own message limit cannot send the receiver a message larger
     /// than the receiver announced: the send is refused, naming both limits, and nothing is
     /// queued to wedge the outbox (it used to be sent, refused, redialled and resent for good,
