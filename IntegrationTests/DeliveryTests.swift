@@ -410,4 +410,34 @@ extension DeliveryTests {
         #expect(try written() == [.flow(reading: true)])
         #expect(counter.reads == 1, "the read withheld is made")
     }
+
+    /// One message larger than the stream's bytes, alone in it, does not stop the link: its
+    /// reader takes it next, and the messages of other types behind it on the link go on (a
+    /// position report beside a chart used to wait for the chart's reader). A second message
+    /// behind it does.
+    @Test func aLargeMessageAloneInItsStreamDoesNotStopTheLink() async throws {
+        var limits = MultipeerSession.Limits()
+        limits.receiveBuffer = BufferLimits(maximumCount: 16, maximumBytes: 1_024)
+        let subscriptions = Subscriptions(limits: limits, metrics: SessionMetrics(localName: "test"))
+        let notes = subscriptions.messages(of: Note.self, named: "Note")
+        let channel = EmbeddedChannel()
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        try channel.pipeline.syncOperations.addHandler(DeliveryHandler(inbox: Inbox(
+            windows: ReceiveWindows(), subscriptions: subscriptions, metrics: SessionMetrics(localName: "test"))))
+        channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: try Hello(identity: PeerIdentity(), incarnation: 1, displayName: "sender")))
+        channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+        #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0))
+        let large = String(repeating: "x", count: 4_096)
+        for (sequence, text) in [(1, large), (2, "small")] {
+            try channel.writeInbound(LinkMessage.data(try DataMessage(
+                sequence: UInt64(sequence), typeName: "Note", payload: ByteBuffer(string: #"{"text":"\#(text)"}"#))))
+        }
+        #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(1), "4 KiB alone in a 1 KiB stream: no FLOW")
+        #expect(try channel.readOutbound(as: LinkMessage.self) == .flow(reading: false), "a second behind it stops the link")
+        #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(2))
+        var reader = notes.makeAsyncIterator()
+        #expect(await reader.next()?.message.text == large)
+        channel.embeddedEventLoop.run()
+        #expect(try channel.readOutbound(as: LinkMessage.self) == .flow(reading: true), "one small message left: reading again")
+    }
 }

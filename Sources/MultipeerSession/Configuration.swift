@@ -138,9 +138,10 @@ extension MultipeerSession {
         public var goodbyeTimeout: Duration
         /// What each stream of ``MultipeerSession/messages(of:)`` holds before the links that
         /// feed it stop reading (and TCP pushes back on the senders): default 1,024 messages or
-        /// 4 MiB of encoded payload. Reading resumes at half. One read of a link may bring more
-        /// before it stops: at most 256 KiB (four socket reads of 64 KiB) and the rest of one
-        /// frame, per link.
+        /// 4 MiB of encoded payload; one message larger than the bytes alone in it does not stop
+        /// them (its reader takes it next), a second behind it does. Reading resumes at half. One
+        /// read of a link may bring more before it stops: at most 256 KiB (four socket reads of
+        /// 64 KiB) and the rest of one frame, per link.
         public var receiveBuffer: BufferLimits
         /// What is held, per message type name, for a first subscriber when a message arrives
         /// that nobody subscribed to: default 256 messages or 1 MiB; beyond it the oldest are

@@ -40,8 +40,8 @@ public struct SessionStream<Element: Sendable>: AsyncSequence, Sendable {
 /// `for await (peer, message) in session.messages(of: Note.self)`.
 ///
 /// The stream holds at most ``MultipeerSession/Limits/receiveBuffer`` (1,024 messages, 4 MiB
-/// of encoded payload by default), and what one read of a link brings beyond it (256 KiB and
-/// the rest of a frame). When it is full, the links it is fed from stop reading until it is half
+/// of encoded payload by default) or one larger message and the next, and what one read of a
+/// link brings beyond it (256 KiB and the rest of a frame). When it is full, the links it is fed from stop reading until it is half
 /// empty: TCP pushes back on the senders, their outboxes fill and their `send` waits (or throws
 /// `outboxFull`). A slow reader slows the senders; it never makes this process hold more. A
 /// stream that nobody reads holds up every link that carries its type, so end the loop (or drop

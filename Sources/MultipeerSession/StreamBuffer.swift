@@ -64,8 +64,10 @@ final class StreamBuffer<Element: Sendable>: Sendable {
         self.onTermination = onTermination
     }
 
+    /// At its count, or over its bytes with more than one element: one element larger than the
+    /// bound alone (a large message the reader will take next) is no reason to stop.
     private static func isFull(_ state: State, _ limits: BufferLimits) -> Bool {
-        state.count >= limits.maximumCount || state.cost >= limits.maximumBytes
+        state.count >= limits.maximumCount || (state.cost >= limits.maximumBytes && state.count > 1)
     }
 
     /// Hands `element` (of `cost` bytes) to the consumer; never waits. When this fills the
