@@ -17,7 +17,8 @@ package import NIOCore
 /// waiting for room, end acknowledgement waits, report messages dropped. Time is an input (`now`).
 package struct PeerDeliveryStateMachine: Sendable {
     package enum Action: Equatable, Sendable {
-        /// Write the outbox to this link, in a task of its own (``nextBatch(for:)``).
+        /// Write what waits for this link (the unreliable messages, the outbox), in a task of its
+        /// own (``nextBatch(for:)``).
         case flush(LinkID)
         /// Senders waiting for room in the outbox may look again.
         case wakeSenders
