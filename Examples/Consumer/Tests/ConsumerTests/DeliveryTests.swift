@@ -199,9 +199,11 @@ import Testing
     /// succeeds, the link stays up, and messages arrive throughout. (The sender's own keepalive
     /// used to time the link out within seconds: each unreliable message was a task of its own
     /// on the link's event loop, which runs its tasks until none is left before it reads its
-    /// sockets again, so it never read the peer's PINGs.)
+    /// sockets again, so it never read the peer's PINGs.) The dialler's unreliable queue holds
+    /// 8 messages here (`Limits.unreliableQueue`): its sends wait for room, and go on.
     @Test(.timeLimit(.minutes(2))) func anUnreliableFloodKeepsItsLink() async throws {
-        try await withPair { listener, dialler in
+        let small = MultipeerSession.Limits(unreliableQueue: BufferLimits(maximumCount: 8, maximumBytes: 64 << 10))
+        try await withPair(diallerLimits: small) { listener, dialler in
             let notes = listener.messages(of: Note.self)
             let target = listener.peerID
             let sending = Task {
