@@ -79,18 +79,6 @@ extension DataMessage {
         // The type name and bounds were checked when the message was made: this cannot fail.
         return try! Fragment(sequence: sequence, offset: offset, length: payload.readableBytes, typeName: typeName, bytes: bytes)
     }
-
-    /// The whole message as fragments, in order.
-    package func fragments(frameLimit: Int) -> [Fragment] {
-        var fragments: [Fragment] = []
-        var offset = 0
-        while offset < payload.readableBytes {
-            let fragment = fragment(from: offset, frameLimit: frameLimit)
-            fragments.append(fragment)
-            offset += fragment.bytes.readableBytes
-        }
-        return fragments
-    }
 }
 
 /// A message being put together from its fragments, as they arrive in order.

@@ -132,10 +132,13 @@ package struct KeepaliveStateMachine: Sendable {
     /// path's stall: ``stallFactor`` times the configured timeout.
     package var stallLimit: Duration { parameters.timeout * Self.stallFactor }
 
-    /// When the silence under way times the link out: ``timeout`` after the last arrival (read,
-    /// or waiting to be), or later as the transport shows (see the type's description).
+    /// The peer's last arrival: read, or waiting in this side's kernel to be.
+    private var lastArrival: Duration { max(lastInbound, unreadArrival ?? lastInbound) }
+
+    /// When the silence under way times the link out: ``timeout`` after the last arrival, or
+    /// later as the transport shows (see the type's description).
     private var timeoutDue: Duration {
-        var due = max(lastInbound, unreadArrival ?? lastInbound) + (lossyPath ? ceiling : timeout)
+        var due = lastArrival + (lossyPath ? ceiling : timeout)
         if let peerSending { due = min(max(due, peerSending + ceiling), lastInbound + stallLimit) }
         return due
     }
@@ -232,7 +235,7 @@ package struct KeepaliveStateMachine: Sendable {
                 transportBaseline = (now, reading)
             }
             transportLatest = reading
-            if let since = reading.sinceDataArrived, now - since > max(lastInbound, unreadArrival ?? lastInbound) {
+            if let since = reading.sinceDataArrived, now - since > lastArrival {
                 unreadArrival = now - since
             }
         }
