@@ -106,20 +106,22 @@ import Testing
         }
     }
 
-    /// TCP_NODELAY, TCP_USER_TIMEOUT and TCP_RTO_MAX_MS (1 s, where the kernel has it) on both
-    /// ends; and the keepalive's reading of TCP_INFO finds the fields where Linux puts them.
+    /// TCP_NODELAY, TCP_USER_TIMEOUT, TCP_NOTSENT_LOWAT (a fragment's length) and TCP_RTO_MAX_MS
+    /// (1 s, where the kernel has it) on both ends; and the keepalive's reading of TCP_INFO finds
+    /// the fields where Linux puts them.
     @Test(.scaledTimeLimit(minutes: 1))
-    func linksSetTCPNoDelayAndTheConfiguredUserTimeout() async throws {
+    func linksSetTheirTCPOptions() async throws {
         var serverConfiguration = try LinkFixtures.configuration(name: "server")
         serverConfiguration.tcpUserTimeout = .milliseconds(1500)
         var clientConfiguration = try LinkFixtures.configuration(name: "client")
         clientConfiguration.tcpUserTimeout = .milliseconds(1500)
-        let (accepted, acceptedLink) = AsyncStream<(SocketOptionValue, SocketOptionValue)>.makeStream()
+        let (accepted, acceptedLink) = AsyncStream<(SocketOptionValue, SocketOptionValue, SocketOptionValue)>.makeStream()
         let serve: @Sendable (PeerConnection) async -> Void = { link in
             let channel = link.channel.channel
             if let noDelay = try? await channel.getOption(.tcpOption(.tcp_nodelay)).get(),
-               let userTimeout = try? await channel.getOption(.tcpOption(NIOBSDSocket.Option(rawValue: TCP_USER_TIMEOUT))).get() {
-                acceptedLink.yield((noDelay, userTimeout))
+               let userTimeout = try? await channel.getOption(.tcpOption(NIOBSDSocket.Option(rawValue: TCP_USER_TIMEOUT))).get(),
+               let unsent = try? await channel.getOption(LinkConfiguration.unsentBytesLowWater).get() {
+                acceptedLink.yield((noDelay, userTimeout, unsent))
             }
             await echo(link)
         }
@@ -128,6 +130,7 @@ import Testing
             let channel = link.channel.channel
             #expect(try await channel.getOption(.tcpOption(.tcp_nodelay)).get() != 0)
             #expect(try await channel.getOption(.tcpOption(NIOBSDSocket.Option(rawValue: TCP_USER_TIMEOUT))).get() == 1500)
+            #expect(try await channel.getOption(LinkConfiguration.unsentBytesLowWater).get() == SocketOptionValue(DataMessage.fragmentLength))
             if let rtoMax = try? await channel.getOption(LinkConfiguration.maximumRetransmissionTimeout).get() {
                 #expect(rtoMax == 1_000)
             }
@@ -141,6 +144,7 @@ import Testing
             let serverSide = await iterator.next()
             #expect(serverSide?.0 != 0)
             #expect(serverSide?.1 == 1500)
+            #expect(serverSide?.2 == SocketOptionValue(DataMessage.fragmentLength))
             #expect(try await roundTrip("options", over: link) == "options")
         }
     }

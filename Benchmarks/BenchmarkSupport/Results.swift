@@ -274,9 +274,13 @@ public struct ProbeLatency: Codable, Sendable {
     public var p50Milliseconds: Double
     public var p99Milliseconds: Double
     public var maxMilliseconds: Double
+    /// Payload buffers mapped afresh while the probes ran (none once the large messages' memory
+    /// is warm; each is memory first touched, on a host that backs it only then a stall of its own).
+    public var freshMappings: Int
 
-    public init(besideLargeMessages: Bool, milliseconds: [Double]) {
+    public init(besideLargeMessages: Bool, milliseconds: [Double], freshMappings: Int) {
         self.besideLargeMessages = besideLargeMessages
+        self.freshMappings = freshMappings
         count = milliseconds.count
         p50Milliseconds = Bench.percentile(milliseconds, 0.5)
         p99Milliseconds = Bench.percentile(milliseconds, 0.99)

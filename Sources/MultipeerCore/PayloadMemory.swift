@@ -27,8 +27,9 @@ package enum PayloadMemory {
     package static let largeCapacity = 1 << 20
     /// The most spare mappings kept.
     package static let spareLimit = 4
-    /// The most bytes of spare mappings kept, in all.
-    package static let spareBytesLimit = 512 << 20
+    /// The most bytes of spare mappings kept, in all: address space, four buffers of a 64 MiB
+    /// message (NIO rounds a capacity up to a power of two: 128 MiB each, half of it touched).
+    package static let spareBytesLimit = 1 << 30
     /// A spare not used again within this is unmapped (at the next large allocation or release).
     package static let spareLifetime = Duration.seconds(5)
 
@@ -36,6 +37,10 @@ package enum PayloadMemory {
     package static var spares: (count: Int, bytes: Int) {
         pool.withLock { ($0.spares.count, $0.spares.reduce(0) { $0 + $1.length }) }
     }
+
+    /// How many mappings were made so far, spares taken again not counted (for benchmarks: a
+    /// flow of large messages is warm once it makes no more).
+    package static var mappingsMade: Int { mappings.load(ordering: .relaxed) }
 
     /// Unmaps every spare mapping.
     package static func releaseSpares() {
@@ -88,6 +93,7 @@ package enum PayloadMemory {
     }
 
     fileprivate static let pool = Mutex(Pool())
+    private static let mappings = Atomic(0)
 
     fileprivate static func header(of bytes: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Header> {
         (bytes - headerSize).assumingMemoryBound(to: Header.self)
@@ -112,6 +118,7 @@ package enum PayloadMemory {
             guard let mapped = mmap(nil, wanted, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
                   mapped != MAP_FAILED else { fatalError("PayloadMemory: mmap of \(wanted) bytes failed: \(String(cString: strerror(errno)))") }
             _ = madvise(mapped, wanted, MADV_HUGEPAGE)  // a hint: without it, 4 KiB pages
+            mappings.add(1, ordering: .relaxed)
             (base, length) = (mapped, wanted)
         }
         base.initializeMemory(as: Header.self, repeating: Header(capacity: length - headerSize, mappedLength: length), count: 1)

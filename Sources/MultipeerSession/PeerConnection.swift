@@ -56,6 +56,7 @@ package struct LinkConfiguration: Sendable {
         let handlers = channel.pipeline.syncOperations
         // Linux before 6.15 has no such option: its TCP then backs off as it always did.
         try? channel.syncOptions?.setOption(LinkConfiguration.maximumRetransmissionTimeout, value: 1_000)
+        try channel.syncOptions?.setOption(LinkConfiguration.unsentBytesLowWater, value: SocketOptionValue(DataMessage.fragmentLength))
         if let firstBytesTimeout { try handlers.addHandler(FirstBytesDeadline(firstBytesTimeout, role: role)) }
         try handlers.addHandler(InboundActivityHandler(keepalive: keepalive))
         try handlers.addHandler(TLSHandler(engine: engine))
@@ -79,6 +80,15 @@ package struct LinkConfiguration: Sendable {
     /// small messages), a lost one is retransmitted at a steady RTO instead of doubling it six
     /// times over, so a lossy path stalls for a few round trips, not for seconds.
     static let thinLinearTimeouts = ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: TCP_THIN_LINEAR_TIMEOUTS))
+
+    /// TCP_NOTSENT_LOWAT, set to a fragment's length (256 KiB): the kernel takes no more than
+    /// that beyond what it has sent, and the link's batches wait for room in the outbox, where
+    /// a small message sent later goes ahead of a large message's remaining fragments. Without
+    /// it the socket took up to 4 MB of fragments ahead of the small message on loopback (its
+    /// p99 beside 64 MiB messages: 5 ms warm, 15-20 ms with fresh memory; with it, 2.6-3 ms).
+    /// It bounds only bytes not yet sent: the bytes in flight are still the congestion
+    /// window's, so a long or fast path is not slowed.
+    static let unsentBytesLowWater = ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: TCP_NOTSENT_LOWAT))
 
     /// TCP_RTO_MAX_MS (Linux 6.15, not yet in this system's headers), in milliseconds: TCP
     /// retransmits a lost segment at least this often instead of doubling its wait up to two
