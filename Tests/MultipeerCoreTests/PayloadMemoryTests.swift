@@ -69,6 +69,49 @@ import Testing
         #expect(PayloadMemory.spares.count == 0)
     }
 
+    /// A made-up spare (the pool never touches its memory) of `megabytes`, used at `used`.
+    static func spare(_ number: Int, megabytes: Int, used: ContinuousClock.Instant) -> PayloadMemory.Spare {
+        PayloadMemory.Spare(base: UnsafeMutableRawPointer(bitPattern: number << 12)!, length: megabytes << 20, used: used)
+    }
+
+    /// A flow that needs a fourth buffer only now and then keeps it: the spares that could have
+    /// served a buffer taken count as used then, and only a spare no buffer could use for the
+    /// lifetime goes.
+    @Test func aSpareThatCouldHaveServedAFlowStaysWithIt() {
+        let start = ContinuousClock.now
+        let lifetime = PayloadMemory.spareLifetime
+        var pool = PayloadMemory.Pool()
+        #expect(pool.keep(Self.spare(1, megabytes: 130, used: start)).isEmpty)
+        #expect(pool.keep(Self.spare(2, megabytes: 130, used: start)).isEmpty)
+        #expect(pool.keep(Self.spare(3, megabytes: 4, used: start)).isEmpty)
+        // The flow of 64 MiB messages (130 MiB mappings) takes one and gives it back, again and
+        // again; the other 130 MiB spare waits for a peak.
+        var now = start
+        for _ in 0..<4 {
+            now += lifetime * 0.6
+            let taken = pool.take(length: 130 << 20, now: now)
+            #expect(taken != nil)
+            #expect(pool.keep(PayloadMemory.Spare(base: taken!.base, length: taken!.length, used: now)).allSatisfy { $0.length == 4 << 20 })
+        }
+        #expect(pool.spares.map(\.length).sorted() == [130 << 20, 130 << 20], "the 4 MiB spare, which no 64 MiB buffer could use, went")
+        // The flow stops: after a lifetime, both go.
+        #expect(pool.expired(now: now + lifetime * 1.1).count == 2)
+        #expect(pool.spares.isEmpty)
+    }
+
+    @Test func theOldestSparesGoBeyondTheBounds() {
+        let now = ContinuousClock.now
+        var pool = PayloadMemory.Pool()
+        for number in 1...PayloadMemory.spareLimit {
+            #expect(pool.keep(Self.spare(number, megabytes: 8, used: now)).isEmpty)
+        }
+        #expect(pool.keep(Self.spare(99, megabytes: 8, used: now)).map(\.base) == [Self.spare(1, megabytes: 8, used: now).base])
+        // Bytes: one spare of the whole bound pushes out all the others.
+        let unmapped = pool.keep(Self.spare(100, megabytes: PayloadMemory.spareBytesLimit >> 20, used: now))
+        #expect(unmapped.count == PayloadMemory.spareLimit)
+        #expect(pool.spares.count == 1)
+    }
+
     /// A Data decoded from a payload shares its storage; the mapping is kept only once the Data
     /// is gone too.
     @Test func aDataSharingALargeBufferKeepsItUntilReleased() {
