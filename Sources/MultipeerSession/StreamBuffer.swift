@@ -89,14 +89,29 @@ final class StreamBuffer<Element: Sendable>: Sendable {
         return outcome
     }
 
+    /// A consumer that waited, and the element it gets once ``resume()`` is called.
+    struct Wake: Sendable {
+        fileprivate let waiter: CheckedContinuation<Element?, Never>
+        fileprivate let element: Element
+
+        func resume() {
+            waiter.resume(returning: element)
+        }
+    }
+
     /// Hands `element` to the consumer; when the buffer is full, sheds the oldest element for
     /// which `expendable` holds, or else the oldest, and counts it for the consumer.
-    func offerShedding(_ element: Element, expendable: (Element) -> Bool) {
-        let waiter = state.withLockedValue { state -> CheckedContinuation<Element?, Never>? in
+    ///
+    /// Returns the consumer's wake if it was waiting: the caller resumes it once it holds no
+    /// lock of its own. (A consumer's cancellation ends the stream holding its task's lock and
+    /// then calls `onTermination`, which takes the lock of whoever offers; resuming the task
+    /// needs the task's lock. Under the offerer's lock, that deadlocked both threads.)
+    func offerShedding(_ element: Element, expendable: (Element) -> Bool) -> Wake? {
+        state.withLockedValue { state -> Wake? in
             guard !state.terminated, !state.finished else { return nil }
             if let waiter = state.waiter {
                 state.waiter = nil
-                return waiter
+                return Wake(waiter: waiter, element: element)
             }
             // (What the consumer's batch holds is the consumer's: only what is still here is shed.)
             if Self.isFull(state, limits), !state.elements.isEmpty {
@@ -107,7 +122,6 @@ final class StreamBuffer<Element: Sendable>: Sendable {
             state.elements.append(Stored(element: element, cost: 0))
             return nil
         }
-        waiter?.resume(returning: element)
     }
 
     private enum Take {
@@ -116,8 +130,15 @@ final class StreamBuffer<Element: Sendable>: Sendable {
         case empty
     }
 
-    /// The next element, waiting for one; nil once the stream has ended. One consumer at a time.
+    /// The next element, waiting for one; nil once the stream has ended, or the consumer's task
+    /// is cancelled. One consumer at a time.
     func next() async -> Element? {
+        // Before what is buffered: a cancelled consumer whose elements keep coming would never
+        // run out of them and wait, where the cancellation handler ends the stream.
+        if Task.isCancelled {
+            terminate()
+            return nil
+        }
         if let element = batch.withLockedValue({ $0.elements.popFirst()?.element }) { return element }
         switch refill() {
         case .element(let element): return element

@@ -84,9 +84,10 @@ final class Subscriptions: Sendable {
             onTermination: { [weak self] in self?.state.withLockedValue { _ = $0.events.removeValue(forKey: id) } })
         state.withLockedValue { state in
             guard !state.finished else { return buffer.finish() }
-            if let port = state.port { buffer.offerShedding(.listening(port: port), expendable: Self.isStats) }
+            // (Nobody reads the stream yet: these wake no reader.)
+            if let port = state.port { _ = buffer.offerShedding(.listening(port: port), expendable: Self.isStats) }
             for peer in state.active.values.sorted(by: { $0.id.uuidString < $1.id.uuidString }) {
-                buffer.offerShedding(.peerJoined(peer), expendable: Self.isStats)
+                _ = buffer.offerShedding(.peerJoined(peer), expendable: Self.isStats)
             }
             state.events[id] = buffer
         }
@@ -96,16 +97,18 @@ final class Subscriptions: Sendable {
     /// Hands `event` to every event stream, and keeps the state a new stream starts with.
     func emit(_ event: SessionEvent) {
         // Under the lock, so that streams see events in the order they were emitted, and a new
-        // stream's starting state is exactly what came before its first event.
-        state.withLockedValue { state in
+        // stream's starting state is exactly what came before its first event. The readers
+        // waiting are woken after it: one cancelled meanwhile takes the lock to leave.
+        let wakes = state.withLockedValue { state in
             switch event {
             case .listening(let port): state.port = port
             case .peerJoined(let peer): state.active[peer.id] = peer
             case .peerLeft(let peer, _): state.active[peer.id] = nil
             default: break
             }
-            for buffer in state.events.values { buffer.offerShedding(event, expendable: Self.isStats) }
+            return state.events.values.compactMap { $0.offerShedding(event, expendable: Self.isStats) }
         }
+        for wake in wakes { wake.resume() }
     }
 
     /// The session listens on `port` (reported), or no longer listens (nil: suspended).

@@ -316,6 +316,31 @@ import Testing
             #expect(await listener.activePeers.map(\.id) == [dialler.peerID])
         }
     }
+
+    /// A loop whose task is cancelled ends at its next turn, with messages still waiting in its
+    /// stream (it used to read all of them first, and behind a sender that kept up, never end).
+    @Test func aCancelledLoopEndsWithMessagesStillWaiting() async throws {
+        try await withPair { listener, dialler in
+            let notes = listener.messages(of: ProgramA.Note.self)
+            let (firstRead, reading) = AsyncStream<Void>.makeStream()
+            let reader = Task { () -> Int in
+                var read = 0
+                for await _ in notes {
+                    read += 1
+                    reading.yield()
+                    try? await Task.sleep(for: .seconds(600))  // until cancelled
+                }
+                return read
+            }
+            for number in 0..<100 {
+                try await dialler.send(ProgramA.Note(text: "\(number)"), to: listener.peerID, awaitAcknowledgement: number == 99)
+            }
+            // The reader has the first; the other 99 are in its stream (acknowledged).
+            for await _ in firstRead { break }
+            reader.cancel()
+            #expect(try await within(30, "the loop's end") { await reader.value } == 1)
+        }
+    }
 }
 
 /// How far a sender got ahead of its reader.
