@@ -124,20 +124,46 @@ func childScenario(
     let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("detection-\(UUID()).key").path
     try psk.write(toFile: keyFile)
     defer { try? FileManager.default.removeItem(atPath: keyFile) }
+    // The child's identity (its peer ID derives from the key), kept across its restarts.
+    let identityFile = FileManager.default.temporaryDirectory.appendingPathComponent("detection-\(UUID()).identity").path
+    let identity = PeerIdentity()
+    try identity.write(toFile: identityFile)
+    defer { try? FileManager.default.removeItem(atPath: identityFile) }
     let listener = session("listener")
     let watcher = Watcher(listener)
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await listener.run() }
         let port = await watcher.listeningPort()
-        let childID = UUID()
+        let childID = identity.peerID
         let child = try Child {
-            try launch([peerBinary, "--psk-file", keyFile, "--peer-id", childID.uuidString, "--static", "\(host):\(port)"])
+            try launch([
+                peerBinary, "--psk-file", keyFile, "--identity-file", identityFile, "--name", "detection-peer", "--static", "\(host):\(port)",
+            ])
         }
-        await watcher.until(active: true, childID)
+        await firstJoin(of: childID, on: watcher, scenario: name)
         let (detection, rejoin) = try await runTrials(watcher, childID, fault: { try await fault(child) }, heal: { try await heal(child) })
         child.process.stop()
         group.cancelAll()
         return summarize(name, detection, rejoin)
+    }
+}
+
+/// Waits until the peer process has joined; ends the run, saying so, if it has not within a
+/// minute (it exited at once: once, for a command line it no longer took, and the run waited
+/// for it for good).
+func firstJoin(of peerID: UUID, on watcher: Watcher, scenario: String) async {
+    let joined = await withTaskGroup(of: Bool.self) { group in
+        group.addTask { await watcher.until(active: true, peerID); return true }
+        group.addTask {
+            try? await Task.sleep(for: .seconds(60))
+            return false
+        }
+        defer { group.cancelAll() }
+        return await group.next() ?? false
+    }
+    guard joined else {
+        FileHandle.standardError.write(Data("DetectionBenchmark: \(scenario): the peer process did not join within 60 s (see its output above)\n".utf8))
+        exit(1)
     }
 }
 
