@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 @testable import MultipeerSession
 import Synchronization
@@ -8,7 +9,7 @@ import Testing
 /// the session, holding those, wakes the reader, which needs the task's lock. Both at once
 /// deadlocked two threads, and with them the session (found by MeshBenchmark, whose event
 /// readers are cancelled while the sessions still report). Its two threads run flat out for
-/// seconds, enough to delay the keepalives of tests beside it: scripts/run-tests.sh runs it alone.
+/// a moment, enough to delay the keepalives of tests beside it: scripts/run-tests.sh runs it alone.
 @Suite(.enabled(if: runningAlone, "spins two threads: scripts/run-tests.sh runs it alone"))
 struct StreamCancellationTests {
     /// Events emitted flat out on one thread; on another, readers of fresh event streams,
@@ -17,41 +18,38 @@ struct StreamCancellationTests {
     func aReaderCancelledAsAnEventReachesItEndsAndTheEmitterGoesOn() async throws {
         let subscriptions = Subscriptions(limits: .init(), metrics: SessionMetrics(localName: "test"))
         let rounds = 500
-        let done = Atomic<Int>(0)
         let stop = Atomic<Bool>(false)
+        let (finished, finish) = AsyncStream<Int>.makeStream()
         // Threads of their own, not the cooperative pool's: a deadlock holds them, and this
         // test's task is still free to report it.
         let emitter = Thread {
             while !stop.load(ordering: .relaxed) { subscriptions.emit(.listening(port: 1)) }
         }
         let canceller = Thread {
+            var ended = 0
+            defer { finish.yield(ended) }
             for _ in 0..<rounds {
                 let events = subscriptions.events()
-                let received = Atomic<Bool>(false)
-                let ended = Atomic<Bool>(false)
+                let (received, end) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
                 let reader = Task {
-                    for await _ in events { received.store(true, ordering: .relaxed) }
-                    ended.store(true, ordering: .relaxed)
+                    var first = true
+                    for await _ in events where first {
+                        first = false
+                        received.signal()
+                    }
+                    end.signal()
                 }
-                while !received.load(ordering: .relaxed) && !stop.load(ordering: .relaxed) { usleep(20) }
+                guard received.wait(timeout: .now() + 30) == .success else { return }
                 reader.cancel()
-                while !ended.load(ordering: .relaxed) && !stop.load(ordering: .relaxed) { usleep(20) }
-                done.add(1, ordering: .relaxed)
+                guard end.wait(timeout: .now() + 30) == .success else { return }
+                ended += 1
             }
         }
         emitter.start()
         canceller.start()
         defer { stop.store(true, ordering: .relaxed) }
-        var progress = (count: 0, at: ContinuousClock.now)
-        while done.load(ordering: .relaxed) < rounds {
-            try await Task.sleep(for: .milliseconds(20))
-            let count = done.load(ordering: .relaxed)
-            if count != progress.count {
-                progress = (count, .now)
-            } else if ContinuousClock.now - progress.at > .seconds(30) {
-                Issue.record("no reader ended for 30 s after \(count) of \(rounds) rounds: the emitter and a cancellation hold each other")
-                return
-            }
-        }
+        var outcome = finished.makeAsyncIterator()
+        let ended = await outcome.next()
+        #expect(ended == rounds, "a reader that did not end within 30 s: the emitter and a cancellation hold each other")
     }
 }

@@ -323,13 +323,15 @@ import Testing
         try await withPair { listener, dialler in
             let notes = listener.messages(of: ProgramA.Note.self)
             let (firstRead, reading) = AsyncStream<Void>.makeStream()
+            let (cancelled, keepOpen) = AsyncStream<Void>.makeStream()  // yields nothing: ends when the task is cancelled
             let reader = Task { () -> Int in
                 var read = 0
                 for await _ in notes {
                     read += 1
                     reading.yield()
-                    try? await Task.sleep(for: .seconds(600))  // until cancelled
+                    for await _ in cancelled {}
                 }
+                keepOpen.finish()
                 return read
             }
             for number in 0..<100 {
