@@ -47,20 +47,34 @@ final class Watcher: @unchecked Sendable {
     }
 }
 
-/// The trials of one scenario: break, time until the peer leaves; heal, time until it is back.
+/// One trial's peer: its ID, how to break its path and heal it, and how to be rid of it.
+struct TrialPeer {
+    var id: UUID
+    var fault: () async throws -> Void
+    var heal: () async throws -> Void
+    var stop: () async -> Void
+}
+
+/// The trials of one scenario, each against a peer of its own (`makePeer`): once joined, break,
+/// time until it leaves; heal, time until it is back. A peer of its own, since a peer whose link
+/// was timed out gets the keepalive's ceiling (4.5 s) on its next links for two minutes
+/// (`SilenceMemory`): trials on one peer measured that after the first.
 func runTrials(
-    _ watcher: Watcher, _ peerID: UUID, fault: () async throws -> Void, heal: () async throws -> Void
+    _ watcher: Watcher, scenario: String, peer makePeer: () async throws -> TrialPeer
 ) async throws -> (detection: [Duration], rejoin: [Duration]) {
     var detection: [Duration] = [], rejoin: [Duration] = []
     for _ in 0..<trials {
+        let peer = try await makePeer()
+        await firstJoin(of: peer.id, on: watcher, scenario: scenario)
         let start = clock.now
-        try await fault()
-        await watcher.until(active: false, peerID)
+        try await peer.fault()
+        await watcher.until(active: false, peer.id)
         detection.append(clock.now - start)
         let healed = clock.now
-        try await heal()
-        await watcher.until(active: true, peerID)
+        try await peer.heal()
+        await watcher.until(active: true, peer.id)
         rejoin.append(clock.now - healed)
+        await peer.stop()
     }
     return (detection, rejoin)
 }
@@ -78,20 +92,25 @@ func summarize(_ fault: String, _ detection: [Duration], _ rejoin: [Duration]) -
         rejoinP50Milliseconds: Bench.percentile(r, 0.5), rejoinP99Milliseconds: Bench.percentile(r, 0.99))
 }
 
-/// A listening session here, a dialling session through a proxy; `fault` breaks the path and
-/// returns a closure that heals it.
+/// A listening session here; for each trial, a dialling session through a proxy of its own,
+/// whose path `fault` breaks and `heal` mends.
 func proxyScenario(_ name: String, fault: @escaping @Sendable (FaultProxy) async -> Void, heal: @escaping @Sendable (FaultProxy) -> Void) async throws -> DetectionFigures {
     let listener = session("listener")
     let watcher = Watcher(listener)
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await listener.run() }
-        let proxy = try await FaultProxy(forwardingTo: await watcher.listeningPort())
-        let dialler = session("dialler", dialling: "127.0.0.1:\(proxy.port)")
-        group.addTask { try await dialler.run() }
-        await watcher.until(active: true, dialler.peerID)
-        let (detection, rejoin) = try await runTrials(watcher, dialler.peerID, fault: { await fault(proxy) }, heal: { heal(proxy) })
+        let port = await watcher.listeningPort()
+        let (detection, rejoin) = try await runTrials(watcher, scenario: name) {
+            let proxy = try await FaultProxy(forwardingTo: port)
+            let dialler = session("dialler", dialling: "127.0.0.1:\(proxy.port)")
+            let running = Task { try await dialler.run() }
+            return TrialPeer(id: dialler.peerID, fault: { await fault(proxy) }, heal: { heal(proxy) }) {
+                running.cancel()
+                _ = await running.result
+                await proxy.stop()
+            }
+        }
         group.cancelAll()
-        await proxy.stop()
         return summarize(name, detection, rejoin)
     }
 }
@@ -115,8 +134,9 @@ final class Child: @unchecked Sendable {
     }
 }
 
-/// A listening session here against a peer process started by `launch` (given its command
-/// line), dialling back to `host`; each trial applies `fault`, then `heal`.
+/// A listening session here; for each trial, a peer process of its own (a new identity),
+/// started by `launch` (given its command line) and dialling back to `host`, to which `fault`
+/// and then `heal` are done.
 func childScenario(
     _ name: String, host: String, launch: @escaping ([String]) throws -> BackgroundProcess,
     fault: @escaping (Child) async throws -> Void, heal: @escaping (Child) async throws -> Void
@@ -124,33 +144,34 @@ func childScenario(
     let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("detection-\(UUID()).key").path
     try psk.write(toFile: keyFile)
     defer { try? FileManager.default.removeItem(atPath: keyFile) }
-    // The child's identity (its peer ID derives from the key), kept across its restarts.
-    let identityFile = FileManager.default.temporaryDirectory.appendingPathComponent("detection-\(UUID()).identity").path
-    let identity = PeerIdentity()
-    try identity.write(toFile: identityFile)
-    defer { try? FileManager.default.removeItem(atPath: identityFile) }
     let listener = session("listener")
     let watcher = Watcher(listener)
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await listener.run() }
         let port = await watcher.listeningPort()
-        let childID = identity.peerID
-        let child = try Child {
-            try launch([
-                peerBinary, "--psk-file", keyFile, "--identity-file", identityFile, "--name", "detection-peer", "--static", "\(host):\(port)",
-            ])
+        let (detection, rejoin) = try await runTrials(watcher, scenario: name) {
+            // The peer ID derives from the identity's key; a restart keeps the file, and so the ID.
+            let identityFile = FileManager.default.temporaryDirectory.appendingPathComponent("detection-\(UUID()).identity").path
+            let identity = PeerIdentity()
+            try identity.write(toFile: identityFile)
+            let child = try Child {
+                try launch([
+                    peerBinary, "--psk-file", keyFile, "--identity-file", identityFile, "--name", "detection-peer", "--static", "\(host):\(port)",
+                ])
+            }
+            return TrialPeer(id: identity.peerID, fault: { try await fault(child) }, heal: { try await heal(child) }) {
+                child.process.stop()
+                try? FileManager.default.removeItem(atPath: identityFile)
+            }
         }
-        await firstJoin(of: childID, on: watcher, scenario: name)
-        let (detection, rejoin) = try await runTrials(watcher, childID, fault: { try await fault(child) }, heal: { try await heal(child) })
-        child.process.stop()
         group.cancelAll()
         return summarize(name, detection, rejoin)
     }
 }
 
-/// Waits until the peer process has joined; ends the run, saying so, if it has not within a
-/// minute (it exited at once: once, for a command line it no longer took, and the run waited
-/// for it for good).
+/// Waits until a trial's peer has joined; ends the run, saying so, if it has not within a
+/// minute (a peer process that exited at once: once, for a command line it no longer took, and
+/// the run waited for it for good).
 func firstJoin(of peerID: UUID, on watcher: Watcher, scenario: String) async {
     let joined = await withTaskGroup(of: Bool.self) { group in
         group.addTask { await watcher.until(active: true, peerID); return true }
@@ -162,7 +183,7 @@ func firstJoin(of peerID: UUID, on watcher: Watcher, scenario: String) async {
         return await group.next() ?? false
     }
     guard joined else {
-        FileHandle.standardError.write(Data("DetectionBenchmark: \(scenario): the peer process did not join within 60 s (see its output above)\n".utf8))
+        FileHandle.standardError.write(Data("DetectionBenchmark: \(scenario): the peer did not join within 60 s (a peer process's output is above)\n".utf8))
         exit(1)
     }
 }
