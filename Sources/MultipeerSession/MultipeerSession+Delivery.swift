@@ -111,13 +111,15 @@ extension MultipeerSession {
     /// holds up only its own flush, not a send, a broadcast to every peer or the link's reader.
     ///
     /// One batch is in the link at a time: the next is taken once it is written, and the socket
-    /// takes at most a fragment's length beyond what TCP has sent (``LinkConfiguration/unsentBytesLowWater``).
-    /// So a message sent while a large one goes in fragments waits behind about one fragment, not
-    /// behind every fragment a writer's buffer, or the kernel's, would take before the link pushed
-    /// back (measured through NIO's async writer: up to 100 ms of them; in the socket, 4 MB). And the link's event loop finds its task queue empty
-    /// between batches, and reads its sockets: it runs its tasks until none is left before it
-    /// looks at them, and with a batch always queued (two in the link, or one task per message)
-    /// a sender whose peer kept up never read again, and its keepalive timed the link out.
+    /// takes at most a fragment's length beyond what TCP has sent
+    /// (``LinkConfiguration/unsentBytesLowWater``). So a message sent while a large one goes in
+    /// fragments waits behind about one fragment, not behind every fragment a writer's buffer,
+    /// or the kernel's, would take before the link pushed back (measured through NIO's async
+    /// writer: up to 100 ms of them; in the socket, 4 MB). And the link's event loop finds its
+    /// task queue empty between batches, and reads its sockets: it runs its tasks until none is
+    /// left before it looks at them, and with a batch always queued (two in the link, or one task
+    /// per message) a sender whose peer kept up never read again, and its keepalive timed the
+    /// link out.
     func flush(_ peerID: UUID, on link: LinkID) async {
         while let (batch, actions) = deliveries[peerID]?.nextBatch(for: link) {
             perform(actions, for: peerID)

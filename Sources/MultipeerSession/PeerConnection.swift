@@ -85,9 +85,9 @@ package struct LinkConfiguration: Sendable {
     /// that beyond what it has sent, and the link's batches wait for room in the outbox, where
     /// a small message sent later goes ahead of a large message's remaining fragments. Without
     /// it the socket took up to 4 MB of fragments ahead of the small message on loopback (its
-    /// p99 beside 64 MiB messages: 5 ms warm, 15-20 ms with fresh memory; with it, 2.6-3 ms).
-    /// It bounds only bytes not yet sent: the bytes in flight are still the congestion
-    /// window's, so a long or fast path is not slowed.
+    /// p99 beside 64 MiB messages: about 5 ms; with it, 2.6-3 ms). It bounds only bytes not yet
+    /// sent: the bytes in flight are still the congestion window's, so a long or fast path is
+    /// not slowed.
     static let unsentBytesLowWater = ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: TCP_NOTSENT_LOWAT))
 
     /// TCP_RTO_MAX_MS (Linux 6.15, not yet in this system's headers), in milliseconds: TCP
