@@ -22,8 +22,8 @@
 /// been seen to have.
 ///
 /// And a silence is not taken for death while the transport shows it to be a lossy path's.
-/// From a wake-up an interval into a silence on, the shell reads the transport
-/// (``TransportReading``) at each wake-up:
+/// Once the peer is overdue (silent for longer than ``overdue``, which a link in good health
+/// never is), the shell reads the transport (``TransportReading``) at each wake-up:
 /// - when the peer's segments arrive out of order (beyond a lost one TCP is still repairing),
 ///   the peer is sending: the link is kept until ``ceiling`` after the last reading that saw
 ///   more of them, and at the latest ``stallLimit`` after the last arrival;
@@ -66,6 +66,27 @@ package struct KeepaliveStateMachine: Sendable {
 
     package let parameters: KeepaliveParameters
     package let role: Role
+    /// The most ``timeout`` can be: ``ceilingFactor`` times the configured timeout.
+    package let ceiling: Duration
+    /// The longest silence kept while the transport shows the peer sending through a lossy
+    /// path's stall: ``stallFactor`` times the configured timeout.
+    package let stallLimit: Duration
+    /// A wake-up later than this after it was due means this side was not running (a stalled
+    /// event loop, starved threads, a suspended machine), not that the peer is silent: a fifth
+    /// of an interval.
+    package let lateLimit: Duration
+    /// The longest silence of a peer in good health: an interval (the leader pings once an
+    /// interval and the follower answers each PING) and a late wake-up's worth. Past it the
+    /// transport is read at each wake-up. Not from an interval on: the leader wakes to ping
+    /// an interval after its last PING, whose PONG came a round trip after it, so its wake-ups
+    /// (rounded up to the shell's timer grid) find a silence of an interval, give or take a
+    /// few milliseconds, and a transport read at each was the largest single cost of an idle
+    /// mesh's wake-ups.
+    package let overdue: Duration
+    /// How long the follower waits for the leader's next PING before it pings: 1.5 intervals.
+    private let leaderOverdue: Duration
+    /// How often the follower pings to measure the round trip: every 8 intervals.
+    private let samplePeriod: Duration
     private var lastInbound: Duration
     private var lastOutbound: Duration
     private var lastPing: Duration
@@ -100,6 +121,13 @@ package struct KeepaliveStateMachine: Sendable {
     package init(parameters: KeepaliveParameters, role: Role = .leading, now: Duration, recentSilence: Duration = .zero) {
         self.parameters = parameters
         self.role = role
+        // Worked out once: Duration's arithmetic is 128-bit, and wake-ups are many.
+        self.ceiling = parameters.timeout * Self.ceilingFactor
+        self.stallLimit = parameters.timeout * Self.stallFactor
+        self.lateLimit = parameters.interval / 5
+        self.overdue = parameters.interval + lateLimit
+        self.leaderOverdue = parameters.interval * 3 / 2
+        self.samplePeriod = parameters.interval * 8
         self.lastInbound = now
         self.lastOutbound = now
         self.lastPing = now
@@ -125,13 +153,6 @@ package struct KeepaliveStateMachine: Sendable {
         timeout = min(max(longestRecentSilence * 3 / 2, parameters.timeout), ceiling)
     }
 
-    /// The most ``timeout`` can be: ``ceilingFactor`` times the configured timeout.
-    package var ceiling: Duration { parameters.timeout * Self.ceilingFactor }
-
-    /// The longest silence kept while the transport shows the peer sending through a lossy
-    /// path's stall: ``stallFactor`` times the configured timeout.
-    package var stallLimit: Duration { parameters.timeout * Self.stallFactor }
-
     /// The peer's last arrival: read, or waiting in this side's kernel to be.
     private var lastArrival: Duration { max(lastInbound, unreadArrival ?? lastInbound) }
 
@@ -146,12 +167,12 @@ package struct KeepaliveStateMachine: Sendable {
     /// When this side pings for having been quiet.
     private var quietDue: Duration {
         let quiet = lastOutbound + parameters.interval
-        return role == .leading ? quiet : max(quiet, lastPingReceived + parameters.interval * 3 / 2)
+        return role == .leading ? quiet : max(quiet, lastPingReceived + leaderOverdue)
     }
 
     /// When the follower pings to measure the round trip, however busy it is.
     private var sampleDue: Duration {
-        role == .leading ? .seconds(Int64.max) : lastPing + parameters.interval * 8
+        role == .leading ? .seconds(Int64.max) : lastPing + samplePeriod
     }
 
     /// Bytes arrived from the peer.
@@ -211,9 +232,6 @@ package struct KeepaliveStateMachine: Sendable {
         return min(timeoutDue, quietDue, sampleDue)
     }
 
-    /// A wake-up later than this after it was due means this side was not running (a stalled
-    /// event loop, starved threads, a suspended machine), not that the peer is silent.
-    package var lateLimit: Duration { parameters.interval / 5 }
 
     /// The timer fired (or any time): what to do now. `late` is how long after ``nextWakeUp``
     /// it fired. A link found silent on a wake-up later than ``lateLimit`` is not timed out at
@@ -222,11 +240,11 @@ package struct KeepaliveStateMachine: Sendable {
     /// wake-up gives however late it is.
     ///
     /// `transport` reads the link's transport (nil where it cannot tell); it is evaluated only
-    /// once the link has been silent for an interval, so a busy or idle link costs no read.
+    /// once the peer is ``overdue``, so a busy or idle link costs no read.
     package mutating func wakeUp(now: Duration, late: Duration = .zero, transport: @autoclosure () -> TransportReading? = nil) -> Action {
         guard !finished else { return .wait }
         if late > lateLimit { stalledSinceArrival = true }
-        if !readingPaused, now - lastInbound >= parameters.interval, let reading = transport() {
+        if !readingPaused, now - lastInbound > overdue, let reading = transport() {
             if let baseline = transportBaseline, let latest = transportLatest {
                 let heard = now - reading.sinceHeard
                 if reading.outOfOrderSegments != latest.outOfOrderSegments { peerSending = heard }

@@ -1,5 +1,5 @@
+import MultipeerCore
 import NIOCore
-import NIOConcurrencyHelpers
 
 /// The keepalive wake-ups of every link on one event loop, on a single NIO timer.
 ///
@@ -31,18 +31,11 @@ final class KeepaliveTimers {
         self.eventLoop = eventLoop
     }
 
-    private static let registry = NIOLockedValueBox<[ObjectIdentifier: NIOLoopBound<KeepaliveTimers>]>([:])
+    private static let loops = PerEventLoop { KeepaliveTimers(eventLoop: $0) }
 
-    /// The timers of `eventLoop` (made on first use; an event loop lives as long as its group,
-    /// and this keeps a few hundred bytes per loop ever used).
+    /// The timers of `eventLoop` (made on first use).
     static func on(_ eventLoop: any EventLoop) -> KeepaliveTimers {
-        registry.withLockedValue { registry in
-            let key = ObjectIdentifier(eventLoop)
-            if let timers = registry[key] { return timers.value }
-            let timers = KeepaliveTimers(eventLoop: eventLoop)
-            registry[key] = NIOLoopBound(timers, eventLoop: eventLoop)
-            return timers
-        }
+        loops.on(eventLoop)
     }
 
     /// Wakes `handler` (``KeepaliveHandler/timerFired(slot:)``) at or just after `deadline`

@@ -39,6 +39,8 @@ final class LinkHandler: ChannelDuplexHandler {
     private var state = State.awaitingTLS
     private var timeout: Scheduled<Void>?
     private var peer = "the peer"
+    /// The channel's allocator, kept: reaching it through the context costs retains at every frame.
+    private var allocator = ByteBufferAllocator()
 
     /// Completes with the peer's HELLO once it has arrived and been checked.
     var hello: EventLoopFuture<Hello> { helloPromise.futureResult }
@@ -56,6 +58,7 @@ final class LinkHandler: ChannelDuplexHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        allocator = context.channel.allocator
         if context.channel.isActive { startTimer(context: context) }
     }
 
@@ -83,7 +86,7 @@ final class LinkHandler: ChannelDuplexHandler {
             exporter = completed.helloExporter
             do {
                 let hello = try localHello.signed(exporter: exporter, side: side, sign: identity.signature(for:))
-                context.writeAndFlush(wrapOutboundOut(encode(.hello(hello), context: context)), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(encode(.hello(hello))), promise: nil)
             } catch {
                 failHandshake(context: context, MultipeerError(.tlsFailure, "cannot sign this side's HELLO", underlying: "\(error)"))
                 return
@@ -132,11 +135,11 @@ final class LinkHandler: ChannelDuplexHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let message = unwrapOutboundIn(data)
         guard let bytes = message.messageBytes, bytes >= Self.separatePayload else {
-            return context.write(wrapOutboundOut(encode(message, context: context)), promise: promise)
+            return context.write(wrapOutboundOut(encode(message)), promise: promise)
         }
         // The frame's head, then its message bytes as they are: TLS encrypts a buffer this large
         // without copying it into a frame first.
-        var head = context.channel.allocator.buffer(capacity: 64)
+        var head = allocator.buffer(capacity: 64)
         let payload = message.writeFrameHead(to: &head)!
         context.write(wrapOutboundOut(head), promise: nil)
         context.write(wrapOutboundOut(payload), promise: promise)
@@ -152,7 +155,7 @@ final class LinkHandler: ChannelDuplexHandler {
         case .open:
             state = .closed
             if let error = error as? MultipeerError, [.frameTooLarge, .malformedMessage, .truncatedFrame].contains(error.code) {
-                let goodbye = encode(.goodbye(.protocolError, error.message), context: context)
+                let goodbye = encode(.goodbye(.protocolError, error.message))
                 context.writeAndFlush(wrapOutboundOut(goodbye), promise: nil)
             }
             context.fireErrorCaught(error)
@@ -170,8 +173,8 @@ final class LinkHandler: ChannelDuplexHandler {
         context.fireChannelInactive()
     }
 
-    private func encode(_ message: LinkMessage, context: ChannelHandlerContext) -> ByteBuffer {
-        var buffer = context.channel.allocator.buffer(capacity: 64)
+    private func encode(_ message: LinkMessage) -> ByteBuffer {
+        var buffer = allocator.buffer(capacity: 64)
         message.writeFrame(to: &buffer)
         return buffer
     }

@@ -34,12 +34,18 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var pendingPlaintext: ByteBuffer?
     private var pendingPromises: [EventLoopPromise<Void>] = []
     private var flushPending = false
+    /// The channel's allocator, kept: reaching it through the context costs retains at every read.
+    private var allocator = ByteBufferAllocator()
+    /// Where a flush waits for the end of the event loop's tick.
+    private var tickEnd: TickEndFlushes?
 
     package init(engine: TLSEngine) {
         self.engine = engine
     }
 
     package func handlerAdded(context: ChannelHandlerContext) {
+        allocator = context.channel.allocator
+        tickEnd = TickEndFlushes.on(context.eventLoop)
         if context.channel.isActive { start(context: context) }
     }
 
@@ -124,11 +130,12 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         guard !flushPending else { return }
         flushPending = true
-        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        context.eventLoop.execute {
-            let (handler, context) = loopBound.value
-            if handler.flushPending, case .active = handler.state { handler.encryptPending(context: context) }
-        }
+        tickEnd!.add(self, context)
+    }
+
+    /// The end of the event-loop tick a flush waited for (``TickEndFlushes``).
+    fileprivate func tickEnded(context: ChannelHandlerContext) {
+        if flushPending, case .active = state { encryptPending(context: context) }
     }
 
     package func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
@@ -166,7 +173,7 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func readRecords(context: ChannelHandlerContext) {
-        var plaintext = context.channel.allocator.buffer(capacity: 0)
+        var plaintext = allocator.buffer(capacity: 0)
         let result: TLSEngine.ReadResult
         do {
             result = try engine.read(into: &plaintext)
@@ -229,6 +236,44 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
 @available(*, unavailable)
 extension TLSHandler: Sendable {}
+
+/// The TLS handlers of one event loop whose flushes wait for the end of the loop's tick, and one
+/// task that then encrypts for them all: not a task of its own for each (an idle mesh's PINGs
+/// and PONGs go out from hundreds of links in the same tick).
+private final class TickEndFlushes {
+    private let eventLoop: any EventLoop
+    private var waiting: [(TLSHandler, ChannelHandlerContext)] = []
+    /// The list being flushed, kept for its storage.
+    private var flushing: [(TLSHandler, ChannelHandlerContext)] = []
+
+    private init(eventLoop: any EventLoop) {
+        self.eventLoop = eventLoop
+    }
+
+    private static let loops = PerEventLoop { TickEndFlushes(eventLoop: $0) }
+
+    /// The flushes of `eventLoop` (made on first use).
+    static func on(_ eventLoop: any EventLoop) -> TickEndFlushes {
+        loops.on(eventLoop)
+    }
+
+    func add(_ handler: TLSHandler, _ context: ChannelHandlerContext) {
+        waiting.append((handler, context))
+        guard waiting.count == 1 else { return }
+        let loopBound = NIOLoopBound(self, eventLoop: eventLoop)
+        eventLoop.execute { loopBound.value.flush() }
+    }
+
+    private func flush() {
+        // A handler flushed here may wait again (for the next task): into the other list.
+        swap(&waiting, &flushing)
+        for (handler, context) in flushing { handler.tickEnded(context: context) }
+        flushing.removeAll(keepingCapacity: true)
+    }
+}
+
+@available(*, unavailable)
+extension TickEndFlushes: Sendable {}
 
 extension SocketAddress {
     /// `127.0.0.1:50412` or `[fe80::1%eth0]:50412`.

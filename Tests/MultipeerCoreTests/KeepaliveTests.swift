@@ -56,12 +56,16 @@ import Testing
         }
         var keepalive = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
         var reads = 0
-        // Nothing read before an interval of silence: an idle link costs no system call.
-        _ = keepalive.wakeUp(now: .milliseconds(499), transport: { reads += 1; return reading(heardAgo: 0) }())
+        // Nothing read before the peer is overdue (an interval and a late wake-up's worth): an
+        // idle link costs no system call, even on wake-ups the timer grid made a little late.
+        #expect(keepalive.overdue == .milliseconds(600))
+        for at in [499, 520, 600] {
+            _ = keepalive.wakeUp(now: .milliseconds(at), transport: { reads += 1; return reading(heardAgo: 0) }())
+        }
         #expect(reads == 0)
-        _ = keepalive.wakeUp(now: .milliseconds(500), transport: reading(outOfOrder: 3, heardAgo: 100))  // the first reading
+        _ = keepalive.wakeUp(now: .milliseconds(700), transport: reading(outOfOrder: 3, heardAgo: 100))  // the first reading
         // The peer's segments keep arriving beyond a gap, up to 10 s: the link stays.
-        var now = Duration.milliseconds(500)
+        var now = Duration.milliseconds(700)
         var outOfOrder: UInt32 = 3
         while now < .seconds(10) {
             now += .milliseconds(500)
@@ -80,7 +84,7 @@ import Testing
 
         // A peer seen sending forever: timed out at the stall limit.
         var stalled = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
-        now = .milliseconds(500)
+        now = .milliseconds(700)
         outOfOrder = 0
         while now < stalled.stallLimit {
             outOfOrder += 1
@@ -90,10 +94,11 @@ import Testing
         #expect(stalled.wakeUp(now: stalled.stallLimit, transport: reading(outOfOrder: outOfOrder + 1, heardAgo: 10)) == .timedOut)
 
         // This side retransmits and the peer's host answers: kept to the ceiling, however
-        // often the host answers (its kernel does, its application may be frozen).
+        // often the host answers (its kernel does, its application may be frozen). (At the
+        // leader's wake-ups to ping: the first reading is at the second, the peer overdue.)
         var lossy = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
-        _ = lossy.wakeUp(now: .milliseconds(500), transport: reading(retransmitted: 3, heardAgo: 100))
-        _ = lossy.wakeUp(now: .milliseconds(1000), transport: reading(retransmitted: 4, heardAgo: 100))
+        _ = lossy.wakeUp(now: .milliseconds(500), transport: reading(retransmitted: 2, heardAgo: 100))
+        _ = lossy.wakeUp(now: .milliseconds(1000), transport: reading(retransmitted: 3, heardAgo: 100))
         #expect(lossy.wakeUp(now: .milliseconds(1500), transport: reading(retransmitted: 4, heardAgo: 100)) != .timedOut)
         #expect(lossy.nextWakeUp == .milliseconds(2000), "the next ping")
         for at in stride(from: 2000, to: 4500, by: 500) {
@@ -115,7 +120,7 @@ import Testing
 
         // An arrival starts a new silence: what was seen before it is no evidence.
         var link = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
-        _ = link.wakeUp(now: .milliseconds(500), transport: reading(heardAgo: 10))
+        _ = link.wakeUp(now: .milliseconds(700), transport: reading(heardAgo: 10))
         _ = link.wakeUp(now: .milliseconds(1000), transport: reading(retransmitted: 1, outOfOrder: 1, heardAgo: 10))
         link.inboundActivity(now: .milliseconds(1100))
         _ = link.wakeUp(now: .milliseconds(1600), transport: reading(retransmitted: 1, outOfOrder: 1, heardAgo: 10))
@@ -142,10 +147,10 @@ import Testing
         #expect(keepalive.wakeUp(now: .milliseconds(2800), transport: reading(arrivedAgo: 1500)) == .timedOut)
         // Once read, the data is an arrival like any other, and the next silence counts from it.
         var read = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
-        _ = read.wakeUp(now: .milliseconds(600), transport: reading(arrivedAgo: 100))
-        read.inboundActivity(now: .milliseconds(600))
-        #expect(read.wakeUp(now: .milliseconds(2099), transport: reading(arrivedAgo: 1599)) != .timedOut)
-        #expect(read.wakeUp(now: .milliseconds(2100), transport: reading(arrivedAgo: 1600)) == .timedOut)
+        _ = read.wakeUp(now: .milliseconds(700), transport: reading(arrivedAgo: 100))
+        read.inboundActivity(now: .milliseconds(700))
+        #expect(read.wakeUp(now: .milliseconds(2199), transport: reading(arrivedAgo: 1599)) != .timedOut)
+        #expect(read.wakeUp(now: .milliseconds(2200), transport: reading(arrivedAgo: 1600)) == .timedOut)
     }
 
     /// A link that replaces one on the same path starts out allowing for the silences the path

@@ -1,0 +1,25 @@
+package import NIOCore
+import Synchronization
+
+/// One `Value` for each event loop, made on first use and kept for as long as the process runs
+/// (an event loop lives as long as its group, and this keeps the loop and a few hundred bytes per
+/// loop ever used). The value is touched only on its loop.
+package final class PerEventLoop<Value: AnyObject>: Sendable {
+    private let values = Mutex<[ObjectIdentifier: NIOLoopBound<Value>]>([:])
+    private let make: @Sendable (any EventLoop) -> Value
+
+    package init(_ make: @escaping @Sendable (any EventLoop) -> Value) {
+        self.make = make
+    }
+
+    /// The value of `eventLoop`; call it on that loop.
+    package func on(_ eventLoop: any EventLoop) -> Value {
+        values.withLock { values in
+            let key = ObjectIdentifier(eventLoop)
+            if let value = values[key] { return value.value }
+            let value = make(eventLoop)
+            values[key] = NIOLoopBound(value, eventLoop: eventLoop)
+            return value
+        }
+    }
+}
