@@ -48,7 +48,8 @@ final class LinkQualityBox: Sendable {
 /// Pings the peer when this side has been quiet and closes a silent link, on the link's event
 /// loop (``KeepaliveStateMachine`` decides; this handler arms its wake-ups on the loop's
 /// ``KeepaliveTimers`` and does the I/O). Answers the peer's PINGs with PONGs and measures round
-/// trips from its own. PING, PONG and FLOW stop here; every other message passes on.
+/// trips from its own. PING, PONG and FLOW stop here, and so does the end of a batch of nothing else;
+/// every other message passes on.
 ///
 /// While the peer says it does not read (FLOW, its application is behind), TCP's window towards
 /// it closes, and Linux fails a connection whose window stays closed for TCP_USER_TIMEOUT even
@@ -88,6 +89,10 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     private var readRequested = true
     /// Message traffic not yet added to ``quality``.
     private var traffic = MessageTraffic()
+    /// A message went on up the pipeline since the last batch ended. A batch of PINGs, PONGs and
+    /// FLOWs alone ends here: the handlers above never saw it (nor, on an idle mesh, walk the
+    /// end of each).
+    private var forwardedInBatch = false
     /// This side's PINGs not yet answered nor expired: a wake-up expires old ones in
     /// ``quality`` (under its lock) only while there are any.
     private var pingsAwaited = 0
@@ -148,6 +153,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
             if quality.update({ $0.pongReceived(probe, at: at) }) != nil { pingsAwaited -= 1 }
         case .goodbye(.keepaliveTimeout, _):
             peerTimedOut = true
+            forwardedInBatch = true
             context.fireChannelRead(data)
         case .flow(let reading):
             if let tcpUserTimeout {
@@ -159,6 +165,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
                 traffic.framesIn += 1
                 traffic.bytesIn += bytes
             }
+            forwardedInBatch = true
             context.fireChannelRead(data)
         }
     }
@@ -190,7 +197,10 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         countTraffic()
         // The channel asks for the next read right after this, unless a handler above withholds it.
         readRequested = false
-        context.fireChannelReadComplete()
+        if forwardedInBatch {
+            forwardedInBatch = false
+            context.fireChannelReadComplete()
+        }
     }
 
     func read(context: ChannelHandlerContext) {
@@ -212,11 +222,17 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     }
 
     private func schedule(context: ChannelHandlerContext) {
-        // Not `if let`: a copy of the state machine (arrays and all) at every wake-up.
-        guard let nextWakeUp = keepalive?.nextWakeUp else { return }
+        guard let nextWakeUp = Self.nextWakeUp(of: &keepalive) else { return }
         let timers = self.timers ?? KeepaliveTimers.on(context.eventLoop)
         self.timers = timers
         armedSlot = timers.arm(self, atUptimeNanoseconds: Int64(origin.uptimeNanoseconds) + nextWakeUp.nanoseconds)
+    }
+
+    /// The machine's next wake-up, read through an `inout`: read from the stored property, the
+    /// machine was copied (its arrays retained and released) to call across modules, at every
+    /// wake-up; so was it with `if let`.
+    private static func nextWakeUp(of keepalive: inout KeepaliveStateMachine?) -> Duration? {
+        keepalive?.nextWakeUp
     }
 
     /// Called by ``KeepaliveTimers`` when the slot armed comes up.

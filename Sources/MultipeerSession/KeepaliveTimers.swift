@@ -26,6 +26,9 @@ final class KeepaliveTimers {
     private var slots: [Int64] = []
     /// The NIO timer, for the earliest slot.
     private var armed: (slot: Int64, task: Scheduled<Void>)?
+    /// Emptied lists of a slot's handlers, kept for their storage: on a busy loop a slot's list
+    /// grows to tens of handlers one append at a time, and each new list grew afresh.
+    private var spareLists: [[KeepaliveHandler]] = []
 
     private init(eventLoop: any EventLoop) {
         self.eventLoop = eventLoop
@@ -51,6 +54,7 @@ final class KeepaliveTimers {
                 if slots[middle] > slot { low = middle + 1 } else { high = middle }
             }
             slots.insert(slot, at: low)
+            waiting[slot] = spareLists.popLast() ?? []
         }
         waiting[slot, default: []].append(handler)
         armEarliest()
@@ -76,8 +80,10 @@ final class KeepaliveTimers {
         while let slot = slots.last, slot * Self.slotNanoseconds <= now {
             slots.removeLast()
             // Handlers woken here may arm again, in a later slot: take this one out first.
-            let handlers = waiting.removeValue(forKey: slot) ?? []
+            var handlers = waiting.removeValue(forKey: slot) ?? []
             for handler in handlers { handler.timerFired(slot: slot) }
+            handlers.removeAll(keepingCapacity: true)
+            if spareLists.count < 16 { spareLists.append(handlers) }
         }
         armEarliest()
     }
