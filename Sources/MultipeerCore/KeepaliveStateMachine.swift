@@ -10,9 +10,11 @@
 /// The side that dialled leads: it pings after an interval of quiet. The other follows: while
 /// the leader's PINGs keep coming, its PONGs are its traffic; when none came for one and a half
 /// intervals (the leader is busy sending, or gone), it pings after an interval of quiet like the
-/// leader; and once every eight intervals it pings to measure the round trip from its side. An
-/// idle link so carries one PING and one PONG per interval, not two of each (with the same rule
-/// on both sides the two timers raced).
+/// leader; and once every eight intervals it pings to measure the round trip from its side,
+/// with the PONG of a leader's PING that arrives in the interval before that PING is due (the
+/// two then share a TLS record and a write), or on its own when none does. An idle link so
+/// carries one PING and one PONG per interval, not two of each (with the same rule on both
+/// sides the two timers raced), and a PONG more every eight.
 ///
 /// The silence that kills a link adapts to what the link has shown (``timeout``): one and a
 /// half times the longest silence between two arrivals in the last two minutes, never less than
@@ -207,9 +209,13 @@ package struct KeepaliveStateMachine: Sendable {
         refreshTimeout()
     }
 
-    /// A PING arrived (its PONG is sent at once, and reported as outbound activity).
-    package mutating func pingReceived(now: Duration) {
+    /// A PING arrived (its PONG is sent at once, and reported as outbound activity). Returns a
+    /// PING of this side's to send with the PONG: the follower's round-trip sample, when it is
+    /// due within an interval.
+    package mutating func pingReceived(now: Duration) -> Probe? {
         if now > lastPingReceived { lastPingReceived = now }
+        guard role == .following, !finished, now >= sampleDue - parameters.interval else { return nil }
+        return ping(now: now)
     }
 
     /// This side stopped reading the link, or reads it again. While it does not read, nothing
@@ -268,10 +274,14 @@ package struct KeepaliveStateMachine: Sendable {
             return .timedOut
         }
         guard now >= quietDue || now >= sampleDue else { return .wait }
+        return .sendPing(ping(now: now))
+    }
+
+    private mutating func ping(now: Duration) -> Probe {
         lastOutbound = now
         lastPing = now
         defer { nextNonce &+= 1 }
-        return .sendPing(Probe(nonce: nextNonce, timestamp: UInt64(clamping: now.nanoseconds)))
+        return Probe(nonce: nextNonce, timestamp: UInt64(clamping: now.nanoseconds))
     }
 }
 

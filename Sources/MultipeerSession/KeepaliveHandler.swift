@@ -145,9 +145,17 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         switch message {
         case .ping(let probe):
             // Written from here, the PONG does not pass this handler's `write`: count it here.
-            keepalive?.pingReceived(now: now)
-            keepalive?.outboundActivity(now: now)
-            context.writeAndFlush(wrapOutboundOut(.pong(probe)), promise: nil)
+            let at = now
+            let sample = keepalive?.pingReceived(now: at) ?? nil
+            keepalive?.outboundActivity(now: at)
+            context.write(wrapOutboundOut(.pong(probe)), promise: nil)
+            if let sample {
+                // This side's round-trip sample, in the PONG's record.
+                quality.update { $0.pingSent(sample, at: at) }
+                pingsAwaited += 1
+                context.write(wrapOutboundOut(.ping(sample)), promise: nil)
+            }
+            context.flush()
         case .pong(let probe):
             let at = now
             if quality.update({ $0.pongReceived(probe, at: at) }) != nil { pingsAwaited -= 1 }

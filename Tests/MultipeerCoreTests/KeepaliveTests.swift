@@ -216,19 +216,26 @@ import Testing
 
     /// Two ends of an idle link, exchanging frames instantly: the leader pings every interval,
     /// the follower only answers, but for one PING every eight intervals to measure the round
-    /// trip; neither times out.
+    /// trip, sent with a PONG; neither times out.
     @Test func anIdleLinkCarriesOnePingPerIntervalFromTheLeader() {
         var leader = KeepaliveStateMachine(parameters: Self.defaults, role: .leading, now: .zero)
         var follower = KeepaliveStateMachine(parameters: Self.defaults, role: .following, now: .zero)
-        var pings: (leader: Int, follower: Int) = (0, 0)
+        var pings: (leader: Int, follower: Int, withPong: Int) = (0, 0, 0)
+        var samples: [Duration] = []
         for step in 1...400 {  // 10 s in 25 ms steps
             let now = Duration.milliseconds(step * 25)
             if case .sendPing = leader.wakeUp(now: now) {
                 pings.leader += 1
                 follower.inboundActivity(now: now)
-                follower.pingReceived(now: now)
+                let sample = follower.pingReceived(now: now)
                 follower.outboundActivity(now: now)  // its PONG
                 leader.inboundActivity(now: now)
+                if sample != nil {
+                    pings.withPong += 1
+                    samples.append(now)
+                    leader.outboundActivity(now: now)  // the leader's PONG
+                    follower.inboundActivity(now: now)
+                }
             }
             switch follower.wakeUp(now: now) {
             case .sendPing:
@@ -241,7 +248,21 @@ import Testing
             }
         }
         #expect(pings.leader == 20, "every 500 ms")
-        #expect(pings.follower == 2, "every 4 s, to measure the round trip")
+        #expect(pings.withPong == 2, "every 4 s or a little sooner, with a PONG, to measure the round trip")
+        #expect(samples == [.milliseconds(3500), .milliseconds(7000)])
+        #expect(pings.follower == 0, "none on its own")
+    }
+
+    /// A follower whose leader's PINGs stop still samples the round trip every eight intervals,
+    /// on its own: once the leader is quiet it pings as the leader would anyway.
+    @Test func aFollowersSampleWaitsForNoPing() {
+        var follower = KeepaliveStateMachine(parameters: Self.defaults, role: .following, now: .zero)
+        #expect(follower.pingReceived(now: .milliseconds(500)) == nil, "not due yet")
+        #expect(follower.pingReceived(now: .milliseconds(3499)) == nil)
+        #expect(follower.pingReceived(now: .milliseconds(3500)) != nil, "due within an interval: sent with the PONG")
+        #expect(follower.pingReceived(now: .milliseconds(4000)) == nil, "the next in eight intervals")
+        var leader = KeepaliveStateMachine(parameters: Self.defaults, role: .leading, now: .zero)
+        #expect(leader.pingReceived(now: .seconds(10)) == nil, "the leader measures with its own PINGs")
     }
 
     @Test func aFollowerPingsWhenTheLeaderStopsPinging() {
