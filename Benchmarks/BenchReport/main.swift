@@ -190,7 +190,7 @@ func apiShare(_ size: Int) -> (String, Bool)? {
     guard let best = session?.cases.filter({ $0.delivery == "reliable" && $0.payloadBytes == size }).max(by: { $0.messagesPerSecond < $1.messagesPerSecond }),
           let share = best.ofBaseline else { return nil }
     let c = best.messagesPerSecond / share
-    return ("\(number(best.messagesPerSecond, 0)) vs \(number(c, 0)) msg/s (\(best.encoding), \(best.field)): \(number(share * 100, 0)) %",
+    return ("\(number(best.messagesPerSecond, 0)) vs \(number(c, 0)) msg/s (\(best.encoding), \(best.field)): \(number(share * 100, 1)) %",
             share >= (size <= 128 ? 0.4 : 0.5))
 }
 target("API: reliable 1 KiB messages/s >= 50 % of the C GnuTLS baseline", apiShare(1024))
