@@ -238,7 +238,6 @@ package struct KeepaliveStateMachine: Sendable {
         return min(timeoutDue, quietDue, sampleDue)
     }
 
-
     /// The timer fired (or any time): what to do now. `late` is how long after ``nextWakeUp``
     /// it fired. A link found silent on a wake-up later than ``lateLimit`` is not timed out at
     /// once: while this side was not running, what the peer sent waited unread, so the shell

@@ -48,8 +48,8 @@ final class LinkQualityBox: Sendable {
 /// Pings the peer when this side has been quiet and closes a silent link, on the link's event
 /// loop (``KeepaliveStateMachine`` decides; this handler arms its wake-ups on the loop's
 /// ``KeepaliveTimers`` and does the I/O). Answers the peer's PINGs with PONGs and measures round
-/// trips from its own. PING, PONG and FLOW stop here, and so does the end of a batch of nothing else;
-/// every other message passes on.
+/// trips from its own. PING, PONG and FLOW stop here, and so does the end of a batch of nothing
+/// else; every other message passes on.
 ///
 /// While the peer says it does not read (FLOW, its application is behind), TCP's window towards
 /// it closes, and Linux fails a connection whose window stays closed for TCP_USER_TIMEOUT even
