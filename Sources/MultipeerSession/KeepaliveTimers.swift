@@ -1,4 +1,4 @@
-import MultipeerCore
+import MultipeerTLS
 import NIOCore
 
 /// The keepalive wake-ups of every link on one event loop, on a single NIO timer.

@@ -3,7 +3,8 @@ import Synchronization
 
 /// One `Value` for each event loop, made on first use and kept for as long as the process runs
 /// (an event loop lives as long as its group, and this keeps the loop and a few hundred bytes per
-/// loop ever used). The value is touched only on its loop.
+/// loop ever used). The value is touched only on its loop. (Shell machinery, for the handlers
+/// here and the session's: below them, the cores run no event loop.)
 package final class PerEventLoop<Value: AnyObject>: Sendable {
     private let values = Mutex<[ObjectIdentifier: NIOLoopBound<Value>]>([:])
     private let make: @Sendable (any EventLoop) -> Value
