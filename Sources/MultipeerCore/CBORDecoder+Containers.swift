@@ -23,8 +23,13 @@ struct CBORValueDecoder: Decoder {
 /// A map's entries, found once; looked up in the order they were written (the usual case,
 /// one comparison a key), else by a search. Keys are compared as bytes where they are plain
 /// ASCII text of one chunk (always, in what this package writes), and made into strings only
-/// otherwise. (A class: the protocol's lookups do not mutate.)
-final class CBORKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
+/// otherwise.
+///
+/// Not generic: the keyed decoder of every key type reads through it, and its code is compiled
+/// for it alone, so decoding a map looks up no generic metadata at run time (which, with the
+/// entries as a generic class's nested type, took a quarter of the time to decode a small
+/// message). A class: the protocol's lookups do not mutate, and `next` moves.
+final class CBORMap {
     /// One entry: where its key's bytes are (or the key itself, when it is not plain ASCII
     /// text of one chunk), and where its value is.
     private struct Entry {
@@ -37,8 +42,9 @@ final class CBORKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let reader: CBORReader
     let codingPath: [any CodingKey]
     private let entries: [Entry]
-    /// The entry after the last one looked up.
-    private var next = 0
+    /// The entry after the last one looked up. (Unchecked exclusivity: only `value(for:)`
+    /// touches it, and calls nothing while it does.)
+    @exclusivity(unchecked) private var next = 0
 
     init(reader: CBORReader, index: Int, codingPath: [any CodingKey]) throws {
         self.reader = reader
@@ -46,7 +52,7 @@ final class CBORKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
         let head = try reader.head(at: index, codingPath)
         guard head.major == .map else { throw reader.mismatch([String: Any].self, at: index, codingPath, found: head) }
         var entries: [Entry] = []
-        if !head.isIndefinite { entries.reserveCapacity(Int(min(head.argument, 64))) }
+        entries.reserveCapacity(head.isIndefinite ? 8 : Int(min(head.argument, 64)))
         var position = head.end
         var remaining = head.isIndefinite ? Int.max : Int(head.argument)
         while remaining > 0 {
@@ -67,29 +73,29 @@ final class CBORKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
         self.entries = entries
         // A struct's few keys are compared pairwise; a dictionary's many, by a set.
         if entries.count <= 16 {
-            for later in entries.indices.dropFirst() {
-                for earlier in 0..<later where Self.sameKey(entries[earlier], entries[later], in: reader) {
-                    throw Self.twice(entries[later], at: index, in: reader, codingPath)
+            for later in 1..<max(entries.count, 1) {
+                for earlier in 0..<later where sameKey(entries[earlier], entries[later]) {
+                    throw twice(entries[later], at: index)
                 }
             }
         } else {
             var seen = Set<String>(minimumCapacity: entries.count)
-            for entry in entries where !seen.insert(Self.name(of: entry, in: reader)).inserted {
-                throw Self.twice(entry, at: index, in: reader, codingPath)
+            for entry in entries where !seen.insert(name(of: entry)).inserted {
+                throw twice(entry, at: index)
             }
         }
     }
 
-    private static func twice(_ entry: Entry, at index: Int, in reader: CBORReader, _ codingPath: [any CodingKey]) -> DecodingError {
-        reader.corrupted(at: index, codingPath, "the map has the key \"\(name(of: entry, in: reader))\" twice")
+    private func twice(_ entry: Entry, at index: Int) -> DecodingError {
+        reader.corrupted(at: index, codingPath, "the map has the key \"\(name(of: entry))\" twice")
     }
 
-    private static func name(of entry: Entry, in reader: CBORReader) -> String {
+    private func name(of entry: Entry) -> String {
         entry.key ?? reader.buffer.getString(at: entry.keyStart, length: entry.keyLength) ?? ""
     }
 
-    private static func sameKey(_ a: Entry, _ b: Entry, in reader: CBORReader) -> Bool {
-        if a.key != nil || b.key != nil { return name(of: a, in: reader) == name(of: b, in: reader) }
+    private func sameKey(_ a: Entry, _ b: Entry) -> Bool {
+        if a.key != nil || b.key != nil { return name(of: a) == name(of: b) }
         return a.keyLength == b.keyLength && reader.bytesEqual(a.keyStart, b.keyStart, length: a.keyLength)
     }
 
@@ -100,15 +106,15 @@ final class CBORKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return name.withUTF8 { utf8 in utf8.count == entry.keyLength && reader.bytes(at: entry.keyStart, equal: utf8) }
     }
 
-    var allKeys: [Key] { entries.compactMap { Key(stringValue: Self.name(of: $0, in: reader)) } }
+    /// The keys, as text.
+    var names: [String] { entries.map(name(of:)) }
 
-    func contains(_ key: Key) -> Bool {
-        let name = key.stringValue
-        return entries.contains { entry($0, is: name) }
+    func contains(_ name: String) -> Bool {
+        entries.contains { entry($0, is: name) }
     }
 
     /// Where the value of `key` is.
-    private func value(for key: Key) throws -> Int {
+    func value(for key: any CodingKey) throws -> Int {
         let name = key.stringValue
         if next < entries.count, entry(entries[next], is: name) {
             next += 1
@@ -121,7 +127,8 @@ final class CBORKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return entries[found].value
     }
 
-    private func present(_ key: Key, _ type: Any.Type) throws -> Int {
+    /// Where the value of `key` is, which must not be null.
+    func present(_ key: any CodingKey, _ type: Any.Type) throws -> Int {
         let index = try value(for: key)
         guard !reader.isNull(at: index) else {
             throw DecodingError.valueNotFound(type, DecodingError.Context(codingPath: codingPath + [key], debugDescription: "null where a \(type) was expected"))
@@ -129,64 +136,80 @@ final class CBORKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return index
     }
 
+    func integer<Integer: FixedWidthInteger>(_ type: Integer.Type, _ key: any CodingKey) throws -> Integer {
+        try reader.integer(type, at: try present(key, type), codingPath + [key])
+    }
+}
+
+/// A keyed container over a ``CBORMap``: the protocol's requirements, by key type.
+struct CBORKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let map: CBORMap
+
+    init(reader: CBORReader, index: Int, codingPath: [any CodingKey]) throws {
+        map = try CBORMap(reader: reader, index: index, codingPath: codingPath)
+    }
+
+    var codingPath: [any CodingKey] { map.codingPath }
+    private var reader: CBORReader { map.reader }
+
+    var allKeys: [Key] { map.names.compactMap { Key(stringValue: $0) } }
+
+    func contains(_ key: Key) -> Bool { map.contains(key.stringValue) }
+
     func decodeNil(forKey key: Key) throws -> Bool {
-        reader.isNull(at: try value(for: key))
+        reader.isNull(at: try map.value(for: key))
     }
 
     func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
-        try reader.bool(at: try present(key, type), codingPath + [key])
+        try reader.bool(at: try map.present(key, type), codingPath + [key])
     }
 
     func decode(_ type: String.Type, forKey key: Key) throws -> String {
-        try reader.text(at: try present(key, type), codingPath + [key])
+        try reader.text(at: try map.present(key, type), codingPath + [key])
     }
 
     func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
-        try reader.double(at: try present(key, type), codingPath + [key])
+        try reader.double(at: try map.present(key, type), codingPath + [key])
     }
 
     func decode(_ type: Float.Type, forKey key: Key) throws -> Float {
-        try reader.float(at: try present(key, type), codingPath + [key])
+        try reader.float(at: try map.present(key, type), codingPath + [key])
     }
 
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try integer(type, key) }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try integer(type, key) }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try integer(type, key) }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try integer(type, key) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try integer(type, key) }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try integer(type, key) }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try integer(type, key) }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try integer(type, key) }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try integer(type, key) }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try integer(type, key) }
-
-    private func integer<Integer: FixedWidthInteger>(_ type: Integer.Type, _ key: Key) throws -> Integer {
-        try reader.integer(type, at: try present(key, type), codingPath + [key])
-    }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try map.integer(type, key) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try map.integer(type, key) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try map.integer(type, key) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try map.integer(type, key) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try map.integer(type, key) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try map.integer(type, key) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try map.integer(type, key) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try map.integer(type, key) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try map.integer(type, key) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try map.integer(type, key) }
 
     /// (Null is left to `Value`: an `Optional` takes it.)
     func decode<Value: Decodable>(_ type: Value.Type, forKey key: Key) throws -> Value {
-        try reader.decode(type, at: try value(for: key), codingPath: codingPath + [key])
+        try reader.decode(type, at: try map.value(for: key), codingPath: codingPath + [key])
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
-        KeyedDecodingContainer(try CBORKeyedDecoder<NestedKey>(reader: reader, index: try value(for: key), codingPath: codingPath + [key]))
+        KeyedDecodingContainer(try CBORKeyedDecoder<NestedKey>(reader: reader, index: try map.value(for: key), codingPath: codingPath + [key]))
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-        try CBORUnkeyedDecoder(reader: reader, index: try value(for: key), codingPath: codingPath + [key])
+        try CBORUnkeyedDecoder(reader: reader, index: try map.value(for: key), codingPath: codingPath + [key])
     }
 
     func superDecoder() throws -> any Decoder {
-        let key = CBORSuperKey()
-        guard let entry = entries.first(where: { entry($0, is: key.stringValue) }) else {
-            throw DecodingError.keyNotFound(key, DecodingError.Context(codingPath: codingPath, debugDescription: "no value for the key \"super\""))
-        }
-        return CBORValueDecoder(reader: reader, index: entry.value, codingPath: codingPath + [key])
+        try superDecoder(for: CBORSuperKey())
     }
 
     func superDecoder(forKey key: Key) throws -> any Decoder {
-        CBORValueDecoder(reader: reader, index: try value(for: key), codingPath: codingPath + [key])
+        try superDecoder(for: key)
+    }
+
+    private func superDecoder(for key: some CodingKey) throws -> any Decoder {
+        CBORValueDecoder(reader: reader, index: try map.value(for: key), codingPath: codingPath + [key])
     }
 }
 
