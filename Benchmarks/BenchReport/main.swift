@@ -349,8 +349,10 @@ if let session {
         [$0.delivery, $0.encoding, $0.field, "\($0.payloadBytes)", number($0.messagesPerSecond, 0), number($0.payloadMegabytesPerSecond),
          number($0.cpuMicrosecondsPerMessage), $0.ofBaseline.map { "\(number($0 * 100, 0)) %" } ?? "-"]
     })
-    md += table(["C GnuTLS frames of", "messages/s", "MB/s"], session.baselines.map {
-        ["\($0.payloadBytes) B", number($0.messagesPerSecond, 0), number($0.megabytesPerSecond)]
+    md += "The C GnuTLS program's rate is the median of its runs (nine since the runs were kept; three before): from one run to the next it moves with how often its reader catches up and sleeps.\n\n"
+    md += table(["C GnuTLS frames of", "messages/s (median)", "MB/s", "slowest run", "fastest run"], session.baselines.map {
+        ["\($0.payloadBytes) B", number($0.messagesPerSecond, 0), number($0.megabytesPerSecond),
+         $0.slowestMessagesPerSecond.map { number($0, 0) } ?? "-", $0.fastestMessagesPerSecond.map { number($0, 0) } ?? "-"]
     })
     md += "Beside 64 MiB messages, after a warm-up that lasts until their payload buffers are mapped (SessionBenchmark's `warmUp()`); buffers mapped afresh while the probes ran are counted.\n\n"
     md += table(["1 KiB message every 2 ms", "p50 ms", "p99 ms", "max ms", "messages", "fresh mappings"], session.latency.map {

@@ -257,12 +257,19 @@ public struct SessionCase: Codable, Sendable {
 /// The C GnuTLS program's one-way rate for frames of one size.
 public struct BaselineRate: Codable, Sendable {
     public var payloadBytes: Int
+    /// The median run's.
     public var messagesPerSecond: Double
+    /// The slowest and the fastest run's (absent in results written before they were kept).
+    public var slowestMessagesPerSecond: Double?
+    public var fastestMessagesPerSecond: Double?
     public var megabytesPerSecond: Double { messagesPerSecond * Double(payloadBytes) / 1e6 }
 
-    public init(payloadBytes: Int, messagesPerSecond: Double) {
+    /// The rate of the median of `runs` (messages/s), with the slowest and the fastest.
+    public init(payloadBytes: Int, runs: [Double]) {
         self.payloadBytes = payloadBytes
-        self.messagesPerSecond = messagesPerSecond
+        messagesPerSecond = Bench.percentile(runs, 0.5)
+        slowestMessagesPerSecond = runs.min()
+        fastestMessagesPerSecond = runs.max()
     }
 }
 

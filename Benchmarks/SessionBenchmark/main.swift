@@ -235,21 +235,29 @@ func warmUp() async {
     }
 }
 
-/// The C GnuTLS program's one-way rate for `size`-byte frames (median of three runs of about a second).
+/// How many times the C program runs per size: its rate for small frames moves from one run to
+/// the next between about 200k and 550k messages/s on this machine (the fewer times its reader
+/// catches up and sleeps, the fewer wake-ups its writer pays for), so one run, or the median of
+/// three, says little. The median of nine moves by a few percent.
+let baselineRuns = 9
+
+/// The C GnuTLS program's one-way rate for `size`-byte frames over ``baselineRuns`` runs of
+/// about half a second each.
 func baselineRate(_ size: Int) throws -> BaselineRate {
     let baseline = Baseline(useTLS: true, key: (0..<32).map { UInt8($0) }, spread: true)
     let count = max(32, min(200_000, (512 << 20) / size))
-    var seconds: [Double] = []
-    for _ in 0..<3 { seconds.append(try baseline.throughput(payload: size, count: count)) }
-    return BaselineRate(payloadBytes: size, messagesPerSecond: Double(count) / Bench.percentile(seconds, 0.5))
+    var rates: [Double] = []
+    for _ in 0..<baselineRuns { rates.append(Double(count) / (try baseline.throughput(payload: size, count: count))) }
+    return BaselineRate(payloadBytes: size, runs: rates)
 }
 
-print("C GnuTLS baseline: frames one way over loopback, the same sizes")
+print("C GnuTLS baseline: frames one way over loopback, the same sizes (median of \(baselineRuns) runs; the slowest and fastest run)")
 var baselines: [BaselineRate] = []
 for size in sizes {
     let rate = try baselineRate(size)
     baselines.append(rate)
-    print(String(format: "  %9d B: %9.0f messages/s, %7.1f MB/s", size, rate.messagesPerSecond, rate.megabytesPerSecond))
+    print(String(format: "  %9d B: %9.0f messages/s, %7.1f MB/s (%.0f-%.0f messages/s)", size, rate.messagesPerSecond,
+                 rate.megabytesPerSecond, rate.slowestMessagesPerSecond ?? 0, rate.fastestMessagesPerSecond ?? 0))
 }
 
 print("\nMessages through send -> messages(of:), one sender, \(duration) (and 3 messages) a case after 1 s of warm-up")
