@@ -38,14 +38,16 @@ struct OurLink {
     /// answers ACK after `count` messages (display name "sink COUNT").
     func withServer<T: Sendable>(_ body: (Int) async throws -> T) async throws -> T {
         let listener = try await PeerListener.bind(host: "127.0.0.1", configuration: configuration("server"))
+        // On standard error, unbuffered: standard output to a pipe is lost when the run then
+        // stops on the client's error, and with it why the link went.
         let task = Task {
             try await listener.run(onLink: { link in
                 do {
                     try await serve(link)
                 } catch {
-                    print("benchmark server link failed: \(error)")
+                    FileHandle.standardError.write(Data("benchmark server link failed: \(error)\n".utf8))
                 }
-            }, onFailure: { _, error in print("benchmark link failed: \(error)") })
+            }, onFailure: { _, error in FileHandle.standardError.write(Data("benchmark link failed: \(error)\n".utf8)) })
         }
         defer { task.cancel() }
         let result = try await body(listener.port)
