@@ -41,21 +41,26 @@ package struct DataMessage: Hashable, Sendable {
 }
 
 /// A decoded frame: what travels over a link once TLS is up.
+///
+/// Its larger cases are `indirect`, so that the enum takes three words at most: a message goes
+/// through the channel pipeline as a `NIOAny`, which holds a value of three words in place and
+/// a larger one in a box of its own, allocated each time a handler passes the message on (the
+/// enum was 128 bytes, for HELLO's sake).
 package enum LinkMessage: Hashable, Sendable {
-    case hello(Hello)
+    indirect case hello(Hello)
     case ping(Probe)
     case pong(Probe)
-    case data(DataMessage)
+    indirect case data(DataMessage)
     /// Everything up to and including this sequence number was delivered, except the message in
     /// fragments named by `partial`, of which the receiver has the first bytes.
-    case ack(UInt64, partial: PartialMessage? = nil)
+    indirect case ack(UInt64, partial: PartialMessage? = nil)
     /// The reason, and a few words for logs (at most 255 bytes of UTF-8).
-    case goodbye(GoodbyeReason, String)
+    indirect case goodbye(GoodbyeReason, String)
     /// The sender stopped reading the link (`reading` false: its application is behind, and
     /// TCP's window towards it will close) or reads it again (true).
     case flow(reading: Bool)
     /// A piece of a message too large for one frame.
-    case fragment(Fragment)
+    indirect case fragment(Fragment)
     /// A frame type this version does not know; receivers ignore it.
     case unknown(FrameType)
 
