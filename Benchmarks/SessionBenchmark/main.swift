@@ -44,6 +44,8 @@ let sizes = list("--sizes", ["128", "1024", "16384", "262144", "1048576", "67108
 let deliveries = list("--deliveries", ["reliable", "unreliable"])
 let encodings = list("--encodings", ["json", "binary"])
 let fields = list("--fields", ["String", "Data"])
+/// The outbox's count, for a sweep (`--outbox N`; default: `Limits`' own).
+let outboxCount = Bench.option("--outbox").flatMap(Int.init)
 let psk = try PreSharedKey.generate(identity: "session-benchmark")
 let quiet: Logger = {
     var logger = Logger(label: "session-benchmark")
@@ -61,6 +63,7 @@ func session(_ name: String, encoding: MessageEncoding, dialling endpoint: Strin
         serviceType: "_navlog._tcp", peer: PeerInfo(displayName: name), psk: psk,
         discovery: .staticPeers(endpoint.map { [$0] } ?? []), statsInterval: nil, logger: quiet)
     configuration.messageEncoding = encoding
+    if let count = outboxCount { configuration.limits.outbox.maximumCount = count }
     return MultipeerSession(configuration: configuration)
 }
 
