@@ -259,8 +259,9 @@ public struct BaselineRate: Codable, Sendable {
     public var payloadBytes: Int
     /// The median run's.
     public var messagesPerSecond: Double
-    /// The slowest and the fastest run's (absent in results written before they were kept).
+    /// The slowest run's (absent in results written before the runs were kept).
     public var slowestMessagesPerSecond: Double?
+    /// The fastest run's (absent in results written before the runs were kept).
     public var fastestMessagesPerSecond: Double?
     public var megabytesPerSecond: Double { messagesPerSecond * Double(payloadBytes) / 1e6 }
 

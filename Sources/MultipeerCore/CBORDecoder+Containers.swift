@@ -43,7 +43,7 @@ final class CBORMap {
     let codingPath: [any CodingKey]
     private let entries: [Entry]
     /// The entry after the last one looked up. (Unchecked exclusivity: only `value(for:)`
-    /// touches it, and calls nothing while it does.)
+    /// touches it, and no access to it stays open across a call.)
     @exclusivity(unchecked) private var next = 0
 
     init(reader: CBORReader, index: Int, codingPath: [any CodingKey]) throws {
