@@ -149,12 +149,8 @@ final class KeepaliveHandler: ChannelDuplexHandler {
             let sample = keepalive?.pingReceived(now: at) ?? nil
             keepalive?.outboundActivity(now: at)
             context.write(wrapOutboundOut(.pong(probe)), promise: nil)
-            if let sample {
-                // This side's round-trip sample, in the PONG's record.
-                quality.update { $0.pingSent(sample, at: at) }
-                pingsAwaited += 1
-                context.write(wrapOutboundOut(.ping(sample)), promise: nil)
-            }
+            // This side's round-trip sample, if due, in the PONG's record.
+            if let sample { write(ping: sample, at: at, context: context) }
             context.flush()
         case .pong(let probe):
             let at = now
@@ -236,6 +232,13 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         armedSlot = timers.arm(self, atUptimeNanoseconds: Int64(origin.uptimeNanoseconds) + nextWakeUp.nanoseconds)
     }
 
+    /// Writes a PING of this side's (the caller flushes), and awaits its PONG.
+    private func write(ping probe: Probe, at: Duration, context: ChannelHandlerContext) {
+        quality.update { $0.pingSent(probe, at: at) }
+        pingsAwaited += 1
+        context.write(wrapOutboundOut(.ping(probe)), promise: nil)
+    }
+
     /// The machine's next wake-up, read through an `inout`: read from the stored property, the
     /// machine was copied (its arrays retained and released) to call across modules, at every
     /// wake-up; so was it with `if let`.
@@ -260,9 +263,8 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         case .wait:
             break
         case .sendPing(let probe):
-            quality.update { $0.pingSent(probe, at: at) }
-            pingsAwaited += 1
-            context.writeAndFlush(wrapOutboundOut(.ping(probe)), promise: nil)
+            write(ping: probe, at: at, context: context)
+            context.flush()
         case .timedOut:
             // In whole milliseconds: an adapted timeout is no round figure.
             let (timeout, silence) = (Duration.milliseconds(keepalive!.timeout.milliseconds), Duration.milliseconds(keepalive!.silence(now: at).milliseconds))
