@@ -163,6 +163,8 @@ public actor NavlogNode: Service {
         switch event {
         case .listening(let port):
             subscriptions.continuation.yield(.listening(port: port))
+        case .listenFailed(let port, let error):
+            subscriptions.continuation.yield(.error(code: error.code.description, message: "cannot listen on port \(port) again, listening on another: \(error)"))
         case .peerJoined(let peer):
             let ref = PeerRef(id: peer.id, name: peer.displayName, fingerprint: peer.key.fingerprint)
             known[peer.id] = (ref, true, Date())
@@ -186,6 +188,8 @@ public actor NavlogNode: Service {
         case .messageHeld(let type, let peer):
             // This host subscribes to its one message type before it runs: anything else is foreign.
             subscriptions.continuation.yield(.error(code: "unknownMessageType", message: "\(peer.displayName) sent a \(type), which navlog-sync does not know"))
+        case .heldMessagesFull(let type, let peer):
+            subscriptions.continuation.yield(.error(code: "heldMessagesFull", message: "\(peer.displayName) sent more \(type) messages than are held for a first subscriber: its link waits"))
         case .messagesDropped(let type, let count, let reason):
             subscriptions.continuation.yield(.error(code: "messagesDropped", message: "\(count) \(type) message(s) dropped: \(reason)"))
         case .eventsDropped(let count):

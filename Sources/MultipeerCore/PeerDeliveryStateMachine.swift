@@ -14,20 +14,20 @@ package import NIOCore
 /// Events: a link up or down, a message to enqueue, an acknowledgement (the first on a link is
 /// its resume point), a flush asking for its next batch, a sender waiting for an
 /// acknowledgement, the peer forgotten. Actions: start a flush on a link, wake the senders
-/// waiting for room, end acknowledgement waits, report messages dropped. Time is an input (`now`).
+/// waiting (for room, or for an acknowledgement: each looks again), report messages dropped.
+/// Time is an input (`now`).
 package struct PeerDeliveryStateMachine: Sendable {
     package enum Action: Equatable, Sendable {
         /// Write what waits for this link (the unreliable messages, the outbox), in a task of its
         /// own (``nextBatch(for:)``).
         case flush(LinkID)
-        /// Senders waiting for room in the outbox may look again.
+        /// Senders waiting for room in the outbox, or for an acknowledgement, may look again
+        /// (``acknowledgement(for:now:)``).
         case wakeSenders
-        /// These acknowledgement waits are over: the peer has the messages.
-        case acknowledged([WaiterID])
         /// Queued messages the peer no longer takes (it came back with a smaller frame limit)
-        /// were dropped: report them (their type names, one entry each), and end the
-        /// acknowledgement waits for them with `messageTooLarge`.
-        case dropped(typeNames: [String], waiters: [WaiterID])
+        /// were dropped: report them (their type names, one entry each). Their acknowledgement
+        /// waits fail with `messageTooLarge`.
+        case dropped(typeNames: [String])
         /// Unreliable messages waiting for a link that went were dropped unwritten: report them
         /// (their type names, one entry each).
         case unreliableLost(typeNames: [String])
@@ -36,6 +36,24 @@ package struct PeerDeliveryStateMachine: Sendable {
     /// Names one sender waiting for an acknowledgement.
     package struct WaiterID: Hashable, Sendable {
         package var rawValue: UInt64
+    }
+
+    /// Where a sender waiting for an acknowledgement stands.
+    package enum AcknowledgementWait: Equatable, Sendable {
+        /// The peer acknowledged the message: its application has it.
+        case acknowledged
+        /// Not yet: look again after ``Action/wakeSenders``, or at the deadline if there is one
+        /// (the peer is away, and a sender waits for at most the send timeout of its absence).
+        case wait(until: ContinuousClock.Instant?)
+        /// It never will be: this error says why (the wait is over).
+        case failed(MultipeerError)
+    }
+
+    /// A sender waiting for the acknowledgement of the message with `ticket`.
+    private struct Waiter {
+        var ticket: UInt64
+        /// Why the acknowledgement will never come, once that is known.
+        var failure: MultipeerError?
     }
 
     /// What becomes of a message offered to the outbox.
@@ -92,7 +110,7 @@ package struct PeerDeliveryStateMachine: Sendable {
     package private(set) var met = false
     /// Forgotten with messages it may have been given: a new outbox numbers from its resume point.
     private var forgotten = false
-    private var waiters: [(ticket: UInt64, id: WaiterID)] = []
+    private var waiters: [WaiterID: Waiter] = [:]
     private var nextWaiter: UInt64 = 1
 
     package init(peerID: UUID, policy: Policy) {
@@ -162,22 +180,14 @@ package struct PeerDeliveryStateMachine: Sendable {
             let removed = outbox!.removeUnfit { Self.fits($0, frameLimit: frameLimit, messageLimit: messageLimit) }
             if !removed.isEmpty {
                 let tickets = Set(removed.map(\.ticket))
-                let dropped = waiters.filter { tickets.contains($0.ticket) }.map(\.id)
-                waiters.removeAll { tickets.contains($0.ticket) }
-                actions.append(.dropped(typeNames: removed.map(\.message.typeName), waiters: dropped))
+                for (id, waiter) in waiters where tickets.contains(waiter.ticket) { waiters[id]!.failure = tooLargeForPeer }
+                actions.append(.dropped(typeNames: removed.map(\.message.typeName)))
             }
             if let flush = startFlush() { actions.append(flush) }
         } else {
             outbox?.acknowledge(through: sequence, except: partial)
         }
         actions.append(.wakeSenders)
-        if let outbox, !waiters.isEmpty {
-            let done = waiters.filter { outbox.hasLeft(ticket: $0.ticket) }.map(\.id)
-            if !done.isEmpty {
-                waiters.removeAll { outbox.hasLeft(ticket: $0.ticket) }
-                actions.append(.acknowledged(done))
-            }
-        }
         return actions
     }
 
@@ -285,19 +295,56 @@ package struct PeerDeliveryStateMachine: Sendable {
     }
 
     /// Waits for the acknowledgement of the message with `ticket`: nil if it came already,
-    /// else an ID that a later ``Action/acknowledged(_:)`` names.
+    /// else an ID to look with (``acknowledgement(for:now:)``) until the wait is over.
     package mutating func waitForAcknowledgement(of ticket: UInt64) -> WaiterID? {
         if let outbox, outbox.hasLeft(ticket: ticket) { return nil }
         let id = WaiterID(rawValue: nextWaiter)
         nextWaiter += 1
-        waiters.append((ticket, id))
+        waiters[id] = Waiter(ticket: ticket)
         return id
     }
 
-    /// Drops what is queued for a peer that has left for good; returns the acknowledgement
-    /// waits that will never end. Until the peer joins again, it is not sent to.
+    /// Where the acknowledgement wait `id` stands at `now`; once acknowledged or failed, the wait
+    /// is over and `id` is not asked about again. A sender waits as long as the peer is active,
+    /// and for at most the send timeout of its absence (as for room in the outbox): then it
+    /// fails with `peerAway`, and the message stays queued for the peer's return.
+    package mutating func acknowledgement(for id: WaiterID, now: ContinuousClock.Instant) -> AcknowledgementWait {
+        guard let waiter = waiters[id] else { preconditionFailure("acknowledgement wait \(id.rawValue) is over or was never made") }
+        if let failure = waiter.failure {
+            waiters[id] = nil
+            return .failed(failure)
+        }
+        if let outbox, outbox.hasLeft(ticket: waiter.ticket) {
+            waiters[id] = nil
+            return .acknowledged
+        }
+        guard let awaySince else { return .wait(until: nil) }
+        let deadline = awaySince + policy.sendTimeout
+        guard now >= deadline else { return .wait(until: deadline) }
+        waiters[id] = nil
+        let away = String(format: "%.1f s", (now - awaySince).seconds)
+        return .failed(MultipeerError(
+            .peerAway,
+            "peer \(peerID) left \(away) ago without acknowledging the message: the wait gave up after Limits.sendTimeout (\(policy.sendTimeout)). The message stays queued and goes if the peer comes back; forget(peer:) drops it"))
+    }
+
+    /// The sender gave up waiting (its task was cancelled); the message stays queued.
+    package mutating func cancelWait(_ id: WaiterID) {
+        waiters[id] = nil
+    }
+
+    /// Why messages queued for the peer were dropped when it came back taking smaller ones.
+    private var tooLargeForPeer: MultipeerError {
+        let limits = messageLimit.map { "messages of at most \($0) bytes (its Limits.maximumMessageLength)" }
+            ?? "frames of at most \(frameLimit ?? 0) bytes (its Limits.maximumFrameLength) and no fragments"
+        return MultipeerError(
+            .messageTooLarge, "peer \(peerID) came back taking \(limits), smaller than this message needs; it was dropped from the outbox")
+    }
+
+    /// Drops what is queued for a peer that has left for good; the acknowledgement waits fail
+    /// (`peerAway`) when they look again. Until the peer joins again, it is not sent to.
     /// - Throws: `sessionState` if the peer is active.
-    package mutating func forget() throws -> [WaiterID] {
+    package mutating func forget() throws {
         guard link == nil else {
             throw MultipeerError(.sessionState, "peer \(peerID) is active: forget(peer:) is for a peer that has left")
         }
@@ -308,8 +355,8 @@ package struct PeerDeliveryStateMachine: Sendable {
         messageLimit = nil
         awaySince = nil
         flushingLink = nil
-        defer { waiters = [] }
-        return waiters.map(\.id)
+        let forgotten = MultipeerError(.peerAway, "peer \(peerID) was forgotten (forget(peer:)) before it acknowledged the message")
+        for id in waiters.keys { waiters[id]!.failure = forgotten }
     }
 
     // MARK: Helpers

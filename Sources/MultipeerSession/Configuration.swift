@@ -35,7 +35,11 @@ extension MultipeerSession {
         /// The members admitted, by key or peer ID; nil (the default) admits any holder of the
         /// group key. ``MultipeerSession/updateRoster(_:)`` changes it while the session runs.
         public var roster: Roster?
-        /// The TCP port to listen on; 0 (the default) lets the system choose.
+        /// The TCP port to listen on; 0 (the default) lets the system choose. The session keeps
+        /// the port it listens on across ``MultipeerSession/suspend()`` and
+        /// ``MultipeerSession/resume()`` (unless something took it meanwhile:
+        /// ``SessionEvent/listenFailed(port:_:)``), so peers that dial it by address find it again;
+        /// a new session on port 0 gets a new port, so give peers that dial by address a fixed one.
         public var port: Int
         /// How peers are found: Avahi (the default) or a fixed list.
         public var discovery: Discovery
@@ -150,11 +154,13 @@ extension MultipeerSession {
         /// 64 KiB) and the rest of one frame, per link.
         public var receiveBuffer: BufferLimits
         /// What is held, per message type name, for a first subscriber when a message arrives
-        /// that nobody subscribed to: default 256 messages or 1 MiB; beyond it the oldest are
-        /// dropped (``SessionEvent/messagesDropped(typeName:count:reason:)``).
+        /// that nobody subscribed to: default 256 messages or 1 MiB. A full hold is a full
+        /// stream: the links that bring more stop reading until something subscribes to the
+        /// type (``SessionEvent/heldMessagesFull(typeName:from:)``); nothing held is dropped.
         public var unsubscribedMessages: BufferLimits
         /// How many type names at most have messages held for a first subscriber. Default 16;
-        /// a message of another name nobody subscribed to is dropped and reported.
+        /// a message of one more name nobody subscribed to is held too, but stops its link at
+        /// once, until something subscribes to its type.
         public var maximumUnsubscribedTypes: Int
         /// The events each ``MultipeerSession/events`` stream holds for a slow reader. Default
         /// 1,024; beyond it the oldest `.stats` go first (``SessionEvent/eventsDropped(count:)``).

@@ -73,11 +73,8 @@ extension MultipeerSession {
     ///
     /// - Throws: `sessionState` if the peer is active now: forget a peer only once it has left.
     public func forget(peer peerID: UUID) throws {
-        guard var delivery = deliveries[peerID] else { return }
-        let abandoned = try delivery.forget()
-        deliveries[peerID] = delivery
-        let error = MultipeerError(.peerAway, "peer \(peerID) was forgotten (forget(peer:)) before it acknowledged the message")
-        for id in abandoned { acknowledgementWaits.removeValue(forKey: id)?.resume(throwing: error) }
+        guard deliveries[peerID] != nil else { return }
+        try deliveries[peerID]!.forget()
         senders.wake(peerID)
     }
 
@@ -159,19 +156,11 @@ extension MultipeerSession {
                 work.yield(.flush(peerID, link))
             case .wakeSenders:
                 senders.wake(peerID)
-            case .acknowledged(let ids):
-                for id in ids { acknowledgementWaits.removeValue(forKey: id)?.resume() }
             case .unreliableLost(let typeNames):
                 report(dropped: typeNames, reason: .linkLost)
-            case .dropped(let typeNames, let ids):
-                let limits = deliveries[peerID]?.messageLimit.map { "messages of at most \($0) bytes (its Limits.maximumMessageLength)" }
-                    ?? "frames of at most \(deliveries[peerID]?.frameLimit ?? 0) bytes (its Limits.maximumFrameLength) and no fragments"
-                let error = MultipeerError(
-                    .messageTooLarge,
-                    "peer \(peerID) came back taking \(limits), smaller than this message needs; it was dropped from the outbox")
-                for id in ids { acknowledgementWaits.removeValue(forKey: id)?.resume(throwing: error) }
-                logger.notice("queued messages dropped", metadata: [
-                    "multipeer.peer.id": "\(peerID)", "multipeer.dropped": "\(typeNames.count)", "multipeer.error": "\(error)"])
+            case .dropped(let typeNames):
+                logger.notice("queued messages dropped: the peer came back taking smaller messages than they need", metadata: [
+                    "multipeer.peer.id": "\(peerID)", "multipeer.dropped": "\(typeNames.count)"])
                 report(dropped: typeNames, reason: .tooLargeForPeer)
             }
         }
@@ -185,10 +174,30 @@ extension MultipeerSession {
         }
     }
 
-    /// Waits until the peer acknowledged the message with this ticket.
+    /// Waits until the peer acknowledged the message with this ticket: as long as the peer is
+    /// active, and at most `Limits.sendTimeout` of its absence (then throws `peerAway`; the
+    /// message stays queued). A sender is woken with those waiting for room, and looks again.
     func waitForAcknowledgement(of ticket: UInt64, by peerID: UUID) async throws {
         guard let id = deliveries[peerID]?.waitForAcknowledgement(of: ticket) else { return }
-        try await withCheckedThrowingContinuation { acknowledgementWaits[id] = $0 }
+        while true {
+            guard lifecycle != .stopped else {
+                throw MultipeerError(.sessionState, "the session stopped before the peer acknowledged the message")
+            }
+            // Before looking: a wake between the look and the wait (off the actor) is not missed.
+            let wakes = senders.wakes(for: peerID)
+            switch deliveries[peerID]!.acknowledgement(for: id, now: .now) {
+            case .acknowledged:
+                return
+            case .failed(let error):
+                throw error
+            case .wait(let deadline):
+                await senders.wait(for: peerID, after: wakes, until: deadline)
+                if Task.isCancelled {
+                    deliveries[peerID]?.cancelWait(id)
+                    throw CancellationError()
+                }
+            }
+        }
     }
 
     /// Where delivery to `peerID` stands, in one line (for benchmarks and tests that stall).
@@ -205,9 +214,6 @@ extension MultipeerSession {
     func releaseWaiters() {
         lifecycle = .stopped
         senders.wakeAll()
-        let error = MultipeerError(.sessionState, "the session stopped before the peer acknowledged the message")
-        for waiter in acknowledgementWaits.values { waiter.resume(throwing: error) }
-        acknowledgementWaits.removeAll()
     }
 }
 

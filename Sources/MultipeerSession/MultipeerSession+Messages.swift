@@ -38,11 +38,15 @@ extension MultipeerSession {
     ///   - message: What to send; it travels under its ``MultipeerSession/wireName(of:)``.
     ///   - peerID: The peer it is for.
     ///   - delivery: ``Delivery/reliable`` (the default) or ``Delivery/unreliable``.
-    ///   - awaitAcknowledgement: Return only once the peer's application has the message
-    ///     (reliable delivery only).
+    ///   - awaitAcknowledgement: Return only once the peer's application has the message (it is
+    ///     in the peer's stream, or held for the type's first subscriber there). Waits as long as
+    ///     the peer is active, and at most ``Limits/sendTimeout`` of its absence. Reliable
+    ///     delivery only: an unreliable message is never acknowledged.
     /// - Throws: `peerNotActive` for a peer this session has not seen (or, unreliable, that is not
     ///   active now); `outboxFull` when so configured; `peerAway` when the peer has been away
-    ///   for `Limits.sendTimeout` with its outbox full, or was forgotten; `messageTooLarge` when
+    ///   for `Limits.sendTimeout` with its outbox full or without acknowledging an awaited
+    ///   message (which stays queued), or was forgotten; `invalidArgument` for
+    ///   `awaitAcknowledgement` with ``Delivery/unreliable``; `messageTooLarge` when
     ///   the message is larger than the peer takes (its `Limits.maximumMessageLength`, announced
     ///   in HELLO); `codingFailed`; `CancellationError` when its task is cancelled while it
     ///   waits for room (the message is not queued). A message larger than 256 KiB goes in fragments, which other
@@ -51,6 +55,11 @@ extension MultipeerSession {
     public nonisolated func send<Message: Codable & Sendable>(
         _ message: Message, to peerID: UUID, delivery: Delivery = .reliable, awaitAcknowledgement: Bool = false
     ) async throws {
+        guard !awaitAcknowledgement || delivery == .reliable else {
+            throw MultipeerError(
+                .invalidArgument,
+                "send(_:to:delivery:awaitAcknowledgement:) was asked to await the acknowledgement of an unreliable message, which is never acknowledged: send it reliably, or do not wait")
+        }
         // Encoded in the caller's task, before the hop onto the actor: senders encode in
         // parallel, and a large message holds up nobody else's.
         try await send(encoded: try encode(message), to: peerID, delivery: delivery, awaitAcknowledgement: awaitAcknowledgement)
@@ -59,7 +68,7 @@ extension MultipeerSession {
     private func send(encoded data: DataMessage, to peerID: UUID, delivery: Delivery, awaitAcknowledgement: Bool) async throws {
         try checkFits(data, to: peerID)
         let ticket = try await enqueue(data, for: peerID, delivery: delivery)
-        if awaitAcknowledgement, delivery == .reliable { try await waitForAcknowledgement(of: ticket, by: peerID) }
+        if awaitAcknowledgement { try await waitForAcknowledgement(of: ticket, by: peerID) }
     }
 
     /// Sends `message` to every peer; returns how many it was handed to.

@@ -45,8 +45,6 @@ public actor MultipeerSession {
     /// Reliable delivery towards each peer met: its outbox across links, its link's resume
     /// point and flush, its absence, its acknowledgement waits.
     var deliveries: [UUID: PeerDeliveryStateMachine] = [:]
-    /// The senders waiting for an acknowledgement, by the ID their peer's delivery gave them.
-    var acknowledgementWaits: [PeerDeliveryStateMachine.WaiterID: CheckedContinuation<Void, any Error>] = [:]
     /// Who is admitted, beyond holding the group key (``Configuration/roster``).
     private var roster: Roster?
     /// The group keys (``Configuration/keys``), and the TLS context using them while running.
@@ -60,6 +58,12 @@ public actor MultipeerSession {
     /// Where the session is in its life.
     var lifecycle = Lifecycle.idle
     let receiveWindows = ReceiveWindows()
+    /// The port to listen on: the configured one, or (0 configured) the one the system chose
+    /// when the session first listened, so a peer that reaches this session by its address
+    /// (``Discovery/staticPeers(_:)``) finds it again after ``resume()``.
+    private var port: Int
+    /// The session has listened before (this is a resume).
+    private var hasListened = false
     /// Per peer: when it became active, and how often it came back.
     private var presence: [UUID: (since: ContinuousClock.Instant, reconnects: Int)] = [:]
     nonisolated let work: AsyncStream<Work>.Continuation
@@ -113,6 +117,7 @@ public actor MultipeerSession {
         self.subscriptions = Subscriptions(limits: configuration.limits, metrics: metrics)
         self.roster = configuration.roster
         self.keys = configuration.keys
+        self.port = configuration.port
         (workItems, work) = AsyncStream<Work>.makeStream()
     }
 
@@ -229,7 +234,7 @@ public actor MultipeerSession {
     private func runActive(
         _ linkConfiguration: LinkConfiguration, _ discovery: DiscoverySetup, _ items: inout AsyncStream<Work>.Iterator
     ) async throws -> Bool {
-        let listener = try await PeerListener.bind(port: configuration.port, configuration: linkConfiguration, limits: configuration.limits)
+        let listener = try await listen(linkConfiguration)
         logger.info("listening", metadata: ["multipeer.port": "\(listener.port)"])
         lifecycle = .running(port: listener.port)
         subscriptions.listening(listener.port)
@@ -309,6 +314,24 @@ public actor MultipeerSession {
             group.cancelAll()
             return suspended
         }
+    }
+
+    /// Binds the listener to ``port``. The first time, a failure is the run's; on resume, a
+    /// port taken meanwhile is reported (``SessionEvent/listenFailed(port:_:)``) and another is
+    /// bound, which is advertised: the session stays reachable by discovery.
+    private func listen(_ linkConfiguration: LinkConfiguration) async throws -> PeerListener {
+        let listener: PeerListener
+        do {
+            listener = try await PeerListener.bind(port: port, configuration: linkConfiguration, limits: configuration.limits)
+        } catch let error as MultipeerError where hasListened {
+            logger.warning("cannot listen on the same port again; listening on another", metadata: [
+                "multipeer.port": "\(port)", "multipeer.error": "\(error)"])
+            subscriptions.emit(.listenFailed(port: port, error))
+            listener = try await PeerListener.bind(port: 0, configuration: linkConfiguration, limits: configuration.limits)
+        }
+        hasListened = true
+        if configuration.port == 0 { port = listener.port }
+        return listener
     }
 
     // MARK: Links

@@ -30,6 +30,12 @@ public struct Peer: Hashable, Sendable, Identifiable, CustomStringConvertible {
 public enum SessionEvent: Sendable, CustomStringConvertible {
     /// The session listens on this TCP port (and advertises it).
     case listening(port: Int)
+    /// On ``MultipeerSession/resume()``, the session could not listen on the port it listened
+    /// on before (something else took it meanwhile): it listens on another now, which the
+    /// ``listening(port:)`` event after this one names and which it advertises over DNS-SD.
+    /// Peers that reach it by a fixed address (``MultipeerSession/Discovery/staticPeers(_:)``)
+    /// must be told the new one.
+    case listenFailed(port: Int, MultipeerError)
     /// A peer became active: its link is authenticated and HELLO-complete.
     case peerJoined(Peer)
     /// A peer left the active set.
@@ -59,10 +65,17 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
     /// it is held for the first subscriber, within ``MultipeerSession/Limits/unsubscribedMessages``.
     /// Reported once per type name: a name no program here uses shows up this way.
     case messageHeld(typeName: String, from: Peer)
-    /// Messages were dropped: received ones this session had acknowledged, before any subscriber
-    /// took them (reported at once, then at most once a second per type name with the count
-    /// since the last report), or queued ones the peer can no longer take (``MessageDropReason``
-    /// says which). The `multipeer_messages_dropped_total` metric counts every one.
+    /// The messages held for the first subscriber of `typeName` reached
+    /// ``MultipeerSession/Limits/unsubscribedMessages`` (or the name is one more than
+    /// ``MultipeerSession/Limits/maximumUnsubscribedTypes`` allows to hold): as with a full
+    /// stream, the links bringing more of them stop reading, and their senders wait, until
+    /// something subscribes to the type. Nothing held is dropped. Reported each time the hold
+    /// fills; the `multipeer_holds_full_total` metric counts them.
+    case heldMessagesFull(typeName: String, from: Peer)
+    /// Messages were dropped that no acknowledgement covered: queued ones the peer can no
+    /// longer take, unreliable ones whose link went, or part of a message whose sender gave up
+    /// the rest (``MessageDropReason`` says which). A message this session acknowledged is never
+    /// dropped. The `multipeer_messages_dropped_total` metric counts every one.
     case messagesDropped(typeName: String, count: Int, reason: MessageDropReason)
     /// This event stream fell behind by ``MultipeerSession/Limits/eventBuffer`` events and lost
     /// `count` of them since the last one it read (``stats(_:_:)`` reports first).
@@ -72,6 +85,7 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .listening(let port): "listening on port \(port)"
+        case .listenFailed(let port, let error): "cannot listen on port \(port) again, listening on another: \(error)"
         case .peerJoined(let peer): "\(peer) joined"
         case .peerLeft(let peer, let reason): "\(peer) left: \(reason)"
         case .connectionFailed(let address, let error): "connection with \(address) failed: \(error)"
@@ -81,6 +95,7 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
         case .advertisingFailed(let error): "advertising failed: \(error)"
         case .stats(let peer, let stats): "\(peer): \(stats)"
         case .messageHeld(let type, let peer): "a \(type) from \(peer) is held until something subscribes to that type"
+        case .heldMessagesFull(let type, let peer): "the \(type) messages held for a first subscriber are at their limit: \(peer)'s link waits until something subscribes to that type"
         case .messagesDropped(let type, let count, let reason): "\(count) \(type) message(s) dropped: \(reason)"
         case .eventsDropped(let count): "this event stream fell behind and lost \(count) event(s)"
         }
@@ -89,12 +104,6 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
 
 /// Why messages were dropped.
 public enum MessageDropReason: Hashable, Sendable, CustomStringConvertible {
-    /// Nobody subscribed to the type, and the messages held for a first subscriber reached
-    /// ``MultipeerSession/Limits/unsubscribedMessages``: the oldest went.
-    case noSubscriber
-    /// Nobody subscribed to the type, and messages of ``MultipeerSession/Limits/maximumUnsubscribedTypes``
-    /// other type names were held already.
-    case tooManyUnsubscribedTypes
     /// Queued for a peer that came back taking smaller frames or messages than they need (a
     /// smaller ``MultipeerSession/Limits/maximumFrameLength`` or
     /// ``MultipeerSession/Limits/maximumMessageLength``): they were taken out of its outbox unsent.
@@ -109,8 +118,6 @@ public enum MessageDropReason: Hashable, Sendable, CustomStringConvertible {
     /// Why, in a sentence.
     public var description: String {
         switch self {
-        case .noSubscriber: "nobody subscribed to the type, and the messages held for a first subscriber were at their limit"
-        case .tooManyUnsubscribedTypes: "nobody subscribed to the type, and messages of as many other types as allowed were held already"
         case .tooLargeForPeer: "queued for a peer that came back taking smaller frames or messages than they need"
         case .abandonedBySender: "part of it arrived in fragments, and the sender gave up the rest (it forgot this peer)"
         case .linkLost: "sent unreliably, and the peer's link went before it was written"

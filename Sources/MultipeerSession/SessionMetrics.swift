@@ -38,6 +38,11 @@ struct SessionMetrics: Sendable {
         Counter(label: "multipeer_messages_dropped_total", dimensions: dimensions + [("reason", "\(reason.label)")]).increment(by: count)
     }
 
+    /// The messages held for a type's first subscriber filled their hold: links bringing more stop.
+    func holdFull() {
+        Counter(label: "multipeer_holds_full_total", dimensions: dimensions).increment()
+    }
+
     /// A connection failed before its peer became active.
     func connectionFailed(code: MultipeerError.Code, inbound: Bool) {
         Counter(
@@ -56,8 +61,6 @@ extension MessageDropReason {
     /// The metric's label value.
     var label: String {
         switch self {
-        case .noSubscriber: "no_subscriber"
-        case .tooManyUnsubscribedTypes: "too_many_unsubscribed_types"
         case .abandonedBySender: "abandoned_by_sender"
         case .tooLargeForPeer: "too_large_for_peer"
         case .linkLost: "link_lost"

@@ -89,6 +89,22 @@ final class StreamBuffer<Element: Sendable>: Sendable {
         return outcome
     }
 
+    /// Takes `elements` (with their costs) before anything else is offered, for a stream not
+    /// read yet, with the producers they stopped: those are kept if this fills the buffer, and
+    /// called once the consumer has taken it down to half; else returned, to be called now.
+    func take(_ elements: [(Element, Int)], stopped: [@Sendable () -> Void]) -> [@Sendable () -> Void] {
+        state.withLockedValue { state in
+            precondition(state.waiter == nil && state.count == 0, "a stream takes what was held before anything else")
+            for (element, cost) in elements {
+                state.elements.append(Stored(element: element, cost: cost))
+                state.cost += cost
+            }
+            guard Self.isFull(state, limits) else { return stopped }
+            state.whenRoom += stopped
+            return []
+        }
+    }
+
     /// A consumer that waited, and the element it gets once ``resume()`` is called.
     struct Wake: Sendable {
         fileprivate let waiter: CheckedContinuation<Element?, Never>

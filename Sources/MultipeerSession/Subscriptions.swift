@@ -15,8 +15,10 @@ import NIOPosix
 /// decoding megabytes holds up neither the link nor the messages behind it on other streams (its
 /// subscribers' streams keep their order: their readers wait for it). A payload that does not
 /// decode is reported as it fails, and skipped. A message of a type nobody subscribed
-/// to yet is held for the first subscriber, up to `Limits.unsubscribedMessages` per type name and
-/// `Limits.maximumUnsubscribedTypes` names; beyond that it is dropped and reported.
+/// to yet is held for the first subscriber: a hold is a stream without a reader yet, bounded by
+/// `Limits.unsubscribedMessages` per type name and `Limits.maximumUnsubscribedTypes` names. A
+/// full hold stops the links that fill it, as a full stream does, until the first subscriber
+/// comes: nothing the session acknowledged is ever dropped.
 final class Subscriptions: Sendable {
     /// A message in a subscriber's buffer: to decode, decoded, or being decoded.
     enum Decoded: Sendable {
@@ -47,18 +49,25 @@ final class Subscriptions: Sendable {
         var decodings: [Decoding] = []
         var held = CircularBuffer<(peer: Peer, payload: ByteBuffer)>()
         var heldBytes = 0
+        /// Held beyond `Limits.maximumUnsubscribedTypes` names: full from its first message.
+        var beyondTypeLimit = false
+        /// The links a full hold stopped (their readers' calls for room): they read again once
+        /// the first subscriber has room for what was held.
+        var stopped: [@Sendable () -> Void] = []
         /// Whether ``SessionEvent/messageHeld(typeName:from:)`` was reported for this name.
         var reportedHeld = false
-        var drops = ReportThrottle()
 
         var isEmpty: Bool { decodings.isEmpty && held.isEmpty }
+
+        /// At `limits` (as a full stream is: one message alone is never too large), or a name beyond the names' limit.
+        func isFull(_ limits: BufferLimits) -> Bool {
+            beyondTypeLimit || held.count >= limits.maximumCount || (heldBytes >= limits.maximumBytes && held.count > 1)
+        }
     }
 
     private struct State {
         var events: [UUID: StreamBuffer<SessionEvent>] = [:]
         var topics: [String: Topic] = [:]
-        /// Drops of messages whose type names were one too many to hold.
-        var typeDrops = ReportThrottle()
         /// What a new event stream starts with.
         var port: Int?
         var active: [UUID: Peer] = [:]
@@ -135,10 +144,10 @@ final class Subscriptions: Sendable {
         let decode: @Sendable (ByteBuffer) throws -> any Sendable = { payload in
             try MessageEncoding.decode(Message.self, from: payload)
         }
-        state.withLockedValue { state in
+        let stopped = state.withLockedValue { state -> [@Sendable () -> Void] in
             guard !state.finished else {
                 buffer.finish()
-                return
+                return []
             }
             var topic = state.topics[typeName, default: Topic()]
             if let index = topic.decodings.firstIndex(where: { $0.type == key }) {
@@ -146,13 +155,16 @@ final class Subscriptions: Sendable {
             } else {
                 topic.decodings.append(Decoding(type: key, decode: decode, subscribers: [id: subscriber]))
             }
-            // The first subscriber takes what was held for it, before anything newer.
-            while let (peer, payload) = topic.held.popFirst() {
-                _ = buffer.offer((peer, .encoded(payload)), cost: payload.readableBytes, whenRoom: {})
-            }
+            // The first subscriber takes what was held for it, before anything newer, and with
+            // it the links the hold stopped: they read again once its stream has room.
+            let held = topic.held
+            topic.held = []
             topic.heldBytes = 0
-            state.topics[typeName] = topic
+            topic.beyondTypeLimit = false
+            defer { topic.stopped = []; state.topics[typeName] = topic }
+            return buffer.take(held.map { (($0.peer, .encoded($0.payload)), $0.payload.readableBytes) }, stopped: topic.stopped)
         }
+        stopped.forEach { $0() }
         let lifetime = StreamLifetime(buffer)
         return MessageStream {
             // Skips a message that did not decode (reported as it failed).
@@ -184,24 +196,24 @@ final class Subscriptions: Sendable {
     }
 
     /// Hands a DATA message to every subscriber of its type (decoded once per Swift type), or
-    /// holds it for the first one. Returns how many subscriber buffers it filled: the link
-    /// stops reading until `whenRoom` has been called as many times.
+    /// holds it for the first one. Returns how many subscriber buffers (or holds) it filled: the
+    /// link stops reading until `whenRoom` has been called as many times.
     func deliver(_ message: DataMessage, from peer: Peer, whenRoom: @escaping @Sendable () -> Void) -> Int {
         enum Plan {
             case decode([Decoding])
-            case held(report: SessionEvent?)
+            case held(full: Bool, reports: [SessionEvent])
         }
         let cost = message.payload.readableBytes
         let plan = state.withLockedValue { state -> Plan in
             if let decodings = state.topics[message.typeName]?.decodings, !decodings.isEmpty {
                 return .decode(decodings)
             }
-            return .held(report: hold(message, from: peer, in: &state))
+            return hold(message, from: peer, whenRoom: whenRoom, in: &state)
         }
         switch plan {
-        case .held(let report):
-            if let report { emit(report) }
-            return 0
+        case .held(let full, let reports):
+            reports.forEach(emit)
+            return full ? 1 : 0
         case .decode(let decodings):
             var filled = 0
             for decoding in decodings {
@@ -235,41 +247,37 @@ final class Subscriptions: Sendable {
             }
             return filled
         }
-    }
 
-    /// Keeps a message nobody subscribed to for the first subscriber; returns what to report.
-    private func hold(_ message: DataMessage, from peer: Peer, in state: inout State) -> SessionEvent? {
-        var topic: Topic
-        if let existing = state.topics[message.typeName] {
-            topic = existing
-        } else {
-            let holding = state.topics.values.count { $0.decodings.isEmpty }
-            guard holding < limits.maximumUnsubscribedTypes else {
-                metrics.dropped(reason: .tooManyUnsubscribedTypes)
-                return state.typeDrops.count().map {
-                    .messagesDropped(typeName: message.typeName, count: $0, reason: .tooManyUnsubscribedTypes)
+        /// Keeps a message nobody subscribed to for the first subscriber; says whether that
+        /// filled its hold (the link stops, and `whenRoom` is kept for the first subscriber)
+        /// and what to report.
+        func hold(_ message: DataMessage, from peer: Peer, whenRoom: @escaping @Sendable () -> Void, in state: inout State) -> Plan {
+            var topic = state.topics[message.typeName] ?? Topic()
+            if state.topics[message.typeName] == nil {
+                // One name more than may be held: held all the same (never dropped: the ACK
+                // for it may be on its way), and full at once, so the link stops until a
+                // subscriber comes. Each link brings at most one such message.
+                topic.beyondTypeLimit = state.topics.values.count { $0.decodings.isEmpty } >= limits.maximumUnsubscribedTypes
+            }
+            let wasFull = topic.isFull(limits.unsubscribedMessages)
+            topic.held.append((peer, message.payload))
+            topic.heldBytes += message.payload.readableBytes
+            var reports: [SessionEvent] = []
+            if !topic.reportedHeld {
+                topic.reportedHeld = true
+                reports.append(.messageHeld(typeName: message.typeName, from: peer))
+            }
+            let full = topic.isFull(limits.unsubscribedMessages)
+            if full {
+                topic.stopped.append(whenRoom)
+                if !wasFull {
+                    metrics.holdFull()
+                    reports.append(.heldMessagesFull(typeName: message.typeName, from: peer))
                 }
             }
-            topic = Topic()
+            state.topics[message.typeName] = topic
+            return .held(full: full, reports: reports)
         }
-        defer { state.topics[message.typeName] = topic }
-        topic.held.append((peer, message.payload))
-        topic.heldBytes += message.payload.readableBytes
-        var report: SessionEvent?
-        if !topic.reportedHeld {
-            topic.reportedHeld = true
-            report = .messageHeld(typeName: message.typeName, from: peer)
-        }
-        // Over the bound: the oldest go (one message alone is kept whatever its size).
-        while topic.held.count > 1,
-              topic.held.count > limits.unsubscribedMessages.maximumCount || topic.heldBytes > limits.unsubscribedMessages.maximumBytes {
-            topic.heldBytes -= topic.held.removeFirst().payload.readableBytes
-            metrics.dropped(reason: .noSubscriber)
-            if let count = topic.drops.count() {
-                report = .messagesDropped(typeName: message.typeName, count: count, reason: .noSubscriber)
-            }
-        }
-        return report
     }
 
     /// Ends every stream (the session has stopped); readers still get what is buffered.

@@ -76,14 +76,41 @@ import Testing
         _ = delivery.acknowledged(through: 0, on: LinkID(1))
         _ = Self.enqueue(&delivery)
         _ = Self.enqueue(&delivery)
-        let first = delivery.waitForAcknowledgement(of: 1)
-        let second = delivery.waitForAcknowledgement(of: 2)
-        #expect(first != nil && second != nil && first != second)
+        let first = delivery.waitForAcknowledgement(of: 1)!
+        let second = delivery.waitForAcknowledgement(of: 2)!
+        #expect(first != second)
         #expect(delivery.nextBatch(for: LinkID(1))?.frames.count == 2, "written")
         #expect(delivery.acknowledged(through: .max, on: LinkID(1)) == [.wakeSenders], "more than was written: ignored")
-        #expect(delivery.acknowledged(through: 1, on: LinkID(1)) == [.wakeSenders, .acknowledged([first!])])
-        #expect(delivery.acknowledged(through: 2, on: LinkID(1)) == [.wakeSenders, .acknowledged([second!])])
+        #expect(delivery.acknowledgement(for: first, now: Self.start) == .wait(until: nil), "active: as long as it takes")
+        #expect(delivery.acknowledged(through: 1, on: LinkID(1)) == [.wakeSenders])
+        #expect(delivery.acknowledgement(for: first, now: Self.start) == .acknowledged)
+        #expect(delivery.acknowledgement(for: second, now: Self.start) == .wait(until: nil))
+        #expect(delivery.acknowledged(through: 2, on: LinkID(1)) == [.wakeSenders])
+        #expect(delivery.acknowledgement(for: second, now: Self.start) == .acknowledged)
         #expect(delivery.waitForAcknowledgement(of: 2) == nil, "acknowledged already")
+    }
+
+    /// A sender waiting for the acknowledgement of a peer that went away waits the send
+    /// timeout of its absence, as one waiting for room does; the message stays queued.
+    @Test func anAcknowledgementWaitForAnAbsentPeerEndsAfterTheSendTimeout() {
+        var delivery = Self.delivery()
+        delivery.linkUp(LinkID(1), incarnation: 7, frameLimit: 1 << 20)
+        _ = delivery.acknowledged(through: 0, on: LinkID(1))
+        _ = Self.enqueue(&delivery)
+        let waiting = delivery.waitForAcknowledgement(of: 1)!
+        #expect(delivery.linkDown(LinkID(1), now: Self.start + .seconds(10)) == [.wakeSenders], "the waiter looks again")
+        #expect(delivery.acknowledgement(for: waiting, now: Self.start + .seconds(20)) == .wait(until: Self.start + .seconds(40)))
+        guard case .failed(let error) = delivery.acknowledgement(for: waiting, now: Self.start + .seconds(40)) else {
+            Issue.record("the wait ends once the peer has been away for the send timeout")
+            return
+        }
+        #expect(error.code == .peerAway)
+        #expect(error.message.contains("Limits.sendTimeout"))
+        #expect(delivery.outbox?.count == 1, "still queued for the peer's return")
+        // A wait begun while the peer is away has the same deadline; one cancelled is forgotten.
+        let late = delivery.waitForAcknowledgement(of: 1)!
+        #expect(delivery.acknowledgement(for: late, now: Self.start + .seconds(11)) == .wait(until: Self.start + .seconds(40)))
+        delivery.cancelWait(late)
     }
 
     /// A forgotten peer's receiver may have delivered some of what it was sent: when it comes
@@ -94,9 +121,14 @@ import Testing
         #expect(throws: MultipeerError.self) { _ = try delivery.forget() }
         _ = delivery.acknowledged(through: 0, on: LinkID(1))
         _ = Self.enqueue(&delivery)
-        let waiting = delivery.waitForAcknowledgement(of: 1)
+        let waiting = delivery.waitForAcknowledgement(of: 1)!
         _ = delivery.linkDown(now: Self.start)
-        #expect(try delivery.forget() == [waiting!], "the waits that will never end")
+        try delivery.forget()
+        guard case .failed(let abandoned) = delivery.acknowledgement(for: waiting, now: Self.start) else {
+            Issue.record("a wait for a forgotten peer's acknowledgement fails")
+            return
+        }
+        #expect(abandoned.code == .peerAway && abandoned.message.contains("forgotten"))
         guard case .refused(let error) = Self.enqueue(&delivery) else {
             Issue.record("not sent to until it joins again")
             return

@@ -51,6 +51,37 @@ import Testing
         }
     }
 
+    /// A send that awaits its acknowledgement from a peer that has left gives up after the send
+    /// timeout of the peer's absence, as a send waiting for room does; the message stays queued
+    /// (it used to wait until the session stopped).
+    @Test func anAcknowledgementWaitForAPeerThatLeftGivesUpAfterTheSendTimeout() async throws {
+        try await Self.withDeparture(limits: MultipeerSession.Limits(sendTimeout: .seconds(1))) { dialler, gone, stop in
+            await stop()
+            let started = ContinuousClock.now
+            let error = try await within(30, "the acknowledgement wait to give up") { () -> MultipeerError? in
+                do {
+                    try await dialler.send(Note(text: "are you there?"), to: gone, awaitAcknowledgement: true)
+                    return nil
+                } catch let error as MultipeerError {
+                    return error
+                }
+            }
+            #expect(error?.code == .peerAway)
+            #expect(error?.message.contains("Limits.sendTimeout") == true, "\(String(describing: error))")
+            #expect(ContinuousClock.now - started >= .milliseconds(900), "it waited for the peer first")
+        }
+    }
+
+    /// Awaiting the acknowledgement of an unreliable message, which never comes, is refused.
+    @Test func awaitingTheAcknowledgementOfAnUnreliableMessageIsRefused() async throws {
+        try await withPair { listener, dialler in
+            let error = await #expect(throws: MultipeerError.self) {
+                try await dialler.send(Note(text: "fire and forget"), to: listener.peerID, delivery: .unreliable, awaitAcknowledgement: true)
+            }
+            #expect(error?.code == .invalidArgument)
+        }
+    }
+
     /// A peer that was active and has left, never sent to before: its messages are queued for
     /// its return (the error used to say it had never been active).
     @Test func aPeerThatLeftBeforeAnythingWasSentToItStillGetsAnOutbox() async throws {

@@ -33,4 +33,69 @@ import Testing
             }
         }
     }
+
+    /// A session on port 0 comes back from `suspend()` on the same port, so a peer that dials it
+    /// by address finds it again and delivers what it queued meanwhile (it came back on a new
+    /// port, and the peer never found it: 0 of 10 messages in 20 s).
+    @Test func resumeKeepsThePortStaticPeersDial() async throws {
+        let listener = MultipeerSession(configuration: configuration("listener"))
+        try await whileRunning([listener]) {
+            let port = try await listeningPort(of: listener)
+            let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port))
+            let notes = listener.messages(of: Note.self)
+            try await whileRunning([dialler]) {
+                try await waitUntilActive(listener, dialler.peerID)
+                let events = dialler.events
+                await listener.suspend()
+                try await within(30, "the dialler to see the listener leave") {
+                    for await event in events { if case .peerLeft(let peer, _) = event, peer.id == listener.peerID { return } }
+                }
+                for number in 0..<10 { try await dialler.send(Note(text: "\(number)"), to: listener.peerID) }
+                await listener.resume()
+                let received = try await within(30, "the queued messages") { () -> [String] in
+                    var texts: [String] = []
+                    for await (_, note) in notes {
+                        texts.append(note.text)
+                        if texts.count == 10 { break }
+                    }
+                    return texts
+                }
+                #expect(received == (0..<10).map { "\($0)" })
+                #expect(await listener.listeningPort == port)
+            }
+        }
+    }
+
+    /// A port taken while the session was suspended: `resume()` says so in an event and listens
+    /// on another, which the `listening` event names.
+    @Test func aPortTakenMeanwhileIsReportedAndAnotherListenedOn() async throws {
+        let session = MultipeerSession(configuration: configuration("session"))
+        try await whileRunning([session]) {
+            let port = try await listeningPort(of: session)
+            let events = session.events
+            await session.suspend()
+            // (No event says a session without peers has suspended: its port is gone then.)
+            try await within(30, "the session to suspend") { while await session.listeningPort != nil { await Task.yield() } }
+            var squatting = configuration("squatter")
+            squatting.port = port
+            let squatter = MultipeerSession(configuration: squatting)
+            try await whileRunning([squatter]) {
+                #expect(try await listeningPort(of: squatter) == port)
+                await session.resume()
+                let (failed, next) = try await within(30, "the new port") { () -> (MultipeerError?, Int?) in
+                    var failed: MultipeerError?
+                    for await event in events {
+                        if case .listenFailed(let taken, let error) = event {
+                            #expect(taken == port)
+                            failed = error
+                        }
+                        if case .listening(let next) = event, failed != nil { return (failed, next) }
+                    }
+                    return (failed, nil)
+                }
+                #expect(failed?.code == .listenFailed)
+                #expect(next != nil && next != port)
+            }
+        }
+    }
 }
