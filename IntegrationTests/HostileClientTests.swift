@@ -235,6 +235,36 @@ enum RawTLSClient {
         try await deafChannel.withLockedValue { $0 }?.close()
     }
 
+    /// A member whose connection ends in the middle of a TLS record, without a close_notify (it
+    /// crashed, or the path was cut), leaves with `uncleanShutdown`, not as if it had closed:
+    /// the truncation was reported as an orderly "link closed" before.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aLinkCutInTheMiddleOfARecordLeavesWithUncleanShutdown() async throws {
+        let server = MultipeerSession(configuration: .test("server", discovery: .staticPeers([]), keepalive: Self.patient))
+        let serverEvents = EventLog(server.events)
+        try await whileRunning([server]) {
+            let port = try await serverEvents.listeningPort()
+            let identity = PeerIdentity()
+            let raw = try await RawPeer(port: port)
+            try await raw.send(try await raw.hello(claiming: identity.peerID, signedBy: identity, incarnation: 1, name: "cut", keepalive: Self.patient))
+            _ = try await serverEvents.waitUntilActive([identity.peerID])
+            try await raw.sendTruncated(.ping(Probe(nonce: 1, timestamp: 2)))
+            let events = try await serverEvents.wait { events in
+                events.contains { if case .peerLeft(let peer, _) = $0 { peer.id == identity.peerID } else { false } }
+            }
+            let left = events.compactMap { event -> PeerLeftReason? in
+                if case .peerLeft(let peer, let reason) = event, peer.id == identity.peerID { reason } else { nil }
+            }.first
+            guard case .linkClosed(let error?)? = left else {
+                Issue.record("left with \(String(describing: left)), not an error")
+                return
+            }
+            #expect(error.code == .uncleanShutdown, "\(error)")
+            #expect(error.message.contains("close_notify"), "\(error)")
+            await raw.close()
+        }
+    }
+
     /// A keepalive under which a silent peer outlives the test.
     static let patient = KeepaliveParameters(interval: .seconds(60), timeout: .seconds(180))
 

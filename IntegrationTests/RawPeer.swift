@@ -13,6 +13,7 @@ final class RawPeer: Sendable {
     let channel: any Channel
     private let exporterFuture: EventLoopFuture<[UInt8]>
     let frames: AsyncStream<Frame>
+    private let cutter: Cutter
 
     /// Connects to `host:port` and completes TLS.
     init(host: String = "127.0.0.1", port: Int, psk: PreSharedKey = LinkFixtures.psk) async throws {
@@ -21,10 +22,13 @@ final class RawPeer: Sendable {
         self.frames = frames
         let promise = MultiThreadedEventLoopGroup.singleton.any().makePromise(of: [UInt8].self)
         exporterFuture = promise.futureResult
+        let cutter = Cutter()
+        self.cutter = cutter
         channel = try await ClientBootstrap(group: promise.futureResult.eventLoop)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let handlers = channel.pipeline.syncOperations
+                    try handlers.addHandler(cutter)
                     try handlers.addHandler(TLSHandler(engine: TLSEngine(role: .client, context: tls, allocator: channel.allocator)))
                     try handlers.addHandler(ByteToMessageHandler(FrameDecoder(maximumLength: 1 << 24)))
                     try handlers.addHandler(Recorder(exporter: promise, frames: continuation))
@@ -63,6 +67,30 @@ final class RawPeer: Sendable {
 
     func close() async {
         try? await channel.close()
+    }
+
+    /// Sends `message` in a TLS record of which only the first half goes out, then ends the
+    /// byte stream (FIN) without a close_notify: a peer that crashed mid-record.
+    func sendTruncated(_ message: LinkMessage) async throws {
+        try await channel.eventLoop.submit { self.cutter.armed = true }.get()
+        try? await send(message)
+    }
+
+    /// Below TLS: once armed, writes half of the next ciphertext and shuts the output down.
+    private final class Cutter: ChannelOutboundHandler, @unchecked Sendable {
+        // (@unchecked: `armed` is read and written on the channel's event loop only.)
+        typealias OutboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+        var armed = false
+
+        func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+            guard armed else { return context.write(data, promise: promise) }
+            armed = false
+            var ciphertext = unwrapOutboundIn(data)
+            let half = ciphertext.readSlice(length: ciphertext.readableBytes / 2)!
+            context.writeAndFlush(wrapOutboundOut(half), promise: nil)
+            context.close(mode: .output, promise: promise)
+        }
     }
 
     private final class Recorder: ChannelInboundHandler {

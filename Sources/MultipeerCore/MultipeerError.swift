@@ -45,6 +45,10 @@ public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible
         public static let alertReceived = Code("alertReceived")
         /// Any other TLS failure; the underlying text says which.
         public static let tlsFailure = Code("tlsFailure")
+        /// The peer's byte stream ended (TCP FIN) without a TLS close_notify, perhaps in the
+        /// middle of a record: the peer crashed or was killed, or someone on the path cut the
+        /// connection. Not an orderly close; what the peer sent last may be missing.
+        public static let uncleanShutdown = Code("uncleanShutdown")
         /// The TLS handshake or HELLO exchange did not finish in time.
         public static let handshakeTimeout = Code("handshakeTimeout")
         /// The link closed before the handshake finished.

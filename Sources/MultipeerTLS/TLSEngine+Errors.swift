@@ -28,6 +28,9 @@ extension TLSEngine {
             return error(
                 .tlsNegotiationFailed,
                 "\(peer) offered no TLS 1.3 ECDHE-PSK handshake (an older TLS version, or certificates only); this group accepts nothing else")
+        case GNUTLS_E_UNEXPECTED_PACKET_LENGTH where inboundEnded && !duringHandshake:
+            // At the end of the stream: a short record is one cut off, not a malformed one.
+            return error(.uncleanShutdown, "\(peer) closed the connection without a TLS close_notify, in the middle of a record: \(truncation)")
         case GNUTLS_E_UNEXPECTED_PACKET_LENGTH, GNUTLS_E_UNSUPPORTED_VERSION_PACKET, GNUTLS_E_UNEXPECTED_PACKET,
              GNUTLS_E_RECORD_OVERFLOW:
             if duringHandshake && !looksLikeTLS {
@@ -36,10 +39,10 @@ extension TLSEngine {
             return error(.tlsFailure, "\(peer) broke the TLS record protocol")
         case GNUTLS_E_DECRYPTION_FAILED:
             return error(.corruptedRecord, "a TLS record from \(peer) failed to decrypt: it was altered in transit")
+        case GNUTLS_E_PREMATURE_TERMINATION where duringHandshake:
+            return error(.closedDuringHandshake, "\(peer) closed the connection during the TLS handshake")
         case GNUTLS_E_PREMATURE_TERMINATION:
-            return error(
-                duringHandshake ? .closedDuringHandshake : .tlsFailure,
-                "\(peer) closed the connection \(duringHandshake ? "during the TLS handshake" : "without a TLS close_notify")")
+            return error(.uncleanShutdown, "\(peer) closed the connection without a TLS close_notify: \(truncation)")
         default:
             return error(.tlsFailure, "TLS with \(peer) failed\(duringHandshake ? " during the handshake" : "")")
         }
@@ -60,6 +63,9 @@ extension TLSEngine {
             return MultipeerError(.alertReceived, "\(peer) ended TLS with a fatal alert", underlying: alert)
         }
     }
+
+    /// What a truncation means, for its error.
+    private var truncation: String { "it crashed or was cut off, and what it sent last may be missing" }
 
     /// Whether the first byte received is a TLS record type (handshake or alert).
     private var looksLikeTLS: Bool {

@@ -103,10 +103,14 @@ package final class TLSEngine {
         }
     }
 
-    /// Tells the engine that the peer's byte stream ended.
+    /// Tells the engine that the peer's byte stream ended: a ``read(into:)`` after it returns
+    /// ``ReadResult/closed`` if a close_notify came, and throws `uncleanShutdown` if none did.
     package func receiveEOF() {
         inboundEOF = true
     }
+
+    /// The peer's byte stream has ended (``receiveEOF()``).
+    var inboundEnded: Bool { inboundEOF }
 
     /// Ciphertext to send to the peer, if any.
     package func takeOutbound() -> ByteBuffer? {

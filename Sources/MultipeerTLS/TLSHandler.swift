@@ -15,7 +15,9 @@ package struct TLSHandshakeCompleted: Sendable {
 /// Writes made before the handshake completes wait for it. Plaintext written between two
 /// flushes is encrypted together, so many small frames share a few large records; a write of a
 /// record's worth or more is encrypted at once, as it is (after what came before it). A failed
-/// handshake sends its alert, fires a ``MultipeerError`` and closes the channel.
+/// handshake sends its alert, fires a ``MultipeerError`` and closes the channel. A connection
+/// that ends without the peer's close_notify (a FIN alone, perhaps in the middle of a record),
+/// while neither side was closing, fires `uncleanShutdown`: a crash or a cut, not a close.
 package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     package typealias InboundIn = ByteBuffer
     package typealias InboundOut = ByteBuffer
@@ -26,6 +28,9 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case idle
         case handshaking
         case active
+        /// The end is expected: this side closes, the peer's close_notify came, or the
+        /// connection failed below. Nothing more is read or written.
+        case closing
         case closed
     }
 
@@ -64,31 +69,45 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard state != .closed else { return }
-        engine.receive(unwrapInboundIn(data))
         switch state {
         case .idle, .handshaking:
+            engine.receive(unwrapInboundIn(data))
             state = .handshaking
             advanceHandshake(context: context)
         case .active:
+            engine.receive(unwrapInboundIn(data))
             readRecords(context: context)
-        case .closed:
+        case .closing, .closed:
             break
         }
     }
 
     package func channelInactive(context: ChannelHandlerContext) {
-        if case .handshaking = state {
+        switch state {
+        case .handshaking:
             context.fireErrorCaught(MultipeerError(
                 .closedDuringHandshake, "\(engine.peerDescription) closed the connection during the TLS handshake"))
+        case .active:
+            // Nobody was closing: the stream ended. With the peer's close_notify last, that is
+            // its orderly close; without it, a truncation.
+            engine.receiveEOF()
+            readRecords(context: context)
+        case .idle, .closing, .closed:
+            break
         }
         state = .closed
         failPendingWrites(ChannelError.ioOnClosedChannel)
         context.fireChannelInactive()
     }
 
+    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // The connection failed below (a reset, say): that, not its end, is what to report.
+        if case .active = state { state = .closing }
+        context.fireErrorCaught(error)
+    }
+
     package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        guard state != .closed else {
+        guard state != .closed, state != .closing else {
             promise?.fail(ChannelError.ioOnClosedChannel)
             return
         }
@@ -143,6 +162,7 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
             encryptPending(context: context)
             engine.shutdown()
             writeCiphertext(context: context)
+            state = .closing
         }
         context.close(mode: mode, promise: promise)
     }
@@ -184,7 +204,8 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if plaintext.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(plaintext)) }
         // A post-handshake message (key update) may need an answer.
         writeCiphertext(context: context)
-        if result == .closed {
+        if result == .closed, case .active = state {
+            state = .closing
             context.close(promise: nil)
         }
     }

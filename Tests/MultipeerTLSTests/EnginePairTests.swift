@@ -114,6 +114,33 @@ final class EnginePair {
         #expect(try pair.server.read(into: &plaintext) == .closed)
     }
 
+    /// The stream ending without a close_notify is a truncation, whether it ends between records
+    /// or in the middle of one; after a close_notify it is an orderly close.
+    @Test func anEndWithoutCloseNotifyIsAnUncleanShutdown() throws {
+        for cut in [false, true] {
+            let pair = try EnginePair(clientKey: Self.key, serverKey: Self.key)
+            #expect(pair.handshake().server == .complete)
+            try pair.client.write(ByteBuffer(string: "last words"))
+            var record = pair.client.takeOutbound()!
+            if cut { record = record.getSlice(at: record.readerIndex, length: record.readableBytes / 2)! }
+            pair.server.receive(record)
+            var plaintext = ByteBuffer()
+            #expect(try pair.server.read(into: &plaintext) == .needMoreCiphertext)
+            #expect(String(buffer: plaintext) == (cut ? "" : "last words"))
+            pair.server.receiveEOF()
+            let error = try #require(throws: MultipeerError.self) { try pair.server.read(into: &plaintext) }
+            #expect(error.code == .uncleanShutdown, "\(error)")
+            #expect(error.message.contains("in the middle of a record") == cut, "\(error)")
+        }
+        let pair = try EnginePair(clientKey: Self.key, serverKey: Self.key)
+        #expect(pair.handshake().server == .complete)
+        pair.client.shutdown()
+        pair.server.receive(pair.client.takeOutbound()!)
+        pair.server.receiveEOF()
+        var plaintext = ByteBuffer()
+        #expect(try pair.server.read(into: &plaintext) == .closed)
+    }
+
     @Test func plaintextIsRecognisedAsNotTLS() throws {
         let server = try TLSEngine(role: .server, context: TLSContext(configuration: TLSConfiguration(psk: Self.key)))
         server.peerDescription = "peer at 127.0.0.1:50412"

@@ -144,5 +144,22 @@ import Testing
         try pair.shuttle()
         #expect(String(buffer: pair.serverEvents.received) == "last words")
         #expect(!pair.server.isActive, "close_notify closes the server side too")
+        #expect(pair.serverEvents.errors.isEmpty, "an orderly close: \(pair.serverEvents.errors)")
+        #expect(pair.clientEvents.errors.isEmpty, "\(pair.clientEvents.errors)")
+    }
+
+    /// The connection ends (the socket reads EOF) after half a record and no close_notify: the
+    /// handler fires `uncleanShutdown` before the channel goes inactive.
+    @Test func anEndInTheMiddleOfARecordFiresUncleanShutdown() throws {
+        let pair = try Pair()
+        try pair.activate()
+        try pair.shuttle()
+        pair.client.writeAndFlush(ByteBuffer(string: "cut short"), promise: nil)
+        pair.client.embeddedEventLoop.run()
+        let record = try #require(try pair.client.readOutbound(as: ByteBuffer.self))
+        try pair.server.writeInbound(record.getSlice(at: record.readerIndex, length: record.readableBytes / 2)!)
+        pair.server.pipeline.fireChannelInactive()
+        #expect(pair.serverEvents.received.readableBytes == 0)
+        #expect((pair.serverEvents.errors.first as? MultipeerError)?.code == .uncleanShutdown, "\(pair.serverEvents.errors)")
     }
 }
