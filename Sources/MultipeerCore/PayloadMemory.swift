@@ -2,7 +2,8 @@
 import Glibc
 #endif
 @_spi(CustomByteBufferAllocator) package import NIOCore
-import Synchronization
+import NIOConcurrencyHelpers
+import Synchronization  // Atomic (which ThreadSanitizer sees, unlike its Mutex)
 
 /// Where message payloads live: a `ByteBufferAllocator` whose large buffers (1 MiB and more)
 /// are mappings of their own, asking for transparent huge pages, and kept for the next large
@@ -40,7 +41,7 @@ package enum PayloadMemory {
 
     /// The spare mappings and their bytes now (for tests and benchmarks).
     package static var spares: (count: Int, bytes: Int) {
-        pool.withLock { ($0.spares.count, $0.spares.reduce(0) { $0 + $1.length }) }
+        pool.withLockedValue { ($0.spares.count, $0.spares.reduce(0) { $0 + $1.length }) }
     }
 
     /// How many mappings were made so far, spares taken again not counted (for benchmarks: a
@@ -49,7 +50,7 @@ package enum PayloadMemory {
 
     /// Unmaps every spare mapping.
     package static func releaseSpares() {
-        for spare in pool.withLock({ $0.removeAll() }) { munmap(spare.base, spare.length) }
+        for spare in pool.withLockedValue({ $0.removeAll() }) { munmap(spare.base, spare.length) }
     }
 
     // MARK: The blocks
@@ -130,7 +131,7 @@ package enum PayloadMemory {
         }
     }
 
-    fileprivate static let pool = Mutex(Pool())
+    fileprivate static let pool = NIOLockedValueBox(Pool())
     private static let mappings = Atomic(0)
 
     fileprivate static func header(of bytes: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Header> {
@@ -146,7 +147,7 @@ package enum PayloadMemory {
         }
         let now = ContinuousClock.now
         let wanted = roundUp(headerSize + capacity, to: hugePageSize)
-        let (spare, expired) = pool.withLock { pool in (pool.take(length: wanted, now: now), pool.expired(now: now)) }
+        let (spare, expired) = pool.withLockedValue { pool in (pool.take(length: wanted, now: now), pool.expired(now: now)) }
         for old in expired { munmap(old.base, old.length) }
         let base: UnsafeMutableRawPointer
         let length: Int
@@ -170,7 +171,7 @@ package enum PayloadMemory {
         // Lazily freed: the pages stay mapped for the next large buffer unless the kernel needs them.
         _ = madvise(base, header.mappedLength, MADV_FREE)
         let spare = Spare(base: base, length: header.mappedLength, used: ContinuousClock.now)
-        for old in pool.withLock({ $0.keep(spare) }) { munmap(old.base, old.length) }
+        for old in pool.withLockedValue({ $0.keep(spare) }) { munmap(old.base, old.length) }
     }
 
     fileprivate static func reallocate(_ bytes: UnsafeMutableRawPointer?, oldCapacity: Int, newCapacity: Int) -> UnsafeMutableRawPointer {

@@ -1,7 +1,7 @@
 public import Foundation
 import MultipeerCore
 import NIOCore
-import Synchronization
+import NIOConcurrencyHelpers
 
 extension MultipeerSession {
     /// The name a message type travels under, so several types share one link: its
@@ -148,14 +148,14 @@ extension MultipeerSession {
 enum MessageTypeTraits {
     typealias Traits = (name: String, encoding: MessageEncoding?)
 
-    private static let known = Mutex<[ObjectIdentifier: Traits]>([:])
+    private static let known = NIOLockedValueBox<[ObjectIdentifier: Traits]>([:])
 
     static func of<Message>(_ type: Message.Type) -> Traits {
         let key = ObjectIdentifier(type)
-        if let traits = known.withLock({ $0[key] }) { return traits }
+        if let traits = known.withLockedValue({ $0[key] }) { return traits }
         let declared = type as? any MultipeerMessage.Type
         let traits = (name: declared?.wireName ?? String(describing: type), encoding: declared?.wireEncoding ?? nil)
-        known.withLock { $0[key] = traits }
+        known.withLockedValue { $0[key] = traits }
         return traits
     }
 }

@@ -1,6 +1,6 @@
 internal import CGnuTLS
 import MultipeerCore
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// TLS settings of a link. The protocol itself is fixed (docs/PROTOCOL.md): TLS 1.3,
 /// ECDHE-PSK, AES-128-GCM first.
@@ -40,7 +40,7 @@ package final class TLSContext: @unchecked Sendable {
     package let configuration: TLSConfiguration
     let serverCredentials: gnutls_psk_server_credentials_t
     let priorities: gnutls_priority_t
-    private let state: Mutex<(keys: KeyRing, clients: [String: ClientCredentials])>
+    private let state: NIOLockedValueBox<(keys: KeyRing, clients: [String: ClientCredentials])>
 
     package init(configuration: TLSConfiguration) throws {
         self.configuration = configuration
@@ -56,7 +56,7 @@ package final class TLSContext: @unchecked Sendable {
         }
         self.serverCredentials = server
         self.priorities = priorities
-        self.state = Mutex((configuration.keys, [:]))
+        self.state = NIOLockedValueBox((configuration.keys, [:]))
         try update(configuration.keys)
     }
 
@@ -68,12 +68,12 @@ package final class TLSContext: @unchecked Sendable {
     }
 
     /// The key ring in use now.
-    package var keys: KeyRing { state.withLock { $0.keys } }
+    package var keys: KeyRing { state.withLockedValue { $0.keys } }
 
     /// Uses `keys` from now on: new connections are accepted with any of them and dialled with
     /// the newest first. Links already up are not touched.
     package func update(_ keys: KeyRing) throws {
-        try state.withLock { state in
+        try state.withLockedValue { state in
             var clients: [String: ClientCredentials] = [:]
             for key in keys.keys {
                 clients[key.identity] = try state.clients[key.identity].flatMap { $0.key == key ? $0 : nil } ?? ClientCredentials(key)
@@ -84,7 +84,7 @@ package final class TLSContext: @unchecked Sendable {
 
     /// The credentials a client offers: the key named `identity`, or the newest.
     func clientCredentials(offering identity: String?) -> ClientCredentials {
-        state.withLock { state in state.clients[identity ?? state.keys.newest.identity] ?? state.clients[state.keys.newest.identity]! }
+        state.withLockedValue { state in state.clients[identity ?? state.keys.newest.identity] ?? state.clients[state.keys.newest.identity]! }
     }
 }
 
