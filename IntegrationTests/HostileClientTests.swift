@@ -129,6 +129,7 @@ enum RawTLSClient {
                 let hugeConfiguration = try LinkFixtures.configuration(name: "huge")
                 let hugeID = hugeConfiguration.localHello.peerID
                 let huge = try await PeerConnection.dial(host: "127.0.0.1", port: port, configuration: hugeConfiguration)
+                try await huge.channel.channel.writeAndFlush(LinkMessage.ack(0))  // its resume point: the server's link is admitted
                 _ = try await serverEvents.waitUntilActive([good.peerID, hugeID])
                 try await huge.channel.executeThenClose { inbound, _ in
                     try await Self.writeBelowFraming(RawTLSClient.frame(.data, announcing: .max), on: huge.channel.channel)
@@ -146,6 +147,7 @@ enum RawTLSClient {
                 let garbageConfiguration = try LinkFixtures.configuration(name: "garbage")
                 let garbageID = garbageConfiguration.localHello.peerID
                 let garbage = try await PeerConnection.dial(host: "127.0.0.1", port: port, configuration: garbageConfiguration)
+                try await garbage.channel.channel.writeAndFlush(LinkMessage.ack(0))
                 _ = try await serverEvents.waitUntilActive([good.peerID, garbageID])
                 try await garbage.channel.executeThenClose { inbound, _ in
                     try await Self.writeBelowTLS(ByteBuffer(repeating: 0x42, count: 64), on: garbage.channel.channel)
@@ -247,6 +249,7 @@ enum RawTLSClient {
             let identity = PeerIdentity()
             let raw = try await RawPeer(port: port)
             try await raw.send(try await raw.hello(claiming: identity.peerID, signedBy: identity, incarnation: 1, name: "cut", keepalive: Self.patient))
+            try await raw.send(.ack(0))  // its resume point: it joins
             _ = try await serverEvents.waitUntilActive([identity.peerID])
             try await raw.sendTruncated(.ping(Probe(nonce: 1, timestamp: 2)))
             let events = try await serverEvents.wait { events in

@@ -58,8 +58,11 @@ import Testing
         let serverEvents = EventLog(server.events)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
-            let outsider = MultipeerSession(configuration: .test("outsider", discovery: .staticPeers(["127.0.0.1:\(port)"])))
-            let bravo = MultipeerSession(configuration: .test("bravo", discovery: .staticPeers(["127.0.0.1:\(port)"])), identity: member)
+            // Refused, they try again at the longest backoff: short here, so the test is.
+            let patient = MultipeerSession.Reconnect(backoff: .init(maximum: TestTime.scaled(.seconds(2))))
+            let outsider = MultipeerSession(configuration: .test("outsider", discovery: .staticPeers(["127.0.0.1:\(port)"])).with { $0.reconnect = patient })
+            let bravo = MultipeerSession(
+                configuration: .test("bravo", discovery: .staticPeers(["127.0.0.1:\(port)"])).with { $0.reconnect = patient }, identity: member)
             let bravoEvents = EventLog(bravo.events)
             try await whileRunning([outsider, bravo]) {
                 try await serverEvents.waitUntilActive([bravo.peerID])

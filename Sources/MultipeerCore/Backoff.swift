@@ -39,6 +39,11 @@ public struct Backoff: Sendable, Equatable {
         return .nanoseconds(Int64(base * factor))
     }
 
+    /// Straight to the longest delay: the peer refused in a way retrying soon cannot change.
+    package mutating func exhaust() {
+        attempts = 64
+    }
+
     /// Back to the first delay: the peer was announced again, or a link succeeded.
     public mutating func reset() {
         attempts = 0

@@ -25,13 +25,21 @@ package struct DialTarget: Hashable, Sendable {
 
     /// Who is there; nil for a static peer until its HELLO says.
     package var peerID: UUID?
+    /// The incarnation its advert claims (0 for a static peer): a new one is news.
+    package var incarnation: UInt64
     /// Endpoints to try, best first (in a ``PeerTableStateMachine/Action/dial(_:_:)``: those
     /// that proved the peer first, those that failed last).
     package var endpoints: [Endpoint]
 
-    package init(peerID: UUID?, endpoints: [Endpoint]) {
+    package init(peerID: UUID?, incarnation: UInt64 = 0, endpoints: [Endpoint]) {
         self.peerID = peerID
+        self.incarnation = incarnation
         self.endpoints = endpoints
+    }
+
+    /// Whether `other` says anything new about the target: another incarnation or other endpoints.
+    func isNews(comparedWith other: DialTarget) -> Bool {
+        incarnation != other.incarnation || Set(endpoints) != Set(other.endpoints)
     }
 
     /// How the table keys the target: the peer, or for a static peer its first endpoint.
@@ -46,9 +54,17 @@ package struct DialTarget: Hashable, Sendable {
 /// The session's peer table and dial decisions, without I/O: discovery, links and timers go in
 /// as events, and what to do comes out as actions for the shell to carry out.
 ///
-/// Rules (DESIGN.md): the greater UUID dials; a peer is active when one of its links has
-/// finished TLS and HELLO; exactly one link per peer stays, chosen the same way on both sides:
-/// a newer incarnation wins, then a link dialled by the greater UUID, then the newer link.
+/// Rules (DESIGN.md): the greater UUID dials; exactly one link per peer stays, chosen the same
+/// way on both sides once each has finished TLS and HELLO: a newer incarnation wins, then a link
+/// dialled by the greater UUID, then the newer link. A peer joins (is active) once both sides
+/// have admitted that link: this side kept it, and the peer's resume point arrived on it
+/// (``linkAdmitted(_:)``); a link the peer refuses never makes it join.
+///
+/// A refusal that retrying cannot change (the peer's roster does not list this device, an
+/// identity or key that does not verify, another protocol version, another group key) holds the
+/// target at the longest backoff until something changes: a new advert of it (another
+/// incarnation or other endpoints), a link that succeeds, or this side's roster or keys
+/// (``reconsiderRefusals()``).
 ///
 /// A dial offers a target's endpoints in the order they have earned: the one whose HELLO last
 /// proved the peer first, then the others by how often they failed (no answer, or someone
@@ -66,6 +82,9 @@ package struct PeerTableStateMachine: Sendable {
         case addEndpoints(LinkID, [DialTarget.Endpoint])
         /// Close `link`, saying GOODBYE with the reason first.
         case close(LinkID, GoodbyeReason)
+        /// Both sides admitted the link, the one kept for its peer: delivery to the peer goes
+        /// on it from now on. (The peer joins with it, unless it was active already.)
+        case linkAdmitted(LinkID, Hello)
         /// The link's peer is now active.
         case peerJoined(LinkID, Hello)
         /// The peer left the active set.
@@ -82,6 +101,8 @@ package struct PeerTableStateMachine: Sendable {
         var hello: Hello?
         /// While the link is being dialled: the endpoints the dial was given.
         var dialling: [DialTarget.Endpoint]?
+        /// The peer's resume point arrived on it, and this side had kept it (``linkAdmitted(_:)``).
+        var admitted = false
     }
 
     private struct EndpointRecord {
@@ -96,7 +117,13 @@ package struct PeerTableStateMachine: Sendable {
     /// Static endpoints whose peer identity a HELLO (or a self-connection) revealed.
     private var identified: [String: UUID] = [:]
     private var links: [LinkID: Link] = [:]
+    /// The link kept for each peer (whether or not both sides have admitted it yet).
     private var active: [UUID: LinkID] = [:]
+    /// The peers that joined: their kept link was admitted (and they have not left since).
+    private var joined: Set<UUID> = []
+    /// Targets whose last link was refused for a reason retrying cannot change: held at the
+    /// longest backoff until something changes.
+    private var refused: Set<DialTarget.Key> = []
     private var redialsPending: Set<DialTarget.Key> = []
     private var backoffs: [DialTarget.Key: Backoff] = [:]
     /// What each endpoint of a target has shown, for ordering the next dial; only endpoints
@@ -113,12 +140,12 @@ package struct PeerTableStateMachine: Sendable {
         self.random = SplitMix64(seed: seed)
     }
 
-    /// The active peers' HELLOs, by peer.
+    /// The active (joined) peers' HELLOs, by peer.
     package var activePeers: [UUID: Hello] {
-        active.compactMapValues { links[$0]?.hello }
+        active.filter { joined.contains($0.key) }.compactMapValues { links[$0]?.hello }
     }
 
-    /// The link that carries traffic for `peerID`, if it is active.
+    /// The link kept for `peerID`, admitted by both sides or not yet.
     package func activeLink(for peerID: UUID) -> LinkID? { active[peerID] }
 
     /// A new ID for an inbound link the shell just accepted.
@@ -134,6 +161,14 @@ package struct PeerTableStateMachine: Sendable {
     /// endpoints are dialled at once).
     package mutating func discovered(_ target: DialTarget) -> [Action] {
         guard target.peerID != localPeerID else { return [] }
+        if refused.contains(target.key) {
+            // The same advert again (a re-resolve) is no reason to be refused again sooner.
+            guard let known = targets[target.key], target.isNews(comparedWith: known) else {
+                targets[target.key] = target
+                return []
+            }
+            refused.remove(target.key)
+        }
         targets[target.key] = target
         endpointRecords[target.key] = endpointRecords[target.key]?.filter { target.endpoints.contains($0.key) }
         backoffs[target.key]?.reset()  // announced again: try at once, then from the first delay
@@ -191,24 +226,58 @@ package struct PeerTableStateMachine: Sendable {
         link.hello = hello
         link.dialling = nil
         links[id] = link
-        backoffs[.peer(hello.peerID)]?.reset()
-        if let target = link.target { backoffs[target]?.reset() }
         if case .endpoint(let endpoint)? = link.target { identified[endpoint] = hello.peerID }
         guard !stopped else { return [.close(id, .shutdown)] }
         guard let currentID = active[hello.peerID], let current = links[currentID], let currentHello = current.hello else {
             active[hello.peerID] = id
-            return [.peerJoined(id, hello)]
+            return []  // it joins once the peer admits the link too
         }
         if keeps(id, link, over: currentID, current) {
             active[hello.peerID] = id
             links[currentID]?.hello = nil  // no longer speaks for the peer
-            if hello.incarnation != currentHello.incarnation {
-                return [.close(currentID, .duplicateLink), .peerLeft(currentHello, .restarted), .peerJoined(id, hello)]
+            if hello.incarnation != currentHello.incarnation, joined.remove(hello.peerID) != nil {
+                return [.close(currentID, .duplicateLink), .peerLeft(currentHello, .restarted)]
             }
             return [.close(currentID, .duplicateLink)]
         }
         links[id]?.hello = nil
         return [.close(id, .duplicateLink)]
+    }
+
+    /// The link's peer admitted it: its resume point arrived. If this side keeps the link for the
+    /// peer, delivery goes on it, and the peer joins (unless it was active on an earlier link).
+    package mutating func linkAdmitted(_ id: LinkID) -> [Action] {
+        guard let link = links[id], !link.admitted, let hello = link.hello, active[hello.peerID] == id else { return [] }
+        links[id]!.admitted = true
+        // A link both sides took: whatever held its peer back is over.
+        for key in [DialTarget.Key.peer(hello.peerID), link.target].compactMap({ $0 }) {
+            backoffs[key]?.reset()
+            refused.remove(key)
+        }
+        guard joined.insert(hello.peerID).inserted else { return [.linkAdmitted(id, hello)] }
+        return [.linkAdmitted(id, hello), .peerJoined(id, hello)]
+    }
+
+    /// Whether the peer admitted link `id` (its resume point arrived).
+    package func isAdmitted(_ id: LinkID) -> Bool { links[id]?.admitted ?? false }
+
+    /// Whether a link that ended so was refused for a reason retrying cannot change.
+    package static func isLastingRefusal(goodbye: GoodbyeReason?, error: MultipeerError?) -> Bool {
+        if goodbye == .notInRoster { return true }
+        guard let code = error?.code else { return false }
+        return [.notInRoster, .identityMismatch, .badSignature, .protocolVersionMismatch, .authenticationFailed].contains(code)
+    }
+
+    /// This side's roster or keys changed: what was refused may be admitted now, so refused
+    /// targets are dialled again at once.
+    package mutating func reconsiderRefusals() -> [Action] {
+        let keys = refused.sorted { "\($0)" < "\($1)" }
+        refused.removeAll()
+        return keys.flatMap { key -> [Action] in
+            backoffs[key]?.reset()
+            redialsPending.remove(key)
+            return dialIfNeeded(key)
+        }
     }
 
     /// A link closed (or a dial failed). `goodbye` is the reason the peer gave, if it gave one.
@@ -226,8 +295,17 @@ package struct PeerTableStateMachine: Sendable {
             endpointFailed(key, endpoint)
             if case .peer(let peerID) = key { actions.append(.lookUpAgain(peerID)) }
         }
+        let key = link.target ?? link.hello.map { DialTarget.Key.peer($0.peerID) }
+        if let key, Self.isLastingRefusal(goodbye: goodbye, error: error) {
+            refused.insert(key)
+            backoffs[key, default: Backoff(parameters: backoffParameters)].exhaust()
+        }
+        // (Only the peer's kept link still has its HELLO; the peer joined on it or an earlier one.)
         if let hello = link.hello, active[hello.peerID] == id {
             active[hello.peerID] = nil
+        }
+        if let hello = link.hello, joined.contains(hello.peerID), active[hello.peerID] == nil {
+            joined.remove(hello.peerID)
             let reason: PeerLeftReason = if let goodbye {
                 .goodbye(goodbye)
             } else if error?.code == .keepaliveTimeout {
@@ -238,7 +316,6 @@ package struct PeerTableStateMachine: Sendable {
             actions.append(.peerLeft(hello, stopped ? .local(.shutdown) : reason))
         }
         guard !stopped else { return actions }
-        let key = link.target ?? link.hello.map { DialTarget.Key.peer($0.peerID) }
         if let key, targets[key] != nil, shouldDial(key), !redialsPending.contains(key), !hasLink(to: key) {
             redialsPending.insert(key)
             var backoff = backoffs[key] ?? Backoff(parameters: backoffParameters)
@@ -252,8 +329,14 @@ package struct PeerTableStateMachine: Sendable {
     /// The session no longer admits `peerID` (its roster changed): its link closes with
     /// `reason` and it leaves the active set. A later link of it is refused when it is made.
     package mutating func refuse(_ peerID: UUID, _ reason: GoodbyeReason) -> [Action] {
-        guard let linkID = active.removeValue(forKey: peerID), let hello = links[linkID]?.hello else { return [] }
+        guard let linkID = active.removeValue(forKey: peerID), let link = links[linkID], let hello = link.hello else { return [] }
         links[linkID]?.hello = nil  // no longer speaks for the peer: its closing is no second leaving
+        // Refused here for good (until the roster changes): not dialled again soon.
+        for key in [DialTarget.Key.peer(peerID), link.target].compactMap({ $0 }) {
+            refused.insert(key)
+            backoffs[key, default: Backoff(parameters: backoffParameters)].exhaust()
+        }
+        guard joined.remove(peerID) != nil else { return [.close(linkID, reason)] }
         return [.close(linkID, reason), .peerLeft(hello, .local(reason))]
     }
 
@@ -269,7 +352,7 @@ package struct PeerTableStateMachine: Sendable {
         redialsPending.removeAll()
         var actions = links.keys.sorted().map { Action.close($0, reason) }
         for (peerID, linkID) in active.sorted(by: { $0.value < $1.value }) {
-            if let hello = links[linkID]?.hello { actions.append(.peerLeft(hello, .local(reason))) }
+            if let hello = links[linkID]?.hello, joined.remove(peerID) != nil { actions.append(.peerLeft(hello, .local(reason))) }
             links[linkID]?.hello = nil
             active[peerID] = nil
         }

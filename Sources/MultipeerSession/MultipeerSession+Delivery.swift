@@ -140,6 +140,9 @@ extension MultipeerSession {
     /// The peer acknowledged everything through `sequence` on link `id`, except the message in
     /// fragments `partial` names; its first ACK on a link is the resume point.
     func acknowledged(through sequence: UInt64, partial: PartialMessage?, by peerID: UUID, on id: LinkID) {
+        // The first on a link is the peer's admission of it: delivery moves onto it, and the
+        // peer joins.
+        admitted(id)
         guard deliveries[peerID] != nil else { return }
         // In place: a copy of the state would copy its whole outbox.
         let actions = deliveries[peerID]!.acknowledged(through: sequence, partial: partial, on: id)

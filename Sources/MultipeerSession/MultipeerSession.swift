@@ -21,7 +21,9 @@ public import ServiceLifecycle
 /// }
 /// ```
 ///
-/// A peer is *active* when its link has completed TLS and the HELLO exchange. The peer with
+/// A peer is *active* when its link has completed TLS and the HELLO exchange and both sides
+/// have admitted it (each holds the group key, and each one's roster, if it keeps one, lists
+/// the other). The peer with
 /// the greater UUID dials; exactly one link per pair remains. ``run()`` does everything until
 /// its task is cancelled (or a service group shuts down gracefully); ``suspend()`` and
 /// ``resume()`` follow an app into the background and back.
@@ -54,6 +56,9 @@ public actor MultipeerSession {
     private var inboundFailures: [MultipeerError.Code: ReportThrottle] = [:]
     /// A report of the failures held back is scheduled.
     private var heldFailuresReportDue = false
+    /// Refusals retrying cannot change, reported once per peer (or dialled endpoint) and cause,
+    /// then only counted, until the roster or keys change or the peer is admitted.
+    private var reportedRefusals: Set<String> = []
     let senders = SenderWaiters()
     /// Where the session is in its life.
     var lifecycle = Lifecycle.idle
@@ -147,7 +152,7 @@ public actor MultipeerSession {
     /// session stops.
     public nonisolated var events: EventStream { subscriptions.events() }
 
-    /// The peers whose links are authenticated and HELLO-complete.
+    /// The peers whose links are authenticated, HELLO-complete and admitted by both sides.
     public var activePeers: [Peer] {
         table.activePeers.values.map(Peer.init).sorted { $0.id.uuidString < $1.id.uuidString }
     }
@@ -447,7 +452,15 @@ public actor MultipeerSession {
 
     private func endpointFailed(_ key: DialTarget.Key, _ endpoint: DialTarget.Endpoint, _ failure: MultipeerError) {
         table.endpointFailed(key, endpoint)
-        handshakeFailed(endpoint.description, failure)
+        handshakeFailed(endpoint.description, failure, refusalOf: Self.refusalKey(key))
+    }
+
+    /// Names a dial target in ``reportedRefusals``.
+    private static func refusalKey(_ key: DialTarget.Key) -> String {
+        switch key {
+        case .peer(let peerID): "\(peerID)"
+        case .endpoint(let endpoint): endpoint
+        }
     }
 
     /// Carries one established link until it closes, on the link's event loop.
@@ -495,12 +508,17 @@ public actor MultipeerSession {
         let hello = connection.remoteHello
         if let roster, !roster.admits(hello.key) {
             let address = connection.remoteAddress?.displayString ?? "unknown"
-            handshakeFailed(address, MultipeerError(
+            let refusal = MultipeerError(
                 .notInRoster,
-                "peer \(hello.peerID) at \(address) (\(hello.displayName), key \(hello.key.fingerprint)) proved its key, but the roster does not list it: its link is refused"))
-            return .notInRoster  // never a link of the session: its own task closes it
+                "peer \(hello.peerID) at \(address) (\(hello.displayName), key \(hello.key.fingerprint)) proved its key, but the roster does not list it: its link is refused")
+            handshakeFailed(address, refusal, refusalOf: "\(hello.peerID)")
+            // Never a link of the session (its own task closes it); a dial of it waits long.
+            perform(table.linkClosed(id, error: refusal))
+            return .notInRoster
         }
-        links[id] = LinkHandle(id: id, peerID: hello.peerID, channel: connection.channel.channel, quality: connection.quality)
+        links[id] = LinkHandle(
+            id: id, peerID: hello.peerID, address: connection.remoteAddress?.displayString ?? "unknown",
+            channel: connection.channel.channel, quality: connection.quality)
         metrics.linkOpened()
         let actions = table.linkEstablished(id, hello: hello)
         var closing: GoodbyeReason?
@@ -509,18 +527,24 @@ public actor MultipeerSession {
             closing = reason  // this very link: its own task closes it
             return false
         })
-        // The link the table keeps for the peer (a new peer's, or one that replaced another) carries its delivery.
+        // The link the table keeps for the peer (a new peer's, or one that replaced another) takes
+        // the peer's receive window and says where the peer resumes; it carries delivery, and the
+        // peer joins, once the peer's resume point says it kept the link too (``acknowledged``).
         if table.activeLink(for: hello.peerID) == id {
-            // Only now does the link take the peer's receive window and say where it resumes.
             connection.channel.channel.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
-            deliveries[hello.peerID, default: newDelivery(for: hello.peerID)]
-                .linkUp(id, incarnation: hello.incarnation, frameLimit: hello.maximumFrameLength, messageLimit: hello.maximumMessageLength)
         }
         return closing
     }
 
     private func linkClosed(_ id: LinkID, goodbye: GoodbyeReason?, error: MultipeerError?) {
         dials[id] = nil
+        if goodbye == .notInRoster, let handle = links[id], !table.isAdmitted(id) {
+            // Refused by the peer before it ever took the link: never joined, so never left.
+            handshakeFailed(handle.address, MultipeerError(
+                .notInRoster,
+                "peer \(handle.peerID) at \(handle.address) refused this device: its roster does not list this device's key \(identity.key.fingerprint). It is dialled again only every \(configuration.reconnect.backoff.maximum) or so, until its advert or this session's roster or keys change"),
+                refusalOf: "\(handle.peerID)")
+        }
         if let handle = links.removeValue(forKey: id) {
             metrics.linkClosed(reason: goodbye.map { "\($0)" } ?? (error == nil ? "closed" : "error"))
             perform(deliveries[handle.peerID]?.linkDown(id, now: .now) ?? [], for: handle.peerID)
@@ -537,6 +561,14 @@ public actor MultipeerSession {
         try tls?.update(keys)
         self.keys = keys
         logger.info("group keys updated", metadata: ["multipeer.keys": "\(keys)"])
+        reconsiderRefusals()
+    }
+
+    /// The roster or keys changed: peers refused for who they are, or who this device is, may be
+    /// admitted now. They are dialled again at once, and a refusal is reported again.
+    private func reconsiderRefusals() {
+        reportedRefusals.removeAll()
+        perform(table.reconsiderRefusals())
     }
 
     /// Replaces the roster (``Configuration/roster``; nil admits any holder of the group key).
@@ -544,6 +576,7 @@ public actor MultipeerSession {
     /// leaves with `PeerLeftReason.local(.notInRoster)`; their later links are refused.
     public func updateRoster(_ roster: Roster?) {
         self.roster = roster
+        defer { reconsiderRefusals() }
         guard let roster else { return }
         for (peerID, hello) in table.activePeers.sorted(by: { $0.key.uuidString < $1.key.uuidString }) where !roster.admits(hello.key) {
             logger.notice("peer removed by the roster", metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.peer.key": "\(hello.key.fingerprint)"])
@@ -588,9 +621,18 @@ public actor MultipeerSession {
     /// ``SessionEvent/connectionsFailed(count:code:)`` with how many were not reported one by one
     /// since (or, when none comes after a flood, a second later). The
     /// `multipeer_connections_failed_total` metric counts every failure.
-    private func handshakeFailed(_ address: String, _ error: any Error, inbound: Bool = false) {
+    ///
+    /// A refusal retrying cannot change (``PeerTableStateMachine/isLastingRefusal(goodbye:error:)``)
+    /// of a known peer or dialled target (`refusalOf`) is reported once per peer and code, then
+    /// only counted, until the roster or keys change or the peer is admitted.
+    private func handshakeFailed(_ address: String, _ error: any Error, inbound: Bool = false, refusalOf peer: String? = nil) {
         let failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "the connection with \(address) failed", underlying: "\(error)")
         metrics.connectionFailed(code: failure.code, inbound: inbound)
+        if let peer, PeerTableStateMachine.isLastingRefusal(goodbye: nil, error: failure),
+           !reportedRefusals.insert("\(peer) \(failure.code)").inserted {
+            logger.debug("refused again", metadata: ["multipeer.address": "\(address)", "multipeer.code": "\(failure.code)"])
+            return
+        }
         if inbound {
             guard let count = inboundFailures[failure.code, default: ReportThrottle(burst: 10)].count() else {
                 // Held back: reported with the next of its code, or in a second if none comes.
@@ -630,7 +672,9 @@ public actor MultipeerSession {
         switch event {
         case .found(let advert):
             logger.debug("found", metadata: ["multipeer.peer.id": "\(advert.peerID?.uuidString ?? "static")", "multipeer.endpoints": "\(advert.endpoints)"])
-            perform(table.discovered(DialTarget(peerID: advert.peerID, endpoints: advert.endpoints.map { DialTarget.Endpoint(host: $0.host, port: $0.port) })))
+            perform(table.discovered(DialTarget(
+                peerID: advert.peerID, incarnation: advert.incarnation,
+                endpoints: advert.endpoints.map { DialTarget.Endpoint(host: $0.host, port: $0.port) })))
         case .lost(let peerID):
             perform(table.lost(peerID))
         }
@@ -647,6 +691,11 @@ public actor MultipeerSession {
 
     // MARK: Actions
 
+    /// The peer's resume point arrived on link `id`: the peer admitted it.
+    func admitted(_ id: LinkID) {
+        perform(table.linkAdmitted(id))
+    }
+
     private func perform(_ actions: [PeerTableStateMachine.Action]) {
         for action in actions {
             switch action {
@@ -660,7 +709,11 @@ public actor MultipeerSession {
                 work.yield(.lookUpAgain(peerID))
             case .close(let id, let reason):
                 if let handle = links[id] { work.yield(.close(handle, reason)) }
+            case .linkAdmitted(let id, let hello):
+                deliveries[hello.peerID, default: newDelivery(for: hello.peerID)]
+                    .linkUp(id, incarnation: hello.incarnation, frameLimit: hello.maximumFrameLength, messageLimit: hello.maximumMessageLength)
             case .peerJoined(let id, let hello):
+                reportedRefusals = reportedRefusals.filter { !$0.hasPrefix("\(hello.peerID) ") }
                 let reconnects = presence[hello.peerID].map { $0.reconnects + 1 } ?? 0
                 presence[hello.peerID] = (ContinuousClock.now, reconnects)
                 logger.info("peer joined", metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.link": "\(id.rawValue)"])
@@ -742,6 +795,8 @@ struct LinkHandle: Sendable {
     var id: LinkID
     /// The peer its HELLO named.
     var peerID: UUID
+    /// Where the peer is, as its connection says (for errors).
+    var address: String
     var channel: any Channel
     var quality: LinkQualityBox
 

@@ -36,7 +36,10 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
     /// Peers that reach it by a fixed address (``MultipeerSession/Discovery/staticPeers(_:)``)
     /// must be told the new one.
     case listenFailed(port: Int, MultipeerError)
-    /// A peer became active: its link is authenticated and HELLO-complete.
+    /// A peer became active: its link is authenticated and HELLO-complete, and both sides
+    /// admitted it (the peer's resume point came). A peer that refuses this device (its roster
+    /// does not list it) never joins: that is an ``authenticationFailed(address:_:)`` with
+    /// `notInRoster`, reported once.
     case peerJoined(Peer)
     /// A peer left the active set.
     case peerLeft(Peer, PeerLeftReason)
@@ -44,7 +47,11 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
     case connectionFailed(address: String, MultipeerError)
     /// A connection to or from this address was refused for who is at the other end: the group
     /// key differs (`authenticationFailed`), its HELLO does not prove the peer ID it claims
-    /// (`identityMismatch`, `badSignature`), or the roster does not list it (`notInRoster`).
+    /// (`identityMismatch`, `badSignature`), or a roster does not list it (`notInRoster`: this
+    /// session's roster, or the peer's, which refused this device). Retrying cannot change such
+    /// a refusal: each is reported once per peer and code (then counted by the
+    /// `multipeer_connections_failed_total` metric), and the peer is dialled again only at the
+    /// longest backoff, until its advert or this session's roster or keys change.
     case authenticationFailed(address: String, MultipeerError)
     /// More inbound connections failed with `code` than were reported one by one: after ten at
     /// once, ``connectionFailed(address:_:)`` and ``authenticationFailed(address:_:)`` report

@@ -53,12 +53,12 @@ import Testing
         var delays: [Duration] = []
         guard case .dial(var link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
         for _ in 0..<3 {
-            guard case .scheduleRedial(_, let delay)? = table.linkClosed(link, error: MultipeerError(.authenticationFailed, "no")).first,
+            guard case .scheduleRedial(_, let delay)? = table.linkClosed(link, error: MultipeerError(.connectionFailed, "no answer")).first,
                   case .dial(let next, _)? = table.redialDue(.peer(Self.low)).first else { Issue.record("redial"); return }
             delays.append(delay)
             link = next
         }
-        #expect(delays == [.milliseconds(100), .milliseconds(160), .milliseconds(256)], "a wrong key is not redialled in a storm")
+        #expect(delays == [.milliseconds(100), .milliseconds(160), .milliseconds(256)], "a peer that does not answer is not redialled in a storm")
         _ = table.discovered(Self.target(Self.low))  // announced again
         guard case .scheduleRedial(_, let delay)? = table.linkClosed(link).first else { Issue.record("redial"); return }
         #expect(delay == .milliseconds(100))
@@ -68,6 +68,7 @@ import Testing
         var table = PeerTableStateMachine(localPeerID: Self.low)
         let link = table.acceptedLink()
         _ = table.linkEstablished(link, hello: Self.hello(Self.high))
+        _ = table.linkAdmitted(link)
         #expect(table.linkClosed(link, error: MultipeerError(.keepaliveTimeout, "silent")) == [.peerLeft(Self.hello(Self.high), .keepaliveTimeout)])
     }
 
@@ -79,12 +80,15 @@ import Testing
         #expect(table.redialDue(.peer(Self.low)).isEmpty)
     }
 
-    @Test func anEstablishedLinkMakesThePeerActiveUntilItCloses() {
+    @Test func anAdmittedLinkMakesThePeerActiveUntilItCloses() {
         var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Self.steady)
         guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
-        #expect(table.linkEstablished(link, hello: Self.hello(Self.low)) == [.peerJoined(link, Self.hello(Self.low))])
-        #expect(table.activePeers[Self.low] == Self.hello(Self.low))
+        #expect(table.linkEstablished(link, hello: Self.hello(Self.low)).isEmpty, "kept, but not yet admitted by the peer")
+        #expect(table.activePeers.isEmpty)
         #expect(table.activeLink(for: Self.low) == link)
+        #expect(table.linkAdmitted(link) == [.linkAdmitted(link, Self.hello(Self.low)), .peerJoined(link, Self.hello(Self.low))])
+        #expect(table.linkAdmitted(link).isEmpty, "once")
+        #expect(table.activePeers[Self.low] == Self.hello(Self.low))
         let closed = table.linkClosed(link, goodbye: .keepaliveTimeout)
         #expect(closed == [.peerLeft(Self.hello(Self.low), .goodbye(.keepaliveTimeout)), .scheduleRedial(.peer(Self.low), after: .milliseconds(100))])
         #expect(table.activePeers.isEmpty)
@@ -94,7 +98,8 @@ import Testing
         var table = PeerTableStateMachine(localPeerID: Self.low)
         _ = table.discovered(Self.target(Self.high))
         let link = table.acceptedLink()
-        #expect(table.linkEstablished(link, hello: Self.hello(Self.high)) == [.peerJoined(link, Self.hello(Self.high))])
+        #expect(table.linkEstablished(link, hello: Self.hello(Self.high)).isEmpty)
+        #expect(table.linkAdmitted(link) == [.linkAdmitted(link, Self.hello(Self.high)), .peerJoined(link, Self.hello(Self.high))])
         #expect(table.linkClosed(link) == [.peerLeft(Self.hello(Self.high), .linkClosed(nil))])
     }
 
@@ -102,10 +107,14 @@ import Testing
         var table = PeerTableStateMachine(localPeerID: Self.low)
         let first = table.acceptedLink()
         _ = table.linkEstablished(first, hello: Self.hello(Self.high, incarnation: 5))
+        _ = table.linkAdmitted(first)
         let restarted = table.acceptedLink()
         #expect(table.linkEstablished(restarted, hello: Self.hello(Self.high, incarnation: 6)) == [
             .close(first, .duplicateLink), .peerLeft(Self.hello(Self.high, incarnation: 5), .restarted),
-            .peerJoined(restarted, Self.hello(Self.high, incarnation: 6)),
+        ])
+        #expect(table.linkAdmitted(first).isEmpty, "a replaced link's resume point changes nothing")
+        #expect(table.linkAdmitted(restarted) == [
+            .linkAdmitted(restarted, Self.hello(Self.high, incarnation: 6)), .peerJoined(restarted, Self.hello(Self.high, incarnation: 6)),
         ])
         #expect(table.linkClosed(first).isEmpty, "the replaced link leaves quietly")
         let stale = table.acceptedLink()
@@ -118,19 +127,60 @@ import Testing
         let stale = table.acceptedLink()
         _ = table.linkEstablished(stale, hello: Self.hello(Self.high))
         // The dialler gave up on the first link and dialled again: the newer link wins.
+        _ = table.linkAdmitted(stale)
         let fresh = table.acceptedLink()
         #expect(table.linkEstablished(fresh, hello: Self.hello(Self.high)) == [.close(stale, .duplicateLink)])
         #expect(table.activeLink(for: Self.high) == fresh)
+        #expect(table.activePeers[Self.high] != nil, "the peer stays active across the switch")
+        #expect(table.linkAdmitted(fresh) == [.linkAdmitted(fresh, Self.hello(Self.high))], "delivery moves; no second join")
     }
 
     @Test func stopClosesEverythingAndRestartDialsAgain() {
         var table = PeerTableStateMachine(localPeerID: Self.high)
         guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
         _ = table.linkEstablished(link, hello: Self.hello(Self.low))
+        _ = table.linkAdmitted(link)
         #expect(table.stop(.suspended) == [.close(link, .suspended), .peerLeft(Self.hello(Self.low), .local(.suspended))])
         #expect(table.linkClosed(link).isEmpty)
         #expect(table.discovered(Self.target(Self.low)).isEmpty, "nothing is dialled while stopped")
         guard case .dial? = table.restart().first else { Issue.record("restart dials"); return }
+    }
+
+    /// A peer whose roster does not list this device takes its HELLO and then says GOODBYE 5:
+    /// it never joins (nor leaves), and it is dialled again only at the longest backoff, however
+    /// often the same advert is resolved again, until something changes.
+    @Test func aPeerThatRefusesThisDeviceNeverJoinsAndIsHeldAtTheLongestBackoff() {
+        var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Self.steady)
+        guard case .dial(var link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
+        for _ in 0..<3 {
+            #expect(table.linkEstablished(link, hello: Self.hello(Self.low)).isEmpty)
+            #expect(table.linkClosed(link, goodbye: .notInRoster) == [.scheduleRedial(.peer(Self.low), after: .seconds(10))])
+            #expect(table.activePeers.isEmpty)
+            #expect(table.discovered(Self.target(Self.low)).isEmpty, "the same advert resolved again changes nothing")
+            guard case .dial(let next, _)? = table.redialDue(.peer(Self.low)).first else { Issue.record("redial"); return }
+            link = next
+        }
+        // A refusal of the dial itself (another group key) holds it the same way.
+        #expect(table.linkClosed(link, error: MultipeerError(.authenticationFailed, "keys differ")) == [
+            .scheduleRedial(.peer(Self.low), after: .seconds(10)),
+        ])
+        // A new incarnation of the peer is news: dialled at once.
+        guard case .dial(let fresh, _)? = table.discovered(DialTarget(peerID: Self.low, incarnation: 2, endpoints: Self.target(Self.low).endpoints)).first else {
+            Issue.record("a restarted peer is dialled at once"); return
+        }
+        #expect(table.linkEstablished(fresh, hello: Self.hello(Self.low)).isEmpty)
+        #expect(table.linkAdmitted(fresh).contains(.peerJoined(fresh, Self.hello(Self.low))))
+        #expect(table.linkClosed(fresh) == [.peerLeft(Self.hello(Self.low), .linkClosed(nil)), .scheduleRedial(.peer(Self.low), after: .milliseconds(100))],
+                "admitted once: the hold is over")
+    }
+
+    /// This side's roster or keys changed: refused peers are dialled again at once.
+    @Test func aChangedRosterOrKeyRingDialsRefusedPeersAtOnce() {
+        var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Self.steady)
+        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
+        _ = table.linkClosed(link, error: MultipeerError(.notInRoster, "not listed"))
+        guard case .dial? = table.reconsiderRefusals().first else { Issue.record("dialled at once"); return }
+        #expect(table.reconsiderRefusals().isEmpty, "nothing refused any more")
     }
 
     /// Static peers dial each other blind; both sides must keep the same one link.
@@ -278,6 +328,10 @@ final class InMemoryNetwork {
                 dialers[far] = owner
                 pending += tables[owner]!.linkEstablished(link, hello: hello(remote)).map { (owner, $0) }
                 pending += tables[remote]!.linkEstablished(far.link, hello: hello(owner)).map { (remote, $0) }
+                // Each side that keeps the link sends its resume point, which admits it at the other.
+                for (end, other) in [(near, far), (far, near)] where tables[end.owner]!.activeLink(for: other.owner) == end.link {
+                    pending += tables[other.owner]!.linkAdmitted(other.link).map { (other.owner, $0) }
+                }
             case .close(let link, let reason):
                 let near = End(owner: owner, link: link)
                 guard let far = wire.removeValue(forKey: near) else { continue }
@@ -286,7 +340,7 @@ final class InMemoryNetwork {
                 pending += tables[far.owner]!.linkClosed(far.link, goodbye: reason).map { (far.owner, $0) }
             case .scheduleRedial(let key, _):
                 pendingRedials.append((owner, key))
-            case .peerJoined, .peerLeft, .addEndpoints, .lookUpAgain:
+            case .linkAdmitted, .peerJoined, .peerLeft, .addEndpoints, .lookUpAgain:
                 break
             }
         }

@@ -60,4 +60,65 @@ import Testing
             _ = strangers
         }
     }
+
+    /// A session whose key the other's roster does not list: it never sees the other join (it
+    /// saw it join and leave ten times a second), each side reports the refusal once (the
+    /// refusing side reported 31 in 3 s), the dialler waits the longest backoff between tries,
+    /// and once the roster admits it, the two join.
+    @Test func aPeerTheRosterRefusesNeverJoinsAndIsReportedOnce() async throws {
+        var guarded = configuration("guarded")
+        guarded.roster = Roster()
+        let listener = MultipeerSession(configuration: guarded)
+        let listenerEvents = listener.events
+        try await whileRunning([listener]) {
+            let port = try await listeningPort(of: listener)
+            var outside = configuration("outsider", dialling: port)
+            outside.reconnect = .init(backoff: .init(maximum: .seconds(1 * timeScale)))
+            let outsider = MultipeerSession(configuration: outside)
+            let outsiderEvents = outsider.events
+            try await whileRunning([outsider]) {
+                // Four times the longest backoff: four tries at most, not forty.
+                let window = ContinuousClock.now + .seconds(4 * timeScale)
+                let (seen, reports) = try await within(60, "four seconds of refusals") { () -> ([String], [MultipeerError]) in
+                    async let refusals = Self.events(listenerEvents, until: window)
+                    let seen = await Self.events(outsiderEvents, until: window)
+                    return (seen.map(\.description), await refusals.compactMap(Self.refusal))
+                }
+                #expect(!seen.contains { $0.contains("joined") || $0.contains(" left") }, "never joined: \(seen)")
+                #expect(seen.filter { $0.contains("notInRoster") || $0.contains("roster does not list") }.count == 1, "\(seen)")
+                #expect(reports.count == 1, "reported once: \(reports)")
+                #expect(reports.first?.code == .notInRoster)
+                #expect(await outsider.activePeers.isEmpty)
+
+                await listener.updateRoster(Roster(keys: [outsider.identity.key]))
+                try await waitUntilActive(outsider, listener.peerID)
+                try await waitUntilActive(listener, outsider.peerID)
+            }
+        }
+    }
+
+    /// Every event of `stream` until `deadline` (the window a test watches for what must not happen).
+    static func events(_ stream: EventStream, until deadline: ContinuousClock.Instant) async -> [SessionEvent] {
+        await withTaskGroup(of: [SessionEvent].self) { group in
+            group.addTask {
+                var seen: [SessionEvent] = []
+                for await event in stream { seen.append(event); if ContinuousClock.now >= deadline { break } }
+                return seen
+            }
+            group.addTask {
+                try? await Task.sleep(until: deadline)
+                return []
+            }
+            var all: [SessionEvent] = []
+            for await part in group {
+                all += part
+                group.cancelAll()
+            }
+            return all
+        }
+    }
+
+    static func refusal(_ event: SessionEvent) -> MultipeerError? {
+        if case .authenticationFailed(_, let error) = event { error } else { nil }
+    }
 }

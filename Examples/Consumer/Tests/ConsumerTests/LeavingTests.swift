@@ -56,8 +56,9 @@ import Testing
     /// (it used to wait until the session stopped).
     @Test func anAcknowledgementWaitForAPeerThatLeftGivesUpAfterTheSendTimeout() async throws {
         try await Self.withDeparture(limits: MultipeerSession.Limits(sendTimeout: .seconds(1))) { dialler, gone, stop in
-            await stop()
+            // The timeout counts from the peer's leaving, which comes after this.
             let started = ContinuousClock.now
+            await stop()
             let error = try await within(30, "the acknowledgement wait to give up") { () -> MultipeerError? in
                 do {
                     try await dialler.send(Note(text: "are you there?"), to: gone, awaitAcknowledgement: true)
