@@ -116,8 +116,11 @@ if let link {
 }
 if let detectionNetwork {
     for fault in ["network black hole", "SIGSTOP"] {
-        // Ours in the network for the black hole; a frozen peer process from the local run.
-        let ours = fault == "SIGSTOP" ? detection?.first { $0.fault == "SIGSTOP" } : detectionNetwork.first { $0.fault == fault && $0.mechanism == "ours" }
+        // Ours in the network for the black hole; a frozen peer process from the local run (a
+        // first fault on a peer: the kernel baselines are fresh connections too).
+        let ours = fault == "SIGSTOP"
+            ? detection?.first { $0.fault == "SIGSTOP, first fault" }
+            : detectionNetwork.first { $0.fault == "\(fault), first fault" && $0.mechanism == "ours" }
         guard let ours, let p50 = ours.detectionP50Milliseconds else { continue }
         for baseline in detectionNetwork where baseline.fault == fault && baseline.mechanism != "ours" {
             compare("detection", "\(fault), detection p50", "ms", ours: p50, baseline.mechanism, baseline.detectionP50Milliseconds, lowerIsBetter: true)
@@ -160,13 +163,16 @@ target("1 KiB messages/s >= 50 % of the C GnuTLS baseline", throughputOf("ours",
     return ("\(number(ours.messagesPerSecond, 0)) vs \(number(c.messagesPerSecond, 0)) msg/s: \(number(ratio * 100, 0)) %", ratio >= 0.5)
 } })
 target("1 MiB payloads >= 300 MB/s", throughputOf("ours", 1 << 20).map { ("\(number($0.megabytesPerSecond, 0)) MB/s", $0.megabytesPerSecond >= 300) })
-let silent = (detection ?? []).filter { ["black hole (proxy)", "SIGSTOP"].contains($0.fault) }
+let silent = (detection ?? []).filter { $0.fault.hasPrefix("black hole (proxy)") || $0.fault.hasPrefix("SIGSTOP") }
     + (detectionNetwork ?? []).filter { $0.mechanism == "ours" }
-target("Silent-link detection p99 <= 2.0 s at defaults", silent.isEmpty ? nil : {
-    let worst = silent.max { ($0.detectionP99Milliseconds ?? .infinity) < ($1.detectionP99Milliseconds ?? .infinity) }!
-    let p99 = worst.detectionP99Milliseconds ?? .infinity
-    return ("worst p99 \(number(p99, 0)) ms (\(worst.fault))", p99 <= 2000)
-}())
+for (mode, suffix) in [("first fault on a peer", ", first fault"), ("repeated faults on one peer", ", repeated on one peer")] {
+    let measured = silent.filter { $0.fault.hasSuffix(suffix) }
+    target("Silent-link detection p99 <= 2.0 s at defaults, \(mode)", measured.isEmpty ? nil : {
+        let worst = measured.max { ($0.detectionP99Milliseconds ?? .infinity) < ($1.detectionP99Milliseconds ?? .infinity) }!
+        let p99 = worst.detectionP99Milliseconds ?? .infinity
+        return ("worst p99 \(number(p99, 0)) ms (\(worst.fault))", p99 <= 2000)
+    }())
+}
 let redials = ((detection ?? []) + (detectionNetwork ?? [])).filter { $0.mechanism == "ours" && !$0.fault.hasPrefix("SIGKILL") }
 target("Redial p50 <= 300 ms", redials.isEmpty ? nil : {
     let worst = redials.max { ($0.rejoinP50Milliseconds ?? 0) < ($1.rejoinP50Milliseconds ?? 0) }!
@@ -236,8 +242,10 @@ if detection != nil || detectionNetwork != nil {
         if mechanism == "ours" {
             return (network.first { $0.fault == fault && $0.mechanism == "ours" } ?? local.first { $0.fault == fault })?.detectionP99Milliseconds
         }
-        // The kernel baselines ran against the network black hole and a frozen process.
-        let baselineFault = fault == "SIGSTOP" ? "SIGSTOP" : fault
+        // The kernel baselines ran against the network black hole and a frozen process, each a
+        // first fault on a fresh connection.
+        guard fault.hasSuffix(", first fault") else { return nil }
+        let baselineFault = String(fault.dropLast(", first fault".count))
         return network.first { $0.fault == baselineFault && $0.mechanism == mechanism }?.detectionP99Milliseconds
     }
     var chart = Chart(

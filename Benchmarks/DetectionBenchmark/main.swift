@@ -1,7 +1,9 @@
 // Measures how fast a session notices a failed peer (fault -> peerLeft) and how fast the peer
 // is active again once the fault is gone (heal -> peerJoined), at the default keepalive
 // (500 ms, 1.5 s): a black hole and a reset (through FaultProxy), and a peer process frozen
-// (SIGSTOP) or killed (SIGKILL). 20 trials each by default; p50 and p99. Run by
+// (SIGSTOP) or killed (SIGKILL). 20 trials each by default; p50 and p99. Each fault twice: a
+// first fault on a peer (a fresh peer every trial), and repeated faults on one peer, which is
+// what a flaky link or a peer that hangs now and then shows an application. Run by
 // Benchmarks/detection-hosts.sh, it measures a black hole made in the network between two
 // namespace hosts instead, beside plain TCP with keepalive and with TCP_USER_TIMEOUT.
 //
@@ -55,17 +57,36 @@ struct TrialPeer {
     var stop: () async -> Void
 }
 
-/// The trials of one scenario, each against a peer of its own (`makePeer`): once joined, break,
-/// time until it leaves; heal, time until it is back. A peer of its own, since a peer whose link
-/// was timed out gets the keepalive's ceiling (4.5 s) on its next links for two minutes
-/// (`SilenceMemory`): trials on one peer measured that after the first.
+/// How the trials of a scenario meet their peers.
+enum Trials: CaseIterable {
+    /// Each against a peer of its own: every fault is a first fault on a peer.
+    case firstFault
+    /// All against one peer, faulted and healed again and again.
+    case repeated
+
+    /// The scenario's name with this mode.
+    func name(_ scenario: String) -> String {
+        switch self {
+        case .firstFault: "\(scenario), first fault"
+        case .repeated: "\(scenario), repeated on one peer"
+        }
+    }
+}
+
+/// The trials of one scenario: once the peer has joined, break, time until it leaves; heal,
+/// time until it is back. With `.repeated`, the same peer each time (it joins again after each
+/// heal); with `.firstFault`, a new one (`makePeer`) each time.
 func runTrials(
-    _ watcher: Watcher, scenario: String, peer makePeer: () async throws -> TrialPeer
+    _ watcher: Watcher, scenario: String, _ mode: Trials, peer makePeer: () async throws -> TrialPeer
 ) async throws -> (detection: [Duration], rejoin: [Duration]) {
     var detection: [Duration] = [], rejoin: [Duration] = []
-    for _ in 0..<trials {
-        let peer = try await makePeer()
-        await firstJoin(of: peer.id, on: watcher, scenario: scenario)
+    var peer = try await makePeer()
+    await firstJoin(of: peer.id, on: watcher, scenario: scenario)
+    for trial in 0..<trials {
+        if trial > 0, mode == .firstFault {
+            peer = try await makePeer()
+            await firstJoin(of: peer.id, on: watcher, scenario: scenario)
+        }
         let start = clock.now
         try await peer.fault()
         await watcher.until(active: false, peer.id)
@@ -74,7 +95,7 @@ func runTrials(
         try await peer.heal()
         await watcher.until(active: true, peer.id)
         rejoin.append(clock.now - healed)
-        await peer.stop()
+        if mode == .firstFault || trial == trials - 1 { await peer.stop() }
     }
     return (detection, rejoin)
 }
@@ -94,13 +115,15 @@ func summarize(_ fault: String, _ detection: [Duration], _ rejoin: [Duration]) -
 
 /// A listening session here; for each trial, a dialling session through a proxy of its own,
 /// whose path `fault` breaks and `heal` mends.
-func proxyScenario(_ name: String, fault: @escaping @Sendable (FaultProxy) async -> Void, heal: @escaping @Sendable (FaultProxy) -> Void) async throws -> DetectionFigures {
+func proxyScenario(
+    _ name: String, _ mode: Trials, fault: @escaping @Sendable (FaultProxy) async -> Void, heal: @escaping @Sendable (FaultProxy) -> Void
+) async throws -> DetectionFigures {
     let listener = session("listener")
     let watcher = Watcher(listener)
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await listener.run() }
         let port = await watcher.listeningPort()
-        let (detection, rejoin) = try await runTrials(watcher, scenario: name) {
+        let (detection, rejoin) = try await runTrials(watcher, scenario: name, mode) {
             let proxy = try await FaultProxy(forwardingTo: port)
             let dialler = session("dialler", dialling: "127.0.0.1:\(proxy.port)")
             let running = Task { try await dialler.run() }
@@ -111,7 +134,7 @@ func proxyScenario(_ name: String, fault: @escaping @Sendable (FaultProxy) async
             }
         }
         group.cancelAll()
-        return summarize(name, detection, rejoin)
+        return summarize(mode.name(name), detection, rejoin)
     }
 }
 
@@ -138,7 +161,7 @@ final class Child: @unchecked Sendable {
 /// started by `launch` (given its command line) and dialling back to `host`, to which `fault`
 /// and then `heal` are done.
 func childScenario(
-    _ name: String, host: String, launch: @escaping ([String]) throws -> BackgroundProcess,
+    _ name: String, _ mode: Trials, host: String, launch: @escaping ([String]) throws -> BackgroundProcess,
     fault: @escaping (Child) async throws -> Void, heal: @escaping (Child) async throws -> Void
 ) async throws -> DetectionFigures {
     let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("detection-\(UUID()).key").path
@@ -149,7 +172,7 @@ func childScenario(
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await listener.run() }
         let port = await watcher.listeningPort()
-        let (detection, rejoin) = try await runTrials(watcher, scenario: name) {
+        let (detection, rejoin) = try await runTrials(watcher, scenario: name, mode) {
             // The peer ID derives from the identity's key; a restart keeps the file, and so the ID.
             let identityFile = FileManager.default.temporaryDirectory.appendingPathComponent("detection-\(UUID()).identity").path
             let identity = PeerIdentity()
@@ -165,7 +188,7 @@ func childScenario(
             }
         }
         group.cancelAll()
-        return summarize(name, detection, rejoin)
+        return summarize(mode.name(name), detection, rejoin)
     }
 }
 
@@ -198,9 +221,11 @@ if let namespace = ProcessInfo.processInfo.environment["MULTIPEER_PEER_NAMESPACE
     // Run by Benchmarks/detection-hosts.sh: host A here, host B in `namespace`.
     let hosts = NetworkHosts(peerNamespace: namespace, localAddress: "198.18.0.1", peerAddress: "198.18.0.2")
     // Our session against a peer process on host B, whose packets the network drops.
-    figures.append(try await childScenario(
-        "network black hole", host: hosts.localAddress, launch: { try hosts.start($0) },
-        fault: { _ in hosts.blackHole(true) }, heal: { _ in hosts.blackHole(false) }))
+    for mode in Trials.allCases {
+        figures.append(try await childScenario(
+            "network black hole", mode, host: hosts.localAddress, launch: { try hosts.start($0) },
+            fault: { _ in hosts.blackHole(true) }, heal: { _ in hosts.blackHole(false) }))
+    }
     let sink = try hosts.start(["/usr/bin/python3", "-c", tcpSinkScript, hosts.peerAddress, "9999"])
     usleep(500_000)  // python's start-up
     let baselineTrials = Bench.option("--baseline-trials").flatMap(Int.init) ?? 3
@@ -225,14 +250,16 @@ if let namespace = ProcessInfo.processInfo.environment["MULTIPEER_PEER_NAMESPACE
     }
     sink.stop()
 } else {
-    figures.append(try await proxyScenario("black hole (proxy)", fault: { $0.set(.blackHole) }, heal: { $0.set(.passThrough) }))
-    figures.append(try await proxyScenario("reset", fault: { await $0.resetConnections() }, heal: { _ in }))
-    figures.append(try await childScenario(
-        "SIGSTOP", host: "127.0.0.1", launch: launchHere,
-        fault: { kill($0.process.pid, SIGSTOP) }, heal: { kill($0.process.pid, SIGCONT) }))
-    figures.append(try await childScenario(
-        "SIGKILL (then restart)", host: "127.0.0.1", launch: launchHere,
-        fault: { kill($0.process.pid, SIGKILL) }, heal: { try $0.restart() }))
+    for mode in Trials.allCases {
+        figures.append(try await proxyScenario("black hole (proxy)", mode, fault: { $0.set(.blackHole) }, heal: { $0.set(.passThrough) }))
+        figures.append(try await proxyScenario("reset", mode, fault: { await $0.resetConnections() }, heal: { _ in }))
+        figures.append(try await childScenario(
+            "SIGSTOP", mode, host: "127.0.0.1", launch: launchHere,
+            fault: { kill($0.process.pid, SIGSTOP) }, heal: { kill($0.process.pid, SIGCONT) }))
+        figures.append(try await childScenario(
+            "SIGKILL (then restart)", mode, host: "127.0.0.1", launch: launchHere,
+            fault: { kill($0.process.pid, SIGKILL) }, heal: { try $0.restart() }))
+    }
 }
 
 print("Failure detection and rejoin at the default keepalive (500 ms / 1.5 s), \(trials) trials each (ms)")

@@ -16,12 +16,14 @@
 /// carries one PING and one PONG per interval, not two of each (with the same rule on both
 /// sides the two timers raced), and a PONG more every eight.
 ///
-/// The silence that kills a link adapts to what the link has shown (``timeout``): one and a
+/// The silence that kills a link adapts to what this link has shown (``timeout``): one and a
 /// half times the longest silence between two arrivals in the last two minutes, never less than
 /// the configured timeout and never more than three times it (the ceiling). A clean link's
 /// silences last about an interval, so it is timed out as configured; a lossy one, whose TCP
 /// stalls for seconds now and then while it retransmits, is given room for the stalls it has
-/// been seen to have.
+/// been seen to survive. Only silences that ended in an arrival count, and only this link's: a
+/// silence that ended in a teardown is no evidence of a lossy path, so a peer's next link starts
+/// at the configured timeout, and a second fault is found as fast as the first.
 ///
 /// And a silence is not taken for death while the transport shows it to be a lossy path's.
 /// Once the peer is overdue (silent for longer than ``overdue``, which a link in good health
@@ -32,9 +34,12 @@
 /// - when this side's TCP retransmitted since the first reading of the silence and the peer's
 ///   host was heard since (any segment, an acknowledgement too), the path loses packets with
 ///   the host still on it: the link is kept until ``ceiling`` after the last arrival.
-/// A dead path sends nothing, and a frozen peer on a clean path loses nothing, so both are
-/// timed out at ``timeout`` as before; a frozen peer whose kernel still acknowledges over a
-/// lossy path, at the ceiling.
+/// - when the peer's host acknowledges everything this side sent (nothing unacknowledged, nothing
+///   retransmitted since the silence began) and sends no segment of its own, its application is
+///   hung (a frozen process): the link is timed out at the configured timeout, whatever the
+///   silences of the link made ``timeout`` (``peerHung``).
+/// A dead path sends nothing, so it is timed out at ``timeout``; a frozen peer at the configured
+/// timeout; a frozen peer whose kernel still acknowledges over a lossy path, at the ceiling.
 ///
 /// And the peer's data that reached this side's kernel and is not read yet is no silence of the
 /// peer's: the silence counts from the latest arrival the transport shows. (This side's event
@@ -113,14 +118,14 @@ package struct KeepaliveStateMachine: Sendable {
     private var lossyPath = false
     /// When the peer was last seen sending in this silence (its segments arriving out of order).
     private var peerSending: Duration?
+    /// The transport's latest reading in this silence shows the peer's host acknowledging all
+    /// this side sent, nothing retransmitted and nothing of its own sent: its application is hung.
+    package private(set) var peerHung = false
     /// When the peer's latest data reached this side's kernel, where that is after the last
     /// arrival read (``inboundActivity(now:)``): the data waits unread.
     private var unreadArrival: Duration?
 
-    /// - Parameter recentSilence: The longest silence the peer's previous link showed lately
-    ///   (or the one that timed it out): a new link over the same lossy path starts out
-    ///   allowing for it, instead of being torn down by the first stall again.
-    package init(parameters: KeepaliveParameters, role: Role = .leading, now: Duration, recentSilence: Duration = .zero) {
+    package init(parameters: KeepaliveParameters, role: Role = .leading, now: Duration) {
         self.parameters = parameters
         self.role = role
         // Worked out once: Duration's arithmetic is 128-bit, and wake-ups are many.
@@ -135,12 +140,10 @@ package struct KeepaliveStateMachine: Sendable {
         self.lastPing = now
         self.lastPingReceived = now
         self.windowStart = now
-        self.longestSilences = [recentSilence]
         self.timeout = parameters.timeout
-        refreshTimeout()
     }
 
-    /// The longest silence of the last two minutes, to hand to the peer's next link.
+    /// The longest silence of the last two minutes that ended in an arrival.
     package var longestRecentSilence: Duration { longestSilences.max() ?? .zero }
 
     /// How long the peer has been silent now.
@@ -161,6 +164,7 @@ package struct KeepaliveStateMachine: Sendable {
     /// When the silence under way times the link out: ``timeout`` after the last arrival, or
     /// later as the transport shows (see the type's description).
     private var timeoutDue: Duration {
+        if peerHung { return lastArrival + parameters.timeout }
         var due = lastArrival + (lossyPath ? ceiling : timeout)
         if let peerSending { due = min(max(due, peerSending + ceiling), lastInbound + stallLimit) }
         return due
@@ -187,6 +191,7 @@ package struct KeepaliveStateMachine: Sendable {
         transportLatest = nil
         lossyPath = false
         peerSending = nil
+        peerHung = false
         unreadArrival = nil
         lastInbound = now
     }
@@ -257,6 +262,9 @@ package struct KeepaliveStateMachine: Sendable {
             } else {
                 transportBaseline = (now, reading)
             }
+            let baseline = transportBaseline!.reading
+            peerHung = reading.unacknowledgedSegments == 0 && reading.retransmittedSegments == baseline.retransmittedSegments
+                && reading.outOfOrderSegments == baseline.outOfOrderSegments && peerSending == nil
             transportLatest = reading
             if let since = reading.sinceDataArrived, now - since > lastArrival {
                 unreadArrival = now - since
@@ -305,15 +313,22 @@ package struct TransportReading: Equatable, Sendable {
     package var outOfOrderSegments: UInt32
     /// How many segments this side's TCP has retransmitted so far.
     package var retransmittedSegments: UInt32
+    /// How many segments this side sent that the peer's host has not acknowledged yet (nil
+    /// where the transport does not tell).
+    package var unacknowledgedSegments: UInt32?
     /// How long ago the peer's host last sent anything (any segment, an ACK as well as data).
     package var sinceHeard: Duration
     /// How long ago the peer's last data reached this side's kernel, read by this side or not
     /// (nil where the transport does not tell).
     package var sinceDataArrived: Duration?
 
-    package init(outOfOrderSegments: UInt32, retransmittedSegments: UInt32, sinceHeard: Duration, sinceDataArrived: Duration? = nil) {
+    package init(
+        outOfOrderSegments: UInt32, retransmittedSegments: UInt32, sinceHeard: Duration, sinceDataArrived: Duration? = nil,
+        unacknowledgedSegments: UInt32? = nil
+    ) {
         self.outOfOrderSegments = outOfOrderSegments
         self.retransmittedSegments = retransmittedSegments
+        self.unacknowledgedSegments = unacknowledgedSegments
         self.sinceHeard = sinceHeard
         self.sinceDataArrived = sinceDataArrived
     }

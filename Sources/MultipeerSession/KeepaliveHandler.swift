@@ -8,31 +8,6 @@ struct HelloCompleted {
     var remote: Hello
 }
 
-/// The longest silence each peer's links showed lately, kept by a session across its links: a
-/// link that replaces one torn down on a lossy path starts out allowing for the stalls it had.
-/// Entries older than two minutes are forgotten (and at most 4,096 kept).
-package final class SilenceMemory: Sendable {
-    private static let lifetime = Duration.seconds(120)
-    private let silences = NIOLockedValueBox<[UUID: (silence: Duration, at: NIODeadline)]>([:])
-
-    package init() {}
-
-    func remember(_ silence: Duration, of peer: UUID) {
-        let now = NIODeadline.now()
-        silences.withLockedValue { silences in
-            if silences.count >= 4_096 { silences = silences.filter { now - $0.value.at < TimeAmount(Self.lifetime) } }
-            if silences.count < 4_096 { silences[peer] = (silence, now) }
-        }
-    }
-
-    func recall(_ peer: UUID) -> Duration {
-        silences.withLockedValue { silences in
-            guard let entry = silences[peer], NIODeadline.now() - entry.at < TimeAmount(Self.lifetime) else { return .zero }
-            return entry.silence
-        }
-    }
-}
-
 /// A link's quality, written on its event loop and read by the session from anywhere.
 final class LinkQualityBox: Sendable {
     private let estimator = NIOLockedValueBox(LinkQualityEstimator())
@@ -71,8 +46,6 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     private let quality: LinkQualityBox
     /// The link's TCP_USER_TIMEOUT, restored when the peer reads again.
     private let tcpUserTimeout: Duration?
-    /// The peer said GOODBYE for a keepalive timeout of its own.
-    private var peerTimedOut = false
     private var keepalive: KeepaliveStateMachine?
     private var timers: KeepaliveTimers?
     /// The slot of the latest wake-up armed; an earlier arming that comes up is stale.
@@ -97,14 +70,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     /// ``quality`` (under its lock) only while there are any.
     private var pingsAwaited = 0
 
-    private let silences: SilenceMemory
-    private var remotePeer: UUID?
-
-    init(
-        local: KeepaliveParameters, role: KeepaliveStateMachine.Role, quality: LinkQualityBox, tcpUserTimeout: Duration?,
-        silences: SilenceMemory
-    ) {
-        self.silences = silences
+    init(local: KeepaliveParameters, role: KeepaliveStateMachine.Role, quality: LinkQualityBox, tcpUserTimeout: Duration?) {
         self.local = local
         self.role = role
         self.quality = quality
@@ -132,9 +98,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let hello = event as? HelloCompleted {
-            remotePeer = hello.remote.peerID
-            keepalive = KeepaliveStateMachine(
-                parameters: local.stricter(than: hello.remote.keepalive), role: role, now: now, recentSilence: silences.recall(hello.remote.peerID))
+            keepalive = KeepaliveStateMachine(parameters: local.stricter(than: hello.remote.keepalive), role: role, now: now)
             schedule(context: context)
         }
         context.fireUserInboundEventTriggered(event)
@@ -155,10 +119,6 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         case .pong(let probe):
             let at = now
             if quality.update({ $0.pongReceived(probe, at: at) }) != nil { pingsAwaited -= 1 }
-        case .goodbye(.keepaliveTimeout, _):
-            peerTimedOut = true
-            forwardedInBatch = true
-            context.fireChannelRead(data)
         case .flow(let reading):
             if let tcpUserTimeout {
                 let (option, value) = LinkConfiguration.tcpUserTimeoutOption(reading ? tcpUserTimeout : .zero)
@@ -215,12 +175,6 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         armedSlot = nil
-        // The silence under way counts too (a link TCP gave up on, for one); a link the peer
-        // timed out, as one timed out here.
-        if let keepalive, let remotePeer {
-            let goodbye = peerTimedOut ? keepalive.ceiling : .zero
-            silences.remember(max(keepalive.longestRecentSilence, keepalive.silence(now: now), goodbye), of: remotePeer)
-        }
         keepalive = nil
         context.fireChannelInactive()
     }
@@ -268,15 +222,14 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         case .timedOut:
             // In whole milliseconds: an adapted timeout is no round figure.
             let (timeout, silence) = (Duration.milliseconds(keepalive!.timeout.milliseconds), Duration.milliseconds(keepalive!.silence(now: at).milliseconds))
-            let ceiling = keepalive!.ceiling
-            // A path that timed a link out gets the ceiling for the links that replace it (for
-            // the next two minutes): a stall it had once, it will have again.
-            if let remotePeer { silences.remember(ceiling, of: remotePeer) }
+            let hung = keepalive!.peerHung
             keepalive = nil
-            let adapted = timeout > parameters.timeout ? ", adapted from \(parameters.timeout) to the silences this link has shown" : ""
+            let adapted = hung
+                ? ", its host acknowledging everything sent to it: hung"
+                : timeout > parameters.timeout ? ", adapted from \(parameters.timeout) to the silences this link has shown" : ""
             let error = MultipeerError(
                 .keepaliveTimeout,
-                "\(peer) sent nothing for \(silence) (keepalive interval \(parameters.interval), timeout \(timeout)\(adapted))")
+                "\(peer) sent nothing for \(silence) (keepalive interval \(parameters.interval), timeout \(hung ? parameters.timeout : timeout)\(adapted))")
             context.writeAndFlush(wrapOutboundOut(.goodbye(.keepaliveTimeout, "no traffic for \(silence)")), promise: nil)
             context.fireErrorCaught(error)
             context.close(promise: nil)

@@ -29,7 +29,8 @@ extension SocketOptionProvider {
                         outOfOrderSegments: field(at: 224),  // tcpi_rcv_ooopack
                         retransmittedSegments: field(at: 100),  // tcpi_total_retrans
                         sinceHeard: .milliseconds(field(at: 56)),  // tcpi_last_ack_recv
-                        sinceDataArrived: .milliseconds(field(at: 52)))  // tcpi_last_data_recv
+                        sinceDataArrived: .milliseconds(field(at: 52)),  // tcpi_last_data_recv
+                        unacknowledgedSegments: field(at: 24))  // tcpi_unacked
                 }
             }
         return reading

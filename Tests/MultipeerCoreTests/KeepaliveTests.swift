@@ -153,19 +153,44 @@ import Testing
         #expect(read.wakeUp(now: .milliseconds(2200), transport: reading(arrivedAgo: 1600)) == .timedOut)
     }
 
-    /// A link that replaces one on the same path starts out allowing for the silences the path
-    /// showed (``SilenceMemory`` hands them over), and forgets them after two quiet minutes.
-    @Test func aNewLinkStartsFromThePathsRecentSilences() {
-        var keepalive = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, recentSilence: .seconds(4))
-        #expect(keepalive.timeout == .milliseconds(4500), "1.5 x 4 s, at the ceiling of three times 1.5 s")
-        #expect(keepalive.wakeUp(now: .milliseconds(4000)) != .timedOut, "a stall like the path's last is survived")
-        var now = Duration.milliseconds(4000)
-        for _ in 0..<260 {
-            now += .milliseconds(500)
-            keepalive.inboundActivity(now: now)
+    /// A peer whose host acknowledges everything sent to it, retransmits nothing and sends
+    /// nothing of its own is hung (a frozen process): it is timed out at the configured timeout,
+    /// even on a link whose earlier stalls raised the timeout. A silent path (what was sent is
+    /// not acknowledged) keeps the raised timeout.
+    @Test func aHungPeerIsTimedOutAtTheConfiguredTimeoutWhateverTheLinkShowedBefore() {
+        func reading(unacknowledged: UInt32, retransmitted: UInt32 = 0, heardAgo: Int = 100) -> TransportReading {
+            TransportReading(
+                outOfOrderSegments: 0, retransmittedSegments: retransmitted, sinceHeard: .milliseconds(heardAgo), unacknowledgedSegments: unacknowledged)
         }
-        #expect(keepalive.timeout == .milliseconds(1500))
-        #expect(keepalive.longestRecentSilence == .milliseconds(500))
+        func stalledOnce() -> KeepaliveStateMachine {
+            var keepalive = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
+            keepalive.inboundActivity(now: .milliseconds(2000))  // a 2 s stall it survived
+            #expect(keepalive.timeout == .milliseconds(3000))
+            return keepalive
+        }
+        var frozen = stalledOnce()
+        _ = frozen.wakeUp(now: .milliseconds(2700), transport: reading(unacknowledged: 0))
+        #expect(frozen.peerHung)
+        #expect(frozen.wakeUp(now: .milliseconds(3499), transport: reading(unacknowledged: 0)) != .timedOut)
+        #expect(frozen.wakeUp(now: .milliseconds(3500), transport: reading(unacknowledged: 0)) == .timedOut, "1.5 s after the last arrival")
+
+        var blackHole = stalledOnce()
+        _ = blackHole.wakeUp(now: .milliseconds(2700), transport: reading(unacknowledged: 1, heardAgo: 700))
+        #expect(!blackHole.peerHung)
+        #expect(blackHole.wakeUp(now: .milliseconds(3500), transport: reading(unacknowledged: 1, heardAgo: 1500)) != .timedOut, "the link's raised timeout")
+        #expect(blackHole.wakeUp(now: .milliseconds(5000), transport: reading(unacknowledged: 2, retransmitted: 1, heardAgo: 3000)) == .timedOut)
+
+        // Acknowledged, but only after this side retransmitted: a lossy path, not a hung peer.
+        var lossy = stalledOnce()
+        _ = lossy.wakeUp(now: .milliseconds(2700), transport: reading(unacknowledged: 1))
+        _ = lossy.wakeUp(now: .milliseconds(3200), transport: reading(unacknowledged: 0, retransmitted: 1))
+        #expect(!lossy.peerHung)
+        #expect(lossy.wakeUp(now: .milliseconds(3500), transport: reading(unacknowledged: 0, retransmitted: 1)) != .timedOut)
+        // And an arrival ends the verdict with the silence.
+        frozen = stalledOnce()
+        _ = frozen.wakeUp(now: .milliseconds(2700), transport: reading(unacknowledged: 0))
+        frozen.inboundActivity(now: .milliseconds(2800))
+        #expect(!frozen.peerHung)
     }
 
     /// While this side does not read (its application is behind), silence is its own doing: it
