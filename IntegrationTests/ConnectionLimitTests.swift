@@ -178,7 +178,7 @@ struct FloodTests {
     @Test(.scaledTimeLimit(minutes: 2))
     func aHostFloodingConnectionsDoesNotKeepARealPeerOut() async throws {
         let server = MultipeerSession(configuration: .test("server", discovery: .staticPeers([]),
-            limits: .init(handshakeTimeout: .seconds(3))))
+            limits: .init(handshakeTimeout: .seconds(3))), identity: PeerIdentity())
         let serverEvents = EventLog(server.events)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
@@ -204,7 +204,7 @@ struct FloodTests {
             defer { flood.cancel() }
             // The flood is under way (a thousand connections in) before the peer dials.
             try await withDeadline(.seconds(60)) { await opened.reached(1_000) }
-            let peer = MultipeerSession(configuration: .test("crew", discovery: .staticPeers(["127.0.0.1:\(port)"])))
+            let peer = MultipeerSession(configuration: .test("crew", discovery: .staticPeers(["127.0.0.1:\(port)"])), identity: PeerIdentity())
             let peerEvents = EventLog(peer.events)
             try await whileRunning([peer]) {
                 let inbox = peer.messages(of: Note.self), serverInbox = server.messages(of: Note.self)

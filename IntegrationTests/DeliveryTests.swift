@@ -274,7 +274,7 @@ extension DeliveryTests {
         // The proxy learns the receiver's port once it listens; the restarted receiver listens
         // on another, and the proxy follows it there.
         let proxy = try await FaultProxy(forwardingTo: 1)
-        let sender = MultipeerSession(configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])))
+        let sender = MultipeerSession(configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])), identity: PeerIdentity())
         let senderEvents = EventLog(sender.events)
         try await whileRunning([sender]) {
             try await whileRunning([old]) {
@@ -319,7 +319,7 @@ extension DeliveryTests {
         // A proxy in front of each session; session i dials the proxies of the sessions after it.
         let proxies = [try await FaultProxy(forwardingTo: 1), try await FaultProxy(forwardingTo: 1), try await FaultProxy(forwardingTo: 1)]
         let sessions = (0..<3).map { index in
-            MultipeerSession(configuration: .test("station \(index)", discovery: .staticPeers(proxies[(index + 1)...].map { "127.0.0.1:\($0.port)" })))
+            MultipeerSession(configuration: .test("station \(index)", discovery: .staticPeers(proxies[(index + 1)...].map { "127.0.0.1:\($0.port)" })), identity: PeerIdentity())
         }
         let logs = sessions.map { EventLog($0.events) }
         let inboxes = sessions.map { $0.messages(of: Stamped.self) }

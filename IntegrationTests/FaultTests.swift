@@ -22,14 +22,14 @@ import Testing
         limits: MultipeerSession.Limits = MultipeerSession.Limits(), keepalive: KeepaliveParameters = KeepaliveParameters(),
         proxyMode: FaultProxy.Mode = .passThrough, _ body: @escaping @Sendable (Pair) async throws -> Void
     ) async throws {
-        let listener = MultipeerSession(configuration: .test("listener", discovery: .staticPeers([]), limits: limits, keepalive: keepalive))
+        let listener = MultipeerSession(configuration: .test("listener", discovery: .staticPeers([]), limits: limits, keepalive: keepalive), identity: PeerIdentity())
         let listenerEvents = EventLog(listener.events)
         try await whileRunning([listener]) {
             let port = try await listenerEvents.listeningPort()
             let proxy = try await FaultProxy(forwardingTo: port)
             proxy.set(proxyMode)
             let dialler = MultipeerSession(configuration: .test(
-                "dialler", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"]), limits: limits, keepalive: keepalive))
+                "dialler", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"]), limits: limits, keepalive: keepalive), identity: PeerIdentity())
             let diallerEvents = EventLog(dialler.events)
             do {
                 try await whileRunning([dialler]) {
@@ -95,11 +95,11 @@ import Testing
     @Test(.scaledTimeLimit(minutes: 1))
     func pingsMeasureTheLinkAndStatsAreReportedPeriodically() async throws {
         let keepalive = KeepaliveParameters(interval: .milliseconds(100), timeout: .seconds(1))
-        let listener = MultipeerSession(configuration: .test("listener", discovery: .staticPeers([]), keepalive: keepalive, statsInterval: .milliseconds(300)))
+        let listener = MultipeerSession(configuration: .test("listener", discovery: .staticPeers([]), keepalive: keepalive, statsInterval: .milliseconds(300)), identity: PeerIdentity())
         let events = EventLog(listener.events)
         try await whileRunning([listener]) {
             let port = try await events.listeningPort()
-            let dialler = MultipeerSession(configuration: .test("dialler", discovery: .staticPeers(["127.0.0.1:\(port)"]), keepalive: keepalive))
+            let dialler = MultipeerSession(configuration: .test("dialler", discovery: .staticPeers(["127.0.0.1:\(port)"]), keepalive: keepalive), identity: PeerIdentity())
             try await whileRunning([dialler]) {
                 // Both sides are quiet, so both ping every 100 ms; a stats event carries the round trips.
                 let seen = try await events.wait { events in

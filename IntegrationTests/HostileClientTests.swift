@@ -116,11 +116,11 @@ enum RawTLSClient {
     /// error named, and the good peer keeps exchanging messages throughout.
     @Test(.scaledTimeLimit(minutes: 1))
     func badFramesAndGarbageAfterTheHandshakeCloseOnlyThatLink() async throws {
-        let server = MultipeerSession(configuration: .test("server", discovery: .staticPeers([])))
+        let server = MultipeerSession(configuration: .test("server", discovery: .staticPeers([])), identity: PeerIdentity())
         let serverEvents = EventLog(server.events)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
-            let good = MultipeerSession(configuration: .test("good", discovery: .staticPeers(["127.0.0.1:\(port)"])))
+            let good = MultipeerSession(configuration: .test("good", discovery: .staticPeers(["127.0.0.1:\(port)"])), identity: PeerIdentity())
             try await whileRunning([good]) {
                 let inbox = good.messages(of: Note.self)
                 _ = try await serverEvents.waitUntilActive([good.peerID])
@@ -180,12 +180,12 @@ enum RawTLSClient {
             outbox: .init(maximumCount: 64, maximumBytes: 16 << 20), failWhenOutboxFull: true,
             unreliableQueue: .init(maximumCount: 1, maximumBytes: 1 << 20))
         let server = MultipeerSession(configuration: .test("server", discovery: .staticPeers([]),
-            limits: limits, keepalive: Self.patient))
+            limits: limits, keepalive: Self.patient), identity: PeerIdentity())
         let serverEvents = EventLog(server.events)
         let deafChannel = NIOLockedValueBox<(any Channel)?>(nil)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
-            let good = MultipeerSession(configuration: .test("good", discovery: .staticPeers(["127.0.0.1:\(port)"])))
+            let good = MultipeerSession(configuration: .test("good", discovery: .staticPeers(["127.0.0.1:\(port)"])), identity: PeerIdentity())
             try await whileRunning([good]) {
                 let inbox = good.messages(of: Note.self)
                 _ = try await serverEvents.waitUntilActive([good.peerID])
@@ -242,7 +242,7 @@ enum RawTLSClient {
     /// the truncation was reported as an orderly "link closed" before.
     @Test(.scaledTimeLimit(minutes: 1))
     func aLinkCutInTheMiddleOfARecordLeavesWithUncleanShutdown() async throws {
-        let server = MultipeerSession(configuration: .test("server", discovery: .staticPeers([]), keepalive: Self.patient))
+        let server = MultipeerSession(configuration: .test("server", discovery: .staticPeers([]), keepalive: Self.patient), identity: PeerIdentity())
         let serverEvents = EventLog(server.events)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()

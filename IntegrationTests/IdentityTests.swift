@@ -21,12 +21,12 @@ import Testing
         // Keepalives too patient to time out: a loaded machine (the suite beside this test)
         // must not end bravo's link, so that only an impostor could.
         let patient = KeepaliveParameters(interval: .seconds(60), timeout: .seconds(600))
-        let server = MultipeerSession(configuration: .test("alpha", discovery: .staticPeers([]), keepalive: patient))
+        let server = MultipeerSession(configuration: .test("alpha", discovery: .staticPeers([]), keepalive: patient), identity: PeerIdentity())
         let serverEvents = EventLog(server.events)
         let inbox = server.messages(of: DeliveryTests.Numbered.self)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
-            let member = MultipeerSession(configuration: .test("bravo", discovery: .staticPeers(["127.0.0.1:\(port)"]), keepalive: patient))
+            let member = MultipeerSession(configuration: .test("bravo", discovery: .staticPeers(["127.0.0.1:\(port)"]), keepalive: patient), identity: PeerIdentity())
             let memberEvents = EventLog(member.events)
             try await whileRunning([member]) {
                 try await serverEvents.waitUntilActive([member.peerID])
@@ -72,8 +72,8 @@ import Testing
     /// another one (by someone with the group key), it does not verify.
     @Test(.scaledTimeLimit(minutes: 1))
     func aHelloRelayedFromAnotherConnectionIsRefused() async throws {
-        let alpha = MultipeerSession(configuration: .test("alpha", discovery: .staticPeers([])))
-        let charlie = MultipeerSession(configuration: .test("charlie", discovery: .staticPeers([])))
+        let alpha = MultipeerSession(configuration: .test("alpha", discovery: .staticPeers([])), identity: PeerIdentity())
+        let charlie = MultipeerSession(configuration: .test("charlie", discovery: .staticPeers([])), identity: PeerIdentity())
         let alphaEvents = EventLog(alpha.events)
         let charlieEvents = EventLog(charlie.events)
         try await whileRunning([alpha, charlie]) {
@@ -107,7 +107,7 @@ struct AdvertHintTests {
     @Test(.scaledTimeLimit(minutes: 1))
     func anAdvertPlacingAPeerAtAnotherPeersAddressIsRefusedWhenDialled() async throws {
         let type = try DiscoveryTests.uniqueServiceType()
-        let alpha = MultipeerSession(configuration: .test("alpha", serviceType: type.rawValue, discovery: .staticPeers([])))
+        let alpha = MultipeerSession(configuration: .test("alpha", serviceType: type.rawValue, discovery: .staticPeers([])), identity: PeerIdentity())
         let alphaEvents = EventLog(alpha.events)
         try await whileRunning([alpha]) {
             let port = try await alphaEvents.listeningPort()
@@ -116,7 +116,7 @@ struct AdvertHintTests {
             let false_ = try DiscoveryTests.advertise(type, name: "absent", peerID: absent, port: port)
             defer { false_.stop() }
             _ = try await DiscoveryTests.established(false_)
-            let dialler = MultipeerSession(configuration: .test("dialler", serviceType: type.rawValue))
+            let dialler = MultipeerSession(configuration: .test("dialler", serviceType: type.rawValue), identity: PeerIdentity())
             let events = EventLog(dialler.events)
             try await whileRunning([dialler]) {
                 let seen = try await events.wait { events in
@@ -162,8 +162,8 @@ struct AdvertHintTests {
     func rogueAdvertsCopyingEachPeersIDTowardsASinkDoNotKeepThemApart() async throws {
         let type = try DiscoveryTests.uniqueServiceType()
         let sink = try Sink()
-        let alpha = MultipeerSession(configuration: .test("alpha", serviceType: type.rawValue))
-        let beta = MultipeerSession(configuration: .test("beta", serviceType: type.rawValue))
+        let alpha = MultipeerSession(configuration: .test("alpha", serviceType: type.rawValue), identity: PeerIdentity())
+        let beta = MultipeerSession(configuration: .test("beta", serviceType: type.rawValue), identity: PeerIdentity())
         // Published first, so they are seen before the real ones, with the greatest incarnation.
         var rogues: [PeerAdvertiser] = []
         defer { rogues.forEach { $0.stop() } }

@@ -13,7 +13,7 @@ import Testing
 
     static func session(_ name: String, keys: [PreSharedKey], dialling ports: [Int] = []) throws -> MultipeerSession {
         let ring = try KeyRing(keys)
-        return MultipeerSession(configuration: .test(name, discovery: .staticPeers(ports.map { "127.0.0.1:\($0)" })).with { $0.keys = ring })
+        return MultipeerSession(configuration: .test(name, discovery: .staticPeers(ports.map { "127.0.0.1:\($0)" })).with { $0.keys = ring }, identity: PeerIdentity())
     }
 
     @Test(.scaledTimeLimit(minutes: 2))

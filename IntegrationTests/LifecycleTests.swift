@@ -12,11 +12,11 @@ import Testing
     /// counted it as under way, so after `resume()` the peer was never dialled again.
     @Test(.scaledTimeLimit(minutes: 1))
     func aDialQueuedBehindASuspendIsMadeAfterResume() async throws {
-        let listener = MultipeerSession(configuration: .test("listener", discovery: .staticPeers([])))
+        let listener = MultipeerSession(configuration: .test("listener", discovery: .staticPeers([])), identity: PeerIdentity())
         let listenerEvents = EventLog(listener.events)
         try await whileRunning([listener]) {
             let port = try await listenerEvents.listeningPort()
-            let dialler = MultipeerSession(configuration: .test("dialler", discovery: .staticPeers([])))
+            let dialler = MultipeerSession(configuration: .test("dialler", discovery: .staticPeers([])), identity: PeerIdentity())
             let diallerEvents = EventLog(dialler.events)
             try await whileRunning([dialler]) {
                 _ = try await diallerEvents.listeningPort()

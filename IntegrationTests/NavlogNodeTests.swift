@@ -23,7 +23,7 @@ import Testing
 
         let port = try await next { if case .listening = $0 { true } else { false } }
             .compactMap { if case .listening(let port) = $0 { port } else { nil } }[0]
-        let peer = MultipeerSession(configuration: .test("first officer", discovery: .staticPeers(["127.0.0.1:\(port)"])))
+        let peer = MultipeerSession(configuration: .test("first officer", discovery: .staticPeers(["127.0.0.1:\(port)"])), identity: PeerIdentity())
         let peerEvents = EventLog(peer.events)
         try await whileRunning([peer]) {
             _ = try await next { if case .peerJoined = $0 { true } else { false } }
@@ -117,7 +117,7 @@ import Testing
             group.addTask { try await captain.run() }
             let port = try await next { $0.contains { if case .listening = $0 { true } else { false } } }
                 .compactMap { if case .listening(let port) = $0 { port } else { nil } }[0]
-            let rogue = MultipeerSession(configuration: .test("rogue", discovery: .staticPeers(["127.0.0.1:\(port)"])))
+            let rogue = MultipeerSession(configuration: .test("rogue", discovery: .staticPeers(["127.0.0.1:\(port)"])), identity: PeerIdentity())
             let rogueEvents = EventLog(rogue.events)
             let relief = PeerIdentity()  // whose name the rogue writes in
             try await whileRunning([rogue]) {
@@ -179,7 +179,7 @@ import Testing
         defer { running.cancel() }
         let port = try await next { $0.contains { if case .listening = $0 { true } else { false } } }
             .compactMap { if case .listening(let port) = $0 { port } else { nil } }[0]
-        let peer = MultipeerSession(configuration: .test("first officer", discovery: .staticPeers(["127.0.0.1:\(port)"])))
+        let peer = MultipeerSession(configuration: .test("first officer", discovery: .staticPeers(["127.0.0.1:\(port)"])), identity: PeerIdentity())
         let peerEvents = EventLog(peer.events)
         try await whileRunning([peer]) {
             try await peerEvents.waitUntilActive([node.session.peerID])

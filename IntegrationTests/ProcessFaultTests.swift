@@ -25,7 +25,7 @@ import Testing
         let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("multipeer-\(UUID()).key").path
         try LinkFixtures.psk.write(toFile: keyFile)
         defer { try? FileManager.default.removeItem(atPath: keyFile) }
-        let session = MultipeerSession(configuration: .test("here", discovery: .staticPeers([])))
+        let session = MultipeerSession(configuration: .test("here", discovery: .staticPeers([])), identity: PeerIdentity())
         let events = EventLog(session.events)
         try await whileRunning([session]) {
             let port = try await events.listeningPort()

@@ -54,13 +54,13 @@ import Testing
     func outsidersAreRefusedAndARemovedMemberIsClosedAtOnceAndRefusedAfter() async throws {
         let member = PeerIdentity()
         let server = MultipeerSession(
-            configuration: .test("alpha", discovery: .staticPeers([])).with { $0.roster = Roster(keys: [member.key]) })
+            configuration: .test("alpha", discovery: .staticPeers([])).with { $0.roster = Roster(keys: [member.key]) }, identity: PeerIdentity())
         let serverEvents = EventLog(server.events)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
             // Refused, they try again at the longest backoff: short here, so the test is.
             let patient = MultipeerSession.Reconnect(backoff: .init(maximum: TestTime.scaled(.seconds(2))))
-            let outsider = MultipeerSession(configuration: .test("outsider", discovery: .staticPeers(["127.0.0.1:\(port)"])).with { $0.reconnect = patient })
+            let outsider = MultipeerSession(configuration: .test("outsider", discovery: .staticPeers(["127.0.0.1:\(port)"])).with { $0.reconnect = patient }, identity: PeerIdentity())
             let bravo = MultipeerSession(
                 configuration: .test("bravo", discovery: .staticPeers(["127.0.0.1:\(port)"])).with { $0.reconnect = patient }, identity: member)
             let bravoEvents = EventLog(bravo.events)

@@ -25,7 +25,7 @@ struct SessionGroup {
     init(count: Int, serviceType: String = SessionGroup.uniqueServiceType(), psk: PreSharedKey = LinkFixtures.psk) {
         self.serviceType = serviceType
         sessions = (0..<count).map { index in
-            MultipeerSession(configuration: .test("peer \(index)", serviceType: serviceType, psk: psk))
+            MultipeerSession(configuration: .test("peer \(index)", serviceType: serviceType, psk: psk), identity: PeerIdentity())
         }
         events = sessions.map { EventLog($0.events) }
     }

@@ -127,7 +127,7 @@ struct SessionTests {
     @Test(.scaledTimeLimit(minutes: 1))
     func sessionsOfDifferentServiceTypesNeverConnect() async throws {
         var group = SessionGroup(count: 2)
-        let stranger = MultipeerSession(configuration: .test("stranger", serviceType: SessionGroup.uniqueServiceType()))
+        let stranger = MultipeerSession(configuration: .test("stranger", serviceType: SessionGroup.uniqueServiceType()), identity: PeerIdentity())
         group.add(stranger)
         let (a, b) = (group.sessions[0], group.sessions[1])
         try await whileRunning(group.sessions) {
@@ -143,7 +143,7 @@ struct SessionTests {
         let type = SessionGroup.uniqueServiceType()
         var group = SessionGroup(count: 1, serviceType: type)
         group.add(MultipeerSession(configuration: .test(
-            "intruder", serviceType: type, psk: try PreSharedKey.generate(identity: LinkFixtures.identity))))
+            "intruder", serviceType: type, psk: try PreSharedKey.generate(identity: LinkFixtures.identity)), identity: PeerIdentity()))
         let (a, intruder) = (group.sessions[0], group.sessions[1])
         try await whileRunning(group.sessions) {
             // Whichever side dials, both see the authentication fail; A names the intruder's address.
@@ -232,11 +232,11 @@ struct SessionTests {
 @Suite struct StaticSessionTests {
     @Test(.scaledTimeLimit(minutes: 1))
     func aSessionListingAnotherStaticallyConnectsToIt() async throws {
-        let listed = MultipeerSession(configuration: .test("listed", discovery: .staticPeers([])))
+        let listed = MultipeerSession(configuration: .test("listed", discovery: .staticPeers([])), identity: PeerIdentity())
         let listedEvents = EventLog(listed.events)
         try await whileRunning([listed]) {
             let port = try await listedEvents.listeningPort()
-            let dialler = MultipeerSession(configuration: .test("dialler", discovery: .staticPeers(["127.0.0.1:\(port)", "127.0.0.1:1"])))
+            let dialler = MultipeerSession(configuration: .test("dialler", discovery: .staticPeers(["127.0.0.1:\(port)", "127.0.0.1:1"])), identity: PeerIdentity())
             let diallerEvents = EventLog(dialler.events)
             try await whileRunning([dialler]) {
                 try await diallerEvents.waitUntilActive([listed.peerID])

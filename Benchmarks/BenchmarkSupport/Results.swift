@@ -91,6 +91,22 @@ public struct DetectionFigures: Codable, Sendable {
 }
 
 /// `bench-results/delivery.json` (DeliveryBenchmark): reliable delivery in one scenario.
+/// What a stream nobody reads held once full (DeliveryBenchmark).
+public struct StoppedReader: Codable, Sendable {
+    /// Each small message came after a 64 KiB message of another type, read at once.
+    public var interleaved: Bool
+    /// The small messages the stream took before the link waited.
+    public var messagesTaken: Int
+    /// Resident memory growth while it filled.
+    public var rssGrowthKiB: Double
+
+    public init(interleaved: Bool, messagesTaken: Int, rssGrowthKiB: Double) {
+        self.interleaved = interleaved
+        self.messagesTaken = messagesTaken
+        self.rssGrowthKiB = rssGrowthKiB
+    }
+}
+
 public struct Goodput: Codable, Sendable {
     public var scenario: String
     public var seconds: Double

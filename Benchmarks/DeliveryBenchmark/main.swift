@@ -3,6 +3,10 @@
 // the wire (both ways, through the proxy) per payload byte. And a slow reader: 16 KiB messages
 // sent flat out to a reader that takes 1 ms a message; the process (both sessions) must stay
 // within the bounds of the sender's outbox and the reader's stream, whatever the backlog wants.
+// And a stopped reader: 64-byte messages, each in a write (and so a read) of its own, alone or
+// each after a 64 KiB message of another type that a reader takes at once, until the stopped
+// stream is full and the link waits: what the receiver then holds, against
+// Limits.receiveBuffer (4 MiB).
 //
 //   swift build -c release --product DeliveryBenchmark && .build/release/DeliveryBenchmark [--seconds N]
 import BenchmarkSupport
@@ -30,7 +34,7 @@ let quiet: Logger = {
 func session(_ name: String, dialling endpoint: String? = nil) -> MultipeerSession {
     MultipeerSession(configuration: .init(
         serviceType: "_navlog._tcp", peer: PeerInfo(displayName: name), psk: psk,
-        discovery: .staticPeers(endpoint.map { [$0] } ?? []), statsInterval: nil, logger: quiet))
+        discovery: .staticPeers(endpoint.map { [$0] } ?? []), statsInterval: nil, logger: quiet), identity: PeerIdentity())
 }
 
 func firstPort(_ events: EventStream) async -> Int {
@@ -102,6 +106,58 @@ func measure(
     }
 }
 
+struct Small: Codable, Sendable { var number: Int; var padding: String }
+struct Large: Codable, Sendable { var bytes: Data }
+
+/// What a stream nobody reads holds once full: 64-byte messages, each sent and acknowledged
+/// before the next (a write of its own), alone or right behind a 64 KiB message of another type
+/// that a reader takes at once (`interleaved`: the two in one write, and the small one read out
+/// of the buffer the large one was put together in); until an acknowledgement does not come
+/// within 2 s (the stream is full, the link waits). The resident memory this grew by.
+func stoppedReader(interleaved: Bool) async throws -> StoppedReader {
+    let receiver = session("receiver")
+    let receiverEvents = receiver.events
+    let stopped = receiver.messages(of: Small.self)  // never read
+    let large = receiver.messages(of: Large.self)
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await receiver.run() }
+        let port = await firstPort(receiverEvents)
+        let dialler = session("sender", dialling: "127.0.0.1:\(port)")
+        let diallerEvents = dialler.events
+        group.addTask { try await dialler.run() }
+        await untilActive(diallerEvents, receiver.peerID)
+        group.addTask { for await _ in large {} }
+        let bulk = Large(bytes: Data(repeating: 0x5A, count: 64 << 10))
+        let small = Small(number: 0, padding: String(repeating: "x", count: 36))  // 64 bytes of JSON
+        // Warm up (a link's buffers, the allocator), then measure from here.
+        for _ in 0..<8 { try await dialler.send(bulk, to: receiver.peerID, awaitAcknowledgement: true) }
+        Bench.returnFreedMemory()
+        let before = Bench.residentKiB()
+        var taken = 0
+        while taken < 1_000_000 {
+            if interleaved { try await dialler.send(bulk, to: receiver.peerID) }
+            let acknowledged = try await withThrowingTaskGroup(of: Bool.self) { race in
+                race.addTask {
+                    try await dialler.send(small, to: receiver.peerID, awaitAcknowledgement: true)
+                    return true
+                }
+                race.addTask {
+                    try await Task.sleep(for: .seconds(2))
+                    return false
+                }
+                defer { race.cancelAll() }
+                return try await race.next() ?? false
+            }
+            guard acknowledged else { break }
+            taken += 1
+        }
+        let grown = Bench.residentKiB() - before
+        group.cancelAll()
+        _ = stopped
+        return StoppedReader(interleaved: interleaved, messagesTaken: taken, rssGrowthKiB: grown)
+    }
+}
+
 let results = [
     try await measure("no faults"),
     try await measure("a reset every 2 s", resetEvery: .seconds(2)),
@@ -120,7 +176,15 @@ print("""
     encoded messages; the reader's stream, \(limits.receiveBuffer.maximumBytes >> 20) MiB and one read of the link \
     (256 KiB) more, each held encoded and decoded.
     """)
+let stoppedReaders = [try await stoppedReader(interleaved: false), try await stoppedReader(interleaved: true)]
+print("A stopped reader of 64-byte messages, each in a read of its own, until its stream is full (Limits.receiveBuffer: 1,024 messages, 4 MiB)")
+print("messages                                          taken before the link waited   RSS growth (KiB)")
+for r in stoppedReaders {
+    print((r.interleaved ? "each behind a 64 KiB message read at once" : "alone").padding(toLength: 50, withPad: " ", startingAt: 0)
+        + String(format: "%-31d%.0f", r.messagesTaken, r.rssGrowthKiB))
+}
 try Bench.writeJSON(results, defaultPath: "bench-results/delivery.json")
+try Bench.writeJSON(stoppedReaders, defaultPath: "bench-results/stopped-reader.json")
 
 /// How far the sender got ahead of the reader (sent, not yet read), at most.
 ///

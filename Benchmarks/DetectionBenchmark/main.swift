@@ -103,7 +103,7 @@ func runTrials(
 func session(_ name: String, dialling endpoint: String? = nil) -> MultipeerSession {
     MultipeerSession(configuration: .init(
         serviceType: "_navlog._tcp", peer: PeerInfo(displayName: name), psk: psk,
-        discovery: .staticPeers(endpoint.map { [$0] } ?? []), statsInterval: nil, logger: quiet))
+        discovery: .staticPeers(endpoint.map { [$0] } ?? []), statsInterval: nil, logger: quiet), identity: PeerIdentity())
 }
 
 func summarize(_ fault: String, _ detection: [Duration], _ rejoin: [Duration]) -> DetectionFigures {

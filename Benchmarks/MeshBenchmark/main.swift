@@ -141,7 +141,7 @@ func mesh(_ count: Int, psk: PreSharedKey, hold: Duration) async throws -> MeshR
     let serviceType = "_mpm\(String(UInt32.random(in: 0...UInt32.max), radix: 16))._tcp"
     let sessions = (0..<count).map {
         MultipeerSession(configuration: .init(
-            serviceType: serviceType, peer: PeerInfo(displayName: "station \($0)"), psk: psk, keepalive: keepalive, logger: logger))
+            serviceType: serviceType, peer: PeerInfo(displayName: "station \($0)"), psk: psk, keepalive: keepalive, logger: logger), identity: PeerIdentity())
     }
     return try await measure("full mesh", sessions, expected: { _ in count - 1 }, hold: hold)
 }
@@ -151,11 +151,11 @@ func hub(_ peers: Int, psk: PreSharedKey, hold: Duration) async throws -> MeshRe
     let port = Int.random(in: 20_000...40_000)
     let hub = MultipeerSession(configuration: .init(
         serviceType: "_mph._tcp", peer: PeerInfo(displayName: "hub"), psk: psk, port: port, discovery: .staticPeers([]),
-        keepalive: keepalive, logger: logger))
+        keepalive: keepalive, logger: logger), identity: PeerIdentity())
     let spokes = (0..<peers).map {
         MultipeerSession(configuration: .init(
             serviceType: "_mph._tcp", peer: PeerInfo(displayName: "spoke \($0)"), psk: psk,
-            discovery: .staticPeers(["127.0.0.1:\(port)"]), keepalive: keepalive, logger: logger))
+            discovery: .staticPeers(["127.0.0.1:\(port)"]), keepalive: keepalive, logger: logger), identity: PeerIdentity())
     }
     return try await measure("hub", [hub] + spokes, expected: { $0 == 0 ? peers : 1 }, hold: hold)
 }

@@ -64,7 +64,7 @@ func session(_ name: String, encoding: MessageEncoding, dialling endpoint: Strin
         discovery: .staticPeers(endpoint.map { [$0] } ?? []), statsInterval: nil, logger: quiet)
     configuration.messageEncoding = encoding
     if let count = outboxCount { configuration.limits.outbox.maximumCount = count }
-    return MultipeerSession(configuration: configuration)
+    return MultipeerSession(configuration: configuration, identity: PeerIdentity())
 }
 
 /// How long a case may take, pair set-up included, before the run ends with what the two

@@ -59,15 +59,28 @@ extension MultipeerSession {
         /// of either encoding are received.
         public var messageEncoding = MessageEncoding.json
 
-        /// A configuration with the defaults of every section not given.
+        /// A configuration of one group key, with the defaults of every section not given.
         public init(
             serviceType: String, peer: PeerInfo, psk: PreSharedKey, roster: Roster? = nil, port: Int = 0, discovery: Discovery = .avahi(),
             limits: Limits = Limits(), keepalive: KeepaliveParameters = KeepaliveParameters(),
             reconnect: Reconnect = Reconnect(), statsInterval: Duration? = .seconds(5), logger: Logger = Logger(label: "multipeer")
         ) {
+            self.init(
+                serviceType: serviceType, peer: peer, keys: KeyRing(psk), roster: roster, port: port, discovery: discovery, limits: limits,
+                keepalive: keepalive, reconnect: reconnect, statsInterval: statsInterval, logger: logger)
+        }
+
+        /// A configuration of several group keys (a key file of more than one, read with
+        /// `KeyRing(contentsOfFile:)` while the group rotates its key), with the defaults of
+        /// every section not given.
+        public init(
+            serviceType: String, peer: PeerInfo, keys: KeyRing, roster: Roster? = nil, port: Int = 0, discovery: Discovery = .avahi(),
+            limits: Limits = Limits(), keepalive: KeepaliveParameters = KeepaliveParameters(),
+            reconnect: Reconnect = Reconnect(), statsInterval: Duration? = .seconds(5), logger: Logger = Logger(label: "multipeer")
+        ) {
             self.serviceType = serviceType
             self.peer = peer
-            self.keys = KeyRing(psk)
+            self.keys = keys
             self.roster = roster
             self.port = port
             self.discovery = discovery
@@ -148,7 +161,9 @@ extension MultipeerSession {
         public var goodbyeTimeout: Duration
         /// What each stream of ``MultipeerSession/messages(of:)`` holds before the links that
         /// feed it stop reading (and TCP pushes back on the senders): default 1,024 messages or
-        /// 4 MiB of encoded payload; one message larger than the bytes alone in it does not stop
+        /// 4 MiB of the memory they keep alive (a message is a slice of the buffer its link read
+        /// it into, so each such buffer counts once, at its capacity, however many messages share
+        /// it; a message decoded on the link counts its payload); one message larger than the bytes alone in it does not stop
         /// them (its reader takes it next), a second behind it does. Reading resumes at half. One
         /// read of a link may bring more before it stops: at most 256 KiB (four socket reads of
         /// 64 KiB) and the rest of one frame, per link.

@@ -39,8 +39,8 @@ public struct SessionStream<Element: Sendable>: AsyncSequence, Sendable {
 /// The messages of one type from every peer, with the peer that sent each:
 /// `for await (peer, message) in session.messages(of: Note.self)`.
 ///
-/// The stream holds at most ``MultipeerSession/Limits/receiveBuffer`` (1,024 messages, 4 MiB
-/// of encoded payload by default) or one larger message and the next, and what one read of a
+/// The stream holds at most ``MultipeerSession/Limits/receiveBuffer`` (1,024 messages, or 4 MiB
+/// of the read buffers they keep alive, by default) or one larger message and the next, and what one read of a
 /// link brings beyond it (256 KiB and the rest of a frame). When it is full, the links it is fed from stop reading until it is half
 /// empty: TCP pushes back on the senders, their outboxes fill and their `send` waits (or throws
 /// `outboxFull`). A slow reader slows the senders; it never makes this process hold more. A

@@ -13,8 +13,10 @@ public import ServiceLifecycle
 /// pre-shared key, talking in `Codable` messages.
 ///
 /// ```swift
-/// let session = MultipeerSession(configuration: .init(
-///     serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "Captain"), psk: try PreSharedKey(contentsOfFile: "group.key")))
+/// let session = MultipeerSession(
+///     configuration: .init(
+///         serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "Captain"), psk: try PreSharedKey(contentsOfFile: "group.key")),
+///     identity: try PeerIdentity(loadingOrCreatingFile: "device.identity"))
 /// try await withThrowingDiscardingTaskGroup { group in
 ///     group.addTask { try await session.run() }
 ///     for await event in session.events { print(event) }
@@ -107,9 +109,10 @@ public actor MultipeerSession {
     /// - Parameters:
     ///   - configuration: The service type, this peer's name, the group key and the limits.
     ///   - identity: This device's key pair; ``peerID`` is derived from it. Load it from a file
-    ///     (`PeerIdentity(loadingOrCreatingFile:)`) so the peer keeps its ID across
-    ///     restarts; a new one is made by default.
-    public init(configuration: Configuration, identity: PeerIdentity = PeerIdentity()) {
+    ///     (`PeerIdentity(loadingOrCreatingFile:)`) so the device keeps its ID across restarts:
+    ///     its peers then know it again, and what they queued for it reaches it. A new
+    ///     `PeerIdentity()` makes a stranger on every run (for tests and one-off tools).
+    public init(configuration: Configuration, identity: PeerIdentity) {
         self.configuration = configuration
         self.identity = identity
         self.peerID = identity.peerID

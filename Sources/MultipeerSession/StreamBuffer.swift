@@ -15,18 +15,29 @@ import NIOCore
 /// time while a producer waits for room), under the lock the producers take, and then hands it
 /// out one by one without it: a reader that keeps up costs the producers' lock one look a batch,
 /// not one an element. A batch counts against the bound until the consumer comes back for more.
+///
+/// The bound's bytes are the memory the buffered elements keep alive, not only their payloads:
+/// a payload is a slice of the buffer its link read it into, and keeps all of it. So each such
+/// buffer counts once, at its capacity, however many elements share it (``PayloadStorage``): a
+/// stream of small messages that each came in a read of their own, beside other traffic, fills
+/// at the bound's bytes of reads, not of payloads.
 final class StreamBuffer<Element: Sendable>: Sendable {
     typealias Offer = StreamOffer
 
     private struct Stored {
         var element: Element
         var cost: Int
+        /// The buffer its payload is a slice of, if it keeps one alive.
+        var storage: PayloadStorage?
     }
 
     private struct State {
         var elements = CircularBuffer<Stored>()
-        /// The cost of `elements` and of the consumer's batch.
-        var cost = 0
+        /// The memory `elements` and the consumer's batch keep alive: each payload storage once,
+        /// at its capacity, and the cost of the elements without one. What the bound's bytes bound.
+        var held = 0
+        /// How many elements (buffered, or in the batch) keep each payload storage alive.
+        var storages: [UInt: Int] = [:]
         /// The elements of the consumer's batch, which count against the bound until it is used up.
         var batchCount = 0
         var waiter: CheckedContinuation<Element?, Never>?
@@ -40,13 +51,31 @@ final class StreamBuffer<Element: Sendable>: Sendable {
         var shed = 0
 
         var count: Int { elements.count + batchCount }
+
+        /// An element of `cost`, keeping `storage` alive, is buffered (or in the batch) from now on.
+        mutating func keep(_ cost: Int, _ storage: PayloadStorage?) {
+            guard let storage else { return held += cost }
+            storages[storage.id, default: 0] += 1
+            if storages[storage.id] == 1 { held += storage.capacity }
+        }
+
+        /// Such an element was handed out (or dropped): what it kept alive is released.
+        mutating func release(_ cost: Int, _ storage: PayloadStorage?) {
+            guard let storage else { return held -= cost }
+            storages[storage.id]! -= 1
+            if storages[storage.id] == 0 {
+                storages[storage.id] = nil
+                held -= storage.capacity
+            }
+        }
     }
 
     /// What the consumer took from ``State/elements`` in one go, handed out one at a time.
     private struct Batch {
         var elements = CircularBuffer<Stored>()
-        /// The cost of every element taken into it, handed out or not.
-        var cost = 0
+        /// What every element taken into it, handed out or not, keeps alive until the consumer
+        /// comes back for more.
+        var taken: [(cost: Int, storage: PayloadStorage?)] = []
     }
 
     let limits: BufferLimits
@@ -67,20 +96,21 @@ final class StreamBuffer<Element: Sendable>: Sendable {
     /// At its count, or over its bytes with more than one element: one element larger than the
     /// bound alone (a large message the reader will take next) is no reason to stop.
     private static func isFull(_ state: State, _ limits: BufferLimits) -> Bool {
-        state.count >= limits.maximumCount || (state.cost >= limits.maximumBytes && state.count > 1)
+        state.count >= limits.maximumCount || (state.held >= limits.maximumBytes && state.count > 1)
     }
 
-    /// Hands `element` (of `cost` bytes) to the consumer; never waits. When this fills the
-    /// buffer, `whenRoom` is kept and called once the consumer has taken it down to half.
-    func offer(_ element: Element, cost: Int, whenRoom: @escaping @Sendable () -> Void) -> Offer {
+    /// Hands `element` (of `cost` bytes, a slice of `storage` if it keeps one alive) to the
+    /// consumer; never waits. When this fills the buffer, `whenRoom` is kept and called once
+    /// the consumer has taken it down to half.
+    func offer(_ element: Element, cost: Int, storage: PayloadStorage? = nil, whenRoom: @escaping @Sendable () -> Void) -> Offer {
         let (outcome, waiter) = state.withLockedValue { state -> (Offer, CheckedContinuation<Element?, Never>?) in
             guard !state.terminated, !state.finished else { return (.gone, nil) }
             if let waiter = state.waiter {
                 state.waiter = nil
                 return (.taken, waiter)
             }
-            state.elements.append(Stored(element: element, cost: cost))
-            state.cost += cost
+            state.elements.append(Stored(element: element, cost: cost, storage: storage))
+            state.keep(cost, storage)
             guard Self.isFull(state, limits) else { return (.taken, nil) }
             state.whenRoom.append(whenRoom)
             return (.full, nil)
@@ -97,7 +127,7 @@ final class StreamBuffer<Element: Sendable>: Sendable {
             precondition(state.waiter == nil && state.count == 0, "a stream takes what was held before anything else")
             for (element, cost) in elements {
                 state.elements.append(Stored(element: element, cost: cost))
-                state.cost += cost
+                state.keep(cost, nil)
             }
             guard Self.isFull(state, limits) else { return stopped }
             state.whenRoom += stopped
@@ -132,7 +162,8 @@ final class StreamBuffer<Element: Sendable>: Sendable {
             // (What the consumer's batch holds is the consumer's: only what is still here is shed.)
             if Self.isFull(state, limits), !state.elements.isEmpty {
                 let index = state.elements.firstIndex { expendable($0.element) } ?? state.elements.startIndex
-                state.cost -= state.elements.remove(at: index).cost
+                let shed = state.elements.remove(at: index)
+                state.release(shed.cost, shed.storage)
                 state.shed += 1
             }
             state.elements.append(Stored(element: element, cost: 0))
@@ -179,9 +210,9 @@ final class StreamBuffer<Element: Sendable>: Sendable {
     private func refill(orWait waiter: CheckedContinuation<Element?, Never>? = nil) -> Take {
         let (taken, room) = batch.withLockedValue { batch in
             state.withLockedValue { state -> (Take, [@Sendable () -> Void]) in
-                state.cost -= batch.cost
+                for (cost, storage) in batch.taken { state.release(cost, storage) }
+                batch.taken.removeAll(keepingCapacity: true)
                 state.batchCount = 0
-                batch.cost = 0
                 if state.shed > 0, let shedNotice {
                     defer { state.shed = 0 }
                     return (.element(shedNotice(state.shed)), [])
@@ -191,23 +222,25 @@ final class StreamBuffer<Element: Sendable>: Sendable {
                     if let waiter { state.waiter = waiter }
                     return (.empty, [])
                 }
-                state.cost -= first.cost
+                state.release(first.cost, first.storage)
                 // The rest of the batch: up to a quarter of the bound (all of what is buffered
                 // when that fits, its storage swapped for the used-up batch's); none while a
                 // producer waits for room, so that room comes as soon as the consumer makes it.
                 let (most, mostBytes) = state.whenRoom.isEmpty ? (limits.maximumCount / 4, limits.maximumBytes / 4) : (0, 0)
-                if state.elements.count <= most, state.cost <= mostBytes {
+                if state.elements.count <= most, state.held <= mostBytes {
                     swap(&batch.elements, &state.elements)
-                    batch.cost = state.cost
                 } else {
-                    while batch.elements.count < most, let next = state.elements.first, batch.cost + next.cost <= mostBytes {
+                    var bytes = 0
+                    while batch.elements.count < most, let next = state.elements.first, bytes + next.cost <= mostBytes {
                         batch.elements.append(state.elements.removeFirst())
-                        batch.cost += next.cost
+                        bytes += next.cost
                     }
                 }
+                // (Still kept alive, and counted, until the consumer comes back.)
+                for taken in batch.elements { batch.taken.append((taken.cost, taken.storage)) }
                 state.batchCount = batch.elements.count
                 var room: [@Sendable () -> Void] = []
-                if !state.whenRoom.isEmpty, state.count <= limits.maximumCount / 2, state.cost <= limits.maximumBytes / 2 {
+                if !state.whenRoom.isEmpty, state.count <= limits.maximumCount / 2, state.held <= limits.maximumBytes / 2 {
                     swap(&room, &state.whenRoom)
                 }
                 return (.element(first.element), room)
@@ -235,7 +268,8 @@ final class StreamBuffer<Element: Sendable>: Sendable {
                 let first = !state.terminated
                 state.terminated = true
                 state.elements.removeAll()
-                state.cost = 0
+                state.held = 0
+                state.storages = [:]
                 state.batchCount = 0
                 defer { state.waiter = nil; state.whenRoom = [] }
                 return (state.waiter, state.whenRoom, first)
@@ -244,6 +278,19 @@ final class StreamBuffer<Element: Sendable>: Sendable {
         waiter?.resume(returning: nil)
         room.forEach { $0() }
         if first { onTermination() }
+    }
+}
+
+/// The buffer a payload is a slice of, which the payload keeps alive whole: named by the
+/// storage object's address (the same while any slice of it lives), counted at its capacity
+/// (``StreamBuffer``).
+struct PayloadStorage: Sendable {
+    var id: UInt
+    var capacity: Int
+
+    init(of payload: ByteBuffer) {
+        id = payload.withUnsafeReadableBytesWithStorageManagement { _, storage in UInt(bitPattern: storage.toOpaque()) }
+        capacity = payload.storageCapacity
     }
 }
 

@@ -26,6 +26,11 @@ final class Subscriptions: Sendable {
         case encoded(ByteBuffer)
         case value(any Sendable)
         case pending(PendingDecode)
+
+        /// The read buffer the message keeps alive while it waits, if it is a slice of one.
+        var storage: PayloadStorage? {
+            if case .encoded(let payload) = self { PayloadStorage(of: payload) } else { nil }
+        }
     }
 
     /// One subscriber's buffer, fed values its ``Decoding`` made.
@@ -139,7 +144,7 @@ final class Subscriptions: Sendable {
             self?.unsubscribe(id, of: key, named: typeName)
         }
         let subscriber = Subscriber(
-            offer: { peer, value, cost, whenRoom in buffer.offer((peer, value), cost: cost, whenRoom: whenRoom) },
+            offer: { peer, value, cost, whenRoom in buffer.offer((peer, value), cost: cost, storage: value.storage, whenRoom: whenRoom) },
             finish: { buffer.finish() })
         let decode: @Sendable (ByteBuffer) throws -> any Sendable = { payload in
             try MessageEncoding.decode(Message.self, from: payload)
@@ -260,7 +265,9 @@ final class Subscriptions: Sendable {
                 topic.beyondTypeLimit = state.topics.values.count { $0.decodings.isEmpty } >= limits.maximumUnsubscribedTypes
             }
             let wasFull = topic.isFull(limits.unsubscribedMessages)
-            topic.held.append((peer, message.payload))
+            // Held for as long as nobody subscribes: a copy of its own, not a slice keeping the
+            // whole read buffer it came in alive.
+            topic.held.append((peer, Self.compacted(message.payload)))
             topic.heldBytes += message.payload.readableBytes
             var reports: [SessionEvent] = []
             if !topic.reportedHeld {
@@ -278,6 +285,14 @@ final class Subscriptions: Sendable {
             state.topics[message.typeName] = topic
             return .held(full: full, reports: reports)
         }
+    }
+
+    /// `payload` in a buffer of its own size, if it is a slice of a larger one.
+    static func compacted(_ payload: ByteBuffer) -> ByteBuffer {
+        guard payload.storageCapacity > payload.readableBytes + 1024 else { return payload }
+        var copy = PayloadMemory.allocator.buffer(capacity: payload.readableBytes)
+        copy.writeImmutableBuffer(payload)
+        return copy
     }
 
     /// Ends every stream (the session has stopped); readers still get what is buffered.

@@ -29,7 +29,7 @@ import Testing
     @Test func silentStrangersAreCutOffAndCountedWhileAMemberJoins() async throws {
         var limits = MultipeerSession.Limits(maximumHandshakesPerSource: 2, firstBytesTimeout: .milliseconds(200 * timeScale))
         limits.handshakeTimeout = .seconds(30)
-        let server = MultipeerSession(configuration: configuration("server", limits: limits))
+        let server = MultipeerSession(configuration: configuration("server", limits: limits), identity: PeerIdentity())
         let events = server.events
         try await whileRunning([server]) {
             let port = try await listeningPort(of: server)
@@ -53,7 +53,7 @@ import Testing
             #expect(failures.0.count <= 20, "reported one by one ten at a time per code, the rest counted: \(failures.0.count)")
             #expect(failures.1 > 0)
             // A member dials meanwhile and joins.
-            let member = MultipeerSession(configuration: configuration("member", dialling: port))
+            let member = MultipeerSession(configuration: configuration("member", dialling: port), identity: PeerIdentity())
             try await whileRunning([member]) {
                 try await waitUntilActive(server, member.peerID)
             }
@@ -68,13 +68,13 @@ import Testing
     @Test func aPeerTheRosterRefusesNeverJoinsAndIsReportedOnce() async throws {
         var guarded = configuration("guarded")
         guarded.roster = Roster()
-        let listener = MultipeerSession(configuration: guarded)
+        let listener = MultipeerSession(configuration: guarded, identity: PeerIdentity())
         let listenerEvents = listener.events
         try await whileRunning([listener]) {
             let port = try await listeningPort(of: listener)
             var outside = configuration("outsider", dialling: port)
             outside.reconnect = .init(backoff: .init(maximum: .seconds(1 * timeScale)))
-            let outsider = MultipeerSession(configuration: outside)
+            let outsider = MultipeerSession(configuration: outside, identity: PeerIdentity())
             let outsiderEvents = outsider.events
             try await whileRunning([outsider]) {
                 // Four times the longest backoff: four tries at most, not forty.

@@ -300,11 +300,11 @@ import Testing
     @Test func aSlowEventReaderLosesStatsFirstAndIsToldHowMany() async throws {
         var limits = MultipeerSession.Limits()
         limits.eventBuffer = 8
-        let other = MultipeerSession(configuration: configuration("other"))
+        let other = MultipeerSession(configuration: configuration("other"), identity: PeerIdentity())
         try await whileRunning([other]) {
             var reporting = configuration("reporter", dialling: try await listeningPort(of: other), limits: limits)
             reporting.statsInterval = .milliseconds(10)
-            let reporter = MultipeerSession(configuration: reporting)
+            let reporter = MultipeerSession(configuration: reporting, identity: PeerIdentity())
             try await whileRunning([reporter]) {
                 try await waitUntilActive(reporter, other.peerID)
                 let events = reporter.events  // starts with the state: listening, other joined

@@ -11,7 +11,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let file = directory + "/device.identity"
 
-        let listener = MultipeerSession(configuration: configuration("listener"))
+        let listener = MultipeerSession(configuration: configuration("listener"), identity: PeerIdentity())
         try await whileRunning([listener]) {
             let port = try await listeningPort(of: listener)
             var seen: [Peer] = []
@@ -41,6 +41,32 @@ import Testing
         #expect(error.code == .invalidKey)
     }
 
+    /// A key file of two keys (a rotation under way) configures a session through
+    /// `Configuration(serviceType:peer:keys:)`: a peer holding only the older key joins it. The
+    /// file is no `PreSharedKey` (the README's sample read it as one, which throws).
+    @Test func aKeyFileOfTwoKeysConfiguresASession() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("consumer-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/group.key"
+        try KeyRing([groupKey, PreSharedKey.generate(identity: "consumer-2")]).write(toFile: file)
+        #expect(throws: MultipeerError.self) { try PreSharedKey(contentsOfFile: file) }
+
+        let listener = MultipeerSession(
+            configuration: .init(
+                serviceType: "_consumer._tcp", peer: PeerInfo(displayName: "listener"), keys: try KeyRing(contentsOfFile: file),
+                discovery: .staticPeers([])),
+            identity: PeerIdentity())
+        #expect(listener.configuration.keys.keys.count == 2)
+        try await whileRunning([listener]) {
+            let port = try await listeningPort(of: listener)
+            let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port), identity: PeerIdentity())  // the older key alone
+            try await whileRunning([dialler]) {
+                try await waitUntilActive(listener, dialler.peerID)
+            }
+        }
+    }
+
     /// Data an application signs with its device key is checked by anyone holding the public
     /// key a peer proved, however it travelled; altered, or checked against another key, it fails.
     @Test func aDeviceSignsWhatItWritesAndAnyPeerChecksIt() throws {
@@ -64,7 +90,7 @@ import Testing
         var listening = configuration("listener")
         listening.keys = ring
         listening.roster = try Roster(parsing: "\(member.key)  # the dialler\n")
-        let listener = MultipeerSession(configuration: listening)
+        let listener = MultipeerSession(configuration: listening, identity: PeerIdentity())
         try await whileRunning([listener]) {
             let port = try await listeningPort(of: listener)
             var dialling = configuration("dialler", dialling: port)

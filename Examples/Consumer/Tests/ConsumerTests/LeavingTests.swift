@@ -10,10 +10,10 @@ import Testing
         limits: MultipeerSession.Limits,
         _ body: @escaping @Sendable (_ dialler: MultipeerSession, _ gone: UUID, _ stop: @Sendable () async -> Void) async throws -> Void
     ) async throws {
-        let listener = MultipeerSession(configuration: configuration("listener"))
+        let listener = MultipeerSession(configuration: configuration("listener"), identity: PeerIdentity())
         let running = Task { try await listener.run() }
         let port = try await listeningPort(of: listener)
-        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port, limits: limits))
+        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port, limits: limits), identity: PeerIdentity())
         try await whileRunning([dialler]) {
             try await waitUntilActive(dialler, listener.peerID)
             let events = dialler.events
@@ -134,7 +134,7 @@ import Testing
         let first = MultipeerSession(configuration: roomy, identity: identity)
         let firstRun = Task { try await first.run() }
         let port = try await listeningPort(of: first)
-        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port))
+        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port), identity: PeerIdentity())
         try await whileRunning([dialler]) {
             let events = dialler.events
             try await waitUntilActive(dialler, peerID)

@@ -9,9 +9,9 @@ import Testing
     /// queued behind a suspend used to be lost, and the peer never dialled again).
     @Test func suspendedWithDialsUnderWayAndResumedEveryPeerComesBack() async throws {
         // A port nothing listens on yet: a session's, stopped.
-        let placeholder = MultipeerSession(configuration: configuration("placeholder"))
+        let placeholder = MultipeerSession(configuration: configuration("placeholder"), identity: PeerIdentity())
         let port = try await whileRunning([placeholder]) { try await listeningPort(of: placeholder) }
-        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port))
+        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port), identity: PeerIdentity())
         try await whileRunning([dialler]) {
             let events = dialler.events
             // Refused until the peer is there: the dialler redials with backoff meanwhile.
@@ -23,7 +23,7 @@ import Testing
             await dialler.suspend()
             var late = configuration("late")
             late.port = port
-            let peer = MultipeerSession(configuration: late)
+            let peer = MultipeerSession(configuration: late, identity: PeerIdentity())
             try await whileRunning([peer]) {
                 _ = try await listeningPort(of: peer)
                 await dialler.resume()
@@ -38,10 +38,10 @@ import Testing
     /// by address finds it again and delivers what it queued meanwhile (it came back on a new
     /// port, and the peer never found it: 0 of 10 messages in 20 s).
     @Test func resumeKeepsThePortStaticPeersDial() async throws {
-        let listener = MultipeerSession(configuration: configuration("listener"))
+        let listener = MultipeerSession(configuration: configuration("listener"), identity: PeerIdentity())
         try await whileRunning([listener]) {
             let port = try await listeningPort(of: listener)
-            let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port))
+            let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port), identity: PeerIdentity())
             let notes = listener.messages(of: Note.self)
             try await whileRunning([dialler]) {
                 try await waitUntilActive(listener, dialler.peerID)
@@ -69,7 +69,7 @@ import Testing
     /// A port taken while the session was suspended: `resume()` says so in an event and listens
     /// on another, which the `listening` event names.
     @Test func aPortTakenMeanwhileIsReportedAndAnotherListenedOn() async throws {
-        let session = MultipeerSession(configuration: configuration("session"))
+        let session = MultipeerSession(configuration: configuration("session"), identity: PeerIdentity())
         try await whileRunning([session]) {
             let port = try await listeningPort(of: session)
             let events = session.events
@@ -78,7 +78,7 @@ import Testing
             try await within(30, "the session to suspend") { while await session.listeningPort != nil { await Task.yield() } }
             var squatting = configuration("squatter")
             squatting.port = port
-            let squatter = MultipeerSession(configuration: squatting)
+            let squatter = MultipeerSession(configuration: squatting, identity: PeerIdentity())
             try await whileRunning([squatter]) {
                 #expect(try await listeningPort(of: squatter) == port)
                 await session.resume()

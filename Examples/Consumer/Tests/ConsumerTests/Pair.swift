@@ -88,10 +88,10 @@ func withPair<T: Sendable>(
     diallerEncoding: MessageEncoding = .json, listenerStatsInterval: Duration? = nil,
     _ body: @escaping @Sendable (_ listener: MultipeerSession, _ dialler: MultipeerSession) async throws -> T
 ) async throws -> T {
-    let listener = MultipeerSession(configuration: configuration("listener", limits: listenerLimits, statsInterval: listenerStatsInterval))
+    let listener = MultipeerSession(configuration: configuration("listener", limits: listenerLimits, statsInterval: listenerStatsInterval), identity: PeerIdentity())
     return try await whileRunning([listener]) {
         let port = try await listeningPort(of: listener)
-        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port, limits: diallerLimits, encoding: diallerEncoding))
+        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port, limits: diallerLimits, encoding: diallerEncoding), identity: PeerIdentity())
         return try await whileRunning([dialler]) {
             try await waitUntilActive(dialler, listener.peerID)
             try await waitUntilActive(listener, dialler.peerID)
