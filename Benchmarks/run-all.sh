@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 results=bench-results
 mkdir -p "$results"
-rm -rf "$results"/{link,session,navlog,detection,detection-network,delivery,discovery,mesh,durations,report}.json "$results"/report.md "$results"/charts
+rm -rf "$results"/{link,session,navlog,detection,detection-network,delivery,stopped-reader,discovery,mesh,durations,report}.json "$results"/report.md "$results"/charts "$results"/hosts-loss
 
 quick=0
 [[ "${1:-}" == "--quick" ]] && quick=1
@@ -36,6 +36,9 @@ if [[ $(id -u) -eq 0 ]]; then
     step detection-network Benchmarks/detection-hosts.sh --trials "$(trials 5 20)" --baseline-trials "$(trials 1 3)"
     step discovery Benchmarks/discovery-hosts.sh --trials "$(trials 5 20)"
     step mesh scripts/sandbox.sh .build/release/MeshBenchmark --hold "$(trials 5 60)" $( ((quick)) && echo --hub 100 )
+    # The host suite's lossy link, again and again: how often its links are torn down.
+    step lossy-link .build/release/navlog-hosts --binary "$PWD/.build/release/navlog-sync" --only "loss and delay" \
+        --repeat "$(trials 1 6)" --loss-seconds "$(trials 20 60)" --report "$results/hosts-loss" 
 else
     echo "The namespace benchmarks (detection in the network, discovery, scale) were not run: they need root (sudo make bench)"
 fi

@@ -39,6 +39,16 @@ let discovery = load("discovery.json", as: [DiscoverySummary].self)
 let mesh = load("mesh.json", as: [MeshResult].self)
 let session = load("session.json", as: SessionResults.self)
 let navlog = load("navlog.json", as: [NavlogSyncCase].self)
+/// The host suite's lossy-link scenario, run several times (navlog-hosts --only "loss and delay").
+struct HostsReport: Codable {
+    struct Result: Codable {
+        var scenario: String
+        var teardownsPerMinute: Double?
+        var passed: Bool
+    }
+    var results: [Result]
+}
+let lossyLink = load("hosts-loss/report.json", as: HostsReport.self)?.results.filter { $0.scenario == "loss and delay" }
 /// How long each part of the run took, seconds (written by Benchmarks/run-all.sh).
 let durations: [String: Double] = load("durations.json", as: [String: Double].self) ?? [:]
 
@@ -173,6 +183,11 @@ for (mode, suffix) in [("first fault on a peer", ", first fault"), ("repeated fa
         return ("worst p99 \(number(p99, 0)) ms (\(worst.fault))", p99 <= 2000)
     }())
 }
+target("Lossy link (30 % loss, 100 ± 50 ms): <= 1 teardown a minute in every run", lossyLink.flatMap { runs in
+    let rates = runs.compactMap(\.teardownsPerMinute)
+    guard !rates.isEmpty, let worst = rates.max() else { return nil }
+    return ("\(rates.map { number($0) }.joined(separator: ", ")) a minute over \(rates.count) runs", worst <= 1)
+})
 let redials = ((detection ?? []) + (detectionNetwork ?? [])).filter { $0.mechanism == "ours" && !$0.fault.hasPrefix("SIGKILL") }
 target("Redial p50 <= 300 ms", redials.isEmpty ? nil : {
     let worst = redials.max { ($0.rejoinP50Milliseconds ?? 0) < ($1.rejoinP50Milliseconds ?? 0) }!

@@ -21,9 +21,12 @@
 /// the configured timeout and never more than three times it (the ceiling). A clean link's
 /// silences last about an interval, so it is timed out as configured; a lossy one, whose TCP
 /// stalls for seconds now and then while it retransmits, is given room for the stalls it has
-/// been seen to survive. Only silences that ended in an arrival count, and only this link's: a
-/// silence that ended in a teardown is no evidence of a lossy path, so a peer's next link starts
-/// at the configured timeout, and a second fault is found as fast as the first.
+/// been seen to survive. Only silences that ended in an arrival count: a silence that ended in
+/// a teardown is no evidence of a lossy path. What a peer's earlier links showed of its path
+/// (``PathHistory``: the longest silence they survived, whether their transport ever showed a
+/// packet lost) starts its next link off, so a link replacing one on a lossy path is not torn
+/// down by the stall it was replaced after, while on a clean path a second fault is found as
+/// fast as the first.
 ///
 /// And a silence is not taken for death while the transport shows it to be a lossy path's.
 /// Once the peer is overdue (silent for longer than ``overdue``, which a link in good health
@@ -35,9 +38,11 @@
 ///   host was heard since (any segment, an acknowledgement too), the path loses packets with
 ///   the host still on it: the link is kept until ``ceiling`` after the last arrival.
 /// - when the peer's host acknowledges everything this side sent (nothing unacknowledged, nothing
-///   retransmitted since the silence began) and sends no segment of its own, its application is
-///   hung (a frozen process): the link is timed out at the configured timeout, whatever the
-///   silences of the link made ``timeout`` (``peerHung``).
+///   retransmitted since the silence began) and sends no segment of its own, on a path that has
+///   never shown a packet lost, its application is hung (a frozen process): the link is timed
+///   out at the configured timeout, whatever the silences of the link made ``timeout``
+///   (``peerHung``). (On a lossy path a peer in loss recovery, its window down to a segment,
+///   acknowledges and sends nothing new in just the same way.)
 /// A dead path sends nothing, so it is timed out at ``timeout``; a frozen peer at the configured
 /// timeout; a frozen peer whose kernel still acknowledges over a lossy path, at the ceiling.
 ///
@@ -119,13 +124,17 @@ package struct KeepaliveStateMachine: Sendable {
     /// When the peer was last seen sending in this silence (its segments arriving out of order).
     private var peerSending: Duration?
     /// The transport's latest reading in this silence shows the peer's host acknowledging all
-    /// this side sent, nothing retransmitted and nothing of its own sent: its application is hung.
+    /// this side sent, nothing retransmitted and nothing of its own sent, on a path that never
+    /// lost a packet: its application is hung.
     package private(set) var peerHung = false
+    /// The transport of this link, or of the peer's earlier links, showed a packet lost.
+    private var lossSeen: Bool
     /// When the peer's latest data reached this side's kernel, where that is after the last
     /// arrival read (``inboundActivity(now:)``): the data waits unread.
     private var unreadArrival: Duration?
 
-    package init(parameters: KeepaliveParameters, role: Role = .leading, now: Duration) {
+    /// - Parameter path: What the peer's earlier links showed of the path (``history``).
+    package init(parameters: KeepaliveParameters, role: Role = .leading, now: Duration, path: PathHistory = PathHistory()) {
         self.parameters = parameters
         self.role = role
         // Worked out once: Duration's arithmetic is 128-bit, and wake-ups are many.
@@ -140,11 +149,18 @@ package struct KeepaliveStateMachine: Sendable {
         self.lastPing = now
         self.lastPingReceived = now
         self.windowStart = now
+        self.longestSilences = [path.longestSilence]
+        self.lossSeen = path.lossSeen
         self.timeout = parameters.timeout
+        refreshTimeout()
     }
 
     /// The longest silence of the last two minutes that ended in an arrival.
     package var longestRecentSilence: Duration { longestSilences.max() ?? .zero }
+
+    /// What this link showed of its path, for the peer's next link: the silences it survived
+    /// (never the one it may be ending with), and whether a packet was lost.
+    package var history: PathHistory { PathHistory(longestSilence: longestRecentSilence, lossSeen: lossSeen) }
 
     /// How long the peer has been silent now.
     package func silence(now: Duration) -> Duration { max(.zero, now - lastInbound) }
@@ -262,9 +278,8 @@ package struct KeepaliveStateMachine: Sendable {
             } else {
                 transportBaseline = (now, reading)
             }
-            let baseline = transportBaseline!.reading
-            peerHung = reading.unacknowledgedSegments == 0 && reading.retransmittedSegments == baseline.retransmittedSegments
-                && reading.outOfOrderSegments == baseline.outOfOrderSegments && peerSending == nil
+            if reading.retransmittedSegments > 0 || reading.outOfOrderSegments > 0 { lossSeen = true }
+            peerHung = !lossSeen && reading.unacknowledgedSegments == 0 && peerSending == nil
             transportLatest = reading
             if let since = reading.sinceDataArrived, now - since > lastArrival {
                 unreadArrival = now - since
@@ -289,6 +304,19 @@ package struct KeepaliveStateMachine: Sendable {
         lastPing = now
         defer { nextNonce &+= 1 }
         return Probe(nonce: nextNonce, timestamp: UInt64(clamping: now.nanoseconds))
+    }
+}
+
+/// What a peer's links showed of the path to it, handed from one link to the next: the longest
+/// silence they survived in the last two minutes, and whether their transport ever showed a
+/// packet lost (retransmitted, or arriving out of order).
+package struct PathHistory: Equatable, Sendable {
+    package var longestSilence: Duration
+    package var lossSeen: Bool
+
+    package init(longestSilence: Duration = .zero, lossSeen: Bool = false) {
+        self.longestSilence = longestSilence
+        self.lossSeen = lossSeen
     }
 }
 

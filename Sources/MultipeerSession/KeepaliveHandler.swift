@@ -8,6 +8,33 @@ struct HelloCompleted {
     var remote: Hello
 }
 
+/// What each peer's links showed lately of the path to it (``PathHistory``: the silences they
+/// survived, whether a packet was ever lost), kept by a session across its links: a link that
+/// replaces one on a lossy path starts out allowing for the stalls the path had. Never the
+/// silence a link ended with: that is no evidence of a lossy path. Entries older than two
+/// minutes are forgotten (and at most 4,096 kept).
+package final class PathMemory: Sendable {
+    private static let lifetime = Duration.seconds(120)
+    private let paths = NIOLockedValueBox<[UUID: (history: PathHistory, at: NIODeadline)]>([:])
+
+    package init() {}
+
+    func remember(_ history: PathHistory, of peer: UUID) {
+        let now = NIODeadline.now()
+        paths.withLockedValue { paths in
+            if paths.count >= 4_096 { paths = paths.filter { now - $0.value.at < TimeAmount(Self.lifetime) } }
+            if paths.count < 4_096 { paths[peer] = (history, now) }
+        }
+    }
+
+    func recall(_ peer: UUID) -> PathHistory {
+        paths.withLockedValue { paths in
+            guard let entry = paths[peer], NIODeadline.now() - entry.at < TimeAmount(Self.lifetime) else { return PathHistory() }
+            return entry.history
+        }
+    }
+}
+
 /// A link's quality, written on its event loop and read by the session from anywhere.
 final class LinkQualityBox: Sendable {
     private let estimator = NIOLockedValueBox(LinkQualityEstimator())
@@ -70,7 +97,13 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     /// ``quality`` (under its lock) only while there are any.
     private var pingsAwaited = 0
 
-    init(local: KeepaliveParameters, role: KeepaliveStateMachine.Role, quality: LinkQualityBox, tcpUserTimeout: Duration?) {
+    private let paths: PathMemory
+    private var remotePeer: UUID?
+
+    init(
+        local: KeepaliveParameters, role: KeepaliveStateMachine.Role, quality: LinkQualityBox, tcpUserTimeout: Duration?, paths: PathMemory
+    ) {
+        self.paths = paths
         self.local = local
         self.role = role
         self.quality = quality
@@ -98,7 +131,9 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let hello = event as? HelloCompleted {
-            keepalive = KeepaliveStateMachine(parameters: local.stricter(than: hello.remote.keepalive), role: role, now: now)
+            remotePeer = hello.remote.peerID
+            keepalive = KeepaliveStateMachine(
+                parameters: local.stricter(than: hello.remote.keepalive), role: role, now: now, path: paths.recall(hello.remote.peerID))
             schedule(context: context)
         }
         context.fireUserInboundEventTriggered(event)
@@ -175,6 +210,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         armedSlot = nil
+        if let keepalive, let remotePeer { paths.remember(keepalive.history, of: remotePeer) }
         keepalive = nil
         context.fireChannelInactive()
     }
@@ -223,6 +259,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
             // In whole milliseconds: an adapted timeout is no round figure.
             let (timeout, silence) = (Duration.milliseconds(keepalive!.timeout.milliseconds), Duration.milliseconds(keepalive!.silence(now: at).milliseconds))
             let hung = keepalive!.peerHung
+            if let remotePeer { paths.remember(keepalive!.history, of: remotePeer) }
             keepalive = nil
             let adapted = hung
                 ? ", its host acknowledging everything sent to it: hung"

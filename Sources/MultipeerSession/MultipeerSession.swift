@@ -65,12 +65,10 @@ public actor MultipeerSession {
     /// Where the session is in its life.
     var lifecycle = Lifecycle.idle
     let receiveWindows = ReceiveWindows()
-    /// The port to listen on: the configured one, or (0 configured) the one the system chose
-    /// when the session first listened, so a peer that reaches this session by its address
-    /// (``Discovery/staticPeers(_:)``) finds it again after ``resume()``.
-    private var port: Int
-    /// The session has listened before (this is a resume).
-    private var hasListened = false
+    /// The port to listen on again on ``resume()``, once the session has listened: the
+    /// configured one, or (0 configured) the one the system chose, so a peer that reaches this
+    /// session by its address (``Discovery/staticPeers(_:)``) finds it again.
+    private var resumePort: Int?
     /// Per peer: when it became active, and how often it came back.
     private var presence: [UUID: (since: ContinuousClock.Instant, reconnects: Int)] = [:]
     nonisolated let work: AsyncStream<Work>.Continuation
@@ -125,7 +123,6 @@ public actor MultipeerSession {
         self.subscriptions = Subscriptions(limits: configuration.limits, metrics: metrics)
         self.roster = configuration.roster
         self.keys = configuration.keys
-        self.port = configuration.port
         (workItems, work) = AsyncStream<Work>.makeStream()
     }
 
@@ -324,21 +321,22 @@ public actor MultipeerSession {
         }
     }
 
-    /// Binds the listener to ``port``. The first time, a failure is the run's; on resume, a
-    /// port taken meanwhile is reported (``SessionEvent/listenFailed(port:_:)``) and another is
-    /// bound, which is advertised: the session stays reachable by discovery.
+    /// Binds the listener: the first time to the configured port, where a failure is the run's;
+    /// on resume to ``resumePort``, and if something took that meanwhile, it is reported
+    /// (``SessionEvent/listenFailed(port:_:)``) and another is bound, which is advertised: the
+    /// session stays reachable by discovery.
     private func listen(_ linkConfiguration: LinkConfiguration) async throws -> PeerListener {
         let listener: PeerListener
         do {
-            listener = try await PeerListener.bind(port: port, configuration: linkConfiguration, limits: configuration.limits)
-        } catch let error as MultipeerError where hasListened {
+            listener = try await PeerListener.bind(port: resumePort ?? configuration.port, configuration: linkConfiguration, limits: configuration.limits)
+        } catch let error as MultipeerError {
+            guard let resumePort else { throw error }
             logger.warning("cannot listen on the same port again; listening on another", metadata: [
-                "multipeer.port": "\(port)", "multipeer.error": "\(error)"])
-            subscriptions.emit(.listenFailed(port: port, error))
+                "multipeer.port": "\(resumePort)", "multipeer.error": "\(error)"])
+            subscriptions.emit(.listenFailed(port: resumePort, error))
             listener = try await PeerListener.bind(port: 0, configuration: linkConfiguration, limits: configuration.limits)
         }
-        hasListened = true
-        if configuration.port == 0 { port = listener.port }
+        resumePort = configuration.port == 0 ? listener.port : configuration.port
         return listener
     }
 

@@ -17,6 +17,8 @@ package struct LinkConfiguration: Sendable {
     package var maximumFrameLength: Int
     /// Sets TCP_USER_TIMEOUT: unacknowledged data older than this fails the connection. Nil: the kernel's default.
     package var tcpUserTimeout: Duration?
+    /// What the links of one session remember of the paths to each peer (``PathMemory``).
+    package var paths = PathMemory()
     /// Where DATA goes: a session's receive windows and subscriptions. Nil for bare links
     /// (tests, benchmarks), whose DATA goes to the channel's reader like every other message.
     var inbox: Inbox?
@@ -49,7 +51,8 @@ package struct LinkConfiguration: Sendable {
             handshakeTimeout: tls.configuration.handshakeTimeout, eventLoop: channel.eventLoop)
         let quality = LinkQualityBox()
         let keepalive = KeepaliveHandler(
-            local: localHello.keepalive, role: role == .client ? .leading : .following, quality: quality, tcpUserTimeout: tcpUserTimeout)
+            local: localHello.keepalive, role: role == .client ? .leading : .following, quality: quality, tcpUserTimeout: tcpUserTimeout,
+            paths: paths)
         let handlers = channel.pipeline.syncOperations
         // Linux before 6.15 has no such option: its TCP then backs off as it always did.
         try? channel.syncOptions?.setOption(LinkConfiguration.maximumRetransmissionTimeout, value: 1_000)

@@ -12,6 +12,9 @@ struct ScenarioResult: Codable {
     var detectionMilliseconds: Double?
     /// The reasons the observers gave.
     var reasons: [String] = []
+    /// For the lossy link: the peers reported leaving while it was lossy, a minute (each host's
+    /// report counts; no fault was caused, so every one is a false teardown).
+    var teardownsPerMinute: Double?
     /// From the heal to the last observer having the peer active again.
     var rejoinMilliseconds: Double?
     var entriesTyped = 0
@@ -74,6 +77,7 @@ struct Scenario: Sendable {
                     print("   teardown x\(count): \(detail)")
                 }
                 let minutes = (ContinuousClock.now - impairedAt).seconds / 60
+                result.teardownsPerMinute = Double(departures.count) / minutes
                 // When, too: a path's first stalls teach its links how long to wait.
                 let when = left.map { String(format: "%.0f", ($0.at - impairedAt).seconds) }.joined(separator: ", ")
                 result.reasons = departures.isEmpty

@@ -193,6 +193,31 @@ import Testing
         #expect(!frozen.peerHung)
     }
 
+    /// A peer's next link starts from what its earlier links showed of the path: the silences
+    /// they survived (never the one that ended a link) and whether a packet was ever lost. On a
+    /// path that lost packets, a silence in which the peer's host acknowledges everything is a
+    /// peer in loss recovery as much as a hung one: it gets the link's timeout.
+    @Test func aNewLinkStartsFromWhatThePathShowedNotFromTheSilenceThatEndedALink() {
+        var first = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
+        first.inboundActivity(now: .milliseconds(1400))  // survived
+        #expect(first.wakeUp(now: .milliseconds(5000)) == .timedOut)
+        #expect(first.history == PathHistory(longestSilence: .milliseconds(1400), lossSeen: false), "not the 3.6 s that ended it")
+
+        let acknowledged = TransportReading(outOfOrderSegments: 0, retransmittedSegments: 0, sinceHeard: .milliseconds(100), unacknowledgedSegments: 0)
+        var clean = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, path: PathHistory(longestSilence: .seconds(2), lossSeen: false))
+        #expect(clean.timeout == .milliseconds(3000))
+        _ = clean.wakeUp(now: .milliseconds(700), transport: acknowledged)
+        #expect(clean.wakeUp(now: .milliseconds(1500), transport: acknowledged) == .timedOut, "hung on a clean path: the configured timeout")
+
+        let lossy = PathHistory(longestSilence: .seconds(2), lossSeen: true)
+        var recovering = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, path: lossy)
+        _ = recovering.wakeUp(now: .milliseconds(700), transport: acknowledged)
+        #expect(!recovering.peerHung)
+        #expect(recovering.wakeUp(now: .milliseconds(1500), transport: acknowledged) != .timedOut)
+        #expect(recovering.wakeUp(now: .milliseconds(3000), transport: acknowledged) == .timedOut, "the path's timeout")
+        #expect(recovering.history.lossSeen)
+    }
+
     /// While this side does not read (its application is behind), silence is its own doing: it
     /// goes on pinging, is never timed out, and the timeout counts afresh once it reads again.
     @Test func aSideThatStoppedReadingPingsOnAndIsNotTimedOut() {
