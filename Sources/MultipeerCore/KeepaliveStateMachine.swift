@@ -34,9 +34,11 @@
 /// - when the peer's segments arrive out of order (beyond a lost one TCP is still repairing),
 ///   the peer is sending: the link is kept until ``ceiling`` after the last reading that saw
 ///   more of them, and at the latest ``stallLimit`` after the last arrival;
-/// - when this side's TCP retransmitted since the first reading of the silence and the peer's
-///   host was heard since (any segment, an acknowledgement too), the path loses packets with
-///   the host still on it: the link is kept until ``ceiling`` after the last arrival.
+/// - when the path has shown a packet lost (this link's TCP retransmitted, or the peer's
+///   segments arrived out of order, ever; or the peer's earlier links saw it) and the peer's
+///   host was heard since the last arrival (any segment, an acknowledgement too), the path loses
+///   packets with the host still on it: the link is kept until ``ceiling`` after the last
+///   arrival. (A black hole is heard from no more; a clean path never lost a packet.)
 /// - when the peer's host acknowledges everything this side sent (nothing unacknowledged, nothing
 ///   retransmitted since the silence began) and sends no segment of its own, on a path that has
 ///   never shown a packet lost, its application is hung (a frozen process): the link is timed
@@ -115,8 +117,6 @@ package struct KeepaliveStateMachine: Sendable {
     /// about the link.
     private var stalledSinceArrival = false
     private var windowStart: Duration
-    /// The transport as first read in this silence, and when.
-    private var transportBaseline: (at: Duration, reading: TransportReading)?
     /// The transport as last read in this silence.
     private var transportLatest: TransportReading?
     /// This silence has shown packets lost with the peer's host still answering.
@@ -203,7 +203,6 @@ package struct KeepaliveStateMachine: Sendable {
         // A silence across a stall of this side's own is not the link's.
         if !stalledSinceArrival { recordSilence(now - lastInbound, now: now) }
         stalledSinceArrival = false
-        transportBaseline = nil
         transportLatest = nil
         lossyPath = false
         peerSending = nil
@@ -271,14 +270,11 @@ package struct KeepaliveStateMachine: Sendable {
         guard !finished else { return .wait }
         if late > lateLimit { stalledSinceArrival = true }
         if !readingPaused, now - lastInbound > overdue, let reading = transport() {
-            if let baseline = transportBaseline, let latest = transportLatest {
-                let heard = now - reading.sinceHeard
-                if reading.outOfOrderSegments != latest.outOfOrderSegments { peerSending = heard }
-                if heard > baseline.at, reading.retransmittedSegments != baseline.reading.retransmittedSegments { lossyPath = true }
-            } else {
-                transportBaseline = (now, reading)
+            if let latest = transportLatest, reading.outOfOrderSegments != latest.outOfOrderSegments {
+                peerSending = now - reading.sinceHeard
             }
             if reading.retransmittedSegments > 0 || reading.outOfOrderSegments > 0 { lossSeen = true }
+            if lossSeen, now - reading.sinceHeard > lastArrival { lossyPath = true }
             peerHung = !lossSeen && reading.unacknowledgedSegments == 0 && peerSending == nil
             transportLatest = reading
             if let since = reading.sinceDataArrived, now - since > lastArrival {
