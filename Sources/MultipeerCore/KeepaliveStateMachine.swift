@@ -34,11 +34,12 @@
 /// - when the peer's segments arrive out of order (beyond a lost one TCP is still repairing),
 ///   the peer is sending: the link is kept until ``ceiling`` after the last reading that saw
 ///   more of them, and at the latest ``stallLimit`` after the last arrival;
-/// - when the path has shown a packet lost (this link's TCP retransmitted, or the peer's
-///   segments arrived out of order, ever; or the peer's earlier links saw it) and the peer's
-///   host was heard since the last arrival (any segment, an acknowledgement too), the path loses
-///   packets with the host still on it: the link is kept until ``ceiling`` after the last
-///   arrival. (A black hole is heard from no more; a clean path never lost a packet.)
+/// - when the path has shown a packet lost in a silence (this link's TCP retransmitted, or the
+///   peer's segments arrived out of order, between two readings; or the peer's earlier links saw
+///   it) and the peer's host was heard after the last arrival (any segment, an acknowledgement
+///   too, later than a delayed acknowledgement of it), the path loses packets with the host still
+///   on it: the link is kept until ``ceiling`` after the last arrival. (A black hole is heard
+///   from no more; a clean path loses nothing in its silences.)
 /// - when the peer's host acknowledges everything this side sent (nothing unacknowledged, nothing
 ///   retransmitted since the silence began) and sends no segment of its own, on a path that has
 ///   never shown a packet lost, its application is hung (a frozen process): the link is timed
@@ -57,6 +58,9 @@ package struct KeepaliveStateMachine: Sendable {
     /// How long a silence the transport shows to be a lossy path's stall may last, as a
     /// multiple of the configured timeout.
     package static let stallFactor = 10
+    /// Longer than the peer's host may delay its acknowledgement of the last arrival (Linux: at
+    /// most 200 ms): heard from after that, the host is on the path.
+    static let acknowledgementDelay = Duration.milliseconds(250)
     /// How long a silence counts towards the adaptive timeout: 12 windows of 10 s.
     static let silenceWindow = Duration.seconds(10)
     static let silenceWindows = 12
@@ -270,11 +274,17 @@ package struct KeepaliveStateMachine: Sendable {
         guard !finished else { return .wait }
         if late > lateLimit { stalledSinceArrival = true }
         if !readingPaused, now - lastInbound > overdue, let reading = transport() {
-            if let latest = transportLatest, reading.outOfOrderSegments != latest.outOfOrderSegments {
-                peerSending = now - reading.sinceHeard
+            if let latest = transportLatest {
+                if reading.outOfOrderSegments != latest.outOfOrderSegments { peerSending = now - reading.sinceHeard }
+                // Lost in a silence: this side had to send again, or the peer's segments came
+                // beyond a gap. (Not a retransmission at any time: a tail-loss probe on a clean
+                // path is one.)
+                if reading.retransmittedSegments != latest.retransmittedSegments || reading.outOfOrderSegments != latest.outOfOrderSegments {
+                    lossSeen = true
+                }
             }
-            if reading.retransmittedSegments > 0 || reading.outOfOrderSegments > 0 { lossSeen = true }
-            if lossSeen, now - reading.sinceHeard > lastArrival { lossyPath = true }
+            // Heard later than a delayed acknowledgement of the last arrival could be.
+            if lossSeen, now - reading.sinceHeard > lastArrival + Self.acknowledgementDelay { lossyPath = true }
             peerHung = !lossSeen && reading.unacknowledgedSegments == 0 && peerSending == nil
             transportLatest = reading
             if let since = reading.sinceDataArrived, now - since > lastArrival {

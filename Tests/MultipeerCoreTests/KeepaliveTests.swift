@@ -197,6 +197,20 @@ import Testing
         #expect(blackHole.wakeUp(now: .milliseconds(3500), transport: reading(unacknowledged: 1, heardAgo: 1500)) != .timedOut, "the link's raised timeout")
         #expect(blackHole.wakeUp(now: .milliseconds(5000), transport: reading(unacknowledged: 2, retransmitted: 1, heardAgo: 3000)) == .timedOut)
 
+        // Retransmissions from before the silence (a tail-loss probe on a clean path counts as
+        // one) are no loss in it: a frozen peer there is still hung.
+        var probed = stalledOnce()
+        _ = probed.wakeUp(now: .milliseconds(2700), transport: reading(unacknowledged: 0, retransmitted: 3))
+        #expect(probed.wakeUp(now: .milliseconds(3500), transport: reading(unacknowledged: 0, retransmitted: 3)) == .timedOut)
+
+        // A path that lost packets in a silence, then a black hole: the peer's host acknowledged
+        // the last arrival 40 ms after it (a delayed acknowledgement), and nothing since. Timed
+        // out at the link's timeout, not kept to the ceiling.
+        var cut = stalledOnce()
+        _ = cut.wakeUp(now: .milliseconds(2700), transport: reading(unacknowledged: 1, heardAgo: 660))
+        _ = cut.wakeUp(now: .milliseconds(3200), transport: reading(unacknowledged: 1, retransmitted: 1, heardAgo: 1160))
+        #expect(cut.wakeUp(now: .milliseconds(5000), transport: reading(unacknowledged: 2, retransmitted: 2, heardAgo: 2960)) == .timedOut)
+
         // Acknowledged, but only after this side retransmitted: a lossy path, not a hung peer.
         var lossy = stalledOnce()
         _ = lossy.wakeUp(now: .milliseconds(2700), transport: reading(unacknowledged: 1))
