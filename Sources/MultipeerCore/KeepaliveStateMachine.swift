@@ -35,8 +35,8 @@
 ///   the peer is sending: the link is kept until ``ceiling`` after the last reading that saw
 ///   more of them, and at the latest ``stallLimit`` after the last arrival;
 /// - when the path has shown a packet lost in a silence (this link's TCP retransmitted, or the
-///   peer's segments arrived out of order, between two readings; or the peer's earlier links saw
-///   it) and the peer's host was heard after the last arrival (any segment, an acknowledgement
+///   peer's segments arrived out of order, between two readings; TCP is repairing a loss at a
+///   reading; or the peer's earlier links saw it) and the peer's host was heard after the last arrival (any segment, an acknowledgement
 ///   too, later than a delayed acknowledgement of it), the path loses packets with the host still
 ///   on it: the link is kept until ``ceiling`` after the last arrival. (A black hole is heard
 ///   from no more; a clean path loses nothing in its silences.)
@@ -283,6 +283,7 @@ package struct KeepaliveStateMachine: Sendable {
                     lossSeen = true
                 }
             }
+            if reading.recoveringLoss { lossSeen = true }
             // Heard later than a delayed acknowledgement of the last arrival could be.
             if lossSeen, now - reading.sinceHeard > lastArrival + Self.acknowledgementDelay { lossyPath = true }
             peerHung = !lossSeen && reading.unacknowledgedSegments == 0 && peerSending == nil
@@ -350,6 +351,9 @@ package struct TransportReading: Equatable, Sendable {
     /// How many segments this side sent that the peer's host has not acknowledged yet (nil
     /// where the transport does not tell).
     package var unacknowledgedSegments: UInt32?
+    /// This side's TCP is repairing a loss now: in recovery or loss state, or retransmitting a
+    /// segment after a timeout.
+    package var recoveringLoss: Bool
     /// How long ago the peer's host last sent anything (any segment, an ACK as well as data).
     package var sinceHeard: Duration
     /// How long ago the peer's last data reached this side's kernel, read by this side or not
@@ -358,8 +362,9 @@ package struct TransportReading: Equatable, Sendable {
 
     package init(
         outOfOrderSegments: UInt32, retransmittedSegments: UInt32, sinceHeard: Duration, sinceDataArrived: Duration? = nil,
-        unacknowledgedSegments: UInt32? = nil
+        unacknowledgedSegments: UInt32? = nil, recoveringLoss: Bool = false
     ) {
+        self.recoveringLoss = recoveringLoss
         self.outOfOrderSegments = outOfOrderSegments
         self.retransmittedSegments = retransmittedSegments
         self.unacknowledgedSegments = unacknowledgedSegments

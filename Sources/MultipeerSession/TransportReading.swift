@@ -30,7 +30,9 @@ extension SocketOptionProvider {
                         retransmittedSegments: field(at: 100),  // tcpi_total_retrans
                         sinceHeard: .milliseconds(field(at: 56)),  // tcpi_last_ack_recv
                         sinceDataArrived: .milliseconds(field(at: 52)),  // tcpi_last_data_recv
-                        unacknowledgedSegments: field(at: 24))  // tcpi_unacked
+                        unacknowledgedSegments: field(at: 24),  // tcpi_unacked
+                        // tcpi_ca_state Recovery (3) or Loss (4), or tcpi_retransmits above 0
+                        recoveringLoss: bytes[1] >= 3 || bytes[2] > 0)
                 }
             }
         return reading

@@ -37,18 +37,23 @@ import Testing
             let started = ContinuousClock.now
             await stop()
             for number in 0..<4 { try await dialler.send(Note(text: "\(number)"), to: gone) }  // queued for its return
-            let error = try await within(30, "the send to give up") { () -> MultipeerError? in
-                do {
-                    try await dialler.send(Note(text: "one too many"), to: gone)
-                    return nil
-                } catch let error as MultipeerError {
-                    return error
-                }
-            }
-            #expect(error?.code == .peerAway)
-            #expect(error?.message.contains("Limits.sendTimeout") == true, "\(String(describing: error))")
-            #expect(ContinuousClock.now - started >= .milliseconds(900), "it waited for the peer first")
+            try await Self.expectGivesUp("the send", startedAt: started) { try await dialler.send(Note(text: "one too many"), to: gone) }
         }
+    }
+
+    /// Runs `send`, which must throw `peerAway` for the send timeout (1 s) after `started`.
+    static func expectGivesUp(_ what: String, startedAt started: ContinuousClock.Instant, _ send: @escaping @Sendable () async throws -> Void) async throws {
+        let error = try await within(30, "\(what) to give up") { () -> MultipeerError? in
+            do {
+                try await send()
+                return nil
+            } catch let error as MultipeerError {
+                return error
+            }
+        }
+        #expect(error?.code == .peerAway)
+        #expect(error?.message.contains("Limits.sendTimeout") == true, "\(String(describing: error))")
+        #expect(ContinuousClock.now - started >= .milliseconds(900), "it waited for the peer first")
     }
 
     /// A send that awaits its acknowledgement from a peer that has left gives up after the send
@@ -59,17 +64,9 @@ import Testing
             // The timeout counts from the peer's leaving, which comes after this.
             let started = ContinuousClock.now
             await stop()
-            let error = try await within(30, "the acknowledgement wait to give up") { () -> MultipeerError? in
-                do {
-                    try await dialler.send(Note(text: "are you there?"), to: gone, awaitAcknowledgement: true)
-                    return nil
-                } catch let error as MultipeerError {
-                    return error
-                }
+            try await Self.expectGivesUp("the acknowledgement wait", startedAt: started) {
+                try await dialler.send(Note(text: "are you there?"), to: gone, awaitAcknowledgement: true)
             }
-            #expect(error?.code == .peerAway)
-            #expect(error?.message.contains("Limits.sendTimeout") == true, "\(String(describing: error))")
-            #expect(ContinuousClock.now - started >= .milliseconds(900), "it waited for the peer first")
         }
     }
 
