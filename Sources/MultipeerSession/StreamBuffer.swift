@@ -36,8 +36,9 @@ final class StreamBuffer<Element: Sendable>: Sendable {
         /// The memory `elements` and the consumer's batch keep alive: each payload storage once,
         /// at its capacity, and the cost of the elements without one. What the bound's bytes bound.
         var held = 0
-        /// How many elements (buffered, or in the batch) keep each payload storage alive.
-        var storages: [UInt: Int] = [:]
+        /// How many elements (buffered, or in the batch) keep each payload storage alive, and the
+        /// capacity it was counted at.
+        var storages: [ObjectIdentifier: (elements: Int, capacity: Int)] = [:]
         /// The elements of the consumer's batch, which count against the bound until it is used up.
         var batchCount = 0
         var waiter: CheckedContinuation<Element?, Never>?
@@ -55,17 +56,22 @@ final class StreamBuffer<Element: Sendable>: Sendable {
         /// An element of `cost`, keeping `storage` alive, is buffered (or in the batch) from now on.
         mutating func keep(_ cost: Int, _ storage: PayloadStorage?) {
             guard let storage else { return held += cost }
-            storages[storage.id, default: 0] += 1
-            if storages[storage.id] == 1 { held += storage.capacity }
+            if let counted = storages[storage.id] {
+                storages[storage.id] = (counted.elements + 1, counted.capacity)
+            } else {
+                storages[storage.id] = (1, storage.capacity)
+                held += storage.capacity
+            }
         }
 
         /// Such an element was handed out (or dropped): what it kept alive is released.
         mutating func release(_ cost: Int, _ storage: PayloadStorage?) {
-            guard let storage else { return held -= cost }
-            storages[storage.id]! -= 1
-            if storages[storage.id] == 0 {
+            guard let storage, let counted = storages[storage.id] else { return held -= cost }
+            if counted.elements > 1 {
+                storages[storage.id] = (counted.elements - 1, counted.capacity)
+            } else {
                 storages[storage.id] = nil
-                held -= storage.capacity
+                held -= counted.capacity
             }
         }
     }
@@ -281,15 +287,20 @@ final class StreamBuffer<Element: Sendable>: Sendable {
     }
 }
 
-/// The buffer a payload is a slice of, which the payload keeps alive whole: named by the
-/// storage object's address (the same while any slice of it lives), counted at its capacity
-/// (``StreamBuffer``).
-struct PayloadStorage: Sendable {
-    var id: UInt
-    var capacity: Int
+/// The buffer a payload is a slice of, which the payload keeps alive whole, counted at its
+/// capacity (``StreamBuffer``). It keeps the storage alive itself: counted by the identity of
+/// the storage object, which must not go (and its address be taken by another's) while an
+/// element counted with it is still accounted for, handed to the consumer or not.
+///
+/// `@unchecked Sendable`: the storage object is only retained and compared by identity, never used.
+struct PayloadStorage: @unchecked Sendable {
+    private let storage: AnyObject
+    let capacity: Int
+
+    var id: ObjectIdentifier { ObjectIdentifier(storage) }
 
     init(of payload: ByteBuffer) {
-        id = payload.withUnsafeReadableBytesWithStorageManagement { _, storage in UInt(bitPattern: storage.toOpaque()) }
+        storage = payload.withUnsafeReadableBytesWithStorageManagement { _, storage in storage.takeUnretainedValue() }
         capacity = payload.storageCapacity
     }
 }
