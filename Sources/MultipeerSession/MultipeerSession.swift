@@ -230,7 +230,10 @@ public actor MultipeerSession {
         for advert in try StaticPeers([endpoint]).adverts { discovered(.found(advert)) }
     }
 
-    /// Brings the session back: advertises again and dials every known peer at once.
+    /// Brings the session back: listens on the port it had (so peers that dial it by address
+    /// find it again; if something took the port meanwhile, ``SessionEvent/listenFailed(port:_:)``
+    /// says so and it listens on another, which it advertises), advertises again and dials every
+    /// known peer at once.
     public func resume() {
         work.yield(.resume)
     }
