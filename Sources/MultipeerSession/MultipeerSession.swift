@@ -60,7 +60,13 @@ public actor MultipeerSession {
     private var heldFailuresReportDue = false
     /// Refusals retrying cannot change, reported once per peer (or dialled endpoint) and cause,
     /// then only counted, until the roster or keys change or the peer is admitted.
-    private var reportedRefusals: Set<String> = []
+    private var reportedRefusals: Set<Refusal> = []
+
+    /// A refusal reported once: of whom (a peer ID, or a dialled endpoint), and why.
+    private struct Refusal: Hashable {
+        var peer: String
+        var code: MultipeerError.Code
+    }
     let senders = SenderWaiters()
     /// Where the session is in its life.
     var lifecycle = Lifecycle.idle
@@ -633,7 +639,7 @@ public actor MultipeerSession {
         let failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "the connection with \(address) failed", underlying: "\(error)")
         metrics.connectionFailed(code: failure.code, inbound: inbound)
         if let peer, PeerTableStateMachine.isLastingRefusal(goodbye: nil, error: failure),
-           !reportedRefusals.insert("\(peer) \(failure.code)").inserted {
+           !reportedRefusals.insert(Refusal(peer: peer, code: failure.code)).inserted {
             logger.debug("refused again", metadata: ["multipeer.address": "\(address)", "multipeer.code": "\(failure.code)"])
             return
         }
@@ -717,7 +723,7 @@ public actor MultipeerSession {
                 deliveries[hello.peerID, default: newDelivery(for: hello.peerID)]
                     .linkUp(id, incarnation: hello.incarnation, frameLimit: hello.maximumFrameLength, messageLimit: hello.maximumMessageLength)
             case .peerJoined(let id, let hello):
-                reportedRefusals = reportedRefusals.filter { !$0.hasPrefix("\(hello.peerID) ") }
+                reportedRefusals = reportedRefusals.filter { $0.peer != "\(hello.peerID)" }
                 let reconnects = presence[hello.peerID].map { $0.reconnects + 1 } ?? 0
                 presence[hello.peerID] = (ContinuousClock.now, reconnects)
                 logger.info("peer joined", metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.link": "\(id.rawValue)"])
