@@ -261,6 +261,11 @@ package struct PeerTableStateMachine: Sendable {
     /// Whether the peer admitted link `id` (its resume point arrived).
     package func isAdmitted(_ id: LinkID) -> Bool { links[id]?.admitted ?? false }
 
+    /// Whether this side keeps a link for `peerID` that the peer has not admitted yet.
+    package func isJoining(_ peerID: UUID) -> Bool {
+        active[peerID].map { links[$0]?.admitted == false } ?? false
+    }
+
     /// Whether a link that ended so was refused for a reason retrying cannot change.
     package static func isLastingRefusal(goodbye: GoodbyeReason?, error: MultipeerError?) -> Bool {
         if goodbye == .notInRoster { return true }

@@ -27,7 +27,14 @@ extension MultipeerSession {
     /// as it takes while the peer is active, for at most `Limits.sendTimeout` of its absence
     /// while it is away (then throws `peerAway`). An unreliable one goes only to a peer active
     /// now, and waits while its unreliable queue is full (`Limits.unreliableQueue`).
+    ///
+    /// A peer this side keeps a link for, whose resume point has not been taken in yet, is
+    /// about to join: a message its link brought may reach the application before the resume
+    /// point before it reaches this actor. A message the peer would be refused for not being
+    /// active waits for that admission (for at most `Limits.sendTimeout`), and is refused
+    /// only if the link closes first.
     func enqueue(_ message: DataMessage, for peerID: UUID, delivery: Delivery = .reliable) async throws -> UInt64 {
+        var joining: ContinuousClock.Instant?
         while true {
             guard lifecycle != .stopped else { throw MultipeerError(.sessionState, "the session has stopped") }
             // Before looking: a wake between the look and the wait (off the actor) is not missed.
@@ -46,6 +53,12 @@ extension MultipeerSession {
             case .queued(let ticket, let actions):
                 perform(actions, for: peerID)
                 return ticket
+            case .refused(let error) where error.code == .peerNotActive && isJoining(peerID):
+                let deadline = joining ?? .now + configuration.limits.sendTimeout
+                guard deadline > .now else { throw error }
+                joining = deadline
+                await senders.wait(for: peerID, after: wakes, until: deadline)
+                try Task.checkCancellation()
             case .refused(let error):
                 throw error
             case .wait(let deadline):

@@ -43,7 +43,8 @@ extension MultipeerSession {
     ///     the peer is active, and at most ``Limits/sendTimeout`` of its absence. Reliable
     ///     delivery only: an unreliable message is never acknowledged.
     /// - Throws: `peerNotActive` for a peer this session has not seen (or, unreliable, that is not
-    ///   active now); `outboxFull` when so configured; `peerAway` when the peer has been away
+    ///   active now; a peer that is joining, whose first message can reach the application just
+    ///   before its ``SessionEvent/peerJoined(_:)``, is waited for); `outboxFull` when so configured; `peerAway` when the peer has been away
     ///   for `Limits.sendTimeout` with its outbox full or without acknowledging an awaited
     ///   message (which stays queued), or was forgotten; `invalidArgument` for
     ///   `awaitAcknowledgement` with ``Delivery/unreliable``; `messageTooLarge` when

@@ -558,6 +558,9 @@ public actor MultipeerSession {
         if let handle = links.removeValue(forKey: id) {
             metrics.linkClosed(reason: goodbye.map { "\($0)" } ?? (error == nil ? "closed" : "error"))
             perform(deliveries[handle.peerID]?.linkDown(id, now: .now) ?? [], for: handle.peerID)
+            if table.activeLink(for: handle.peerID) == id, table.isJoining(handle.peerID) {
+                senders.wake(handle.peerID)  // those waiting for the peer to join on it
+            }
         }
         perform(table.linkClosed(id, goodbye: goodbye, error: error))
     }
@@ -706,6 +709,12 @@ public actor MultipeerSession {
         perform(table.linkAdmitted(id))
     }
 
+    /// Whether this side keeps a link for `peerID` that the peer has not admitted yet (its
+    /// resume point is on its way); its senders are woken when it is, or when the link closes.
+    func isJoining(_ peerID: UUID) -> Bool {
+        table.isJoining(peerID)
+    }
+
     private func perform(_ actions: [PeerTableStateMachine.Action]) {
         for action in actions {
             switch action {
@@ -722,6 +731,7 @@ public actor MultipeerSession {
             case .linkAdmitted(let id, let hello):
                 deliveries[hello.peerID, default: newDelivery(for: hello.peerID)]
                     .linkUp(id, incarnation: hello.incarnation, frameLimit: hello.maximumFrameLength, messageLimit: hello.maximumMessageLength)
+                senders.wake(hello.peerID)  // those waiting for the peer to join
             case .peerJoined(let id, let hello):
                 reportedRefusals = reportedRefusals.filter { $0.peer != "\(hello.peerID)" }
                 let reconnects = presence[hello.peerID].map { $0.reconnects + 1 } ?? 0

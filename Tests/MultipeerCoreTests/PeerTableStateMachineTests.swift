@@ -86,8 +86,10 @@ import Testing
         #expect(table.linkEstablished(link, hello: Self.hello(Self.low)).isEmpty, "kept, but not yet admitted by the peer")
         #expect(table.activePeers.isEmpty)
         #expect(table.activeLink(for: Self.low) == link)
+        #expect(table.isJoining(Self.low), "a send to it waits for its resume point")
         #expect(table.linkAdmitted(link) == [.linkAdmitted(link, Self.hello(Self.low)), .peerJoined(link, Self.hello(Self.low))])
         #expect(table.linkAdmitted(link).isEmpty, "once")
+        #expect(!table.isJoining(Self.low))
         #expect(table.activePeers[Self.low] == Self.hello(Self.low))
         let closed = table.linkClosed(link, goodbye: .keepaliveTimeout)
         #expect(closed == [.peerLeft(Self.hello(Self.low), .goodbye(.keepaliveTimeout)), .scheduleRedial(.peer(Self.low), after: .milliseconds(100))])
@@ -132,6 +134,7 @@ import Testing
         #expect(table.linkEstablished(fresh, hello: Self.hello(Self.high)) == [.close(stale, .duplicateLink)])
         #expect(table.activeLink(for: Self.high) == fresh)
         #expect(table.activePeers[Self.high] != nil, "the peer stays active across the switch")
+        #expect(table.isJoining(Self.high), "active, and its new link not yet admitted")
         #expect(table.linkAdmitted(fresh) == [.linkAdmitted(fresh, Self.hello(Self.high))], "delivery moves; no second join")
     }
 

@@ -97,6 +97,43 @@ import Testing
         }
     }
 
+    /// A peer's first message is answered the moment it arrives, before this side has seen the
+    /// peer join: the answer waits for the join (a moment), it is not refused. The message comes
+    /// on the link the join's resume point came on, and the two reach the application by
+    /// different paths; a busy session took the resume point in later, and its answer failed
+    /// with `peerNotActive` (the navlog process tests met it under load).
+    @Test func aPeersFirstMessageIsAnsweredAtOnce() async throws {
+        for trial in 1...20 {
+            let listener = MultipeerSession(configuration: configuration("answerer"), identity: PeerIdentity())
+            let questions = listener.messages(of: Note.self)
+            try await whileRunning([listener]) {
+                let port = try await listeningPort(of: listener)
+                // The answerer is kept busy, so that it takes the resume point in late.
+                let busy = Task {
+                    await withDiscardingTaskGroup { group in
+                        for _ in 0..<8 { group.addTask { while !Task.isCancelled { _ = await listener.activePeers } } }
+                    }
+                }
+                defer { busy.cancel() }
+                let asker = MultipeerSession(configuration: configuration("asker", dialling: port), identity: PeerIdentity())
+                let answers = asker.messages(of: Note.self)
+                try await whileRunning([asker]) {
+                    async let answered: Void = within(30, "the answer (trial \(trial))") {
+                        for await (peer, question) in questions {
+                            try await listener.send(Note(text: "re: \(question.text)"), to: peer.id)
+                            return
+                        }
+                    }
+                    try await waitUntilActive(asker, listener.peerID)
+                    try await asker.send(Note(text: "first"), to: listener.peerID)
+                    try await answered
+                    let answer = try await within(30, "the answer to arrive") { await answers.first { _ in true }?.message }
+                    #expect(answer == Note(text: "re: first"))
+                }
+            }
+        }
+    }
+
     /// Every event of `stream` until `deadline` (the window a test watches for what must not happen).
     static func events(_ stream: EventStream, until deadline: ContinuousClock.Instant) async -> [SessionEvent] {
         await withTaskGroup(of: [SessionEvent].self) { group in
