@@ -183,6 +183,8 @@ public actor NavlogNode: Service {
             subscriptions.continuation.yield(.error(code: code.description, message: "\(count) more inbound connection(s) failed with \(code) (reported at most once a second)"))
         case .undecodableMessage(let peer, let type, let error):
             subscriptions.continuation.yield(.error(code: "undecodableMessage", message: "a \(type) from \(peer.displayName) did not decode: \(error)"))
+        case .messageRejected(let peer, let type, let sequence, let reason):
+            subscriptions.continuation.yield(.error(code: "messageRejected", message: "\(peer.displayName) could not decode the \(type) numbered \(sequence) that this host sent: \(reason)"))
         case .advertisingFailed(let error):
             subscriptions.continuation.yield(.error(code: error.code.description, message: "advertising failed: \(error)"))
         case .messageHeld(let type, let peer):

@@ -23,6 +23,16 @@ extension ByteBuffer {
         return string
     }
 
+    /// Writes `string` as ``writeShortString(_:)`` does, cut (at a character's end) to the
+    /// 255 bytes a short string holds: for text meant for logs, such as a GOODBYE's or a REJECT's.
+    mutating func writeShortText(_ string: String) {
+        var bytes = 0
+        writeShortString(String(string.prefix { character in
+            bytes += character.utf8.count
+            return bytes <= Int(UInt8.max)
+        }))
+    }
+
     /// Writes a UTF-8 string preceded by its length in one byte; the caller has checked the length.
     mutating func writeShortString(_ string: String) {
         let utf8 = string.utf8

@@ -22,6 +22,8 @@ package struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConv
     package static let flow = FrameType(rawValue: 7)
     /// A piece of an application message too large for one frame.
     package static let fragment = FrameType(rawValue: 8)
+    /// The receiver's application could not decode a reliable message it was given.
+    package static let reject = FrameType(rawValue: 9)
 
     package var description: String {
         switch self {
@@ -33,6 +35,7 @@ package struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConv
         case .goodbye: "GOODBYE"
         case .flow: "FLOW"
         case .fragment: "FRAGMENT"
+        case .reject: "REJECT"
         default: "type \(rawValue)"
         }
     }

@@ -40,6 +40,22 @@ package struct DataMessage: Hashable, Sendable {
     }
 }
 
+/// A REJECT body: the receiver delivered reliable message `sequence` (it acknowledged it), and
+/// its application could not decode the payload as the type `typeName` stands for there.
+package struct Rejection: Hashable, Sendable {
+    /// The message's number in the sender's current numbering towards this receiver (from 1).
+    package var sequence: UInt64
+    package var typeName: String
+    /// Why it did not decode, for the sender's logs and application (at most 255 bytes of UTF-8).
+    package var reason: String
+
+    package init(sequence: UInt64, typeName: String, reason: String) {
+        self.sequence = sequence
+        self.typeName = typeName
+        self.reason = reason
+    }
+}
+
 /// A decoded frame: what travels over a link once TLS is up.
 ///
 /// Its larger cases are `indirect`, so that the enum takes three words at most: a message goes
@@ -61,6 +77,8 @@ package enum LinkMessage: Hashable, Sendable {
     case flow(reading: Bool)
     /// A piece of a message too large for one frame.
     indirect case fragment(Fragment)
+    /// A message the receiver delivered did not decode there.
+    indirect case reject(Rejection)
     /// A frame type this version does not know; receivers ignore it.
     case unknown(FrameType)
 
@@ -124,6 +142,16 @@ extension LinkMessage {
                 throw MultipeerError(.malformedMessage, "FRAGMENT is malformed: offset \(offset) of a \(length)-byte message")
             }
             self = .fragment(try Fragment(sequence: sequence, offset: Int(offset), length: Int(length), typeName: typeName, bytes: value))
+        case .reject:
+            let sequence = try value.readField(UInt64.self, "sequence number", in: .reject)
+            let typeName = try value.readShortString("type name", in: .reject)
+            let reason = try value.readShortString("reason", in: .reject)
+            guard sequence >= 1, value.readableBytes == 0 else {
+                throw MultipeerError(
+                    .malformedMessage,
+                    "REJECT is malformed: sequence number \(sequence) (reliable messages number from 1), or \(value.readableBytes) bytes after its fields")
+            }
+            self = .reject(Rejection(sequence: sequence, typeName: typeName, reason: reason))
         default:
             self = .unknown(frame.type)
         }
@@ -140,6 +168,7 @@ extension LinkMessage {
         case .goodbye: .goodbye
         case .flow: .flow
         case .fragment: .fragment
+        case .reject: .reject
         case .unknown(let type): type
         }
     }
@@ -188,9 +217,13 @@ extension LinkMessage {
             return fragment.bytes
         case .goodbye(let reason, let text):
             buffer.writeInteger(reason.rawValue)
-            buffer.writeShortString(String(decoding: text.utf8.prefix(255), as: UTF8.self))
+            buffer.writeShortText(text)
         case .flow(let reading):
             buffer.writeInteger(UInt8(reading ? 1 : 0))
+        case .reject(let rejection):
+            buffer.writeInteger(rejection.sequence)
+            buffer.writeShortString(rejection.typeName)
+            buffer.writeShortText(rejection.reason)
         case .unknown:
             break
         }

@@ -62,6 +62,12 @@ package struct OutboxStateMachine: Sendable {
         self.numberingFollowsReceiver = numberingFollowsReceiver
     }
 
+    /// Whether the message numbered `sequence` in the current numbering was handed out to be
+    /// written (so the receiver may have it).
+    package func hasWritten(_ sequence: UInt64) -> Bool {
+        sequence >= 1 && sequence <= highestWritten
+    }
+
     /// Messages waiting for an acknowledgement.
     package var count: Int { pending.count }
 

@@ -247,3 +247,35 @@ extension Channel {
         return written.futureResult
     }
 }
+
+extension MultipeerSession {
+    /// A reliable message from `peer` did not decode here (the application was told): tells its
+    /// sender with REJECT, on the peer's link if the incarnation that sent it is still there.
+    /// The numbering it names is that incarnation's; a later one could not tell which message
+    /// it was, so it is not told (and that is logged).
+    func reject(_ rejection: Rejection, from peer: Peer) {
+        metrics.rejected(direction: "in")
+        guard let link = joinedLink(of: peer.id), link.hello.incarnation == peer.incarnation, let channel = channel(for: link.id) else {
+            logger.notice("a message that did not decode here could not be reported to its sender: that incarnation of it is not active", metadata: [
+                "multipeer.peer.id": "\(peer.id)", "multipeer.type": "\(rejection.typeName)", "multipeer.sequence": "\(rejection.sequence)"])
+            return
+        }
+        channel.writeAndFlush(LinkMessage.reject(rejection), promise: nil)
+    }
+
+    /// The peer says a reliable message this side sent it, numbered `rejection.sequence`, did
+    /// not decode there: reported as an event. Ignored (as an ACK would be) on a link that is
+    /// not the peer's kept one, or for a number not sent yet in the current numbering.
+    func rejected(_ rejection: Rejection, by peerID: UUID, on id: LinkID) {
+        guard let link = joinedLink(of: peerID), link.id == id, deliveries[peerID]?.outbox?.hasWritten(rejection.sequence) == true else {
+            logger.debug("REJECT ignored: not on the peer's link, or for a message not sent", metadata: [
+                "multipeer.peer.id": "\(peerID)", "multipeer.sequence": "\(rejection.sequence)"])
+            return
+        }
+        logger.notice("a message sent did not decode in the peer's application", metadata: [
+            "multipeer.peer.id": "\(peerID)", "multipeer.type": "\(rejection.typeName)",
+            "multipeer.sequence": "\(rejection.sequence)", "multipeer.reason": "\(rejection.reason)"])
+        metrics.rejected(direction: "out")
+        subscriptions.emit(.messageRejected(by: Peer(link.hello), typeName: rejection.typeName, sequence: rejection.sequence, reason: rejection.reason))
+    }
+}

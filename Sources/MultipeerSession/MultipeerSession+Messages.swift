@@ -18,7 +18,8 @@ extension MultipeerSession {
     /// (``MessageStream``): a subscriber that reads slowly slows the senders down. Messages
     /// are decoded as the stream's reader takes them (by the link when several streams take the
     /// type, or for one larger than 256 KiB); a payload that does not decode is reported as
-    /// ``SessionEvent/undecodableMessage(from:typeName:error:)`` and skipped, and the link stays up.
+    /// ``SessionEvent/undecodableMessage(from:typeName:error:)`` and skipped, and the link stays up;
+    /// if it came reliably, its sender is told (``SessionEvent/messageRejected(by:typeName:sequence:reason:)``).
     public nonisolated func messages<Message: Codable & Sendable>(of type: Message.Type) -> MessageStream<Message> {
         subscriptions.messages(of: type, named: Self.wireName(of: type))
     }

@@ -101,6 +101,10 @@ public actor MultipeerSession {
         case close(LinkHandle, GoodbyeReason)
         case flush(UUID, LinkID)
         case acknowledged(LinkID, UUID, UInt64, PartialMessage?)
+        /// Tell the peer that a reliable message from it did not decode here (REJECT).
+        case reject(Peer, Rejection)
+        /// The peer sent REJECT on the link.
+        case rejected(LinkID, UUID, Rejection)
         /// Report the inbound failures held back, after this delay.
         case reportHeldFailures(after: Duration)
         case suspend
@@ -126,10 +130,11 @@ public actor MultipeerSession {
         logger[metadataKey: "multipeer.local.id"] = "\(peerID)"
         self.logger = logger
         self.metrics = SessionMetrics(localName: configuration.peer.displayName)
-        self.subscriptions = Subscriptions(limits: configuration.limits, metrics: metrics)
+        let (workItems, work) = AsyncStream<Work>.makeStream(of: Work.self)
+        (self.workItems, self.work) = (workItems, work)
+        self.subscriptions = Subscriptions(limits: configuration.limits, metrics: metrics) { work.yield(.reject($0, $1)) }
         self.roster = configuration.roster
         self.keys = configuration.keys
-        (workItems, work) = AsyncStream<Work>.makeStream()
     }
 
     /// Peer IDs are derived from a device key now, so that no other device can claim one.
@@ -215,6 +220,8 @@ public actor MultipeerSession {
                 case .flush(let peerID, let link): deliveries[peerID]?.flushAbandoned(link)
                 case .acknowledged(let id, let peerID, let sequence, let partial):
                     acknowledged(through: sequence, partial: partial, by: peerID, on: id)
+                case .reject(let peer, let rejection): reject(rejection, from: peer)
+                case .rejected(let id, let peerID, let rejection): rejected(rejection, by: peerID, on: id)
                 case .reportHeldFailures: reportHeldFailures()
                 case .redial, .lookUpAgain, .suspend: break  // the table dials what it must on resume
                 }
@@ -297,6 +304,10 @@ public actor MultipeerSession {
                     group.addTask { await self.flush(peerID, on: link) }
                 case .acknowledged(let id, let peerID, let sequence, let partial):
                     acknowledged(through: sequence, partial: partial, by: peerID, on: id)
+                case .reject(let peer, let rejection):
+                    reject(rejection, from: peer)
+                case .rejected(let id, let peerID, let rejection):
+                    rejected(rejection, by: peerID, on: id)
                 case .reportHeldFailures(let delay):
                     group.addTask {
                         try? await Task.sleep(for: delay)
@@ -491,6 +502,8 @@ public actor MultipeerSession {
                                     // Handed to the run loop: the reader never waits for the actor,
                                     // so a busy sender cannot stall its own link (and its keepalive).
                                     self.work.yield(.acknowledged(id, peer.id, sequence, partial))
+                                case .reject(let rejection):
+                                    self.work.yield(.rejected(id, peer.id, rejection))
                                 case .goodbye(let reason, _):
                                     goodbye = reason
                                     return
@@ -707,6 +720,12 @@ public actor MultipeerSession {
     /// The peer's resume point arrived on link `id`: the peer admitted it.
     func admitted(_ id: LinkID) {
         perform(table.linkAdmitted(id))
+    }
+
+    /// The link kept for `peerID`, and its HELLO, while the peer is active.
+    func joinedLink(of peerID: UUID) -> (id: LinkID, hello: Hello)? {
+        guard let id = table.activeLink(for: peerID), let hello = table.activePeers[peerID] else { return nil }
+        return (id, hello)
     }
 
     /// Whether this side keeps a link for `peerID` that the peer has not admitted yet (its

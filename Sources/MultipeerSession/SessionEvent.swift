@@ -64,6 +64,14 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
     /// take its type or it is larger than a fragment, as it arrives); it is skipped and the
     /// link stays up.
     case undecodableMessage(from: Peer, typeName: String, error: String)
+    /// A reliable message this session sent did not decode in the peer's application: the peer
+    /// acknowledged it (its session had it), but its type named `typeName` takes other data
+    /// than this side's, and its application never got the message. `sequence` is the
+    /// message's number among the reliable messages sent to the peer's current incarnation
+    /// (from 1, in the order they were queued; PROTOCOL.md 3b), `reason` the peer's decoding
+    /// error. One event per such message (per Swift type of the name there, if several
+    /// subscribe); the `multipeer_messages_rejected_total` metric counts them.
+    case messageRejected(by: Peer, typeName: String, sequence: UInt64, reason: String)
     /// Advertising failed; the session still dials and accepts.
     case advertisingFailed(MultipeerError)
     /// The periodic report on an active peer's link (``MultipeerSession/Configuration/statsInterval``).
@@ -99,6 +107,7 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
         case .authenticationFailed(let address, let error): "authentication with \(address) failed: \(error)"
         case .connectionsFailed(let count, let code): "\(count) more inbound connection(s) failed (\(code))"
         case .undecodableMessage(let peer, let type, let error): "a \(type) from \(peer) did not decode: \(error)"
+        case .messageRejected(let peer, let type, let sequence, let reason): "\(peer) could not decode the \(type) numbered \(sequence) sent to it: \(reason)"
         case .advertisingFailed(let error): "advertising failed: \(error)"
         case .stats(let peer, let stats): "\(peer): \(stats)"
         case .messageHeld(let type, let peer): "a \(type) from \(peer) is held until something subscribes to that type"

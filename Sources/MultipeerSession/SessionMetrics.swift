@@ -39,6 +39,12 @@ struct SessionMetrics: Sendable {
     }
 
     /// The messages held for a type's first subscriber filled their hold: links bringing more stop.
+    /// A reliable message did not decode in the receiver's application: `direction` "in" for one
+    /// this side received (and told its sender of), "out" for one a peer told this side of.
+    func rejected(direction: String) {
+        Counter(label: "multipeer_messages_rejected_total", dimensions: dimensions + [("direction", direction)]).increment()
+    }
+
     func holdFull() {
         Counter(label: "multipeer_holds_full_total", dimensions: dimensions).increment()
     }

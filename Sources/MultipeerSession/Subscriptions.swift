@@ -14,7 +14,8 @@ import NIOPosix
 /// link's event loop; for a message larger than a fragment, in a task of its own, so that
 /// decoding megabytes holds up neither the link nor the messages behind it on other streams (its
 /// subscribers' streams keep their order: their readers wait for it). A payload that does not
-/// decode is reported as it fails, and skipped. A message of a type nobody subscribed
+/// decode is reported as it fails, and skipped; if it came reliably, its sender is told too
+/// (REJECT, through `rejected`), since the sender had its acknowledgement. A message of a type nobody subscribed
 /// to yet is held for the first subscriber: a hold is a stream without a reader yet, bounded by
 /// `Limits.unsubscribedMessages` per type name and `Limits.maximumUnsubscribedTypes` names. A
 /// full hold stops the links that fill it, as a full stream does, until the first subscriber
@@ -35,7 +36,7 @@ final class Subscriptions: Sendable {
 
     /// One subscriber's buffer, fed values its ``Decoding`` made.
     private struct Subscriber {
-        var offer: @Sendable (Peer, Decoded, Int, @escaping @Sendable () -> Void) -> StreamOffer
+        var offer: @Sendable (Peer, UInt64, Decoded, Int, @escaping @Sendable () -> Void) -> StreamOffer
         var finish: @Sendable () -> Void
     }
 
@@ -52,7 +53,7 @@ final class Subscriptions: Sendable {
         /// One a Swift type (an array, not a dictionary: a message's delivery copies it out
         /// of the lock, and there is mostly one).
         var decodings: [Decoding] = []
-        var held = CircularBuffer<(peer: Peer, payload: ByteBuffer)>()
+        var held = CircularBuffer<(peer: Peer, sequence: UInt64, payload: ByteBuffer)>()
         var heldBytes = 0
         /// Held beyond `Limits.maximumUnsubscribedTypes` names: full from its first message.
         var beyondTypeLimit = false
@@ -81,11 +82,14 @@ final class Subscriptions: Sendable {
 
     let limits: MultipeerSession.Limits
     private let metrics: SessionMetrics
+    /// Tells the sender of a reliable message that did not decode (the session sends REJECT).
+    private let rejected: @Sendable (Peer, Rejection) -> Void
     private let state = NIOLockedValueBox(State())
 
-    init(limits: MultipeerSession.Limits, metrics: SessionMetrics) {
+    init(limits: MultipeerSession.Limits, metrics: SessionMetrics, rejected: @escaping @Sendable (Peer, Rejection) -> Void = { _, _ in }) {
         self.limits = limits
         self.metrics = metrics
+        self.rejected = rejected
     }
 
     // MARK: Events
@@ -140,11 +144,13 @@ final class Subscriptions: Sendable {
     func messages<Message: Decodable & Sendable>(of type: Message.Type, named typeName: String) -> MessageStream<Message> {
         let id = UUID()
         let key = ObjectIdentifier(type)
-        let buffer = StreamBuffer<(peer: Peer, message: Decoded)>(limits: limits.receiveBuffer) { [weak self] in
+        let buffer = StreamBuffer<(peer: Peer, sequence: UInt64, message: Decoded)>(limits: limits.receiveBuffer) { [weak self] in
             self?.unsubscribe(id, of: key, named: typeName)
         }
         let subscriber = Subscriber(
-            offer: { peer, value, cost, whenRoom in buffer.offer((peer, value), cost: cost, storage: value.storage, whenRoom: whenRoom) },
+            offer: { peer, sequence, value, cost, whenRoom in
+                buffer.offer((peer, sequence, value), cost: cost, storage: value.storage, whenRoom: whenRoom)
+            },
             finish: { buffer.finish() })
         let decode: @Sendable (ByteBuffer) throws -> any Sendable = { payload in
             try MessageEncoding.decode(Message.self, from: payload)
@@ -167,7 +173,7 @@ final class Subscriptions: Sendable {
             topic.heldBytes = 0
             topic.beyondTypeLimit = false
             defer { topic.stopped = []; state.topics[typeName] = topic }
-            return buffer.take(held.map { (($0.peer, .encoded($0.payload)), $0.payload.readableBytes) }, stopped: topic.stopped)
+            return buffer.take(held.map { (($0.peer, $0.sequence, .encoded($0.payload)), $0.payload.readableBytes) }, stopped: topic.stopped)
         }
         stopped.forEach { $0() }
         let lifetime = StreamLifetime(buffer)
@@ -179,7 +185,7 @@ final class Subscriptions: Sendable {
                     do {
                         return (stored.peer, try MessageEncoding.decode(Message.self, from: payload))
                     } catch {
-                        self.emit(.undecodableMessage(from: stored.peer, typeName: typeName, error: "\(error)"))
+                        self.undecodable(stored.sequence, named: typeName, from: stored.peer, error)
                     }
                 case .value(let value):
                     return (stored.peer, value as! Message)
@@ -232,7 +238,7 @@ final class Subscriptions: Sendable {
                             pending.complete(.success(try decoding.decode(message.payload)))
                         } catch {
                             pending.complete(.failure(error))
-                            self.emit(.undecodableMessage(from: peer, typeName: message.typeName, error: "\(error)"))
+                            self.undecodable(message.sequence, named: message.typeName, from: peer, error)
                         }
                     }
                     value = .pending(pending)
@@ -242,11 +248,11 @@ final class Subscriptions: Sendable {
                     do {
                         value = .value(try decoding.decode(message.payload))
                     } catch {
-                        emit(.undecodableMessage(from: peer, typeName: message.typeName, error: "\(error)"))
+                        undecodable(message.sequence, named: message.typeName, from: peer, error)
                         continue
                     }
                 }
-                for subscriber in decoding.subscribers.values where subscriber.offer(peer, value, cost, whenRoom) == .full {
+                for subscriber in decoding.subscribers.values where subscriber.offer(peer, message.sequence, value, cost, whenRoom) == .full {
                     filled += 1
                 }
             }
@@ -267,7 +273,7 @@ final class Subscriptions: Sendable {
             let wasFull = topic.isFull(limits.unsubscribedMessages)
             // Held for as long as nobody subscribes: a copy of its own, not a slice keeping the
             // whole read buffer it came in alive.
-            topic.held.append((peer, Self.compacted(message.payload)))
+            topic.held.append((peer, message.sequence, Self.compacted(message.payload)))
             topic.heldBytes += message.payload.readableBytes
             var reports: [SessionEvent] = []
             if !topic.reportedHeld {
@@ -285,6 +291,15 @@ final class Subscriptions: Sendable {
             state.topics[message.typeName] = topic
             return .held(full: full, reports: reports)
         }
+    }
+
+    /// A message did not decode as a subscriber's type: the application is told, and so is its
+    /// sender, if it came reliably (sequence 0 is unreliable: never acknowledged, so the sender
+    /// assumes nothing of it).
+    private func undecodable(_ sequence: UInt64, named typeName: String, from peer: Peer, _ error: any Error) {
+        emit(.undecodableMessage(from: peer, typeName: typeName, error: "\(error)"))
+        guard sequence > 0 else { return }
+        rejected(peer, Rejection(sequence: sequence, typeName: typeName, reason: "\(error)"))
     }
 
     /// `payload` in a buffer of its own size, if it is a slice of a larger one.

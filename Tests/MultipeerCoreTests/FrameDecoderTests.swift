@@ -104,4 +104,27 @@ import Testing
         let empty = try #require(throws: MultipeerError.self) { try LinkMessage(frame: Self.frame(.flow, [])) }
         #expect(empty.code == .malformedMessage)
     }
+
+    @Test func aRejectNamesAReliableMessageAndEndsWithItsReason() throws {
+        let valid: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 3, 1, 0x41, 2, 0x6e, 0x6f]
+        #expect(try LinkMessage(frame: Self.frame(.reject, valid)) == .reject(Rejection(sequence: 3, typeName: "A", reason: "no")))
+        let unreliable = try #require(throws: MultipeerError.self) {
+            try LinkMessage(frame: Self.frame(.reject, [0, 0, 0, 0, 0, 0, 0, 0] + valid.dropFirst(8)))
+        }
+        #expect(unreliable.message.hasPrefix("REJECT is malformed: sequence number 0"))
+        let trailing = try #require(throws: MultipeerError.self) { try LinkMessage(frame: Self.frame(.reject, valid + [0])) }
+        #expect(trailing.code == .malformedMessage)
+        let short = try #require(throws: MultipeerError.self) { try LinkMessage(frame: Self.frame(.reject, Array(valid.dropLast(1)))) }
+        #expect(short.message == "REJECT is malformed: it ends before the reason")
+    }
+
+    @Test func aLongReasonIsCutAtACharactersEndToWhatAShortStringHolds() throws {
+        // 254 bytes, then a character of two: the cut falls inside it, so it goes whole.
+        let reason = String(repeating: "x", count: 254) + "é" + "tail"
+        var bytes = ByteBuffer()
+        LinkMessage.reject(Rejection(sequence: 1, typeName: "A", reason: reason)).writeFrame(to: &bytes)
+        var decoder = FrameDecoder(maximumLength: 1 << 20)
+        let frame = try #require(try decoder.decode(buffer: &bytes))
+        #expect(try LinkMessage(frame: frame) == .reject(Rejection(sequence: 1, typeName: "A", reason: String(repeating: "x", count: 254))))
+    }
 }

@@ -56,6 +56,7 @@ import Testing
             "ack": .ack(42),
             "goodbye": .goodbye(.keepaliveTimeout, "no traffic for 1.5 s"),
             "flow": .flow(reading: false),
+            "reject": .reject(Rejection(sequence: 42, typeName: "NavlogEntry", reason: #"expected a number for "id""#)),
         ]
     }
 
@@ -71,6 +72,17 @@ import Testing
             var head = ByteBuffer()
             if let payload = message.writeFrameHead(to: &head) { head.writeImmutableBuffer(payload) }
             #expect(head == bytes, "writeFrameHead and its payload make the frame for \(name)")
+        }
+    }
+
+    /// The frame fuzzer starts from every frame vector (Fuzz/Corpus/FrameFuzzer, one file each,
+    /// named after it), so a new frame type is fuzzed from its first commit.
+    @Test func theFrameFuzzerIsSeededWithEveryFrameVector() throws {
+        let vectors = try ProtocolVectors.load()
+        let corpus = ProtocolVectors.repositoryRoot.appendingPathComponent("Fuzz/Corpus/FrameFuzzer")
+        for name in try Self.expectedMessages().keys {
+            let seed = try? Data(contentsOf: corpus.appendingPathComponent(name))
+            #expect(seed.map(Array.init) == vectors[name], "Fuzz/Corpus/FrameFuzzer/\(name) is the vector \(name)")
         }
     }
 

@@ -142,6 +142,60 @@ import Testing
         }
     }
 
+    /// What one program sends as `consumer.reading`: a number.
+    struct Reading: MultipeerMessage {
+        static var wireName: String { "consumer.reading" }
+        var value: Double
+    }
+
+    /// What another program takes as `consumer.reading`: text, so a number does not decode.
+    struct TextReading: MultipeerMessage {
+        static var wireName: String { "consumer.reading" }
+        var value: String
+    }
+
+    /// Reliable messages the receiver's type cannot decode, two held for a first subscriber and
+    /// one sent to it: each was acknowledged, and its sender learns which ones did not decode
+    /// (their type name and number, and why); the receiver is told too, and messages after them
+    /// arrive. (Only the receiver was told before: the sender had its acknowledgements and
+    /// nothing else.)
+    @Test func aMessageThePeerCannotDecodeIsReportedToItsSender() async throws {
+        try await withPair { listener, dialler in
+            let diallerEvents = dialler.events
+            let listenerEvents = listener.events
+            for value in [1.5, 2.5] { try await dialler.send(Reading(value: value), to: listener.peerID, awaitAcknowledgement: true) }
+            // The reader decodes as it reads: none of these decodes, so it gets nothing.
+            let readings = listener.messages(of: TextReading.self)
+            let reader = Task { for await (_, reading) in readings { Issue.record("decoded: \(reading)") } }
+            defer { reader.cancel() }
+            let notes = listener.messages(of: Note.self)
+            try await dialler.send(Reading(value: 3.5), to: listener.peerID, awaitAcknowledgement: true)
+            try await dialler.send(Note(text: "after"), to: listener.peerID)
+            #expect(try await within(30, "the note") { await notes.first { _ in true }?.message } == Note(text: "after"))
+            let rejected = try await within(30, "three rejections") { () -> [(UInt64, String)] in
+                var rejected: [(UInt64, String)] = []
+                for await event in diallerEvents {
+                    guard case .messageRejected(let peer, let name, let sequence, let reason) = event else { continue }
+                    #expect(peer.id == listener.peerID && name == "consumer.reading")
+                    rejected.append((sequence, reason))
+                    if rejected.count == 3 { break }
+                }
+                return rejected
+            }
+            #expect(rejected.map(\.0) == [1, 2, 3], "each message named by its number, in order")
+            #expect(rejected.allSatisfy { $0.1.contains("String") }, "the receiver's reason: \(rejected.map(\.1))")
+            let undecodable = try await within(30, "the receiver's reports") { () -> Int in
+                var count = 0
+                for await event in listenerEvents {
+                    if case .undecodableMessage(let peer, "consumer.reading", _) = event, peer.id == dialler.peerID { count += 1 }
+                    if count == 3 { break }
+                }
+                return count
+            }
+            #expect(undecodable == 3)
+        }
+    }
+
     /// More messages of a type nobody subscribes to yet than are held for a first subscriber
     /// (1 MiB): the hold fills and the link waits, as for a full stream, instead of dropping what
     /// was acknowledged. The first subscriber gets every one, in order, and only then is the last
