@@ -34,9 +34,10 @@
 /// - when the peer's segments arrive out of order (beyond a lost one TCP is still repairing),
 ///   the peer is sending: the link is kept until ``ceiling`` after the last reading that saw
 ///   more of them, and at the latest ``stallLimit`` after the last arrival;
-/// - when the path has shown a packet lost in a silence (this link's TCP retransmitted, or the
-///   peer's segments arrived out of order, between two readings; TCP is repairing a loss at a
-///   reading; or the peer's earlier links saw it) and the peer's host was heard after the last arrival (any segment, an acknowledgement
+/// - when the path has shown a packet lost (this link's TCP retransmitted between two readings of
+///   a silence; TCP is repairing a loss at a reading; a segment of the peer's ever arrived out of
+///   order on this connection; or the peer's earlier links saw one of these) and the peer's host
+///   was heard after the last arrival (any segment, an acknowledgement
 ///   too, later than a delayed acknowledgement of it), the path loses packets with the host still
 ///   on it: the link is kept until ``ceiling`` after the last arrival. (A black hole is heard
 ///   from no more; a clean path loses nothing in its silences.)
@@ -166,6 +167,13 @@ package struct KeepaliveStateMachine: Sendable {
     /// (never the one it may be ending with), and whether a packet was lost.
     package var history: PathHistory { PathHistory(longestSilence: longestRecentSilence, lossSeen: lossSeen) }
 
+    /// What the transport showed at the latest reading of the silence under way (nil before
+    /// the peer was overdue, or where it cannot tell): for the report of a timeout.
+    package var transportInSilence: TransportReading? { transportLatest }
+
+    /// Whether this link, or the peer's earlier links, showed a packet lost.
+    package var hasSeenLoss: Bool { lossSeen }
+
     /// How long the peer has been silent now.
     package func silence(now: Duration) -> Duration { max(.zero, now - lastInbound) }
 
@@ -283,7 +291,12 @@ package struct KeepaliveStateMachine: Sendable {
                     lossSeen = true
                 }
             }
-            if reading.recoveringLoss { lossSeen = true }
+            // A segment of the peer's that ever arrived beyond a gap (since the connection
+            // began: a clean path never reorders) marks the path too, even when it came before
+            // this silence's first reading: at a loss's onset the peer's data, lost, is
+            // retransmitted behind what followed it, and a first reading finds the count already
+            // raised, with no change to see between readings before the timeout.
+            if reading.recoveringLoss || reading.outOfOrderSegments > 0 { lossSeen = true }
             // Heard later than a delayed acknowledgement of the last arrival could be.
             if lossSeen, now - reading.sinceHeard > lastArrival + Self.acknowledgementDelay { lossyPath = true }
             peerHung = !lossSeen && reading.unacknowledgedSegments == 0 && peerSending == nil

@@ -222,6 +222,17 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         armedSlot = timers.arm(self, atUptimeNanoseconds: Int64(origin.uptimeNanoseconds) + nextWakeUp.nanoseconds)
     }
 
+    /// What the transport showed of the silence that timed a link out, for its error: whether
+    /// the peer's host was heard meanwhile, and what was lost.
+    static func describe(_ reading: TransportReading?, lossSeen: Bool) -> String {
+        guard let reading else { return "" }
+        var facts = ["its host last heard \(Duration.milliseconds(reading.sinceHeard.milliseconds)) ago"]
+        if let unacknowledged = reading.unacknowledgedSegments { facts.append("\(unacknowledged) segments unacknowledged") }
+        if reading.recoveringLoss { facts.append("this side's TCP repairing a loss") }
+        facts.append(lossSeen ? "the path has lost packets" : "the path has lost no packet")
+        return "; " + facts.joined(separator: ", ")
+    }
+
     /// Writes a PING of this side's (the caller flushes), and awaits its PONG.
     private func write(ping probe: Probe, at: Duration, context: ChannelHandlerContext) {
         quality.update { $0.pingSent(probe, at: at) }
@@ -259,6 +270,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
             // In whole milliseconds: an adapted timeout is no round figure.
             let (timeout, silence) = (Duration.milliseconds(keepalive!.timeout.milliseconds), Duration.milliseconds(keepalive!.silence(now: at).milliseconds))
             let hung = keepalive!.peerHung
+            let evidence = Self.describe(keepalive!.transportInSilence, lossSeen: keepalive!.hasSeenLoss)
             if let remotePeer { paths.remember(keepalive!.history, of: remotePeer) }
             keepalive = nil
             let adapted = hung
@@ -266,7 +278,8 @@ final class KeepaliveHandler: ChannelDuplexHandler {
                 : timeout > parameters.timeout ? ", adapted from \(parameters.timeout) to the silences this link has shown" : ""
             let error = MultipeerError(
                 .keepaliveTimeout,
-                "\(peer) sent nothing for \(silence) (keepalive interval \(parameters.interval), timeout \(hung ? parameters.timeout : timeout)\(adapted))")
+                "\(peer) sent nothing for \(silence) (keepalive interval \(parameters.interval), timeout \(hung ? parameters.timeout : timeout)\(adapted))"
+                    + evidence)
             context.writeAndFlush(wrapOutboundOut(.goodbye(.keepaliveTimeout, "no traffic for \(silence)")), promise: nil)
             context.fireErrorCaught(error)
             context.close(promise: nil)

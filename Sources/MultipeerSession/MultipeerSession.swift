@@ -561,6 +561,10 @@ public actor MultipeerSession {
 
     private func linkClosed(_ id: LinkID, goodbye: GoodbyeReason?, error: MultipeerError?) {
         dials[id] = nil
+        if let error, error.code == .keepaliveTimeout, let handle = links[id] {
+            // The peer leaves with the reason alone; what the silence showed is told here.
+            logger.info("link timed out", metadata: ["multipeer.peer.id": "\(handle.peerID)", "multipeer.link": "\(id.rawValue)", "multipeer.detail": "\(error.message)"])
+        }
         if goodbye == .notInRoster, let handle = links[id], !table.isAdmitted(id) {
             // Refused by the peer before it ever took the link: never joined, so never left.
             handshakeFailed(handle.address, MultipeerError(

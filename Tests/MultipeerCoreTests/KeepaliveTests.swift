@@ -145,6 +145,28 @@ import Testing
         }
     }
 
+    /// At a loss's onset: the peer's data was lost, and what it sent next arrived out of order
+    /// before the silence's first reading, so no reading saw the count change; its host is heard
+    /// after the last arrival. Kept to the ceiling, not timed out at the timeout (as it was: a
+    /// link torn down in its first seconds of loss, "the path has lost no packet", its host
+    /// heard 0.4 s before). Without segments out of order, the same silence is timed out.
+    @Test func segmentsOutOfOrderBeforeTheFirstReadingMarkTheLossOnset() {
+        for outOfOrder: UInt32 in [2, 0] {
+            var link = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
+            for at in [700, 1000] {
+                #expect(link.wakeUp(now: .milliseconds(at), transport: TransportReading(
+                    outOfOrderSegments: outOfOrder, retransmittedSegments: 0, sinceHeard: .milliseconds(at - 600), unacknowledgedSegments: 1)) != .timedOut)
+            }
+            let verdict = link.wakeUp(now: .milliseconds(1500), transport: TransportReading(
+                outOfOrderSegments: outOfOrder, retransmittedSegments: 0, sinceHeard: .milliseconds(400), unacknowledgedSegments: 1))
+            #expect((verdict == .timedOut) == (outOfOrder == 0), "out of order: \(outOfOrder)")
+            if outOfOrder > 0 {
+                #expect(link.history.lossSeen, "and the peer's next link knows")
+                #expect(link.nextWakeUp <= link.ceiling)
+            }
+        }
+    }
+
     /// The peer's data waiting unread in this side's kernel (its event loop busy writing) is no
     /// silence of the peer's: the silence counts from the latest arrival the transport shows.
     /// A peer that sends nothing more is timed out a timeout after that arrival.
