@@ -190,13 +190,6 @@ extension LinkMessage {
         return payload
     }
 
-    /// Encodes the message as a ``Frame``, with its value in a buffer from `allocator`.
-    package func frame(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> Frame {
-        var value = allocator.buffer(capacity: 32)
-        if let payload = writeValue(to: &value) { value.writeImmutableBuffer(payload) }
-        return Frame(type: frameType, value: value)
-    }
-
     /// Writes the value, but for the message bytes of DATA or FRAGMENT, which it returns.
     private func writeValue(to buffer: inout ByteBuffer) -> ByteBuffer? {
         switch self {

@@ -137,12 +137,6 @@ public actor MultipeerSession {
         self.keys = configuration.keys
     }
 
-    /// Peer IDs are derived from a device key now, so that no other device can claim one.
-    @available(*, unavailable, message: "a peer ID is derived from the device's key pair now: pass identity: try PeerIdentity(loadingOrCreatingFile: path) and read session.peerID")
-    public init(configuration: Configuration, peerID: UUID) {
-        fatalError("unavailable")
-    }
-
     private static let lastIncarnation = NIOLockedValueBox<UInt64>(0)
 
     /// The wall clock in nanoseconds since 1970, and never twice the same in one process: a
