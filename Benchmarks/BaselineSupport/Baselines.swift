@@ -29,7 +29,7 @@ public struct Baseline: Sendable {
         }
     }
 
-    /// Round trips of `payload`-byte frames, in microseconds, after `warmup` unmeasured ones.
+    /// Round trips of `payload`-byte frames, in nanoseconds, after `warmup` unmeasured ones.
     public func pingPong(payload: Int, iterations: Int, warmup: Int) throws -> [Double] {
         var samples = [Double](repeating: 0, count: warmup + iterations)
         var error = [CChar](repeating: 0, count: 256)

@@ -222,6 +222,11 @@ let largeCases = session?.cases.filter { $0.delivery == "reliable" && $0.encodin
 target("API: 1 MiB and 64 MiB messages (Data field) >= 1 GB/s", largeCases.isEmpty ? nil : (
     largeCases.map { "\($0.payloadBytes >> 20) MiB: \(number($0.payloadMegabytesPerSecond, 0)) MB/s" }.joined(separator: ", "),
     largeCases.allSatisfy { $0.payloadMegabytesPerSecond >= 1000 }))
+target("API: round trip p50 of a 1 KiB message (the peer's application replying) <= 1.5x the C GnuTLS ping-pong, median of paired runs", session?.roundTrip.map {
+    let ratio = $0.ratio
+    return ("\(number(ratio.median, 2))x (\(number(ratio.low, 2))-\(number(ratio.high, 2))x over \($0.pairs.count) pairs; ours p50 \(number($0.pairs.map(\.apiP50Microseconds).sorted()[$0.pairs.count / 2], 1)) µs)",
+            ratio.median <= 1.5)
+})
 let loaded = session?.latency.first { $0.besideLargeMessages }
 target("API: a 1 KiB message while 64 MiB ones are in flight arrives p99 <= 5 ms", loaded.map {
     ("p99 \(number($0.p99Milliseconds, 2)) ms (p50 \(number($0.p50Milliseconds, 2)) ms)", $0.p99Milliseconds <= 5)
@@ -379,6 +384,12 @@ if let session {
         ["\($0.payloadBytes) B", number($0.messagesPerSecond, 0), number($0.megabytesPerSecond),
          $0.slowestMessagesPerSecond.map { number($0, 0) } ?? "-", $0.fastestMessagesPerSecond.map { number($0, 0) } ?? "-"]
     })
+    if let trip = session.roundTrip {
+        md += "Round trip of a \(trip.payloadBytes)-byte message through the API (send, the peer's application sends it back as it reads it, the reply read; reliable, binary, a Data field), runs alternating with the C GnuTLS program's ping-pong of frames of the same size (a thread per core):\n\n"
+        md += table(["run", "API p50 µs", "API p99 µs", "C GnuTLS p50 µs", "ratio"], trip.pairs.enumerated().map { index, pair in
+            ["\(index + 1)", number(pair.apiP50Microseconds, 1), number(pair.apiP99Microseconds, 1), number(pair.cP50Microseconds, 1), "\(number(pair.ratio, 2))x"]
+        })
+    }
     md += "Beside 64 MiB messages, after a warm-up that lasts until their payload buffers are mapped (SessionBenchmark's `warmUp()`); buffers mapped afresh while the probes ran are counted.\n\n"
     md += table(["1 KiB message every 2 ms", "p50 ms", "p99 ms", "max ms", "messages", "fresh mappings"], session.latency.map {
         [$0.besideLargeMessages ? "while 64 MiB messages are in flight" : "alone", number($0.p50Milliseconds, 2), number($0.p99Milliseconds, 2),

@@ -234,11 +234,49 @@ public struct SessionResults: Codable, Sendable {
     /// The C GnuTLS program, the same run, by size.
     public var baselines: [BaselineRate]
     public var latency: [ProbeLatency]
+    /// The API's round trip beside the C program's (nil in reports from before it was measured).
+    public var roundTrip: APIRoundTrip?
 
-    public init(cases: [SessionCase], baselines: [BaselineRate], latency: [ProbeLatency]) {
+    public init(cases: [SessionCase], baselines: [BaselineRate], latency: [ProbeLatency], roundTrip: APIRoundTrip?) {
         self.cases = cases
         self.baselines = baselines
         self.latency = latency
+        self.roundTrip = roundTrip
+    }
+}
+
+/// The API's round trip (a message sent, the peer's application sending it back, the reply
+/// read), in runs that alternate with the C GnuTLS program's ping-pong of frames of the same size.
+public struct APIRoundTrip: Codable, Sendable {
+    /// One run of ours and the C program's run after it.
+    public struct Pair: Codable, Sendable {
+        public var apiP50Microseconds: Double
+        public var apiP99Microseconds: Double
+        public var cP50Microseconds: Double
+
+        public var ratio: Double { apiP50Microseconds / cP50Microseconds }
+
+        public init(api: [Double], c: [Double]) {
+            let (ours, theirs) = (api.sorted(), c.sorted())
+            func at(_ sorted: [Double], _ q: Double) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))] / 1000 }
+            apiP50Microseconds = at(ours, 0.5)
+            apiP99Microseconds = at(ours, 0.99)
+            cP50Microseconds = at(theirs, 0.5)
+        }
+    }
+
+    public var payloadBytes: Int
+    public var pairs: [Pair]
+
+    /// The median of the pairs' ratios (ours over C's p50), and the lowest and highest.
+    public var ratio: (median: Double, low: Double, high: Double) {
+        let ratios = pairs.map(\.ratio).sorted()
+        return (ratios[ratios.count / 2], ratios.first!, ratios.last!)
+    }
+
+    public init(payloadBytes: Int, pairs: [Pair]) {
+        self.payloadBytes = payloadBytes
+        self.pairs = pairs
     }
 }
 

@@ -5,11 +5,13 @@
 // (default 3) and three messages, counted at the reader; CPU is the process's (both sessions),
 // per message delivered. Beside them, in the same run: the C GnuTLS baseline (LinkBenchmark's
 // program, frames of the same sizes one way over loopback) for the ratio, and the latency of a
-// 1 KiB message sent every 2 ms, alone and while 64 MiB messages are in flight on the same link.
+// 1 KiB message sent every 2 ms, alone and while 64 MiB messages are in flight on the same link;
+// and the API's round trip (the peer's application replying) in runs alternating with the C
+// program's ping-pong of the same frames, as the median of five paired ratios.
 //
 //   swift build -c release --product SessionBenchmark && .build/release/SessionBenchmark [--seconds N] [--sizes 128,1024]
 //       [--deliveries reliable,unreliable] [--encodings json,binary] [--fields String,Data] [--no-latency]
-//       [--case-deadline SECONDS]
+//       [--case-deadline SECONDS] [--no-round-trip]
 import BaselineSupport
 import BenchmarkSupport
 import Foundation
@@ -220,6 +222,35 @@ func probeLatency(besideLargeMessages: Bool) async -> ProbeLatency {
     }
 }
 
+/// The API's round trips, in nanoseconds: a 1 KiB message (reliable, binary, a Data field)
+/// sent, the peer's application sending it back as it reads it, and the reply read; one at a
+/// time, `count` after 200 unmeasured.
+func apiRoundTrips(count: Int) async -> [Double] {
+    await withPair(encoding: .binary) { receiver, sender in
+        let questions = receiver.messages(of: BytesMessage.self)
+        var answers = sender.messages(of: BytesMessage.self).makeAsyncIterator()
+        let echo = Task {
+            for await (peer, message) in questions { try await receiver.send(message, to: peer.id) }
+        }
+        let bytes = Data(repeating: 0xA5, count: 1024)
+        var samples: [Double] = []
+        for number in 0..<(200 + count) {
+            let start = ContinuousClock.now
+            do {
+                try await sender.send(BytesMessage(number: number, bytes: bytes), to: receiver.peerID)
+            } catch {
+                FileHandle.standardError.write(Data("SessionBenchmark: a round trip's send failed: \(error)\n".utf8))
+                exit(1)
+            }
+            _ = await answers.next()
+            let (seconds, attoseconds) = (ContinuousClock.now - start).components
+            if number >= 200 { samples.append(Double(seconds) * 1e9 + Double(attoseconds) / 1e9) }
+        }
+        echo.cancel()
+        return samples
+    }
+}
+
 /// Waits until the large messages under way have the memory they need: at least 500 ms, then
 /// until 3 s pass with no payload buffer mapped afresh (at most 30 s). The buffers a flow
 /// of 64 MiB messages keeps in use (the sender's message in the outbox and the next one encoded,
@@ -303,4 +334,25 @@ if !Bench.flag("--no-latency") {
             result.p50Milliseconds, result.p99Milliseconds, result.maxMilliseconds, result.count, result.freshMappings))
     }
 }
-try Bench.writeJSON(SessionResults(cases: cases, baselines: baselines, latency: latency), defaultPath: "bench-results/session.json")
+var roundTrip: APIRoundTrip?
+if !Bench.flag("--no-round-trip") {
+    // Ours and the C program's ping-pong (a thread per core), alternating: a ratio is only as
+    // good as its pairing on two shared cores.
+    let trips = 2_000
+    var pairs: [APIRoundTrip.Pair] = []
+    for _ in 0..<5 {
+        let api = await apiRoundTrips(count: trips)
+        let c = try Baseline(useTLS: true, key: (0..<32).map { UInt8($0) }, spread: true).pingPong(payload: 1024, iterations: trips, warmup: 200)
+        pairs.append(APIRoundTrip.Pair(api: api, c: c))
+    }
+    let result = APIRoundTrip(payloadBytes: 1024, pairs: pairs)
+    roundTrip = result
+    print("\nRound trip of a 1 KiB message (send, the peer's application sends it back, the reply read), \(trips) a run, five runs alternating with the C program's ping-pong:")
+    for pair in pairs {
+        print(String(format: "  API p50 %.1f µs, p99 %.1f µs; C GnuTLS p50 %.1f µs: %.2fx", pair.apiP50Microseconds, pair.apiP99Microseconds, pair.cP50Microseconds, pair.ratio))
+    }
+    let ratio = result.ratio
+    print(String(format: "  median of the ratios %.2fx (%.2f-%.2fx)", ratio.median, ratio.low, ratio.high))
+}
+try Bench.writeJSON(
+    SessionResults(cases: cases, baselines: baselines, latency: latency, roundTrip: roundTrip), defaultPath: "bench-results/session.json")
