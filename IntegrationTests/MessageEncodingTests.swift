@@ -25,10 +25,10 @@ import Testing
 
     @Test func theTypeChoosesElseTheSession() {
         var configuration = MultipeerSession.Configuration.test("encoding")
-        #expect(configuration.messageEncoding == .json, "JSON unless asked: every release reads it")
-        let json = MultipeerSession(configuration: configuration, identity: PeerIdentity())
-        configuration.messageEncoding = .binary
+        #expect(configuration.messageEncoding == .binary, "the binary encoding unless asked")
         let binary = MultipeerSession(configuration: configuration, identity: PeerIdentity())
+        configuration.messageEncoding = .json
+        let json = MultipeerSession(configuration: configuration, identity: PeerIdentity())
         #expect(json.wireEncoding(of: Plain.self) == .json)
         #expect(binary.wireEncoding(of: Plain.self) == .binary)
         #expect(binary.wireEncoding(of: Named.self) == .binary)

@@ -14,6 +14,8 @@ public import MultipeerSession
 public enum NavlogMessage: MultipeerMessage, Hashable {
     /// The name on the wire (docs/NAVLOG.md), as every version of navlog-sync has sent it.
     public static var wireName: String { "NavlogSync.NavlogMessage" }
+    /// JSON, as docs/NAVLOG.md specifies, whatever the session's default.
+    public static var wireEncoding: MessageEncoding? { .json }
 
     /// The asker's summaries of the children of some prefixes, in its exchange `exchange` (a
     /// number it picks at random for each exchange, below 2^53).

@@ -1,9 +1,9 @@
 import Foundation
 package import NIOCore
 
-/// How a message's fields travel in its DATA payload: as JSON (the default) or in the compact
-/// binary encoding, CBOR (RFC 8949), where `Data` and `[UInt8]` fields are raw bytes and numbers
-/// take a few bytes each (PROTOCOL.md sections 2 and 2a).
+/// How a message's fields travel in its DATA payload: in the compact binary encoding, CBOR
+/// (RFC 8949; the default), where `Data` and `[UInt8]` fields are raw bytes and numbers take a
+/// few bytes each, or as JSON (PROTOCOL.md sections 2 and 2a).
 ///
 /// A receiver reads either whatever it sends itself: a binary payload starts with CBOR's
 /// self-describing tag (`D9 D9 F7`), which no JSON text does. So the choice is the sender's, per

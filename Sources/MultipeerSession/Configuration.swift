@@ -55,9 +55,11 @@ extension MultipeerSession {
         /// Where the session logs, with `multipeer.*` metadata keys.
         public var logger: Logger
         /// How messages are encoded, unless their type says (``MultipeerMessage/wireEncoding``):
-        /// JSON (the default, which every release reads) or `MessageEncoding.binary`. Messages
-        /// of either encoding are received.
-        public var messageEncoding = MessageEncoding.json
+        /// `MessageEncoding.binary` (the default: CBOR, smaller and faster to write and read) or
+        /// `MessageEncoding.json` (readable in a capture, for protocols specified in JSON, and
+        /// for peers of a release before the binary encoding, which read JSON only). Messages of
+        /// either encoding are received.
+        public var messageEncoding = MessageEncoding.binary
 
         /// A configuration of one group key, with the defaults of every section not given.
         public init(

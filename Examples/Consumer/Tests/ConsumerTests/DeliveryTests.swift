@@ -48,17 +48,17 @@ import Testing
         var bytes: Data
     }
 
-    /// Binary messages, chosen by the type or by the sender's configuration, reach a receiver
-    /// that sends JSON itself: it needs no setting.
+    /// Binary messages, chosen by the type or by the sender's default configuration, reach a
+    /// receiver configured to send JSON itself: it needs no setting to read them.
     @Test func binaryMessagesReachAReceiverThatSendsJSON() async throws {
-        try await withPair(diallerEncoding: .binary) { listener, dialler in
+        try await withPair(listenerEncoding: .json) { listener, dialler in
             let samples = listener.messages(of: Sample.self)
             let notes = listener.messages(of: ProgramA.Note.self)
             let sample = Sample(taken: Date(timeIntervalSince1970: 1_795_000_000), bytes: Data((0...255).map(UInt8.init)))
             try await dialler.send(sample, to: listener.peerID)
-            try await dialler.send(ProgramA.Note(text: "binary by configuration"), to: listener.peerID)
+            try await dialler.send(ProgramA.Note(text: "binary by default"), to: listener.peerID)
             #expect(try await within(30, "the sample") { await samples.first { _ in true }?.message } == sample)
-            #expect(try await within(30, "the note") { await notes.first { _ in true }?.message } == ProgramA.Note(text: "binary by configuration"))
+            #expect(try await within(30, "the note") { await notes.first { _ in true }?.message } == ProgramA.Note(text: "binary by default"))
             // And JSON back the other way.
             let replies = dialler.messages(of: ProgramA.Note.self)
             try await listener.send(ProgramA.Note(text: "json"), to: dialler.peerID)
@@ -276,10 +276,10 @@ import Testing
             }
             let sent = try await sending.value
             #expect(expected == sent, "every message sent arrived")
-            // Encoded, a Chunk is about 21.9 KiB (its bytes in base64): the outbox holds at most
-            // 8 MiB of them, the reader's stream 4 MiB, one read of the link (256 KiB) and the
-            // rest of one frame more; and each count here can trail by one.
-            let encoded = 16 << 10 * 4 / 3 + 32
+            // Encoded (binary, the default), a Chunk is its 16 KiB and a few bytes: the outbox
+            // holds at most 8 MiB of them, the reader's stream 4 MiB, one read of the link
+            // (256 KiB) and the rest of one frame more; and each count here can trail by one.
+            let encoded = (16 << 10) + 32
             let bound = limits.outbox.maximumBytes / encoded + (limits.receiveBuffer.maximumBytes + (256 << 10)) / encoded + 1 + 3
             let ahead = await progress.mostAhead
             #expect(ahead <= bound, "the sender got \(ahead) messages ahead of the reader; the limits allow \(bound)")

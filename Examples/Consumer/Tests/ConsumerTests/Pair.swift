@@ -15,14 +15,14 @@ let timeScale = ProcessInfo.processInfo.environment["MULTIPEER_TEST_TIME_SCALE"]
 
 /// A configuration on loopback without DNS-SD: `listener` takes no peers list, a dialler names it.
 func configuration(
-    _ name: String, dialling port: Int? = nil, limits: MultipeerSession.Limits = .init(), encoding: MessageEncoding = .json,
+    _ name: String, dialling port: Int? = nil, limits: MultipeerSession.Limits = .init(), encoding: MessageEncoding? = nil,
     statsInterval: Duration? = nil
 ) -> MultipeerSession.Configuration {
     var configuration = MultipeerSession.Configuration(
         serviceType: "_consumer._tcp", peer: PeerInfo(displayName: name), psk: groupKey,
         discovery: .staticPeers(port.map { ["127.0.0.1:\($0)"] } ?? []), limits: limits,
         keepalive: KeepaliveParameters(interval: .milliseconds(500 * timeScale), timeout: .milliseconds(1500 * timeScale)))
-    configuration.messageEncoding = encoding
+    if let encoding { configuration.messageEncoding = encoding }  // else the default, binary
     if let statsInterval { configuration.statsInterval = statsInterval }
     return configuration
 }
@@ -85,13 +85,13 @@ func listeningPort(of session: MultipeerSession) async throws -> Int {
 /// has the other among its active peers; stops both afterwards.
 func withPair<T: Sendable>(
     listenerLimits: MultipeerSession.Limits = .init(), diallerLimits: MultipeerSession.Limits = .init(),
-    diallerEncoding: MessageEncoding = .json, listenerStatsInterval: Duration? = nil,
+    listenerEncoding: MessageEncoding? = nil, listenerStatsInterval: Duration? = nil,
     _ body: @escaping @Sendable (_ listener: MultipeerSession, _ dialler: MultipeerSession) async throws -> T
 ) async throws -> T {
-    let listener = MultipeerSession(configuration: configuration("listener", limits: listenerLimits, statsInterval: listenerStatsInterval), identity: PeerIdentity())
+    let listener = MultipeerSession(configuration: configuration("listener", limits: listenerLimits, encoding: listenerEncoding, statsInterval: listenerStatsInterval), identity: PeerIdentity())
     return try await whileRunning([listener]) {
         let port = try await listeningPort(of: listener)
-        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port, limits: diallerLimits, encoding: diallerEncoding), identity: PeerIdentity())
+        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port, limits: diallerLimits), identity: PeerIdentity())
         return try await whileRunning([dialler]) {
             try await waitUntilActive(dialler, listener.peerID)
             try await waitUntilActive(listener, dialler.peerID)

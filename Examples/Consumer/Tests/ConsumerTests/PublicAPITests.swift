@@ -16,7 +16,7 @@ import Testing
         #expect(PeerLeftReason.goodbye(.shutdown) != .keepaliveTimeout)
         #expect(LinkQuality().loss == 0)
         #expect(configuration.limits.maximumMessageLength == 128 << 20)
-        #expect(configuration.messageEncoding == MessageEncoding.json && "\(MessageEncoding.binary)" == "binary")
+        #expect(configuration.messageEncoding == MessageEncoding.binary && "\(MessageEncoding.json)" == "json")
         #expect(MessageDropReason.abandonedBySender.description.contains("gave up the rest"))
         let error = #expect(throws: MultipeerError.self) { try PreSharedKey(identity: "short", key: [1, 2, 3]) }
         #expect(error?.code == .invalidKey)
