@@ -236,12 +236,40 @@ public struct SessionResults: Codable, Sendable {
     public var latency: [ProbeLatency]
     /// The API's round trip beside the C program's (nil in reports from before it was measured).
     public var roundTrip: APIRoundTrip?
+    /// The API's reliable rate as a share of the C program's, in runs that alternate (nil in
+    /// reports from before it was measured).
+    public var pairedShares: [PairedShare]?
 
-    public init(cases: [SessionCase], baselines: [BaselineRate], latency: [ProbeLatency], roundTrip: APIRoundTrip?) {
+    public init(
+        cases: [SessionCase], baselines: [BaselineRate], latency: [ProbeLatency], roundTrip: APIRoundTrip?, pairedShares: [PairedShare]?
+    ) {
         self.cases = cases
         self.baselines = baselines
         self.latency = latency
         self.roundTrip = roundTrip
+        self.pairedShares = pairedShares
+    }
+}
+
+/// Reliable messages of one size through the API (binary, a Data field), each run followed by a
+/// run of the C GnuTLS program's frames of that size one way: a share per pair.
+public struct PairedShare: Codable, Sendable {
+    public var payloadBytes: Int
+    /// Ours, messages/s, run by run.
+    public var api: [Double]
+    /// The C program's, frames/s, the run after each of ours.
+    public var c: [Double]
+
+    /// The median of the shares (ours over C's, pair by pair), and the lowest and highest.
+    public var share: (median: Double, low: Double, high: Double) {
+        let shares = zip(api, c).map { $0 / $1 }.sorted()
+        return (shares[shares.count / 2], shares.first!, shares.last!)
+    }
+
+    public init(payloadBytes: Int, api: [Double], c: [Double]) {
+        self.payloadBytes = payloadBytes
+        self.api = api
+        self.c = c
     }
 }
 

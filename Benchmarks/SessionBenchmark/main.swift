@@ -11,7 +11,7 @@
 //
 //   swift build -c release --product SessionBenchmark && .build/release/SessionBenchmark [--seconds N] [--sizes 128,1024]
 //       [--deliveries reliable,unreliable] [--encodings json,binary] [--fields String,Data] [--no-latency]
-//       [--case-deadline SECONDS] [--no-round-trip]
+//       [--case-deadline SECONDS] [--no-pairs] [--no-round-trip]
 import BaselineSupport
 import BenchmarkSupport
 import Foundation
@@ -124,7 +124,7 @@ final class PairProgress: @unchecked Sendable {  // (its one property under its 
 
 /// Sends `make(n)` flat out; returns what the reader counted after the warm-up.
 func measure<Message: Codable & Sendable>(
-    _ type: Message.Type, delivery: String, encoding: MessageEncoding, payloadBytes: Int, field: String,
+    _ type: Message.Type, delivery: String, encoding: MessageEncoding, payloadBytes: Int, field: String, for length: Duration = duration,
     _ make: @escaping @Sendable (Int) -> Message
 ) async -> SessionCase {
     await withPair(encoding: encoding) { receiver, sender in
@@ -167,7 +167,7 @@ func measure<Message: Codable & Sendable>(
                 continue
             }
             counted += 1
-            if clock.now - start >= duration && counted >= 3 { break }
+            if clock.now - start >= length && counted >= 3 { break }
         }
         let elapsed = (clock.now - started!).seconds
         let cpu = Bench.cpuSeconds() - cpuAtStart
@@ -277,11 +277,11 @@ let baselineRuns = 9
 
 /// The C GnuTLS program's one-way rate for `size`-byte frames over ``baselineRuns`` runs of
 /// about half a second each.
-func baselineRate(_ size: Int) throws -> BaselineRate {
+func baselineRate(_ size: Int, runs: Int = baselineRuns) throws -> BaselineRate {
     let baseline = Baseline(useTLS: true, key: (0..<32).map { UInt8($0) }, spread: true)
     let count = max(32, min(200_000, (512 << 20) / size))
     var rates: [Double] = []
-    for _ in 0..<baselineRuns { rates.append(Double(count) / (try baseline.throughput(payload: size, count: count))) }
+    for _ in 0..<runs { rates.append(Double(count) / (try baseline.throughput(payload: size, count: count))) }
     return BaselineRate(payloadBytes: size, runs: rates)
 }
 
@@ -334,6 +334,31 @@ if !Bench.flag("--no-latency") {
             result.p50Milliseconds, result.p99Milliseconds, result.maxMilliseconds, result.count, result.freshMappings))
     }
 }
+// Shares of C that mean something: the C program's rate moves by a factor of two from run to
+// run, so each of five runs of ours (reliable, binary, a Data field, 2 s) is followed by a run
+// of the C program, and the median of the five shares is reported with its spread.
+var pairedShares: [PairedShare] = []
+if !Bench.flag("--no-pairs") {
+    print("\nReliable binary messages (a Data field), five runs of 2 s, each followed by a run of the C program:")
+    for size in [128, 1024] {
+        let bytes = Data(repeating: 0xA5, count: size)
+        var api: [Double] = []
+        var c: [Double] = []
+        for _ in 0..<5 {
+            api.append(await measure(BytesMessage.self, delivery: "reliable", encoding: .binary, payloadBytes: size, field: "Data", for: .seconds(2)) {
+                BytesMessage(number: $0, bytes: bytes)
+            }.messagesPerSecond)
+            c.append(try baselineRate(size, runs: 1).messagesPerSecond)
+        }
+        let paired = PairedShare(payloadBytes: size, api: api, c: c)
+        pairedShares.append(paired)
+        let share = paired.share
+        print(String(format: "  %5d B: ours %@ msg/s, C %@: share median %.0f %% (%.0f-%.0f %%)", size,
+                     api.map { String(format: "%.0f", $0) }.joined(separator: ", "), c.map { String(format: "%.0f", $0) }.joined(separator: ", "),
+                     share.median * 100, share.low * 100, share.high * 100))
+    }
+}
+
 var roundTrip: APIRoundTrip?
 if !Bench.flag("--no-round-trip") {
     // Ours and the C program's ping-pong (a thread per core), alternating: a ratio is only as
@@ -355,4 +380,5 @@ if !Bench.flag("--no-round-trip") {
     print(String(format: "  median of the ratios %.2fx (%.2f-%.2fx)", ratio.median, ratio.low, ratio.high))
 }
 try Bench.writeJSON(
-    SessionResults(cases: cases, baselines: baselines, latency: latency, roundTrip: roundTrip), defaultPath: "bench-results/session.json")
+    SessionResults(cases: cases, baselines: baselines, latency: latency, roundTrip: roundTrip, pairedShares: pairedShares.isEmpty ? nil : pairedShares),
+    defaultPath: "bench-results/session.json")
