@@ -208,15 +208,8 @@ target("Zero false teardowns (every mesh size and the hub)", mesh.map { results 
     return ("\(total) over \(results.count) topologies held \(number(results.map(\.holdSeconds).max() ?? 0, 0)) s", total == 0)
 })
 
-/// The share of the C baseline of reliable messages of a size: the median of the paired runs
-/// where they were measured, else the fastest case (over encodings and fields) against the
-/// median of the C program's runs.
+/// The fastest reliable case of a size (over encodings and fields), as a share of the C baseline.
 func apiShare(_ size: Int) -> (String, Bool)? {
-    if let paired = session?.pairedShares?.first(where: { $0.payloadBytes == size }) {
-        let share = paired.share
-        return ("median of \(paired.api.count) paired runs \(number(share.median * 100, 1)) % (\(number(share.low * 100, 1))-\(number(share.high * 100, 1)) %; binary, Data)",
-                share.median >= (size <= 128 ? 0.4 : 0.5))
-    }
     guard let best = session?.cases.filter({ $0.delivery == "reliable" && $0.payloadBytes == size }).max(by: { $0.messagesPerSecond < $1.messagesPerSecond }),
           let share = best.ofBaseline else { return nil }
     let c = best.messagesPerSecond / share
@@ -225,6 +218,16 @@ func apiShare(_ size: Int) -> (String, Bool)? {
 }
 target("API: reliable 1 KiB messages/s >= 50 % of the C GnuTLS baseline", apiShare(1024))
 target("API: reliable 128 B messages/s >= 40 % of the C GnuTLS baseline", apiShare(128))
+/// The same share from runs that alternate with the C program's (binary, a Data field): the
+/// median of the pairs' shares, with the lowest and highest.
+func pairedShare(_ size: Int) -> (String, Bool)? {
+    guard let paired = session?.pairedShares?.first(where: { $0.payloadBytes == size }) else { return nil }
+    let share = paired.share
+    return ("\(number(share.median * 100, 1)) % (\(number(share.low * 100, 1))-\(number(share.high * 100, 1)) % over \(paired.api.count) pairs; binary, Data)",
+            share.median >= (size <= 128 ? 0.4 : 0.5))
+}
+target("API: reliable 1 KiB messages/s >= 50 % of the C GnuTLS baseline, median of paired runs", pairedShare(1024))
+target("API: reliable 128 B messages/s >= 40 % of the C GnuTLS baseline, median of paired runs", pairedShare(128))
 let largeCases = session?.cases.filter { $0.delivery == "reliable" && $0.encoding == "binary" && $0.field == "Data" && $0.payloadBytes >= 1 << 20 } ?? []
 target("API: 1 MiB and 64 MiB messages (Data field) >= 1 GB/s", largeCases.isEmpty ? nil : (
     largeCases.map { "\($0.payloadBytes >> 20) MiB: \(number($0.payloadMegabytesPerSecond, 0)) MB/s" }.joined(separator: ", "),
