@@ -284,12 +284,12 @@ public struct APIRoundTrip: Codable, Sendable {
 
         public var ratio: Double { apiP50Microseconds / cP50Microseconds }
 
+        /// From each run's round trips, in nanoseconds.
         public init(api: [Double], c: [Double]) {
-            let (ours, theirs) = (api.sorted(), c.sorted())
-            func at(_ sorted: [Double], _ q: Double) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))] / 1000 }
-            apiP50Microseconds = at(ours, 0.5)
-            apiP99Microseconds = at(ours, 0.99)
-            cP50Microseconds = at(theirs, 0.5)
+            let (ours, theirs) = (RoundTrip(placement: "", link: "API", samplesNanoseconds: api), RoundTrip(placement: "", link: "C GnuTLS", samplesNanoseconds: c))
+            apiP50Microseconds = ours.p50Microseconds
+            apiP99Microseconds = ours.p99Microseconds
+            cP50Microseconds = theirs.p50Microseconds
         }
     }
 

@@ -148,6 +148,12 @@ package struct PeerTableStateMachine: Sendable {
     /// The link kept for `peerID`, admitted by both sides or not yet.
     package func activeLink(for peerID: UUID) -> LinkID? { active[peerID] }
 
+    /// The link `peerID` joined on and its HELLO, while the peer is active.
+    package func joinedLink(of peerID: UUID) -> (id: LinkID, hello: Hello)? {
+        guard joined.contains(peerID), let id = active[peerID], let hello = links[id]?.hello else { return nil }
+        return (id, hello)
+    }
+
     /// A new ID for an inbound link the shell just accepted.
     package mutating func acceptedLink() -> LinkID {
         let id = makeLinkID()

@@ -722,8 +722,7 @@ public actor MultipeerSession {
 
     /// The link kept for `peerID`, and its HELLO, while the peer is active.
     func joinedLink(of peerID: UUID) -> (id: LinkID, hello: Hello)? {
-        guard let id = table.activeLink(for: peerID), let hello = table.activePeers[peerID] else { return nil }
-        return (id, hello)
+        table.joinedLink(of: peerID)
     }
 
     /// Whether this side keeps a link for `peerID` that the peer has not admitted yet (its
