@@ -37,8 +37,27 @@ public final class FaultProxy: Sendable {
     final class Shared: Sendable {
         let mode = NIOLockedValueBox(Mode.passThrough)
         let targetPort: NIOLockedValueBox<Int>
-        let forwarded = NIOLockedValueBox(0)
+        /// Bytes written on so far, and who waits for a count.
+        let forwarded = NIOLockedValueBox(Forwarded())
         init(targetPort: Int) { self.targetPort = NIOLockedValueBox(targetPort) }
+
+        struct Forwarded {
+            var bytes = 0
+            var waiters: [(id: Int, atLeast: Int, continuation: CheckedContinuation<Void, Never>)] = []
+            var nextWaiter = 0
+        }
+
+        /// Counts bytes written on, and wakes who waited for the total they reach.
+        func count(_ bytes: Int) {
+            let woken = forwarded.withLockedValue { state in
+                state.bytes += bytes
+                let total = state.bytes
+                let woken = state.waiters.filter { $0.atLeast <= total }
+                state.waiters.removeAll { $0.atLeast <= total }
+                return woken
+            }
+            for waiter in woken { waiter.continuation.resume() }
+        }
         /// Each connection's two channels.
         let connections = NIOLockedValueBox<[ObjectIdentifier: (dialling: any Channel, target: any Channel)]>([:])
     }
@@ -70,8 +89,33 @@ public final class FaultProxy: Sendable {
         port = serverChannel.localAddress!.port!
     }
 
-    /// Bytes forwarded so far, both directions together.
-    public var bytesForwarded: Int { state.forwarded.withLockedValue { $0 } }
+    /// Bytes written on so far (what a throttle or a delay still holds is not), both directions
+    /// together.
+    public var bytesForwarded: Int { state.forwarded.withLockedValue { $0.bytes } }
+
+    /// Returns once the proxy has written on `count` bytes more than it had when called, or
+    /// when the task is cancelled: for faults tied to a transfer's progress, not to the clock.
+    public func forwarded(_ count: Int) async {
+        let state = self.state
+        let id = state.forwarded.withLockedValue { $0.nextWaiter += 1; return $0.nextWaiter }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let waiting = state.forwarded.withLockedValue { forwarded in
+                    guard !Task.isCancelled else { return false }
+                    forwarded.waiters.append((id, forwarded.bytes + count, continuation))
+                    return true
+                }
+                if !waiting { continuation.resume() }
+            }
+        } onCancel: {
+            let cancelled = state.forwarded.withLockedValue { forwarded in
+                let waiter = forwarded.waiters.first { $0.id == id }
+                forwarded.waiters.removeAll { $0.id == id }
+                return waiter
+            }
+            cancelled?.continuation.resume()
+        }
+    }
 
     /// Forwards new connections to another loopback port (a peer that restarted elsewhere).
     public func retarget(to port: Int) {
@@ -136,20 +180,21 @@ private final class Forwarder: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = unwrapInboundIn(data)
-        let mode = self.mode
-        if mode != .blackHole { state.forwarded.withLockedValue { $0 += bytes.readableBytes } }
         switch mode {
         case .passThrough, .stall:  // (stalled, it reads no more; what it read before goes on)
+            state.count(bytes.readableBytes)
             peer.writeAndFlush(bytes, promise: nil)
         case .blackHole:
             break
         case .delay(let delay):
-            let peer = self.peer
+            let (peer, state) = (self.peer, self.state)
             let delayed = bytes
             context.eventLoop.scheduleTask(in: TimeAmount(delay)) {
+                state.count(delayed.readableBytes)
                 peer.writeAndFlush(delayed, promise: nil)
             }
         case .slice:
+            state.count(bytes.readableBytes)
             while let byte = bytes.readSlice(length: 1) {
                 peer.writeAndFlush(byte, promise: nil)
             }
@@ -171,6 +216,7 @@ private final class Forwarder: ChannelInboundHandler {
                 forwarder.draining = nil
                 return
             }
+            forwarder.state.count(step.readableBytes)
             forwarder.peer.writeAndFlush(step, promise: nil)
         }
     }
