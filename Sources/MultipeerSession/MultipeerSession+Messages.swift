@@ -68,7 +68,7 @@ extension MultipeerSession {
     }
 
     private func send(encoded data: DataMessage, to peerID: UUID, delivery: Delivery, awaitAcknowledgement: Bool) async throws {
-        try checkFits(data, to: peerID)
+        try core.checkFits(data, to: peerID)
         let ticket = try await enqueue(data, for: peerID, delivery: delivery)
         if awaitAcknowledgement { try await waitForAcknowledgement(of: ticket, by: peerID) }
     }
@@ -91,10 +91,11 @@ extension MultipeerSession {
 
     private func broadcast(encoded data: DataMessage, delivery: Delivery) async throws -> Int {
         var sent = 0
-        let peers = delivery == .reliable ? Set(activePeerIDs()).union(knownPeerIDs()) : Set(activePeerIDs())
+        let active = core.activePeers.keys
+        let peers = delivery == .reliable ? Set(active).union(core.knownPeerIDs) : Set(active)
         for peerID in peers {
             guard fits(data, to: peerID) else { continue }
-            guard hasRoom(for: peerID, bytes: data.payload.readableBytes, delivery: delivery) else {
+            guard core.hasRoom(for: peerID, bytes: data.payload.readableBytes, reliably: delivery == .reliable) else {
                 logger.debug("broadcast skipped a peer that has no room for it", metadata: [
                     "multipeer.peer.id": "\(peerID)", "multipeer.delivery": "\(delivery)"])
                 continue
@@ -135,7 +136,7 @@ extension MultipeerSession {
     /// Whether the peer takes `message`; logs a notice when it does not.
     private func fits(_ message: DataMessage, to peerID: UUID) -> Bool {
         do {
-            try checkFits(message, to: peerID)
+            try core.checkFits(message, to: peerID)
             return true
         } catch {
             logger.notice("broadcast skipped a peer that takes no message that large", metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.error": "\(error)"])

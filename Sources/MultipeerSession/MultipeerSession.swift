@@ -42,71 +42,35 @@ public actor MultipeerSession {
     let subscriptions: Subscriptions
     let metrics: SessionMetrics
     var logger: Logger
-    private var table: PeerTableStateMachine
-    private var links: [LinkID: LinkHandle] = [:]
-    /// The dials under way, to tell them of endpoints discovery adds meanwhile.
-    private var dials: [LinkID: AsyncStream<AttemptEvent>.Continuation] = [:]
-    /// Reliable delivery towards each peer met: its outbox across links, its link's resume
-    /// point and flush, its absence, its acknowledgement waits.
-    var deliveries: [UUID: PeerDeliveryStateMachine] = [:]
-    /// Who is admitted, beyond holding the group key (``Configuration/roster``).
-    private var roster: Roster?
-    /// The group keys (``Configuration/keys``), and the TLS context using them while running.
+    /// The session's decisions: the peer table, delivery, admission, dials and the lifecycle.
+    var core: SessionStateMachine
+    /// The links the session carries, to write to them and close them.
+    var links: [LinkID: LinkHandle] = [:]
+    /// The group keys (``Configuration/keys``).
     private var keys: KeyRing
-    private var tls: TLSContext?
-    /// Inbound connections that failed, per code: ten reported at once, then one a second.
-    private var inboundFailures: [MultipeerError.Code: ReportThrottle] = [:]
-    /// A report of the failures held back is scheduled.
-    private var heldFailuresReportDue = false
-    /// Refusals retrying cannot change, reported once per peer (or dialled endpoint) and cause,
-    /// then only counted, until the roster or keys change or the peer is admitted.
-    private var reportedRefusals: Set<Refusal> = []
-
-    /// A refusal reported once: of whom (a peer ID, or a dialled endpoint), and why.
-    private struct Refusal: Hashable {
-        var peer: String
-        var code: MultipeerError.Code
-    }
-    let senders = SenderWaiters()
-    /// Where the session is in its life.
-    var lifecycle = Lifecycle.idle
-    let receiveWindows = ReceiveWindows()
+    /// What the session runs with while it runs: its links' configuration (and TLS context,
+    /// which key changes update) and discovery.
+    private var running: (link: LinkConfiguration, discovery: any PeerDiscovery)?
     /// The port to listen on again on ``resume()``, once the session has listened: the
     /// configured one, or (0 configured) the one the system chose, so a peer that reaches this
     /// session by its address (``Discovery/staticPeers(_:)``) finds it again.
     private var resumePort: Int?
-    /// Per peer: when it became active, and how often it came back.
-    private var presence: [UUID: (since: ContinuousClock.Instant, reconnects: Int)] = [:]
-    nonisolated let work: AsyncStream<Work>.Continuation
-    private let workItems: AsyncStream<Work>
+    let senders = SenderWaiters()
+    let receiveWindows = ReceiveWindows()
+    /// What the run loop takes, in order.
+    nonisolated let inputs: AsyncStream<Input>.Continuation
+    private let pendingInputs: AsyncStream<Input>
 
-    /// Where a session is in its life; ``run()`` moves it along.
-    enum Lifecycle: Equatable {
-        /// Made, not yet run.
-        case idle
-        /// Listening on this port, advertising, dialling and accepting.
-        case running(port: Int)
-        /// Between ``suspend()`` and ``resume()``: no links, no listener, no advertisement;
-        /// outboxes and subscriptions kept. Also while the listener is set up again on resume.
-        case suspended
-        /// ``run()`` has returned (or is returning): nothing runs again.
-        case stopped
-    }
-
-    enum Work: Sendable {
-        case dial(LinkID, DialTarget, Dial)
-        case redial(DialTarget.Key, after: Duration)
-        /// Ask discovery to look the peer up again.
-        case lookUpAgain(UUID)
-        case close(LinkHandle, GoodbyeReason)
-        case flush(UUID, LinkID)
-        case acknowledged(LinkID, UUID, UInt64, PartialMessage?)
-        /// Tell the peer that a reliable message from it did not decode here (REJECT).
-        case reject(Peer, Rejection)
-        /// The peer sent REJECT on the link.
-        case rejected(LinkID, UUID, Rejection)
-        /// Report the inbound failures held back, after this delay.
-        case reportHeldFailures(after: Duration)
+    /// What the run loop takes: work for a child task of the run, work on the session in
+    /// order with the rest (what a link's reader hands over: it never waits for the actor), and
+    /// the lifecycle's requests.
+    enum Input: Sendable {
+        /// Run as a child task of the run: a connection attempt, a timer, a flush, a close. While
+        /// the session is suspended, it runs cancelled (a timer ends at once, an attempt fails
+        /// unreported).
+        case task(@Sendable () async -> Void)
+        /// Run on the session, in order with the rest.
+        case onSession(@Sendable (isolated MultipeerSession) -> Void)
         case suspend
         case resume
         case stop
@@ -125,15 +89,24 @@ public actor MultipeerSession {
         self.identity = identity
         self.peerID = identity.peerID
         self.incarnation = Self.nextIncarnation()
-        self.table = PeerTableStateMachine(localPeerID: peerID, backoff: configuration.reconnect.backoff)
+        self.core = SessionStateMachine(
+            localPeerID: identity.peerID, localKey: identity.key,
+            policy: .init(
+                delivery: .init(
+                    limits: configuration.limits.outbox, unreliableLimits: configuration.limits.unreliableQueue,
+                    failWhenFull: configuration.limits.failWhenOutboxFull, sendTimeout: configuration.limits.sendTimeout),
+                frameLimit: configuration.limits.maximumFrameLength, messageLimit: configuration.limits.maximumMessageLength,
+                backoff: configuration.reconnect.backoff),
+            roster: configuration.roster, keyCount: configuration.keys.keys.count)
         var logger = configuration.logger
         logger[metadataKey: "multipeer.local.id"] = "\(peerID)"
         self.logger = logger
         self.metrics = SessionMetrics(localName: configuration.peer.displayName)
-        let (workItems, work) = AsyncStream<Work>.makeStream(of: Work.self)
-        (self.workItems, self.work) = (workItems, work)
-        self.subscriptions = Subscriptions(limits: configuration.limits, metrics: metrics) { work.yield(.reject($0, $1)) }
-        self.roster = configuration.roster
+        let (pendingInputs, inputs) = AsyncStream<Input>.makeStream()
+        (self.pendingInputs, self.inputs) = (pendingInputs, inputs)
+        self.subscriptions = Subscriptions(limits: configuration.limits, metrics: metrics) { peer, rejection in
+            inputs.yield(.onSession { $0.reject(rejection, from: peer) })
+        }
         self.keys = configuration.keys
     }
 
@@ -159,7 +132,7 @@ public actor MultipeerSession {
 
     /// The peers whose links are authenticated, HELLO-complete and admitted by both sides.
     public var activePeers: [Peer] {
-        table.activePeers.values.map(Peer.init).sorted { $0.id.uuidString < $1.id.uuidString }
+        core.activePeers.values.map(Peer.init).sorted { $0.id.uuidString < $1.id.uuidString }
     }
 
     // MARK: Running
@@ -167,21 +140,23 @@ public actor MultipeerSession {
     /// Listens, advertises, browses, dials and accepts until the task is cancelled. Leaves no
     /// task, socket or advertisement behind. A session runs once.
     public func run() async throws {
-        guard lifecycle == .idle else { throw MultipeerError(.sessionState, "this session has already run; make a new one") }
-        lifecycle = .suspended
+        try core.begin()
         defer {
-            releaseWaiters()
+            core.finish()
+            senders.wakeAll()
             subscriptions.finish()
         }
         let linkConfiguration = try makeLinkConfiguration()
         let discovery = try makeDiscovery()
+        running = (linkConfiguration, discovery.source)
+        defer { running = nil }
         do {
             // A graceful shutdown stops in order (GOODBYE on every link, then the listener and the
             // advertisement); cancellation stops at once, each link saying GOODBYE as it goes.
             try await withGracefulShutdownHandler {
                 try await runUntilStopped(linkConfiguration, discovery)
-            } onGracefulShutdown: { [work] in
-                work.yield(.stop)
+            } onGracefulShutdown: { [inputs] in
+                inputs.yield(.stop)
             }
         } catch is CancellationError {
             // Cancellation (or a graceful shutdown) is how a session stops, not a failure.
@@ -191,49 +166,42 @@ public actor MultipeerSession {
     /// The port the session listens on while it runs (the one it chose, when
     /// ``Configuration/port`` is 0); nil before ``run()``, while suspended and once stopped.
     public var listeningPort: Int? {
-        if case .running(let port) = lifecycle { port } else { nil }
+        if case .running(let port) = core.lifecycle { port } else { nil }
     }
 
     private func runUntilStopped(_ linkConfiguration: LinkConfiguration, _ discovery: DiscoverySetup) async throws {
-        var items = workItems.makeAsyncIterator()
-        while try await runActive(linkConfiguration, discovery, &items) {
-            lifecycle = .suspended
+        var inputs = pendingInputs.makeAsyncIterator()
+        while try await runActive(linkConfiguration, discovery, &inputs) {
             subscriptions.listening(nil)
-            // Until resume (or the end), work queued before the suspend is still settled: a dial
-            // the table asked for is reported as never made, so the table dials it again on
-            // resume instead of waiting for it forever.
-            var resumed = false
-            suspended: while let item = await items.next(isolation: #isolation) {
-                switch item {
-                case .resume:
-                    resumed = true
-                    break suspended
+            // Until resume (or the end), what was handed over before the suspend still runs: on
+            // the session, or cancelled (a dial the core asked for then is never made).
+            suspended: while let input = await inputs.next(isolation: #isolation) {
+                switch input {
+                case .resume: break suspended
                 case .stop: return
-                case .dial(let id, _, _): linkClosed(id, goodbye: nil, error: nil)
-                case .close(let handle, let reason): await handle.close(reason, within: goodbyeTimeout)
-                case .flush(let peerID, let link): deliveries[peerID]?.flushAbandoned(link)
-                case .acknowledged(let id, let peerID, let sequence, let partial):
-                    acknowledged(through: sequence, partial: partial, by: peerID, on: id)
-                case .reject(let peer, let rejection): reject(rejection, from: peer)
-                case .rejected(let id, let peerID, let rejection): rejected(rejection, by: peerID, on: id)
-                case .reportHeldFailures: reportHeldFailures()
-                case .redial, .lookUpAgain, .suspend: break  // the table dials what it must on resume
+                case .suspend: break
+                case .onSession(let body): body(self)
+                case .task(let body):
+                    await withDiscardingTaskGroup { group in
+                        group.cancelAll()
+                        group.addTask { await body() }
+                    }
                 }
             }
-            guard resumed else { return }
+            guard !Task.isCancelled else { return }
         }
     }
 
     /// Takes the session into the background: links and advertisement go, the peer table and
     /// subscriptions stay. Does nothing if the session is not running.
     public func suspend() {
-        work.yield(.suspend)
+        inputs.yield(.suspend)
     }
 
     /// Asks for a suspend and, before the run loop sees it, discovers `endpoint`: the dial that
     /// discovery asks for reaches the run loop after the suspend (for a test of that race).
     package func suspend(discoveringMeanwhile endpoint: String) throws {
-        work.yield(.suspend)
+        inputs.yield(.suspend)
         for advert in try StaticPeers([endpoint]).adverts { discovered(.found(advert)) }
     }
 
@@ -242,26 +210,25 @@ public actor MultipeerSession {
     /// says so and it listens on another, which it advertises), advertises again and dials every
     /// known peer at once.
     public func resume() {
-        work.yield(.resume)
+        inputs.yield(.resume)
     }
 
     /// One stretch of running, until suspended (returns true) or stopped (returns false).
     private func runActive(
-        _ linkConfiguration: LinkConfiguration, _ discovery: DiscoverySetup, _ items: inout AsyncStream<Work>.Iterator
+        _ linkConfiguration: LinkConfiguration, _ discovery: DiscoverySetup, _ inputs: inout AsyncStream<Input>.Iterator
     ) async throws -> Bool {
         let listener = try await listen(linkConfiguration)
         logger.info("listening", metadata: ["multipeer.port": "\(listener.port)"])
-        lifecycle = .running(port: listener.port)
         subscriptions.listening(listener.port)
         let advertiser = startAdvertising(discovery, port: listener.port)
-        perform(table.restart())
+        perform(core.listening(on: listener.port, now: .now))
 
         return try await withThrowingDiscardingTaskGroup { group in
             group.addTask {
                 do {
                     try await listener.run(
                         onLink: { link in await self.serveInbound(link) },
-                        onFailure: { address, error in await self.handshakeFailed(address?.displayString ?? "unknown", error, inbound: true) })
+                        onFailure: { address, error in await self.inboundFailed(address?.displayString ?? "unknown", error) })
                 } catch is CancellationError {
                     // Stopping.
                 }
@@ -281,47 +248,22 @@ public actor MultipeerSession {
             }
             var suspended = false
             // Ends with .suspend, .stop, or cancellation.
-            loop: while let item = await items.next(isolation: #isolation) {
-                switch item {
-                case .dial(let id, let target, let dial):
-                    group.addTask { await self.dial(id, target, dial, linkConfiguration, discovery.source) }
-                case .lookUpAgain(let peerID):
-                    discovery.source.refresh(peerID)
-                case .redial(let key, let delay):
-                    group.addTask {
-                        try? await Task.sleep(for: delay)
-                        await self.redialDue(key)
-                    }
-                case .close(let handle, let reason):
-                    group.addTask { await handle.close(reason, within: self.goodbyeTimeout) }
-                case .flush(let peerID, let link):
-                    group.addTask { await self.flush(peerID, on: link) }
-                case .acknowledged(let id, let peerID, let sequence, let partial):
-                    acknowledged(through: sequence, partial: partial, by: peerID, on: id)
-                case .reject(let peer, let rejection):
-                    reject(rejection, from: peer)
-                case .rejected(let id, let peerID, let rejection):
-                    rejected(rejection, by: peerID, on: id)
-                case .reportHeldFailures(let delay):
-                    group.addTask {
-                        try? await Task.sleep(for: delay)
-                        await self.reportHeldFailures()
-                    }
+            loop: while let input = await inputs.next(isolation: #isolation) {
+                switch input {
+                case .task(let body): group.addTask { await body() }
+                case .onSession(let body): body(self)
                 case .suspend:
                     suspended = true
                     break loop
-                case .stop:
-                    break loop
-                case .resume:
-                    continue
+                case .stop: break loop
+                case .resume: continue
                 }
             }
             // Say goodbye on every link, then stop accepting and advertising.
             let reason: GoodbyeReason = suspended ? .suspended : .shutdown
-            let stopping = table.stop(reason)
             var closing: [LinkHandle] = []
-            for action in stopping {
-                if case .close(let id, _) = action, let handle = links[id] { closing.append(handle) } else { perform([action]) }
+            for action in core.stopRunning(reason, now: .now) {
+                if case .close(let id, _) = action { links[id].map { closing.append($0) } } else { perform([action]) }
             }
             // All at once: each may take up to the GOODBYE timeout, behind a peer that reads slowly.
             let timeout = goodbyeTimeout
@@ -361,7 +303,7 @@ public actor MultipeerSession {
         await runLink(id, connection)
     }
 
-    private func acceptedLink() -> LinkID { table.acceptedLink() }
+    private func acceptedLink() -> LinkID { core.acceptedLink() }
 
     /// How soon an endpoint that accepted a dial's connection must answer (send its first
     /// bytes: a peer's ServerHello comes a round trip after the connection): a fifth of the
@@ -371,111 +313,31 @@ public actor MultipeerSession {
         configuration.tls.configuration.handshakeTimeout / 5
     }
 
-    /// A dial's events: made with the dial action, so nothing the table says after it is lost.
-    struct Dial: Sendable {
-        let stream: AsyncStream<AttemptEvent>
-        let events: AsyncStream<AttemptEvent>.Continuation
-
-        init() { (stream, events) = AsyncStream<AttemptEvent>.makeStream() }
-    }
-
-    /// What a dial hears: its attempt, and discovery.
-    enum AttemptEvent: Sendable {
-        /// Discovery named more endpoints of the target.
-        case added([DialTarget.Endpoint])
-        /// Attempt `index` proved the peer; it carries the link now.
-        case established(Int)
-        case failed(Int, MultipeerError)
-    }
-
-    /// Dials `target`'s endpoints one at a time, best first, and endpoints discovery adds
-    /// meanwhile after them, until one proves the peer. One at a time, so two links to the same
-    /// peer never race through their handshakes (each side would keep another). Each endpoint
-    /// that fails (no TCP answer, no first bytes within ``answerTimeout(_:)``, a refusal, someone
-    /// else's HELLO) is reported to the table, which tries it last next time; when all fail,
-    /// discovery looks the peer up again.
-    private nonisolated func dial(
-        _ id: LinkID, _ target: DialTarget, _ dial: Dial, _ configuration: LinkConfiguration, _ discovery: any PeerDiscovery
-    ) async {
-        var lastError: MultipeerError?
-        var endpoints = target.endpoints
-        await withTaskGroup(of: Void.self) { group in
-            var started = 0
-            var linked = false
-            func startNext() -> Bool {
-                guard started < endpoints.count else { return false }
-                let (index, endpoint) = (started, endpoints[started])
-                started += 1
-                group.addTask { await self.attempt(id, index, endpoint, of: target, configuration, events: dial.events) }
-                return true
+    /// One connection attempt of a dial (``SessionStateMachine/Attempt``): the link it makes,
+    /// it carries until the link ends (as link `id`); a failure goes to the core, which decides
+    /// what to try next. The dial's attempts come one at a time, so two links to the same peer
+    /// never race through their handshakes (each side would keep another).
+    private nonisolated func attempt(_ id: LinkID, _ attempt: SessionStateMachine.Attempt, _ configuration: LinkConfiguration) async {
+        let keys = Array(configuration.tls.keys.keys.reversed())  // the newest first
+        let connection: PeerConnection
+        do {
+            try Task.checkCancellation()
+            guard attempt.key < keys.count else {
+                throw MultipeerError(.authenticationFailed, "the group keys changed during the dial of \(attempt.endpoint)")
             }
-            if startNext() {
-                attempts: for await event in dial.stream {
-                    switch event {
-                    case .added(let more):
-                        endpoints += more
-                    case .failed(let index, let error):
-                        lastError = error
-                        await self.endpointFailed(target.key, endpoints[index], error)
-                        if !startNext() { break attempts }
-                    case .established(let index):
-                        await self.endpointProved(target.key, endpoints[index])
-                        linked = true
-                        break attempts
-                    }
-                }
-            }
-            dial.events.finish()
-            // A link made is closed by its own attempt, when it ends: the group waits for it.
-            guard !linked else { return }
-            if let peerID = target.peerID { discovery.refresh(peerID) }
-            await self.linkClosed(id, goodbye: nil, error: lastError)
+            connection = try await PeerConnection.connect(
+                host: attempt.endpoint.host, port: attempt.endpoint.port, configuration: configuration,
+                offering: keys[attempt.key].identity, expecting: attempt.peerID, answerTimeout: Self.answerTimeout(configuration)
+            ).established()
+        } catch {
+            let failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "cannot connect to \(attempt.endpoint)", underlying: "\(error)")
+            return await attemptFailed(id, failure)
         }
+        await runLink(id, connection)
     }
 
-    /// One endpoint of a dial: the newest group key first, then the older ones (the peer may not
-    /// hold the newest yet: a key rotation under way). A refused key is reported only if no key
-    /// is taken. The link it makes, it carries until the link ends (as link `id`).
-    private nonisolated func attempt(
-        _ id: LinkID, _ index: Int, _ endpoint: DialTarget.Endpoint, of target: DialTarget, _ configuration: LinkConfiguration,
-        events: AsyncStream<AttemptEvent>.Continuation
-    ) async {
-        var failure: MultipeerError?
-        for key in configuration.tls.keys.keys.reversed() {
-            do {
-                let connection = try await PeerConnection.connect(
-                    host: endpoint.host, port: endpoint.port, configuration: configuration, offering: key.identity, expecting: target.peerID,
-                    answerTimeout: Self.answerTimeout(configuration)
-                ).established()
-                guard case .terminated = events.yield(.established(index)) else { return await runLink(id, connection) }
-                // The dial is over (the session is stopping, and the dial reported): close it here.
-                try? await connection.channel.executeThenClose { _, _ in
-                    await LinkHandle.sayGoodbye(.shutdown, on: connection.channel.channel, within: self.goodbyeTimeout)
-                }
-                return
-            } catch {
-                failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "cannot connect to \(endpoint)", underlying: "\(error)")
-                if failure?.code != .authenticationFailed { break }
-            }
-        }
-        if let failure { events.yield(.failed(index, failure)) }
-    }
-
-    private func endpointProved(_ key: DialTarget.Key, _ endpoint: DialTarget.Endpoint) {
-        table.endpointProved(key, endpoint)
-    }
-
-    private func endpointFailed(_ key: DialTarget.Key, _ endpoint: DialTarget.Endpoint, _ failure: MultipeerError) {
-        table.endpointFailed(key, endpoint)
-        handshakeFailed(endpoint.description, failure, refusalOf: Self.refusalKey(key))
-    }
-
-    /// Names a dial target in ``reportedRefusals``.
-    private static func refusalKey(_ key: DialTarget.Key) -> String {
-        switch key {
-        case .peer(let peerID): "\(peerID)"
-        case .endpoint(let endpoint): endpoint
-        }
+    private func attemptFailed(_ id: LinkID, _ failure: MultipeerError) {
+        perform(core.attemptFailed(id, failure, now: .now))
     }
 
     /// Carries one established link until it closes, on the link's event loop.
@@ -495,9 +357,9 @@ public actor MultipeerSession {
                                 case .ack(let sequence, let partial):
                                     // Handed to the run loop: the reader never waits for the actor,
                                     // so a busy sender cannot stall its own link (and its keepalive).
-                                    self.work.yield(.acknowledged(id, peer.id, sequence, partial))
+                                    self.inputs.yield(.onSession { $0.acknowledged(through: sequence, partial: partial, by: peer.id, on: id) })
                                 case .reject(let rejection):
-                                    self.work.yield(.rejected(id, peer.id, rejection))
+                                    self.inputs.yield(.onSession { $0.rejected(rejection, by: peer.id, on: id) })
                                 case .goodbye(let reason, _):
                                     goodbye = reason
                                     return
@@ -512,7 +374,7 @@ public actor MultipeerSession {
                 }
             }
         } catch is CancellationError {
-            // The session is stopping; the table knows.
+            // The session is stopping; the core knows.
         } catch {
             failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "the link to \(peer) failed", underlying: "\(error)")
         }
@@ -521,59 +383,24 @@ public actor MultipeerSession {
 
     /// Records an established link; returns the GOODBYE reason if the link is to close at once.
     private func linkEstablished(_ id: LinkID, _ connection: PeerConnection) -> GoodbyeReason? {
-        dials[id] = nil
-        let hello = connection.remoteHello
-        if let roster, !roster.admits(hello.key) {
-            let address = connection.remoteAddress?.displayString ?? "unknown"
-            let refusal = MultipeerError(
-                .notInRoster,
-                "peer \(hello.peerID) at \(address) (\(hello.displayName), key \(hello.key.fingerprint)) proved its key, but the roster does not list it: its link is refused")
-            handshakeFailed(address, refusal, refusalOf: "\(hello.peerID)")
-            // Never a link of the session (its own task closes it); a dial of it waits long.
-            perform(table.linkClosed(id, error: refusal))
+        let address = connection.remoteAddress?.displayString ?? "unknown"
+        switch core.linkEstablished(id, hello: connection.remoteHello, address: address, now: .now) {
+        case .refused(let actions):
+            perform(actions)
             return .notInRoster
+        case .carried(let closing, let actions):
+            links[id] = LinkHandle(id: id, channel: connection.channel.channel, quality: connection.quality)
+            metrics.linkOpened()
+            perform(actions)
+            return closing
         }
-        links[id] = LinkHandle(
-            id: id, peerID: hello.peerID, address: connection.remoteAddress?.displayString ?? "unknown",
-            channel: connection.channel.channel, quality: connection.quality)
-        metrics.linkOpened()
-        let actions = table.linkEstablished(id, hello: hello)
-        var closing: GoodbyeReason?
-        perform(actions.filter { action in
-            guard case .close(id, let reason) = action else { return true }
-            closing = reason  // this very link: its own task closes it
-            return false
-        })
-        // The link the table keeps for the peer (a new peer's, or one that replaced another) takes
-        // the peer's receive window and says where the peer resumes; it carries delivery, and the
-        // peer joins, once the peer's resume point says it kept the link too (``acknowledged``).
-        if table.activeLink(for: hello.peerID) == id {
-            connection.channel.channel.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
-        }
-        return closing
     }
 
     private func linkClosed(_ id: LinkID, goodbye: GoodbyeReason?, error: MultipeerError?) {
-        dials[id] = nil
-        if let error, error.code == .keepaliveTimeout, let handle = links[id] {
-            // The peer leaves with the reason alone; what the silence showed is told here.
-            logger.info("link timed out", metadata: ["multipeer.peer.id": "\(handle.peerID)", "multipeer.link": "\(id.rawValue)", "multipeer.detail": "\(error.message)"])
-        }
-        if goodbye == .notInRoster, let handle = links[id], !table.isAdmitted(id) {
-            // Refused by the peer before it ever took the link: never joined, so never left.
-            handshakeFailed(handle.address, MultipeerError(
-                .notInRoster,
-                "peer \(handle.peerID) at \(handle.address) refused this device: its roster does not list this device's key \(identity.key.fingerprint). It is dialled again only every \(configuration.reconnect.backoff.maximum) or so, until its advert or this session's roster or keys change"),
-                refusalOf: "\(handle.peerID)")
-        }
-        if let handle = links.removeValue(forKey: id) {
+        if links.removeValue(forKey: id) != nil {
             metrics.linkClosed(reason: goodbye.map { "\($0)" } ?? (error == nil ? "closed" : "error"))
-            perform(deliveries[handle.peerID]?.linkDown(id, now: .now) ?? [], for: handle.peerID)
-            if table.activeLink(for: handle.peerID) == id, table.isJoining(handle.peerID) {
-                senders.wake(handle.peerID)  // those waiting for the peer to join on it
-            }
         }
-        perform(table.linkClosed(id, goodbye: goodbye, error: error))
+        perform(core.linkClosed(id, goodbye: goodbye, error: error, now: .now))
     }
 
     /// Replaces the group keys (``Configuration/keys``): from now on links are accepted with any
@@ -582,40 +409,27 @@ public actor MultipeerSession {
     /// To rotate a group's key, add the new key to every peer's ring, then remove the old one
     /// from every peer's ring: at each step every pair of peers holds a key in common.
     public func updateKeys(_ keys: KeyRing) throws {
-        try tls?.update(keys)
+        try running?.link.tls.update(keys)
         self.keys = keys
         logger.info("group keys updated", metadata: ["multipeer.keys": "\(keys)"])
-        reconsiderRefusals()
-    }
-
-    /// The roster or keys changed: peers refused for who they are, or who this device is, may be
-    /// admitted now. They are dialled again at once, and a refusal is reported again.
-    private func reconsiderRefusals() {
-        reportedRefusals.removeAll()
-        perform(table.reconsiderRefusals())
+        perform(core.keysChanged(count: keys.keys.count, now: .now))
     }
 
     /// Replaces the roster (``Configuration/roster``; nil admits any holder of the group key).
     /// Links of active peers it no longer lists close at once (GOODBYE `notInRoster`), and each
     /// leaves with `PeerLeftReason.local(.notInRoster)`; their later links are refused.
     public func updateRoster(_ roster: Roster?) {
-        self.roster = roster
-        defer { reconsiderRefusals() }
-        guard let roster else { return }
-        for (peerID, hello) in table.activePeers.sorted(by: { $0.key.uuidString < $1.key.uuidString }) where !roster.admits(hello.key) {
-            logger.notice("peer removed by the roster", metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.peer.key": "\(hello.key.fingerprint)"])
-            perform(table.refuse(peerID, .notInRoster))
-        }
+        perform(core.rosterChanged(roster, now: .now))
     }
 
     /// How the link to `peerID` is doing, if the peer is active.
     public func linkStats(for peerID: UUID) -> LinkStats? {
-        guard let id = table.activeLink(for: peerID), let handle = links[id], let presence = presence[peerID] else { return nil }
+        guard let id = core.joinedLink(of: peerID)?.id, let handle = links[id], let presence = core.presence(of: peerID) else { return nil }
         return LinkStats(quality: handle.quality.quality, reconnects: presence.reconnects, timeActive: ContinuousClock.now - presence.since)
     }
 
     private func reportStats() {
-        for (peerID, hello) in table.activePeers {
+        for (peerID, hello) in core.activePeers {
             if let stats = linkStats(for: peerID) { subscriptions.emit(.stats(Peer(hello), stats)) }
         }
     }
@@ -623,71 +437,13 @@ public actor MultipeerSession {
     /// Established links, counting any duplicate not yet closed (for tests).
     package var linkCount: Int { links.count }
 
-    func activePeerIDs() -> [UUID] {
-        Array(table.activePeers.keys)
-    }
-
-    func channel(for id: LinkID) -> (any Channel)? {
-        links[id]?.channel
-    }
-
     /// How long a closing link's GOODBYE may take (Limits.goodbyeTimeout).
     nonisolated var goodbyeTimeout: TimeAmount { TimeAmount(configuration.limits.goodbyeTimeout) }
 
-    private func redialDue(_ key: DialTarget.Key) {
-        perform(table.redialDue(key))
-    }
-
-    /// A connection failed before its peer became active: one this session dialled, or (when
-    /// `inbound`) one made to it, which anyone on the network can make as often as they like.
-    /// So inbound failures are reported one by one up to ten at once, then at most once a second
-    /// per error code: the event and log line of that one, and
-    /// ``SessionEvent/connectionsFailed(count:code:)`` with how many were not reported one by one
-    /// since (or, when none comes after a flood, a second later). The
-    /// `multipeer_connections_failed_total` metric counts every failure.
-    ///
-    /// A refusal retrying cannot change (``PeerTableStateMachine/isLastingRefusal(goodbye:error:)``)
-    /// of a known peer or dialled target (`refusalOf`) is reported once per peer and code, then
-    /// only counted, until the roster or keys change or the peer is admitted.
-    private func handshakeFailed(_ address: String, _ error: any Error, inbound: Bool = false, refusalOf peer: String? = nil) {
+    /// An inbound connection failed before its HELLO was through.
+    private func inboundFailed(_ address: String, _ error: any Error) {
         let failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "the connection with \(address) failed", underlying: "\(error)")
-        metrics.connectionFailed(code: failure.code, inbound: inbound)
-        if let peer, PeerTableStateMachine.isLastingRefusal(goodbye: nil, error: failure),
-           !reportedRefusals.insert(Refusal(peer: peer, code: failure.code)).inserted {
-            logger.debug("refused again", metadata: ["multipeer.address": "\(address)", "multipeer.code": "\(failure.code)"])
-            return
-        }
-        if inbound {
-            guard let count = inboundFailures[failure.code, default: ReportThrottle(burst: 10)].count() else {
-                // Held back: reported with the next of its code, or in a second if none comes.
-                if !heldFailuresReportDue {
-                    heldFailuresReportDue = true
-                    work.yield(.reportHeldFailures(after: .seconds(1)))
-                }
-                return
-            }
-            if count > 1 {
-                logger.notice("inbound connections failed", metadata: ["multipeer.failed": "\(count - 1)", "multipeer.code": "\(failure.code)"])
-                subscriptions.emit(.connectionsFailed(count: count - 1, code: failure.code))
-            }
-        }
-        logger.notice("link failed", metadata: ["multipeer.address": "\(address)", "multipeer.error": "\(failure)"])
-        if [.authenticationFailed, .identityMismatch, .badSignature, .notInRoster].contains(failure.code) {
-            subscriptions.emit(.authenticationFailed(address: address, failure))
-        } else {
-            subscriptions.emit(.connectionFailed(address: address, failure))
-        }
-    }
-
-    /// Reports the inbound failures held back since their code's last report.
-    private func reportHeldFailures() {
-        heldFailuresReportDue = false
-        for code in inboundFailures.keys.sorted(by: { $0.description < $1.description }) {
-            let count = inboundFailures[code]!.takeHeld()
-            guard count > 0 else { continue }
-            logger.notice("inbound connections failed", metadata: ["multipeer.failed": "\(count)", "multipeer.code": "\(code)"])
-            subscriptions.emit(.connectionsFailed(count: count, code: code))
-        }
+        perform(core.inboundFailed(address: address, failure, now: .now))
     }
 
     // MARK: Discovery
@@ -696,11 +452,11 @@ public actor MultipeerSession {
         switch event {
         case .found(let advert):
             logger.debug("found", metadata: ["multipeer.peer.id": "\(advert.peerID?.uuidString ?? "static")", "multipeer.endpoints": "\(advert.endpoints)"])
-            perform(table.discovered(DialTarget(
+            perform(core.discovered(DialTarget(
                 peerID: advert.peerID, incarnation: advert.incarnation,
-                endpoints: advert.endpoints.map { DialTarget.Endpoint(host: $0.host, port: $0.port) })))
+                endpoints: advert.endpoints.map { DialTarget.Endpoint(host: $0.host, port: $0.port) }), now: .now))
         case .lost(let peerID):
-            perform(table.lost(peerID))
+            perform(core.lost(peerID, now: .now))
         }
     }
 
@@ -715,54 +471,106 @@ public actor MultipeerSession {
 
     // MARK: Actions
 
-    /// The peer's resume point arrived on link `id`: the peer admitted it.
-    func admitted(_ id: LinkID) {
-        perform(table.linkAdmitted(id))
+    /// Runs `body` as a child task of the run (``Input/task(_:)``).
+    private nonisolated func spawn(_ body: @escaping @Sendable () async -> Void) {
+        inputs.yield(.task(body))
     }
 
-    /// The link kept for `peerID`, and its HELLO, while the peer is active.
-    func joinedLink(of peerID: UUID) -> (id: LinkID, hello: Hello)? {
-        table.joinedLink(of: peerID)
-    }
-
-    /// Whether this side keeps a link for `peerID` that the peer has not admitted yet (its
-    /// resume point is on its way); its senders are woken when it is, or when the link closes.
-    func isJoining(_ peerID: UUID) -> Bool {
-        table.isJoining(peerID)
-    }
-
-    private func perform(_ actions: [PeerTableStateMachine.Action]) {
+    /// Carries out what the core decided, in order.
+    func perform(_ actions: [SessionStateMachine.Action]) {
         for action in actions {
             switch action {
-            case .dial(let id, let target):
-                let dial = Dial()
-                dials[id] = dial.events
-                work.yield(.dial(id, target, dial))
-            case .addEndpoints(let id, let endpoints):
-                dials[id]?.yield(.added(endpoints))
+            case .connect(let id, let attempt):
+                guard let configuration = running?.link else {
+                    perform(core.attemptFailed(id, MultipeerError(.sessionState, "the session is not running"), now: .now))
+                    continue
+                }
+                spawn { await self.attempt(id, attempt, configuration) }
             case .lookUpAgain(let peerID):
-                work.yield(.lookUpAgain(peerID))
+                running?.discovery.refresh(peerID)
             case .close(let id, let reason):
-                if let handle = links[id] { work.yield(.close(handle, reason)) }
-            case .linkAdmitted(let id, let hello):
-                deliveries[hello.peerID, default: newDelivery(for: hello.peerID)]
-                    .linkUp(id, incarnation: hello.incarnation, frameLimit: hello.maximumFrameLength, messageLimit: hello.maximumMessageLength)
-                senders.wake(hello.peerID)  // those waiting for the peer to join
+                guard let handle = links[id] else { continue }
+                spawn { await handle.close(reason, within: self.goodbyeTimeout) }
+            case .adopt(let id):
+                links[id]?.channel.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+            case .flush(let peerID, let link):
+                // Written by a task of its own: the link's reader must never wait on the link's
+                // writer, or both ends can stall, each blocked writing while neither reads.
+                spawn { await self.flush(peerID, on: link) }
+            case .sendReject(let id, let rejection):
+                links[id]?.channel.writeAndFlush(LinkMessage.reject(rejection), promise: nil)
+            case .wakeSenders(let peerID):
+                senders.wake(peerID)
+            case .schedule(let timer, let delay):
+                spawn {
+                    guard (try? await Task.sleep(for: delay)) != nil else { return }
+                    await self.fired(timer)
+                }
             case .peerJoined(let id, let hello):
-                reportedRefusals = reportedRefusals.filter { $0.peer != "\(hello.peerID)" }
-                let reconnects = presence[hello.peerID].map { $0.reconnects + 1 } ?? 0
-                presence[hello.peerID] = (ContinuousClock.now, reconnects)
                 logger.info("peer joined", metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.link": "\(id.rawValue)"])
-                metrics.activePeers(table.activePeers.count)
+                metrics.activePeers(core.activePeers.count)
                 subscriptions.emit(.peerJoined(Peer(hello)))
             case .peerLeft(let hello, let reason):
                 logger.info("peer left", metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.reason": "\(reason)"])
-                perform(deliveries[hello.peerID]?.linkDown(now: .now) ?? [], for: hello.peerID)
-                metrics.activePeers(table.activePeers.count)
+                metrics.activePeers(core.activePeers.count)
                 subscriptions.emit(.peerLeft(Peer(hello), reason))
-            case .scheduleRedial(let key, let delay):
-                work.yield(.redial(key, after: delay))
+            case .report(let report):
+                tell(report)
             }
+        }
+    }
+
+    private func fired(_ timer: SessionStateMachine.Timer) {
+        perform(core.fired(timer, now: .now))
+    }
+
+    /// Tells the application, the logs and the metrics.
+    private func tell(_ news: SessionStateMachine.Report) {
+        switch news {
+        case .connectionFailed(let address, let failure, let inbound, let disposition):
+            metrics.connectionFailed(code: failure.code, inbound: inbound)
+            switch disposition {
+            case .refusedAgain:
+                logger.debug("refused again", metadata: ["multipeer.address": "\(address)", "multipeer.code": "\(failure.code)"])
+            case .heldBack:
+                break  // reported with the next of its code, or in a second if none comes
+            case .reported(let held):
+                if held > 0 { tell(.connectionsFailed(count: held, code: failure.code)) }
+                logger.notice("link failed", metadata: ["multipeer.address": "\(address)", "multipeer.error": "\(failure)"])
+                if [.authenticationFailed, .identityMismatch, .badSignature, .notInRoster].contains(failure.code) {
+                    subscriptions.emit(.authenticationFailed(address: address, failure))
+                } else {
+                    subscriptions.emit(.connectionFailed(address: address, failure))
+                }
+            }
+        case .connectionsFailed(let count, let code):
+            logger.notice("inbound connections failed", metadata: ["multipeer.failed": "\(count)", "multipeer.code": "\(code)"])
+            subscriptions.emit(.connectionsFailed(count: count, code: code))
+        case .messagesDropped(let peerID, let typeNames, let cause):
+            let reason: MessageDropReason
+            switch cause {
+            case .linkLost:
+                reason = .linkLost
+            case .tooLargeForPeer:
+                reason = .tooLargeForPeer
+                logger.notice("queued messages dropped: the peer came back taking smaller messages than they need", metadata: [
+                    "multipeer.peer.id": "\(peerID)", "multipeer.dropped": "\(typeNames.count)"])
+            }
+            report(dropped: typeNames, reason: reason)
+        case .rejectedByPeer(let hello, let rejection):
+            logger.notice("a message sent did not decode in the peer's application", metadata: [
+                "multipeer.peer.id": "\(hello.peerID)", "multipeer.type": "\(rejection.typeName)",
+                "multipeer.sequence": "\(rejection.sequence)", "multipeer.reason": "\(rejection.reason)"])
+            metrics.rejected(direction: "out")
+            subscriptions.emit(.messageRejected(by: Peer(hello), typeName: rejection.typeName, sequence: rejection.sequence, reason: rejection.reason))
+        case .rejectionNotSent(let peerID, let rejection):
+            logger.notice("a message that did not decode here could not be reported to its sender: that incarnation of it is not active", metadata: [
+                "multipeer.peer.id": "\(peerID)", "multipeer.type": "\(rejection.typeName)", "multipeer.sequence": "\(rejection.sequence)"])
+        case .rejectIgnored(let peerID, let rejection):
+            logger.debug("REJECT ignored: not on the peer's link, or for a message not sent", metadata: [
+                "multipeer.peer.id": "\(peerID)", "multipeer.sequence": "\(rejection.sequence)"])
+        case .linkTimedOut(let id, let peerID, let error):
+            logger.info("link timed out", metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.link": "\(id.rawValue)", "multipeer.detail": "\(error.message)"])
         }
     }
 
@@ -809,7 +617,6 @@ public actor MultipeerSession {
             maximumFrameLength: configuration.limits.maximumFrameLength,
             maximumMessageLength: configuration.limits.maximumMessageLength)
         let tls = try TLSContext(configuration: TLSConfiguration(keys: keys, handshakeTimeout: configuration.limits.handshakeTimeout))
-        self.tls = tls
         // A write stuck on a dead path fails after the keepalive's stall limit (not the
         // configured timeout: on a lossy path TCP's retransmissions stall that long at times,
         // and the keepalive allows for it; a dead link is its keepalive's to find).
@@ -829,10 +636,6 @@ extension MultipeerSession: Service {}
 /// What the session keeps of an established link to write to it and close it.
 struct LinkHandle: Sendable {
     var id: LinkID
-    /// The peer its HELLO named.
-    var peerID: UUID
-    /// Where the peer is, as its connection says (for errors).
-    var address: String
     var channel: any Channel
     var quality: LinkQualityBox
 
