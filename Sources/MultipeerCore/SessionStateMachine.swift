@@ -27,6 +27,12 @@ package struct SessionStateMachine: Sendable {
         package var peerID: UUID?
         /// Which group key to offer: 0 the newest, then the older ones in turn.
         package var key: Int
+
+        package init(endpoint: DialTarget.Endpoint, peerID: UUID?, key: Int) {
+            self.endpoint = endpoint
+            self.peerID = peerID
+            self.key = key
+        }
     }
 
     /// Something the shell calls back about once a delay has passed.
@@ -37,7 +43,7 @@ package struct SessionStateMachine: Sendable {
         case heldFailuresReport
     }
 
-    package enum Action: Sendable {
+    package enum Action: Equatable, Sendable {
         /// Connect to the attempt's endpoint as link `id`, offering its key; report the outcome
         /// with ``linkEstablished(_:hello:address:)`` or ``attemptFailed(_:_:now:)``.
         case connect(LinkID, Attempt)
@@ -65,7 +71,7 @@ package struct SessionStateMachine: Sendable {
     }
 
     /// What the shell tells the application, the logs or the metrics.
-    package enum Report: Sendable {
+    package enum Report: Equatable, Sendable {
         /// A connection failed before its peer became active. Every one is counted; how it is
         /// told is its disposition's.
         case connectionFailed(address: String, MultipeerError, inbound: Bool, Disposition)
@@ -104,7 +110,7 @@ package struct SessionStateMachine: Sendable {
     }
 
     /// What ``linkEstablished(_:hello:address:)`` made of a link.
-    package enum Establishment: Sendable {
+    package enum Establishment: Equatable, Sendable {
         /// The session carries the link; `closing`, if set, is the GOODBYE its own task closes
         /// it with at once (another link is kept for the peer, or the session is stopping).
         case carried(closing: GoodbyeReason?, [Action])
@@ -114,7 +120,7 @@ package struct SessionStateMachine: Sendable {
     }
 
     /// What ``offer(_:reliably:to:since:now:)`` did with a message.
-    package enum Offer: Sendable {
+    package enum Offer: Equatable, Sendable {
         /// In the peer's outbox (`ticket`; 0 for an unreliable message).
         case queued(ticket: UInt64, [Action])
         /// No room, or the peer is joining: wait for a wake, until the deadline if there is one.

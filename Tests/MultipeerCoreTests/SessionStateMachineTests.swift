@@ -1,0 +1,208 @@
+import Foundation
+import MultipeerCore
+import NIOCore
+import Testing
+
+/// The session's decisions, driven by events alone (time is a value): the scenarios of the
+/// integration tests that are about what the session decides, in milliseconds.
+@Suite struct SessionStateMachineTests {
+    static let local = UUID(uuidString: "F0000000-0000-0000-0000-000000000000")!
+    static let peer = UUID(uuidString: "10000000-0000-0000-0000-000000000000")!
+    static let start = ContinuousClock.now
+    static let sendTimeout = Duration.seconds(30)
+
+    static func key(_ byte: UInt8) -> PeerKey {
+        try! PeerKey(rawRepresentation: [UInt8](repeating: byte, count: PeerKey.length))
+    }
+
+    static func hello(_ peerID: UUID = peer, key: PeerKey = key(2), incarnation: UInt64 = 1) -> Hello {
+        try! Hello(peerID: peerID, key: key, incarnation: incarnation, displayName: "peer")
+    }
+
+    static func endpoint(_ port: Int) -> DialTarget.Endpoint { DialTarget.Endpoint(host: "198.18.0.2", port: port) }
+
+    /// A running session of `local`, holding `keys` group keys; no jitter, so delays are exact.
+    static func running(roster: Roster? = nil, keys: Int = 1) -> SessionStateMachine {
+        let limits = BufferLimits(maximumCount: 4, maximumBytes: 1 << 20)
+        var session = SessionStateMachine(
+            localPeerID: local, localKey: key(1),
+            policy: .init(
+                delivery: .init(limits: limits, unreliableLimits: limits, failWhenFull: false, sendTimeout: sendTimeout),
+                frameLimit: 1 << 20, messageLimit: 1 << 24, backoff: Backoff.Parameters(initial: .seconds(1), jitter: 0)),
+            roster: roster, keyCount: keys, seed: 1)
+        try! session.begin()
+        #expect(session.listening(on: 7000, now: start).isEmpty)
+        return session
+    }
+
+    static func message() -> DataMessage {
+        try! DataMessage(sequence: 0, typeName: "Note", payload: ByteBuffer(string: "{}"))
+    }
+
+    /// Takes the dial `actions` start: its link and first attempt.
+    static func dial(_ actions: [SessionStateMachine.Action]) -> (LinkID, SessionStateMachine.Attempt)? {
+        guard actions.count == 1, case .connect(let id, let attempt) = actions[0] else { return nil }
+        return (id, attempt)
+    }
+
+    static func failed(_ address: String, _ error: MultipeerError, _ disposition: SessionStateMachine.Disposition = .reported(held: 0)) -> SessionStateMachine.Action {
+        .report(.connectionFailed(address: address, error, inbound: false, disposition))
+    }
+
+    @Test func aDialTriesEachKeyAtAnEndpointThatRefusesItsKeyAndEachEndpointInTurn() throws {
+        var session = Self.running(keys: 2)
+        let target = DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1), Self.endpoint(2)])
+        let (id, first) = try #require(Self.dial(session.discovered(target, now: Self.start)))
+        #expect(first == .init(endpoint: Self.endpoint(1), peerID: Self.peer, key: 0), "the first endpoint, the newest key")
+
+        let refused = MultipeerError(.authenticationFailed, "no key in common")
+        #expect(session.attemptFailed(id, refused, now: Self.start) == [.connect(id, .init(endpoint: Self.endpoint(1), peerID: Self.peer, key: 1))],
+                "the older key, unreported")
+        #expect(session.attemptFailed(id, refused, now: Self.start) == [
+            Self.failed(Self.endpoint(1).description, refused),
+            .connect(id, .init(endpoint: Self.endpoint(2), peerID: Self.peer, key: 0)),
+        ], "no key taken: reported, and the next endpoint from the newest key")
+
+        let silent = MultipeerError(.connectionFailed, "no answer")
+        #expect(session.attemptFailed(id, silent, now: Self.start) == [
+            Self.failed(Self.endpoint(2).description, silent),
+            .lookUpAgain(Self.peer),
+            .schedule(.redial(.peer(Self.peer)), after: .seconds(1)),
+        ], "not a key: no other key tried; none left: looked up again, and dialled again later")
+
+        let (_, again) = try #require(Self.dial(session.fired(.redial(.peer(Self.peer)), now: Self.start + .seconds(1))))
+        #expect(again.endpoint == Self.endpoint(1), "both failed once: discovery's order")
+    }
+
+    @Test func theEndpointThatProvedThePeerIsTriedFirstNextTime() throws {
+        var session = Self.running()
+        let target = DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1), Self.endpoint(2)])
+        let (id, _) = try #require(Self.dial(session.discovered(target, now: Self.start)))
+        _ = session.attemptFailed(id, MultipeerError(.connectionFailed, "no answer"), now: Self.start)
+        #expect(session.linkEstablished(id, hello: Self.hello(), address: "198.18.0.2", now: Self.start) == .carried(closing: nil, [.adopt(id)]))
+        _ = session.linkClosed(id, goodbye: .shutdown, error: nil, now: Self.start)
+        let (_, next) = try #require(Self.dial(session.fired(.redial(.peer(Self.peer)), now: Self.start + .seconds(1))))
+        #expect(next.endpoint == Self.endpoint(2))
+    }
+
+    @Test func aPeerJoinsOnItsResumePointAndASendToItWaitsForThatMeanwhile() throws {
+        var session = Self.running()
+        let (id, _) = try #require(Self.dial(session.discovered(DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)]), now: Self.start)))
+        #expect(session.linkEstablished(id, hello: Self.hello(), address: "a", now: Self.start) == .carried(closing: nil, [.adopt(id)]))
+        #expect(session.activePeers.isEmpty, "kept, not yet admitted by the peer")
+        #expect(session.offer(Self.message(), reliably: true, to: Self.peer, since: Self.start, now: Self.start + .seconds(1))
+            == .wait(until: Self.start + Self.sendTimeout), "joining: waited for, from the send's start")
+        #expect(session.acknowledged(through: 0, partial: nil, by: Self.peer, on: id, now: Self.start + .seconds(1)) == [
+            .wakeSenders(Self.peer), .peerJoined(id, Self.hello()),
+        ], "the waiting send looks again")
+        #expect(session.offer(Self.message(), reliably: true, to: Self.peer, since: Self.start, now: Self.start + .seconds(1))
+            == .queued(ticket: 1, [.flush(Self.peer, id)]))
+        #expect(session.presence(of: Self.peer)?.since == Self.start + .seconds(1))
+    }
+
+    @Test func aSendToAPeerWhoseLinkClosedBeforeItJoinedIsRefused() throws {
+        var session = Self.running()
+        let (id, _) = try #require(Self.dial(session.discovered(DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)]), now: Self.start)))
+        _ = session.linkEstablished(id, hello: Self.hello(), address: "a", now: Self.start)
+        let closed = session.linkClosed(id, goodbye: nil, error: MultipeerError(.connectionFailed, "reset"), now: Self.start)
+        #expect(closed.first == .wakeSenders(Self.peer), "those waiting for it to join look again")
+        guard case .refused(let error) = session.offer(Self.message(), reliably: true, to: Self.peer, since: Self.start, now: Self.start) else {
+            Issue.record("a peer never joined is refused")
+            return
+        }
+        #expect(error.code == .peerNotActive)
+    }
+
+    @Test func aPeerTheRosterDoesNotListIsRefusedReportedOnceAndAdmittedWhenTheRosterChanges() throws {
+        let stranger = Self.key(9)
+        var session = Self.running(roster: Roster(keys: [Self.key(2)]))
+        let target = DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)])
+        let (id, _) = try #require(Self.dial(session.discovered(target, now: Self.start)))
+        guard case .refused(let actions) = session.linkEstablished(id, hello: Self.hello(key: stranger), address: "a", now: Self.start),
+              case .report(.connectionFailed(_, let error, false, .reported))? = actions.first else {
+            Issue.record("refused, and reported")
+            return
+        }
+        #expect(error.code == .notInRoster)
+        #expect(!session.carries(id), "never a link of the session")
+        #expect(session.activePeers.isEmpty)
+        guard case .schedule(.redial, let delay)? = actions.last else { Issue.record("dialled again, late"); return }
+        #expect(delay == Backoff.Parameters().maximum, "held at the longest backoff")
+
+        let (again, _) = try #require(Self.dial(session.fired(.redial(.peer(Self.peer)), now: Self.start + delay)))
+        guard case .refused(let second) = session.linkEstablished(again, hello: Self.hello(key: stranger), address: "a", now: Self.start + delay),
+              case .report(.connectionFailed(_, _, _, .refusedAgain))? = second.first else {
+            Issue.record("the same refusal again: counted, not reported")
+            return
+        }
+        let admitted = session.rosterChanged(Roster(keys: [Self.key(2), stranger]), now: Self.start + delay)
+        let (third, _) = try #require(Self.dial(admitted), "admitted now: dialled again at once")
+        #expect(session.linkEstablished(third, hello: Self.hello(key: stranger), address: "a", now: Self.start + delay) == .carried(closing: nil, [.adopt(third)]))
+    }
+
+    @Test func aPeerWhoseRosterRefusesThisDeviceIsReportedOnceAndNeverJoins() throws {
+        var session = Self.running()
+        let (id, _) = try #require(Self.dial(session.discovered(DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)]), now: Self.start)))
+        _ = session.linkEstablished(id, hello: Self.hello(), address: "a", now: Self.start)
+        let actions = session.linkClosed(id, goodbye: .notInRoster, error: nil, now: Self.start)
+        guard case .report(.connectionFailed(_, let error, false, .reported))? = actions.first else { Issue.record("reported"); return }
+        #expect(error.code == .notInRoster)
+        #expect(error.message.contains(Self.key(1).fingerprint), "names this device's key, which the peer's roster lacks")
+        #expect(!actions.contains { if case .peerLeft = $0 { true } else { false } }, "never joined, so never left")
+    }
+
+    @Test func inboundFailuresAreReportedTenAtOnceThenHeldAndCounted() {
+        var session = Self.running()
+        let refused = MultipeerError(.authenticationFailed, "no key in common")
+        for _ in 0..<10 {
+            #expect(session.inboundFailed(address: "x", refused, now: Self.start) == [
+                .report(.connectionFailed(address: "x", refused, inbound: true, .reported(held: 0)))])
+        }
+        #expect(session.inboundFailed(address: "x", refused, now: Self.start) == [
+            .report(.connectionFailed(address: "x", refused, inbound: true, .heldBack)),
+            .schedule(.heldFailuresReport, after: .seconds(1)),
+        ])
+        #expect(session.inboundFailed(address: "x", refused, now: Self.start) == [
+            .report(.connectionFailed(address: "x", refused, inbound: true, .heldBack))], "one report scheduled")
+        #expect(session.fired(.heldFailuresReport, now: Self.start + .seconds(1)) == [
+            .report(.connectionsFailed(count: 2, code: .authenticationFailed))])
+    }
+
+    @Test func aDialCancelledByASuspendIsNeverMadeNorReportedAndResumingDialsAgain() throws {
+        var session = Self.running()
+        let target = DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)])
+        let (id, _) = try #require(Self.dial(session.discovered(target, now: Self.start)))
+        #expect(session.stopRunning(.suspended, now: Self.start) == [.close(id, .suspended)])
+        #expect(session.attemptFailed(id, MultipeerError(.connectionFailed, "cancelled"), now: Self.start).isEmpty, "not reported")
+        #expect(session.discovered(target, now: Self.start).isEmpty, "nothing dialled while suspended")
+        let (_, attempt) = try #require(Self.dial(session.listening(on: 7000, now: Self.start)))
+        #expect(attempt.endpoint == Self.endpoint(1))
+    }
+
+    @Test func rejectIsTakenOnlyOnThePeersKeptLinkForAMessageSent() throws {
+        var session = Self.running()
+        let (id, _) = try #require(Self.dial(session.discovered(DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)]), now: Self.start)))
+        _ = session.linkEstablished(id, hello: Self.hello(), address: "a", now: Self.start)
+        _ = session.acknowledged(through: 0, partial: nil, by: Self.peer, on: id, now: Self.start)
+        _ = session.offer(Self.message(), reliably: true, to: Self.peer, since: Self.start, now: Self.start)
+        let rejection = Rejection(sequence: 1, typeName: "Note", reason: "bad")
+        #expect(session.rejected(rejection, by: Self.peer, on: id) == [.report(.rejectIgnored(Self.peer, rejection))], "not written yet")
+        _ = session.nextBatch(to: Self.peer, for: id)
+        #expect(session.rejected(rejection, by: Self.peer, on: id) == [.report(.rejectedByPeer(Self.hello(), rejection))])
+        #expect(session.rejected(rejection, by: Self.peer, on: LinkID(99)) == [.report(.rejectIgnored(Self.peer, rejection))], "another link")
+        #expect(session.reject(rejection, from: Self.peer, incarnation: 1) == [.sendReject(id, rejection)])
+        #expect(session.reject(rejection, from: Self.peer, incarnation: 2) == [.report(.rejectionNotSent(Self.peer, rejection))],
+                "another incarnation could not tell which message it was")
+    }
+
+    @Test func aSessionRunsOnceAndRefusesSendsOnceStopped() {
+        var session = Self.running()
+        #expect(throws: MultipeerError.self) { try session.begin() }
+        session.finish()
+        guard case .refused(let error) = session.offer(Self.message(), reliably: true, to: Self.peer, since: Self.start, now: Self.start) else {
+            Issue.record("refused")
+            return
+        }
+        #expect(error.code == .sessionState)
+    }
+}
