@@ -1,11 +1,16 @@
 package import struct Foundation.UUID
 
 /// The session's decisions, without I/O: what a ``PeerTableStateMachine`` decides about links,
-/// composed with each peer's ``PeerDeliveryStateMachine``, admission (the roster, and refusals
-/// reported once), the sequence of a dial (endpoints in the order they earned, each with the
-/// newest group key first, then the older ones), the reports of failed connections (inbound ones
-/// throttled), and the session's lifecycle. The shell (the `MultipeerSession` actor) feeds it
-/// what happened, with the time, and carries out the ``Action``s it returns, in order.
+/// composed with admission (the roster, and refusals reported once), the sequence of a dial
+/// (endpoints in the order they earned, each with the newest group key first, then the older
+/// ones), which link each peer's delivery goes on (``Action/attach(_:_:)``), the reports of
+/// failed connections (inbound ones throttled), presence, and the session's lifecycle. The shell
+/// (the `MultipeerSession` actor) feeds it what happened, with the time, and carries out the
+/// ``Action``s it returns, in order.
+///
+/// Each peer's delivery (its ``PeerDeliveryStateMachine``) is not here: senders and the link's
+/// reader drive it from their own tasks, behind a lock of its own, so a message does not wait
+/// for the session. This core says only when a peer's delivery moves onto a link and off it.
 package struct SessionStateMachine: Sendable {
     /// Where a session is in its life.
     package enum Lifecycle: Equatable, Sendable {
@@ -54,12 +59,15 @@ package struct SessionStateMachine: Sendable {
         /// The link is the one kept for its peer: it takes the peer's receive window and sends
         /// where the peer resumes.
         case adopt(LinkID)
-        /// Write what the peer's delivery has for the link (``nextBatch(to:for:)``) until it has
-        /// nothing more; one flush per link at a time.
-        case flush(UUID, LinkID)
+        /// Both sides admitted the link: the peer's delivery goes on it, from the resume point
+        /// that admitted it (apply that ACK to the delivery next).
+        case attach(LinkID, Hello)
+        /// The peer's delivery leaves link `id` (nil: whatever link it is on); unreliable
+        /// messages waiting for it are lost.
+        case detach(UUID, LinkID?)
         /// Send REJECT on the link.
         case sendReject(LinkID, Rejection)
-        /// Wake the senders waiting on the peer (for room, an acknowledgement or its joining).
+        /// Wake the senders waiting for the peer to join (its joining link closed).
         case wakeSenders(UUID)
         /// Call back about the timer after the delay.
         case schedule(Timer, after: Duration)
@@ -77,8 +85,6 @@ package struct SessionStateMachine: Sendable {
         case connectionFailed(address: String, MultipeerError, inbound: Bool, Disposition)
         /// Inbound connections of this code failed, and were not reported one by one.
         case connectionsFailed(count: Int, code: MultipeerError.Code)
-        /// Messages for the peer were dropped unsent (their type names, one entry each).
-        case messagesDropped(UUID, typeNames: [String], DropCause)
         /// The peer could not decode a reliable message this side sent it.
         case rejectedByPeer(Hello, Rejection)
         /// A reliable message from this peer did not decode here, and the incarnation that sent
@@ -101,14 +107,6 @@ package struct SessionStateMachine: Sendable {
         case heldBack
     }
 
-    /// Why messages were dropped unsent.
-    package enum DropCause: Equatable, Sendable {
-        /// The peer came back taking smaller frames or messages than they need.
-        case tooLargeForPeer
-        /// Unreliable, and the link went before they were written.
-        case linkLost
-    }
-
     /// What ``linkEstablished(_:hello:address:)`` made of a link.
     package enum Establishment: Equatable, Sendable {
         /// The session carries the link; `closing`, if set, is the GOODBYE its own task closes
@@ -117,31 +115,6 @@ package struct SessionStateMachine: Sendable {
         /// The roster refused the peer: the link is no link of the session; close it with
         /// GOODBYE `notInRoster`.
         case refused([Action])
-    }
-
-    /// What ``offer(_:reliably:to:since:now:)`` did with a message.
-    package enum Offer: Equatable, Sendable {
-        /// In the peer's outbox (`ticket`; 0 for an unreliable message).
-        case queued(ticket: UInt64, [Action])
-        /// No room, or the peer is joining: wait for a wake, until the deadline if there is one.
-        case wait(until: ContinuousClock.Instant?)
-        case refused(MultipeerError)
-    }
-
-    /// The parts of the session's configuration its decisions take.
-    package struct Policy: Sendable {
-        package var delivery: PeerDeliveryStateMachine.Policy
-        /// This side's largest frame and message (a message must also fit them).
-        package var frameLimit: Int
-        package var messageLimit: Int
-        package var backoff: Backoff.Parameters
-
-        package init(delivery: PeerDeliveryStateMachine.Policy, frameLimit: Int, messageLimit: Int, backoff: Backoff.Parameters) {
-            self.delivery = delivery
-            self.frameLimit = frameLimit
-            self.messageLimit = messageLimit
-            self.backoff = backoff
-        }
     }
 
     /// A dial under way: its target's endpoints, best first, and the attempt at hand.
@@ -169,10 +142,10 @@ package struct SessionStateMachine: Sendable {
     package let localPeerID: UUID
     /// This device's key, named in a refusal by a peer's roster.
     private let localKey: PeerKey
-    private let policy: Policy
+    /// How redials back off (its maximum is named in a refusal).
+    private let backoff: Backoff.Parameters
     package private(set) var lifecycle = Lifecycle.idle
     private var table: PeerTableStateMachine
-    private var deliveries: [UUID: PeerDeliveryStateMachine] = [:]
     private var dials: [LinkID: Dial] = [:]
     private var carried: [LinkID: Carried] = [:]
     /// Who is admitted beyond holding the group key; nil admits every holder.
@@ -192,15 +165,15 @@ package struct SessionStateMachine: Sendable {
     ///   - keyCount: How many group keys the session holds (``keysChanged(count:)``).
     ///   - seed: Seeds the backoff jitter, so tests can repeat a run exactly.
     package init(
-        localPeerID: UUID, localKey: PeerKey, policy: Policy, roster: Roster?, keyCount: Int,
+        localPeerID: UUID, localKey: PeerKey, backoff: Backoff.Parameters, roster: Roster?, keyCount: Int,
         seed: UInt64 = .random(in: 0...UInt64.max)
     ) {
         self.localPeerID = localPeerID
         self.localKey = localKey
-        self.policy = policy
+        self.backoff = backoff
         self.roster = roster
         self.keyCount = keyCount
-        self.table = PeerTableStateMachine(localPeerID: localPeerID, backoff: policy.backoff, seed: seed)
+        self.table = PeerTableStateMachine(localPeerID: localPeerID, backoff: backoff, seed: seed)
     }
 
     // MARK: Lifecycle
@@ -227,7 +200,7 @@ package struct SessionStateMachine: Sendable {
         return perform(table.stop(reason), now: now)
     }
 
-    /// The run has ended: a send or a wait for an acknowledgement fails from now on.
+    /// The run has ended.
     package mutating func finish() {
         lifecycle = .stopped
     }
@@ -330,10 +303,10 @@ package struct SessionStateMachine: Sendable {
                 // Refused by the peer before it ever took the link: never joined, so never left.
                 actions += connectionFailed(link.address, MultipeerError(
                     .notInRoster,
-                    "peer \(link.peerID) at \(link.address) refused this device: its roster does not list this device's key \(localKey.fingerprint). It is dialled again only every \(policy.backoff.maximum) or so, until its advert or this session's roster or keys change"),
+                    "peer \(link.peerID) at \(link.address) refused this device: its roster does not list this device's key \(localKey.fingerprint). It is dialled again only every \(backoff.maximum) or so, until its advert or this session's roster or keys change"),
                     inbound: false, refusalOf: "\(link.peerID)", now: now)
             }
-            actions += perform(deliveries[link.peerID]?.linkDown(id, now: now) ?? [], for: link.peerID)
+            actions.append(.detach(link.peerID, id))
             if table.activeLink(for: link.peerID) == id, table.isJoining(link.peerID) {
                 actions.append(.wakeSenders(link.peerID))  // those waiting for the peer to join on it
             }
@@ -432,119 +405,18 @@ package struct SessionStateMachine: Sendable {
         joinedLink(of: peerID) == nil ? nil : presence[peerID]
     }
 
-    /// Peers that have an outbox: active now or earlier in this session.
-    package var knownPeerIDs: [UUID] {
-        deliveries.compactMap { $0.value.outbox != nil ? $0.key : nil }
+    /// Whether this side keeps a link for `peerID` that the peer has not admitted yet: it is
+    /// about to join. A message its link brought may reach the application before the resume
+    /// point reaches the session, so a message for it waits for that admission (or the link's
+    /// closing, ``Action/wakeSenders(_:)``) rather than being refused.
+    package func isJoining(_ peerID: UUID) -> Bool { table.isJoining(peerID) }
+
+    /// The peer's first ACK on link `id`, its resume point, arrived: the peer admitted the link.
+    /// If this side keeps it, the peer's delivery moves onto it, and the peer joins (unless it
+    /// was active on an earlier link).
+    package mutating func admitted(_ id: LinkID, now: ContinuousClock.Instant) -> [Action] {
+        perform(table.linkAdmitted(id), now: now)
     }
-
-    // MARK: Delivery
-
-    /// Offers a message for `peerID` to its outbox (`reliably`) or its unreliable queue, for a
-    /// send that began at `since`.
-    ///
-    /// A peer this side keeps a link for, whose resume point has not been taken in yet, is about
-    /// to join: a message its link brought may reach the application before the resume point
-    /// reaches the session. A message the peer would be refused for not being active waits for
-    /// that admission (for at most the send timeout from `since`), and is refused only if the
-    /// link closes first.
-    package mutating func offer(
-        _ message: DataMessage, reliably: Bool, to peerID: UUID, since: ContinuousClock.Instant, now: ContinuousClock.Instant
-    ) -> Offer {
-        guard lifecycle != .stopped else { return .refused(MultipeerError(.sessionState, "the session has stopped")) }
-        let outcome: PeerDeliveryStateMachine.Enqueued
-        if deliveries[peerID] != nil {
-            // In place: a copy taken out of the dictionary would copy the whole outbox (so
-            // would `deliveries[peerID]?.enqueue(...) ?? ...`: measured, 85k -> 50k msg/s).
-            outcome = Self.offer(message, reliably: reliably, to: &deliveries[peerID]!, now: now)
-        } else {
-            // Never met: a new state says why it refuses the message, and is not kept.
-            var unmet = newDelivery(for: peerID)
-            outcome = Self.offer(message, reliably: reliably, to: &unmet, now: now)
-        }
-        switch outcome {
-        case .queued(let ticket, let actions):
-            return .queued(ticket: ticket, perform(actions, for: peerID))
-        case .refused(let error) where error.code == .peerNotActive && table.isJoining(peerID):
-            let deadline = since + policy.delivery.sendTimeout
-            return deadline > now ? .wait(until: deadline) : .refused(error)
-        case .refused(let error):
-            return .refused(error)
-        case .wait(let deadline):
-            return .wait(until: deadline)
-        }
-    }
-
-    private static func offer(
-        _ message: DataMessage, reliably: Bool, to state: inout PeerDeliveryStateMachine, now: ContinuousClock.Instant
-    ) -> PeerDeliveryStateMachine.Enqueued {
-        reliably ? state.enqueue(typeName: message.typeName, payload: message.payload, now: now) : state.enqueueUnreliable(message)
-    }
-
-    /// Whether a message of `bytes` fits the peer's outbox now (`reliably`), or its unreliable queue.
-    package func hasRoom(for peerID: UUID, bytes: Int, reliably: Bool) -> Bool {
-        reliably ? deliveries[peerID]?.hasRoom(for: bytes) ?? false : deliveries[peerID]?.hasUnreliableRoom(for: bytes) ?? false
-    }
-
-    /// Throws `messageTooLarge` if the peer would refuse `message` (as its latest HELLO said).
-    package func checkFits(_ message: DataMessage, to peerID: UUID) throws {
-        try deliveries[peerID]?.checkFits(message, localLimits: (policy.frameLimit, policy.messageLimit))
-    }
-
-    /// The next batch to write to `peerID` on `link`, or nil when the flush is over.
-    package mutating func nextBatch(to peerID: UUID, for link: LinkID) -> (frames: [LinkMessage], actions: [Action])? {
-        guard let (batch, actions) = deliveries[peerID]?.nextBatch(for: link) else { return nil }
-        return (batch, perform(actions, for: peerID))
-    }
-
-    /// The flush on `link` stopped: the link is gone, and the next one resends.
-    package mutating func flushAbandoned(_ peerID: UUID, on link: LinkID) {
-        deliveries[peerID]?.flushAbandoned(link)
-    }
-
-    /// The peer acknowledged everything through `sequence` on link `id`, except the message in
-    /// fragments `partial` names. The first ACK on a link is the peer's resume point, its
-    /// admission of the link: delivery moves onto it, and the peer joins.
-    package mutating func acknowledged(
-        through sequence: UInt64, partial: PartialMessage?, by peerID: UUID, on id: LinkID, now: ContinuousClock.Instant
-    ) -> [Action] {
-        let admitted = perform(table.linkAdmitted(id), now: now)
-        guard deliveries[peerID] != nil else { return admitted }
-        // In place: a copy of the state would copy its whole outbox.
-        return admitted + perform(deliveries[peerID]!.acknowledged(through: sequence, partial: partial, on: id), for: peerID)
-    }
-
-    /// Registers a wait for the acknowledgement of the message with this ticket; nil if there
-    /// is nothing to wait for.
-    package mutating func waitForAcknowledgement(of ticket: UInt64, by peerID: UUID) -> PeerDeliveryStateMachine.WaiterID? {
-        deliveries[peerID]?.waitForAcknowledgement(of: ticket)
-    }
-
-    /// Where a wait for an acknowledgement stands.
-    package mutating func acknowledgement(
-        for waiter: PeerDeliveryStateMachine.WaiterID, by peerID: UUID, now: ContinuousClock.Instant
-    ) -> PeerDeliveryStateMachine.AcknowledgementWait {
-        guard lifecycle != .stopped else {
-            return .failed(MultipeerError(.sessionState, "the session stopped before the peer acknowledged the message"))
-        }
-        return deliveries[peerID]?.acknowledgement(for: waiter, now: now) ?? .acknowledged
-    }
-
-    package mutating func cancelWait(_ waiter: PeerDeliveryStateMachine.WaiterID, by peerID: UUID) {
-        deliveries[peerID]?.cancelWait(waiter)
-    }
-
-    /// Drops what is queued for a peer that has left for good (``PeerDeliveryStateMachine/forget()``).
-    package mutating func forget(_ peerID: UUID) throws -> [Action] {
-        guard deliveries[peerID] != nil else { return [] }
-        try deliveries[peerID]!.forget()
-        return [.wakeSenders(peerID)]
-    }
-
-    /// Where delivery to `peerID` stands, in one line.
-    package func deliverySummary(for peerID: UUID) -> String { deliveries[peerID]?.summary ?? "never met" }
-
-    /// Unacknowledged reliable messages for `peerID`.
-    package func outboxCount(for peerID: UUID) -> Int { deliveries[peerID]?.outbox?.count ?? 0 }
 
     // MARK: REJECT
 
@@ -559,19 +431,16 @@ package struct SessionStateMachine: Sendable {
     }
 
     /// The peer says a reliable message this side sent it did not decode there. Taken only on
-    /// the peer's kept link, for a number written in the current numbering (as an ACK is).
-    package func rejected(_ rejection: Rejection, by peerID: UUID, on id: LinkID) -> [Action] {
-        guard let link = joinedLink(of: peerID), link.id == id, deliveries[peerID]?.outbox?.hasWritten(rejection.sequence) == true else {
+    /// the peer's kept link, for a number written in the current numbering (`written`: the
+    /// peer's delivery knows), as an ACK is.
+    package func rejected(_ rejection: Rejection, by peerID: UUID, on id: LinkID, written: Bool) -> [Action] {
+        guard let link = joinedLink(of: peerID), link.id == id, written else {
             return [.report(.rejectIgnored(peerID, rejection))]
         }
         return [.report(.rejectedByPeer(link.hello, rejection))]
     }
 
     // MARK: Composing
-
-    private func newDelivery(for peerID: UUID) -> PeerDeliveryStateMachine {
-        PeerDeliveryStateMachine(peerID: peerID, policy: policy.delivery)
-    }
 
     /// Carries out the table's actions on the rest of the state; returns the shell's part.
     private mutating func perform(_ actions: [PeerTableStateMachine.Action], now: ContinuousClock.Instant) -> [Action] {
@@ -588,30 +457,16 @@ package struct SessionStateMachine: Sendable {
             case .close(let id, let reason):
                 return [.close(id, reason)]
             case .linkAdmitted(let id, let hello):
-                if deliveries[hello.peerID] == nil { deliveries[hello.peerID] = newDelivery(for: hello.peerID) }
-                deliveries[hello.peerID]!.linkUp(id, incarnation: hello.incarnation, frameLimit: hello.maximumFrameLength, messageLimit: hello.maximumMessageLength)
-                return [.wakeSenders(hello.peerID)]  // those waiting for the peer to join
+                return [.attach(id, hello)]
             case .peerJoined(let id, let hello):
                 reportedRefusals = reportedRefusals.filter { $0.peer != "\(hello.peerID)" }
                 let reconnects = presence[hello.peerID].map { $0.reconnects + 1 } ?? 0
                 presence[hello.peerID] = (now, reconnects)
                 return [.peerJoined(id, hello)]
             case .peerLeft(let hello, let reason):
-                return perform(deliveries[hello.peerID]?.linkDown(now: now) ?? [], for: hello.peerID) + [.peerLeft(hello, reason)]
+                return [.detach(hello.peerID, nil), .peerLeft(hello, reason)]
             case .scheduleRedial(let key, let delay):
                 return [.schedule(.redial(key), after: delay)]
-            }
-        }
-    }
-
-    /// Carries out a peer's delivery actions; returns the shell's part.
-    private func perform(_ actions: [PeerDeliveryStateMachine.Action], for peerID: UUID) -> [Action] {
-        actions.map { action in
-            switch action {
-            case .flush(let link): .flush(peerID, link)
-            case .wakeSenders: .wakeSenders(peerID)
-            case .unreliableLost(let typeNames): .report(.messagesDropped(peerID, typeNames: typeNames, .linkLost))
-            case .dropped(let typeNames): .report(.messagesDropped(peerID, typeNames: typeNames, .tooLargeForPeer))
             }
         }
     }

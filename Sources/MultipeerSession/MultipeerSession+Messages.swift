@@ -67,10 +67,10 @@ extension MultipeerSession {
         try await send(encoded: try encode(message), to: peerID, delivery: delivery, awaitAcknowledgement: awaitAcknowledgement)
     }
 
-    private func send(encoded data: DataMessage, to peerID: UUID, delivery: Delivery, awaitAcknowledgement: Bool) async throws {
-        try core.checkFits(data, to: peerID)
+    private nonisolated func send(encoded data: DataMessage, to peerID: UUID, delivery: Delivery, awaitAcknowledgement: Bool) async throws {
+        try checkFits(data, to: peerID)
         let ticket = try await enqueue(data, for: peerID, delivery: delivery)
-        if awaitAcknowledgement { try await waitForAcknowledgement(of: ticket, by: peerID) }
+        if awaitAcknowledgement { try await deliveries[peerID]?.waitForAcknowledgement(of: ticket) }
     }
 
     /// Sends `message` to every peer; returns how many it was handed to.
@@ -92,10 +92,10 @@ extension MultipeerSession {
     private func broadcast(encoded data: DataMessage, delivery: Delivery) async throws -> Int {
         var sent = 0
         let active = core.activePeers.keys
-        let peers = delivery == .reliable ? Set(active).union(core.knownPeerIDs) : Set(active)
+        let peers = delivery == .reliable ? Set(active).union(deliveries.known) : Set(active)
         for peerID in peers {
             guard fits(data, to: peerID) else { continue }
-            guard core.hasRoom(for: peerID, bytes: data.payload.readableBytes, reliably: delivery == .reliable) else {
+            guard deliveries[peerID]?.hasRoom(for: data.payload.readableBytes, reliably: delivery == .reliable) == true else {
                 logger.debug("broadcast skipped a peer that has no room for it", metadata: [
                     "multipeer.peer.id": "\(peerID)", "multipeer.delivery": "\(delivery)"])
                 continue
@@ -136,7 +136,7 @@ extension MultipeerSession {
     /// Whether the peer takes `message`; logs a notice when it does not.
     private func fits(_ message: DataMessage, to peerID: UUID) -> Bool {
         do {
-            try core.checkFits(message, to: peerID)
+            try checkFits(message, to: peerID)
             return true
         } catch {
             logger.notice("broadcast skipped a peer that takes no message that large", metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.error": "\(error)"])

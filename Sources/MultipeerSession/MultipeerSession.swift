@@ -55,7 +55,8 @@ public actor MultipeerSession {
     /// configured one, or (0 configured) the one the system chose, so a peer that reaches this
     /// session by its address (``Discovery/staticPeers(_:)``) finds it again.
     private var resumePort: Int?
-    let senders = SenderWaiters()
+    /// Each peer's delivery, driven by senders and the links' readers, not the actor.
+    let deliveries: Deliveries
     let receiveWindows = ReceiveWindows()
     /// What the run loop takes, in order.
     nonisolated let inputs: AsyncStream<Input>.Continuation
@@ -90,18 +91,17 @@ public actor MultipeerSession {
         self.peerID = identity.peerID
         self.incarnation = Self.nextIncarnation()
         self.core = SessionStateMachine(
-            localPeerID: identity.peerID, localKey: identity.key,
-            policy: .init(
-                delivery: .init(
-                    limits: configuration.limits.outbox, unreliableLimits: configuration.limits.unreliableQueue,
-                    failWhenFull: configuration.limits.failWhenOutboxFull, sendTimeout: configuration.limits.sendTimeout),
-                frameLimit: configuration.limits.maximumFrameLength, messageLimit: configuration.limits.maximumMessageLength,
-                backoff: configuration.reconnect.backoff),
+            localPeerID: identity.peerID, localKey: identity.key, backoff: configuration.reconnect.backoff,
             roster: configuration.roster, keyCount: configuration.keys.keys.count)
         var logger = configuration.logger
         logger[metadataKey: "multipeer.local.id"] = "\(peerID)"
         self.logger = logger
         self.metrics = SessionMetrics(localName: configuration.peer.displayName)
+        self.deliveries = Deliveries(
+            policy: .init(
+                limits: configuration.limits.outbox, unreliableLimits: configuration.limits.unreliableQueue,
+                failWhenFull: configuration.limits.failWhenOutboxFull, sendTimeout: configuration.limits.sendTimeout),
+            metrics: metrics)
         let (pendingInputs, inputs) = AsyncStream<Input>.makeStream()
         (self.pendingInputs, self.inputs) = (pendingInputs, inputs)
         self.subscriptions = Subscriptions(limits: configuration.limits, metrics: metrics) { peer, rejection in
@@ -143,7 +143,7 @@ public actor MultipeerSession {
         try core.begin()
         defer {
             core.finish()
-            senders.wakeAll()
+            deliveries.stop()
             subscriptions.finish()
         }
         let linkConfiguration = try makeLinkConfiguration()
@@ -351,13 +351,18 @@ public actor MultipeerSession {
                     // Closed at once if the table keeps another link, or the session is stopping.
                     var closing = await self.linkEstablished(id, connection)
                     if closing == nil {
+                        /// The peer's delivery, once its resume point (the first ACK) admitted the link.
+                        var delivery: PeerDelivery?
                         do {
                             for try await message in inbound {
                                 switch message {
+                                case .ack(let sequence, let partial) where delivery != nil:
+                                    // Applied here: the reader never waits for the actor, so a busy
+                                    // sender cannot stall its own link (and its keepalive).
+                                    let dropped = delivery!.acknowledged(through: sequence, partial: partial, on: id)
+                                    if !dropped.isEmpty { self.inputs.yield(.onSession { $0.tell(dropped: dropped, for: peer.id) }) }
                                 case .ack(let sequence, let partial):
-                                    // Handed to the run loop: the reader never waits for the actor,
-                                    // so a busy sender cannot stall its own link (and its keepalive).
-                                    self.inputs.yield(.onSession { $0.acknowledged(through: sequence, partial: partial, by: peer.id, on: id) })
+                                    delivery = await self.admitted(id, by: peer.id, through: sequence, partial: partial)
                                 case .reject(let rejection):
                                     self.inputs.yield(.onSession { $0.rejected(rejection, by: peer.id, on: id) })
                                 case .goodbye(let reason, _):
@@ -390,6 +395,8 @@ public actor MultipeerSession {
             return .notInRoster
         case .carried(let closing, let actions):
             links[id] = LinkHandle(id: id, channel: connection.channel.channel, quality: connection.quality)
+            // Made now, not when the peer joins: a send that finds it refusing waits on it for the join.
+            _ = deliveries.make(for: connection.remoteHello.peerID)
             metrics.linkOpened()
             perform(actions)
             return closing
@@ -493,14 +500,15 @@ public actor MultipeerSession {
                 spawn { await handle.close(reason, within: self.goodbyeTimeout) }
             case .adopt(let id):
                 links[id]?.channel.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
-            case .flush(let peerID, let link):
-                // Written by a task of its own: the link's reader must never wait on the link's
-                // writer, or both ends can stall, each blocked writing while neither reads.
-                spawn { await self.flush(peerID, on: link) }
+            case .attach(let id, let hello):
+                guard let channel = links[id]?.channel else { continue }
+                deliveries.make(for: hello.peerID).attach(id, channel: channel, hello: hello)
+            case .detach(let peerID, let id):
+                tell(dropped: deliveries[peerID]?.detach(id, now: .now) ?? [], for: peerID)
             case .sendReject(let id, let rejection):
                 links[id]?.channel.writeAndFlush(LinkMessage.reject(rejection), promise: nil)
             case .wakeSenders(let peerID):
-                senders.wake(peerID)
+                deliveries[peerID]?.wake()
             case .schedule(let timer, let delay):
                 spawn {
                     guard (try? await Task.sleep(for: delay)) != nil else { return }
@@ -546,17 +554,6 @@ public actor MultipeerSession {
         case .connectionsFailed(let count, let code):
             logger.notice("inbound connections failed", metadata: ["multipeer.failed": "\(count)", "multipeer.code": "\(code)"])
             subscriptions.emit(.connectionsFailed(count: count, code: code))
-        case .messagesDropped(let peerID, let typeNames, let cause):
-            let reason: MessageDropReason
-            switch cause {
-            case .linkLost:
-                reason = .linkLost
-            case .tooLargeForPeer:
-                reason = .tooLargeForPeer
-                logger.notice("queued messages dropped: the peer came back taking smaller messages than they need", metadata: [
-                    "multipeer.peer.id": "\(peerID)", "multipeer.dropped": "\(typeNames.count)"])
-            }
-            report(dropped: typeNames, reason: reason)
         case .rejectedByPeer(let hello, let rejection):
             logger.notice("a message sent did not decode in the peer's application", metadata: [
                 "multipeer.peer.id": "\(hello.peerID)", "multipeer.type": "\(rejection.typeName)",

@@ -1,4 +1,4 @@
-public import struct MultipeerCore.Roster
+public import MultipeerCore
 import MultipeerTLS
 
 extension Roster {

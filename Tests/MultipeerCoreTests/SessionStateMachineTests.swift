@@ -9,7 +9,6 @@ import Testing
     static let local = UUID(uuidString: "F0000000-0000-0000-0000-000000000000")!
     static let peer = UUID(uuidString: "10000000-0000-0000-0000-000000000000")!
     static let start = ContinuousClock.now
-    static let sendTimeout = Duration.seconds(30)
 
     static func key(_ byte: UInt8) -> PeerKey {
         try! PeerKey(rawRepresentation: [UInt8](repeating: byte, count: PeerKey.length))
@@ -23,20 +22,12 @@ import Testing
 
     /// A running session of `local`, holding `keys` group keys; no jitter, so delays are exact.
     static func running(roster: Roster? = nil, keys: Int = 1) -> SessionStateMachine {
-        let limits = BufferLimits(maximumCount: 4, maximumBytes: 1 << 20)
         var session = SessionStateMachine(
-            localPeerID: local, localKey: key(1),
-            policy: .init(
-                delivery: .init(limits: limits, unreliableLimits: limits, failWhenFull: false, sendTimeout: sendTimeout),
-                frameLimit: 1 << 20, messageLimit: 1 << 24, backoff: Backoff.Parameters(initial: .seconds(1), jitter: 0)),
+            localPeerID: local, localKey: key(1), backoff: Backoff.Parameters(initial: .seconds(1), jitter: 0),
             roster: roster, keyCount: keys, seed: 1)
         try! session.begin()
         #expect(session.listening(on: 7000, now: start).isEmpty)
         return session
-    }
-
-    static func message() -> DataMessage {
-        try! DataMessage(sequence: 0, typeName: "Note", payload: ByteBuffer(string: "{}"))
     }
 
     /// Takes the dial `actions` start: its link and first attempt.
@@ -85,32 +76,29 @@ import Testing
         #expect(next.endpoint == Self.endpoint(2))
     }
 
-    @Test func aPeerJoinsOnItsResumePointAndASendToItWaitsForThatMeanwhile() throws {
+    @Test func aPeerJoinsOnItsResumePointAndItsDeliveryMovesOntoTheLinkThen() throws {
         var session = Self.running()
         let (id, _) = try #require(Self.dial(session.discovered(DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)]), now: Self.start)))
         #expect(session.linkEstablished(id, hello: Self.hello(), address: "a", now: Self.start) == .carried(closing: nil, [.adopt(id)]))
         #expect(session.activePeers.isEmpty, "kept, not yet admitted by the peer")
-        #expect(session.offer(Self.message(), reliably: true, to: Self.peer, since: Self.start, now: Self.start + .seconds(1))
-            == .wait(until: Self.start + Self.sendTimeout), "joining: waited for, from the send's start")
-        #expect(session.acknowledged(through: 0, partial: nil, by: Self.peer, on: id, now: Self.start + .seconds(1)) == [
-            .wakeSenders(Self.peer), .peerJoined(id, Self.hello()),
-        ], "the waiting send looks again")
-        #expect(session.offer(Self.message(), reliably: true, to: Self.peer, since: Self.start, now: Self.start + .seconds(1))
-            == .queued(ticket: 1, [.flush(Self.peer, id)]))
+        #expect(session.isJoining(Self.peer), "a send to it waits for its resume point")
+        #expect(session.admitted(id, now: Self.start + .seconds(1)) == [.attach(id, Self.hello()), .peerJoined(id, Self.hello())])
+        #expect(!session.isJoining(Self.peer))
         #expect(session.presence(of: Self.peer)?.since == Self.start + .seconds(1))
+        #expect(session.admitted(id, now: Self.start + .seconds(2)).isEmpty, "admitted once")
+        #expect(session.linkClosed(id, goodbye: .shutdown, error: nil, now: Self.start + .seconds(3)) == [
+            .detach(Self.peer, id), .detach(Self.peer, nil), .peerLeft(Self.hello(), .goodbye(.shutdown)),
+            .schedule(.redial(.peer(Self.peer)), after: .seconds(1)),
+        ], "its delivery leaves the link, it leaves, and it is dialled again while advertised")
     }
 
-    @Test func aSendToAPeerWhoseLinkClosedBeforeItJoinedIsRefused() throws {
+    @Test func aSendWaitingForAPeerWhoseLinkClosedBeforeItJoinedIsWokenToBeRefused() throws {
         var session = Self.running()
         let (id, _) = try #require(Self.dial(session.discovered(DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)]), now: Self.start)))
         _ = session.linkEstablished(id, hello: Self.hello(), address: "a", now: Self.start)
         let closed = session.linkClosed(id, goodbye: nil, error: MultipeerError(.connectionFailed, "reset"), now: Self.start)
-        #expect(closed.first == .wakeSenders(Self.peer), "those waiting for it to join look again")
-        guard case .refused(let error) = session.offer(Self.message(), reliably: true, to: Self.peer, since: Self.start, now: Self.start) else {
-            Issue.record("a peer never joined is refused")
-            return
-        }
-        #expect(error.code == .peerNotActive)
+        #expect(closed.prefix(2) == [.detach(Self.peer, id), .wakeSenders(Self.peer)], "those waiting for it to join look again")
+        #expect(!session.isJoining(Self.peer), "and find it is not joining")
     }
 
     @Test func aPeerTheRosterDoesNotListIsRefusedReportedOnceAndAdmittedWhenTheRosterChanges() throws {
@@ -183,26 +171,21 @@ import Testing
         var session = Self.running()
         let (id, _) = try #require(Self.dial(session.discovered(DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)]), now: Self.start)))
         _ = session.linkEstablished(id, hello: Self.hello(), address: "a", now: Self.start)
-        _ = session.acknowledged(through: 0, partial: nil, by: Self.peer, on: id, now: Self.start)
-        _ = session.offer(Self.message(), reliably: true, to: Self.peer, since: Self.start, now: Self.start)
+        _ = session.admitted(id, now: Self.start)
         let rejection = Rejection(sequence: 1, typeName: "Note", reason: "bad")
-        #expect(session.rejected(rejection, by: Self.peer, on: id) == [.report(.rejectIgnored(Self.peer, rejection))], "not written yet")
-        _ = session.nextBatch(to: Self.peer, for: id)
-        #expect(session.rejected(rejection, by: Self.peer, on: id) == [.report(.rejectedByPeer(Self.hello(), rejection))])
-        #expect(session.rejected(rejection, by: Self.peer, on: LinkID(99)) == [.report(.rejectIgnored(Self.peer, rejection))], "another link")
+        #expect(session.rejected(rejection, by: Self.peer, on: id, written: false) == [.report(.rejectIgnored(Self.peer, rejection))], "not written yet")
+        #expect(session.rejected(rejection, by: Self.peer, on: id, written: true) == [.report(.rejectedByPeer(Self.hello(), rejection))])
+        #expect(session.rejected(rejection, by: Self.peer, on: LinkID(99), written: true) == [.report(.rejectIgnored(Self.peer, rejection))], "another link")
         #expect(session.reject(rejection, from: Self.peer, incarnation: 1) == [.sendReject(id, rejection)])
         #expect(session.reject(rejection, from: Self.peer, incarnation: 2) == [.report(.rejectionNotSent(Self.peer, rejection))],
                 "another incarnation could not tell which message it was")
     }
 
-    @Test func aSessionRunsOnceAndRefusesSendsOnceStopped() {
+    @Test func aSessionRunsOnce() {
         var session = Self.running()
         #expect(throws: MultipeerError.self) { try session.begin() }
         session.finish()
-        guard case .refused(let error) = session.offer(Self.message(), reliably: true, to: Self.peer, since: Self.start, now: Self.start) else {
-            Issue.record("refused")
-            return
-        }
-        #expect(error.code == .sessionState)
+        #expect(session.lifecycle == .stopped)
+        #expect(throws: MultipeerError.self) { try session.begin() }
     }
 }

@@ -1,0 +1,50 @@
+import Foundation
+import MultipeerCore
+@testable import MultipeerSession
+import Testing
+
+/// A sender looks at its peer's delivery under its lock and waits for room off it: a wake in
+/// between must not be slept through.
+@Suite struct PeerDeliveryWaitTests {
+    static func delivery() -> PeerDelivery {
+        let limits = BufferLimits(maximumCount: 1, maximumBytes: 1 << 20)
+        return PeerDelivery(
+            peerID: UUID(), policy: .init(limits: limits, unreliableLimits: limits, failWhenFull: false, sendTimeout: .seconds(30)),
+            metrics: SessionMetrics(localName: "test"))
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aWakeBetweenLookingAndWaitingIsNotMissed() async {
+        let delivery = Self.delivery()
+        let seen = delivery.wakes
+        delivery.wake()  // room came after the look, before the wait
+        await delivery.wait(after: seen, until: nil)
+        #expect(delivery.wakes == seen + 1)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aWaitEndsWithTheNextWakeOrWhenTheSessionStops() async {
+        let delivery = Self.delivery()
+        let seen = delivery.wakes
+        let waiting = Task { await delivery.wait(after: seen, until: nil) }
+        delivery.wake()
+        await waiting.value
+        let again = delivery.wakes
+        let waitingAgain = Task { await delivery.wait(after: again, until: nil) }
+        delivery.stop()
+        await waitingAgain.value
+        let message = try! DataMessage(sequence: 0, typeName: "Note", payload: .init())
+        guard case .refused(let error, _) = delivery.offer(message, reliably: true, now: .now) else {
+            Issue.record("a stopped session takes nothing")
+            return
+        }
+        #expect(error.code == .sessionState)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aWaitWithADeadlineEndsAtIt() async {
+        let delivery = Self.delivery()
+        await delivery.wait(after: delivery.wakes, until: .now + .milliseconds(50))
+        #expect(delivery.wakes == 0, "nobody woke it: the deadline did")
+    }
+}
