@@ -182,44 +182,52 @@ final class PeerDelivery: Sendable {
         }
     }
 
-    /// Writes what waits for `link` until nothing is left, the link is replaced or it closes,
-    /// in a task of its own (one per link at a time: ``PeerDeliveryStateMachine``): never in a
-    /// sender's task (a peer that reads slowly holds up only its own flush, not a send), and
-    /// never on the link's event loop (its reader must never wait on its writer).
+    /// Writes what waits for `link` until nothing is left, the link is replaced or it closes
+    /// (one flush per link at a time: ``PeerDeliveryStateMachine``). The first batch is written
+    /// from the caller (the sender whose message started the flush, or the reader that applied
+    /// the resume point): a lone message goes out without waiting for another task. Each next
+    /// batch is taken once the last is written, and written from a task of its own: never from
+    /// the link's event loop, whose reader must never wait on its writer.
     ///
-    /// One batch is in the link at a time: the next is taken once it is written, and the socket
-    /// takes at most a fragment's length beyond what TCP has sent
-    /// (``LinkConfiguration/unsentBytesLowWater``). So a message sent while a large one goes in
-    /// fragments waits behind about one fragment, not behind every fragment a writer's buffer,
-    /// or the kernel's, would take before the link pushed back. And the link's event loop finds
-    /// its task queue empty between batches, and reads its sockets: it runs its tasks until none
-    /// is left before it looks at them, and with a batch always queued (a write scheduled from
-    /// the last one's completion, on the loop) a sender whose peer kept up never read again, and
-    /// its keepalive timed the link out.
+    /// One batch is in the link at a time, and the socket takes at most a fragment's length
+    /// beyond what TCP has sent (``LinkConfiguration/unsentBytesLowWater``). So a message sent
+    /// while a large one goes in fragments waits behind about one fragment, not behind every
+    /// fragment a writer's buffer, or the kernel's, would take before the link pushed back. And
+    /// the link's event loop finds its task queue empty between batches, and reads its sockets:
+    /// it runs its tasks until none is left before it looks at them, and with a batch always
+    /// queued (a write scheduled on the loop from the last one's completion) a sender whose peer
+    /// kept up never read again, and its keepalive timed the link out.
     private func startFlush(on link: LinkID) {
-        guard let channel = state.withLockedValue({ $0.link?.id == link ? $0.link?.channel : nil }) else {
+        guard let channel = state.withLockedValue({ $0.link?.id == link ? $0.link?.channel : nil }),
+              let batch = nextBatch(for: link) else {
             state.withLockedValue { $0.machine.flushAbandoned(link) }  // closed: the next link resends
             return
         }
-        Task {
-            while let (batch, actions) = self.state.withLockedValue({ $0.machine.nextBatch(for: link) }) {
-                _ = self.perform(actions)
-                let written = channel.write(batch)
-                for message in batch {
-                    switch message {
-                    case .data(let message): self.metrics.sent(bytes: message.payload.readableBytes)
-                    case .fragment(let fragment) where fragment.isLast: self.metrics.sent(bytes: fragment.length)
-                    default: break
-                    }
-                }
-                do {
-                    try await written.get()
-                } catch {
-                    // The link is closing; the outbox resends on the next one.
-                    self.state.withLockedValue { $0.machine.flushAbandoned(link) }
-                    return
-                }
+        write(batch, to: channel, link: link)
+    }
+
+    private func nextBatch(for link: LinkID) -> [LinkMessage]? {
+        guard let (batch, actions) = state.withLockedValue({ $0.machine.nextBatch(for: link) }) else { return nil }
+        _ = perform(actions)
+        return batch
+    }
+
+    private func write(_ batch: [LinkMessage], to channel: any Channel, link: LinkID) {
+        for message in batch {
+            switch message {
+            case .data(let message): metrics.sent(bytes: message.payload.readableBytes)
+            case .fragment(let fragment) where fragment.isLast: metrics.sent(bytes: fragment.length)
+            default: break
             }
+        }
+        channel.write(batch).whenComplete { result in
+            guard case .success = result else {
+                // The link is closing; the outbox resends on the next one.
+                self.state.withLockedValue { $0.machine.flushAbandoned(link) }
+                return
+            }
+            guard let next = self.nextBatch(for: link) else { return }
+            Task { self.write(next, to: channel, link: link) }
         }
     }
 
