@@ -47,6 +47,7 @@ BENCH_PRODUCTS := LinkBenchmark SessionBenchmark DetectionBenchmark DeliveryBenc
 # The namespace parts need root; BENCH_ARGS=--quick for a short trial run of the tooling.
 bench: deps
 	for product in $(BENCH_PRODUCTS); do $(SWIFT) build -c release --product $$product || exit 1; done
+	clang -shared -fPIC -O2 -o .build/release/liblockcounter.so Benchmarks/LockCounter/lockcounter.c -ldl
 	Benchmarks/run-all.sh $(BENCH_ARGS)
 
 clean:

@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 results=bench-results
 mkdir -p "$results"
-rm -rf "$results"/{link,session,navlog,detection,detection-network,delivery,stopped-reader,discovery,mesh,durations,report}.json "$results"/report.md "$results"/charts "$results"/hosts-loss
+rm -rf "$results"/{link,session,session-locks,navlog,detection,detection-network,delivery,stopped-reader,discovery,mesh,durations,report}.json "$results"/report.md "$results"/charts "$results"/hosts-loss
 
 quick=0
 [[ "${1:-}" == "--quick" ]] && quick=1
@@ -29,6 +29,8 @@ step() {
 
 step link .build/release/LinkBenchmark $( ((quick)) && echo --quick )
 step session .build/release/SessionBenchmark --seconds "$(trials 1 3)"
+# The locks a message takes, counted by Benchmarks/LockCounter (preloaded in this run alone).
+step session-locks env LD_PRELOAD="$PWD/.build/release/liblockcounter.so" .build/release/SessionBenchmark --locks --seconds "$(trials 1 3)"
 step detection .build/release/DetectionBenchmark --trials "$(trials 5 20)"
 step delivery .build/release/DeliveryBenchmark --seconds "$(trials 3 10)"
 step navlog .build/release/NavlogBenchmark --entries "$(trials 1000 1000,10000,100000)"

@@ -38,6 +38,7 @@ let delivery = load("delivery.json", as: [Goodput].self)
 let discovery = load("discovery.json", as: [DiscoverySummary].self)
 let mesh = load("mesh.json", as: [MeshResult].self)
 let session = load("session.json", as: SessionResults.self)
+let sessionLocks = load("session-locks.json", as: LockCounts.self)
 let navlog = load("navlog.json", as: [NavlogSyncCase].self)
 /// The host suite's lossy-link scenario, run several times (navlog-hosts --only "loss and delay").
 struct HostsReport: Codable {
@@ -236,6 +237,9 @@ target("API: round trip p50 of a 1 KiB message (the peer's application replying)
     let ratio = $0.ratio
     return ("\(number(ratio.median, 2))x (\(number(ratio.low, 2))-\(number(ratio.high, 2))x over \($0.pairs.count) pairs; ours p50 \(number($0.pairs.map(\.apiP50Microseconds).sorted()[$0.pairs.count / 2], 1)) µs)",
             ratio.median <= 1.5)
+})
+target("API: lock acquisitions per reliable 1 KiB message, both ends, sent flat out <= 4 (every pthread mutex of the process: the Swift runtime's and GnuTLS's too)", sessionLocks.map {
+    ("\(number($0.flatOut, 2)) flat out; \(number($0.roundTrip, 1)) a message in round trips", $0.flatOut <= 4)
 })
 let loaded = session?.latency.first { $0.besideLargeMessages }
 target("API: a 1 KiB message while 64 MiB ones are in flight arrives p99 <= 5 ms", loaded.map {

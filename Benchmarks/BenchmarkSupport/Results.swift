@@ -229,6 +229,24 @@ public struct Handshakes: Codable, Sendable {
 }
 
 /// `bench-results/session.json` (SessionBenchmark): the public API's speed.
+/// Lock acquisitions per message through the API (SessionBenchmark --locks, with
+/// Benchmarks/LockCounter preloaded): every pthread mutex the process takes (both sessions: the
+/// sender's and the receiver's ends), divided by the messages delivered. SwiftNIO's locks are
+/// pthread mutexes; the Swift runtime's are not counted.
+public struct LockCounts: Codable, Sendable {
+    public var payloadBytes: Int
+    /// Reliable binary messages sent flat out by one task and read by another.
+    public var flatOut: Double
+    /// Round trips (a message, and the peer's application sending it back): per message, two a trip.
+    public var roundTrip: Double
+
+    public init(payloadBytes: Int, flatOut: Double, roundTrip: Double) {
+        self.payloadBytes = payloadBytes
+        self.flatOut = flatOut
+        self.roundTrip = roundTrip
+    }
+}
+
 public struct SessionResults: Codable, Sendable {
     public var cases: [SessionCase]
     /// The C GnuTLS program, the same run, by size.
@@ -323,6 +341,9 @@ public struct SessionCase: Codable, Sendable {
     public var cpuMicrosecondsPerMessage: Double
     /// Messages/s as a fraction of the C GnuTLS baseline's frames/s at the same size.
     public var ofBaseline: Double?
+    /// The process's pthread mutex acquisitions per message delivered, when counted
+    /// (SessionBenchmark --locks).
+    public var lockAcquisitionsPerMessage: Double?
 
     public var payloadMegabytesPerSecond: Double { messagesPerSecond * Double(payloadBytes) / 1e6 }
 

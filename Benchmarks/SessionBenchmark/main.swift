@@ -12,6 +12,8 @@
 //   swift build -c release --product SessionBenchmark && .build/release/SessionBenchmark [--seconds N] [--sizes 128,1024]
 //       [--deliveries reliable,unreliable] [--encodings json,binary] [--fields String,Data] [--no-latency]
 //       [--case-deadline SECONDS] [--no-pairs] [--no-round-trip]
+//   LD_PRELOAD=.build/release/liblockcounter.so .build/release/SessionBenchmark --locks [--seconds N]
+//       (lock acquisitions per message alone, into bench-results/session-locks.json; Benchmarks/LockCounter)
 import BaselineSupport
 import BenchmarkSupport
 import Foundation
@@ -54,6 +56,10 @@ let quiet: Logger = {
     logger.logLevel = .critical
     return logger
 }()
+/// The process's pthread mutex acquisitions so far, when Benchmarks/LockCounter is preloaded.
+let lockAcquisitions: (@convention(c) () -> UInt64)? = dlsym(nil, "multipeer_lock_acquisitions").map {
+    unsafeBitCast($0, to: (@convention(c) () -> UInt64).self)
+}
 let epoch = ContinuousClock.now
 func nanosecondsSinceStart() -> Int64 {
     let elapsed = (ContinuousClock.now - epoch).components
@@ -158,11 +164,13 @@ func measure<Message: Codable & Sendable>(
         var counted = 0
         var started: ContinuousClock.Instant?
         var cpuAtStart = 0.0
+        var locksAtStart: UInt64?
         for await _ in inbox {
             guard let start = started else {
                 if clock.now >= warmUpEnds {
                     started = clock.now
                     cpuAtStart = Bench.cpuSeconds()
+                    locksAtStart = lockAcquisitions?()
                 }
                 continue
             }
@@ -171,12 +179,15 @@ func measure<Message: Codable & Sendable>(
         }
         let elapsed = (clock.now - started!).seconds
         let cpu = Bench.cpuSeconds() - cpuAtStart
+        let locks = locksAtStart.map { Double(lockAcquisitions!() - $0) / Double(counted) }
         sending.cancel()
         _ = await sending.result
         let rate = Double(counted) / elapsed
-        return SessionCase(
+        var result = SessionCase(
             delivery: delivery, encoding: "\(encoding)", field: field, payloadBytes: payloadBytes, messagesPerSecond: rate,
             cpuMicrosecondsPerMessage: cpu / Double(counted) * 1e6)
+        result.lockAcquisitionsPerMessage = locks
+        return result
     }
 }
 
@@ -282,6 +293,27 @@ func baselineRate(_ size: Int, runs: Int = baselineRuns) throws -> BaselineRate 
     var rates: [Double] = []
     for _ in 0..<runs { rates.append(Double(count) / (try baseline.throughput(payload: size, count: count))) }
     return BaselineRate(payloadBytes: size, runs: rates)
+}
+
+if Bench.flag("--locks") {
+    guard lockAcquisitions != nil else {
+        print("--locks counts the process's locks with Benchmarks/LockCounter preloaded: build it (see lockcounter.c) and run with LD_PRELOAD=.build/release/liblockcounter.so")
+        exit(64)
+    }
+    let bytes = Data(repeating: 0xA5, count: 1024)
+    let flatOut = await measure(BytesMessage.self, delivery: "reliable", encoding: .binary, payloadBytes: 1024, field: "Data") {
+        BytesMessage(number: $0, bytes: bytes)
+    }
+    let trips = 5_000
+    let before = lockAcquisitions!()
+    _ = await apiRoundTrips(count: trips)
+    let perTrip = Double(lockAcquisitions!() - before) / Double(200 + trips)
+    let counts = LockCounts(payloadBytes: 1024, flatOut: flatOut.lockAcquisitionsPerMessage!, roundTrip: perTrip / 2)
+    print("Lock acquisitions (pthread mutexes, the whole process: both ends) per reliable binary 1 KiB message:")
+    print(String(format: "  sent flat out: %.2f (%.0f messages/s)", counts.flatOut, flatOut.messagesPerSecond))
+    print(String(format: "  in round trips (the peer's application replying): %.2f a message, %.2f a trip", counts.roundTrip, perTrip))
+    try Bench.writeJSON(counts, defaultPath: "bench-results/session-locks.json")
+    exit(0)
 }
 
 print("C GnuTLS baseline: frames one way over loopback, the same sizes (median of \(baselineRuns) runs; the slowest and fastest run)")

@@ -111,6 +111,14 @@ final class ReceiveWindows: Sendable {
 /// the link adopts the peer's receive window and says where the peer resumes.
 struct LinkAdopted {}
 
+/// The session moved its peer's delivery onto this link, link `link`, and applied the peer's
+/// resume point to it (sent down the pipeline by the session): the link's later ACKs go to the
+/// delivery from here, on the event loop, not through the session.
+struct DeliveryAttached: Sendable {
+    var delivery: PeerDelivery
+    var link: LinkID
+}
+
 /// Where a session's links hand what they receive.
 struct Inbox: Sendable {
     /// What was delivered from each sender, for reliable delivery.
@@ -129,6 +137,11 @@ struct Inbox: Sendable {
 /// (``LinkAdopted``), never before, it tells the sender where to resume with an ACK of
 /// everything already delivered from its incarnation: a link the session refuses, or has not
 /// decided on, cannot disturb what another link delivers.
+///
+/// The sender's side of delivery takes the peer's ACKs here too: the first, the peer's resume
+/// point, goes to the session (which admits the link with it); once the session has attached
+/// the peer's delivery to the link (``DeliveryAttached``), the later ones go straight to it,
+/// waking the senders they free.
 ///
 /// When a stream is full the link stops reading (it withholds `read`) until the stream is half
 /// empty: TCP then pushes back on the sender. A gap (a sequence number skipped) cannot happen on
@@ -159,6 +172,19 @@ final class DeliveryHandler: ChannelDuplexHandler {
     /// Given to a stream this link fills: brings its room back to this handler, on its event
     /// loop. Made once, not per message.
     private var whenRoom: (@Sendable () -> Void)?
+    /// Where the peer's ACKs go.
+    private var acknowledgements = Acknowledgements.awaitingResumePoint
+    /// The subscribers of the types this link brought (``Subscriptions/Cache``).
+    private var subscribers = Subscriptions.Cache()
+
+    private enum Acknowledgements {
+        /// The resume point has not come: the first ACK goes on to the session.
+        case awaitingResumePoint
+        /// The resume point went to the session; the latest ACK since waits for the delivery
+        /// (an ACK says all that the ones before it said).
+        case admitting(latest: (sequence: UInt64, partial: PartialMessage?)?)
+        case attached(PeerDelivery, LinkID)
+    }
 
     init(inbox: Inbox) {
         self.inbox = inbox
@@ -184,6 +210,14 @@ final class DeliveryHandler: ChannelDuplexHandler {
     }
 
     func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        if let attached = event as? DeliveryAttached {
+            if case .admitting(let latest) = acknowledgements, let latest {
+                report(attached.delivery.acknowledged(through: latest.sequence, partial: latest.partial, on: attached.link))
+            }
+            acknowledgements = .attached(attached.delivery, attached.link)
+            promise?.succeed()
+            return
+        }
         guard event is LinkAdopted else {
             context.triggerUserOutboundEvent(event, promise: promise)
             return
@@ -198,6 +232,18 @@ final class DeliveryHandler: ChannelDuplexHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !broken else { return }
         let frame = unwrapInboundIn(data)
+        if case .ack(let sequence, let partial) = frame {
+            switch acknowledgements {
+            case .awaitingResumePoint:
+                acknowledgements = .admitting(latest: nil)
+                context.fireChannelRead(data)
+            case .admitting:
+                acknowledgements = .admitting(latest: (sequence, partial))
+            case .attached(let delivery, let link):
+                report(delivery.acknowledged(through: sequence, partial: partial, on: link))
+            }
+            return
+        }
         guard let peer, whenRoom != nil else {
             context.fireChannelRead(data)
             return
@@ -276,10 +322,21 @@ final class DeliveryHandler: ChannelDuplexHandler {
     private func deliver(_ message: DataMessage, from peer: Peer, context: ChannelHandlerContext) {
         guard let whenRoom else { return }
         inbox.metrics.received(bytes: message.payload.readableBytes)
-        let filled = inbox.subscriptions.deliver(message, from: peer, whenRoom: whenRoom)
+        let filled = inbox.subscriptions.deliver(message, from: peer, cache: &subscribers, whenRoom: whenRoom)
         if filled > 0 {
             if fullStreams == 0 { announce(reading: false, context: context) }
             fullStreams += filled
+        }
+    }
+
+    /// Messages the sender's delivery dropped on an ACK (only a resume point drops any, and the
+    /// session applies that one): reported all the same, never in silence.
+    private func report(_ dropped: [PeerDeliveryStateMachine.Action]) {
+        for case .dropped(let typeNames) in dropped {
+            for typeName in typeNames {
+                inbox.metrics.dropped(reason: .tooLargeForPeer)
+                inbox.subscriptions.emit(.messagesDropped(typeName: typeName, count: 1, reason: .tooLargeForPeer))
+            }
         }
     }
 

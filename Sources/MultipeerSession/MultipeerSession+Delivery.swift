@@ -28,10 +28,11 @@ extension MultipeerSession {
     /// `Limits.sendTimeout`), and is refused only if the link closes first.
     nonisolated func enqueue(_ message: DataMessage, for peerID: UUID, delivery: Delivery = .reliable) async throws -> UInt64 {
         var joining: ContinuousClock.Instant?
+        // A peer's delivery, once made, is its delivery for the session's life.
+        guard let peer = deliveries[peerID] else {
+            throw deliveries.refusal(of: message, reliably: delivery == .reliable, for: peerID)
+        }
         while true {
-            guard let peer = deliveries[peerID] else {
-                throw deliveries.refusal(of: message, reliably: delivery == .reliable, for: peerID)
-            }
             switch peer.offer(message, reliably: delivery == .reliable, now: .now) {
             case .queued(let ticket):
                 return ticket
@@ -74,13 +75,14 @@ extension MultipeerSession {
         try deliveries[peerID]?.forget()
     }
 
-    /// The peer's first ACK on link `id`, its resume point: the peer admitted the link. Returns
-    /// the peer's delivery, which takes the link's later ACKs straight from its reader.
-    func admitted(_ id: LinkID, by peerID: UUID, through sequence: UInt64, partial: PartialMessage?) -> PeerDelivery? {
+    /// The peer's first ACK on link `id`, its resume point: the peer admitted the link. If this
+    /// side keeps it, the peer's delivery moves onto it from that point, and the link's
+    /// DeliveryHandler takes its later ACKs (``DeliveryAttached``).
+    func admitted(_ id: LinkID, by peerID: UUID, through sequence: UInt64, partial: PartialMessage?) {
         perform(core.admitted(id, now: .now))
-        guard let delivery = deliveries[peerID] else { return nil }
+        guard let delivery = deliveries[peerID], delivery.isAttached(to: id), let channel = links[id]?.channel else { return }
         tell(dropped: delivery.acknowledged(through: sequence, partial: partial, on: id), for: peerID)
-        return delivery
+        channel.triggerUserOutboundEvent(DeliveryAttached(delivery: delivery, link: id), promise: nil)
     }
 
     /// Reports what a peer's delivery dropped unsent.

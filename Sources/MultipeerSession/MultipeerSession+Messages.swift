@@ -2,6 +2,7 @@ public import Foundation
 import MultipeerCore
 import NIOCore
 import NIOConcurrencyHelpers
+import Synchronization
 
 extension MultipeerSession {
     /// The name a message type travels under, so several types share one link: its
@@ -147,18 +148,39 @@ extension MultipeerSession {
 
 /// What a message type declares of itself (``MultipeerMessage``), looked up once per type: the
 /// conformance check (`as? any MultipeerMessage.Type`) costs a few percent of sending or
-/// receiving a small message, every time.
+/// receiving a small message, every time. Read without a lock (every send reads it): the types
+/// known are an immutable table, replaced whole when a type is first seen, and every table made
+/// is kept for the process's life (one per message type), so a reader never finds its table
+/// freed.
 enum MessageTypeTraits {
     typealias Traits = (name: String, encoding: MessageEncoding?)
 
-    private static let known = NIOLockedValueBox<[ObjectIdentifier: Traits]>([:])
+    private final class Table: Sendable {
+        let traits: [ObjectIdentifier: Traits]
+        init(_ traits: [ObjectIdentifier: Traits]) { self.traits = traits }
+    }
+
+    /// The current table's address.
+    private static let current = Atomic<UInt>(UInt(bitPattern: Unmanaged.passRetained(Table([:])).toOpaque()))
+    /// Writers, one at a time; and every table made, kept.
+    private static let writer = NIOLockedValueBox<[Table]>([])
 
     static func of<Message>(_ type: Message.Type) -> Traits {
         let key = ObjectIdentifier(type)
-        if let traits = known.withLockedValue({ $0[key] }) { return traits }
+        if let traits = table().traits[key] { return traits }
         let declared = type as? any MultipeerMessage.Type
         let traits = (name: declared?.wireName ?? String(describing: type), encoding: declared?.wireEncoding ?? nil)
-        known.withLockedValue { $0[key] = traits }
+        writer.withLockedValue { kept in
+            var known = table().traits
+            known[key] = traits
+            let table = Table(known)
+            kept.append(table)
+            current.store(UInt(bitPattern: Unmanaged.passUnretained(table).toOpaque()), ordering: .releasing)
+        }
         return traits
+    }
+
+    private static func table() -> Table {
+        Unmanaged<Table>.fromOpaque(UnsafeRawPointer(bitPattern: current.load(ordering: .acquiring))!).takeUnretainedValue()
     }
 }

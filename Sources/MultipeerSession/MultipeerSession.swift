@@ -351,18 +351,13 @@ public actor MultipeerSession {
                     // Closed at once if the table keeps another link, or the session is stopping.
                     var closing = await self.linkEstablished(id, connection)
                     if closing == nil {
-                        /// The peer's delivery, once its resume point (the first ACK) admitted the link.
-                        var delivery: PeerDelivery?
                         do {
                             for try await message in inbound {
                                 switch message {
-                                case .ack(let sequence, let partial) where delivery != nil:
-                                    // Applied here: the reader never waits for the actor, so a busy
-                                    // sender cannot stall its own link (and its keepalive).
-                                    let dropped = delivery!.acknowledged(through: sequence, partial: partial, on: id)
-                                    if !dropped.isEmpty { self.inputs.yield(.onSession { $0.tell(dropped: dropped, for: peer.id) }) }
                                 case .ack(let sequence, let partial):
-                                    delivery = await self.admitted(id, by: peer.id, through: sequence, partial: partial)
+                                    // The first, the peer's resume point (the link's DeliveryHandler
+                                    // applies the later ones to the peer's delivery itself).
+                                    await self.admitted(id, by: peer.id, through: sequence, partial: partial)
                                 case .reject(let rejection):
                                     self.inputs.yield(.onSession { $0.rejected(rejection, by: peer.id, on: id) })
                                 case .goodbye(let reason, _):

@@ -2,6 +2,7 @@ import Foundation
 import MultipeerCore
 import NIOConcurrencyHelpers
 import NIOCore
+import Synchronization
 
 /// Delivery towards one peer (``PeerDeliveryStateMachine``) behind one lock, with the senders
 /// waiting on it: a send offers its message here from its own task, not through the session's
@@ -21,14 +22,44 @@ final class PeerDelivery: Sendable {
         /// The session's run ended: nothing is taken or waited for any more.
         var stopped = false
         var waiting: [UInt64: CheckedContinuation<Void, Never>] = [:]
-        var nextWaiter: UInt64 = 0
         var wakes: UInt64 = 0
+
+        /// Carries out the machine's actions under the lock: wakes take the waiters, and a
+        /// flush its first batch; returns what to do once the lock is let go.
+        mutating func apply(_ actions: [PeerDeliveryStateMachine.Action]) -> Effects {
+            var effects = Effects()
+            for action in actions {
+                switch action {
+                case .wakeSenders:
+                    effects.woken += wake()
+                case .flush(let id):
+                    guard let link, link.id == id, let (batch, more) = machine.nextBatch(for: id) else {
+                        machine.flushAbandoned(id)  // closed: the next link resends
+                        continue
+                    }
+                    effects.woken += apply(more).woken  // (a batch only wakes, it starts no flush)
+                    effects.write = (batch, link.channel, id)
+                case .dropped, .unreliableLost:
+                    effects.dropped.append(action)
+                }
+            }
+            return effects
+        }
 
         mutating func wake() -> [CheckedContinuation<Void, Never>] {
             wakes &+= 1
             defer { waiting.removeAll() }
             return Array(waiting.values)
         }
+    }
+
+    /// What is left to do once the lock is let go.
+    private struct Effects {
+        var woken: [CheckedContinuation<Void, Never>] = []
+        /// The first batch of a flush, for its link.
+        var write: (batch: [LinkMessage], channel: any Channel, link: LinkID)?
+        /// Messages dropped unsent, for the session to report.
+        var dropped: [PeerDeliveryStateMachine.Action] = []
     }
 
     /// What ``offer(_:reliably:now:)`` did with a message.
@@ -44,6 +75,8 @@ final class PeerDelivery: Sendable {
     let peerID: UUID
     private let state: NIOLockedValueBox<State>
     private let metrics: SessionMetrics
+    /// Names waits, so a cancelled one finds itself (no lock needed to take a name).
+    private let waiterNames = Atomic<UInt64>(0)
 
     init(peerID: UUID, policy: PeerDeliveryStateMachine.Policy, metrics: SessionMetrics) {
         self.peerID = peerID
@@ -51,12 +84,23 @@ final class PeerDelivery: Sendable {
         state = NIOLockedValueBox(State(machine: PeerDeliveryStateMachine(peerID: peerID, policy: policy)))
     }
 
+    /// Runs `body` under the lock, then what it left to do; returns its result and the drops.
+    private func withState<Result>(_ body: (inout State) -> (Result, [PeerDeliveryStateMachine.Action])) -> (Result, [PeerDeliveryStateMachine.Action]) {
+        let (result, effects) = state.withLockedValue { state in
+            let (result, actions) = body(&state)
+            return (result, state.apply(actions))
+        }
+        for waiter in effects.woken { waiter.resume() }
+        if let (batch, channel, link) = effects.write { write(batch, to: channel, link: link) }
+        return (result, effects.dropped)
+    }
+
     // MARK: Sending
 
-    /// Offers `message` to the outbox (`reliably`) or the unreliable queue; starts a flush if
-    /// the attached link has none.
+    /// Offers `message` to the outbox (`reliably`) or the unreliable queue; a flush it starts
+    /// writes its first batch from here (a lone message goes out without waiting for a task).
     func offer(_ message: DataMessage, reliably: Bool, now: ContinuousClock.Instant) -> Offer {
-        let (offer, actions) = state.withLockedValue { state -> (Offer, [PeerDeliveryStateMachine.Action]) in
+        withState { state -> (Offer, [PeerDeliveryStateMachine.Action]) in
             guard !state.stopped else { return (.refused(MultipeerError(.sessionState, "the session has stopped"), wakes: state.wakes), []) }
             let outcome = reliably
                 ? state.machine.enqueue(typeName: message.typeName, payload: message.payload, now: now)
@@ -66,9 +110,7 @@ final class PeerDelivery: Sendable {
             case .wait(let deadline): return (.wait(until: deadline, wakes: state.wakes), [])
             case .refused(let error): return (.refused(error, wakes: state.wakes), [])
             }
-        }
-        _ = perform(actions)
-        return offer
+        }.0
     }
 
     /// How many wakes there have been: what a sender about to look again passes to ``wait(after:until:)``.
@@ -87,10 +129,7 @@ final class PeerDelivery: Sendable {
     }
 
     private func wait(after wakes: UInt64) async {
-        let id = state.withLockedValue { state in
-            state.nextWaiter &+= 1
-            return state.nextWaiter
-        }
+        let id = waiterNames.add(1, ordering: .relaxed).newValue
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let done = state.withLockedValue { state in
@@ -107,7 +146,7 @@ final class PeerDelivery: Sendable {
 
     /// Wakes every sender waiting: room may have come, or the peer joined or left.
     func wake() {
-        for waiter in state.withLockedValue({ $0.wake() }) { waiter.resume() }
+        _ = withState { _ in ((), [.wakeSenders]) }
     }
 
     /// Waits until the peer acknowledged the message with this ticket: as long as the peer is
@@ -142,52 +181,37 @@ final class PeerDelivery: Sendable {
     /// The peer is active on link `id` (both sides admitted it): delivery goes on it once its
     /// resume point is applied (``acknowledged(through:partial:on:)``).
     func attach(_ id: LinkID, channel: any Channel, hello: Hello) {
-        state.withLockedValue { state in
+        _ = withState { state in
             state.link = (id, channel)
             state.machine.linkUp(id, incarnation: hello.incarnation, frameLimit: hello.maximumFrameLength, messageLimit: hello.maximumMessageLength)
+            return ((), [.wakeSenders])  // those waiting for the peer to join
         }
-        wake()  // senders waiting for the peer to join
+    }
+
+    /// Whether delivery goes on link `id`.
+    func isAttached(to id: LinkID) -> Bool {
+        state.withLockedValue { $0.link?.id == id }
     }
 
     /// The peer's link `id` closed or was replaced (nil: whatever link it had). Returns the
     /// unreliable messages lost with it.
     func detach(_ id: LinkID?, now: ContinuousClock.Instant) -> [PeerDeliveryStateMachine.Action] {
-        let actions = state.withLockedValue { state in
+        withState { state in
             if id == nil || state.link?.id == id { state.link = nil }
-            return state.machine.linkDown(id, now: now)
-        }
-        return perform(actions)
+            return ((), state.machine.linkDown(id, now: now))
+        }.1
     }
 
     /// The peer acknowledged everything through `sequence` on link `id`, except the message in
     /// fragments `partial` names; the first ACK on a link is the resume point. Returns what was
     /// dropped on resuming (messages the peer now takes no longer).
     func acknowledged(through sequence: UInt64, partial: PartialMessage?, on id: LinkID) -> [PeerDeliveryStateMachine.Action] {
-        perform(state.withLockedValue { $0.machine.acknowledged(through: sequence, partial: partial, on: id) })
+        withState { ((), $0.machine.acknowledged(through: sequence, partial: partial, on: id)) }.1
     }
 
-    /// Carries out the flushes and wakes; returns the rest (messages dropped) for the session to report.
-    private func perform(_ actions: [PeerDeliveryStateMachine.Action]) -> [PeerDeliveryStateMachine.Action] {
-        actions.filter { action in
-            switch action {
-            case .flush(let link):
-                startFlush(on: link)
-                return false
-            case .wakeSenders:
-                wake()
-                return false
-            case .dropped, .unreliableLost:
-                return true
-            }
-        }
-    }
-
-    /// Writes what waits for `link` until nothing is left, the link is replaced or it closes
-    /// (one flush per link at a time: ``PeerDeliveryStateMachine``). The first batch is written
-    /// from the caller (the sender whose message started the flush, or the reader that applied
-    /// the resume point): a lone message goes out without waiting for another task. Each next
-    /// batch is taken once the last is written, and written from a task of its own: never from
-    /// the link's event loop, whose reader must never wait on its writer.
+    /// Writes `batch`, the first of a flush on `link` or the next; once it is written, takes
+    /// the next (one flush per link at a time: ``PeerDeliveryStateMachine``), and writes it from
+    /// a task of its own, never from the link's event loop.
     ///
     /// One batch is in the link at a time, and the socket takes at most a fragment's length
     /// beyond what TCP has sent (``LinkConfiguration/unsentBytesLowWater``). So a message sent
@@ -197,21 +221,6 @@ final class PeerDelivery: Sendable {
     /// it runs its tasks until none is left before it looks at them, and with a batch always
     /// queued (a write scheduled on the loop from the last one's completion) a sender whose peer
     /// kept up never read again, and its keepalive timed the link out.
-    private func startFlush(on link: LinkID) {
-        guard let channel = state.withLockedValue({ $0.link?.id == link ? $0.link?.channel : nil }),
-              let batch = nextBatch(for: link) else {
-            state.withLockedValue { $0.machine.flushAbandoned(link) }  // closed: the next link resends
-            return
-        }
-        write(batch, to: channel, link: link)
-    }
-
-    private func nextBatch(for link: LinkID) -> [LinkMessage]? {
-        guard let (batch, actions) = state.withLockedValue({ $0.machine.nextBatch(for: link) }) else { return nil }
-        _ = perform(actions)
-        return batch
-    }
-
     private func write(_ batch: [LinkMessage], to channel: any Channel, link: LinkID) {
         for message in batch {
             switch message {
@@ -220,14 +229,18 @@ final class PeerDelivery: Sendable {
             default: break
             }
         }
-        channel.write(batch).whenComplete { result in
-            guard case .success = result else {
-                // The link is closing; the outbox resends on the next one.
-                self.state.withLockedValue { $0.machine.flushAbandoned(link) }
-                return
+        channel.write(batch) { written in
+            let next = self.state.withLockedValue { state -> ([LinkMessage], [CheckedContinuation<Void, Never>])? in
+                guard written, let (batch, actions) = state.machine.nextBatch(for: link) else {
+                    // Done, or the link is closing: the outbox resends on the next one.
+                    state.machine.flushAbandoned(link)
+                    return nil
+                }
+                return (batch, state.apply(actions).woken)
             }
-            guard let next = self.nextBatch(for: link) else { return }
-            Task { self.write(next, to: channel, link: link) }
+            guard let (batch, woken) = next else { return }
+            for waiter in woken { waiter.resume() }
+            Task { self.write(batch, to: channel, link: link) }
         }
     }
 
@@ -276,17 +289,21 @@ final class PeerDelivery: Sendable {
 }
 
 extension Channel {
-    /// Writes `batch` into the pipeline in one event-loop turn and flushes it; the future
-    /// completes once the last of it is written to the socket (or fails with the link).
-    fileprivate func write(_ batch: [LinkMessage]) -> EventLoopFuture<Void> {
-        let written = eventLoop.makePromise(of: Void.self)
-        eventLoop.execute {
+    /// Writes `batch` into the pipeline in one event-loop turn (this one, if on the loop) and
+    /// flushes it; `completion` is called on the loop once the last of it is written to the
+    /// socket (true), or it failed with the link (false).
+    fileprivate func write(_ batch: [LinkMessage], completion: @escaping @Sendable (Bool) -> Void) {
+        let write: @Sendable () -> Void = {
+            let written = self.eventLoop.makePromise(of: Void.self)
+            written.futureResult.whenComplete { result in
+                if case .success = result { completion(true) } else { completion(false) }
+            }
             for (index, message) in batch.enumerated() {
                 self.write(message, promise: index == batch.count - 1 ? written : nil)
             }
             self.flush()
         }
-        return written.futureResult
+        if eventLoop.inEventLoop { write() } else { eventLoop.execute(write) }
     }
 }
 

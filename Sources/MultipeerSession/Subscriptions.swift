@@ -3,6 +3,7 @@ import MultipeerCore
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// The streams the session hands out (``MultipeerSession/events``,
 /// ``MultipeerSession/messages(of:)``) and what feeds them: events from the actor, messages
@@ -35,13 +36,13 @@ final class Subscriptions: Sendable {
     }
 
     /// One subscriber's buffer, fed values its ``Decoding`` made.
-    private struct Subscriber {
+    fileprivate struct Subscriber {
         var offer: @Sendable (Peer, UInt64, Decoded, Int, @escaping @Sendable () -> Void) -> StreamOffer
         var finish: @Sendable () -> Void
     }
 
     /// The subscribers of one wire name that share a Swift type, and how to decode it.
-    private struct Decoding {
+    fileprivate struct Decoding {
         /// The Swift type.
         var type: ObjectIdentifier
         var decode: @Sendable (ByteBuffer) throws -> any Sendable
@@ -85,6 +86,21 @@ final class Subscriptions: Sendable {
     /// Tells the sender of a reliable message that did not decode (the session sends REJECT).
     private let rejected: @Sendable (Peer, Rejection) -> Void
     private let state = NIOLockedValueBox(State())
+    /// Counts the changes to who subscribes to what, made under the lock: a link's ``Cache`` of
+    /// an earlier count is out of date.
+    private let changes = Atomic<UInt64>(0)
+
+    /// A link's copy of the subscribers of the types it brought, while nobody subscribes or
+    /// unsubscribes: a message of such a type goes to its subscribers' streams without the
+    /// session-wide lock, only the streams' own. It holds only subscribed names, and starts over
+    /// at every change.
+    struct Cache {
+        fileprivate var changes: UInt64 = .max
+        fileprivate var decodings: [String: [Decoding]] = [:]
+
+        init() {}
+        fileprivate init(changes: UInt64) { self.changes = changes }
+    }
 
     init(limits: MultipeerSession.Limits, metrics: SessionMetrics, rejected: @escaping @Sendable (Peer, Rejection) -> Void = { _, _ in }) {
         self.limits = limits
@@ -160,6 +176,7 @@ final class Subscriptions: Sendable {
                 buffer.finish()
                 return []
             }
+            changes.add(1, ordering: .releasing)
             var topic = state.topics[typeName, default: Topic()]
             if let index = topic.decodings.firstIndex(where: { $0.type == key }) {
                 topic.decodings[index].subscribers[id] = subscriber
@@ -200,6 +217,7 @@ final class Subscriptions: Sendable {
     private func unsubscribe(_ id: UUID, of key: ObjectIdentifier, named typeName: String) {
         state.withLockedValue { state in
             guard var topic = state.topics[typeName], let index = topic.decodings.firstIndex(where: { $0.type == key }) else { return }
+            changes.add(1, ordering: .releasing)
             topic.decodings[index].subscribers[id] = nil
             if topic.decodings[index].subscribers.isEmpty { topic.decodings.remove(at: index) }
             state.topics[typeName] = topic.isEmpty ? nil : topic
@@ -208,18 +226,30 @@ final class Subscriptions: Sendable {
 
     /// Hands a DATA message to every subscriber of its type (decoded once per Swift type), or
     /// holds it for the first one. Returns how many subscriber buffers (or holds) it filled: the
-    /// link stops reading until `whenRoom` has been called as many times.
-    func deliver(_ message: DataMessage, from peer: Peer, whenRoom: @escaping @Sendable () -> Void) -> Int {
+    /// link stops reading until `whenRoom` has been called as many times. `cache` is the link's
+    /// own (``Cache``).
+    func deliver(_ message: DataMessage, from peer: Peer, cache: inout Cache, whenRoom: @escaping @Sendable () -> Void) -> Int {
         enum Plan {
             case decode([Decoding])
             case held(full: Bool, reports: [SessionEvent])
         }
         let cost = message.payload.readableBytes
-        let plan = state.withLockedValue { state -> Plan in
-            if let decodings = state.topics[message.typeName]?.decodings, !decodings.isEmpty {
-                return .decode(decodings)
+        let plan: Plan
+        if cache.changes == changes.load(ordering: .acquiring), let decodings = cache.decodings[message.typeName] {
+            plan = .decode(decodings)
+        } else {
+            let (found, count) = state.withLockedValue { state -> (Plan, UInt64) in
+                let count = changes.load(ordering: .relaxed)
+                if let decodings = state.topics[message.typeName]?.decodings, !decodings.isEmpty {
+                    return (.decode(decodings), count)
+                }
+                return (hold(message, from: peer, whenRoom: whenRoom, in: &state), count)
             }
-            return hold(message, from: peer, whenRoom: whenRoom, in: &state)
+            plan = found
+            if case .decode(let decodings) = plan {
+                if cache.changes != count { cache = Cache(changes: count) }
+                cache.decodings[message.typeName] = decodings
+            }
         }
         switch plan {
         case .held(let full, let reports):
@@ -314,6 +344,7 @@ final class Subscriptions: Sendable {
     func finish() {
         let (events, subscribers) = state.withLockedValue { state in
             defer { state = State(); state.finished = true }
+            changes.add(1, ordering: .releasing)
             return (Array(state.events.values), state.topics.values.flatMap { $0.decodings.flatMap(\.subscribers.values) })
         }
         events.forEach { $0.finish() }
