@@ -152,6 +152,12 @@ package struct SessionStateMachine: Sendable {
     private var roster: Roster?
     /// How many group keys a dial may offer.
     private var keyCount: Int
+    /// The port configured (0: any the system chooses).
+    private let configuredPort: Int
+    /// The port to listen on again on a resume, once the session has listened: the configured
+    /// one, or (0 configured) the one the system chose, so a peer that reaches this session by
+    /// its address finds it again.
+    private var resumePort: Int?
     /// Lasting refusals reported once per peer (or dialled endpoint) and cause, then only
     /// counted, until the roster or keys change or the peer is admitted.
     private var reportedRefusals: Set<Refusal> = []
@@ -162,12 +168,14 @@ package struct SessionStateMachine: Sendable {
     private var presence: [UUID: (since: ContinuousClock.Instant, reconnects: Int)] = [:]
 
     /// - Parameters:
-    ///   - keyCount: How many group keys the session holds (``keysChanged(count:)``).
+    ///   - keyCount: How many group keys the session holds (``keysChanged(count:now:)``).
+    ///   - port: The port configured (0: any the system chooses).
     ///   - seed: Seeds the backoff jitter, so tests can repeat a run exactly.
     package init(
-        localPeerID: UUID, localKey: PeerKey, backoff: Backoff.Parameters, roster: Roster?, keyCount: Int,
+        localPeerID: UUID, localKey: PeerKey, backoff: Backoff.Parameters, roster: Roster?, keyCount: Int, port: Int = 0,
         seed: UInt64 = .random(in: 0...UInt64.max)
     ) {
+        self.configuredPort = port
         self.localPeerID = localPeerID
         self.localKey = localKey
         self.backoff = backoff
@@ -184,10 +192,17 @@ package struct SessionStateMachine: Sendable {
         lifecycle = .suspended
     }
 
+    /// Where to listen: the configured port the first time, then the one the session had
+    /// (`resuming`: if something took it meanwhile, another will do).
+    package var listenPort: (number: Int, resuming: Bool) {
+        resumePort.map { ($0, true) } ?? (configuredPort, false)
+    }
+
     /// The listener is up on `port`: dial every known target that is this side's to dial.
     package mutating func listening(on port: Int, now: ContinuousClock.Instant) -> [Action] {
         precondition(lifecycle == .suspended, "listening while \(lifecycle)")
         lifecycle = .running(port: port)
+        resumePort = configuredPort == 0 ? port : configuredPort
         return perform(table.restart(), now: now)
     }
 

@@ -34,14 +34,15 @@ public actor MultipeerSession {
     /// This device's key pair, which every HELLO proves.
     public nonisolated let identity: PeerIdentity
     /// This peer's identity, derived from ``identity``'s public key.
-    public nonisolated let peerID: UUID
+    public nonisolated var peerID: UUID { identity.peerID }
     /// Tells this run of the session from earlier ones with the same ``peerID``: the wall-clock
     /// time it was made, in nanoseconds since 1970, so a later run has a greater one.
     public nonisolated let incarnation: UInt64
 
-    let subscriptions: Subscriptions
-    let metrics: SessionMetrics
-    var logger: Logger
+    /// Where the links hand what they receive: the receive windows, the application's streams
+    /// and the metrics.
+    let inbox: Inbox
+    let logger: Logger
     /// The session's decisions: the peer table, delivery, admission, dials and the lifecycle.
     var core: SessionStateMachine
     /// The links the session carries, to write to them and close them.
@@ -51,16 +52,10 @@ public actor MultipeerSession {
     /// What the session runs with while it runs: its links' configuration (and TLS context,
     /// which key changes update) and discovery.
     private var running: (link: LinkConfiguration, discovery: any PeerDiscovery)?
-    /// The port to listen on again on ``resume()``, once the session has listened: the
-    /// configured one, or (0 configured) the one the system chose, so a peer that reaches this
-    /// session by its address (``Discovery/staticPeers(_:)``) finds it again.
-    private var resumePort: Int?
     /// Each peer's delivery, driven by senders and the links' readers, not the actor.
     let deliveries: Deliveries
-    let receiveWindows = ReceiveWindows()
-    /// What the run loop takes, in order.
-    nonisolated let inputs: AsyncStream<Input>.Continuation
-    private let pendingInputs: AsyncStream<Input>
+    /// What the run loop takes, in order (``Input``).
+    private let runLoop: (stream: AsyncStream<Input>, continuation: AsyncStream<Input>.Continuation)
 
     /// What the run loop takes: work for a child task of the run, work on the session in
     /// order with the rest (what a link's reader hands over: it never waits for the actor), and
@@ -77,6 +72,9 @@ public actor MultipeerSession {
         case stop
     }
 
+    nonisolated var subscriptions: Subscriptions { inbox.subscriptions }
+    nonisolated var metrics: SessionMetrics { inbox.metrics }
+
     /// Creates a session; nothing happens on the network until ``run()``.
     ///
     /// - Parameters:
@@ -88,25 +86,27 @@ public actor MultipeerSession {
     public init(configuration: Configuration, identity: PeerIdentity) {
         self.configuration = configuration
         self.identity = identity
-        self.peerID = identity.peerID
         self.incarnation = Self.nextIncarnation()
         self.core = SessionStateMachine(
             localPeerID: identity.peerID, localKey: identity.key, backoff: configuration.reconnect.backoff,
-            roster: configuration.roster, keyCount: configuration.keys.keys.count)
+            roster: configuration.roster, keyCount: configuration.keys.keys.count, port: configuration.port)
         var logger = configuration.logger
-        logger[metadataKey: "multipeer.local.id"] = "\(peerID)"
+        logger[metadataKey: "multipeer.local.id"] = "\(identity.peerID)"
         self.logger = logger
-        self.metrics = SessionMetrics(localName: configuration.peer.displayName)
+        let metrics = SessionMetrics(localName: configuration.peer.displayName)
         self.deliveries = Deliveries(
             policy: .init(
                 limits: configuration.limits.outbox, unreliableLimits: configuration.limits.unreliableQueue,
                 failWhenFull: configuration.limits.failWhenOutboxFull, sendTimeout: configuration.limits.sendTimeout),
             metrics: metrics)
-        let (pendingInputs, inputs) = AsyncStream<Input>.makeStream()
-        (self.pendingInputs, self.inputs) = (pendingInputs, inputs)
-        self.subscriptions = Subscriptions(limits: configuration.limits, metrics: metrics) { peer, rejection in
-            inputs.yield(.onSession { $0.reject(rejection, from: peer) })
+        let runLoop = AsyncStream<Input>.makeStream()
+        self.runLoop = runLoop
+        let subscriptions = Subscriptions(limits: configuration.limits, metrics: metrics) { peer, rejection in
+            runLoop.continuation.yield(.onSession { $0.reject(rejection, from: peer) })
         }
+        self.inbox = Inbox(
+            windows: ReceiveWindows(), subscriptions: subscriptions, metrics: metrics,
+            maximumMessageLength: configuration.limits.maximumMessageLength)
         self.keys = configuration.keys
     }
 
@@ -155,8 +155,8 @@ public actor MultipeerSession {
             // advertisement); cancellation stops at once, each link saying GOODBYE as it goes.
             try await withGracefulShutdownHandler {
                 try await runUntilStopped(linkConfiguration, discovery)
-            } onGracefulShutdown: { [inputs] in
-                inputs.yield(.stop)
+            } onGracefulShutdown: { [runLoop] in
+                runLoop.continuation.yield(.stop)
             }
         } catch is CancellationError {
             // Cancellation (or a graceful shutdown) is how a session stops, not a failure.
@@ -170,7 +170,7 @@ public actor MultipeerSession {
     }
 
     private func runUntilStopped(_ linkConfiguration: LinkConfiguration, _ discovery: DiscoverySetup) async throws {
-        var inputs = pendingInputs.makeAsyncIterator()
+        var inputs = runLoop.stream.makeAsyncIterator()
         while try await runActive(linkConfiguration, discovery, &inputs) {
             subscriptions.listening(nil)
             // Until resume (or the end), what was handed over before the suspend still runs: on
@@ -195,13 +195,13 @@ public actor MultipeerSession {
     /// Takes the session into the background: links and advertisement go, the peer table and
     /// subscriptions stay. Does nothing if the session is not running.
     public func suspend() {
-        inputs.yield(.suspend)
+        runLoop.continuation.yield(.suspend)
     }
 
     /// Asks for a suspend and, before the run loop sees it, discovers `endpoint`: the dial that
     /// discovery asks for reaches the run loop after the suspend (for a test of that race).
     package func suspend(discoveringMeanwhile endpoint: String) throws {
-        inputs.yield(.suspend)
+        runLoop.continuation.yield(.suspend)
         for advert in try StaticPeers([endpoint]).adverts { discovered(.found(advert)) }
     }
 
@@ -210,7 +210,7 @@ public actor MultipeerSession {
     /// says so and it listens on another, which it advertises), advertises again and dials every
     /// known peer at once.
     public func resume() {
-        inputs.yield(.resume)
+        runLoop.continuation.yield(.resume)
     }
 
     /// One stretch of running, until suspended (returns true) or stopped (returns false).
@@ -278,21 +278,22 @@ public actor MultipeerSession {
     }
 
     /// Binds the listener: the first time to the configured port, where a failure is the run's;
-    /// on resume to ``resumePort``, and if something took that meanwhile, it is reported
-    /// (``SessionEvent/listenFailed(port:_:)``) and another is bound, which is advertised: the
-    /// session stays reachable by discovery.
+    /// on resume to the port it had (``SessionStateMachine/listenPort``), and if something took
+    /// that meanwhile, it is reported (``SessionEvent/listenFailed(port:_:)``) and another is
+    /// bound, which is advertised: the session stays reachable by discovery.
     private func listen(_ linkConfiguration: LinkConfiguration) async throws -> PeerListener {
         let listener: PeerListener
+        let port = core.listenPort
         do {
-            listener = try await PeerListener.bind(port: resumePort ?? configuration.port, configuration: linkConfiguration, limits: configuration.limits)
+            listener = try await PeerListener.bind(port: port.number, configuration: linkConfiguration, limits: configuration.limits)
         } catch let error as MultipeerError {
-            guard let resumePort else { throw error }
+            guard port.resuming else { throw error }
+            let resumePort = port.number
             logger.warning("cannot listen on the same port again; listening on another", metadata: [
                 "multipeer.port": "\(resumePort)", "multipeer.error": "\(error)"])
             subscriptions.emit(.listenFailed(port: resumePort, error))
             listener = try await PeerListener.bind(port: 0, configuration: linkConfiguration, limits: configuration.limits)
         }
-        resumePort = configuration.port == 0 ? listener.port : configuration.port
         return listener
     }
 
@@ -359,7 +360,7 @@ public actor MultipeerSession {
                                     // applies the later ones to the peer's delivery itself).
                                     await self.admitted(id, by: peer.id, through: sequence, partial: partial)
                                 case .reject(let rejection):
-                                    self.inputs.yield(.onSession { $0.rejected(rejection, by: peer.id, on: id) })
+                                    self.runLoop.continuation.yield(.onSession { $0.rejected(rejection, by: peer.id, on: id) })
                                 case .goodbye(let reason, _):
                                     goodbye = reason
                                     return
@@ -475,7 +476,7 @@ public actor MultipeerSession {
 
     /// Runs `body` as a child task of the run (``Input/task(_:)``).
     private nonisolated func spawn(_ body: @escaping @Sendable () async -> Void) {
-        inputs.yield(.task(body))
+        runLoop.continuation.yield(.task(body))
     }
 
     /// Carries out what the core decided, in order.
@@ -616,9 +617,7 @@ public actor MultipeerSession {
         var link = LinkConfiguration(
             tls: tls, identity: identity, localHello: hello, maximumFrameLength: configuration.limits.maximumFrameLength,
             tcpUserTimeout: keepaliveTimeout * KeepaliveStateMachine.stallFactor)
-        link.inbox = Inbox(
-            windows: receiveWindows, subscriptions: subscriptions, metrics: metrics,
-            maximumMessageLength: configuration.limits.maximumMessageLength)
+        link.inbox = inbox
         return link
     }
 }

@@ -181,6 +181,19 @@ import Testing
                 "another incarnation could not tell which message it was")
     }
 
+    @Test func itListensAgainWhereItListenedTheFirstTimeWhereTheSystemChose() {
+        var session = SessionStateMachine(localPeerID: Self.local, localKey: Self.key(1), backoff: Backoff.Parameters(), roster: nil, keyCount: 1)
+        try! session.begin()
+        #expect(session.listenPort == (0, false), "the first time: the port configured (0, any), and a failure is the run's")
+        _ = session.listening(on: 41_234, now: Self.start)
+        _ = session.stopRunning(.suspended, now: Self.start)
+        #expect(session.listenPort == (41_234, true), "on resume: the one it had, or another if taken")
+        var fixed = SessionStateMachine(localPeerID: Self.local, localKey: Self.key(1), backoff: Backoff.Parameters(), roster: nil, keyCount: 1, port: 7000)
+        try! fixed.begin()
+        _ = fixed.listening(on: 7000, now: Self.start)
+        #expect(fixed.listenPort == (7000, true))
+    }
+
     @Test func aSessionRunsOnce() {
         var session = Self.running()
         #expect(throws: MultipeerError.self) { try session.begin() }
