@@ -293,6 +293,19 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The session module's link handlers on an EmbeddedChannel: no sockets, no time but the test's.
+        .testTarget(
+            name: "MultipeerSessionTests",
+            dependencies: [
+                "MultipeerSession",
+                "MultipeerTLS",
+                "MultipeerCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            path: "Tests/MultipeerSessionTests",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "MultipeerIntegrationTests",
             dependencies: [

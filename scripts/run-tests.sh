@@ -25,7 +25,7 @@ run_alone() {  # COMMAND...: runs the suites in `alone`, one at a time, under CO
 # cooperative pool's two threads until it ends) run first, on their own; beside the integration
 # tests they starved those tests' readers for seconds under a sanitizer, and keepalives and
 # handshake deadlines failed. Skipped when a --filter chose other tests.
-cores='^(MultipeerCoreTests|MultipeerTLSTests|MultipeerDiscoveryTests|NavlogSyncTests)\.'
+cores='^(MultipeerCoreTests|MultipeerTLSTests|MultipeerDiscoveryTests|MultipeerSessionTests|NavlogSyncTests)\.'
 run_suite() {  # COMMAND...: the whole suite but the `alone` ones, under COMMAND
     if [[ " $* " == *" --filter "* ]]; then "$@"; return; fi
     "$@" --filter "$cores" && "$@" --skip "$cores"

@@ -154,12 +154,8 @@ final class DeliveryHandler: ChannelDuplexHandler {
     typealias OutboundOut = LinkMessage
 
     private let inbox: Inbox
-    private var peer: Peer?
-    /// The session keeps this link as its peer's: reliable DATA may come.
-    private var adopted = false
+    private var stage = Stage.awaitingHello
     private var context: ChannelHandlerContext?
-    /// A gap was seen: the link is closing and reads nothing more.
-    private var broken = false
     /// The unreliable message arriving in fragments on this link.
     private var unreliableAssembly: MessageAssembly?
     /// A reliable message was delivered in this read batch (only then is there anything to
@@ -176,6 +172,35 @@ final class DeliveryHandler: ChannelDuplexHandler {
     private var acknowledgements = Acknowledgements.awaitingResumePoint
     /// The subscribers of the types this link brought (``Subscriptions/Cache``).
     private var subscribers = Subscriptions.Cache()
+
+    private enum Stage {
+        /// Before the peer's HELLO: frames pass on (the HELLO is LinkHandler's).
+        case awaitingHello
+        /// The peer is known, and the session has not kept the link as its own yet: reliable
+        /// DATA breaks the protocol.
+        case open(Peer)
+        /// The session keeps the link as the peer's: it follows the peer's receive window, and
+        /// reliable DATA may come.
+        case adopted(Peer)
+        /// The peer broke the protocol: the link is closing and reads nothing more (`adopted`:
+        /// the peer whose receive window it followed until then).
+        case broken(adopted: Peer?)
+
+        var peer: Peer? {
+            switch self {
+            case .open(let peer), .adopted(let peer): peer
+            case .awaitingHello, .broken: nil
+            }
+        }
+
+        /// The peer whose receive window the link follows, or followed until it broke.
+        var adoptedPeer: Peer? {
+            switch self {
+            case .adopted(let peer), .broken(adopted: let peer?): peer
+            case .awaitingHello, .open, .broken: nil
+            }
+        }
+    }
 
     private enum Acknowledgements {
         /// The resume point has not come: the first ACK goes on to the session.
@@ -199,12 +224,12 @@ final class DeliveryHandler: ChannelDuplexHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
         whenRoom = nil  // it holds this handler
-        if adopted, let peer { inbox.windows.linkClosed(peer.id) }
+        if let peer = stage.adoptedPeer { inbox.windows.linkClosed(peer.id) }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let hello = event as? HelloCompleted {
-            peer = Peer(hello.remote)
+            stage = .open(Peer(hello.remote))
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -222,15 +247,15 @@ final class DeliveryHandler: ChannelDuplexHandler {
             context.triggerUserOutboundEvent(event, promise: promise)
             return
         }
-        if let peer, !adopted, !broken {
-            adopted = true
+        if case .open(let peer) = stage {
+            stage = .adopted(peer)
             context.writeAndFlush(wrapOutboundOut(inbox.windows.adopt(peer.id, incarnation: peer.incarnation)), promise: nil)
         }
         promise?.succeed()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !broken else { return }
+        if case .broken = stage { return }
         let frame = unwrapInboundIn(data)
         if case .ack(let sequence, let partial) = frame {
             switch acknowledgements {
@@ -244,7 +269,7 @@ final class DeliveryHandler: ChannelDuplexHandler {
             }
             return
         }
-        guard let peer, whenRoom != nil else {
+        guard let peer = stage.peer, whenRoom != nil else {
             context.fireChannelRead(data)
             return
         }
@@ -260,7 +285,7 @@ final class DeliveryHandler: ChannelDuplexHandler {
             receiveUnreliable(frame, from: peer, context: context)
             return
         }
-        guard adopted else {
+        guard case .adopted = stage else {
             fail(MultipeerError(
                 .outOfSequence, "peer \(peer.id) sent reliable message \(sequence) before this side said where to resume; the link is closed"),
                 context: context)
@@ -342,14 +367,14 @@ final class DeliveryHandler: ChannelDuplexHandler {
 
     /// The peer broke the protocol: the link closes (with GOODBYE, protocol error) and reads nothing more.
     private func fail(_ error: MultipeerError, context: ChannelHandlerContext) {
-        broken = true
+        stage = .broken(adopted: stage.adoptedPeer)
         context.writeAndFlush(wrapOutboundOut(.goodbye(.protocolError, error.message)), promise: nil)
         context.fireErrorCaught(error)
         context.close(promise: nil)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if deliveredInBatch, let peer {
+        if deliveredInBatch, let peer = stage.peer {
             deliveredInBatch = false
             if let ack = inbox.windows.acknowledgement(for: peer.id, incarnation: peer.incarnation) {
                 context.writeAndFlush(wrapOutboundOut(ack), promise: nil)

@@ -3,7 +3,8 @@ import MultipeerCore
 import MultipeerTLS
 import NIOCore
 
-/// Runs the HELLO exchange once TLS is up, then turns frames into ``LinkMessage``s and back.
+/// Runs the HELLO exchange once TLS is up, then turns frames into ``LinkMessage``s and back: the
+/// link's ``LinkStateMachine`` decides, this handler carries it out.
 ///
 /// This side's HELLO is signed with its identity for this TLS connection (its exporter value);
 /// the peer's HELLO must prove the ID it claims the same way, or the link is closed with
@@ -19,26 +20,14 @@ final class LinkHandler: ChannelDuplexHandler {
     typealias OutboundIn = LinkMessage
     typealias OutboundOut = ByteBuffer
 
-    private enum State {
-        case awaitingTLS
-        case awaitingHello
-        case open
-        case closed
-    }
-
+    private var machine: LinkStateMachine
     private let localHello: Hello
     private let identity: PeerIdentity
-    /// The side this handler's end of the connection is on; the peer's HELLO comes from the other.
+    /// The side this handler's end of the connection is on.
     private let side: Hello.Side
-    /// Whom the dialler meant to reach, when discovery said: the HELLO must prove that peer.
-    private let expectedPeer: UUID?
-    /// This connection's exporter value, once TLS is up.
-    private var exporter: [UInt8] = []
     private let handshakeTimeout: Duration
     private let helloPromise: EventLoopPromise<Hello>
-    private var state = State.awaitingTLS
     private var timeout: Scheduled<Void>?
-    private var peer = "the peer"
     /// The channel's allocator, kept: reaching it through the context costs retains at every frame.
     private var allocator = ByteBufferAllocator()
 
@@ -49,10 +38,10 @@ final class LinkHandler: ChannelDuplexHandler {
         localHello: Hello, identity: PeerIdentity, side: Hello.Side, expectedPeer: UUID? = nil, handshakeTimeout: Duration,
         eventLoop: any EventLoop
     ) {
+        self.machine = LinkStateMachine(localPeerID: localHello.peerID, side: side, expectedPeer: expectedPeer)
         self.localHello = localHello
         self.identity = identity
         self.side = side
-        self.expectedPeer = expectedPeer
         self.handshakeTimeout = handshakeTimeout
         self.helloPromise = eventLoop.makePromise()
     }
@@ -68,67 +57,52 @@ final class LinkHandler: ChannelDuplexHandler {
     }
 
     private func startTimer(context: ChannelHandlerContext) {
-        guard timeout == nil, state != .closed else { return }
-        if let address = context.channel.remoteAddress { peer = "peer at \(address.displayString)" }
+        guard timeout == nil, machine.isHandshaking else { return }
+        if let address = context.channel.remoteAddress { machine.peer = "peer at \(address.displayString)" }
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         timeout = context.eventLoop.scheduleTask(in: TimeAmount(handshakeTimeout)) {
             let (handler, context) = loopBound.value
-            let stage = handler.state == .awaitingTLS ? "the TLS handshake" : "the HELLO exchange"
-            handler.failHandshake(context: context, MultipeerError(
-                .handshakeTimeout,
-                "\(handler.peer) did not complete \(stage) within \(handler.handshakeTimeout)"))
+            handler.run(handler.machine.handshakeTimedOut(after: handler.handshakeTimeout), context: context)
         }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let completed = event as? TLSHandshakeCompleted, state == .awaitingTLS {
-            state = .awaitingHello
-            exporter = completed.helloExporter
-            do {
-                let hello = try localHello.signed(exporter: exporter, side: side, sign: identity.signature(for:))
-                context.writeAndFlush(wrapOutboundOut(encode(.hello(hello))), promise: nil)
-            } catch {
-                failHandshake(context: context, MultipeerError(.tlsFailure, "cannot sign this side's HELLO", underlying: "\(error)"))
-                return
-            }
+        if let completed = event as? TLSHandshakeCompleted {
+            run(machine.tlsCompleted(exporter: completed.helloExporter), context: context)
         }
         context.fireUserInboundEventTriggered(event)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        switch state {
-        case .awaitingTLS, .closed:
-            return
-        case .awaitingHello:
+        run(machine.received(unwrapInboundIn(data)), context: context)
+    }
+
+    /// Carries out what the link's state machine decided.
+    private func run(_ action: LinkStateMachine.Action, context: ChannelHandlerContext) {
+        switch action {
+        case .sendHello(let exporter):
             do {
-                guard frame.type == .hello else {
-                    throw MultipeerError(.helloExpected, "\(peer) sent \(frame.type) before its HELLO")
-                }
-                guard case .hello(let hello) = try LinkMessage(frame: frame) else { return }
-                try hello.verify(value: frame.value, exporter: exporter, side: side == .dialler ? .listener : .dialler, peer: peer)
-                guard hello.peerID != localHello.peerID else {
-                    throw MultipeerError(
-                        .selfConnection, "\(peer) is this very peer (\(hello.peerID)): the link reached itself and was closed")
-                }
-                if let expectedPeer, hello.peerID != expectedPeer {
-                    throw MultipeerError(
-                        .unexpectedPeer,
-                        "\(peer), advertised as peer \(expectedPeer), proved to be peer \(hello.peerID) (\(hello.displayName)): the advert is stale or false, and the link is closed")
-                }
-                state = .open
-                timeout?.cancel()
-                context.fireUserInboundEventTriggered(HelloCompleted(remote: hello))
-                helloPromise.succeed(hello)
+                let hello = try localHello.signed(exporter: exporter, side: side, sign: identity.signature(for:))
+                context.writeAndFlush(wrapOutboundOut(encode(.hello(hello))), promise: nil)
             } catch {
-                failHandshake(context: context, error)
+                run(machine.failed(MultipeerError(.tlsFailure, "cannot sign this side's HELLO", underlying: "\(error)")), context: context)
             }
-        case .open:
-            do {
-                context.fireChannelRead(wrapInboundOut(try LinkMessage(frame: frame)))
-            } catch {
-                errorCaught(context: context, error: error)
-            }
+        case .helloCompleted(let hello):
+            timeout?.cancel()
+            context.fireUserInboundEventTriggered(HelloCompleted(remote: hello))
+            helloPromise.succeed(hello)
+        case .failHandshake(let error):
+            timeout?.cancel()
+            helloPromise.fail(error)
+            context.close(promise: nil)
+        case .deliver(let message):
+            context.fireChannelRead(wrapInboundOut(message))
+        case .failLink(let error, let goodbye):
+            if let goodbye { context.writeAndFlush(wrapOutboundOut(encode(.goodbye(.protocolError, goodbye))), promise: nil) }
+            context.fireErrorCaught(error)
+            context.close(promise: nil)
+        case .none:
+            break
         }
     }
 
@@ -149,27 +123,11 @@ final class LinkHandler: ChannelDuplexHandler {
     static let separatePayload = TLSEngine.maximumRecordPlaintext
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        switch state {
-        case .awaitingTLS, .awaitingHello:
-            failHandshake(context: context, error)
-        case .open:
-            state = .closed
-            if let error = error as? MultipeerError, [.frameTooLarge, .malformedMessage, .truncatedFrame].contains(error.code) {
-                let goodbye = encode(.goodbye(.protocolError, error.message))
-                context.writeAndFlush(wrapOutboundOut(goodbye), promise: nil)
-            }
-            context.fireErrorCaught(error)
-            context.close(promise: nil)
-        case .closed:
-            break
-        }
+        run(machine.failed(error), context: context)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if state == .awaitingTLS || state == .awaitingHello {
-            failHandshake(context: context, MultipeerError(.closedDuringHandshake, "\(peer) closed the connection before its HELLO"))
-        }
-        state = .closed
+        run(machine.closed(), context: context)
         context.fireChannelInactive()
     }
 
@@ -177,14 +135,6 @@ final class LinkHandler: ChannelDuplexHandler {
         var buffer = allocator.buffer(capacity: 64)
         message.writeFrame(to: &buffer)
         return buffer
-    }
-
-    private func failHandshake(context: ChannelHandlerContext, _ error: any Error) {
-        guard state != .closed else { return }
-        state = .closed
-        timeout?.cancel()
-        helloPromise.fail(error)
-        context.close(promise: nil)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {

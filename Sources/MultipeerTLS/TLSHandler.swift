@@ -8,6 +8,11 @@ package struct TLSHandshakeCompleted: Sendable {
     /// This connection's exporter value for HELLO (``Hello/exporterLabel``): what a HELLO's
     /// signature binds it to.
     package var helloExporter: [UInt8]
+
+    package init(negotiated: String, helloExporter: [UInt8]) {
+        self.negotiated = negotiated
+        self.helloExporter = helloExporter
+    }
 }
 
 /// Runs a ``TLSEngine`` over a channel: ciphertext below, plaintext above.

@@ -1,0 +1,107 @@
+import Foundation
+import MultipeerCore
+@testable import MultipeerSession
+import MultipeerTLS
+import NIOCore
+import NIOEmbedded
+import Testing
+
+/// Delivery on a link, on an EmbeddedChannel: reliable DATA only once the session kept the link,
+/// the resume point and the ACKs it writes, and the peer's ACKs applied to the sender's delivery.
+@Suite struct DeliveryHandlerTests {
+    struct Note: Codable, Sendable, Equatable {
+        var text: String
+    }
+
+    /// A DeliveryHandler on a channel whose peer's HELLO has come.
+    struct Link {
+        let channel = EmbeddedChannel()
+        let inbox: Inbox
+        let remote: Hello
+
+        init() throws {
+            let metrics = SessionMetrics(localName: "test")
+            inbox = Inbox(
+                windows: ReceiveWindows(), subscriptions: Subscriptions(limits: MultipeerSession.Limits(), metrics: metrics), metrics: metrics)
+            remote = try Hello(identity: PeerIdentity(), incarnation: 7, displayName: "remote", maximumMessageLength: 1 << 20)
+            try channel.pipeline.syncOperations.addHandler(DeliveryHandler(inbox: inbox))
+            try channel.connect(to: SocketAddress(ipAddress: "198.18.0.2", port: 7000)).wait()
+            channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: remote))
+        }
+
+        func adopt() throws -> LinkMessage? {
+            channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+            return try channel.readOutbound(as: LinkMessage.self)
+        }
+    }
+
+    static func note(_ sequence: UInt64, _ text: String) throws -> LinkMessage {
+        var payload = ByteBuffer()
+        try MessageEncoding.binary.encode(Note(text: text), into: &payload)
+        return .data(try DataMessage(sequence: sequence, typeName: "Note", payload: payload))
+    }
+
+    @Test func reliableDataBeforeTheSessionKeptTheLinkBreaksTheProtocol() throws {
+        let link = try Link()
+        let error = try #require(throws: MultipeerError.self) { try link.channel.writeInbound(try Self.note(1, "early")) }
+        #expect(error.code == .outOfSequence)
+        guard case .goodbye(.protocolError, _)? = try link.channel.readOutbound(as: LinkMessage.self) else {
+            Issue.record("GOODBYE, protocol error")
+            return
+        }
+        #expect(!link.channel.isActive)
+    }
+
+    @Test func aKeptLinkSaysWhereToResumeDeliversInOrderAndAcknowledgesEachReadOnce() async throws {
+        let link = try Link()
+        let notes = link.inbox.subscriptions.messages(of: Note.self, named: "Note")
+        guard case .ack(0, nil)? = try link.adopt() else {
+            Issue.record("the resume point: nothing delivered yet")
+            return
+        }
+        // One read of three frames (writeInbound would make each a read of its own).
+        for frame in [try Self.note(1, "one"), try Self.note(2, "two"), try Self.note(2, "two again")] {  // the last a duplicate: dropped
+            link.channel.pipeline.fireChannelRead(frame)
+        }
+        link.channel.pipeline.fireChannelReadComplete()
+        guard case .ack(2, nil)? = try link.channel.readOutbound(as: LinkMessage.self) else {
+            Issue.record("one ACK for the read")
+            return
+        }
+        #expect(try link.channel.readOutbound(as: LinkMessage.self) == nil)
+        var received: [String] = []
+        for await (_, note) in notes {
+            received.append(note.text)
+            if received.count == 2 { break }
+        }
+        #expect(received == ["one", "two"])
+    }
+
+    @Test func thePeersFirstAckGoesToTheSessionAndTheLaterOnesToTheAttachedDelivery() throws {
+        let link = try Link()
+        let limits = BufferLimits(maximumCount: 8, maximumBytes: 1 << 20)
+        let delivery = PeerDelivery(
+            peerID: link.remote.peerID, policy: .init(limits: limits, unreliableLimits: limits, failWhenFull: false, sendTimeout: .seconds(30)),
+            metrics: link.inbox.metrics)
+        delivery.attach(LinkID(1), channel: link.channel, hello: link.remote)
+        #expect(delivery.acknowledged(through: 0, partial: nil, on: LinkID(1)).isEmpty, "the resume point, applied by the session")
+        for text in ["a", "b"] {
+            guard case .data(let message) = try Self.note(0, text) else { return }
+            _ = delivery.offer(message, reliably: true, now: .now)
+        }
+        link.channel.embeddedEventLoop.run()
+        #expect(delivery.outboxCount == 2)
+
+        try link.channel.writeInbound(LinkMessage.ack(0, partial: nil))
+        guard case .ack(0, nil)? = try link.channel.readInbound(as: LinkMessage.self) else {
+            Issue.record("the first ACK goes on, to the session")
+            return
+        }
+        try link.channel.writeInbound(LinkMessage.ack(1, partial: nil))
+        try link.channel.writeInbound(LinkMessage.ack(2, partial: nil))
+        #expect(try link.channel.readInbound(as: LinkMessage.self) == nil, "held for the delivery")
+        #expect(delivery.outboxCount == 2, "not applied before the session attached the delivery")
+        link.channel.pipeline.triggerUserOutboundEvent(DeliveryAttached(delivery: delivery, link: LinkID(1)), promise: nil)
+        #expect(delivery.outboxCount == 0, "the latest held ACK, applied")
+    }
+}
