@@ -109,15 +109,6 @@ extension MultipeerSession {
         }
     }
 
-    /// Where delivery to `peerID` stands, in one line (for benchmarks and tests that stall).
-    package func deliverySummary(for peerID: UUID) -> String {
-        deliveries[peerID]?.summary ?? "never met"
-    }
-
-    /// Unacknowledged reliable messages for `peerID` (for tests).
-    package func outboxCount(for peerID: UUID) -> Int {
-        deliveries[peerID]?.outboxCount ?? 0
-    }
 }
 
 extension MultipeerSession {

@@ -107,11 +107,6 @@ extension MultipeerSession {
         return sent
     }
 
-    /// Sends `message` under another type name (for tests of what a receiver does with it).
-    package func sendRaw<Message: Codable & Sendable>(_ message: Message, as typeName: String, to peerID: UUID) async throws {
-        _ = try await enqueue(try encode(message, as: typeName), for: peerID, delivery: .unreliable)
-    }
-
     /// The encoding `Message` travels in: its own choice, else the session's.
     nonisolated func wireEncoding<Message>(of type: Message.Type) -> MessageEncoding {
         wireEncoding(MessageTypeTraits.of(type))
@@ -121,7 +116,7 @@ extension MultipeerSession {
         traits.encoding ?? configuration.messageEncoding
     }
 
-    private nonisolated func encode<Message: Codable & Sendable>(_ message: Message, as name: String? = nil) throws -> DataMessage {
+    nonisolated func encode<Message: Codable & Sendable>(_ message: Message, as name: String? = nil) throws -> DataMessage {
         let traits = MessageTypeTraits.of(Message.self)
         let typeName = name ?? traits.name
         let encoding = wireEncoding(traits)

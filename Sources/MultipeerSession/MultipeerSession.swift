@@ -55,7 +55,7 @@ public actor MultipeerSession {
     /// Each peer's delivery, driven by senders and the links' readers, not the actor.
     let deliveries: Deliveries
     /// What the run loop takes, in order (``Input``).
-    private let runLoop: (stream: AsyncStream<Input>, continuation: AsyncStream<Input>.Continuation)
+    let runLoop: (stream: AsyncStream<Input>, continuation: AsyncStream<Input>.Continuation)
 
     /// What the run loop takes: work for a child task of the run, work on the session in
     /// order with the rest (what a link's reader hands over: it never waits for the actor), and
@@ -196,13 +196,6 @@ public actor MultipeerSession {
     /// subscriptions stay. Does nothing if the session is not running.
     public func suspend() {
         runLoop.continuation.yield(.suspend)
-    }
-
-    /// Asks for a suspend and, before the run loop sees it, discovers `endpoint`: the dial that
-    /// discovery asks for reaches the run loop after the suspend (for a test of that race).
-    package func suspend(discoveringMeanwhile endpoint: String) throws {
-        runLoop.continuation.yield(.suspend)
-        for advert in try StaticPeers([endpoint]).adverts { discovered(.found(advert)) }
     }
 
     /// Brings the session back: listens on the port it had (so peers that dial it by address
@@ -437,9 +430,6 @@ public actor MultipeerSession {
         }
     }
 
-    /// Established links, counting any duplicate not yet closed (for tests).
-    package var linkCount: Int { links.count }
-
     /// How long a closing link's GOODBYE may take (Limits.goodbyeTimeout).
     nonisolated var goodbyeTimeout: TimeAmount { TimeAmount(configuration.limits.goodbyeTimeout) }
 
@@ -451,7 +441,7 @@ public actor MultipeerSession {
 
     // MARK: Discovery
 
-    private func discovered(_ event: BrowseEvent) {
+    func discovered(_ event: BrowseEvent) {
         switch event {
         case .found(let advert):
             logger.debug("found", metadata: ["multipeer.peer.id": "\(advert.peerID?.uuidString ?? "static")", "multipeer.endpoints": "\(advert.endpoints)"])
@@ -623,27 +613,3 @@ public actor MultipeerSession {
 }
 
 extension MultipeerSession: Service {}
-
-/// What the session keeps of an established link to write to it and close it.
-struct LinkHandle: Sendable {
-    var id: LinkID
-    var channel: any Channel
-    var quality: LinkQualityBox
-
-    /// Says GOODBYE (best effort) and closes the link once it is written, or given up after
-    /// `timeout`.
-    func close(_ reason: GoodbyeReason, within timeout: TimeAmount) async {
-        await Self.sayGoodbye(reason, on: channel, within: timeout)
-        try? await channel.close()
-    }
-
-    /// Says GOODBYE and waits until it is written, or for at most `timeout`, after which the
-    /// link is closed: a peer that stopped reading (its socket full) cannot hold a link, or a
-    /// session's shutdown, open. The GOODBYE goes straight into the pipeline, not through the
-    /// async writer, whose buffer could hold it back and which refuses cancelled tasks.
-    static func sayGoodbye(_ reason: GoodbyeReason, on channel: any Channel, within timeout: TimeAmount) async {
-        let cutoff = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
-        try? await channel.writeAndFlush(LinkMessage.goodbye(reason, "\(reason)"))
-        cutoff.cancel()
-    }
-}

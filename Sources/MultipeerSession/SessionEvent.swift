@@ -1,30 +1,5 @@
-public import Foundation
+import Foundation
 public import MultipeerCore
-
-/// An active peer, as its HELLO introduced it.
-public struct Peer: Hashable, Sendable, Identifiable, CustomStringConvertible {
-    /// The peer's identity: its session's ``MultipeerSession/peerID``, proven by its ``key``.
-    public var id: UUID
-    /// The public key the peer proved it holds; its `fingerprint` is a short form to show.
-    public var key: PeerKey
-    /// Changes each time the peer's session starts.
-    public var incarnation: UInt64
-    /// The name it gave for people.
-    public var displayName: String
-    /// The application metadata it announced.
-    public var metadata: [String: String]
-
-    init(_ hello: Hello) {
-        id = hello.peerID
-        key = hello.key
-        incarnation = hello.incarnation
-        displayName = hello.displayName
-        metadata = hello.metadata
-    }
-
-    /// Its name and identity, e.g. `Captain (6F9619FF-...)`.
-    public var description: String { "\(displayName) (\(id))" }
-}
 
 /// What happens in a session.
 public enum SessionEvent: Sendable, CustomStringConvertible {
@@ -138,23 +113,5 @@ public enum MessageDropReason: Hashable, Sendable, CustomStringConvertible {
         case .abandonedBySender: "part of it arrived in fragments, and the sender gave up the rest (it forgot this peer)"
         case .linkLost: "sent unreliably, and the peer's link went before it was written"
         }
-    }
-}
-
-/// How a peer's link is doing.
-public struct LinkStats: Hashable, Sendable, CustomStringConvertible {
-    /// Round trips, jitter, loss and traffic of the current link.
-    public var quality: LinkQuality
-    /// How many times the peer became active again after leaving.
-    public var reconnects: Int
-    /// How long the peer has been active this time.
-    public var timeActive: Duration
-
-    /// The figures in one line, for logs.
-    public var description: String {
-        let rtt = quality.smoothedRTT.map { String(format: "%.2f ms", $0.seconds * 1000) } ?? "-"
-        let jitter = quality.jitter.map { String(format: "%.2f ms", $0.seconds * 1000) } ?? "-"
-        return "RTT \(rtt), jitter \(jitter), loss \(String(format: "%.1f", quality.loss * 100)) %, "
-            + "\(quality.framesIn)/\(quality.framesOut) frames of messages in/out, \(reconnects) reconnects, active \(timeActive)"
     }
 }

@@ -3,50 +3,6 @@ import MultipeerCore
 import NIOCore
 import NIOConcurrencyHelpers
 
-/// Fired inbound by ``LinkHandler`` when the peer's HELLO has arrived and been accepted.
-struct HelloCompleted {
-    var remote: Hello
-}
-
-/// What each peer's links showed lately of the path to it (``PathHistory``: the silences they
-/// survived, whether a packet was ever lost), kept by a session across its links: a link that
-/// replaces one on a lossy path starts out allowing for the stalls the path had. Never the
-/// silence a link ended with: that is no evidence of a lossy path. Entries older than two
-/// minutes are forgotten (and at most 4,096 kept).
-package final class PathMemory: Sendable {
-    private static let lifetime = Duration.seconds(120)
-    private let paths = NIOLockedValueBox<[UUID: (history: PathHistory, at: NIODeadline)]>([:])
-
-    package init() {}
-
-    func remember(_ history: PathHistory, of peer: UUID) {
-        let now = NIODeadline.now()
-        paths.withLockedValue { paths in
-            if paths.count >= 4_096 { paths = paths.filter { now - $0.value.at < TimeAmount(Self.lifetime) } }
-            if paths.count < 4_096 { paths[peer] = (history, now) }
-        }
-    }
-
-    func recall(_ peer: UUID) -> PathHistory {
-        paths.withLockedValue { paths in
-            guard let entry = paths[peer], NIODeadline.now() - entry.at < TimeAmount(Self.lifetime) else { return PathHistory() }
-            return entry.history
-        }
-    }
-}
-
-/// A link's quality, written on its event loop and read by the session from anywhere.
-final class LinkQualityBox: Sendable {
-    private let estimator = NIOLockedValueBox(LinkQualityEstimator())
-
-    var quality: LinkQuality { estimator.withLockedValue { $0.quality } }
-
-    @discardableResult
-    func update<T>(_ body: (inout LinkQualityEstimator) -> T) -> T {
-        estimator.withLockedValue { body(&$0) }
-    }
-}
-
 /// Pings the peer when this side has been quiet and closes a silent link, on the link's event
 /// loop (``KeepaliveStateMachine`` decides; this handler arms its wake-ups on the loop's
 /// ``KeepaliveTimers`` and does the I/O). Answers the peer's PINGs with PONGs and measures round
@@ -291,23 +247,3 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
 @available(*, unavailable)
 extension KeepaliveHandler: Sendable {}
-
-/// Sits below TLS and tells the keepalive that bytes arrived, whatever they turn out to be.
-final class InboundActivityHandler: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = ByteBuffer
-    typealias InboundOut = ByteBuffer
-
-    private let keepalive: KeepaliveHandler
-
-    init(keepalive: KeepaliveHandler) {
-        self.keepalive = keepalive
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        keepalive.inboundActivity()
-        context.fireChannelRead(data)
-    }
-}
-
-@available(*, unavailable)
-extension InboundActivityHandler: Sendable {}

@@ -1,0 +1,59 @@
+import Foundation
+import MultipeerCore
+import NIOConcurrencyHelpers
+import NIOCore
+import Synchronization
+
+/// Every peer's ``PeerDelivery``, by peer: a peer gets one when the session first keeps a link
+/// for it, and keeps it for the session's life (bounded by the peers that proved the group key
+/// and, with a roster, their place in it).
+final class Deliveries: Sendable {
+    private let peers = NIOLockedValueBox<(byID: [UUID: PeerDelivery], stopped: Bool)>(([:], false))
+    private let policy: PeerDeliveryStateMachine.Policy
+    private let metrics: SessionMetrics
+
+    init(policy: PeerDeliveryStateMachine.Policy, metrics: SessionMetrics) {
+        self.policy = policy
+        self.metrics = metrics
+    }
+
+    subscript(peerID: UUID) -> PeerDelivery? {
+        peers.withLockedValue { $0.byID[peerID] }
+    }
+
+    /// The peer's delivery, made if it has none yet.
+    func make(for peerID: UUID) -> PeerDelivery {
+        let (delivery, stopped) = peers.withLockedValue { peers in
+            if let delivery = peers.byID[peerID] { return (delivery, false) }
+            let delivery = PeerDelivery(peerID: peerID, policy: policy, metrics: metrics)
+            peers.byID[peerID] = delivery
+            return (delivery, peers.stopped)
+        }
+        if stopped { delivery.stop() }
+        return delivery
+    }
+
+    /// Why `message` is refused for a peer without a delivery: it was never met.
+    func refusal(of message: DataMessage, reliably: Bool, for peerID: UUID) -> MultipeerError {
+        guard !peers.withLockedValue(\.stopped) else { return MultipeerError(.sessionState, "the session has stopped") }
+        var unmet = PeerDeliveryStateMachine(peerID: peerID, policy: policy)
+        let outcome = reliably
+            ? unmet.enqueue(typeName: message.typeName, payload: message.payload, now: .now) : unmet.enqueueUnreliable(message)
+        guard case .refused(let error) = outcome else { preconditionFailure("a peer never met took a message") }
+        return error
+    }
+
+    /// Peers that have an outbox: active now or earlier in this session.
+    var known: [UUID] {
+        peers.withLockedValue { Array($0.byID.values) }.filter(\.hasOutbox).map(\.peerID)
+    }
+
+    /// The session's run ended: every sender finds it stopped.
+    func stop() {
+        let all = peers.withLockedValue { peers in
+            peers.stopped = true
+            return Array(peers.byID.values)
+        }
+        for delivery in all { delivery.stop() }
+    }
+}

@@ -1,0 +1,33 @@
+package import struct Foundation.UUID
+import MultipeerCore
+import MultipeerDiscovery
+
+// What this package's tests and benchmarks ask of a session, beyond its public API: `package`,
+// so an application never sees them. Kept here, together, so that the session's own files
+// hold only what it does.
+extension MultipeerSession {
+    /// Sends `message` under another type name (for tests of what a receiver does with it).
+    package func sendRaw<Message: Codable & Sendable>(_ message: Message, as typeName: String, to peerID: UUID) async throws {
+        _ = try await enqueue(try encode(message, as: typeName), for: peerID, delivery: .unreliable)
+    }
+
+    /// Asks for a suspend and, before the run loop sees it, discovers `endpoint`: the dial that
+    /// discovery asks for reaches the run loop after the suspend (for a test of that race).
+    package func suspend(discoveringMeanwhile endpoint: String) throws {
+        runLoop.continuation.yield(.suspend)
+        for advert in try StaticPeers([endpoint]).adverts { discovered(.found(advert)) }
+    }
+
+    /// Established links, counting any duplicate not yet closed (for tests).
+    package var linkCount: Int { links.count }
+
+    /// Where delivery to `peerID` stands, in one line (for benchmarks and tests that stall).
+    package func deliverySummary(for peerID: UUID) -> String {
+        deliveries[peerID]?.summary ?? "never met"
+    }
+
+    /// Unacknowledged reliable messages for `peerID` (for tests).
+    package func outboxCount(for peerID: UUID) -> Int {
+        deliveries[peerID]?.outboxCount ?? 0
+    }
+}
