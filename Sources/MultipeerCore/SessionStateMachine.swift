@@ -40,17 +40,17 @@ package struct SessionStateMachine: Sendable {
         }
     }
 
-    /// Something the shell calls back about once a delay has passed.
+    /// Something the shell calls back about (``fired(_:now:)``) once a delay has passed.
     package enum Timer: Hashable, Sendable {
-        /// ``redialDue(_:)``.
+        /// A redial of the target is due.
         case redial(DialTarget.Key)
-        /// ``heldFailuresDue()``.
+        /// The inbound failures held back are to be reported.
         case heldFailuresReport
     }
 
     package enum Action: Equatable, Sendable {
         /// Connect to the attempt's endpoint as link `id`, offering its key; report the outcome
-        /// with ``linkEstablished(_:hello:address:)`` or ``attemptFailed(_:_:now:)``.
+        /// with ``linkEstablished(_:hello:address:now:)`` or ``attemptFailed(_:_:now:)``.
         case connect(LinkID, Attempt)
         /// Ask discovery to look the peer up again: its link failed, and it may have moved.
         case lookUpAgain(UUID)
@@ -107,7 +107,7 @@ package struct SessionStateMachine: Sendable {
         case heldBack
     }
 
-    /// What ``linkEstablished(_:hello:address:)`` made of a link.
+    /// What ``linkEstablished(_:hello:address:now:)`` made of a link.
     package enum Establishment: Equatable, Sendable {
         /// The session carries the link; `closing`, if set, is the GOODBYE its own task closes
         /// it with at once (another link is kept for the peer, or the session is stopping).
@@ -207,7 +207,7 @@ package struct SessionStateMachine: Sendable {
     }
 
     /// The session stops running (a suspend or the end): every link closes with `reason`,
-    /// every active peer leaves, nothing is dialled until ``listening(on:)``. Dials under way
+    /// every active peer leaves, nothing is dialled until ``listening(on:now:)``. Dials under way
     /// are the shell's to cancel; their failures are not reported.
     package mutating func stopRunning(_ reason: GoodbyeReason, now: ContinuousClock.Instant) -> [Action] {
         guard case .running = lifecycle else { return [] }
