@@ -155,8 +155,10 @@ enum MessageTypeTraits {
         init(_ traits: [ObjectIdentifier: Traits]) { self.traits = traits }
     }
 
+    /// The first table, empty.
+    private static let empty = Table([:])
     /// The current table's address.
-    private static let current = Atomic<UInt>(UInt(bitPattern: Unmanaged.passRetained(Table([:])).toOpaque()))
+    private static let current = Atomic<UInt>(UInt(bitPattern: Unmanaged.passUnretained(empty).toOpaque()))
     /// Writers, one at a time; and every table made, kept.
     private static let writer = NIOLockedValueBox<[Table]>([])
 

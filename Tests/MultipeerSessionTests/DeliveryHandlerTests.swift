@@ -16,6 +16,9 @@ import Testing
     /// A DeliveryHandler on a channel whose peer's HELLO has come.
     struct Link {
         let channel = EmbeddedChannel()
+
+        /// Ends the channel, whatever state it is in (its pipeline and handlers hold each other until then).
+        func finish() { _ = try? channel.finish(acceptAlreadyClosed: true) }
         let inbox: Inbox
         let remote: Hello
 
@@ -43,6 +46,7 @@ import Testing
 
     @Test func reliableDataBeforeTheSessionKeptTheLinkBreaksTheProtocol() throws {
         let link = try Link()
+        defer { link.finish() }
         let error = try #require(throws: MultipeerError.self) { try link.channel.writeInbound(try Self.note(1, "early")) }
         #expect(error.code == .outOfSequence)
         guard case .goodbye(.protocolError, _)? = try link.channel.readOutbound(as: LinkMessage.self) else {
@@ -54,6 +58,7 @@ import Testing
 
     @Test func aKeptLinkSaysWhereToResumeDeliversInOrderAndAcknowledgesEachReadOnce() async throws {
         let link = try Link()
+        defer { link.finish() }
         let notes = link.inbox.subscriptions.messages(of: Note.self, named: "Note")
         guard case .ack(0, nil)? = try link.adopt() else {
             Issue.record("the resume point: nothing delivered yet")
@@ -79,6 +84,7 @@ import Testing
 
     @Test func thePeersFirstAckGoesToTheSessionAndTheLaterOnesToTheAttachedDelivery() throws {
         let link = try Link()
+        defer { link.finish() }
         let limits = BufferLimits(maximumCount: 8, maximumBytes: 1 << 20)
         let delivery = PeerDelivery(
             peerID: link.remote.peerID, policy: .init(limits: limits, unreliableLimits: limits, failWhenFull: false, sendTimeout: .seconds(30)),
