@@ -54,14 +54,14 @@ final class DeliveryHandler: ChannelDuplexHandler {
         case open(Peer)
         /// The session keeps the link as the peer's: it follows the peer's receive window, and
         /// reliable DATA may come.
-        case adopted(Peer)
+        case adopted(Peer, ReceiveWindows.Window)
         /// The peer broke the protocol: the link is closing and reads nothing more (`adopted`:
         /// the peer whose receive window it followed until then).
         case broken(adopted: Peer?)
 
         var peer: Peer? {
             switch self {
-            case .open(let peer), .adopted(let peer): peer
+            case .open(let peer), .adopted(let peer, _): peer
             case .awaitingHello, .broken: nil
             }
         }
@@ -69,7 +69,7 @@ final class DeliveryHandler: ChannelDuplexHandler {
         /// The peer whose receive window the link follows, or followed until it broke.
         var adoptedPeer: Peer? {
             switch self {
-            case .adopted(let peer), .broken(adopted: let peer?): peer
+            case .adopted(let peer, _), .broken(adopted: let peer?): peer
             case .awaitingHello, .open, .broken: nil
             }
         }
@@ -121,8 +121,9 @@ final class DeliveryHandler: ChannelDuplexHandler {
             return
         }
         if case .open(let peer) = stage {
-            stage = .adopted(peer)
-            context.writeAndFlush(wrapOutboundOut(inbox.windows.adopt(peer.id, incarnation: peer.incarnation)), promise: nil)
+            let resume = inbox.windows.adopt(peer.id, incarnation: peer.incarnation)
+            stage = .adopted(peer, inbox.windows.window(of: peer.id)!)  // (made by the adoption)
+            context.writeAndFlush(wrapOutboundOut(resume), promise: nil)
         }
         promise?.succeed()
     }
@@ -158,7 +159,7 @@ final class DeliveryHandler: ChannelDuplexHandler {
             receiveUnreliable(frame, from: peer, context: context)
             return
         }
-        guard case .adopted = stage else {
+        guard case .adopted(_, let window) = stage else {
             fail(MultipeerError(
                 .outOfSequence, "peer \(peer.id) sent reliable message \(sequence) before this side said where to resume; the link is closed"),
                 context: context)
@@ -166,7 +167,7 @@ final class DeliveryHandler: ChannelDuplexHandler {
         }
         // nil: a newer incarnation's link replaced this one, which is closing.
         guard let (verdict, abandoned) = inbox.windows.receive(
-            frame, from: peer.id, incarnation: peer.incarnation, limit: inbox.maximumMessageLength) else { return }
+            frame, in: window, from: peer.id, incarnation: peer.incarnation, limit: inbox.maximumMessageLength) else { return }
         if let abandoned {
             // The sender no longer has the rest (it forgot this peer): never dropped in silence.
             inbox.metrics.dropped(reason: .abandonedBySender)
@@ -247,9 +248,9 @@ final class DeliveryHandler: ChannelDuplexHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if deliveredInBatch, let peer = stage.peer {
+        if deliveredInBatch, case .adopted(let peer, let window) = stage {
             deliveredInBatch = false
-            if let ack = inbox.windows.acknowledgement(for: peer.id, incarnation: peer.incarnation) {
+            if let ack = inbox.windows.acknowledgement(in: window, incarnation: peer.incarnation) {
                 context.writeAndFlush(wrapOutboundOut(ack), promise: nil)
             }
         }

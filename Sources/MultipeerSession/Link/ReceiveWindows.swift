@@ -11,19 +11,36 @@ import NIOConcurrencyHelpers
 /// incomplete messages whose senders have no link now (their place is kept, and they begin
 /// again when their senders come back), and is refused if the rest all belong to senders
 /// sending now. So no number of identities minted with the group key makes this side hold more.
+///
+/// Each sender's window has a lock of its own: a link takes its sender's window once, when the
+/// session keeps it (``window(of:)``), and a whole DATA message then costs that lock alone. The
+/// session-wide lock is taken for what concerns all senders: a window made or adopted, a
+/// message beginning in fragments (the budget), and a DATA message that comes while the
+/// sender's window holds an incomplete one (it may give that up, and its bytes with it). Lock
+/// order: the session-wide lock, then a window's.
 final class ReceiveWindows: Sendable {
+    /// One sender's window, behind its own lock.
+    final class Window: Sendable {
+        fileprivate let state: NIOLockedValueBox<ReceiveWindow>
+        fileprivate init(incarnation: UInt64) { state = NIOLockedValueBox(ReceiveWindow(incarnation: incarnation)) }
+    }
+
     private struct State {
-        var windows: [UUID: ReceiveWindow] = [:]
+        var windows: [UUID: Window] = [:]
         /// What every window's incomplete message holds, in all.
         var reserved = 0
         /// Adopted links open, per sender (a replaced link may close after its successor came).
         var links: [UUID: Int] = [:]
 
-        /// Applies `change` to the sender's window, keeping ``reserved`` in step.
-        mutating func update<Result>(_ peerID: UUID, _ change: (inout ReceiveWindow) -> Result) -> Result {
-            let before = windows[peerID]?.reservedBytes ?? 0
-            defer { reserved += (windows[peerID]?.reservedBytes ?? 0) - before }
-            return change(&windows[peerID]!)
+        /// Applies `change` to a sender's window, keeping ``reserved`` in step.
+        mutating func update<Result>(_ window: Window, _ change: (inout ReceiveWindow) -> Result) -> Result {
+            let (result, delta) = window.state.withLockedValue { window in
+                let before = window.reservedBytes
+                let result = change(&window)
+                return (result, window.reservedBytes - before)
+            }
+            reserved += delta
+            return result
         }
     }
 
@@ -37,15 +54,21 @@ final class ReceiveWindows: Sendable {
     /// delivered from it: where the sender resumes.
     func adopt(_ peerID: UUID, incarnation: UInt64) -> LinkMessage {
         state.withLockedValue { state in
-            if state.windows[peerID] == nil { state.windows[peerID] = ReceiveWindow(incarnation: incarnation) }
+            if state.windows[peerID] == nil { state.windows[peerID] = Window(incarnation: incarnation) }
             state.links[peerID, default: 0] += 1
-            return state.update(peerID) { window in
+            return state.update(state.windows[peerID]!) { window in
                 window.sender(incarnation: incarnation)
                 window.linkAdopted()
                 let (sequence, partial) = window.acknowledgement
                 return .ack(sequence, partial: partial)
             }
         }
+    }
+
+    /// The sender's window, once a link of it was adopted: what its link passes to
+    /// ``receive(_:in:from:incarnation:limit:)`` and ``acknowledgement(in:incarnation:)``.
+    func window(of peerID: UUID) -> Window? {
+        state.withLockedValue { $0.windows[peerID] }
     }
 
     /// An adopted link of the sender closed.
@@ -57,23 +80,40 @@ final class ReceiveWindows: Sendable {
     }
 
     /// A reliable message, or a fragment of one, from the sender's `incarnation`; nil if the
-    /// window follows another incarnation (the link it came on was replaced and is closing).
-    /// `limit` is this side's Limits.maximumMessageLength.
+    /// window follows another incarnation (the link it came on was replaced and is closing), or
+    /// the sender has none. `limit` is this side's Limits.maximumMessageLength.
     func receive(
         _ message: LinkMessage, from peerID: UUID, incarnation: UInt64, limit: Int
     ) -> (verdict: ReceiveWindow.Verdict, abandoned: String?)? {
-        state.withLockedValue { state in
-            guard state.windows[peerID]?.incarnation == incarnation else { return nil }
+        guard let window = window(of: peerID) else { return nil }
+        return receive(message, in: window, from: peerID, incarnation: incarnation, limit: limit)
+    }
+
+    /// The same, in the sender's `window`.
+    func receive(
+        _ message: LinkMessage, in window: Window, from peerID: UUID, incarnation: UInt64, limit: Int
+    ) -> (verdict: ReceiveWindow.Verdict, abandoned: String?)? {
+        if case .data(let data) = message {
+            // A whole message, and nothing incomplete in the window: no other window's concern.
+            // (The name is made only for an error: formatting a UUID for every message was 2 % of a small one's cost.)
+            let received = window.state.withLockedValue { window -> (verdict: ReceiveWindow.Verdict, abandoned: String?)?? in
+                guard window.incarnation == incarnation else { return .some(nil) }
+                guard window.reservedBytes == 0 else { return nil }
+                return .some(window.receive(data, from: "peer \(peerID)"))
+            }
+            if let received { return received }
+        }
+        return state.withLockedValue { state in
+            guard window.state.withLockedValue({ $0.incarnation }) == incarnation else { return nil }
             switch message {
             case .data(let data):
-                // (The name is made only for an error: formatting a UUID for every message was 2 % of a small one's cost.)
-                return state.update(peerID) { $0.receive(data, from: "peer \(peerID)") }
+                return state.update(window) { $0.receive(data, from: "peer \(peerID)") }
             case .fragment(let fragment):
-                let needed = state.windows[peerID]!.reservation(for: fragment)
+                let needed = window.state.withLockedValue { $0.reservation(for: fragment) }
                 if needed > 0, let refusal = Self.makeRoom(needed, for: peerID, limit: limit, in: &state) {
                     return (.invalid(refusal), nil)
                 }
-                return state.update(peerID) { $0.receive(fragment, limit: limit, from: "peer \(peerID)") }
+                return state.update(window) { $0.receive(fragment, limit: limit, from: "peer \(peerID)") }
             default:
                 return nil
             }
@@ -85,8 +125,8 @@ final class ReceiveWindows: Sendable {
     private static func makeRoom(_ needed: Int, for peerID: UUID, limit: Int, in state: inout State) -> MultipeerError? {
         let budget = budget(limit: limit)
         guard state.reserved + needed > budget else { return nil }
-        for (other, window) in state.windows where other != peerID && state.links[other] == nil && window.reservedBytes > 0 {
-            _ = state.update(other) { $0.releasePartialBytes() }
+        for (other, window) in state.windows where other != peerID && state.links[other] == nil {
+            _ = state.update(window) { $0.releasePartialBytes() }
             if state.reserved + needed <= budget { return nil }
         }
         return MultipeerError(
@@ -96,9 +136,14 @@ final class ReceiveWindows: Sendable {
 
     /// The ACK for the sender's `incarnation`, if anything was delivered since the last one.
     func acknowledgement(for peerID: UUID, incarnation: UInt64) -> LinkMessage? {
-        state.withLockedValue { state in
-            guard let window = state.windows[peerID], window.incarnation == incarnation, window.unacknowledged > 0 else { return nil }
-            state.windows[peerID]!.acknowledged()
+        window(of: peerID).flatMap { acknowledgement(in: $0, incarnation: incarnation) }
+    }
+
+    /// The same, in the sender's `window`.
+    func acknowledgement(in window: Window, incarnation: UInt64) -> LinkMessage? {
+        window.state.withLockedValue { window in
+            guard window.incarnation == incarnation, window.unacknowledged > 0 else { return nil }
+            window.acknowledged()
             return .ack(window.acknowledgement.sequence, partial: window.acknowledgement.partial)
         }
     }
