@@ -18,6 +18,9 @@ package struct SessionStateMachine: Sendable {
         case idle
         /// Listening on this port, advertising, dialling and accepting.
         case running(port: Int)
+        /// Stopping running (a suspend or the end): saying GOODBYE on every link; the listener
+        /// still holds its port until ``stoppedListening()``.
+        case stopping(port: Int)
         /// Not listening: before the first listener is up, and between a suspend and a resume
         /// (no links, no listener, no advertisement; outboxes and subscriptions kept).
         case suspended
@@ -210,9 +213,15 @@ package struct SessionStateMachine: Sendable {
     /// every active peer leaves, nothing is dialled until ``listening(on:now:)``. Dials under way
     /// are the shell's to cancel; their failures are not reported.
     package mutating func stopRunning(_ reason: GoodbyeReason, now: ContinuousClock.Instant) -> [Action] {
-        guard case .running = lifecycle else { return [] }
-        lifecycle = .suspended
+        guard case .running(let port) = lifecycle else { return [] }
+        lifecycle = .stopping(port: port)
         return perform(table.stop(reason), now: now)
+    }
+
+    /// The listener has let its port go: the session is suspended (or about to end).
+    package mutating func stoppedListening() {
+        guard case .stopping = lifecycle else { return }
+        lifecycle = .suspended
     }
 
     /// The run has ended.

@@ -166,7 +166,10 @@ public actor MultipeerSession {
     /// The port the session listens on while it runs (the one it chose, when
     /// ``Configuration/port`` is 0); nil before ``run()``, while suspended and once stopped.
     public var listeningPort: Int? {
-        if case .running(let port) = core.lifecycle { port } else { nil }
+        switch core.lifecycle {
+        case .running(let port), .stopping(let port): port
+        case .idle, .suspended, .stopped: nil
+        }
     }
 
     private func runUntilStopped(_ linkConfiguration: LinkConfiguration, _ discovery: DiscoverySetup) async throws {
@@ -265,6 +268,7 @@ public actor MultipeerSession {
             }
             advertiser?.stop()
             await listener.close()
+            core.stoppedListening()
             group.cancelAll()
             return suspended
         }
