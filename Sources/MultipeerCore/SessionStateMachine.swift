@@ -448,7 +448,7 @@ package struct SessionStateMachine: Sendable {
     /// sender is told on its link, if that incarnation is still active (a later one could not
     /// tell which message it was).
     package func reject(_ rejection: Rejection, from peerID: UUID, incarnation: UInt64) -> [Action] {
-        guard let link = joinedLink(of: peerID), link.hello.incarnation == incarnation, carried[link.id] != nil else {
+        guard let link = joinedLink(of: peerID), link.hello.incarnation == incarnation else {
             return [.report(.rejectionNotSent(peerID, rejection))]
         }
         return [.sendReject(link.id, rejection)]

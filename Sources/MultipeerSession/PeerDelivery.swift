@@ -231,12 +231,12 @@ final class PeerDelivery: Sendable {
         }
         channel.write(batch) { written in
             let next = self.state.withLockedValue { state -> ([LinkMessage], [CheckedContinuation<Void, Never>])? in
-                guard written, let (batch, actions) = state.machine.nextBatch(for: link) else {
-                    // Done, or the link is closing: the outbox resends on the next one.
-                    state.machine.flushAbandoned(link)
+                guard written else {
+                    state.machine.flushAbandoned(link)  // the link is closing: the outbox resends on the next one
                     return nil
                 }
-                return (batch, state.apply(actions).woken)
+                // nil: the flush is done (nothing left, or the link is no longer the peer's).
+                return state.machine.nextBatch(for: link).map { ($0.frames, state.apply($0.actions).woken) }
             }
             guard let (batch, woken) = next else { return }
             for waiter in woken { waiter.resume() }

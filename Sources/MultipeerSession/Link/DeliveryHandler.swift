@@ -110,7 +110,7 @@ final class DeliveryHandler: ChannelDuplexHandler {
     func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
         if let attached = event as? DeliveryAttached {
             if case .admitting(let latest) = acknowledgements, let latest {
-                report(attached.delivery.acknowledged(through: latest.sequence, partial: latest.partial, on: attached.link))
+                acknowledge(latest.sequence, latest.partial, to: attached.delivery, on: attached.link)
             }
             acknowledgements = .attached(attached.delivery, attached.link)
             promise?.succeed()
@@ -139,7 +139,7 @@ final class DeliveryHandler: ChannelDuplexHandler {
             case .admitting:
                 acknowledgements = .admitting(latest: (sequence, partial))
             case .attached(let delivery, let link):
-                report(delivery.acknowledged(through: sequence, partial: partial, on: link))
+                acknowledge(sequence, partial, to: delivery, on: link)
             }
             return
         }
@@ -228,15 +228,11 @@ final class DeliveryHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Messages the sender's delivery dropped on an ACK (only a resume point drops any, and the
-    /// session applies that one): reported all the same, never in silence.
-    private func report(_ dropped: [PeerDeliveryStateMachine.Action]) {
-        for case .dropped(let typeNames) in dropped {
-            for typeName in typeNames {
-                inbox.metrics.dropped(reason: .tooLargeForPeer)
-                inbox.subscriptions.emit(.messagesDropped(typeName: typeName, count: 1, reason: .tooLargeForPeer))
-            }
-        }
+    /// Applies an ACK after the resume point to the sender's delivery. Only a resume point drops
+    /// messages (those the peer came back too small for), and the session applies that one.
+    private func acknowledge(_ sequence: UInt64, _ partial: PartialMessage?, to delivery: PeerDelivery, on link: LinkID) {
+        let dropped = delivery.acknowledged(through: sequence, partial: partial, on: link)
+        assert(dropped.isEmpty, "an ACK after the resume point dropped messages")
     }
 
     /// The peer broke the protocol: the link closes (with GOODBYE, protocol error) and reads nothing more.

@@ -20,5 +20,11 @@ import Testing
         #expect(MessageDropReason.abandonedBySender.description.contains("gave up the rest"))
         let error = #expect(throws: MultipeerError.self) { try PreSharedKey(identity: "short", key: [1, 2, 3]) }
         #expect(error?.code == .invalidKey)
+        // Roster is defined a layer down (MultipeerCore) and re-exported; its file reading is here.
+        let member = PeerIdentity()
+        let roster = try Roster(parsing: "\(member.key)  # a member\n\(member.peerID)\n")
+        #expect(roster.admits(member.key) && roster.keys.count == 1 && roster.peerIDs.count == 1)
+        #expect(!Roster().admits(member.key))
+        #expect(throws: MultipeerError.self) { try Roster(contentsOfFile: "/nonexistent/crew.roster") }
     }
 }
