@@ -251,7 +251,7 @@ package struct PeerDeliveryStateMachine: Sendable {
     /// Throws `messageTooLarge` if the peer would refuse `message`, as its latest HELLO said:
     /// larger than the messages it takes in fragments, or, from a peer that takes no fragments,
     /// a frame larger than it takes. `localLimits` are this side's, for the error.
-    package func checkFits(_ message: DataMessage, localLimits: (frame: Int, message: Int)) throws {
+    package func checkFits(_ message: DataMessage, localLimits: (frame: Int, message: Int)) throws(MultipeerError) {
         guard !Self.fits(message, frameLimit: frameLimit, messageLimit: messageLimit) else { return }
         if let messageLimit {
             throw MultipeerError(

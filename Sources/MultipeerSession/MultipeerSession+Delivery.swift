@@ -26,16 +26,20 @@ extension MultipeerSession {
     /// reach the application before the resume point reaches the actor. A message the peer
     /// would be refused for not being active waits for that admission (for at most
     /// `Limits.sendTimeout`), and is refused only if the link closes first.
-    nonisolated func enqueue(_ message: DataMessage, for peerID: UUID, delivery: Delivery = .reliable) async throws -> UInt64 {
+    ///
+    /// Returns the ticket with the peer's delivery, where its acknowledgement is awaited. Throws
+    /// `messageTooLarge`, checked with the offer, if the peer takes no message that large.
+    nonisolated func enqueue(_ message: DataMessage, for peerID: UUID, delivery: Delivery = .reliable) async throws -> (ticket: UInt64, delivery: PeerDelivery) {
         var joining: ContinuousClock.Instant?
         // A peer's delivery, once made, is its delivery for the session's life.
         guard let peer = deliveries[peerID] else {
             throw deliveries.refusal(of: message, reliably: delivery == .reliable, for: peerID)
         }
+        let localLimits = (configuration.limits.maximumFrameLength, configuration.limits.maximumMessageLength)
         while true {
-            switch peer.offer(message, reliably: delivery == .reliable, now: .now) {
+            switch peer.offer(message, reliably: delivery == .reliable, localLimits: localLimits, now: .now) {
             case .queued(let ticket):
-                return ticket
+                return (ticket, peer)
             case .wait(let deadline, let wakes):
                 await peer.wait(after: wakes, until: deadline)
                 // A cancelled wait returns at once, every time: looking again would spin.

@@ -63,15 +63,10 @@ extension MultipeerSession {
                 .invalidArgument,
                 "send(_:to:delivery:awaitAcknowledgement:) was asked to await the acknowledgement of an unreliable message, which is never acknowledged: send it reliably, or do not wait")
         }
-        // Encoded in the caller's task, before the hop onto the actor: senders encode in
-        // parallel, and a large message holds up nobody else's.
-        try await send(encoded: try encode(message), to: peerID, delivery: delivery, awaitAcknowledgement: awaitAcknowledgement)
-    }
-
-    private nonisolated func send(encoded data: DataMessage, to peerID: UUID, delivery: Delivery, awaitAcknowledgement: Bool) async throws {
-        try checkFits(data, to: peerID)
-        let ticket = try await enqueue(data, for: peerID, delivery: delivery)
-        if awaitAcknowledgement { try await deliveries[peerID]?.waitForAcknowledgement(of: ticket) }
+        // Encoded and offered in the caller's task: senders encode in parallel, and a large
+        // message holds up nobody else's.
+        let (ticket, peer) = try await enqueue(try encode(message), for: peerID, delivery: delivery)
+        if awaitAcknowledgement { try await peer.waitForAcknowledgement(of: ticket) }
     }
 
     /// Sends `message` to every peer; returns how many it was handed to.

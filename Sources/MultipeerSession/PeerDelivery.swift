@@ -97,11 +97,20 @@ final class PeerDelivery: Sendable {
 
     // MARK: Sending
 
-    /// Offers `message` to the outbox (`reliably`) or the unreliable queue; a flush it starts
-    /// writes its first batch from here (a lone message goes out without waiting for a task).
-    func offer(_ message: DataMessage, reliably: Bool, now: ContinuousClock.Instant) -> Offer {
+    /// Offers `message` to the outbox (`reliably`) or the unreliable queue, refusing it with
+    /// `messageTooLarge` if the peer would refuse it (``checkFits(_:localLimits:)``, under the
+    /// same lock); a flush it starts writes its first batch from here (a lone message goes out
+    /// without waiting for a task).
+    func offer(
+        _ message: DataMessage, reliably: Bool, localLimits: (frame: Int, message: Int), now: ContinuousClock.Instant
+    ) -> Offer {
         withState { state -> (Offer, [PeerDeliveryStateMachine.Action]) in
             guard !state.stopped else { return (.refused(MultipeerError(.sessionState, "the session has stopped"), wakes: state.wakes), []) }
+            do throws(MultipeerError) {
+                try state.machine.checkFits(message, localLimits: localLimits)
+            } catch {
+                return (.refused(error, wakes: state.wakes), [])
+            }
             let outcome = reliably
                 ? state.machine.enqueue(typeName: message.typeName, payload: message.payload, now: now)
                 : state.machine.enqueueUnreliable(message)

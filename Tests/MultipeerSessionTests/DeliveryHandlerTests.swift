@@ -93,7 +93,7 @@ import Testing
         #expect(delivery.acknowledged(through: 0, partial: nil, on: LinkID(1)).isEmpty, "the resume point, applied by the session")
         for text in ["a", "b"] {
             guard case .data(let message) = try Self.note(0, text) else { return }
-            _ = delivery.offer(message, reliably: true, now: .now)
+            _ = delivery.offer(message, reliably: true, localLimits: (Frame.defaultMaximumLength, 128 << 20), now: .now)
         }
         link.channel.embeddedEventLoop.run()
         #expect(delivery.outboxCount == 2)

@@ -34,7 +34,7 @@ import Testing
         delivery.stop()
         await waitingAgain.value
         let message = try! DataMessage(sequence: 0, typeName: "Note", payload: .init())
-        guard case .refused(let error, _) = delivery.offer(message, reliably: true, now: .now) else {
+        guard case .refused(let error, _) = delivery.offer(message, reliably: true, localLimits: (Frame.defaultMaximumLength, 128 << 20), now: .now) else {
             Issue.record("a stopped session takes nothing")
             return
         }
