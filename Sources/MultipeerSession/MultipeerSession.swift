@@ -296,9 +296,12 @@ public actor MultipeerSession {
 
     // MARK: Links
 
+    /// Takes an inbound link in, and returns once it has closed (the listener counts the
+    /// links it accepted until they end: ``Limits/maximumInboundLinks``).
     private nonisolated func serveInbound(_ connection: PeerConnection) async {
         let id = await acceptedLink()
-        await runLink(id, connection)
+        await carry(id, connection)
+        try? await connection.nioChannel.closeFuture.get()
     }
 
     private func acceptedLink() -> LinkID { core.acceptedLink() }
@@ -331,68 +334,59 @@ public actor MultipeerSession {
             let failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "cannot connect to \(attempt.endpoint)", underlying: "\(error)")
             return await attemptFailed(id, failure)
         }
-        await runLink(id, connection)
+        await carry(id, connection)
     }
 
     private func attemptFailed(_ id: LinkID, _ failure: MultipeerError) {
         perform(core.attemptFailed(id, failure, now: .now))
     }
 
-    /// Carries one established link until it closes, on the link's event loop.
-    private nonisolated func runLink(_ id: LinkID, _ connection: PeerConnection) async {
-        let peer = Peer(connection.remoteHello)
-        var goodbye: GoodbyeReason?
-        var failure: MultipeerError?
-        do {
-            try await withTaskExecutorPreference(connection.executor) {
-                try await connection.channel.executeThenClose { inbound, _ in
-                    // Closed at once if the table keeps another link, or the session is stopping.
-                    var closing = await self.linkEstablished(id, connection)
-                    if closing == nil {
-                        do {
-                            for try await message in inbound {
-                                switch message {
-                                case .ack(let sequence, let partial):
-                                    // The first, the peer's resume point (the link's DeliveryHandler
-                                    // applies the later ones to the peer's delivery itself).
-                                    await self.admitted(id, by: peer.id, through: sequence, partial: partial)
-                                case .reject(let rejection):
-                                    self.runLoop.continuation.yield(.onSession { $0.rejected(rejection, by: peer.id, on: id) })
-                                case .goodbye(let reason, _):
-                                    goodbye = reason
-                                    return
-                                case .data, .fragment, .hello, .ping, .pong, .flow, .unknown:
-                                    break  // DATA went to the subscriptions on the event loop (DeliveryHandler)
-                                }
-                            }
-                        } catch is CancellationError {}
-                        if Task.isCancelled { closing = .shutdown }
-                    }
-                    if let closing { await LinkHandle.sayGoodbye(closing, on: connection.channel.channel, within: goodbyeTimeout) }
-                }
-            }
-        } catch is CancellationError {
-            // The session is stopping; the core knows.
-        } catch {
-            failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "the link to \(peer) failed", underlying: "\(error)")
+    /// Takes an established link in: the core decides whether the session carries it, and from
+    /// then on the link reports to the run loop (``LinkReporter``), in order with the rest. A
+    /// link the session does not keep (the table keeps another, the roster refuses it, the
+    /// session is stopping) is closed here, with its GOODBYE.
+    private nonisolated func carry(_ id: LinkID, _ connection: PeerConnection) async {
+        // (A cancelled task: the run is ending.)
+        if let closing = await linkEstablished(id, connection) ?? (Task.isCancelled ? .shutdown : nil) {
+            await LinkHandle.sayGoodbye(closing, on: connection.nioChannel, within: goodbyeTimeout)
+            try? await connection.nioChannel.close()
         }
-        await linkClosed(id, goodbye: goodbye, error: failure)
     }
 
-    /// Records an established link; returns the GOODBYE reason if the link is to close at once.
+    /// Records an established link and starts its reports; returns the GOODBYE reason if the
+    /// link is to close at once.
     private func linkEstablished(_ id: LinkID, _ connection: PeerConnection) -> GoodbyeReason? {
+        let peer = Peer(connection.remoteHello)
+        connection.reports.report { [runLoop] event in
+            runLoop.continuation.yield(.onSession { $0.linkReported(event, on: id, by: peer) })
+        }
         let address = connection.remoteAddress?.displayString ?? "unknown"
         switch core.linkEstablished(id, hello: connection.remoteHello, address: address, now: .now) {
         case .refused(let actions):
             perform(actions)
             return .notInRoster
         case .carried(let closing, let actions):
-            links[id] = LinkHandle(id: id, channel: connection.channel.channel, quality: connection.quality)
+            links[id] = LinkHandle(id: id, channel: connection.nioChannel, quality: connection.quality)
             // Made now, not when the peer joins: a send that finds it refusing waits on it for the join.
             _ = deliveries.make(for: connection.remoteHello.peerID)
             metrics.linkOpened()
             perform(actions)
             return closing
+        }
+    }
+
+    /// What a link the session took in reports (``LinkReporter``).
+    private func linkReported(_ event: LinkReporter.Event, on id: LinkID, by peer: Peer) {
+        switch event {
+        case .resumePoint(let sequence, let partial):
+            // The first ACK (the link's DeliveryHandler applies the later ones to the peer's
+            // delivery itself).
+            admitted(id, by: peer.id, through: sequence, partial: partial)
+        case .rejected(let rejection):
+            rejected(rejection, by: peer.id, on: id)
+        case .closed(let goodbye, let error):
+            let failure = error.map { $0 as? MultipeerError ?? MultipeerError(.connectionFailed, "the link to \(peer) failed", underlying: "\($0)") }
+            linkClosed(id, goodbye: goodbye, error: failure)
         }
     }
 

@@ -51,9 +51,12 @@ package struct LinkConfiguration: Sendable {
     /// 7. ``DeliveryHandler`` (a session's links): DATA and FRAGMENT to the application's
     ///    streams, this side's ACKs, and the peer's ACKs to the sender's ``PeerDelivery``.
     ///
-    /// On top, the `NIOAsyncChannel` the session's link task reads (the first ACK, REJECT,
-    /// GOODBYE) and the benchmarks and tests write through; a session writes its DATA from its
-    /// ``PeerDelivery`` straight into the pipeline.
+    /// 8. ``LinkReporter`` (a session's links): the peer's resume point, REJECT and the link's
+    ///    end, to the session's run loop.
+    ///
+    /// A session writes into the pipeline itself: its DATA from each peer's ``PeerDelivery``,
+    /// a GOODBYE or REJECT from the actor. A bare link (tests, benchmarks) has a `NIOAsyncChannel`
+    /// on top instead of 7 and 8, which its owner reads and writes.
     /// - Parameters:
     ///   - keyIdentity: For a dialler, the group key it offers (nil: the newest).
     ///   - expectedPeer: For a dialler, the peer discovery placed at the address, if it said.
@@ -81,13 +84,21 @@ package struct LinkConfiguration: Sendable {
         try handlers.addHandler(ByteToMessageHandler(FrameDecoder(maximumLength: maximumFrameLength, firstFrameMaximumLength: Hello.maximumLength)))
         try handlers.addHandler(link)
         try handlers.addHandler(keepalive)
-        if let inbox { try handlers.addHandler(DeliveryHandler(inbox: inbox)) }
-        let asyncChannel = try NIOAsyncChannel<LinkMessage, LinkMessage>(wrappingChannelSynchronously: channel)
-        // Nothing can fail from here on, and the close callback runs on this event loop, after
-        // this: an async channel nobody claims is always finished.
-        let claim = LinkClaim(asyncChannel)
-        channel.closeFuture.whenComplete { _ in claim.closeIfAbandoned() }
-        return PendingLink(channel: asyncChannel, hello: link.hello, remoteAddress: channel.remoteAddress, quality: quality, claim: claim)
+        let tail: LinkTail
+        if let inbox {
+            try handlers.addHandler(DeliveryHandler(inbox: inbox))
+            let reporter = LinkReporter()
+            try handlers.addHandler(reporter)
+            tail = .session(LinkReports(reporter, eventLoop: channel.eventLoop))
+        } else {
+            let asyncChannel = try NIOAsyncChannel<LinkMessage, LinkMessage>(wrappingChannelSynchronously: channel)
+            // Nothing can fail from here on, and the close callback runs on this event loop, after
+            // this: an async channel nobody claims is always finished.
+            let claim = LinkClaim(asyncChannel)
+            channel.closeFuture.whenComplete { _ in claim.closeIfAbandoned() }
+            tail = .bare(asyncChannel, claim)
+        }
+        return PendingLink(channel: channel, tail: tail, hello: link.hello, remoteAddress: channel.remoteAddress, quality: quality)
     }
 
     var tcpUserTimeoutOption: (ChannelOptions.Types.SocketOption, SocketOptionValue)? {

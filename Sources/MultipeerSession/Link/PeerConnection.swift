@@ -6,23 +6,37 @@ import MultipeerTLS
 package import NIOCore
 import NIOPosix
 
+/// How what a link brings reaches its owner.
+enum LinkTail: Sendable {
+    /// A session's link reports to its session (``LinkReporter``).
+    case session(LinkReports)
+    /// A bare link (tests, benchmarks) is read and written through an async channel, which its
+    /// owner claims (``LinkClaim``).
+    case bare(NIOAsyncChannel<LinkMessage, LinkMessage>, LinkClaim)
+}
+
 /// A connection whose TLS and HELLO exchange are still under way.
 struct PendingLink: Sendable {
-    var channel: NIOAsyncChannel<LinkMessage, LinkMessage>
+    var channel: any Channel
+    var tail: LinkTail
     var hello: EventLoopFuture<Hello>
     var remoteAddress: SocketAddress?
     var quality: LinkQualityBox
-    var claim: LinkClaim
 
     /// Waits for the handshake and returns the ready link.
     func established() async throws -> PeerConnection {
-        claim.claim()
+        if case .bare(_, let claim) = tail { claim.claim() }
         let hello: Hello
         do {
             hello = try await self.hello.get()
         } catch {
-            // Nobody will use the async channel: finish its writer and close it.
-            try? await channel.executeThenClose { _, _ in }
+            switch tail {
+            case .bare(let channel, _):
+                // Nobody will use the async channel: finish its writer and close it.
+                try? await channel.executeThenClose { _, _ in }
+            case .session:
+                channel.close(promise: nil)
+            }
             guard error is MultipeerError else {
                 // A socket error (a reset, say): the connection ended before the handshake did.
                 let peer = remoteAddress.map { "the peer at \($0.displayString)" } ?? "the peer"
@@ -31,24 +45,39 @@ struct PendingLink: Sendable {
             }
             throw error
         }
-        return PeerConnection(remoteHello: hello, remoteAddress: remoteAddress, channel: channel, quality: quality)
+        return PeerConnection(remoteHello: hello, remoteAddress: remoteAddress, nioChannel: channel, tail: tail, quality: quality)
     }
 }
 
-/// One authenticated, HELLO-complete link to a peer: typed messages in and out, with
-/// backpressure both ways (NIOAsyncChannel). Use ``channel`` with `executeThenClose`.
+/// One authenticated, HELLO-complete link to a peer. A session's link reports to its session
+/// (``reports``); a bare one (tests, benchmarks) carries typed messages both ways with
+/// backpressure through ``channel``.
 package struct PeerConnection: Sendable {
     /// The peer's HELLO: its UUID, incarnation, name and keepalive wishes.
     package let remoteHello: Hello
     package let remoteAddress: SocketAddress?
-    package let channel: NIOAsyncChannel<LinkMessage, LinkMessage>
+    /// The link's NIO channel.
+    package let nioChannel: any Channel
+    let tail: LinkTail
     /// Round trips, loss and traffic, kept up to date by the link's keepalive.
     let quality: LinkQualityBox
+
+    /// A bare link's typed messages in and out (NIOAsyncChannel); use it with `executeThenClose`.
+    package var channel: NIOAsyncChannel<LinkMessage, LinkMessage> {
+        guard case .bare(let channel, _) = tail else { preconditionFailure("a session's link reports to its session; it has no async channel") }
+        return channel
+    }
+
+    /// A session's link: where it reports to the session.
+    var reports: LinkReports {
+        guard case .session(let reports) = tail else { preconditionFailure("a bare link has no session to report to") }
+        return reports
+    }
 
     /// Runs tasks on this link's event loop. Tasks that read or write the link should prefer it
     /// (`withTaskExecutorPreference(link.executor)`): each message then stays on one thread,
     /// saving a thread wake-up per message each way (Benchmarks/README.md has the figures).
-    package var executor: EventLoopExecutor { EventLoopExecutor(channel.channel.eventLoop) }
+    package var executor: EventLoopExecutor { EventLoopExecutor(nioChannel.eventLoop) }
 
     /// Dials `host:port`, runs TLS and the HELLO exchange, and returns the link once both are done.
     ///

@@ -119,7 +119,7 @@ package final class PeerListener: Sendable {
                             link = try await withTaskCancellationHandler {
                                 try await pending.established()
                             } onCancel: {
-                                pending.channel.channel.close(promise: nil)
+                                pending.channel.close(promise: nil)
                             }
                         } catch {
                             admission.handshakeEnded(ticket, established: false)
@@ -128,7 +128,7 @@ package final class PeerListener: Sendable {
                         }
                         admission.handshakeEnded(ticket, established: true)
                         await onLink(link)
-                        try? await link.channel.channel.close()
+                        try? await link.nioChannel.close()
                         admission.linkEnded()
                     }
                 }
