@@ -29,10 +29,8 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     private let quality: LinkQualityBox
     /// The link's TCP_USER_TIMEOUT, restored when the peer reads again.
     private let tcpUserTimeout: Duration?
-    private var keepalive: KeepaliveStateMachine?
+    private var stage = Stage.awaitingHello
     private var timers: KeepaliveTimers?
-    /// The slot of the latest wake-up armed; an earlier arming that comes up is stale.
-    private var armedSlot: Int64?
     private var context: ChannelHandlerContext?
     /// The channel's socket, whose TCP_INFO a silent link's wake-ups read (cast once: a
     /// conformance check at every wake-up was a visible part of an idle mesh's cost).
@@ -49,12 +47,29 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     /// FLOWs alone ends here: the handlers above never saw it (nor, on an idle mesh, walk the
     /// end of each).
     private var forwardedInBatch = false
-    /// This side's PINGs not yet answered nor expired: a wake-up expires old ones in
-    /// ``quality`` (under its lock) only while there are any.
-    private var pingsAwaited = 0
-
     private let paths: PathMemory
-    private var remotePeer: UUID?
+
+    private enum Stage {
+        /// Before the peer's HELLO: nothing is kept alive yet.
+        case awaitingHello
+        case running(Running)
+        /// Taken out to be changed in place (``modify(_:)``); never seen outside it.
+        case modifying
+        /// The link timed out or closed, and what it showed of its path is remembered.
+        case ended
+    }
+
+    /// A link kept alive.
+    private struct Running {
+        var machine: KeepaliveStateMachine
+        /// The peer, for whom the path the machine saw is remembered (``PathMemory``).
+        let peer: UUID
+        /// The slot of the latest wake-up armed; an earlier arming that comes up is stale.
+        var armedSlot: Int64?
+        /// This side's PINGs not yet answered nor expired: a wake-up expires old ones in
+        /// ``quality`` (under its lock) only while there are any.
+        var pingsAwaited = 0
+    }
 
     init(
         local: KeepaliveParameters, role: KeepaliveStateMachine.Role, quality: LinkQualityBox, tcpUserTimeout: Duration?, paths: PathMemory
@@ -75,21 +90,38 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        armedSlot = nil
+        end()
         self.context = nil
         socket = nil
     }
 
+    /// Changes the running link's state in place: the stage is emptied meanwhile, so the
+    /// machine's arrays are not copied. Nil when the link is not running.
+    @inline(__always)
+    private func modify<Result>(_ body: (inout Running) -> Result) -> Result? {
+        guard case .running(var running) = stage else { return nil }
+        stage = .modifying
+        defer { stage = .running(running) }
+        return body(&running)
+    }
+
+    /// The link's keepalive ends: what it showed of the path is remembered for the peer's next link.
+    private func end() {
+        if case .running(let running) = stage { paths.remember(running.machine.history, of: running.peer) }
+        stage = .ended
+    }
+
     /// Bytes arrived (called by ``InboundActivityHandler`` on the same event loop).
     func inboundActivity() {
-        keepalive?.inboundActivity(now: now)
+        let at = now
+        modify { $0.machine.inboundActivity(now: at) }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let hello = event as? HelloCompleted {
-            remotePeer = hello.remote.peerID
-            keepalive = KeepaliveStateMachine(
+        if let hello = event as? HelloCompleted, case .awaitingHello = stage {
+            let machine = KeepaliveStateMachine(
                 parameters: local.stricter(than: hello.remote.keepalive), role: role, now: now, path: paths.recall(hello.remote.peerID))
+            stage = .running(Running(machine: machine, peer: hello.remote.peerID))
             schedule(context: context)
         }
         context.fireUserInboundEventTriggered(event)
@@ -101,15 +133,17 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         case .ping(let probe):
             // Written from here, the PONG does not pass this handler's `write`: count it here.
             let at = now
-            let sample = keepalive?.pingReceived(now: at) ?? nil
-            keepalive?.outboundActivity(now: at)
+            let sample = modify { running -> Probe? in
+                defer { running.machine.outboundActivity(now: at) }
+                return running.machine.pingReceived(now: at)
+            } ?? nil
             context.write(wrapOutboundOut(.pong(probe)), promise: nil)
             // This side's round-trip sample, if due, in the PONG's record.
             if let sample { write(ping: sample, at: at, context: context) }
             context.flush()
         case .pong(let probe):
             let at = now
-            if quality.update({ $0.pongReceived(probe, at: at) }) != nil { pingsAwaited -= 1 }
+            if quality.update({ $0.pongReceived(probe, at: at) }) != nil { modify { $0.pingsAwaited -= 1 } }
         case .flow(let reading):
             if let tcpUserTimeout {
                 let (option, value) = LinkConfiguration.tcpUserTimeoutOption(reading ? tcpUserTimeout : .zero)
@@ -135,7 +169,8 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
     func flush(context: ChannelHandlerContext) {
         // Once a batch of writes, not once a message: the clock and the quality's lock.
-        keepalive?.outboundActivity(now: now)
+        let at = now
+        modify { $0.machine.outboundActivity(now: at) }
         countTraffic()
         context.flush()
     }
@@ -160,22 +195,26 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
     func read(context: ChannelHandlerContext) {
         readRequested = true
-        if keepalive?.readingPaused == true { keepalive!.reading(paused: false, now: now) }
+        let at = now
+        modify { running in
+            if running.machine.readingPaused { running.machine.reading(paused: false, now: at) }
+        }
         context.read()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        armedSlot = nil
-        if let keepalive, let remotePeer { paths.remember(keepalive.history, of: remotePeer) }
-        keepalive = nil
+        end()
         context.fireChannelInactive()
     }
 
+    /// Arms the running machine's next wake-up.
     private func schedule(context: ChannelHandlerContext) {
-        guard let nextWakeUp = Self.nextWakeUp(of: &keepalive) else { return }
         let timers = self.timers ?? KeepaliveTimers.on(context.eventLoop)
         self.timers = timers
-        armedSlot = timers.arm(self, atUptimeNanoseconds: Int64(origin.uptimeNanoseconds) + nextWakeUp.nanoseconds)
+        let origin = Int64(self.origin.uptimeNanoseconds)
+        modify { running in
+            running.armedSlot = timers.arm(self, atUptimeNanoseconds: origin + running.machine.nextWakeUp.nanoseconds)
+        }
     }
 
     /// What the transport showed of the silence that timed a link out, for its error: whether
@@ -192,56 +231,76 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     /// Writes a PING of this side's (the caller flushes), and awaits its PONG.
     private func write(ping probe: Probe, at: Duration, context: ChannelHandlerContext) {
         quality.update { $0.pingSent(probe, at: at) }
-        pingsAwaited += 1
+        modify { $0.pingsAwaited += 1 }
         context.write(wrapOutboundOut(.ping(probe)), promise: nil)
-    }
-
-    /// The machine's next wake-up, read through an `inout`: read from the stored property, the
-    /// machine was copied (its arrays retained and released) to call across modules, at every
-    /// wake-up; so was it with `if let`.
-    private static func nextWakeUp(of keepalive: inout KeepaliveStateMachine?) -> Duration? {
-        keepalive?.nextWakeUp
     }
 
     /// Called by ``KeepaliveTimers`` when the slot armed comes up.
     func timerFired(slot: Int64) {
-        guard slot == armedSlot else { return }
-        armedSlot = nil
+        let due = modify { running in
+            guard running.armedSlot == slot else { return false }
+            running.armedSlot = nil
+            return true
+        }
+        guard due == true else { return }
         wakeUp(late: .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds) - slot * KeepaliveTimers.slotNanoseconds))
     }
 
+    /// What a wake-up does, decided in the running state.
+    private enum WakeUp {
+        case wait
+        case ping(Probe)
+        case timedOut(MultipeerError, silence: Duration)
+    }
+
     private func wakeUp(late: Duration) {
-        guard let context, keepalive != nil else { return }
+        guard let context else { return }
         let at = now
-        if !readRequested, !keepalive!.readingPaused { keepalive!.reading(paused: true, now: at) }
-        let parameters = keepalive!.parameters
-        if pingsAwaited > 0 { pingsAwaited = quality.update { $0.expire(olderThan: parameters.timeout, now: at) } }
-        switch keepalive!.wakeUp(now: at, late: late, transport: socket?.transportReading()) {
-        case .wait:
+        let (readRequested, quality, socket) = (self.readRequested, self.quality, self.socket)
+        let wakeUp = modify { running -> WakeUp in
+            if !readRequested, !running.machine.readingPaused { running.machine.reading(paused: true, now: at) }
+            let parameters = running.machine.parameters
+            if running.pingsAwaited > 0 { running.pingsAwaited = quality.update { $0.expire(olderThan: parameters.timeout, now: at) } }
+            switch running.machine.wakeUp(now: at, late: late, transport: socket?.transportReading()) {
+            case .wait: return .wait
+            case .sendPing(let probe): return .ping(probe)
+            case .timedOut:
+                let (error, silence) = timeoutError(running.machine, at: at)
+                return .timedOut(error, silence: silence)
+            }
+        }
+        switch wakeUp {
+        case nil, .wait?:
             break
-        case .sendPing(let probe):
+        case .ping(let probe)?:
             write(ping: probe, at: at, context: context)
             context.flush()
-        case .timedOut:
-            // In whole milliseconds: an adapted timeout is no round figure.
-            let (timeout, silence) = (Duration.milliseconds(keepalive!.timeout.milliseconds), Duration.milliseconds(keepalive!.silence(now: at).milliseconds))
-            let hung = keepalive!.peerHung
-            let evidence = Self.describe(keepalive!.transportInSilence, lossSeen: keepalive!.hasSeenLoss)
-            if let remotePeer { paths.remember(keepalive!.history, of: remotePeer) }
-            keepalive = nil
-            let adapted = hung
-                ? ", its host acknowledging everything sent to it: hung"
-                : timeout > parameters.timeout ? ", adapted from \(parameters.timeout) to the silences this link has shown" : ""
-            let error = MultipeerError(
-                .keepaliveTimeout,
-                "\(peer) sent nothing for \(silence) (keepalive interval \(parameters.interval), timeout \(hung ? parameters.timeout : timeout)\(adapted))"
-                    + evidence)
+        case .timedOut(let error, let silence)?:
+            end()
             context.writeAndFlush(wrapOutboundOut(.goodbye(.keepaliveTimeout, "no traffic for \(silence)")), promise: nil)
             context.fireErrorCaught(error)
             context.close(promise: nil)
             return
         }
         schedule(context: context)
+    }
+
+    /// The error a timed-out link fails with: the silence, the keepalive and what the transport
+    /// showed of it.
+    private func timeoutError(_ machine: KeepaliveStateMachine, at: Duration) -> (error: MultipeerError, silence: Duration) {
+        let parameters = machine.parameters
+        // In whole milliseconds: an adapted timeout is no round figure.
+        let (timeout, silence) = (Duration.milliseconds(machine.timeout.milliseconds), Duration.milliseconds(machine.silence(now: at).milliseconds))
+        let hung = machine.peerHung
+        let evidence = Self.describe(machine.transportInSilence, lossSeen: machine.hasSeenLoss)
+        let adapted = hung
+            ? ", its host acknowledging everything sent to it: hung"
+            : timeout > parameters.timeout ? ", adapted from \(parameters.timeout) to the silences this link has shown" : ""
+        let error = MultipeerError(
+            .keepaliveTimeout,
+            "\(peer) sent nothing for \(silence) (keepalive interval \(parameters.interval), timeout \(hung ? parameters.timeout : timeout)\(adapted))"
+                + evidence)
+        return (error, silence)
     }
 }
 
