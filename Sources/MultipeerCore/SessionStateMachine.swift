@@ -304,7 +304,7 @@ package struct SessionStateMachine: Sendable {
         var closing: GoodbyeReason?
         var actions = perform(table.linkEstablished(id, hello: hello), now: now).filter { action in
             guard case .close(id, let reason) = action else { return true }
-            closing = reason  // this very link: its own task closes it
+            closing = reason  // this very link: the session closes it as it takes it in
             return false
         }
         // The link the table keeps for the peer (a new peer's, or one that replaced another) takes

@@ -84,7 +84,7 @@ extension MultipeerSession {
     /// DeliveryHandler takes its later ACKs (``DeliveryAttached``).
     func admitted(_ id: LinkID, by peerID: UUID, through sequence: UInt64, partial: PartialMessage?) {
         perform(core.admitted(id, now: .now))
-        guard let delivery = deliveries[peerID], delivery.isAttached(to: id), let channel = links[id]?.channel else { return }
+        guard let delivery = deliveries[peerID], delivery.isAttached(to: id), let channel = running?.links[id]?.channel else { return }
         tell(dropped: delivery.acknowledged(through: sequence, partial: partial, on: id), for: peerID)
         channel.triggerUserOutboundEvent(DeliveryAttached(delivery: delivery, link: id), promise: nil)
     }

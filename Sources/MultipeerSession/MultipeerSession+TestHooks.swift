@@ -19,7 +19,7 @@ extension MultipeerSession {
     }
 
     /// Established links, counting any duplicate not yet closed (for tests).
-    package var linkCount: Int { links.count }
+    package var linkCount: Int { running?.links.count ?? 0 }
 
     /// Where delivery to `peerID` stands, in one line (for benchmarks and tests that stall).
     package func deliverySummary(for peerID: UUID) -> String {

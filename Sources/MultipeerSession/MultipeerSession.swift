@@ -45,13 +45,8 @@ public actor MultipeerSession {
     let logger: Logger
     /// The session's decisions: the peer table, delivery, admission, dials and the lifecycle.
     var core: SessionStateMachine
-    /// The links the session carries, to write to them and close them.
-    var links: [LinkID: LinkHandle] = [:]
-    /// The group keys (``Configuration/keys``).
-    private var keys: KeyRing
-    /// What the session runs with while it runs: its links' configuration (and TLS context,
-    /// which key changes update) and discovery.
-    private var running: (link: LinkConfiguration, discovery: any PeerDiscovery)?
+    /// What the links and discovery run with (``Setup``).
+    private var setup: Setup
     /// Each peer's delivery, driven by senders and the links' readers, not the actor.
     let deliveries: Deliveries
     /// What the run loop takes, in order (``Input``).
@@ -70,6 +65,37 @@ public actor MultipeerSession {
         case suspend
         case resume
         case stop
+    }
+
+    /// What the session's links and discovery run with.
+    private enum Setup {
+        /// Before ``run()``: the group keys the links will start with (``updateKeys(_:)`` may
+        /// replace them).
+        case ready(keys: KeyRing)
+        /// While it runs, suspended or not.
+        case running(Running)
+        /// It has run.
+        case ended
+    }
+
+    /// What a running session's links and discovery run with, and the links it carries.
+    final class Running {
+        /// The links' configuration, whose TLS context holds the group keys (``updateKeys(_:)``
+        /// replaces them there).
+        let link: LinkConfiguration
+        let discovery: any PeerDiscovery
+        /// The links the session carries, to write to them and close them.
+        var links: [LinkID: LinkHandle] = [:]
+
+        init(link: LinkConfiguration, discovery: any PeerDiscovery) {
+            self.link = link
+            self.discovery = discovery
+        }
+    }
+
+    /// What the session runs with, while it runs.
+    var running: Running? {
+        if case .running(let running) = setup { running } else { nil }
     }
 
     nonisolated var subscriptions: Subscriptions { inbox.subscriptions }
@@ -107,7 +133,7 @@ public actor MultipeerSession {
         self.inbox = Inbox(
             windows: ReceiveWindows(), subscriptions: subscriptions, metrics: metrics,
             maximumMessageLength: configuration.limits.maximumMessageLength)
-        self.keys = configuration.keys
+        self.setup = .ready(keys: configuration.keys)
     }
 
     private static let lastIncarnation = NIOLockedValueBox<UInt64>(0)
@@ -141,15 +167,16 @@ public actor MultipeerSession {
     /// task, socket or advertisement behind. A session runs once.
     public func run() async throws {
         try core.begin()
+        guard case .ready(let keys) = setup else { preconditionFailure("the core lets a session run once") }
         defer {
             core.finish()
+            setup = .ended
             deliveries.stop()
             subscriptions.finish()
         }
-        let linkConfiguration = try makeLinkConfiguration()
+        let linkConfiguration = try makeLinkConfiguration(keys: keys)
         let discovery = try makeDiscovery()
-        running = (linkConfiguration, discovery.source)
-        defer { running = nil }
+        setup = .running(Running(link: linkConfiguration, discovery: discovery.source))
         do {
             // A graceful shutdown stops in order (GOODBYE on every link, then the listener and the
             // advertisement); cancellation stops at once, each link saying GOODBYE as it goes.
@@ -259,7 +286,7 @@ public actor MultipeerSession {
             let reason: GoodbyeReason = suspended ? .suspended : .shutdown
             var closing: [LinkHandle] = []
             for action in core.stopRunning(reason, now: .now) {
-                if case .close(let id, _) = action { links[id].map { closing.append($0) } } else { perform([action]) }
+                if case .close(let id, _) = action { running?.links[id].map { closing.append($0) } } else { perform([action]) }
             }
             // All at once: each may take up to the GOODBYE timeout, behind a peer that reads slowly.
             let timeout = goodbyeTimeout
@@ -366,7 +393,7 @@ public actor MultipeerSession {
             perform(actions)
             return .notInRoster
         case .carried(let closing, let actions):
-            links[id] = LinkHandle(id: id, channel: connection.nioChannel, quality: connection.quality)
+            running?.links[id] = LinkHandle(id: id, channel: connection.nioChannel, quality: connection.quality)
             // Made now, not when the peer joins: a send that finds it refusing waits on it for the join.
             _ = deliveries.make(for: connection.remoteHello.peerID)
             metrics.linkOpened()
@@ -391,7 +418,7 @@ public actor MultipeerSession {
     }
 
     private func linkClosed(_ id: LinkID, goodbye: GoodbyeReason?, error: MultipeerError?) {
-        if links.removeValue(forKey: id) != nil {
+        if running?.links.removeValue(forKey: id) != nil {
             metrics.linkClosed(reason: goodbye.map { "\($0)" } ?? (error == nil ? "closed" : "error"))
         }
         perform(core.linkClosed(id, goodbye: goodbye, error: error, now: .now))
@@ -403,8 +430,11 @@ public actor MultipeerSession {
     /// To rotate a group's key, add the new key to every peer's ring, then remove the old one
     /// from every peer's ring: at each step every pair of peers holds a key in common.
     public func updateKeys(_ keys: KeyRing) throws {
-        try running?.link.tls.update(keys)
-        self.keys = keys
+        switch setup {
+        case .ready: setup = .ready(keys: keys)
+        case .running(let running): try running.link.tls.update(keys)
+        case .ended: break
+        }
         logger.info("group keys updated", metadata: ["multipeer.keys": "\(keys)"])
         perform(core.keysChanged(count: keys.keys.count, now: .now))
     }
@@ -418,7 +448,7 @@ public actor MultipeerSession {
 
     /// How the link to `peerID` is doing, if the peer is active.
     public func linkStats(for peerID: UUID) -> LinkStats? {
-        guard let id = core.joinedLink(of: peerID)?.id, let handle = links[id], let presence = core.presence(of: peerID) else { return nil }
+        guard let id = core.joinedLink(of: peerID)?.id, let handle = running?.links[id], let presence = core.presence(of: peerID) else { return nil }
         return LinkStats(quality: handle.quality.quality, reconnects: presence.reconnects, timeActive: ContinuousClock.now - presence.since)
     }
 
@@ -480,17 +510,17 @@ public actor MultipeerSession {
             case .lookUpAgain(let peerID):
                 running?.discovery.refresh(peerID)
             case .close(let id, let reason):
-                guard let handle = links[id] else { continue }
+                guard let handle = running?.links[id] else { continue }
                 spawn { await handle.close(reason, within: self.goodbyeTimeout) }
             case .adopt(let id):
-                links[id]?.channel.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+                running?.links[id]?.channel.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
             case .attach(let id, let hello):
-                guard let channel = links[id]?.channel else { continue }
+                guard let channel = running?.links[id]?.channel else { continue }
                 deliveries.make(for: hello.peerID).attach(id, channel: channel, hello: hello)
             case .detach(let peerID, let id):
                 tell(dropped: deliveries[peerID]?.detach(id, now: .now) ?? [], for: peerID)
             case .sendReject(let id, let rejection):
-                links[id]?.channel.writeAndFlush(LinkMessage.reject(rejection), promise: nil)
+                running?.links[id]?.channel.writeAndFlush(LinkMessage.reject(rejection), promise: nil)
             case .wakeSenders(let peerID):
                 deliveries[peerID]?.wake()
             case .schedule(let timer, let delay):
@@ -591,7 +621,7 @@ public actor MultipeerSession {
         }
     }
 
-    private func makeLinkConfiguration() throws -> LinkConfiguration {
+    private func makeLinkConfiguration(keys: KeyRing) throws -> LinkConfiguration {
         let hello = try Hello(
             identity: identity, incarnation: incarnation, displayName: configuration.peer.displayName,
             metadata: configuration.peer.metadata, keepalive: configuration.keepalive,
