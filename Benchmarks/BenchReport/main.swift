@@ -238,6 +238,12 @@ target("API: round trip p50 of a 1 KiB message (the peer's application replying)
     return ("\(number(ratio.median, 2))x (\(number(ratio.low, 2))-\(number(ratio.high, 2))x over \($0.pairs.count) pairs; ours p50 \(number($0.pairs.map(\.apiP50Microseconds).sorted()[$0.pairs.count / 2], 1)) µs)",
             ratio.median <= 1.5)
 })
+target("API: the same round trip with both applications' tasks on their sessions' executors (MultipeerSession.executor) <= 1.5x", session?.roundTrip.flatMap { trip in
+    trip.onExecutorRatio.map { ratio in
+        ("\(number(ratio.median, 2))x (\(number(ratio.low, 2))-\(number(ratio.high, 2))x over \(trip.pairs.count) pairs; ours p50 \(number(trip.pairs.compactMap(\.onExecutorP50Microseconds).sorted()[trip.pairs.count / 2], 1)) µs)",
+         ratio.median <= 1.5)
+    }
+})
 target("API: lock acquisitions per reliable 1 KiB message, both ends, sent flat out <= 4 (every pthread mutex of the process: the Swift runtime's and GnuTLS's too)", sessionLocks.map {
     ("\(number($0.flatOut, 2)) flat out; \(number($0.roundTrip, 1)) a message in round trips", $0.flatOut <= 4)
 })
@@ -400,8 +406,11 @@ if let session {
     })
     if let trip = session.roundTrip {
         md += "Round trip of a \(trip.payloadBytes)-byte message through the API (send, the peer's application sends it back as it reads it, the reply read; reliable, binary, a Data field), runs alternating with the C GnuTLS program's ping-pong of frames of the same size (a thread per core):\n\n"
-        md += table(["run", "API p50 µs", "API p99 µs", "C GnuTLS p50 µs", "ratio"], trip.pairs.enumerated().map { index, pair in
-            ["\(index + 1)", number(pair.apiP50Microseconds, 1), number(pair.apiP99Microseconds, 1), number(pair.cP50Microseconds, 1), "\(number(pair.ratio, 2))x"]
+        md += "On executors: both applications' tasks prefer their sessions' executors (`MultipeerSession.executor`).\n\n"
+        md += table(["run", "API p50 µs", "API p99 µs", "on executors p50 µs", "on executors p99 µs", "C GnuTLS p50 µs", "ratio", "on executors"], trip.pairs.enumerated().map { index, pair in
+            ["\(index + 1)", number(pair.apiP50Microseconds, 1), number(pair.apiP99Microseconds, 1),
+             pair.onExecutorP50Microseconds.map { number($0, 1) } ?? "-", pair.onExecutorP99Microseconds.map { number($0, 1) } ?? "-",
+             number(pair.cP50Microseconds, 1), "\(number(pair.ratio, 2))x", pair.onExecutorRatio.map { "\(number($0, 2))x" } ?? "-"]
         })
     }
     md += "Beside 64 MiB messages, after a warm-up that lasts until their payload buffers are mapped (SessionBenchmark's `warmUp()`); buffers mapped afresh while the probes ran are counted.\n\n"

@@ -298,15 +298,24 @@ public struct APIRoundTrip: Codable, Sendable {
     public struct Pair: Codable, Sendable {
         public var apiP50Microseconds: Double
         public var apiP99Microseconds: Double
+        /// The same round trips with both applications' tasks on their sessions' executors
+        /// (`MultipeerSession.executor`). Nil in results from before it was measured.
+        public var onExecutorP50Microseconds: Double?
+        public var onExecutorP99Microseconds: Double?
         public var cP50Microseconds: Double
 
         public var ratio: Double { apiP50Microseconds / cP50Microseconds }
+        public var onExecutorRatio: Double? { onExecutorP50Microseconds.map { $0 / cP50Microseconds } }
 
         /// From each run's round trips, in nanoseconds.
-        public init(api: [Double], c: [Double]) {
+        public init(api: [Double], onExecutor: [Double]? = nil, c: [Double]) {
             let (ours, theirs) = (RoundTrip(placement: "", link: "API", samplesNanoseconds: api), RoundTrip(placement: "", link: "C GnuTLS", samplesNanoseconds: c))
             apiP50Microseconds = ours.p50Microseconds
             apiP99Microseconds = ours.p99Microseconds
+            if let onExecutor {
+                let pinned = RoundTrip(placement: "", link: "API on the executor", samplesNanoseconds: onExecutor)
+                (onExecutorP50Microseconds, onExecutorP99Microseconds) = (pinned.p50Microseconds, pinned.p99Microseconds)
+            }
             cP50Microseconds = theirs.p50Microseconds
         }
     }
@@ -317,6 +326,13 @@ public struct APIRoundTrip: Codable, Sendable {
     /// The median of the pairs' ratios (ours over C's p50), and the lowest and highest.
     public var ratio: (median: Double, low: Double, high: Double) {
         let ratios = pairs.map(\.ratio).sorted()
+        return (ratios[ratios.count / 2], ratios.first!, ratios.last!)
+    }
+
+    /// The same for the round trips on the sessions' executors, where measured.
+    public var onExecutorRatio: (median: Double, low: Double, high: Double)? {
+        let ratios = pairs.compactMap(\.onExecutorRatio).sorted()
+        guard ratios.count == pairs.count, !ratios.isEmpty else { return nil }
         return (ratios[ratios.count / 2], ratios.first!, ratios.last!)
     }
 

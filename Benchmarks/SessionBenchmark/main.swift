@@ -235,30 +235,40 @@ func probeLatency(besideLargeMessages: Bool) async -> ProbeLatency {
 
 /// The API's round trips, in nanoseconds: a 1 KiB message (reliable, binary, a Data field)
 /// sent, the peer's application sending it back as it reads it, and the reply read; one at a
-/// time, `count` after 200 unmeasured.
-func apiRoundTrips(count: Int) async -> [Double] {
+/// time, `count` after 200 unmeasured. `onExecutors`: both applications' tasks prefer their
+/// sessions' executors (`MultipeerSession.executor`), as the guide suggests for requests and
+/// answers; else they run on Swift's global pool, as a task does by default.
+func apiRoundTrips(count: Int, onExecutors: Bool = false) async -> [Double] {
     await withPair(encoding: .binary) { receiver, sender in
         let questions = receiver.messages(of: BytesMessage.self)
-        var answers = sender.messages(of: BytesMessage.self).makeAsyncIterator()
-        let echo = Task {
+        let echo = Task(executorPreference: onExecutors ? receiver.executor : nil) {
             for await (peer, message) in questions { try await receiver.send(message, to: peer.id) }
         }
-        let bytes = Data(repeating: 0xA5, count: 1024)
-        var samples: [Double] = []
-        for number in 0..<(200 + count) {
-            let start = ContinuousClock.now
-            do {
-                try await sender.send(BytesMessage(number: number, bytes: bytes), to: receiver.peerID)
-            } catch {
-                FileHandle.standardError.write(Data("SessionBenchmark: a round trip's send failed: \(error)\n".utf8))
-                exit(1)
-            }
-            _ = await answers.next()
-            if number >= 200 { samples.append(Double((ContinuousClock.now - start).nanoseconds)) }
+        let samples = await withTaskExecutorPreference(onExecutors ? sender.executor : nil) {
+            await roundTrips(count: count, from: sender, to: receiver)
         }
         echo.cancel()
         return samples
     }
+}
+
+/// `count` round trips (after 200 unmeasured) of `sender`'s to `receiver`, which echoes them.
+func roundTrips(count: Int, from sender: MultipeerSession, to receiver: MultipeerSession) async -> [Double] {
+    var answers = sender.messages(of: BytesMessage.self).makeAsyncIterator()
+    let bytes = Data(repeating: 0xA5, count: 1024)
+    var samples: [Double] = []
+    for number in 0..<(200 + count) {
+        let start = ContinuousClock.now
+        do {
+            try await sender.send(BytesMessage(number: number, bytes: bytes), to: receiver.peerID)
+        } catch {
+            FileHandle.standardError.write(Data("SessionBenchmark: a round trip's send failed: \(error)\n".utf8))
+            exit(1)
+        }
+        _ = await answers.next()
+        if number >= 200 { samples.append(Double((ContinuousClock.now - start).nanoseconds)) }
+    }
+    return samples
 }
 
 /// Waits until the large messages under way have the memory they need: at least 500 ms, then
@@ -398,17 +408,24 @@ if !Bench.flag("--no-round-trip") {
     var pairs: [APIRoundTrip.Pair] = []
     for _ in 0..<5 {
         let api = await apiRoundTrips(count: trips)
+        let onExecutors = await apiRoundTrips(count: trips, onExecutors: true)
         let c = try Baseline(useTLS: true, key: (0..<32).map { UInt8($0) }, spread: true).pingPong(payload: 1024, iterations: trips, warmup: 200)
-        pairs.append(APIRoundTrip.Pair(api: api, c: c))
+        pairs.append(APIRoundTrip.Pair(api: api, onExecutor: onExecutors, c: c))
     }
     let result = APIRoundTrip(payloadBytes: 1024, pairs: pairs)
     roundTrip = result
     print("\nRound trip of a 1 KiB message (send, the peer's application sends it back, the reply read), \(trips) a run, five runs alternating with the C program's ping-pong:")
+    print("  (API: the applications' tasks on Swift's global pool; on executors: on their sessions' executors)")
     for pair in pairs {
-        print(String(format: "  API p50 %.1f µs, p99 %.1f µs; C GnuTLS p50 %.1f µs: %.2fx", pair.apiP50Microseconds, pair.apiP99Microseconds, pair.cP50Microseconds, pair.ratio))
+        print(String(format: "  API p50 %.1f µs, p99 %.1f µs; on executors p50 %.1f µs, p99 %.1f µs; C GnuTLS p50 %.1f µs: %.2fx, %.2fx",
+                     pair.apiP50Microseconds, pair.apiP99Microseconds, pair.onExecutorP50Microseconds ?? 0, pair.onExecutorP99Microseconds ?? 0,
+                     pair.cP50Microseconds, pair.ratio, pair.onExecutorRatio ?? 0))
     }
     let ratio = result.ratio
     print(String(format: "  median of the ratios %.2fx (%.2f-%.2fx)", ratio.median, ratio.low, ratio.high))
+    if let pinned = result.onExecutorRatio {
+        print(String(format: "  on executors: median of the ratios %.2fx (%.2f-%.2fx)", pinned.median, pinned.low, pinned.high))
+    }
 }
 try Bench.writeJSON(
     SessionResults(cases: cases, baselines: baselines, latency: latency, roundTrip: roundTrip, pairedShares: pairedShares.isEmpty ? nil : pairedShares),

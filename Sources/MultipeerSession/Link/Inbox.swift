@@ -2,9 +2,14 @@ import Foundation
 import MultipeerCore
 import NIOCore
 import NIOConcurrencyHelpers
+import NIOPosix
 
-/// Where a session's links hand what they receive.
+/// Where a session's links run and hand what they receive.
 struct Inbox: Sendable {
+    /// The event loop every link of the session runs on, as a task executor: the application's
+    /// tasks that prefer it (``MultipeerSession/executor``) read the streams and send on the
+    /// thread that carries the bytes.
+    var executor = EventLoopExecutor(MultiThreadedEventLoopGroup.singleton.next())
     /// What was delivered from each sender, for reliable delivery.
     var windows: ReceiveWindows
     /// The application's streams.

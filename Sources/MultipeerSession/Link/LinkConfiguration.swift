@@ -101,6 +101,12 @@ package struct LinkConfiguration: Sendable {
         return PendingLink(channel: channel, tail: tail, hello: link.hello, remoteAddress: channel.remoteAddress, quality: quality)
     }
 
+    /// Where the links run: a session's on its own event loop (``Inbox/executor``), a bare
+    /// link's on any loop of NIO's shared group.
+    var eventLoopGroup: any EventLoopGroup {
+        inbox?.executor.eventLoop ?? MultiThreadedEventLoopGroup.singleton
+    }
+
     var tcpUserTimeoutOption: (ChannelOptions.Types.SocketOption, SocketOptionValue)? {
         tcpUserTimeout.map(Self.tcpUserTimeoutOption)
     }

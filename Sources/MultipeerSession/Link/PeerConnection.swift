@@ -87,7 +87,7 @@ package struct PeerConnection: Sendable {
     ///     refused (`unexpectedPeer`). Nil for an address given without a peer (a static one).
     package static func dial(
         host: String, port: Int, configuration: LinkConfiguration, offering keyIdentity: String? = nil, expecting expectedPeer: UUID? = nil,
-        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        group: (any EventLoopGroup)? = nil
     ) async throws -> PeerConnection {
         try await connect(
             host: host, port: port, configuration: configuration, offering: keyIdentity, expecting: expectedPeer, group: group
@@ -107,9 +107,9 @@ package struct PeerConnection: Sendable {
     /// answer that soon after accepting the connection.
     static func connect(
         host: String, port: Int, configuration: LinkConfiguration, offering keyIdentity: String?, expecting expectedPeer: UUID?,
-        answerTimeout: Duration? = nil, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        answerTimeout: Duration? = nil, group: (any EventLoopGroup)? = nil
     ) async throws -> PendingLink {
-        var bootstrap = ClientBootstrap(group: group)
+        var bootstrap = ClientBootstrap(group: group ?? configuration.eventLoopGroup)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(LinkConfiguration.thinLinearTimeouts, value: 1)
             .connectTimeout(TimeAmount(Self.connectTimeout(configuration)))

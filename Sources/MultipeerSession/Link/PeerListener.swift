@@ -28,9 +28,9 @@ package final class PeerListener: Sendable {
     /// IPv4 and IPv6 where the machine has IPv6.
     package static func bind(
         host: String? = nil, port: Int = 0, configuration: LinkConfiguration, limits: MultipeerSession.Limits = .init(),
-        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        group: (any EventLoopGroup)? = nil
     ) async throws -> PeerListener {
-        var bootstrap = ServerBootstrap(group: group)
+        var bootstrap = ServerBootstrap(group: group ?? configuration.eventLoopGroup)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.backlog, value: 256)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)

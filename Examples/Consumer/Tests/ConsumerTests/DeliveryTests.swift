@@ -40,6 +40,34 @@ import Testing
         }
     }
 
+    /// Requests answered by a task on the session's executor (the links' own thread), as its
+    /// documentation suggests: every request gets its answer, in order, while the asking side
+    /// reads on its own session's executor too.
+    @Test func requestsAnsweredOnTheSessionsExecutorAllGetTheirAnswers() async throws {
+        try await withPair { listener, dialler in
+            let answering = Task(executorPreference: listener.executor) {
+                for await (peer, note) in listener.messages(of: ProgramA.Note.self) {
+                    try await listener.send(ProgramA.Note(text: "seen \(note.text)"), to: peer.id)
+                }
+            }
+            defer { answering.cancel() }
+            let answers = try await within(60, "the answers") {
+                try await withTaskExecutorPreference(dialler.executor) {
+                    var replies = dialler.messages(of: ProgramA.Note.self).makeAsyncIterator()
+                    var texts: [String] = []
+                    for number in 0..<100 {
+                        try await dialler.send(ProgramA.Note(text: "\(number)"), to: listener.peerID)
+                        guard let (peer, reply) = await replies.next() else { break }
+                        #expect(peer.id == listener.peerID)
+                        texts.append(reply.text)
+                    }
+                    return texts
+                }
+            }
+            #expect(answers == (0..<100).map { "seen \($0)" })
+        }
+    }
+
     /// A type that asks for the binary encoding, with a `Data` field.
     struct Sample: MultipeerMessage, Equatable {
         static var wireName: String { "consumer.sample" }
