@@ -53,14 +53,13 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         /// Before the peer's HELLO: nothing is kept alive yet.
         case awaitingHello
         case running(Running)
-        /// Taken out to be changed in place (``modify(_:)``); never seen outside it.
-        case modifying
         /// The link timed out or closed, and what it showed of its path is remembered.
         case ended
     }
 
-    /// A link kept alive.
-    private struct Running {
+    /// A link kept alive. A class, so that the machine is changed where it is: copied out of
+    /// the stage and back at every event, its arrays were retained and released each time.
+    private final class Running {
         var machine: KeepaliveStateMachine
         /// The peer, for whom the path the machine saw is remembered (``PathMemory``).
         let peer: UUID
@@ -69,6 +68,11 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         /// This side's PINGs not yet answered nor expired: a wake-up expires old ones in
         /// ``quality`` (under its lock) only while there are any.
         var pingsAwaited = 0
+
+        init(machine: KeepaliveStateMachine, peer: UUID) {
+            self.machine = machine
+            self.peer = peer
+        }
     }
 
     init(
@@ -95,14 +99,9 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         socket = nil
     }
 
-    /// Changes the running link's state in place: the stage is emptied meanwhile, so the
-    /// machine's arrays are not copied. Nil when the link is not running.
-    @inline(__always)
-    private func modify<Result>(_ body: (inout Running) -> Result) -> Result? {
-        guard case .running(var running) = stage else { return nil }
-        stage = .modifying
-        defer { stage = .running(running) }
-        return body(&running)
+    /// The running link's state; nil before the HELLO and once ended.
+    private var running: Running? {
+        if case .running(let running) = stage { running } else { nil }
     }
 
     /// The link's keepalive ends: what it showed of the path is remembered for the peer's next link.
@@ -114,7 +113,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     /// Bytes arrived (called by ``InboundActivityHandler`` on the same event loop).
     func inboundActivity() {
         let at = now
-        modify { $0.machine.inboundActivity(now: at) }
+        running?.machine.inboundActivity(now: at)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -133,17 +132,15 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         case .ping(let probe):
             // Written from here, the PONG does not pass this handler's `write`: count it here.
             let at = now
-            let sample = modify { running -> Probe? in
-                defer { running.machine.outboundActivity(now: at) }
-                return running.machine.pingReceived(now: at)
-            } ?? nil
+            let sample = running?.machine.pingReceived(now: at) ?? nil
+            running?.machine.outboundActivity(now: at)
             context.write(wrapOutboundOut(.pong(probe)), promise: nil)
             // This side's round-trip sample, if due, in the PONG's record.
             if let sample { write(ping: sample, at: at, context: context) }
             context.flush()
         case .pong(let probe):
             let at = now
-            if quality.update({ $0.pongReceived(probe, at: at) }) != nil { modify { $0.pingsAwaited -= 1 } }
+            if quality.update({ $0.pongReceived(probe, at: at) }) != nil { running?.pingsAwaited -= 1 }
         case .flow(let reading):
             if let tcpUserTimeout {
                 let (option, value) = LinkConfiguration.tcpUserTimeoutOption(reading ? tcpUserTimeout : .zero)
@@ -170,7 +167,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     func flush(context: ChannelHandlerContext) {
         // Once a batch of writes, not once a message: the clock and the quality's lock.
         let at = now
-        modify { $0.machine.outboundActivity(now: at) }
+        running?.machine.outboundActivity(now: at)
         countTraffic()
         context.flush()
     }
@@ -196,9 +193,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     func read(context: ChannelHandlerContext) {
         readRequested = true
         let at = now
-        modify { running in
-            if running.machine.readingPaused { running.machine.reading(paused: false, now: at) }
-        }
+        if let running, running.machine.readingPaused { running.machine.reading(paused: false, now: at) }
         context.read()
     }
 
@@ -212,9 +207,15 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         let timers = self.timers ?? KeepaliveTimers.on(context.eventLoop)
         self.timers = timers
         let origin = Int64(self.origin.uptimeNanoseconds)
-        modify { running in
-            running.armedSlot = timers.arm(self, atUptimeNanoseconds: origin + running.machine.nextWakeUp.nanoseconds)
-        }
+        guard let running else { return }
+        running.armedSlot = timers.arm(self, atUptimeNanoseconds: origin + Self.nextWakeUp(of: &running.machine).nanoseconds)
+    }
+
+    /// The machine's next wake-up, read through an `inout`: read from the stored property, the
+    /// machine was copied (its arrays retained and released) to call across modules, at every
+    /// wake-up.
+    private static func nextWakeUp(of machine: inout KeepaliveStateMachine) -> Duration {
+        machine.nextWakeUp
     }
 
     /// What the transport showed of the silence that timed a link out, for its error: whether
@@ -231,18 +232,14 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     /// Writes a PING of this side's (the caller flushes), and awaits its PONG.
     private func write(ping probe: Probe, at: Duration, context: ChannelHandlerContext) {
         quality.update { $0.pingSent(probe, at: at) }
-        modify { $0.pingsAwaited += 1 }
+        running?.pingsAwaited += 1
         context.write(wrapOutboundOut(.ping(probe)), promise: nil)
     }
 
     /// Called by ``KeepaliveTimers`` when the slot armed comes up.
     func timerFired(slot: Int64) {
-        let due = modify { running in
-            guard running.armedSlot == slot else { return false }
-            running.armedSlot = nil
-            return true
-        }
-        guard due == true else { return }
+        guard let running, running.armedSlot == slot else { return }
+        running.armedSlot = nil
         wakeUp(late: .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds) - slot * KeepaliveTimers.slotNanoseconds))
     }
 
@@ -257,7 +254,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         guard let context else { return }
         let at = now
         let (readRequested, quality, socket) = (self.readRequested, self.quality, self.socket)
-        let wakeUp = modify { running -> WakeUp in
+        let wakeUp = running.map { running -> WakeUp in
             if !readRequested, !running.machine.readingPaused { running.machine.reading(paused: true, now: at) }
             let parameters = running.machine.parameters
             if running.pingsAwaited > 0 { running.pingsAwaited = quality.update { $0.expire(olderThan: parameters.timeout, now: at) } }
