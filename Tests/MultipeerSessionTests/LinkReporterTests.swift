@@ -21,6 +21,9 @@ import Testing
             try channel.connect(to: SocketAddress(ipAddress: "198.18.0.2", port: 7000)).wait()
         }
 
+        /// Ends the channel, whatever state it is in (its pipeline and handlers hold each other until then).
+        func finish() { _ = try? channel.finish(acceptAlreadyClosed: true) }
+
         func takeIn() {
             let events = self.events
             reports.report { event in events.withLockedValue { $0.append(event) } }
@@ -47,6 +50,7 @@ import Testing
 
     @Test func whatComesBeforeTheSessionTakesTheLinkInIsHeldAndThenReportedInOrder() throws {
         let link = try Link()
+        defer { link.finish() }
         try link.channel.writeInbound(LinkMessage.ack(4, partial: nil))
         try link.channel.writeInbound(LinkMessage.reject(Rejection(sequence: 5, typeName: "Note", reason: "no")))
         #expect(link.said.isEmpty)
@@ -60,6 +64,7 @@ import Testing
 
     @Test func aGoodbyeClosesTheLinkAndItsEndSaysWhy() throws {
         let link = try Link()
+        defer { link.finish() }
         link.takeIn()
         try link.channel.writeInbound(LinkMessage.goodbye(.notInRoster, "not in roster"))
         #expect(!link.channel.isActive)
@@ -68,6 +73,7 @@ import Testing
 
     @Test func anErrorClosesTheLinkAndItsEndCarriesIt() throws {
         let link = try Link()
+        defer { link.finish() }
         link.channel.pipeline.fireErrorCaught(Broken())
         #expect(!link.channel.isActive)
         #expect(link.said.isEmpty)  // (held: not taken in yet)
