@@ -23,6 +23,10 @@ import NIOCore
 /// at the bound's bytes of reads, not of payloads.
 final class StreamBuffer<Element: Sendable>: Sendable {
     typealias Offer = StreamOffer
+    /// The consumer waiting for an element. Unchecked (no object made per wait, which a checked
+    /// continuation is): it is resumed exactly once, by whoever takes it out of the state under
+    /// the lock.
+    typealias Waiter = UnsafeContinuation<Element?, Never>
 
     private struct Stored {
         var element: Element
@@ -41,7 +45,7 @@ final class StreamBuffer<Element: Sendable>: Sendable {
         var storages: [ObjectIdentifier: (elements: Int, capacity: Int)] = [:]
         /// The elements of the consumer's batch, which count against the bound until it is used up.
         var batchCount = 0
-        var waiter: CheckedContinuation<Element?, Never>?
+        var waiter: Waiter?
         /// The producers ended the stream: what is buffered is still read, then it ends.
         var finished = false
         /// The consumer ended it (cancelled, or dropped the stream): nothing more is kept.
@@ -109,7 +113,7 @@ final class StreamBuffer<Element: Sendable>: Sendable {
     /// consumer; never waits. When this fills the buffer, `whenRoom` is kept and called once
     /// the consumer has taken it down to half.
     func offer(_ element: Element, cost: Int, storage: PayloadStorage? = nil, whenRoom: @escaping @Sendable () -> Void) -> Offer {
-        let (outcome, waiter) = state.withLockedValue { state -> (Offer, CheckedContinuation<Element?, Never>?) in
+        let (outcome, waiter) = state.withLockedValue { state -> (Offer, Waiter?) in
             guard !state.terminated, !state.finished else { return (.gone, nil) }
             if let waiter = state.waiter {
                 state.waiter = nil
@@ -143,7 +147,7 @@ final class StreamBuffer<Element: Sendable>: Sendable {
 
     /// A consumer that waited, and the element it gets once ``resume()`` is called.
     struct Wake: Sendable {
-        fileprivate let waiter: CheckedContinuation<Element?, Never>
+        fileprivate let waiter: Waiter
         fileprivate let element: Element
 
         func resume() {
@@ -199,7 +203,7 @@ final class StreamBuffer<Element: Sendable>: Sendable {
         case .empty: break
         }
         return await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
+            await withUnsafeContinuation { continuation in
                 switch refill(orWait: continuation) {
                 case .element(let element): continuation.resume(returning: element)
                 case .ended: continuation.resume(returning: nil)
@@ -213,7 +217,7 @@ final class StreamBuffer<Element: Sendable>: Sendable {
 
     /// The consumer's batch is used up: gives it back and takes the next, returning its first
     /// element; if nothing is buffered, leaves `waiter` for the next offer.
-    private func refill(orWait waiter: CheckedContinuation<Element?, Never>? = nil) -> Take {
+    private func refill(orWait waiter: Waiter? = nil) -> Take {
         let (taken, room) = batch.withLockedValue { batch in
             state.withLockedValue { state -> (Take, [@Sendable () -> Void]) in
                 for (cost, storage) in batch.taken { state.release(cost, storage) }
@@ -258,7 +262,7 @@ final class StreamBuffer<Element: Sendable>: Sendable {
 
     /// The producers are done (the session stopped): the consumer reads what is left, then the end.
     func finish() {
-        let waiter = state.withLockedValue { state -> CheckedContinuation<Element?, Never>? in
+        let waiter = state.withLockedValue { state -> Waiter? in
             state.finished = true
             defer { state.waiter = nil }
             return state.waiter
@@ -270,7 +274,7 @@ final class StreamBuffer<Element: Sendable>: Sendable {
     func terminate() {
         let (waiter, room, first) = batch.withLockedValue { batch in
             batch = Batch()
-            return state.withLockedValue { state -> (CheckedContinuation<Element?, Never>?, [@Sendable () -> Void], Bool) in
+            return state.withLockedValue { state -> (Waiter?, [@Sendable () -> Void], Bool) in
                 let first = !state.terminated
                 state.terminated = true
                 state.elements.removeAll()
