@@ -201,8 +201,8 @@ public actor MultipeerSession {
         let discovery = try makeDiscovery()
         setup = .running(Running(link: linkConfiguration, discovery: discovery.source))
         do {
-            // A graceful shutdown stops in order (GOODBYE on every link, then the listener and the
-            // advertisement); cancellation stops at once, each link saying GOODBYE as it goes.
+            // A graceful shutdown and cancellation stop alike, in order: GOODBYE on every link,
+            // then the listener and the advertisement.
             try await withGracefulShutdownHandler {
                 try await runUntilStopped(linkConfiguration, discovery)
             } onGracefulShutdown: { [runLoop] in

@@ -16,8 +16,8 @@ struct LinkHandle: Sendable {
 
     /// Says GOODBYE and waits until it is written, or for at most `timeout`, after which the
     /// link is closed: a peer that stopped reading (its socket full) cannot hold a link, or a
-    /// session's shutdown, open. The GOODBYE goes straight into the pipeline, not through the
-    /// async writer, whose buffer could hold it back and which refuses cancelled tasks.
+    /// session's shutdown, open. The GOODBYE goes straight into the pipeline, from any task,
+    /// cancelled (a session shutting down) or not.
     static func sayGoodbye(_ reason: GoodbyeReason, on channel: any Channel, within timeout: TimeAmount) async {
         let cutoff = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
         try? await channel.writeAndFlush(LinkMessage.goodbye(reason, "\(reason)"))
