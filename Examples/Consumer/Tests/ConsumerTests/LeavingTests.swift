@@ -27,6 +27,28 @@ import Testing
         running.cancel()
     }
 
+    /// A session whose `run()` is cancelled says GOODBYE on its links as it stops: its peer
+    /// sees it leave for that reason at once, not after a keepalive timeout.
+    @Test func aSessionCancelledSaysGoodbye() async throws {
+        let listener = MultipeerSession(configuration: configuration("listener"), identity: PeerIdentity())
+        let running = Task { try await listener.run() }
+        defer { running.cancel() }
+        let port = try await listeningPort(of: listener)
+        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port), identity: PeerIdentity())
+        try await whileRunning([dialler]) {
+            try await waitUntilActive(dialler, listener.peerID)
+            let events = dialler.events
+            running.cancel()
+            let reason = try await within(30, "the listener to leave") { () -> PeerLeftReason? in
+                for await event in events {
+                    if case .peerLeft(let peer, let reason) = event, peer.id == listener.peerID { return reason }
+                }
+                return nil
+            }
+            #expect(reason == .goodbye(.shutdown))
+        }
+    }
+
     /// The outbox of a peer that left takes what fits; the next send waits `sendTimeout` of the
     /// peer's absence and then throws `peerAway` (it used to wait until the session stopped).
     @Test func aSendToAPeerThatLeftGivesUpAfterTheSendTimeout() async throws {
