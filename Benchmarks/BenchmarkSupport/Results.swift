@@ -308,7 +308,7 @@ public struct APIRoundTrip: Codable, Sendable {
         public var onExecutorRatio: Double? { onExecutorP50Microseconds.map { $0 / cP50Microseconds } }
 
         /// From each run's round trips, in nanoseconds.
-        public init(api: [Double], onExecutor: [Double]? = nil, c: [Double]) {
+        public init(api: [Double], onExecutor: [Double]?, c: [Double]) {
             let (ours, theirs) = (RoundTrip(placement: "", link: "API", samplesNanoseconds: api), RoundTrip(placement: "", link: "C GnuTLS", samplesNanoseconds: c))
             apiP50Microseconds = ours.p50Microseconds
             apiP99Microseconds = ours.p99Microseconds

@@ -30,6 +30,8 @@ public import ServiceLifecycle
 /// its task is cancelled (or a service group shuts down gracefully); ``suspend()`` and
 /// ``resume()`` follow an app into the background and back.
 public actor MultipeerSession {
+    /// What the session was made with: its service type, this peer's name, the group keys,
+    /// discovery and the limits.
     public nonisolated let configuration: Configuration
     /// This device's key pair, which every HELLO proves.
     public nonisolated let identity: PeerIdentity
@@ -364,9 +366,9 @@ public actor MultipeerSession {
         configuration.tls.configuration.handshakeTimeout / 5
     }
 
-    /// One connection attempt of a dial (``SessionStateMachine/Attempt``): the link it makes,
-    /// it carries until the link ends (as link `id`); a failure goes to the core, which decides
-    /// what to try next. The dial's attempts come one at a time, so two links to the same peer
+    /// One connection attempt of a dial (``SessionStateMachine/Attempt``): the link it makes is
+    /// taken in as link `id` (``carry(_:_:)``); a failure goes to the core, which decides what to
+    /// try next. The dial's attempts come one at a time, so two links to the same peer
     /// never race through their handshakes (each side would keep another).
     private nonisolated func attempt(_ id: LinkID, _ attempt: SessionStateMachine.Attempt, _ configuration: LinkConfiguration) async {
         let keys = Array(configuration.tls.keys.keys.reversed())  // the newest first
@@ -398,8 +400,7 @@ public actor MultipeerSession {
     private nonisolated func carry(_ id: LinkID, _ connection: PeerConnection) async {
         // (A cancelled task: the run is ending.)
         if let closing = await linkEstablished(id, connection) ?? (Task.isCancelled ? .shutdown : nil) {
-            await LinkHandle.sayGoodbye(closing, on: connection.nioChannel, within: goodbyeTimeout)
-            try? await connection.nioChannel.close()
+            await LinkHandle(id: id, channel: connection.nioChannel, quality: connection.quality).close(closing, within: goodbyeTimeout)
         }
     }
 
