@@ -226,3 +226,24 @@ extension MultipeerSession {
         }
     }
 }
+
+extension MultipeerSession.Configuration {
+    /// What the links of a session with this configuration run with: its HELLO (signed by
+    /// `identity`, announcing `incarnation`), the TLS context of `keys`, and `inbox` for what
+    /// they deliver.
+    func linkConfiguration(identity: PeerIdentity, incarnation: UInt64, keys: KeyRing, inbox: Inbox) throws -> LinkConfiguration {
+        let hello = try Hello(
+            identity: identity, incarnation: incarnation, displayName: peer.displayName, metadata: peer.metadata, keepalive: keepalive,
+            maximumFrameLength: limits.maximumFrameLength, maximumMessageLength: limits.maximumMessageLength)
+        let tls = try TLSContext(configuration: TLSConfiguration(keys: keys, handshakeTimeout: limits.handshakeTimeout))
+        // A write stuck on a dead path fails after the keepalive's stall limit (not the
+        // configured timeout: on a lossy path TCP's retransmissions stall that long at times,
+        // and the keepalive allows for it; a dead link is its keepalive's to find).
+        let keepaliveTimeout = keepalive.timeout > .zero ? keepalive.timeout : KeepaliveParameters().timeout
+        var link = LinkConfiguration(
+            tls: tls, identity: identity, localHello: hello, maximumFrameLength: limits.maximumFrameLength,
+            tcpUserTimeout: keepaliveTimeout * KeepaliveStateMachine.stallFactor)
+        link.inbox = inbox
+        return link
+    }
+}

@@ -199,8 +199,8 @@ public actor MultipeerSession {
             deliveries.stop()
             subscriptions.finish()
         }
-        let linkConfiguration = try makeLinkConfiguration(keys: keys)
-        let discovery = try makeDiscovery()
+        let linkConfiguration = try configuration.linkConfiguration(identity: identity, incarnation: incarnation, keys: keys, inbox: inbox)
+        let discovery = try SessionDiscovery(configuration, localPeerID: peerID, logger: logger)
         setup = .running(Running(link: linkConfiguration, discovery: discovery.source))
         do {
             // A graceful shutdown and cancellation stop alike, in order: GOODBYE on every link,
@@ -224,7 +224,7 @@ public actor MultipeerSession {
         }
     }
 
-    private func runUntilStopped(_ linkConfiguration: LinkConfiguration, _ discovery: DiscoverySetup) async throws {
+    private func runUntilStopped(_ linkConfiguration: LinkConfiguration, _ discovery: SessionDiscovery) async throws {
         var inputs = runLoop.stream.makeAsyncIterator()
         while try await runActive(linkConfiguration, discovery, &inputs) {
             subscriptions.listening(nil)
@@ -263,12 +263,12 @@ public actor MultipeerSession {
 
     /// One stretch of running, until suspended (returns true) or stopped (returns false).
     private func runActive(
-        _ linkConfiguration: LinkConfiguration, _ discovery: DiscoverySetup, _ inputs: inout AsyncStream<Input>.Iterator
+        _ linkConfiguration: LinkConfiguration, _ discovery: SessionDiscovery, _ inputs: inout AsyncStream<Input>.Iterator
     ) async throws -> Bool {
         let listener = try await listen(linkConfiguration)
         logger.info("listening", metadata: ["multipeer.port": "\(listener.port)"])
         subscriptions.listening(listener.port)
-        let advertiser = startAdvertising(discovery, port: listener.port)
+        let advertiser = advertise(discovery, port: listener.port)
         perform(core.listening(on: listener.port, now: .now))
 
         return try await withThrowingDiscardingTaskGroup { group in
@@ -505,6 +505,17 @@ public actor MultipeerSession {
         }
     }
 
+    /// Advertises the session listening on `port`; a failure is the application's to hear of,
+    /// and the session goes on without an advertisement (its peers can still dial it).
+    private func advertise(_ discovery: SessionDiscovery, port: Int) -> PeerAdvertiser? {
+        do {
+            return try discovery.advertise(port: port, peerID: peerID, incarnation: incarnation, peer: configuration.peer)
+        } catch {
+            subscriptions.emit(.advertisingFailed(error as? MultipeerError ?? MultipeerError(.invalidArgument, "cannot advertise", underlying: "\(error)")))
+            return nil
+        }
+    }
+
     private func advertisement(_ event: AdvertisementEvent) {
         switch event {
         case .established(let name): logger.debug("advertised", metadata: ["multipeer.advert.name": "\(name)"])
@@ -607,60 +618,6 @@ public actor MultipeerSession {
         case .linkTimedOut(let id, let peerID, let error):
             logger.info("link timed out", metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.link": "\(id.rawValue)", "multipeer.detail": "\(error.message)"])
         }
-    }
-
-    // MARK: Setup
-
-    struct DiscoverySetup: Sendable {
-        var source: any PeerDiscovery
-        var avahi: AvahiConnection?
-        var serviceType: ServiceType?
-    }
-
-    private func makeDiscovery() throws -> DiscoverySetup {
-        switch configuration.discovery {
-        case .avahi(let waitForDaemon):
-            let serviceType = try ServiceType(configuration.serviceType)
-            let connection = try AvahiConnection.shared(waitForDaemon: waitForDaemon, logger: logger)
-            return DiscoverySetup(
-                source: PeerBrowser(serviceType: serviceType, localPeerID: peerID, connection: connection),
-                avahi: connection, serviceType: serviceType)
-        case .staticPeers(let endpoints):
-            return DiscoverySetup(source: try StaticPeers(endpoints))
-        }
-    }
-
-    private func startAdvertising(_ discovery: DiscoverySetup, port: Int) -> PeerAdvertiser? {
-        guard let connection = discovery.avahi, let serviceType = discovery.serviceType else { return nil }
-        do {
-            let txt = try AdvertTXT(
-                peerID: peerID, incarnation: incarnation, displayName: configuration.peer.displayName,
-                metadata: configuration.peer.metadata)
-            return try PeerAdvertiser(serviceType: serviceType, port: port, txt: txt, connection: connection)
-        } catch let error as MultipeerError {
-            subscriptions.emit(.advertisingFailed(error))
-            return nil
-        } catch {
-            return nil
-        }
-    }
-
-    private func makeLinkConfiguration(keys: KeyRing) throws -> LinkConfiguration {
-        let hello = try Hello(
-            identity: identity, incarnation: incarnation, displayName: configuration.peer.displayName,
-            metadata: configuration.peer.metadata, keepalive: configuration.keepalive,
-            maximumFrameLength: configuration.limits.maximumFrameLength,
-            maximumMessageLength: configuration.limits.maximumMessageLength)
-        let tls = try TLSContext(configuration: TLSConfiguration(keys: keys, handshakeTimeout: configuration.limits.handshakeTimeout))
-        // A write stuck on a dead path fails after the keepalive's stall limit (not the
-        // configured timeout: on a lossy path TCP's retransmissions stall that long at times,
-        // and the keepalive allows for it; a dead link is its keepalive's to find).
-        let keepaliveTimeout = configuration.keepalive.timeout > .zero ? configuration.keepalive.timeout : KeepaliveParameters().timeout
-        var link = LinkConfiguration(
-            tls: tls, identity: identity, localHello: hello, maximumFrameLength: configuration.limits.maximumFrameLength,
-            tcpUserTimeout: keepaliveTimeout * KeepaliveStateMachine.stallFactor)
-        link.inbox = inbox
-        return link
     }
 }
 
