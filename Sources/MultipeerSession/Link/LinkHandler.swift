@@ -30,6 +30,10 @@ final class LinkHandler: ChannelDuplexHandler {
     private var timeout: Scheduled<Void>?
     /// The channel's allocator, kept: reaching it through the context costs retains at every frame.
     private var allocator = ByteBufferAllocator()
+    /// The frames written since the last flush, one after another in one buffer, and their
+    /// writes' promises: TLS takes them as one write (no buffer of its own for each frame, and
+    /// no second copy into TLS's). A flush, a close, or a record's worth passes them on.
+    private var unwritten: (frames: ByteBuffer, promises: [EventLoopPromise<Void>]) = (ByteBufferAllocator().buffer(capacity: 0), [])
 
     /// Completes with the peer's HELLO once it has arrived and been checked.
     var hello: EventLoopFuture<Hello> { helloPromise.futureResult }
@@ -83,7 +87,7 @@ final class LinkHandler: ChannelDuplexHandler {
         case .sendHello(let exporter):
             do {
                 let hello = try localHello.signed(exporter: exporter, side: side, sign: identity.signature(for:))
-                context.writeAndFlush(wrapOutboundOut(encode(.hello(hello))), promise: nil)
+                writeAndFlush(.hello(hello), context: context)
             } catch {
                 run(machine.failed(MultipeerError(.tlsFailure, "cannot sign this side's HELLO", underlying: "\(error)")), context: context)
             }
@@ -98,7 +102,7 @@ final class LinkHandler: ChannelDuplexHandler {
         case .deliver(let message):
             context.fireChannelRead(wrapInboundOut(message))
         case .failLink(let error, let goodbye):
-            if let goodbye { context.writeAndFlush(wrapOutboundOut(encode(.goodbye(.protocolError, goodbye))), promise: nil) }
+            if let goodbye { writeAndFlush(.goodbye(.protocolError, goodbye), context: context) }
             context.fireErrorCaught(error)
             context.close(promise: nil)
         case .none:
@@ -109,18 +113,55 @@ final class LinkHandler: ChannelDuplexHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let message = unwrapOutboundIn(data)
         guard let bytes = message.messageBytes, bytes >= Self.separatePayload else {
-            return context.write(wrapOutboundOut(encode(message)), promise: promise)
+            if unwritten.promises.isEmpty, unwritten.frames.readableBytes == 0 {
+                unwritten.frames = allocator.buffer(capacity: max(Self.framesCapacity, 64 + (message.messageBytes ?? 0)))
+            }
+            message.writeFrame(to: &unwritten.frames)
+            if let promise { unwritten.promises.append(promise) }
+            if unwritten.frames.readableBytes >= TLSEngine.maximumRecordPlaintext { passOnFrames(context: context) }
+            return
         }
         // The frame's head, then its message bytes as they are: TLS encrypts a buffer this large
-        // without copying it into a frame first.
+        // without copying it into a frame first. What was written before goes first.
+        passOnFrames(context: context)
         var head = allocator.buffer(capacity: 64)
         let payload = message.writeFrameHead(to: &head)!
         context.write(wrapOutboundOut(head), promise: nil)
         context.write(wrapOutboundOut(payload), promise: promise)
     }
 
+    func flush(context: ChannelHandlerContext) {
+        passOnFrames(context: context)
+        context.flush()
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        passOnFrames(context: context)  // (a GOODBYE written before the close goes out with it)
+        context.close(mode: mode, promise: promise)
+    }
+
+    /// Hands the frames written since the last flush to TLS as one buffer, whose write completes
+    /// each of their writes' promises.
+    private func passOnFrames(context: ChannelHandlerContext) {
+        guard unwritten.frames.readableBytes > 0 || !unwritten.promises.isEmpty else { return }
+        let frames = unwritten.frames
+        let promises = unwritten.promises
+        unwritten = (allocator.buffer(capacity: 0), [])
+        let promise: EventLoopPromise<Void>?
+        switch promises.count {
+        case 0: promise = nil
+        case 1: promise = promises[0]
+        default:
+            promise = context.eventLoop.makePromise()
+            promise!.futureResult.whenComplete { result in promises.forEach { $0.completeWith(result) } }
+        }
+        context.write(wrapOutboundOut(frames), promise: promise)
+    }
+
     /// The payload size from which a frame's message bytes are written apart from its head.
     static let separatePayload = TLSEngine.maximumRecordPlaintext
+    /// The room a flush's frames start with: most of a batch of small messages without regrowing.
+    static let framesCapacity = 2_048
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         run(machine.failed(error), context: context)
@@ -131,13 +172,16 @@ final class LinkHandler: ChannelDuplexHandler {
         context.fireChannelInactive()
     }
 
-    private func encode(_ message: LinkMessage) -> ByteBuffer {
-        var buffer = allocator.buffer(capacity: 64)
-        message.writeFrame(to: &buffer)
-        return buffer
+    /// Writes a frame of this handler's own after those written before it, and flushes.
+    private func writeAndFlush(_ message: LinkMessage, context: ChannelHandlerContext) {
+        write(context: context, data: NIOAny(message), promise: nil)
+        flush(context: context)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        let promises = unwritten.promises
+        unwritten = (allocator.buffer(capacity: 0), [])
+        promises.forEach { $0.fail(ChannelError.ioOnClosedChannel) }
         timeout?.cancel()
         helloPromise.fail(ChannelError.ioOnClosedChannel)  // ignored if already completed
     }
