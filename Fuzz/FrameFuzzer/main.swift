@@ -1,6 +1,7 @@
 // A link's byte stream after TLS, read as frames and then as link messages. Any input must end
 // in frames, a typed MultipeerError, or a wait for more bytes: never a trap, and never a value
 // buffered beyond the frame limit.
+import struct Foundation.UUID
 import FuzzSupport
 import MultipeerCore
 import NIOCore
@@ -34,6 +35,10 @@ struct Delivery {
     static let maximumMessage = 8192
     var window = ReceiveWindow(incarnation: 1)
     var unreliable: MessageAssembly?
+    /// The resources offered (docs/PROTOCOL.md 3c), received as a receiver that holds nothing
+    /// of them and writes each chunk at once; whatever arrives, no more than was granted is
+    /// ever taken in, and what is written never passes the offered length.
+    var resources: [UUID: ResourceReceiveStateMachine] = [:]
 
     /// Throws (ends the input) where a receiver closes the link.
     mutating func receive(_ message: LinkMessage) throws {
@@ -53,6 +58,19 @@ struct Delivery {
                 precondition(whole.payload.readableBytes == fragment.length, "delivered whole")
                 unreliable = nil
             }
+        case .resourceOffer(let offer):
+            var resource = resources[offer.id] ?? ResourceReceiveStateMachine(offer: offer, window: 4096)
+            _ = resources[offer.id] == nil ? resource.prepared(holding: 0) : resource.offeredAgain()
+            resources[offer.id] = resource
+        case .resourceChunk(let chunk):
+            guard var resource = resources[chunk.id] else { break }
+            if case .write(let offset, let count) = try resource.chunk(offset: chunk.offset, count: UInt64(chunk.bytes.readableBytes)) {
+                precondition(offset == chunk.offset && offset + count <= resource.offer.length, "written within the file")
+                _ = resource.wrote(through: offset + count)
+            }
+            resources[chunk.id] = resource
+        case .resourceEnd(let end):
+            _ = resources[end.id]?.ended(end.reason)
         default:
             break
         }

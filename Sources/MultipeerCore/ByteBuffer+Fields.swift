@@ -1,3 +1,4 @@
+import struct Foundation.UUID
 import NIOCore
 
 // Field readers shared by the message decoders: each names the field it failed on, so a
@@ -11,6 +12,17 @@ extension ByteBuffer {
     mutating func readFieldBytes(length: Int, _ field: String, in message: FrameType) throws -> ByteBuffer {
         guard let slice = readSlice(length: length) else { throw Self.truncated(field, in: message) }
         return slice
+    }
+
+    /// A UUID's 16 bytes, in RFC 4122 byte order.
+    mutating func readUUIDField(_ field: String, in message: FrameType) throws -> UUID {
+        var bytes = try readFieldBytes(length: 16, field, in: message)
+        let b = bytes.readBytes(length: 16)!
+        return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
+    }
+
+    mutating func writeUUID(_ uuid: UUID) {
+        withUnsafeBytes(of: uuid.uuid) { _ = writeBytes($0) }
     }
 
     /// A UTF-8 string preceded by its length in one byte.
@@ -39,6 +51,34 @@ extension ByteBuffer {
         precondition(utf8.count <= Int(UInt8.max))
         writeInteger(UInt8(utf8.count))
         writeString(string)
+    }
+
+    /// Metadata as HELLO carries it: a count byte, then each key and value as short strings,
+    /// keys in ascending byte order, each once. (Its limits are checked where it is taken in.)
+    mutating func readMetadata(in message: FrameType) throws -> [String: String] {
+        let count = try readField(UInt8.self, "metadata count", in: message)
+        var metadata: [String: String] = [:]
+        var previousKey: String?
+        for _ in 0..<count {
+            let key = try readShortString("metadata key", in: message)
+            let value = try readShortString("metadata value", in: message)
+            if let previousKey, !previousKey.utf8.lexicographicallyPrecedes(key.utf8) {
+                throw MultipeerError(
+                    .malformedMessage, "\(message) is malformed: metadata key \"\(key)\" comes after \"\(previousKey)\"; keys are sorted and each appears once")
+            }
+            previousKey = key
+            metadata[key] = value
+        }
+        return metadata
+    }
+
+    /// Writes metadata as ``readMetadata(in:)`` reads it; the caller has checked its limits.
+    mutating func writeMetadata(_ metadata: [String: String]) {
+        writeInteger(UInt8(metadata.count))
+        for key in metadata.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+            writeShortString(key)
+            writeShortString(metadata[key]!)
+        }
     }
 
     static func truncated(_ field: String, in message: FrameType) -> MultipeerError {

@@ -24,6 +24,14 @@ package struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConv
     package static let fragment = FrameType(rawValue: 8)
     /// The receiver's application could not decode a reliable message it was given.
     package static let reject = FrameType(rawValue: 9)
+    /// A file the sender offers the receiver (a resource).
+    package static let resourceOffer = FrameType(rawValue: 10)
+    /// Where the receiver of a resource begins, and how far the sender may send.
+    package static let resourceWant = FrameType(rawValue: 11)
+    /// A piece of a resource's bytes.
+    package static let resourceChunk = FrameType(rawValue: 12)
+    /// A resource's transfer is over, and why.
+    package static let resourceEnd = FrameType(rawValue: 13)
 
     package var description: String {
         switch self {
@@ -36,6 +44,10 @@ package struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConv
         case .flow: "FLOW"
         case .fragment: "FRAGMENT"
         case .reject: "REJECT"
+        case .resourceOffer: "RESOURCE_OFFER"
+        case .resourceWant: "RESOURCE_WANT"
+        case .resourceChunk: "RESOURCE_CHUNK"
+        case .resourceEnd: "RESOURCE_END"
         default: "type \(rawValue)"
         }
     }

@@ -17,7 +17,7 @@ package struct Hello: Hashable, Sendable {
     package static let maximumMetadataCount = 32
     /// The longest metadata entry, `key=value`, in UTF-8 bytes: one TXT entry.
     package static let maximumMetadataEntryLength = 255
-    /// The largest HELLO value accepted, in bytes. This version's fields take at most 8,618;
+    /// The largest HELLO value accepted, in bytes. This version's fields take at most 8,622;
     /// the rest is room for fields later versions append. A link's first frame announcing
     /// more is refused from its header alone (``FrameDecoder``).
     package static let maximumLength = 16 * 1024
@@ -39,6 +39,16 @@ package struct Hello: Hashable, Sendable {
     /// HELLO without the field (from an implementation without fragments), whose sender takes
     /// only messages that fit one DATA frame.
     package var maximumMessageLength: Int?
+    /// What the sender takes beyond messages (``Features``); empty in a HELLO without the field.
+    package var features: Features = []
+
+    /// What a side takes beyond messages, a bit each (docs/PROTOCOL.md, 3).
+    package struct Features: OptionSet, Hashable, Sendable {
+        package var rawValue: UInt32
+        package init(rawValue: UInt32) { self.rawValue = rawValue }
+        /// Resources: files offered, sent in chunks and resumed (RESOURCE_ frames, 3c).
+        package static let resources = Features(rawValue: 1)
+    }
 
     /// The sender's signature (``signed(exporter:side:sign:)``); empty until signed.
     package var signature: [UInt8] = []
@@ -89,6 +99,12 @@ package struct Hello: Hashable, Sendable {
         guard !displayName.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             throw MultipeerError(.invalidArgument, "the display name \"\(displayName.debugDescription.dropFirst().dropLast())\" contains a control character")
         }
+        try validate(metadata: metadata)
+    }
+
+    /// Checks metadata against HELLO's limits: at most 32 entries, each `key=value` at most 255
+    /// bytes, keys non-empty and without `=`.
+    package static func validate(metadata: [String: String]) throws {
         guard metadata.count <= maximumMetadataCount else {
             throw MultipeerError(.invalidArgument, "there are \(metadata.count) metadata entries; the limit is \(maximumMetadataCount)")
         }
@@ -175,20 +191,19 @@ extension Hello {
     /// Writes every field before the signature. Metadata is written sorted by key.
     private func encodeFields(into buffer: inout ByteBuffer) {
         buffer.writeInteger(protocolVersion)
-        withUnsafeBytes(of: peerID.uuid) { _ = buffer.writeBytes($0) }
+        buffer.writeUUID(peerID)
         buffer.writeBytes(key.rawRepresentation)
         buffer.writeMultipleIntegers(
             incarnation,
             UInt32(clamping: keepalive.interval.milliseconds),
             UInt32(clamping: keepalive.timeout.milliseconds))
         buffer.writeShortString(displayName)
-        buffer.writeInteger(UInt8(metadata.count))
-        for key in metadata.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
-            buffer.writeShortString(key)
-            buffer.writeShortString(metadata[key]!)
-        }
+        buffer.writeMetadata(metadata)
         buffer.writeInteger(UInt32(maximumFrameLength))
-        if let maximumMessageLength { buffer.writeInteger(UInt64(maximumMessageLength)) }
+        if let maximumMessageLength {
+            buffer.writeInteger(UInt64(maximumMessageLength))
+            if !features.isEmpty { buffer.writeInteger(features.rawValue) }
+        }
     }
 
     /// Decodes a HELLO value; ``verify(value:exporter:side:peer:)`` then checks its proof. The
@@ -211,34 +226,22 @@ extension Hello {
         }
         let signature = buffer.getBytes(at: buffer.writerIndex - Self.signatureLength, length: Self.signatureLength)!
         buffer.moveWriterIndex(to: buffer.writerIndex - Self.signatureLength)
-        var uuidBytes = try buffer.readFieldBytes(length: 16, "peer UUID", in: .hello)
-        let uuid = uuidBytes.readBytes(length: 16)!
-        let peerID = UUID(uuid: (
-            uuid[0], uuid[1], uuid[2], uuid[3], uuid[4], uuid[5], uuid[6], uuid[7],
-            uuid[8], uuid[9], uuid[10], uuid[11], uuid[12], uuid[13], uuid[14], uuid[15]))
+        let peerID = try buffer.readUUIDField("peer UUID", in: .hello)
         let key = try PeerKey(rawRepresentation: buffer.readFieldBytes(length: PeerKey.length, "peer key", in: .hello).readableBytesView)
         let incarnation = try buffer.readField(UInt64.self, "incarnation", in: .hello)
         let interval = try buffer.readField(UInt32.self, "keepalive interval", in: .hello)
         let timeout = try buffer.readField(UInt32.self, "keepalive timeout", in: .hello)
         let displayName = try buffer.readShortString("display name", in: .hello)
-        let count = try buffer.readField(UInt8.self, "metadata count", in: .hello)
-        var metadata: [String: String] = [:]
-        var previousKey: String?
-        for _ in 0..<count {
-            let key = try buffer.readShortString("metadata key", in: .hello)
-            let value = try buffer.readShortString("metadata value", in: .hello)
-            if let previousKey, !previousKey.utf8.lexicographicallyPrecedes(key.utf8) {
-                throw MultipeerError(
-                    .malformedMessage, "HELLO is malformed: metadata key \"\(key)\" comes after \"\(previousKey)\"; keys are sorted and each appears once")
-            }
-            previousKey = key
-            metadata[key] = value
-        }
+        let metadata = try buffer.readMetadata(in: .hello)
         let maximumFrameLength = Int(try buffer.readField(UInt32.self, "maximum frame length", in: .hello))
         // Added to version 2 in the reserved bytes: absent from a HELLO of an earlier release.
         let maximumMessageLength = buffer.readableBytes >= 8
             ? Int(clamping: try buffer.readField(UInt64.self, "maximum message length", in: .hello))
             : nil
+        // Added after it the same way; bits this version does not know are ignored.
+        let features = maximumMessageLength != nil && buffer.readableBytes >= 4
+            ? Features(rawValue: try buffer.readField(UInt32.self, "features", in: .hello)).intersection(.resources)
+            : []
         do {
             try self.init(
                 protocolVersion: version, peerID: peerID, key: key, incarnation: incarnation,
@@ -248,6 +251,7 @@ extension Hello {
         } catch let error as MultipeerError {
             throw MultipeerError(.malformedMessage, "HELLO is malformed: \(error.message)")
         }
+        self.features = features
         self.signature = signature
     }
 }

@@ -79,15 +79,24 @@ package enum LinkMessage: Hashable, Sendable {
     indirect case fragment(Fragment)
     /// A message the receiver delivered did not decode there.
     indirect case reject(Rejection)
+    /// A file offered (docs/PROTOCOL.md 3c).
+    indirect case resourceOffer(ResourceOffer)
+    /// Where the receiver of a resource begins, and how far the sender may send.
+    indirect case resourceWant(ResourceWant)
+    /// A piece of a resource.
+    indirect case resourceChunk(ResourceChunk)
+    /// A resource's transfer is over.
+    indirect case resourceEnd(ResourceEnd)
     /// A frame type this version does not know; receivers ignore it.
     case unknown(FrameType)
 
     /// The message payload bytes this frame carries: a DATA frame's payload, a FRAGMENT's
-    /// piece of one; nil for the other frames.
+    /// piece of one, a RESOURCE_CHUNK's bytes; nil for the other frames.
     package var messageBytes: Int? {
         switch self {
         case .data(let message): message.payload.readableBytes
         case .fragment(let fragment): fragment.bytes.readableBytes
+        case .resourceChunk(let chunk): chunk.bytes.readableBytes
         default: nil
         }
     }
@@ -152,8 +161,48 @@ extension LinkMessage {
                     "REJECT is malformed: sequence number \(sequence) (reliable messages number from 1), or \(value.readableBytes) bytes after its fields")
             }
             self = .reject(Rejection(sequence: sequence, typeName: typeName, reason: reason))
+        case .resourceOffer:
+            let id = try value.readUUIDField("transfer ID", in: .resourceOffer)
+            let length = try value.readField(UInt64.self, "length", in: .resourceOffer)
+            let sha256 = try value.readFieldBytes(length: 32, "SHA-256", in: .resourceOffer)
+            let name = try value.readShortString("name", in: .resourceOffer)
+            let metadata = try value.readMetadata(in: .resourceOffer)
+            try Self.expectEnd(of: value, .resourceOffer)
+            do {
+                self = .resourceOffer(try ResourceOffer(id: id, name: name, length: length, sha256: Array(sha256.readableBytesView), metadata: metadata))
+            } catch let error as MultipeerError {
+                throw MultipeerError(.malformedMessage, "RESOURCE_OFFER is malformed: \(error.message)")
+            }
+        case .resourceWant:
+            let id = try value.readUUIDField("transfer ID", in: .resourceWant)
+            let received = try value.readField(UInt64.self, "bytes received", in: .resourceWant)
+            let granted = try value.readField(UInt64.self, "bytes granted", in: .resourceWant)
+            try Self.expectEnd(of: value, .resourceWant)
+            guard granted >= received else {
+                throw MultipeerError(.malformedMessage, "RESOURCE_WANT is malformed: it grants up to byte \(granted), before the \(received) received")
+            }
+            self = .resourceWant(ResourceWant(id: id, received: received, granted: granted))
+        case .resourceChunk:
+            let id = try value.readUUIDField("transfer ID", in: .resourceChunk)
+            let offset = try value.readField(UInt64.self, "offset", in: .resourceChunk)
+            guard value.readableBytes > 0 else {
+                throw MultipeerError(.malformedMessage, "RESOURCE_CHUNK is malformed: it carries no bytes")
+            }
+            self = .resourceChunk(ResourceChunk(id: id, offset: offset, bytes: value))
+        case .resourceEnd:
+            let id = try value.readUUIDField("transfer ID", in: .resourceEnd)
+            let reason = try value.readField(UInt16.self, "reason", in: .resourceEnd)
+            let text = try value.readShortString("text", in: .resourceEnd)
+            try Self.expectEnd(of: value, .resourceEnd)
+            self = .resourceEnd(ResourceEnd(id: id, reason: ResourceEndReason(rawValue: reason), text: text))
         default:
             self = .unknown(frame.type)
+        }
+    }
+
+    private static func expectEnd(of value: ByteBuffer, _ type: FrameType) throws {
+        guard value.readableBytes == 0 else {
+            throw MultipeerError(.malformedMessage, "\(type) is malformed: \(value.readableBytes) bytes after its fields")
         }
     }
 
@@ -169,6 +218,10 @@ extension LinkMessage {
         case .flow: .flow
         case .fragment: .fragment
         case .reject: .reject
+        case .resourceOffer: .resourceOffer
+        case .resourceWant: .resourceWant
+        case .resourceChunk: .resourceChunk
+        case .resourceEnd: .resourceEnd
         case .unknown(let type): type
         }
     }
@@ -190,7 +243,7 @@ extension LinkMessage {
         return payload
     }
 
-    /// Writes the value, but for the message bytes of DATA or FRAGMENT, which it returns.
+    /// Writes the value, but for the message bytes of DATA, FRAGMENT or RESOURCE_CHUNK, which it returns.
     private func writeValue(to buffer: inout ByteBuffer) -> ByteBuffer? {
         switch self {
         case .hello(let hello):
@@ -217,6 +270,23 @@ extension LinkMessage {
             buffer.writeInteger(rejection.sequence)
             buffer.writeShortString(rejection.typeName)
             buffer.writeShortText(rejection.reason)
+        case .resourceOffer(let offer):
+            buffer.writeUUID(offer.id)
+            buffer.writeInteger(offer.length)
+            buffer.writeBytes(offer.sha256)
+            buffer.writeShortString(offer.name)
+            buffer.writeMetadata(offer.metadata)
+        case .resourceWant(let want):
+            buffer.writeUUID(want.id)
+            buffer.writeMultipleIntegers(want.received, want.granted)
+        case .resourceChunk(let chunk):
+            buffer.writeUUID(chunk.id)
+            buffer.writeInteger(chunk.offset)
+            return chunk.bytes
+        case .resourceEnd(let end):
+            buffer.writeUUID(end.id)
+            buffer.writeInteger(end.reason.rawValue)
+            buffer.writeShortText(end.text)
         case .unknown:
             break
         }

@@ -1,22 +1,37 @@
 package import struct Foundation.UUID
+package import NIOCore
 
 /// A file on offer from one peer to another: what a receiver needs to decide whether it wants
-/// it, where to resume it, and how to check it when it is whole.
+/// it, where to resume it, and how to check it when it is whole (RESOURCE_OFFER, docs/PROTOCOL.md 3c).
 package struct ResourceOffer: Hashable, Sendable {
     /// Names this transfer, the same across links and restarts of either side (the sender makes
     /// it once per resource and peer).
     package var id: UUID
-    /// The name the sender gave it, for the receiver's application and its file's name.
+    /// The name the sender gave it, for the receiver's application and its file's name: 1 to 255
+    /// bytes of UTF-8, no control character or `/`, not `.` or `..`.
     package var name: String
     /// Its length in bytes.
     package var length: UInt64
     /// The SHA-256 of its bytes: the receiver keeps it only if what it put together has this hash.
     package var sha256: [UInt8]
-    /// The sender's application's own entries.
+    /// The sender's application's own entries, with HELLO's limits (3): at most 32, each
+    /// `key=value` at most 255 bytes, keys non-empty and without `=`.
     package var metadata: [String: String]
 
-    package init(id: UUID, name: String, length: UInt64, sha256: [UInt8], metadata: [String: String] = [:]) {
-        precondition(sha256.count == 32, "a SHA-256 has 32 bytes")
+    /// An offer, checked against the limits a receiver enforces (`invalidArgument` otherwise).
+    package init(id: UUID, name: String, length: UInt64, sha256: [UInt8], metadata: [String: String] = [:]) throws {
+        guard (1...255).contains(name.utf8.count), name != ".", name != "..", !name.contains("/"),
+            !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else {
+            throw MultipeerError(
+                .invalidArgument,
+                "a resource's name is 1 to 255 bytes of UTF-8 without a control character or '/', and not \".\" or \"..\"; \"\(name.debugDescription.dropFirst().dropLast())\" is not")
+        }
+        guard length <= UInt64(Int64.max) else {
+            throw MultipeerError(.invalidArgument, "a resource of \(length) bytes is longer than any file")
+        }
+        guard sha256.count == 32 else { throw MultipeerError(.invalidArgument, "a SHA-256 has 32 bytes, not \(sha256.count)") }
+        try Hello.validate(metadata: metadata)
         self.id = id
         self.name = name
         self.length = length
@@ -25,22 +40,80 @@ package struct ResourceOffer: Hashable, Sendable {
     }
 }
 
-/// Why a transfer ended, as either side says it (the END of a transfer).
-package enum ResourceEndReason: UInt16, Hashable, Sendable {
+/// The receiver of a resource holds its first `received` bytes, and the sender may send up to
+/// byte `granted` (RESOURCE_WANT).
+package struct ResourceWant: Hashable, Sendable {
+    package var id: UUID
+    package var received: UInt64
+    package var granted: UInt64
+
+    package init(id: UUID, received: UInt64, granted: UInt64) {
+        self.id = id
+        self.received = received
+        self.granted = granted
+    }
+}
+
+/// A resource's bytes from `offset` on (RESOURCE_CHUNK).
+package struct ResourceChunk: Hashable, Sendable {
+    package var id: UUID
+    package var offset: UInt64
+    package var bytes: ByteBuffer
+
+    package init(id: UUID, offset: UInt64, bytes: ByteBuffer) {
+        self.id = id
+        self.offset = offset
+        self.bytes = bytes
+    }
+}
+
+/// A resource's transfer is over (RESOURCE_END): the reason, and a few words for logs (at most
+/// 255 bytes of UTF-8).
+package struct ResourceEnd: Hashable, Sendable {
+    package var id: UUID
+    package var reason: ResourceEndReason
+    package var text: String
+
+    package init(id: UUID, reason: ResourceEndReason, text: String) {
+        self.id = id
+        self.reason = reason
+        self.text = text
+    }
+}
+
+/// Why a transfer ended, as either side says it (RESOURCE_END). A reason this version does not
+/// name is kept as its number, and ends the transfer like any failure.
+package struct ResourceEndReason: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    package var rawValue: UInt16
+    package init(rawValue: UInt16) { self.rawValue = rawValue }
+
     /// The receiver has the whole file, its hash checked, in place.
-    case complete = 0
+    package static let complete = ResourceEndReason(rawValue: 0)
     /// The side that says it cancelled the transfer.
-    case cancelled = 1
+    package static let cancelled = ResourceEndReason(rawValue: 1)
     /// What the receiver put together does not have the offered SHA-256 (its partial file is gone).
-    case hashMismatch = 2
+    package static let hashMismatch = ResourceEndReason(rawValue: 2)
     /// The receiver's disk is full.
-    case diskFull = 3
+    package static let diskFull = ResourceEndReason(rawValue: 3)
     /// The receiver cannot write where its application keeps resources.
-    case unwritable = 4
+    package static let unwritable = ResourceEndReason(rawValue: 4)
     /// The sender's file changed or went while it was being sent.
-    case sourceChanged = 5
+    package static let sourceChanged = ResourceEndReason(rawValue: 5)
     /// The receiver does not take resources (none is configured), or not this one.
-    case refused = 6
+    package static let refused = ResourceEndReason(rawValue: 6)
+
+    package var description: String {
+        switch self {
+        case .complete: "complete"
+        case .cancelled: "cancelled"
+        case .hashMismatch: "hashMismatch"
+        case .diskFull: "diskFull"
+        case .unwritable: "unwritable"
+        case .sourceChanged: "sourceChanged"
+        case .refused: "refused"
+        default: "reason \(rawValue)"
+        }
+    }
 }
 
 /// One resource's transfer on the sending side, without I/O: offered on each link to the peer,

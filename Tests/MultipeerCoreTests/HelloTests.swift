@@ -177,3 +177,24 @@ struct TestSigner {
         #expect(data.message == "DATA is malformed: it ends before the type name")
     }
 }
+
+@Suite struct HelloFeatureTests {
+    static func hello(features: Hello.Features) throws -> Hello {
+        let identity = TestSigner()
+        var hello = try Hello(
+            peerID: identity.key.peerID, key: identity.key, incarnation: 1, displayName: "Nav", maximumMessageLength: 1 << 20)
+        hello.features = features
+        return try hello.signed(exporter: HelloTests.exporter, side: .dialler, sign: identity.sign)
+    }
+
+    @Test func featuresRoundTripAndAHelloWithoutThemTakesNone() throws {
+        for features: Hello.Features in [[], .resources] {
+            #expect(try Hello(decoding: HelloTests.encode(Self.hello(features: features))).features == features)
+        }
+    }
+
+    @Test func bitsThisVersionDoesNotKnowAreIgnored() throws {
+        let hello = try Hello(decoding: HelloTests.encode(Self.hello(features: Hello.Features(rawValue: 0x8000_0001))))
+        #expect(hello.features == .resources)
+    }
+}

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import MultipeerCore
 import MultipeerTestSupport
@@ -19,13 +20,18 @@ import Testing
     }
 
     /// The HELLO of the vectors; `maximumMessageLength` nil: from a release without fragments.
-    static func vectorHello(maximumMessageLength: Int? = 128 << 20) throws -> Hello {
-        try Hello(
+    static func vectorHello(maximumMessageLength: Int? = 128 << 20, features: Hello.Features = []) throws -> Hello {
+        var hello = try Hello(
             peerID: signer.key.peerID, key: signer.key, incarnation: 7, displayName: "Captain", metadata: ["seat": "L"],
             keepalive: KeepaliveParameters(interval: .milliseconds(500), timeout: .milliseconds(1500)),
-            maximumMessageLength: maximumMessageLength
-        ).signed(exporter: exporter, side: .dialler, sign: signer.sign)
+            maximumMessageLength: maximumMessageLength)
+        hello.features = features
+        return try hello.signed(exporter: exporter, side: .dialler, sign: signer.sign)
     }
+
+    /// The resource of the vectors (section 3c): the ten bytes 00 to 09, offered as `chart.pdf`.
+    static let resourceID = UUID(uuidString: "00112233-4455-6677-8899-aabbccddeeff")!
+    static let resourceBytes = [UInt8](0..<10)
 
     /// The message of the binary encoding's vectors (section 2a).
     struct PositionReport: Codable, Equatable {
@@ -57,6 +63,12 @@ import Testing
             "goodbye": .goodbye(.keepaliveTimeout, "no traffic for 1.5 s"),
             "flow": .flow(reading: false),
             "reject": .reject(Rejection(sequence: 42, typeName: "NavlogEntry", reason: #"expected a number for "id""#)),
+            "hello-with-features": .hello(try vectorHello(features: .resources)),
+            "resource-offer": .resourceOffer(try ResourceOffer(
+                id: resourceID, name: "chart.pdf", length: 10, sha256: Array(SHA256.hash(data: resourceBytes)), metadata: ["entry": "7"])),
+            "resource-want": .resourceWant(ResourceWant(id: resourceID, received: 4, granted: 10)),
+            "resource-chunk": .resourceChunk(ResourceChunk(id: resourceID, offset: 4, bytes: ByteBuffer(bytes: resourceBytes[4...]))),
+            "resource-end": .resourceEnd(ResourceEnd(id: resourceID, reason: .complete, text: "")),
         ]
     }
 

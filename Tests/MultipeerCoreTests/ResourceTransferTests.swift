@@ -1,9 +1,10 @@
 import Foundation
 import MultipeerCore
+import NIOCore
 import Testing
 
 @Suite struct ResourceTransferTests {
-    static let offer = ResourceOffer(
+    static let offer = try! ResourceOffer(
         id: UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF")!, name: "chart.pdf", length: 10_000,
         sha256: Array(repeating: 0xAB, count: 32), metadata: ["entry": "7"])
 
@@ -209,5 +210,64 @@ import Testing
         receiver.linkDown()
         #expect(receiver.prepared(holding: 3_000).isEmpty, "no WANT on a link that is gone")
         #expect(receiver.offeredAgain() == [.sendWant(received: 3_000, granted: 5_000)])
+    }
+}
+
+@Suite struct ResourceFrameTests {
+    static let id = UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF")!
+
+    static func frame(_ type: FrameType, _ build: (inout ByteBuffer) -> Void) -> Frame {
+        var value = ByteBuffer()
+        withUnsafeBytes(of: id.uuid) { _ = value.writeBytes($0) }
+        build(&value)
+        return Frame(type: type, value: value)
+    }
+
+    @Test func namesAReceiverCouldNotUseAsAFileNameAreRefused() {
+        for name in ["", ".", "..", "a/b", "tab\there", String(repeating: "x", count: 256)] {
+            #expect(throws: MultipeerError.self, "\(name.debugDescription)") {
+                _ = try ResourceOffer(id: Self.id, name: name, length: 1, sha256: Array(repeating: 0, count: 32))
+            }
+        }
+        #expect(throws: MultipeerError.self) {
+            _ = try ResourceOffer(id: Self.id, name: "a", length: 1, sha256: Array(repeating: 0, count: 32), metadata: ["k=": "v"])
+        }
+        #expect(throws: MultipeerError.self) { _ = try ResourceOffer(id: Self.id, name: "a", length: 1, sha256: [1, 2]) }
+        #expect(throws: MultipeerError.self) { _ = try ResourceOffer(id: Self.id, name: "a", length: .max, sha256: Array(repeating: 0, count: 32)) }
+    }
+
+    @Test func framesThatBreakTheirRulesAreMalformed() {
+        let broken: [(String, Frame)] = [
+            ("an offer named ..", Self.frame(.resourceOffer) { value in
+                value.writeInteger(UInt64(1))
+                value.writeBytes(Array(repeating: 0, count: 32))
+                value.writeInteger(UInt8(2))
+                value.writeString("..")
+                value.writeInteger(UInt8(0))
+            }),
+            ("a WANT granting less than it received", Self.frame(.resourceWant) { $0.writeMultipleIntegers(UInt64(5), UInt64(4)) }),
+            ("a WANT with a byte after its fields", Self.frame(.resourceWant) { value in
+                value.writeMultipleIntegers(UInt64(0), UInt64(4))
+                value.writeInteger(UInt8(0))
+            }),
+            ("an empty chunk", Self.frame(.resourceChunk) { $0.writeInteger(UInt64(0)) }),
+            ("an END cut short", Self.frame(.resourceEnd) { $0.writeInteger(UInt16(0)) }),
+        ]
+        for (what, frame) in broken {
+            let error = #expect(throws: MultipeerError.self, "\(what)") { _ = try LinkMessage(frame: frame) }
+            #expect(error?.code == .malformedMessage, "\(what)")
+        }
+    }
+
+    @Test func anEndReasonThisVersionDoesNotNameIsKeptAsItsNumber() throws {
+        let frame = Self.frame(.resourceEnd) { value in
+            value.writeInteger(UInt16(77))
+            value.writeInteger(UInt8(0))
+        }
+        guard case .resourceEnd(let end) = try LinkMessage(frame: frame) else {
+            Issue.record("a RESOURCE_END frame decodes as one")
+            return
+        }
+        #expect(end.reason.rawValue == 77 && end.reason.description == "reason 77")
     }
 }

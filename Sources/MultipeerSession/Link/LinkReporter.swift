@@ -46,6 +46,8 @@ final class LinkReporter: ChannelInboundHandler {
             context.close(promise: nil)
         case .data, .fragment, .hello, .ping, .pong, .flow, .unknown:
             break  // (taken below: DATA by the DeliveryHandler, the rest by the link and keepalive handlers)
+        case .resourceOffer, .resourceWant, .resourceChunk, .resourceEnd:
+            break  // (this release does not announce resources in its HELLO: like frames of unknown types, ignored)
         }
     }
 
