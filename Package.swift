@@ -81,6 +81,7 @@ let package = Package(
                 "MultipeerCore",
                 "MultipeerTLS",
                 "MultipeerDiscovery",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -298,6 +299,7 @@ let package = Package(
             name: "MultipeerSessionTests",
             dependencies: [
                 "MultipeerSession",
+                .product(name: "Crypto", package: "swift-crypto"),
                 "MultipeerTLS",
                 "MultipeerCore",
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -1,0 +1,302 @@
+import Crypto
+import Foundation
+import Glibc
+import MultipeerCore
+import NIOCore
+
+/// Where a session keeps the resources it receives (docs/PROTOCOL.md 3c): each complete file
+/// under its name in the directory the application chose, and each incomplete one as a partial
+/// file with a record of what of it is written, so that a transfer broken by a reconnect, or by
+/// a restart of either side, resumes from there instead of from zero.
+///
+/// Its own files are in `.multipeer-resources/` inside the directory:
+/// - `<sender peer ID>-<SHA-256>.partial`: the bytes received so far of the file with that hash
+///   from that sender, and `<...>.json` beside it: the offer, and the SHA-256 of every
+///   ``blockLength`` bytes of it made durable (written and fsynced). Only verified blocks count
+///   on a restart: what follows the last of them is received again.
+/// - `<SHA-256>.complete`: the name of a file received whole with that hash, so that an offer of
+///   the same file (from any sender) is taken at once from the copy there, once its bytes are
+///   checked.
+///
+/// Blocking file I/O: call it off the event loops.
+struct ResourceStore: Sendable {
+    /// The application's directory.
+    let directory: URL
+    /// Where the store keeps its partial files and records.
+    let state: URL
+    /// The bytes each recorded hash covers.
+    static let blockLength: UInt64 = 1 << 20
+    /// How many bytes are written between two syncs of a partial file and its record.
+    static let syncInterval: UInt64 = 8 << 20
+
+    /// A store in `directory`, which is made if it is not there. Throws `unwritable` if it
+    /// cannot be made or written.
+    init(directory: URL) throws(ResourceStoreFailure) {
+        self.directory = directory
+        state = directory.appendingPathComponent(".multipeer-resources", isDirectory: true)
+        do {
+            try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        } catch {
+            throw ResourceStoreFailure(.unwritable, "cannot make the resource directory \(directory.path): \(error.localizedDescription)")
+        }
+        guard access(state.path, W_OK) == 0 else {
+            throw ResourceStoreFailure(.unwritable, "cannot write in the resource directory \(directory.path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// What the store holds of `offer` from `sender`: a complete identical file (checked), the
+    /// verified part of an earlier transfer, or nothing; ready to take the rest.
+    func open(_ offer: ResourceOffer, from sender: UUID) throws(ResourceStoreFailure) -> PartialResource {
+        let hash = Hex.encode(offer.sha256)
+        if let existing = completeCopy(of: offer, hash: hash) {
+            return try PartialResource(store: self, offer: offer, sender: sender, complete: existing)
+        }
+        return try PartialResource(store: self, offer: offer, sender: sender, base: state.appendingPathComponent("\(sender.uuidString)-\(hash)"))
+    }
+
+    /// A file received whole earlier with the offer's hash and length, if it is still there
+    /// with those bytes.
+    private func completeCopy(of offer: ResourceOffer, hash: String) -> URL? {
+        let record = state.appendingPathComponent("\(hash).complete")
+        guard let name = try? String(contentsOf: record, encoding: .utf8) else { return nil }
+        let file = directory.appendingPathComponent(name)
+        guard (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? UInt64) == offer.length,
+            let digest = try? Self.sha256(of: file, length: offer.length), digest == offer.sha256
+        else {
+            try? FileManager.default.removeItem(at: record)  // changed or gone: forgotten
+            return nil
+        }
+        return file
+    }
+
+    /// The SHA-256 of the first `length` bytes of `file`.
+    static func sha256(of file: URL, length: UInt64) throws -> [UInt8] {
+        var hasher = SHA256()
+        try read(file, length: length) { hasher.update(bufferPointer: $0) }
+        return Array(hasher.finalize())
+    }
+
+    /// Reads the first `length` bytes of `file` in blocks of at most ``blockLength``.
+    static func read(_ file: URL, length: UInt64, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        let descriptor = Glibc.open(file.path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw ResourceStoreFailure.errno("cannot read \(file.path)") }
+        defer { close(descriptor) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(blockLength), alignment: 16)
+        defer { buffer.deallocate() }
+        var done: UInt64 = 0
+        while done < length {
+            let count = Glibc.read(descriptor, buffer.baseAddress, Int(min(blockLength, length - done)))
+            guard count > 0 else { throw ResourceStoreFailure.errno("cannot read \(file.path)", ended: count == 0) }
+            try body(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            done += UInt64(count)
+        }
+    }
+
+    /// Records that `file` holds the resource with `offer`'s hash, for a later offer of it.
+    fileprivate func recordComplete(_ offer: ResourceOffer, name: String) {
+        try? name.write(to: state.appendingPathComponent("\(Hex.encode(offer.sha256)).complete"), atomically: true, encoding: .utf8)
+    }
+
+    /// A name in the directory for a file named `name`: `name` itself if it is free, else
+    /// `name (2)`, `name (3)`... before its extension.
+    fileprivate func freeName(for name: String) -> String {
+        let url = URL(fileURLWithPath: name)
+        let stem = url.deletingPathExtension().lastPathComponent
+        let suffix = url.pathExtension.isEmpty ? "" : ".\(url.pathExtension)"
+        var candidate = name
+        var number = 2
+        while FileManager.default.fileExists(atPath: directory.appendingPathComponent(candidate).path) {
+            candidate = "\(stem) (\(number))\(suffix)"
+            number += 1
+        }
+        return candidate
+    }
+}
+
+/// Why the store failed: the transfer's end reason (``ResourceEndReason``), and what happened.
+struct ResourceStoreFailure: Error, Hashable {
+    var reason: ResourceEndReason
+    var message: String
+
+    init(_ reason: ResourceEndReason, _ message: String) {
+        self.reason = reason
+        self.message = message
+    }
+
+    /// The failure of a system call that set `errno`: a full disk (or quota) is `diskFull`,
+    /// anything else `unwritable`.
+    static func errno(_ what: String, ended: Bool = false) -> ResourceStoreFailure {
+        let code = Glibc.errno
+        if ended { return ResourceStoreFailure(.unwritable, "\(what): the file ended early") }
+        let reason: ResourceEndReason = code == ENOSPC || code == EDQUOT ? .diskFull : .unwritable
+        return ResourceStoreFailure(reason, "\(what): \(String(cString: strerror(code)))")
+    }
+}
+
+/// One resource being received into the store: its partial file, open for the bytes that come
+/// next, with the hash of everything written so far.
+final class PartialResource {
+    let offer: ResourceOffer
+    /// The bytes of the file the store holds, written and hashed: where the transfer goes on from.
+    private(set) var held: UInt64 = 0
+    /// A complete identical file found in the directory: the transfer has nothing to receive.
+    let existing: URL?
+
+    private struct Record: Codable {
+        var name: String
+        var length: UInt64
+        var sha256: String
+        var metadata: [String: String]
+        /// The SHA-256 of each durable block, in order.
+        var blocks: [String]
+    }
+
+    private let store: ResourceStore
+    private let partial: URL?
+    private let recordFile: URL?
+    private var descriptor: Int32 = -1
+    private var hasher = SHA256()
+    private var blockHasher = SHA256()
+    private var blocks: [String] = []
+    /// The bytes synced, with the record saying so.
+    private var durable: UInt64 = 0
+
+    init(store: ResourceStore, offer: ResourceOffer, sender: UUID, complete: URL) throws(ResourceStoreFailure) {
+        self.store = store
+        self.offer = offer
+        existing = complete
+        partial = nil
+        recordFile = nil
+        held = offer.length
+    }
+
+    /// Opens the partial file at `base` (`.partial` and `.json`), keeping the blocks of it that
+    /// its record vouches for and cutting off the rest.
+    init(store: ResourceStore, offer: ResourceOffer, sender: UUID, base: URL) throws(ResourceStoreFailure) {
+        self.store = store
+        self.offer = offer
+        existing = nil
+        let partial = base.appendingPathExtension("partial")
+        let recordFile = base.appendingPathExtension("json")
+        self.partial = partial
+        self.recordFile = recordFile
+        descriptor = Glibc.open(partial.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw ResourceStoreFailure.errno("cannot open \(partial.path)") }
+        let recorded = (try? Data(contentsOf: recordFile)).flatMap { try? JSONDecoder().decode(Record.self, from: $0) }
+        if let recorded, recorded.length == offer.length, recorded.sha256 == Hex.encode(offer.sha256) {
+            verify(recorded.blocks)
+        }
+        guard ftruncate(descriptor, off_t(held)) == 0 else {
+            close(descriptor)
+            throw ResourceStoreFailure.errno("cannot cut \(partial.path) to its verified part")
+        }
+        durable = held
+        try saveRecord()
+    }
+
+    deinit {
+        if descriptor >= 0 { close(descriptor) }
+    }
+
+    /// Reads the partial file block by block while each has the hash its record gives: those
+    /// bytes are held (and hashed for the whole); the first that does not match, and all after
+    /// it, are not.
+    private func verify(_ recorded: [String]) {
+        guard let partial else { return }
+        var verified: [String] = []
+        var total = SHA256()
+        var index = 0
+        struct Mismatch: Error {}
+        try? ResourceStore.read(partial, length: UInt64(recorded.count) * ResourceStore.blockLength) { block in
+            guard index < recorded.count, Hex.encode(SHA256.hash(data: block)) == recorded[index] else { throw Mismatch() }
+            total.update(bufferPointer: block)
+            verified.append(recorded[index])
+            index += 1
+        }
+        blocks = verified
+        hasher = total
+        held = UInt64(verified.count) * ResourceStore.blockLength
+    }
+
+    /// Writes `bytes`, the next of the file (at ``held``); syncs the file and its record every
+    /// ``ResourceStore/syncInterval`` bytes and at the end.
+    func write(_ bytes: ByteBuffer) throws(ResourceStoreFailure) {
+        precondition(existing == nil && descriptor >= 0, "only a partial file is written")
+        precondition(held + UInt64(bytes.readableBytes) <= offer.length, "a resource is written within its length")
+        let failure: ResourceStoreFailure? = bytes.withUnsafeReadableBytes { raw in
+            var done = 0
+            while done < raw.count {
+                let count = pwrite(descriptor, raw.baseAddress! + done, raw.count - done, off_t(held) + off_t(done))
+                guard count > 0 else { return ResourceStoreFailure.errno("cannot write \(partial!.path)") }
+                done += count
+            }
+            // The whole hash, and each block's as blocks fill.
+            var rest = UnsafeRawBufferPointer(raw)
+            hasher.update(bufferPointer: rest)
+            var position = held
+            while !rest.isEmpty {
+                let room = Int(ResourceStore.blockLength - position % ResourceStore.blockLength)
+                let piece = UnsafeRawBufferPointer(rebasing: rest.prefix(room))
+                blockHasher.update(bufferPointer: piece)
+                position += UInt64(piece.count)
+                if position % ResourceStore.blockLength == 0 {
+                    blocks.append(Hex.encode(blockHasher.finalize()))
+                    blockHasher = SHA256()
+                }
+                rest = UnsafeRawBufferPointer(rebasing: rest.dropFirst(piece.count))
+            }
+            return nil
+        }
+        if let failure { throw failure }
+        held += UInt64(bytes.readableBytes)
+        if held - durable >= ResourceStore.syncInterval || held == offer.length { try sync() }
+    }
+
+    /// Syncs the partial file, then records its durable blocks.
+    private func sync() throws(ResourceStoreFailure) {
+        guard fsync(descriptor) == 0 else { throw ResourceStoreFailure.errno("cannot sync \(partial!.path)") }
+        durable = held
+        try saveRecord()
+    }
+
+    private func saveRecord() throws(ResourceStoreFailure) {
+        guard let recordFile else { return }
+        let record = Record(name: offer.name, length: offer.length, sha256: Hex.encode(offer.sha256), metadata: offer.metadata, blocks: blocks)
+        do {
+            try JSONEncoder().encode(record).write(to: recordFile, options: .atomic)
+        } catch {
+            throw ResourceStoreFailure(.unwritable, "cannot write \(recordFile.path): \(error.localizedDescription)")
+        }
+    }
+
+    /// The whole file is written: checks it has the offered hash and moves it into the
+    /// directory under its name (another, if that is taken). Throws `hashMismatch` (the partial
+    /// file is then gone) if it has another.
+    func finish() throws(ResourceStoreFailure) -> URL {
+        if let existing { return existing }
+        precondition(held == offer.length, "a resource is finished once written whole")
+        guard Array(hasher.finalize()) == offer.sha256 else {
+            discard()
+            throw ResourceStoreFailure(.hashMismatch, "the \(offer.length) bytes received of \(offer.name) do not have the offered SHA-256")
+        }
+        let name = store.freeName(for: offer.name)
+        let final = store.directory.appendingPathComponent(name)
+        guard rename(partial!.path, final.path) == 0 else { throw ResourceStoreFailure.errno("cannot move \(offer.name) into \(store.directory.path)") }
+        let directory = Glibc.open(store.directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directory >= 0 {
+            fsync(directory)  // the rename is durable too
+            close(directory)
+        }
+        try? FileManager.default.removeItem(at: recordFile!)
+        store.recordComplete(offer, name: name)
+        return final
+    }
+
+    /// Forgets the transfer: its partial file and record go.
+    func discard() {
+        guard let partial, let recordFile else { return }
+        try? FileManager.default.removeItem(at: partial)
+        try? FileManager.default.removeItem(at: recordFile)
+    }
+}
+
