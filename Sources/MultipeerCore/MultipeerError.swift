@@ -86,6 +86,18 @@ public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible
         public static let codingFailed = Code("codingFailed")
         /// The session is not running, or was already run.
         public static let sessionState = Code("sessionState")
+        /// A resource's transfer was cancelled, by this side or the peer (the message says which).
+        public static let resourceCancelled = Code("resourceCancelled")
+        /// A resource's bytes, put together, did not have the offered SHA-256; nothing of them is kept.
+        public static let resourceCorrupted = Code("resourceCorrupted")
+        /// The receiver's disk filled during a resource's transfer; what was written is kept, to resume.
+        public static let resourceDiskFull = Code("resourceDiskFull")
+        /// The receiver cannot write in its resource directory.
+        public static let resourceUnwritable = Code("resourceUnwritable")
+        /// The file being sent changed or went during its transfer: nothing more of it is sent.
+        public static let resourceChanged = Code("resourceChanged")
+        /// The peer takes no resources (it has no resource directory), or refused this one.
+        public static let resourceRefused = Code("resourceRefused")
     }
 
     /// What went wrong.

@@ -1,3 +1,4 @@
+public import struct Foundation.URL
 public import Logging
 public import MultipeerCore
 public import MultipeerTLS
@@ -60,6 +61,12 @@ extension MultipeerSession {
         /// for peers of a release before the binary encoding, which read JSON only). Messages of
         /// either encoding are received.
         public var messageEncoding = MessageEncoding.binary
+        /// Where files peers send arrive (``MultipeerSession/incomingResources``); nil (the
+        /// default) refuses them (the sender's transfer fails with `resourceRefused`). Made if it
+        /// is not there. Each file is written under a temporary name in its
+        /// `.multipeer-resources` folder and moved into the directory only whole, with its
+        /// SHA-256 checked; keep the directory across restarts for transfers to resume there.
+        public var resourceDirectory: URL?
 
         /// A configuration of one group key, with the defaults of every section not given.
         public init(
@@ -232,9 +239,10 @@ extension MultipeerSession.Configuration {
     /// `identity`, announcing `incarnation`), the TLS context of `keys`, and `inbox` for what
     /// they deliver.
     func linkConfiguration(identity: PeerIdentity, incarnation: UInt64, keys: KeyRing, inbox: Inbox) throws -> LinkConfiguration {
-        let hello = try Hello(
+        var hello = try Hello(
             identity: identity, incarnation: incarnation, displayName: peer.displayName, metadata: peer.metadata, keepalive: keepalive,
             maximumFrameLength: limits.maximumFrameLength, maximumMessageLength: limits.maximumMessageLength)
+        hello.features = .resources
         let tls = try TLSContext(configuration: TLSConfiguration(keys: keys, handshakeTimeout: limits.handshakeTimeout))
         // A write stuck on a dead path fails after the keepalive's stall limit (not the
         // configured timeout: on a lossy path TCP's retransmissions stall that long at times,

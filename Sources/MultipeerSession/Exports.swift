@@ -14,3 +14,5 @@
 @_exported public import struct MultipeerTLS.PeerIdentity
 @_exported public import struct MultipeerTLS.KeyRing
 @_exported public import struct MultipeerTLS.PreSharedKey
+// Files are named by URL (resources): an application names them without importing Foundation.
+@_exported public import struct FoundationEssentials.URL

@@ -134,7 +134,7 @@ public actor MultipeerSession {
         }
         self.inbox = Inbox(
             windows: ReceiveWindows(), subscriptions: subscriptions, metrics: metrics,
-            maximumMessageLength: configuration.limits.maximumMessageLength)
+            resources: Resources(directory: configuration.resourceDirectory), maximumMessageLength: configuration.limits.maximumMessageLength)
         self.setup = .ready(keys: configuration.keys)
     }
 
@@ -197,6 +197,7 @@ public actor MultipeerSession {
             core.finish()
             setup = .ended
             deliveries.stop()
+            inbox.resources.stop()
             subscriptions.finish()
         }
         let linkConfiguration = try configuration.linkConfiguration(identity: identity, incarnation: incarnation, keys: keys, inbox: inbox)
@@ -552,8 +553,10 @@ public actor MultipeerSession {
             case .attach(let id, let hello):
                 guard let channel = running?.links[id]?.channel else { continue }
                 deliveries.make(for: hello.peerID).attach(id, channel: channel, hello: hello)
+                inbox.resources.attach(hello, link: id, channel: channel)
             case .detach(let peerID, let id):
                 tell(dropped: deliveries[peerID]?.detach(id, now: .now) ?? [], for: peerID)
+                inbox.resources.detach(peerID, link: id)
             case .sendReject(let id, let rejection):
                 running?.links[id]?.channel.writeAndFlush(LinkMessage.reject(rejection), promise: nil)
             case .wakeSenders(let peerID):

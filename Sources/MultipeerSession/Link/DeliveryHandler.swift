@@ -151,6 +151,9 @@ final class DeliveryHandler: ChannelDuplexHandler {
         switch frame {
         case .data(let message): sequence = message.sequence
         case .fragment(let fragment): sequence = fragment.sequence
+        case .resourceOffer, .resourceWant, .resourceChunk, .resourceEnd:
+            receiveResource(frame, from: peer, context: context)
+            return
         default:
             context.fireChannelRead(data)
             return
@@ -184,6 +187,20 @@ final class DeliveryHandler: ChannelDuplexHandler {
                 .outOfSequence, "peer \(peer.id) sent reliable message \(sequence) with an earlier one missing; the link is closed so that it resends"),
                 context: context)
         case .invalid(let error):
+            fail(error, context: context)
+        }
+    }
+
+    /// A RESOURCE_ frame: the session's resources take it, once the session keeps the link (the
+    /// peer sends none before: it counts this side active only after the resume point).
+    private func receiveResource(_ frame: LinkMessage, from peer: Peer, context: ChannelHandlerContext) {
+        guard case .adopted = stage else {
+            fail(MultipeerError(.outOfSequence, "peer \(peer.id) sent \(frame.frameType) before this side said where to resume; the link is closed"), context: context)
+            return
+        }
+        do throws(MultipeerError) {
+            try inbox.resources.received(frame, from: peer, on: context.channel)
+        } catch {
             fail(error, context: context)
         }
     }

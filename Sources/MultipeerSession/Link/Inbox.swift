@@ -15,6 +15,8 @@ struct Inbox: Sendable {
     /// The application's streams.
     var subscriptions: Subscriptions
     var metrics: SessionMetrics
+    /// The resource transfers, both ways.
+    var resources: Resources
     /// The largest message this side takes (Limits.maximumMessageLength).
     var maximumMessageLength = MultipeerSession.Limits().maximumMessageLength
 }

@@ -44,10 +44,8 @@ final class LinkReporter: ChannelInboundHandler {
         case .goodbye(let reason, _):
             if goodbye == nil { goodbye = reason }
             context.close(promise: nil)
-        case .data, .fragment, .hello, .ping, .pong, .flow, .unknown:
-            break  // (taken below: DATA by the DeliveryHandler, the rest by the link and keepalive handlers)
-        case .resourceOffer, .resourceWant, .resourceChunk, .resourceEnd:
-            break  // (this release does not announce resources in its HELLO: like frames of unknown types, ignored)
+        case .data, .fragment, .resourceOffer, .resourceWant, .resourceChunk, .resourceEnd, .hello, .ping, .pong, .flow, .unknown:
+            break  // (taken below: DATA and resources by the DeliveryHandler, the rest by the link and keepalive handlers)
         }
     }
 

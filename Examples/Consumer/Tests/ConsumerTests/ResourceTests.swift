@@ -1,0 +1,115 @@
+import Foundation
+import MultipeerSession
+import Testing
+
+/// Files between two sessions, through the public API: sent whole with progress, refused by a
+/// session without a resource directory, cancelled from either side with the other told why.
+@Suite struct ResourceTests {
+    /// A directory of its own for a test, removed afterwards.
+    struct Scratch: ~Copyable {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("consumer-resources-\(UUID().uuidString)")
+        init() throws { try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true) }
+        deinit { try? FileManager.default.removeItem(at: url) }
+
+        /// A file of `length` bytes that differ from one to the next.
+        func file(_ name: String, length: Int) throws -> URL {
+            let file = url.appendingPathComponent(name)
+            let block = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 16) })
+            var bytes = Data(capacity: length)
+            while bytes.count < length { bytes.append(block.prefix(length - bytes.count)) }
+            try bytes.write(to: file)
+            return file
+        }
+    }
+
+    /// A listener receiving into `directory` (none: it refuses), and a dialler that met it.
+    static func withReceiver<T: Sendable>(
+        directory: URL?, _ body: @escaping @Sendable (_ receiver: MultipeerSession, _ sender: MultipeerSession) async throws -> T
+    ) async throws -> T {
+        var receiving = configuration("receiver")
+        receiving.resourceDirectory = directory
+        let receiver = MultipeerSession(configuration: receiving, identity: PeerIdentity())
+        return try await whileRunning([receiver]) {
+            let port = try await listeningPort(of: receiver)
+            let sender = MultipeerSession(configuration: configuration("sender", dialling: port), identity: PeerIdentity())
+            return try await whileRunning([sender]) {
+                try await waitUntilActive(sender, receiver.peerID)
+                try await waitUntilActive(receiver, sender.peerID)
+                return try await body(receiver, sender)
+            }
+        }
+    }
+
+    @Test func aFileArrivesWholeWithItsProgressAndItsMetadataWhileMessagesFlow() async throws {
+        let scratch = try Scratch()
+        let inbox = scratch.url.appendingPathComponent("inbox")
+        let source = try scratch.file("weather chart.pdf", length: 5 << 20)
+        try await Self.withReceiver(directory: inbox) { receiver, sender in
+            let notes = receiver.messages(of: Note.self)
+            let transfer = try await sender.sendResource(at: source, metadata: ["entry": "42"], to: receiver.peerID)
+            #expect(transfer.length == 5 << 20 && transfer.name == "weather chart.pdf")
+            var incoming = receiver.incomingResources.makeAsyncIterator()
+            let arriving = try #require(await incoming.next())
+            #expect(arriving.name == "weather chart.pdf" && arriving.length == 5 << 20 && arriving.sender.id == sender.peerID)
+            #expect(arriving.metadata == ["entry": "42"] && arriving.sha256 == transfer.sha256)
+            // A message sent now is not held behind the file.
+            try await sender.send(Note(text: "beside the chart"), to: receiver.peerID)
+            let note = try await within(30, "the note") { await notes.first { _ in true } }
+            #expect(note?.message.text == "beside the chart")
+            let last = try await within(60, "the sender's progress to end") {
+                var last: ResourceProgress?
+                for await progress in transfer.progress { last = progress }
+                return last
+            }
+            try await within(60, "the transfer to complete") { try await transfer.completion() }
+            #expect(last?.bytesDone == 5 << 20 && last?.fractionDone == 1)
+            let file = try await within(60, "the file") { try await arriving.file() }
+            #expect(file.path == inbox.appendingPathComponent("weather chart.pdf").path, "in place, under its name")
+            #expect(try Data(contentsOf: file) == Data(contentsOf: source))
+        }
+    }
+
+    @Test func aSessionWithoutAResourceDirectoryRefusesFiles() async throws {
+        let scratch = try Scratch()
+        let source = try scratch.file("log.txt", length: 1000)
+        try await Self.withReceiver(directory: nil) { receiver, sender in
+            let transfer = try await sender.sendResource(at: source, to: receiver.peerID)
+            let error = try await within(30, "the refusal") { () -> MultipeerError? in
+                do {
+                    try await transfer.completion()
+                    return nil
+                } catch let error as MultipeerError {
+                    return error
+                }
+            }
+            #expect(error?.code == .resourceRefused, "\(String(describing: error))")
+        }
+    }
+
+    @Test func eitherSideCancelsAndTheOtherIsToldWhy() async throws {
+        let scratch = try Scratch()
+        let inbox = scratch.url.appendingPathComponent("inbox")
+        let source = try scratch.file("track.gpx", length: 64 << 20)
+        try await Self.withReceiver(directory: inbox) { receiver, sender in
+            var incoming = receiver.incomingResources.makeAsyncIterator()
+            for cancelledBySender in [true, false] {
+                let transfer = try await sender.sendResource(at: source, to: receiver.peerID)
+                let arriving = try #require(await incoming.next())
+                if cancelledBySender { transfer.cancel() } else { arriving.cancel() }
+                let senderError = try await within(30, "the sender's end") { () -> MultipeerError? in
+                    do { try await transfer.completion() } catch let error as MultipeerError { return error }
+                    return nil
+                }
+                let receiverError = try await within(30, "the receiver's end") { () -> MultipeerError? in
+                    do { _ = try await arriving.file() } catch let error as MultipeerError { return error }
+                    return nil
+                }
+                #expect(senderError?.code == .resourceCancelled && receiverError?.code == .resourceCancelled)
+                let teller = cancelledBySender ? receiverError : senderError
+                #expect(teller?.message.contains("the peer cancelled it") == true, "\(String(describing: teller))")
+            }
+            let left = try FileManager.default.contentsOfDirectory(atPath: inbox.path).filter { !$0.hasPrefix(".") }
+            #expect(left.isEmpty, "nothing of a cancelled file is put in place: \(left)")
+        }
+    }
+}

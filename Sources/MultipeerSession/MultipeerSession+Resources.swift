@@ -1,0 +1,44 @@
+public import struct Foundation.URL
+public import struct Foundation.UUID
+import MultipeerCore
+
+extension MultipeerSession {
+    /// Sends the file at `fileURL` to the peer `peerID` as a resource (docs/PROTOCOL.md 3c): the
+    /// peer gets it whole in its resource directory, with its SHA-256 checked, or the transfer
+    /// fails saying why.
+    ///
+    /// ```swift
+    /// func sendChart(_ chart: URL, from session: MultipeerSession, to peer: Peer) async throws {
+    ///     let transfer = try await session.sendResource(at: chart, metadata: ["entry": "42"], to: peer.id)
+    ///     for await progress in transfer.progress { print("\(Int(progress.fractionDone * 100)) %") }
+    ///     try await transfer.completion()
+    /// }
+    /// ```
+    ///
+    /// The file is read once to hash it (before this returns), then in chunks as the peer takes
+    /// them, one chunk at a time, between the messages to the same peer. If it changes or goes
+    /// meanwhile, the transfer fails (`resourceChanged`) rather than send what it was not. A
+    /// broken link or a restart of the receiver resumes from what the receiver wrote; a peer
+    /// that is away gets the file when it comes back, for as long as this session runs.
+    ///
+    /// - Parameters:
+    ///   - fileURL: A regular file.
+    ///   - name: The name the receiver sees (1 to 255 bytes of UTF-8, no `/` or control
+    ///     character); by default the file's own.
+    ///   - metadata: Entries for the receiving application, with the limits of ``PeerInfo``'s.
+    ///   - peerID: A peer of this session; one that takes no resources fails the transfer with
+    ///     `resourceRefused`.
+    /// - Throws: `invalidArgument` for a file that cannot be read or a name or metadata out of
+    ///   bounds; `sessionState` if the session is not running.
+    public nonisolated func sendResource(
+        at fileURL: URL, named name: String? = nil, metadata: [String: String] = [:], to peerID: UUID
+    ) async throws -> OutgoingResource {
+        try await inbox.resources.send(fileURL, named: name ?? fileURL.lastPathComponent, metadata: metadata, to: peerID)
+    }
+
+    /// The files peers send this session, each as its transfer begins: what it is, its
+    /// progress, and its file once it has arrived (``IncomingResource/file()``). One stream for
+    /// the session's life, for one reader; it ends when the session stops. Transfers go on
+    /// whether or not it is read. Without a ``Configuration/resourceDirectory``, none arrive.
+    public nonisolated var incomingResources: AsyncStream<IncomingResource> { inbox.resources.incoming }
+}

@@ -1,0 +1,565 @@
+import Dispatch
+import Foundation
+import Glibc
+import MultipeerCore
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// The session's resource transfers (docs/PROTOCOL.md 3c), both ways: each transfer is driven by
+/// its core (``ResourceSendStateMachine``, ``ResourceReceiveStateMachine``) behind a lock of its
+/// own, with its file read or written on a serial queue of its own, never on the link's event
+/// loop. The links hand their RESOURCE_ frames here on their event loop (``received(_:from:)``);
+/// the session attaches and detaches each peer's link.
+///
+/// Bounds: an incoming transfer grants at most ``window`` bytes beyond what it has written, so
+/// that is what it can make this side hold in memory; a peer has at most
+/// ``maximumIncomingPerPeer`` transfers under way towards this side (more are refused); an
+/// outgoing transfer has one chunk (at most ``chunkLength``) read and in the link at a time, so
+/// messages and other transfers to the same peer go between its chunks.
+final class Resources: Sendable {
+    /// What an incoming transfer grants beyond what it has written.
+    static let window: UInt64 = 2 << 20
+    /// The largest chunk sent (smaller to a peer whose maximum frame is smaller).
+    static let chunkLength: UInt64 = 256 << 10
+    /// Transfers from one peer under way at once; an offer beyond is refused.
+    static let maximumIncomingPerPeer = 8
+
+    /// A peer's link, while it is active and takes resources.
+    struct Link: Sendable {
+        var id: LinkID
+        var channel: any Channel
+        /// The largest chunk the peer takes (its maximum frame, less the chunk's own fields).
+        var chunkLimit: UInt64
+    }
+
+    private struct Key: Hashable {
+        var peer: UUID
+        var transfer: UUID
+    }
+
+    private struct State {
+        var links: [UUID: Link] = [:]
+        /// Peers whose HELLO did not announce resources: what is sent to them is refused.
+        var withoutResources: Set<UUID> = []
+        var outgoing: [UUID: OutgoingTransfer] = [:]
+        var incoming: [Key: IncomingTransfer] = [:]
+        var stopped = false
+    }
+
+    private let state = NIOLockedValueBox(State())
+    /// Where incoming resources go; nil (no directory configured), or the failure to open it:
+    /// offers are refused.
+    private let store: Result<ResourceStore, ResourceStoreFailure>?
+    /// The incoming transfers, as each begins.
+    let incoming: AsyncStream<IncomingResource>
+    private let announce: AsyncStream<IncomingResource>.Continuation
+
+    init(directory: URL?) {
+        store = directory.map { directory in Result { () throws(ResourceStoreFailure) in try ResourceStore(directory: directory) } }
+        (incoming, announce) = AsyncStream.makeStream()
+    }
+
+    // MARK: Links
+
+    /// `hello`'s peer is active on link `id`: what waits for it is offered.
+    func attach(_ hello: Hello, link id: LinkID, channel: any Channel) {
+        let peerID = hello.peerID
+        let link = Link(id: id, channel: channel, chunkLimit: min(Self.chunkLength, UInt64(hello.maximumFrameLength - ResourceChunk.headerLength)))
+        let (transfers, refused) = state.withLockedValue { state -> ([OutgoingTransfer], [OutgoingTransfer]) in
+            let waiting = state.outgoing.values.filter { $0.peerID == peerID }
+            guard hello.features.contains(.resources) else {
+                state.links[peerID] = nil
+                state.withoutResources.insert(peerID)
+                return ([], waiting)
+            }
+            state.withoutResources.remove(peerID)
+            state.links[peerID] = link
+            return (waiting, [])
+        }
+        for transfer in transfers { transfer.linkUp(link) }
+        for transfer in refused { transfer.refused() }
+    }
+
+    /// The peer's link `id` went: its transfers wait for the next (and resume from there).
+    func detach(_ peerID: UUID, link id: LinkID?) {
+        let (outgoing, incoming) = state.withLockedValue { state -> ([OutgoingTransfer], [IncomingTransfer]) in
+            guard let link = state.links[peerID], id == nil || link.id == id else { return ([], []) }
+            state.links[peerID] = nil
+            return (state.outgoing.values.filter { $0.peerID == peerID }, state.incoming.filter { $0.key.peer == peerID }.map(\.value))
+        }
+        for transfer in outgoing { transfer.linkDown() }
+        for transfer in incoming { transfer.linkDown() }
+    }
+
+    // MARK: Frames
+
+    /// A RESOURCE_ frame from `peer` arrived on `channel` (on its event loop). Throws what
+    /// breaks the protocol: the link is then closed (GOODBYE 3).
+    func received(_ message: LinkMessage, from peer: Peer, on channel: any Channel) throws(MultipeerError) {
+        switch message {
+        case .resourceOffer(let offer):
+            offered(offer, by: peer, on: channel)
+        case .resourceWant(let want):
+            try outgoingTransfer(want.id, to: peer.id)?.want(want)
+        case .resourceChunk(let chunk):
+            try incomingTransfer(chunk.id, from: peer.id)?.chunk(chunk)
+        case .resourceEnd(let end):
+            if let transfer = outgoingTransfer(end.id, to: peer.id) {
+                transfer.ended(end)
+            } else {
+                incomingTransfer(end.id, from: peer.id)?.ended(end)
+            }
+        default:
+            break
+        }
+    }
+
+    private func outgoingTransfer(_ id: UUID, to peerID: UUID) -> OutgoingTransfer? {
+        state.withLockedValue { $0.outgoing[id] }.flatMap { $0.peerID == peerID ? $0 : nil }
+    }
+
+    private func incomingTransfer(_ id: UUID, from peerID: UUID) -> IncomingTransfer? {
+        state.withLockedValue { $0.incoming[Key(peer: peerID, transfer: id)] }
+    }
+
+    private func offered(_ offer: ResourceOffer, by peer: Peer, on channel: any Channel) {
+        let key = Key(peer: peer.id, transfer: offer.id)
+        enum Decision {
+            case again(IncomingTransfer)
+            case begin(IncomingTransfer, ResourceStore)
+            case refuse(String)
+        }
+        let decision = state.withLockedValue { state -> Decision in
+            if let transfer = state.incoming[key] { return .again(transfer) }
+            guard !state.stopped else { return .refuse("the session is stopping") }
+            switch store {
+            case nil:
+                return .refuse("this side has no resource directory")
+            case .failure(let failure):
+                return .refuse(failure.message)
+            case .success(let store):
+                guard state.incoming.keys.count(where: { $0.peer == peer.id }) < Self.maximumIncomingPerPeer else {
+                    return .refuse("\(Self.maximumIncomingPerPeer) transfers from this peer are under way")
+                }
+                let transfer = IncomingTransfer(offer: offer, sender: peer.id) { [weak self] in
+                    _ = self?.state.withLockedValue { $0.incoming.removeValue(forKey: key) }
+                }
+                state.incoming[key] = transfer
+                return .begin(transfer, store)
+            }
+        }
+        switch decision {
+        case .again(let transfer):
+            transfer.offeredAgain(on: channel)
+        case .begin(let transfer, let store):
+            announce.yield(IncomingResource(
+                offer: offer, sender: peer, progress: transfer.progress, outcome: transfer.outcome,
+                cancel: { [weak transfer] in transfer?.end(.cancelled) }))
+            transfer.begin(in: store, on: channel)
+        case .refuse(let why):
+            let reason: ResourceEndReason = if case .failure(let failure) = store { failure.reason } else { .refused }
+            channel.writeAndFlush(LinkMessage.resourceEnd(ResourceEnd(id: offer.id, reason: reason, text: why)), promise: nil)
+        }
+    }
+
+    // MARK: Sending
+
+    /// Starts sending `file` to `peerID` (hashed first, off the caller's thread).
+    func send(_ file: URL, named name: String, metadata: [String: String], to peerID: UUID) async throws -> OutgoingResource {
+        let source = try await SourceFile.open(file)
+        let offer: ResourceOffer
+        do {
+            offer = try ResourceOffer(id: UUID(), name: name, length: source.length, sha256: source.sha256, metadata: metadata)
+        } catch let error as MultipeerError {
+            throw MultipeerError(.invalidArgument, "cannot send \(file.path): \(error.message)")
+        }
+        let transfer = OutgoingTransfer(offer: offer, peerID: peerID, source: source) { [weak self] in
+            _ = self?.state.withLockedValue { $0.outgoing.removeValue(forKey: offer.id) }
+        }
+        let (link, refused, stopped) = state.withLockedValue { state in
+            if !state.stopped { state.outgoing[offer.id] = transfer }
+            return (state.links[peerID], state.withoutResources.contains(peerID), state.stopped)
+        }
+        let resource = OutgoingResource(
+            id: offer.id, name: offer.name, length: Int64(offer.length), sha256: offer.sha256, peerID: peerID, progress: transfer.progress,
+            outcome: transfer.outcome, cancel: { [weak transfer] in transfer?.end(.cancelled) })
+        if stopped {
+            transfer.stop()
+        } else if refused {
+            transfer.refused()
+        } else if let link {
+            transfer.linkUp(link)
+        }
+        return resource
+    }
+
+    // MARK: Ending
+
+    /// The session's run ended: every transfer fails with `sessionState`.
+    func stop() {
+        let (outgoing, incoming) = state.withLockedValue { state in
+            state.stopped = true
+            state.links = [:]
+            return (Array(state.outgoing.values), Array(state.incoming.values))
+        }
+        for transfer in outgoing { transfer.stop() }
+        for transfer in incoming { transfer.stop() }
+        announce.finish()
+    }
+}
+
+extension ResourceChunk {
+    /// A chunk frame's value before its bytes: the transfer UUID and the offset.
+    static let headerLength = 24
+}
+
+/// A file being sent: open, so its bytes are read from the same file throughout, and checked
+/// before each chunk against what it was when hashed.
+struct SourceFile: Sendable {
+    let path: String
+    let descriptor: Int32
+    let length: UInt64
+    let sha256: [UInt8]
+    /// The file as it was hashed: device, inode, size, modification time.
+    private let identity: [Int]
+
+    /// Opens and hashes `url`, on a queue of its own (a large file takes seconds).
+    static func open(_ url: URL) async throws -> SourceFile {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try SourceFile(url) })
+            }
+        }
+    }
+
+    private init(_ url: URL) throws {
+        path = url.path
+        descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw MultipeerError(.invalidArgument, "cannot open \(path) to send it: \(String(cString: strerror(errno)))")
+        }
+        guard let before = Self.identity(of: descriptor, path: path) else {
+            Glibc.close(descriptor)
+            throw MultipeerError(.invalidArgument, "cannot read what \(path) is")
+        }
+        length = UInt64(before[2])
+        do {
+            sha256 = try ResourceStore.sha256(of: url, length: length)
+        } catch {
+            Glibc.close(descriptor)
+            throw MultipeerError(.invalidArgument, "cannot read \(path) to send it: \(error)")
+        }
+        guard Self.identity(of: descriptor, path: path) == before else {
+            Glibc.close(descriptor)
+            throw MultipeerError(.resourceChanged, "\(path) changed while it was read to be sent")
+        }
+        identity = before
+    }
+
+    private static func identity(of descriptor: Int32, path: String) -> [Int]? {
+        var open = stat()
+        var named = stat()
+        guard fstat(descriptor, &open) == 0, stat(path, &named) == 0, open.st_dev == named.st_dev, open.st_ino == named.st_ino,
+            open.st_mode & S_IFMT == S_IFREG
+        else { return nil }
+        return [Int(open.st_dev), Int(open.st_ino), Int(open.st_size), open.st_mtim.tv_sec, open.st_mtim.tv_nsec]
+    }
+
+    /// `count` bytes from `offset`, if the file is still what was hashed (nil otherwise).
+    func read(offset: UInt64, count: UInt64, allocator: ByteBufferAllocator) -> ByteBuffer? {
+        var buffer = allocator.buffer(capacity: Int(count))
+        let read = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: Int(count)) { bytes in
+            var done = 0
+            while done < Int(count) {
+                let n = pread(descriptor, bytes.baseAddress! + done, Int(count) - done, off_t(offset) + off_t(done))
+                guard n > 0 else { return done }
+                done += n
+            }
+            return done
+        }
+        guard read == Int(count), Self.identity(of: descriptor, path: path) == identity else { return nil }
+        return buffer
+    }
+
+    func close() {
+        Glibc.close(descriptor)
+    }
+}
+
+/// Reports a transfer's progress: bytes done, and the rate since it began here.
+struct ProgressReporter: Sendable {
+    let continuation: AsyncStream<ResourceProgress>.Continuation
+    let total: UInt64
+    let start = ContinuousClock.now
+    let startBytes: UInt64
+
+    static func make(total: UInt64, from done: UInt64 = 0) -> (AsyncStream<ResourceProgress>, ProgressReporter) {
+        let (stream, continuation) = AsyncStream.makeStream(of: ResourceProgress.self, bufferingPolicy: .bufferingNewest(1))
+        return (stream, ProgressReporter(continuation: continuation, total: total, startBytes: done))
+    }
+
+    func report(_ done: UInt64) {
+        let seconds = Double((ContinuousClock.now - start).components.attoseconds) / 1e18 + Double((ContinuousClock.now - start).components.seconds)
+        let rate = seconds > 0 && done >= startBytes ? Double(done - startBytes) / seconds : 0
+        continuation.yield(ResourceProgress(bytesDone: Int64(done), totalBytes: Int64(total), bytesPerSecond: rate))
+    }
+
+    func finish() { continuation.finish() }
+}
+
+/// One resource this side sends.
+final class OutgoingTransfer: Sendable {
+    let peerID: UUID
+    private let offer: ResourceOffer
+    private let source: SourceFile
+    private let state: NIOLockedValueBox<(machine: ResourceSendStateMachine, link: Resources.Link?, inFlight: Bool)>
+    private let queue = DispatchQueue(label: "multipeer.resource.out")
+    private let reporter: ProgressReporter
+    /// The transfer's progress, as the receiver reports what it holds.
+    let progress: AsyncStream<ResourceProgress>
+    let outcome = ResourceOutcome<Void>()
+    private let onFinish: @Sendable () -> Void
+
+    init(offer: ResourceOffer, peerID: UUID, source: SourceFile, onFinish: @escaping @Sendable () -> Void) {
+        self.offer = offer
+        self.peerID = peerID
+        self.source = source
+        self.onFinish = onFinish
+        state = NIOLockedValueBox((ResourceSendStateMachine(offer: offer), nil, false))
+        (progress, reporter) = ProgressReporter.make(total: offer.length)
+    }
+
+    func linkUp(_ link: Resources.Link) {
+        let action = state.withLockedValue { state in
+            state.link = link
+            state.inFlight = false
+            return state.machine.linkUp()
+        }
+        perform([action])
+    }
+
+    func linkDown() {
+        state.withLockedValue { state in
+            state.machine.linkDown()
+            state.link = nil
+        }
+    }
+
+    func want(_ want: ResourceWant) throws(MultipeerError) {
+        let received = try state.withLockedValue { state in
+            Result { () throws(MultipeerError) in
+                _ = try state.machine.want(received: want.received, granted: want.granted)
+                return state.machine.received
+            }
+        }.get()
+        reporter.report(received)
+        pump()
+    }
+
+    func ended(_ end: ResourceEnd) {
+        let action = state.withLockedValue { $0.machine.ended(end.reason) }
+        perform([action], detail: end.text)
+    }
+
+    func end(_ reason: ResourceEndReason) {
+        let actions = state.withLockedValue { $0.machine.end(reason) }
+        perform(actions)
+    }
+
+    /// The peer does not take resources.
+    func refused() {
+        let actions = state.withLockedValue { state in
+            [state.machine.ended(.refused)]
+        }
+        perform(actions, detail: "its HELLO does not announce resources")
+    }
+
+    func stop() {
+        guard !outcome.isResolved else { return }
+        finish(.failure(MultipeerError(.sessionState, "the session stopped before \(offer.name) was sent")))
+    }
+
+    private func perform(_ actions: [ResourceSendStateMachine.Action], detail: String = "") {
+        for action in actions {
+            switch action {
+            case .sendOffer(let offer):
+                state.withLockedValue { $0.link }?.channel.writeAndFlush(LinkMessage.resourceOffer(offer), promise: nil)
+            case .sendEnd(let reason):
+                state.withLockedValue { $0.link }?.channel.writeAndFlush(
+                    LinkMessage.resourceEnd(ResourceEnd(id: offer.id, reason: reason, text: "")), promise: nil)
+            case .finish(let reason, let bySender):
+                finish(reason == .complete
+                    ? .success(()) : .failure(MultipeerError(resource: offer.name, ended: reason, byPeer: !bySender, detail: detail)))
+            case .none:
+                break
+            }
+        }
+    }
+
+    private func finish(_ result: Result<Void, MultipeerError>) {
+        if case .success = result { reporter.report(offer.length) }
+        reporter.finish()
+        outcome.resolve(result)
+        queue.async { self.source.close() }
+        onFinish()
+    }
+
+    /// Sends the next chunk granted, if none is in the link.
+    private func pump() {
+        queue.async { self.sendNext() }
+    }
+
+    private func sendNext() {
+        let next = state.withLockedValue { state -> (offset: UInt64, count: UInt64, link: Resources.Link)? in
+            guard !state.inFlight, let link = state.link, let chunk = state.machine.nextChunk(maximum: link.chunkLimit) else { return nil }
+            state.inFlight = true
+            return (chunk.offset, chunk.count, link)
+        }
+        guard let (offset, count, link) = next else { return }
+        guard let bytes = source.read(offset: offset, count: count, allocator: link.channel.allocator) else {
+            end(.sourceChanged)
+            return
+        }
+        let written = link.channel.eventLoop.makePromise(of: Void.self)
+        written.futureResult.whenComplete { _ in
+            self.state.withLockedValue { state in
+                if state.link?.id == link.id { state.inFlight = false }
+            }
+            self.pump()
+        }
+        link.channel.writeAndFlush(LinkMessage.resourceChunk(ResourceChunk(id: offer.id, offset: offset, bytes: bytes)), promise: written)
+    }
+}
+
+/// One resource this side receives. The partial file is touched only on the transfer's queue.
+final class IncomingTransfer: @unchecked Sendable {  // (`partial` only on `queue`; the rest under its lock)
+    private let offer: ResourceOffer
+    private let sender: UUID
+    private let state: NIOLockedValueBox<(machine: ResourceReceiveStateMachine, channel: (any Channel)?)>
+    private let queue = DispatchQueue(label: "multipeer.resource.in")
+    private var partial: PartialResource?
+    private let reporter: ProgressReporter
+    /// The transfer's progress, after each write.
+    let progress: AsyncStream<ResourceProgress>
+    let outcome = ResourceOutcome<URL>()
+    private let onFinish: @Sendable () -> Void
+
+    init(offer: ResourceOffer, sender: UUID, onFinish: @escaping @Sendable () -> Void) {
+        self.offer = offer
+        self.sender = sender
+        self.onFinish = onFinish
+        state = NIOLockedValueBox((ResourceReceiveStateMachine(offer: offer, window: Resources.window), nil))
+        (progress, reporter) = ProgressReporter.make(total: offer.length)
+    }
+
+    /// Opens the store's partial file (or finds a complete copy) and says where to begin.
+    func begin(in store: ResourceStore, on channel: any Channel) {
+        state.withLockedValue { $0.channel = channel }
+        queue.async {
+            do throws(ResourceStoreFailure) {
+                let partial = try store.open(self.offer, from: self.sender)
+                self.partial = partial
+                self.perform(self.state.withLockedValue { $0.machine.prepared(holding: partial.held) })
+            } catch {
+                self.end(error.reason, detail: error.message)
+            }
+        }
+    }
+
+    func offeredAgain(on channel: any Channel) {
+        let actions = state.withLockedValue { state in
+            state.channel = channel
+            return state.machine.offeredAgain()
+        }
+        queue.async { self.perform(actions) }
+    }
+
+    func chunk(_ chunk: ResourceChunk) throws(MultipeerError) {
+        let action = try state.withLockedValue { state in
+            Result { () throws(MultipeerError) in try state.machine.chunk(offset: chunk.offset, count: UInt64(chunk.bytes.readableBytes)) }
+        }.get()
+        guard case .write = action else { return }
+        queue.async { self.write(chunk.bytes) }
+    }
+
+    func linkDown() {
+        state.withLockedValue { state in
+            state.machine.linkDown()
+            state.channel = nil
+        }
+    }
+
+    func ended(_ end: ResourceEnd) {
+        let action = state.withLockedValue { $0.machine.ended(end.reason) }
+        queue.async { self.perform([action], detail: end.text) }
+    }
+
+    func end(_ reason: ResourceEndReason, detail: String = "") {
+        let actions = state.withLockedValue { $0.machine.end(reason) }
+        queue.async { self.perform(actions, detail: detail) }
+    }
+
+    func stop() {
+        queue.async {
+            guard !self.outcome.isResolved else { return }
+            self.finish(.failure(MultipeerError(.sessionState, "the session stopped before \(self.offer.name) arrived")))
+        }
+    }
+
+    /// On the queue.
+    private func write(_ bytes: ByteBuffer) {
+        guard let partial, !outcome.isResolved else { return }
+        do {
+            try partial.write(bytes)
+        } catch {
+            end(error.reason, detail: error.message)
+            return
+        }
+        reporter.report(partial.held)
+        perform([state.withLockedValue { $0.machine.wrote(through: partial.held) }])
+    }
+
+    /// On the queue.
+    private func perform(_ actions: [ResourceReceiveStateMachine.Action], detail: String = "") {
+        for action in actions {
+            switch action {
+            case .sendWant(let received, let granted):
+                send(.resourceWant(ResourceWant(id: offer.id, received: received, granted: granted)))
+            case .write:
+                break  // (written as the chunk comes: ``chunk(_:)``)
+            case .verify:
+                verify()
+            case .sendEnd(let reason):
+                send(.resourceEnd(ResourceEnd(id: offer.id, reason: reason, text: reason == .complete ? "" : detail)))
+            case .finish(let reason, let byReceiver, let keepPartial):
+                guard reason != .complete else { continue }  // (resolved with the file by ``verify()``)
+                if !keepPartial { partial?.discard() }
+                finish(.failure(MultipeerError(resource: offer.name, ended: reason, byPeer: !byReceiver, detail: detail)))
+            case .none:
+                break
+            }
+        }
+    }
+
+    private func verify() {
+        guard let partial else { return }
+        do {
+            let file = try partial.finish()
+            perform(state.withLockedValue { $0.machine.verified(true) })
+            reporter.report(offer.length)
+            finish(.success(file))
+        } catch {
+            perform(state.withLockedValue { $0.machine.verified(false) }, detail: error.message)
+        }
+    }
+
+    private func send(_ message: LinkMessage) {
+        state.withLockedValue { $0.channel }?.writeAndFlush(message, promise: nil)
+    }
+
+    private func finish(_ result: Result<URL, MultipeerError>) {
+        reporter.finish()
+        outcome.resolve(result)
+        onFinish()
+    }
+}
