@@ -14,5 +14,10 @@
 @_exported public import struct MultipeerTLS.PeerIdentity
 @_exported public import struct MultipeerTLS.KeyRing
 @_exported public import struct MultipeerTLS.PreSharedKey
-// Files are named by URL (resources): an application names them without importing Foundation.
+// Files are named by URL (resources): an application names them without importing Foundation
+// (whose URL is FoundationEssentials' where the new Foundation has split it out, as on Linux).
+#if canImport(FoundationEssentials)
 @_exported public import struct FoundationEssentials.URL
+#else
+@_exported public import struct Foundation.URL
+#endif

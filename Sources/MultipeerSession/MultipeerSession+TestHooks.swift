@@ -1,4 +1,4 @@
-package import struct Foundation.UUID
+import struct Foundation.UUID
 import MultipeerCore
 import MultipeerDiscovery
 

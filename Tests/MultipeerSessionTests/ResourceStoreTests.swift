@@ -8,7 +8,7 @@ import Testing
 
 /// The receiver's store of resources, on real files in a directory of its own per test: files
 /// put in place only whole and with the offered hash, and partial files resumed after a restart
-/// from what their records vouch for.
+/// from the blocks that still have their logged hashes.
 @Suite struct ResourceStoreTests {
     let directory: URL
     let sender = UUID()
@@ -47,7 +47,7 @@ import Testing
             #expect(file.lastPathComponent == expected)
             #expect(try Data(contentsOf: file) == Data(bytes))
         }
-        let left = try FileManager.default.contentsOfDirectory(atPath: store.state.path).filter { $0.hasSuffix(".partial") || $0.hasSuffix(".json") }
+        let left = try FileManager.default.contentsOfDirectory(atPath: store.state.path).filter { $0.hasSuffix(".partial") || $0.hasSuffix(".json") || $0.hasSuffix(".blocks") }
         #expect(left.isEmpty, "no partial file or record is left of a finished transfer: \(left)")
     }
 
@@ -65,18 +65,18 @@ import Testing
         #expect(try store.open(try Self.offer(bytes), from: sender).held == 0, "nothing of it is kept to resume from")
     }
 
-    @Test func aRestartResumesFromTheBlocksTheRecordVouchesFor() throws {
+    @Test func aRestartResumesFromEveryWholeBlockWritten() throws {
         defer { clean() }
         let bytes = Self.bytes(20 << 20)
         let offer = try Self.offer(bytes)
         do {
-            // The first run writes 10 MiB and ends without a word: its record was last synced at 8 MiB.
+            // The first run writes 10.5 MiB and ends without a word (killed).
             let resource = try ResourceStore(directory: directory).open(offer, from: sender)
-            try Self.write(bytes, 0..<(10 << 20), to: resource)
+            try Self.write(bytes, 0..<(21 << 19), to: resource)
         }
         let store = try ResourceStore(directory: directory)
         let resumed = try store.open(offer, from: sender)
-        #expect(resumed.held == 8 << 20, "the synced blocks, checked, and nothing after them")
+        #expect(resumed.held == 10 << 20, "the whole blocks, checked; the half block after them is received again")
         try Self.write(bytes, Int(resumed.held)..<bytes.count, to: resumed)
         #expect(try Data(contentsOf: try resumed.finish()) == Data(bytes))
     }
@@ -87,7 +87,7 @@ import Testing
         let offer = try Self.offer(bytes)
         do {
             let resource = try ResourceStore(directory: directory).open(offer, from: sender)
-            try Self.write(bytes, 0..<(8 << 20), to: resource)  // synced: 8 blocks recorded
+            try Self.write(bytes, 0..<(8 << 20), to: resource)  // 8 blocks logged
         }
         let store = try ResourceStore(directory: directory)
         let partial = try #require(try FileManager.default.contentsOfDirectory(atPath: store.state.path).first { $0.hasSuffix(".partial") })

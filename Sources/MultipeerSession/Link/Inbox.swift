@@ -15,8 +15,8 @@ struct Inbox: Sendable {
     /// The application's streams.
     var subscriptions: Subscriptions
     var metrics: SessionMetrics
-    /// The resource transfers, both ways.
-    var resources: Resources
+    /// The resource transfers, both ways (by default none are taken: no resource directory).
+    var resources = Resources(directory: nil)
     /// The largest message this side takes (Limits.maximumMessageLength).
     var maximumMessageLength = MultipeerSession.Limits().maximumMessageLength
 }

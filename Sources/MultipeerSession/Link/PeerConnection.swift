@@ -1,4 +1,4 @@
-package import struct Foundation.UUID
+import struct Foundation.UUID
 import Glibc
 import NIOConcurrencyHelpers
 package import MultipeerCore

@@ -11,9 +11,11 @@ import NIOCore
 ///
 /// Its own files are in `.multipeer-resources/` inside the directory:
 /// - `<sender peer ID>-<SHA-256>.partial`: the bytes received so far of the file with that hash
-///   from that sender, and `<...>.json` beside it: the offer, and the SHA-256 of every
-///   ``blockLength`` bytes of it made durable (written and fsynced). Only verified blocks count
-///   on a restart: what follows the last of them is received again.
+///   from that sender; `.json` beside it, the offer; and `.blocks`, the SHA-256 of each
+///   ``blockLength`` bytes of it written, 32 bytes each, appended as each block is written.
+///   On a restart, every block is checked against its hash, so the log needs no sync of its
+///   own: a block that did not reach the disk (the machine lost power) fails its check, and it
+///   and what follows it are received again. A process that was killed loses nothing written.
 /// - `<SHA-256>.complete`: the name of a file received whole with that hash, so that an offer of
 ///   the same file (from any sender) is taken at once from the copy there, once its bytes are
 ///   checked.
@@ -26,8 +28,6 @@ struct ResourceStore: Sendable {
     let state: URL
     /// The bytes each recorded hash covers.
     static let blockLength: UInt64 = 1 << 20
-    /// How many bytes are written between two syncs of a partial file and its record.
-    static let syncInterval: UInt64 = 8 << 20
 
     /// A store in `directory`, which is made if it is not there. Throws `unwritable` if it
     /// cannot be made or written.
@@ -142,24 +142,23 @@ final class PartialResource {
     /// A complete identical file found in the directory: the transfer has nothing to receive.
     let existing: URL?
 
-    private struct Record: Codable {
+    /// The offer a partial file is of (`.json`), so that one of another offer is not taken for it.
+    private struct Record: Codable, Equatable {
         var name: String
         var length: UInt64
         var sha256: String
         var metadata: [String: String]
-        /// The SHA-256 of each durable block, in order.
-        var blocks: [String]
     }
 
     private let store: ResourceStore
     private let partial: URL?
     private let recordFile: URL?
+    private let blocksFile: URL?
     private var descriptor: Int32 = -1
+    /// The block log, open for appending.
+    private var blockLog: Int32 = -1
     private var hasher = SHA256()
     private var blockHasher = SHA256()
-    private var blocks: [String] = []
-    /// The bytes synced, with the record saying so.
-    private var durable: UInt64 = 0
 
     init(store: ResourceStore, offer: ResourceOffer, sender: UUID, complete: URL) throws(ResourceStoreFailure) {
         self.store = store
@@ -167,59 +166,68 @@ final class PartialResource {
         existing = complete
         partial = nil
         recordFile = nil
+        blocksFile = nil
         held = offer.length
     }
 
-    /// Opens the partial file at `base` (`.partial` and `.json`), keeping the blocks of it that
-    /// its record vouches for and cutting off the rest.
+    /// Opens the partial file at `base` (`.partial`, `.json` and `.blocks`), keeping the blocks
+    /// of it that still have their logged hashes and cutting off the rest.
     init(store: ResourceStore, offer: ResourceOffer, sender: UUID, base: URL) throws(ResourceStoreFailure) {
         self.store = store
         self.offer = offer
         existing = nil
         let partial = base.appendingPathExtension("partial")
         let recordFile = base.appendingPathExtension("json")
+        let blocksFile = base.appendingPathExtension("blocks")
         self.partial = partial
         self.recordFile = recordFile
+        self.blocksFile = blocksFile
         descriptor = Glibc.open(partial.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw ResourceStoreFailure.errno("cannot open \(partial.path)") }
+        blockLog = Glibc.open(blocksFile.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0, blockLog >= 0 else { throw ResourceStoreFailure.errno("cannot open \(partial.path)") }
+        let record = Record(name: offer.name, length: offer.length, sha256: Hex.encode(offer.sha256), metadata: offer.metadata)
         let recorded = (try? Data(contentsOf: recordFile)).flatMap { try? JSONDecoder().decode(Record.self, from: $0) }
-        if let recorded, recorded.length == offer.length, recorded.sha256 == Hex.encode(offer.sha256) {
-            verify(recorded.blocks)
+        if recorded == record {
+            verify(logged: (try? Data(contentsOf: blocksFile)) ?? Data())
+        } else {
+            do {
+                try JSONEncoder().encode(record).write(to: recordFile, options: .atomic)
+            } catch {
+                throw ResourceStoreFailure(.unwritable, "cannot write \(recordFile.path): \(error.localizedDescription)")
+            }
         }
-        guard ftruncate(descriptor, off_t(held)) == 0 else {
-            close(descriptor)
-            throw ResourceStoreFailure.errno("cannot cut \(partial.path) to its verified part")
-        }
-        durable = held
-        try saveRecord()
+        let blocks = held / ResourceStore.blockLength
+        guard ftruncate(descriptor, off_t(held)) == 0, ftruncate(blockLog, off_t(blocks * 32)) == 0,
+            lseek(blockLog, 0, SEEK_END) >= 0
+        else { throw ResourceStoreFailure.errno("cannot cut \(partial.path) to its verified part") }
     }
 
     deinit {
         if descriptor >= 0 { close(descriptor) }
+        if blockLog >= 0 { close(blockLog) }
     }
 
-    /// Reads the partial file block by block while each has the hash its record gives: those
-    /// bytes are held (and hashed for the whole); the first that does not match, and all after
-    /// it, are not.
-    private func verify(_ recorded: [String]) {
+    /// Reads the partial file block by block while each has the hash logged for it: those bytes
+    /// are held (and hashed for the whole); the first that does not match, and all after it,
+    /// are not.
+    private func verify(logged: Data) {
         guard let partial else { return }
-        var verified: [String] = []
+        let count = logged.count / 32
         var total = SHA256()
-        var index = 0
+        var verified = 0
         struct Mismatch: Error {}
-        try? ResourceStore.read(partial, length: UInt64(recorded.count) * ResourceStore.blockLength) { block in
-            guard index < recorded.count, Hex.encode(SHA256.hash(data: block)) == recorded[index] else { throw Mismatch() }
+        try? ResourceStore.read(partial, length: UInt64(count) * ResourceStore.blockLength) { block in
+            let expected = logged[logged.startIndex + verified * 32..<logged.startIndex + verified * 32 + 32]
+            guard Array(SHA256.hash(data: block)) == Array(expected) else { throw Mismatch() }
             total.update(bufferPointer: block)
-            verified.append(recorded[index])
-            index += 1
+            verified += 1
         }
-        blocks = verified
         hasher = total
-        held = UInt64(verified.count) * ResourceStore.blockLength
+        held = UInt64(verified) * ResourceStore.blockLength
     }
 
-    /// Writes `bytes`, the next of the file (at ``held``); syncs the file and its record every
-    /// ``ResourceStore/syncInterval`` bytes and at the end.
+    /// Writes `bytes`, the next of the file (at ``held``), and logs the hash of each block it
+    /// completes.
     func write(_ bytes: ByteBuffer) throws(ResourceStoreFailure) {
         precondition(existing == nil && descriptor >= 0, "only a partial file is written")
         precondition(held + UInt64(bytes.readableBytes) <= offer.length, "a resource is written within its length")
@@ -240,8 +248,9 @@ final class PartialResource {
                 blockHasher.update(bufferPointer: piece)
                 position += UInt64(piece.count)
                 if position % ResourceStore.blockLength == 0 {
-                    blocks.append(Hex.encode(blockHasher.finalize()))
+                    let digest = Array(blockHasher.finalize())
                     blockHasher = SHA256()
+                    guard Glibc.write(blockLog, digest, 32) == 32 else { return ResourceStoreFailure.errno("cannot write \(blocksFile!.path)") }
                 }
                 rest = UnsafeRawBufferPointer(rebasing: rest.dropFirst(piece.count))
             }
@@ -249,24 +258,6 @@ final class PartialResource {
         }
         if let failure { throw failure }
         held += UInt64(bytes.readableBytes)
-        if held - durable >= ResourceStore.syncInterval || held == offer.length { try sync() }
-    }
-
-    /// Syncs the partial file, then records its durable blocks.
-    private func sync() throws(ResourceStoreFailure) {
-        guard fsync(descriptor) == 0 else { throw ResourceStoreFailure.errno("cannot sync \(partial!.path)") }
-        durable = held
-        try saveRecord()
-    }
-
-    private func saveRecord() throws(ResourceStoreFailure) {
-        guard let recordFile else { return }
-        let record = Record(name: offer.name, length: offer.length, sha256: Hex.encode(offer.sha256), metadata: offer.metadata, blocks: blocks)
-        do {
-            try JSONEncoder().encode(record).write(to: recordFile, options: .atomic)
-        } catch {
-            throw ResourceStoreFailure(.unwritable, "cannot write \(recordFile.path): \(error.localizedDescription)")
-        }
     }
 
     /// The whole file is written: checks it has the offered hash and moves it into the
@@ -279,6 +270,7 @@ final class PartialResource {
             discard()
             throw ResourceStoreFailure(.hashMismatch, "the \(offer.length) bytes received of \(offer.name) do not have the offered SHA-256")
         }
+        guard fsync(descriptor) == 0 else { throw ResourceStoreFailure.errno("cannot sync \(partial!.path)") }
         let name = store.freeName(for: offer.name)
         let final = store.directory.appendingPathComponent(name)
         guard rename(partial!.path, final.path) == 0 else { throw ResourceStoreFailure.errno("cannot move \(offer.name) into \(store.directory.path)") }
@@ -288,15 +280,17 @@ final class PartialResource {
             close(directory)
         }
         try? FileManager.default.removeItem(at: recordFile!)
+        try? FileManager.default.removeItem(at: blocksFile!)
         store.recordComplete(offer, name: name)
         return final
     }
 
     /// Forgets the transfer: its partial file and record go.
     func discard() {
-        guard let partial, let recordFile else { return }
+        guard let partial, let recordFile, let blocksFile else { return }
         try? FileManager.default.removeItem(at: partial)
         try? FileManager.default.removeItem(at: recordFile)
+        try? FileManager.default.removeItem(at: blocksFile)
     }
 }
 
