@@ -337,9 +337,18 @@ package struct ResourceReceiveStateMachine: Sendable {
         return .write(offset: offset, count: count)
     }
 
-    /// The bytes up to `through` are written. Grants more once half the window is written, and
-    /// asks for the check once the file is whole.
+    /// The bytes up to `through` are written (also after the link went, for chunks taken before).
+    /// Grants more once half the window is written, and asks for the check once the file is whole.
     package mutating func wrote(through: UInt64) -> Action {
+        if case .awaitingOffer(let before) = state, through > before {
+            // A chunk taken before the link went was written after: the next offer resumes after it.
+            if through == offer.length {
+                state = .verifying
+                return .verify
+            }
+            state = .awaitingOffer(written: through)
+            return .none
+        }
         guard case .receiving(let next, let before, let granted) = state, through > before, through <= next else { return .none }
         if through == offer.length {
             state = .verifying

@@ -205,6 +205,18 @@ import Testing
         #expect(try receiver.chunk(offset: 0, count: 2_000) == .write(offset: 0, count: 2_000))
     }
 
+    @Test func chunksWrittenAfterTheLinkWentMoveTheResumePoint() throws {
+        var receiver = ResourceReceiveStateMachine(offer: Self.offer, window: 4_000)
+        _ = receiver.prepared(holding: 0)
+        _ = try receiver.chunk(offset: 0, count: 1_000)
+        _ = try receiver.chunk(offset: 1_000, count: 1_000)
+        receiver.linkDown()
+        #expect(try receiver.chunk(offset: 2_000, count: 1_000) == .none, "a chunk of the link gone is not taken")
+        #expect(receiver.wrote(through: 1_000) == .none)
+        #expect(receiver.wrote(through: 2_000) == .none)
+        #expect(receiver.offeredAgain() == [.sendWant(received: 2_000, granted: 6_000)], "resumed after what was written")
+    }
+
     @Test func anOfferWhoseLinkWentWhileTheReceiverLookedWaitsForTheNextOffer() throws {
         var receiver = ResourceReceiveStateMachine(offer: Self.offer, window: 2_000)
         receiver.linkDown()

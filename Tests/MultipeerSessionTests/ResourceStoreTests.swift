@@ -29,7 +29,7 @@ import Testing
     /// Writes `bytes[range]` in chunks of 256 KiB.
     static func write(_ bytes: [UInt8], _ range: Range<Int>, to resource: PartialResource) throws {
         for start in stride(from: range.lowerBound, to: range.upperBound, by: 256 << 10) {
-            try resource.write(ByteBuffer(bytes: bytes[start..<min(start + (256 << 10), range.upperBound)]))
+            try resource.write(ByteBuffer(bytes: bytes[start..<min(start + (256 << 10), range.upperBound)]), at: UInt64(start))
         }
     }
 

@@ -226,10 +226,11 @@ final class PartialResource {
         held = UInt64(verified) * ResourceStore.blockLength
     }
 
-    /// Writes `bytes`, the next of the file (at ``held``), and logs the hash of each block it
-    /// completes.
-    func write(_ bytes: ByteBuffer) throws(ResourceStoreFailure) {
+    /// Writes `bytes`, the next of the file (at `offset`, which is ``held``), and logs the hash
+    /// of each block it completes.
+    func write(_ bytes: ByteBuffer, at offset: UInt64) throws(ResourceStoreFailure) {
         precondition(existing == nil && descriptor >= 0, "only a partial file is written")
+        precondition(offset == held, "a resource is written in order: \(offset) where \(held) is next")
         precondition(held + UInt64(bytes.readableBytes) <= offer.length, "a resource is written within its length")
         let failure: ResourceStoreFailure? = bytes.withUnsafeReadableBytes { raw in
             var done = 0

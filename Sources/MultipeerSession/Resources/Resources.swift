@@ -466,20 +466,24 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` only on `queu
         }
     }
 
+    /// Offered again on a new link: on the queue, after the writes of chunks taken before the
+    /// last link went, so that the WANT says where the writing really stands.
     func offeredAgain(on channel: any Channel) {
-        let actions = state.withLockedValue { state in
-            state.channel = channel
-            return state.machine.offeredAgain()
+        queue.async {
+            let actions = self.state.withLockedValue { state in
+                state.channel = channel
+                return state.machine.offeredAgain()
+            }
+            self.perform(actions)
         }
-        queue.async { self.perform(actions) }
     }
 
     func chunk(_ chunk: ResourceChunk) throws(MultipeerError) {
         let action = try state.withLockedValue { state in
             Result { () throws(MultipeerError) in try state.machine.chunk(offset: chunk.offset, count: UInt64(chunk.bytes.readableBytes)) }
         }.get()
-        guard case .write = action else { return }
-        queue.async { self.write(chunk.bytes) }
+        guard case .write(let offset, _) = action else { return }
+        queue.async { self.write(chunk.bytes, at: offset) }
     }
 
     func linkDown() {
@@ -507,10 +511,10 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` only on `queu
     }
 
     /// On the queue.
-    private func write(_ bytes: ByteBuffer) {
+    private func write(_ bytes: ByteBuffer, at offset: UInt64) {
         guard let partial, !outcome.isResolved else { return }
         do {
-            try partial.write(bytes)
+            try partial.write(bytes, at: offset)
         } catch {
             end(error.reason, detail: error.message)
             return

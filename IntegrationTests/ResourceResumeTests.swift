@@ -1,0 +1,113 @@
+import Foundation
+import MultipeerCore
+import MultipeerSession
+import MultipeerTestSupport
+import MultipeerTLS
+import Testing
+
+/// Files between two real sessions through a fault-injecting proxy: broken links and a receiver
+/// restarted half way resume the transfer from what the receiver wrote, sending little twice.
+@Suite struct ResourceResumeTests {
+    static let length = 64 << 20
+
+    /// A directory of its own for a test, with a 64 MiB file to send in it.
+    struct Scratch: ~Copyable {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("resource-transfer-\(UUID().uuidString)")
+        var source: URL { url.appendingPathComponent("approach.pdf") }
+        var inbox: URL { url.appendingPathComponent("inbox") }
+
+        init() throws {
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+            let block = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ $0 >> 12) })
+            var bytes = Data(capacity: ResourceResumeTests.length)
+            for index in 0..<(ResourceResumeTests.length >> 20) { bytes.append(block.map { $0 &+ UInt8(truncatingIfNeeded: index) }, count: 1 << 20) }
+            try bytes.write(to: source)
+        }
+
+        deinit { try? FileManager.default.removeItem(at: url) }
+    }
+
+    static func receiving(_ name: String, into directory: URL, port: Int = 0) -> MultipeerSession.Configuration {
+        var configuration = MultipeerSession.Configuration.test(name, discovery: .staticPeers([]))
+        configuration.resourceDirectory = directory
+        configuration.port = port
+        return configuration
+    }
+
+    /// Waits until `resource`'s progress reaches `bytes`; returns the progress it reached.
+    static func progress(of resource: IncomingResource, reaching bytes: Int64) async throws -> Int64 {
+        try await withDeadline(.seconds(60)) {
+            for await progress in resource.progress where progress.bytesDone >= bytes { return progress.bytesDone }
+            return -1
+        }
+    }
+
+    @Test(.scaledTimeLimit(minutes: 2))
+    func resetsDuringATransferResumeItAndSendLittleTwice() async throws {
+        let scratch = try Scratch()
+        let receiver = MultipeerSession(configuration: Self.receiving("receiver", into: scratch.inbox), identity: PeerIdentity())
+        let receiverEvents = EventLog(receiver.events)
+        try await whileRunning([receiver]) {
+            let proxy = try await FaultProxy(forwardingTo: try await receiverEvents.listeningPort())
+            let sender = MultipeerSession(
+                configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])), identity: PeerIdentity())
+            let senderEvents = EventLog(sender.events)
+            try await whileRunning([sender]) {
+                try await senderEvents.waitUntilActive([receiver.peerID])
+                var incoming = receiver.incomingResources.makeAsyncIterator()
+                let transfer = try await sender.sendResource(at: scratch.source, to: receiver.peerID)
+                let arriving = try #require(await incoming.next())
+                for mark in 1...3 {
+                    _ = try await Self.progress(of: arriving, reaching: Int64(mark * Self.length / 4))
+                    await proxy.resetConnections()
+                }
+                try await withDeadline(.seconds(60)) { try await transfer.completion() }
+                let file = try await arriving.file()
+                #expect(try Data(contentsOf: file) == Data(contentsOf: scratch.source))
+                #expect(await sender.linkStats(for: receiver.peerID)?.reconnects ?? 0 >= 3, "the links really broke")
+                let wire = Double(proxy.bytesForwarded) / Double(Self.length)
+                #expect(wire < 1.2, "bytes through the proxy, both ways, \(wire)x the file")
+            }
+            await proxy.stop()
+        }
+    }
+
+    @Test(.scaledTimeLimit(minutes: 2))
+    func aReceiverRestartedHalfWayResumesFromWhatItWrote() async throws {
+        let scratch = try Scratch()
+        let identity = PeerIdentity()
+        let first = MultipeerSession(configuration: Self.receiving("receiver", into: scratch.inbox), identity: identity)
+        let firstEvents = EventLog(first.events)
+        let firstRun = Task { try await first.run() }
+        let port = try await firstEvents.listeningPort()
+        let proxy = try await FaultProxy(forwardingTo: port)
+        let sender = MultipeerSession(configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])), identity: PeerIdentity())
+        let senderEvents = EventLog(sender.events)
+        try await whileRunning([sender]) {
+            try await senderEvents.waitUntilActive([identity.peerID])
+            var incoming = first.incomingResources.makeAsyncIterator()
+            let transfer = try await sender.sendResource(at: scratch.source, to: identity.peerID)
+            let arriving = try #require(await incoming.next())
+            _ = try await Self.progress(of: arriving, reaching: Int64(Self.length / 2))
+            firstRun.cancel()
+            _ = try? await firstRun.value
+            let interrupted = try await #require(throws: MultipeerError.self) { _ = try await arriving.file() }
+            #expect(interrupted.code == .sessionState)
+            try await senderEvents.waitUntilActive([])
+            let before = proxy.bytesForwarded
+
+            // The same device, directory and port, in a new session.
+            let second = MultipeerSession(configuration: Self.receiving("receiver", into: scratch.inbox, port: port), identity: identity)
+            try await whileRunning([second]) {
+                var incoming = second.incomingResources.makeAsyncIterator()
+                let resumed = try #require(await incoming.next())
+                #expect(resumed.id == transfer.id)
+                try await withDeadline(.seconds(60)) { try await transfer.completion() }
+                #expect(try Data(contentsOf: try await resumed.file()) == Data(contentsOf: scratch.source))
+            }
+            let again = Double(proxy.bytesForwarded - before) / Double(Self.length)
+            #expect(again < 0.6, "after the restart, \(again)x the file went through the proxy")
+        }
+        await proxy.stop()
+    }
+}
