@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import MultipeerCore
 import MultipeerSession
 import MultipeerTestSupport
@@ -109,5 +110,76 @@ import Testing
             #expect(again < 0.6, "after the restart, \(again)x the file went through the proxy")
         }
         await proxy.stop()
+    }
+}
+
+/// Transfers that cannot finish end on both sides with the reason, typed.
+@Suite struct ResourceFailureTests {
+    @Test(.scaledTimeLimit(minutes: 2))
+    func aFileThatChangesWhileItIsSentFailsTheTransferOnBothSides() async throws {
+        let scratch = try ResourceResumeTests.Scratch()
+        let receiver = MultipeerSession(configuration: ResourceResumeTests.receiving("receiver", into: scratch.inbox), identity: PeerIdentity())
+        let receiverEvents = EventLog(receiver.events)
+        try await whileRunning([receiver]) {
+            let proxy = try await FaultProxy(forwardingTo: try await receiverEvents.listeningPort())
+            proxy.set(.throttle(bytesPerSecond: 16 << 20))  // 4 s for the file: time to change it
+            let sender = MultipeerSession(
+                configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])), identity: PeerIdentity())
+            let senderEvents = EventLog(sender.events)
+            try await whileRunning([sender]) {
+                try await senderEvents.waitUntilActive([receiver.peerID])
+                var incoming = receiver.incomingResources.makeAsyncIterator()
+                let transfer = try await sender.sendResource(at: scratch.source, to: receiver.peerID)
+                let arriving = try #require(await incoming.next())
+                _ = try await ResourceResumeTests.progress(of: arriving, reaching: 4 << 20)
+                let handle = try FileHandle(forWritingTo: scratch.source)
+                try handle.seekToEnd()
+                handle.write(Data("an edit".utf8))
+                try handle.close()
+                let senderError = try await #require(throws: MultipeerError.self) { try await transfer.completion() }
+                let receiverError = try await #require(throws: MultipeerError.self) { _ = try await arriving.file() }
+                #expect(senderError.code == .resourceChanged && receiverError.code == .resourceChanged, "\(senderError); \(receiverError)")
+            }
+            proxy.set(.passThrough)
+            await proxy.stop()
+        }
+    }
+
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["MULTIPEER_SANDBOX"] == "1", "mounts a tmpfs: needs scripts/sandbox.sh (make test, as root)"),
+          .scaledTimeLimit(minutes: 2))
+    func aReceiverWhoseDiskFillsEndsTheTransferOnBothSidesAndKeepsWhatItWrote() async throws {
+        let scratch = try ResourceResumeTests.Scratch()
+        try FileManager.default.createDirectory(at: scratch.inbox, withIntermediateDirectories: true)
+        // 16 MiB for a 64 MiB file, in the sandbox's own mount namespace.
+        guard mount("tmpfs", scratch.inbox.path, "tmpfs", 0, "size=16m") == 0 else {
+            Issue.record("cannot mount a tmpfs on \(scratch.inbox.path): \(String(cString: strerror(errno)))")
+            return
+        }
+        defer { umount(scratch.inbox.path) }
+        try await withPair(receivingInto: scratch.inbox) { receiver, sender in
+            var incoming = receiver.incomingResources.makeAsyncIterator()
+            let transfer = try await sender.sendResource(at: scratch.source, to: receiver.peerID)
+            let arriving = try #require(await incoming.next())
+            let senderError = try await #require(throws: MultipeerError.self) { try await transfer.completion() }
+            let receiverError = try await #require(throws: MultipeerError.self) { _ = try await arriving.file() }
+            #expect(senderError.code == .resourceDiskFull && receiverError.code == .resourceDiskFull, "\(senderError); \(receiverError)")
+            let kept = try FileManager.default.contentsOfDirectory(atPath: scratch.inbox.appendingPathComponent(".multipeer-resources").path)
+            #expect(kept.contains { $0.hasSuffix(".partial") }, "what was written is kept, to resume once there is room: \(kept)")
+        }
+    }
+
+    /// A receiver into `directory` and a sender that met it, directly on loopback.
+    func withPair(receivingInto directory: URL, _ body: @escaping @Sendable (MultipeerSession, MultipeerSession) async throws -> Void) async throws {
+        let receiver = MultipeerSession(configuration: ResourceResumeTests.receiving("receiver", into: directory), identity: PeerIdentity())
+        let receiverEvents = EventLog(receiver.events)
+        try await whileRunning([receiver]) {
+            let port = try await receiverEvents.listeningPort()
+            let sender = MultipeerSession(configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(port)"])), identity: PeerIdentity())
+            let senderEvents = EventLog(sender.events)
+            try await whileRunning([sender]) {
+                try await senderEvents.waitUntilActive([receiver.peerID])
+                try await body(receiver, sender)
+            }
+        }
     }
 }
