@@ -50,6 +50,8 @@ import Testing
         let receiverEvents = EventLog(receiver.events)
         try await whileRunning([receiver]) {
             let proxy = try await FaultProxy(forwardingTo: try await receiverEvents.listeningPort())
+            // 4 s for the file, so that each reset lands where it is meant to, however busy the machine.
+            proxy.set(.throttle(bytesPerSecond: 16 << 20))
             let sender = MultipeerSession(
                 configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])), identity: PeerIdentity())
             let senderEvents = EventLog(sender.events)
@@ -61,6 +63,8 @@ import Testing
                 for mark in 1...3 {
                     _ = try await Self.progress(of: arriving, reaching: Int64(mark * Self.length / 4))
                     await proxy.resetConnections()
+                    try await senderEvents.waitUntilActive([])
+                    try await senderEvents.waitUntilActive([receiver.peerID])
                 }
                 try await withDeadline(.seconds(60)) { try await transfer.completion() }
                 let file = try await arriving.file()
@@ -82,6 +86,7 @@ import Testing
         let firstRun = Task { try await first.run() }
         let port = try await firstEvents.listeningPort()
         let proxy = try await FaultProxy(forwardingTo: port)
+        proxy.set(.throttle(bytesPerSecond: 16 << 20))  // 4 s for the file: it is stopped half way, not after
         let sender = MultipeerSession(configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])), identity: PeerIdentity())
         let senderEvents = EventLog(sender.events)
         try await whileRunning([sender]) {

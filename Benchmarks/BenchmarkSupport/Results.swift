@@ -438,3 +438,39 @@ public struct NavlogSyncCase: Codable, Sendable {
         self.holderReceived = holderReceived
     }
 }
+
+/// Files through the API (`sendResource` -> `incomingResources`), two sessions in one process over
+/// loopback (SessionBenchmark `--resources`).
+public struct ResourceResults: Codable, Sendable {
+    public struct Transfer: Codable, Sendable {
+        public var bytes: Int
+        /// Reading the file once to hash it, before the offer.
+        public var hashMegabytesPerSecond: Double
+        /// From the offer to the receiver's word that it holds the file, checked.
+        public var transferMegabytesPerSecond: Double
+        /// The API's reliable 64 MiB `Data` messages in the same run, MB/s: the bulk rate the
+        /// resource is compared with.
+        public var messagesMegabytesPerSecond: Double
+        /// Peak resident memory above the idle pair during the transfer, both ends (this process).
+        public var peakRSSGrowthMiB: Double
+
+        public init(bytes: Int, hashMegabytesPerSecond: Double, transferMegabytesPerSecond: Double, messagesMegabytesPerSecond: Double, peakRSSGrowthMiB: Double) {
+            self.bytes = bytes
+            self.hashMegabytesPerSecond = hashMegabytesPerSecond
+            self.transferMegabytesPerSecond = transferMegabytesPerSecond
+            self.messagesMegabytesPerSecond = messagesMegabytesPerSecond
+            self.peakRSSGrowthMiB = peakRSSGrowthMiB
+        }
+
+        public var shareOfMessages: Double { transferMegabytesPerSecond / messagesMegabytesPerSecond }
+    }
+
+    public var transfers: [Transfer]
+    /// A 1 KiB reliable message every 2 ms while a file goes to the same peer.
+    public var besideTransfer: ProbeLatency
+
+    public init(transfers: [Transfer], besideTransfer: ProbeLatency) {
+        self.transfers = transfers
+        self.besideTransfer = besideTransfer
+    }
+}

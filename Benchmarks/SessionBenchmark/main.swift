@@ -14,6 +14,8 @@
 //       [--case-deadline SECONDS] [--no-pairs] [--no-round-trip]
 //   LD_PRELOAD=.build/release/liblockcounter.so .build/release/SessionBenchmark --locks [--seconds N]
 //       (lock acquisitions per message alone, into bench-results/session-locks.json; Benchmarks/LockCounter)
+//   .build/release/SessionBenchmark --resources [--resource-sizes 67108864,1073741824]
+//       (files through sendResource -> incomingResources alone, into bench-results/session-resources.json)
 import BaselineSupport
 import BenchmarkSupport
 import Foundation
@@ -326,6 +328,12 @@ if Bench.flag("--locks") {
     exit(0)
 }
 
+if Bench.flag("--resources") {
+    let result = try await measureResources(sizes: list("--resource-sizes", ["67108864", "1073741824"]).compactMap { Int($0) })
+    try Bench.writeJSON(result, defaultPath: "bench-results/session-resources.json")
+    exit(0)
+}
+
 print("C GnuTLS baseline: frames one way over loopback, the same sizes (median of \(baselineRuns) runs; the slowest and fastest run)")
 var baselines: [BaselineRate] = []
 for size in sizes {
@@ -430,3 +438,128 @@ if !Bench.flag("--no-round-trip") {
 try Bench.writeJSON(
     SessionResults(cases: cases, baselines: baselines, latency: latency, roundTrip: roundTrip, pairedShares: pairedShares.isEmpty ? nil : pairedShares),
     defaultPath: "bench-results/session.json")
+
+/// A file of `bytes` in `directory`, its blocks of 1 MiB each a little different.
+func makeFile(_ bytes: Int, in directory: URL) throws -> URL {
+    let file = directory.appendingPathComponent("file-\(bytes)")
+    _ = FileManager.default.createFile(atPath: file.path, contents: nil)
+    let handle = try FileHandle(forWritingTo: file)
+    var block = [UInt8](repeating: 0, count: 1 << 20)
+    for index in 0..<(bytes >> 20) {
+        for offset in stride(from: 0, to: block.count, by: 4096) { block[offset] = UInt8(truncatingIfNeeded: index &+ offset >> 12) }
+        handle.write(Data(block))
+    }
+    try handle.close()
+    return file
+}
+
+/// Files through the API: each size's hash and transfer rate beside 64 MiB messages' in the
+/// same run, the peak memory above the idle pair, and 1 KiB messages' latency beside a transfer.
+func measureResources(sizes: [Int]) async throws -> ResourceResults {
+    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("session-benchmark-resources-\(getpid())")
+    try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: scratch) }
+    let largeBytes = Data(repeating: 0x5A, count: 64 << 20)
+    let messages = await measure(BytesMessage.self, delivery: "reliable", encoding: .binary, payloadBytes: 64 << 20, field: "Data", for: .seconds(4)) {
+        BytesMessage(number: $0, bytes: largeBytes)
+    }
+    let messagesRate = messages.payloadMegabytesPerSecond
+    print(String(format: "Reliable 64 MiB Data messages: %.0f MB/s", messagesRate))
+    var transfers: [ResourceResults.Transfer] = []
+    for size in sizes {
+        let file = try makeFile(size, in: scratch)
+        let inbox = scratch.appendingPathComponent("inbox")
+        let transfer = try await withResourcePair(receivingInto: inbox) { receiver, sender in
+            Bench.returnFreedMemory()
+            let idle = Bench.residentKiB()
+            let peak = PeakMemory(idle)
+            let sampling = Task {
+                while !Task.isCancelled {
+                    peak.sample(Bench.residentKiB())
+                    try? await Task.sleep(for: .milliseconds(20))
+                }
+            }
+            let started = ContinuousClock.now
+            let outgoing = try await sender.sendResource(at: file, to: receiver.peerID)
+            let hashed = ContinuousClock.now
+            try await outgoing.completion()
+            let done = ContinuousClock.now
+            sampling.cancel()
+            peak.sample(Bench.residentKiB())
+            return ResourceResults.Transfer(
+                bytes: size, hashMegabytesPerSecond: Double(size) / 1e6 / (hashed - started).seconds,
+                transferMegabytesPerSecond: Double(size) / 1e6 / (done - hashed).seconds, messagesMegabytesPerSecond: messagesRate,
+                peakRSSGrowthMiB: (peak.highest - idle) / 1024)
+        }
+        try? FileManager.default.removeItem(at: file)
+        try? FileManager.default.removeItem(at: inbox)
+        transfers.append(transfer)
+        print(String(format: "  %5d MiB: hashed at %.0f MB/s, sent at %.0f MB/s (%.0f %% of the messages'), peak memory +%.1f MiB",
+                     size >> 20, transfer.hashMegabytesPerSecond, transfer.transferMegabytesPerSecond, transfer.shareOfMessages * 100,
+                     transfer.peakRSSGrowthMiB))
+    }
+    // 1 KiB messages every 2 ms while 64 MiB files go one after another to the same peer.
+    let file = try makeFile(64 << 20, in: scratch)
+    let inbox = scratch.appendingPathComponent("inbox")
+    let latency = try await withResourcePair(receivingInto: inbox) { receiver, sender in
+        let probes = receiver.messages(of: Probe.self)
+        let sending = Task {
+            while !Task.isCancelled {
+                let outgoing = try await sender.sendResource(at: file, named: "file-\(UUID())", to: receiver.peerID)
+                try await outgoing.completion()
+            }
+        }
+        let padding = Data(repeating: 1, count: 1024)
+        let sendingProbes = Task {
+            let end = ContinuousClock.now + duration
+            while ContinuousClock.now < end {
+                try await sender.send(Probe(sentNanoseconds: nanosecondsSinceStart(), padding: padding), to: receiver.peerID)
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            try await sender.send(Probe(sentNanoseconds: -1, padding: padding), to: receiver.peerID)
+        }
+        var samples: [Double] = []
+        for await probe in probes {
+            guard probe.message.sentNanoseconds >= 0 else { break }
+            samples.append(Double(nanosecondsSinceStart() - probe.message.sentNanoseconds) / 1e6)
+        }
+        _ = try await sendingProbes.value
+        sending.cancel()
+        return ProbeLatency(besideLargeMessages: true, milliseconds: samples, freshMappings: 0)
+    }
+    print(String(format: "A 1 KiB reliable message every 2 ms beside 64 MiB files: p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d messages)",
+                 latency.p50Milliseconds, latency.p99Milliseconds, latency.maxMilliseconds, latency.count))
+    return ResourceResults(transfers: transfers, besideTransfer: latency)
+}
+
+/// The highest resident memory sampled.
+final class PeakMemory: @unchecked Sendable {  // (its one property under its lock)
+    private let lock = NSLock()
+    private var value: Double
+    init(_ value: Double) { self.value = value }
+    func sample(_ kib: Double) { lock.withLock { value = max(value, kib) } }
+    var highest: Double { lock.withLock { value } }
+}
+
+/// A receiver into `directory` and a sender that met it, over loopback.
+func withResourcePair<Result: Sendable>(
+    receivingInto directory: URL, _ body: @escaping @Sendable (_ receiver: MultipeerSession, _ sender: MultipeerSession) async throws -> Result
+) async throws -> Result {
+    var receiving = MultipeerSession.Configuration(
+        serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "receiver"), psk: psk, discovery: .staticPeers([]), statsInterval: nil, logger: quiet)
+    receiving.resourceDirectory = directory
+    let receiver = MultipeerSession(configuration: receiving, identity: PeerIdentity())
+    let receiverEvents = receiver.events
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await receiver.run() }
+        var port = 0
+        for await event in receiverEvents { if case .listening(let listening) = event { port = listening; break } }
+        let sender = session("sender", encoding: .binary, dialling: "127.0.0.1:\(port)")
+        let senderEvents = sender.events
+        group.addTask { try await sender.run() }
+        for await event in senderEvents { if case .peerJoined = event { break } }
+        let result = try await body(receiver, sender)
+        group.cancelAll()
+        return result
+    }
+}

@@ -14,13 +14,16 @@ import NIOCore
 /// Bounds: an incoming transfer grants at most ``window`` bytes beyond what it has written, so
 /// that is what it can make this side hold in memory; a peer has at most
 /// ``maximumIncomingPerPeer`` transfers under way towards this side (more are refused); an
-/// outgoing transfer has one chunk (at most ``chunkLength``) read and in the link at a time, so
-/// messages and other transfers to the same peer go between its chunks.
+/// outgoing transfer has at most ``chunksInFlight`` chunks (each at most ``chunkLength``) read and
+/// in the link at a time, so messages and other transfers to the same peer go between its chunks.
 final class Resources: Sendable {
     /// What an incoming transfer grants beyond what it has written.
     static let window: UInt64 = 2 << 20
     /// The largest chunk sent (smaller to a peer whose maximum frame is smaller).
     static let chunkLength: UInt64 = 256 << 10
+    /// Chunks of one outgoing transfer read and in the link at once: enough that the socket does
+    /// not run dry while the next is read, few enough that a message waits behind little.
+    static let chunksInFlight = 2
     /// Transfers from one peer under way at once; an offer beyond is refused.
     static let maximumIncomingPerPeer = 8
 
@@ -312,7 +315,7 @@ final class OutgoingTransfer: Sendable {
     let peerID: UUID
     private let offer: ResourceOffer
     private let source: SourceFile
-    private let state: NIOLockedValueBox<(machine: ResourceSendStateMachine, link: Resources.Link?, inFlight: Bool)>
+    private let state: NIOLockedValueBox<(machine: ResourceSendStateMachine, link: Resources.Link?, inFlight: Int)>
     private let queue = DispatchQueue(label: "multipeer.resource.out")
     private let reporter: ProgressReporter
     /// The transfer's progress, as the receiver reports what it holds.
@@ -325,14 +328,14 @@ final class OutgoingTransfer: Sendable {
         self.peerID = peerID
         self.source = source
         self.onFinish = onFinish
-        state = NIOLockedValueBox((ResourceSendStateMachine(offer: offer), nil, false))
+        state = NIOLockedValueBox((ResourceSendStateMachine(offer: offer), nil, 0))
         (progress, reporter) = ProgressReporter.make(total: offer.length)
     }
 
     func linkUp(_ link: Resources.Link) {
         let action = state.withLockedValue { state in
             state.link = link
-            state.inFlight = false
+            state.inFlight = 0
             return state.machine.linkUp()
         }
         perform([action])
@@ -404,18 +407,21 @@ final class OutgoingTransfer: Sendable {
         onFinish()
     }
 
-    /// Sends the next chunk granted, if none is in the link.
+    /// Sends the next chunks granted, while fewer than ``Resources/chunksInFlight`` are in the link.
     private func pump() {
         queue.async { self.sendNext() }
     }
 
     private func sendNext() {
         let next = state.withLockedValue { state -> (offset: UInt64, count: UInt64, link: Resources.Link)? in
-            guard !state.inFlight, let link = state.link, let chunk = state.machine.nextChunk(maximum: link.chunkLimit) else { return nil }
-            state.inFlight = true
+            guard state.inFlight < Resources.chunksInFlight, let link = state.link,
+                let chunk = state.machine.nextChunk(maximum: link.chunkLimit)
+            else { return nil }
+            state.inFlight += 1
             return (chunk.offset, chunk.count, link)
         }
         guard let (offset, count, link) = next else { return }
+        defer { sendNext() }  // (the next, if another may be in the link)
         guard let bytes = source.read(offset: offset, count: count, allocator: link.channel.allocator) else {
             end(.sourceChanged)
             return
@@ -423,7 +429,7 @@ final class OutgoingTransfer: Sendable {
         let written = link.channel.eventLoop.makePromise(of: Void.self)
         written.futureResult.whenComplete { _ in
             self.state.withLockedValue { state in
-                if state.link?.id == link.id { state.inFlight = false }
+                if state.link?.id == link.id { state.inFlight -= 1 }
             }
             self.pump()
         }
