@@ -35,6 +35,42 @@ import Testing
         return configuration
     }
 
+    /// Both ends of a transfer under way through a proxy throttled to 16 MiB/s (4 s for the
+    /// file: time for what a test does to it to land mid-transfer, however busy the machine).
+    struct Throttled: Sendable {
+        let receiver: MultipeerSession
+        let sender: MultipeerSession
+        let senderEvents: EventLog
+        let proxy: FaultProxy
+        let source: URL
+        let transfer: OutgoingResource
+        let arriving: IncomingResource
+    }
+
+    /// Sends `source` to a receiver into `inbox` through a throttled proxy, and runs `body` with
+    /// the transfer under way.
+    static func withThrottledTransfer(of source: URL, into inbox: URL, _ body: @escaping @Sendable (Throttled) async throws -> Void) async throws {
+        let receiver = MultipeerSession(configuration: receiving("receiver", into: inbox), identity: PeerIdentity())
+        let receiverEvents = EventLog(receiver.events)
+        try await whileRunning([receiver]) {
+            let proxy = try await FaultProxy(forwardingTo: try await receiverEvents.listeningPort())
+            proxy.set(.throttle(bytesPerSecond: 16 << 20))
+            let sender = MultipeerSession(
+                configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])), identity: PeerIdentity())
+            let senderEvents = EventLog(sender.events)
+            try await whileRunning([sender]) {
+                try await senderEvents.waitUntilActive([receiver.peerID])
+                var incoming = receiver.incomingResources.makeAsyncIterator()
+                let transfer = try await sender.sendResource(at: source, to: receiver.peerID)
+                let arriving = try #require(await incoming.next())
+                try await body(Throttled(
+                    receiver: receiver, sender: sender, senderEvents: senderEvents, proxy: proxy, source: source, transfer: transfer, arriving: arriving))
+            }
+            proxy.set(.passThrough)
+            await proxy.stop()
+        }
+    }
+
     /// Waits until `resource`'s progress reaches `bytes`; returns the progress it reached.
     static func progress(of resource: IncomingResource, reaching bytes: Int64) async throws -> Int64 {
         try await withDeadline(.seconds(60)) {
@@ -46,34 +82,19 @@ import Testing
     @Test(.scaledTimeLimit(minutes: 2))
     func resetsDuringATransferResumeItAndSendLittleTwice() async throws {
         let scratch = try Scratch()
-        let receiver = MultipeerSession(configuration: Self.receiving("receiver", into: scratch.inbox), identity: PeerIdentity())
-        let receiverEvents = EventLog(receiver.events)
-        try await whileRunning([receiver]) {
-            let proxy = try await FaultProxy(forwardingTo: try await receiverEvents.listeningPort())
-            // 4 s for the file, so that each reset lands where it is meant to, however busy the machine.
-            proxy.set(.throttle(bytesPerSecond: 16 << 20))
-            let sender = MultipeerSession(
-                configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])), identity: PeerIdentity())
-            let senderEvents = EventLog(sender.events)
-            try await whileRunning([sender]) {
-                try await senderEvents.waitUntilActive([receiver.peerID])
-                var incoming = receiver.incomingResources.makeAsyncIterator()
-                let transfer = try await sender.sendResource(at: scratch.source, to: receiver.peerID)
-                let arriving = try #require(await incoming.next())
-                for mark in 1...3 {
-                    _ = try await Self.progress(of: arriving, reaching: Int64(mark * Self.length / 4))
-                    await proxy.resetConnections()
-                    try await senderEvents.waitUntilActive([])
-                    try await senderEvents.waitUntilActive([receiver.peerID])
-                }
-                try await withDeadline(.seconds(60)) { try await transfer.completion() }
-                let file = try await arriving.file()
-                #expect(try Data(contentsOf: file) == Data(contentsOf: scratch.source))
-                #expect(await sender.linkStats(for: receiver.peerID)?.reconnects ?? 0 >= 3, "the links really broke")
-                let wire = Double(proxy.bytesForwarded) / Double(Self.length)
-                #expect(wire < 1.2, "bytes through the proxy, both ways, \(wire)x the file")
+        try await Self.withThrottledTransfer(of: scratch.source, into: scratch.inbox) { ends in
+            for mark in 1...3 {
+                _ = try await Self.progress(of: ends.arriving, reaching: Int64(mark * Self.length / 4))
+                await ends.proxy.resetConnections()
+                try await ends.senderEvents.waitUntilActive([])
+                try await ends.senderEvents.waitUntilActive([ends.receiver.peerID])
             }
-            await proxy.stop()
+            try await withDeadline(.seconds(60)) { try await ends.transfer.completion() }
+            let file = try await ends.arriving.file()
+            #expect(try Data(contentsOf: file) == Data(contentsOf: ends.source))
+            #expect(await ends.sender.linkStats(for: ends.receiver.peerID)?.reconnects ?? 0 >= 3, "the links really broke")
+            let wire = Double(ends.proxy.bytesForwarded) / Double(Self.length)
+            #expect(wire < 1.2, "bytes through the proxy, both ways, \(wire)x the file")
         }
     }
 
@@ -123,30 +144,15 @@ import Testing
     @Test(.scaledTimeLimit(minutes: 2))
     func aFileThatChangesWhileItIsSentFailsTheTransferOnBothSides() async throws {
         let scratch = try ResourceResumeTests.Scratch()
-        let receiver = MultipeerSession(configuration: ResourceResumeTests.receiving("receiver", into: scratch.inbox), identity: PeerIdentity())
-        let receiverEvents = EventLog(receiver.events)
-        try await whileRunning([receiver]) {
-            let proxy = try await FaultProxy(forwardingTo: try await receiverEvents.listeningPort())
-            proxy.set(.throttle(bytesPerSecond: 16 << 20))  // 4 s for the file: time to change it
-            let sender = MultipeerSession(
-                configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])), identity: PeerIdentity())
-            let senderEvents = EventLog(sender.events)
-            try await whileRunning([sender]) {
-                try await senderEvents.waitUntilActive([receiver.peerID])
-                var incoming = receiver.incomingResources.makeAsyncIterator()
-                let transfer = try await sender.sendResource(at: scratch.source, to: receiver.peerID)
-                let arriving = try #require(await incoming.next())
-                _ = try await ResourceResumeTests.progress(of: arriving, reaching: 4 << 20)
-                let handle = try FileHandle(forWritingTo: scratch.source)
-                try handle.seekToEnd()
-                handle.write(Data("an edit".utf8))
-                try handle.close()
-                let senderError = try await #require(throws: MultipeerError.self) { try await transfer.completion() }
-                let receiverError = try await #require(throws: MultipeerError.self) { _ = try await arriving.file() }
-                #expect(senderError.code == .resourceChanged && receiverError.code == .resourceChanged, "\(senderError); \(receiverError)")
-            }
-            proxy.set(.passThrough)
-            await proxy.stop()
+        try await ResourceResumeTests.withThrottledTransfer(of: scratch.source, into: scratch.inbox) { ends in
+            _ = try await ResourceResumeTests.progress(of: ends.arriving, reaching: 4 << 20)
+            let handle = try FileHandle(forWritingTo: ends.source)
+            try handle.seekToEnd()
+            handle.write(Data("an edit".utf8))
+            try handle.close()
+            let senderError = try await #require(throws: MultipeerError.self) { try await ends.transfer.completion() }
+            let receiverError = try await #require(throws: MultipeerError.self) { _ = try await ends.arriving.file() }
+            #expect(senderError.code == .resourceChanged && receiverError.code == .resourceChanged, "\(senderError); \(receiverError)")
         }
     }
 
