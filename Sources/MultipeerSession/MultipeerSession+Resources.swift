@@ -26,14 +26,17 @@ extension MultipeerSession {
     ///   - name: The name the receiver sees (1 to 255 bytes of UTF-8, no `/` or control
     ///     character); by default the file's own.
     ///   - metadata: Entries for the receiving application, with the limits of ``PeerInfo``'s.
-    ///   - peerID: A peer of this session; one that takes no resources fails the transfer with
-    ///     `resourceRefused`.
-    /// - Throws: `invalidArgument` for a file that cannot be read or a name or metadata out of
-    ///   bounds; `sessionState` if the session is not running.
+    ///   - peerID: A peer this session has met (active now, or earlier in this run); one that
+    ///     takes no resources fails the transfer with `resourceRefused`.
+    /// - Throws: `peerNotActive` for a peer this session never met; `invalidArgument` for a file
+    ///   that cannot be read or a name or metadata out of bounds.
     public nonisolated func sendResource(
         at fileURL: URL, named name: String? = nil, metadata: [String: String] = [:], to peerID: UUID
     ) async throws -> OutgoingResource {
-        try await inbox.resources.send(fileURL, named: name ?? fileURL.lastPathComponent, metadata: metadata, to: peerID)
+        guard deliveries[peerID] != nil else {
+            throw MultipeerError(.peerNotActive, "peer \(peerID) has never been active in this session: there is no one to send \(fileURL.lastPathComponent) to")
+        }
+        return try await inbox.resources.send(fileURL, named: name ?? fileURL.lastPathComponent, metadata: metadata, to: peerID)
     }
 
     /// The files peers send this session, each as its transfer begins: what it is, its

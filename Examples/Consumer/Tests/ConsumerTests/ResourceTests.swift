@@ -69,6 +69,15 @@ import Testing
         }
     }
 
+    @Test func aFileForAPeerNeverMetIsRefusedAtOnce() async throws {
+        let scratch = try Scratch()
+        let source = try scratch.file("log.txt", length: 1000)
+        try await Self.withReceiver(directory: nil) { _, sender in
+            let error = try await #require(throws: MultipeerError.self) { _ = try await sender.sendResource(at: source, to: UUID()) }
+            #expect(error.code == .peerNotActive)
+        }
+    }
+
     @Test func aSessionWithoutAResourceDirectoryRefusesFiles() async throws {
         let scratch = try Scratch()
         let source = try scratch.file("log.txt", length: 1000)
