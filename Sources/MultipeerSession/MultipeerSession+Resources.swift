@@ -42,6 +42,8 @@ extension MultipeerSession {
     /// The files peers send this session, each as its transfer begins: what it is, its
     /// progress, and its file once it has arrived (``IncomingResource/file()``). One stream for
     /// the session's life, for one reader; it ends when the session stops. Transfers go on
-    /// whether or not it is read. Without a ``Configuration/resourceDirectory``, none arrive.
+    /// whether or not it is read; it holds at most 256 not yet read, and a file that begins
+    /// beyond that still arrives in the directory, unannounced (the session logs a warning).
+    /// Without a ``Configuration/resourceDirectory``, none arrive.
     public nonisolated var incomingResources: AsyncStream<IncomingResource> { inbox.resources.incoming }
 }

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Glibc
+import Logging
 import MultipeerCore
 import NIOConcurrencyHelpers
 import NIOCore
@@ -24,6 +25,9 @@ final class Resources: Sendable {
     /// Chunks of one outgoing transfer read and in the link at once: enough that the socket does
     /// not run dry while the next is read, few enough that a message waits behind little.
     static let chunksInFlight = 2
+    /// Transfers begun and not yet read from ``incoming``: beyond, a transfer goes on into the
+    /// directory without being announced (and the session logs that it was not).
+    static let maximumUnread = 256
     /// Transfers from one peer under way at once; an offer beyond is refused.
     static let maximumIncomingPerPeer = 8
 
@@ -57,9 +61,12 @@ final class Resources: Sendable {
     let incoming: AsyncStream<IncomingResource>
     private let announce: AsyncStream<IncomingResource>.Continuation
 
-    init(directory: URL?) {
+    private let logger: Logger
+
+    init(directory: URL?, logger: Logger = Logger(label: "multipeer")) {
         store = directory.map { directory in Result { () throws(ResourceStoreFailure) in try ResourceStore(directory: directory) } }
-        (incoming, announce) = AsyncStream.makeStream()
+        (incoming, announce) = AsyncStream.makeStream(bufferingPolicy: .bufferingOldest(Self.maximumUnread))
+        self.logger = logger
     }
 
     // MARK: Links
@@ -155,9 +162,13 @@ final class Resources: Sendable {
         case .again(let transfer):
             transfer.offeredAgain(on: channel)
         case .begin(let transfer, let store):
-            announce.yield(IncomingResource(
+            let announced = announce.yield(IncomingResource(
                 offer: offer, sender: peer, progress: transfer.progress, outcome: transfer.outcome,
                 cancel: { [weak transfer] in transfer?.end(.cancelled) }))
+            if case .dropped = announced {
+                logger.warning("a file arrives unannounced: the application has not read incomingResources for \(Self.maximumUnread) transfers", metadata: [
+                    "multipeer.peer.id": "\(peer.id)", "multipeer.resource": "\(offer.name)"])
+            }
             transfer.begin(in: store, on: channel)
         case .refuse(let why):
             let reason: ResourceEndReason = if case .failure(let failure) = store { failure.reason } else { .refused }
