@@ -1,4 +1,5 @@
 import Crypto
+import Dispatch
 import Foundation
 import Glibc
 import MultipeerCore
@@ -157,7 +158,8 @@ final class PartialResource {
     private var descriptor: Int32 = -1
     /// The block log, open for appending.
     private var blockLog: Int32 = -1
-    private var hasher = SHA256()
+    /// The hash of everything written, taken beside the writes (``WholeHash``).
+    private let whole = WholeHash()
     private var blockHasher = SHA256()
 
     init(store: ResourceStore, offer: ResourceOffer, sender: UUID, complete: URL) throws(ResourceStoreFailure) {
@@ -222,7 +224,7 @@ final class PartialResource {
             total.update(bufferPointer: block)
             verified += 1
         }
-        hasher = total
+        whole.start(from: total)
         held = UInt64(verified) * ResourceStore.blockLength
     }
 
@@ -239,9 +241,8 @@ final class PartialResource {
                 guard count > 0 else { return ResourceStoreFailure.errno("cannot write \(partial!.path)") }
                 done += count
             }
-            // The whole hash, and each block's as blocks fill.
+            // Each block's hash as blocks fill (the whole file's is taken beside: below).
             var rest = UnsafeRawBufferPointer(raw)
-            hasher.update(bufferPointer: rest)
             var position = held
             while !rest.isEmpty {
                 let room = Int(ResourceStore.blockLength - position % ResourceStore.blockLength)
@@ -258,6 +259,7 @@ final class PartialResource {
             return nil
         }
         if let failure { throw failure }
+        whole.update(bytes)
         held += UInt64(bytes.readableBytes)
     }
 
@@ -267,7 +269,7 @@ final class PartialResource {
     func finish() throws(ResourceStoreFailure) -> URL {
         if let existing { return existing }
         precondition(held == offer.length, "a resource is finished once written whole")
-        guard Array(hasher.finalize()) == offer.sha256 else {
+        guard whole.finalize() == offer.sha256 else {
             discard()
             throw ResourceStoreFailure(.hashMismatch, "the \(offer.length) bytes received of \(offer.name) do not have the offered SHA-256")
         }
@@ -295,3 +297,32 @@ final class PartialResource {
     }
 }
 
+
+/// The SHA-256 of a whole file being written, taken on a queue of its own while the next bytes
+/// are written and their blocks hashed: the receiver hashes every byte twice (for the file and
+/// for its block), and this way on two cores at once. At most one piece waits to be hashed, so
+/// it holds no more than one chunk beyond what the writes hold.
+final class WholeHash: @unchecked Sendable {  // (`hasher` only on `queue`, or before the first update)
+    private let queue = DispatchQueue(label: "multipeer.resource.hash")
+    private let idle = DispatchSemaphore(value: 1)
+    private var hasher = SHA256()
+
+    /// Starts from what was hashed already (a resumed file's verified part).
+    func start(from hasher: SHA256) {
+        self.hasher = hasher
+    }
+
+    /// Hashes `bytes` next, once the piece before is hashed.
+    func update(_ bytes: ByteBuffer) {
+        idle.wait()
+        queue.async {
+            bytes.withUnsafeReadableBytes { self.hasher.update(bufferPointer: $0) }
+            self.idle.signal()
+        }
+    }
+
+    /// The hash of everything given, once it is all hashed.
+    func finalize() -> [UInt8] {
+        queue.sync { Array(hasher.finalize()) }
+    }
+}
