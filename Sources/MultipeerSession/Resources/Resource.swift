@@ -10,8 +10,8 @@ public struct ResourceProgress: Hashable, Sendable {
     public var bytesDone: Int64
     /// The file's length.
     public var totalBytes: Int64
-    /// The bytes done per second since the transfer began in this session (a resumed transfer
-    /// counts from where it resumed).
+    /// The bytes done per second since the transfer's first report in this session (a resumed
+    /// transfer counts from where it resumed).
     public var bytesPerSecond: Double
 
     /// A progress report (for applications that test their own handling of it).

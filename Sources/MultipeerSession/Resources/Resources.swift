@@ -300,21 +300,33 @@ struct SourceFile: Sendable {
     }
 }
 
-/// Reports a transfer's progress: bytes done, and the rate since it began here.
-struct ProgressReporter: Sendable {
-    let continuation: AsyncStream<ResourceProgress>.Continuation
-    let total: UInt64
-    let start = ContinuousClock.now
-    let startBytes: UInt64
+/// Reports a transfer's progress: bytes done, and the rate since the first report (a resumed
+/// transfer's rate counts from where it resumed, not from zero).
+final class ProgressReporter: Sendable {
+    private let continuation: AsyncStream<ResourceProgress>.Continuation
+    private let total: UInt64
+    private let first = NIOLockedValueBox<(at: ContinuousClock.Instant, bytes: UInt64)?>(nil)
 
-    static func make(total: UInt64, from done: UInt64 = 0) -> (AsyncStream<ResourceProgress>, ProgressReporter) {
+    private init(continuation: AsyncStream<ResourceProgress>.Continuation, total: UInt64) {
+        self.continuation = continuation
+        self.total = total
+    }
+
+    /// A reporter for a file of `total` bytes, and the stream it reports on (the latest report
+    /// waits for its reader; earlier ones are replaced).
+    static func make(total: UInt64) -> (AsyncStream<ResourceProgress>, ProgressReporter) {
         let (stream, continuation) = AsyncStream.makeStream(of: ResourceProgress.self, bufferingPolicy: .bufferingNewest(1))
-        return (stream, ProgressReporter(continuation: continuation, total: total, startBytes: done))
+        return (stream, ProgressReporter(continuation: continuation, total: total))
     }
 
     func report(_ done: UInt64) {
-        let seconds = Double((ContinuousClock.now - start).components.attoseconds) / 1e18 + Double((ContinuousClock.now - start).components.seconds)
-        let rate = seconds > 0 && done >= startBytes ? Double(done - startBytes) / seconds : 0
+        let now = ContinuousClock.now
+        let first = first.withLockedValue { first in
+            if first == nil { first = (now, done) }
+            return first!
+        }
+        let seconds = (now - first.at).seconds
+        let rate = seconds > 0 && done >= first.bytes ? Double(done - first.bytes) / seconds : 0
         continuation.yield(ResourceProgress(bytesDone: Int64(done), totalBytes: Int64(total), bytesPerSecond: rate))
     }
 
