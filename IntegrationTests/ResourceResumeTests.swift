@@ -160,6 +160,23 @@ import Testing
         }
     }
 
+    @Test(.scaledTimeLimit(minutes: 2))
+    func aCancelWhoseEndIsLostWithItsLinkIsSaidAgainNotBegunAnew() async throws {
+        let scratch = try ResourceResumeTests.Scratch()
+        try await ResourceResumeTests.withThrottledTransfer(of: scratch.source, into: scratch.inbox) { ends in
+            _ = try await ResourceResumeTests.progress(of: ends.arriving, reaching: 4 << 20)
+            ends.proxy.set(.blackHole)  // the receiver's END goes nowhere
+            ends.arriving.cancel()
+            let receiverError = try await #require(throws: MultipeerError.self) { _ = try await ends.arriving.file() }
+            #expect(receiverError.code == .resourceCancelled)
+            await ends.proxy.resetConnections()
+            ends.proxy.set(.throttle(bytesPerSecond: 16 << 20))
+            // The sender offers the file again on its next link, and hears the END it missed.
+            let senderError = try await #require(throws: MultipeerError.self) { try await ends.transfer.completion() }
+            #expect(senderError.code == .resourceCancelled && senderError.message.contains("the peer cancelled it"), "\(senderError)")
+        }
+    }
+
     @Test(.enabled(if: ProcessInfo.processInfo.environment["MULTIPEER_SANDBOX"] == "1", "mounts a tmpfs: needs scripts/sandbox.sh (make test, as root)"),
           .scaledTimeLimit(minutes: 2))
     func aReceiverWhoseDiskFillsEndsTheTransferOnBothSidesAndKeepsWhatItWrote() async throws {

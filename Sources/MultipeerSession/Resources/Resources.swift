@@ -28,6 +28,9 @@ final class Resources: Sendable {
     /// Transfers begun and not yet read from ``incoming``: beyond, a transfer goes on into the
     /// directory without being announced (and the session logs that it was not).
     static let maximumUnread = 256
+    /// Incoming transfers whose end is remembered, to answer their sender's offer again (the END
+    /// lost with a link) with it rather than begin them anew.
+    static let rememberedEnds = 64
     /// Transfers from one peer under way at once; an offer beyond is refused.
     static let maximumIncomingPerPeer = 8
 
@@ -50,7 +53,17 @@ final class Resources: Sendable {
         var withoutResources: Set<UUID> = []
         var outgoing: [UUID: OutgoingTransfer] = [:]
         var incoming: [Key: IncomingTransfer] = [:]
+        /// How the latest incoming transfers ended (oldest first, at most ``rememberedEnds``): an
+        /// offer of one again, its END having gone with its link, is answered with the same END.
+        var ended: [(key: Key, reason: ResourceEndReason)] = []
         var stopped = false
+
+        mutating func remember(_ key: Key, endedFor reason: ResourceEndReason) {
+            incoming.removeValue(forKey: key)
+            ended.removeAll { $0.key == key }
+            ended.append((key, reason))
+            if ended.count > Resources.rememberedEnds { ended.removeFirst() }
+        }
     }
 
     private let state = NIOLockedValueBox(State())
@@ -137,22 +150,25 @@ final class Resources: Sendable {
         enum Decision {
             case again(IncomingTransfer)
             case begin(IncomingTransfer, ResourceStore)
-            case refuse(String)
+            case end(ResourceEndReason, String)
         }
         let decision = state.withLockedValue { state -> Decision in
             if let transfer = state.incoming[key] { return .again(transfer) }
-            guard !state.stopped else { return .refuse("the session is stopping") }
+            if let ended = state.ended.last(where: { $0.key == key }) { return .end(ended.reason, "this transfer ended here") }
+            guard !state.stopped else { return .end(.refused, "the session is stopping") }
             switch store {
             case nil:
-                return .refuse("this side has no resource directory")
+                return .end(.refused, "this side has no resource directory")
             case .failure(let failure):
-                return .refuse(failure.message)
+                return .end(failure.reason, failure.message)
             case .success(let store):
                 guard state.incoming.keys.count(where: { $0.peer == peer.id }) < Self.maximumIncomingPerPeer else {
-                    return .refuse("\(Self.maximumIncomingPerPeer) transfers from this peer are under way")
+                    return .end(.refused, "\(Self.maximumIncomingPerPeer) transfers from this peer are under way")
                 }
-                let transfer = IncomingTransfer(offer: offer, sender: peer.id) { [weak self] in
-                    _ = self?.state.withLockedValue { $0.incoming.removeValue(forKey: key) }
+                let transfer = IncomingTransfer(offer: offer, sender: peer.id) { [weak self] reason in
+                    self?.state.withLockedValue { state in
+                        if let reason { state.remember(key, endedFor: reason) } else { state.incoming.removeValue(forKey: key) }
+                    }
                 }
                 state.incoming[key] = transfer
                 return .begin(transfer, store)
@@ -170,8 +186,7 @@ final class Resources: Sendable {
                     "multipeer.peer.id": "\(peer.id)", "multipeer.resource": "\(offer.name)"])
             }
             transfer.begin(in: store, on: channel)
-        case .refuse(let why):
-            let reason: ResourceEndReason = if case .failure(let failure) = store { failure.reason } else { .refused }
+        case .end(let reason, let why):
             channel.writeAndFlush(LinkMessage.resourceEnd(ResourceEnd(id: offer.id, reason: reason, text: why)), promise: nil)
         }
     }
@@ -471,9 +486,10 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` only on `queu
     /// The transfer's progress, after each write.
     let progress: AsyncStream<ResourceProgress>
     let outcome = ResourceOutcome<URL>()
-    private let onFinish: @Sendable () -> Void
+    /// Told how the transfer ended: the reason its END gave, or nil if it ended with the session.
+    private let onFinish: @Sendable (ResourceEndReason?) -> Void
 
-    init(offer: ResourceOffer, sender: UUID, onFinish: @escaping @Sendable () -> Void) {
+    init(offer: ResourceOffer, sender: UUID, onFinish: @escaping @Sendable (ResourceEndReason?) -> Void) {
         self.offer = offer
         self.sender = sender
         self.onFinish = onFinish
@@ -535,7 +551,7 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` only on `queu
     func stop() {
         queue.async {
             guard !self.outcome.isResolved else { return }
-            self.finish(.failure(MultipeerError(.sessionState, "the session stopped before \(self.offer.name) arrived")))
+            self.finish(.failure(MultipeerError(.sessionState, "the session stopped before \(self.offer.name) arrived")), ended: nil)
         }
     }
 
@@ -567,7 +583,7 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` only on `queu
             case .finish(let reason, let byReceiver, let keepPartial):
                 guard reason != .complete else { continue }  // (resolved with the file by ``verify()``)
                 if !keepPartial { partial?.discard() }
-                finish(.failure(MultipeerError(resource: offer.name, ended: reason, byPeer: !byReceiver, detail: detail)))
+                finish(.failure(MultipeerError(resource: offer.name, ended: reason, byPeer: !byReceiver, detail: detail)), ended: reason)
             case .none:
                 break
             }
@@ -580,7 +596,7 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` only on `queu
             let file = try partial.finish()
             perform(state.withLockedValue { $0.machine.verified(true) })
             reporter.report(offer.length)
-            finish(.success(file))
+            finish(.success(file), ended: .complete)
         } catch {
             perform(state.withLockedValue { $0.machine.verified(false) }, detail: error.message)
         }
@@ -590,9 +606,9 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` only on `queu
         state.withLockedValue { $0.channel }?.writeAndFlush(message, promise: nil)
     }
 
-    private func finish(_ result: Result<URL, MultipeerError>) {
+    private func finish(_ result: Result<URL, MultipeerError>, ended reason: ResourceEndReason?) {
         reporter.finish()
         outcome.resolve(result)
-        onFinish()
+        onFinish(reason)
     }
 }
