@@ -476,12 +476,14 @@ final class OutgoingTransfer: Sendable {
 }
 
 /// One resource this side receives. The partial file is touched only on the transfer's queue.
-final class IncomingTransfer: @unchecked Sendable {  // (`partial` only on `queue`; the rest under its lock)
+final class IncomingTransfer: @unchecked Sendable {  // (`partial` and `writeFailed` only on `queue`; the rest under its lock)
     private let offer: ResourceOffer
     private let sender: UUID
     private let state: NIOLockedValueBox<(machine: ResourceReceiveStateMachine, channel: (any Channel)?)>
     private let queue = DispatchQueue(label: "multipeer.resource.in")
     private var partial: PartialResource?
+    /// A write failed (the disk filled, say): no later chunk is written. (On `queue`.)
+    private var writeFailed = false
     private let reporter: ProgressReporter
     /// The transfer's progress, after each write.
     let progress: AsyncStream<ResourceProgress>
@@ -557,10 +559,12 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` only on `queu
 
     /// On the queue.
     private func write(_ bytes: ByteBuffer, at offset: UInt64) {
-        guard let partial, !outcome.isResolved else { return }
+        guard let partial, !writeFailed, !outcome.isResolved else { return }
         do {
             try partial.write(bytes, at: offset)
         } catch {
+            // The chunks taken after this one, already queued, are not written: the transfer ends.
+            writeFailed = true
             end(error.reason, detail: error.message)
             return
         }
