@@ -8,7 +8,10 @@ import Testing
 
 /// Files between two real sessions through a fault-injecting proxy: broken links and a receiver
 /// restarted half way resume the transfer from what the receiver wrote, sending little twice.
-@Suite struct ResourceResumeTests {
+/// They move 64 MiB files, hashing and writing them, which beside the other suites delayed
+/// their handshakes past their deadlines: scripts/run-tests.sh runs them alone.
+@Suite(.enabled(if: runningAlone, "moves 64 MiB files: scripts/run-tests.sh runs it alone"))
+struct ResourceResumeTests {
     static let length = 64 << 20
 
     /// A directory of its own for a test, with a 64 MiB file to send in it.
@@ -143,8 +146,10 @@ import Testing
     }
 }
 
-/// Transfers that cannot finish end on both sides with the reason, typed.
-@Suite struct ResourceFailureTests {
+/// Transfers that cannot finish end on both sides with the reason, typed (alone, like
+/// ``ResourceResumeTests``).
+@Suite(.enabled(if: runningAlone, "moves 64 MiB files: scripts/run-tests.sh runs it alone"))
+struct ResourceFailureTests {
     @Test(.scaledTimeLimit(minutes: 2))
     func aFileThatChangesWhileItIsSentFailsTheTransferOnBothSides() async throws {
         let scratch = try ResourceResumeTests.Scratch()

@@ -10,9 +10,10 @@ hosts=1
 if [[ "${1:-}" == "--without-hosts" ]]; then hosts=0; shift; fi
 
 # Tests that disturb whatever runs beside them (a connection flood that starves the event loops,
-# a flood of adverts, threads spinning flat out, a restart of the shared avahi-daemon), or whose keepalive timing the rest running beside them
+# a flood of adverts, threads spinning flat out, a restart of the shared avahi-daemon, 64 MiB files
+# hashed and written), or whose keepalive timing the rest running beside them
 # confounds, run after the rest, each suite alone. Skipped when a --filter chose other tests.
-alone=(FloodTests RogueAdvertTests DaemonRestartTests ThrottleTests LargeLogTests StreamCancellationTests)
+alone=(FloodTests RogueAdvertTests DaemonRestartTests ThrottleTests LargeLogTests StreamCancellationTests ResourceResumeTests ResourceFailureTests)
 run_alone() {  # COMMAND...: runs the suites in `alone`, one at a time, under COMMAND
     [[ " $* " == *" --filter "* ]] && return 0
     for suite in "${alone[@]}"; do
