@@ -146,6 +146,53 @@ struct ResourceResumeTests {
     }
 }
 
+extension ResourceResumeTests {
+    @Test(.scaledTimeLimit(minutes: 2))
+    func aSenderRestartedHalfWaySendsAgainAndTheReceiverResumes() async throws {
+        let scratch = try Scratch()
+        let identity = PeerIdentity()
+        let receiver = MultipeerSession(configuration: Self.receiving("receiver", into: scratch.inbox), identity: identity)
+        let receiverEvents = EventLog(receiver.events)
+        try await whileRunning([receiver]) {
+            let proxy = try await FaultProxy(forwardingTo: try await receiverEvents.listeningPort())
+            proxy.set(.throttle(bytesPerSecond: 16 << 20))
+            let senderIdentity = PeerIdentity()
+            let dialling = MultipeerSession.Configuration.test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"]))
+            var incoming = receiver.incomingResources.makeAsyncIterator()
+            let first = MultipeerSession(configuration: dialling, identity: senderIdentity)
+            let firstEvents = EventLog(first.events)
+            let firstRun = Task { try await first.run() }
+            try await firstEvents.waitUntilActive([identity.peerID])
+            _ = try await first.sendResource(at: scratch.source, to: identity.peerID)
+            let interrupted = try #require(await incoming.next())
+            _ = try await Self.progress(of: interrupted, reaching: Int64(Self.length / 2))
+            proxy.set(.blackHole)
+            firstRun.cancel()
+            _ = try? await firstRun.value
+            try await receiverEvents.waitUntilActive([])
+            proxy.set(.throttle(bytesPerSecond: 16 << 20))
+            let before = proxy.bytesForwarded
+
+            // The same device again, in a new session: its application sends the file again.
+            let second = MultipeerSession(configuration: dialling, identity: senderIdentity)
+            let secondEvents = EventLog(second.events)
+            try await whileRunning([second]) {
+                try await secondEvents.waitUntilActive([identity.peerID])
+                let transfer = try await second.sendResource(at: scratch.source, to: identity.peerID)
+                let resumed = try #require(await incoming.next())
+                #expect(resumed.id == transfer.id && resumed.id != interrupted.id)
+                let superseded = try await #require(throws: MultipeerError.self) { _ = try await interrupted.file() }
+                #expect(superseded.code == .resourceCancelled && superseded.message.contains("restarted"), "\(superseded)")
+                try await withDeadline(.seconds(60)) { try await transfer.completion() }
+                #expect(try Data(contentsOf: try await resumed.file()) == Data(contentsOf: scratch.source))
+            }
+            let again = Double(proxy.bytesForwarded - before) / Double(Self.length)
+            #expect(again < 0.6, "after the sender's restart, \(again)x the file went through the proxy")
+            await proxy.stop()
+        }
+    }
+}
+
 /// Transfers that cannot finish end on both sides with the reason, typed (alone, like
 /// ``ResourceResumeTests``).
 @Suite(.enabled(if: runningAlone, "moves 64 MiB files: scripts/run-tests.sh runs it alone"))

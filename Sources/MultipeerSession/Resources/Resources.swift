@@ -149,7 +149,9 @@ final class Resources: Sendable {
         let key = Key(peer: peer.id, transfer: offer.id)
         enum Decision {
             case again(IncomingTransfer)
-            case begin(IncomingTransfer, ResourceStore)
+            /// A new transfer, after those it supersedes (the same file from the same sender under
+            /// an earlier transfer ID: the sender restarted) have ended.
+            case begin(IncomingTransfer, ResourceStore, superseding: [IncomingTransfer])
             case end(ResourceEndReason, String)
         }
         let decision = state.withLockedValue { state -> Decision in
@@ -162,6 +164,17 @@ final class Resources: Sendable {
             case .failure(let failure):
                 return .end(failure.reason, failure.message)
             case .success(let store):
+                // The same file from the same sender under another transfer ID: under way on a
+                // link (sent twice at once), it keeps the partial file and this offer is refused;
+                // waiting for an offer (its sender restarted), it is superseded by this one.
+                let sameFile = state.incoming.filter {
+                    $0.key.peer == peer.id && $0.value.offer.sha256 == offer.sha256 && $0.value.offer.length == offer.length
+                }
+                if sameFile.values.contains(where: \.isLinked) {
+                    return .end(.refused, "the same file from this peer is under way in another transfer")
+                }
+                let superseded = sameFile
+                for key in superseded.keys { state.incoming.removeValue(forKey: key) }
                 guard state.incoming.keys.count(where: { $0.peer == peer.id }) < Self.maximumIncomingPerPeer else {
                     return .end(.refused, "\(Self.maximumIncomingPerPeer) transfers from this peer are under way")
                 }
@@ -171,13 +184,13 @@ final class Resources: Sendable {
                     }
                 }
                 state.incoming[key] = transfer
-                return .begin(transfer, store)
+                return .begin(transfer, store, superseding: Array(superseded.values))
             }
         }
         switch decision {
         case .again(let transfer):
             transfer.offeredAgain(on: channel)
-        case .begin(let transfer, let store):
+        case .begin(let transfer, let store, let superseded):
             let announced = announce.yield(IncomingResource(
                 offer: offer, sender: peer, progress: transfer.progress, outcome: transfer.outcome,
                 cancel: { [weak transfer] in transfer?.end(.cancelled) }))
@@ -185,7 +198,15 @@ final class Resources: Sendable {
                 logger.warning("a file arrives unannounced: the application has not read incomingResources for \(Self.maximumUnread) transfers", metadata: [
                     "multipeer.peer.id": "\(peer.id)", "multipeer.resource": "\(offer.name)"])
             }
-            transfer.begin(in: store, on: channel)
+            guard let first = superseded.first else {
+                transfer.begin(in: store, on: channel)
+                return
+            }
+            // One at a time, each after its last write; then the new transfer opens the file.
+            let chain = superseded.dropFirst().reduce({ transfer.begin(in: store, on: channel) } as @Sendable () -> Void) { next, old in
+                { old.supersede(then: next) }
+            }
+            first.supersede(then: chain)
         case .end(let reason, let why):
             channel.writeAndFlush(LinkMessage.resourceEnd(ResourceEnd(id: offer.id, reason: reason, text: why)), promise: nil)
         }
@@ -477,7 +498,7 @@ final class OutgoingTransfer: Sendable {
 
 /// One resource this side receives. The partial file is touched only on the transfer's queue.
 final class IncomingTransfer: @unchecked Sendable {  // (`partial` and `writeFailed` only on `queue`; the rest under its lock)
-    private let offer: ResourceOffer
+    let offer: ResourceOffer
     private let sender: UUID
     private let state: NIOLockedValueBox<(machine: ResourceReceiveStateMachine, channel: (any Channel)?)>
     private let queue = DispatchQueue(label: "multipeer.resource.in")
@@ -548,6 +569,22 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` and `writeFai
     func end(_ reason: ResourceEndReason, detail: String = "") {
         let actions = state.withLockedValue { $0.machine.end(reason) }
         queue.async { self.perform(actions, detail: detail) }
+    }
+
+    /// Whether the transfer's link is up (its sender is there to send it).
+    var isLinked: Bool { state.withLockedValue { $0.channel != nil } }
+
+    /// The sender, restarted, offers the same file as a new transfer: this one ends (what it
+    /// wrote stays, for the new one to resume from), then `next` runs, after its last write.
+    func supersede(then next: @escaping @Sendable () -> Void) {
+        queue.async {
+            if !self.outcome.isResolved {
+                self.finish(.failure(MultipeerError(
+                    .resourceCancelled, "the sender of \(self.offer.name) restarted and offered it again: it goes on as a new transfer, from what was written")),
+                    ended: nil)
+            }
+            next()
+        }
     }
 
     func stop() {
