@@ -1,4 +1,3 @@
-public import struct Foundation.Date
 public import struct Foundation.URL
 public import struct Foundation.UUID
 import MultipeerCore
