@@ -39,6 +39,9 @@ struct Delivery {
     /// of them and writes each chunk at once; whatever arrives, no more than was granted is
     /// ever taken in, and what is written never passes the offered length.
     var resources: [UUID: ResourceReceiveStateMachine] = [:]
+    /// Streams the input opened, each with a window's bytes written towards it: what is sent
+    /// never passes what was written, and what arrives is held within the window.
+    var streams: [UUID: ByteStreamStateMachine] = [:]
 
     /// Throws (ends the input) where a receiver closes the link.
     mutating func receive(_ message: LinkMessage) throws {
@@ -71,6 +74,33 @@ struct Delivery {
             resources[chunk.id] = resource
         case .resourceEnd(let end):
             _ = resources[end.id]?.ended(end.reason)
+        case .streamOpen(let open):
+            if streams[open.id] == nil {
+                var stream = ByteStreamStateMachine(id: open.id, name: open.name, opener: false, window: 4096)
+                stream.linkUp()
+                var written = ByteBuffer(repeating: 7, count: 5000)
+                stream.write(&written)
+                precondition(stream.written == 4096, "a writer keeps at most a window")
+                streams[open.id] = stream
+            }
+        case .streamWant(let want):
+            guard var stream = streams[want.id] else { break }
+            _ = try stream.want(received: want.received, granted: want.granted, endReceived: want.endReceived)
+            for frame in stream.framesDue(chunkLimit: 1000) {
+                if case .streamData(let data) = frame {
+                    precondition(data.offset + UInt64(data.bytes.readableBytes) <= stream.written, "sent only what was written")
+                }
+            }
+            streams[want.id] = stream
+        case .streamData(let data):
+            guard var stream = streams[data.id] else { break }
+            try stream.data(offset: data.offset, bytes: data.bytes, end: data.end)
+            var held = 0
+            while case .bytes(let bytes) = stream.read(maximum: 1000) { held += bytes.readableBytes }
+            precondition(held <= 4096, "held within the window")
+            streams[data.id] = stream
+        case .streamEnd(let end):
+            streams[end.id]?.ended(end.reason, text: end.text)
         default:
             break
         }

@@ -32,6 +32,14 @@ package struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConv
     package static let resourceChunk = FrameType(rawValue: 12)
     /// A resource's transfer is over, and why.
     package static let resourceEnd = FrameType(rawValue: 13)
+    /// A byte stream the sender opens.
+    package static let streamOpen = FrameType(rawValue: 14)
+    /// What the reader of a stream holds, and how far the writer may send.
+    package static let streamWant = FrameType(rawValue: 15)
+    /// A stream's bytes in one direction, and its end.
+    package static let streamData = FrameType(rawValue: 16)
+    /// A stream ended before both its directions finished, and why.
+    package static let streamEnd = FrameType(rawValue: 17)
 
     package var description: String {
         switch self {
@@ -48,6 +56,10 @@ package struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConv
         case .resourceWant: "RESOURCE_WANT"
         case .resourceChunk: "RESOURCE_CHUNK"
         case .resourceEnd: "RESOURCE_END"
+        case .streamOpen: "STREAM_OPEN"
+        case .streamWant: "STREAM_WANT"
+        case .streamData: "STREAM_DATA"
+        case .streamEnd: "STREAM_END"
         default: "type \(rawValue)"
         }
     }

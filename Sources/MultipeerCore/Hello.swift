@@ -48,6 +48,10 @@ package struct Hello: Hashable, Sendable {
         package init(rawValue: UInt32) { self.rawValue = rawValue }
         /// Resources: files offered, sent in chunks and resumed (RESOURCE_ frames, 3c).
         package static let resources = Features(rawValue: 1)
+        /// Streams: ordered byte streams both ways, resumed across links (STREAM_ frames, 3d).
+        package static let streams = Features(rawValue: 2)
+        /// Every feature this version knows.
+        package static let known: Features = [.resources, .streams]
     }
 
     /// The sender's signature (``signed(exporter:side:sign:)``); empty until signed.
@@ -240,7 +244,7 @@ extension Hello {
             : nil
         // Added after it the same way; bits this version does not know are ignored.
         let features = maximumMessageLength != nil && buffer.readableBytes >= 4
-            ? Features(rawValue: try buffer.readField(UInt32.self, "features", in: .hello)).intersection(.resources)
+            ? Features(rawValue: try buffer.readField(UInt32.self, "features", in: .hello)).intersection(.known)
             : []
         do {
             try self.init(

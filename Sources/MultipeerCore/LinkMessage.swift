@@ -87,16 +87,25 @@ package enum LinkMessage: Hashable, Sendable {
     indirect case resourceChunk(ResourceChunk)
     /// A resource's transfer is over.
     indirect case resourceEnd(ResourceEnd)
+    /// A byte stream opened (docs/PROTOCOL.md 3d).
+    indirect case streamOpen(StreamOpen)
+    /// What the reader of a stream's direction holds, and how far the writer may send.
+    indirect case streamWant(StreamWant)
+    /// A stream's bytes in one direction.
+    indirect case streamData(StreamData)
+    /// A stream ended before both its directions finished.
+    indirect case streamEnd(StreamEnd)
     /// A frame type this version does not know; receivers ignore it.
     case unknown(FrameType)
 
     /// The message payload bytes this frame carries: a DATA frame's payload, a FRAGMENT's
-    /// piece of one, a RESOURCE_CHUNK's bytes; nil for the other frames.
+    /// piece of one, a RESOURCE_CHUNK's or a STREAM_DATA's bytes; nil for the other frames.
     package var messageBytes: Int? {
         switch self {
         case .data(let message): message.payload.readableBytes
         case .fragment(let fragment): fragment.bytes.readableBytes
         case .resourceChunk(let chunk): chunk.bytes.readableBytes
+        case .streamData(let data): data.bytes.readableBytes
         default: nil
         }
     }
@@ -195,6 +204,46 @@ extension LinkMessage {
             let text = try value.readShortString("text", in: .resourceEnd)
             try Self.expectEnd(of: value, .resourceEnd)
             self = .resourceEnd(ResourceEnd(id: id, reason: ResourceEndReason(rawValue: reason), text: text))
+        case .streamOpen:
+            let id = try value.readUUIDField("stream ID", in: .streamOpen)
+            let flags = try value.readField(UInt8.self, "flags", in: .streamOpen)
+            let name = try value.readShortString("name", in: .streamOpen)
+            try Self.expectEnd(of: value, .streamOpen)
+            try Self.expectFlags(flags, in: .streamOpen)
+            do {
+                self = .streamOpen(try StreamOpen(id: id, resuming: flags == 1, name: name))
+            } catch {
+                throw MultipeerError(.malformedMessage, "STREAM_OPEN is malformed: \(error.message)")
+            }
+        case .streamWant:
+            let id = try value.readUUIDField("stream ID", in: .streamWant)
+            let received = try value.readField(UInt64.self, "bytes received", in: .streamWant)
+            let granted = try value.readField(UInt64.self, "bytes granted", in: .streamWant)
+            let flags = try value.readField(UInt8.self, "flags", in: .streamWant)
+            try Self.expectEnd(of: value, .streamWant)
+            try Self.expectFlags(flags, in: .streamWant)
+            guard granted >= received else {
+                throw MultipeerError(.malformedMessage, "STREAM_WANT is malformed: it grants up to byte \(granted), before the \(received) received")
+            }
+            self = .streamWant(StreamWant(id: id, received: received, granted: granted, endReceived: flags == 1))
+        case .streamData:
+            let id = try value.readUUIDField("stream ID", in: .streamData)
+            let offset = try value.readField(UInt64.self, "offset", in: .streamData)
+            let flags = try value.readField(UInt8.self, "flags", in: .streamData)
+            try Self.expectFlags(flags, in: .streamData)
+            guard value.readableBytes > 0 || flags == 1 else {
+                throw MultipeerError(.malformedMessage, "STREAM_DATA is malformed: it carries no bytes and not the end")
+            }
+            guard offset <= UInt64(Int64.max) - UInt64(value.readableBytes) else {
+                throw MultipeerError(.malformedMessage, "STREAM_DATA is malformed: its bytes at \(offset) go beyond 2^63")
+            }
+            self = .streamData(StreamData(id: id, offset: offset, end: flags == 1, bytes: value))
+        case .streamEnd:
+            let id = try value.readUUIDField("stream ID", in: .streamEnd)
+            let reason = try value.readField(UInt16.self, "reason", in: .streamEnd)
+            let text = try value.readShortString("text", in: .streamEnd)
+            try Self.expectEnd(of: value, .streamEnd)
+            self = .streamEnd(StreamEnd(id: id, reason: StreamEndReason(rawValue: reason), text: text))
         default:
             self = .unknown(frame.type)
         }
@@ -203,6 +252,13 @@ extension LinkMessage {
     private static func expectEnd(of value: ByteBuffer, _ type: FrameType) throws {
         guard value.readableBytes == 0 else {
             throw MultipeerError(.malformedMessage, "\(type) is malformed: \(value.readableBytes) bytes after its fields")
+        }
+    }
+
+    /// A stream frame's flags have one bit, bit 0.
+    private static func expectFlags(_ flags: UInt8, in type: FrameType) throws {
+        guard flags <= 1 else {
+            throw MultipeerError(.malformedMessage, "\(type) is malformed: flags \(flags), where only bit 0 is defined")
         }
     }
 
@@ -222,6 +278,10 @@ extension LinkMessage {
         case .resourceWant: .resourceWant
         case .resourceChunk: .resourceChunk
         case .resourceEnd: .resourceEnd
+        case .streamOpen: .streamOpen
+        case .streamWant: .streamWant
+        case .streamData: .streamData
+        case .streamEnd: .streamEnd
         case .unknown(let type): type
         }
     }
@@ -243,7 +303,7 @@ extension LinkMessage {
         return payload
     }
 
-    /// Writes the value, but for the message bytes of DATA, FRAGMENT or RESOURCE_CHUNK, which it returns.
+    /// Writes the value, but for the bytes of DATA, FRAGMENT, RESOURCE_CHUNK or STREAM_DATA, which it returns.
     private func writeValue(to buffer: inout ByteBuffer) -> ByteBuffer? {
         switch self {
         case .hello(let hello):
@@ -284,6 +344,21 @@ extension LinkMessage {
             buffer.writeInteger(chunk.offset)
             return chunk.bytes
         case .resourceEnd(let end):
+            buffer.writeUUID(end.id)
+            buffer.writeInteger(end.reason.rawValue)
+            buffer.writeShortText(end.text)
+        case .streamOpen(let open):
+            buffer.writeUUID(open.id)
+            buffer.writeInteger(UInt8(open.resuming ? 1 : 0))
+            buffer.writeShortString(open.name)
+        case .streamWant(let want):
+            buffer.writeUUID(want.id)
+            buffer.writeMultipleIntegers(want.received, want.granted, UInt8(want.endReceived ? 1 : 0))
+        case .streamData(let data):
+            buffer.writeUUID(data.id)
+            buffer.writeMultipleIntegers(data.offset, UInt8(data.end ? 1 : 0))
+            return data.bytes
+        case .streamEnd(let end):
             buffer.writeUUID(end.id)
             buffer.writeInteger(end.reason.rawValue)
             buffer.writeShortText(end.text)

@@ -242,7 +242,7 @@ extension MultipeerSession.Configuration {
         var hello = try Hello(
             identity: identity, incarnation: incarnation, displayName: peer.displayName, metadata: peer.metadata, keepalive: keepalive,
             maximumFrameLength: limits.maximumFrameLength, maximumMessageLength: limits.maximumMessageLength)
-        hello.features = .resources
+        hello.features = .known
         let tls = try TLSContext(configuration: TLSConfiguration(keys: keys, handshakeTimeout: limits.handshakeTimeout))
         // A write stuck on a dead path fails after the keepalive's stall limit (not the
         // configured timeout: on a lossy path TCP's retransmissions stall that long at times,

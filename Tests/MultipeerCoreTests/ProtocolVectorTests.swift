@@ -69,6 +69,10 @@ import Testing
             "resource-want": .resourceWant(ResourceWant(id: resourceID, received: 4, granted: 10)),
             "resource-chunk": .resourceChunk(ResourceChunk(id: resourceID, offset: 4, bytes: ByteBuffer(bytes: resourceBytes[4...]))),
             "resource-end": .resourceEnd(ResourceEnd(id: resourceID, reason: .complete, text: "")),
+            "stream-open": .streamOpen(try StreamOpen(id: resourceID, resuming: false, name: "log")),
+            "stream-want": .streamWant(StreamWant(id: resourceID, received: 4, granted: 4 + (256 << 10), endReceived: false)),
+            "stream-data": .streamData(StreamData(id: resourceID, offset: 4, end: true, bytes: ByteBuffer(bytes: resourceBytes[4...]))),
+            "stream-end": .streamEnd(StreamEnd(id: resourceID, reason: .cancelled, text: "")),
         ]
     }
 
