@@ -98,6 +98,12 @@ public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible
         public static let resourceChanged = Code("resourceChanged")
         /// The peer takes no resources (it has no resource directory), or refused this one.
         public static let resourceRefused = Code("resourceRefused")
+        /// A stream was cancelled, by this side or by the peer (the message says which).
+        public static let streamCancelled = Code("streamCancelled")
+        /// The peer does not take a stream: it takes none, or has too many open.
+        public static let streamRefused = Code("streamRefused")
+        /// A stream is gone at the peer: its session stopped or restarted.
+        public static let streamLost = Code("streamLost")
     }
 
     /// What went wrong.

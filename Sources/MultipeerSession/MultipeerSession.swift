@@ -198,6 +198,7 @@ public actor MultipeerSession {
             setup = .ended
             deliveries.stop()
             inbox.resources.stop()
+            inbox.streams.stop()
             subscriptions.finish()
         }
         let linkConfiguration = try configuration.linkConfiguration(identity: identity, incarnation: incarnation, keys: keys, inbox: inbox)
@@ -554,9 +555,11 @@ public actor MultipeerSession {
                 guard let channel = running?.links[id]?.channel else { continue }
                 deliveries.make(for: hello.peerID).attach(id, channel: channel, hello: hello)
                 inbox.resources.attach(hello, link: id, channel: channel)
+                inbox.streams.attach(hello, link: id, channel: channel)
             case .detach(let peerID, let id):
                 tell(dropped: deliveries[peerID]?.detach(id, now: .now) ?? [], for: peerID)
                 inbox.resources.detach(peerID, link: id)
+                inbox.streams.detach(peerID, link: id)
             case .sendReject(let id, let rejection):
                 running?.links[id]?.channel.writeAndFlush(LinkMessage.reject(rejection), promise: nil)
             case .wakeSenders(let peerID):
@@ -574,6 +577,7 @@ public actor MultipeerSession {
                 logger.info("peer left", metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.reason": "\(reason)"])
                 metrics.activePeers(core.activePeers.count)
                 subscriptions.emit(.peerLeft(Peer(hello), reason))
+                if reason == .goodbye(.shutdown) { inbox.streams.peerStopped(hello.peerID) }
             case .report(let report):
                 tell(report)
             }

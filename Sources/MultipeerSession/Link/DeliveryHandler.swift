@@ -151,8 +151,8 @@ final class DeliveryHandler: ChannelDuplexHandler {
         switch frame {
         case .data(let message): sequence = message.sequence
         case .fragment(let fragment): sequence = fragment.sequence
-        case .resourceOffer, .resourceWant, .resourceChunk, .resourceEnd:
-            receiveResource(frame, from: peer, context: context)
+        case .resourceOffer, .resourceWant, .resourceChunk, .resourceEnd, .streamOpen, .streamWant, .streamData, .streamEnd:
+            receiveOutsideSequence(frame, from: peer, context: context)
             return
         default:
             context.fireChannelRead(data)
@@ -191,15 +191,19 @@ final class DeliveryHandler: ChannelDuplexHandler {
         }
     }
 
-    /// A RESOURCE_ frame: the session's resources take it, once the session keeps the link (the
-    /// peer sends none before: it counts this side active only after the resume point).
-    private func receiveResource(_ frame: LinkMessage, from peer: Peer, context: ChannelHandlerContext) {
+    /// A RESOURCE_ or STREAM_ frame: the session's resources or streams take it, once the session
+    /// keeps the link (the peer sends none before: it counts this side active only after the
+    /// resume point).
+    private func receiveOutsideSequence(_ frame: LinkMessage, from peer: Peer, context: ChannelHandlerContext) {
         guard case .adopted = stage else {
             fail(MultipeerError(.outOfSequence, "peer \(peer.id) sent \(frame.frameType) before this side said where to resume; the link is closed"), context: context)
             return
         }
         do throws(MultipeerError) {
-            try inbox.resources.received(frame, from: peer, on: context.channel)
+            switch frame {
+            case .streamOpen, .streamWant, .streamData, .streamEnd: try inbox.streams.received(frame, from: peer, on: context.channel)
+            default: try inbox.resources.received(frame, from: peer, on: context.channel)
+            }
         } catch {
             fail(error, context: context)
         }

@@ -17,6 +17,8 @@ struct Inbox: Sendable {
     var metrics: SessionMetrics
     /// The resource transfers, both ways (by default none are taken: no resource directory).
     var resources = Resources(directory: nil)
+    /// The byte streams, both ways.
+    var streams = Streams()
     /// The largest message this side takes (Limits.maximumMessageLength).
     var maximumMessageLength = MultipeerSession.Limits().maximumMessageLength
 }

@@ -1,0 +1,279 @@
+import Foundation
+import MultipeerCore
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// One stream's core (``ByteStreamStateMachine``) behind a lock of its own, with the
+/// application's tasks waiting on it. Its frames go out only on its link's event loop
+/// (``flush()``), so that they leave in the order the core made them whoever wrote or read.
+final class StreamCore: Sendable {
+    let key: Streams.Key
+    let name: String
+    let opener: Bool
+    /// The peer's incarnation it was opened with: a link from another is a restarted peer's.
+    let incarnation: UInt64
+    private let state: NIOLockedValueBox<State>
+    private let onEnd: @Sendable (Streams.Ended) -> Void
+
+    private struct State {
+        var machine: ByteStreamStateMachine
+        var link: Streams.Link?
+        /// A flush is queued on the link's event loop.
+        var flushQueued = false
+        /// The application's reader, waiting for bytes.
+        var reader = Waiters()
+        /// The application's writers, waiting for room (or for the end to be acknowledged).
+        var writers = Waiters()
+        /// The end was reported to ``Streams`` (it forgot the stream).
+        var endReported = false
+
+        enum Waiting: Sendable {
+            case reader, writers
+        }
+
+        subscript(waiting: Waiting) -> Waiters {
+            get { waiting == .reader ? reader : writers }
+            set { if waiting == .reader { reader = newValue } else { writers = newValue } }
+        }
+    }
+
+    init(key: Streams.Key, name: String, opener: Bool, incarnation: UInt64, onEnd: @escaping @Sendable (Streams.Ended) -> Void) {
+        self.key = key
+        self.name = name
+        self.opener = opener
+        self.incarnation = incarnation
+        self.onEnd = onEnd
+        state = NIOLockedValueBox(State(machine: ByteStreamStateMachine(id: key.stream, name: name, opener: opener, window: Streams.window)))
+    }
+
+    /// Runs `body` under the lock, with its typed error.
+    private func locked<Value>(_ body: (inout State) throws(MultipeerError) -> Value) throws(MultipeerError) -> Value {
+        try state.withLockedValue { state in Result { () throws(MultipeerError) in try body(&state) } }.get()
+    }
+
+    // MARK: The link
+
+    func linkUp(_ link: Streams.Link) {
+        state.withLockedValue { state in
+            state.link = link
+            state.machine.linkUp()
+        }
+        flush()
+    }
+
+    func linkDown(_ id: LinkID?) {
+        state.withLockedValue { state in
+            guard let link = state.link, id == nil || link.id == id else { return }
+            state.link = nil
+            state.machine.linkDown()
+        }
+    }
+
+    /// Sends what the core has due, on the link's event loop.
+    private func flush() {
+        let eventLoop = state.withLockedValue { state -> (any EventLoop)? in
+            guard let link = state.link, !state.flushQueued, state.machine.hasFramesDue else { return nil }
+            state.flushQueued = true
+            return link.channel.eventLoop
+        }
+        guard let eventLoop else { return }
+        if eventLoop.inEventLoop {
+            flushNow()
+        } else {
+            eventLoop.execute { self.flushNow() }
+        }
+    }
+
+    /// On the link's event loop: every frame due goes out, in order (frames are made only here,
+    /// so none can overtake another).
+    private func flushNow() {
+        let (frames, channel) = state.withLockedValue { state -> ([LinkMessage], (any Channel)?) in
+            state.flushQueued = false
+            guard let link = state.link, link.channel.eventLoop.inEventLoop else { return ([], nil) }
+            return (state.machine.framesDue(chunkLimit: link.chunkLimit), link.channel)
+        }
+        guard let channel, !frames.isEmpty else { return }
+        for frame in frames { channel.write(frame, promise: nil) }
+        channel.flush()
+    }
+
+    // MARK: Frames from the peer (on the link's event loop)
+
+    func want(_ want: StreamWant) throws(MultipeerError) {
+        let wake = try locked { state throws(MultipeerError) in
+            try state.machine.want(received: want.received, granted: want.granted, endReceived: want.endReceived)
+                ? state.writers.takeAll() : []
+        }
+        for waiter in wake { waiter.resume() }
+        settle()
+    }
+
+    func data(_ data: StreamData) throws(MultipeerError) {
+        let wake = try locked { state throws(MultipeerError) in
+            try state.machine.data(offset: data.offset, bytes: data.bytes, end: data.end)
+            return state.machine.readable ? state.reader.takeAll() : []
+        }
+        for waiter in wake { waiter.resume() }
+        settle()
+    }
+
+    func ended(_ end: StreamEnd) {
+        finish { $0.ended(end.reason, text: end.text) }
+    }
+
+    // MARK: This side
+
+    /// Ends the stream, both ways; the peer is told if there is a link.
+    func end(_ reason: StreamEndReason, _ text: String) {
+        finish { $0.end(reason, text: text) }
+    }
+
+    /// Ends the stream without a word to the peer, which no longer has it.
+    func lose(_ why: String) {
+        finish { $0.ended(.unknown, text: why) }
+    }
+
+    private func finish(_ change: (inout ByteStreamStateMachine) -> Void) {
+        let wake = state.withLockedValue { state in
+            change(&state.machine)
+            return state.reader.takeAll() + state.writers.takeAll()
+        }
+        for waiter in wake { waiter.resume() }
+        settle()
+    }
+
+    /// Sends what is due, and reports the end once there is one.
+    private func settle() {
+        flush()
+        let ended = state.withLockedValue { state -> Streams.Ended? in
+            guard !state.endReported, let outcome = state.machine.outcome else { return nil }
+            state.endReported = true
+            switch outcome {
+            case .complete: return .complete(received: state.machine.received)
+            case .failed(let reason, _, _): return .failed(reason)
+            }
+        }
+        if let ended { onEnd(ended) }
+    }
+
+    // MARK: The application
+
+    /// Writes all of `bytes`, waiting for room as the peer's application reads.
+    func write(_ bytes: inout ByteBuffer) async throws {
+        while bytes.readableBytes > 0 {
+            let taken = try locked { state throws(MultipeerError) -> Bool in
+                try state.machine.writable(for: self)
+                let before = bytes.readableBytes
+                state.machine.write(&bytes)
+                return bytes.readableBytes < before
+            }
+            if taken {
+                flush()
+            } else {
+                try await wait(.writers) { $0.writeCapacity > 0 || $0.outcome != nil }
+            }
+        }
+    }
+
+    /// Ends this side's direction and waits until the peer holds every byte of it and the end.
+    func finishWriting() async throws {
+        try locked { state throws(MultipeerError) in
+            try state.machine.writable(for: self)
+            state.machine.finishWriting()
+        }
+        flush()
+        try await wait(.writers) { $0.endAcknowledged || $0.outcome != nil }
+        try locked { state throws(MultipeerError) in
+            if case .failed(let reason, let byPeer, let text) = state.machine.outcome {
+                throw MultipeerError(stream: name, ended: reason, byPeer: byPeer, detail: text)
+            }
+        }
+    }
+
+    /// The next bytes from the peer (at most a STREAM_DATA's worth), or nil at the end of its
+    /// direction; throws the stream's failure once what arrived before it was read.
+    func read() async throws -> [UInt8]? {
+        while true {
+            let read = state.withLockedValue { $0.machine.read(maximum: Streams.chunkLength) }
+            switch read {
+            case .bytes(let bytes):
+                flush()  // (reading may have made a grant due)
+                return Array(bytes.readableBytesView)
+            case .end:
+                return nil
+            case .failed(let reason, let byPeer, let text):
+                throw MultipeerError(stream: name, ended: reason, byPeer: byPeer, detail: text)
+            case .wait:
+                try await wait(.reader) { $0.readable }
+            }
+        }
+    }
+
+    /// Waits until `ready` holds of the core, or the waiting task is cancelled (which throws
+    /// `CancellationError`; the stream goes on).
+    private func wait(_ waiters: State.Waiting, until ready: @escaping @Sendable (ByteStreamStateMachine) -> Bool) async throws {
+        let id = UUID()
+        await withTaskCancellationHandler {
+            await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+                let now = state.withLockedValue { state -> Bool in
+                    if ready(state.machine) || Task.isCancelled { return true }
+                    state[waiters].add(id, continuation)
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLockedValue { $0[waiters].take(id) }?.resume()
+        }
+        try Task.checkCancellation()
+    }
+}
+
+/// Tasks waiting on a stream, each until it is woken or its task is cancelled.
+struct Waiters {
+    private var waiting: [(id: UUID, continuation: UnsafeContinuation<Void, Never>)] = []
+
+    mutating func add(_ id: UUID, _ continuation: UnsafeContinuation<Void, Never>) {
+        waiting.append((id, continuation))
+    }
+
+    mutating func take(_ id: UUID) -> UnsafeContinuation<Void, Never>? {
+        guard let index = waiting.firstIndex(where: { $0.id == id }) else { return nil }
+        return waiting.remove(at: index).continuation
+    }
+
+    mutating func takeAll() -> [UnsafeContinuation<Void, Never>] {
+        defer { waiting = [] }
+        return waiting.map(\.continuation)
+    }
+}
+
+extension ByteStreamStateMachine {
+    /// Throws what ended the stream, or `invalidArgument` once its application ended its direction.
+    fileprivate func writable(for stream: StreamCore) throws(MultipeerError) {
+        if case .failed(let reason, let byPeer, let text) = outcome {
+            throw MultipeerError(stream: stream.name, ended: reason, byPeer: byPeer, detail: text)
+        }
+        guard !writingFinished, outcome == nil else {
+            throw MultipeerError(.invalidArgument, "stream \(stream.name) was finished: nothing is written after its end")
+        }
+    }
+}
+
+extension MultipeerError {
+    /// The error a stream that ended for `reason` fails with; `byPeer`: the peer said so.
+    init(stream name: String, ended reason: StreamEndReason, byPeer: Bool, detail: String) {
+        let who = byPeer ? "the peer" : "this side"
+        let code: Code
+        let what: String
+        switch reason {
+        case .cancelled: (code, what) = (.streamCancelled, "\(who) cancelled it")
+        case .refused: (code, what) = (.streamRefused, "the peer does not take it")
+        case .unknown: (code, what) = (.streamLost, "the peer no longer has it")
+        case .closed where byPeer: (code, what) = (.streamLost, "the peer's session stopped")
+        case .closed: (code, what) = (.sessionState, "this session stopped")
+        default: (code, what) = (.streamCancelled, "\(who) ended it (\(reason))")
+        }
+        self.init(code, "stream \(name) ended: \(what)" + (detail.isEmpty ? "" : " (\(detail))"))
+    }
+}
