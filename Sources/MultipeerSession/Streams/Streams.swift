@@ -27,6 +27,10 @@ final class Streams: Sendable {
     /// Streams whose end is remembered, to answer their peer's WANT or OPEN of them after a
     /// broken link.
     static let rememberedEnds = 64
+    /// Stream frames a link may bring before the session attached it (a peer that counts this
+    /// side active sends an OPEN and a WANT for each stream it has, and waits for a WANT before
+    /// it sends bytes): beyond, the link is closed.
+    static let maximumEarly = 256
 
     /// A peer's link, while it is active and takes streams.
     struct Link: Sendable {
@@ -35,6 +39,12 @@ final class Streams: Sendable {
         var incarnation: UInt64
         /// The most bytes a STREAM_DATA to the peer carries.
         var chunkLimit: Int
+    }
+
+    /// A peer's stream frames that came on a link before the session attached it.
+    struct Early {
+        var channel: any Channel
+        var frames: [(LinkMessage, Peer)] = []
     }
 
     struct Key: Hashable, Sendable {
@@ -53,9 +63,12 @@ final class Streams: Sendable {
         var links: [UUID: Link] = [:]
         /// Each peer's incarnation when it was last attached: a stream is opened to that one.
         var incarnations: [UUID: UInt64] = [:]
-        /// Peers whose HELLO did not announce streams.
-        var withoutStreams: Set<UUID> = []
+        /// Peers whose HELLO did not announce streams, with the link it came on (their stream
+        /// frames are ignored).
+        var withoutStreams: [UUID: ObjectIdentifier] = [:]
         var streams: [Key: StreamCore] = [:]
+        /// Frames that wait for their link to be attached, by peer.
+        var early: [UUID: Early] = [:]
         /// How the latest streams ended, oldest first.
         var ended: [(key: Key, how: Ended)] = []
         var stopped = false
@@ -80,23 +93,34 @@ final class Streams: Sendable {
     // MARK: Links
 
     /// `hello`'s peer is active on link `id`: its streams go on there; those of an earlier
-    /// incarnation of it are lost.
+    /// incarnation of it are lost. Done on the link's event loop, in order with its frames: those
+    /// that came before (the peer counted this side active first) wait for it (``received(_:from:on:)``).
     func attach(_ hello: Hello, link id: LinkID, channel: any Channel) {
-        let peerID = hello.peerID
         let link = Link(
             id: id, channel: channel, incarnation: hello.incarnation,
             chunkLimit: min(Self.chunkLength, hello.maximumFrameLength - StreamData.headerLength))
-        let (streams, takesStreams) = state.withLockedValue { state -> ([StreamCore], Bool) in
-            state.incarnations[peerID] = hello.incarnation
+        // At once, so that a stream can be opened to the peer from when it is active.
+        state.withLockedValue { $0.incarnations[hello.peerID] = hello.incarnation }
+        if channel.eventLoop.inEventLoop {
+            attachOnLoop(link, hello)
+        } else {
+            channel.eventLoop.execute { self.attachOnLoop(link, hello) }
+        }
+    }
+
+    private func attachOnLoop(_ link: Link, _ hello: Hello) {
+        let peerID = hello.peerID
+        let (streams, takesStreams, early) = state.withLockedValue { state -> ([StreamCore], Bool, [(LinkMessage, Peer)]) in
+            let early = state.early.removeValue(forKey: peerID).flatMap { $0.channel === link.channel ? $0.frames : nil } ?? []
             let streams = state.streams.filter { $0.key.peer == peerID }.map(\.value)
             guard hello.features.contains(.streams) else {
                 state.links[peerID] = nil
-                state.withoutStreams.insert(peerID)
-                return (streams, false)
+                state.withoutStreams[peerID] = ObjectIdentifier(link.channel)
+                return (streams, false, [])
             }
-            state.withoutStreams.remove(peerID)
+            state.withoutStreams[peerID] = nil
             state.links[peerID] = link
-            return (streams, true)
+            return (streams, true, early)
         }
         for stream in streams {
             if stream.incarnation != hello.incarnation {
@@ -107,6 +131,13 @@ final class Streams: Sendable {
                 stream.linkUp(link)
             }
         }
+        do throws(MultipeerError) {
+            for (message, peer) in early { try process(message, from: peer, on: link.channel) }
+        } catch {
+            link.channel.writeAndFlush(LinkMessage.goodbye(.protocolError, error.message), promise: nil)
+            link.channel.pipeline.fireErrorCaught(error)
+            link.channel.close(promise: nil)
+        }
     }
 
     /// The peer's link `id` went: its streams wait for the next.
@@ -114,6 +145,7 @@ final class Streams: Sendable {
         let streams = state.withLockedValue { state -> [StreamCore] in
             guard let link = state.links[peerID], id == nil || link.id == id else { return [] }
             state.links[peerID] = nil
+            state.early[peerID] = nil
             return state.streams.filter { $0.key.peer == peerID }.map(\.value)
         }
         for stream in streams { stream.linkDown(id) }
@@ -128,8 +160,26 @@ final class Streams: Sendable {
     // MARK: Frames
 
     /// A STREAM_ frame from `peer` arrived on `channel` (on its event loop). Throws what breaks
-    /// the protocol: the link is then closed (GOODBYE 3).
+    /// the protocol: the link is then closed (GOODBYE 3). One that comes before the session
+    /// attached the link (the peer counted this side active a moment before it did) waits for
+    /// it, with at most ``maximumEarly`` others.
     func received(_ message: LinkMessage, from peer: Peer, on channel: any Channel) throws(MultipeerError) {
+        let now = try state.withLockedValue { state in
+            Result { () throws(MultipeerError) -> Bool in
+                if let link = state.links[peer.id], link.channel === channel, state.early[peer.id] == nil { return true }
+                if state.withoutStreams[peer.id] == ObjectIdentifier(channel) { return false }  // (ignored)
+                if state.early[peer.id]?.channel !== channel { state.early[peer.id] = Early(channel: channel) }
+                guard state.early[peer.id]!.frames.count < Self.maximumEarly else {
+                    throw MultipeerError(.malformedMessage, "peer \(peer.id) sent more than \(Self.maximumEarly) stream frames before it could have heard from this side")
+                }
+                state.early[peer.id]!.frames.append((message, peer))
+                return false
+            }
+        }.get()
+        if now { try process(message, from: peer, on: channel) }
+    }
+
+    private func process(_ message: LinkMessage, from peer: Peer, on channel: any Channel) throws(MultipeerError) {
         switch message {
         case .streamOpen(let open):
             opened(open, by: peer, on: channel)
@@ -223,7 +273,7 @@ final class Streams: Sendable {
             guard let incarnation = state.incarnations[peerID] else {
                 throw MultipeerError(.peerNotActive, "peer \(peerID) has never been active in this session: there is no one to open a stream to")
             }
-            guard !state.withoutStreams.contains(peerID) else {
+            guard state.withoutStreams[peerID] == nil else {
                 throw MultipeerError(.streamRefused, "peer \(peerID) takes no streams: its HELLO does not announce them")
             }
             let stream = StreamCore(key: key, name: name, opener: true, incarnation: incarnation, onEnd: onEnd(key))
