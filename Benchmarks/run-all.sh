@@ -32,6 +32,8 @@ step session .build/release/SessionBenchmark --seconds "$(trials 1 3)"
 # The locks a message takes, counted by Benchmarks/LockCounter (preloaded in this run alone).
 # Files through the API: 64 MiB and 1 GiB (64 MiB alone in a quick run).
 step session-resources .build/release/SessionBenchmark --resources --seconds "$(trials 1 3)" --resource-sizes "$(trials 67108864 67108864,1073741824)"
+# A byte stream through the API: 256 MiB one way (64 MiB in a quick run).
+step session-streams .build/release/SessionBenchmark --streams --seconds "$(trials 1 3)" --stream-bytes "$(trials 67108864 268435456)"
 step session-locks env LD_PRELOAD="$PWD/.build/release/liblockcounter.so" .build/release/SessionBenchmark --locks --seconds "$(trials 1 3)"
 step detection .build/release/DetectionBenchmark --trials "$(trials 5 20)"
 step delivery .build/release/DeliveryBenchmark --seconds "$(trials 3 10)"

@@ -474,3 +474,27 @@ public struct ResourceResults: Codable, Sendable {
         self.besideTransfer = besideTransfer
     }
 }
+
+/// A byte stream through the API (`SessionBenchmark --streams`): one way, written in 64 KiB
+/// writes and read as fast as it comes, beside the API's 64 MiB messages in the same run.
+public struct StreamResults: Codable, Sendable {
+    public var bytes: Int
+    /// From the stream's opening to the reader's end of it.
+    public var megabytesPerSecond: Double
+    /// The API's reliable 64 MiB `Data` messages in the same run, MB/s.
+    public var messagesMegabytesPerSecond: Double
+    /// Peak resident memory above the idle pair while the stream runs, both ends (this process).
+    public var peakRSSGrowthMiB: Double
+    /// A 1 KiB reliable message every 2 ms while the stream runs to the same peer.
+    public var besideStream: ProbeLatency
+
+    public init(bytes: Int, megabytesPerSecond: Double, messagesMegabytesPerSecond: Double, peakRSSGrowthMiB: Double, besideStream: ProbeLatency) {
+        self.bytes = bytes
+        self.megabytesPerSecond = megabytesPerSecond
+        self.messagesMegabytesPerSecond = messagesMegabytesPerSecond
+        self.peakRSSGrowthMiB = peakRSSGrowthMiB
+        self.besideStream = besideStream
+    }
+
+    public var shareOfMessages: Double { megabytesPerSecond / messagesMegabytesPerSecond }
+}

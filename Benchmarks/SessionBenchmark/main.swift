@@ -16,6 +16,8 @@
 //       (lock acquisitions per message alone, into bench-results/session-locks.json; Benchmarks/LockCounter)
 //   .build/release/SessionBenchmark --resources [--resource-sizes 67108864,1073741824]
 //       (files through sendResource -> incomingResources alone, into bench-results/session-resources.json)
+//   .build/release/SessionBenchmark --streams [--stream-bytes 268435456]
+//       (a byte stream through openStream -> incomingStreams alone, into bench-results/session-streams.json)
 import BaselineSupport
 import BenchmarkSupport
 import Foundation
@@ -334,6 +336,12 @@ if Bench.flag("--resources") {
     exit(0)
 }
 
+if Bench.flag("--streams") {
+    let result = try await measureStream(bytes: Int(list("--stream-bytes", ["268435456"])[0]) ?? 256 << 20)
+    try Bench.writeJSON(result, defaultPath: "bench-results/session-streams.json")
+    exit(0)
+}
+
 print("C GnuTLS baseline: frames one way over loopback, the same sizes (median of \(baselineRuns) runs; the slowest and fastest run)")
 var baselines: [BaselineRate] = []
 for size in sizes {
@@ -530,6 +538,84 @@ func measureResources(sizes: [Int]) async throws -> ResourceResults {
     print(String(format: "A 1 KiB reliable message every 2 ms beside 64 MiB files: p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d messages)",
                  latency.p50Milliseconds, latency.p99Milliseconds, latency.maxMilliseconds, latency.count))
     return ResourceResults(transfers: transfers, besideTransfer: latency)
+}
+
+/// A byte stream through the API: `bytes` one way in 64 KiB writes, read as fast as it comes,
+/// its rate beside 64 MiB messages' in the same run and its peak memory above the idle pair; then
+/// 1 KiB messages' latency while such a stream runs to the same peer.
+func measureStream(bytes: Int) async throws -> StreamResults {
+    let largeBytes = Data(repeating: 0x5A, count: 64 << 20)
+    let messages = await measure(BytesMessage.self, delivery: "reliable", encoding: .binary, payloadBytes: 64 << 20, field: "Data", for: .seconds(4)) {
+        BytesMessage(number: $0, bytes: largeBytes)
+    }
+    let messagesRate = messages.payloadMegabytesPerSecond
+    print(String(format: "Reliable 64 MiB Data messages: %.0f MB/s", messagesRate))
+    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("session-benchmark-streams-\(getpid())")
+    defer { try? FileManager.default.removeItem(at: scratch) }
+    let block = [UInt8](repeating: 0xA5, count: 64 << 10)
+    /// Writes `count` bytes to a new stream and reads them at the other end; returns the seconds it took.
+    @Sendable func stream(_ count: Int, from sender: MultipeerSession, to receiver: MultipeerSession) async throws -> Double {
+        let started = ContinuousClock.now
+        let outgoing = try sender.openStream(named: "bench", to: receiver.peerID)
+        let writing = Task {
+            var written = 0
+            while written < count {
+                try await outgoing.write(block.prefix(count - written))
+                written += min(block.count, count - written)
+            }
+            try await outgoing.finish()
+        }
+        guard let incoming = await receiver.incomingStreams.first(where: { _ in true }) else { throw CancellationError() }
+        var read = 0
+        for try await bytes in incoming { read += bytes.count }
+        try await writing.value
+        precondition(read == count, "the stream brought \(read) of \(count) bytes")
+        return (ContinuousClock.now - started).seconds
+    }
+    let (rate, growth) = try await withResourcePair(receivingInto: scratch) { receiver, sender in
+        _ = try await stream(16 << 20, from: sender, to: receiver)  // (warm-up)
+        Bench.returnFreedMemory()
+        let idle = Bench.residentKiB()
+        let peak = PeakMemory(idle)
+        let sampling = Task {
+            while !Task.isCancelled {
+                peak.sample(Bench.residentKiB())
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        let seconds = try await stream(bytes, from: sender, to: receiver)
+        sampling.cancel()
+        peak.sample(Bench.residentKiB())
+        return (Double(bytes) / 1e6 / seconds, (peak.highest - idle) / 1024)
+    }
+    print(String(format: "A %d MiB stream one way: %.0f MB/s (%.0f %% of the messages'), peak memory +%.1f MiB",
+                 bytes >> 20, rate, rate / messagesRate * 100, growth))
+    let latency = try await withResourcePair(receivingInto: scratch) { receiver, sender in
+        let probes = receiver.messages(of: Probe.self)
+        let streaming = Task {
+            while !Task.isCancelled { _ = try await stream(64 << 20, from: sender, to: receiver) }
+        }
+        let padding = Data(repeating: 1, count: 1024)
+        let sendingProbes = Task {
+            let end = ContinuousClock.now + duration
+            while ContinuousClock.now < end {
+                try await sender.send(Probe(sentNanoseconds: nanosecondsSinceStart(), padding: padding), to: receiver.peerID)
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            try await sender.send(Probe(sentNanoseconds: -1, padding: padding), to: receiver.peerID)
+        }
+        var samples: [Double] = []
+        for await probe in probes {
+            guard probe.message.sentNanoseconds >= 0 else { break }
+            samples.append(Double(nanosecondsSinceStart() - probe.message.sentNanoseconds) / 1e6)
+        }
+        _ = try await sendingProbes.value
+        streaming.cancel()
+        return ProbeLatency(besideLargeMessages: true, milliseconds: samples, freshMappings: 0)
+    }
+    print(String(format: "A 1 KiB reliable message every 2 ms beside a stream: p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d messages)",
+                 latency.p50Milliseconds, latency.p99Milliseconds, latency.maxMilliseconds, latency.count))
+    return StreamResults(bytes: bytes, megabytesPerSecond: rate, messagesMegabytesPerSecond: messagesRate, peakRSSGrowthMiB: growth, besideStream: latency)
 }
 
 /// The highest resident memory sampled.
