@@ -188,13 +188,13 @@ struct TestSigner {
     }
 
     @Test func featuresRoundTripAndAHelloWithoutThemTakesNone() throws {
-        for features: Hello.Features in [[], .resources] {
+        for features: Hello.Features in [[], .resources, .streams, [.resources, .streams]] {
             #expect(try Hello(decoding: HelloTests.encode(Self.hello(features: features))).features == features)
         }
     }
 
     @Test func bitsThisVersionDoesNotKnowAreIgnored() throws {
-        let hello = try Hello(decoding: HelloTests.encode(Self.hello(features: Hello.Features(rawValue: 0x8000_0001))))
-        #expect(hello.features == .resources)
+        let hello = try Hello(decoding: HelloTests.encode(Self.hello(features: Hello.Features(rawValue: 0x8000_0003))))
+        #expect(hello.features == [.resources, .streams])
     }
 }

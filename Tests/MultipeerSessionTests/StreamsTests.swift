@@ -1,0 +1,117 @@
+import Foundation
+import MultipeerCore
+@testable import MultipeerSession
+import MultipeerTLS
+import NIOCore
+import NIOEmbedded
+import Testing
+
+/// The session's streams on an EmbeddedChannel standing for a link: frames that come before the
+/// session attached the link wait for it, a peer's opens beyond its share are refused, and a
+/// stream this side does not have is said to be unknown.
+@Suite struct StreamsTests {
+    struct Link {
+        let channel = EmbeddedChannel()
+        let streams = Streams()
+        let remote: Hello
+        let peer: Peer
+
+        init() throws {
+            var hello = try Hello(identity: PeerIdentity(), incarnation: 7, displayName: "remote", maximumMessageLength: 1 << 20)
+            hello.features = [.resources, .streams]
+            remote = hello
+            peer = Peer(hello)
+        }
+
+        func finish() { _ = try? channel.finish(acceptAlreadyClosed: true) }
+
+        func attach() {
+            streams.attach(remote, link: LinkID(1), channel: channel)
+            channel.embeddedEventLoop.run()
+        }
+
+        func receive(_ message: LinkMessage) throws {
+            try streams.received(message, from: peer, on: channel)
+            channel.embeddedEventLoop.run()
+        }
+
+        /// The frames this side wrote since the last call.
+        func written() throws -> [LinkMessage] {
+            var frames: [LinkMessage] = []
+            while let frame = try channel.readOutbound(as: LinkMessage.self) { frames.append(frame) }
+            return frames
+        }
+    }
+
+    static func open(_ id: UUID, resuming: Bool = false) throws -> LinkMessage {
+        .streamOpen(try StreamOpen(id: id, resuming: resuming, name: "log"))
+    }
+
+    @Test func framesBeforeTheLinkIsAttachedWaitForItAndAreTakenInOrder() async throws {
+        let link = try Link()
+        defer { link.finish() }
+        let id = UUID()
+        try link.receive(try Self.open(id))
+        try link.receive(.streamWant(StreamWant(id: id, received: 0, granted: 1_000, endReceived: false)))
+        try link.receive(.streamData(StreamData(id: id, offset: 0, end: false, bytes: ByteBuffer(bytes: [1, 2, 3]))))
+        #expect(try link.written().isEmpty, "nothing is taken before the link is attached")
+        link.attach()
+        // The OPEN made the stream, which said what it holds of the opener's direction; the
+        // bytes that came after it arrived.
+        #expect(try link.written() == [.streamWant(StreamWant(id: id, received: 0, granted: Streams.window, endReceived: false))])
+        var incoming = link.streams.incoming.makeAsyncIterator()
+        let stream = try #require(await incoming.next())
+        #expect(stream.id == id && stream.name == "log" && !stream.openedHere)
+        var reading = stream.makeAsyncIterator()
+        #expect(try await reading.next() == [1, 2, 3])
+    }
+
+    @Test func aPeerOpensSixteenStreamsAtOnceAndTheNextIsRefused() throws {
+        let link = try Link()
+        defer { link.finish() }
+        link.attach()
+        for _ in 0..<Streams.maximumIncomingPerPeer { try link.receive(try Self.open(UUID())) }
+        #expect(try link.written().allSatisfy { if case .streamWant = $0 { true } else { false } })
+        let seventeenth = UUID()
+        try link.receive(try Self.open(seventeenth))
+        guard case .streamEnd(let end)? = try link.written().first else {
+            Issue.record("the seventeenth is refused")
+            return
+        }
+        #expect(end.id == seventeenth && end.reason == .refused)
+    }
+
+    @Test func aStreamThisSideDoesNotHaveIsUnknownButANewOneIsTaken() throws {
+        let link = try Link()
+        defer { link.finish() }
+        link.attach()
+        let lost = UUID()
+        try link.receive(.streamWant(StreamWant(id: lost, received: 10, granted: 100, endReceived: false)))
+        try link.receive(try Self.open(lost, resuming: true))
+        let answers = try link.written()
+        #expect(answers.count == 2)
+        #expect(answers.allSatisfy { if case .streamEnd(let end) = $0 { end.id == lost && end.reason == .unknown } else { false } })
+        // Its bytes and END are ignored.
+        try link.receive(.streamData(StreamData(id: lost, offset: 0, end: false, bytes: ByteBuffer(bytes: [1]))))
+        try link.receive(.streamEnd(StreamEnd(id: lost, reason: .cancelled, text: "")))
+        #expect(try link.written().isEmpty)
+        // An open that is not resuming is a new stream.
+        try link.receive(try Self.open(UUID()))
+        guard case .streamWant? = try link.written().first else {
+            Issue.record("a new stream is taken")
+            return
+        }
+    }
+
+    @Test func bytesOutOfSequenceBreakTheProtocol() throws {
+        let link = try Link()
+        defer { link.finish() }
+        link.attach()
+        let id = UUID()
+        try link.receive(try Self.open(id))
+        let error = try #require(throws: MultipeerError.self) {
+            try link.receive(.streamData(StreamData(id: id, offset: 5, end: false, bytes: ByteBuffer(bytes: [1]))))
+        }
+        #expect(error.code == .outOfSequence)
+    }
+}
