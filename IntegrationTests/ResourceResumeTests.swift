@@ -193,6 +193,57 @@ extension ResourceResumeTests {
     }
 }
 
+extension ResourceResumeTests {
+    /// A receiver in a process of its own (multipeer-test-peer), killed with SIGKILL half way
+    /// through a transfer and started again with its identity and directory: the transfer
+    /// resumes from the blocks it had logged, sending about half the file again.
+    @Test(.scaledTimeLimit(minutes: 2))
+    func aReceiverKilledHalfWayResumesFromWhatItWrote() async throws {
+        let scratch = try Scratch()
+        let keyFile = scratch.url.appendingPathComponent("psk.key").path
+        try LinkFixtures.psk.write(toFile: keyFile)
+        let identityFile = scratch.url.appendingPathComponent("child.identity").path
+        let identity = PeerIdentity()
+        try identity.write(toFile: identityFile)
+        let sender = MultipeerSession(configuration: .test("sender", discovery: .staticPeers([])), identity: PeerIdentity())
+        let senderEvents = EventLog(sender.events)
+        try await whileRunning([sender]) {
+            let proxy = try await FaultProxy(forwardingTo: try await senderEvents.listeningPort())
+            proxy.set(.throttle(bytesPerSecond: 16 << 20))  // 4 s for the file: it is killed half way, not after
+            func startReceiver() throws -> BackgroundProcess {
+                try BackgroundProcess(ProcessFaultTests.peerBinary, [
+                    "--psk-file", keyFile, "--identity-file", identityFile, "--name", "receiver",
+                    "--static", "127.0.0.1:\(proxy.port)", "--resource-dir", scratch.inbox.path,
+                ], pipes: true)
+            }
+            let first = try startReceiver()
+            try await senderEvents.waitUntilActive([identity.peerID])
+            let transfer = try await sender.sendResource(at: scratch.source, to: identity.peerID)
+            let half = try await withDeadline(.seconds(60)) {
+                for await line in first.lines! {
+                    if line.hasPrefix("resource-progress "), let done = Int(line.dropFirst(18)), done >= Self.length / 2 { return done }
+                }
+                return -1
+            }
+            #expect(half >= Self.length / 2)
+            kill(first.pid, SIGKILL)
+            first.stop()
+            try await senderEvents.waitUntilActive([])
+            let before = proxy.bytesForwarded
+
+            let second = try startReceiver()
+            defer { second.stop() }
+            try await withDeadline(.seconds(60)) { try await transfer.completion() }
+            let file = scratch.inbox.appendingPathComponent(scratch.source.lastPathComponent)
+            #expect(try Data(contentsOf: file) == Data(contentsOf: scratch.source))
+            let again = Double(proxy.bytesForwarded - before) / Double(Self.length)
+            #expect(again < 0.6, "after the receiver was killed and started again, \(again)x the file went through the proxy")
+            proxy.set(.passThrough)
+            await proxy.stop()
+        }
+    }
+}
+
 /// Transfers that cannot finish end on both sides with the reason, typed (alone, like
 /// ``ResourceResumeTests``).
 @Suite(.enabled(if: runningAlone, "moves 64 MiB files: scripts/run-tests.sh runs it alone"))

@@ -485,14 +485,23 @@ public struct StreamResults: Codable, Sendable {
     public var messagesMegabytesPerSecond: Double
     /// Peak resident memory above the idle pair while the stream runs, both ends (this process).
     public var peakRSSGrowthMiB: Double
+    /// The same stream with its reader held to half ``megabytesPerSecond``: the rate the writer
+    /// was held to, and the peak memory above the idle pair (it must not grow with the stream).
+    public var slowReaderMegabytesPerSecond: Double
+    public var slowReaderPeakRSSGrowthMiB: Double
     /// A 1 KiB reliable message every 2 ms while the stream runs to the same peer.
     public var besideStream: ProbeLatency
 
-    public init(bytes: Int, megabytesPerSecond: Double, messagesMegabytesPerSecond: Double, peakRSSGrowthMiB: Double, besideStream: ProbeLatency) {
+    public init(
+        bytes: Int, megabytesPerSecond: Double, messagesMegabytesPerSecond: Double, peakRSSGrowthMiB: Double,
+        slowReaderMegabytesPerSecond: Double, slowReaderPeakRSSGrowthMiB: Double, besideStream: ProbeLatency
+    ) {
         self.bytes = bytes
         self.megabytesPerSecond = megabytesPerSecond
         self.messagesMegabytesPerSecond = messagesMegabytesPerSecond
         self.peakRSSGrowthMiB = peakRSSGrowthMiB
+        self.slowReaderMegabytesPerSecond = slowReaderMegabytesPerSecond
+        self.slowReaderPeakRSSGrowthMiB = slowReaderPeakRSSGrowthMiB
         self.besideStream = besideStream
     }
 

@@ -553,8 +553,9 @@ func measureStream(bytes: Int) async throws -> StreamResults {
     let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("session-benchmark-streams-\(getpid())")
     defer { try? FileManager.default.removeItem(at: scratch) }
     let block = [UInt8](repeating: 0xA5, count: 64 << 10)
-    /// Writes `count` bytes to a new stream and reads them at the other end; returns the seconds it took.
-    @Sendable func stream(_ count: Int, from sender: MultipeerSession, to receiver: MultipeerSession) async throws -> Double {
+    /// Writes `count` bytes to a new stream and reads them at the other end (at most at
+    /// `readRate` bytes a second, if given); returns the seconds it took.
+    @Sendable func stream(_ count: Int, from sender: MultipeerSession, to receiver: MultipeerSession, readRate: Double? = nil) async throws -> Double {
         let started = ContinuousClock.now
         let outgoing = try sender.openStream(named: "bench", to: receiver.peerID)
         let writing = Task {
@@ -567,29 +568,42 @@ func measureStream(bytes: Int) async throws -> StreamResults {
         }
         guard let incoming = await receiver.incomingStreams.first(where: { _ in true }) else { throw CancellationError() }
         var read = 0
-        for try await bytes in incoming { read += bytes.count }
+        let reading = ContinuousClock.now
+        for try await bytes in incoming {
+            read += bytes.count
+            // A slow reader: ahead of its rate by more than a millisecond, it waits.
+            if let readRate, case let due = reading + .seconds(Double(read) / readRate), due > ContinuousClock.now + .milliseconds(1) {
+                try await Task.sleep(until: due)
+            }
+        }
         try await writing.value
         precondition(read == count, "the stream brought \(read) of \(count) bytes")
         return (ContinuousClock.now - started).seconds
     }
-    let (rate, growth) = try await withResourcePair(receivingInto: scratch) { receiver, sender in
-        _ = try await stream(16 << 20, from: sender, to: receiver)  // (warm-up)
-        Bench.returnFreedMemory()
-        let idle = Bench.residentKiB()
-        let peak = PeakMemory(idle)
-        let sampling = Task {
-            while !Task.isCancelled {
-                peak.sample(Bench.residentKiB())
-                try? await Task.sleep(for: .milliseconds(20))
+    /// The rate of a stream of `bytes` and the peak memory above the idle pair while it runs.
+    func measured(readRate: Double? = nil) async throws -> (rate: Double, growth: Double) {
+        try await withResourcePair(receivingInto: scratch) { receiver, sender in
+            _ = try await stream(16 << 20, from: sender, to: receiver)  // (warm-up)
+            Bench.returnFreedMemory()
+            let idle = Bench.residentKiB()
+            let peak = PeakMemory(idle)
+            let sampling = Task {
+                while !Task.isCancelled {
+                    peak.sample(Bench.residentKiB())
+                    try? await Task.sleep(for: .milliseconds(20))
+                }
             }
+            let seconds = try await stream(bytes, from: sender, to: receiver, readRate: readRate)
+            sampling.cancel()
+            peak.sample(Bench.residentKiB())
+            return (Double(bytes) / 1e6 / seconds, (peak.highest - idle) / 1024)
         }
-        let seconds = try await stream(bytes, from: sender, to: receiver)
-        sampling.cancel()
-        peak.sample(Bench.residentKiB())
-        return (Double(bytes) / 1e6 / seconds, (peak.highest - idle) / 1024)
     }
+    let (rate, growth) = try await measured()
     print(String(format: "A %d MiB stream one way: %.0f MB/s (%.0f %% of the messages'), peak memory +%.1f MiB",
                  bytes >> 20, rate, rate / messagesRate * 100, growth))
+    let (slowRate, slowGrowth) = try await measured(readRate: rate * 1e6 / 2)
+    print(String(format: "  its reader held to half that rate: %.0f MB/s, peak memory +%.1f MiB", slowRate, slowGrowth))
     let latency = try await withResourcePair(receivingInto: scratch) { receiver, sender in
         let probes = receiver.messages(of: Probe.self)
         let streaming = Task {
@@ -615,7 +629,9 @@ func measureStream(bytes: Int) async throws -> StreamResults {
     }
     print(String(format: "A 1 KiB reliable message every 2 ms beside a stream: p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d messages)",
                  latency.p50Milliseconds, latency.p99Milliseconds, latency.maxMilliseconds, latency.count))
-    return StreamResults(bytes: bytes, megabytesPerSecond: rate, messagesMegabytesPerSecond: messagesRate, peakRSSGrowthMiB: growth, besideStream: latency)
+    return StreamResults(
+        bytes: bytes, megabytesPerSecond: rate, messagesMegabytesPerSecond: messagesRate, peakRSSGrowthMiB: growth,
+        slowReaderMegabytesPerSecond: slowRate, slowReaderPeakRSSGrowthMiB: slowGrowth, besideStream: latency)
 }
 
 /// The highest resident memory sampled.

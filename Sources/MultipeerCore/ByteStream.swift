@@ -146,10 +146,20 @@ package struct ByteStreamStateMachine: Sendable {
     package private(set) var written: UInt64 = 0
     /// How far the reader lets this side send.
     private var granted: UInt64 = 0
-    /// The application ended this direction.
-    private var endWritten = false
-    /// The reader holds the end: this direction is over.
-    package private(set) var endAcknowledged = false
+    /// How far this direction's end has gone.
+    private var writeEnd = WriteEnd.notWritten
+
+    private enum WriteEnd {
+        case notWritten
+        /// The application ended the direction: nothing is written after it.
+        case written
+        /// The reader holds the end: the direction is over.
+        case acknowledged
+    }
+
+    private var endWritten: Bool { writeEnd != .notWritten }
+    /// The reader holds this direction's end.
+    package var endAcknowledged: Bool { writeEnd == .acknowledged }
 
     // The direction this side reads.
     /// Arrived and not yet read by the application.
@@ -161,8 +171,6 @@ package struct ByteStreamStateMachine: Sendable {
     /// How far the peer may send.
     private var grantedToPeer: UInt64 = 0
     package private(set) var endReceived = false
-    /// The application read the end.
-    private var endRead = false
 
     // The link.
     /// The link, while there is one.
@@ -232,7 +240,7 @@ package struct ByteStreamStateMachine: Sendable {
         // The first WANT on a link is where the writer goes on from.
         if link != nil, link?.sending == nil { link?.sending = Sending(next: received) }
         let ended = endReceived && !endAcknowledged
-        if endReceived { endAcknowledged = true }
+        if endReceived { writeEnd = .acknowledged }
         completeIfDone()
         return freed || ended
     }
@@ -303,8 +311,8 @@ package struct ByteStreamStateMachine: Sendable {
 
     /// The application ends this side's direction: nothing is written after it.
     package mutating func finishWriting() {
-        guard outcome == nil else { return }
-        endWritten = true
+        guard outcome == nil, writeEnd == .notWritten else { return }
+        writeEnd = .written
     }
 
     /// Whether the application ended its direction.
@@ -325,10 +333,7 @@ package struct ByteStreamStateMachine: Sendable {
             return .bytes(bytes)
         }
         if case .failed(let reason, let byPeer, let text) = outcome { return .failed(reason, byPeer: byPeer, text: text) }
-        if endReceived {
-            endRead = true
-            return .end
-        }
+        if endReceived { return .end }
         return .wait
     }
 

@@ -15,6 +15,8 @@ import NIOCore
 ///
 /// Each direction holds at most 256 KiB at each end: ``write(_:)`` waits for room while the
 /// peer's application does not read, so a slow reader slows the writer and nothing grows.
+///
+/// Dropping every reference to a stream (and its iterators) before it ended cancels it.
 public final class PeerStream: AsyncSequence, Sendable {
     /// Names the stream (the same at both ends).
     public let id: UUID
@@ -64,14 +66,19 @@ public final class PeerStream: AsyncSequence, Sendable {
         core.end(.cancelled, "")
     }
 
+    deinit {
+        core.end(.cancelled, "its application let go of it")
+    }
+
     /// An iterator over the peer's bytes, in the chunks they arrived in; one reader at a time.
     public func makeAsyncIterator() -> Iterator {
-        Iterator(core: core)
+        Iterator(stream: self)
     }
 
     /// Reads a ``PeerStream``.
     public struct Iterator: AsyncIteratorProtocol, Sendable {
-        let core: StreamCore
+        /// (The stream, not its core: an iterator keeps the stream from being let go of.)
+        let stream: PeerStream
 
         /// The peer's next bytes, waiting for them; nil once the peer ended its direction and
         /// every byte was read.
@@ -79,7 +86,7 @@ public final class PeerStream: AsyncSequence, Sendable {
         /// - Throws: the `MultipeerError` that ended the stream, once the bytes that arrived
         ///   before it were read; `CancellationError` if the task is cancelled while it waits.
         public mutating func next() async throws -> [UInt8]? {
-            try await core.read()
+            try await stream.core.read()
         }
     }
 }

@@ -249,7 +249,9 @@ final class Streams: Sendable {
             channel.writeAndFlush(LinkMessage.streamEnd(StreamEnd(id: open.id, reason: reason, text: why)), promise: nil)
         case .begin(let stream, let link):
             stream.linkUp(link)
-            if case .dropped = announce.yield(PeerStream(stream)) {
+            // (Kept until the end of the scope: a stream let go of is cancelled, and this one is refused.)
+            let announced = announce.yield(PeerStream(stream))
+            if case .dropped = announced {
                 stream.end(.refused, "the application has not taken \(Self.maximumUnaccepted) streams opened towards it")
             }
         }

@@ -101,4 +101,17 @@ import Testing
             #expect(first?.isEmpty == false)
         }
     }
+
+    @Test func aStreamItsApplicationLetsGoOfIsCancelled() async throws {
+        try await withPair { listener, dialler in
+            var stream: PeerStream? = try dialler.openStream(named: "forgotten", to: listener.peerID)
+            try await stream?.write([1, 2, 3])
+            let accepted = try await Self.accept(on: listener)
+            stream = nil
+            let error = try await within(30, "the cancel") {
+                try await #require(throws: MultipeerError.self) { _ = try await Self.readAll(accepted) }
+            }
+            #expect(error.code == .streamCancelled && error.message.contains("let go"))
+        }
+    }
 }
