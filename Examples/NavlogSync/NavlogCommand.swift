@@ -4,11 +4,15 @@ public enum NavlogCommand: Hashable, Sendable {
     /// Changes fields of the entry whose id starts with the given text.
     case edit(idPrefix: String, [NavlogField: String?])
     case delete(idPrefix: String)
+    /// Attaches the file at the path to the entry whose id starts with the given text.
+    case attach(idPrefix: String, path: String)
+    /// Writes the entry's attachment of this name to the path.
+    case save(idPrefix: String, name: String, path: String)
     case list
     case peers
     case quit
 
-    public static let usage = "commands: add KEY=VALUE ..., edit ID KEY=VALUE ..., delete ID, list, peers, quit; "
+    public static let usage = "commands: add KEY=VALUE ..., edit ID KEY=VALUE ..., delete ID, attach ID FILE, save ID NAME PATH, list, peers, quit; "
         + "keys: \(NavlogField.allCases.map(\.rawValue).joined(separator: ", ")); quote values with spaces: remarks=\"light chop\""
 
     /// Parses a line; nil for a blank line or a comment (`#`).
@@ -31,6 +35,14 @@ public enum NavlogCommand: Hashable, Sendable {
         case "delete":
             guard rest.count == 1 else { throw NavlogError(.badCommand, "delete takes one entry id: delete ID") }
             self = .delete(idPrefix: rest[0])
+        case "attach":
+            guard rest.count == 2 else { throw NavlogError(.badCommand, "attach takes an entry id and a file: attach ID FILE") }
+            self = .attach(idPrefix: rest[0], path: rest[1])
+        case "save":
+            guard rest.count == 3 else {
+                throw NavlogError(.badCommand, "save takes an entry id, an attachment's name and where to write it: save ID NAME PATH")
+            }
+            self = .save(idPrefix: rest[0], name: rest[1], path: rest[2])
         case "list", "peers", "quit":
             guard rest.isEmpty else { throw NavlogError(.badCommand, "\(verb) takes no arguments") }
             self = verb == "list" ? .list : verb == "peers" ? .peers : .quit

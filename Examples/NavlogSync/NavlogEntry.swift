@@ -50,18 +50,24 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
     public var origin: UUID
     public var timestamp: HLCTimestamp
     public var deleted: Bool
+    /// The files attached to the entry (docs/NAVLOG.md 1a), sorted by name; nil when there are none.
+    public var attachments: [NavlogAttachment]?
     /// The origin's public key (``signed(by:)``); nil on a version not signed yet.
     public var key: PeerKey?
     /// The origin's Ed25519 signature of ``signedBytes``, 128 hexadecimal digits.
     public var signature: String?
 
-    public init(id: UUID, fields: NavlogFields, author: String, origin: UUID, timestamp: HLCTimestamp, deleted: Bool = false) {
+    public init(
+        id: UUID, fields: NavlogFields, author: String, origin: UUID, timestamp: HLCTimestamp, deleted: Bool = false,
+        attachments: [NavlogAttachment]? = nil
+    ) {
         self.id = id
         self.fields = fields
         self.author = author
         self.origin = origin
         self.timestamp = timestamp
         self.deleted = deleted
+        self.attachments = attachments?.isEmpty == true ? nil : attachments
     }
 
     /// What a version's author must be, for hosts to take the version in: a display name the
@@ -107,7 +113,9 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
     // MARK: Authorship
 
     /// What the origin signs (docs/NAVLOG.md, section 1): every field of the version, in a fixed
-    /// binary form, so that two implementations sign and hash the same bytes.
+    /// binary form, so that two implementations sign and hash the same bytes; the attachments
+    /// (section 1a) follow only when there are any, so a version without them signs what it did
+    /// before they existed.
     public var signedBytes: [UInt8] {
         var bytes = Array("navlog version v1".utf8)
         bytes.reserveCapacity(128)
@@ -139,6 +147,14 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
         append(optional: fields.fuel)
         append(optional: fields.altitude)
         append(optional: fields.remarks)
+        if let attachments, !attachments.isEmpty {
+            bytes.append(UInt8(truncatingIfNeeded: attachments.count))
+            for attachment in attachments {
+                append(attachment.name)
+                append(UInt64(bitPattern: attachment.length))
+                bytes += Hex.decode(attachment.sha256.utf8) ?? []
+            }
+        }
         return bytes
     }
 

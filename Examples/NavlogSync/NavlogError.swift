@@ -35,6 +35,10 @@ public struct NavlogError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let syncOverload = Code("syncOverload")
         /// A peer sent a `reply` to an `ask` this host did not send (or answered one twice).
         public static let unexpectedReply = Code("unexpectedReply")
+        /// An attachment is not here (yet): no peer that holds it has sent it.
+        public static let attachmentMissing = Code("attachmentMissing")
+        /// An attachment could not be kept, sent or saved (the disk, permissions, the peer).
+        public static let attachmentFailure = Code("attachmentFailure")
     }
 
     public var code: Code

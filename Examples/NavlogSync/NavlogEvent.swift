@@ -11,8 +11,37 @@ public enum NavlogEvent: Sendable {
     case entryApplied(NavlogEntry, origin: PeerRef?)
     /// An anti-entropy exchange with a peer finished.
     case synced(PeerRef, sent: Int, received: Int)
+    /// An attached file on its way to or from a peer: how far it has come.
+    case attachmentProgress(AttachmentTransfer)
+    /// An attached file's transfer ended: it arrived whole (its hash checked) or was sent, or
+    /// it failed with `error` (it is asked for again when a peer that holds it next joins).
+    case attachmentDone(AttachmentTransfer, error: String?)
     /// Something failed that the user should know about; the host goes on.
     case error(code: String, message: String)
+}
+
+/// A file attached to an entry, on its way between this host and a peer.
+public struct AttachmentTransfer: Hashable, Sendable {
+    /// The entry it is attached to (the first held that names it), and its name there.
+    public var entry: UUID?
+    public var name: String
+    public var sha256: String
+    public var peer: PeerRef
+    /// This host sends it (rather than receives it).
+    public var outgoing: Bool
+    public var bytesDone: Int64
+    public var totalBytes: Int64
+    public var bytesPerSecond: Double
+}
+
+/// Where an attached file stands on this host.
+public enum AttachmentState: Hashable, Sendable {
+    /// Here, whole, its hash checked.
+    case held
+    /// On its way from a peer: this many bytes of it are here.
+    case arriving(bytesDone: Int64)
+    /// Not here: no peer that holds it has sent it yet.
+    case missing
 }
 
 /// A peer, as navlog-sync names it.

@@ -13,7 +13,8 @@ public struct NavlogIntake: Sendable {
     /// with `sender`, one whose origin is not the sender (an `update` is the sender's own
     /// version); a version whose fields a user could not have typed
     /// (``NavlogFields/validate()``: a NUL that SQLite would cut short, an escape sequence a
-    /// terminal would obey, a fuel of -5 kg) or whose author is not a display name; and one
+    /// terminal would obey, a fuel of -5 kg), whose attachments break their rules
+    /// (``NavlogAttachment``), or whose author is not a display name; and one
     /// stamped more than ``HybridLogicalClock/maximumLead`` ahead of `now` (wall-clock
     /// milliseconds). The timestamps of the others are taken into `clock`.
     public init(_ versions: [NavlogEntry], from sender: UUID? = nil, clock: inout HybridLogicalClock, now: UInt64) {
@@ -67,6 +68,7 @@ public struct NavlogIntake: Sendable {
         }
         do {
             try version.fields.validate()
+            try NavlogAttachment.validate(version.attachments)
             return nil
         } catch {
             return error

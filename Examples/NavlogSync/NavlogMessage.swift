@@ -10,7 +10,8 @@ public import MultipeerSession
 /// and the prefixes to split further (`reply`); the asker then names the versions it wants
 /// (`need`), the last `need` final once every ask is answered, and gets them as `entries`. What
 /// is exchanged grows with the differences, not with the log. While connected, every local edit
-/// is broadcast as an update.
+/// is broadcast as an update. A host that holds versions whose attached files it lacks says so
+/// (`lack`), and a peer that holds them offers them as resources.
 public enum NavlogMessage: MultipeerMessage, Hashable {
     /// The name on the wire (docs/NAVLOG.md), as every version of navlog-sync has sent it.
     public static var wireName: String { "NavlogSync.NavlogMessage" }
@@ -34,11 +35,16 @@ public enum NavlogMessage: MultipeerMessage, Hashable {
     /// last part `final`): answered with `entries`, and with this host's own digest, so that
     /// such a host syncs both ways.
     case digest(versions: NavlogDigest, final: Bool)
+    /// The SHA-256 of files attached to versions the sender holds, which it lacks (at most
+    /// ``lackBatchSize``): a peer that holds any of them offers it as a resource (docs/NAVLOG.md 1a).
+    case lack(attachments: [String])
 
     /// Versions per `entries` message: well under the session's 1 MiB frame limit.
     public static let batchSize = 500
     /// Versions per `digest` message (about 130 bytes each): well under the 1 MiB frame limit.
     public static let digestBatchSize = 4_000
+    /// Hashes per `lack` message.
+    public static let lackBatchSize = 64
 }
 
 /// Where the anti-entropy exchanges with one peer stand: done when this side, as holder, has

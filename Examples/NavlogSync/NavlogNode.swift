@@ -16,6 +16,8 @@ public actor NavlogNode: Service {
     public nonisolated let session: MultipeerSession
     /// The name this host's edits carry.
     public nonisolated let author: String
+    /// The files attached to entries, on disk beside the database.
+    public nonisolated let files: NavlogFiles
 
     private var clock: HybridLogicalClock
     private var known: [UUID: (peer: PeerRef, active: Bool, lastSeen: Date)] = [:]
@@ -34,6 +36,10 @@ public actor NavlogNode: Service {
     /// The parts of a peer's digest (an earlier release's) received so far, until its final part.
     private var incomingDigests: [UUID: NavlogDigest] = [:]
     private let subscriptions = AsyncStream<NavlogEvent>.makeStream()
+    /// Attached files on their way here, by hash: the bytes of each that are here, by sender.
+    private var arriving: [String: [UUID: Int64]] = [:]
+    /// Attached files this host is sending, by hash, to these peers.
+    private var sending: [String: Set<UUID>] = [:]
 
     /// A host on `store`, with the session made from `configuration` under the store's identity.
     public init(store: NavlogStore, configuration: MultipeerSession.Configuration) throws(NavlogError) {
@@ -42,6 +48,9 @@ public actor NavlogNode: Service {
         }
         self.store = store
         self.author = configuration.peer.displayName
+        files = NavlogFiles(databasePath: store.path)
+        var configuration = configuration
+        configuration.resourceDirectory = files.incoming
         self.session = MultipeerSession(configuration: configuration, identity: identity)
         let log = try store.log()
         self.clock = HybridLogicalClock(latest: log.entries.values.map(\.timestamp).max() ?? HLCTimestamp(rawValue: 0))
@@ -77,9 +86,15 @@ public actor NavlogNode: Service {
         }
         let sessionEvents = session.events
         let messages = session.messages(of: NavlogMessage.self)
+        let resources = session.incomingResources
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { try await self.session.run() }
             group.addTask { for await event in sessionEvents { await self.handle(event) } }
+            group.addTask {
+                await withDiscardingTaskGroup { transfers in
+                    for await resource in resources { transfers.addTask { await self.receive(resource) } }
+                }
+            }
             // Ends when the session stops.
             for await (peer, message) in messages { await self.handle(message, from: peer) }
         }
@@ -99,14 +114,160 @@ public actor NavlogNode: Service {
     public func edit(_ idPrefix: String, _ changes: [NavlogField: String?]) async throws(NavlogError) -> NavlogEntry {
         let current = try entry(matching: idPrefix)
         return try await commit(NavlogEntry(
-            id: current.id, fields: current.fields.applying(changes), author: author, origin: session.peerID, timestamp: tick()))
+            id: current.id, fields: current.fields.applying(changes), author: author, origin: session.peerID, timestamp: tick(),
+            attachments: current.attachments))
     }
 
     /// Deletes the live entry whose id starts with `idPrefix` (a tombstone that wins over older edits).
     @discardableResult
     public func delete(_ idPrefix: String) async throws(NavlogError) -> NavlogEntry {
         let current = try entry(matching: idPrefix)
-        return try await commit(NavlogEntry(id: current.id, fields: current.fields, author: author, origin: session.peerID, timestamp: tick(), deleted: true))
+        return try await commit(NavlogEntry(
+            id: current.id, fields: current.fields, author: author, origin: session.peerID, timestamp: tick(), deleted: true,
+            attachments: current.attachments))
+    }
+
+    // MARK: Attachments
+
+    /// Attaches the file at `path` to the live entry whose id starts with `idPrefix`, under the
+    /// file's name (replacing an attachment of that name): the file is copied in, and a new
+    /// version of the entry, naming it with its hash, is committed and sent. Peers then ask for
+    /// the file, and get it from this host or any that holds it.
+    @discardableResult
+    public func attach(_ idPrefix: String, file path: String) async throws(NavlogError) -> NavlogEntry {
+        _ = try entry(matching: idPrefix)
+        let attachment = try await files.take(path)
+        let current = try entry(matching: idPrefix)  // (again: the file took a while)
+        guard (current.attachments?.filter { $0.name != attachment.name }.count ?? 0) < NavlogAttachment.maximumPerVersion else {
+            throw NavlogError(.badCommand, "entry \(current.id) has \(NavlogAttachment.maximumPerVersion) attachments, the most an entry carries")
+        }
+        return try await commit(NavlogEntry(
+            id: current.id, fields: current.fields, author: author, origin: session.peerID, timestamp: tick(),
+            attachments: (current.attachments ?? []).adding(attachment)))
+    }
+
+    /// Writes the attachment `name` of the live entry whose id starts with `idPrefix` to `path`.
+    /// Throws `attachmentMissing` while it is not here.
+    public func save(_ idPrefix: String, name: String, to path: String) throws(NavlogError) {
+        let current = try entry(matching: idPrefix)
+        guard let attachment = current.attachments?.first(where: { $0.name == name }) else {
+            let names = current.attachments?.map(\.name).joined(separator: ", ") ?? ""
+            throw NavlogError(.badCommand, "entry \(current.id) has no attachment named \(name)" + (names.isEmpty ? "" : "; it has \(names)"))
+        }
+        guard files.holds(attachment.sha256) else {
+            let done = arriving[attachment.sha256]?.values.max()
+            throw NavlogError(.attachmentMissing, done.map { "\(name) is on its way: \($0) of \(attachment.length) bytes are here" }
+                ?? "\(name) is not here yet: no peer that holds it has sent it")
+        }
+        try files.save(attachment.sha256, to: path)
+    }
+
+    /// Where the attached file with this SHA-256 stands here.
+    public func state(of sha256: String) -> AttachmentState {
+        if files.holds(sha256) { return .held }
+        if let done = arriving[sha256]?.values.max() { return .arriving(bytesDone: done) }
+        return .missing
+    }
+
+    /// The hashes of the files attached to live entries that are not here, nor on their way
+    /// from `peer` (each once).
+    private func lacking(among versions: [NavlogEntry]? = nil, from peer: UUID) -> [String] {
+        let versions = versions ?? ((try? store.log().live) ?? [])
+        var seen: Set<String> = []
+        return versions.filter { !$0.deleted }.flatMap { $0.attachments ?? [] }.map(\.sha256).filter {
+            seen.insert($0).inserted && !files.holds($0) && arriving[$0]?[peer] == nil
+        }
+    }
+
+    /// Tells `peer` which files this host lacks, in `lack` messages.
+    private func sayLacking(_ hashes: [String], to peer: PeerRef) {
+        guard !hashes.isEmpty else { return }
+        let batches = stride(from: 0, to: hashes.count, by: NavlogMessage.lackBatchSize).map {
+            Array(hashes[$0..<min($0 + NavlogMessage.lackBatchSize, hashes.count)])
+        }
+        let session = session
+        Task {
+            do {
+                for batch in batches { try await session.send(NavlogMessage.lack(attachments: batch), to: peer.id) }
+            } catch {
+                self.report(error, "asking \(peer.name) for attached files")
+            }
+        }
+    }
+
+    /// The first live entry that names the file with this hash, and the attachment there.
+    private func attachment(_ sha256: String) -> (entry: UUID, attachment: NavlogAttachment)? {
+        for entry in (try? store.log().live) ?? [] {
+            if let attachment = entry.attachments?.first(where: { $0.sha256 == sha256 }) { return (entry.id, attachment) }
+        }
+        return nil
+    }
+
+    /// A peer lacks these files: those held here go to it as resources (one transfer of a file
+    /// to a peer at a time).
+    private func offer(_ hashes: [String], to peer: Peer, as ref: PeerRef) {
+        for sha256 in hashes where files.holds(sha256) && !(sending[sha256]?.contains(peer.id) ?? false) {
+            guard let (entry, attachment) = attachment(sha256) else { continue }
+            sending[sha256, default: []].insert(peer.id)
+            let path = files.path(of: sha256)
+            Task {
+                var transfer = AttachmentTransfer(
+                    entry: entry, name: attachment.name, sha256: sha256, peer: ref, outgoing: true, bytesDone: 0, totalBytes: attachment.length,
+                    bytesPerSecond: 0)
+                var failure: String?
+                do {
+                    let outgoing = try await self.session.sendResource(at: path, named: attachment.name, metadata: ["entry": entry.uuidString], to: peer.id)
+                    for await progress in outgoing.progress {
+                        (transfer.bytesDone, transfer.bytesPerSecond) = (progress.bytesDone, progress.bytesPerSecond)
+                        self.subscriptions.continuation.yield(.attachmentProgress(transfer))
+                    }
+                    try await outgoing.completion()
+                } catch {
+                    failure = "\(error)"
+                }
+                self.sent(sha256, to: peer.id)
+                self.subscriptions.continuation.yield(.attachmentDone(transfer, error: failure))
+            }
+        }
+    }
+
+    private func sent(_ sha256: String, to peer: UUID) {
+        sending[sha256]?.remove(peer)
+        if sending[sha256]?.isEmpty == true { sending[sha256] = nil }
+    }
+
+    /// A file a peer sends: taken if it is attached to a live entry here and not here yet (nor
+    /// on its way from that peer), cancelled otherwise; kept under its hash once whole.
+    private func receive(_ resource: IncomingResource) async {
+        let sha256 = resource.sha256.map { String(format: "%02x", $0) }.joined()
+        let ref = PeerRef(id: resource.sender.id, name: resource.sender.displayName, fingerprint: resource.sender.key.fingerprint)
+        guard !files.holds(sha256), arriving[sha256]?[ref.id] == nil, let (entry, attachment) = attachment(sha256) else {
+            resource.cancel()
+            return
+        }
+        arriving[sha256, default: [:]][ref.id] = 0
+        defer {
+            arriving[sha256]?[ref.id] = nil
+            if arriving[sha256]?.isEmpty == true { arriving[sha256] = nil }
+        }
+        var transfer = AttachmentTransfer(
+            entry: entry, name: attachment.name, sha256: sha256, peer: ref, outgoing: false, bytesDone: 0, totalBytes: resource.length, bytesPerSecond: 0)
+        for await progress in resource.progress {
+            (transfer.bytesDone, transfer.bytesPerSecond) = (progress.bytesDone, progress.bytesPerSecond)
+            arriving[sha256]?[ref.id] = progress.bytesDone
+            subscriptions.continuation.yield(.attachmentProgress(transfer))
+        }
+        do {
+            let file = try await resource.file()
+            if files.holds(sha256) {
+                try? FileManager.default.removeItem(at: file)  // (the same file came from another peer first)
+            } else {
+                try files.keep(file, as: sha256)
+            }
+            subscriptions.continuation.yield(.attachmentDone(transfer, error: nil))
+        } catch {
+            subscriptions.continuation.yield(.attachmentDone(transfer, error: "\(error)"))
+        }
     }
 
     /// The live entries in log order.
@@ -173,6 +334,7 @@ public actor NavlogNode: Service {
             incomingDigests[peer.id] = nil
             overloaded.remove(peer.id)
             request(.start, from: peer)
+            sayLacking(lacking(from: peer.id), to: ref)
         case .peerLeft(let peer, let reason):
             let ref = PeerRef(id: peer.id, name: peer.displayName, fingerprint: peer.key.fingerprint)
             known[peer.id] = (ref, false, Date())
@@ -224,6 +386,11 @@ public actor NavlogNode: Service {
                 }
             case .update(let entry):
                 try apply([entry], from: ref, ownOnly: true)
+            case .lack(let hashes):
+                guard hashes.count <= NavlogMessage.lackBatchSize else {
+                    throw NavlogError(.badVersion, "\(peer.displayName) said it lacks \(hashes.count) files in one message, more than \(NavlogMessage.lackBatchSize); it is ignored")
+                }
+                offer(hashes, to: peer, as: ref)
             }
         } catch {
             report(error, "syncing with \(peer.displayName) failed")
@@ -288,6 +455,8 @@ public actor NavlogNode: Service {
             index.update(applied)
             subscriptions.continuation.yield(.entryApplied(applied, origin: peer))
         }
+        // Files attached to what came: the peer that sent the versions likely holds them.
+        sayLacking(lacking(among: merged.applied, from: peer.id), to: peer)
         if let first = merged.conflicts.first {
             report(NavlogError(.conflictingVersion,
                 "\(merged.conflicts.count) version(s) came with the version stamp of one held here and other content, which only a faulty or rogue origin writes; the first, of entry \(first.id) by origin \(first.origin): the one that wins by content is kept, on every host"),

@@ -163,6 +163,10 @@ public final class NavlogStore: Sendable {
             try db.execute(sql: "ALTER TABLE entry ADD COLUMN key TEXT")
             try db.execute(sql: "ALTER TABLE entry ADD COLUMN signature TEXT")
         }
+        // Files attached to entries (docs/NAVLOG.md 1a): the version's list, as its JSON.
+        migrator.registerMigration("v4-attachments") { db in
+            try db.execute(sql: "ALTER TABLE entry ADD COLUMN attachments TEXT")
+        }
         return migrator
     }
 
@@ -179,13 +183,14 @@ public final class NavlogStore: Sendable {
         try db.execute(
             sql: """
                 INSERT OR REPLACE INTO entry
-                (id, leg, waypoint, planned, actual, fuel, altitude, remarks, author, origin, timestamp, deleted, key, signature)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                (id, leg, waypoint, planned, actual, fuel, altitude, remarks, author, origin, timestamp, deleted, key, signature, attachments)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 entry.id.uuidString, fields.leg, fields.waypoint, fields.planned, fields.actual, fields.fuel,
                 fields.altitude, fields.remarks, entry.author, entry.origin.uuidString, Int64(bitPattern: entry.timestamp.rawValue), entry.deleted,
                 entry.key?.description, entry.signature,
+                try entry.attachments.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) },
             ])
     }
 
@@ -201,6 +206,9 @@ public final class NavlogStore: Sendable {
             deleted: row["deleted"])
         entry.key = (row["key"] as String?).flatMap { try? PeerKey(hex: $0) }
         entry.signature = row["signature"]
+        if let attachments = row["attachments"] as String? {
+            entry.attachments = try JSONDecoder().decode([NavlogAttachment].self, from: Data(attachments.utf8))
+        }
         return entry
     }
 

@@ -12,6 +12,8 @@ actor Console {
     nonisolated let terminal: Bool
     /// The latest event lines, under the tables of the terminal view.
     private var recent: [String] = []
+    /// Attached files on their way, by hash and peer, shown with a progress bar in the terminal view.
+    private var transfers: [String: AttachmentTransfer] = [:]
 
     init(node: NavlogNode, json: Bool) {
         self.node = node
@@ -30,9 +32,35 @@ actor Console {
     func show(_ event: NavlogEvent) async {
         if json {
             emit(Self.json(event))
-        } else {
+            return
+        }
+        switch event {
+        case .attachmentProgress(let transfer):
+            // A bar in the terminal view; lines only when a transfer begins and ends otherwise.
+            let key = Self.key(transfer)
+            let began = transfers.updateValue(transfer, forKey: key) == nil
+            if terminal {
+                await redraw()
+            } else if began {
+                await say(Self.text(event))
+            }
+        case .attachmentDone(let transfer, _):
+            transfers[Self.key(transfer)] = nil
+            await say(Self.text(event))
+        default:
             await say(Self.text(event))
         }
+    }
+
+    private static func key(_ transfer: AttachmentTransfer) -> String {
+        "\(transfer.sha256) \(transfer.peer.id) \(transfer.outgoing)"
+    }
+
+    /// Where each attachment of `entries` stands here, by hash.
+    private func states(_ entries: [NavlogEntry]) async -> [String: AttachmentState] {
+        var states: [String: AttachmentState] = [:]
+        for attachment in entries.flatMap({ $0.attachments ?? [] }) { states[attachment.sha256] = await node.state(of: attachment.sha256) }
+        return states
     }
 
     /// Runs one line of input; returns false for `quit`.
@@ -43,12 +71,21 @@ actor Console {
             case .add(let fields): try await node.add(fields)
             case .edit(let id, let fields): try await node.edit(id, fields)
             case .delete(let id): try await node.delete(id)
+            case .attach(let id, let path): try await node.attach(id, file: path)
+            case .save(let id, let name, let path):
+                try await node.save(id, name: name, to: path)
+                if json {
+                    emit(.object([("event", .string("saved")), ("name", .string(name)), ("path", .string(path))]))
+                } else {
+                    await say("saved \(name) to \(path)")
+                }
             case .list:
                 let entries = try await node.entries()
+                let states = await states(entries)
                 if json {
-                    emit(.object([("event", .string("entries")), ("entries", .array(entries.map(Render.entry)))]))
+                    emit(.object([("event", .string("entries")), ("entries", .array(entries.map { Render.entry($0, states: states) }))]))
                 } else if !terminal {
-                    write(Render.logTable(entries))
+                    write(Render.logTable(entries, states: states))
                 }
             case .peers:
                 let peers = await node.peers()
@@ -95,9 +132,12 @@ actor Console {
     /// typing stays in the terminal's line buffer and is still read when they press return.
     private func redraw() async {
         let entries = (try? await node.entries()) ?? []
+        let states = await states(entries)
         let peers = await node.peers()
         var screen = "\u{1B}[H\u{1B}[2J"
-        screen += "navlog-sync: \(node.author)\n\n" + Render.logTable(entries) + "\n" + Render.peerTable(peers) + "\n"
+        screen += "navlog-sync: \(node.author)\n\n" + Render.logTable(entries, states: states) + "\n" + Render.peerTable(peers) + "\n"
+        let bars = transfers.values.sorted { ($0.name, $0.peer.name) < ($1.name, $1.peer.name) }.map { Render.printable(Render.progressBar($0)) }
+        if !bars.isEmpty { screen += bars.joined(separator: "\n") + "\n\n" }
         screen += recent.joined(separator: "\n") + "\n\n" + NavlogCommand.usage + "\n> "
         write(screen)
     }
@@ -128,6 +168,10 @@ actor Console {
             ])
         case .synced(let peer, let sent, let received):
             return .object([("event", .string("synced"))] + peerFields(peer) + [("sent", .int(sent)), ("received", .int(received))])
+        case .attachmentProgress(let transfer):
+            return .object([("event", .string("attachment_progress"))] + Render.transfer(transfer))
+        case .attachmentDone(let transfer, let error):
+            return .object([("event", .string("attachment_done"))] + Render.transfer(transfer) + [("error", .optional(error))])
         case .error(let code, let message):
             return .object([("event", .string("error")), ("code", .string(code)), ("message", .string(message))])
         }
@@ -157,6 +201,12 @@ actor Console {
             "\(entry.deleted ? "deleted" : "stored") \(Render.id(entry.id).prefix(8)) \(entry.fields.waypoint)"
                 + (origin.map { " from \($0.name)" } ?? "")
         case .synced(let peer, let sent, let received): "synced with \(peer.name): sent \(sent), received \(received) entries"
+        case .attachmentProgress(let transfer):
+            "\(transfer.outgoing ? "sending" : "receiving") \(transfer.name) (\(Render.size(transfer.totalBytes))) \(transfer.outgoing ? "to" : "from") \(transfer.peer.name)"
+        case .attachmentDone(let transfer, nil):
+            "\(transfer.outgoing ? "sent" : "received") \(transfer.name) \(transfer.outgoing ? "to" : "from") \(transfer.peer.name)"
+        case .attachmentDone(let transfer, let error?):
+            "\(transfer.name) \(transfer.outgoing ? "to" : "from") \(transfer.peer.name) failed: \(error)"
         case .error(_, let message): "error: \(message)"
         }
     }

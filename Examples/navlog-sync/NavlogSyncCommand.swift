@@ -164,6 +164,12 @@ struct List: AsyncParsableCommand {
         } catch {
             Failure(error).exit()
         }
-        print(json ? Render.json(.array(entries.map(Render.entry))) : Render.logTable(entries), terminator: json ? "\n" : "")
+        // Beside a running host a file may be on its way; read alone, it is here or not.
+        let files = NavlogFiles(databasePath: data)
+        var states: [String: AttachmentState] = [:]
+        for attachment in entries.flatMap({ $0.attachments ?? [] }) { states[attachment.sha256] = files.holds(attachment.sha256) ? .held : .missing }
+        print(
+            json ? Render.json(.array(entries.map { Render.entry($0, states: states) })) : Render.logTable(entries, states: states),
+            terminator: json ? "\n" : "")
     }
 }

@@ -69,15 +69,58 @@ enum Render {
 
     static func id(_ uuid: UUID) -> String { uuid.uuidString.lowercased() }
 
-    /// An entry with its id, fields, author and version.
-    static func entry(_ entry: NavlogEntry) -> JSON {
+    /// An entry with its id, fields, author, version and attachments (with where each stands
+    /// here, by hash; "missing" when not given).
+    static func entry(_ entry: NavlogEntry, states: [String: AttachmentState] = [:]) -> JSON {
         let fields = entry.fields
         return .object([
             ("id", .string(id(entry.id))), ("leg", .optional(fields.leg)), ("waypoint", .string(fields.waypoint)),
             ("planned", .optional(fields.planned)), ("actual", .optional(fields.actual)), ("fuel", .optional(fields.fuel)),
             ("altitude", .optional(fields.altitude)), ("remarks", .optional(fields.remarks)), ("author", .string(entry.author)),
             ("origin_id", .string(id(entry.origin))), ("version", .string(entry.timestamp.description)), ("deleted", .bool(entry.deleted)),
+            ("attachments", .array((entry.attachments ?? []).map { attachment(_: $0, states[$0.sha256] ?? .missing) })),
         ])
+    }
+
+    static func attachment(_ attachment: NavlogAttachment, _ state: AttachmentState) -> JSON {
+        let (word, done): (String, Int64) = switch state {
+        case .held: ("held", attachment.length)
+        case .arriving(let bytes): ("arriving", bytes)
+        case .missing: ("missing", 0)
+        }
+        return .object([
+            ("name", .string(attachment.name)), ("length", .int(Int(attachment.length))), ("sha256", .string(attachment.sha256)),
+            ("state", .string(word)), ("bytes_done", .int(Int(done))),
+        ])
+    }
+
+    /// An attached file on its way, for `--json`.
+    static func transfer(_ transfer: AttachmentTransfer) -> [(String, JSON)] {
+        [
+            ("entry", .optional(transfer.entry.map(id))), ("name", .string(transfer.name)), ("sha256", .string(transfer.sha256)),
+            ("direction", .string(transfer.outgoing ? "out" : "in")), ("peer", .string(transfer.peer.name)), ("peer_id", .string(id(transfer.peer.id))),
+            ("bytes_done", .int(Int(transfer.bytesDone))), ("total_bytes", .int(Int(transfer.totalBytes))),
+            ("bytes_per_second", .double(transfer.bytesPerSecond)),
+        ]
+    }
+
+    /// An attached file on its way, as a line with a progress bar.
+    static func progressBar(_ transfer: AttachmentTransfer, width: Int = 24) -> String {
+        let share = transfer.totalBytes == 0 ? 1 : min(1, Double(transfer.bytesDone) / Double(transfer.totalBytes))
+        let filled = Int((share * Double(width)).rounded(.down))
+        let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+        return "\(transfer.name) \(transfer.outgoing ? "to" : "from") \(transfer.peer.name) [\(bar)] \(Int(share * 100)) % "
+            + "of \(size(transfer.totalBytes)), \(size(Int64(transfer.bytesPerSecond)))/s"
+    }
+
+    /// A byte count for people: 812 B, 3.4 MB.
+    static func size(_ bytes: Int64) -> String {
+        switch bytes {
+        case ..<1_000: "\(bytes) B"
+        case ..<1_000_000: String(format: "%.1f kB", Double(bytes) / 1e3)
+        case ..<1_000_000_000: String(format: "%.1f MB", Double(bytes) / 1e6)
+        default: String(format: "%.2f GB", Double(bytes) / 1e9)
+        }
     }
 
     static func peer(_ status: PeerStatus) -> JSON {
@@ -93,17 +136,25 @@ enum Render {
         date.formatted(.iso8601)
     }
 
-    /// The log as a text table.
-    static func logTable(_ entries: [NavlogEntry]) -> String {
+    /// The log as a text table; each attachment with its size and where it stands here.
+    static func logTable(_ entries: [NavlogEntry], states: [String: AttachmentState] = [:]) -> String {
         let rows = entries.map { entry in
             let fields = entry.fields
-            return [
+            let files = (entry.attachments ?? []).map { attachment in
+                let state = switch states[attachment.sha256] ?? .missing {
+                case .held: "held"
+                case .arriving(let done): "arriving \(attachment.length == 0 ? 100 : Int(done * 100 / attachment.length)) %"
+                case .missing: "missing"
+                }
+                return "\(attachment.name) (\(size(attachment.length)), \(state))"
+            }
+            let row: [String] = [
                 String(id(entry.id).prefix(8)), fields.leg.map(String.init) ?? "", fields.waypoint, fields.planned ?? "",
                 fields.actual ?? "", fields.fuel.map(String.init) ?? "", fields.altitude.map(String.init) ?? "",
-                fields.remarks ?? "", entry.author,
             ]
+            return row + [fields.remarks ?? "", entry.author, files.joined(separator: "; ")]
         }
-        let header = ["ID", "LEG", "WAYPOINT", "PLANNED", "ACTUAL", "FUEL kg", "ALT ft", "REMARKS", "BY"]
+        let header = ["ID", "LEG", "WAYPOINT", "PLANNED", "ACTUAL", "FUEL kg", "ALT ft", "REMARKS", "BY", "FILES"]
         return table(header, rows, empty: "(the log is empty)")
     }
 

@@ -80,7 +80,7 @@ let navlogFuzzer: FuzzTarget = { data, size in
             let splittable = expand.count { $0.digits.count < 32 }
             precondition(next.count { if case .ask = $0 { true } else { false } } == (splittable + NavlogIndex.rangesPerAsk - 1) / NavlogIndex.rangesPerAsk,
                          "every prefix to split is asked about")
-        case .need:
+        case .need, .lack:
             break
         case .entries(let versions, _):
             takeIn(versions)

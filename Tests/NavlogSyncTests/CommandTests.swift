@@ -14,6 +14,8 @@ import Testing
         #expect(try NavlogCommand(line: "  edit 3f2a actual=10:07 remarks=  ") == .edit(idPrefix: "3f2a", [.actual: "10:07", .remarks: String?.none]))
         #expect(try NavlogCommand(line: "delete 3f2a") == .delete(idPrefix: "3f2a"))
         #expect(try NavlogCommand(line: "LIST") == .list)
+        #expect(try NavlogCommand(line: #"attach 3f2a "/tmp/weather chart.pdf""#) == .attach(idPrefix: "3f2a", path: "/tmp/weather chart.pdf"))
+        #expect(try NavlogCommand(line: "save 3f2a chart.pdf /tmp/out.pdf") == .save(idPrefix: "3f2a", name: "chart.pdf", path: "/tmp/out.pdf"))
         #expect(try NavlogCommand(line: "") == nil)
         #expect(try NavlogCommand(line: "# a comment") == nil)
     }

@@ -273,6 +273,40 @@ import Testing
         #expect(intake.refusals.first?.message == "6 version(s) were refused, as a user could not have typed them; the first, of entry \(refused[0].id), because remarks=cut\\u{0}short is not valid: expected text without control characters")
     }
 
+    /// Attachments that break docs/NAVLOG.md 1a's rules are refused with the version; the rules'
+    /// edge cases are taken.
+    @Test func attachmentsThatBreakTheirRulesAreRefused() throws {
+        let sha = String(repeating: "ab", count: 32)
+        func version(_ attachments: [NavlogAttachment]?) -> NavlogEntry {
+            var version = NavlogEntry(
+                id: UUID(), fields: NavlogFields(waypoint: "TESAT"), author: "relief", origin: Self.origin.peerID,
+                timestamp: HLCTimestamp(milliseconds: Self.now, counter: 0))
+            version.attachments = attachments
+            return try! version.signed(by: Self.origin)
+        }
+        let good = [
+            version([NavlogAttachment(name: "a chart.pdf", length: 0, sha256: sha), NavlogAttachment(name: "b", length: Int64.max, sha256: sha)]),
+            version((0..<16).map { NavlogAttachment(name: "file \(String(format: "%02d", $0))", length: 1, sha256: sha) }),
+        ]
+        let refused = [
+            version([]),
+            version((0..<17).map { NavlogAttachment(name: "file \(String(format: "%02d", $0))", length: 1, sha256: sha) }),
+            version([NavlogAttachment(name: "b", length: 1, sha256: sha), NavlogAttachment(name: "a", length: 1, sha256: sha)]),
+            version([NavlogAttachment(name: "a", length: 1, sha256: sha), NavlogAttachment(name: "a", length: 2, sha256: sha)]),
+            version([NavlogAttachment(name: "../etc/passwd", length: 1, sha256: sha)]),
+            version([NavlogAttachment(name: "..", length: 1, sha256: sha)]),
+            version([NavlogAttachment(name: "bell\u{7}", length: 1, sha256: sha)]),
+            version([NavlogAttachment(name: "a", length: -1, sha256: sha)]),
+            version([NavlogAttachment(name: "a", length: 1, sha256: String(repeating: "AB", count: 32))]),
+            version([NavlogAttachment(name: "a", length: 1, sha256: "abcd")]),
+        ]
+        var clock = HybridLogicalClock()
+        let intake = NavlogIntake(refused + good, clock: &clock, now: Self.now)
+        #expect(intake.accepted == good)
+        #expect(intake.refusals.map(\.code) == [.badVersion])
+        #expect(intake.refusals.first?.message.contains("\(refused.count) version(s) were refused") == true)
+    }
+
     @Test func aVersionMoreThanADayAheadIsRefusedAndTheClockStays() {
         let ahead = Self.version(NavlogFields(waypoint: "LATER"), at: Self.now + HybridLogicalClock.maximumLead + 1)
         var clock = HybridLogicalClock()

@@ -54,6 +54,21 @@ import Testing
         #expect(stored.fields == extreme.fields && stored.deleted)
     }
 
+    @Test func attachmentsSurviveTheDatabaseAndAVersionWithoutThemStaysWithout() throws {
+        let path = Self.temporaryPath()
+        defer { Self.remove(path) }
+        let store = try NavlogStore(path: path)
+        let with = NavlogEntry(
+            id: UUID(), fields: NavlogFields(waypoint: "TESAT"), author: "captain", origin: UUID(), timestamp: HLCTimestamp(rawValue: 1),
+            attachments: [NavlogAttachment(name: "chart \u{1F6E9}.pdf", length: 12_345, sha256: String(repeating: "0f", count: 32))])
+        let without = NavlogEntry(id: UUID(), fields: NavlogFields(waypoint: "NIPAS"), author: "captain", origin: UUID(), timestamp: HLCTimestamp(rawValue: 2))
+        _ = try store.merge([with, without])
+        let log = try NavlogStore(readingAt: path).log()
+        #expect(log.entries[with.id] == with)
+        #expect(log.entries[without.id]?.attachments == nil)
+        #expect(log.entries[with.id]?.signedBytes == with.signedBytes)
+    }
+
     @Test func aSecondWriterIsTurnedAwayButReadersAreNot() throws {
         let path = Self.temporaryPath()
         defer { Self.remove(path) }

@@ -26,6 +26,30 @@ import Testing
         try Self.entry.verify()
     }
 
+    /// The vector version with the attachment of docs/NAVLOG.md 1a.
+    static let entryWithAttachment: NavlogEntry = {
+        var version = WireVectorTests.entry
+        version.attachments = [NavlogAttachment(name: "tesat-chart.pdf", length: 10, sha256: sha256OfTenBytes)]
+        return try! version.signed(by: origin)
+    }()
+
+    /// The SHA-256 of the bytes 00 01 ... 09 (docs/PROTOCOL.md's resource vectors).
+    static let sha256OfTenBytes = "1f825aa2f0020ef7cf91dfa30da4668d791c5d4824fc8e41354b89ec05795ab3"
+
+    @Test func theSignedBytesOfAVersionWithAnAttachmentAreTheSpecs() throws {
+        let vectors = try ProtocolVectors.blocks(in: "docs/NAVLOG.md", fence: "hex")
+        let signed = try #require(vectors["navlog-signed-bytes-attachment"]).split(whereSeparator: \.isWhitespace).map { UInt8($0, radix: 16)! }
+        #expect(Self.entryWithAttachment.signedBytes == signed)
+        #expect(Self.entryWithAttachment.contentHash == "70dee41cd1e9df3cd19bb01658309a93")
+        // The bytes before the attachments are those of the version without them.
+        #expect(signed.starts(with: Self.entry.signedBytes))
+        try Self.entryWithAttachment.verify()
+        // An attachment changed after signing breaks the signature.
+        var altered = Self.entryWithAttachment
+        altered.attachments![0].length = 11
+        #expect(throws: NavlogError.self) { try altered.verify() }
+    }
+
     static let messages: [String: NavlogMessage] = {
         var index = NavlogIndex(NavlogLog([entry]))
         return [
@@ -35,6 +59,8 @@ import Testing
             "navlog-digest": .digest(versions: NavlogLog([entry]).digest, final: true),
         "navlog-entries": .entries(versions: [entry], final: true),
             "navlog-update": .update(entry: entry),
+            "navlog-update-attachment": .update(entry: entryWithAttachment),
+            "navlog-lack": .lack(attachments: [sha256OfTenBytes]),
         ]
     }()
 
@@ -42,7 +68,7 @@ import Testing
         try #require(try JSONSerialization.jsonObject(with: data) as? NSDictionary)
     }
 
-    @Test(arguments: ["navlog-ask", "navlog-reply", "navlog-need", "navlog-digest", "navlog-entries", "navlog-update"])
+    @Test(arguments: ["navlog-ask", "navlog-reply", "navlog-need", "navlog-digest", "navlog-entries", "navlog-update", "navlog-update-attachment", "navlog-lack"])
     func theSpecsVectorsMatchTheCode(name: String) throws {
         let vectors = try ProtocolVectors.blocks(in: "docs/NAVLOG.md", fence: "json")
         let vector = try #require(vectors[name], "docs/NAVLOG.md has no vector \(name)")
