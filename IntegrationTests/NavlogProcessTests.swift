@@ -80,6 +80,41 @@ struct NavlogProcessTests {
         #expect(log.contains(ids[0]) == !winner.deleted)
     }
 
+    /// An attachment reaches every host, one of them joining after its author left: the file
+    /// comes relayed, checked against the hash its author signed, and is saved whole.
+    @Test func threeHostsShareAnAttachmentOneJoiningAfterItsAuthorLeft() async throws {
+        let workspace = try await NavlogWorkspace()
+        let chart = URL(fileURLWithPath: workspace.directory).appendingPathComponent("weather chart.pdf")
+        let bytes = Data((0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 12) })
+        try bytes.write(to: chart)
+        let captain = try workspace.host("captain")
+        let officer = try workspace.host("first-officer")
+        try await captain.waitUntilActive(["first-officer"])
+        let id = try await captain.add("leg=1 waypoint=TESAT")
+        captain.send("attach \(id.prefix(8)) \"\(chart.path)\"")
+        _ = try await captain.next { $0.event == "entry_applied" && $0["origin"] == "local" }
+        let arrived = try await officer.next { $0.event == "attachment_done" && $0["direction"] == "in" }
+        #expect(arrived["error"] == nil && arrived["peer"] == "captain" && arrived["name"] == "weather chart.pdf", "\(arrived)")
+        #expect(arrived["total_bytes"] == "\(bytes.count)" && arrived["entry"] == id)
+        #expect(try await officer.storedLog().contains(#""state":"held""#))
+
+        // The captain leaves; the relief, new, gets the entry and the file from the officer.
+        captain.send("quit")
+        #expect(await captain.process.waitForExit() == 0)
+        let relief = try workspace.host("relief")
+        try await relief.waitUntilActive(["first-officer"])
+        let relayed = try await relief.next { $0.event == "attachment_done" && $0["direction"] == "in" }
+        #expect(relayed["error"] == nil && relayed["peer"] == "first-officer", "\(relayed)")
+        let copy = URL(fileURLWithPath: workspace.directory).appendingPathComponent("saved.pdf")
+        relief.send("save \(id.prefix(8)) \"weather chart.pdf\" \(copy.path)")
+        _ = try await relief.next { $0.event == "saved" }
+        #expect(try Data(contentsOf: copy) == bytes)
+        // A name the entry does not have, and a file not here, are told.
+        relief.send("save \(id.prefix(8)) other.pdf \(copy.path)")
+        let error = try await relief.next { $0.event == "error" }
+        #expect(error["code"] == "badCommand" && error["message"]?.contains("weather chart.pdf") == true, "\(error)")
+    }
+
     @Test func aKilledHostRestartsFromItsDatabaseAndLosesNothing() async throws {
         let workspace = try await NavlogWorkspace()
         let captain = try workspace.host("captain")

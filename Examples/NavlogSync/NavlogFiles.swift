@@ -102,10 +102,14 @@ public struct NavlogFiles: Sendable {
         let temporary = target.deletingLastPathComponent().appendingPathComponent(".\(target.lastPathComponent).saving-\(UUID().uuidString)")
         do {
             try FileManager.default.copyItem(at: path(of: sha256), to: temporary)
-            _ = try FileManager.default.replaceItemAt(target, withItemAt: temporary)
         } catch {
             try? FileManager.default.removeItem(at: temporary)
             throw NavlogError(.attachmentFailure, "cannot write \(destination): \(error.localizedDescription)")
+        }
+        guard rename(temporary.path, target.path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(temporary.path)
+            throw NavlogError(.attachmentFailure, "cannot write \(destination): \(reason)")
         }
     }
 }
