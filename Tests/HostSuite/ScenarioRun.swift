@@ -84,6 +84,12 @@ final class ScenarioRun {
         return id
     }
 
+    /// Types `attach ID FILE` at a host and waits until the new version is stored.
+    func attach(_ host: Host, _ id: String, _ path: String) async throws {
+        let line = try await command(host, "attach \(id.prefix(8)) \"\(path)\"")
+        guard line.event == "entry_applied" else { throw HostSuiteError("\(host.name) refused attach: \(line)") }
+    }
+
     /// Types `edit ID FIELDS` at a host; an edit of an entry deleted meanwhile is refused, which is fine.
     func edit(_ host: Host, _ id: String, _ fields: String) async throws {
         let line = try await command(host, "edit \(id.prefix(8)) \(fields)")

@@ -56,9 +56,13 @@ struct Scenario: Sendable {
                 fault: "relief's link loses 30 % of frames and delays the rest 100 ms +- 50 ms, each way, for \(lossSeconds) s; then it is black-holed too"
             ) { run, result in
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
-                try await run.add(captain, "leg=1 waypoint=TESAT")
+                let tesat = try await run.add(captain, "leg=1 waypoint=TESAT")
                 let relay = try await run.network.impair(relief, tool: impairTool, loss: 30, delay: 100, jitter: 50)
                 let impairedAt = ContinuousClock.now
+                // A weather chart attached at once: it must reach relief through the lossy link, whole.
+                let chart = "\(run.directory)/weather chart.pdf"
+                try Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 10) }).write(to: URL(fileURLWithPath: chart))
+                try await run.attach(captain, tesat, chart)
                 // Everyone goes on typing through it, every 5 s.
                 var leg = 2
                 while ContinuousClock.now - impairedAt < .seconds(lossSeconds) {
@@ -96,6 +100,12 @@ struct Scenario: Sendable {
                 try await run.network.clearImpairment(of: relief, relay: relay)
                 for host in run.hosts { try await run.waitActive(host, Set(Scenario.hostNames).subtracting([host.name])) }
                 result.rejoinMilliseconds = (ContinuousClock.now - healedAt).seconds * 1000
+                // The chart, by now or once healed: checked against the hash captain signed.
+                let arrived = try await waitFor("relief to receive the attached chart", at: relief, timeout: .seconds(60)) { lines in
+                    lines.first { $0.line.event == "attachment_done" && $0.line["direction"] == "in" && $0.line["error"] == nil }
+                }
+                result.reasons.append(String(format: "a 1 MiB attachment reached relief from %@ %.0f s after it was attached", arrived.line["peer"] ?? "?",
+                                             (arrived.at - impairedAt).seconds))
             },
             isolate("frozen", "relief's navlog-sync gets SIGSTOP, then SIGCONT", reliefRuns: false,
                     cut: { _, relief in kill(relief.navlog.process.pid, SIGSTOP) },
