@@ -22,15 +22,21 @@ public enum NavlogEvent: Sendable {
 
 /// A file attached to an entry, on its way between this host and a peer.
 public struct AttachmentTransfer: Hashable, Sendable {
-    /// The entry it is attached to (the first held that names it), and its name there.
+    /// The entry it is attached to (the first held that names it).
     public var entry: UUID?
+    /// Its name there.
     public var name: String
+    /// The SHA-256 of its bytes, as the entry's signed version gives it.
     public var sha256: String
+    /// The peer it comes from or goes to.
     public var peer: PeerRef
     /// This host sends it (rather than receives it).
     public var outgoing: Bool
+    /// The bytes the receiver holds.
     public var bytesDone: Int64
+    /// The file's length.
     public var totalBytes: Int64
+    /// The rate since the transfer's first report here.
     public var bytesPerSecond: Double
 }
 

@@ -67,6 +67,11 @@ extension MultipeerSession {
         /// `.multipeer-resources` folder and moved into the directory only whole, with its
         /// SHA-256 checked; keep the directory across restarts for transfers to resume there.
         public var resourceDirectory: URL?
+        /// How long a partial file in the ``resourceDirectory`` is kept with nothing written to
+        /// it (its sender did not come back to finish it) before the session removes it, when
+        /// it starts; 7 days by default. A transfer resumed within that goes on from what was
+        /// written.
+        public var partialResourceLifetime: Duration = .seconds(7 * 86_400)
 
         /// A configuration of one group key, with the defaults of every section not given.
         public init(

@@ -134,7 +134,7 @@ public actor MultipeerSession {
         }
         self.inbox = Inbox(
             windows: ReceiveWindows(), subscriptions: subscriptions, metrics: metrics,
-            resources: Resources(directory: configuration.resourceDirectory, logger: logger), maximumMessageLength: configuration.limits.maximumMessageLength)
+            resources: Resources(directory: configuration.resourceDirectory, partialLifetime: configuration.partialResourceLifetime, logger: logger), maximumMessageLength: configuration.limits.maximumMessageLength)
         self.setup = .ready(keys: configuration.keys)
     }
 

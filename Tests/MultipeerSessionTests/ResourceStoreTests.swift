@@ -81,6 +81,26 @@ import Testing
         #expect(try Data(contentsOf: try resumed.finish()) == Data(bytes))
     }
 
+    @Test func aPartialFileLeftLongerThanItsLifetimeIsRemovedWhenTheStoreOpens() throws {
+        defer { clean() }
+        let abandoned = Self.bytes(3 << 20)
+        let recent = Self.bytes(2 << 20)
+        do {
+            let store = try ResourceStore(directory: directory)
+            try Self.write(abandoned, 0..<(2 << 20), to: try store.open(try Self.offer(abandoned), from: sender))
+            try Self.write(recent, 0..<(1 << 20), to: try store.open(try Self.offer(recent), from: sender))
+        }
+        // The abandoned one was last written eight days ago.
+        let state = directory.appendingPathComponent(".multipeer-resources")
+        let stale = Date(timeIntervalSinceNow: -8 * 86_400)
+        for name in try FileManager.default.contentsOfDirectory(atPath: state.path) where name.contains(Hex.encode(try Self.offer(abandoned).sha256)) {
+            try FileManager.default.setAttributes([.modificationDate: stale], ofItemAtPath: state.appendingPathComponent(name).path)
+        }
+        let store = try ResourceStore(directory: directory, partialLifetime: .seconds(7 * 86_400))
+        #expect(try store.open(try Self.offer(abandoned), from: sender).held == 0, "removed with its records: begun afresh")
+        #expect(try store.open(try Self.offer(recent), from: sender).held == 1 << 20, "kept")
+    }
+
     @Test func aBlockAlteredOnDiskIsReceivedAgainWithEverythingAfterIt() throws {
         defer { clean() }
         let bytes = Self.bytes(9 << 20)

@@ -21,6 +21,9 @@ import NIOCore
 ///   the same file (from any sender) is taken at once from the copy there, once its bytes are
 ///   checked.
 ///
+/// A partial file nothing was written to for ``MultipeerSession/Configuration/partialResourceLifetime``
+/// (its sender never came back to finish it) is removed, with its records, when the store opens.
+///
 /// Blocking file I/O: call it off the event loops.
 struct ResourceStore: Sendable {
     /// The application's directory.
@@ -30,9 +33,10 @@ struct ResourceStore: Sendable {
     /// The bytes each recorded hash covers.
     static let blockLength: UInt64 = 1 << 20
 
-    /// A store in `directory`, which is made if it is not there. Throws `unwritable` if it
-    /// cannot be made or written.
-    init(directory: URL) throws(ResourceStoreFailure) {
+    /// A store in `directory`, which is made if it is not there; partial files nothing was
+    /// written to for `partialLifetime` are removed. Throws `unwritable` if it cannot be made or
+    /// written.
+    init(directory: URL, partialLifetime: Duration = .seconds(7 * 86_400)) throws(ResourceStoreFailure) {
         self.directory = directory
         state = directory.appendingPathComponent(".multipeer-resources", isDirectory: true)
         do {
@@ -42,6 +46,22 @@ struct ResourceStore: Sendable {
         }
         guard access(state.path, W_OK) == 0 else {
             throw ResourceStoreFailure(.unwritable, "cannot write in the resource directory \(directory.path): \(String(cString: strerror(errno)))")
+        }
+        removePartials(untouchedFor: partialLifetime)
+    }
+
+    /// Removes each partial file (and its records) whose file and block log were last written
+    /// longer than `lifetime` ago.
+    private func removePartials(untouchedFor lifetime: Duration) {
+        let oldest = Date(timeIntervalSinceNow: -lifetime.seconds)
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: state.path)) ?? []
+        for name in names where name.hasSuffix(".partial") {
+            let base = state.appendingPathComponent(String(name.dropLast(".partial".count)))
+            let written = ["partial", "blocks"].compactMap {
+                (try? FileManager.default.attributesOfItem(atPath: base.appendingPathExtension($0).path))?[.modificationDate] as? Date
+            }.max()
+            guard let written, written < oldest else { continue }
+            for suffix in ["partial", "json", "blocks"] { try? FileManager.default.removeItem(at: base.appendingPathExtension(suffix)) }
         }
     }
 

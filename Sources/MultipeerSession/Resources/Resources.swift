@@ -76,8 +76,10 @@ final class Resources: Sendable {
 
     private let logger: Logger
 
-    init(directory: URL?, logger: Logger = Logger(label: "multipeer")) {
-        store = directory.map { directory in Result { () throws(ResourceStoreFailure) in try ResourceStore(directory: directory) } }
+    init(directory: URL?, partialLifetime: Duration = .seconds(7 * 86_400), logger: Logger = Logger(label: "multipeer")) {
+        store = directory.map { directory in
+            Result { () throws(ResourceStoreFailure) in try ResourceStore(directory: directory, partialLifetime: partialLifetime) }
+        }
         (incoming, announce) = AsyncStream.makeStream(bufferingPolicy: .bufferingOldest(Self.maximumUnread))
         self.logger = logger
     }
