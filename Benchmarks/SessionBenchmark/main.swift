@@ -510,30 +510,12 @@ func measureResources(sizes: [Int]) async throws -> ResourceResults {
     let file = try makeFile(64 << 20, in: scratch)
     let inbox = scratch.appendingPathComponent("inbox")
     let latency = try await withResourcePair(receivingInto: inbox) { receiver, sender in
-        let probes = receiver.messages(of: Probe.self)
-        let sending = Task {
+        try await probeLatency(from: sender, to: receiver) {
             while !Task.isCancelled {
                 let outgoing = try await sender.sendResource(at: file, named: "file-\(UUID())", to: receiver.peerID)
                 try await outgoing.completion()
             }
         }
-        let padding = Data(repeating: 1, count: 1024)
-        let sendingProbes = Task {
-            let end = ContinuousClock.now + duration
-            while ContinuousClock.now < end {
-                try await sender.send(Probe(sentNanoseconds: nanosecondsSinceStart(), padding: padding), to: receiver.peerID)
-                try await Task.sleep(for: .milliseconds(2))
-            }
-            try await sender.send(Probe(sentNanoseconds: -1, padding: padding), to: receiver.peerID)
-        }
-        var samples: [Double] = []
-        for await probe in probes {
-            guard probe.message.sentNanoseconds >= 0 else { break }
-            samples.append(Double(nanosecondsSinceStart() - probe.message.sentNanoseconds) / 1e6)
-        }
-        _ = try await sendingProbes.value
-        sending.cancel()
-        return ProbeLatency(besideLargeMessages: true, milliseconds: samples, freshMappings: 0)
     }
     print(String(format: "A 1 KiB reliable message every 2 ms beside 64 MiB files: p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d messages)",
                  latency.p50Milliseconds, latency.p99Milliseconds, latency.maxMilliseconds, latency.count))
@@ -605,33 +587,41 @@ func measureStream(bytes: Int) async throws -> StreamResults {
     let (slowRate, slowGrowth) = try await measured(readRate: rate * 1e6 / 2)
     print(String(format: "  its reader held to half that rate: %.0f MB/s, peak memory +%.1f MiB", slowRate, slowGrowth))
     let latency = try await withResourcePair(receivingInto: scratch) { receiver, sender in
-        let probes = receiver.messages(of: Probe.self)
-        let streaming = Task {
+        try await probeLatency(from: sender, to: receiver) {
             while !Task.isCancelled { _ = try await stream(64 << 20, from: sender, to: receiver) }
         }
-        let padding = Data(repeating: 1, count: 1024)
-        let sendingProbes = Task {
-            let end = ContinuousClock.now + duration
-            while ContinuousClock.now < end {
-                try await sender.send(Probe(sentNanoseconds: nanosecondsSinceStart(), padding: padding), to: receiver.peerID)
-                try await Task.sleep(for: .milliseconds(2))
-            }
-            try await sender.send(Probe(sentNanoseconds: -1, padding: padding), to: receiver.peerID)
-        }
-        var samples: [Double] = []
-        for await probe in probes {
-            guard probe.message.sentNanoseconds >= 0 else { break }
-            samples.append(Double(nanosecondsSinceStart() - probe.message.sentNanoseconds) / 1e6)
-        }
-        _ = try await sendingProbes.value
-        streaming.cancel()
-        return ProbeLatency(besideLargeMessages: true, milliseconds: samples, freshMappings: 0)
     }
     print(String(format: "A 1 KiB reliable message every 2 ms beside a stream: p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d messages)",
                  latency.p50Milliseconds, latency.p99Milliseconds, latency.maxMilliseconds, latency.count))
     return StreamResults(
         bytes: bytes, megabytesPerSecond: rate, messagesMegabytesPerSecond: messagesRate, peakRSSGrowthMiB: growth,
         slowReaderMegabytesPerSecond: slowRate, slowReaderPeakRSSGrowthMiB: slowGrowth, besideStream: latency)
+}
+
+/// The latency of a 1 KiB reliable message from `sender` to `receiver` every 2 ms for the run's
+/// duration, while `load` runs beside it (it is cancelled after).
+func probeLatency(
+    from sender: MultipeerSession, to receiver: MultipeerSession, beside load: @escaping @Sendable () async throws -> Void
+) async throws -> ProbeLatency {
+    let probes = receiver.messages(of: Probe.self)
+    let loading = Task { try await load() }
+    let padding = Data(repeating: 1, count: 1024)
+    let sendingProbes = Task {
+        let end = ContinuousClock.now + duration
+        while ContinuousClock.now < end {
+            try await sender.send(Probe(sentNanoseconds: nanosecondsSinceStart(), padding: padding), to: receiver.peerID)
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        try await sender.send(Probe(sentNanoseconds: -1, padding: padding), to: receiver.peerID)
+    }
+    var samples: [Double] = []
+    for await probe in probes {
+        guard probe.message.sentNanoseconds >= 0 else { break }
+        samples.append(Double(nanosecondsSinceStart() - probe.message.sentNanoseconds) / 1e6)
+    }
+    _ = try await sendingProbes.value
+    loading.cancel()
+    return ProbeLatency(besideLargeMessages: true, milliseconds: samples, freshMappings: 0)
 }
 
 /// The highest resident memory sampled.
