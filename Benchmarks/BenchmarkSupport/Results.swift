@@ -453,6 +453,9 @@ public struct ResourceResults: Codable, Sendable {
         public var messagesMegabytesPerSecond: Double
         /// Peak resident memory above the idle pair during the transfer, both ends (this process).
         public var peakRSSGrowthMiB: Double
+        /// The same file copied on this machine's disk into a fresh file and synced, MB/s: the
+        /// ceiling the receiver's writes put on the transfer (nil in results from before it was measured).
+        public var diskMegabytesPerSecond: Double?
 
         public init(bytes: Int, hashMegabytesPerSecond: Double, transferMegabytesPerSecond: Double, messagesMegabytesPerSecond: Double, peakRSSGrowthMiB: Double) {
             self.bytes = bytes

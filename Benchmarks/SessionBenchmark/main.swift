@@ -476,8 +476,9 @@ func measureResources(sizes: [Int]) async throws -> ResourceResults {
     var transfers: [ResourceResults.Transfer] = []
     for size in sizes {
         let file = try makeFile(size, in: scratch)
+        let disk = try diskRate(copying: file)
         let inbox = scratch.appendingPathComponent("inbox")
-        let transfer = try await withResourcePair(receivingInto: inbox) { receiver, sender in
+        var transfer = try await withResourcePair(receivingInto: inbox) { receiver, sender in
             Bench.returnFreedMemory()
             let idle = Bench.residentKiB()
             let peak = PeakMemory(idle)
@@ -499,9 +500,11 @@ func measureResources(sizes: [Int]) async throws -> ResourceResults {
                 transferMegabytesPerSecond: Double(size) / 1e6 / (done - hashed).seconds, messagesMegabytesPerSecond: messagesRate,
                 peakRSSGrowthMiB: (peak.highest - idle) / 1024)
         }
+        transfer.diskMegabytesPerSecond = disk
         try? FileManager.default.removeItem(at: file)
         try? FileManager.default.removeItem(at: inbox)
         transfers.append(transfer)
+        print(String(format: "  %5d MiB: the disk alone copies it at %.0f MB/s (read, written to a fresh file, synced)", size >> 20, disk))
         print(String(format: "  %5d MiB: hashed at %.0f MB/s, sent at %.0f MB/s (%.0f %% of the messages'), peak memory +%.1f MiB",
                      size >> 20, transfer.hashMegabytesPerSecond, transfer.transferMegabytesPerSecond, transfer.shareOfMessages * 100,
                      transfer.peakRSSGrowthMiB))
@@ -622,6 +625,27 @@ func probeLatency(
     _ = try await sendingProbes.value
     loading.cancel()
     return ProbeLatency(besideLargeMessages: true, milliseconds: samples, freshMappings: 0)
+}
+
+/// The rate at which this machine copies `file` beside itself into a fresh file, synced: what a
+/// receiver's disk alone allows (a resource's receiver writes every byte to a fresh file and
+/// syncs it), in MB/s.
+func diskRate(copying file: URL) throws -> Double {
+    let copy = file.appendingPathExtension("copy")
+    defer { try? FileManager.default.removeItem(at: copy) }
+    let started = ContinuousClock.now
+    let input = try FileHandle(forReadingFrom: file)
+    defer { try? input.close() }
+    _ = FileManager.default.createFile(atPath: copy.path, contents: nil)
+    let output = try FileHandle(forWritingTo: copy)
+    var bytes = 0
+    while let chunk = try input.read(upToCount: 1 << 20), !chunk.isEmpty {
+        output.write(chunk)
+        bytes += chunk.count
+    }
+    try output.synchronize()
+    try output.close()
+    return Double(bytes) / 1e6 / (ContinuousClock.now - started).seconds
 }
 
 /// The highest resident memory sampled.

@@ -87,10 +87,19 @@ final class StreamCore: Sendable {
     /// On the link's event loop: every frame due goes out, in order (frames are made only here,
     /// so none can overtake another).
     private func flushNow() {
-        let (frames, channel) = state.withLockedValue { state -> ([LinkMessage], (any Channel)?) in
+        let (frames, channel, elsewhere) = state.withLockedValue { state -> ([LinkMessage], (any Channel)?, (any EventLoop)?) in
+            guard let link = state.link else {
+                state.flushQueued = false
+                return ([], nil, nil)
+            }
+            // (The link changed meanwhile, to one on another event loop: the flush goes there.)
+            guard link.channel.eventLoop.inEventLoop else { return ([], nil, link.channel.eventLoop) }
             state.flushQueued = false
-            guard let link = state.link, link.channel.eventLoop.inEventLoop else { return ([], nil) }
-            return (state.machine.framesDue(chunkLimit: link.chunkLimit), link.channel)
+            return (state.machine.framesDue(chunkLimit: link.chunkLimit), link.channel, nil)
+        }
+        if let elsewhere {
+            elsewhere.execute { self.flushNow() }
+            return
         }
         guard let channel, !frames.isEmpty else { return }
         for frame in frames { channel.write(frame, promise: nil) }
