@@ -26,9 +26,10 @@ import Testing
         try Self.entry.verify()
     }
 
-    /// The vector version with the attachment of docs/NAVLOG.md 1a.
+    /// The next version of the vector entry: the chart of docs/NAVLOG.md 1a attached, by its origin.
     static let entryWithAttachment: NavlogEntry = {
         var version = WireVectorTests.entry
+        version.timestamp = HLCTimestamp(milliseconds: 1_795_312_526_980, counter: 3)
         version.attachments = [NavlogAttachment(name: "tesat-chart.pdf", length: 10, sha256: sha256OfTenBytes)]
         return try! version.signed(by: origin)
     }()
@@ -40,9 +41,11 @@ import Testing
         let vectors = try ProtocolVectors.blocks(in: "docs/NAVLOG.md", fence: "hex")
         let signed = try #require(vectors["navlog-signed-bytes-attachment"]).split(whereSeparator: \.isWhitespace).map { UInt8($0, radix: 16)! }
         #expect(Self.entryWithAttachment.signedBytes == signed)
-        #expect(Self.entryWithAttachment.contentHash == "70dee41cd1e9df3cd19bb01658309a93")
+        #expect(Self.entryWithAttachment.contentHash == "f2fa3c94967563b8ccae871bd02ad185")
         // The bytes before the attachments are those of the version without them.
-        #expect(signed.starts(with: Self.entry.signedBytes))
+        var without = Self.entryWithAttachment
+        without.attachments = nil
+        #expect(signed.starts(with: without.signedBytes) && signed.count > without.signedBytes.count)
         try Self.entryWithAttachment.verify()
         // An attachment changed after signing breaks the signature.
         var altered = Self.entryWithAttachment
@@ -54,7 +57,7 @@ import Testing
         var index = NavlogIndex(NavlogLog([entry]))
         return [
             "navlog-ask": index.firstAsk(exchange: 7),
-            "navlog-reply": .reply(exchange: 7, expand: [NavlogPrefix("3F2")!], versions: NavlogLog([entry]).digest),
+            "navlog-reply": .reply(exchange: 7, expand: [], versions: NavlogLog([entryWithAttachment]).digest),
             "navlog-need": .need(ids: [entry.id], final: true),
             "navlog-digest": .digest(versions: NavlogLog([entry]).digest, final: true),
         "navlog-entries": .entries(versions: [entry], final: true),
@@ -75,6 +78,24 @@ import Testing
         let message = try #require(Self.messages[name])
         #expect(try JSONDecoder().decode(NavlogMessage.self, from: Data(vector.utf8)) == message)
         #expect(try Self.object(JSONEncoder().encode(message)) == Self.object(Data(vector.utf8)))
+    }
+
+    /// The vectors tell one exchange: the reply is what a holder of the entry's next version
+    /// answers the ask, and the need what the asker then sends.
+    @Test func theAskReplyAndNeedVectorsAreOneExchange() throws {
+        guard case .ask(let exchange, let ranges)? = Self.messages["navlog-ask"] else {
+            Issue.record("navlog-ask is an ask")
+            return
+        }
+        var holder = NavlogIndex(NavlogLog([Self.entryWithAttachment]))
+        let answer = holder.answer(ranges)
+        #expect(answer.entries.isEmpty)
+        #expect(Self.messages["navlog-reply"] == .reply(exchange: exchange, expand: answer.expand, versions: answer.versions))
+        var asker = NavlogIndex(NavlogLog([Self.entry]))
+        var pull = NavlogPull()
+        _ = pull.start(&asker, exchange: exchange)
+        let next = pull.received(exchange: exchange, expand: answer.expand, versions: answer.versions, &asker)
+        #expect(next == [Self.messages["navlog-need"]!])
     }
 
     /// A summary's sum is modulo 2^128: the carry out of the top bit is dropped.
