@@ -273,6 +273,31 @@ import Testing
         #expect(intake.refusals.first?.message == "6 version(s) were refused, as a user could not have typed them; the first, of entry \(refused[0].id), because remarks=cut\\u{0}short is not valid: expected text without control characters")
     }
 
+    /// A version that breaks several rules is refused for the first, in docs/NAVLOG.md 3's order:
+    /// another origin's update, then fields a user could not have typed, then the signature.
+    @Test func aVersionBreakingSeveralRulesIsRefusedForTheFirstInTheSpecsOrder() {
+        let other = Self.version(NavlogFields(waypoint: "ARNEM"))
+        var forgedAndForeign = other
+        forgedAndForeign.fields.remarks = "altered after signing"
+        var forgedAndUntypable = Self.version(NavlogFields(leg: 1000, waypoint: "NIPAS"))
+        forgedAndUntypable.signature = String(repeating: "0", count: 128)
+        var clock = HybridLogicalClock()
+        let update = NavlogIntake([forgedAndForeign], from: UUID(), clock: &clock, now: Self.now)
+        #expect(update.refusals.map(\.code) == [.notFromSender])
+        let entries = NavlogIntake([forgedAndUntypable], clock: &clock, now: Self.now)
+        #expect(entries.refusals.map(\.code) == [.badVersion])
+        #expect(entries.refusals.first?.message.contains("leg=1000") == true)
+        // The limits' edges, and DEL and a C1 control among the control characters.
+        let edges = [Self.version(NavlogFields(leg: 1, waypoint: "A")), Self.version(NavlogFields(leg: 999, waypoint: "B", planned: "23:59"))]
+        let beyond = [
+            Self.version(NavlogFields(leg: 0, waypoint: "C")), Self.version(NavlogFields(waypoint: "D\u{7F}")),
+            Self.version(NavlogFields(waypoint: "E", remarks: "\u{85}")), Self.version(NavlogFields(waypoint: "F", planned: "24:00")),
+        ]
+        let limits = NavlogIntake(edges + beyond, clock: &clock, now: Self.now)
+        #expect(limits.accepted == edges)
+        #expect(limits.refusals.first?.message.hasPrefix("\(beyond.count) version(s)") == true)
+    }
+
     /// Attachments that break docs/NAVLOG.md 1a's rules are refused with the version; the rules'
     /// edge cases are taken.
     @Test func attachmentsThatBreakTheirRulesAreRefused() throws {
