@@ -34,7 +34,10 @@ final class NavlogHost: @unchecked Sendable {
             try await withDeadline(timeout) {
                 // The test task waits meanwhile, so only this task touches `history`.
                 for await raw in self.process.lines! {
-                    self.history.append(NavlogLine(raw))
+                    let line = NavlogLine(raw)
+                    // Every line has its event's fields as docs/NAVLOG.md section 4 lists them.
+                    if let problem = NavlogEventTable.spec.problem(with: line) { Issue.record("\(self.name) printed \(problem)") }
+                    self.history.append(line)
                     if done(self.history) { return }
                 }
                 throw StreamEnded(read: self.history.count)

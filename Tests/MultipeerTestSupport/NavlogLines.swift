@@ -85,3 +85,74 @@ public struct NavlogVersion: Hashable, Comparable, Sendable {
         return winners
     }
 }
+
+/// The table of `navlog-sync run --json`'s events in docs/NAVLOG.md section 4: each event's
+/// fields, which every line a host prints must have, and no others.
+public struct NavlogEventTable: Sendable {
+    /// By event: the fields every line of it has, and those it may leave out.
+    public let events: [String: (required: Set<String>, optional: Set<String>)]
+
+    /// The table as docs/NAVLOG.md gives it, read once.
+    public static let spec: NavlogEventTable = try! NavlogEventTable(
+        String(contentsOf: ProtocolVectors.repositoryRoot.appendingPathComponent("docs/NAVLOG.md"), encoding: .utf8))
+
+    /// Reads the table after the `<!-- events -->` line: `| \`event\` | \`field\` (words), ... |`;
+    /// a field whose words begin "optional" may be left out; "the fields of \`other\`" takes
+    /// another row's.
+    init(_ markdown: String) throws {
+        let rows = markdown.components(separatedBy: "<!-- events -->").dropFirst().first?.split(separator: "\n")
+            .drop { !$0.hasPrefix("|") }.prefix { $0.hasPrefix("|") } ?? []
+        var events: [String: (required: Set<String>, optional: Set<String>)] = [:]
+        for row in rows.dropFirst(2) {
+            let cells = row.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count == 2, let event = Self.names(in: cells[0]).first else { continue }
+            var required: Set<String> = []
+            var optional: Set<String> = []
+            // Each field: a name in backticks, and its words in parentheses (which may name values in backticks).
+            var rest = Substring(cells[1])
+            while let open = rest.firstIndex(of: "`") {
+                let before = rest[..<open]
+                rest = rest[rest.index(after: open)...]
+                guard let close = rest.firstIndex(of: "`") else { break }
+                let name = String(rest[..<close])
+                rest = rest[rest.index(after: close)...]
+                var words = ""
+                if rest.trimmingCharacters(in: .whitespaces).hasPrefix("("), let start = rest.firstIndex(of: "("), let end = rest.firstIndex(of: ")") {
+                    words = String(rest[rest.index(after: start)..<end])
+                    rest = rest[rest.index(after: end)...]
+                }
+                if before.hasSuffix("the fields of ") {
+                    let other = events[name] ?? ([], [])
+                    required.formUnion(other.required)
+                    optional.formUnion(other.optional)
+                } else if words.hasPrefix("optional") {
+                    optional.insert(name)
+                } else {
+                    required.insert(name)
+                }
+            }
+            events[event] = (required, optional)
+        }
+        self.events = events
+    }
+
+    private static func names(in text: String) -> [String] {
+        text.split(separator: "`", omittingEmptySubsequences: false).enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) }
+    }
+
+    /// What is wrong with `line` by the table, if anything (nil for a line that is no JSON object:
+    /// the process's standard error).
+    public func problem(with line: NavlogLine) -> String? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(line.raw.utf8)) as? [String: Any] else { return nil }
+        guard let event = object["event"] as? String, let fields = events[event] else {
+            return "an event docs/NAVLOG.md section 4 does not list: \(line.raw)"
+        }
+        let keys = Set(object.keys).subtracting(["event"])
+        let missing = fields.required.subtracting(keys)
+        let unknown = keys.subtracting(fields.required).subtracting(fields.optional)
+        guard missing.isEmpty, unknown.isEmpty else {
+            return "\(event) lacks \(missing.sorted()) or has \(unknown.sorted()), against docs/NAVLOG.md section 4: \(line.raw)"
+        }
+        return nil
+    }
+}

@@ -98,6 +98,22 @@ import Testing
         #expect(next == [Self.messages["navlog-need"]!])
     }
 
+    /// docs/NAVLOG.md section 4's table of events, which the process tests check every line
+    /// against, reads as it says and finds what a line lacks or adds.
+    @Test func theEventTableReadsAsWrittenAndCatchesAWrongLine() {
+        let table = NavlogEventTable.spec
+        #expect(table.events.count == 11)
+        #expect(table.events["peer_left"]?.required == ["peer", "peer_id", "peer_key", "reason", "detail"])
+        #expect(table.events["error"]?.required == ["code", "message"] && table.events["error"]?.optional == ["input"])
+        #expect(table.events["attachment_done"]?.required == table.events["attachment_progress"].map { $0.required.union(["error"]) })
+        #expect(table.problem(with: NavlogLine(#"{"event":"listening","port":7000}"#)) == nil)
+        #expect(table.problem(with: NavlogLine(#"{"event":"error","code":"badCommand","message":"no","input":"frob"}"#)) == nil)
+        #expect(table.problem(with: NavlogLine(#"{"event":"listening"}"#)) != nil, "a field missing")
+        #expect(table.problem(with: NavlogLine(#"{"event":"listening","port":7000,"extra":1}"#)) != nil, "a field not listed")
+        #expect(table.problem(with: NavlogLine(#"{"event":"launched"}"#)) != nil, "an event not listed")
+        #expect(table.problem(with: NavlogLine("navlog-sync: reloaded the key file")) == nil, "standard error is not an event")
+    }
+
     /// A summary's sum is modulo 2^128: the carry out of the top bit is dropped.
     @Test func theSummaryVectorSumsAsTheSpecSays() throws {
         let vectors = try ProtocolVectors.blocks(in: "docs/NAVLOG.md", fence: "json")
