@@ -1,4 +1,6 @@
 import Foundation
+import MultipeerCore
+import NIOCore
 import MultipeerSession
 import MultipeerTLS
 import MultipeerTestSupport
@@ -112,6 +114,17 @@ import Testing
         #expect(table.problem(with: NavlogLine(#"{"event":"listening","port":7000,"extra":1}"#)) != nil, "a field not listed")
         #expect(table.problem(with: NavlogLine(#"{"event":"launched"}"#)) != nil, "an event not listed")
         #expect(table.problem(with: NavlogLine("navlog-sync: reloaded the key file")) == nil, "standard error is not an event")
+    }
+
+    /// navlog-sync sends JSON (docs/NAVLOG.md), and reads its messages in the binary encoding too,
+    /// as every receiver reads both (docs/PROTOCOL.md 2a): every vector's message round-trips
+    /// through it.
+    @Test func theMessagesAlsoDecodeFromTheBinaryEncoding() throws {
+        for (name, message) in Self.messages {
+            var payload = ByteBuffer()
+            try MessageEncoding.binary.encode(message, into: &payload)
+            #expect(try MessageEncoding.decode(NavlogMessage.self, from: payload) == message, "\(name)")
+        }
     }
 
     /// A summary's sum is modulo 2^128: the carry out of the top bit is dropped.
