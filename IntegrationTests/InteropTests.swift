@@ -11,18 +11,19 @@ import Testing
     static let gnutlsCLI = "/usr/bin/gnutls-cli"
 
     static func gnutlsCLI(
-        port: Int, key: String?, identity: String = LinkFixtures.identity, priority: String = TLSConfiguration.priorities
+        port: Int, key: String?, identity: String = LinkFixtures.identity, priority: String = TLSConfiguration.priorities, debug: Bool = false
     ) async throws -> ProcessResult {
         let psk = key.map { ["--pskusername", identity, "--pskkey", $0] } ?? ["--insecure"]
-        return try await runProcess(gnutlsCLI, ["--verbose", "-p", "\(port)", "127.0.0.1"] + psk + ["--priority", priority])
+        return try await runProcess(gnutlsCLI, ["--verbose", "-p", "\(port)", "127.0.0.1"] + psk + ["--priority", priority] + (debug ? ["-d", "4"] : []))
     }
 
     /// Runs gnutls-cli against `server` and checks that it was refused (it failed and completed
     /// no handshake); returns what gnutls-cli printed and the failure the listener reported.
     static func refusal(
-        at server: TestListener, key: String?, identity: String = LinkFixtures.identity, priority: String = TLSConfiguration.priorities
+        at server: TestListener, key: String?, identity: String = LinkFixtures.identity, priority: String = TLSConfiguration.priorities,
+        debug: Bool = false
     ) async throws -> (output: String, failure: MultipeerError?) {
-        let result = try await gnutlsCLI(port: server.port, key: key, identity: identity, priority: priority)
+        let result = try await gnutlsCLI(port: server.port, key: key, identity: identity, priority: priority, debug: debug)
         #expect(result.status != 0)
         #expect(!result.output.contains("Handshake was completed"), "\(result.output)")
         return (result.output, try await withDeadline(.seconds(20)) { await server.nextFailure() })
@@ -91,14 +92,17 @@ import Testing
         }
     }
 
-    /// A ClientHello offering PSK without ECDHE (`psk_ke` alone) is answered with alert 40,
-    /// handshake_failure, at once (docs/PROTOCOL.md, 1.2).
+    /// A ClientHello offering PSK without ECDHE (`psk_ke` alone) gets a ServerHello that takes
+    /// none of its keys, then alert 40, handshake_failure (docs/PROTOCOL.md, 1.2).
     @Test(.scaledTimeLimit(minutes: 1))
     func aClientOfferingPSKWithoutECDHEGetsHandshakeFailure() async throws {
         try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
             let (output, failure) = try await Self.refusal(
-                at: server, key: LinkFixtures.keyHex, priority: "NORMAL:-VERS-ALL:+VERS-TLS1.3:-KX-ALL:+PSK")
+                at: server, key: LinkFixtures.keyHex, priority: "NORMAL:-VERS-ALL:+VERS-TLS1.3:-KX-ALL:+PSK", debug: true)
             #expect(output.contains("Received alert [40]"), "\(output)")
+            // After a ServerHello that takes none of the client's keys: a key share, no PSK.
+            #expect(output.contains("SERVER HELLO") && output.contains("Parsing extension 'Key Share/51'"), "\(output)")
+            #expect(!output.contains("Parsing extension 'Pre Shared Key"), "\(output)")
             #expect(failure?.code == .tlsNegotiationFailed, "\(String(describing: failure))")
         }
     }
