@@ -93,6 +93,11 @@ struct NavlogProcessTests {
         let id = try await captain.add("leg=1 waypoint=TESAT")
         captain.send("attach \(id.prefix(8)) \"\(chart.path)\"")
         _ = try await captain.next { $0.event == "entry_applied" && $0["origin"] == "local" }
+        // The version names who signed it (its key's fingerprint, as the officer saw the captain
+        // prove it), beside the author the captain's station typed.
+        let joined = try await officer.next { $0.event == "peer_joined" && $0["peer"] == "captain" }
+        let applied = try await officer.next { $0.event == "entry_applied" && $0["id"] == id && $0["entry.attachments"] == nil }
+        #expect(applied["entry.origin_key"] == joined["peer_key"] && applied["entry.author"] == "captain", "\(applied)")
         let arrived = try await officer.next { $0.event == "attachment_done" && $0["direction"] == "in" }
         #expect(arrived["error"] == nil && arrived["peer"] == "captain" && arrived["name"] == "weather chart.pdf", "\(arrived)")
         #expect(arrived["total_bytes"] == "\(bytes.count)" && arrived["entry"] == id)

@@ -77,7 +77,8 @@ enum Render {
             ("id", .string(id(entry.id))), ("leg", .optional(fields.leg)), ("waypoint", .string(fields.waypoint)),
             ("planned", .optional(fields.planned)), ("actual", .optional(fields.actual)), ("fuel", .optional(fields.fuel)),
             ("altitude", .optional(fields.altitude)), ("remarks", .optional(fields.remarks)), ("author", .string(entry.author)),
-            ("origin_id", .string(id(entry.origin))), ("version", .string(entry.timestamp.description)), ("deleted", .bool(entry.deleted)),
+            ("origin_id", .string(id(entry.origin))), ("origin_key", .optional(entry.key?.fingerprint)),
+            ("version", .string(entry.timestamp.description)), ("deleted", .bool(entry.deleted)),
             ("attachments", .array((entry.attachments ?? []).map { attachment(_: $0, states[$0.sha256] ?? .missing) })),
         ])
     }
@@ -152,9 +153,11 @@ enum Render {
                 String(id(entry.id).prefix(8)), fields.leg.map(String.init) ?? "", fields.waypoint, fields.planned ?? "",
                 fields.actual ?? "", fields.fuel.map(String.init) ?? "", fields.altitude.map(String.init) ?? "",
             ]
-            return row + [fields.remarks ?? "", entry.author, files.joined(separator: "; ")]
+            // Who typed it, as they called themselves, and the key that signed it, which is proven.
+            let by = entry.key.map { "\(entry.author) [\($0.fingerprint)]" } ?? entry.author
+            return row + [fields.remarks ?? "", by, files.joined(separator: "; ")]
         }
-        let header = ["ID", "LEG", "WAYPOINT", "PLANNED", "ACTUAL", "FUEL kg", "ALT ft", "REMARKS", "BY", "FILES"]
+        let header = ["ID", "LEG", "WAYPOINT", "PLANNED", "ACTUAL", "FUEL kg", "ALT ft", "REMARKS", "BY [KEY]", "FILES"]
         return table(header, rows, empty: "(the log is empty)")
     }
 
