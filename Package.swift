@@ -9,6 +9,10 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "MultipeerSession",
+    // Linux only: the links use GnuTLS and discovery Avahi's client library, through system
+    // library targets (apt packages libgnutls28-dev, libavahi-client-dev), and the code Glibc.
+    // The platform below sets the newest Swift APIs' availability for the compiler; it is no
+    // promise that the package builds on macOS, which it does not.
     platforms: [.macOS(.v15)],
     products: [
         // One product, one import: the layers below re-export what a user meets (Exports.swift).

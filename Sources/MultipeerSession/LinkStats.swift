@@ -10,6 +10,14 @@ public struct LinkStats: Hashable, Sendable, CustomStringConvertible {
     /// How long the peer has been active this time.
     public var timeActive: Duration
 
+    /// Link figures, for an application that tests its own handling of them (a session makes
+    /// its own: ``MultipeerSession/linkStats(for:)``, ``SessionEvent/stats(_:_:)``).
+    public init(quality: LinkQuality = LinkQuality(), reconnects: Int = 0, timeActive: Duration = .zero) {
+        self.quality = quality
+        self.reconnects = reconnects
+        self.timeActive = timeActive
+    }
+
     /// The figures in one line, for logs.
     public var description: String {
         let rtt = quality.smoothedRTT.map { String(format: "%.2f ms", $0.seconds * 1000) } ?? "-"

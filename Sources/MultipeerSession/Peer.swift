@@ -14,6 +14,16 @@ public struct Peer: Hashable, Sendable, Identifiable, CustomStringConvertible {
     /// The application metadata it announced.
     public var metadata: [String: String]
 
+    /// A peer as a session introduces one, for an application that tests its own handling of
+    /// peers and events (a session makes its own from each peer's HELLO).
+    public init(id: UUID, key: PeerKey, incarnation: UInt64 = 1, displayName: String, metadata: [String: String] = [:]) {
+        self.id = id
+        self.key = key
+        self.incarnation = incarnation
+        self.displayName = displayName
+        self.metadata = metadata
+    }
+
     init(_ hello: Hello) {
         id = hello.peerID
         key = hello.key

@@ -27,4 +27,19 @@ import Testing
         #expect(!Roster().admits(member.key))
         #expect(throws: MultipeerError.self) { try Roster(contentsOfFile: "/nonexistent/crew.roster") }
     }
+
+    /// An application's own handling of peers and events is tested with values it makes.
+    @Test func anApplicationMakesPeersEventsAndLinkStatsForItsOwnTests() {
+        let identity = PeerIdentity()
+        let peer = Peer(id: identity.peerID, key: identity.key, displayName: "Captain", metadata: ["seat": "L"])
+        #expect(peer.id == identity.peerID && peer.key.peerID == peer.id && peer.incarnation == 1)
+        let stats = LinkStats(reconnects: 2, timeActive: .seconds(30))
+        #expect(stats.reconnects == 2 && stats.quality.loss == 0 && stats.description.contains("2 reconnects"))
+        let event = SessionEvent.peerJoined(peer)
+        guard case .peerJoined(let joined) = event else {
+            Issue.record("a peerJoined event")
+            return
+        }
+        #expect(joined == peer)
+    }
 }
