@@ -1,4 +1,5 @@
 public import Foundation
+import Logging
 import MultipeerCore
 import NIOCore
 import NIOConcurrencyHelpers
@@ -9,6 +10,12 @@ extension MultipeerSession {
     /// ``MultipeerMessage/wireName`` if it declares one, else its bare type name (`Note`, not
     /// `MyApp.Note`), which two programs defining the same type agree on. Both sides must use
     /// the same name.
+    ///
+    /// Two types of one program that travel under one name by accident (two `Note`s of two
+    /// modules, both under their bare name) could not be told apart by a peer: the second to be
+    /// used is logged as a warning (logger `multipeer`), once, naming both; give one of them a
+    /// ``MultipeerMessage/wireName``. Types that both declare one wire name (two shapes of one
+    /// message) share it on purpose, and are not.
     public nonisolated static func wireName<Message>(of type: Message.Type) -> String {
         MessageTypeTraits.of(type).name
     }
@@ -143,15 +150,28 @@ extension MultipeerSession {
 /// is kept for the process's life (one per message type), so a reader never finds its table
 /// freed.
 enum MessageTypeTraits {
-    typealias Traits = (name: String, encoding: MessageEncoding?)
+    /// A type's wire name and encoding, and, when another type of this program took the same
+    /// name first and one of the two did not declare it (its bare type name stands in: two
+    /// `Note`s of two modules), that type's full name: a peer could not tell their messages
+    /// apart. Types that both declare one ``MultipeerMessage/wireName`` do so on purpose (two
+    /// shapes of one message), and may.
+    typealias Traits = (name: String, encoding: MessageEncoding?, takenBy: String?)
 
     private final class Table: Sendable {
         let traits: [ObjectIdentifier: Traits]
-        init(_ traits: [ObjectIdentifier: Traits]) { self.traits = traits }
+        /// The full name of the first type to travel under each wire name, and whether it declared it.
+        let owners: [String: (type: String, declared: Bool)]
+        init(_ traits: [ObjectIdentifier: Traits], owners: [String: (type: String, declared: Bool)]) {
+            self.traits = traits
+            self.owners = owners
+        }
     }
 
+    /// Says when two types travel under one name by accident.
+    private static let logger = Logger(label: "multipeer")
+
     /// The first table, empty.
-    private static let empty = Table([:])
+    private static let empty = Table([:], owners: [:])
     /// The current table's address.
     private static let current = Atomic<UInt>(UInt(bitPattern: Unmanaged.passUnretained(empty).toOpaque()))
     /// Writers, one at a time; and every table made, kept.
@@ -161,15 +181,29 @@ enum MessageTypeTraits {
         let key = ObjectIdentifier(type)
         if let traits = table().traits[key] { return traits }
         let declared = type as? any MultipeerMessage.Type
-        let traits = (name: declared?.wireName ?? String(describing: type), encoding: declared?.wireEncoding ?? nil)
-        writer.withLockedValue { kept in
-            var known = table().traits
+        let name = declared?.wireName ?? String(describing: type)
+        let fullName = String(reflecting: type)
+        return writer.withLockedValue { kept in
+            let before = table()
+            if let traits = before.traits[key] { return traits }  // (another thread's, meanwhile)
+            var owners = before.owners
+            let owner = owners[name, default: (fullName, declared != nil)]
+            owners[name] = owner
+            let accidental = owner.type != fullName && !(owner.declared && declared != nil)
+            let traits: Traits = (name, declared?.wireEncoding ?? nil, accidental ? owner.type : nil)
+            if accidental {
+                logger.warning("two message types travel under one wire name: a peer cannot tell their messages apart", metadata: [
+                    "multipeer.message.type": "\(fullName)", "multipeer.message.wireName": "\(name)",
+                    "multipeer.message.firstType": "\(owner.type)",
+                    "multipeer.fix": "declare a MultipeerMessage.wireName of its own for one of them"])
+            }
+            var known = before.traits
             known[key] = traits
-            let table = Table(known)
+            let table = Table(known, owners: owners)
             kept.append(table)
             current.store(UInt(bitPattern: Unmanaged.passUnretained(table).toOpaque()), ordering: .releasing)
+            return traits
         }
-        return traits
     }
 
     private static func table() -> Table {
