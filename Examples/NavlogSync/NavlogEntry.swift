@@ -169,7 +169,7 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
         precondition(identity.peerID == origin, "a version is signed by its origin")
         var signed = self
         signed.key = identity.key
-        signed.signature = Hex.encode(try identity.signature(for: signedBytes))
+        signed.signature = Hex.encode(try identity.protocolSignature(for: signedBytes))
         return signed
     }
 
@@ -183,7 +183,7 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
         guard key.peerID == origin else {
             throw NavlogError(.badSignature, "version \(timestamp.rawValue) of entry \(id) names origin \(origin) but carries the key of \(key.peerID)")
         }
-        guard let bytes = Hex.decode(signature.utf8), bytes.count == 64, key.isValidSignature(bytes, for: signedBytes) else {
+        guard let bytes = Hex.decode(signature.utf8), bytes.count == 64, key.isValidProtocolSignature(bytes, for: signedBytes) else {
             throw NavlogError(.badSignature, "the signature of version \(timestamp.rawValue) of entry \(id) does not verify: it was altered, or not written by \(origin)")
         }
     }

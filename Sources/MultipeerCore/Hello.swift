@@ -178,7 +178,7 @@ extension Hello {
         }
         let unsigned = value.readableBytesView.dropLast(Self.signatureLength)
         let message = Self.signedMessage(exporter: exporter, side: side, unsignedValue: ByteBufferView(unsigned))
-        guard key.isValidSignature(signature, for: message) else {
+        guard key.isValidProtocolSignature(signature, for: message) else {
             throw MultipeerError(
                 .badSignature,
                 "the HELLO of \(peer), claiming to be peer \(peerID), carries a signature that does not verify for this connection (forged, or relayed from another connection): the link is closed")

@@ -55,10 +55,21 @@ public struct PeerKey: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The key as 64 lowercase hexadecimal digits.
     public var description: String { Hex.encode(rawRepresentation) }
 
-    /// Whether `signature` is this key's Ed25519 signature of `message` (one made with
-    /// `PeerIdentity.signature(for:)`): an application checks with it that data a peer relays
-    /// was written by the peer it names.
+    /// Whether `signature` is this key's application signature of `message` (one made with
+    /// `PeerIdentity.signature(for:)`, under the application context of docs/PROTOCOL.md 1.3):
+    /// an application checks with it that data a peer relays was written by the peer it names.
+    /// A signature the protocol made (a HELLO's, a navlog version's) is never one.
     public func isValidSignature(_ signature: [UInt8], for message: [UInt8]) -> Bool {
+        isValidProtocolSignature(signature, for: Self.applicationSignatureContext + message)
+    }
+
+    /// What an application's signatures sign before its message: `"multipeer application v1"`
+    /// and a zero byte.
+    package static let applicationSignatureContext = Array("multipeer application v1".utf8) + [0]
+
+    /// Whether `signature` is this key's Ed25519 signature of `message` itself: for the
+    /// protocol's own signed bytes.
+    package func isValidProtocolSignature(_ signature: [UInt8], for message: [UInt8]) -> Bool {
         guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: rawRepresentation) else { return false }
         return key.isValidSignature(signature, for: message)
     }

@@ -84,10 +84,19 @@ public struct PeerIdentity: Sendable, CustomStringConvertible, CustomDebugString
         }
     }
 
-    /// Signs `message` with the private key (Ed25519, RFC 8032: deterministic, 64 bytes), so
-    /// that anyone holding ``key`` can check that this device wrote it
-    /// (`PeerKey.isValidSignature(_:for:)`), however it travelled.
+    /// Signs `message` for an application, so that anyone holding ``key`` can check that this
+    /// device wrote it (`PeerKey.isValidSignature(_:for:)`), however it travelled: the
+    /// Ed25519 signature (RFC 8032: deterministic, 64 bytes) of the bytes
+    /// `"multipeer application v1"`, a zero byte, then `message` (docs/PROTOCOL.md 1.3). The
+    /// context keeps an application's signatures apart from the protocol's made with the same
+    /// key (a HELLO's, a navlog version's): no message an application signs is one of those.
     public func signature(for message: [UInt8]) throws -> [UInt8] {
+        try protocolSignature(for: PeerKey.applicationSignatureContext + message)
+    }
+
+    /// The Ed25519 signature of `message` itself, for the protocol's own signed bytes, which
+    /// begin with a context of their own (`"multipeer hello v2"`, `"navlog version v1"`).
+    package func protocolSignature(for message: [UInt8]) throws -> [UInt8] {
         Array(try privateKey.signature(for: message))
     }
 

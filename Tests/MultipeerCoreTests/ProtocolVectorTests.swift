@@ -132,6 +132,19 @@ import Testing
         #expect(key.fingerprint == "21fe-31df-a154-a261")
     }
 
+    /// An application's signature is made under its own context (docs/PROTOCOL.md 1.3): valid as
+    /// one, never as the protocol's signature of the same bytes.
+    @Test func anApplicationSignatureIsMadeUnderItsOwnContext() throws {
+        let vectors = try ProtocolVectors.load()
+        let key = try PeerKey(rawRepresentation: try #require(vectors["peer-key"]))
+        let signature = try #require(vectors["application-signature"])
+        let message = Array("abc".utf8)
+        #expect(key.isValidSignature(signature, for: message))
+        #expect(key.isValidProtocolSignature(signature, for: Array("multipeer application v1".utf8) + [0] + message))
+        #expect(!key.isValidProtocolSignature(signature, for: message), "not the protocol's signature of the bytes")
+        #expect(!key.isValidSignature(signature, for: Array("abd".utf8)))
+    }
+
     @Test func theHelloSignsTheMessageTheSpecSpellsOut() throws {
         let vectors = try ProtocolVectors.load()
         var frame = ByteBuffer(bytes: try #require(vectors["hello"]))

@@ -83,3 +83,18 @@ import Testing
         }
     }
 }
+
+/// A device's key signs an application's data under the application context, and the
+/// protocol's own bytes as they are (docs/PROTOCOL.md 1.3).
+@Suite struct PeerIdentitySignatureTests {
+    @Test func theApplicationSignatureIsTheSpecsAndNeverTheProtocols() throws {
+        let vectors = try ProtocolVectors.load()
+        let hex = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60"
+        let raw = stride(from: 0, to: hex.count, by: 2).map { UInt8(hex.dropFirst($0).prefix(2), radix: 16)! }
+        let identity = try PeerIdentity(rawPrivateKey: raw)
+        #expect(try identity.signature(for: Array("abc".utf8)) == vectors["application-signature"])
+        let hello = Array("multipeer hello v2".utf8) + [0, 1, 2]
+        #expect(try identity.signature(for: hello) != identity.protocolSignature(for: hello))
+        #expect(!identity.key.isValidProtocolSignature(try identity.signature(for: hello), for: hello))
+    }
+}

@@ -86,7 +86,7 @@ final class LinkHandler: ChannelDuplexHandler {
         switch action {
         case .sendHello(let exporter):
             do {
-                let hello = try localHello.signed(exporter: exporter, side: side, sign: identity.signature(for:))
+                let hello = try localHello.signed(exporter: exporter, side: side, sign: identity.protocolSignature(for:))
                 writeAndFlush(.hello(hello), context: context)
             } catch {
                 run(machine.failed(MultipeerError(.tlsFailure, "cannot sign this side's HELLO", underlying: "\(error)")), context: context)
