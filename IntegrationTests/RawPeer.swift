@@ -47,7 +47,7 @@ final class RawPeer: Sendable {
     func hello(claiming peerID: UUID, presenting key: PeerKey? = nil, signedBy identity: PeerIdentity, incarnation: UInt64,
                name: String = "raw", keepalive: KeepaliveParameters = KeepaliveParameters()) async throws -> ByteBuffer {
         let hello = try Hello(peerID: peerID, key: key ?? identity.key, incarnation: incarnation, displayName: name, keepalive: keepalive)
-            .signed(exporter: try await exporter, side: .dialler, sign: identity.signature(for:))
+            .signed(exporter: try await exporter, side: .dialler, sign: identity.protocolSignature(for:))
         var frame = ByteBuffer()
         LinkMessage.hello(hello).writeFrame(to: &frame)
         return frame
