@@ -45,7 +45,7 @@ import Testing
     /// `identity`'s HELLO, speaking as the listener of this connection.
     static func hello(of identity: PeerIdentity, incarnation: UInt64 = 1) throws -> Hello {
         try Hello(identity: identity, incarnation: incarnation, displayName: "remote")
-            .signed(exporter: exporter, side: .listener, sign: identity.signature(for:))
+            .signed(exporter: exporter, side: .listener, sign: identity.protocolSignature(for:))
     }
 
     @Test func itSendsItsHelloSignedForThisConnectionThenTakesThePeersAndHandsOnItsMessages() throws {
