@@ -479,26 +479,17 @@ func measureResources(sizes: [Int]) async throws -> ResourceResults {
         let disk = try diskRate(copying: file)
         let inbox = scratch.appendingPathComponent("inbox")
         var transfer = try await withResourcePair(receivingInto: inbox) { receiver, sender in
-            Bench.returnFreedMemory()
-            let idle = Bench.residentKiB()
-            let peak = PeakMemory(idle)
-            let sampling = Task {
-                while !Task.isCancelled {
-                    peak.sample(Bench.residentKiB())
-                    try? await Task.sleep(for: .milliseconds(20))
-                }
+            let ((started, hashed, done), growth) = try await peakMemoryGrowth {
+                let started = ContinuousClock.now
+                let outgoing = try await sender.sendResource(at: file, to: receiver.peerID)
+                let hashed = ContinuousClock.now
+                try await outgoing.completion()
+                return (started, hashed, ContinuousClock.now)
             }
-            let started = ContinuousClock.now
-            let outgoing = try await sender.sendResource(at: file, to: receiver.peerID)
-            let hashed = ContinuousClock.now
-            try await outgoing.completion()
-            let done = ContinuousClock.now
-            sampling.cancel()
-            peak.sample(Bench.residentKiB())
             return ResourceResults.Transfer(
                 bytes: size, hashMegabytesPerSecond: Double(size) / 1e6 / (hashed - started).seconds,
                 transferMegabytesPerSecond: Double(size) / 1e6 / (done - hashed).seconds, messagesMegabytesPerSecond: messagesRate,
-                peakRSSGrowthMiB: (peak.highest - idle) / 1024)
+                peakRSSGrowthMiB: growth)
         }
         transfer.diskMegabytesPerSecond = disk
         try? FileManager.default.removeItem(at: file)
@@ -569,19 +560,8 @@ func measureStream(bytes: Int) async throws -> StreamResults {
     func measured(readRate: Double? = nil) async throws -> (rate: Double, growth: Double) {
         try await withResourcePair(receivingInto: scratch) { receiver, sender in
             _ = try await stream(16 << 20, from: sender, to: receiver)  // (warm-up)
-            Bench.returnFreedMemory()
-            let idle = Bench.residentKiB()
-            let peak = PeakMemory(idle)
-            let sampling = Task {
-                while !Task.isCancelled {
-                    peak.sample(Bench.residentKiB())
-                    try? await Task.sleep(for: .milliseconds(20))
-                }
-            }
-            let seconds = try await stream(bytes, from: sender, to: receiver, readRate: readRate)
-            sampling.cancel()
-            peak.sample(Bench.residentKiB())
-            return (Double(bytes) / 1e6 / seconds, (peak.highest - idle) / 1024)
+            let (seconds, growth) = try await peakMemoryGrowth { try await stream(bytes, from: sender, to: receiver, readRate: readRate) }
+            return (Double(bytes) / 1e6 / seconds, growth)
         }
     }
     let (rate, growth) = try await measured()
@@ -646,6 +626,24 @@ func diskRate(copying file: URL) throws -> Double {
     try output.synchronize()
     try output.close()
     return Double(bytes) / 1e6 / (ContinuousClock.now - started).seconds
+}
+
+/// What `body` returns, and the process's peak resident memory above what it held before, in
+/// MiB, sampled every 20 ms while `body` runs (after freed memory is given back).
+func peakMemoryGrowth<Result: Sendable>(during body: () async throws -> Result) async rethrows -> (Result, Double) {
+    Bench.returnFreedMemory()
+    let idle = Bench.residentKiB()
+    let peak = PeakMemory(idle)
+    let sampling = Task {
+        while !Task.isCancelled {
+            peak.sample(Bench.residentKiB())
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
+    defer { sampling.cancel() }
+    let result = try await body()
+    peak.sample(Bench.residentKiB())
+    return (result, (peak.highest - idle) / 1024)
 }
 
 /// The highest resident memory sampled.
