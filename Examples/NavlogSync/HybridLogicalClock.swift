@@ -22,17 +22,17 @@ public struct HLCTimestamp: RawRepresentable, Hashable, Comparable, Sendable, Co
 }
 
 /// The clock itself (Kulkarni et al., "Logical Physical Clocks", 2014), with time as an input.
-public struct HybridLogicalClock: Sendable {
+package struct HybridLogicalClock: Sendable {
     /// The latest timestamp issued or observed.
-    public private(set) var latest: HLCTimestamp
+    package private(set) var latest: HLCTimestamp
 
-    public init(latest: HLCTimestamp = HLCTimestamp(rawValue: 0)) {
+    package init(latest: HLCTimestamp = HLCTimestamp(rawValue: 0)) {
         self.latest = latest
     }
 
     /// A timestamp for a local edit made at `now` (wall-clock milliseconds): later than every
     /// timestamp issued or observed so far.
-    public mutating func tick(now: UInt64) -> HLCTimestamp {
+    package mutating func tick(now: UInt64) -> HLCTimestamp {
         if now > latest.milliseconds {
             latest = HLCTimestamp(milliseconds: now, counter: 0)
         } else {
@@ -46,12 +46,12 @@ public struct HybridLogicalClock: Sendable {
     /// further ahead comes from a clock that is wrong (or a peer that is), and taking it in
     /// would drag every later edit of this host (and of every host it syncs with) along to it,
     /// up to the end of the clock's range.
-    public static let maximumLead: UInt64 = 24 * 60 * 60 * 1000
+    package static let maximumLead: UInt64 = 24 * 60 * 60 * 1000
 
     /// Takes in a timestamp from another host, so that later local edits order after it, and
     /// returns true; or, if it is more than ``maximumLead`` ahead of `now` (wall-clock
     /// milliseconds), refuses it, changing nothing, and returns false.
-    public mutating func observe(_ remote: HLCTimestamp, now: UInt64) -> Bool {
+    package mutating func observe(_ remote: HLCTimestamp, now: UInt64) -> Bool {
         guard remote.milliseconds <= now + Self.maximumLead else { return false }
         if remote > latest { latest = remote }
         return true

@@ -1,13 +1,13 @@
-public import Foundation
+package import Foundation
 
 /// The versions a peer sent, sorted into those a host takes in and those it refuses
 /// (docs/NAVLOG.md, section 3). What is refused is never merged; the peer offers it again at
 /// every meeting.
-public struct NavlogIntake: Sendable {
+package struct NavlogIntake: Sendable {
     /// The versions to merge, in the order they came; their timestamps are in the clock.
-    public private(set) var accepted: [NavlogEntry] = []
+    package private(set) var accepted: [NavlogEntry] = []
     /// One error per reason for refusing, saying how many versions it refused.
-    public private(set) var refusals: [NavlogError] = []
+    package private(set) var refusals: [NavlogError] = []
 
     /// Sorts `versions`. Refused: a version not signed by its origin (``NavlogEntry/verify()``);
     /// with `sender`, one whose origin is not the sender (an `update` is the sender's own
@@ -17,7 +17,7 @@ public struct NavlogIntake: Sendable {
     /// (``NavlogAttachment``), or whose author is not a display name; and one
     /// stamped more than ``HybridLogicalClock/maximumLead`` ahead of `now` (wall-clock
     /// milliseconds). The timestamps of the others are taken into `clock`.
-    public init(_ versions: [NavlogEntry], from sender: UUID? = nil, clock: inout HybridLogicalClock, now: UInt64) {
+    package init(_ versions: [NavlogEntry], from sender: UUID? = nil, clock: inout HybridLogicalClock, now: UInt64) {
         var invalid: [(NavlogEntry, NavlogError)] = []
         var unsigned: [(NavlogEntry, NavlogError)] = []
         var foreign: [NavlogEntry] = []

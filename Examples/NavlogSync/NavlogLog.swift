@@ -32,14 +32,14 @@ public struct NavlogLog: Hashable, Sendable {
     }
 
     /// The version of every entry, tombstones included: what a host tells a peer it has.
-    public var digest: NavlogDigest {
+    package var digest: NavlogDigest {
         NavlogDigest(versions: entries.mapValues { NavlogDigest.Held(version: $0.version, contentHash: $0.contentHash) })
     }
 
     /// The entries whose version here is newer than in `digest`, or that it lacks, or holds
     /// with other content under the same version (the receiver keeps one of the two, the same
     /// one as this host: docs/NAVLOG.md, section 1).
-    public func newer(than digest: NavlogDigest) -> [NavlogEntry] {
+    package func newer(than digest: NavlogDigest) -> [NavlogEntry] {
         entries.values.filter { entry in
             NavlogDigest.Held(version: entry.version, contentHash: entry.contentHash).replaces(digest.versions[entry.id])
         }.sorted { $0.timestamp < $1.timestamp }
@@ -54,16 +54,16 @@ public struct NavlogLog: Hashable, Sendable {
 }
 
 /// Which version of every entry a host holds: ids, versions and content hashes, no content.
-public struct NavlogDigest: Hashable, Sendable, Codable {
+package struct NavlogDigest: Hashable, Sendable, Codable {
     /// One entry's version as held, and the hash of its content (``NavlogEntry/contentHash``).
-    public struct Held: Hashable, Sendable {
+    package struct Held: Hashable, Sendable {
         /// The version's stamp: timestamp, author, origin.
-        public var version: NavlogEntry.Version
+        package var version: NavlogEntry.Version
         /// ``NavlogEntry/contentHash`` of the version held.
-        public var contentHash: String
+        package var contentHash: String
 
         /// An entry's version as held.
-        public init(version: NavlogEntry.Version, contentHash: String) {
+        package init(version: NavlogEntry.Version, contentHash: String) {
             self.version = version
             self.contentHash = contentHash
         }
@@ -71,23 +71,23 @@ public struct NavlogDigest: Hashable, Sendable, Codable {
         /// Whether a host holding `other` of the entry (or nothing) should take this one: it
         /// is newer, or has the same version with other content (of which both hosts then keep
         /// the same one: docs/NAVLOG.md, section 1).
-        public func replaces(_ other: Held?) -> Bool {
+        package func replaces(_ other: Held?) -> Bool {
             guard let other else { return true }
             return version > other.version || (version == other.version && contentHash != other.contentHash)
         }
     }
 
     /// By entry id.
-    public var versions: [UUID: Held]
+    package var versions: [UUID: Held]
 
     /// A digest of these versions.
-    public init(versions: [UUID: Held]) {
+    package init(versions: [UUID: Held]) {
         self.versions = versions
     }
 
     /// The digest in parts of at most `size` versions (at least one part, maybe empty), to send
     /// as `digest` messages.
-    public func batches(of size: Int) -> [NavlogDigest] {
+    package func batches(of size: Int) -> [NavlogDigest] {
         let all = Array(versions)
         return stride(from: 0, to: max(all.count, 1), by: size).map { start in
             NavlogDigest(versions: Dictionary(uniqueKeysWithValues: all[start..<min(start + size, all.count)].map { ($0.key, $0.value) }))
@@ -95,12 +95,12 @@ public struct NavlogDigest: Hashable, Sendable, Codable {
     }
 
     /// Adds the versions of another part of a peer's digest.
-    public mutating func add(_ part: NavlogDigest) {
+    package mutating func add(_ part: NavlogDigest) {
         versions.merge(part.versions) { _, new in new }
     }
 
     // On the wire, one string per entry, "ID TIMESTAMP ORIGIN HASH AUTHOR": about 130 bytes each.
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         var versions: [UUID: Held] = [:]
         for line in try decoder.singleValueContainer().decode([String].self) {
             let parts = line.split(separator: " ", maxSplits: 4, omittingEmptySubsequences: false)
@@ -117,7 +117,7 @@ public struct NavlogDigest: Hashable, Sendable, Codable {
         self.versions = versions
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(versions.map { id, held in
             "\(id.uuidString) \(held.version.timestamp.rawValue) \(held.version.origin.uuidString) \(held.contentHash) \(held.version.author)"

@@ -1,5 +1,5 @@
-public import Foundation
-public import MultipeerSession
+package import Foundation
+package import MultipeerSession
 
 /// What hosts say to each other over the session (docs/NAVLOG.md). One type, so that a peer's
 /// messages arrive in the order they were sent.
@@ -12,11 +12,11 @@ public import MultipeerSession
 /// is exchanged grows with the differences, not with the log. While connected, every local edit
 /// is broadcast as an update. A host that holds versions whose attached files it lacks says so
 /// (`lack`), and a peer that holds them offers them as resources.
-public enum NavlogMessage: MultipeerMessage, Hashable {
+package enum NavlogMessage: MultipeerMessage, Hashable {
     /// The name on the wire (docs/NAVLOG.md), as every version of navlog-sync has sent it.
-    public static var wireName: String { "NavlogSync.NavlogMessage" }
+    package static var wireName: String { "NavlogSync.NavlogMessage" }
     /// JSON, as docs/NAVLOG.md specifies, whatever the session's default.
-    public static var wireEncoding: MessageEncoding? { .json }
+    package static var wireEncoding: MessageEncoding? { .json }
 
     /// The asker's summaries of the children of some prefixes, in its exchange `exchange` (a
     /// number it picks at random for each exchange, below 2^53).
@@ -40,11 +40,11 @@ public enum NavlogMessage: MultipeerMessage, Hashable {
     case lack(attachments: [String])
 
     /// Versions per `entries` message: well under the session's 1 MiB frame limit.
-    public static let batchSize = 500
+    package static let batchSize = 500
     /// Versions per `digest` message (about 130 bytes each): well under the 1 MiB frame limit.
-    public static let digestBatchSize = 4_000
+    package static let digestBatchSize = 4_000
     /// Hashes per `lack` message.
-    public static let lackBatchSize = 64
+    package static let lackBatchSize = 64
 }
 
 /// Where the anti-entropy exchanges with one peer stand: done when this side, as holder, has

@@ -1,24 +1,24 @@
-public import Foundation
+package import Foundation
 import MultipeerCore
 
 /// The entry ids whose hexadecimal form (the UUID's 16 bytes in RFC 4122 order, 32 upper-case
 /// digits without dashes) begins with ``digits``: the empty prefix is every id, a prefix of 32
 /// digits is one. Anti-entropy compares the log prefix by prefix (docs/NAVLOG.md, section 2).
-public struct NavlogPrefix: Hashable, Sendable, Codable, CustomStringConvertible {
+package struct NavlogPrefix: Hashable, Sendable, Codable, CustomStringConvertible {
     /// 0 to 32 upper-case hexadecimal digits.
-    public let digits: String
+    package let digits: String
 
     /// Nil unless `digits` is at most 32 upper-case hexadecimal digits.
-    public init?(_ digits: String) {
+    package init?(_ digits: String) {
         guard digits.utf8.count <= 32, digits.utf8.allSatisfy({ Self.value(of: $0) != nil }) else { return nil }
         self.digits = digits
     }
 
     /// The whole id space.
-    public static let all = NavlogPrefix("")!
+    package static let all = NavlogPrefix("")!
 
     /// The 16 prefixes one digit longer, `0` to `F` (none for an id's whole 32 digits).
-    public var children: [NavlogPrefix] {
+    package var children: [NavlogPrefix] {
         digits.utf8.count < 32 ? "0123456789ABCDEF".map { NavlogPrefix(digits + String($0))! } : []
     }
 
@@ -44,9 +44,9 @@ public struct NavlogPrefix: Hashable, Sendable, Codable, CustomStringConvertible
         }
     }
 
-    public var description: String { digits.isEmpty ? "(all)" : digits }
+    package var description: String { digits.isEmpty ? "(all)" : digits }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let digits = try container.decode(String.self)
         guard let prefix = NavlogPrefix(digits) else {
@@ -55,7 +55,7 @@ public struct NavlogPrefix: Hashable, Sendable, Codable, CustomStringConvertible
         self = prefix
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(digits)
     }
@@ -64,17 +64,17 @@ public struct NavlogPrefix: Hashable, Sendable, Codable, CustomStringConvertible
 /// What a host holds under one prefix: how many versions, and the sum of their content hashes
 /// (``NavlogEntry/contentHash`` as a 128-bit big-endian number) modulo 2^128. Two hosts with
 /// equal summaries of a prefix hold the same versions there (but for a 128-bit collision).
-public struct NavlogSummary: Hashable, Sendable, Codable, CustomStringConvertible {
-    public var count: Int
-    public var sum: UInt128
+package struct NavlogSummary: Hashable, Sendable, Codable, CustomStringConvertible {
+    package var count: Int
+    package var sum: UInt128
 
-    public init(count: Int, sum: UInt128) {
+    package init(count: Int, sum: UInt128) {
         self.count = count
         self.sum = sum
     }
 
     /// Nothing held.
-    public static let empty = NavlogSummary(count: 0, sum: 0)
+    package static let empty = NavlogSummary(count: 0, sum: 0)
 
     /// A content hash as a number; nil unless 32 lower-case hexadecimal digits.
     static func number(_ hash: some StringProtocol) -> UInt128? {
@@ -83,11 +83,11 @@ public struct NavlogSummary: Hashable, Sendable, Codable, CustomStringConvertibl
     }
 
     /// On the wire, `COUNT SUM`, the sum in 32 lower-case hexadecimal digits; `0` when empty.
-    public var description: String {
+    package var description: String {
         count == 0 ? "0" : "\(count) \(Hex.encode((0..<16).map { UInt8(truncatingIfNeeded: sum >> (8 * (15 - $0))) }))"
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let text = try container.decode(String.self)
         let parts = text.split(separator: " ", omittingEmptySubsequences: false)
@@ -100,20 +100,20 @@ public struct NavlogSummary: Hashable, Sendable, Codable, CustomStringConvertibl
         }
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(description)
     }
 }
 
 /// A prefix and the asker's summaries of its 16 children, `0` to `F` (an `ask` lists these).
-public struct NavlogRanges: Hashable, Sendable, Codable {
+package struct NavlogRanges: Hashable, Sendable, Codable {
     /// At most 31 digits: its children are prefixes.
-    public var prefix: NavlogPrefix
+    package var prefix: NavlogPrefix
     /// Exactly 16.
-    public var children: [NavlogSummary]
+    package var children: [NavlogSummary]
 
-    public init(prefix: NavlogPrefix, children: [NavlogSummary]) {
+    package init(prefix: NavlogPrefix, children: [NavlogSummary]) {
         precondition(prefix.digits.utf8.count < 32 && children.count == 16, "a prefix of at most 31 digits and its 16 children")
         self.prefix = prefix
         self.children = children
@@ -121,7 +121,7 @@ public struct NavlogRanges: Hashable, Sendable, Codable {
 
     enum CodingKeys: String, CodingKey { case prefix, children }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let prefix = try container.decode(NavlogPrefix.self, forKey: .prefix)
         let children = try container.decode([NavlogSummary].self, forKey: .children)
@@ -134,9 +134,9 @@ public struct NavlogRanges: Hashable, Sendable, Codable {
 
 /// The versions a host holds, sorted by id so that it sums any prefix at once: what
 /// anti-entropy reads (docs/NAVLOG.md, section 2). Kept up to date with every version merged.
-public struct NavlogIndex: Sendable {
+package struct NavlogIndex: Sendable {
     /// Each entry's version held, by id.
-    public private(set) var held: [UUID: NavlogDigest.Held] = [:]
+    package private(set) var held: [UUID: NavlogDigest.Held] = [:]
     /// `held` sorted by key, and the running sums of their content hashes; rebuilt when stale.
     private var keys: [UInt128] = []
     private var ids: [UUID] = []
@@ -145,52 +145,52 @@ public struct NavlogIndex: Sendable {
 
     /// Versions under a prefix the asker holds some of, at most this many of the holder's
     /// are named as `versions` in a reply; more, and the prefix is split (`expand`).
-    public static let leafSize = 16
+    package static let leafSize = 16
     /// Prefixes per `ask` message (16 summaries each: about 40 KB).
-    public static let rangesPerAsk = 64
+    package static let rangesPerAsk = 64
 
-    public init(_ log: NavlogLog) {
+    package init(_ log: NavlogLog) {
         for entry in log.entries.values { update(entry) }
     }
 
     /// Records the version now held of an entry.
-    public mutating func update(_ entry: NavlogEntry) {
+    package mutating func update(_ entry: NavlogEntry) {
         held[entry.id] = NavlogDigest.Held(version: entry.version, contentHash: entry.contentHash)
         stale = true
     }
 
     /// The count and the sum of the versions under `prefix`.
-    public mutating func summary(of prefix: NavlogPrefix) -> NavlogSummary {
+    package mutating func summary(of prefix: NavlogPrefix) -> NavlogSummary {
         let bounds = indices(under: prefix)
         return NavlogSummary(count: bounds.count, sum: sums[bounds.upperBound] &- sums[bounds.lowerBound])
     }
 
     /// The ids under `prefix`, in key order.
-    public mutating func ids(under prefix: NavlogPrefix) -> ArraySlice<UUID> {
+    package mutating func ids(under prefix: NavlogPrefix) -> ArraySlice<UUID> {
         ids[indices(under: prefix)]
     }
 
     /// The ids of the versions in `versions` (a peer's) that replace what is held here
     /// (``NavlogDigest/Held/replaces(_:)``).
-    public func needed(from versions: NavlogDigest) -> [UUID] {
+    package func needed(from versions: NavlogDigest) -> [UUID] {
         versions.versions.compactMap { id, theirs in theirs.replaces(held[id]) ? id : nil }
             .sorted { NavlogPrefix.key(of: $0) < NavlogPrefix.key(of: $1) }
     }
 
     /// The ids of the versions held here that replace what `digest` (a peer's) names.
-    public func newer(than digest: NavlogDigest) -> [UUID] {
+    package func newer(than digest: NavlogDigest) -> [UUID] {
         held.compactMap { id, mine in mine.replaces(digest.versions[id]) ? id : nil }
             .sorted { NavlogPrefix.key(of: $0) < NavlogPrefix.key(of: $1) }
     }
 
     /// The `ask` that begins exchange `exchange`: summaries of the 16 children of the whole id space.
-    public mutating func firstAsk(exchange: UInt64) -> NavlogMessage {
+    package mutating func firstAsk(exchange: UInt64) -> NavlogMessage {
         asks(expanding: [.all], exchange: exchange)[0]
     }
 
     /// `ask` messages of exchange `exchange` with the summaries of the children of each of
     /// `prefixes`, at most ``rangesPerAsk`` prefixes each.
-    public mutating func asks(expanding prefixes: [NavlogPrefix], exchange: UInt64) -> [NavlogMessage] {
+    package mutating func asks(expanding prefixes: [NavlogPrefix], exchange: UInt64) -> [NavlogMessage] {
         let ranges = prefixes.map { NavlogRanges(prefix: $0, children: $0.children.map { summary(of: $0) }) }
         return stride(from: 0, to: ranges.count, by: Self.rangesPerAsk).map {
             .ask(exchange: exchange, ranges: Array(ranges[$0..<min($0 + Self.rangesPerAsk, ranges.count)]))
@@ -201,7 +201,7 @@ public struct NavlogIndex: Sendable {
     /// whose summary differs from the asker's, every version held under it if the asker holds
     /// none there (`entries`, sent before the reply), the versions held there by name if at
     /// most ``leafSize`` (`versions`), else the child to split further (`expand`).
-    public mutating func answer(_ ranges: [NavlogRanges]) -> (entries: [UUID], expand: [NavlogPrefix], versions: NavlogDigest) {
+    package mutating func answer(_ ranges: [NavlogRanges]) -> (entries: [UUID], expand: [NavlogPrefix], versions: NavlogDigest) {
         var entries: [UUID] = []
         var expand: [NavlogPrefix] = []
         var versions: [UUID: NavlogDigest.Held] = [:]
@@ -254,18 +254,18 @@ public struct NavlogIndex: Sendable {
 /// One host's side of an exchange as the asker: which exchange, and how many of its `ask`
 /// messages the peer has yet to answer. The exchange ends, with `need` marked final, when none
 /// is left.
-public struct NavlogPull: Sendable {
+package struct NavlogPull: Sendable {
     /// The exchange under way (or last ended), if any.
-    public private(set) var exchange: UInt64?
+    package private(set) var exchange: UInt64?
     /// The asks sent that the peer has not replied to yet.
-    public private(set) var unanswered = 0
+    package private(set) var unanswered = 0
 
     /// No exchange begun.
-    public init() {}
+    package init() {}
 
     /// Begins an exchange (anew, numbered at random: replies to an earlier one are then told
     /// apart however late they come): its first `ask`.
-    public mutating func start(_ index: inout NavlogIndex, exchange: UInt64 = .random(in: 0..<(1 << 53))) -> [NavlogMessage] {
+    package mutating func start(_ index: inout NavlogIndex, exchange: UInt64 = .random(in: 0..<(1 << 53))) -> [NavlogMessage] {
         self.exchange = exchange
         unanswered = 1
         return [index.firstAsk(exchange: exchange)]
@@ -275,7 +275,7 @@ public struct NavlogPull: Sendable {
     /// the versions it names that win here, final once every ask is answered. Nothing for a
     /// reply of an earlier exchange (a link broke, the exchange began anew); nil for one this
     /// host sent no ask for.
-    public mutating func received(exchange replied: UInt64, expand: [NavlogPrefix], versions: NavlogDigest, _ index: inout NavlogIndex) -> [NavlogMessage]? {
+    package mutating func received(exchange replied: UInt64, expand: [NavlogPrefix], versions: NavlogDigest, _ index: inout NavlogIndex) -> [NavlogMessage]? {
         guard let exchange else { return nil }
         guard replied == exchange else { return [] }
         guard unanswered > 0 else { return nil }
