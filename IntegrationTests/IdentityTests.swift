@@ -126,7 +126,7 @@ struct AdvertHintTests {
                 #expect(refusal?.message.contains("advertised as peer \(absent)") == true, "\(String(describing: refusal))")
                 #expect(refusal?.message.contains("proved to be peer \(alpha.peerID)") == true)
                 #expect(!activeIDs(seen).contains(absent), "no link counts for the advertised peer")
-                #expect(await dialler.activePeers.isEmpty)
+                #expect(dialler.activePeers.isEmpty)
             }
         }
     }
@@ -185,8 +185,8 @@ struct AdvertHintTests {
             // suite's "rogue adverts" scenario.)
             let history = alphaEvents.history + betaEvents.history
             #expect(!history.contains { if case .peerLeft = $0 { true } else { false } }, "no link was lost to a race")
-            #expect(await alpha.activePeers.map(\.id) == [beta.peerID])
-            #expect(await beta.activePeers.map(\.id) == [alpha.peerID])
+            #expect(alpha.activePeers.map(\.id) == [beta.peerID])
+            #expect(beta.activePeers.map(\.id) == [alpha.peerID])
         }
     }
 }

@@ -76,7 +76,7 @@ import Testing
             guard case .peerJoined(let after)? = rejoined.last else { return }
             #expect(after.incarnation > before.incarnation, "a restart of one identity is newer")
             #expect(after.key == before.key)
-            #expect(await session.activePeers.count == 1)
+            #expect(session.activePeers.count == 1)
             #expect(await session.linkCount == 1)
         }
     }

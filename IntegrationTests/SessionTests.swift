@@ -20,8 +20,8 @@ struct SessionTests {
             try await group.events[1].waitUntilActive([a.peerID])
             guard case .peerJoined(let peer)? = joined.last(where: { if case .peerJoined = $0 { true } else { false } }) else { return }
             #expect(peer.displayName == "peer 1")
-            #expect(await a.activePeers.map(\.id) == [b.peerID])
-            #expect(await b.activePeers.map(\.id) == [a.peerID])
+            #expect(a.activePeers.map(\.id) == [b.peerID])
+            #expect(b.activePeers.map(\.id) == [a.peerID])
         }
     }
 
@@ -133,8 +133,8 @@ struct SessionTests {
         try await whileRunning(group.sessions) {
             // By the time A and B have found each other, the stranger had as long to be found.
             try await group.events[0].waitUntilActive([b.peerID])
-            #expect(await !a.activePeers.contains { $0.id == stranger.peerID })
-            #expect(await stranger.activePeers.isEmpty)
+            #expect(!a.activePeers.contains { $0.id == stranger.peerID })
+            #expect(stranger.activePeers.isEmpty)
         }
     }
 
@@ -153,8 +153,8 @@ struct SessionTests {
             guard case .authenticationFailed(let address, let error)? = events.last else { return }
             #expect(address.hasPrefix("127.0.0.1:") || address.hasPrefix("[::ffff:127.0.0.1]:"), "\(address)")
             #expect(error.code == .authenticationFailed)
-            #expect(await a.activePeers.isEmpty)
-            #expect(await intruder.activePeers.isEmpty)
+            #expect(a.activePeers.isEmpty)
+            #expect(intruder.activePeers.isEmpty)
             #expect(activeIDs(events).isEmpty)
         }
     }
@@ -243,7 +243,7 @@ struct SessionTests {
                 try await listedEvents.waitUntilActive([dialler.peerID])
                 // The dead entry is reported, and retried, without harm to the live one.
                 try await diallerEvents.wait { $0.contains { if case .connectionFailed(let address, _) = $0 { address == "127.0.0.1:1" } else { false } } }
-                #expect(await dialler.activePeers.map(\.id) == [listed.peerID])
+                #expect(dialler.activePeers.map(\.id) == [listed.peerID])
             }
         }
     }

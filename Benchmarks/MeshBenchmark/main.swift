@@ -46,7 +46,7 @@ let logger = {
 func pingsSent(_ sessions: [MultipeerSession]) async -> Int {
     var total = 0
     for session in sessions {
-        for peer in await session.activePeers { total += await session.linkStats(for: peer.id)?.quality.pingsSent ?? 0 }
+        for peer in session.activePeers { total += await session.linkStats(for: peer.id)?.quality.pingsSent ?? 0 }
     }
     return total
 }
@@ -100,7 +100,7 @@ func measure(_ topology: String, _ sessions: [MultipeerSession], expected: @esca
             guard inTime else {
                 var short: [String] = []
                 for (index, session) in sessions.enumerated() {
-                    let active = await session.activePeers.count
+                    let active = session.activePeers.count
                     if active < expected(index) { short.append("session \(index) sees \(active) of \(expected(index))") }
                 }
                 group.cancelAll()
@@ -120,7 +120,7 @@ func measure(_ topology: String, _ sessions: [MultipeerSession], expected: @esca
         hold.holding.store(false, ordering: .relaxed)
         var p99s: [Double] = []
         for session in sessions {
-            for peer in await session.activePeers {
+            for peer in session.activePeers {
                 if let p99 = await session.linkStats(for: peer.id)?.quality.p99RTT { p99s.append(p99.seconds * 1000) }
             }
         }

@@ -181,9 +181,13 @@ public actor MultipeerSession {
     /// links wait (decode large messages, or do slow work, elsewhere).
     public nonisolated var executor: any TaskExecutor { inbox.executor }
 
-    /// The peers whose links are authenticated, HELLO-complete and admitted by both sides.
-    public var activePeers: [Peer] {
-        core.activePeers.values.map(Peer.init).sorted { $0.id.uuidString < $1.id.uuidString }
+    /// The peers whose links are authenticated, HELLO-complete and admitted by both sides, in
+    /// order of peer ID. Read from any thread or actor without waiting for the session (a view
+    /// can read it as it draws): it changes exactly as ``events`` say, so a reader that has seen
+    /// a peer's ``SessionEvent/peerJoined(_:)`` finds it here, and one that has seen its
+    /// ``SessionEvent/peerLeft(_:_:)`` does not.
+    public nonisolated var activePeers: [Peer] {
+        subscriptions.activePeers
     }
 
     // MARK: Running

@@ -341,6 +341,11 @@ final class Subscriptions: Sendable {
     }
 
     /// Ends every stream (the session has stopped); readers still get what is buffered.
+    /// The active peers, as the events so far say (by peer ID): what ``MultipeerSession/activePeers`` reads.
+    var activePeers: [Peer] {
+        state.withLockedValue { $0.active.values.sorted { $0.id.uuidString < $1.id.uuidString } }
+    }
+
     func finish() {
         let (events, subscribers) = state.withLockedValue { state in
             defer { state = State(); state.finished = true }

@@ -436,7 +436,7 @@ import Testing
             }
             #expect(reported == port)
             #expect(peer.id == dialler.peerID)
-            #expect(await listener.activePeers.map(\.id) == [dialler.peerID])
+            #expect(listener.activePeers.map(\.id) == [dialler.peerID])
         }
     }
 

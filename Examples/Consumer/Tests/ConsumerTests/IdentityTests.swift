@@ -107,7 +107,7 @@ import Testing
                     return nil
                 }
                 #expect(reason == .goodbye(.notInRoster))
-                #expect(await listener.activePeers.isEmpty)
+                #expect(listener.activePeers.isEmpty)
             }
         }
     }

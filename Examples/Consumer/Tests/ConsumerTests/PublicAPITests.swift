@@ -42,4 +42,33 @@ import Testing
         }
         #expect(joined == peer)
     }
+
+    /// The active peers read from a plain function, in step with the events: a peer seen joining
+    /// is among them, and one seen leaving is not.
+    @Test func theActivePeersAreReadWithoutWaitingAndAgreeWithTheEvents() async throws {
+        let listener = MultipeerSession(configuration: configuration("listener"), identity: PeerIdentity())
+        /// What a view would do as it draws: no `await`.
+        func names(_ session: MultipeerSession) -> [String] { session.activePeers.map(\.displayName) }
+        #expect(names(listener).isEmpty)
+        try await whileRunning([listener]) {
+            let port = try await listeningPort(of: listener)
+            var events = listener.events.makeAsyncIterator()
+            let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port), identity: PeerIdentity())
+            let run = Task { try await dialler.run() }
+            while let event = await events.next() {
+                if case .peerJoined(let peer) = event {
+                    #expect(peer.displayName == "dialler" && names(listener) == ["dialler"])
+                    break
+                }
+            }
+            run.cancel()
+            while let event = await events.next() {
+                if case .peerLeft = event {
+                    #expect(names(listener).isEmpty)
+                    break
+                }
+            }
+            _ = try? await run.value
+        }
+    }
 }
