@@ -215,7 +215,6 @@ package struct ByteStreamStateMachine: Sendable {
         link = nil
     }
 
-    package var isLinked: Bool { link != nil }
 
     // MARK: Frames from the peer
 
