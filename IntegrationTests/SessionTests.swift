@@ -25,6 +25,37 @@ struct SessionTests {
         }
     }
 
+    /// Discovered over DNS-SD, never connected: two sessions of one service type with different
+    /// group keys each list the other among their available peers, under the name its advert
+    /// claims, with no key proven. The one that dials finds its key refused (`refused`); the other
+    /// waits for a dial that never succeeds (`discovered`). Neither is ever active.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aSessionOfAnotherGroupIsAvailableButNeverActive() async throws {
+        var group = SessionGroup(count: 1)
+        let otherKey = try PreSharedKey(identity: "another group", key: (0..<32).map { UInt8(255 - $0) })
+        group.add(MultipeerSession(configuration: .test("stranger", serviceType: group.serviceType, psk: otherKey), identity: PeerIdentity()))
+        let (member, stranger) = (group.sessions[0], group.sessions[1])
+        let memberDials = member.peerID.isGreater(than: stranger.peerID)
+        func available(_ state: AvailablePeer.State) -> @Sendable ([SessionEvent]) -> Bool {
+            { events in
+                events.contains { if case .availablePeersChanged(let peers) = $0 { peers.map(\.state) == [state] } else { false } }
+            }
+        }
+        try await whileRunning(group.sessions) {
+            try await group.events[0].wait(until: available(memberDials ? .refused : .discovered))
+            try await group.events[1].wait(until: available(memberDials ? .discovered : .refused))
+            for (session, other, name) in [(member, stranger, "stranger"), (stranger, member, "peer 0")] {
+                let peers = session.availablePeers
+                #expect(peers.map(\.id) == [other.peerID] && peers.first?.displayName == name, "\(peers)")
+                #expect(peers.first?.key == nil, "nothing proven")
+                #expect(session.activePeers.isEmpty)
+            }
+        }
+        for events in group.events {
+            #expect(!events.history.contains { if case .peerJoined = $0 { true } else { false } }, "never joined")
+        }
+    }
+
     @Test(.scaledTimeLimit(minutes: 1))
     func threeSessionsFormAFullMeshWithOneLinkPerPair() async throws {
         let group = SessionGroup(count: 3)

@@ -30,11 +30,17 @@ package struct DialTarget: Hashable, Sendable {
     /// Endpoints to try, best first (in a ``PeerTableStateMachine/Action/dial(_:_:)``: those
     /// that proved the peer first, those that failed last).
     package var endpoints: [Endpoint]
+    /// The name and metadata its advert gives (claims anyone can make; empty for a static peer),
+    /// for ``PeerTableStateMachine/availability`` while no HELLO speaks for the peer.
+    package var displayName: String
+    package var metadata: [String: String]
 
-    package init(peerID: UUID?, incarnation: UInt64 = 0, endpoints: [Endpoint]) {
+    package init(peerID: UUID?, incarnation: UInt64 = 0, endpoints: [Endpoint], displayName: String = "", metadata: [String: String] = [:]) {
         self.peerID = peerID
         self.incarnation = incarnation
         self.endpoints = endpoints
+        self.displayName = displayName
+        self.metadata = metadata
     }
 
     /// Whether `other` says anything new about the target: another incarnation or other endpoints.
@@ -145,6 +151,42 @@ package struct PeerTableStateMachine: Sendable {
         active.filter { joined.contains($0.key) }.compactMapValues { links[$0]?.hello }
     }
 
+    /// Every peer known, by ID, in order: those discovery names (a static endpoint once a HELLO
+    /// has named its peer) and those a link speaks for, and how far each one's link is. Empty
+    /// while the table is stopped: a suspended session knows of no one.
+    package var availability: [AvailablePeer] {
+        guard !stopped else { return [] }
+        var known: [UUID: AvailablePeer] = [:]
+        for (key, target) in targets {
+            guard let peerID = target.peerID ?? self.peerID(of: key), peerID != localPeerID else { continue }
+            let state: AvailablePeer.State =
+                if refused.contains(key) || refused.contains(.peer(peerID)) {
+                    .refused
+                } else if links.values.contains(where: { $0.target == key }) {
+                    .connecting
+                } else {
+                    .discovered
+                }
+            known[peerID] = AvailablePeer(id: peerID, state: state, displayName: target.displayName, metadata: target.metadata)
+        }
+        // A link that speaks for its peer says more than an advert: who proved to be there.
+        for (peerID, id) in active {
+            guard let hello = links[id]?.hello else { continue }
+            known[peerID] = AvailablePeer(
+                id: peerID, state: joined.contains(peerID) ? .active : .connecting,
+                displayName: hello.displayName, metadata: hello.metadata, key: hello.key)
+        }
+        return known.values.sorted { $0.id.uuidString < $1.id.uuidString }
+    }
+
+    /// The peer a target names: its advert's, or for a static endpoint, the one its HELLO named.
+    private func peerID(of key: DialTarget.Key) -> UUID? {
+        switch key {
+        case .peer(let peerID): peerID
+        case .endpoint(let endpoint): identified[endpoint]
+        }
+    }
+
     /// The link kept for `peerID`, admitted by both sides or not yet.
     package func activeLink(for peerID: UUID) -> LinkID? { active[peerID] }
 
@@ -233,6 +275,11 @@ package struct PeerTableStateMachine: Sendable {
         link.dialling = nil
         links[id] = link
         if case .endpoint(let endpoint)? = link.target { identified[endpoint] = hello.peerID }
+        if let key = link.target {
+            // What the HELLO proved names the target from now on, not what its advert claimed.
+            targets[key]?.displayName = hello.displayName
+            targets[key]?.metadata = hello.metadata
+        }
         guard !stopped else { return [.close(id, .shutdown)] }
         guard let currentID = active[hello.peerID], let current = links[currentID], let currentHello = current.hello else {
             active[hello.peerID] = id
@@ -291,8 +338,10 @@ package struct PeerTableStateMachine: Sendable {
         }
     }
 
-    /// A link closed (or a dial failed). `goodbye` is the reason the peer gave, if it gave one.
-    package mutating func linkClosed(_ id: LinkID, goodbye: GoodbyeReason? = nil, error: MultipeerError? = nil) -> [Action] {
+    /// A link closed (or a dial failed). `goodbye` is the reason the peer gave, if it gave one;
+    /// `provedPeer` the peer a HELLO on it proved, if the table never took that HELLO (the
+    /// session's roster refused the link at once).
+    package mutating func linkClosed(_ id: LinkID, goodbye: GoodbyeReason? = nil, error: MultipeerError? = nil, provedPeer: UUID? = nil) -> [Action] {
         guard let link = links.removeValue(forKey: id) else { return [] }
         if error?.code == .selfConnection, case .endpoint(let endpoint)? = link.target {
             identified[endpoint] = localPeerID  // a static entry that points at this peer itself
@@ -306,7 +355,7 @@ package struct PeerTableStateMachine: Sendable {
             endpointFailed(key, endpoint)
             if case .peer(let peerID) = key { actions.append(.lookUpAgain(peerID)) }
         }
-        let key = link.target ?? link.hello.map { DialTarget.Key.peer($0.peerID) }
+        let key = link.target ?? (link.hello?.peerID ?? provedPeer).map(DialTarget.Key.peer)
         if let key, Self.isLastingRefusal(goodbye: goodbye, error: error) {
             refused.insert(key)
             backoffs[key, default: Backoff(parameters: backoffParameters)].exhaust()

@@ -169,6 +169,8 @@ package struct SessionStateMachine: Sendable {
     private var heldFailuresReportDue = false
     /// Per peer: when it became active, and how often it came back.
     private var presence: [UUID: (since: ContinuousClock.Instant, reconnects: Int)] = [:]
+    /// The availability the shell was last told (``availabilityChange()``).
+    private var availability: [AvailablePeer] = []
 
     /// - Parameters:
     ///   - keyCount: How many group keys the session holds (``keysChanged(count:now:)``).
@@ -298,7 +300,7 @@ package struct SessionStateMachine: Sendable {
                 "peer \(hello.peerID) at \(address) (\(hello.displayName), key \(hello.key.fingerprint)) proved its key, but the roster does not list it: its link is refused")
             // Never a link of the session; a dial of it waits long.
             let actions = connectionFailed(address, refusal, inbound: false, refusalOf: "\(hello.peerID)", now: now)
-            return .refused(actions + perform(table.linkClosed(id, error: refusal), now: now))
+            return .refused(actions + perform(table.linkClosed(id, error: refusal, provedPeer: hello.peerID), now: now))
         }
         carried[id] = Carried(peerID: hello.peerID, address: address)
         var closing: GoodbyeReason?
@@ -421,6 +423,16 @@ package struct SessionStateMachine: Sendable {
     /// The active peers' HELLOs, by peer.
     package var activePeers: [UUID: Hello] { table.activePeers }
 
+    /// Every peer known and how far its link is, if that changed since the last call: the shell
+    /// asks after carrying out each event's actions, so it hears of a peer's joining or leaving
+    /// first, then of the availability that follows (``PeerTableStateMachine/availability``).
+    package mutating func availabilityChange() -> [AvailablePeer]? {
+        let availability = table.availability
+        guard availability != self.availability else { return nil }
+        self.availability = availability
+        return availability
+    }
+
     /// The link `peerID` joined on and its HELLO, while the peer is active.
     package func joinedLink(of peerID: UUID) -> (id: LinkID, hello: Hello)? { table.joinedLink(of: peerID) }
 
@@ -468,30 +480,32 @@ package struct SessionStateMachine: Sendable {
 
     /// Carries out the table's actions on the rest of the state; returns the shell's part.
     private mutating func perform(_ actions: [PeerTableStateMachine.Action], now: ContinuousClock.Instant) -> [Action] {
-        actions.flatMap { action -> [Action] in
-            switch action {
-            case .dial(let id, let target):
-                dials[id] = Dial(target: target)
-                return [.connect(id, dials[id]!.attempt)]
-            case .addEndpoints(let id, let endpoints):
-                dials[id]?.target.endpoints += endpoints
-                return []
-            case .lookUpAgain(let peerID):
-                return [.lookUpAgain(peerID)]
-            case .close(let id, let reason):
-                return [.close(id, reason)]
-            case .linkAdmitted(let id, let hello):
-                return [.attach(id, hello)]
-            case .peerJoined(let id, let hello):
-                reportedRefusals = reportedRefusals.filter { $0.peer != "\(hello.peerID)" }
-                let reconnects = presence[hello.peerID].map { $0.reconnects + 1 } ?? 0
-                presence[hello.peerID] = (now, reconnects)
-                return [.peerJoined(id, hello)]
-            case .peerLeft(let hello, let reason):
-                return [.detach(hello.peerID, nil), .peerLeft(hello, reason)]
-            case .scheduleRedial(let key, let delay):
-                return [.schedule(.redial(key), after: delay)]
-            }
+        actions.flatMap { translate($0, now: now) }
+    }
+
+    private mutating func translate(_ action: PeerTableStateMachine.Action, now: ContinuousClock.Instant) -> [Action] {
+        switch action {
+        case .dial(let id, let target):
+            dials[id] = Dial(target: target)
+            return [.connect(id, dials[id]!.attempt)]
+        case .addEndpoints(let id, let endpoints):
+            dials[id]?.target.endpoints += endpoints
+            return []
+        case .lookUpAgain(let peerID):
+            return [.lookUpAgain(peerID)]
+        case .close(let id, let reason):
+            return [.close(id, reason)]
+        case .linkAdmitted(let id, let hello):
+            return [.attach(id, hello)]
+        case .peerJoined(let id, let hello):
+            reportedRefusals = reportedRefusals.filter { $0.peer != "\(hello.peerID)" }
+            let reconnects = presence[hello.peerID].map { $0.reconnects + 1 } ?? 0
+            presence[hello.peerID] = (now, reconnects)
+            return [.peerJoined(id, hello)]
+        case .peerLeft(let hello, let reason):
+            return [.detach(hello.peerID, nil), .peerLeft(hello, reason)]
+        case .scheduleRedial(let key, let delay):
+            return [.schedule(.redial(key), after: delay)]
         }
     }
 }

@@ -2,6 +2,7 @@
 // one by one: `import MultipeerSession` is all an application writes. Everything else in those
 // layers is `package`, for this package's own targets only.
 @_exported public import struct MultipeerCore.Backoff
+@_exported public import struct MultipeerCore.AvailablePeer
 @_exported public import struct MultipeerCore.BufferLimits
 @_exported public import struct MultipeerCore.GoodbyeReason
 @_exported public import struct MultipeerCore.KeepaliveParameters

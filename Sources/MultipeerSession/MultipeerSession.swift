@@ -190,6 +190,27 @@ public actor MultipeerSession {
         subscriptions.activePeers
     }
 
+    /// Every peer the session knows of, in order of peer ID, and how far each one's link is:
+    /// discovered over DNS-SD (or a static endpoint whose HELLO has named its peer), connecting,
+    /// refused, or active. For a view of who is around, beside who is connected. Read from any
+    /// thread without waiting for the session; it changes exactly as
+    /// ``SessionEvent/availablePeersChanged(_:)`` says. Empty while the session is not running
+    /// (before ``run()``, suspended, ended).
+    ///
+    /// A peer known only from its advert shows the name its advert claims, which anyone on the
+    /// network can claim: its `AvailablePeer.key` is nil until a HELLO proves who it is.
+    ///
+    /// ```swift
+    /// func showAround(_ session: MultipeerSession) {
+    ///     for peer in session.availablePeers {
+    ///         print(peer.displayName, peer.state, peer.key?.fingerprint ?? "not proven")
+    ///     }
+    /// }
+    /// ```
+    public nonisolated var availablePeers: [AvailablePeer] {
+        subscriptions.availablePeers
+    }
+
     // MARK: Running
 
     /// Listens, advertises, browses, dials and accepts until the task is cancelled. Leaves no
@@ -316,9 +337,11 @@ public actor MultipeerSession {
             // Say goodbye on every link, then stop accepting and advertising.
             let reason: GoodbyeReason = suspended ? .suspended : .shutdown
             var closing: [LinkHandle] = []
-            for action in core.stopRunning(reason, now: .now) {
-                if case .close(let id, _) = action { running?.links[id].map { closing.append($0) } } else { perform([action]) }
-            }
+            perform(core.stopRunning(reason, now: .now).filter { action in
+                guard case .close(let id, _) = action else { return true }
+                running?.links[id].map { closing.append($0) }
+                return false
+            })
             // All at once: each may take up to the GOODBYE timeout, behind a peer that reads slowly.
             let timeout = goodbyeTimeout
             await withDiscardingTaskGroup { goodbyes in
@@ -505,7 +528,8 @@ public actor MultipeerSession {
             logger.debug("found", metadata: ["multipeer.peer.id": "\(advert.peerID?.uuidString ?? "static")", "multipeer.endpoints": "\(advert.endpoints)"])
             perform(core.discovered(DialTarget(
                 peerID: advert.peerID, incarnation: advert.incarnation,
-                endpoints: advert.endpoints.map { DialTarget.Endpoint(host: $0.host, port: $0.port) }), now: .now))
+                endpoints: advert.endpoints.map { DialTarget.Endpoint(host: $0.host, port: $0.port) },
+                displayName: advert.displayName, metadata: advert.metadata), now: .now))
         case .lost(let peerID):
             perform(core.lost(peerID, now: .now))
         }
@@ -586,6 +610,7 @@ public actor MultipeerSession {
                 tell(report)
             }
         }
+        if let peers = core.availabilityChange() { subscriptions.emit(.availablePeersChanged(peers)) }
     }
 
     private func fired(_ timer: SessionStateMachine.Timer) {

@@ -35,3 +35,4 @@ public struct Peer: Hashable, Sendable, Identifiable, CustomStringConvertible {
     /// Its name and identity, e.g. `Captain (6F9619FF-...)`.
     public var description: String { "\(displayName) (\(id))" }
 }
+

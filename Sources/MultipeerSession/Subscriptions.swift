@@ -78,6 +78,7 @@ final class Subscriptions: Sendable {
         /// What a new event stream starts with.
         var port: Int?
         var active: [UUID: Peer] = [:]
+        var available: [AvailablePeer] = []
         var finished = false
     }
 
@@ -123,6 +124,7 @@ final class Subscriptions: Sendable {
             for peer in state.active.values.sorted(by: { $0.id.uuidString < $1.id.uuidString }) {
                 _ = buffer.offerShedding(.peerJoined(peer), expendable: Self.isStats)
             }
+            if !state.available.isEmpty { _ = buffer.offerShedding(.availablePeersChanged(state.available), expendable: Self.isStats) }
             state.events[id] = buffer
         }
         return EventStream(buffer)
@@ -138,6 +140,7 @@ final class Subscriptions: Sendable {
             case .listening(let port): state.port = port
             case .peerJoined(let peer): state.active[peer.id] = peer
             case .peerLeft(let peer, _): state.active[peer.id] = nil
+            case .availablePeersChanged(let peers): state.available = peers
             default: break
             }
             return state.events.values.compactMap { $0.offerShedding(event, expendable: Self.isStats) }
@@ -345,6 +348,9 @@ final class Subscriptions: Sendable {
     var activePeers: [Peer] {
         state.withLockedValue { $0.active.values.sorted { $0.id.uuidString < $1.id.uuidString } }
     }
+
+    /// The peers known, as the events so far say: what ``MultipeerSession/availablePeers`` reads.
+    var availablePeers: [AvailablePeer] { state.withLockedValue { $0.available } }
 
     func finish() {
         let (events, subscribers) = state.withLockedValue { state in

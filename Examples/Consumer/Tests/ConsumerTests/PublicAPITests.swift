@@ -71,4 +71,53 @@ import Testing
             _ = try? await run.value
         }
     }
+    /// Who is around, beside who is active: a peer is connecting before it is active, active
+    /// only once it joined (the event comes first), and, once it stops, known still (under the
+    /// name its HELLO proved, no longer proven) and dialled again.
+    @Test func theAvailablePeersShowConnectingBeforeActiveAndAPeerThatWentAsNoLongerProven() async throws {
+        let listener = MultipeerSession(configuration: configuration("listener"), identity: PeerIdentity())
+        let listening = Task { try await listener.run() }
+        let port = try await listeningPort(of: listener)
+        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port), identity: PeerIdentity())
+        #expect(dialler.availablePeers.isEmpty, "not running: no one")
+        let events = dialler.events
+        let (states, gone) = try await whileRunning([dialler]) {
+            try await within(60, "the listener to become active, then to go") { () -> ([AvailablePeer.State], AvailablePeer?) in
+                var states: [AvailablePeer.State] = []
+                var joined = false
+                for await event in events {
+                    switch event {
+                    case .peerJoined:
+                        joined = true
+                    case .availablePeersChanged(let peers):
+                        #expect(peers == dialler.availablePeers, "read without waiting, as the events say")
+                        guard let peer = peers.first else { continue }
+                        #expect(peers.count == 1 && peer.id == listener.peerID)
+                        #expect(peer.state != .active || joined, "active only after it joined")
+                        states.append(peer.state)
+                        if peer.state == .active {
+                            #expect(peer.displayName == "listener" && peer.key == listener.identity.key)
+                            listening.cancel()  // the listener goes
+                        } else if states.contains(.active) {
+                            return (states, peer)
+                        }
+                    default: break
+                    }
+                }
+                return (states, nil)
+            }
+        }
+        _ = try? await listening.value
+        #expect(states.first == .connecting && states.dropLast().last == .active, "\(states)")
+        #expect(gone?.displayName == "listener", "named by the HELLO it gave")
+        #expect(gone?.key == nil, "no link speaks for it now")
+        #expect(dialler.availablePeers.isEmpty, "stopped: no one")
+    }
+
+    /// An application's own handling of availability is tested with values it makes.
+    @Test func anApplicationMakesAvailablePeers() {
+        let peer = AvailablePeer(id: UUID(), state: .connecting, displayName: "Captain")
+        #expect(peer.key == nil && peer.metadata.isEmpty && peer.description.hasSuffix("connecting"))
+        #expect(SessionEvent.availablePeersChanged([peer]).description.contains("Captain"))
+    }
 }
