@@ -2,18 +2,18 @@ import Foundation
 
 /// Exponential backoff with jitter for redials, without I/O or randomness of its own: the
 /// caller passes a random number in 0..<1 for the jitter, so tests are exact.
-public struct Backoff: Sendable, Equatable {
-    public struct Parameters: Sendable, Equatable {
+package struct Backoff: Sendable, Equatable {
+    package struct Parameters: Sendable, Equatable {
         /// The first delay. Default 100 ms.
-        public var initial: Duration
+        package var initial: Duration
         /// Each delay is the previous one times this. Default 1.6.
-        public var multiplier: Double
+        package var multiplier: Double
         /// Each delay is moved at random by up to this fraction either way. Default 0.2.
-        public var jitter: Double
+        package var jitter: Double
         /// No delay is longer than this (before jitter). Default 10 s.
-        public var maximum: Duration
+        package var maximum: Duration
 
-        public init(initial: Duration = .milliseconds(100), multiplier: Double = 1.6, jitter: Double = 0.2, maximum: Duration = .seconds(10)) {
+        package init(initial: Duration = .milliseconds(100), multiplier: Double = 1.6, jitter: Double = 0.2, maximum: Duration = .seconds(10)) {
             self.initial = initial
             self.multiplier = multiplier
             self.jitter = jitter
@@ -21,16 +21,16 @@ public struct Backoff: Sendable, Equatable {
         }
     }
 
-    public let parameters: Parameters
+    package let parameters: Parameters
     /// How many delays were taken since the last reset.
-    public private(set) var attempts = 0
+    package private(set) var attempts = 0
 
-    public init(parameters: Parameters = Parameters()) {
+    package init(parameters: Parameters = Parameters()) {
         self.parameters = parameters
     }
 
     /// The next delay; `random` is uniform in 0..<1 and picks the jitter.
-    public mutating func next(random: Double) -> Duration {
+    package mutating func next(random: Double) -> Duration {
         let base = min(
             Double(parameters.initial.nanoseconds) * pow(parameters.multiplier, Double(min(attempts, 64))),
             Double(parameters.maximum.nanoseconds))
@@ -45,7 +45,7 @@ public struct Backoff: Sendable, Equatable {
     }
 
     /// Back to the first delay: the peer was announced again, or a link succeeded.
-    public mutating func reset() {
+    package mutating func reset() {
         attempts = 0
     }
 }

@@ -1,9 +1,12 @@
 /// Why a link is being closed, sent in GOODBYE.
-public struct GoodbyeReason: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-    /// The reason's number on the wire.
-    public var rawValue: UInt16
-    /// The reason numbered `rawValue` (one this version does not name is kept as a number).
-    public init(rawValue: UInt16) { self.rawValue = rawValue }
+///
+/// The session chooses the reasons it sends; an application reads them (``PeerLeftReason``).
+public struct GoodbyeReason: Hashable, Sendable, CustomStringConvertible {
+    /// The reason's number on the wire (docs/PROTOCOL.md, GOODBYE).
+    public let rawValue: UInt16
+    /// The reason numbered `rawValue`, as a GOODBYE read from the wire names it (one this
+    /// version does not name is kept as a number).
+    package init(rawValue: UInt16) { self.rawValue = rawValue }
 
     /// The session is shutting down.
     public static let shutdown = GoodbyeReason(rawValue: 0)

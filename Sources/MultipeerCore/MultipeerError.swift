@@ -113,7 +113,9 @@ public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible
     /// The C library's own text (`gnutls_strerror`, `avahi_strerror`), if a C call failed.
     public var underlying: String?
 
-    /// Creates an error.
+    /// An error as the library makes one. An application makes its own only to test how it
+    /// handles those the library throws or reports (in `SessionEvent` values it
+    /// feeds its own code, say); the library's codes are the only ones there are.
     public init(_ code: Code, _ message: String, underlying: String? = nil) {
         self.code = code
         self.message = message

@@ -226,15 +226,33 @@ extension MultipeerSession {
         }
     }
 
-    /// When a lost peer is dialled again (by the side with the greater UUID).
-    public struct Reconnect: Sendable {
-        /// The waits between redials: 100 ms growing by 1.6 to at most 10 s, each +-20 % at
-        /// random. A fresh announcement of the peer, or a link that succeeds, starts again.
-        public var backoff: Backoff.Parameters
+    /// When a lost peer is dialled again (by the side with the greater UUID): after a delay
+    /// that starts at ``initialDelay`` and grows by ``multiplier`` after each failed dial up to
+    /// ``maximumDelay``, each moved at random by up to ``jitter`` either way, so peers that lost
+    /// each other at one moment do not all dial at the next. A fresh announcement of the peer,
+    /// or a link that succeeds, starts again from the first delay. A peer refused for a reason
+    /// retrying cannot change (a roster, a key) is dialled only every ``maximumDelay``.
+    public struct Reconnect: Sendable, Equatable {
+        /// The first delay. Default 100 ms.
+        public var initialDelay: Duration
+        /// Each delay is the previous one times this. Default 1.6.
+        public var multiplier: Double
+        /// Each delay is moved at random by up to this fraction either way. Default 0.2.
+        public var jitter: Double
+        /// No delay is longer than this (before jitter). Default 10 s.
+        public var maximumDelay: Duration
 
-        /// Redials with `backoff` (by default 100 ms x1.6 up to 10 s, +-20 %).
-        public init(backoff: Backoff.Parameters = Backoff.Parameters()) {
-            self.backoff = backoff
+        /// Redials after 100 ms growing by 1.6 to at most 10 s, each +-20 % at random, by default.
+        public init(initialDelay: Duration = .milliseconds(100), multiplier: Double = 1.6, jitter: Double = 0.2, maximumDelay: Duration = .seconds(10)) {
+            self.initialDelay = initialDelay
+            self.multiplier = multiplier
+            self.jitter = jitter
+            self.maximumDelay = maximumDelay
+        }
+
+        /// The same, as the session's core takes it.
+        var backoff: Backoff.Parameters {
+            Backoff.Parameters(initial: initialDelay, multiplier: multiplier, jitter: jitter, maximum: maximumDelay)
         }
     }
 }

@@ -1,7 +1,6 @@
 // The types a user of the session meets that are defined in the layers below it, re-exported
 // one by one: `import MultipeerSession` is all an application writes. Everything else in those
 // layers is `package`, for this package's own targets only.
-@_exported public import struct MultipeerCore.Backoff
 @_exported public import struct MultipeerCore.AvailablePeer
 @_exported public import struct MultipeerCore.BufferLimits
 @_exported public import struct MultipeerCore.GoodbyeReason

@@ -73,7 +73,7 @@ import Testing
         try await whileRunning([listener]) {
             let port = try await listeningPort(of: listener)
             var outside = configuration("outsider", dialling: port)
-            outside.reconnect = .init(backoff: .init(maximum: .seconds(1 * timeScale)))
+            outside.reconnect = .init(maximumDelay: .seconds(1 * timeScale))
             let outsider = MultipeerSession(configuration: outside, identity: PeerIdentity())
             let outsiderEvents = outsider.events
             try await whileRunning([outsider]) {

@@ -8,10 +8,9 @@ import Testing
         var limits = MultipeerSession.Limits()
         limits.outbox = BufferLimits(maximumCount: 16, maximumBytes: 1 << 20)
         let keepalive = KeepaliveParameters(interval: .milliseconds(200), timeout: .seconds(1))
-        let backoff = Backoff.Parameters(initial: .milliseconds(50))
         let configuration = MultipeerSession.Configuration(
             serviceType: "_consumer._tcp", peer: PeerInfo(displayName: "one import"), psk: groupKey,
-            limits: limits, keepalive: keepalive, reconnect: .init(backoff: backoff))
+            limits: limits, keepalive: keepalive, reconnect: .init(initialDelay: .milliseconds(50)))
         #expect(configuration.limits.outbox.maximumCount == 16)
         #expect(PeerLeftReason.goodbye(.shutdown) != .keepaliveTimeout)
         #expect(LinkQuality().loss == 0)
@@ -41,6 +40,14 @@ import Testing
             return
         }
         #expect(joined == peer)
+        // ... and with the errors events carry, under the library's codes.
+        let refusal = SessionEvent.authenticationFailed(address: "198.18.0.2:7000", MultipeerError(.notInRoster, "not in the roster"))
+        guard case .authenticationFailed(_, let error) = refusal else {
+            Issue.record("an authenticationFailed event")
+            return
+        }
+        #expect(error.code == .notInRoster && error.description == "not in the roster")
+        #expect(PeerLeftReason.goodbye(.notInRoster).description.contains("notInRoster"))
     }
 
     /// The active peers read from a plain function, in step with the events: a peer seen joining
