@@ -80,4 +80,21 @@ import Testing
             #expect(await session.linkCount == 1)
         }
     }
+    /// A program that runs its session with `runUntilSignalled()` and is sent SIGTERM says
+    /// GOODBYE before it ends: its peer sees it leave at once, for that reason, not after a
+    /// keepalive timeout; and it exits 0.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aPeerSentSIGTERMSaysGoodbyeAndExitsCleanly() async throws {
+        try await Self.withLocalSession { _, events, port, keyFile in
+            let (identityFile, childID) = try Self.childIdentity()
+            defer { try? FileManager.default.removeItem(atPath: identityFile) }
+            let child = try Self.startChild(identityFile: identityFile, dialling: port, keyFile: keyFile)
+            defer { child.stop() }
+            try await events.waitUntilActive([childID])
+            kill(child.pid, SIGTERM)
+            let left = try await events.waitUntilActive([])
+            #expect(FaultTests.lastLeaveReason(left) == .goodbye(.shutdown))
+            #expect(await child.waitForExit() == 0)
+        }
+    }
 }

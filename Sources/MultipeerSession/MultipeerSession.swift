@@ -242,6 +242,26 @@ public actor MultipeerSession {
         }
     }
 
+    /// Runs the session, as ``run()`` does, until the process receives SIGINT or SIGTERM (or
+    /// the task is cancelled), then stops it gracefully: GOODBYE on every link, so its peers see
+    /// it leave at once rather than after their keepalive timeout, then the advertisement
+    /// withdrawn and the listener closed; then it returns. For a command-line program or a
+    /// daemon: it runs the session in a swift-service-lifecycle `ServiceGroup` of its own, which
+    /// logs to ``Configuration/logger``. To run the session beside other services, put it (it is
+    /// a `Service`) in a `ServiceGroup` of your own instead.
+    ///
+    /// ```swift
+    /// func serve(_ session: MultipeerSession) async throws {
+    ///     // Ctrl-C or `kill` says GOODBYE to every peer before the program ends.
+    ///     try await session.runUntilSignalled()
+    /// }
+    /// ```
+    public nonisolated func runUntilSignalled() async throws {
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: [.init(service: self)], gracefulShutdownSignals: [.sigint, .sigterm], logger: logger))
+        try await group.run()
+    }
+
     /// The port the session listens on while it runs (the one it chose, when
     /// ``Configuration/port`` is 0); nil before ``run()``, while suspended and once stopped.
     public var listeningPort: Int? {

@@ -6,7 +6,8 @@
 // Static peers only (no DNS-SD); keepalive 500 ms / 1.5 s stretched by MULTIPEER_TEST_TIME_SCALE
 // (TestTime). Prints one line per session event; with a resource directory, receives files into
 // it and prints `resource-progress BYTES` as each arrives and `resource-complete PATH` or
-// `resource-failed ERROR` when it ends. Runs until killed.
+// `resource-failed ERROR` when it ends. Runs until killed; SIGINT or SIGTERM stop it gracefully
+// (GOODBYE on every link), and it exits 0.
 import Foundation
 import MultipeerSession
 import MultipeerCore
@@ -32,7 +33,7 @@ let session = MultipeerSession(configuration: configuration, identity: try PeerI
 
 let events = session.events
 try await withThrowingDiscardingTaskGroup { group in
-    group.addTask { try await session.run() }
+    group.addTask { try await session.runUntilSignalled() }
     if configuration.resourceDirectory != nil {
         group.addTask {
             for await resource in session.incomingResources {
