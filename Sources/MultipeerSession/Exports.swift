@@ -14,10 +14,13 @@
 @_exported public import struct MultipeerTLS.PeerIdentity
 @_exported public import struct MultipeerTLS.KeyRing
 @_exported public import struct MultipeerTLS.PreSharedKey
-// Files are named by URL (resources): an application names them without importing Foundation
-// (whose URL is FoundationEssentials' where the new Foundation has split it out, as on Linux).
+// Peers are named by UUID and files by URL (resources): an application names them without
+// importing Foundation (whose types are FoundationEssentials' where the new Foundation has split
+// it out, as on Linux).
 #if canImport(FoundationEssentials)
 @_exported public import struct FoundationEssentials.URL
+@_exported public import struct FoundationEssentials.UUID
 #else
 @_exported public import struct Foundation.URL
+@_exported public import struct Foundation.UUID
 #endif
