@@ -3,7 +3,7 @@ SWIFT ?= swift
 BENCH_ARGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps daemons build test hosts-test demo bench fuzz sanitize clean
+.PHONY: all deps daemons build test hosts-test demo bench fuzz sanitize api-check clean
 
 all: build
 
@@ -29,6 +29,11 @@ fuzz: deps
 # The whole swift test suite under ThreadSanitizer, then AddressSanitizer (scripts/sanitize.sh).
 sanitize: daemons
 	scripts/sanitize.sh
+
+# What changed in the public API since the previous release's tag (scripts/api-check.sh): breaks
+# not listed in docs/api-breaks.txt fail. API_BASELINE=<tag or commit> compares against another.
+api-check: deps
+	scripts/api-check.sh $(API_BASELINE)
 
 # The multi-host fault suite alone (root): namespace hosts, one fault each, a report in bench-results/hosts.
 hosts-test: deps

@@ -256,6 +256,7 @@ let package = Package(
             name: "navlog-hosts",
             dependencies: ["MultipeerTestSupport", "MultipeerCore", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             path: "Tests/HostSuite",
+            exclude: ["README.md"],
             swiftSettings: swiftSettings
         ),
         // Loss and delay on a link, for kernels without netem (C, AF_PACKET).

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import MultipeerSession
 import MultipeerTLS
 import NavlogSync
 
@@ -14,6 +15,7 @@ struct NavlogSyncCommand: AsyncParsableCommand {
             Exit status: 0 done; 64 bad arguments; 65 database corrupt; 66 key, identity or roster file missing, \
             unreadable or invalid; 69 avahi-daemon not running; 71 port in use; 75 database in use by another run; 1 anything else.
             """,
+        version: "navlog-sync \(MultipeerSession.version), MultipeerSession protocol \(MultipeerSession.protocolVersion)",
         subcommands: [Keygen.self, Whoami.self, Run.self, List.self])
 
     static func main() async {
