@@ -56,6 +56,33 @@ struct SessionTests {
         }
     }
 
+    /// A peer that stops says GOODBYE: the session that dialled it sees it leave for that
+    /// reason and does not dial it again while its advert lingers (each dial would fail, and
+    /// each failure be reported), and its advert's withdrawal takes it off the available peers.
+    /// Its next session (the same identity, a new incarnation) is dialled as soon as it is
+    /// announced.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aPeerThatStopsIsNotRedialledUntilItComesBack() async throws {
+        let serviceType = SessionGroup.uniqueServiceType()
+        var (first, second) = (PeerIdentity(), PeerIdentity())
+        if second.peerID.isGreater(than: first.peerID) { swap(&first, &second) }  // `first` dials
+        let dialler = MultipeerSession(configuration: .test("dialler", serviceType: serviceType), identity: first)
+        let events = EventLog(dialler.events)
+        try await whileRunning([dialler]) {
+            let leaving = MultipeerSession(configuration: .test("leaving", serviceType: serviceType), identity: second)
+            try await whileRunning([leaving]) { try await events.waitUntilActive([second.peerID]) }
+            let gone = try await events.wait { history in
+                history.contains { if case .availablePeersChanged(let peers) = $0 { peers.isEmpty } else { false } }
+            }
+            #expect(FaultTests.lastLeaveReason(gone) == .goodbye(.shutdown))
+            let failures = gone.filter { if case .connectionFailed = $0 { true } else { false } }
+            #expect(failures.isEmpty, "no dial of a peer that said it stops: \(failures)")
+
+            let back = MultipeerSession(configuration: .test("back", serviceType: serviceType), identity: second)
+            try await whileRunning([back]) { try await events.waitUntilActive([second.peerID]) }
+        }
+    }
+
     @Test(.scaledTimeLimit(minutes: 1))
     func threeSessionsFormAFullMeshWithOneLinkPerPair() async throws {
         let group = SessionGroup(count: 3)

@@ -71,7 +71,7 @@ import Testing
         let (id, _) = try #require(Self.dial(session.discovered(target, now: Self.start)))
         _ = session.attemptFailed(id, MultipeerError(.connectionFailed, "no answer"), now: Self.start)
         #expect(session.linkEstablished(id, hello: Self.hello(), address: "198.18.0.2", now: Self.start) == .carried(closing: nil, [.adopt(id)]))
-        _ = session.linkClosed(id, goodbye: .shutdown, error: nil, now: Self.start)
+        _ = session.linkClosed(id, goodbye: .keepaliveTimeout, error: nil, now: Self.start)
         let (_, next) = try #require(Self.dial(session.fired(.redial(.peer(Self.peer)), now: Self.start + .seconds(1))))
         #expect(next.endpoint == Self.endpoint(2))
     }
@@ -86,8 +86,8 @@ import Testing
         #expect(!session.isJoining(Self.peer))
         #expect(session.presence(of: Self.peer)?.since == Self.start + .seconds(1))
         #expect(session.admitted(id, now: Self.start + .seconds(2)).isEmpty, "admitted once")
-        #expect(session.linkClosed(id, goodbye: .shutdown, error: nil, now: Self.start + .seconds(3)) == [
-            .detach(Self.peer, id), .detach(Self.peer, nil), .peerLeft(Self.hello(), .goodbye(.shutdown)),
+        #expect(session.linkClosed(id, goodbye: .keepaliveTimeout, error: nil, now: Self.start + .seconds(3)) == [
+            .detach(Self.peer, id), .detach(Self.peer, nil), .peerLeft(Self.hello(), .goodbye(.keepaliveTimeout)),
             .schedule(.redial(.peer(Self.peer)), after: .seconds(1)),
         ], "its delivery leaves the link, it leaves, and it is dialled again while advertised")
     }
