@@ -72,11 +72,12 @@ package struct DialTarget: Hashable, Sendable {
 /// incarnation or other endpoints), a link that succeeds, or this side's roster or keys
 /// (``reconsiderRefusals()``).
 ///
-/// A discovered peer that leaves saying GOODBYE `shutdown` or `suspended` went on purpose: its
-/// advert lingers for a moment after it went, and every dial of it would fail, so it is
-/// redialled only at the longest backoff until discovery reports it again (a restarted or
-/// resumed session advertises anew), which dials it at once. A static endpoint has no advert to
-/// wait for, and is redialled as ever.
+/// A discovered peer that leaves saying GOODBYE `shutdown` ended its session: its advert
+/// lingers for a moment after it went, and every dial of it would fail, so it is redialled only
+/// at the longest backoff until discovery reports it again (a new session advertises anew),
+/// which dials it at once. A suspended peer is redialled as ever: it comes back at the same
+/// address under the same advert, which discovery need not report again. So is a static
+/// endpoint, which has no advert to wait for.
 ///
 /// A dial offers a target's endpoints in the order they have earned: the one whose HELLO last
 /// proved the peer first, then the others by how often they failed (no answer, or someone
@@ -382,9 +383,11 @@ package struct PeerTableStateMachine: Sendable {
             actions.append(.peerLeft(hello, stopped ? .local(.shutdown) : reason))
         }
         guard !stopped else { return actions }
-        if case .peer? = key, goodbye == .shutdown || goodbye == .suspended {
-            // Gone on purpose: dialled again at once when it is announced again, and meanwhile
-            // only at the longest backoff (its advert lingers a moment, and a dial would fail).
+        if case .peer? = key, goodbye == .shutdown {
+            // Its session ended: dialled again at once when it is announced again (a new session
+            // advertises anew), and meanwhile only at the longest backoff (its advert lingers a
+            // moment, and a dial would fail). A suspended one comes back at the same address
+            // under the same advert, which discovery need not report again: it is redialled.
             backoffs[key!, default: Backoff(parameters: backoffParameters)].exhaust()
         }
         if let key, targets[key] != nil, shouldDial(key), !redialsPending.contains(key), !hasLink(to: key) {

@@ -231,8 +231,8 @@ extension MultipeerSession {
     /// ``maximumDelay``, each moved at random by up to ``jitter`` either way, so peers that lost
     /// each other at one moment do not all dial at the next. A fresh announcement of the peer,
     /// or a link that succeeds, starts again from the first delay. A peer refused for a reason
-    /// retrying cannot change (a roster, a key), or one that said GOODBYE because it stopped or
-    /// suspended, is dialled only every ``maximumDelay`` until discovery announces it again.
+    /// retrying cannot change (a roster, a key), or one that said GOODBYE because its session
+    /// stopped, is dialled only every ``maximumDelay`` until discovery announces it again.
     public struct Reconnect: Sendable, Equatable {
         /// The first delay. Default 100 ms.
         public var initialDelay: Duration

@@ -96,29 +96,34 @@ import Testing
         #expect(table.activePeers.isEmpty)
     }
 
-    /// A peer that leaves saying it shuts down (or suspends) is dialled again only at the longest
-    /// backoff while its advert lingers; its next announcement (a restart advertises anew) is
-    /// dialled at once. A static endpoint, which has no advert to wait for, is redialled as ever.
-    @Test func aPeerThatSaidGoodbyeIsDialledAgainAtOnceOnlyWhenAnnouncedAgain() {
-        for reason in [GoodbyeReason.shutdown, .suspended] {
-            var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Self.steady)
-            guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
-            _ = table.linkEstablished(link, hello: Self.hello(Self.low))
-            _ = table.linkAdmitted(link)
-            #expect(table.linkClosed(link, goodbye: reason) == [
-                .peerLeft(Self.hello(Self.low), .goodbye(reason)), .scheduleRedial(.peer(Self.low), after: Self.steady.maximum),
-            ], "redialled only at the longest backoff")
-            #expect(table.availability.map(\.state) == [.discovered], "still advertised, for now")
-            var back = Self.target(Self.low)
-            back.incarnation = 2
-            guard case .dial? = table.discovered(back).first else { Issue.record("dialled once announced again"); return }
-        }
+    /// A peer that leaves saying it shuts down is dialled again only at the longest backoff
+    /// while its advert lingers; its next announcement (a new session advertises anew) is
+    /// dialled at once. One that suspends comes back under the same advert, which discovery need
+    /// not report again, and a static endpoint has no advert: both are redialled as ever.
+    @Test func aPeerThatShutDownIsDialledAgainAtOnceOnlyWhenAnnouncedAgain() {
         var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Self.steady)
-        guard case .dial(let link, _)? = table.discovered(Self.target(nil)).first else { Issue.record("dial"); return }
+        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
         _ = table.linkEstablished(link, hello: Self.hello(Self.low))
         _ = table.linkAdmitted(link)
-        #expect(table.linkClosed(link, goodbye: .shutdown).contains(.scheduleRedial(.endpoint("127.0.0.1:7000"), after: Self.steady.initial)),
-                "a static endpoint is redialled from the first delay")
+        #expect(table.linkClosed(link, goodbye: .shutdown) == [
+            .peerLeft(Self.hello(Self.low), .goodbye(.shutdown)), .scheduleRedial(.peer(Self.low), after: Self.steady.maximum),
+        ], "redialled only at the longest backoff")
+        #expect(table.availability.map(\.state) == [.discovered], "still advertised, for now")
+        var back = Self.target(Self.low, port: 7001)
+        back.incarnation = 2
+        guard case .dial? = table.discovered(back).first else { Issue.record("dialled once announced again"); return }
+
+        for (target, reason, key) in [
+            (Self.target(Self.low), GoodbyeReason.suspended, DialTarget.Key.peer(Self.low)),
+            (Self.target(nil), .shutdown, .endpoint("127.0.0.1:7000")),
+        ] {
+            var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Self.steady)
+            guard case .dial(let link, _)? = table.discovered(target).first else { Issue.record("dial"); return }
+            _ = table.linkEstablished(link, hello: Self.hello(Self.low))
+            _ = table.linkAdmitted(link)
+            #expect(table.linkClosed(link, goodbye: reason).contains(.scheduleRedial(key, after: Self.steady.initial)),
+                    "\(key), \(reason): redialled from the first delay")
+        }
     }
 
     @Test func theAcceptingSideDoesNotRedial() {
