@@ -38,7 +38,7 @@ struct SessionTests {
         let memberDials = member.peerID.isGreater(than: stranger.peerID)
         func available(_ state: AvailablePeer.State) -> @Sendable ([SessionEvent]) -> Bool {
             { events in
-                events.contains { if case .availablePeersChanged(let peers) = $0 { peers.map(\.state) == [state] } else { false } }
+                events.contains { if case .availablePeerChanged(let peer) = $0 { peer.state == state } else { false } }
             }
         }
         try await whileRunning(group.sessions) {
@@ -72,7 +72,7 @@ struct SessionTests {
             let leaving = MultipeerSession(configuration: .test("leaving", serviceType: serviceType), identity: second)
             try await whileRunning([leaving]) { try await events.waitUntilActive([second.peerID]) }
             let gone = try await events.wait { history in
-                history.contains { if case .availablePeersChanged(let peers) = $0 { peers.isEmpty } else { false } }
+                history.contains { if case .availablePeerChanged(let peer) = $0 { peer.state == .gone } else { false } }
             }
             #expect(FaultTests.lastLeaveReason(gone) == .goodbye(.shutdown))
             let failures = gone.filter { if case .connectionFailed = $0 { true } else { false } }

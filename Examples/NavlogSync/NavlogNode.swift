@@ -358,7 +358,7 @@ public actor NavlogNode: Service {
             subscriptions.continuation.yield(.error(code: "messagesDropped", message: "\(count) \(type) message(s) dropped: \(reason)"))
         case .eventsDropped(let count):
             subscriptions.continuation.yield(.error(code: "eventsDropped", message: "this host fell behind and missed \(count) session event(s)"))
-        case .stats, .availablePeersChanged:
+        case .stats, .availablePeerChanged:
             break
         }
     }

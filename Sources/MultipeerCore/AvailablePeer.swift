@@ -22,6 +22,10 @@ public struct AvailablePeer: Hashable, Sendable, Identifiable, CustomStringConve
         case refused
         /// Joined: one of ``MultipeerSession/activePeers``.
         case active
+        /// No longer known: its advert was withdrawn and no link speaks for it (or the session
+        /// stopped running). Only ``SessionEvent/availablePeerChanged(_:)`` says so; a gone peer
+        /// is not among ``MultipeerSession/availablePeers``.
+        case gone
 
         /// The state in a word.
         public var description: String {
@@ -30,6 +34,7 @@ public struct AvailablePeer: Hashable, Sendable, Identifiable, CustomStringConve
             case .connecting: "connecting"
             case .refused: "refused"
             case .active: "active"
+            case .gone: "gone"
             }
         }
     }
@@ -47,7 +52,7 @@ public struct AvailablePeer: Hashable, Sendable, Identifiable, CustomStringConve
     public var key: PeerKey?
 
     /// A peer as a session describes one, for an application that tests its own handling of
-    /// ``SessionEvent/availablePeersChanged(_:)``.
+    /// ``SessionEvent/availablePeerChanged(_:)``.
     public init(id: UUID, state: State, displayName: String, metadata: [String: String] = [:], key: PeerKey? = nil) {
         self.id = id
         self.state = state

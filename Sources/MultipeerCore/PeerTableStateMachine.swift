@@ -158,11 +158,11 @@ package struct PeerTableStateMachine: Sendable {
         active.filter { joined.contains($0.key) }.compactMapValues { links[$0]?.hello }
     }
 
-    /// Every peer known, by ID, in order: those discovery names (a static endpoint once a HELLO
-    /// has named its peer) and those a link speaks for, and how far each one's link is. Empty
-    /// while the table is stopped: a suspended session knows of no one.
-    package var availability: [AvailablePeer] {
-        guard !stopped else { return [] }
+    /// Every peer known, by ID: those discovery names (a static endpoint once a HELLO has named
+    /// its peer) and those a link speaks for, and how far each one's link is. Empty while the
+    /// table is stopped: a suspended session knows of no one.
+    package var availability: [UUID: AvailablePeer] {
+        guard !stopped else { return [:] }
         var known: [UUID: AvailablePeer] = [:]
         for (key, target) in targets {
             guard let peerID = target.peerID ?? self.peerID(of: key), peerID != localPeerID else { continue }
@@ -183,7 +183,7 @@ package struct PeerTableStateMachine: Sendable {
                 id: peerID, state: joined.contains(peerID) ? .active : .connecting,
                 displayName: hello.displayName, metadata: hello.metadata, key: hello.key)
         }
-        return known.values.sorted { $0.id.uuidString < $1.id.uuidString }
+        return known
     }
 
     /// The peer a target names: its advert's, or for a static endpoint, the one its HELLO named.
@@ -383,12 +383,12 @@ package struct PeerTableStateMachine: Sendable {
             actions.append(.peerLeft(hello, stopped ? .local(.shutdown) : reason))
         }
         guard !stopped else { return actions }
-        if case .peer? = key, goodbye == .shutdown {
+        if let key, case .peer = key, goodbye == .shutdown {
             // Its session ended: dialled again at once when it is announced again (a new session
             // advertises anew), and meanwhile only at the longest backoff (its advert lingers a
             // moment, and a dial would fail). A suspended one comes back at the same address
             // under the same advert, which discovery need not report again: it is redialled.
-            backoffs[key!, default: Backoff(parameters: backoffParameters)].exhaust()
+            backoffs[key, default: Backoff(parameters: backoffParameters)].exhaust()
         }
         if let key, targets[key] != nil, shouldDial(key), !redialsPending.contains(key), !hasLink(to: key) {
             redialsPending.insert(key)

@@ -169,8 +169,8 @@ package struct SessionStateMachine: Sendable {
     private var heldFailuresReportDue = false
     /// Per peer: when it became active, and how often it came back.
     private var presence: [UUID: (since: ContinuousClock.Instant, reconnects: Int)] = [:]
-    /// The availability the shell was last told (``availabilityChange()``).
-    private var availability: [AvailablePeer] = []
+    /// The availability the shell was last told of (``availabilityChanges()``).
+    private var availability: [UUID: AvailablePeer] = [:]
 
     /// - Parameters:
     ///   - keyCount: How many group keys the session holds (``keysChanged(count:now:)``).
@@ -423,14 +423,20 @@ package struct SessionStateMachine: Sendable {
     /// The active peers' HELLOs, by peer.
     package var activePeers: [UUID: Hello] { table.activePeers }
 
-    /// Every peer known and how far its link is, if that changed since the last call: the shell
-    /// asks after carrying out each event's actions, so it hears of a peer's joining or leaving
-    /// first, then of the availability that follows (``PeerTableStateMachine/availability``).
-    package mutating func availabilityChange() -> [AvailablePeer]? {
-        let availability = table.availability
-        guard availability != self.availability else { return nil }
-        self.availability = availability
-        return availability
+    /// The peers whose availability changed since the last call, in order of peer ID: each as
+    /// it is now, or, no longer known, as it was last with the state `gone`
+    /// (``PeerTableStateMachine/availability``). The shell asks after carrying out each event's
+    /// actions, so it hears of a peer's joining or leaving first, then of its availability.
+    package mutating func availabilityChanges() -> [AvailablePeer] {
+        let now = table.availability
+        var changes = now.values.filter { availability[$0.id] != $0 }
+        for (id, var peer) in availability where now[id] == nil {
+            peer.state = .gone
+            peer.key = nil
+            changes.append(peer)
+        }
+        availability = now
+        return changes.sorted { $1.id.isGreater(than: $0.id) }
     }
 
     /// The link `peerID` joined on and its HELLO, while the peer is active.
@@ -480,32 +486,30 @@ package struct SessionStateMachine: Sendable {
 
     /// Carries out the table's actions on the rest of the state; returns the shell's part.
     private mutating func perform(_ actions: [PeerTableStateMachine.Action], now: ContinuousClock.Instant) -> [Action] {
-        actions.flatMap { translate($0, now: now) }
-    }
-
-    private mutating func translate(_ action: PeerTableStateMachine.Action, now: ContinuousClock.Instant) -> [Action] {
-        switch action {
-        case .dial(let id, let target):
-            dials[id] = Dial(target: target)
-            return [.connect(id, dials[id]!.attempt)]
-        case .addEndpoints(let id, let endpoints):
-            dials[id]?.target.endpoints += endpoints
-            return []
-        case .lookUpAgain(let peerID):
-            return [.lookUpAgain(peerID)]
-        case .close(let id, let reason):
-            return [.close(id, reason)]
-        case .linkAdmitted(let id, let hello):
-            return [.attach(id, hello)]
-        case .peerJoined(let id, let hello):
-            reportedRefusals = reportedRefusals.filter { $0.peer != "\(hello.peerID)" }
-            let reconnects = presence[hello.peerID].map { $0.reconnects + 1 } ?? 0
-            presence[hello.peerID] = (now, reconnects)
-            return [.peerJoined(id, hello)]
-        case .peerLeft(let hello, let reason):
-            return [.detach(hello.peerID, nil), .peerLeft(hello, reason)]
-        case .scheduleRedial(let key, let delay):
-            return [.schedule(.redial(key), after: delay)]
+        actions.flatMap { action -> [Action] in
+            switch action {
+            case .dial(let id, let target):
+                dials[id] = Dial(target: target)
+                return [.connect(id, dials[id]!.attempt)]
+            case .addEndpoints(let id, let endpoints):
+                dials[id]?.target.endpoints += endpoints
+                return []
+            case .lookUpAgain(let peerID):
+                return [.lookUpAgain(peerID)]
+            case .close(let id, let reason):
+                return [.close(id, reason)]
+            case .linkAdmitted(let id, let hello):
+                return [.attach(id, hello)]
+            case .peerJoined(let id, let hello):
+                reportedRefusals = reportedRefusals.filter { $0.peer != "\(hello.peerID)" }
+                let reconnects = presence[hello.peerID].map { $0.reconnects + 1 } ?? 0
+                presence[hello.peerID] = (now, reconnects)
+                return [.peerJoined(id, hello)]
+            case .peerLeft(let hello, let reason):
+                return [.detach(hello.peerID, nil), .peerLeft(hello, reason)]
+            case .scheduleRedial(let key, let delay):
+                return [.schedule(.redial(key), after: delay)]
+            }
         }
     }
 }

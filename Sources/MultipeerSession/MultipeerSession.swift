@@ -194,7 +194,7 @@ public actor MultipeerSession {
     /// discovered over DNS-SD (or a static endpoint whose HELLO has named its peer), connecting,
     /// refused, or active. For a view of who is around, beside who is connected. Read from any
     /// thread without waiting for the session; it changes exactly as
-    /// ``SessionEvent/availablePeersChanged(_:)`` says. Empty while the session is not running
+    /// ``SessionEvent/availablePeerChanged(_:)`` says. Empty while the session is not running
     /// (before ``run()``, suspended, ended).
     ///
     /// A peer known only from its advert shows the name its advert claims, which anyone on the
@@ -630,7 +630,7 @@ public actor MultipeerSession {
                 tell(report)
             }
         }
-        if let peers = core.availabilityChange() { subscriptions.emit(.availablePeersChanged(peers)) }
+        for peer in core.availabilityChanges() { subscriptions.emit(.availablePeerChanged(peer)) }
     }
 
     private func fired(_ timer: SessionStateMachine.Timer) {

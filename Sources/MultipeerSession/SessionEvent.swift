@@ -18,10 +18,11 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
     case peerJoined(Peer)
     /// A peer left the active set.
     case peerLeft(Peer, PeerLeftReason)
-    /// The peers the session knows of, or how far one's link is, changed: these are all of them
-    /// now (``MultipeerSession/availablePeers``), discovered, connecting, refused and active. It
-    /// follows the ``peerJoined(_:)`` or ``peerLeft(_:_:)`` of a peer that joins or leaves.
-    case availablePeersChanged([AvailablePeer])
+    /// A peer the session knows of (``MultipeerSession/availablePeers``) was found, or how far
+    /// its link is changed, or it is gone (its state `gone`). It follows the ``peerJoined(_:)``
+    /// or ``peerLeft(_:_:)`` of a peer that joins or leaves. After ``eventsDropped(count:)``,
+    /// read ``MultipeerSession/availablePeers`` afresh: a change may have been among them.
+    case availablePeerChanged(AvailablePeer)
     /// A connection to or from this address failed before its peer became active.
     case connectionFailed(address: String, MultipeerError)
     /// A connection to or from this address was refused for who is at the other end: the group
@@ -82,7 +83,7 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
         case .listenFailed(let port, let error): "cannot listen on port \(port) again, listening on another: \(error)"
         case .peerJoined(let peer): "\(peer) joined"
         case .peerLeft(let peer, let reason): "\(peer) left: \(reason)"
-        case .availablePeersChanged(let peers): "available peers: \(peers.isEmpty ? "none" : peers.map(\.description).joined(separator: "; "))"
+        case .availablePeerChanged(let peer): "\(peer.displayName) (\(peer.id)) is \(peer.state)"
         case .connectionFailed(let address, let error): "connection with \(address) failed: \(error)"
         case .authenticationFailed(let address, let error): "authentication with \(address) failed: \(error)"
         case .connectionsFailed(let count, let code): "\(count) more inbound connection(s) failed (\(code))"

@@ -78,7 +78,7 @@ final class Subscriptions: Sendable {
         /// What a new event stream starts with.
         var port: Int?
         var active: [UUID: Peer] = [:]
-        var available: [AvailablePeer] = []
+        var available: [UUID: AvailablePeer] = [:]
         var finished = false
     }
 
@@ -124,7 +124,7 @@ final class Subscriptions: Sendable {
             for peer in state.active.values.sorted(by: { $0.id.uuidString < $1.id.uuidString }) {
                 _ = buffer.offerShedding(.peerJoined(peer), expendable: Self.isStats)
             }
-            if !state.available.isEmpty { _ = buffer.offerShedding(.availablePeersChanged(state.available), expendable: Self.isStats) }
+            for peer in Self.sorted(state.available) { _ = buffer.offerShedding(.availablePeerChanged(peer), expendable: Self.isStats) }
             state.events[id] = buffer
         }
         return EventStream(buffer)
@@ -140,7 +140,7 @@ final class Subscriptions: Sendable {
             case .listening(let port): state.port = port
             case .peerJoined(let peer): state.active[peer.id] = peer
             case .peerLeft(let peer, _): state.active[peer.id] = nil
-            case .availablePeersChanged(let peers): state.available = peers
+            case .availablePeerChanged(let peer): state.available[peer.id] = peer.state == .gone ? nil : peer
             default: break
             }
             return state.events.values.compactMap { $0.offerShedding(event, expendable: Self.isStats) }
@@ -350,7 +350,12 @@ final class Subscriptions: Sendable {
     }
 
     /// The peers known, as the events so far say: what ``MultipeerSession/availablePeers`` reads.
-    var availablePeers: [AvailablePeer] { state.withLockedValue { $0.available } }
+    var availablePeers: [AvailablePeer] { Self.sorted(state.withLockedValue { $0.available }) }
+
+    /// In order of peer ID.
+    private static func sorted(_ peers: [UUID: AvailablePeer]) -> [AvailablePeer] {
+        peers.values.sorted { $1.id.isGreater(than: $0.id) }
+    }
 
     func finish() {
         let (events, subscribers) = state.withLockedValue { state in

@@ -213,28 +213,28 @@ import Testing
 
     @Test func aPeerIsDiscoveredConnectingActiveAndGoneAsItsAdvertAndLinksSay() throws {
         var session = Self.running()
-        #expect(session.availabilityChange() == nil, "no one yet")
+        #expect(session.availabilityChanges().isEmpty, "no one yet")
         let target = DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)], displayName: "claimed", metadata: ["seat": "L"])
         let (id, _) = try #require(Self.dial(session.discovered(target, now: Self.start)))
-        #expect(session.availabilityChange() == [Self.available(.connecting, "claimed", metadata: ["seat": "L"])], "dialled at once, under its advert's claims")
-        #expect(session.availabilityChange() == nil, "told once")
+        #expect(session.availabilityChanges() == [Self.available(.connecting, "claimed", metadata: ["seat": "L"])], "dialled at once, under its advert's claims")
+        #expect(session.availabilityChanges().isEmpty, "told once")
 
         _ = session.attemptFailed(id, MultipeerError(.connectionFailed, "no answer"), now: Self.start)
-        #expect(session.availabilityChange() == [Self.available(.discovered, "claimed", metadata: ["seat": "L"])], "between dials")
+        #expect(session.availabilityChanges() == [Self.available(.discovered, "claimed", metadata: ["seat": "L"])], "between dials")
 
         let (again, _) = try #require(Self.dial(session.fired(.redial(.peer(Self.peer)), now: Self.start + .seconds(1))))
-        #expect(session.availabilityChange() == [Self.available(.connecting, "claimed", metadata: ["seat": "L"])])
+        #expect(session.availabilityChanges() == [Self.available(.connecting, "claimed", metadata: ["seat": "L"])])
         _ = session.linkEstablished(again, hello: Self.hello(), address: "a", now: Self.start)
-        #expect(session.availabilityChange() == [Self.available(.connecting, "peer", key: Self.key(2))],
+        #expect(session.availabilityChanges() == [Self.available(.connecting, "peer", key: Self.key(2))],
                 "its HELLO speaks for it now, and proves its key; it has not admitted the link yet")
         _ = session.admitted(again, now: Self.start)
-        #expect(session.availabilityChange() == [Self.available(.active, "peer", key: Self.key(2))])
+        #expect(session.availabilityChanges() == [Self.available(.active, "peer", key: Self.key(2))])
 
         _ = session.linkClosed(again, goodbye: .shutdown, error: nil, now: Self.start)
-        #expect(session.availabilityChange() == [Self.available(.discovered, "peer")],
+        #expect(session.availabilityChanges() == [Self.available(.discovered, "peer")],
                 "still advertised, under the name its HELLO proved; no link speaks for it, so no key")
         _ = session.lost(Self.peer, now: Self.start)
-        #expect(session.availabilityChange() == [], "no advert, no link: gone")
+        #expect(session.availabilityChanges() == [Self.available(.gone, "peer")], "no advert, no link: gone")
     }
 
     @Test func aPeerRefusedEitherWayIsRefusedNeverActiveUntilTheRosterChanges() throws {
@@ -242,39 +242,39 @@ import Testing
         let greater = UUID(uuidString: "FF000000-0000-0000-0000-000000000000")!
         var session = Self.running(roster: Roster(keys: [Self.key(2)]))
         _ = session.discovered(DialTarget(peerID: greater, endpoints: [Self.endpoint(1)], displayName: "claimed"), now: Self.start)
-        #expect(session.availabilityChange() == [Self.available(.discovered, "claimed", greater)], "its to dial")
+        #expect(session.availabilityChanges() == [Self.available(.discovered, "claimed", greater)], "its to dial")
         let inbound = session.acceptedLink()
         guard case .refused = session.linkEstablished(inbound, hello: Self.hello(greater, key: Self.key(9)), address: "a", now: Self.start) else {
             Issue.record("refused by the roster")
             return
         }
-        #expect(session.availabilityChange() == [Self.available(.refused, "claimed", greater)])
+        #expect(session.availabilityChanges() == [Self.available(.refused, "claimed", greater)])
 
         // The peer's roster refuses this device: its link closes with GOODBYE notInRoster.
         let (id, _) = try #require(Self.dial(session.discovered(DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(2)]), now: Self.start)))
         _ = session.linkEstablished(id, hello: Self.hello(), address: "b", now: Self.start)
         _ = session.linkClosed(id, goodbye: .notInRoster, error: nil, now: Self.start)
-        #expect(session.availabilityChange()?.map(\.state) == [.refused, .refused], "neither ever looks joined")
+        #expect(session.availabilityChanges() == [Self.available(.refused, "peer")], "refused by the peer: never joined either")
 
         _ = session.rosterChanged(Roster(keys: [Self.key(2), Self.key(9)]), now: Self.start)
-        #expect(session.availabilityChange()?.map(\.state) == [.connecting, .discovered],
+        #expect(session.availabilityChanges().map(\.state) == [.connecting, .discovered],
                 "reconsidered: the one this side dials is dialled at once, the other waits for its dial")
     }
 
     @Test func aStaticEndpointIsAvailableOnceAHelloNamedItsPeerAndNoOneWhileSuspended() throws {
         var session = Self.running()
         let (id, _) = try #require(Self.dial(session.discovered(DialTarget(peerID: nil, endpoints: [Self.endpoint(1)]), now: Self.start)))
-        #expect(session.availabilityChange() == nil, "who is there is unknown until its HELLO")
+        #expect(session.availabilityChanges().isEmpty, "who is there is unknown until its HELLO")
         _ = session.linkEstablished(id, hello: Self.hello(), address: "a", now: Self.start)
         _ = session.admitted(id, now: Self.start)
-        #expect(session.availabilityChange() == [Self.available(.active, "peer", key: Self.key(2))])
+        #expect(session.availabilityChanges() == [Self.available(.active, "peer", key: Self.key(2))])
         _ = session.linkClosed(id, goodbye: nil, error: MultipeerError(.connectionFailed, "reset"), now: Self.start)
-        #expect(session.availabilityChange() == [Self.available(.discovered, "peer")], "named by the HELLO it gave")
+        #expect(session.availabilityChanges() == [Self.available(.discovered, "peer")], "named by the HELLO it gave")
 
         _ = session.stopRunning(.suspended, now: Self.start)
-        #expect(session.availabilityChange() == [], "a suspended session knows of no one")
+        #expect(session.availabilityChanges() == [Self.available(.gone, "peer")], "a suspended session knows of no one")
         session.stoppedListening()
         _ = session.listening(on: 7000, now: Self.start)
-        #expect(session.availabilityChange()?.map(\.state) == [.connecting], "resumed: dialled again")
+        #expect(session.availabilityChanges().map(\.state) == [.connecting], "resumed: dialled again")
     }
 }

@@ -89,8 +89,8 @@ import Testing
                 #expect(reports.count == 1, "reported once: \(reports)")
                 #expect(reports.first?.code == .notInRoster)
                 #expect(outsider.activePeers.isEmpty)
-                #expect(seen.contains { $0.hasPrefix("available peers: guarded") && $0.hasSuffix(", refused") }, "known, refused: \(seen)")
-                #expect(!seen.contains { $0.hasPrefix("available peers:") && $0.hasSuffix(", active") }, "never active: \(seen)")
+                #expect(seen.contains { $0.hasPrefix("guarded (") && $0.hasSuffix(") is refused") }, "known, refused: \(seen)")
+                #expect(!seen.contains { $0.hasSuffix(") is active") }, "never active: \(seen)")
 
                 await listener.updateRoster(Roster(keys: [outsider.identity.key]))
                 try await waitUntilActive(outsider, listener.peerID)

@@ -96,10 +96,9 @@ import Testing
                     switch event {
                     case .peerJoined:
                         joined = true
-                    case .availablePeersChanged(let peers):
-                        #expect(peers == dialler.availablePeers, "read without waiting, as the events say")
-                        guard let peer = peers.first else { continue }
-                        #expect(peers.count == 1 && peer.id == listener.peerID)
+                    case .availablePeerChanged(let peer):
+                        #expect(peer.id == listener.peerID)
+                        #expect(dialler.availablePeers == (peer.state == .gone ? [] : [peer]), "read without waiting, as the events say")
                         #expect(peer.state != .active || joined, "active only after it joined")
                         states.append(peer.state)
                         if peer.state == .active {
@@ -125,6 +124,6 @@ import Testing
     @Test func anApplicationMakesAvailablePeers() {
         let peer = AvailablePeer(id: UUID(), state: .connecting, displayName: "Captain")
         #expect(peer.key == nil && peer.metadata.isEmpty && peer.description.hasSuffix("connecting"))
-        #expect(SessionEvent.availablePeersChanged([peer]).description.contains("Captain"))
+        #expect(SessionEvent.availablePeerChanged(peer).description.hasPrefix("Captain ("))
     }
 }
