@@ -100,6 +100,7 @@ import Testing
         channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: sender))
         #expect(try channel.readOutbound(as: LinkMessage.self) == nil, "no resume point before the session keeps the link")
         channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+        channel.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
         #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0), "the resume point")
         func data(_ sequence: UInt64) throws -> LinkMessage {
             .data(try DataMessage(sequence: sequence, typeName: "Note", payload: ByteBuffer(string: #"{"text":"\#(sequence)"}"#)))
@@ -146,6 +147,7 @@ import Testing
         let first = try link(incarnation: 5, identity: sender)
         defer { _ = try? first.finish(acceptAlreadyClosed: true) }
         first.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+        first.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
         #expect(try first.readOutbound(as: LinkMessage.self) == .ack(0))
         try first.writeInbound(try data(1))
         try first.writeInbound(try data(2))
@@ -166,6 +168,7 @@ import Testing
         let newer = try link(incarnation: 6, identity: sender)
         defer { _ = try? newer.finish(acceptAlreadyClosed: true) }
         newer.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+        newer.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
         #expect(try newer.readOutbound(as: LinkMessage.self) == .ack(0))
         try first.writeInbound(try data(4))
         #expect(try written(first).isEmpty, "not acknowledged")
@@ -386,6 +389,7 @@ extension DeliveryTests {
             windows: ReceiveWindows(), subscriptions: subscriptions, metrics: SessionMetrics(localName: "test"))))
         channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: try Hello(identity: PeerIdentity(), incarnation: 1, displayName: "sender")))
         channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+        channel.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
         #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0))
         for sequence in 1...4 {
             try channel.writeInbound(LinkMessage.data(try DataMessage(
@@ -426,6 +430,7 @@ extension DeliveryTests {
             windows: ReceiveWindows(), subscriptions: subscriptions, metrics: SessionMetrics(localName: "test"))))
         channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: try Hello(identity: PeerIdentity(), incarnation: 1, displayName: "sender")))
         channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+        channel.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
         #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0))
         let large = String(repeating: "x", count: 4_096)
         for (sequence, text) in [(1, large), (2, "small")] {

@@ -76,6 +76,10 @@ package struct SessionStateMachine: Sendable {
         case schedule(Timer, after: Duration)
         /// The peer is active now, on this link.
         case peerJoined(LinkID, Hello)
+        /// The application may have what link `id` brings from now on: the peer's joining, if it
+        /// joined with the link, has been told (the actions before this one), so no message of a
+        /// peer reaches the application before its ``peerJoined(_:_:)``.
+        case admitMessages(LinkID)
         case peerLeft(Hello, PeerLeftReason)
         /// Tell the application, the logs or the metrics.
         case report(Report)
@@ -457,7 +461,8 @@ package struct SessionStateMachine: Sendable {
     /// If this side keeps it, the peer's delivery moves onto it, and the peer joins (unless it
     /// was active on an earlier link).
     package mutating func admitted(_ id: LinkID, now: ContinuousClock.Instant) -> [Action] {
-        perform(table.linkAdmitted(id), now: now)
+        let actions = perform(table.linkAdmitted(id), now: now)
+        return actions.isEmpty ? [] : actions + [.admitMessages(id)]
     }
 
     // MARK: REJECT

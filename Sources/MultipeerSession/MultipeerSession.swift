@@ -608,6 +608,8 @@ public actor MultipeerSession {
                 tell(dropped: deliveries[peerID]?.detach(id, now: .now) ?? [], for: peerID)
                 inbox.resources.detach(peerID, link: id)
                 inbox.streams.detach(peerID, link: id)
+            case .admitMessages(let id):
+                running?.links[id]?.channel.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)
             case .sendReject(let id, let rejection):
                 running?.links[id]?.channel.writeAndFlush(LinkMessage.reject(rejection), promise: nil)
             case .wakeSenders(let peerID):

@@ -82,7 +82,8 @@ import Testing
         #expect(session.linkEstablished(id, hello: Self.hello(), address: "a", now: Self.start) == .carried(closing: nil, [.adopt(id)]))
         #expect(session.activePeers.isEmpty, "kept, not yet admitted by the peer")
         #expect(session.isJoining(Self.peer), "a send to it waits for its resume point")
-        #expect(session.admitted(id, now: Self.start + .seconds(1)) == [.attach(id, Self.hello()), .peerJoined(id, Self.hello())])
+        #expect(session.admitted(id, now: Self.start + .seconds(1)) == [.attach(id, Self.hello()), .peerJoined(id, Self.hello()), .admitMessages(id)],
+                "the application hears of the join before it has any message the link brings")
         #expect(!session.isJoining(Self.peer))
         #expect(session.presence(of: Self.peer)?.since == Self.start + .seconds(1))
         #expect(session.admitted(id, now: Self.start + .seconds(2)).isEmpty, "admitted once")

@@ -36,6 +36,22 @@ import Testing
             channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
             return try channel.readOutbound(as: LinkMessage.self)
         }
+
+        /// The session has told of the peer's joining: the application may have what the link brings.
+        func admitMessages() {
+            channel.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)
+        }
+
+        /// A probe after the handler: whether it asks the channel to read.
+        final class ReadProbe: ChannelOutboundHandler, @unchecked Sendable {
+            typealias OutboundIn = Any
+            var reads = 0
+            func read(context: ChannelHandlerContext) {
+                reads += 1
+                context.read()
+            }
+        }
+
     }
 
     static func note(_ sequence: UInt64, _ text: String) throws -> LinkMessage {
@@ -64,6 +80,7 @@ import Testing
             Issue.record("the resume point: nothing delivered yet")
             return
         }
+        link.admitMessages()
         // One read of three frames (writeInbound would make each a read of its own).
         for frame in [try Self.note(1, "one"), try Self.note(2, "two"), try Self.note(2, "two again")] {  // the last a duplicate: dropped
             link.channel.pipeline.fireChannelRead(frame)
@@ -74,6 +91,43 @@ import Testing
             return
         }
         #expect(try link.channel.readOutbound(as: LinkMessage.self) == nil)
+        var received: [String] = []
+        for await (_, note) in notes {
+            received.append(note.text)
+            if received.count == 2 { break }
+        }
+        #expect(received == ["one", "two"])
+    }
+
+    /// What the peer sends before the session has told the application of its joining waits,
+    /// unread, unacknowledged and outside the receive window (the link reads no more meanwhile);
+    /// once the session admits it, it is delivered first, in order, and acknowledged, and the
+    /// link reads again.
+    @Test func messagesWaitUnacknowledgedUntilTheApplicationHasHeardOfTheJoin() async throws {
+        let link = try Link()
+        defer { link.finish() }
+        let probe = Link.ReadProbe()
+        try link.channel.pipeline.syncOperations.addHandler(probe, position: .first)
+        let notes = link.inbox.subscriptions.messages(of: Note.self, named: "Note")
+        _ = try link.adopt()
+        for frame in [try Self.note(1, "one"), try Self.note(2, "two")] {
+            link.channel.pipeline.fireChannelRead(frame)
+        }
+        link.channel.pipeline.fireChannelReadComplete()
+        #expect(try link.channel.readOutbound(as: LinkMessage.self) == nil, "nothing acknowledged before the application may have it")
+        let readsBefore = probe.reads
+        link.channel.pipeline.read()
+        #expect(probe.reads == readsBefore, "the link reads no more while messages wait")
+        let window = try #require(link.inbox.windows.window(of: link.remote.peerID))
+        #expect(link.inbox.windows.acknowledgement(in: window, incarnation: link.remote.incarnation) == nil,
+                "not in the receive window: a link that fails now has taken nothing")
+
+        link.admitMessages()
+        guard case .ack(2, nil)? = try link.channel.readOutbound(as: LinkMessage.self) else {
+            Issue.record("both delivered and acknowledged once admitted")
+            return
+        }
+        #expect(probe.reads == readsBefore + 1, "and the read withheld is made")
         var received: [String] = []
         for await (_, note) in notes {
             received.append(note.text)

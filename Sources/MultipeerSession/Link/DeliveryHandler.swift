@@ -16,6 +16,13 @@ import NIOConcurrencyHelpers
 /// the peer's delivery to the link (``DeliveryAttached``), the later ones go straight to it,
 /// waking the senders they free.
 ///
+/// The application has nothing a link brings before it has heard of the link's peer joining:
+/// until the session says so (``MessagesAdmitted``, sent once it has told of the join), the
+/// peer's messages, files' and streams' frames wait unread on the link, and the link stops
+/// reading meanwhile, so they are at most what one read brought. (They are not taken into the
+/// receive window either: the link has acknowledged none of them, and if it fails first, the
+/// peer sends them again on the next.)
+///
 /// When a stream is full the link stops reading (it withholds `read`) until the stream is half
 /// empty: TCP then pushes back on the sender. A gap (a sequence number skipped) cannot happen on
 /// one in-order TCP stream from a correct sender; it closes the link with `outOfSequence`, so
@@ -36,6 +43,8 @@ final class DeliveryHandler: ChannelDuplexHandler {
     private var deliveredInBatch = false
     /// Full streams this link waits on; it reads again when none is left.
     private var fullStreams = 0
+    /// What the peer sent before the application may have it (``Stage/adopted(_:_:)``), in order.
+    private var early: [LinkMessage] = []
     /// A read was asked for while paused: it is made on resuming.
     private var readPending = false
     /// Given to a stream this link fills: brings its room back to this handler, on its event
@@ -53,23 +62,34 @@ final class DeliveryHandler: ChannelDuplexHandler {
         /// DATA breaks the protocol.
         case open(Peer)
         /// The session keeps the link as the peer's: it follows the peer's receive window, and
-        /// reliable DATA may come.
+        /// reliable DATA may come; what the peer sends waits (``early``) until the session has
+        /// told the application of the peer's joining.
         case adopted(Peer, ReceiveWindows.Window)
+        /// As `adopted`, and the application may have what the link brings.
+        case delivering(Peer, ReceiveWindows.Window)
         /// The peer broke the protocol: the link is closing and reads nothing more (`adopted`:
         /// the peer whose receive window it followed until then).
         case broken(adopted: Peer?)
 
         var peer: Peer? {
             switch self {
-            case .open(let peer), .adopted(let peer, _): peer
+            case .open(let peer), .adopted(let peer, _), .delivering(let peer, _): peer
             case .awaitingHello, .broken: nil
+            }
+        }
+
+        /// The peer's receive window, while the link follows it.
+        var window: ReceiveWindows.Window? {
+            switch self {
+            case .adopted(_, let window), .delivering(_, let window): window
+            case .awaitingHello, .open, .broken: nil
             }
         }
 
         /// The peer whose receive window the link follows, or followed until it broke.
         var adoptedPeer: Peer? {
             switch self {
-            case .adopted(let peer, _), .broken(adopted: let peer?): peer
+            case .adopted(let peer, _), .delivering(let peer, _), .broken(adopted: let peer?): peer
             case .awaitingHello, .open, .broken: nil
             }
         }
@@ -116,6 +136,11 @@ final class DeliveryHandler: ChannelDuplexHandler {
             promise?.succeed()
             return
         }
+        if event is MessagesAdmitted {
+            if case .adopted(let peer, let window) = stage { startDelivering(peer, window, context: context) }
+            promise?.succeed()
+            return
+        }
         guard event is LinkAdopted else {
             context.triggerUserOutboundEvent(event, promise: promise)
             return
@@ -147,22 +172,50 @@ final class DeliveryHandler: ChannelDuplexHandler {
             context.fireChannelRead(data)
             return
         }
+        switch frame {
+        case .data, .fragment, .resourceOffer, .resourceWant, .resourceChunk, .resourceEnd, .streamOpen, .streamWant, .streamData, .streamEnd:
+            if case .adopted = stage {
+                early.append(frame)  // (and the link reads no more until the application may have it)
+            } else {
+                receive(frame, from: peer, context: context)
+            }
+        default:
+            context.fireChannelRead(data)
+        }
+    }
+
+    /// The application may have what the link brings: what waited goes first, then the link
+    /// reads again (unless that filled a stream).
+    private func startDelivering(_ peer: Peer, _ window: ReceiveWindows.Window, context: ChannelHandlerContext) {
+        stage = .delivering(peer, window)
+        let waiting = early
+        early = []
+        for frame in waiting {
+            guard case .delivering = stage else { break }  // it broke the protocol
+            receive(frame, from: peer, context: context)
+        }
+        acknowledgeDelivered(context: context)
+        if fullStreams == 0, readPending {
+            readPending = false
+            context.read()
+        }
+    }
+
+    /// A message, or a file's or a stream's frame, of the link's peer.
+    private func receive(_ frame: LinkMessage, from peer: Peer, context: ChannelHandlerContext) {
         let sequence: UInt64
         switch frame {
         case .data(let message): sequence = message.sequence
         case .fragment(let fragment): sequence = fragment.sequence
-        case .resourceOffer, .resourceWant, .resourceChunk, .resourceEnd, .streamOpen, .streamWant, .streamData, .streamEnd:
-            receiveOutsideSequence(frame, from: peer, context: context)
-            return
         default:
-            context.fireChannelRead(data)
+            receiveOutsideSequence(frame, from: peer, context: context)
             return
         }
         guard sequence > 0 else {
             receiveUnreliable(frame, from: peer, context: context)
             return
         }
-        guard case .adopted(_, let window) = stage else {
+        guard let window = stage.window else {
             fail(MultipeerError(
                 .outOfSequence, "peer \(peer.id) sent reliable message \(sequence) before this side said where to resume; the link is closed"),
                 context: context)
@@ -195,7 +248,7 @@ final class DeliveryHandler: ChannelDuplexHandler {
     /// keeps the link (the peer sends none before: it counts this side active only after the
     /// resume point).
     private func receiveOutsideSequence(_ frame: LinkMessage, from peer: Peer, context: ChannelHandlerContext) {
-        guard case .adopted = stage else {
+        guard stage.window != nil else {
             fail(MultipeerError(.outOfSequence, "peer \(peer.id) sent \(frame.frameType) before this side said where to resume; the link is closed"), context: context)
             return
         }
@@ -265,17 +318,21 @@ final class DeliveryHandler: ChannelDuplexHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if deliveredInBatch, case .adopted(let peer, let window) = stage {
-            deliveredInBatch = false
-            if let ack = inbox.windows.acknowledgement(in: window, incarnation: peer.incarnation) {
-                context.writeAndFlush(wrapOutboundOut(ack), promise: nil)
-            }
-        }
+        acknowledgeDelivered(context: context)
         context.fireChannelReadComplete()
     }
 
+    /// Acknowledges the reliable messages handed to the application since the last ACK.
+    private func acknowledgeDelivered(context: ChannelHandlerContext) {
+        guard deliveredInBatch, case .delivering(let peer, let window) = stage else { return }
+        deliveredInBatch = false
+        if let ack = inbox.windows.acknowledgement(in: window, incarnation: peer.incarnation) {
+            context.writeAndFlush(wrapOutboundOut(ack), promise: nil)
+        }
+    }
+
     func read(context: ChannelHandlerContext) {
-        if fullStreams > 0 {
+        if fullStreams > 0 || !early.isEmpty {
             readPending = true
         } else {
             context.read()

@@ -15,6 +15,10 @@ struct DeliveryAttached: Sendable {
     var link: LinkID
 }
 
+/// The application may have what this link brings (sent down the pipeline by the session once
+/// it has told of the peer's joining): until then the link holds the peer's messages, unread.
+struct MessagesAdmitted {}
+
 /// Fired inbound by ``LinkHandler`` when the peer's HELLO has arrived and been accepted.
 struct HelloCompleted {
     var remote: Hello
