@@ -59,7 +59,7 @@ import Testing
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
             // Refused, they try again at the longest backoff: short here, so the test is.
-            let patient = MultipeerSession.Reconnect(maximumDelay: TestTime.scaled(.seconds(2)))
+            let patient = ReconnectParameters(maximumDelay: TestTime.scaled(.seconds(2)))
             let outsider = MultipeerSession(configuration: .test("outsider", discovery: .staticPeers(["127.0.0.1:\(port)"])).with { $0.reconnect = patient }, identity: PeerIdentity())
             let bravo = MultipeerSession(
                 configuration: .test("bravo", discovery: .staticPeers(["127.0.0.1:\(port)"])).with { $0.reconnect = patient }, identity: member)

@@ -124,7 +124,7 @@ package struct PeerTableStateMachine: Sendable {
     }
 
     package let localPeerID: UUID
-    package let backoffParameters: Backoff.Parameters
+    package let backoffParameters: ReconnectParameters
 
     private var targets: [DialTarget.Key: DialTarget] = [:]
     /// Static endpoints whose peer identity a HELLO (or a self-connection) revealed.
@@ -147,7 +147,7 @@ package struct PeerTableStateMachine: Sendable {
     private var stopped = false
 
     /// - Parameter seed: Seeds the backoff jitter, so tests can repeat a run exactly.
-    package init(localPeerID: UUID, backoff: Backoff.Parameters = Backoff.Parameters(), seed: UInt64 = .random(in: 0...UInt64.max)) {
+    package init(localPeerID: UUID, backoff: ReconnectParameters = ReconnectParameters(), seed: UInt64 = .random(in: 0...UInt64.max)) {
         self.localPeerID = localPeerID
         self.backoffParameters = backoff
         self.random = SplitMix64(seed: seed)

@@ -150,7 +150,7 @@ package struct SessionStateMachine: Sendable {
     /// This device's key, named in a refusal by a peer's roster.
     private let localKey: PeerKey
     /// How redials back off (its maximum is named in a refusal).
-    private let backoff: Backoff.Parameters
+    private let backoff: ReconnectParameters
     package private(set) var lifecycle = Lifecycle.idle
     private var table: PeerTableStateMachine
     private var dials: [LinkID: Dial] = [:]
@@ -181,7 +181,7 @@ package struct SessionStateMachine: Sendable {
     ///   - port: The port configured (0: any the system chooses).
     ///   - seed: Seeds the backoff jitter, so tests can repeat a run exactly.
     package init(
-        localPeerID: UUID, localKey: PeerKey, backoff: Backoff.Parameters, roster: Roster?, keyCount: Int, port: Int = 0,
+        localPeerID: UUID, localKey: PeerKey, backoff: ReconnectParameters, roster: Roster?, keyCount: Int, port: Int = 0,
         seed: UInt64 = .random(in: 0...UInt64.max)
     ) {
         self.configuredPort = port
@@ -333,7 +333,7 @@ package struct SessionStateMachine: Sendable {
                 // Refused by the peer before it ever took the link: never joined, so never left.
                 actions += connectionFailed(link.address, MultipeerError(
                     .notInRoster,
-                    "peer \(link.peerID) at \(link.address) refused this device: its roster does not list this device's key \(localKey.fingerprint). It is dialled again only every \(backoff.maximum) or so, until its advert or this session's roster or keys change"),
+                    "peer \(link.peerID) at \(link.address) refused this device: its roster does not list this device's key \(localKey.fingerprint). It is dialled again only every \(backoff.maximumDelay) or so, until its advert or this session's roster or keys change"),
                     inbound: false, refusalOf: "\(link.peerID)", now: now)
             }
             actions.append(.detach(link.peerID, id))

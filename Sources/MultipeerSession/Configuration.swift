@@ -49,8 +49,8 @@ extension MultipeerSession {
         /// How often an idle link is pinged, and how long silence may last. Announced in HELLO;
         /// both sides use the stricter pair. Defaults 500 ms and 1.5 s.
         public var keepalive: KeepaliveParameters
-        /// When a lost peer is dialled again.
-        public var reconnect: Reconnect
+        /// When a lost peer is dialled again: 100 ms at first, growing by 1.6 to at most 10 s.
+        public var reconnect: ReconnectParameters
         /// How often a ``SessionEvent/stats(_:_:)`` event reports each active peer's link; nil for never. Default 5 s.
         public var statsInterval: Duration?
         /// Where the session logs, with `multipeer.*` metadata keys.
@@ -77,7 +77,7 @@ extension MultipeerSession {
         public init(
             serviceType: String, peer: PeerInfo, psk: PreSharedKey, roster: Roster? = nil, port: Int = 0, discovery: Discovery = .avahi(),
             limits: Limits = Limits(), keepalive: KeepaliveParameters = KeepaliveParameters(),
-            reconnect: Reconnect = Reconnect(), statsInterval: Duration? = .seconds(5), logger: Logger = Logger(label: "multipeer")
+            reconnect: ReconnectParameters = ReconnectParameters(), statsInterval: Duration? = .seconds(5), logger: Logger = Logger(label: "multipeer")
         ) {
             self.init(
                 serviceType: serviceType, peer: peer, keys: KeyRing(psk), roster: roster, port: port, discovery: discovery, limits: limits,
@@ -90,7 +90,7 @@ extension MultipeerSession {
         public init(
             serviceType: String, peer: PeerInfo, keys: KeyRing, roster: Roster? = nil, port: Int = 0, discovery: Discovery = .avahi(),
             limits: Limits = Limits(), keepalive: KeepaliveParameters = KeepaliveParameters(),
-            reconnect: Reconnect = Reconnect(), statsInterval: Duration? = .seconds(5), logger: Logger = Logger(label: "multipeer")
+            reconnect: ReconnectParameters = ReconnectParameters(), statsInterval: Duration? = .seconds(5), logger: Logger = Logger(label: "multipeer")
         ) {
             self.serviceType = serviceType
             self.peer = peer
@@ -223,37 +223,6 @@ extension MultipeerSession {
             self.maximumHandshakes = maximumHandshakes
             self.maximumInboundLinks = maximumInboundLinks
             self.goodbyeTimeout = goodbyeTimeout
-        }
-    }
-
-    /// When a lost peer is dialled again (by the side with the greater UUID): after a delay
-    /// that starts at ``initialDelay`` and grows by ``multiplier`` after each failed dial up to
-    /// ``maximumDelay``, each moved at random by up to ``jitter`` either way, so peers that lost
-    /// each other at one moment do not all dial at the next. A fresh announcement of the peer,
-    /// or a link that succeeds, starts again from the first delay. A peer refused for a reason
-    /// retrying cannot change (a roster, a key), or one that said GOODBYE because its session
-    /// stopped, is dialled only every ``maximumDelay`` until discovery announces it again.
-    public struct Reconnect: Sendable, Equatable {
-        /// The first delay. Default 100 ms.
-        public var initialDelay: Duration
-        /// Each delay is the previous one times this. Default 1.6.
-        public var multiplier: Double
-        /// Each delay is moved at random by up to this fraction either way. Default 0.2.
-        public var jitter: Double
-        /// No delay is longer than this (before jitter). Default 10 s.
-        public var maximumDelay: Duration
-
-        /// Redials after 100 ms growing by 1.6 to at most 10 s, each +-20 % at random, by default.
-        public init(initialDelay: Duration = .milliseconds(100), multiplier: Double = 1.6, jitter: Double = 0.2, maximumDelay: Duration = .seconds(10)) {
-            self.initialDelay = initialDelay
-            self.multiplier = multiplier
-            self.jitter = jitter
-            self.maximumDelay = maximumDelay
-        }
-
-        /// The same, as the session's core takes it.
-        var backoff: Backoff.Parameters {
-            Backoff.Parameters(initial: initialDelay, multiplier: multiplier, jitter: jitter, maximum: maximumDelay)
         }
     }
 }

@@ -10,6 +10,7 @@
 @_exported public import struct MultipeerCore.MultipeerError
 @_exported public import enum MultipeerCore.PeerLeftReason
 @_exported public import struct MultipeerCore.PeerKey
+@_exported public import struct MultipeerCore.ReconnectParameters
 @_exported public import struct MultipeerCore.Roster
 @_exported public import struct MultipeerTLS.PeerIdentity
 @_exported public import struct MultipeerTLS.KeyRing

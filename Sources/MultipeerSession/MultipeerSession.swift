@@ -116,7 +116,7 @@ public actor MultipeerSession {
         self.identity = identity
         self.incarnation = Self.nextIncarnation()
         self.core = SessionStateMachine(
-            localPeerID: identity.peerID, localKey: identity.key, backoff: configuration.reconnect.backoff,
+            localPeerID: identity.peerID, localKey: identity.key, backoff: configuration.reconnect,
             roster: configuration.roster, keyCount: configuration.keys.keys.count, port: configuration.port)
         var logger = configuration.logger
         logger[metadataKey: "multipeer.local.id"] = "\(identity.peerID)"

@@ -11,7 +11,7 @@ import Testing
     static let anyKey = try! PeerKey(rawRepresentation: [UInt8](repeating: 7, count: PeerKey.length))
 
     /// Backoff without jitter, so delays are exact.
-    static let steady = Backoff.Parameters(jitter: 0)
+    static let steady = ReconnectParameters(jitter: 0)
 
     static func hello(_ peerID: UUID, incarnation: UInt64 = 1) -> Hello {
         try! Hello(peerID: peerID, key: anyKey, incarnation: incarnation, displayName: "\(peerID.uuidString.prefix(2))")
@@ -41,7 +41,7 @@ import Testing
     }
 
     @Test func aFailedDialIsRetriedAfterTheDelayWhileThePeerIsAdvertised() {
-        var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Backoff.Parameters(initial: .milliseconds(250), jitter: 0))
+        var table = PeerTableStateMachine(localPeerID: Self.high, backoff: ReconnectParameters(initialDelay: .milliseconds(250), jitter: 0))
         guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
         #expect(table.linkClosed(link, error: MultipeerError(.connectionFailed, "refused")) == [.scheduleRedial(.peer(Self.low), after: .milliseconds(250))])
         guard case .dial? = table.redialDue(.peer(Self.low)).first else { Issue.record("redial"); return }
@@ -106,7 +106,7 @@ import Testing
         _ = table.linkEstablished(link, hello: Self.hello(Self.low))
         _ = table.linkAdmitted(link)
         #expect(table.linkClosed(link, goodbye: .shutdown) == [
-            .peerLeft(Self.hello(Self.low), .goodbye(.shutdown)), .scheduleRedial(.peer(Self.low), after: Self.steady.maximum),
+            .peerLeft(Self.hello(Self.low), .goodbye(.shutdown)), .scheduleRedial(.peer(Self.low), after: Self.steady.maximumDelay),
         ], "redialled only at the longest backoff")
         #expect(table.availability[Self.low]?.state == .discovered, "still advertised, for now")
         var back = Self.target(Self.low, port: 7001)
@@ -121,7 +121,7 @@ import Testing
             guard case .dial(let link, _)? = table.discovered(target).first else { Issue.record("dial"); return }
             _ = table.linkEstablished(link, hello: Self.hello(Self.low))
             _ = table.linkAdmitted(link)
-            #expect(table.linkClosed(link, goodbye: reason).contains(.scheduleRedial(key, after: Self.steady.initial)),
+            #expect(table.linkClosed(link, goodbye: reason).contains(.scheduleRedial(key, after: Self.steady.initialDelay)),
                     "\(key), \(reason): redialled from the first delay")
         }
     }

@@ -23,7 +23,7 @@ import Testing
     /// A running session of `local`, holding `keys` group keys; no jitter, so delays are exact.
     static func running(roster: Roster? = nil, keys: Int = 1) -> SessionStateMachine {
         var session = SessionStateMachine(
-            localPeerID: local, localKey: key(1), backoff: Backoff.Parameters(initial: .seconds(1), jitter: 0),
+            localPeerID: local, localKey: key(1), backoff: ReconnectParameters(initialDelay: .seconds(1), jitter: 0),
             roster: roster, keyCount: keys, seed: 1)
         try! session.begin()
         #expect(session.listening(on: 7000, now: start).isEmpty)
@@ -116,7 +116,7 @@ import Testing
         #expect(!session.carries(id), "never a link of the session")
         #expect(session.activePeers.isEmpty)
         guard case .schedule(.redial, let delay)? = actions.last else { Issue.record("dialled again, late"); return }
-        #expect(delay == Backoff.Parameters().maximum, "held at the longest backoff")
+        #expect(delay == ReconnectParameters().maximumDelay, "held at the longest backoff")
 
         let (again, _) = try #require(Self.dial(session.fired(.redial(.peer(Self.peer)), now: Self.start + delay)))
         guard case .refused(let second) = session.linkEstablished(again, hello: Self.hello(key: stranger), address: "a", now: Self.start + delay),
@@ -186,14 +186,14 @@ import Testing
     }
 
     @Test func itListensAgainWhereItListenedTheFirstTimeWhereTheSystemChose() {
-        var session = SessionStateMachine(localPeerID: Self.local, localKey: Self.key(1), backoff: Backoff.Parameters(), roster: nil, keyCount: 1)
+        var session = SessionStateMachine(localPeerID: Self.local, localKey: Self.key(1), backoff: ReconnectParameters(), roster: nil, keyCount: 1)
         try! session.begin()
         #expect(session.listenPort == (0, false), "the first time: the port configured (0, any), and a failure is the run's")
         _ = session.listening(on: 41_234, now: Self.start)
         _ = session.stopRunning(.suspended, now: Self.start)
         session.stoppedListening()
         #expect(session.listenPort == (41_234, true), "on resume: the one it had, or another if taken")
-        var fixed = SessionStateMachine(localPeerID: Self.local, localKey: Self.key(1), backoff: Backoff.Parameters(), roster: nil, keyCount: 1, port: 7000)
+        var fixed = SessionStateMachine(localPeerID: Self.local, localKey: Self.key(1), backoff: ReconnectParameters(), roster: nil, keyCount: 1, port: 7000)
         try! fixed.begin()
         _ = fixed.listening(on: 7000, now: Self.start)
         #expect(fixed.listenPort == (7000, true))
