@@ -17,7 +17,9 @@ import MultipeerTestSupport
 var options: [String: [String]] = [:]
 var arguments = CommandLine.arguments.dropFirst().makeIterator()
 while let key = arguments.next(), let value = arguments.next() {
-    options[key, default: []].append(value)
+    // (Not `options[key, default: []].append(value)`: in top-level async code that leaked the
+    // default's closure context, which LeakSanitizer reports once the process exits by itself.)
+    options[key] = (options[key] ?? []) + [value]
 }
 guard let keyFile = options["--psk-file"]?.first, let identityFile = options["--identity-file"]?.first else {
     FileHandle.standardError.write(Data("usage: multipeer-test-peer --psk-file FILE --identity-file FILE --name NAME [--port N] [--static HOST:PORT ...]\n".utf8))
