@@ -203,7 +203,8 @@ public actor MultipeerSession {
     /// ```swift
     /// func showAround(_ session: MultipeerSession) {
     ///     for peer in session.availablePeers {
-    ///         print(peer.displayName, peer.state, peer.key?.fingerprint ?? "not proven")
+    ///         let proven = peer.key != nil  // a HELLO proved who it is
+    ///         print(peer.displayName, peer.state, proven ? "proven" : "as its advert claims")
     ///     }
     /// }
     /// ```

@@ -12,6 +12,8 @@ import Testing
             serviceType: "_consumer._tcp", peer: PeerInfo(displayName: "one import"), psk: groupKey,
             limits: limits, keepalive: keepalive, reconnect: .init(initialDelay: .milliseconds(50)))
         #expect(configuration.limits.outbox.maximumCount == 16)
+        #expect(configuration.reconnect == ReconnectParameters(initialDelay: .milliseconds(50)))
+        #expect(MultipeerSession.protocolVersion == 2 && MultipeerSession.version.split(separator: ".").count == 3)
         #expect(PeerLeftReason.goodbye(.shutdown) != .keepaliveTimeout)
         #expect(LinkQuality().loss == 0)
         #expect(configuration.limits.maximumMessageLength == 128 << 20)
