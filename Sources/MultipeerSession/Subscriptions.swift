@@ -121,7 +121,7 @@ final class Subscriptions: Sendable {
             guard !state.finished else { return buffer.finish() }
             // (Nobody reads the stream yet: these wake no reader.)
             if let port = state.port { _ = buffer.offerShedding(.listening(port: port), expendable: Self.isStats) }
-            for peer in state.active.values.sorted(by: { $0.id.uuidString < $1.id.uuidString }) {
+            for peer in Self.sorted(state.active) {
                 _ = buffer.offerShedding(.peerJoined(peer), expendable: Self.isStats)
             }
             for peer in Self.sorted(state.available) { _ = buffer.offerShedding(.availablePeerChanged(peer), expendable: Self.isStats) }
@@ -346,14 +346,14 @@ final class Subscriptions: Sendable {
     /// Ends every stream (the session has stopped); readers still get what is buffered.
     /// The active peers, as the events so far say (by peer ID): what ``MultipeerSession/activePeers`` reads.
     var activePeers: [Peer] {
-        state.withLockedValue { $0.active.values.sorted { $0.id.uuidString < $1.id.uuidString } }
+        Self.sorted(state.withLockedValue { $0.active })
     }
 
     /// The peers known, as the events so far say: what ``MultipeerSession/availablePeers`` reads.
     var availablePeers: [AvailablePeer] { Self.sorted(state.withLockedValue { $0.available }) }
 
-    /// In order of peer ID.
-    private static func sorted(_ peers: [UUID: AvailablePeer]) -> [AvailablePeer] {
+    /// In order of peer ID (its bytes, as its string sorts), active or available peers alike.
+    private static func sorted<P: Identifiable>(_ peers: [UUID: P]) -> [P] where P.ID == UUID {
         peers.values.sorted { $1.id.isGreater(than: $0.id) }
     }
 
