@@ -456,6 +456,11 @@ public struct ResourceResults: Codable, Sendable {
         /// The same file copied on this machine's disk into a fresh file and synced, MB/s: the
         /// ceiling the receiver's writes put on the transfer (nil in results from before it was measured).
         public var diskMegabytesPerSecond: Double?
+        /// CPU of this process (both ends) per MiB of the file from the offer to the end, in ms
+        /// (nil in results from before it was measured).
+        public var cpuMillisecondsPerMiB: Double?
+        /// CPU of this process per MiB of the 64 MiB messages, in ms (nil likewise).
+        public var messagesCPUMillisecondsPerMiB: Double?
 
         public init(bytes: Int, hashMegabytesPerSecond: Double, transferMegabytesPerSecond: Double, messagesMegabytesPerSecond: Double, peakRSSGrowthMiB: Double) {
             self.bytes = bytes

@@ -479,19 +479,23 @@ func measureResources(sizes: [Int]) async throws -> ResourceResults {
         let disk = try diskRate(copying: file)
         let inbox = scratch.appendingPathComponent("inbox")
         var transfer = try await withResourcePair(receivingInto: inbox) { receiver, sender in
-            let ((started, hashed, done), growth) = try await peakMemoryGrowth {
+            let ((started, hashed, done, cpu), growth) = try await peakMemoryGrowth {
                 let started = ContinuousClock.now
                 let outgoing = try await sender.sendResource(at: file, to: receiver.peerID)
                 let hashed = ContinuousClock.now
+                let cpuAtOffer = Bench.cpuSeconds()
                 try await outgoing.completion()
-                return (started, hashed, ContinuousClock.now)
+                return (started, hashed, ContinuousClock.now, Bench.cpuSeconds() - cpuAtOffer)
             }
-            return ResourceResults.Transfer(
+            var transfer = ResourceResults.Transfer(
                 bytes: size, hashMegabytesPerSecond: Double(size) / 1e6 / (hashed - started).seconds,
                 transferMegabytesPerSecond: Double(size) / 1e6 / (done - hashed).seconds, messagesMegabytesPerSecond: messagesRate,
                 peakRSSGrowthMiB: growth)
+            transfer.cpuMillisecondsPerMiB = cpu * 1e3 / Double(size >> 20)
+            return transfer
         }
         transfer.diskMegabytesPerSecond = disk
+        transfer.messagesCPUMillisecondsPerMiB = messages.cpuMicrosecondsPerMessage / 1e3 / 64
         try? FileManager.default.removeItem(at: file)
         try? FileManager.default.removeItem(at: inbox)
         transfers.append(transfer)
@@ -499,6 +503,8 @@ func measureResources(sizes: [Int]) async throws -> ResourceResults {
         print(String(format: "  %5d MiB: hashed at %.0f MB/s, sent at %.0f MB/s (%.0f %% of the messages'), peak memory +%.1f MiB",
                      size >> 20, transfer.hashMegabytesPerSecond, transfer.transferMegabytesPerSecond, transfer.shareOfMessages * 100,
                      transfer.peakRSSGrowthMiB))
+        print(String(format: "  %5d MiB: CPU %.2f ms a MiB, both ends (the messages: %.2f ms)",
+                     size >> 20, transfer.cpuMillisecondsPerMiB ?? 0, transfer.messagesCPUMillisecondsPerMiB ?? 0))
     }
     // 1 KiB messages every 2 ms while 64 MiB files go one after another to the same peer.
     let file = try makeFile(64 << 20, in: scratch)

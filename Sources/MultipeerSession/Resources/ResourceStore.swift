@@ -1,5 +1,4 @@
 import Crypto
-import Dispatch
 import Foundation
 import Glibc
 import MultipeerCore
@@ -12,11 +11,14 @@ import NIOCore
 ///
 /// Its own files are in `.multipeer-resources/` inside the directory:
 /// - `<sender peer ID>-<SHA-256>.partial`: the bytes received so far of the file with that hash
-///   from that sender; `.json` beside it, the offer; and `.blocks`, the SHA-256 of each
-///   ``blockLength`` bytes of it written, 32 bytes each, appended as each block is written.
-///   On a restart, every block is checked against its hash, so the log needs no sync of its
-///   own: a block that did not reach the disk (the machine lost power) fails its check, and it
-///   and what follows it are received again. A process that was killed loses nothing written.
+///   from that sender; `.json` beside it, the offer; and `.blocks`, the SHA-256 of the file's
+///   first block, of its first two blocks, and so on (``blockLength`` bytes each), 32 bytes
+///   each, appended as each block is written. They are the whole file's hash taken so far, read
+///   at each block's end, so each byte is hashed once for both. On a restart, the partial file
+///   is hashed again from its start and checked at each block's end, so the log needs no sync
+///   of its own: a block that did not reach the disk (the machine lost power) fails its check,
+///   and it and what follows it are received again. A process that was killed loses nothing
+///   written.
 /// - `<SHA-256>.complete`: the name of a file received whole with that hash, so that an offer of
 ///   the same file (from any sender) is taken at once from the copy there, once its bytes are
 ///   checked.
@@ -178,9 +180,8 @@ final class PartialResource {
     private var descriptor: Int32 = -1
     /// The block log, open for appending.
     private var blockLog: Int32 = -1
-    /// The hash of everything written, taken beside the writes (``WholeHash``).
-    private let whole = WholeHash()
-    private var blockHasher = SHA256()
+    /// The hash of everything written; read at each block's end for the block log.
+    private var hasher = SHA256()
 
     init(store: ResourceStore, offer: ResourceOffer, sender: UUID, complete: URL) throws(ResourceStoreFailure) {
         self.store = store
@@ -229,22 +230,22 @@ final class PartialResource {
         if blockLog >= 0 { close(blockLog) }
     }
 
-    /// Reads the partial file block by block while each has the hash logged for it: those bytes
-    /// are held (and hashed for the whole); the first that does not match, and all after it,
-    /// are not.
+    /// Reads the partial file block by block while the hash of everything up to each block's
+    /// end is the one logged for it: those bytes are held (and hashed); the first block that
+    /// does not match, and all after it, are not.
     private func verify(logged: Data) {
         guard let partial else { return }
         let count = logged.count / 32
-        var total = SHA256()
         var verified = 0
         struct Mismatch: Error {}
         try? ResourceStore.read(partial, length: UInt64(count) * ResourceStore.blockLength) { block in
+            var through = hasher
+            through.update(bufferPointer: block)
             let expected = logged[logged.startIndex + verified * 32..<logged.startIndex + verified * 32 + 32]
-            guard Array(SHA256.hash(data: block)) == Array(expected) else { throw Mismatch() }
-            total.update(bufferPointer: block)
+            guard through.finalize().elementsEqual(expected) else { throw Mismatch() }
+            hasher = through
             verified += 1
         }
-        whole.start(from: total)
         held = UInt64(verified) * ResourceStore.blockLength
     }
 
@@ -261,25 +262,27 @@ final class PartialResource {
                 guard count > 0 else { return ResourceStoreFailure.errno("cannot write \(partial!.path)") }
                 done += count
             }
-            // Each block's hash as blocks fill (the whole file's is taken beside: below).
+            // The hash so far, logged at each block's end.
             var rest = UnsafeRawBufferPointer(raw)
             var position = held
             while !rest.isEmpty {
                 let room = Int(ResourceStore.blockLength - position % ResourceStore.blockLength)
                 let piece = UnsafeRawBufferPointer(rebasing: rest.prefix(room))
-                blockHasher.update(bufferPointer: piece)
+                hasher.update(bufferPointer: piece)
                 position += UInt64(piece.count)
                 if position % ResourceStore.blockLength == 0 {
-                    let digest = Array(blockHasher.finalize())
-                    blockHasher = SHA256()
-                    guard Glibc.write(blockLog, digest, 32) == 32 else { return ResourceStoreFailure.errno("cannot write \(blocksFile!.path)") }
+                    let written = hasher.finalize().withUnsafeBytes { Glibc.write(blockLog, $0.baseAddress, 32) }
+                    guard written == 32 else { return ResourceStoreFailure.errno("cannot write \(blocksFile!.path)") }
+                    // The block goes to the disk now, so that the sync at the end finds little
+                    // left to write and a large file never has much unwritten: on Linux this
+                    // advice starts the block's writeback (and lets go of its pages once written).
+                    _ = posix_fadvise(descriptor, off_t(position - ResourceStore.blockLength), off_t(ResourceStore.blockLength), POSIX_FADV_DONTNEED)
                 }
                 rest = UnsafeRawBufferPointer(rebasing: rest.dropFirst(piece.count))
             }
             return nil
         }
         if let failure { throw failure }
-        whole.update(bytes)
         held += UInt64(bytes.readableBytes)
     }
 
@@ -289,7 +292,7 @@ final class PartialResource {
     func finish() throws(ResourceStoreFailure) -> URL {
         if let existing { return existing }
         precondition(held == offer.length, "a resource is finished once written whole")
-        guard whole.finalize() == offer.sha256 else {
+        guard hasher.finalize().elementsEqual(offer.sha256) else {
             discard()
             throw ResourceStoreFailure(.hashMismatch, "the \(offer.length) bytes received of \(offer.name) do not have the offered SHA-256")
         }
@@ -314,35 +317,5 @@ final class PartialResource {
         try? FileManager.default.removeItem(at: partial)
         try? FileManager.default.removeItem(at: recordFile)
         try? FileManager.default.removeItem(at: blocksFile)
-    }
-}
-
-
-/// The SHA-256 of a whole file being written, taken on a queue of its own while the next bytes
-/// are written and their blocks hashed: the receiver hashes every byte twice (for the file and
-/// for its block), and this way on two cores at once. At most one piece waits to be hashed, so
-/// it holds no more than one chunk beyond what the writes hold.
-final class WholeHash: @unchecked Sendable {  // (`hasher` only on `queue`, or before the first update)
-    private let queue = DispatchQueue(label: "multipeer.resource.hash")
-    private let idle = DispatchSemaphore(value: 1)
-    private var hasher = SHA256()
-
-    /// Starts from what was hashed already (a resumed file's verified part).
-    func start(from hasher: SHA256) {
-        self.hasher = hasher
-    }
-
-    /// Hashes `bytes` next, once the piece before is hashed.
-    func update(_ bytes: ByteBuffer) {
-        idle.wait()
-        queue.async {
-            bytes.withUnsafeReadableBytes { self.hasher.update(bufferPointer: $0) }
-            self.idle.signal()
-        }
-    }
-
-    /// The hash of everything given, once it is all hashed.
-    func finalize() -> [UInt8] {
-        queue.sync { Array(hasher.finalize()) }
     }
 }
