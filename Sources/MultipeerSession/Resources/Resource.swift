@@ -64,7 +64,7 @@ public final class OutgoingResource: Sendable {
 
     /// Returns once the receiver holds the whole file, its hash checked; throws the
     /// `MultipeerError` that ended the transfer otherwise. Cancelling the waiting task stops
-    /// the wait, not the transfer (``cancel()`` does).
+    /// the wait (it throws `CancellationError`), not the transfer (``cancel()`` does).
     public func completion() async throws {
         try await outcome.value()
     }
@@ -119,7 +119,9 @@ public final class IncomingResource: Sendable {
     }
 
     /// The file, in place in the resource directory, once it has arrived whole with its hash
-    /// checked; throws the `MultipeerError` that ended the transfer otherwise.
+    /// checked; throws the `MultipeerError` that ended the transfer otherwise. Cancelling the
+    /// waiting task stops the wait (it throws `CancellationError`), not the transfer
+    /// (``cancel()`` does).
     public func file() async throws -> URL {
         try await outcome.value()
     }
@@ -131,32 +133,60 @@ public final class IncomingResource: Sendable {
     }
 }
 
-/// How a transfer ended, once it has: awaited by any number of tasks.
+/// How a transfer ended, once it has: awaited by any number of tasks. A waiting task that is
+/// cancelled stops waiting (`CancellationError`); the transfer goes on.
 final class ResourceOutcome<Value: Sendable>: Sendable {
-    private let state = NIOLockedValueBox<(result: Result<Value, MultipeerError>?, waiting: [UnsafeContinuation<Result<Value, MultipeerError>, Never>])>((nil, []))
+    /// A waiter is resumed with the outcome, or with nil when its task was cancelled.
+    private typealias Waiter = UnsafeContinuation<Result<Value, MultipeerError>?, Never>
+    private struct State {
+        var result: Result<Value, MultipeerError>?
+        var waiting: [Int: Waiter] = [:]
+        /// Waiters whose task was cancelled before they began to wait.
+        var cancelled: Set<Int> = []
+        var nextWaiter = 0
+    }
+    private let state = NIOLockedValueBox(State())
 
     /// Sets the outcome (the first one set stays) and wakes the waiting.
     func resolve(_ result: Result<Value, MultipeerError>) {
-        let waiting = state.withLockedValue { state -> [UnsafeContinuation<Result<Value, MultipeerError>, Never>] in
+        let waiting = state.withLockedValue { state -> [Waiter] in
             guard state.result == nil else { return [] }
             state.result = result
-            defer { state.waiting = [] }
-            return state.waiting
+            defer { state.waiting = [:] }
+            return Array(state.waiting.values)
         }
         for continuation in waiting { continuation.resume(returning: result) }
     }
 
     var isResolved: Bool { state.withLockedValue { $0.result != nil } }
 
-    func value() async throws(MultipeerError) -> Value {
-        let result = await withUnsafeContinuation { continuation in
-            let ready = state.withLockedValue { state -> Result<Value, MultipeerError>? in
-                if let result = state.result { return result }
-                state.waiting.append(continuation)
+    /// The outcome, once there is one: the value, or the `MultipeerError` that ended the
+    /// transfer; `CancellationError` if the waiting task is cancelled first.
+    func value() async throws -> Value {
+        let id = state.withLockedValue { state in
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
+        let result = await withTaskCancellationHandler {
+            await withUnsafeContinuation { (continuation: Waiter) in
+                let ready = state.withLockedValue { state -> Result<Value, MultipeerError>?? in
+                    if state.cancelled.remove(id) != nil { return .some(nil) }
+                    if let result = state.result { return .some(result) }
+                    state.waiting[id] = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        } onCancel: {
+            let waiter = state.withLockedValue { state -> Waiter? in
+                if let waiter = state.waiting.removeValue(forKey: id) { return waiter }
+                // Not waiting yet (or woken already): the wait, if it begins, ends at once.
+                if state.result == nil { state.cancelled.insert(id) }
                 return nil
             }
-            if let ready { continuation.resume(returning: ready) }
+            waiter?.resume(returning: nil)
         }
+        guard let result else { throw CancellationError() }
         return try result.get()
     }
 }

@@ -180,7 +180,7 @@ final class Resources: Sendable {
                 guard state.incoming.keys.count(where: { $0.peer == peer.id }) < Self.maximumIncomingPerPeer else {
                     return .end(.refused, "\(Self.maximumIncomingPerPeer) transfers from this peer are under way")
                 }
-                let transfer = IncomingTransfer(offer: offer, sender: peer.id) { [weak self] reason in
+                let transfer = IncomingTransfer(offer: offer, sender: peer.id, on: channel) { [weak self] reason in
                     self?.state.withLockedValue { state in
                         if let reason { state.remember(key, endedFor: reason) } else { state.incoming.removeValue(forKey: key) }
                     }
@@ -201,11 +201,11 @@ final class Resources: Sendable {
                     "multipeer.peer.id": "\(peer.id)", "multipeer.resource": "\(offer.name)"])
             }
             guard let first = superseded.first else {
-                transfer.begin(in: store, on: channel)
+                transfer.begin(in: store)
                 return
             }
             // One at a time, each after its last write; then the new transfer opens the file.
-            let chain = superseded.dropFirst().reduce({ transfer.begin(in: store, on: channel) } as @Sendable () -> Void) { next, old in
+            let chain = superseded.dropFirst().reduce({ transfer.begin(in: store) } as @Sendable () -> Void) { next, old in
                 { old.supersede(then: next) }
             }
             first.supersede(then: chain)
@@ -514,17 +514,20 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` and `writeFai
     /// Told how the transfer ended: the reason its END gave, or nil if it ended with the session.
     private let onFinish: @Sendable (ResourceEndReason?) -> Void
 
-    init(offer: ResourceOffer, sender: UUID, onFinish: @escaping @Sendable (ResourceEndReason?) -> Void) {
+    /// A transfer offered on `channel`, which carries what it says (its END too) from the start:
+    /// the application may cancel it as soon as it is announced, before the store is open.
+    init(offer: ResourceOffer, sender: UUID, on channel: any Channel, onFinish: @escaping @Sendable (ResourceEndReason?) -> Void) {
         self.offer = offer
         self.sender = sender
         self.onFinish = onFinish
-        state = NIOLockedValueBox((ResourceReceiveStateMachine(offer: offer, window: Resources.window), nil))
+        state = NIOLockedValueBox((ResourceReceiveStateMachine(offer: offer, window: Resources.window), channel))
         (progress, reporter) = ProgressReporter.make(total: offer.length)
     }
 
-    /// Opens the store's partial file (or finds a complete copy) and says where to begin.
-    func begin(in store: ResourceStore, on channel: any Channel) {
-        state.withLockedValue { $0.channel = channel }
+    /// Opens the store's partial file (or finds a complete copy) and says where to begin, on
+    /// the link the transfer has now (another than it was offered on, if that one went and the
+    /// sender offered it again meanwhile).
+    func begin(in store: ResourceStore) {
         queue.async {
             do throws(ResourceStoreFailure) {
                 let partial = try store.open(self.offer, from: self.sender)

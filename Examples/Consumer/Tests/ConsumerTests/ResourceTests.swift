@@ -3,7 +3,8 @@ import MultipeerSession
 import Testing
 
 /// Files between two sessions, through the public API: sent whole with progress, refused by a
-/// session without a resource directory, cancelled from either side with the other told why.
+/// session without a resource directory, cancelled from either side with the other told why,
+/// and waited for by a task that may be cancelled without ending the transfer.
 @Suite struct ResourceTests {
     /// A directory of its own for a test, removed afterwards.
     struct Scratch: ~Copyable {
@@ -46,10 +47,11 @@ import Testing
         let source = try scratch.file("weather chart.pdf", length: 5 << 20)
         try await Self.withReceiver(directory: inbox) { receiver, sender in
             let notes = receiver.messages(of: Note.self)
-            let transfer = try await sender.sendResource(at: source, metadata: ["entry": "42"], to: receiver.peerID)
+            let transfer = try await within(30, "the file to be offered") {
+                try await sender.sendResource(at: source, metadata: ["entry": "42"], to: receiver.peerID)
+            }
             #expect(transfer.length == 5 << 20 && transfer.name == "weather chart.pdf")
-            var incoming = receiver.incomingResources.makeAsyncIterator()
-            let arriving = try #require(await incoming.next())
+            let arriving = try #require(try await within(30, "the file to be announced") { await receiver.incomingResources.first { _ in true } })
             #expect(arriving.name == "weather chart.pdf" && arriving.length == 5 << 20 && arriving.sender.id == sender.peerID)
             #expect(arriving.metadata == ["entry": "42"] && arriving.sha256 == transfer.sha256)
             // A message sent now is not held behind the file.
@@ -100,10 +102,9 @@ import Testing
         let inbox = scratch.url.appendingPathComponent("inbox")
         let source = try scratch.file("track.gpx", length: 64 << 20)
         try await Self.withReceiver(directory: inbox) { receiver, sender in
-            var incoming = receiver.incomingResources.makeAsyncIterator()
             for cancelledBySender in [true, false] {
-                let transfer = try await sender.sendResource(at: source, to: receiver.peerID)
-                let arriving = try #require(await incoming.next())
+                let transfer = try await within(30, "the file to be offered") { try await sender.sendResource(at: source, to: receiver.peerID) }
+                let arriving = try #require(try await within(30, "the file to be announced") { await receiver.incomingResources.first { _ in true } })
                 if cancelledBySender { transfer.cancel() } else { arriving.cancel() }
                 let senderError = try await within(30, "the sender's end") { () -> MultipeerError? in
                     do { try await transfer.completion() } catch let error as MultipeerError { return error }
@@ -119,6 +120,25 @@ import Testing
             }
             let left = try FileManager.default.contentsOfDirectory(atPath: inbox.path).filter { !$0.hasPrefix(".") }
             #expect(left.isEmpty, "nothing of a cancelled file is put in place: \(left)")
+        }
+    }
+
+    /// Cancelling the task that waits for a transfer stops the wait, not the transfer: here the
+    /// receiver is in the background, so the transfer waits for it, and goes on once it is back.
+    @Test func cancellingTheWaitStopsTheWaitNotTheTransfer() async throws {
+        let scratch = try Scratch()
+        let inbox = scratch.url.appendingPathComponent("inbox")
+        let source = try scratch.file("approach.pdf", length: 1 << 20)
+        try await Self.withReceiver(directory: inbox) { receiver, sender in
+            await receiver.suspend()
+            let transfer = try await within(30, "the file to be offered") { try await sender.sendResource(at: source, to: receiver.peerID) }
+            let waiting = Task { try await transfer.completion() }
+            waiting.cancel()
+            await #expect(throws: CancellationError.self, "the wait stops") { try await waiting.value }
+            await receiver.resume()
+            try await within(60, "the transfer to complete once the receiver is back") { try await transfer.completion() }
+            let file = try await within(60, "the file") { try await receiver.incomingResources.first { _ in true }?.file() }
+            #expect(try Data(contentsOf: try #require(file)) == Data(contentsOf: source))
         }
     }
 }
