@@ -136,26 +136,20 @@ public final class IncomingResource: Sendable {
 /// How a transfer ended, once it has: awaited by any number of tasks. A waiting task that is
 /// cancelled stops waiting (`CancellationError`); the transfer goes on.
 final class ResourceOutcome<Value: Sendable>: Sendable {
-    /// A waiter is resumed with the outcome, or with nil when its task was cancelled.
-    private typealias Waiter = UnsafeContinuation<Result<Value, MultipeerError>?, Never>
     private struct State {
         var result: Result<Value, MultipeerError>?
-        var waiting: [Int: Waiter] = [:]
-        /// Waiters whose task was cancelled before they began to wait.
-        var cancelled: Set<Int> = []
-        var nextWaiter = 0
+        var waiting = Waiters()
     }
     private let state = NIOLockedValueBox(State())
 
     /// Sets the outcome (the first one set stays) and wakes the waiting.
     func resolve(_ result: Result<Value, MultipeerError>) {
-        let waiting = state.withLockedValue { state -> [Waiter] in
+        let waiting = state.withLockedValue { state -> [UnsafeContinuation<Void, Never>] in
             guard state.result == nil else { return [] }
             state.result = result
-            defer { state.waiting = [:] }
-            return Array(state.waiting.values)
+            return state.waiting.takeAll()
         }
-        for continuation in waiting { continuation.resume(returning: result) }
+        for continuation in waiting { continuation.resume() }
     }
 
     var isResolved: Bool { state.withLockedValue { $0.result != nil } }
@@ -163,30 +157,20 @@ final class ResourceOutcome<Value: Sendable>: Sendable {
     /// The outcome, once there is one: the value, or the `MultipeerError` that ended the
     /// transfer; `CancellationError` if the waiting task is cancelled first.
     func value() async throws -> Value {
-        let id = state.withLockedValue { state in
-            state.nextWaiter += 1
-            return state.nextWaiter
-        }
-        let result = await withTaskCancellationHandler {
-            await withUnsafeContinuation { (continuation: Waiter) in
-                let ready = state.withLockedValue { state -> Result<Value, MultipeerError>?? in
-                    if state.cancelled.remove(id) != nil { return .some(nil) }
-                    if let result = state.result { return .some(result) }
-                    state.waiting[id] = continuation
-                    return nil
+        let id = UUID()
+        await withTaskCancellationHandler {
+            await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+                let now = state.withLockedValue { state -> Bool in
+                    if state.result != nil || Task.isCancelled { return true }
+                    state.waiting.add(id, continuation)
+                    return false
                 }
-                if let ready { continuation.resume(returning: ready) }
+                if now { continuation.resume() }
             }
         } onCancel: {
-            let waiter = state.withLockedValue { state -> Waiter? in
-                if let waiter = state.waiting.removeValue(forKey: id) { return waiter }
-                // Not waiting yet (or woken already): the wait, if it begins, ends at once.
-                if state.result == nil { state.cancelled.insert(id) }
-                return nil
-            }
-            waiter?.resume(returning: nil)
+            state.withLockedValue { $0.waiting.take(id) }?.resume()
         }
-        guard let result else { throw CancellationError() }
+        guard let result = state.withLockedValue({ $0.result }) else { throw CancellationError() }
         return try result.get()
     }
 }

@@ -238,25 +238,6 @@ final class StreamCore: Sendable {
     }
 }
 
-/// Tasks waiting on a stream, each until it is woken or its task is cancelled.
-struct Waiters {
-    private var waiting: [(id: UUID, continuation: UnsafeContinuation<Void, Never>)] = []
-
-    mutating func add(_ id: UUID, _ continuation: UnsafeContinuation<Void, Never>) {
-        waiting.append((id, continuation))
-    }
-
-    mutating func take(_ id: UUID) -> UnsafeContinuation<Void, Never>? {
-        guard let index = waiting.firstIndex(where: { $0.id == id }) else { return nil }
-        return waiting.remove(at: index).continuation
-    }
-
-    mutating func takeAll() -> [UnsafeContinuation<Void, Never>] {
-        defer { waiting = [] }
-        return waiting.map(\.continuation)
-    }
-}
-
 extension ByteStreamStateMachine {
     /// Throws what ended the stream, or `invalidArgument` once its application ended its direction.
     fileprivate func writable(for stream: StreamCore) throws(MultipeerError) {
