@@ -51,6 +51,9 @@ public actor NavlogNode: Service {
         files = NavlogFiles(databasePath: store.path)
         var configuration = configuration
         configuration.resourceDirectory = files.incoming
+        // The one message type it reads, said to every peer: a peer running a later build
+        // sends it nothing else (NAVLOG.md, 4).
+        configuration.messageTypes = [NavlogMessage.self]
         self.session = MultipeerSession(configuration: configuration, identity: identity)
         let log = try store.log()
         self.clock = HybridLogicalClock(latest: log.entries.values.map(\.timestamp).max() ?? HLCTimestamp(rawValue: 0))
@@ -349,9 +352,12 @@ public actor NavlogNode: Service {
             subscriptions.continuation.yield(.error(code: "messageRejected", message: "\(peer.displayName) could not decode the \(type) numbered \(sequence) that this host sent: \(reason)"))
         case .advertisingFailed(let error):
             subscriptions.continuation.yield(.error(code: error.code.description, message: "advertising failed: \(error)"))
-        case .messageHeld(let type, let peer):
-            // This host subscribes to its one message type before it runs: anything else is foreign.
+        case .messageHeld(let type, let peer), .messageNotRead(let type, let peer):
+            // Its one message type is declared and subscribed to before it runs: anything else
+            // is foreign, refused as it arrives (and its sender told).
             subscriptions.continuation.yield(.error(code: "unknownMessageType", message: "\(peer.displayName) sent a \(type), which navlog-sync does not know"))
+        case .broadcastSkipped(let peer, let type, let error):
+            subscriptions.continuation.yield(.error(code: error.code.description, message: "a \(type) did not go to \(peer.displayName): \(error)"))
         case .heldMessagesFull(let type, let peer):
             subscriptions.continuation.yield(.error(code: "heldMessagesFull", message: "\(peer.displayName) sent more \(type) messages than are held for a first subscriber: its link waits"))
         case .messagesDropped(let type, let count, let reason):

@@ -40,6 +40,8 @@ package struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConv
     package static let streamData = FrameType(rawValue: 16)
     /// A stream ended before both its directions finished, and why.
     package static let streamEnd = FrameType(rawValue: 17)
+    /// The message types the sender's application reads, announced anew.
+    package static let types = FrameType(rawValue: 18)
 
     package var description: String {
         switch self {
@@ -60,6 +62,7 @@ package struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConv
         case .streamWant: "STREAM_WANT"
         case .streamData: "STREAM_DATA"
         case .streamEnd: "STREAM_END"
+        case .types: "TYPES"
         default: "type \(rawValue)"
         }
     }

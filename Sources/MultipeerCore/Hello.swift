@@ -40,7 +40,12 @@ package struct Hello: Hashable, Sendable {
     /// only messages that fit one DATA frame.
     package var maximumMessageLength: Int?
     /// What the sender takes beyond messages (``Features``); empty in a HELLO without the field.
+    /// The bit of ``Features/messageTypes`` is not kept here: ``reads`` says it.
     package var features: Features = []
+    /// The message types the sender's application reads, if it says (``Features/messageTypes``):
+    /// a peer sends it no other type. Nil: it reads every type (an earlier release, or an
+    /// application that declared none).
+    package var reads: MessageTypeList?
 
     /// What a side takes beyond messages, a bit each (docs/PROTOCOL.md, 3).
     package struct Features: OptionSet, Hashable, Sendable {
@@ -50,8 +55,11 @@ package struct Hello: Hashable, Sendable {
         package static let resources = Features(rawValue: 1)
         /// Streams: ordered byte streams both ways, resumed across links (STREAM_ frames, 3d).
         package static let streams = Features(rawValue: 2)
+        /// Message types: the message types the sender reads follow the features field, and
+        /// TYPES frames announce them anew (3e). Set exactly when ``Hello/reads`` is not nil.
+        package static let messageTypes = Features(rawValue: 4)
         /// Every feature this version knows.
-        package static let known: Features = [.resources, .streams]
+        package static let known: Features = [.resources, .streams, .messageTypes]
     }
 
     /// The sender's signature (``signed(exporter:side:sign:)``); empty until signed.
@@ -206,7 +214,9 @@ extension Hello {
         buffer.writeInteger(UInt32(maximumFrameLength))
         if let maximumMessageLength {
             buffer.writeInteger(UInt64(maximumMessageLength))
+            let features = reads == nil ? features.subtracting(.messageTypes) : features.union(.messageTypes)
             if !features.isEmpty { buffer.writeInteger(features.rawValue) }
+            reads?.encode(into: &buffer)
         }
     }
 
@@ -246,6 +256,8 @@ extension Hello {
         let features = maximumMessageLength != nil && buffer.readableBytes >= 4
             ? Features(rawValue: try buffer.readField(UInt32.self, "features", in: .hello)).intersection(.known)
             : []
+        // The message types the sender reads follow the features that announce them.
+        let reads = features.contains(.messageTypes) ? try MessageTypeList(decoding: &buffer, in: .hello) : nil
         do {
             try self.init(
                 protocolVersion: version, peerID: peerID, key: key, incarnation: incarnation,
@@ -255,7 +267,8 @@ extension Hello {
         } catch let error as MultipeerError {
             throw MultipeerError(.malformedMessage, "HELLO is malformed: \(error.message)")
         }
-        self.features = features
+        self.features = features.subtracting(.messageTypes)
+        self.reads = reads
         self.signature = signature
     }
 }

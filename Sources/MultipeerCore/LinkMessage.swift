@@ -95,6 +95,9 @@ package enum LinkMessage: Hashable, Sendable {
     indirect case streamData(StreamData)
     /// A stream ended before both its directions finished.
     indirect case streamEnd(StreamEnd)
+    /// The message types the sender's application reads from now on (docs/PROTOCOL.md 3e); nil:
+    /// every type.
+    indirect case types(MessageTypeList?)
     /// A frame type this version does not know; receivers ignore it.
     case unknown(FrameType)
 
@@ -244,6 +247,15 @@ extension LinkMessage {
             let text = try value.readShortString("text", in: .streamEnd)
             try Self.expectEnd(of: value, .streamEnd)
             self = .streamEnd(StreamEnd(id: id, reason: StreamEndReason(rawValue: reason), text: text))
+        case .types:
+            // An empty value: every type; else the list as HELLO carries it.
+            guard value.readableBytes > 0 else {
+                self = .types(nil)
+                return
+            }
+            let list = try MessageTypeList(decoding: &value, in: .types)
+            try Self.expectEnd(of: value, .types)
+            self = .types(list)
         default:
             self = .unknown(frame.type)
         }
@@ -282,6 +294,7 @@ extension LinkMessage {
         case .streamWant: .streamWant
         case .streamData: .streamData
         case .streamEnd: .streamEnd
+        case .types: .types
         case .unknown(let type): type
         }
     }
@@ -362,6 +375,8 @@ extension LinkMessage {
             buffer.writeUUID(end.id)
             buffer.writeInteger(end.reason.rawValue)
             buffer.writeShortText(end.text)
+        case .types(let list):
+            list?.encode(into: &buffer)
         case .unknown:
             break
         }

@@ -82,6 +82,10 @@ public struct MultipeerError: Error, Hashable, Sendable, CustomStringConvertible
         public static let peerAway = Code("peerAway")
         /// An encoded message is larger than a frame may be.
         public static let messageTooLarge = Code("messageTooLarge")
+        /// The peer's application does not read messages of this type: its session said which
+        /// types it reads (`Configuration.messageTypes`), and this is none of
+        /// them. It runs another build of the application, older or newer: send it what it reads.
+        public static let messageTypeNotRead = Code("messageTypeNotRead")
         /// A message could not be encoded or decoded with its Codable conformance.
         public static let codingFailed = Code("codingFailed")
         /// The session is not running, or was already run.

@@ -24,13 +24,21 @@ package struct PeerDeliveryStateMachine: Sendable {
         /// Senders waiting for room in the outbox, or for an acknowledgement, may look again
         /// (``acknowledgement(for:now:)``).
         case wakeSenders
-        /// Queued messages the peer no longer takes (it came back with a smaller frame limit)
-        /// were dropped: report them (their type names, one entry each). Their acknowledgement
-        /// waits fail with `messageTooLarge`.
-        case dropped(typeNames: [String])
+        /// Queued messages the peer no longer takes (it came back with a smaller frame or message
+        /// limit, or reading fewer types) were dropped: report them (their type names, one entry
+        /// each), and why. Their acknowledgement waits fail with the error ``checkFits(_:localLimits:)`` throws.
+        case dropped(typeNames: [String], Unfit)
         /// Unreliable messages waiting for a link that went were dropped unwritten: report them
         /// (their type names, one entry each).
         case unreliableLost(typeNames: [String])
+    }
+
+    /// Why the peer would refuse a message (``checkFits(_:localLimits:)``).
+    package enum Unfit: Equatable, Sendable {
+        /// Larger than the messages (or, without fragments, the frames) the peer takes.
+        case tooLarge
+        /// Of a type the peer's application does not read (it announced the types it reads).
+        case notRead
     }
 
     /// Names one sender waiting for an acknowledgement.
@@ -103,6 +111,10 @@ package struct PeerDeliveryStateMachine: Sendable {
     /// The largest message the peer takes in fragments, as its latest HELLO said; nil if it
     /// takes no fragments (then a message must fit one frame).
     package private(set) var messageLimit: Int?
+    /// The message types the peer reads, as its latest HELLO or TYPES said; nil: every type.
+    package private(set) var reads: MessageTypeList?
+    /// The type names a broadcast skipped on the current link, each reported once.
+    private var skipsReported: Set<String> = []
     /// Since when the peer has been away (nil while active).
     private var awaySince: ContinuousClock.Instant?
     /// Whether the peer has been active in this session (and not forgotten since): reliable
@@ -133,12 +145,15 @@ package struct PeerDeliveryStateMachine: Sendable {
     // MARK: Links
 
     /// The peer is active on `id` now (its HELLO named `incarnation`, `frameLimit` and, if it
-    /// takes fragments, `messageLimit`).
-    package mutating func linkUp(_ id: LinkID, incarnation: UInt64, frameLimit: Int, messageLimit: Int? = nil) {
+    /// takes fragments, `messageLimit`; the link said the peer `reads` those message types,
+    /// nil: every type).
+    package mutating func linkUp(_ id: LinkID, incarnation: UInt64, frameLimit: Int, messageLimit: Int? = nil, reads: MessageTypeList? = nil) {
         link = (id, incarnation)
         resumedLink = nil
         self.frameLimit = frameLimit
         self.messageLimit = messageLimit
+        self.reads = reads
+        skipsReported = []
         awaySince = nil
         met = true
         outbox?.linkLost()  // everything unacknowledged goes again, once the link says where from
@@ -155,6 +170,16 @@ package struct PeerDeliveryStateMachine: Sendable {
         // A wait for room in the outbox has a deadline from now on; one for the link fails.
         let lost = unreliable.removeAll()
         return lost.isEmpty ? [.wakeSenders] : [.wakeSenders, .unreliableLost(typeNames: lost)]
+    }
+
+    /// The peer's application reads the message types `reads` from now on (a TYPES frame on
+    /// link `id`; nil: every type). Ignored on a link that is not the peer's. What the outbox
+    /// holds goes as it is: a peer adds types as its application subscribes, and a message it
+    /// does not read after all is refused there, where its sender hears of it (REJECT).
+    package mutating func peerReads(_ reads: MessageTypeList?, on id: LinkID) -> [Action] {
+        guard link?.id == id else { return [] }
+        self.reads = reads
+        return [.wakeSenders]
     }
 
     /// The peer acknowledged everything through `sequence` on link `id`, except the message in
@@ -174,14 +199,16 @@ package struct PeerDeliveryStateMachine: Sendable {
             outbox!.linkLost()
             outbox!.receiver(incarnation: current.incarnation)
             outbox!.resumed(at: sequence, partial: partial)
-            // Queued when the peer took larger frames or messages: never sent, or it would
-            // refuse them after every redial.
-            let (frameLimit, messageLimit) = (frameLimit, messageLimit)
-            let removed = outbox!.removeUnfit { Self.fits($0, frameLimit: frameLimit, messageLimit: messageLimit) }
-            if !removed.isEmpty {
-                let tickets = Set(removed.map(\.ticket))
-                for (id, waiter) in waiters where tickets.contains(waiter.ticket) { waiters[id]!.failure = tooLargeForPeer }
-                actions.append(.dropped(typeNames: removed.map(\.message.typeName)))
+            // Queued when the peer took larger frames or messages, or read other types: never
+            // sent, or it would refuse them after every redial.
+            let (reads, frameLimit, messageLimit) = (reads, frameLimit, messageLimit)
+            let removed = outbox!.removeUnfit { Self.unfit($0, reads: reads, frameLimit: frameLimit, messageLimit: messageLimit) == nil }
+            for unfit in [Unfit.notRead, .tooLarge] {
+                let these = removed.filter { Self.unfit($0.message, reads: reads, frameLimit: frameLimit, messageLimit: messageLimit) == unfit }
+                guard !these.isEmpty else { continue }
+                let tickets = Set(these.map(\.ticket))
+                for (id, waiter) in waiters where tickets.contains(waiter.ticket) { waiters[id]!.failure = droppedFromOutbox(unfit) }
+                actions.append(.dropped(typeNames: these.map(\.message.typeName), unfit))
             }
             if let flush = startFlush() { actions.append(flush) }
         } else {
@@ -248,11 +275,16 @@ package struct PeerDeliveryStateMachine: Sendable {
         outbox?.hasRoom(for: bytes) ?? isActive
     }
 
-    /// Throws `messageTooLarge` if the peer would refuse `message`, as its latest HELLO said:
-    /// larger than the messages it takes in fragments, or, from a peer that takes no fragments,
-    /// a frame larger than it takes. `localLimits` are this side's, for the error.
+    /// Throws if the peer would refuse `message`, as its latest HELLO (or TYPES) said:
+    /// `messageTypeNotRead` for a type its application does not read; `messageTooLarge` for a
+    /// message larger than it takes in fragments, or, from a peer that takes no fragments, a
+    /// frame larger than it takes. `localLimits` are this side's, for the error.
     package func checkFits(_ message: DataMessage, localLimits: (frame: Int, message: Int)) throws(MultipeerError) {
-        guard !Self.fits(message, frameLimit: frameLimit, messageLimit: messageLimit) else { return }
+        switch Self.unfit(message, reads: reads, frameLimit: frameLimit, messageLimit: messageLimit) {
+        case nil: return
+        case .notRead: throw notRead(message.typeName)
+        case .tooLarge: break
+        }
         if let messageLimit {
             throw MultipeerError(
                 .messageTooLarge,
@@ -263,10 +295,25 @@ package struct PeerDeliveryStateMachine: Sendable {
             "a \(message.typeName) encodes to a \(message.frameLength)-byte frame; peer \(peerID) takes frames of at most \(frameLimit ?? 0) bytes (its Limits.maximumFrameLength; this side's is \(localLimits.frame)) and no fragments (an earlier release). Both sides must raise the limit to send it")
     }
 
-    /// Whether a peer with these limits takes `message` (``checkFits(_:localLimits:)``).
-    private static func fits(_ message: DataMessage, frameLimit: Int?, messageLimit: Int?) -> Bool {
-        if let messageLimit { return message.payload.readableBytes <= messageLimit }
-        return frameLimit.map { message.frameLength <= $0 } ?? true
+    /// Why the peer would refuse `message`, if it would (``checkFits(_:localLimits:)``).
+    private static func unfit(_ message: DataMessage, reads: MessageTypeList?, frameLimit: Int?, messageLimit: Int?) -> Unfit? {
+        if let reads, !reads.contains(message.typeName) { return .notRead }
+        if let messageLimit { return message.payload.readableBytes <= messageLimit ? nil : .tooLarge }
+        return frameLimit.map { message.frameLength <= $0 } ?? true ? nil : .tooLarge
+    }
+
+    /// Why a message of `typeName` is refused: the peer said which types it reads.
+    private func notRead(_ typeName: String) -> MultipeerError {
+        let list = reads.map { $0.names.isEmpty ? "none" : $0.description } ?? ""
+        return MultipeerError(
+            .messageTypeNotRead,
+            "peer \(peerID) does not read messages of type \"\(typeName)\" (it reads: \(list.prefix(400))): it runs a build of the application that does not know them. Send it what it reads, or upgrade it")
+    }
+
+    /// Whether a broadcast that skips the peer for a message of `typeName` is the first to on
+    /// this link: the session reports each skipped type once per link, not once per message.
+    package mutating func firstSkip(of typeName: String) -> Bool {
+        skipsReported.insert(typeName).inserted
     }
 
     /// The next frames a flush on `id` writes: the unreliable messages waiting, then the
@@ -333,8 +380,14 @@ package struct PeerDeliveryStateMachine: Sendable {
         waiters[id] = nil
     }
 
-    /// Why messages queued for the peer were dropped when it came back taking smaller ones.
-    private var tooLargeForPeer: MultipeerError {
+    /// Why messages queued for the peer were dropped when it came back taking smaller ones, or
+    /// reading other types.
+    private func droppedFromOutbox(_ unfit: Unfit) -> MultipeerError {
+        if unfit == .notRead {
+            return MultipeerError(
+                .messageTypeNotRead,
+                "peer \(peerID) came back reading other message types (\((reads?.description ?? "").prefix(400))), not this message's; it was dropped from the outbox")
+        }
         let limits = messageLimit.map { "messages of at most \($0) bytes (its Limits.maximumMessageLength)" }
             ?? "frames of at most \(frameLimit ?? 0) bytes (its Limits.maximumFrameLength) and no fragments"
         return MultipeerError(
@@ -353,6 +406,7 @@ package struct PeerDeliveryStateMachine: Sendable {
         met = false
         frameLimit = nil
         messageLimit = nil
+        reads = nil
         awaySince = nil
         flushingLink = nil
         let forgotten = MultipeerError(.peerAway, "peer \(peerID) was forgotten (forget(peer:)) before it acknowledged the message")

@@ -61,6 +61,39 @@ extension MultipeerSession {
         /// for peers of a release before the binary encoding, which read JSON only). Messages of
         /// either encoding are received.
         public var messageEncoding = MessageEncoding.binary
+        /// The message types this peer's application reads (subscribes to with
+        /// ``MultipeerSession/messages(of:)``), its own and its peers' alike, declared so that a
+        /// peer running another build never stalls it. Empty (the default): every type is read.
+        ///
+        /// When you declare them, the session tells each peer in HELLO which types it reads, and
+        /// tells them again as the application subscribes to a type not declared. A peer of this
+        /// release or later then sends it no other type: its `send` throws `messageTypeNotRead`,
+        /// and its `broadcast` skips this peer
+        /// (``SessionEvent/broadcastSkipped(to:typeName:_:)``). A message of another type from a
+        /// peer of an earlier release is refused as it arrives (its sender is told with REJECT,
+        /// and this application with ``SessionEvent/messageNotRead(typeName:from:)``), never held.
+        /// Messages of a declared type that arrive before anything subscribes to it (a program
+        /// starting) are held for the first subscriber, within ``Limits/unsubscribedMessages``.
+        ///
+        /// Without a declaration, a peer cannot tell "not yet subscribed" from "never read", so
+        /// every type is held for a first subscriber, and messages of a type this build never
+        /// reads fill a hold and stop the link that brings them. Declare the types when peers
+        /// may run other builds (a fleet upgrading one device at a time):
+        ///
+        /// ```swift
+        /// struct Waypoint: Codable, Sendable { var name: String }
+        /// struct Remark: Codable, Sendable { var text: String }
+        ///
+        /// func configure(_ configuration: inout MultipeerSession.Configuration) {
+        ///     configuration.messageTypes = [Waypoint.self, Remark.self]
+        /// }
+        /// ```
+        ///
+        /// Each type travels under its ``MultipeerSession/wireName(of:)``. The names together
+        /// take at most 6,144 bytes in HELLO (about 200 names of 30 bytes): a session declared
+        /// with more fails to start (`invalidArgument`); a subscription beyond them makes the
+        /// session read every type from then on.
+        public var messageTypes: [any (Decodable & SendableMetatype).Type] = []
         /// Where files peers send arrive (``MultipeerSession/incomingResources``); nil (the
         /// default) refuses them (the sender's transfer fails with `resourceRefused`). Made if it
         /// is not there. Each file is written under a temporary name in its
@@ -228,6 +261,17 @@ extension MultipeerSession {
 }
 
 extension MultipeerSession.Configuration {
+    /// The wire names of ``messageTypes``; nil when none are declared (every type is read).
+    /// - Throws: `invalidArgument` if they take more room than HELLO has for them.
+    func declaredMessageTypes() throws -> MessageTypeList? {
+        guard !messageTypes.isEmpty else { return nil }
+        do {
+            return try MessageTypeList(messageTypes.map { MultipeerSession.wireName(of: $0) })
+        } catch let error as MultipeerError {
+            throw MultipeerError(.invalidArgument, "Configuration.messageTypes: \(error.message)")
+        }
+    }
+
     /// What the links of a session with this configuration run with: its HELLO (signed by
     /// `identity`, announcing `incarnation`), the TLS context of `keys`, and `inbox` for what
     /// they deliver.

@@ -62,13 +62,6 @@ extension MultipeerSession {
         core.isJoining(peerID)
     }
 
-    /// Throws `messageTooLarge` if the peer would refuse `message` (as its latest HELLO said):
-    /// refused here, it can never wedge the peer's outbox.
-    nonisolated func checkFits(_ message: DataMessage, to peerID: UUID) throws {
-        try deliveries[peerID]?.checkFits(
-            message, localLimits: (configuration.limits.maximumFrameLength, configuration.limits.maximumMessageLength))
-    }
-
     /// Drops what is queued for a peer that has left for good: its outbox (the messages it never
     /// acknowledged are not sent), and its place among the peers reliable messages and
     /// broadcasts go to, until it joins again. A send waiting for room in its outbox, or for its
@@ -95,10 +88,11 @@ extension MultipeerSession {
             switch action {
             case .unreliableLost(let typeNames):
                 report(dropped: typeNames, reason: .linkLost)
-            case .dropped(let typeNames):
-                logger.notice("queued messages dropped: the peer came back taking smaller messages than they need", metadata: [
+            case .dropped(let typeNames, let unfit):
+                let why = unfit == .notRead ? "reading other message types" : "taking smaller messages than they need"
+                logger.notice("queued messages dropped: the peer came back \(why)", metadata: [
                     "multipeer.peer.id": "\(peerID)", "multipeer.dropped": "\(typeNames.count)"])
-                report(dropped: typeNames, reason: .tooLargeForPeer)
+                report(dropped: typeNames, reason: unfit == .notRead ? .notReadByPeer : .tooLargeForPeer)
             case .flush, .wakeSenders:
                 break  // the delivery's own
             }
@@ -113,6 +107,32 @@ extension MultipeerSession {
         }
     }
 
+}
+
+extension MultipeerSession {
+    /// Tells every link's peer that takes TYPES the message types this session reads, where
+    /// they changed since it was last told (an application's subscription extended them): on
+    /// the actor, as links are taken in, so a link taken in after its HELLO was made hears of
+    /// a subscription made in between.
+    func announceMessageTypes() {
+        guard let running else { return }
+        let reads = subscriptions.reads
+        for (id, handle) in running.links where handle.peerAnnounces && handle.announced != reads {
+            running.links[id]?.announced = reads
+            handle.channel.writeAndFlush(LinkMessage.types(reads), promise: nil)
+        }
+        if reads == nil, (try? configuration.declaredMessageTypes()) != nil {
+            logger.warning("the message types subscribed to no longer fit in HELLO: this session reads every type from now on", metadata: [
+                "multipeer.limit": "\(MessageTypeList.maximumEncodedLength) bytes"])
+        }
+    }
+
+    /// The peer says on link `id` which message types it reads from now on (TYPES).
+    func peerReads(_ types: MessageTypeList?, on id: LinkID, by peerID: UUID) {
+        guard running?.links[id] != nil else { return }
+        running?.links[id]?.peerReads = types
+        deliveries[peerID]?.peerReads(types, on: id)
+    }
 }
 
 extension MultipeerSession {

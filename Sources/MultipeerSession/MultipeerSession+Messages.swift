@@ -131,15 +131,17 @@ extension MultipeerSession {
         return try DataMessage(sequence: 0, typeName: typeName, payload: payload)
     }
 
-    /// Whether the peer takes `message`; logs a notice when it does not.
+    /// Whether the peer takes `message`; when it does not, tells the application (once per
+    /// type and link: ``SessionEvent/broadcastSkipped(to:typeName:_:)``).
     private func fits(_ message: DataMessage, to peerID: UUID) -> Bool {
-        do {
-            try checkFits(message, to: peerID)
-            return true
-        } catch {
-            logger.notice("broadcast skipped a peer that takes no message that large", metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.error": "\(error)"])
-            return false
+        let localLimits = (configuration.limits.maximumFrameLength, configuration.limits.maximumMessageLength)
+        guard let (error, report) = deliveries[peerID]?.skip(message, localLimits: localLimits) else { return true }
+        if error.code == .messageTypeNotRead { metrics.notRead(direction: "out") }
+        if let report {
+            logger.notice("broadcast skipped a peer that would refuse it", metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.error": "\(error)"])
+            subscriptions.emit(.broadcastSkipped(to: report, typeName: message.typeName, error))
         }
+        return false
     }
 }
 

@@ -129,9 +129,11 @@ public actor MultipeerSession {
             metrics: metrics)
         let runLoop = AsyncStream<Input>.makeStream()
         self.runLoop = runLoop
-        let subscriptions = Subscriptions(limits: configuration.limits, metrics: metrics) { peer, rejection in
-            runLoop.continuation.yield(.onSession { $0.reject(rejection, from: peer) })
-        }
+        // (A declaration too long for HELLO fails the run: run() checks it again.)
+        let subscriptions = Subscriptions(
+            limits: configuration.limits, metrics: metrics, reads: try? configuration.declaredMessageTypes(),
+            rejected: { peer, rejection in runLoop.continuation.yield(.onSession { $0.reject(rejection, from: peer) }) },
+            announce: { runLoop.continuation.yield(.onSession { $0.announceMessageTypes() }) })
         self.inbox = Inbox(
             windows: ReceiveWindows(), subscriptions: subscriptions, metrics: metrics,
             resources: Resources(directory: configuration.resourceDirectory, partialLifetime: configuration.partialResourceLifetime, logger: logger), maximumMessageLength: configuration.limits.maximumMessageLength)
@@ -227,6 +229,7 @@ public actor MultipeerSession {
             inbox.streams.stop()
             subscriptions.finish()
         }
+        _ = try configuration.declaredMessageTypes()
         let linkConfiguration = try configuration.linkConfiguration(identity: identity, incarnation: incarnation, keys: keys, inbox: inbox)
         let discovery = try SessionDiscovery(configuration, localPeerID: peerID, logger: logger)
         setup = .running(Running(link: linkConfiguration, discovery: discovery.source))
@@ -467,11 +470,15 @@ public actor MultipeerSession {
             perform(actions)
             return .notInRoster
         case .carried(let closing, let actions):
-            running?.links[id] = LinkHandle(id: id, channel: connection.nioChannel, quality: connection.quality)
+            running?.links[id] = LinkHandle(
+                id: id, channel: connection.nioChannel, quality: connection.quality, announced: connection.announced,
+                peerReads: connection.remoteHello.reads, peerAnnounces: connection.remoteHello.reads != nil)
             // Made now, not when the peer joins: a send that finds it refusing waits on it for the join.
             _ = deliveries.make(for: connection.remoteHello.peerID)
             metrics.linkOpened()
             perform(actions)
+            // A subscription since this side's HELLO was made: the peer hears of it now.
+            announceMessageTypes()
             return closing
         }
     }
@@ -485,6 +492,8 @@ public actor MultipeerSession {
             admitted(id, by: peer.id, through: sequence, partial: partial)
         case .rejected(let rejection):
             rejected(rejection, by: peer.id, on: id)
+        case .reads(let types):
+            peerReads(types, on: id, by: peer.id)
         case .closed(let goodbye, let error):
             let failure = error.map { $0 as? MultipeerError ?? MultipeerError(.connectionFailed, "the link to \(peer) failed", underlying: "\($0)") }
             linkClosed(id, goodbye: goodbye, error: failure)
@@ -601,8 +610,9 @@ public actor MultipeerSession {
             case .adopt(let id):
                 running?.links[id]?.channel.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
             case .attach(let id, let hello):
-                guard let channel = running?.links[id]?.channel else { continue }
-                deliveries.make(for: hello.peerID).attach(id, channel: channel, hello: hello)
+                guard let handle = running?.links[id] else { continue }
+                let channel = handle.channel
+                deliveries.make(for: hello.peerID).attach(id, channel: channel, hello: hello, reads: handle.peerReads)
                 inbox.resources.attach(hello, link: id, channel: channel)
                 inbox.streams.attach(hello, link: id, channel: channel)
             case .detach(let peerID, let id):

@@ -19,6 +19,8 @@ final class PeerDelivery: Sendable {
         var machine: PeerDeliveryStateMachine
         /// The link delivery goes on, and its channel.
         var link: (id: LinkID, channel: any Channel)?
+        /// The peer as its latest link's HELLO introduced it.
+        var peer: Peer?
         /// The session's run ended: nothing is taken or waited for any more.
         var stopped = false
         var waiting: [UInt64: CheckedContinuation<Void, Never>] = [:]
@@ -98,7 +100,7 @@ final class PeerDelivery: Sendable {
     // MARK: Sending
 
     /// Offers `message` to the outbox (`reliably`) or the unreliable queue, refusing it with
-    /// `messageTooLarge` if the peer would refuse it (``checkFits(_:localLimits:)``, under the
+    /// `messageTooLarge` or `messageTypeNotRead` if the peer would refuse it (``PeerDeliveryStateMachine/checkFits(_:localLimits:)``, under the
     /// same lock); a flush it starts writes its first batch from here (a lone message goes out
     /// without waiting for a task).
     func offer(
@@ -189,12 +191,20 @@ final class PeerDelivery: Sendable {
 
     /// The peer is active on link `id` (both sides admitted it): delivery goes on it once its
     /// resume point is applied (``acknowledged(through:partial:on:)``).
-    func attach(_ id: LinkID, channel: any Channel, hello: Hello) {
+    /// The peer reads the message types `reads` (as the link last said; nil: every type).
+    func attach(_ id: LinkID, channel: any Channel, hello: Hello, reads: MessageTypeList?) {
         _ = withState { state in
             state.link = (id, channel)
-            state.machine.linkUp(id, incarnation: hello.incarnation, frameLimit: hello.maximumFrameLength, messageLimit: hello.maximumMessageLength)
+            state.peer = Peer(hello)
+            state.machine.linkUp(
+                id, incarnation: hello.incarnation, frameLimit: hello.maximumFrameLength, messageLimit: hello.maximumMessageLength, reads: reads)
             return ((), [.wakeSenders])  // those waiting for the peer to join
         }
+    }
+
+    /// The peer reads the message types `reads` from now on, as its link `id` said (TYPES).
+    func peerReads(_ reads: MessageTypeList?, on id: LinkID) {
+        _ = withState { ((), $0.machine.peerReads(reads, on: id)) }
     }
 
     /// Whether delivery goes on link `id`.
@@ -260,9 +270,18 @@ final class PeerDelivery: Sendable {
         state.withLockedValue { reliably ? $0.machine.hasRoom(for: bytes) : $0.machine.hasUnreliableRoom(for: bytes) }
     }
 
-    /// Throws `messageTooLarge` if the peer would refuse `message` (as its latest HELLO said).
-    func checkFits(_ message: DataMessage, localLimits: (frame: Int, message: Int)) throws {
-        try state.withLockedValue { try $0.machine.checkFits(message, localLimits: localLimits) }
+    /// For a broadcast of `message` that the peer would refuse: why, with the peer to report
+    /// it of if this is the first such message of its type on the peer's link (each skipped
+    /// type is reported once per link); nil if the peer takes it.
+    func skip(_ message: DataMessage, localLimits: (frame: Int, message: Int)) -> (error: MultipeerError, report: Peer?)? {
+        state.withLockedValue { state in
+            do throws(MultipeerError) {
+                try state.machine.checkFits(message, localLimits: localLimits)
+                return nil
+            } catch {
+                return (error, state.machine.firstSkip(of: message.typeName) ? state.peer : nil)
+            }
+        }
     }
 
     /// Whether reliable message `sequence` of the current numbering has been written.

@@ -67,6 +67,21 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
     /// something subscribes to the type. Nothing held is dropped. Reported each time the hold
     /// fills; the `multipeer_holds_full_total` metric counts them.
     case heldMessagesFull(typeName: String, from: Peer)
+    /// A message of a type this session does not read arrived from a peer that sent it without
+    /// knowing (a peer of a release before the types read were announced): it was refused, not
+    /// held, and if it came reliably its sender was told (the peer's
+    /// ``messageRejected(by:typeName:sequence:reason:)``). Only a session that declares the
+    /// types it reads (``MultipeerSession/Configuration/messageTypes``) refuses messages so.
+    /// Reported once per type name (at most 256 names); the `multipeer_messages_not_read_total`
+    /// metric counts every one.
+    case messageNotRead(typeName: String, from: Peer)
+    /// A ``MultipeerSession/broadcast(_:delivery:)`` did not go to this peer, which would refuse
+    /// it: its application does not read the type (`messageTypeNotRead`: it runs another build,
+    /// and said which types it reads), or the message is larger than it takes
+    /// (`messageTooLarge`). Reported once per type name each time the peer's link comes up; the
+    /// broadcast's count leaves the peer out every time. (``MultipeerSession/send(_:to:delivery:awaitAcknowledgement:)``
+    /// throws the error instead.)
+    case broadcastSkipped(to: Peer, typeName: String, MultipeerError)
     /// Messages were dropped that no acknowledgement covered: queued ones the peer can no
     /// longer take, unreliable ones whose link went, or part of a message whose sender gave up
     /// the rest (``MessageDropReason`` says which). A message this session acknowledged is never
@@ -93,6 +108,8 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
         case .stats(let peer, let stats): "\(peer): \(stats)"
         case .messageHeld(let type, let peer): "a \(type) from \(peer) is held until something subscribes to that type"
         case .heldMessagesFull(let type, let peer): "the \(type) messages held for a first subscriber are at their limit: \(peer)'s link waits until something subscribes to that type"
+        case .messageNotRead(let type, let peer): "a \(type) from \(peer) was refused: this application does not read that type"
+        case .broadcastSkipped(let peer, let type, let error): "a broadcast \(type) did not go to \(peer): \(error)"
         case .messagesDropped(let type, let count, let reason): "\(count) \(type) message(s) dropped: \(reason)"
         case .eventsDropped(let count): "this event stream fell behind and lost \(count) event(s)"
         }
@@ -105,6 +122,10 @@ public enum MessageDropReason: Hashable, Sendable, CustomStringConvertible {
     /// smaller ``MultipeerSession/Limits/maximumFrameLength`` or
     /// ``MultipeerSession/Limits/maximumMessageLength``): they were taken out of its outbox unsent.
     case tooLargeForPeer
+    /// Queued for a peer that came back reading other message types (a restart with another
+    /// build of its application, which declares the types it reads), none of them this one:
+    /// they were taken out of its outbox unsent.
+    case notReadByPeer
     /// Part of a message arriving in fragments came, and the sender gave up the rest: it forgot
     /// this peer (``MultipeerSession/forget(peer:)``) while the message was on its way.
     case abandonedBySender
@@ -116,6 +137,7 @@ public enum MessageDropReason: Hashable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .tooLargeForPeer: "queued for a peer that came back taking smaller frames or messages than they need"
+        case .notReadByPeer: "queued for a peer that came back reading other message types"
         case .abandonedBySender: "part of it arrived in fragments, and the sender gave up the rest (it forgot this peer)"
         case .linkLost: "sent unreliably, and the peer's link went before it was written"
         }

@@ -45,6 +45,12 @@ struct SessionMetrics: Sendable {
         Counter(label: "multipeer_messages_rejected_total", dimensions: dimensions + [("direction", direction)]).increment()
     }
 
+    /// A message of a type its receiver does not read: refused as it arrived (`in`), or
+    /// refused to this application for a peer that said it does not read it (`out`).
+    func notRead(direction: String = "in") {
+        Counter(label: "multipeer_messages_not_read_total", dimensions: dimensions + [("direction", direction)]).increment()
+    }
+
     func holdFull() {
         Counter(label: "multipeer_holds_full_total", dimensions: dimensions).increment()
     }
@@ -69,6 +75,7 @@ extension MessageDropReason {
         switch self {
         case .abandonedBySender: "abandoned_by_sender"
         case .tooLargeForPeer: "too_large_for_peer"
+        case .notReadByPeer: "not_read_by_peer"
         case .linkLost: "link_lost"
         }
     }

@@ -21,6 +21,12 @@ import Synchronization
 /// `Limits.unsubscribedMessages` per type name and `Limits.maximumUnsubscribedTypes` names. A
 /// full hold stops the links that fill it, as a full stream does, until the first subscriber
 /// comes: nothing the session acknowledged is ever dropped.
+///
+/// When the application declared the types it reads (`Configuration.messageTypes`), they are
+/// the session's list of types read, which every subscription to another name extends (and
+/// `announce` tells the session, which tells its peers). A message of a type off the list is
+/// not held: it is refused as it arrives, and its sender told (REJECT), since a peer that
+/// knows the list never sends it.
 final class Subscriptions: Sendable {
     /// A message in a subscriber's buffer: to decode, decoded, or being decoded.
     enum Decoded: Sendable {
@@ -80,13 +86,25 @@ final class Subscriptions: Sendable {
         var active: [UUID: Peer] = [:]
         var available: [UUID: AvailablePeer] = [:]
         var finished = false
+        /// The message types read, declared and subscribed to; nil: every type.
+        var reads: MessageTypeList?
+        /// The type names reported refused (``SessionEvent/messageNotRead(typeName:from:)``),
+        /// each once, at most ``maximumNotReadReports``.
+        var notReadReported: Set<String> = []
     }
+
+    /// How many type names refused for not being read are reported one by one; later ones are
+    /// counted by the metric and told to their senders (REJECT) only, so a peer sending many
+    /// names cannot grow this session's memory.
+    static let maximumNotReadReports = 256
 
     let limits: MultipeerSession.Limits
     private let metrics: SessionMetrics
     /// Tells the sender of a reliable message that did not decode (the session sends REJECT).
     private let rejected: @Sendable (Peer, Rejection) -> Void
-    private let state = NIOLockedValueBox(State())
+    /// Tells the session that the list of types read changed (a subscription extended it).
+    private let announce: @Sendable () -> Void
+    private let state: NIOLockedValueBox<State>
     /// Counts the changes to who subscribes to what, made under the lock: a link's ``Cache`` of
     /// an earlier count is out of date.
     private let changes = Atomic<UInt64>(0)
@@ -103,11 +121,23 @@ final class Subscriptions: Sendable {
         fileprivate init(changes: UInt64) { self.changes = changes }
     }
 
-    init(limits: MultipeerSession.Limits, metrics: SessionMetrics, rejected: @escaping @Sendable (Peer, Rejection) -> Void = { _, _ in }) {
+    /// - Parameter reads: The message types the application declared it reads; nil: every type.
+    init(
+        limits: MultipeerSession.Limits, metrics: SessionMetrics, reads: MessageTypeList? = nil,
+        rejected: @escaping @Sendable (Peer, Rejection) -> Void = { _, _ in }, announce: @escaping @Sendable () -> Void = {}
+    ) {
         self.limits = limits
         self.metrics = metrics
         self.rejected = rejected
+        self.announce = announce
+        var state = State()
+        state.reads = reads
+        self.state = NIOLockedValueBox(state)
     }
+
+    /// The message types this session reads now, declared and subscribed to (nil: every
+    /// type): what its HELLO and TYPES frames announce.
+    var reads: MessageTypeList? { state.withLockedValue { $0.reads } }
 
     // MARK: Events
 
@@ -174,12 +204,15 @@ final class Subscriptions: Sendable {
         let decode: @Sendable (ByteBuffer) throws -> any Sendable = { payload in
             try MessageEncoding.decode(Message.self, from: payload)
         }
-        let stopped = state.withLockedValue { state -> [@Sendable () -> Void] in
+        let (stopped, extended) = state.withLockedValue { state -> ([@Sendable () -> Void], Bool) in
             guard !state.finished else {
                 buffer.finish()
-                return []
+                return ([], false)
             }
             changes.add(1, ordering: .releasing)
+            // A name off the declared list joins it (or, past the list's limit, every type is read).
+            let extended = state.reads.map { !$0.contains(typeName) } ?? false
+            if extended { state.reads = try? state.reads!.adding(typeName) }
             var topic = state.topics[typeName, default: Topic()]
             if let index = topic.decodings.firstIndex(where: { $0.type == key }) {
                 topic.decodings[index].subscribers[id] = subscriber
@@ -193,9 +226,10 @@ final class Subscriptions: Sendable {
             topic.heldBytes = 0
             topic.beyondTypeLimit = false
             defer { topic.stopped = []; state.topics[typeName] = topic }
-            return buffer.take(held.map { (($0.peer, $0.sequence, .encoded($0.payload)), $0.payload.readableBytes) }, stopped: topic.stopped)
+            return (buffer.take(held.map { (($0.peer, $0.sequence, .encoded($0.payload)), $0.payload.readableBytes) }, stopped: topic.stopped), extended)
         }
         stopped.forEach { $0() }
+        if extended { announce() }
         let lifetime = StreamLifetime(buffer)
         return MessageStream {
             // Skips a message that did not decode (reported as it failed).
@@ -235,6 +269,8 @@ final class Subscriptions: Sendable {
         enum Plan {
             case decode([Decoding])
             case held(full: Bool, reports: [SessionEvent])
+            /// Of a type this session does not read: refused (reported if this is the first).
+            case notRead(report: Bool)
         }
         let cost = message.payload.readableBytes
         let plan: Plan
@@ -245,6 +281,10 @@ final class Subscriptions: Sendable {
                 let count = changes.load(ordering: .relaxed)
                 if let decodings = state.topics[message.typeName]?.decodings, !decodings.isEmpty {
                     return (.decode(decodings), count)
+                }
+                if let reads = state.reads, !reads.contains(message.typeName) {
+                    let report = state.notReadReported.count < Self.maximumNotReadReports && state.notReadReported.insert(message.typeName).inserted
+                    return (.notRead(report: report), count)
                 }
                 return (hold(message, from: peer, whenRoom: whenRoom, in: &state), count)
             }
@@ -258,6 +298,9 @@ final class Subscriptions: Sendable {
         case .held(let full, let reports):
             reports.forEach(emit)
             return full ? 1 : 0
+        case .notRead(let report):
+            notRead(message, from: peer, report: report)
+            return 0
         case .decode(let decodings):
             var filled = 0
             for decoding in decodings {
@@ -333,6 +376,18 @@ final class Subscriptions: Sendable {
         emit(.undecodableMessage(from: peer, typeName: typeName, error: "\(error)"))
         guard sequence > 0 else { return }
         rejected(peer, Rejection(sequence: sequence, typeName: typeName, reason: "\(error)"))
+    }
+
+    /// A message of a type this session does not read came (from a peer that sends without
+    /// knowing the list: an earlier release): refused, not held. Its sender is told if it came
+    /// reliably (it had its acknowledgement: the message counts as delivered, and refused);
+    /// the application once per type name.
+    private func notRead(_ message: DataMessage, from peer: Peer, report: Bool) {
+        metrics.notRead()
+        if report { emit(.messageNotRead(typeName: message.typeName, from: peer)) }
+        guard message.sequence > 0 else { return }
+        let reason = "this peer does not read messages of type \"\(message.typeName)\" (it reads: \(reads?.description ?? "every type")); it runs another build of the application"
+        rejected(peer, Rejection(sequence: message.sequence, typeName: message.typeName, reason: reason))
     }
 
     /// `payload` in a buffer of its own size, if it is a slice of a larger one.

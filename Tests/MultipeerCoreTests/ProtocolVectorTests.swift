@@ -20,12 +20,13 @@ import Testing
     }
 
     /// The HELLO of the vectors; `maximumMessageLength` nil: from a release without fragments.
-    static func vectorHello(maximumMessageLength: Int? = 128 << 20, features: Hello.Features = []) throws -> Hello {
+    static func vectorHello(maximumMessageLength: Int? = 128 << 20, features: Hello.Features = [], reads: [String]? = nil) throws -> Hello {
         var hello = try Hello(
             peerID: signer.key.peerID, key: signer.key, incarnation: 7, displayName: "Captain", metadata: ["seat": "L"],
             keepalive: KeepaliveParameters(interval: .milliseconds(500), timeout: .milliseconds(1500)),
             maximumMessageLength: maximumMessageLength)
         hello.features = features
+        hello.reads = try reads.map(MessageTypeList.init)
         return try hello.signed(exporter: exporter, side: .dialler, sign: signer.sign)
     }
 
@@ -64,6 +65,9 @@ import Testing
             "flow": .flow(reading: false),
             "reject": .reject(Rejection(sequence: 42, typeName: "NavlogEntry", reason: #"expected a number for "id""#)),
             "hello-with-features": .hello(try vectorHello(features: .resources)),
+            "hello-with-types": .hello(try vectorHello(features: [.resources, .streams], reads: ["NavlogMessage", "Note"])),
+            "types": .types(try MessageTypeList(["Weather", "NavlogMessage", "Note"])),
+            "types-every": .types(nil),
             "resource-offer": .resourceOffer(try ResourceOffer(
                 id: resourceID, name: "chart.pdf", length: 10, sha256: Array(SHA256.hash(data: resourceBytes)), metadata: ["entry": "7"])),
             "resource-want": .resourceWant(ResourceWant(id: resourceID, received: 4, granted: 10)),

@@ -143,7 +143,7 @@ import Testing
         let delivery = PeerDelivery(
             peerID: link.remote.peerID, policy: .init(limits: limits, unreliableLimits: limits, failWhenFull: false, sendTimeout: .seconds(30)),
             metrics: link.inbox.metrics)
-        delivery.attach(LinkID(1), channel: link.channel, hello: link.remote)
+        delivery.attach(LinkID(1), channel: link.channel, hello: link.remote, reads: nil)
         #expect(delivery.acknowledged(through: 0, partial: nil, on: LinkID(1)).isEmpty, "the resume point, applied by the session")
         for text in ["a", "b"] {
             guard case .data(let message) = try Self.note(0, text) else { return }

@@ -67,8 +67,11 @@ package struct LinkConfiguration: Sendable {
         firstBytesTimeout: Duration? = nil
     ) throws -> PendingLink {
         let engine = try TLSEngine(role: role, context: tls, allocator: channel.allocator, offering: keyIdentity)
+        // The message types a session's application reads, as they stand now.
+        var hello = localHello
+        if let inbox { hello.reads = inbox.subscriptions.reads }
         let link = LinkHandler(
-            localHello: localHello, identity: identity, side: role == .client ? .dialler : .listener, expectedPeer: expectedPeer,
+            localHello: hello, identity: identity, side: role == .client ? .dialler : .listener, expectedPeer: expectedPeer,
             handshakeTimeout: tls.configuration.handshakeTimeout, eventLoop: channel.eventLoop)
         let quality = LinkQualityBox()
         let keepalive = KeepaliveHandler(
@@ -98,7 +101,7 @@ package struct LinkConfiguration: Sendable {
             channel.closeFuture.whenComplete { _ in claim.closeIfAbandoned() }
             tail = .bare(asyncChannel, claim)
         }
-        return PendingLink(channel: channel, tail: tail, hello: link.hello, remoteAddress: channel.remoteAddress, quality: quality)
+        return PendingLink(channel: channel, tail: tail, hello: link.hello, remoteAddress: channel.remoteAddress, quality: quality, announced: hello.reads)
     }
 
     /// Where the links run: a session's on its own event loop (``Inbox/executor``), a bare

@@ -6,6 +6,12 @@ struct LinkHandle: Sendable {
     var id: LinkID
     var channel: any Channel
     var quality: LinkQualityBox
+    /// The message types this side last told the peer it reads (in HELLO, then TYPES).
+    var announced: MessageTypeList?
+    /// The message types the peer last said it reads (its HELLO, then TYPES); nil: every type.
+    var peerReads: MessageTypeList?
+    /// Whether the peer announces the types it reads (its HELLO did), and so takes TYPES.
+    var peerAnnounces = false
 
     /// Says GOODBYE (best effort) and closes the link once it is written, or given up after
     /// `timeout`.

@@ -2,7 +2,8 @@ import MultipeerCore
 import NIOCore
 
 /// The top of a session's link: hands the session, in order, what of the link it decides on:
-/// the peer's resume point (its first ACK, which admits the link), a REJECT, and the link's end
+/// the peer's resume point (its first ACK, which admits the link), a REJECT, the message types
+/// the peer reads (TYPES), and the link's end
 /// with the peer's GOODBYE or the error that ended it. Until the session has taken the link in
 /// (``LinkReports/report(to:)``), what comes is held; everything else of a link (DATA, the
 /// later ACKs, the keepalive) stays on its event loop, below.
@@ -18,6 +19,8 @@ final class LinkReporter: ChannelInboundHandler {
         case resumePoint(UInt64, PartialMessage?)
         /// The peer refused one of this side's messages.
         case rejected(Rejection)
+        /// The peer reads these message types from now on (TYPES; nil: every type).
+        case reads(MessageTypeList?)
         /// The link has closed: with the peer's GOODBYE, or after `error`, or neither (the
         /// connection ended, or this side closed it).
         case closed(goodbye: GoodbyeReason?, error: (any Error)?)
@@ -41,6 +44,8 @@ final class LinkReporter: ChannelInboundHandler {
             report(.resumePoint(sequence, partial))
         case .reject(let rejection):
             report(.rejected(rejection))
+        case .types(let types):
+            report(.reads(types))
         case .goodbye(let reason, _):
             if goodbye == nil { goodbye = reason }
             context.close(promise: nil)

@@ -22,6 +22,8 @@ struct PendingLink: Sendable {
     var hello: EventLoopFuture<Hello>
     var remoteAddress: SocketAddress?
     var quality: LinkQualityBox
+    /// The message types this side's HELLO says it reads.
+    var announced: MessageTypeList?
 
     /// Waits for the handshake and returns the ready link.
     func established() async throws -> PeerConnection {
@@ -45,7 +47,7 @@ struct PendingLink: Sendable {
             }
             throw error
         }
-        return PeerConnection(remoteHello: hello, remoteAddress: remoteAddress, nioChannel: channel, tail: tail, quality: quality)
+        return PeerConnection(remoteHello: hello, remoteAddress: remoteAddress, nioChannel: channel, tail: tail, quality: quality, announced: announced)
     }
 }
 
@@ -61,6 +63,8 @@ package struct PeerConnection: Sendable {
     let tail: LinkTail
     /// Round trips, loss and traffic, kept up to date by the link's keepalive.
     let quality: LinkQualityBox
+    /// The message types this side's HELLO said it reads.
+    let announced: MessageTypeList?
 
     /// A bare link's typed messages in and out (NIOAsyncChannel); use it with `executeThenClose`.
     package var channel: NIOAsyncChannel<LinkMessage, LinkMessage> {
