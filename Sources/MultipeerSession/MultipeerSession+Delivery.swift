@@ -120,10 +120,10 @@ extension MultipeerSession {
         for (id, handle) in running.links where handle.peerAnnounces && handle.announced != reads {
             running.links[id]?.announced = reads
             handle.channel.writeAndFlush(LinkMessage.types(reads), promise: nil)
-        }
-        if reads == nil, (try? configuration.declaredMessageTypes()) != nil {
-            logger.warning("the message types subscribed to no longer fit in HELLO: this session reads every type from now on", metadata: [
-                "multipeer.limit": "\(MessageTypeList.maximumEncodedLength) bytes"])
+            if reads == nil {
+                logger.notice("the message types subscribed to no longer fit in HELLO: this session reads every type from now on", metadata: [
+                    "multipeer.link": "\(id.rawValue)", "multipeer.limit": "\(MessageTypeList.maximumEncodedLength) bytes"])
+            }
         }
     }
 

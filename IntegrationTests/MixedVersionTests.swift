@@ -1,0 +1,89 @@
+import Foundation
+@testable import MultipeerSession
+import MultipeerCore
+import MultipeerTestSupport
+import MultipeerTLS
+import NIOCore
+import Testing
+
+/// A session and peers of other releases (docs/PROTOCOL.md 2, extending the protocol, and 3e).
+@Suite struct MixedVersionTests {
+    struct Note: Codable, Sendable, Equatable {
+        var text: String
+    }
+
+    /// A JSON DATA frame of `text` under `typeName`, numbered `sequence`.
+    static func data(_ sequence: UInt64, _ typeName: String, _ text: String) throws -> LinkMessage {
+        var payload = ByteBuffer()
+        payload.writeString(#"{"text":"\#(text)"}"#)
+        return .data(try DataMessage(sequence: sequence, typeName: typeName, payload: payload))
+    }
+
+    /// A peer of another release, spoken by hand: an earlier one, which announces nothing of
+    /// what it reads and sends a type the session does not read, and a later one, which sends a
+    /// frame type this release does not know. The session declares the types it reads: the
+    /// unread type is acknowledged and refused at once (REJECT, and an event), never held; the
+    /// unknown frame is skipped; the link stays up and the message after both arrives, in order.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func anUnreadTypeIsRefusedAndAnUnknownFrameSkippedWhileTheRestFlows() async throws {
+        // Keepalives too patient to time out: the raw peer below pings nobody.
+        let patient = KeepaliveParameters(interval: .seconds(60), timeout: .seconds(600))
+        var configuration = MultipeerSession.Configuration.test("current", discovery: .staticPeers([]), keepalive: patient)
+        configuration.messageTypes = [Note.self]
+        let session = MultipeerSession(configuration: configuration, identity: PeerIdentity())
+        let events = EventLog(session.events)
+        let notes = session.messages(of: Note.self)
+        try await whileRunning([session]) {
+            let port = try await events.listeningPort()
+            let raw = try await RawPeer(port: port)
+            // The session's HELLO says what it reads.
+            let hello = try Hello(decoding: try #require(try await collect(raw.frames) { !$0.isEmpty }.first).value)
+            #expect(hello.reads == (try MessageTypeList(["Note"])))
+
+            let identity = PeerIdentity()
+            try await raw.send(try await raw.hello(claiming: identity.peerID, signedBy: identity, incarnation: 1, name: "earlier", keepalive: patient))
+            try await raw.send(.ack(0))  // its resume point: it has nothing of the session's
+            // The session's resume point comes before anything reliable may be sent to it.
+            _ = try await collect(raw.frames) { $0.last?.type == .ack }
+            var unknown = ByteBuffer()
+            unknown.writeMultipleIntegers(UInt32(99), UInt32(3), UInt8(1), UInt8(2), UInt8(3))
+            try await raw.send(unknown)
+            try await raw.send(try Self.data(1, "Weather", "KPDX"), try Self.data(0, "Weather", "unreliable"), try Self.data(2, "Note", "after"))
+
+            let received = try await collect(notes) { !$0.isEmpty }
+            #expect(received.first?.message == Note(text: "after"))
+            #expect(received.first?.peer.id == identity.peerID)
+            // The earlier peer hears that its message was refused, and that both were delivered.
+            let answers = try await collect(raw.frames) { frames in
+                let messages = frames.compactMap { try? LinkMessage(frame: $0) }
+                return messages.contains { if case .reject = $0 { true } else { false } }
+                    && messages.contains { if case .ack(let sequence, _) = $0 { sequence >= 2 } else { false } }
+            }
+            let rejection = answers.compactMap { if case .reject(let refused)? = try? LinkMessage(frame: $0) { refused } else { nil } }.first
+            #expect(rejection?.sequence == 1 && rejection?.typeName == "Weather", "\(String(describing: rejection))")
+            #expect(rejection?.reason.contains("does not read messages of type \"Weather\"") == true, "\(String(describing: rejection))")
+            let seen = try await events.wait { events in
+                events.contains { if case .messageNotRead("Weather", let peer) = $0 { peer.id == identity.peerID } else { false } }
+            }
+            #expect(seen.filter { if case .messageNotRead = $0 { true } else { false } }.count == 1, "reported once for the name")
+            #expect(!seen.contains { if case .messageHeld = $0 { true } else { false } }, "nothing held")
+            #expect(!seen.contains { if case .peerLeft = $0 { true } else { false } }, "the link stayed up")
+            await raw.close()
+        }
+    }
+
+    /// A session that declares nothing reads every type: it announces no list, and holds what
+    /// nothing subscribed to yet, as before types were announced.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aSessionThatDeclaresNothingAnnouncesNothing() async throws {
+        let session = MultipeerSession(configuration: .test("current", discovery: .staticPeers([])), identity: PeerIdentity())
+        let events = EventLog(session.events)
+        _ = session.messages(of: Note.self)
+        try await whileRunning([session]) {
+            let raw = try await RawPeer(port: try await events.listeningPort())
+            let hello = try Hello(decoding: try #require(try await collect(raw.frames) { !$0.isEmpty }.first).value)
+            #expect(hello.reads == nil)
+            await raw.close()
+        }
+    }
+}
