@@ -45,3 +45,50 @@ public struct MessageEncoding: Hashable, Sendable, CustomStringConvertible {
         return try JSONDecoder().decode(type, from: Data(payload.readableBytesView))
     }
 }
+
+extension MessageEncoding {
+    /// Why a payload did not decode as `typeName`, in words a person and another
+    /// implementation can act on: the type, the field (its path from the message, e.g.
+    /// `entries.versions[3].fields.fuel`), what was expected and what was wrong. This is the
+    /// reason REJECT carries (docs/PROTOCOL.md 3b) and the receiver's report shows.
+    package static func reason(_ error: any Error, decoding typeName: String) -> String {
+        guard let error = error as? DecodingError else { return "a \(typeName) did not decode: \(error)" }
+        switch error {
+        case .keyNotFound(let key, let context):
+            return "a \(typeName) without its field \"\(path(context.codingPath + [key]))\""
+        case .valueNotFound(let type, let context):
+            return "a \(typeName) with null or nothing in \(place(context.codingPath)), where a \(type) is required"
+        case .typeMismatch(let type, let context) where context.debugDescription.hasPrefix("Invalid number of keys found"):
+            // (Swift's enums with associated values: one key, naming the case.)
+            return "a \(typeName) whose \(place(context.codingPath)) is not an object with exactly one key naming a case of \(type)"
+        case .typeMismatch(let type, let context):
+            return "a \(typeName) whose \(place(context.codingPath)) is not of type \(type): \(said(context))"
+        case .dataCorrupted(let context):
+            return "a \(typeName) whose \(place(context.codingPath)) is invalid: \(said(context))"
+        @unknown default:
+            return "a \(typeName) did not decode: \(error)"
+        }
+    }
+
+    /// `entries.versions[3].fields`: keys joined by dots, array positions in brackets.
+    private static func path(_ keys: [any CodingKey]) -> String {
+        var path = ""
+        for key in keys {
+            if let index = key.intValue, key.stringValue == "Index \(index)" || key.stringValue == "\(index)" {
+                path += "[\(index)]"
+            } else {
+                path += path.isEmpty ? key.stringValue : ".\(key.stringValue)"
+            }
+        }
+        return path
+    }
+
+    private static func place(_ keys: [any CodingKey]) -> String {
+        keys.isEmpty ? "payload" : "field \"\(path(keys))\""
+    }
+
+    /// The decoder's own words, without the sentence's end.
+    private static func said(_ context: DecodingError.Context) -> String {
+        context.debugDescription.trimmingCharacters(in: CharacterSet(charactersIn: ". "))
+    }
+}

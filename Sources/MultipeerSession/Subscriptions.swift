@@ -373,9 +373,10 @@ final class Subscriptions: Sendable {
     /// sender, if it came reliably (sequence 0 is unreliable: never acknowledged, so the sender
     /// assumes nothing of it).
     private func undecodable(_ sequence: UInt64, named typeName: String, from peer: Peer, _ error: any Error) {
-        emit(.undecodableMessage(from: peer, typeName: typeName, error: "\(error)"))
+        let reason = MessageEncoding.reason(error, decoding: typeName)
+        emit(.undecodableMessage(from: peer, typeName: typeName, error: reason))
         guard sequence > 0 else { return }
-        rejected(peer, Rejection(sequence: sequence, typeName: typeName, reason: "\(error)"))
+        rejected(peer, Rejection(sequence: sequence, typeName: typeName, reason: reason))
     }
 
     /// A message of a type this session does not read came (from a peer that sends without
