@@ -55,6 +55,16 @@ import Testing
         #expect(throws: Never.self) { try Roster(contentsOfFile: roster) }
     }
 
+    /// Every command `run` reads is in its help, as NavlogCommand parses them.
+    @Test func runsHelpListsEveryCommand() async throws {
+        let help = try await Self.run(["help", "run"])
+        #expect(help.status == 0, "\(help.output)")
+        let flat = help.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        for command in ["add KEY=VALUE", "edit ID KEY=VALUE", "delete ID", "attach ID FILE", "save ID NAME PATH", "list", "peers", "quit"] {
+            #expect(flat.contains(command), "\(command) in: \(flat)")
+        }
+    }
+
     @Test func aMissingKeyFileSaysHowToMakeOne() async throws {
         let workspace = try await NavlogWorkspace()
         let result = try await Self.run(["run", "--name", "a", "--data", workspace.directory + "/a.db", "--psk-file", "/nonexistent/group.key"])

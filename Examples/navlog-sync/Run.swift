@@ -12,7 +12,9 @@ struct Run: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Join the group and read commands from standard input, one per line.",
         discussion: """
-            Commands: add KEY=VALUE ..., edit ID KEY=VALUE ..., delete ID, list, peers, quit. \
+            Commands: add KEY=VALUE ..., edit ID KEY=VALUE ..., delete ID, \
+            attach ID FILE (the file reaches every host), save ID NAME PATH (writes an attachment out), \
+            list, peers, quit; ID is an entry id or its first characters, as `list` shows them. \
             Keys: leg, waypoint, planned, actual (HH:MM UTC), fuel (kg), altitude (ft), remarks. \
             Quote values with spaces: remarks="light chop". End of input, SIGINT and SIGTERM quit too, \
             saying goodbye to every peer.
