@@ -92,7 +92,12 @@ struct NavlogProcessTests {
         try await captain.waitUntilActive(["first-officer"])
         let id = try await captain.add("leg=1 waypoint=TESAT")
         captain.send("attach \(id.prefix(8)) \"\(chart.path)\"")
-        _ = try await captain.next { $0.event == "entry_applied" && $0["origin"] == "local" }
+        // The author holds the file it attached, as its line says (it said `missing`, 0 bytes).
+        let attached = try await captain.next { $0.event == "entry_applied" && $0["origin"] == "local" }
+        #expect(attached.raw.contains(#""state":"held","bytes_done":\#(bytes.count)"#), "\(attached)")
+        captain.send("edit \(id.prefix(8)) fuel=12400")
+        let edited = try await captain.next { $0.event == "entry_applied" && $0["origin"] == "local" }
+        #expect(edited.raw.contains(#""state":"held""#), "an edit keeps the attachment, held: \(edited)")
         // The version names who signed it (its key's fingerprint, as the officer saw the captain
         // prove it), beside the author the captain's station typed.
         let joined = try await officer.next { $0.event == "peer_joined" && $0["peer"] == "captain" }

@@ -36,7 +36,8 @@ public actor NavlogNode: Service {
     /// The parts of a peer's digest (an earlier release's) received so far, until its final part.
     private var incomingDigests: [UUID: NavlogDigest] = [:]
     private let subscriptions = AsyncStream<NavlogEvent>.makeStream()
-    /// Attached files on their way here, by hash: the bytes of each that are here, by sender.
+    /// Attached files on their way here, by hash: the bytes of each that are here, by transfer
+    /// (a sender's transfer that lost its link and the one that supersedes it are two).
     private var arriving: [String: [UUID: Int64]] = [:]
     /// Attached files this host is sending, by hash, to these peers.
     private var sending: [String: Set<UUID>] = [:]
@@ -172,13 +173,15 @@ public actor NavlogNode: Service {
         return .missing
     }
 
-    /// The hashes of the files attached to live entries that are not here, nor on their way
-    /// from `peer` (each once).
-    private func lacking(among versions: [NavlogEntry]? = nil, from peer: UUID) -> [String] {
+    /// The hashes of the files attached to live entries (of `versions`, or of the log) that are
+    /// not here, each once. A file on its way from a peer counts: a peer that restarted has lost
+    /// its side of the transfer, and offers the file anew when asked (a peer still sending it
+    /// goes on, and asks nothing again).
+    private func lacking(among versions: [NavlogEntry]? = nil) -> [String] {
         let versions = versions ?? ((try? store.log().live) ?? [])
         var seen: Set<String> = []
         return versions.filter { !$0.deleted }.flatMap { $0.attachments ?? [] }.map(\.sha256).filter {
-            seen.insert($0).inserted && !files.holds($0) && arriving[$0]?[peer] == nil
+            seen.insert($0).inserted && !files.holds($0)
         }
     }
 
@@ -239,25 +242,28 @@ public actor NavlogNode: Service {
         if sending[sha256]?.isEmpty == true { sending[sha256] = nil }
     }
 
-    /// A file a peer sends: taken if it is attached to a live entry here and not here yet (nor
-    /// on its way from that peer), cancelled otherwise; kept under its hash once whole.
+    /// A file a peer sends: taken if it is attached to a live entry here and not here yet,
+    /// cancelled otherwise; kept under its hash once whole. The session takes one transfer of a
+    /// file from a peer at a time (docs/PROTOCOL.md 3c): a new offer of a file whose transfer
+    /// from that peer lost its link supersedes that transfer (the old one fails, the new one
+    /// goes on from what it wrote), so it is taken whatever the old one's state here.
     private func receive(_ resource: IncomingResource) async {
         let sha256 = resource.sha256.map { String(format: "%02x", $0) }.joined()
         let ref = PeerRef(id: resource.sender.id, name: resource.sender.displayName, fingerprint: resource.sender.key.fingerprint)
-        guard !files.holds(sha256), arriving[sha256]?[ref.id] == nil, let (entry, attachment) = attachment(sha256) else {
+        guard !files.holds(sha256), let (entry, attachment) = attachment(sha256) else {
             resource.cancel()
             return
         }
-        arriving[sha256, default: [:]][ref.id] = 0
+        arriving[sha256, default: [:]][resource.id] = 0
         defer {
-            arriving[sha256]?[ref.id] = nil
+            arriving[sha256]?[resource.id] = nil
             if arriving[sha256]?.isEmpty == true { arriving[sha256] = nil }
         }
         var transfer = AttachmentTransfer(
             entry: entry, name: attachment.name, sha256: sha256, peer: ref, outgoing: false, bytesDone: 0, totalBytes: resource.length, bytesPerSecond: 0)
         for await progress in resource.progress {
             (transfer.bytesDone, transfer.bytesPerSecond) = (progress.bytesDone, progress.bytesPerSecond)
-            arriving[sha256]?[ref.id] = progress.bytesDone
+            arriving[sha256]?[resource.id] = progress.bytesDone
             subscriptions.continuation.yield(.attachmentProgress(transfer))
         }
         do {
@@ -337,7 +343,7 @@ public actor NavlogNode: Service {
             incomingDigests[peer.id] = nil
             overloaded.remove(peer.id)
             request(.start, from: peer)
-            sayLacking(lacking(from: peer.id), to: ref)
+            sayLacking(lacking(), to: ref)
         case .peerLeft(let peer, let reason):
             let ref = PeerRef(id: peer.id, name: peer.displayName, fingerprint: peer.key.fingerprint)
             known[peer.id] = (ref, false, Date())
@@ -462,7 +468,7 @@ public actor NavlogNode: Service {
             subscriptions.continuation.yield(.entryApplied(applied, origin: peer))
         }
         // Files attached to what came: the peer that sent the versions likely holds them.
-        sayLacking(lacking(among: merged.applied, from: peer.id), to: peer)
+        sayLacking(lacking(among: merged.applied), to: peer)
         if let first = merged.conflicts.first {
             report(NavlogError(.conflictingVersion,
                 "\(merged.conflicts.count) version(s) came with the version stamp of one held here and other content, which only a faulty or rogue origin writes; the first, of entry \(first.id) by origin \(first.origin): the one that wins by content is kept, on every host"),

@@ -31,7 +31,9 @@ actor Console {
 
     func show(_ event: NavlogEvent) async {
         if json {
-            emit(Self.json(event))
+            // An entry's attachments as they stand here now (a local attach's file is held).
+            let states = if case .entryApplied(let entry, _) = event { await states([entry]) } else { [String: AttachmentState]() }
+            emit(Self.json(event, states: states))
             return
         }
         switch event {
@@ -151,7 +153,8 @@ actor Console {
 
     // MARK: Events
 
-    static func json(_ event: NavlogEvent) -> JSON {
+    /// `event` for `--json`; `states` says where the attachments of an applied entry stand.
+    static func json(_ event: NavlogEvent, states: [String: AttachmentState] = [:]) -> JSON {
         switch event {
         case .listening(let port):
             return .object([("event", .string("listening")), ("port", .int(port))])
@@ -164,7 +167,7 @@ actor Console {
         case .entryApplied(let entry, let origin):
             return .object([
                 ("event", .string("entry_applied")), ("id", .string(Render.id(entry.id))),
-                ("origin", .string(origin?.name ?? "local")), ("deleted", .bool(entry.deleted)), ("entry", Render.entry(entry)),
+                ("origin", .string(origin?.name ?? "local")), ("deleted", .bool(entry.deleted)), ("entry", Render.entry(entry, states: states)),
             ])
         case .synced(let peer, let sent, let received):
             return .object([("event", .string("synced"))] + peerFields(peer) + [("sent", .int(sent)), ("received", .int(received))])

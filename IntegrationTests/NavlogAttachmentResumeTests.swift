@@ -1,0 +1,92 @@
+import Crypto
+import Foundation
+@testable import MultipeerSession
+import MultipeerCore
+import MultipeerTestSupport
+import NavlogSync
+import Testing
+
+/// A host's attachment on its way from a peer that restarts half way (docs/NAVLOG.md 1a): the
+/// host asks for it again when the peer next joins, takes the peer's new offer (which supersedes
+/// the transfer that lost its link, docs/PROTOCOL.md 3c) and keeps the file, resumed from what
+/// it had written.
+@Suite struct NavlogAttachmentResumeTests {
+    static let length = 16 << 20
+
+    /// The sender's side of navlog by hand: answers `lack` with the file, as a host does.
+    static func answerLacks(_ sender: MultipeerSession, file: URL, hash: String, to host: UUID) -> Task<Int, any Error> {
+        let messages = sender.messages(of: NavlogMessage.self)
+        return Task {
+            var offers = 0
+            for await (_, message) in messages {
+                guard case .lack(let hashes) = message, hashes.contains(hash) else { continue }
+                offers += 1
+                let outgoing = try await sender.sendResource(at: file, named: "chart.pdf", to: host)
+                Task { try? await outgoing.completion() }
+            }
+            return offers
+        }
+    }
+
+    @Test(.scaledTimeLimit(minutes: 3))
+    func anAttachmentFromAPeerThatRestartedHalfWayArrivesResumed() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navlog-resume-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("chart.pdf")
+        let bytes = Data((0..<Self.length).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 16) })
+        try bytes.write(to: file)
+        let hash = SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+
+        let store = try NavlogStore(path: directory.appendingPathComponent("captain.db").path)
+        let host = try NavlogNode(store: store, configuration: .test("captain", discovery: .staticPeers([])))
+        let events = host.events
+        let running = Task { try await host.run() }
+        defer { running.cancel() }
+        let port = try await collect(events) { $0.contains { if case .listening = $0 { true } else { false } } }
+            .compactMap { if case .listening(let port) = $0 { port } else { nil } }[0]
+        let proxy = try await FaultProxy(forwardingTo: port)
+        proxy.set(.throttle(bytesPerSecond: 4 << 20))  // 4 s for the file: the sender stops half way, not after
+        let identity = PeerIdentity()
+        let configuration = MultipeerSession.Configuration.test("officer", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"]))
+
+        // The officer's version with the file attached; the host lacks the file and says so.
+        let first = MultipeerSession(configuration: configuration, identity: identity)
+        let firstAnswers = Self.answerLacks(first, file: file, hash: hash, to: host.session.peerID)
+        let version = try NavlogEntry(
+            id: UUID(), fields: NavlogFields(waypoint: "TESAT"), author: "officer", origin: identity.peerID,
+            timestamp: HLCTimestamp(milliseconds: UInt64(Date().timeIntervalSince1970 * 1000), counter: 0),
+            attachments: [NavlogAttachment(name: "chart.pdf", length: Int64(Self.length), sha256: hash)]).signed(by: identity)
+        let firstRun = Task { try await first.run() }
+        try await EventLog(first.events).waitUntilActive([host.session.peerID])
+        try await first.send(NavlogMessage.update(entry: version), to: host.session.peerID)
+        _ = try await collect(events, timeout: .seconds(60)) { events in
+            events.contains { if case .attachmentProgress(let transfer) = $0 { transfer.bytesDone >= Int64(Self.length / 2) } else { false } }
+        }
+        // The officer stops half way: nothing more goes through, and its session ends.
+        proxy.set(.blackHole)
+        firstRun.cancel()
+        _ = try? await firstRun.value
+        firstAnswers.cancel()
+        #expect(await host.state(of: hash) != .held)
+        proxy.set(.throttle(bytesPerSecond: 4 << 20))
+        let before = proxy.bytesForwarded
+
+        // It comes back, the same device in a new session: it knows nothing of the transfer,
+        // and sends the file again only when asked.
+        let second = MultipeerSession(configuration: configuration, identity: identity)
+        let secondAnswers = Self.answerLacks(second, file: file, hash: hash, to: host.session.peerID)
+        defer { secondAnswers.cancel() }
+        try await whileRunning([second]) {
+            let done = try await collect(events, timeout: .seconds(90)) { events in
+                events.contains { if case .attachmentDone(let transfer, nil) = $0 { transfer.sha256 == hash } else { false } }
+            }
+            #expect(!done.contains { if case .attachmentDone(_, let error?) = $0 { error.contains("cancel") && !error.contains("restarted") } else { false } },
+                    "the new offer was taken, not cancelled: \(done)")
+            #expect(await host.state(of: hash) == .held)
+        }
+        let again = Double(proxy.bytesForwarded - before) / Double(Self.length)
+        #expect(again < 0.75, "after the restart, \(again)x the file went through the proxy: it resumed")
+        await proxy.stop()
+    }
+}
