@@ -16,6 +16,26 @@ public struct NavlogAttachment: Hashable, Sendable, Codable {
         self.sha256 = sha256
     }
 
+    /// Decodes an attachment as a peer sent it. A length that is a number but no `Int64` (2^63
+    /// or more, or not whole) is read as ``lengthOutOfRange``, so that its version is refused
+    /// alone (`badVersion`) while the rest of the message it came in is taken: a decoding error
+    /// would drop the whole message, up to a batch of 500 versions.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        name = try container.decode(String.self, forKey: .name)
+        sha256 = try container.decode(String.self, forKey: .sha256)
+        if let length = try? container.decode(Int64.self, forKey: .length) {
+            self.length = length
+        } else if (try? container.decode(Double.self, forKey: .length)) != nil {
+            length = Self.lengthOutOfRange
+        } else {
+            length = try container.decode(Int64.self, forKey: .length)  // (not a number: the decoder's error)
+        }
+    }
+
+    /// What a length beyond `Int64` reads as: a negative length, which no version may carry.
+    static let lengthOutOfRange = Int64.min
+
     /// The most attachments a version carries.
     public static let maximumPerVersion = 16
 
@@ -39,7 +59,9 @@ public struct NavlogAttachment: Hashable, Sendable, Codable {
         }
         for (index, attachment) in attachments.enumerated() {
             guard isName(attachment.name) else { throw NavlogError(.badVersion, "an attachment's name is not \(nameRule)") }
-            guard attachment.length >= 0 else { throw NavlogError(.badVersion, "attachment \(attachment.name) has a negative length") }
+            guard attachment.length >= 0 else {
+                throw NavlogError(.badVersion, "attachment \(attachment.name) has a length below 0 or above 2^63 - 1")
+            }
             guard attachment.sha256.utf8.count == 64, attachment.sha256.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
                 throw NavlogError(.badVersion, "the SHA-256 of attachment \(attachment.name) is not 64 lowercase hexadecimal digits")
             }

@@ -353,3 +353,41 @@ import Testing
         #expect(progress.answered(sending: 0).map { [$0.sent, $0.received] } == [0, 0])
     }
 }
+
+extension NavlogIntakeTests {
+    /// A batch of versions in which one attachment's length is 2^63 (docs/NAVLOG.md 1a: below
+    /// 2^63): the message decodes, that version is refused (`badVersion`), and the rest of the
+    /// batch is taken. (The whole message did not decode before, and every version in it was
+    /// dropped.)
+    @Test func anAttachmentLengthBeyondInt64RefusesItsVersionAloneNotTheBatch() throws {
+        let sha = String(repeating: "ab", count: 32)
+        func version(_ waypoint: String, length: Int64) throws -> NavlogEntry {
+            var version = NavlogEntry(
+                id: UUID(), fields: NavlogFields(waypoint: waypoint), author: "relief", origin: Self.origin.peerID,
+                timestamp: HLCTimestamp(milliseconds: Self.now, counter: 0))
+            version.attachments = [NavlogAttachment(name: "chart.pdf", length: length, sha256: sha)]
+            return try version.signed(by: Self.origin)
+        }
+        let good = try version("GOOD", length: 10)
+        let bad = try version("HUGE", length: 11)
+        var json = String(decoding: try JSONEncoder().encode(NavlogMessage.entries(versions: [bad, good], final: true)), as: UTF8.self)
+        json = json.replacingOccurrences(of: #""length":11"#, with: #""length":9223372036854775808"#)
+        #expect(json.contains("9223372036854775808"))
+        for huge in ["9223372036854775808", "18446744073709551616", "1e30", "10.5"] {
+            let message = try JSONDecoder().decode(NavlogMessage.self, from: Data(json.replacingOccurrences(of: "9223372036854775808", with: huge).utf8))
+            guard case .entries(let versions, true) = message else {
+                Issue.record("\(message)")
+                continue
+            }
+            var clock = HybridLogicalClock()
+            let intake = NavlogIntake(versions, clock: &clock, now: Self.now)
+            #expect(intake.accepted == [good], "\(huge)")
+            #expect(intake.refusals.map(\.code) == [.badVersion])
+            #expect(intake.refusals.first?.message.contains("above 2^63 - 1") == true, "\(intake.refusals)")
+        }
+        // Not a number at all is still a message that does not decode.
+        #expect(throws: DecodingError.self) {
+            try JSONDecoder().decode(NavlogMessage.self, from: Data(json.replacingOccurrences(of: "9223372036854775808", with: #""ten""#).utf8))
+        }
+    }
+}
