@@ -250,6 +250,38 @@ struct DaemonRestartTests {
     }
 }
 
+/// A process whose first D-Bus connection finds no system bus (libdbus reads the bus's address
+/// once per process): only alone in a process of its own (``runningAlone``).
+@Suite(.enabled(if: inDiscoverySandbox && runningAlone, "points D-Bus at a bus that is not there yet: scripts/run-tests.sh runs it alone"))
+struct SystemBusWaitTests {
+    /// A connection asked to wait for the daemon waits for the D-Bus system bus too (a machine
+    /// still booting): it tries again every second until the bus is there. (It failed at once
+    /// with "Daemon not running" before, although the error's own text says it would wait.)
+    @Test(.scaledTimeLimit(minutes: 2))
+    func aConnectionAskedToWaitWaitsForTheSystemBusToo() async throws {
+        let type = try DiscoveryTests.uniqueServiceType()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bus-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let bus = directory.appendingPathComponent("system_bus_socket").path
+        // (Alone in its process: no other test makes an Avahi client meanwhile.)
+        setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=\(bus)", 1)
+        defer { unsetenv("DBUS_SYSTEM_BUS_ADDRESS") }
+        let refused = try #require(throws: MultipeerError.self) { try AvahiConnection(waitForDaemon: false) }
+        #expect(refused.code == .discoveryUnavailable)
+        let patient = try AvahiConnection(waitForDaemon: true)
+        let peerID = UUID()
+        let advertiser = try PeerAdvertiser(
+            serviceType: type, port: 7002, txt: AdvertTXT(peerID: peerID, incarnation: 1, displayName: "booting"), connection: patient)
+        defer { advertiser.stop() }
+        // The bus comes up: the sandbox's, at the address the connection was told.
+        try FileManager.default.createSymbolicLink(atPath: bus, withDestinationPath: "/run/dbus/system_bus_socket")
+        _ = try await DiscoveryTests.established(advertiser)
+        let events = PeerBrowser(serviceType: type, localPeerID: UUID(), connection: patient).browse()
+        _ = try await collect(events, timeout: .seconds(60)) { DiscoveryTests.foundIDs($0).contains(peerID) }
+    }
+}
+
 extension String {
     func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }

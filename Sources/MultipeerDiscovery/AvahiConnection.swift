@@ -21,6 +21,9 @@ package final class AvahiConnection: @unchecked Sendable {
     private var client: OpaquePointer?
     private var isRunning = false
     private var registrations: [ObjectIdentifier: any AvahiRegistration] = [:]
+    /// The timer that tries again to make a client, while the D-Bus system bus is not there
+    /// (``scheduleRetry()``).
+    private var retry: OpaquePointer?
     /// The browser of each service type, shared by its subscribers.
     var browsers: [String: AvahiBrowser] = [:]
 
@@ -52,12 +55,14 @@ package final class AvahiConnection: @unchecked Sendable {
         // nothing else can touch this object yet, so no lock is needed.
         var error: Int32 = 0
         let flags = waitForDaemon ? AVAHI_CLIENT_NO_FAIL : AvahiClientFlags(rawValue: 0)
-        guard let client = avahi_client_new(
-            avahi_threaded_poll_get(poll), flags, avahiClientCallback, Unmanaged.passUnretained(self).toOpaque(), &error)
-        else {
-            throw Self.connectError(error)  // deinit frees the poll
+        client = avahi_client_new(avahi_threaded_poll_get(poll), flags, avahiClientCallback, Unmanaged.passUnretained(self).toOpaque(), &error)
+        if client == nil {
+            // NO_FAIL waits for the daemon on the bus, not for the bus itself (a machine still
+            // booting): a session told to wait tries again every second.
+            guard waitForDaemon, Self.isAbsence(error) else { throw Self.connectError(error) }  // (deinit frees the poll)
+            logger.info("waiting for the D-Bus system bus and avahi-daemon", metadata: ["multipeer.error": "\(String(cString: avahi_strerror(error)))"])
+            scheduleRetry()
         }
-        self.client = client
         guard avahi_threaded_poll_start(poll) == 0 else {
             throw MultipeerError(.discoveryUnavailable, "cannot start Avahi's event thread")
         }
@@ -66,13 +71,19 @@ package final class AvahiConnection: @unchecked Sendable {
     // Also runs when init throws after the poll was made.
     deinit {
         avahi_threaded_poll_stop(poll)  // harmless if the thread never started
+        if let retry { avahi_threaded_poll_get(poll).pointee.timeout_free(retry) }
         if let client { avahi_client_free(client) }
         avahi_threaded_poll_free(poll)
     }
 
+    /// Whether `error` says the daemon or the D-Bus system bus is not there (yet).
+    private static func isAbsence(_ error: Int32) -> Bool {
+        error == Int32(AVAHI_ERR_NO_DAEMON) || error == Int32(AVAHI_ERR_DBUS_ERROR)
+    }
+
     static func connectError(_ error: Int32) -> MultipeerError {
         let text = String(cString: avahi_strerror(error))
-        guard error == Int32(AVAHI_ERR_NO_DAEMON) || error == Int32(AVAHI_ERR_DBUS_ERROR) else {
+        guard isAbsence(error) else {
             return MultipeerError(.discoveryUnavailable, "cannot connect to avahi-daemon", underlying: text)
         }
         return MultipeerError(
@@ -154,12 +165,27 @@ package final class AvahiConnection: @unchecked Sendable {
         }
     }
 
-    private func reconnect() {
+    /// Makes a client again (the daemon went away); while the D-Bus system bus is not there
+    /// either, tries every second (``scheduleRetry()``). Poll thread.
+    fileprivate func reconnect() {
         var error: Int32 = 0
         client = avahi_client_new(
             avahi_threaded_poll_get(poll), AVAHI_CLIENT_NO_FAIL, avahiClientCallback, Unmanaged.passUnretained(self).toOpaque(), &error)
         if client == nil {
-            logger.error("cannot reconnect to avahi-daemon: \(String(cString: avahi_strerror(error)))")
+            logger.debug("cannot connect to avahi-daemon yet; trying again in a second", metadata: ["multipeer.error": "\(String(cString: avahi_strerror(error)))"])
+            scheduleRetry()
+        }
+    }
+
+    /// Calls ``reconnect()`` in a second, on the poll thread. Before the thread starts, or on it.
+    private func scheduleRetry() {
+        let api = avahi_threaded_poll_get(poll)!
+        var when = timeval()
+        avahi_elapse_time(&when, 1_000, 0)
+        if let retry {
+            api.pointee.timeout_update(retry, &when)
+        } else {
+            retry = api.pointee.timeout_new(api, &when, avahiRetryCallback, Unmanaged.passUnretained(self).toOpaque())
         }
     }
 }
@@ -175,6 +201,11 @@ protocol AvahiRegistration: AnyObject {
     func detached()
     /// Free the Avahi objects for good.
     func remove()
+}
+
+private func avahiRetryCallback(_ timeout: OpaquePointer?, _ userdata: UnsafeMutableRawPointer?) {
+    guard let userdata else { return }
+    Unmanaged<AvahiConnection>.fromOpaque(userdata).takeUnretainedValue().reconnect()
 }
 
 private func avahiClientCallback(_ client: OpaquePointer?, _ state: AvahiClientState, _ userdata: UnsafeMutableRawPointer?) {

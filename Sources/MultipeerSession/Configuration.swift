@@ -142,7 +142,9 @@ extension MultipeerSession {
     /// How a session finds its peers.
     public enum Discovery: Sendable {
         /// DNS-SD through the system's avahi-daemon: advertise this peer and browse for others.
-        /// With `waitForDaemon`, a session started before the daemon waits for it instead of failing.
+        /// With `waitForDaemon`, a session started before the daemon, or before the D-Bus system
+        /// bus it talks over (a machine still booting), waits for both instead of failing: it
+        /// looks for the bus every second, and advertises and browses once the daemon is there.
         case avahi(waitForDaemon: Bool = false)
         /// Dial these `host:port` endpoints and advertise nothing, for networks without multicast.
         case staticPeers([String])
