@@ -61,3 +61,35 @@ import Testing
         }
     }
 }
+
+/// Resuming over DNS-SD, where only the greater UUID dials.
+@Suite(.enabled(if: inDiscoverySandbox, "needs scripts/sandbox.sh (make test, as root)"))
+struct ResumeOverDiscoveryTests {
+    /// The side with the lesser UUID, which never dials, resumes: it dials its peer once itself,
+    /// so the pair is back at once, not at the peer's next redial (whose delay grew while it was
+    /// away). The peer here redials only after a minute: the pair rejoins well before.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aResumedSideBringsBackAPeerThatDialsIt() async throws {
+        let type = try DiscoveryTests.uniqueServiceType()
+        var identities = (PeerIdentity(), PeerIdentity())
+        if identities.0.peerID.isGreater(than: identities.1.peerID) { identities = (identities.1, identities.0) }
+        let (lesser, greater) = identities
+        var patient = MultipeerSession.Configuration.test("greater", serviceType: type.rawValue)
+        patient.reconnect = ReconnectParameters(initialDelay: .seconds(60), maximumDelay: .seconds(60))
+        let dialler = MultipeerSession(configuration: patient, identity: greater)
+        let resumed = MultipeerSession(configuration: .test("lesser", serviceType: type.rawValue), identity: lesser)
+        let diallerEvents = EventLog(dialler.events)
+        let resumedEvents = EventLog(resumed.events)
+        try await whileRunning([dialler, resumed]) {
+            try await resumedEvents.waitUntilActive([greater.peerID])
+            await resumed.suspend()
+            _ = try await diallerEvents.wait { events in events.contains { if case .peerLeft(let peer, _) = $0 { peer.id == lesser.peerID } else { false } } }
+            await resumed.resume()
+            let joined = try await diallerEvents.wait(timeout: .seconds(30)) { events in
+                events.filter { if case .peerJoined(let peer) = $0 { peer.id == lesser.peerID } else { false } }.count == 2
+            }
+            #expect(joined.last.map { if case .peerJoined = $0 { true } else { false } } != nil)
+            #expect(dialler.activePeers.map(\.id) == [lesser.peerID])
+        }
+    }
+}

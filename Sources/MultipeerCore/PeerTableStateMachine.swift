@@ -433,10 +433,15 @@ package struct PeerTableStateMachine: Sendable {
         return actions
     }
 
-    /// The session runs again (resume): dial every known target that is ours to dial.
+    /// The session runs again (resume): dial every known target, once even a peer whose UUID
+    /// is the greater (its to dial). Its redials have grown while this side was away, and this
+    /// side's listener was down: waiting for its next one took up to a backoff step (0.4-0.7 s
+    /// after a 1 s suspend), where this dial brings it back in a round trip and a handshake. If
+    /// it dials meanwhile too, the link it dialled is the one both keep (3); if this dial fails,
+    /// it is not repeated: that peer's redials bring it back.
     package mutating func restart() -> [Action] {
         stopped = false
-        return targets.keys.sorted { "\($0)" < "\($1)" }.flatMap { dialIfNeeded($0) }
+        return targets.keys.sorted { "\($0)" < "\($1)" }.flatMap { dialIfNeeded($0, evenIfTheirs: true) }
     }
 
     // MARK: Rules
@@ -460,9 +465,12 @@ package struct PeerTableStateMachine: Sendable {
         }
     }
 
-    private mutating func dialIfNeeded(_ key: DialTarget.Key) -> [Action] {
-        guard !stopped, let target = targets[key], !target.endpoints.isEmpty, shouldDial(key), !hasLink(to: key),
-              !redialsPending.contains(key) else {
+    /// Dials `key` if nothing links to it yet and it is this side's to dial (or, `evenIfTheirs`,
+    /// a discovered peer whose UUID is the greater: ``restart()``).
+    private mutating func dialIfNeeded(_ key: DialTarget.Key, evenIfTheirs: Bool = false) -> [Action] {
+        let discovered = if case .peer = key { true } else { false }
+        guard !stopped, let target = targets[key], !target.endpoints.isEmpty, shouldDial(key) || (evenIfTheirs && discovered),
+              !hasLink(to: key), !redialsPending.contains(key) else {
             return []
         }
         let id = makeLinkID()

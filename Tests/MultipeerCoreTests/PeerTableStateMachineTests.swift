@@ -179,6 +179,25 @@ import Testing
         guard case .dial? = table.restart().first else { Issue.record("restart dials"); return }
     }
 
+    /// A session that resumes dials each discovered peer once, even one whose UUID is the
+    /// greater (its to dial, and its redials grew while this side was away); a failed dial of
+    /// it is not repeated, and a link it dials meanwhile is the one kept.
+    @Test func aResumedSideDialsEveryPeerOnceEvenOneThatDialsIt() {
+        var table = PeerTableStateMachine(localPeerID: Self.low, backoff: Self.steady)
+        #expect(table.discovered(Self.target(Self.high)).isEmpty, "the greater UUID dials")
+        _ = table.stop(.suspended)
+        guard case .dial(let mine, let target)? = table.restart().first else { Issue.record("the resumed side dials"); return }
+        #expect(target.peerID == Self.high)
+        #expect(table.linkClosed(mine, error: MultipeerError(.connectionFailed, "refused")).isEmpty, "not redialled: the peer's to dial")
+        _ = table.stop(.suspended)
+        guard case .dial(let again, _)? = table.restart().first else { Issue.record("dials again at the next resume"); return }
+        // The peer dials too: both links complete; its link is the one kept, on both sides.
+        let theirs = table.acceptedLink()
+        _ = table.linkEstablished(again, hello: Self.hello(Self.high))
+        #expect(table.linkEstablished(theirs, hello: Self.hello(Self.high)).contains(.close(again, .duplicateLink)))
+        #expect(table.activeLink(for: Self.high) == theirs)
+    }
+
     /// A peer whose roster does not list this device takes its HELLO and then says GOODBYE 5:
     /// it never joins (nor leaves), and it is dialled again only at the longest backoff, however
     /// often the same advert is resolved again, until something changes.
