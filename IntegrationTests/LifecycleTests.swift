@@ -62,21 +62,30 @@ import Testing
     }
 }
 
-/// Resuming over DNS-SD, where only the greater UUID dials.
+/// Over DNS-SD only the greater UUID dials: what the other side does to bring a peer back now.
 @Suite(.enabled(if: inDiscoverySandbox, "needs scripts/sandbox.sh (make test, as root)"))
-struct ResumeOverDiscoveryTests {
+struct RejoinOverDiscoveryTests {
+    /// Two identities, the lesser first.
+    static func identities() -> (lesser: PeerIdentity, greater: PeerIdentity) {
+        let pair = (PeerIdentity(), PeerIdentity())
+        return pair.0.peerID.isGreater(than: pair.1.peerID) ? (pair.1, pair.0) : pair
+    }
+
+    /// A dialler whose redials wait a minute: a rejoin within the test's deadline is the other side's doing.
+    static func patientDialler(_ identity: PeerIdentity, serviceType: String) -> MultipeerSession {
+        var configuration = MultipeerSession.Configuration.test("greater", serviceType: serviceType)
+        configuration.reconnect = ReconnectParameters(initialDelay: .seconds(60), maximumDelay: .seconds(60))
+        return MultipeerSession(configuration: configuration, identity: identity)
+    }
+
     /// The side with the lesser UUID, which never dials, resumes: it dials its peer once itself,
     /// so the pair is back at once, not at the peer's next redial (whose delay grew while it was
     /// away). The peer here redials only after a minute: the pair rejoins well before.
     @Test(.scaledTimeLimit(minutes: 1))
     func aResumedSideBringsBackAPeerThatDialsIt() async throws {
         let type = try DiscoveryTests.uniqueServiceType()
-        var identities = (PeerIdentity(), PeerIdentity())
-        if identities.0.peerID.isGreater(than: identities.1.peerID) { identities = (identities.1, identities.0) }
-        let (lesser, greater) = identities
-        var patient = MultipeerSession.Configuration.test("greater", serviceType: type.rawValue)
-        patient.reconnect = ReconnectParameters(initialDelay: .seconds(60), maximumDelay: .seconds(60))
-        let dialler = MultipeerSession(configuration: patient, identity: greater)
+        let (lesser, greater) = Self.identities()
+        let dialler = Self.patientDialler(greater, serviceType: type.rawValue)
         let resumed = MultipeerSession(configuration: .test("lesser", serviceType: type.rawValue), identity: lesser)
         let diallerEvents = EventLog(dialler.events)
         let resumedEvents = EventLog(resumed.events)
@@ -90,6 +99,29 @@ struct ResumeOverDiscoveryTests {
             }
             #expect(joined.last.map { if case .peerJoined = $0 { true } else { false } } != nil)
             #expect(dialler.activePeers.map(\.id) == [lesser.peerID])
+        }
+    }
+
+    /// The lesser side's roster refuses the greater, which dials it and is then held at its
+    /// longest backoff (a minute here). The roster changes to admit it: the lesser side dials
+    /// it once itself, and the pair joins now (it waited out the dialler's backoff, 6-8 s by
+    /// default, before).
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aRosterChangeBringsARefusedPeerInNow() async throws {
+        let type = try DiscoveryTests.uniqueServiceType()
+        let (lesser, greater) = Self.identities()
+        let dialler = Self.patientDialler(greater, serviceType: type.rawValue)
+        var strict = MultipeerSession.Configuration.test("lesser", serviceType: type.rawValue)
+        strict.roster = Roster(keys: [lesser.key])
+        let guarded = MultipeerSession(configuration: strict, identity: lesser)
+        let guardedEvents = EventLog(guarded.events)
+        try await whileRunning([dialler, guarded]) {
+            _ = try await guardedEvents.wait { events in
+                events.contains { if case .authenticationFailed(_, let error) = $0 { error.code == .notInRoster } else { false } }
+            }
+            await guarded.updateRoster(Roster(keys: [lesser.key, greater.key]))
+            try await guardedEvents.waitUntilActive([greater.peerID], timeout: .seconds(30))
+            #expect(guarded.activePeers.map(\.id) == [greater.peerID])
         }
     }
 }

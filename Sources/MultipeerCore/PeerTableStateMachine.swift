@@ -334,14 +334,16 @@ package struct PeerTableStateMachine: Sendable {
     }
 
     /// This side's roster or keys changed: what was refused may be admitted now, so refused
-    /// targets are dialled again at once.
+    /// targets are dialled again at once, once even a peer whose UUID is the greater (its to
+    /// dial: refused, it holds this side at its longest backoff, and this side brings the join
+    /// about now rather than at its next redial, seconds later).
     package mutating func reconsiderRefusals() -> [Action] {
         let keys = refused.sorted { "\($0)" < "\($1)" }
         refused.removeAll()
         return keys.flatMap { key -> [Action] in
             backoffs[key]?.reset()
             redialsPending.remove(key)
-            return dialIfNeeded(key)
+            return dialIfNeeded(key, evenIfTheirs: true)
         }
     }
 
@@ -466,7 +468,7 @@ package struct PeerTableStateMachine: Sendable {
     }
 
     /// Dials `key` if nothing links to it yet and it is this side's to dial (or, `evenIfTheirs`,
-    /// a discovered peer whose UUID is the greater: ``restart()``).
+    /// a discovered peer whose UUID is the greater: ``restart()``, ``reconsiderRefusals()``).
     private mutating func dialIfNeeded(_ key: DialTarget.Key, evenIfTheirs: Bool = false) -> [Action] {
         let discovered = if case .peer = key { true } else { false }
         guard !stopped, let target = targets[key], !target.endpoints.isEmpty, shouldDial(key) || (evenIfTheirs && discovered),

@@ -524,7 +524,9 @@ public actor MultipeerSession {
 
     /// Replaces the roster (``Configuration/roster``; nil admits any holder of the group key).
     /// Links of active peers it no longer lists close at once (GOODBYE `notInRoster`), and each
-    /// leaves with `PeerLeftReason.local(.notInRoster)`; their later links are refused.
+    /// leaves with `PeerLeftReason.local(.notInRoster)`; their later links are refused. Peers
+    /// refused before are dialled at once, so one it now admits joins now (a peer it knows
+    /// only by the connections that peer made, not by discovery, joins at that peer's next dial).
     public func updateRoster(_ roster: Roster?) {
         perform(core.rosterChanged(roster, now: .now))
     }

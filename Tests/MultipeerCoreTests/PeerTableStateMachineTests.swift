@@ -198,6 +198,18 @@ import Testing
         #expect(table.activeLink(for: Self.high) == theirs)
     }
 
+    /// A peer whose UUID is the greater dials this side, and this side's roster refuses it: it
+    /// holds this side at its longest backoff. When the roster changes, this side dials it once
+    /// itself, so the join comes about now, not at the peer's next redial.
+    @Test func aRosterChangeDialsARefusedPeerThatDialsThisSide() {
+        var table = PeerTableStateMachine(localPeerID: Self.low, backoff: Self.steady)
+        #expect(table.discovered(Self.target(Self.high)).isEmpty, "the greater UUID dials")
+        let inbound = table.acceptedLink()
+        _ = table.linkClosed(inbound, goodbye: nil, error: MultipeerError(.notInRoster, "refused here"), provedPeer: Self.high)
+        guard case .dial(_, let target)? = table.reconsiderRefusals().first else { Issue.record("dialled once, now"); return }
+        #expect(target.peerID == Self.high)
+    }
+
     /// A peer whose roster does not list this device takes its HELLO and then says GOODBYE 5:
     /// it never joins (nor leaves), and it is dialled again only at the longest backoff, however
     /// often the same advert is resolved again, until something changes.
