@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 @testable import MultipeerSession
 import MultipeerCore
@@ -83,6 +84,39 @@ import Testing
             let raw = try await RawPeer(port: try await events.listeningPort())
             let hello = try Hello(decoding: try #require(try await collect(raw.frames) { !$0.isEmpty }.first).value)
             #expect(hello.reads == nil)
+            await raw.close()
+        }
+    }
+
+    /// A peer whose HELLO does not announce resources offers one anyway: it could not take the
+    /// WANTs, so it is refused at once (RESOURCE_END 6, saying why), not left waiting for an
+    /// answer that never comes, and the link stays up (docs/PROTOCOL.md 3c).
+    @Test(.scaledTimeLimit(minutes: 1))
+    func anOfferFromAPeerThatTakesNoResourcesIsRefusedAtOnce() async throws {
+        let patient = KeepaliveParameters(interval: .seconds(60), timeout: .seconds(600))
+        var configuration = MultipeerSession.Configuration.test("current", discovery: .staticPeers([]), keepalive: patient)
+        configuration.resourceDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("offers-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: configuration.resourceDirectory!) }
+        let session = MultipeerSession(configuration: configuration, identity: PeerIdentity())
+        let events = EventLog(session.events)
+        try await whileRunning([session]) {
+            let raw = try await RawPeer(port: try await events.listeningPort())
+            _ = try await collect(raw.frames) { !$0.isEmpty }  // its HELLO
+            let identity = PeerIdentity()
+            try await raw.send(try await raw.hello(claiming: identity.peerID, signedBy: identity, incarnation: 1, name: "earlier", keepalive: patient))
+            try await raw.send(.ack(0))
+            _ = try await collect(raw.frames) { $0.last?.type == .ack }
+            let bytes = [UInt8](0..<10)
+            let offer = try ResourceOffer(id: UUID(), name: "chart.pdf", length: 10, sha256: Array(SHA256.hash(data: bytes)), metadata: [:])
+            try await raw.send(.resourceOffer(offer))
+            let answers = try await collect(raw.frames) { $0.contains { $0.type == .resourceEnd || $0.type == .resourceWant } }
+            guard case .resourceEnd(let end)? = answers.last.flatMap({ try? LinkMessage(frame: $0) }) else {
+                Issue.record("answered with END, not WANT: \(answers.map(\.type))")
+                return
+            }
+            #expect(end.id == offer.id && end.reason == .refused && end.text.contains("does not announce resources"), "\(end)")
+            let seen = try await events.wait { _ in true }
+            #expect(!seen.contains { if case .peerLeft = $0 { true } else { false } }, "the link stayed up")
             await raw.close()
         }
     }

@@ -236,6 +236,19 @@ import Testing
             #expect(try store.log().entries[edit.id] == edit)
         }
     }
+
+    /// A `lack` naming more files than one may (docs/NAVLOG.md 1a: 64) is ignored whole and
+    /// reported as `syncOverload` naming the sender (it said `badVersion`, of no version).
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aLackOfTooManyFilesIsIgnoredAndReported() async throws {
+        try await Self.withHost { node, _, peer, next in
+            let hashes = (0...NavlogMessage.lackBatchSize).map { String(format: "%064x", $0) }
+            try await peer.send(NavlogMessage.lack(attachments: hashes), to: node.session.peerID)
+            let events = try await next { $0.contains { if case .error("syncOverload", _) = $0 { true } else { false } } }
+            let message = events.compactMap { if case .error("syncOverload", let message) = $0 { message } else { nil } }.first
+            #expect(message?.contains("first officer said it lacks 65 files in one message, more than 64") == true, "\(String(describing: message))")
+        }
+    }
 }
 
 /// Logs of thousands of entries: signing and storing them loads the machine for seconds, which

@@ -31,7 +31,8 @@ public struct NavlogError: Error, Hashable, Sendable, CustomStringConvertible {
         /// content was kept (both hosts keep the same one).
         public static let conflictingVersion = Code("conflictingVersion")
         /// A peer sent more anti-entropy requests than this host holds unanswered
-        /// (``SyncWorker/maximumWaiting``); its requests are ignored until it joins again.
+        /// (``SyncWorker/maximumWaiting``), and its requests are ignored until it joins again; or
+        /// a `lack` naming more files than one may (``NavlogMessage/lackBatchSize``), ignored.
         public static let syncOverload = Code("syncOverload")
         /// A peer sent a `reply` to an `ask` this host did not send (or answered one twice).
         public static let unexpectedReply = Code("unexpectedReply")

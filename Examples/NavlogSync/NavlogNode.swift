@@ -400,7 +400,7 @@ public actor NavlogNode: Service {
                 try apply([entry], from: ref, ownOnly: true)
             case .lack(let hashes):
                 guard hashes.count <= NavlogMessage.lackBatchSize else {
-                    throw NavlogError(.badVersion, "\(peer.displayName) said it lacks \(hashes.count) files in one message, more than \(NavlogMessage.lackBatchSize); it is ignored")
+                    throw NavlogError(.syncOverload, "\(peer.displayName) said it lacks \(hashes.count) files in one message, more than \(NavlogMessage.lackBatchSize); the message is ignored, and none of its files offered")
                 }
                 offer(hashes, to: peer, as: ref)
             }

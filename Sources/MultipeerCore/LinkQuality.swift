@@ -21,13 +21,15 @@ public struct LinkQuality: Hashable, Sendable {
     public var pongsReceived: Int = 0
     /// Unanswered pings over pings sent, not counting those still within the timeout.
     public var loss: Double = 0
-    /// DATA and FRAGMENT frames received.
+    /// Frames received that carry the application's bytes: DATA and FRAGMENT (messages),
+    /// RESOURCE_CHUNK (files) and STREAM_DATA (streams).
     public var framesIn: Int = 0
-    /// DATA and FRAGMENT frames sent.
+    /// Frames sent that carry the application's bytes (as ``framesIn`` counts them).
     public var framesOut: Int = 0
-    /// Message payload bytes received in DATA and FRAGMENT frames.
+    /// The application's bytes received: message payloads (DATA, FRAGMENT), files'
+    /// (RESOURCE_CHUNK) and streams' (STREAM_DATA); not the frames' own fields.
     public var bytesIn: Int = 0
-    /// Message payload bytes sent in DATA and FRAGMENT frames.
+    /// The application's bytes sent (as ``bytesIn`` counts them).
     public var bytesOut: Int = 0
 
     /// No measurements yet.

@@ -20,7 +20,9 @@ public struct PeerInfo: Hashable, Sendable {
 extension MultipeerSession {
     /// Everything a session needs; each section has safe defaults.
     public struct Configuration: Sendable {
-        /// The DNS-SD service type naming the group's network, e.g. `_navlog._tcp`.
+        /// The DNS-SD service type naming the group's network, e.g. `_navlog._tcp`: `_name._tcp`,
+        /// the name at most 15 letters, digits and hyphens. Checked when the session runs, with
+        /// static peers too (``run()`` throws `invalidArgument`).
         public var serviceType: String
         /// This peer's name and metadata.
         public var peer: PeerInfo

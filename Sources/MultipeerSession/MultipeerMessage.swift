@@ -7,7 +7,8 @@
 /// Conform to this protocol to choose the name instead: to tell apart two types of the same
 /// name, or to keep a name when a type is renamed or moved.
 ///
-/// A conforming type may also choose its encoding, whatever the session's.
+/// A conforming type may also choose its encoding, whatever the session's, and keep its bare
+/// name (each of the two has a default).
 ///
 /// ```swift
 /// struct PositionReport: MultipeerMessage {
@@ -19,7 +20,7 @@
 /// ```
 public protocol MultipeerMessage: Codable, Sendable {
     /// The name this type's messages travel under: at most 255 bytes of UTF-8; both sides must
-    /// use the same one.
+    /// use the same one. By default the bare type name, as for a type that does not conform.
     static var wireName: String { get }
     /// How this type's messages are encoded; nil (the default) for the session's
     /// ``MultipeerSession/Configuration/messageEncoding``. Receivers read either encoding.
@@ -27,6 +28,10 @@ public protocol MultipeerMessage: Codable, Sendable {
 }
 
 extension MultipeerMessage {
+    /// The bare type name (`Note`, not `MyApp.Note`): what a type that does not conform travels
+    /// under, so a type that conforms only to choose its encoding keeps its name.
+    public static var wireName: String { String(describing: Self.self) }
+
     /// Nil: the type's messages are encoded as the session's
     /// ``MultipeerSession/Configuration/messageEncoding`` says.
     public static var wireEncoding: MessageEncoding? { nil }

@@ -182,17 +182,20 @@ enum MessageTypeTraits {
     static func of<Message>(_ type: Message.Type) -> Traits {
         let key = ObjectIdentifier(type)
         if let traits = table().traits[key] { return traits }
-        let declared = type as? any MultipeerMessage.Type
-        let name = declared?.wireName ?? String(describing: type)
+        let conforming = type as? any MultipeerMessage.Type
+        let bareName = String(describing: type)
+        let name = conforming?.wireName ?? bareName
+        // A name declared on purpose: not the bare name a type keeps by default.
+        let declared = name != bareName
         let fullName = String(reflecting: type)
         return writer.withLockedValue { kept in
             let before = table()
             if let traits = before.traits[key] { return traits }  // (another thread's, meanwhile)
             var owners = before.owners
-            let owner = owners[name, default: (fullName, declared != nil)]
+            let owner = owners[name, default: (fullName, declared)]
             owners[name] = owner
-            let accidental = owner.type != fullName && !(owner.declared && declared != nil)
-            let traits: Traits = (name, declared?.wireEncoding ?? nil, accidental ? owner.type : nil)
+            let accidental = owner.type != fullName && !(owner.declared && declared)
+            let traits: Traits = (name, conforming?.wireEncoding ?? nil, accidental ? owner.type : nil)
             if accidental {
                 logger.warning("two message types travel under one wire name: a peer cannot tell their messages apart", metadata: [
                     "multipeer.message.type": "\(fullName)", "multipeer.message.wireName": "\(name)",

@@ -140,6 +140,13 @@ public actor MultipeerSession {
         self.setup = .ready(keys: configuration.keys)
     }
 
+    /// Gone since 0.8.0: a session takes the device's identity, so that a restarted device is
+    /// the same peer to the others.
+    @available(*, unavailable, message: "pass the device's identity: MultipeerSession(configuration:identity: try PeerIdentity(loadingOrCreatingFile: \"device.identity\")); see CHANGELOG.md, 0.8.0")
+    public init(configuration: Configuration) {
+        fatalError("unavailable")
+    }
+
     private static let lastIncarnation = NIOLockedValueBox<UInt64>(0)
 
     /// The wall clock in nanoseconds since 1970, and never twice the same in one process: a

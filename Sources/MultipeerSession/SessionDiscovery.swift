@@ -12,11 +12,12 @@ struct SessionDiscovery: Sendable {
     private let avahi: (connection: AvahiConnection, serviceType: ServiceType)?
 
     /// The discovery `configuration` asks for, for the session of `localPeerID`. Throws if the
-    /// service type is invalid or avahi-daemon cannot be reached (and is not to be waited for).
+    /// service type is invalid (static peers too: the same configuration must not fail only once
+    /// it is moved to DNS-SD) or avahi-daemon cannot be reached (and is not to be waited for).
     init(_ configuration: MultipeerSession.Configuration, localPeerID: UUID, logger: Logger) throws {
+        let serviceType = try ServiceType(configuration.serviceType)
         switch configuration.discovery {
         case .avahi(let waitForDaemon):
-            let serviceType = try ServiceType(configuration.serviceType)
             let connection = try AvahiConnection.shared(waitForDaemon: waitForDaemon, logger: logger)
             source = PeerBrowser(serviceType: serviceType, localPeerID: localPeerID, connection: connection)
             avahi = (connection, serviceType)

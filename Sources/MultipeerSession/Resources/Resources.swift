@@ -160,6 +160,10 @@ final class Resources: Sendable {
             if let transfer = state.incoming[key] { return .again(transfer) }
             if let ended = state.ended.last(where: { $0.key == key }) { return .end(ended.reason, "this transfer ended here") }
             guard !state.stopped else { return .end(.refused, "the session is stopping") }
+            // (It could not take the WANTs: docs/PROTOCOL.md 3c. Told, not left waiting.)
+            guard !state.withoutResources.contains(peer.id) else {
+                return .end(.refused, "the sender's HELLO does not announce resources (features bit 0): a side takes resources only from a peer that does")
+            }
             switch store {
             case nil:
                 return .end(.refused, "this side has no resource directory")

@@ -130,3 +130,32 @@ import Testing
         #expect(SessionEvent.availablePeerChanged(peer).description.hasPrefix("Captain ("))
     }
 }
+
+/// What an outside package met at the edges of the public API (issue 46, 3).
+@Suite struct PublicAPIEdgeTests {
+    /// A type that conforms to MultipeerMessage only to choose its encoding keeps its bare name
+    /// (it had to declare one), and travels under it to a subscriber of a type of that name.
+    struct Readable: MultipeerMessage, Equatable {
+        static var wireEncoding: MessageEncoding? { .json }
+        var text: String
+    }
+
+    @Test func aTypeThatOnlyChoosesItsEncodingKeepsItsBareName() async throws {
+        #expect(MultipeerSession.wireName(of: Readable.self) == "Readable")
+        try await withPair { listener, dialler in
+            let received = listener.messages(of: Readable.self)
+            try await dialler.send(Readable(text: "as JSON"), to: listener.peerID)
+            #expect(try await within(30, "the message") { await received.first { _ in true }?.message } == Readable(text: "as JSON"))
+        }
+    }
+
+    /// A service type that is none is refused with static peers too, as with DNS-SD: the same
+    /// configuration would fail only once moved to DNS-SD. (It was taken.)
+    @Test func anInvalidServiceTypeIsRefusedWhateverTheDiscovery() async throws {
+        var invalid = configuration("static")
+        invalid.serviceType = "navlog"
+        let session = MultipeerSession(configuration: invalid, identity: PeerIdentity())
+        let error = try await #require(throws: MultipeerError.self) { try await session.run() }
+        #expect(error.code == .invalidArgument && error.message.contains("\"navlog\" is not a DNS-SD service type"), "\(error)")
+    }
+}
