@@ -6,11 +6,15 @@ import MultipeerTestSupport
 import NavlogSync
 import Testing
 
-/// A host's attachment on its way from a peer that restarts half way (docs/NAVLOG.md 1a): the
+/// A host's attachment on its way from a peer that restarts part way (docs/NAVLOG.md 1a): the
 /// host asks for it again when the peer next joins, takes the peer's new offer (which supersedes
 /// the transfer that lost its link, docs/PROTOCOL.md 3c) and keeps the file, resumed from what
 /// it had written.
-@Suite struct NavlogAttachmentResumeTests {
+///
+/// It hashes and writes a 16 MiB file through a throttled proxy, which loads the machine for
+/// seconds: scripts/run-tests.sh runs it alone, as the session's resource resumption tests.
+@Suite(.enabled(if: runningAlone, "hashes and writes 16 MiB: scripts/run-tests.sh runs it alone"))
+struct NavlogAttachmentResumeTests {
     static let length = 16 << 20
 
     /// The sender's side of navlog by hand: answers `lack` with the file, as a host does.
@@ -29,12 +33,14 @@ import Testing
     }
 
     @Test(.scaledTimeLimit(minutes: 3))
-    func anAttachmentFromAPeerThatRestartedHalfWayArrivesResumed() async throws {
+    func anAttachmentFromAPeerThatRestartedPartWayArrivesResumed() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navlog-resume-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appendingPathComponent("chart.pdf")
-        let bytes = Data((0..<Self.length).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 16) })
+        let block = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 12) })
+        var bytes = Data(capacity: Self.length)
+        for index in 0..<(Self.length >> 20) { bytes.append(contentsOf: block.map { $0 &+ UInt8(truncatingIfNeeded: index) }) }
         try bytes.write(to: file)
         let hash = SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
 
@@ -46,7 +52,7 @@ import Testing
         let port = try await collect(events) { $0.contains { if case .listening = $0 { true } else { false } } }
             .compactMap { if case .listening(let port) = $0 { port } else { nil } }[0]
         let proxy = try await FaultProxy(forwardingTo: port)
-        proxy.set(.throttle(bytesPerSecond: 4 << 20))  // 4 s for the file: the sender stops half way, not after
+        proxy.set(.throttle(bytesPerSecond: 2 << 20))  // 8 s for the file: the sender stops a quarter in, not after
         let identity = PeerIdentity()
         let configuration = MultipeerSession.Configuration.test("officer", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"]))
 
@@ -61,15 +67,15 @@ import Testing
         try await EventLog(first.events).waitUntilActive([host.session.peerID])
         try await first.send(NavlogMessage.update(entry: version), to: host.session.peerID)
         _ = try await collect(events, timeout: .seconds(60)) { events in
-            events.contains { if case .attachmentProgress(let transfer) = $0 { transfer.bytesDone >= Int64(Self.length / 2) } else { false } }
+            events.contains { if case .attachmentProgress(let transfer) = $0 { transfer.bytesDone >= Int64(Self.length / 4) } else { false } }
         }
-        // The officer stops half way: nothing more goes through, and its session ends.
+        // The officer stops a quarter in: nothing more goes through, and its session ends.
         proxy.set(.blackHole)
         firstRun.cancel()
         _ = try? await firstRun.value
         firstAnswers.cancel()
         #expect(await host.state(of: hash) != .held)
-        proxy.set(.throttle(bytesPerSecond: 4 << 20))
+        proxy.set(.throttle(bytesPerSecond: 2 << 20))
         let before = proxy.bytesForwarded
 
         // It comes back, the same device in a new session: it knows nothing of the transfer,
@@ -86,7 +92,7 @@ import Testing
             #expect(await host.state(of: hash) == .held)
         }
         let again = Double(proxy.bytesForwarded - before) / Double(Self.length)
-        #expect(again < 0.75, "after the restart, \(again)x the file went through the proxy: it resumed")
+        #expect(again < 0.9, "after the restart, \(again)x the file went through the proxy: it resumed")
         await proxy.stop()
     }
 }

@@ -13,7 +13,7 @@ if [[ "${1:-}" == "--without-hosts" ]]; then hosts=0; shift; fi
 # a flood of adverts, threads spinning flat out, a restart of the shared avahi-daemon, 64 MiB files
 # hashed and written), or whose keepalive timing the rest running beside them
 # confounds, run after the rest, each suite alone. Skipped when a --filter chose other tests.
-alone=(FloodTests RogueAdvertTests DaemonRestartTests SystemBusWaitTests ThrottleTests LargeLogTests StreamCancellationTests ResourceResumeTests ResourceFailureTests)
+alone=(FloodTests RogueAdvertTests DaemonRestartTests SystemBusWaitTests ThrottleTests LargeLogTests StreamCancellationTests ResourceResumeTests ResourceFailureTests NavlogAttachmentResumeTests)
 run_alone() {  # COMMAND...: runs the suites in `alone`, one at a time, under COMMAND
     [[ " $* " == *" --filter "* ]] && return 0
     for suite in "${alone[@]}"; do
