@@ -178,7 +178,7 @@ public actor NavlogNode: Service {
     /// its side of the transfer, and offers the file anew when asked (a peer still sending it
     /// goes on, and asks nothing again).
     private func lacking(among versions: [NavlogEntry]? = nil) -> [String] {
-        let versions = versions ?? ((try? store.log().live) ?? [])
+        let versions = versions ?? ((try? store.attachedVersions()) ?? [])
         var seen: Set<String> = []
         return versions.filter { !$0.deleted }.flatMap { $0.attachments ?? [] }.map(\.sha256).filter {
             seen.insert($0).inserted && !files.holds($0)
@@ -203,7 +203,7 @@ public actor NavlogNode: Service {
 
     /// The first live entry that names the file with this hash, and the attachment there.
     private func attachment(_ sha256: String) -> (entry: UUID, attachment: NavlogAttachment)? {
-        for entry in (try? store.log().live) ?? [] {
+        for entry in (try? store.attachedVersions()) ?? [] {
             if let attachment = entry.attachments?.first(where: { $0.sha256 == sha256 }) { return (entry.id, attachment) }
         }
         return nil

@@ -94,6 +94,19 @@ public final class NavlogStore: Sendable {
         }
     }
 
+    /// The live versions (not tombstones) that carry attachments, in log order: what a host asks
+    /// its peers for and offers them, read without the rest of the log (a join read the whole
+    /// log, and each file offered read it again).
+    public func attachedVersions() throws(NavlogError) -> [NavlogEntry] {
+        do {
+            return try database.read { db in
+                try Row.fetchAll(db, sql: "SELECT * FROM entry WHERE attachments IS NOT NULL AND deleted = 0").map(Self.entry)
+            }.sorted(by: NavlogLog.logOrder)
+        } catch {
+            throw Self.describe(error, path: path)
+        }
+    }
+
     /// The versions held of these entries (of those held), in no particular order.
     public func versions(of ids: some Collection<UUID>) throws(NavlogError) -> [NavlogEntry] {
         guard !ids.isEmpty else { return [] }

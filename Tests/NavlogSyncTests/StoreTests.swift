@@ -67,6 +67,12 @@ import Testing
         #expect(log.entries[with.id] == with)
         #expect(log.entries[without.id]?.attachments == nil)
         #expect(log.entries[with.id]?.signedBytes == with.signedBytes)
+        // What a join asks for is read without the rest of the log: the live versions with files.
+        var deleted = with
+        deleted.id = UUID()
+        deleted.deleted = true
+        _ = try store.merge([deleted])
+        #expect(try store.attachedVersions() == [with])
     }
 
     @Test func aSecondWriterIsTurnedAwayButReadersAreNot() throws {
