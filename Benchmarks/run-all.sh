@@ -38,6 +38,10 @@ step session-locks env LD_PRELOAD="$PWD/.build/release/liblockcounter.so" .build
 step detection .build/release/DetectionBenchmark --trials "$(trials 5 20)"
 step delivery .build/release/DeliveryBenchmark --seconds "$(trials 3 10)"
 step navlog .build/release/NavlogBenchmark --entries "$(trials 1000 1000,10000,100000)"
+# Host a's memory under churn (three navlog-sync hosts, one frozen now and then, one killed):
+# 30 minutes, 2 in a quick run.
+step navlog-soak Benchmarks/navlog-soak.py --binary "$PWD/.build/release/navlog-sync" --seconds "$(trials 120 1800)" --sample 30 \
+    --json "$results/navlog-soak.json"
 if [[ $(id -u) -eq 0 ]]; then
     step detection-network Benchmarks/detection-hosts.sh --trials "$(trials 5 20)" --baseline-trials "$(trials 1 3)"
     step discovery Benchmarks/discovery-hosts.sh --trials "$(trials 5 20)"
