@@ -190,8 +190,8 @@ final class PeerDelivery: Sendable {
     // MARK: The link
 
     /// The peer is active on link `id` (both sides admitted it): delivery goes on it once its
-    /// resume point is applied (``acknowledged(through:partial:on:)``).
-    /// The peer reads the message types `reads` (as the link last said; nil: every type).
+    /// resume point is applied (``acknowledged(through:partial:on:)``). The peer reads the
+    /// message types `reads` (as the link last said; nil: every type).
     func attach(_ id: LinkID, channel: any Channel, hello: Hello, reads: MessageTypeList?) {
         _ = withState { state in
             state.link = (id, channel)

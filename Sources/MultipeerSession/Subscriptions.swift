@@ -269,8 +269,8 @@ final class Subscriptions: Sendable {
         enum Plan {
             case decode([Decoding])
             case held(full: Bool, reports: [SessionEvent])
-            /// Of a type this session does not read: refused (reported if this is the first).
-            case notRead(report: Bool)
+            /// Of a type this session does not read (it reads `reads`): refused (reported if this is the first).
+            case notRead(reads: MessageTypeList, report: Bool)
         }
         let cost = message.payload.readableBytes
         let plan: Plan
@@ -284,7 +284,7 @@ final class Subscriptions: Sendable {
                 }
                 if let reads = state.reads, !reads.contains(message.typeName) {
                     let report = state.notReadReported.count < Self.maximumNotReadReports && state.notReadReported.insert(message.typeName).inserted
-                    return (.notRead(report: report), count)
+                    return (.notRead(reads: reads, report: report), count)
                 }
                 return (hold(message, from: peer, whenRoom: whenRoom, in: &state), count)
             }
@@ -298,8 +298,8 @@ final class Subscriptions: Sendable {
         case .held(let full, let reports):
             reports.forEach(emit)
             return full ? 1 : 0
-        case .notRead(let report):
-            notRead(message, from: peer, report: report)
+        case .notRead(let reads, let report):
+            notRead(message, from: peer, reads: reads, report: report)
             return 0
         case .decode(let decodings):
             var filled = 0
@@ -383,11 +383,11 @@ final class Subscriptions: Sendable {
     /// knowing the list: an earlier release): refused, not held. Its sender is told if it came
     /// reliably (it had its acknowledgement: the message counts as delivered, and refused);
     /// the application once per type name.
-    private func notRead(_ message: DataMessage, from peer: Peer, report: Bool) {
+    private func notRead(_ message: DataMessage, from peer: Peer, reads: MessageTypeList, report: Bool) {
         metrics.notRead()
         if report { emit(.messageNotRead(typeName: message.typeName, from: peer)) }
         guard message.sequence > 0 else { return }
-        let reason = "this peer does not read messages of type \"\(message.typeName)\" (it reads: \(reads?.description ?? "every type")); it runs another build of the application"
+        let reason = "this peer does not read messages of type \"\(message.typeName)\" (it reads: \(reads)); it runs another build of the application"
         rejected(peer, Rejection(sequence: message.sequence, typeName: message.typeName, reason: reason))
     }
 
