@@ -39,6 +39,7 @@ api-check: deps
 hosts-test: deps
 	$(SWIFT) build --product navlog-sync
 	$(SWIFT) build --product navlog-hosts
+	$(SWIFT) build --product net-impair
 	.build/debug/navlog-hosts --report bench-results/hosts
 
 # Three crew stations keep one navigation log in sync; see Examples/demo.sh.

@@ -5,8 +5,10 @@
 # network, discovery, scale) need root; without it they are left out and the report says so.
 # Results of an earlier run are removed first: the report shows this run only.
 #
-#   Benchmarks/run-all.sh [--quick]     (--quick: fewer trials and short holds, a few minutes;
-#                                        for trying the tooling, not for figures)
+#   Benchmarks/run-all.sh [--quick] [--only STEP,...]
+#       --quick: fewer trials and short holds, a few minutes; for trying the tooling, not for figures
+#       --only: these steps alone (the names `make bench` prints after ==), e.g.
+#               make bench BENCH_ARGS="--only detection,lossy-link"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 results=bench-results
@@ -14,13 +16,22 @@ mkdir -p "$results"
 rm -rf "$results"/{link,session,session-locks,navlog,detection,detection-network,delivery,stopped-reader,discovery,mesh,durations,report}.json "$results"/report.md "$results"/charts "$results"/hosts-loss
 
 quick=0
-[[ "${1:-}" == "--quick" ]] && quick=1
+only=""
+while (($#)); do
+    case $1 in
+        --quick) quick=1 ;;
+        --only) only=",$2,"; shift ;;
+        *) echo "usage: Benchmarks/run-all.sh [--quick] [--only STEP,...]" >&2; exit 64 ;;
+    esac
+    shift
+done
 trials() { if ((quick)); then echo "$1"; else echo "$2"; fi; }
 
 durations=()
 step() {
     local name=$1
     shift
+    [[ -z $only || $only == *",$name,"* ]] || return 0
     echo "== $name"
     local start=$SECONDS
     "$@"
@@ -48,7 +59,7 @@ if [[ $(id -u) -eq 0 ]]; then
     step mesh scripts/sandbox.sh .build/release/MeshBenchmark --hold "$(trials 5 60)" $( ((quick)) && echo --hub 100 )
     # The host suite's lossy link, again and again: how often its links are torn down.
     step lossy-link .build/release/navlog-hosts --binary "$PWD/.build/release/navlog-sync" --only "loss and delay" \
-        --repeat "$(trials 1 6)" --loss-seconds "$(trials 20 60)" --report "$results/hosts-loss" 
+        --repeat "$(trials 1 12)" --loss-seconds "$(trials 20 60)" --report "$results/hosts-loss" 
 else
     echo "The namespace benchmarks (detection in the network, discovery, scale) were not run: they need root (sudo make bench)"
 fi

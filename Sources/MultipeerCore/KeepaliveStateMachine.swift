@@ -16,17 +16,25 @@
 /// carries one PING and one PONG per interval, not two of each (with the same rule on both
 /// sides the two timers raced), and a PONG more every eight.
 ///
-/// The silence that kills a link adapts to what this link has shown (``timeout``): one and a
-/// half times the longest silence between two arrivals in the last two minutes, never less than
-/// the configured timeout and never more than three times it (the ceiling). A clean link's
-/// silences last about an interval, so it is timed out as configured; a lossy one, whose TCP
-/// stalls for seconds now and then while it retransmits, is given room for the stalls it has
-/// been seen to survive. Only silences that ended in an arrival count: a silence that ended in
-/// a teardown is no evidence of a lossy path. What a peer's earlier links showed of its path
-/// (``PathHistory``: the longest silence they survived, whether their transport ever showed a
-/// packet lost) starts its next link off, so a link replacing one on a lossy path is not torn
-/// down by the stall it was replaced after, while on a clean path a second fault is found as
-/// fast as the first.
+/// The silence that kills a link is judged against the silences this path has shown
+/// (``timeout``), as a phi-accrual failure detector judges a heartbeat's (Hayashibara et al.):
+/// a silence is suspect by how improbable the path's own arrivals make it. A link in good health
+/// is silent for about an interval; silences of more than two intervals (``stallThreshold``) are
+/// stalls, a lossy path's TCP retransmitting. Each failed retransmission adds about one
+/// retransmission timeout to a stall and each succeeds with about the same chance, so how far a
+/// stall runs beyond the threshold falls off exponentially, and its scale (``tailScale``) is the
+/// mean of how far the path's stalls of the last two minutes ran beyond it. The link is timed
+/// out when the silence is one that fewer than one stall in 10^``suspicionThreshold`` would
+/// reach: at the threshold plus `suspicionThreshold * ln 10` scales, never more than the stall
+/// limit, and never less than the configured timeout on a path that has never lost a packet or
+/// ``ceiling`` on one that has (where a silence of seconds is what TCP's repairs look like).
+/// Until the path shows stalls, a prior of ``priorStalls`` stalls holds, whose scale gives that
+/// least timeout; so a clean path is timed out as configured, and one stall moves the timeout
+/// only part of the way. Only silences that ended in an arrival count, for
+/// stalls and for loss: a silence that ended in a teardown is no evidence of a lossy path. What a peer's earlier links showed of its path (``PathHistory``: the stalls they
+/// survived, whether their transport ever showed a packet lost) starts its next link off, so a
+/// link replacing one on a lossy path is not torn down by the stall it was replaced after, while
+/// on a clean path a second fault is found as fast as the first.
 ///
 /// And a silence is not taken for death while the transport shows it to be a lossy path's.
 /// Once the peer is overdue (silent for longer than ``overdue``, which a link in good health
@@ -39,8 +47,10 @@
 ///   order on this connection; or the peer's earlier links saw one of these) and the peer's host
 ///   was heard after the last arrival (any segment, an acknowledgement
 ///   too, later than a delayed acknowledgement of it), the path loses packets with the host still
-///   on it: the link is kept until ``ceiling`` after the last arrival. (A black hole is heard
-///   from no more; a clean path loses nothing in its silences.)
+///   on it: the link is kept at least until ``ceiling`` after the last arrival (which
+///   ``timeout`` already is once a loss is the path's: this is for a loss seen in this silence
+///   alone, at its onset). (A black hole is heard from no more; a clean path loses nothing in
+///   its silences.)
 /// - when the peer's host acknowledges everything this side sent (nothing unacknowledged, nothing
 ///   retransmitted since the silence began) and sends no segment of its own, on a path that has
 ///   never shown a packet lost, its application is hung (a frozen process): the link is timed
@@ -48,13 +58,14 @@
 ///   (``peerHung``). (On a lossy path a peer in loss recovery, its window down to a segment,
 ///   acknowledges and sends nothing new in just the same way.)
 /// A dead path sends nothing, so it is timed out at ``timeout``; a frozen peer at the configured
-/// timeout; a frozen peer whose kernel still acknowledges over a lossy path, at the ceiling.
+/// timeout; a frozen peer whose kernel still acknowledges over a lossy path, at ``timeout`` or
+/// the ceiling, whichever is later.
 ///
 /// And the peer's data that reached this side's kernel and is not read yet is no silence of the
 /// peer's: the silence counts from the latest arrival the transport shows. (This side's event
 /// loop busy with its own writes, its reads waiting, is this side's stall, not the link's.)
 package struct KeepaliveStateMachine: Sendable {
-    /// How far above the configured timeout the adaptive timeout may go, as a multiple.
+    /// ``ceiling`` as a multiple of the configured timeout.
     package static let ceilingFactor = 3
     /// How long a silence the transport shows to be a lossy path's stall may last, as a
     /// multiple of the configured timeout.
@@ -62,9 +73,15 @@ package struct KeepaliveStateMachine: Sendable {
     /// Longer than the peer's host may delay its acknowledgement of the last arrival (Linux: at
     /// most 200 ms): heard from after that, the host is on the path.
     static let acknowledgementDelay = Duration.milliseconds(250)
-    /// How long a silence counts towards the adaptive timeout: 12 windows of 10 s.
+    /// How long a stall counts towards the timeout: 12 windows of 10 s.
     static let silenceWindow = Duration.seconds(10)
     static let silenceWindows = 12
+    /// How improbable a silence must be to time the link out, as a power of ten: one that fewer
+    /// than one stall in 1,000 of this path's would reach.
+    package static let suspicionThreshold = 3.0
+    /// How many stalls the prior counts as: the path's own take over once it has shown a few.
+    package static let priorStalls = 2
+    private static let ln10 = 2.302_585_092_994_046
 
     /// Which side of the link this is.
     package enum Role: Sendable {
@@ -85,11 +102,17 @@ package struct KeepaliveStateMachine: Sendable {
 
     package let parameters: KeepaliveParameters
     package let role: Role
-    /// The most ``timeout`` can be: ``ceilingFactor`` times the configured timeout.
+    /// How long a silence the transport shows to be a loss under repair, with the peer's host
+    /// still heard, is kept at least, and the timeout on a path that has lost packets before it
+    /// shows stalls: ``ceilingFactor`` times the configured timeout.
     package let ceiling: Duration
-    /// The longest silence kept while the transport shows the peer sending through a lossy
-    /// path's stall: ``stallFactor`` times the configured timeout.
+    /// The longest silence ever kept: the most ``timeout`` can be, and the most a silence the
+    /// transport shows the peer sending through is kept. ``stallFactor`` times the configured
+    /// timeout.
     package let stallLimit: Duration
+    /// A silence longer than this is a stall (two intervals: a link in good health is silent
+    /// for about one).
+    package let stallThreshold: Duration
     /// A wake-up later than this after it was due means this side was not running (a stalled
     /// event loop, starved threads, a suspended machine), not that the peer is silent: a fifth
     /// of an interval.
@@ -116,8 +139,8 @@ package struct KeepaliveStateMachine: Sendable {
     private var recheck: Duration?
     /// This side stopped reading (its application is behind): silence is then its own doing.
     package private(set) var readingPaused = false
-    /// The longest silence between arrivals in each of the last windows, the newest last.
-    private var longestSilences: [Duration] = [.zero]
+    /// The stalls of each of the last windows, the newest last.
+    private var stallWindows: [StallTally]
     /// This side woke up late since the last arrival: the silence until the next says nothing
     /// about the link.
     private var stalledSinceArrival = false
@@ -132,8 +155,12 @@ package struct KeepaliveStateMachine: Sendable {
     /// this side sent, nothing retransmitted and nothing of its own sent, on a path that never
     /// lost a packet: its application is hung.
     package private(set) var peerHung = false
-    /// The transport of this link, or of the peer's earlier links, showed a packet lost.
+    /// The transport of this link, or of the peer's earlier links, showed a packet lost: a
+    /// segment of the peer's out of order, or a loss in a silence that ended in an arrival.
     private var lossSeen: Bool
+    /// The silence under way showed a packet lost (this side retransmitting; a black hole shows
+    /// it as much as a lossy path): the path's once the silence ends in an arrival.
+    private var lossInSilence = false
     /// When the peer's latest data reached this side's kernel, where that is after the last
     /// arrival read (``inboundActivity(now:)``): the data waits unread.
     private var unreadArrival: Duration?
@@ -149,41 +176,77 @@ package struct KeepaliveStateMachine: Sendable {
         self.overdue = parameters.interval + lateLimit
         self.leaderOverdue = parameters.interval * 3 / 2
         self.samplePeriod = parameters.interval * 8
+        self.stallThreshold = parameters.interval * 2
         self.lastInbound = now
         self.lastOutbound = now
         self.lastPing = now
         self.lastPingReceived = now
         self.windowStart = now
-        self.longestSilences = [path.longestSilence]
+        self.stallWindows = [path.stalls]
         self.lossSeen = path.lossSeen
         self.timeout = parameters.timeout
         refreshTimeout()
     }
 
-    /// The longest silence of the last two minutes that ended in an arrival.
-    package var longestRecentSilence: Duration { longestSilences.max() ?? .zero }
+    /// The stalls of the last two minutes that ended in an arrival (with what the peer's earlier
+    /// links showed).
+    package var recentStalls: StallTally { stallWindows.reduce(StallTally(), +) }
 
-    /// What this link showed of its path, for the peer's next link: the silences it survived
-    /// (never the one it may be ending with), and whether a packet was lost.
-    package var history: PathHistory { PathHistory(longestSilence: longestRecentSilence, lossSeen: lossSeen) }
+    /// What this link showed of its path, for the peer's next link: the stalls it survived
+    /// (never the silence it may be ending with), and whether a packet was lost.
+    package var history: PathHistory { PathHistory(stalls: recentStalls, lossSeen: lossSeen) }
+
+    /// The timeout before the path has shown stalls, and the least it is after: the configured
+    /// one, or ``ceiling`` on a path that has lost packets.
+    private var priorTimeout: Duration { lossSeen ? ceiling : parameters.timeout }
+
+    /// The prior's scale: the one that makes ``timeout`` ``priorTimeout``.
+    private var priorScale: Double {
+        max(0, (priorTimeout - stallThreshold).seconds) / (Self.suspicionThreshold * Self.ln10)
+    }
+
+    /// How far beyond ``stallThreshold`` this path's stalls run, in seconds: the mean excess of
+    /// the recent stalls and the prior's.
+    package var tailScale: Double {
+        let stalls = recentStalls
+        return (stalls.excess.seconds + Double(Self.priorStalls) * priorScale) / Double(stalls.count + Self.priorStalls)
+    }
+
+    /// How improbable a silence this long is on this path, as phi: minus the decimal logarithm of
+    /// the chance that a stall runs at least this long (zero up to ``stallThreshold``).
+    package func suspicion(of silence: Duration) -> Double {
+        let beyond = (silence - stallThreshold).seconds
+        guard beyond > 0 else { return 0 }
+        let scale = tailScale
+        return scale > 0 ? beyond / scale / Self.ln10 : .infinity
+    }
 
     /// What the transport showed at the latest reading of the silence under way (nil before
     /// the peer was overdue, or where it cannot tell): for the report of a timeout.
     package var transportInSilence: TransportReading? { transportLatest }
 
-    /// Whether this link, or the peer's earlier links, showed a packet lost.
-    package var hasSeenLoss: Bool { lossSeen }
+    /// Whether this link, or the peer's earlier links, showed a packet lost, the silence under
+    /// way included.
+    package var hasSeenLoss: Bool { lossSeen || lossInSilence }
 
     /// How long the peer has been silent now.
     package func silence(now: Duration) -> Duration { max(.zero, now - lastInbound) }
 
-    /// The silence after which the link is dead now: 1.5 times the longest silence of the last
-    /// two minutes, between the configured timeout and ``ceilingFactor`` times it. (Kept as the
-    /// silences change, not worked out at every wake-up.)
+    /// The silence after which the link is dead now: the one whose ``suspicion(of:)`` reaches
+    /// ``suspicionThreshold``, at least the configured timeout (``ceiling`` on a path that has
+    /// lost packets) and at most the stall limit. (Kept as the stalls change, not worked out at
+    /// every wake-up.)
     package private(set) var timeout: Duration
 
     private mutating func refreshTimeout() {
-        timeout = min(max(longestRecentSilence * 3 / 2, parameters.timeout), ceiling)
+        // No stall, nothing to judge by: the prior's timeout (which its scale gives, unless it
+        // is shorter than two intervals).
+        guard recentStalls.count > 0 else {
+            timeout = priorTimeout
+            return
+        }
+        let judged = stallThreshold + .seconds(Self.suspicionThreshold * Self.ln10 * tailScale)
+        timeout = min(max(judged, priorTimeout), stallLimit)
     }
 
     /// The peer's last arrival: read, or waiting in this side's kernel to be.
@@ -193,7 +256,7 @@ package struct KeepaliveStateMachine: Sendable {
     /// later as the transport shows (see the type's description).
     private var timeoutDue: Duration {
         if peerHung { return lastArrival + parameters.timeout }
-        var due = lastArrival + (lossyPath ? ceiling : timeout)
+        var due = lastArrival + (lossyPath ? max(ceiling, timeout) : timeout)
         if let peerSending { due = min(max(due, peerSending + ceiling), lastInbound + stallLimit) }
         return due
     }
@@ -214,6 +277,10 @@ package struct KeepaliveStateMachine: Sendable {
         guard now > lastInbound else { return }
         // A silence across a stall of this side's own is not the link's.
         if !stalledSinceArrival { recordSilence(now - lastInbound, now: now) }
+        if lossInSilence {
+            lossInSilence = false
+            markLossSeen()
+        }
         stalledSinceArrival = false
         transportLatest = nil
         lossyPath = false
@@ -228,16 +295,19 @@ package struct KeepaliveStateMachine: Sendable {
         while now - windowStart >= Self.silenceWindow {
             rolled = true
             windowStart += Self.silenceWindow
-            longestSilences.append(.zero)
-            if longestSilences.count > Self.silenceWindows { longestSilences.removeFirst() }
+            stallWindows.append(StallTally())
+            if stallWindows.count > Self.silenceWindows { stallWindows.removeFirst() }
             if now - windowStart >= Self.silenceWindow * Self.silenceWindows {
                 // A long quiet spell (no reads at all): start afresh from now.
-                longestSilences = [.zero]
+                stallWindows = [StallTally()]
                 windowStart = now
             }
         }
-        guard rolled || silence > longestSilences[longestSilences.count - 1] else { return }
-        longestSilences[longestSilences.count - 1] = max(longestSilences[longestSilences.count - 1], silence)
+        if silence > stallThreshold {
+            stallWindows[stallWindows.count - 1].add(stallOf: silence - stallThreshold)
+        } else if !rolled {
+            return
+        }
         refreshTimeout()
     }
 
@@ -288,7 +358,7 @@ package struct KeepaliveStateMachine: Sendable {
                 // beyond a gap. (Not a retransmission at any time: a tail-loss probe on a clean
                 // path is one.)
                 if reading.retransmittedSegments != latest.retransmittedSegments || reading.outOfOrderSegments != latest.outOfOrderSegments {
-                    lossSeen = true
+                    lossInSilence = true
                 }
             }
             // A segment of the peer's that ever arrived beyond a gap (since the connection
@@ -296,10 +366,12 @@ package struct KeepaliveStateMachine: Sendable {
             // this silence's first reading: at a loss's onset the peer's data, lost, is
             // retransmitted behind what followed it, and a first reading finds the count already
             // raised, with no change to see between readings before the timeout.
-            if reading.recoveringLoss || reading.outOfOrderSegments > 0 { lossSeen = true }
+            // (Not a black hole's: its peer's segments stop, they do not come out of order.)
+            if reading.outOfOrderSegments > 0 { markLossSeen() }
+            if reading.recoveringLoss { lossInSilence = true }
             // Heard later than a delayed acknowledgement of the last arrival could be.
-            if lossSeen, now - reading.sinceHeard > lastArrival + Self.acknowledgementDelay { lossyPath = true }
-            peerHung = !lossSeen && reading.unacknowledgedSegments == 0 && peerSending == nil
+            if hasSeenLoss, now - reading.sinceHeard > lastArrival + Self.acknowledgementDelay { lossyPath = true }
+            peerHung = !hasSeenLoss && reading.unacknowledgedSegments == 0 && peerSending == nil
             transportLatest = reading
             if let since = reading.sinceDataArrived, now - since > lastArrival {
                 unreadArrival = now - since
@@ -319,6 +391,12 @@ package struct KeepaliveStateMachine: Sendable {
         return .sendPing(ping(now: now))
     }
 
+    private mutating func markLossSeen() {
+        guard !lossSeen else { return }
+        lossSeen = true
+        refreshTimeout()
+    }
+
     private mutating func ping(now: Duration) -> Probe {
         lastOutbound = now
         lastPing = now
@@ -327,16 +405,37 @@ package struct KeepaliveStateMachine: Sendable {
     }
 }
 
-/// What a peer's links showed of the path to it, handed from one link to the next: the longest
-/// silence they survived in the last two minutes, and whether their transport ever showed a
-/// packet lost (retransmitted, or arriving out of order).
+/// What a peer's links showed of the path to it, handed from one link to the next: the stalls
+/// they survived in the last two minutes, and whether their transport ever showed a packet lost
+/// (retransmitted, or arriving out of order).
 package struct PathHistory: Equatable, Sendable {
-    package var longestSilence: Duration
+    package var stalls: StallTally
     package var lossSeen: Bool
 
-    package init(longestSilence: Duration = .zero, lossSeen: Bool = false) {
-        self.longestSilence = longestSilence
+    package init(stalls: StallTally = StallTally(), lossSeen: Bool = false) {
+        self.stalls = stalls
         self.lossSeen = lossSeen
+    }
+}
+
+/// Stalls a path showed: how many, and how far beyond the stall threshold they ran in all.
+package struct StallTally: Equatable, Sendable {
+    package var count: Int
+    package var excess: Duration
+
+    package init(count: Int = 0, excess: Duration = .zero) {
+        self.count = count
+        self.excess = excess
+    }
+
+    /// Counts a stall that ran `excess` beyond the threshold.
+    package mutating func add(stallOf excess: Duration) {
+        count += 1
+        self.excess += excess
+    }
+
+    package static func + (left: StallTally, right: StallTally) -> StallTally {
+        StallTally(count: left.count + right.count, excess: left.excess + right.excess)
     }
 }
 

@@ -285,13 +285,16 @@ extension MultipeerSession.Configuration {
             maximumFrameLength: limits.maximumFrameLength, maximumMessageLength: limits.maximumMessageLength)
         hello.features = .known
         let tls = try TLSContext(configuration: TLSConfiguration(keys: keys, handshakeTimeout: limits.handshakeTimeout))
-        // A write stuck on a dead path fails after the keepalive's stall limit (not the
-        // configured timeout: on a lossy path TCP's retransmissions stall that long at times,
-        // and the keepalive allows for it; a dead link is its keepalive's to find).
+        // A write stuck on a dead path fails on its own after four times the keepalive's stall
+        // limit: a backstop for a side that does not read (whose keepalive times nothing out),
+        // since a dead link is its keepalive's to find. Not sooner: Linux counts the time from
+        // the first retransmission of a loss episode, and a file sent over a lossy path stays in
+        // one for as long as it streams (the host suite's lossy link lost connections to it
+        // 20 s into a 1 MiB transfer at the stall limit, 15 s, with data arriving throughout).
         let keepaliveTimeout = keepalive.timeout > .zero ? keepalive.timeout : KeepaliveParameters().timeout
         var link = LinkConfiguration(
             tls: tls, identity: identity, localHello: hello, maximumFrameLength: limits.maximumFrameLength,
-            tcpUserTimeout: keepaliveTimeout * KeepaliveStateMachine.stallFactor)
+            tcpUserTimeout: keepaliveTimeout * KeepaliveStateMachine.stallFactor * 4)
         link.inbox = inbox
         return link
     }

@@ -80,6 +80,14 @@ struct Scenario: Sendable {
                 for (detail, count) in Dictionary(grouping: left.map { $0.line["detail"] ?? "?" }, by: { $0 }).mapValues(\.count).sorted(by: { $0.key < $1.key }) {
                     print("   teardown x\(count): \(detail)")
                 }
+                // What the keepalive saw at each timeout, where navlog-sync logs it
+                // (NAVLOG_LOG_LEVEL=info in navlog-hosts' environment).
+                for host in run.hosts {
+                    for line in host.navlog.timedLines where line.at >= impairedAt && line.line.raw.contains("sent nothing for") {
+                        // (The line without its timestamp: the error is in its metadata.)
+                        print("   \(host.name), \(String(format: "%.0f", (line.at - impairedAt).seconds)) s: \(line.line.raw.drop { $0 != " " }.dropFirst())")
+                    }
+                }
                 let minutes = (ContinuousClock.now - impairedAt).seconds / 60
                 result.teardownsPerMinute = Double(departures.count) / minutes
                 // When, too: a path's first stalls teach its links how long to wait.

@@ -34,6 +34,11 @@ guard FileManager.default.isExecutableFile(atPath: binary) else {
     print("navlog-sync is not at \(binary): build it first (swift build --product navlog-sync), or pass --binary")
     exit(2)
 }
+// Without it the lossy link would be no link at all: a dead one, measured as a lossy one.
+guard FileManager.default.isExecutableFile(atPath: impairTool) else {
+    print("net-impair is not at \(impairTool): build it beside navlog-hosts (swift build --product net-impair)")
+    exit(2)
+}
 
 /// The databases and keys of the scenarios; removed at the end, also after an interrupt.
 let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("navlog-hosts-\(getpid())").path

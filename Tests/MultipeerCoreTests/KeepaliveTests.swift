@@ -18,31 +18,109 @@ import Testing
         #expect(keepalive.wakeUp(now: .milliseconds(2000)) == .wait, "a link times out once")
     }
 
-    /// The timeout follows the longest silence of the last two minutes (times 1.5), between the
-    /// configured timeout and three times it, and comes back down when the stalls stop.
-    @Test func theTimeoutAdaptsToTheSilencesTheLinkHasShown() {
+    /// The timeout is judged from the stalls the path has shown, as a phi-accrual detector
+    /// judges a heartbeat: a clean path (silences of an interval, some jitter) keeps the
+    /// configured timeout; one stall moves it part of the way; a lossy path's stalls make it the
+    /// silence that fewer than one stall in 1,000 of theirs would reach, at most the stall limit;
+    /// and it comes back down when the stalls stop.
+    @Test func theTimeoutIsJudgedFromThePathsStalls() {
         var keepalive = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
         var now = Duration.zero
         func arrive(after silence: Duration) {
             now += silence
             keepalive.inboundActivity(now: now)
         }
-        for _ in 0..<20 { arrive(after: .milliseconds(500)) }
-        #expect(keepalive.timeout == .milliseconds(1500), "a clean link keeps the configured timeout")
-        arrive(after: .milliseconds(1400))  // a TCP stall, shorter than the timeout
-        #expect(keepalive.timeout == .milliseconds(2100))
-        #expect(keepalive.nextWakeUp <= now + .milliseconds(2100))
-        #expect(keepalive.wakeUp(now: now + .milliseconds(2000)) != .timedOut, "a silence like those seen is survived")
-        arrive(after: .milliseconds(2000))
-        #expect(keepalive.timeout == .milliseconds(3000))
-        arrive(after: .milliseconds(4000))  // (a stall this long would have been fatal: a test of the bound)
-        #expect(keepalive.timeout == .milliseconds(4500), "never more than three times the configured timeout")
+        #expect(keepalive.stallThreshold == .seconds(1), "two intervals")
+        for _ in 0..<20 { arrive(after: .milliseconds(900)) }
+        #expect(keepalive.timeout == .milliseconds(1500), "silences of an interval and its jitter are no stalls")
+        #expect(keepalive.suspicion(of: .milliseconds(1000)) == 0)
+        #expect(keepalive.suspicion(of: .milliseconds(1500)) >= KeepaliveStateMachine.suspicionThreshold, "the prior gives the configured timeout")
+
+        arrive(after: .seconds(2))  // one stall, 1 s beyond the threshold, and the prior's two
+        // The scale: (1 s + 2 x 0.0724 s) / 3 = 0.382 s; the timeout 1 s + 3 ln 10 x 0.382 s.
+        #expect(abs(keepalive.tailScale - 0.3816) < 0.001)
+        #expect(abs(keepalive.timeout.seconds - 3.636) < 0.01)
+        #expect(abs(keepalive.suspicion(of: keepalive.timeout) - KeepaliveStateMachine.suspicionThreshold) < 0.001, "timed out where phi reaches 3")
+        var afterOne = keepalive
+        #expect(afterOne.wakeUp(now: now + .milliseconds(3600)) != .timedOut, "a silence like the stall is survived")
+
+        // A lossy path: stalls running 1 and 3 s beyond the threshold, between seconds of traffic.
+        for _ in 0..<8 {
+            arrive(after: .seconds(2))
+            arrive(after: .seconds(4))
+            for _ in 0..<4 { arrive(after: .milliseconds(500)) }
+        }
+        // 17 stalls, 33 s beyond in all, and the prior's 2: (33 + 0.145) / 19 = 1.744 s.
+        #expect(keepalive.recentStalls == StallTally(count: 17, excess: .seconds(33)))
+        #expect(abs(keepalive.timeout.seconds - (1 + 3 * 2.302_585 * 1.7445)) < 0.01)
+        #expect(keepalive.timeout > keepalive.ceiling, "beyond the old ceiling: stalls of 4 s are this path's")
+        var silent = keepalive  // (a copy: a link times out once)
+        #expect(silent.wakeUp(now: now + .seconds(10)) != .timedOut)
+        #expect(silent.wakeUp(now: now + keepalive.timeout) == .timedOut)
+
+        // Stalls that long and longer: never more than the stall limit.
+        var worse = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
+        for at in stride(from: 6, through: 60, by: 6) { worse.inboundActivity(now: .seconds(at)) }
+        #expect(worse.timeout == worse.stallLimit)
+
+        // A configured timeout shorter than two intervals stands while there is no stall to judge by.
+        var tight = KeepaliveStateMachine(parameters: KeepaliveParameters(interval: .seconds(1), timeout: .milliseconds(1500)), now: .zero)
+        for at in 1...10 { tight.inboundActivity(now: .seconds(at)) }
+        #expect(tight.timeout == .milliseconds(1500))
+        #expect(tight.wakeUp(now: .milliseconds(11_500)) == .timedOut)
+
         // Two minutes of a clean link: back to the configured timeout.
         for _ in 0..<260 { arrive(after: .milliseconds(500)) }
+        #expect(keepalive.recentStalls == StallTally())
         #expect(keepalive.timeout == .milliseconds(1500))
         // And a dead link is still timed out, at the timeout of the moment.
         #expect(keepalive.wakeUp(now: now + .milliseconds(1499)) != .timedOut)
         #expect(keepalive.wakeUp(now: now + .milliseconds(1500)) == .timedOut)
+    }
+
+    /// A path that has lost packets (a segment of the peer's out of order, or a loss in a silence
+    /// that ended in an arrival) is judged from a prior of the ceiling until it shows stalls: a
+    /// silence there with nothing heard from the peer's host (both ends retransmitting) is kept
+    /// to 4.5 s, where a link replacing one on a lossy path was torn down at 1.5 s. A black hole
+    /// on a clean path shows loss only in the silence that ends the link (this side
+    /// retransmitting): it is timed out at 1.5 s, and the peer's next link knows no loss.
+    @Test func aPathThatLostPacketsIsJudgedFromAHeavierPrior() {
+        func reading(retransmitted: UInt32 = 0, outOfOrder: UInt32 = 0, heardAgo: Int, recovering: Bool = false) -> TransportReading {
+            TransportReading(
+                outOfOrderSegments: outOfOrder, retransmittedSegments: retransmitted, sinceHeard: .milliseconds(heardAgo), unacknowledgedSegments: 1,
+                recoveringLoss: recovering)
+        }
+        var replacement = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, path: PathHistory(lossSeen: true))
+        #expect(replacement.timeout == replacement.ceiling)
+        for at in stride(from: 700, to: 4500, by: 500) {
+            #expect(replacement.wakeUp(now: .milliseconds(at), transport: reading(retransmitted: UInt32(at / 500), heardAgo: at, recovering: true)) != .timedOut)
+        }
+        #expect(replacement.wakeUp(now: .milliseconds(4500), transport: reading(retransmitted: 9, heardAgo: 4500, recovering: true)) == .timedOut)
+
+        var reordered = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
+        _ = reordered.wakeUp(now: .milliseconds(700), transport: reading(outOfOrder: 2, heardAgo: 100))
+        #expect(reordered.timeout == reordered.ceiling, "a segment out of order: at once")
+
+        // A black hole on a clean path, twice on one peer.
+        var path = PathHistory()
+        for fault in 1...2 {
+            var link = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, path: path)
+            _ = link.wakeUp(now: .milliseconds(700), transport: reading(retransmitted: 0, heardAgo: 700))
+            _ = link.wakeUp(now: .milliseconds(1000), transport: reading(retransmitted: 1, heardAgo: 1000, recovering: true))
+            #expect(link.hasSeenLoss)
+            #expect(link.wakeUp(now: .milliseconds(1500), transport: reading(retransmitted: 2, heardAgo: 1500, recovering: true)) == .timedOut, "fault \(fault)")
+            path = link.history
+            #expect(path == PathHistory(), "the silence that ended the link is no evidence")
+        }
+
+        // The same loss in a silence that ended in an arrival: the path's.
+        var survived = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
+        _ = survived.wakeUp(now: .milliseconds(700), transport: reading(retransmitted: 0, heardAgo: 700))
+        _ = survived.wakeUp(now: .milliseconds(1000), transport: reading(retransmitted: 1, heardAgo: 1000, recovering: true))
+        #expect(survived.timeout == .milliseconds(1500))
+        survived.inboundActivity(now: .milliseconds(1200))
+        #expect(survived.history.lossSeen)
+        #expect(survived.timeout == survived.ceiling)
     }
 
     /// A silence during which the transport shows the peer's segments arriving out of order
@@ -118,30 +196,39 @@ import Testing
         for at in [500, 1000] { _ = frozen.wakeUp(now: .milliseconds(at), transport: reading(heardAgo: 50)) }
         #expect(frozen.wakeUp(now: .milliseconds(1500), transport: reading(heardAgo: 50)) == .timedOut)
 
-        // A packet lost marks the path for the link's life: after an arrival, a silence in which
-        // the peer's host is still heard is a lossy path's stall, kept to the ceiling (at loss's
-        // onset, when nothing is known yet, the first stalls tore links down); one in which it
-        // is heard from no more (a black hole now) is timed out at the timeout.
+        // A loss shown in this silence alone (this side retransmitting), with the peer's host
+        // still heard after the last arrival: a lossy path's stall at its onset, kept to the
+        // ceiling; with the host heard from no more (a black hole), timed out at the timeout.
+        for heardSinceTheArrival in [true, false] {
+            var link = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
+            func heard(_ at: Int) -> Int { heardSinceTheArrival ? 10 : at - 200 }
+            _ = link.wakeUp(now: .milliseconds(700), transport: reading(heardAgo: heard(700)))
+            _ = link.wakeUp(now: .milliseconds(1000), transport: reading(retransmitted: 1, heardAgo: heard(1000)))
+            let verdict = link.wakeUp(now: .milliseconds(1500), transport: reading(retransmitted: 2, heardAgo: heard(1500)))
+            #expect((verdict == .timedOut) == !heardSinceTheArrival)
+            if heardSinceTheArrival {
+                #expect(link.wakeUp(now: .milliseconds(4000), transport: reading(retransmitted: 3, heardAgo: 10)) != .timedOut)
+                #expect(link.wakeUp(now: link.ceiling, transport: reading(retransmitted: 4, heardAgo: 10)) == .timedOut)
+            }
+        }
+
+        // A packet lost marks the path for the link's life: after an arrival, its timeout is the
+        // ceiling at least, whether the peer's host is heard in the next silence or not.
         for heardSinceTheArrival in [true, false] {
             var link = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
             _ = link.wakeUp(now: .milliseconds(700), transport: reading(heardAgo: 10))
             _ = link.wakeUp(now: .milliseconds(1000), transport: reading(retransmitted: 1, outOfOrder: 1, heardAgo: 10))
             link.inboundActivity(now: .milliseconds(1100))
+            #expect(link.timeout == link.ceiling)
             let arrival = Duration.milliseconds(1100)
             func heard(_ now: Duration) -> Int { Int((heardSinceTheArrival ? .milliseconds(50) : now - arrival + .milliseconds(50)).milliseconds) }
             var now = Duration.milliseconds(1800)
-            let timeout = link.timeout
-            while now < arrival + timeout {
+            while now < arrival + link.ceiling {
                 #expect(link.wakeUp(now: now, transport: reading(retransmitted: 1, outOfOrder: 1, heardAgo: heard(now))) != .timedOut)
                 now += .milliseconds(500)
             }
-            let due = arrival + link.timeout
-            let verdict = link.wakeUp(now: due, transport: reading(retransmitted: 1, outOfOrder: 1, heardAgo: heard(due)))
-            #expect((verdict == .timedOut) == !heardSinceTheArrival)
-            if heardSinceTheArrival {
-                let ceiling = arrival + link.ceiling
-                #expect(link.wakeUp(now: ceiling, transport: reading(retransmitted: 1, outOfOrder: 1, heardAgo: 50)) == .timedOut)
-            }
+            let due = arrival + link.ceiling
+            #expect(link.wakeUp(now: due, transport: reading(retransmitted: 1, outOfOrder: 1, heardAgo: heard(due))) == .timedOut)
         }
     }
 
@@ -204,7 +291,7 @@ import Testing
         func stalledOnce() -> KeepaliveStateMachine {
             var keepalive = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
             keepalive.inboundActivity(now: .milliseconds(2000))  // a 2 s stall it survived
-            #expect(keepalive.timeout == .milliseconds(3000))
+            #expect(keepalive.timeout > .milliseconds(3600))
             return keepalive
         }
         var frozen = stalledOnce()
@@ -217,7 +304,8 @@ import Testing
         _ = blackHole.wakeUp(now: .milliseconds(2700), transport: reading(unacknowledged: 1, heardAgo: 700))
         #expect(!blackHole.peerHung)
         #expect(blackHole.wakeUp(now: .milliseconds(3500), transport: reading(unacknowledged: 1, heardAgo: 1500)) != .timedOut, "the link's raised timeout")
-        #expect(blackHole.wakeUp(now: .milliseconds(5000), transport: reading(unacknowledged: 2, retransmitted: 1, heardAgo: 3000)) == .timedOut)
+        let due = .milliseconds(2000) + blackHole.timeout
+        #expect(blackHole.wakeUp(now: due, transport: reading(unacknowledged: 2, retransmitted: 1, heardAgo: Int((due - .milliseconds(2000)).milliseconds))) == .timedOut)
 
         // Retransmissions from before the silence (a tail-loss probe on a clean path counts as
         // one) are no loss in it: a frozen peer there is still hung.
@@ -231,7 +319,8 @@ import Testing
         var cut = stalledOnce()
         _ = cut.wakeUp(now: .milliseconds(2700), transport: reading(unacknowledged: 1, heardAgo: 660))
         _ = cut.wakeUp(now: .milliseconds(3200), transport: reading(unacknowledged: 1, retransmitted: 1, heardAgo: 1160))
-        #expect(cut.wakeUp(now: .milliseconds(5000), transport: reading(unacknowledged: 2, retransmitted: 2, heardAgo: 2960)) == .timedOut)
+        let cutDue = .milliseconds(2000) + cut.timeout
+        #expect(cut.wakeUp(now: cutDue, transport: reading(unacknowledged: 2, retransmitted: 2, heardAgo: Int((cutDue - .milliseconds(2040)).milliseconds))) == .timedOut)
 
         // Acknowledged, but only after this side retransmitted: a lossy path, not a hung peer.
         var lossy = stalledOnce()
@@ -246,29 +335,35 @@ import Testing
         #expect(!frozen.peerHung)
     }
 
-    /// A peer's next link starts from what its earlier links showed of the path: the silences
-    /// they survived (never the one that ended a link) and whether a packet was ever lost. On a
-    /// path that lost packets, a silence in which the peer's host acknowledges everything is a
+    /// A peer's next link starts from what its earlier links showed of the path: the stalls
+    /// they survived (never the silence that ended a link) and whether a packet was ever lost. On
+    /// a path that lost packets, a silence in which the peer's host acknowledges everything is a
     /// peer in loss recovery as much as a hung one: it gets the link's timeout.
     @Test func aNewLinkStartsFromWhatThePathShowedNotFromTheSilenceThatEndedALink() {
         var first = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
         first.inboundActivity(now: .milliseconds(1400))  // survived
-        #expect(first.wakeUp(now: .milliseconds(5000)) == .timedOut)
-        #expect(first.history == PathHistory(longestSilence: .milliseconds(1400), lossSeen: false), "not the 3.6 s that ended it")
+        #expect(first.wakeUp(now: .milliseconds(8000)) == .timedOut)
+        #expect(first.history == PathHistory(stalls: StallTally(count: 1, excess: .milliseconds(400)), lossSeen: false), "not the 6.6 s that ended it")
+        var next = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, path: first.history)
+        #expect(next.timeout == first.timeout, "the next link judges by the same stalls")
+        next.inboundActivity(now: .milliseconds(500))
+        #expect(next.timeout == first.timeout)
 
         let acknowledged = TransportReading(outOfOrderSegments: 0, retransmittedSegments: 0, sinceHeard: .milliseconds(100), unacknowledgedSegments: 0)
-        var clean = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, path: PathHistory(longestSilence: .seconds(2), lossSeen: false))
-        #expect(clean.timeout == .milliseconds(3000))
+        let stalled = StallTally(count: 3, excess: .seconds(6))  // 1 s + 3 ln 10 x 6.145 s / 5: 9.49 s
+        var clean = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, path: PathHistory(stalls: stalled, lossSeen: false))
+        #expect(abs(clean.timeout.seconds - 9.49) < 0.01)
         _ = clean.wakeUp(now: .milliseconds(700), transport: acknowledged)
         #expect(clean.wakeUp(now: .milliseconds(1500), transport: acknowledged) == .timedOut, "hung on a clean path: the configured timeout")
 
-        let lossy = PathHistory(longestSilence: .seconds(2), lossSeen: true)
+        let lossy = PathHistory(stalls: stalled, lossSeen: true)
         var recovering = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, path: lossy)
         _ = recovering.wakeUp(now: .milliseconds(700), transport: acknowledged)
         #expect(!recovering.peerHung)
         #expect(recovering.wakeUp(now: .milliseconds(1500), transport: acknowledged) != .timedOut)
         #expect(recovering.wakeUp(now: .milliseconds(3000), transport: acknowledged) != .timedOut, "its host heard: a lossy path's stall")
-        #expect(recovering.wakeUp(now: recovering.ceiling, transport: acknowledged) == .timedOut)
+        #expect(recovering.wakeUp(now: recovering.ceiling, transport: acknowledged) != .timedOut, "the stall it inherited is longer")
+        #expect(recovering.wakeUp(now: recovering.timeout, transport: acknowledged) == .timedOut)
         #expect(recovering.history.lossSeen)
     }
 

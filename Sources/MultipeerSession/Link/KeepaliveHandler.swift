@@ -290,12 +290,15 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         let (timeout, silence) = (Duration.milliseconds(machine.timeout.milliseconds), Duration.milliseconds(machine.silence(now: at).milliseconds))
         let hung = machine.peerHung
         let evidence = Self.describe(machine.transportInSilence, lossSeen: machine.hasSeenLoss)
-        let adapted = hung
+        let stalls = machine.recentStalls
+        let judged = hung
             ? ", its host acknowledging everything sent to it: hung"
-            : timeout > parameters.timeout ? ", adapted from \(parameters.timeout) to the silences this link has shown" : ""
+            : stalls.count > 0
+                ? ", judged from \(stalls.count) stalls of over \(machine.stallThreshold) this path showed, suspicion \((machine.suspicion(of: machine.silence(now: at)) * 10).rounded() / 10)"
+                : ""
         let error = MultipeerError(
             .keepaliveTimeout,
-            "\(peer) sent nothing for \(silence) (keepalive interval \(parameters.interval), timeout \(hung ? parameters.timeout : timeout)\(adapted))"
+            "\(peer) sent nothing for \(silence) (keepalive interval \(parameters.interval), timeout \(hung ? parameters.timeout : timeout)\(judged))"
                 + evidence)
         return (error, silence)
     }
