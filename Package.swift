@@ -17,6 +17,8 @@ let package = Package(
     products: [
         // One product, one import: the layers below re-export what a user meets (Exports.swift).
         .library(name: "MultipeerSession", targets: ["MultipeerSession"]),
+        // Sessions in a simulated network, clock and DNS-SD, for tests (one import beside MultipeerSession).
+        .library(name: "MultipeerSessionTesting", targets: ["MultipeerSessionTesting"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -92,6 +94,19 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // The simulated world: the session's transport, DNS-SD and clock replaced, nothing above them.
+        .target(
+            name: "MultipeerSessionTesting",
+            dependencies: [
+                "MultipeerSession",
+                "MultipeerCore",
+                "MultipeerDiscovery",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -311,6 +326,13 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             path: "Tests/MultipeerSessionTests",
+            swiftSettings: swiftSettings
+        ),
+        // Sessions in the simulated world, tested as an application's tests would use it.
+        .testTarget(
+            name: "MultipeerSimulationTests",
+            dependencies: ["MultipeerSession", "MultipeerSessionTesting"],
+            path: "Tests/MultipeerSimulationTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -11,9 +11,11 @@ final class Deliveries: Sendable {
     private let peers = NIOLockedValueBox<(byID: [UUID: PeerDelivery], stopped: Bool)>(([:], false))
     private let policy: PeerDeliveryStateMachine.Policy
     private let metrics: SessionMetrics
+    private let clock: any SessionClock
 
-    init(policy: PeerDeliveryStateMachine.Policy, metrics: SessionMetrics) {
+    init(policy: PeerDeliveryStateMachine.Policy, metrics: SessionMetrics, clock: any SessionClock) {
         self.policy = policy
+        self.clock = clock
         self.metrics = metrics
     }
 
@@ -25,7 +27,7 @@ final class Deliveries: Sendable {
     func make(for peerID: UUID) -> PeerDelivery {
         let (delivery, stopped) = peers.withLockedValue { peers in
             if let delivery = peers.byID[peerID] { return (delivery, false) }
-            let delivery = PeerDelivery(peerID: peerID, policy: policy, metrics: metrics)
+            let delivery = PeerDelivery(peerID: peerID, policy: policy, metrics: metrics, clock: clock)
             peers.byID[peerID] = delivery
             return (delivery, peers.stopped)
         }
@@ -38,7 +40,7 @@ final class Deliveries: Sendable {
         guard !peers.withLockedValue(\.stopped) else { return MultipeerError(.sessionState, "the session has stopped") }
         var unmet = PeerDeliveryStateMachine(peerID: peerID, policy: policy)
         let outcome = reliably
-            ? unmet.enqueue(typeName: message.typeName, payload: message.payload, now: .now) : unmet.enqueueUnreliable(message)
+            ? unmet.enqueue(typeName: message.typeName, payload: message.payload, now: clock.now) : unmet.enqueueUnreliable(message)
         guard case .refused(let error) = outcome else { preconditionFailure("a peer never met took a message") }
         return error
     }

@@ -37,7 +37,7 @@ extension MultipeerSession {
         }
         let localLimits = (configuration.limits.maximumFrameLength, configuration.limits.maximumMessageLength)
         while true {
-            switch peer.offer(message, reliably: delivery == .reliable, localLimits: localLimits, now: .now) {
+            switch peer.offer(message, reliably: delivery == .reliable, localLimits: localLimits, now: clock.now) {
             case .queued(let ticket):
                 return (ticket, peer)
             case .wait(let deadline, let wakes):
@@ -47,8 +47,8 @@ extension MultipeerSession {
             case .refused(let error, let wakes) where error.code == .peerNotActive:
                 // Admitted since the look (a wake came), or joining: look again once it joins.
                 guard await isJoining(peerID) || peer.wakes != wakes else { throw error }
-                let deadline = joining ?? .now + configuration.limits.sendTimeout
-                guard deadline > .now else { throw error }
+                let deadline = joining ?? clock.now + configuration.limits.sendTimeout
+                guard deadline > clock.now else { throw error }
                 joining = deadline
                 await peer.wait(after: wakes, until: deadline)
                 try Task.checkCancellation()
@@ -76,7 +76,7 @@ extension MultipeerSession {
     /// side keeps it, the peer's delivery moves onto it from that point, and the link's
     /// DeliveryHandler takes its later ACKs (``DeliveryAttached``).
     func admitted(_ id: LinkID, by peerID: UUID, through sequence: UInt64, partial: PartialMessage?) {
-        perform(core.admitted(id, now: .now))
+        perform(core.admitted(id, now: clock.now))
         guard let delivery = deliveries[peerID], delivery.isAttached(to: id), let channel = running?.links[id]?.channel else { return }
         tell(dropped: delivery.acknowledged(through: sequence, partial: partial, on: id), for: peerID)
         channel.triggerUserOutboundEvent(DeliveryAttached(delivery: delivery, link: id), promise: nil)

@@ -40,6 +40,10 @@ public actor MultipeerSession {
     /// Tells this run of the session from earlier ones with the same ``peerID``: the wall-clock
     /// time it was made, in nanoseconds since 1970, so a later run has a greater one.
     public nonisolated let incarnation: UInt64
+    /// What the session touches outside itself (``SessionEnvironment/system`` but in a simulation).
+    nonisolated let environment: SessionEnvironment
+    /// The clock every timer of the session reads.
+    nonisolated var clock: any SessionClock { environment.clock }
 
     /// Where the links hand what they receive: the receive windows, the application's streams
     /// and the metrics.
@@ -112,9 +116,16 @@ public actor MultipeerSession {
     ///     its peers then know it again, and what they queued for it reaches it. A new
     ///     `PeerIdentity()` makes a stranger on every run (for tests and one-off tools).
     public init(configuration: Configuration, identity: PeerIdentity) {
+        self.init(configuration: configuration, identity: identity, environment: .system)
+    }
+
+    /// Creates a session in `environment`: the real world (``SessionEnvironment/system``) or
+    /// a simulated one.
+    package init(configuration: Configuration, identity: PeerIdentity, environment: SessionEnvironment) {
         self.configuration = configuration
         self.identity = identity
-        self.incarnation = Self.nextIncarnation()
+        self.environment = environment
+        self.incarnation = environment.incarnation()
         self.core = SessionStateMachine(
             localPeerID: identity.peerID, localKey: identity.key, backoff: configuration.reconnect,
             roster: configuration.roster, keyCount: configuration.keys.keys.count, port: configuration.port)
@@ -126,7 +137,7 @@ public actor MultipeerSession {
             policy: .init(
                 limits: configuration.limits.outbox, unreliableLimits: configuration.limits.unreliableQueue,
                 failWhenFull: configuration.limits.failWhenOutboxFull, sendTimeout: configuration.limits.sendTimeout),
-            metrics: metrics)
+            metrics: metrics, clock: environment.clock)
         let runLoop = AsyncStream<Input>.makeStream()
         self.runLoop = runLoop
         // (A declaration too long for HELLO fails the run: run() checks it again.)
@@ -135,7 +146,7 @@ public actor MultipeerSession {
             rejected: { peer, rejection in runLoop.continuation.yield(.onSession { $0.reject(rejection, from: peer) }) },
             announce: { runLoop.continuation.yield(.onSession { $0.announceMessageTypes() }) })
         self.inbox = Inbox(
-            windows: ReceiveWindows(), subscriptions: subscriptions, metrics: metrics,
+            executor: EventLoopExecutor(environment.eventLoop), windows: ReceiveWindows(), subscriptions: subscriptions, metrics: metrics,
             resources: Resources(directory: configuration.resourceDirectory, partialLifetime: configuration.partialResourceLifetime, logger: logger), maximumMessageLength: configuration.limits.maximumMessageLength)
         self.setup = .ready(keys: configuration.keys)
     }
@@ -145,20 +156,6 @@ public actor MultipeerSession {
     @available(*, unavailable, message: "pass the device's identity: MultipeerSession(configuration:identity: try PeerIdentity(loadingOrCreatingFile: \"device.identity\")); see CHANGELOG.md, 0.8.0")
     public init(configuration: Configuration) {
         fatalError("unavailable")
-    }
-
-    private static let lastIncarnation = NIOLockedValueBox<UInt64>(0)
-
-    /// The wall clock in nanoseconds since 1970, and never twice the same in one process: a
-    /// restart of the same identity is newer by this measure (docs/PROTOCOL.md, 3).
-    private static func nextIncarnation() -> UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        let wallClock = UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
-        return lastIncarnation.withLockedValue { last in
-            last = max(wallClock, last + 1)
-            return last
-        }
     }
 
     /// What happens in the session: first its state now (``SessionEvent/listening(port:)`` while
@@ -237,8 +234,9 @@ public actor MultipeerSession {
             subscriptions.finish()
         }
         _ = try configuration.declaredMessageTypes()
-        let linkConfiguration = try configuration.linkConfiguration(identity: identity, incarnation: incarnation, keys: keys, inbox: inbox)
-        let discovery = try SessionDiscovery(configuration, localPeerID: peerID, logger: logger)
+        var linkConfiguration = try configuration.linkConfiguration(identity: identity, incarnation: incarnation, keys: keys, inbox: inbox)
+        linkConfiguration.transport = environment.transport
+        let discovery = try SessionDiscovery(configuration, localPeerID: peerID, directory: environment.directory, logger: logger)
         setup = .running(Running(link: linkConfiguration, discovery: discovery.source))
         do {
             // A graceful shutdown and cancellation stop alike, in order: GOODBYE on every link,
@@ -327,7 +325,7 @@ public actor MultipeerSession {
         logger.info("listening", metadata: ["multipeer.port": "\(listener.port)"])
         subscriptions.listening(listener.port)
         let advertiser = advertise(discovery, port: listener.port)
-        perform(core.listening(on: listener.port, now: .now))
+        perform(core.listening(on: listener.port, now: clock.now))
 
         return try await withThrowingDiscardingTaskGroup { group in
             group.addTask {
@@ -349,7 +347,7 @@ public actor MultipeerSession {
             }
             if let interval = configuration.statsInterval {
                 group.addTask {
-                    while (try? await Task.sleep(for: interval)) != nil { await self.reportStats() }
+                    while (try? await self.clock.sleep(for: interval)) != nil { await self.reportStats() }
                 }
             }
             var suspended = false
@@ -368,7 +366,7 @@ public actor MultipeerSession {
             // Say goodbye on every link, then stop accepting and advertising.
             let reason: GoodbyeReason = suspended ? .suspended : .shutdown
             var closing: [LinkHandle] = []
-            perform(core.stopRunning(reason, now: .now).filter { action in
+            perform(core.stopRunning(reason, now: clock.now).filter { action in
                 guard case .close(let id, _) = action else { return true }
                 running?.links[id].map { closing.append($0) }
                 return false
@@ -450,7 +448,7 @@ public actor MultipeerSession {
     }
 
     private func attemptFailed(_ id: LinkID, _ failure: MultipeerError) {
-        perform(core.attemptFailed(id, failure, now: .now))
+        perform(core.attemptFailed(id, failure, now: clock.now))
     }
 
     /// Takes an established link in: the core decides whether the session carries it, and from
@@ -472,7 +470,7 @@ public actor MultipeerSession {
             runLoop.continuation.yield(.onSession { $0.linkReported(event, on: id, by: peer) })
         }
         let address = connection.remoteAddress?.displayString ?? "unknown"
-        switch core.linkEstablished(id, hello: connection.remoteHello, address: address, now: .now) {
+        switch core.linkEstablished(id, hello: connection.remoteHello, address: address, now: clock.now) {
         case .refused(let actions):
             perform(actions)
             return .notInRoster
@@ -511,7 +509,7 @@ public actor MultipeerSession {
         if running?.links.removeValue(forKey: id) != nil {
             metrics.linkClosed(reason: goodbye.map { "\($0)" } ?? (error == nil ? "closed" : "error"))
         }
-        perform(core.linkClosed(id, goodbye: goodbye, error: error, now: .now))
+        perform(core.linkClosed(id, goodbye: goodbye, error: error, now: clock.now))
     }
 
     /// Replaces the group keys (``Configuration/keys``): from now on links are accepted with any
@@ -526,7 +524,7 @@ public actor MultipeerSession {
         case .ended: break
         }
         logger.info("group keys updated", metadata: ["multipeer.keys": "\(keys)"])
-        perform(core.keysChanged(count: keys.keys.count, now: .now))
+        perform(core.keysChanged(count: keys.keys.count, now: clock.now))
     }
 
     /// Replaces the roster (``Configuration/roster``; nil admits any holder of the group key).
@@ -535,13 +533,13 @@ public actor MultipeerSession {
     /// refused before are dialled at once, so one it now admits joins now (a peer it knows
     /// only by the connections that peer made, not by discovery, joins at that peer's next dial).
     public func updateRoster(_ roster: Roster?) {
-        perform(core.rosterChanged(roster, now: .now))
+        perform(core.rosterChanged(roster, now: clock.now))
     }
 
     /// How the link to `peerID` is doing, if the peer is active.
     public func linkStats(for peerID: UUID) -> LinkStats? {
         guard let id = core.joinedLink(of: peerID)?.id, let handle = running?.links[id], let presence = core.presence(of: peerID) else { return nil }
-        return LinkStats(quality: handle.quality.quality, reconnects: presence.reconnects, timeActive: ContinuousClock.now - presence.since)
+        return LinkStats(quality: handle.quality.quality, reconnects: presence.reconnects, timeActive: clock.now - presence.since)
     }
 
     private func reportStats() {
@@ -556,7 +554,7 @@ public actor MultipeerSession {
     /// An inbound connection failed before its HELLO was through.
     private func inboundFailed(_ address: String, _ error: any Error) {
         let failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "the connection with \(address) failed", underlying: "\(error)")
-        perform(core.inboundFailed(address: address, failure, now: .now))
+        perform(core.inboundFailed(address: address, failure, now: clock.now))
     }
 
     // MARK: Discovery
@@ -568,15 +566,15 @@ public actor MultipeerSession {
             perform(core.discovered(DialTarget(
                 peerID: advert.peerID, incarnation: advert.incarnation,
                 endpoints: advert.endpoints.map { DialTarget.Endpoint(host: $0.host, port: $0.port) },
-                displayName: advert.displayName, metadata: advert.metadata), now: .now))
+                displayName: advert.displayName, metadata: advert.metadata), now: clock.now))
         case .lost(let peerID):
-            perform(core.lost(peerID, now: .now))
+            perform(core.lost(peerID, now: clock.now))
         }
     }
 
     /// Advertises the session listening on `port`; a failure is the application's to hear of,
     /// and the session goes on without an advertisement (its peers can still dial it).
-    private func advertise(_ discovery: SessionDiscovery, port: Int) -> PeerAdvertiser? {
+    private func advertise(_ discovery: SessionDiscovery, port: Int) -> (any Advertisement)? {
         do {
             return try discovery.advertise(port: port, peerID: peerID, incarnation: incarnation, peer: configuration.peer)
         } catch {
@@ -607,7 +605,7 @@ public actor MultipeerSession {
             switch action {
             case .connect(let id, let attempt):
                 guard let configuration = running?.link else {
-                    perform(core.attemptFailed(id, MultipeerError(.sessionState, "the session is not running"), now: .now))
+                    perform(core.attemptFailed(id, MultipeerError(.sessionState, "the session is not running"), now: clock.now))
                     continue
                 }
                 spawn { await self.attempt(id, attempt, configuration) }
@@ -625,7 +623,7 @@ public actor MultipeerSession {
                 inbox.resources.attach(hello, link: id, channel: channel)
                 inbox.streams.attach(hello, link: id, channel: channel)
             case .detach(let peerID, let id):
-                tell(dropped: deliveries[peerID]?.detach(id, now: .now) ?? [], for: peerID)
+                tell(dropped: deliveries[peerID]?.detach(id, now: clock.now) ?? [], for: peerID)
                 inbox.resources.detach(peerID, link: id)
                 inbox.streams.detach(peerID, link: id)
             case .admitMessages(let id):
@@ -636,7 +634,7 @@ public actor MultipeerSession {
                 deliveries[peerID]?.wake()
             case .schedule(let timer, let delay):
                 spawn {
-                    guard (try? await Task.sleep(for: delay)) != nil else { return }
+                    guard (try? await self.clock.sleep(for: delay)) != nil else { return }
                     await self.fired(timer)
                 }
             case .peerJoined(let id, let hello):
@@ -656,7 +654,7 @@ public actor MultipeerSession {
     }
 
     private func fired(_ timer: SessionStateMachine.Timer) {
-        perform(core.fired(timer, now: .now))
+        perform(core.fired(timer, now: clock.now))
     }
 
     /// Tells the application, the logs and the metrics.

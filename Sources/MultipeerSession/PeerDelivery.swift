@@ -77,10 +77,13 @@ final class PeerDelivery: Sendable {
     let peerID: UUID
     private let state: NIOLockedValueBox<State>
     private let metrics: SessionMetrics
+    /// The session's clock: acknowledgement deadlines and send timeouts.
+    private let clock: any SessionClock
     /// Names waits, so a cancelled one finds itself (no lock needed to take a name).
     private let waiterNames = Atomic<UInt64>(0)
 
-    init(peerID: UUID, policy: PeerDeliveryStateMachine.Policy, metrics: SessionMetrics) {
+    init(peerID: UUID, policy: PeerDeliveryStateMachine.Policy, metrics: SessionMetrics, clock: any SessionClock = SystemClock()) {
+        self.clock = clock
         self.peerID = peerID
         self.metrics = metrics
         state = NIOLockedValueBox(State(machine: PeerDeliveryStateMachine(peerID: peerID, policy: policy)))
@@ -133,7 +136,7 @@ final class PeerDelivery: Sendable {
         guard let deadline else { return await wait(after: wakes) }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.wait(after: wakes) }
-            group.addTask { try? await Task.sleep(until: deadline) }
+            group.addTask { try? await self.clock.sleep(until: deadline) }
             await group.next()
             group.cancelAll()
         }
@@ -170,7 +173,7 @@ final class PeerDelivery: Sendable {
                 guard !state.stopped else {
                     return (.failed(MultipeerError(.sessionState, "the session stopped before the peer acknowledged the message")), state.wakes)
                 }
-                return (state.machine.acknowledgement(for: id, now: .now), state.wakes)
+                return (state.machine.acknowledgement(for: id, now: self.clock.now), state.wakes)
             }
             switch outcome {
             case .acknowledged:

@@ -32,10 +32,14 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     private var stage = Stage.awaitingHello
     private var timers: KeepaliveTimers?
     private var context: ChannelHandlerContext?
-    /// The channel's socket, whose TCP_INFO a silent link's wake-ups read (cast once: a
-    /// conformance check at every wake-up was a visible part of an idle mesh's cost).
-    private var socket: (any SocketOptionProvider)?
-    private let origin = NIODeadline.now()
+    /// What a silent link's wake-ups read of the transport: a socket's TCP_INFO, or what a
+    /// simulated connection knows (found once: a conformance check at every wake-up was a
+    /// visible part of an idle mesh's cost).
+    private var transport: (any TransportInformation)?
+    /// The link's event loop, whose clock the keepalive reads (a simulated one in a simulation).
+    private var loop: (any EventLoop)?
+    /// When the handler was added, on the loop's clock: ``now`` counts from it.
+    private var origin = NIODeadline.uptimeNanoseconds(0)
     private var peer = "the peer"
     /// Whether a read was asked for since the last batch arrived. Not while a handler above
     /// withholds reads (the session's full message streams, a bare link's unread messages):
@@ -85,18 +89,22 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         self.tcpUserTimeout = tcpUserTimeout
     }
 
-    private var now: Duration { .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds) - Int64(origin.uptimeNanoseconds)) }
+    private var now: Duration { .nanoseconds(Int64(loopNow.uptimeNanoseconds) - Int64(origin.uptimeNanoseconds)) }
+    private var loopNow: NIODeadline { loop?.now ?? origin }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        socket = context.channel as? any SocketOptionProvider
+        loop = context.eventLoop
+        origin = context.eventLoop.now
+        transport = (context.channel as? any TransportInformation)
+            ?? (context.channel as? any SocketOptionProvider).map(SocketTransportInformation.init)
         if let address = context.channel.remoteAddress { peer = "peer at \(address.displayString)" }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         end()
         self.context = nil
-        socket = nil
+        transport = nil
     }
 
     /// The running link's state; nil before the HELLO and once ended.
@@ -106,7 +114,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
     /// The link's keepalive ends: what it showed of the path is remembered for the peer's next link.
     private func end() {
-        if case .running(let running) = stage { paths.remember(running.machine.history, of: running.peer) }
+        if case .running(let running) = stage { paths.remember(running.machine.history, of: running.peer, now: loopNow) }
         stage = .ended
     }
 
@@ -119,7 +127,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let hello = event as? HelloCompleted, case .awaitingHello = stage {
             let machine = KeepaliveStateMachine(
-                parameters: local.stricter(than: hello.remote.keepalive), role: role, now: now, path: paths.recall(hello.remote.peerID))
+                parameters: local.stricter(than: hello.remote.keepalive), role: role, now: now, path: paths.recall(hello.remote.peerID, now: loopNow))
             stage = .running(Running(machine: machine, peer: hello.remote.peerID))
             schedule(context: context)
         }
@@ -240,7 +248,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     func timerFired(slot: Int64) {
         guard let running, running.armedSlot == slot else { return }
         running.armedSlot = nil
-        wakeUp(late: .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds) - slot * KeepaliveTimers.slotNanoseconds))
+        wakeUp(late: .nanoseconds(Int64(loopNow.uptimeNanoseconds) - slot * KeepaliveTimers.slotNanoseconds))
     }
 
     /// What a wake-up does, decided in the running state.
@@ -253,12 +261,12 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     private func wakeUp(late: Duration) {
         guard let context else { return }
         let at = now
-        let (readRequested, quality, socket) = (self.readRequested, self.quality, self.socket)
+        let (readRequested, quality, transport) = (self.readRequested, self.quality, self.transport)
         let wakeUp = running.map { running -> WakeUp in
             if !readRequested, !running.machine.readingPaused { running.machine.reading(paused: true, now: at) }
             let parameters = running.machine.parameters
             if running.pingsAwaited > 0 { running.pingsAwaited = quality.update { $0.expire(olderThan: parameters.timeout, now: at) } }
-            switch running.machine.wakeUp(now: at, late: late, transport: socket?.transportReading()) {
+            switch running.machine.wakeUp(now: at, late: late, transport: transport?.transportReading()) {
             case .wait: return .wait
             case .sendPing(let probe): return .ping(probe)
             case .timedOut:

@@ -76,7 +76,7 @@ final class KeepaliveTimers {
 
     private func fire() {
         armed = nil
-        let now = Int64(NIODeadline.now().uptimeNanoseconds)
+        let now = Int64(eventLoop.now.uptimeNanoseconds)
         while let slot = slots.last, slot * Self.slotNanoseconds <= now {
             slots.removeLast()
             // Handlers woken here may arm again, in a later slot: take this one out first.

@@ -19,6 +19,8 @@ package struct LinkConfiguration: Sendable {
     package var tcpUserTimeout: Duration?
     /// What the links of one session remember of the paths to each peer (``PathMemory``).
     package var paths = PathMemory()
+    /// What carries the links: TCP (``SocketTransport``) but in a simulation.
+    package var transport: any LinkTransport = SocketTransport()
     /// Where DATA goes: a session's receive windows and subscriptions. Nil for bare links
     /// (tests, benchmarks), whose DATA goes to the channel's reader like every other message.
     var inbox: Inbox?
@@ -110,8 +112,8 @@ package struct LinkConfiguration: Sendable {
         inbox?.executor.eventLoop ?? MultiThreadedEventLoopGroup.singleton
     }
 
-    var tcpUserTimeoutOption: (ChannelOptions.Types.SocketOption, SocketOptionValue)? {
-        tcpUserTimeout.map(Self.tcpUserTimeoutOption)
+    var transportOptions: TransportOptions {
+        TransportOptions(userTimeout: tcpUserTimeout)
     }
 
     /// TCP_THIN_LINEAR_TIMEOUTS: while few segments are in flight (a link carrying PINGs and

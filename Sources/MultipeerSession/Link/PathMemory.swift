@@ -14,17 +14,16 @@ package final class PathMemory: Sendable {
 
     package init() {}
 
-    func remember(_ history: PathHistory, of peer: UUID) {
-        let now = NIODeadline.now()
+    func remember(_ history: PathHistory, of peer: UUID, now: NIODeadline) {
         paths.withLockedValue { paths in
             if paths.count >= 4_096 { paths = paths.filter { now - $0.value.at < TimeAmount(Self.lifetime) } }
             if paths.count < 4_096 { paths[peer] = (history, now) }
         }
     }
 
-    func recall(_ peer: UUID) -> PathHistory {
+    func recall(_ peer: UUID, now: NIODeadline) -> PathHistory {
         paths.withLockedValue { paths in
-            guard let entry = paths[peer], NIODeadline.now() - entry.at < TimeAmount(Self.lifetime) else { return PathHistory() }
+            guard let entry = paths[peer], now - entry.at < TimeAmount(Self.lifetime) else { return PathHistory() }
             return entry.history
         }
     }

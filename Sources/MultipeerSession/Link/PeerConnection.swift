@@ -113,18 +113,12 @@ package struct PeerConnection: Sendable {
         host: String, port: Int, configuration: LinkConfiguration, offering keyIdentity: String?, expecting expectedPeer: UUID?,
         answerTimeout: Duration? = nil, group: (any EventLoopGroup)? = nil
     ) async throws -> PendingLink {
-        var bootstrap = ClientBootstrap(group: group ?? configuration.eventLoopGroup)
-            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .channelOption(LinkConfiguration.thinLinearTimeouts, value: 1)
-            .connectTimeout(TimeAmount(Self.connectTimeout(configuration)))
-        if let (option, value) = configuration.tcpUserTimeoutOption {
-            bootstrap = bootstrap.channelOption(option, value: value)
-        }
         do {
-            return try await bootstrap.connect(host: host, port: port) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try configuration.configure(channel, role: .client, offering: keyIdentity, expecting: expectedPeer, firstBytesTimeout: answerTimeout)
-                }
+            return try await configuration.transport.connect(
+                host: host, port: port, on: (group ?? configuration.eventLoopGroup).next(), timeout: Self.connectTimeout(configuration),
+                options: configuration.transportOptions
+            ) { channel in
+                try configuration.configure(channel, role: .client, offering: keyIdentity, expecting: expectedPeer, firstBytesTimeout: answerTimeout)
             }
         } catch let error as MultipeerError {
             throw error

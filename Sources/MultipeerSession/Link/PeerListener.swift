@@ -12,15 +12,15 @@ import NIOConcurrencyHelpers
 package final class PeerListener: Sendable {
     /// The address bound, with the port chosen by the system when 0 was asked for.
     package let localAddress: SocketAddress
-    private let serverChannel: NIOAsyncChannel<Accepted, Never>
+    private let socket: any ListeningSocket<Accepted>
     private let admission: Admission
 
     /// The port bound.
     package var port: Int { localAddress.port! }
 
-    private init(serverChannel: NIOAsyncChannel<Accepted, Never>, admission: Admission) {
-        self.serverChannel = serverChannel
-        self.localAddress = serverChannel.channel.localAddress!
+    private init(socket: any ListeningSocket<Accepted>, admission: Admission) {
+        self.socket = socket
+        self.localAddress = socket.localAddress
         self.admission = admission
     }
 
@@ -30,51 +30,36 @@ package final class PeerListener: Sendable {
         host: String? = nil, port: Int = 0, configuration: LinkConfiguration, limits: MultipeerSession.Limits = .init(),
         group: (any EventLoopGroup)? = nil
     ) async throws -> PeerListener {
-        var bootstrap = ServerBootstrap(group: group ?? configuration.eventLoopGroup)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .serverChannelOption(.backlog, value: 256)
-            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .childChannelOption(LinkConfiguration.thinLinearTimeouts, value: 1)
-        if let (option, value) = configuration.tcpUserTimeoutOption {
-            bootstrap = bootstrap.childChannelOption(option, value: value)
-        }
         let admission = Admission(limits)
-        // "::" accepts IPv4 too (as mapped addresses) on Linux; without IPv6, fall back to IPv4.
-        let hosts = host.map { [$0] } ?? ["::", "0.0.0.0"]
-        var lastError: (any Error)?
-        for candidate in hosts {
-            do {
-                let channel = try await bootstrap.bind(host: candidate, port: port) { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        let ticket: Admission.Ticket
-                        switch admission.admit(channel, from: channel.remoteAddress) {
-                        case .refused(let refusal):
-                            // Closed at once, not when the reader comes to it: a stopping
-                            // listener's reader never does.
-                            channel.eventLoop.execute { channel.close(promise: nil) }
-                            return Accepted.refused(channel.remoteAddress, refusal)
-                        case .admitted(let admitted, let evicting):
-                            ticket = admitted
-                            for (evicted, reason) in evicting { Self.cutOff(evicted, reason) }
-                        }
-                        do {
-                            return .pending(try configuration.configure(channel, role: .server, firstBytesTimeout: limits.firstBytesTimeout), ticket)
-                        } catch {
-                            // NIO drops a connection whose initializer failed without closing it.
-                            admission.handshakeEnded(ticket, established: false)
-                            channel.close(promise: nil)
-                            throw error
-                        }
-                    }
+        do {
+            let socket = try await configuration.transport.listen(
+                host: host, port: port, on: (group ?? configuration.eventLoopGroup).next(), options: configuration.transportOptions
+            ) { channel in
+                let ticket: Admission.Ticket
+                switch admission.admit(channel, from: channel.remoteAddress) {
+                case .refused(let refusal):
+                    // Closed at once, not when the reader comes to it: a stopping
+                    // listener's reader never does.
+                    channel.eventLoop.execute { channel.close(promise: nil) }
+                    return Accepted.refused(channel.remoteAddress, refusal)
+                case .admitted(let admitted, let evicting):
+                    ticket = admitted
+                    for (evicted, reason) in evicting { Self.cutOff(evicted, reason) }
                 }
-                return PeerListener(serverChannel: channel, admission: admission)
-            } catch {
-                lastError = error
+                do {
+                    return .pending(try configuration.configure(channel, role: .server, firstBytesTimeout: limits.firstBytesTimeout), ticket)
+                } catch {
+                    // NIO drops a connection whose initializer failed without closing it.
+                    admission.handshakeEnded(ticket, established: false)
+                    channel.close(promise: nil)
+                    throw error
+                }
             }
+            return PeerListener(socket: socket, admission: admission)
+        } catch {
+            throw MultipeerError(
+                .listenFailed, "cannot listen on port \(port) of \(host ?? "every address")", underlying: socketErrorReason(error))
         }
-        throw MultipeerError(
-            .listenFailed, "cannot listen on port \(port) of \(hosts.joined(separator: " or "))",
-            underlying: lastError.map(socketErrorReason))
     }
 
     /// Accepts connections until the task is cancelled or the listener is closed. Each link runs
@@ -100,7 +85,7 @@ package final class PeerListener: Sendable {
         onFailure: @escaping @Sendable (SocketAddress?, any Error) async -> Void
     ) async throws {
         let admission = self.admission
-        try await serverChannel.executeThenClose { inbound in
+        try await socket.run { inbound in
             try await withThrowingDiscardingTaskGroup { group in
                 for try await accepted in inbound {
                     let pending: PendingLink
@@ -146,6 +131,6 @@ package final class PeerListener: Sendable {
 
     /// Stops accepting; `run` returns once its links have ended.
     package func close() async {
-        try? await serverChannel.channel.close()
+        await socket.close()
     }
 }

@@ -38,3 +38,12 @@ extension SocketOptionProvider {
         return reading
     }
 }
+
+/// A socket's ``TransportInformation``: its TCP_INFO.
+struct SocketTransportInformation: TransportInformation {
+    let socket: any SocketOptionProvider
+
+    func transportReading() -> TransportReading? {
+        socket.transportReading()
+    }
+}

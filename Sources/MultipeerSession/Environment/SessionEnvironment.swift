@@ -1,0 +1,57 @@
+import Glibc
+package import Logging
+package import MultipeerDiscovery
+import NIOConcurrencyHelpers
+package import NIOCore
+import NIOPosix
+
+/// What a session touches outside itself: the thread its links run on, the clock, the
+/// transport, DNS-SD and where its incarnation comes from. ``system`` is the real world;
+/// the MultipeerSessionTesting product makes a simulated one, under the same session.
+package struct SessionEnvironment: Sendable {
+    /// Makes the DNS-SD directory a session browses and advertises in, when its configuration
+    /// asks for DNS-SD: whether to wait for the daemon, and the session's logger.
+    package typealias Directory = @Sendable (_ waitForDaemon: Bool, _ logger: Logger) throws -> any ServiceDirectory
+
+    /// The event loop every link of the session runs on.
+    package var eventLoop: any EventLoop
+    package var clock: any SessionClock
+    package var transport: any LinkTransport
+    package var directory: Directory
+    /// The session's incarnation: greater for each later run of one identity.
+    package var incarnation: @Sendable () -> UInt64
+
+    package init(
+        eventLoop: any EventLoop, clock: any SessionClock, transport: any LinkTransport, directory: @escaping Directory,
+        incarnation: @escaping @Sendable () -> UInt64
+    ) {
+        self.eventLoop = eventLoop
+        self.clock = clock
+        self.transport = transport
+        self.directory = directory
+        self.incarnation = incarnation
+    }
+
+    /// The real world: a loop of NIO's shared group, the continuous clock, TCP, avahi-daemon
+    /// and the wall clock.
+    package static var system: SessionEnvironment {
+        SessionEnvironment(
+            eventLoop: MultiThreadedEventLoopGroup.singleton.next(), clock: SystemClock(), transport: SocketTransport(),
+            directory: { waitForDaemon, logger in try AvahiDirectory(waitForDaemon: waitForDaemon, logger: logger) },
+            incarnation: nextIncarnation)
+    }
+
+    private static let lastIncarnation = NIOLockedValueBox<UInt64>(0)
+
+    /// The wall clock in nanoseconds since 1970, and never twice the same in one process: a
+    /// restart of the same identity is newer by this measure (docs/PROTOCOL.md, 3).
+    private static func nextIncarnation() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let wallClock = UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
+        return lastIncarnation.withLockedValue { last in
+            last = max(wallClock, last + 1)
+            return last
+        }
+    }
+}
