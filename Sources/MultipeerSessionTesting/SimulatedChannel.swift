@@ -16,6 +16,8 @@ final class SimulatedChannel: Channel, ChannelCore, @unchecked Sendable {
     enum Ending {
         case finished
         case reset
+        /// TCP_USER_TIMEOUT: data stayed unacknowledged too long.
+        case timedOut
     }
 
     let loop: SimulatedEventLoop
@@ -23,8 +25,13 @@ final class SimulatedChannel: Channel, ChannelCore, @unchecked Sendable {
     let allocator = ByteBufferAllocator()
     private let closePromise: EventLoopPromise<Void>
     private var _pipeline: ChannelPipeline!
+    /// Written, not yet taken by the kernel: up to `flushedCount` of them flushed.
     private var pendingWrites: [(ByteBuffer, EventLoopPromise<Void>?)] = []
     private var flushedCount = 0
+    private var pendingBytes = 0
+    private var isWritableNow = true
+    /// NIO's default high and low water marks for a channel's writability.
+    private static let writeWater = (high: 64 << 10, low: 32 << 10)
     private var open = true
     private var active = false
     private var readRequested = false
@@ -35,6 +42,7 @@ final class SimulatedChannel: Channel, ChannelCore, @unchecked Sendable {
     private let addresses: (local: SocketAddress?, remote: SocketAddress?)
 
     init(loop: SimulatedEventLoop, socket: SimulatedSocket, remote: (address: String, port: Int)) {
+        precondition(loop.scheduler.isSchedulerThread)
         self.loop = loop
         self.socket = socket
         self.closePromise = loop.makePromise()
@@ -53,7 +61,7 @@ final class SimulatedChannel: Channel, ChannelCore, @unchecked Sendable {
     var localAddress: SocketAddress? { addresses.local }
     var remoteAddress: SocketAddress? { addresses.remote }
     var parent: (any Channel)? { nil }
-    var isWritable: Bool { true }
+    var isWritable: Bool { isWritableNow }
     var isActive: Bool { active }
     var _channelCore: any ChannelCore { self }
 
@@ -73,6 +81,10 @@ final class SimulatedChannel: Channel, ChannelCore, @unchecked Sendable {
 
         func setOption<Option: ChannelOption>(_ option: Option, value: Option.Value) throws {
             if option is ChannelOptions.Types.AutoReadOption { channel.autoRead = value as! Bool }
+            if let option = option as? ChannelOptions.Types.SocketOption, option.level == IPPROTO_TCP, option.name == TCP_USER_TIMEOUT {
+                let milliseconds = Int64(value as! SocketOptionValue)
+                channel.socket.userTimeout = milliseconds * 1_000_000
+            }
         }
 
         func getOption<Option: ChannelOption>(_ option: Option) throws -> Option.Value {
@@ -96,6 +108,11 @@ final class SimulatedChannel: Channel, ChannelCore, @unchecked Sendable {
         loop.execute { self.failConnect(error) }
     }
 
+    /// The kernel has room for more of what was written.
+    func writable() {
+        loop.execute { self.flushToKernel() }
+    }
+
     // MARK: Connecting
 
     /// Opens the connection to `address:port`; the promise completes when it is established,
@@ -104,10 +121,10 @@ final class SimulatedChannel: Channel, ChannelCore, @unchecked Sendable {
         loop.preconditionInEventLoop()
         connectPromise = promise
         connectTimer = loop.scheduleTask(in: timeout) {
-            self.socket.state = .closed
             self.failConnect(ChannelError.connectTimeout(timeout))
         }
-        socket.network.scheduler.enqueue(nil) { self.socket.network.connect(self.socket, to: address, port: port) }
+        socket.dialling(address, port: port)
+        socket.network.connect(socket, to: address, port: port)
     }
 
     private func becomeActive() {
@@ -119,6 +136,7 @@ final class SimulatedChannel: Channel, ChannelCore, @unchecked Sendable {
         connectPromise = nil
         pipeline.syncOperations.fireChannelActive()
         if autoRead { pipeline.syncOperations.read() }
+        flushToKernel()
     }
 
     private func failConnect(_ error: any Error) {
@@ -158,11 +176,59 @@ final class SimulatedChannel: Channel, ChannelCore, @unchecked Sendable {
         case .finished?:
             close0(error: ChannelError.eof, mode: .all, promise: nil)
         case .reset?:
-            let error = IOError(errnoCode: ECONNRESET, reason: "read(descriptor:pointer:size:)")
-            pipeline.syncOperations.fireErrorCaught(error)
-            close0(error: error, mode: .all, promise: nil)
+            fail(IOError(errnoCode: ECONNRESET, reason: "read(descriptor:pointer:size:)"))
+        case .timedOut?:
+            fail(IOError(errnoCode: ETIMEDOUT, reason: "read(descriptor:pointer:size:)"))
         case nil:
             break
+        }
+    }
+
+    private func fail(_ error: any Error) {
+        pipeline.syncOperations.fireErrorCaught(error)
+        close0(error: error, mode: .all, promise: nil)
+    }
+
+    // MARK: Writing
+
+    /// Hands the kernel what was flushed, as far as it has room; each write's promise succeeds
+    /// as the kernel takes it (as a socket channel's does once written to the socket).
+    private func flushToKernel() {
+        guard open, active else { return }
+        var taken: [ByteBuffer] = []
+        var room = socket.unsentRoom
+        while flushedCount > 0, room > 0 {
+            var (buffer, promise) = pendingWrites[0]
+            if buffer.readableBytes > room {
+                taken.append(buffer.readSlice(length: room)!)
+                pendingWrites[0].0 = buffer
+                pendingBytes -= room
+                room = 0
+                break
+            }
+            room -= buffer.readableBytes
+            pendingBytes -= buffer.readableBytes
+            taken.append(buffer)
+            pendingWrites.removeFirst()
+            flushedCount -= 1
+            promise?.succeed(())
+        }
+        if !taken.isEmpty {
+            var bytes = allocator.buffer(capacity: taken.reduce(0) { $0 + $1.readableBytes })
+            for buffer in taken { bytes.writeImmutableBuffer(buffer) }
+            // A system call: the kernel (on this same thread) takes it now.
+            socket.write(bytes)
+        }
+        updateWritability()
+    }
+
+    private func updateWritability() {
+        if isWritableNow, pendingBytes > Self.writeWater.high {
+            isWritableNow = false
+            pipeline.syncOperations.fireChannelWritabilityChanged()
+        } else if !isWritableNow, pendingBytes < Self.writeWater.low {
+            isWritableNow = true
+            pipeline.syncOperations.fireChannelWritabilityChanged()
         }
     }
 
@@ -200,19 +266,14 @@ final class SimulatedChannel: Channel, ChannelCore, @unchecked Sendable {
             promise?.fail(ChannelError.ioOnClosedChannel)
             return
         }
-        pendingWrites.append((unwrapData(data, as: ByteBuffer.self), promise))
+        let buffer = unwrapData(data, as: ByteBuffer.self)
+        pendingWrites.append((buffer, promise))
+        pendingBytes += buffer.readableBytes
     }
 
     func flush0() {
-        guard open else { return }
-        let writes = pendingWrites
-        pendingWrites.removeAll()
-        guard !writes.isEmpty else { return }
-        var bytes = allocator.buffer(capacity: writes.reduce(0) { $0 + $1.0.readableBytes })
-        for (buffer, _) in writes { bytes.writeImmutableBuffer(buffer) }
-        let socket = self.socket
-        socket.network.scheduler.enqueue(nil) { socket.send(bytes) }
-        for (_, promise) in writes { promise?.succeed(()) }
+        flushedCount = pendingWrites.count
+        flushToKernel()
     }
 
     func read0() {
@@ -236,9 +297,10 @@ final class SimulatedChannel: Channel, ChannelCore, @unchecked Sendable {
         active = false
         let writes = pendingWrites
         pendingWrites.removeAll()
+        flushedCount = 0
+        pendingBytes = 0
         for (_, promise) in writes { promise?.fail(error) }
-        let socket = self.socket
-        socket.network.scheduler.enqueue(nil) { socket.close() }
+        socket.close()
         promise?.succeed(())
         if let connectPromise {
             self.connectPromise = nil
@@ -265,8 +327,8 @@ extension SimulatedChannel: TransportInformation {
     func transportReading() -> TransportReading? {
         let reading = socket.transportReading()
         return TransportReading(
-            outOfOrderSegments: 0, retransmittedSegments: 0, sinceHeard: .nanoseconds(reading.sinceHeard),
+            outOfOrderSegments: reading.outOfOrder, retransmittedSegments: reading.retransmitted, sinceHeard: .nanoseconds(reading.sinceHeard),
             sinceDataArrived: .nanoseconds(reading.sinceDataArrived), unacknowledgedSegments: reading.unacknowledged,
-            recoveringLoss: false)
+            recoveringLoss: reading.recovering)
     }
 }

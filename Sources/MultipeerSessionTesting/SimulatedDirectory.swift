@@ -6,16 +6,20 @@ import NIOConcurrencyHelpers
 /// A browser hears what changed after the network's delay, decoded from the TXT record as
 /// Avahi's browser decodes it (so a malformed advert is refused the same way).
 final class SimulatedDirectory: Sendable {
-    struct Advert: Sendable {
-        var host: SimulationScheduler.HostID
+    struct Advert: @unchecked Sendable {
+        /// The machine it names (its address is the machine's now), and the process that
+        /// published it (nil: published by the world, a rogue advert).
+        var machine: SimulatedMachine?
+        var process: SimulationScheduler.HostID?
         var serviceType: String
+        /// For an advert of no machine: where it points.
         var address: String
         var port: Int
         var txt: [[UInt8]]
     }
 
     private struct Browser {
-        var host: SimulationScheduler.HostID
+        var process: SimulationScheduler.HostID
         var serviceType: String
         var localPeerID: UUID
         var continuation: AsyncStream<BrowseEvent>.Continuation
@@ -34,9 +38,25 @@ final class SimulatedDirectory: Sendable {
         self.network = network
     }
 
-    /// The directory as one host sees it.
-    func view(from host: SimulationScheduler.HostID) -> any ServiceDirectory {
-        HostView(directory: self, host: host)
+    /// The directory as one host's process sees it.
+    func view(from machine: SimulatedMachine, process: SimulationScheduler.HostID) -> any ServiceDirectory {
+        HostView(directory: self, machine: machine, process: process)
+    }
+
+    /// The process was killed: its adverts go (avahi-daemon withdraws a client's when it goes).
+    func killed(_ process: SimulationScheduler.HostID) {
+        let ids = state.withLockedValue { state in state.adverts.filter { $0.value.process == process }.map(\.key) }
+        for id in ids { withdraw(id) }
+    }
+
+    /// The machine moved: its adverts are announced again, at its new address.
+    func renumbered(_ machine: SimulatedMachine, to address: String) {
+        let (adverts, browsers) = state.withLockedValue { state in
+            (state.adverts.values.filter { $0.machine === machine }, Array(state.browsers.values))
+        }
+        for advert in adverts {
+            for browser in browsers where browser.serviceType == advert.serviceType { tell(browser, about: advert.txt, found: advert) }
+        }
     }
 
     func publish(_ advert: Advert) -> Int {
@@ -62,9 +82,9 @@ final class SimulatedDirectory: Sendable {
         }
     }
 
-    private func browse(_ serviceType: String, localPeerID: UUID, host: SimulationScheduler.HostID) -> AsyncStream<BrowseEvent> {
+    private func browse(_ serviceType: String, localPeerID: UUID, process: SimulationScheduler.HostID) -> AsyncStream<BrowseEvent> {
         let (events, continuation) = AsyncStream<BrowseEvent>.makeStream()
-        let browser = Browser(host: host, serviceType: serviceType, localPeerID: localPeerID, continuation: continuation)
+        let browser = Browser(process: process, serviceType: serviceType, localPeerID: localPeerID, continuation: continuation)
         let (id, adverts) = state.withLockedValue { state in
             state.nextID += 1
             state.browsers[state.nextID] = browser
@@ -75,10 +95,10 @@ final class SimulatedDirectory: Sendable {
         return events
     }
 
-    private func refresh(_ peerID: UUID, serviceType: String, host: SimulationScheduler.HostID) {
+    private func refresh(_ peerID: UUID, serviceType: String, process: SimulationScheduler.HostID) {
         let (browsers, adverts) = state.withLockedValue { state in
             (
-                state.browsers.values.filter { $0.host == host && $0.serviceType == serviceType },
+                state.browsers.values.filter { $0.process == process && $0.serviceType == serviceType },
                 state.adverts.values.filter { $0.serviceType == serviceType && Self.peerID($0.txt) == peerID }
             )
         }
@@ -91,13 +111,13 @@ final class SimulatedDirectory: Sendable {
         guard let decoded = try? AdvertTXT(entries: txt), decoded.peerID != browser.localPeerID else { return }
         deliver(to: browser, .found(PeerAdvert(
             peerID: decoded.peerID, incarnation: decoded.incarnation, displayName: decoded.displayName, metadata: decoded.metadata,
-            endpoints: [PeerEndpoint(host: advert.address, port: advert.port)])))
+            endpoints: [PeerEndpoint(host: advert.machine?.address ?? advert.address, port: advert.port)])))
     }
 
     private func deliver(to browser: Browser, _ event: BrowseEvent) {
         let scheduler = network.scheduler
         scheduler.enqueue(nil) { [network] in
-            _ = scheduler.schedule(nil, at: scheduler.now + network.latency) { browser.continuation.yield(event) }
+            _ = scheduler.schedule(nil, at: scheduler.now + network.defaultPath.latency) { browser.continuation.yield(event) }
         }
     }
 
@@ -105,32 +125,34 @@ final class SimulatedDirectory: Sendable {
         try? AdvertTXT(entries: txt).peerID
     }
 
-    private struct HostView: ServiceDirectory {
+    private struct HostView: ServiceDirectory, @unchecked Sendable {
         let directory: SimulatedDirectory
-        let host: SimulationScheduler.HostID
+        let machine: SimulatedMachine
+        let process: SimulationScheduler.HostID
 
         func browser(for serviceType: ServiceType, localPeerID: UUID) -> any PeerDiscovery {
-            Browsing(directory: directory, host: host, serviceType: serviceType.rawValue, localPeerID: localPeerID)
+            Browsing(directory: directory, process: process, serviceType: serviceType.rawValue, localPeerID: localPeerID)
         }
 
         func advertise(_ serviceType: ServiceType, port: Int, txt: AdvertTXT) throws -> any Advertisement {
-            let address = directory.network.address(of: host) ?? "0.0.0.0"
-            return Advertising(directory: directory, advert: Advert(host: host, serviceType: serviceType.rawValue, address: address, port: port, txt: txt.entries.map { Array($0.utf8) }))
+            Advertising(directory: directory, advert: Advert(
+                machine: machine, process: process, serviceType: serviceType.rawValue, address: machine.address, port: port,
+                txt: txt.entries.map { Array($0.utf8) }))
         }
     }
 
     private struct Browsing: PeerDiscovery {
         let directory: SimulatedDirectory
-        let host: SimulationScheduler.HostID
+        let process: SimulationScheduler.HostID
         let serviceType: String
         let localPeerID: UUID
 
         func browse() -> AsyncStream<BrowseEvent> {
-            directory.browse(serviceType, localPeerID: localPeerID, host: host)
+            directory.browse(serviceType, localPeerID: localPeerID, process: process)
         }
 
         func refresh(_ peerID: UUID) {
-            directory.refresh(peerID, serviceType: serviceType, host: host)
+            directory.refresh(peerID, serviceType: serviceType, process: process)
         }
     }
 

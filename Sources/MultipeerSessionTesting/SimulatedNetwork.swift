@@ -1,251 +1,269 @@
 import Glibc
+import MultipeerCore
 import NIOCore
 
-/// The simulated network and the kernels of its hosts: addresses, listening ports, and the TCP
-/// connections between them, with a delay on every path.
+/// The simulated network and the kernels of its hosts: addresses, listening ports, paths and
+/// the TCP connections over them.
 ///
-/// It models TCP as an application meets it: bytes arrive in order, after the path's delay; a
-/// connection to a port nobody listens on is refused; a host whose process is frozen still
-/// accepts connections and acknowledges what arrives (its kernel runs); closing sends FIN, and
-/// bytes arriving at a closed socket are answered with a reset. What the keepalive reads of a
-/// socket (``SimulatedSocket/transportReading()``) comes from the same bookkeeping.
+/// TCP is modelled as an application and the keepalive meet it: bytes arrive in order, after
+/// the path's delay and the time its bandwidth takes; a segment lost (to the path's loss rate,
+/// or to a cut: a partition or a black hole) is sent again after a retransmission timeout, and
+/// what arrives meanwhile beyond it waits, out of order, until it does; the receiver
+/// acknowledges what arrives and advertises the room left in its buffer, and the sender sends
+/// no more than that (a reader that stops reading stops its sender, whose writes then wait);
+/// unacknowledged data older than the connection's user timeout aborts it. A connection to a
+/// port nobody listens on is refused; a host whose process is frozen still accepts connections
+/// and acknowledges what arrives (its kernel runs); closing sends FIN after what was written,
+/// and what arrives at a closed socket is answered with a reset. What the keepalive reads of a
+/// socket (``SimulatedSocket/transportReading()``) comes from this bookkeeping.
 ///
 /// Touched only on the world's thread (the scheduler's jobs); `@unchecked Sendable` for that.
 final class SimulatedNetwork: @unchecked Sendable {
+    /// What a direction of a path does to what crosses it.
+    struct Path: Sendable {
+        /// One way.
+        var latency: Int64
+        /// Each segment's delay varies by up to this much more (in order still: TCP reorders).
+        var jitter: Int64 = 0
+        /// The share of segments lost, 0 to 1.
+        var loss: Double = 0
+        /// Bytes a second; nil: as fast as the hosts go.
+        var bandwidth: Int64?
+    }
+
     let scheduler: SimulationScheduler
-    /// One way, on every path: 250 µs, a quiet LAN.
-    var latency: Int64 = 250_000
+    /// Every direction of every path, but those given their own in ``paths``.
+    var defaultPath: Path
+    var paths: [PathKey: Path] = [:]
     /// The payload of one TCP segment, for counting segments.
     static let segmentSize = 1_448
+    /// The most a socket takes in before its reader reads: Linux's default tcp_rmem maximum, 6 MiB.
+    static let receiveBuffer = 6 << 20
+    /// The most written and not yet sent that a socket takes: the links' TCP_NOTSENT_LOWAT (256 KiB).
+    static let unsentLimit = 256 << 10
+    /// Linux's least retransmission timeout, 200 ms, and the links' most (TCP_RTO_MAX_MS), 1 s.
+    static let retransmissionTimeout: ClosedRange<Int64> = 200_000_000...1_000_000_000
 
-    private var addresses: [String: SimulationScheduler.HostID] = [:]
+    struct PathKey: Hashable {
+        var from: String
+        var to: String
+    }
+
+    private var addresses: [String: SimulatedMachine] = [:]
+    /// Paths to and from a machine, as ``SimulatedHost/impair(latency:jitter:loss:bandwidth:)`` set them.
+    private var impairments: [ObjectIdentifier: Path] = [:]
     private var listeners: [ListenKey: SimulatedListener] = [:]
-    private var nextPort: [SimulationScheduler.HostID: Int] = [:]
+    /// Groups of addresses cut off from each other: a partition, or a black hole (one address
+    /// against every other). Nothing crosses a cut; connections stay open.
+    private(set) var cuts: [Cut] = []
+    private var random: SplitMix64
 
     struct ListenKey: Hashable {
-        var host: SimulationScheduler.HostID
+        var address: String
         var port: Int
     }
 
-    init(scheduler: SimulationScheduler) {
+    /// Two sides nothing crosses between.
+    struct Cut: Equatable {
+        var side: Set<String>
+        /// Nil: every address not on `side`.
+        var otherSide: Set<String>?
+
+        func separates(_ a: String, _ b: String) -> Bool {
+            if side.contains(a) { return !side.contains(b) && (otherSide?.contains(b) ?? true) }
+            if side.contains(b) { return otherSide?.contains(a) ?? true }
+            return false
+        }
+    }
+
+    init(scheduler: SimulationScheduler, latency: Int64, seed: UInt64) {
         self.scheduler = scheduler
+        self.defaultPath = Path(latency: latency)
+        self.random = SplitMix64(seed: seed)
     }
 
-    func assign(_ address: String, to host: SimulationScheduler.HostID) {
-        addresses[address] = host
+    // MARK: Addresses and ports
+
+    func assign(_ address: String, to machine: SimulatedMachine) {
+        addresses[address] = machine
     }
 
-    func host(at address: String) -> SimulationScheduler.HostID? {
+    func unassign(_ address: String) {
+        addresses[address] = nil
+        for key in listeners.keys where key.address == address { listeners[key] = nil }
+    }
+
+    func machine(at address: String) -> SimulatedMachine? {
         addresses[address]
     }
 
-    func address(of host: SimulationScheduler.HostID) -> String? {
-        addresses.first { $0.value == host }?.key
-    }
-
-    /// An ephemeral port of `host`.
-    func ephemeralPort(of host: SimulationScheduler.HostID) -> Int {
-        let port = nextPort[host, default: 49_152]
-        nextPort[host] = port + 1
-        return port
-    }
-
-    /// Listens on `port` (0: an ephemeral one) of `host`; throws EADDRINUSE if taken.
-    func listen(_ listener: SimulatedListener, host: SimulationScheduler.HostID, port: Int) throws -> Int {
+    /// Listens on `port` (0: an ephemeral one) of `machine`'s addresses; throws EADDRINUSE if taken.
+    func listen(_ listener: SimulatedListener, on machine: SimulatedMachine, port: Int) throws -> Int {
         var port = port
         if port == 0 {
-            repeat { port = ephemeralPort(of: host) } while listeners[ListenKey(host: host, port: port)] != nil
+            repeat { port = machine.ephemeralPort() } while machine.addresses.contains { listeners[ListenKey(address: $0, port: port)] != nil }
         }
-        guard listeners[ListenKey(host: host, port: port)] == nil else {
+        guard !machine.addresses.contains(where: { listeners[ListenKey(address: $0, port: port)] != nil }) else {
             throw IOError(errnoCode: EADDRINUSE, reason: "bind")
         }
-        listeners[ListenKey(host: host, port: port)] = listener
+        listener.port = port
+        listener.machine = machine
+        for address in machine.addresses { listeners[ListenKey(address: address, port: port)] = listener }
         return port
     }
 
-    func stopListening(host: SimulationScheduler.HostID, port: Int) {
-        listeners[ListenKey(host: host, port: port)] = nil
+    func stopListening(_ listener: SimulatedListener) {
+        for (key, value) in listeners where value === listener { listeners[key] = nil }
     }
 
-    /// One way from `from` to `to` (nil: nothing gets through).
-    func delay(from: SimulationScheduler.HostID, to: SimulationScheduler.HostID) -> Int64? {
-        latency
+    /// The machine moved to another address: what was bound to the old one listens on the new
+    /// one; connections of the old one go dead (nothing reaches or leaves that address).
+    func renumber(_ machine: SimulatedMachine, from old: String, to new: String) {
+        addresses[old] = nil
+        addresses[new] = machine
+        machine.addresses = [new]
+        for (key, listener) in listeners where key.address == old {
+            listeners[key] = nil
+            listeners[ListenKey(address: new, port: key.port)] = listener
+        }
     }
 
-    /// Sends `segment` across the path after its delay, in order with what went before on the
-    /// same direction of the connection; runs `arrive` in the world when it arrives.
-    func carry(from: SimulatedSocket, to host: SimulationScheduler.HostID, _ arrive: @escaping () -> Void) {
-        guard let delay = delay(from: from.host, to: host) else { return }
-        let at = max(scheduler.now + delay, from.lastDeparture)
-        from.lastDeparture = at
-        _ = scheduler.schedule(nil, at: at, arrive)
+    /// The machine's process was killed: its kernel closes its sockets and ports.
+    func killed(_ machine: SimulatedMachine) {
+        for (key, listener) in listeners where listener.machine === machine { listeners[key] = nil }
+        for socket in machine.sockets.values { socket.killed() }
     }
 
-    /// A SYN from `socket` for `address:port`: answered by the listener there (accepted in the
-    /// kernel, to be taken by the process), refused by the host, or lost.
-    func connect(_ socket: SimulatedSocket, to address: String, port: Int) {
-        guard let target = host(at: address) else { return }  // nobody there: the SYN is lost
-        carry(from: socket, to: target) { [self] in
-            guard let listener = listeners[ListenKey(host: target, port: port)] else {
-                // RST for the SYN: refused.
-                carry(from: socket, to: socket.host) { socket.refused() }
+    /// Gives every path to and from `machine` these properties (nil: the default again).
+    func impair(_ machine: SimulatedMachine, _ path: Path?) {
+        impairments[ObjectIdentifier(machine)] = path
+    }
+
+    // MARK: Faults
+
+    func cut(_ cut: Cut) {
+        cuts.append(cut)
+    }
+
+    func heal(_ cut: Cut? = nil) {
+        if let cut { cuts.removeAll { $0 == cut } } else { cuts.removeAll() }
+    }
+
+    private func path(_ from: String, _ to: String) -> Path {
+        if let path = paths[PathKey(from: from, to: to)] { return path }
+        for address in [from, to] {
+            if let machine = addresses[address], let path = impairments[ObjectIdentifier(machine)] { return path }
+        }
+        return defaultPath
+    }
+
+    /// Whether a segment from `from` to `to` gets through now, and when it arrives if it does.
+    /// A segment of `length` bytes leaves once the path has sent what went before.
+    func cross(from: String, to: String, length: Int, after previous: inout Int64) -> Int64? {
+        let path = path(from, to)
+        let now = scheduler.now
+        var departure = now
+        if let bandwidth = path.bandwidth, bandwidth > 0 {
+            departure = max(now, previous)
+            previous = departure + Int64(length) * 1_000_000_000 / bandwidth
+        }
+        // An address no machine has (any more) sends and receives nothing.
+        guard addresses[from] != nil, addresses[to] != nil else { return nil }
+        if cuts.contains(where: { $0.separates(from, to) }) { return nil }
+        if path.loss > 0, Double.random(in: 0..<1, using: &random) < path.loss { return nil }
+        let jitter = path.jitter > 0 ? Int64.random(in: 0...path.jitter, using: &random) : 0
+        return departure + path.latency + jitter
+    }
+
+    /// The path's round trip, as TCP would estimate it for its retransmission timeout.
+    func roundTrip(_ a: String, _ b: String) -> Int64 {
+        let there = path(a, b)
+        let back = path(b, a)
+        return there.latency + there.jitter + back.latency + back.jitter
+    }
+
+    // MARK: Connecting
+
+    /// Sends a SYN from `socket` to `address:port` (and again after 1 s and 3 s while
+    /// unanswered): answered by the listener there (accepted in the kernel, to be taken by its
+    /// process), refused (RST), or lost.
+    func connect(_ socket: SimulatedSocket, to address: String, port: Int, attempt: Int = 0) {
+        guard socket.state == .connecting else { return }
+        if attempt < 2 {
+            _ = scheduler.schedule(nil, at: scheduler.now + (attempt == 0 ? 1_000_000_000 : 2_000_000_000)) { [self] in
+                connect(socket, to: address, port: port, attempt: attempt + 1)
+            }
+        }
+        var unused: Int64 = 0
+        guard let target = machine(at: address), let arrival = cross(from: socket.local, to: address, length: 0, after: &unused) else { return }
+        _ = scheduler.schedule(nil, at: arrival) { [self] in
+            guard let target = machine(at: address), target === self.machine(at: address) else { return }
+            var unused: Int64 = 0
+            guard let listener = listeners[ListenKey(address: address, port: port)] else {
+                // Refused: RST for the SYN.
+                if let back = cross(from: address, to: socket.local, length: 0, after: &unused) {
+                    _ = scheduler.schedule(nil, at: back) { socket.refused() }
+                }
                 return
             }
-            let accepted = SimulatedSocket(network: self, host: target, local: address, localPort: port)
-            accepted.peer = socket
-            accepted.remote = (socket.local, socket.localPort)
-            accepted.state = .established
-            listener.arrived(accepted)
-            carry(from: accepted, to: socket.host) { socket.established(with: accepted) }
+            // A retransmitted SYN finds the connection it made.
+            let accepted = listener.connection(from: socket) ?? {
+                let accepted = SimulatedSocket(network: self, machine: target, local: address, localPort: port)
+                accepted.connect(to: socket, userTimeout: nil)
+                listener.arrived(accepted, from: socket)
+                // Long after the dialler's last SYN could come.
+                _ = scheduler.schedule(nil, at: scheduler.now + 10_000_000_000) { listener.forget(socket) }
+                return accepted
+            }()
+            if let back = cross(from: address, to: socket.local, length: 0, after: &unused) {
+                _ = scheduler.schedule(nil, at: back) { socket.established(with: accepted) }
+            }
         }
+        _ = target
     }
 }
 
-/// A listening port's kernel side: what it accepted waits for the process (``SimulatedListener/arrived(_:)``).
+/// A machine's kernel: its addresses and ports. Its process runs on a host of the scheduler.
+final class SimulatedMachine: @unchecked Sendable {
+    var addresses: [String]
+    private var nextPort = 49_152
+    /// The sockets open on it, closed when its process is killed.
+    var sockets: [ObjectIdentifier: SimulatedSocket] = [:]
+
+    init(address: String) {
+        addresses = [address]
+    }
+
+    var address: String { addresses[0] }
+
+    func ephemeralPort() -> Int {
+        defer { nextPort = nextPort == 65_535 ? 49_152 : nextPort + 1 }
+        return nextPort
+    }
+}
+
+/// A listening port's kernel side: what it accepted waits for the process.
 final class SimulatedListener: @unchecked Sendable {
     private let accept: (SimulatedSocket) -> Void
+    var port = 0
+    weak var machine: SimulatedMachine?
+    /// Connections accepted, by the dialling socket, so a SYN sent again finds its connection.
+    private var accepted: [ObjectIdentifier: SimulatedSocket] = [:]
 
     init(accept: @escaping (SimulatedSocket) -> Void) {
         self.accept = accept
     }
 
-    func arrived(_ socket: SimulatedSocket) {
+    func connection(from dialler: SimulatedSocket) -> SimulatedSocket? {
+        accepted[ObjectIdentifier(dialler)]
+    }
+
+    func forget(_ dialler: SimulatedSocket) {
+        accepted[ObjectIdentifier(dialler)] = nil
+    }
+
+    func arrived(_ socket: SimulatedSocket, from dialler: SimulatedSocket) {
+        accepted[ObjectIdentifier(dialler)] = socket
         accept(socket)
-    }
-}
-
-/// One end of a simulated TCP connection, as the kernel keeps it.
-final class SimulatedSocket: @unchecked Sendable {
-    enum State {
-        case connecting
-        case established
-        /// The process closed it, or the peer reset it.
-        case closed
-    }
-
-    let network: SimulatedNetwork
-    let host: SimulationScheduler.HostID
-    let local: String
-    let localPort: Int
-    var remote: (address: String, port: Int)?
-    var peer: SimulatedSocket?
-    var state = State.connecting
-    /// The process's side, told when there is something to read.
-    weak var channel: SimulatedChannel?
-
-    /// Bytes arrived, not yet read by the process.
-    private(set) var received: [ByteBuffer] = []
-    /// The peer's FIN arrived (after the bytes in ``received``).
-    private(set) var finished = false
-    /// The peer reset the connection.
-    private(set) var resetByPeer = false
-    /// When the last segment sent on this direction arrives: later ones arrive after it.
-    var lastDeparture: Int64 = 0
-
-    // What TCP_INFO would say.
-    private var unacknowledgedSegments: UInt32 = 0
-    private var lastAcknowledgement: Int64
-    private var lastDataArrival: Int64
-
-    init(network: SimulatedNetwork, host: SimulationScheduler.HostID, local: String, localPort: Int) {
-        self.network = network
-        self.host = host
-        self.local = local
-        self.localPort = localPort
-        lastAcknowledgement = network.scheduler.now
-        lastDataArrival = network.scheduler.now
-    }
-
-    /// Sends what the process wrote (the world's thread).
-    func send(_ buffer: ByteBuffer) {
-        guard state == .established, let peer else { return }
-        let segments = UInt32((buffer.readableBytes + SimulatedNetwork.segmentSize - 1) / SimulatedNetwork.segmentSize)
-        unacknowledgedSegments += segments
-        network.carry(from: self, to: peer.host) { [self] in
-            peer.arrived(buffer, from: self, segments: segments)
-        }
-    }
-
-    /// Closes this end: FIN to the peer after what was sent.
-    func close() {
-        guard state != .closed else { return }
-        let wasEstablished = state == .established
-        state = .closed
-        received.removeAll()
-        guard wasEstablished, let peer else { return }
-        network.carry(from: self, to: peer.host) { peer.finArrived() }
-    }
-
-    private func arrived(_ buffer: ByteBuffer, from sender: SimulatedSocket, segments: UInt32) {
-        guard state == .established else {
-            // Data for a closed socket: reset.
-            network.carry(from: self, to: sender.host) { sender.reset() }
-            return
-        }
-        received.append(buffer)
-        lastDataArrival = network.scheduler.now
-        network.carry(from: self, to: sender.host) { sender.acknowledged(segments) }
-        notify()
-    }
-
-    private func acknowledged(_ segments: UInt32) {
-        unacknowledgedSegments -= min(segments, unacknowledgedSegments)
-        lastAcknowledgement = network.scheduler.now
-    }
-
-    private func finArrived() {
-        guard state == .established else { return }
-        finished = true
-        notify()
-    }
-
-    private func reset() {
-        guard state != .closed else { return }
-        state = .closed
-        resetByPeer = true
-        received.removeAll()
-        notify()
-    }
-
-    fileprivate func refused() {
-        state = .closed
-        channel?.connectFailed(IOError(errnoCode: ECONNREFUSED, reason: "connect"))
-    }
-
-    fileprivate func established(with peer: SimulatedSocket) {
-        guard state == .connecting else {
-            // Given up (a connect timeout) before the answer came: reset the other end.
-            network.carry(from: self, to: peer.host) { peer.reset() }
-            return
-        }
-        self.peer = peer
-        state = .established
-        lastAcknowledgement = network.scheduler.now
-        channel?.connected()
-    }
-
-    private func notify() {
-        channel?.readable()
-    }
-
-    /// Takes what arrived, at most `limit` bytes in one buffer (the process reads).
-    func read(limit: Int) -> ByteBuffer? {
-        guard !received.isEmpty else { return nil }
-        if received[0].readableBytes <= limit { return received.removeFirst() }
-        return received[0].readSlice(length: limit)
-    }
-
-    /// What the process learns once ``received`` is empty: the peer finished, reset, or neither.
-    var ending: SimulatedChannel.Ending? {
-        guard received.isEmpty else { return nil }
-        if resetByPeer { return .reset }
-        if finished { return .finished }
-        return nil
-    }
-
-    /// What Linux's TCP_INFO would say of this socket.
-    func transportReading() -> (unacknowledged: UInt32, sinceHeard: Int64, sinceDataArrived: Int64) {
-        let now = network.scheduler.now
-        return (unacknowledgedSegments, now - max(lastAcknowledgement, lastDataArrival), now - lastDataArrival)
     }
 }

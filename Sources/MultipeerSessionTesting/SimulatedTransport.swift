@@ -1,22 +1,21 @@
 import MultipeerSession
 import NIOCore
 
-/// A host's ``LinkTransport`` in a simulated world: connections over the ``SimulatedNetwork``,
-/// channels on the host's event loop.
+/// A process's ``LinkTransport`` in a simulated world: connections over the
+/// ``SimulatedNetwork`` from its machine, channels on its event loop.
 struct SimulatedTransport: LinkTransport {
-    let network: SimulatedNetwork
+    let machine: SimulatedMachine
     let loop: SimulatedEventLoop
-
-    private var address: String { network.address(of: loop.host)! }
+    let network: SimulatedNetwork
 
     func connect<Link: Sendable>(
         host: String, port: Int, on eventLoop: any EventLoop, timeout: Duration, options: TransportOptions,
         _ initialize: @escaping @Sendable (any Channel) throws -> Link
     ) async throws -> Link {
-        let (network, loop, address) = (network, loop, address)
+        let (network, machine, loop) = (network, machine, loop)
         return try await loop.flatSubmit {
-            let socket = SimulatedSocket(network: network, host: loop.host, local: address, localPort: network.ephemeralPort(of: loop.host))
-            socket.remote = (host, port)
+            let socket = SimulatedSocket(network: network, machine: machine, local: machine.address, localPort: machine.ephemeralPort())
+            socket.userTimeout = options.userTimeout?.nanoseconds
             let channel = SimulatedChannel(loop: loop, socket: socket, remote: (host, port))
             let link: Link
             do {
@@ -36,54 +35,44 @@ struct SimulatedTransport: LinkTransport {
         host: String?, port: Int, on eventLoop: any EventLoop, options: TransportOptions,
         _ initialize: @escaping @Sendable (any Channel) throws -> Accepted
     ) async throws -> any ListeningSocket<Accepted> {
-        let (network, loop, address) = (network, loop, address)
-        let (accepted, continuation) = AsyncThrowingStream<Accepted, any Error>.makeStream()
-        let listening = Listening<Accepted>(network: network, loop: loop, accepted: accepted, continuation: continuation)
+        let (network, machine, loop) = (network, machine, loop)
+        let listening = Listening<Accepted>(network: network, loop: loop)
         let bound = try await loop.submit {
             let listener = SimulatedListener { socket in
+                socket.userTimeout = options.userTimeout?.nanoseconds
                 // The kernel accepted it; the process takes it when it runs.
-                loop.execute {
-                    guard listening.isOpen else {
-                        network.scheduler.enqueue(nil) { socket.close() }
-                        return
-                    }
-                    let channel = SimulatedChannel(loop: loop, socket: socket, remote: socket.remote!)
-                    do {
-                        let link = try initialize(channel)
-                        channel.accepted()
-                        continuation.yield(link)
-                    } catch {
-                        channel.close(promise: nil)
-                    }
-                }
+                loop.execute { listening.take(socket, initialize) }
             }
-            return try network.listen(listener, host: loop.host, port: port)
+            listening.listener = listener
+            return (try network.listen(listener, on: machine, port: port), machine.address)
         }.get()
-        listening.bound(try SocketAddress(ipAddress: address, port: bound))
+        listening.localAddress = try SocketAddress(ipAddress: bound.1, port: bound.0)
         return listening
     }
 
-    /// A listening port; touched on the host's loop but for its address, set once before use.
+    /// A listening port. Touched on its process's loop, but for its address, set once before use.
     private final class Listening<Accepted: Sendable>: ListeningSocket, @unchecked Sendable {
         let network: SimulatedNetwork
         let loop: SimulatedEventLoop
-        let accepted: AsyncThrowingStream<Accepted, any Error>
-        let continuation: AsyncThrowingStream<Accepted, any Error>.Continuation
-        private(set) var localAddress: SocketAddress = try! SocketAddress(ipAddress: "0.0.0.0", port: 0)
-        var isOpen = true
+        let (accepted, continuation) = AsyncThrowingStream<Accepted, any Error>.makeStream()
+        var localAddress = try! SocketAddress(ipAddress: "0.0.0.0", port: 0)
+        var listener: SimulatedListener?
 
-        init(
-            network: SimulatedNetwork, loop: SimulatedEventLoop, accepted: AsyncThrowingStream<Accepted, any Error>,
-            continuation: AsyncThrowingStream<Accepted, any Error>.Continuation
-        ) {
+        init(network: SimulatedNetwork, loop: SimulatedEventLoop) {
             self.network = network
             self.loop = loop
-            self.accepted = accepted
-            self.continuation = continuation
         }
 
-        func bound(_ address: SocketAddress) {
-            localAddress = address
+        func take(_ socket: SimulatedSocket, _ initialize: (any Channel) throws -> Accepted) {
+            guard listener != nil else { return socket.close() }
+            let channel = SimulatedChannel(loop: loop, socket: socket, remote: socket.remote!)
+            do {
+                let link = try initialize(channel)
+                channel.accepted()
+                continuation.yield(link)
+            } catch {
+                channel.close(promise: nil)
+            }
         }
 
         func run(_ body: (any AsyncSequence<Accepted, any Error>) async throws -> Void) async throws {
@@ -98,9 +87,9 @@ struct SimulatedTransport: LinkTransport {
 
         func close() async {
             try? await loop.submit {
-                guard self.isOpen else { return }
-                self.isOpen = false
-                self.network.stopListening(host: self.loop.host, port: self.localAddress.port!)
+                guard let listener = self.listener else { return }
+                self.listener = nil
+                self.network.stopListening(listener)
                 self.continuation.finish()
             }.get()
         }

@@ -1,5 +1,6 @@
 import Foundation
 public import MultipeerSession
+import MultipeerCore
 import NIOConcurrencyHelpers
 import NIOCore
 
@@ -8,11 +9,6 @@ import NIOCore
 /// DNS-SD directory and a simulated clock. Everything runs on one thread, and simulated time
 /// moves only inside ``run(until:within:)`` and ``run(for:)``, and then only when every host
 /// is idle: a keepalive timeout of 1.5 s costs what its work costs, not 1.5 s.
-///
-/// ```swift
-/// let world = SimulatedWorld()
-/// let captain = world.addHost("captain"), purser = world.addHost("purser")
-/// ```
 public final class SimulatedWorld: Sendable {
     let scheduler: SimulationScheduler
     let network: SimulatedNetwork
@@ -21,12 +17,14 @@ public final class SimulatedWorld: Sendable {
     let origin: ContinuousClock.Instant
     private let hosts = NIOLockedValueBox<[SimulatedHost]>([])
     private let incarnations = NIOLockedValueBox<UInt64>(1_000_000_000)
+    private let processes = NIOLockedValueBox(0)
+    private let renumbered = NIOLockedValueBox(0)
 
-    /// Makes an empty world at simulated time 0, its paths `latency` long each way.
-    public init(latency: Duration = .microseconds(250)) {
+    /// Makes an empty world at simulated time 0, its paths `latency` long each way; `seed`
+    /// draws what the network leaves to chance (which segments a lossy path loses, jitter).
+    public init(seed: UInt64 = 0, latency: Duration = .microseconds(250)) {
         scheduler = SimulationScheduler()
-        network = SimulatedNetwork(scheduler: scheduler)
-        network.latency = latency.nanoseconds
+        network = SimulatedNetwork(scheduler: scheduler, latency: latency.nanoseconds, seed: seed)
         directory = SimulatedDirectory(network: network)
         origin = .now
     }
@@ -41,12 +39,26 @@ public final class SimulatedWorld: Sendable {
     /// Adds a host with the next address of 198.18.0.0/15 (the first is 198.18.0.1).
     public func addHost(_ name: String) -> SimulatedHost {
         hosts.withLockedValue { hosts in
-            let id = SimulationScheduler.HostID(rawValue: hosts.count + 1)
-            let address = "198.18.\(id.rawValue / 256).\(id.rawValue % 256)"
-            let host = SimulatedHost(world: self, id: id, name: name, address: address)
-            scheduler.enqueue(nil) { [network] in network.assign(address, to: id) }
+            let number = hosts.count + 1
+            let host = SimulatedHost(world: self, name: name, address: "198.18.\(number / 256).\(number % 256)")
             hosts.append(host)
             return host
+        }
+    }
+
+    /// An address of 198.19.0.0/16 for a host renumbered without one given.
+    func freshAddress() -> String {
+        renumbered.withLockedValue { last in
+            last += 1
+            return "198.19.\(last / 256).\(last % 256)"
+        }
+    }
+
+    /// A process for a host: its jobs are the scheduler's host of this ID.
+    func nextProcess() -> SimulationScheduler.HostID {
+        processes.withLockedValue { last in
+            last += 1
+            return SimulationScheduler.HostID(rawValue: last)
         }
     }
 
@@ -57,6 +69,15 @@ public final class SimulatedWorld: Sendable {
             return last
         }
     }
+
+    /// Runs `body` in the world (on its thread, between its jobs) and returns its result.
+    func inWorld<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            scheduler.enqueue(nil) { continuation.resume(returning: body()) }
+        }
+    }
+
+    // MARK: Time
 
     /// Lets simulated time run until `condition` holds (looked at whenever every host is idle)
     /// or `limit` of simulated time has passed, and returns the simulated time it took. Throws
@@ -73,6 +94,20 @@ public final class SimulatedWorld: Sendable {
     /// Lets simulated time run for `duration`.
     public func run(for duration: Duration) async {
         _ = await scheduler.run(until: { false }, within: duration.nanoseconds)
+    }
+
+    // MARK: Faults
+
+    /// Cuts `side` off from `otherSide` (nil: from every other host): nothing crosses between
+    /// them either way; connections stay open (as with firewall rules that drop everything).
+    public func partition(_ side: [SimulatedHost], from otherSide: [SimulatedHost]? = nil) async {
+        let cut = SimulatedNetwork.Cut(side: Set(side.flatMap(\.addresses)), otherSide: otherSide.map { Set($0.flatMap(\.addresses)) })
+        await inWorld { [network] in network.cut(cut) }
+    }
+
+    /// Undoes every partition and black hole: what was held back is sent again, as TCP does.
+    public func heal() async {
+        await inWorld { [network] in network.heal() }
     }
 
     /// Stops every session the world's hosts started (each says GOODBYE on its links), and
@@ -98,77 +133,161 @@ public struct SimulationTimeout: Error, CustomStringConvertible {
     }
 }
 
-/// A host of a ``SimulatedWorld``: an address, a kernel that accepts and acknowledges, and a
-/// process that runs sessions and can be frozen.
+/// A host of a ``SimulatedWorld``: a machine (its addresses, a kernel that accepts and
+/// acknowledges) and a process that runs sessions, which can be frozen, killed and restarted.
 public final class SimulatedHost: Sendable {
     public let name: String
-    /// Its address, in 198.18.0.0/15.
-    public let address: String
-    let id: SimulationScheduler.HostID
-    let loop: SimulatedEventLoop
+    let machine: SimulatedMachine
     private unowned let world: SimulatedWorld
-    private let tasks = NIOLockedValueBox<(all: [Task<Void, any Error>], running: Int)>(([], 0))
-    private let taskExecutor: EventLoopExecutor
+    private let state: NIOLockedValueBox<State>
 
-    init(world: SimulatedWorld, id: SimulationScheduler.HostID, name: String, address: String) {
-        self.world = world
-        self.id = id
-        self.name = name
-        self.address = address
-        self.loop = SimulatedEventLoop(scheduler: world.scheduler, host: id, name: name)
-        self.taskExecutor = EventLoopExecutor(loop)
+    /// The host's process: its event loop, and the sessions it started.
+    private struct Process {
+        var loop: SimulatedEventLoop
+        var executor: EventLoopExecutor
+        var tasks: [Task<Void, any Error>] = []
+        var running = 0
     }
 
-    /// Runs Swift tasks on this host's process: what prefers it stops while the host is frozen.
-    public var executor: any TaskExecutor { taskExecutor }
+    private struct State {
+        var process: Process
+        var addresses: [String]
+    }
+
+    init(world: SimulatedWorld, name: String, address: String) {
+        self.world = world
+        self.name = name
+        self.machine = SimulatedMachine(address: address)
+        state = NIOLockedValueBox(State(process: Self.process(in: world, name: name), addresses: [address]))
+        let (network, machine) = (world.network, machine)
+        world.scheduler.enqueue(nil) { network.assign(address, to: machine) }
+    }
+
+    private static func process(in world: SimulatedWorld, name: String) -> Process {
+        let loop = SimulatedEventLoop(scheduler: world.scheduler, host: world.nextProcess(), name: name)
+        return Process(loop: loop, executor: EventLoopExecutor(loop))
+    }
+
+    /// Its address, in 198.18.0.0/15 (the latest, if it was renumbered).
+    public var address: String { state.withLockedValue { $0.addresses.last! } }
+    var addresses: [String] { state.withLockedValue { $0.addresses } }
+
+    private var process: Process { state.withLockedValue { $0.process } }
+
+    /// Runs Swift tasks in this host's process: what prefers it stops while the host is
+    /// frozen, and for good once it is killed.
+    public var executor: any TaskExecutor { process.executor }
 
     private var environment: SessionEnvironment {
-        SessionEnvironment(
+        let loop = process.loop
+        let (world, machine, process) = (world, machine, loop.host)
+        return SessionEnvironment(
             eventLoop: loop,
-            clock: SimulatedClock(scheduler: world.scheduler, host: id, origin: world.origin),
-            transport: SimulatedTransport(network: world.network, loop: loop),
-            directory: { [world, id] _, _ in world.directory.view(from: id) },
-            incarnation: { [world] in world.nextIncarnation() })
+            clock: SimulatedClock(scheduler: world.scheduler, host: process, origin: world.origin),
+            transport: SimulatedTransport(machine: machine, loop: loop, network: world.network),
+            directory: { _, _ in world.directory.view(from: machine, process: process) },
+            incarnation: { world.nextIncarnation() })
     }
 
-    /// Makes a session on this host: as `MultipeerSession(configuration:identity:)` makes one,
-    /// but in this world (DNS-SD, TCP and time are the world's).
+    /// Makes a session in this host's process: as `MultipeerSession(configuration:identity:)`
+    /// makes one, but in this world (its DNS-SD, TCP and time).
     public func makeSession(configuration: MultipeerSession.Configuration, identity: PeerIdentity) -> MultipeerSession {
         MultipeerSession(configuration: configuration, identity: identity, environment: environment)
     }
 
-    /// Runs `session` on this host until the world shuts down (or the returned task is cancelled).
+    /// Runs `session` in this host's process until the world shuts down, the process is
+    /// killed, or the returned task is cancelled.
     @discardableResult
     public func start(_ session: MultipeerSession) -> Task<Void, any Error> {
-        let tasks = self.tasks
-        tasks.withLockedValue { $0.running += 1 }
+        let state = self.state
+        let (executor, process) = state.withLockedValue { state in
+            state.process.running += 1
+            return (state.process.executor, state.process.loop.host)
+        }
         let task = Task(executorPreference: executor) {
             // (Its last job, on the world's thread: shutdown() sees it end.)
-            defer { tasks.withLockedValue { $0.running -= 1 } }
+            defer { state.withLockedValue { if $0.process.loop.host == process { $0.process.running -= 1 } } }
             try await session.run()
         }
-        tasks.withLockedValue { $0.all.append(task) }
+        state.withLockedValue { if $0.process.loop.host == process { $0.process.tasks.append(task) } }
         return task
     }
 
     /// Stops the host's process as SIGSTOP does: its sessions' code and timers wait; its kernel
     /// still accepts connections and acknowledges what arrives.
     public func freeze() {
-        world.scheduler.freeze(id)
+        world.scheduler.freeze(process.loop.host)
     }
 
     /// Lets a frozen host run again, as SIGCONT does: what it missed runs first, late.
     public func thaw() {
-        world.scheduler.thaw(id)
+        world.scheduler.thaw(process.loop.host)
     }
 
-    /// How many of the sessions it started still run.
-    var runningSessions: Int { tasks.withLockedValue { $0.running } }
+    /// Kills the host's process as SIGKILL does: its sessions stop where they are, without a
+    /// GOODBYE; its kernel closes their sockets, and its adverts go. ``restart()`` starts
+    /// another process.
+    public func kill() async {
+        let process = process.loop.host
+        world.scheduler.kill(process)
+        state.withLockedValue { state in
+            state.process.tasks.removeAll()
+            state.process.running = 0
+        }
+        let (network, machine, directory) = (world.network, machine, world.directory)
+        await world.inWorld {
+            network.killed(machine)
+            directory.killed(process)
+        }
+    }
+
+    /// Starts a new process on the host (after ``kill()``): sessions made from now on run in it.
+    public func restart() {
+        let process = Self.process(in: world, name: name)
+        state.withLockedValue { $0.process = process }
+    }
+
+    /// Cuts this host off from every other: nothing it sends arrives, nothing sent to it does;
+    /// its connections stay open. ``SimulatedWorld/heal()`` undoes it.
+    public func blackHole() async {
+        await world.partition([self])
+    }
+
+    /// Gives every path to and from this host a delay (`latency` each way, plus up to
+    /// `jitter`), a loss rate (0 to 1) and a bandwidth (bytes a second; nil: unlimited).
+    public func impair(latency: Duration, jitter: Duration = .zero, loss: Double = 0, bandwidth: Int? = nil) async {
+        let path = SimulatedNetwork.Path(
+            latency: latency.nanoseconds, jitter: jitter.nanoseconds, loss: loss, bandwidth: bandwidth.map(Int64.init))
+        let (network, machine) = (world.network, machine)
+        await world.inWorld { network.impair(machine, path) }
+    }
+
+    /// Undoes ``impair(latency:jitter:loss:bandwidth:)``.
+    public func repair() async {
+        let (network, machine) = (world.network, machine)
+        await world.inWorld { network.impair(machine, nil) }
+    }
+
+    /// Moves the host to `address` (nil: the next free one of 198.18.0.0/15) as a DHCP lease
+    /// change does: connections from its old address go dead, and its adverts move.
+    public func renumber(to address: String? = nil) async {
+        let old = self.address
+        let new = address ?? world.freshAddress()
+        state.withLockedValue { $0.addresses = [new] }
+        let (network, machine, directory) = (world.network, machine, world.directory)
+        await world.inWorld {
+            network.renumber(machine, from: old, to: new)
+            directory.renumbered(machine, to: new)
+        }
+    }
+
+    /// How many of the sessions its process started still run.
+    var runningSessions: Int { state.withLockedValue { $0.process.running } }
 
     func stopAll() -> [Task<Void, any Error>] {
-        let tasks = tasks.withLockedValue { tasks in
-            defer { tasks.all.removeAll() }
-            return tasks.all
+        let tasks = state.withLockedValue { state in
+            defer { state.process.tasks.removeAll() }
+            return state.process.tasks
         }
         for task in tasks { task.cancel() }
         return tasks

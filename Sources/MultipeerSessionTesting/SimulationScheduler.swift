@@ -49,6 +49,8 @@ final class SimulationScheduler: @unchecked Sendable {
     private var cancelled: Set<UInt64> = []
     private var timerCount: UInt64 = 0
     private var frozen: Set<HostID> = []
+    /// Killed: their jobs never run again.
+    private var killed: Set<HostID> = []
     private var parked: [HostID: [Job]] = [:]
     private var run: Run?
     private var stopping = false
@@ -130,6 +132,15 @@ final class SimulationScheduler: @unchecked Sendable {
             ready.replaceSubrange(readyHead..<readyHead, with: jobs)
         }
         condition.signal()
+        condition.unlock()
+    }
+
+    /// Kills `host`: its jobs, ready, parked or to come, are dropped.
+    func kill(_ host: HostID) {
+        condition.lock()
+        killed.insert(host)
+        frozen.remove(host)
+        parked[host] = nil
         condition.unlock()
     }
 
@@ -225,9 +236,12 @@ final class SimulationScheduler: @unchecked Sendable {
                 ready.removeFirst(readyHead)
                 readyHead = 0
             }
-            if let host = job.host, frozen.contains(host) {
-                parked[host, default: []].append(job)
-                continue
+            if let host = job.host {
+                if killed.contains(host) { continue }
+                if frozen.contains(host) {
+                    parked[host, default: []].append(job)
+                    continue
+                }
             }
             return job
         }
