@@ -273,8 +273,14 @@ package struct KeepaliveStateMachine: Sendable {
     }
 
     /// Bytes arrived from the peer.
-    package mutating func inboundActivity(now: Duration) {
+    ///
+    /// `late` is how long after ``nextWakeUp`` the arrival is read, if that wake-up has not come
+    /// yet: past ``lateLimit`` this side was not running (stopped, or its machine asleep), and on
+    /// resuming its loop read what waited before its overdue timer fired. The silence is then
+    /// its own, as one across a late wake-up is.
+    package mutating func inboundActivity(now: Duration, late: Duration = .zero) {
         guard now > lastInbound else { return }
+        if late > lateLimit { stalledSinceArrival = true }
         // A silence across a stall of this side's own is not the link's.
         if !stalledSinceArrival { recordSilence(now - lastInbound, now: now) }
         if lossInSilence {

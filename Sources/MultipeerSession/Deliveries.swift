@@ -12,10 +12,12 @@ final class Deliveries: Sendable {
     private let policy: PeerDeliveryStateMachine.Policy
     private let metrics: SessionMetrics
     private let clock: any SessionClock
+    private let offload: any TaskExecutor
 
-    init(policy: PeerDeliveryStateMachine.Policy, metrics: SessionMetrics, clock: any SessionClock) {
+    init(policy: PeerDeliveryStateMachine.Policy, metrics: SessionMetrics, clock: any SessionClock, offload: any TaskExecutor) {
         self.policy = policy
         self.clock = clock
+        self.offload = offload
         self.metrics = metrics
     }
 
@@ -27,7 +29,7 @@ final class Deliveries: Sendable {
     func make(for peerID: UUID) -> PeerDelivery {
         let (delivery, stopped) = peers.withLockedValue { peers in
             if let delivery = peers.byID[peerID] { return (delivery, false) }
-            let delivery = PeerDelivery(peerID: peerID, policy: policy, metrics: metrics, clock: clock)
+            let delivery = PeerDelivery(peerID: peerID, policy: policy, metrics: metrics, clock: clock, offload: offload)
             peers.byID[peerID] = delivery
             return (delivery, peers.stopped)
         }

@@ -128,7 +128,8 @@ public actor MultipeerSession {
         self.incarnation = environment.incarnation()
         self.core = SessionStateMachine(
             localPeerID: identity.peerID, localKey: identity.key, backoff: configuration.reconnect,
-            roster: configuration.roster, keyCount: configuration.keys.keys.count, port: configuration.port)
+            roster: configuration.roster, keyCount: configuration.keys.keys.count, port: configuration.port,
+            seed: environment.random.next())
         var logger = configuration.logger
         logger[metadataKey: "multipeer.local.id"] = "\(identity.peerID)"
         self.logger = logger
@@ -137,17 +138,21 @@ public actor MultipeerSession {
             policy: .init(
                 limits: configuration.limits.outbox, unreliableLimits: configuration.limits.unreliableQueue,
                 failWhenFull: configuration.limits.failWhenOutboxFull, sendTimeout: configuration.limits.sendTimeout),
-            metrics: metrics, clock: environment.clock)
+            metrics: metrics, clock: environment.clock, offload: environment.offload)
         let runLoop = AsyncStream<Input>.makeStream()
         self.runLoop = runLoop
         // (A declaration too long for HELLO fails the run: run() checks it again.)
         let subscriptions = Subscriptions(
             limits: configuration.limits, metrics: metrics, reads: try? configuration.declaredMessageTypes(),
             rejected: { peer, rejection in runLoop.continuation.yield(.onSession { $0.reject(rejection, from: peer) }) },
-            announce: { runLoop.continuation.yield(.onSession { $0.announceMessageTypes() }) })
+            announce: { runLoop.continuation.yield(.onSession { $0.announceMessageTypes() }) },
+            blockingWork: environment.blockingWork)
         self.inbox = Inbox(
             executor: EventLoopExecutor(environment.eventLoop), windows: ReceiveWindows(), subscriptions: subscriptions, metrics: metrics,
-            resources: Resources(directory: configuration.resourceDirectory, partialLifetime: configuration.partialResourceLifetime, logger: logger), maximumMessageLength: configuration.limits.maximumMessageLength)
+            resources: Resources(
+                directory: configuration.resourceDirectory, partialLifetime: configuration.partialResourceLifetime, logger: logger,
+                random: environment.random),
+            streams: Streams(random: environment.random), maximumMessageLength: configuration.limits.maximumMessageLength)
         self.setup = .ready(keys: configuration.keys)
     }
 

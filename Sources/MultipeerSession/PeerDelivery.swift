@@ -79,11 +79,17 @@ final class PeerDelivery: Sendable {
     private let metrics: SessionMetrics
     /// The session's clock: acknowledgement deadlines and send timeouts.
     private let clock: any SessionClock
+    /// Where a flush's next batch is written from (Swift's global pool but in a simulation).
+    private let offload: any TaskExecutor
     /// Names waits, so a cancelled one finds itself (no lock needed to take a name).
     private let waiterNames = Atomic<UInt64>(0)
 
-    init(peerID: UUID, policy: PeerDeliveryStateMachine.Policy, metrics: SessionMetrics, clock: any SessionClock = SystemClock()) {
+    init(
+        peerID: UUID, policy: PeerDeliveryStateMachine.Policy, metrics: SessionMetrics, clock: any SessionClock = SystemClock(),
+        offload: any TaskExecutor = globalConcurrentExecutor
+    ) {
         self.clock = clock
+        self.offload = offload
         self.peerID = peerID
         self.metrics = metrics
         state = NIOLockedValueBox(State(machine: PeerDeliveryStateMachine(peerID: peerID, policy: policy)))
@@ -262,7 +268,7 @@ final class PeerDelivery: Sendable {
             }
             guard let (batch, woken) = next else { return }
             for waiter in woken { waiter.resume() }
-            Task { self.write(batch, to: channel, link: link) }
+            Task(executorPreference: self.offload) { self.write(batch, to: channel, link: link) }
         }
     }
 

@@ -52,7 +52,7 @@ final class Subscriptions: Sendable {
         /// The Swift type.
         var type: ObjectIdentifier
         var decode: @Sendable (ByteBuffer) throws -> any Sendable
-        var subscribers: [UUID: Subscriber] = [:]
+        var subscribers: [UInt64: Subscriber] = [:]
     }
 
     /// A wire name: its subscribers, or the messages held until the first one comes.
@@ -79,7 +79,7 @@ final class Subscriptions: Sendable {
     }
 
     private struct State {
-        var events: [UUID: StreamBuffer<SessionEvent>] = [:]
+        var events: [UInt64: StreamBuffer<SessionEvent>] = [:]
         var topics: [String: Topic] = [:]
         /// What a new event stream starts with.
         var port: Int?
@@ -108,6 +108,11 @@ final class Subscriptions: Sendable {
     /// Counts the changes to who subscribes to what, made under the lock: a link's ``Cache`` of
     /// an earlier count is out of date.
     private let changes = Atomic<UInt64>(0)
+    /// Names event streams and subscriptions, in the order they were made (so a simulated run
+    /// wakes them in the same order every time).
+    private let names = Atomic<UInt64>(0)
+    /// Decodes a large message off the links' loop.
+    private let blockingWork: @Sendable (@escaping @Sendable () -> Void) -> Void
 
     /// A link's copy of the subscribers of the types it brought, while nobody subscribes or
     /// unsubscribes: a message of such a type goes to its subscribers' streams without the
@@ -124,8 +129,10 @@ final class Subscriptions: Sendable {
     /// - Parameter reads: The message types the application declared it reads; nil: every type.
     init(
         limits: MultipeerSession.Limits, metrics: SessionMetrics, reads: MessageTypeList? = nil,
-        rejected: @escaping @Sendable (Peer, Rejection) -> Void = { _, _ in }, announce: @escaping @Sendable () -> Void = {}
+        rejected: @escaping @Sendable (Peer, Rejection) -> Void = { _, _ in }, announce: @escaping @Sendable () -> Void = {},
+        blockingWork: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void = SessionEnvironment.threadPool
     ) {
+        self.blockingWork = blockingWork
         self.limits = limits
         self.metrics = metrics
         self.rejected = rejected
@@ -142,7 +149,7 @@ final class Subscriptions: Sendable {
     // MARK: Events
 
     func events() -> EventStream {
-        let id = UUID()
+        let id = names.add(1, ordering: .relaxed).newValue
         let buffer = StreamBuffer<SessionEvent>(
             limits: BufferLimits(maximumCount: limits.eventBuffer, maximumBytes: .max),
             shedNotice: { .eventsDropped(count: $0) },
@@ -191,7 +198,7 @@ final class Subscriptions: Sendable {
     // MARK: Messages
 
     func messages<Message: Decodable & Sendable>(of type: Message.Type, named typeName: String) -> MessageStream<Message> {
-        let id = UUID()
+        let id = names.add(1, ordering: .relaxed).newValue
         let key = ObjectIdentifier(type)
         let buffer = StreamBuffer<(peer: Peer, sequence: UInt64, message: Decoded)>(limits: limits.receiveBuffer) { [weak self] in
             self?.unsubscribe(id, of: key, named: typeName)
@@ -251,7 +258,7 @@ final class Subscriptions: Sendable {
         }
     }
 
-    private func unsubscribe(_ id: UUID, of key: ObjectIdentifier, named typeName: String) {
+    private func unsubscribe(_ id: UInt64, of key: ObjectIdentifier, named typeName: String) {
         state.withLockedValue { state in
             guard var topic = state.topics[typeName], let index = topic.decodings.firstIndex(where: { $0.type == key }) else { return }
             changes.add(1, ordering: .releasing)
@@ -309,7 +316,7 @@ final class Subscriptions: Sendable {
                     let pending = PendingDecode()
                     // On a thread of its own, not Swift's pool: decoding megabytes there would
                     // hold up every task of the process that waits for a thread.
-                    NIOThreadPool.singleton.submit { _ in
+                    blockingWork {
                         do {
                             pending.complete(.success(try decoding.decode(message.payload)))
                         } catch {

@@ -18,13 +18,20 @@ public final class SimulatedWorld: Sendable {
     private let hosts = NIOLockedValueBox<[SimulatedHost]>([])
     private let incarnations = NIOLockedValueBox<UInt64>(1_000_000_000)
     private let processes = NIOLockedValueBox(0)
+    /// The world's seed: each session's randomness and each host's identity are drawn from it.
+    public let seed: UInt64
+    private let random: RandomSource
+    let recorder = TraceRecorder()
     private let renumbered = NIOLockedValueBox(0)
 
     /// Makes an empty world at simulated time 0, its paths `latency` long each way; `seed`
     /// draws what the network leaves to chance (which segments a lossy path loses, jitter).
     public init(seed: UInt64 = 0, latency: Duration = .microseconds(250)) {
+        self.seed = seed
+        random = RandomSource(seed: seed)
         scheduler = SimulationScheduler()
-        network = SimulatedNetwork(scheduler: scheduler, latency: latency.nanoseconds, seed: seed)
+        worldExecutor = WorldExecutor(scheduler: scheduler)
+        network = SimulatedNetwork(scheduler: scheduler, latency: latency.nanoseconds, seed: random.next())
         directory = SimulatedDirectory(network: network)
         origin = .now
     }
@@ -62,6 +69,31 @@ public final class SimulatedWorld: Sendable {
         }
     }
 
+    /// A seed for a session's randomness, the next drawn from the world's.
+    func nextSeed() -> UInt64 {
+        random.next()
+    }
+
+    /// Runs Swift tasks on the world's thread, between its hosts' jobs, never frozen: a task
+    /// that drives a simulation from here (starts sessions, sends, injects faults, waits) does
+    /// so at the same moments every time, so a seed replays the run exactly.
+    public var executor: any TaskExecutor { worldExecutor }
+    private let worldExecutor: WorldExecutor
+
+    private final class WorldExecutor: TaskExecutor {
+        let scheduler: SimulationScheduler
+
+        init(scheduler: SimulationScheduler) {
+            self.scheduler = scheduler
+        }
+
+        func enqueue(_ job: consuming ExecutorJob) {
+            let job = UnownedJob(job)
+            let executor = self
+            scheduler.enqueue(nil) { job.runSynchronously(on: executor.asUnownedTaskExecutor()) }
+        }
+    }
+
     /// Each session's incarnation: later for each session made, as a restarted process's is.
     func nextIncarnation() -> UInt64 {
         incarnations.withLockedValue { last in
@@ -75,6 +107,16 @@ public final class SimulatedWorld: Sendable {
         await withCheckedContinuation { continuation in
             scheduler.enqueue(nil) { continuation.resume(returning: body()) }
         }
+    }
+
+    // MARK: The trace
+
+    /// What happened so far (``SimulationTrace``).
+    public var trace: SimulationTrace { recorder.trace }
+
+    /// Adds a line to the trace, at the simulated time now.
+    public func record(_ text: String, on host: SimulatedHost? = nil) {
+        recorder.record(.init(at: now, host: host?.name ?? "world", text: text))
     }
 
     // MARK: Time
@@ -101,12 +143,14 @@ public final class SimulatedWorld: Sendable {
     /// Cuts `side` off from `otherSide` (nil: from every other host): nothing crosses between
     /// them either way; connections stay open (as with firewall rules that drop everything).
     public func partition(_ side: [SimulatedHost], from otherSide: [SimulatedHost]? = nil) async {
+        record("fault: \(side.map(\.name).joined(separator: ", ")) cut off from \(otherSide.map { $0.map(\.name).joined(separator: ", ") } ?? "every other host")")
         let cut = SimulatedNetwork.Cut(side: Set(side.flatMap(\.addresses)), otherSide: otherSide.map { Set($0.flatMap(\.addresses)) })
         await inWorld { [network] in network.cut(cut) }
     }
 
     /// Undoes every partition and black hole: what was held back is sent again, as TCP does.
     public func heal() async {
+        record("fault: healed")
         await inWorld { [network] in network.heal() }
     }
 
@@ -186,13 +230,23 @@ public final class SimulatedHost: Sendable {
             clock: SimulatedClock(scheduler: world.scheduler, host: process, origin: world.origin),
             transport: SimulatedTransport(machine: machine, loop: loop, network: world.network),
             directory: { _, _ in world.directory.view(from: machine, process: process) },
-            incarnation: { world.nextIncarnation() })
+            incarnation: { world.nextIncarnation() }, random: RandomSource(seed: world.nextSeed()), offload: EventLoopExecutor(loop),
+            blockingWork: { work in loop.execute(work) })
     }
 
     /// Makes a session in this host's process: as `MultipeerSession(configuration:identity:)`
-    /// makes one, but in this world (its DNS-SD, TCP and time).
-    public func makeSession(configuration: MultipeerSession.Configuration, identity: PeerIdentity) -> MultipeerSession {
-        MultipeerSession(configuration: configuration, identity: identity, environment: environment)
+    /// makes one, but in this world (its DNS-SD, TCP and time). By default with the host's
+    /// ``identity``, as a device's identity file keeps it across restarts.
+    public func makeSession(configuration: MultipeerSession.Configuration, identity: PeerIdentity? = nil) -> MultipeerSession {
+        MultipeerSession(configuration: configuration, identity: identity ?? self.identity, environment: environment)
+    }
+
+    /// The host's device identity, drawn from the world's seed and the host's name: the same
+    /// for every run of a seed, and across the host's restarts.
+    public var identity: PeerIdentity {
+        var random = SplitMix64(seed: world.seed ^ name.utf8.reduce(0xcbf2_9ce4_8422_2325) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 })
+        let key = (0..<4).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } }
+        return try! PeerIdentity(rawPrivateKey: key)
     }
 
     /// Runs `session` in this host's process until the world shuts down, the process is
@@ -210,17 +264,29 @@ public final class SimulatedHost: Sendable {
             try await session.run()
         }
         state.withLockedValue { if $0.process.loop.host == process { $0.process.tasks.append(task) } }
+        // The session's events, into the trace: read on the world's thread, in the order emitted.
+        let (world, name) = (world, name)
+        let events = session.events
+        Task(executorPreference: world.executor) {
+            for await event in events {
+                if case .stats = event { continue }
+                world.recorder.record(.init(at: world.now, host: name, text: "\(event)"))
+            }
+        }
         return task
     }
 
     /// Stops the host's process as SIGSTOP does: its sessions' code and timers wait; its kernel
     /// still accepts connections and acknowledges what arrives.
     public func freeze() {
+        world.record("fault: frozen", on: self)
         world.scheduler.freeze(process.loop.host)
     }
 
     /// Lets a frozen host run again, as SIGCONT does: what it missed runs first, late.
     public func thaw() {
+        guard world.scheduler.isFrozen(process.loop.host) else { return }
+        world.record("fault: thawed", on: self)
         world.scheduler.thaw(process.loop.host)
     }
 
@@ -228,6 +294,7 @@ public final class SimulatedHost: Sendable {
     /// GOODBYE; its kernel closes their sockets, and its adverts go. ``restart()`` starts
     /// another process.
     public func kill() async {
+        world.record("fault: killed", on: self)
         let process = process.loop.host
         world.scheduler.kill(process)
         state.withLockedValue { state in
@@ -243,6 +310,7 @@ public final class SimulatedHost: Sendable {
 
     /// Starts a new process on the host (after ``kill()``): sessions made from now on run in it.
     public func restart() {
+        world.record("fault: restarted", on: self)
         let process = Self.process(in: world, name: name)
         state.withLockedValue { $0.process = process }
     }
@@ -256,6 +324,7 @@ public final class SimulatedHost: Sendable {
     /// Gives every path to and from this host a delay (`latency` each way, plus up to
     /// `jitter`), a loss rate (0 to 1) and a bandwidth (bytes a second; nil: unlimited).
     public func impair(latency: Duration, jitter: Duration = .zero, loss: Double = 0, bandwidth: Int? = nil) async {
+        world.record("fault: paths impaired (\(latency) +- \(jitter), loss \(loss), bandwidth \(bandwidth.map { "\($0) B/s" } ?? "unlimited"))", on: self)
         let path = SimulatedNetwork.Path(
             latency: latency.nanoseconds, jitter: jitter.nanoseconds, loss: loss, bandwidth: bandwidth.map(Int64.init))
         let (network, machine) = (world.network, machine)
@@ -264,6 +333,7 @@ public final class SimulatedHost: Sendable {
 
     /// Undoes ``impair(latency:jitter:loss:bandwidth:)``.
     public func repair() async {
+        world.record("fault: paths repaired", on: self)
         let (network, machine) = (world.network, machine)
         await world.inWorld { network.impair(machine, nil) }
     }
@@ -273,6 +343,7 @@ public final class SimulatedHost: Sendable {
     public func renumber(to address: String? = nil) async {
         let old = self.address
         let new = address ?? world.freshAddress()
+        world.record("fault: renumbered from \(old) to \(new)", on: self)
         state.withLockedValue { $0.addresses = [new] }
         let (network, machine, directory) = (world.network, machine, world.directory)
         await world.inWorld {

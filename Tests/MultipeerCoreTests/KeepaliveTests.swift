@@ -540,6 +540,27 @@ import Testing
         #expect(keepalive.timeout == .milliseconds(1500), "the silence across this side's own stall is not the link's")
     }
 
+    /// Found by the simulator (seed 1 of DeterminismTests): a process stopped for 4 s (SIGSTOP,
+    /// a laptop asleep) reads what waited before its overdue timers fire. That read's silence
+    /// was taken for a 4 s stall of the path, and the next link to the peer judged its timeout
+    /// from it: a black hole right after was found in 7.8 s instead of 1.5 s.
+    @Test func anArrivalReadBeforeAnOverdueWakeUpIsThisSidesStallNotThePaths() {
+        var keepalive = KeepaliveStateMachine(parameters: parameters, now: .zero)
+        // The wake-up due at 500 ms has not come: the loop reads first, at 4,000 ms.
+        keepalive.inboundActivity(now: .milliseconds(4000), late: .milliseconds(3500))
+        #expect(keepalive.recentStalls == StallTally(), "no stall of the path")
+        #expect(keepalive.history.stalls == StallTally())
+        #expect(keepalive.timeout == .milliseconds(1500))
+        // The overdue wake-up comes next, and the link goes on as usual.
+        #expect(keepalive.wakeUp(now: .milliseconds(4001), late: .milliseconds(3501)) != .timedOut)
+        keepalive.inboundActivity(now: .milliseconds(4300))
+        #expect(keepalive.timeout == .milliseconds(1500))
+        // Read with its wake-up on time, a silence as long is the path's.
+        var running = KeepaliveStateMachine(parameters: parameters, now: .zero)
+        running.inboundActivity(now: .milliseconds(4000), late: .milliseconds(99))
+        #expect(running.recentStalls.count == 1)
+    }
+
     @Test func aMachineLateAtEveryWakeUpStillTimesADeadLinkOut() {
         var keepalive = KeepaliveStateMachine(parameters: parameters, now: .zero)
         #expect(keepalive.wakeUp(now: .milliseconds(1800), late: .milliseconds(300)) != .timedOut)

@@ -20,25 +20,41 @@ package struct SessionEnvironment: Sendable {
     package var directory: Directory
     /// The session's incarnation: greater for each later run of one identity.
     package var incarnation: @Sendable () -> UInt64
+    package var random: RandomSource
+    /// Where work leaves the links' loop for: a flush's next batch (Swift's global pool), and
+    /// the decoding of a large message (NIO's thread pool, ``blockingWork``). A simulated
+    /// world keeps both in the host's process, on its one thread.
+    package var offload: any TaskExecutor
+    package var blockingWork: @Sendable (@escaping @Sendable () -> Void) -> Void
 
     package init(
         eventLoop: any EventLoop, clock: any SessionClock, transport: any LinkTransport, directory: @escaping Directory,
-        incarnation: @escaping @Sendable () -> UInt64
+        incarnation: @escaping @Sendable () -> UInt64, random: RandomSource, offload: any TaskExecutor,
+        blockingWork: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void
     ) {
         self.eventLoop = eventLoop
         self.clock = clock
         self.transport = transport
         self.directory = directory
         self.incarnation = incarnation
+        self.random = random
+        self.offload = offload
+        self.blockingWork = blockingWork
     }
 
-    /// The real world: a loop of NIO's shared group, the continuous clock, TCP, avahi-daemon
-    /// and the wall clock.
+    /// The real world: a loop of NIO's shared group, the continuous clock, TCP, avahi-daemon,
+    /// the wall clock, the system's random numbers and threads.
     package static var system: SessionEnvironment {
         SessionEnvironment(
             eventLoop: MultiThreadedEventLoopGroup.singleton.next(), clock: SystemClock(), transport: SocketTransport(),
             directory: { waitForDaemon, logger in try AvahiDirectory(waitForDaemon: waitForDaemon, logger: logger) },
-            incarnation: nextIncarnation)
+            incarnation: nextIncarnation, random: .system, offload: globalConcurrentExecutor,
+            blockingWork: threadPool)
+    }
+
+    /// Runs blocking work on NIO's shared thread pool.
+    package static let threadPool: @Sendable (@escaping @Sendable () -> Void) -> Void = { work in
+        NIOThreadPool.singleton.submit { _ in work() }
     }
 
     private static let lastIncarnation = NIOLockedValueBox<UInt64>(0)

@@ -120,8 +120,11 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
     /// Bytes arrived (called by ``InboundActivityHandler`` on the same event loop).
     func inboundActivity() {
+        guard let running else { return }
         let at = now
-        running?.machine.inboundActivity(now: at)
+        // Read after the wake-up armed was due: this side's loop did not run meanwhile.
+        let late = running.armedSlot.map { Duration.nanoseconds(Int64(loopNow.uptimeNanoseconds) - $0 * KeepaliveTimers.slotNanoseconds) } ?? .zero
+        running.machine.inboundActivity(now: at, late: late)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {

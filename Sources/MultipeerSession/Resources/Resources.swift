@@ -75,8 +75,14 @@ final class Resources: Sendable {
     private let announce: AsyncStream<IncomingResource>.Continuation
 
     private let logger: Logger
+    /// Where the IDs of the resources this side offers come from.
+    private let random: RandomSource
 
-    init(directory: URL?, partialLifetime: Duration = .seconds(7 * 86_400), logger: Logger = Logger(label: "multipeer")) {
+    init(
+        directory: URL?, partialLifetime: Duration = .seconds(7 * 86_400), logger: Logger = Logger(label: "multipeer"),
+        random: RandomSource = .system
+    ) {
+        self.random = random
         store = directory.map { directory in
             Result { () throws(ResourceStoreFailure) in try ResourceStore(directory: directory, partialLifetime: partialLifetime) }
         }
@@ -225,7 +231,7 @@ final class Resources: Sendable {
         let source = try await SourceFile.open(file)
         let offer: ResourceOffer
         do {
-            offer = try ResourceOffer(id: UUID(), name: name, length: source.length, sha256: source.sha256, metadata: metadata)
+            offer = try ResourceOffer(id: random.uuid(), name: name, length: source.length, sha256: source.sha256, metadata: metadata)
         } catch let error as MultipeerError {
             throw MultipeerError(.invalidArgument, "cannot send \(file.path): \(error.message)")
         }

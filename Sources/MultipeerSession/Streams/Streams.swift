@@ -85,8 +85,11 @@ final class Streams: Sendable {
     /// The streams peers opened, as each arrives.
     let incoming: AsyncStream<PeerStream>
     private let announce: AsyncStream<PeerStream>.Continuation
+    /// Where the IDs of the streams this side opens come from.
+    private let random: RandomSource
 
-    init() {
+    init(random: RandomSource = .system) {
+        self.random = random
         (incoming, announce) = AsyncStream.makeStream(bufferingPolicy: .bufferingOldest(Self.maximumUnaccepted))
     }
 
@@ -268,7 +271,7 @@ final class Streams: Sendable {
     /// `streamRefused` for a peer whose HELLO does not announce streams, `sessionState` once
     /// the session stopped.
     func open(named name: String, to peerID: UUID) throws(MultipeerError) -> PeerStream {
-        let open = try StreamOpen(id: UUID(), resuming: false, name: name)
+        let open = try StreamOpen(id: random.uuid(), resuming: false, name: name)
         let key = Key(peer: peerID, stream: open.id)
         let (stream, link) = try state.withLockedValue { state in Result { () throws(MultipeerError) -> (StreamCore, Link?) in
             guard !state.stopped else { throw MultipeerError(.sessionState, "the session is not running: no stream can be opened") }

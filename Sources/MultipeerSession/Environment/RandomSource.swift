@@ -1,0 +1,34 @@
+package import Foundation
+import MultipeerCore
+import NIOConcurrencyHelpers
+
+/// Where a session's randomness comes from: the IDs of the streams and resources it offers and
+/// the seed of its redials' jitter. The system's generator, or a simulated world's seed (so a
+/// seed replays a run exactly).
+package final class RandomSource: Sendable {
+    /// Nil: the system's generator.
+    private let seeded: NIOLockedValueBox<SplitMix64>?
+
+    /// The system's generator.
+    package static let system = RandomSource(seed: nil)
+
+    package init(seed: UInt64?) {
+        seeded = seed.map { NIOLockedValueBox(SplitMix64(seed: $0)) }
+    }
+
+    package func next() -> UInt64 {
+        guard let seeded else { return UInt64.random(in: 0...UInt64.max) }
+        return seeded.withLockedValue { $0.next() }
+    }
+
+    /// A random (version 4) UUID.
+    package func uuid() -> UUID {
+        guard seeded != nil else { return UUID() }
+        var bytes = (next(), next())
+        return withUnsafeMutableBytes(of: &bytes) { raw in
+            raw[6] = raw[6] & 0x0F | 0x40
+            raw[8] = raw[8] & 0x3F | 0x80
+            return UUID(uuid: raw.load(as: uuid_t.self))
+        }
+    }
+}

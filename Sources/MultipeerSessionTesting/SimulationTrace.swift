@@ -1,0 +1,39 @@
+import NIOConcurrencyHelpers
+
+/// What happened in a simulated world, in order, each line with its simulated time: every event
+/// of every session the world's hosts started, every fault injected, and what the code driving
+/// the world records (``SimulatedWorld/record(_:)``). The same seed and build give the same
+/// trace, line for line.
+public struct SimulationTrace: Sendable, CustomStringConvertible {
+    public struct Line: Sendable, Hashable, CustomStringConvertible {
+        /// Simulated time since the world began.
+        public var at: Duration
+        /// The host it happened on, or "world".
+        public var host: String
+        public var text: String
+
+        public var description: String {
+            let nanoseconds = at.components.seconds * 1_000_000_000 + at.components.attoseconds / 1_000_000_000
+            let seconds = nanoseconds / 1_000_000_000
+            let fraction = String(nanoseconds % 1_000_000_000)
+            return "\(seconds).\(String(repeating: "0", count: 9 - fraction.count) + fraction) \(host): \(text)"
+        }
+    }
+
+    public var lines: [Line]
+
+    public var description: String {
+        lines.map(\.description).joined(separator: "\n")
+    }
+}
+
+/// The trace as it is written, on the world's thread.
+final class TraceRecorder: Sendable {
+    private let lines = NIOLockedValueBox<[SimulationTrace.Line]>([])
+
+    func record(_ line: SimulationTrace.Line) {
+        lines.withLockedValue { $0.append(line) }
+    }
+
+    var trace: SimulationTrace { SimulationTrace(lines: lines.withLockedValue { $0 }) }
+}
