@@ -1,4 +1,4 @@
-package import Foundation
+import struct Foundation.UUID
 import MultipeerCore
 import NIOConcurrencyHelpers
 
@@ -24,11 +24,9 @@ package final class RandomSource: Sendable {
     /// A random (version 4) UUID.
     package func uuid() -> UUID {
         guard seeded != nil else { return UUID() }
-        var bytes = (next(), next())
-        return withUnsafeMutableBytes(of: &bytes) { raw in
-            raw[6] = raw[6] & 0x0F | 0x40
-            raw[8] = raw[8] & 0x3F | 0x80
-            return UUID(uuid: raw.load(as: uuid_t.self))
-        }
+        var b = withUnsafeBytes(of: (next(), next())) { Array($0) }
+        b[6] = b[6] & 0x0F | 0x40
+        b[8] = b[8] & 0x3F | 0x80
+        return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
     }
 }
