@@ -111,6 +111,20 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // make simulate: simulated worlds drawn from seeds, every promise checked (Simulator/README.md).
+        .executableTarget(
+            name: "multipeer-simulator",
+            dependencies: [
+                "MultipeerSession", "MultipeerSessionTesting",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            path: "Simulator",
+            exclude: ["README.md"],
+            swiftSettings: swiftSettings
+        ),
+
         // navlog-sync: a crew navigation log kept in sync over a session (the example).
         .target(
             name: "NavlogSync",

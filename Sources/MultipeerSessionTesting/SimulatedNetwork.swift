@@ -63,13 +63,16 @@ final class SimulatedNetwork: @unchecked Sendable {
         var port: Int
     }
 
-    /// Two sides nothing crosses between.
-    struct Cut: Equatable {
-        var side: Set<String>
-        /// Nil: every address not on `side`.
-        var otherSide: Set<String>?
+    /// Two sides nothing crosses between: machines, whatever addresses they take meanwhile.
+    struct Cut {
+        /// Tells this cut from another of the same sides.
+        var number: Int
+        var side: Set<ObjectIdentifier>
+        /// Nil: every machine not on `side`.
+        var otherSide: Set<ObjectIdentifier>?
 
-        func separates(_ a: String, _ b: String) -> Bool {
+        func separates(_ a: SimulatedMachine, _ b: SimulatedMachine) -> Bool {
+            let (a, b) = (ObjectIdentifier(a), ObjectIdentifier(b))
             if side.contains(a) { return !side.contains(b) && (otherSide?.contains(b) ?? true) }
             if side.contains(b) { return otherSide?.contains(a) ?? true }
             return false
@@ -145,8 +148,9 @@ final class SimulatedNetwork: @unchecked Sendable {
         cuts.append(cut)
     }
 
-    func heal(_ cut: Cut? = nil) {
-        if let cut { cuts.removeAll { $0 == cut } } else { cuts.removeAll() }
+    /// Heals the cut numbered `number` (nil: every cut).
+    func heal(_ number: Int? = nil) {
+        if let number { cuts.removeAll { $0.number == number } } else { cuts.removeAll() }
     }
 
     private func path(_ from: String, _ to: String) -> Path {
@@ -168,8 +172,8 @@ final class SimulatedNetwork: @unchecked Sendable {
             previous = departure + Int64(length) * 1_000_000_000 / bandwidth
         }
         // An address no machine has (any more) sends and receives nothing.
-        guard addresses[from] != nil, addresses[to] != nil else { return nil }
-        if cuts.contains(where: { $0.separates(from, to) }) { return nil }
+        guard let sender = addresses[from], let receiver = addresses[to] else { return nil }
+        if cuts.contains(where: { $0.separates(sender, receiver) }) { return nil }
         if path.loss > 0, Double.random(in: 0..<1, using: &random) < path.loss { return nil }
         let jitter = path.jitter > 0 ? Int64.random(in: 0...path.jitter, using: &random) : 0
         return departure + path.latency + jitter

@@ -23,6 +23,7 @@ public final class SimulatedWorld: Sendable {
     private let random: RandomSource
     let recorder = TraceRecorder()
     private let renumbered = NIOLockedValueBox(0)
+    private let cutNumbers = NIOLockedValueBox(0)
 
     /// Makes an empty world at simulated time 0, its paths `latency` long each way; `seed`
     /// draws what the network leaves to chance (which segments a lossy path loses, jitter).
@@ -142,16 +143,30 @@ public final class SimulatedWorld: Sendable {
 
     /// Cuts `side` off from `otherSide` (nil: from every other host): nothing crosses between
     /// them either way; connections stay open (as with firewall rules that drop everything).
-    public func partition(_ side: [SimulatedHost], from otherSide: [SimulatedHost]? = nil) async {
-        record("fault: \(side.map(\.name).joined(separator: ", ")) cut off from \(otherSide.map { $0.map(\.name).joined(separator: ", ") } ?? "every other host")")
-        let cut = SimulatedNetwork.Cut(side: Set(side.flatMap(\.addresses)), otherSide: otherSide.map { Set($0.flatMap(\.addresses)) })
+    /// ``SimulatedPartition/heal()`` undoes it, and ``heal()`` every partition at once.
+    @discardableResult
+    public func partition(_ side: [SimulatedHost], from otherSide: [SimulatedHost]? = nil) async -> SimulatedPartition {
+        let what = "\(side.map(\.name).joined(separator: ", ")) cut off from \(otherSide.map { $0.map(\.name).joined(separator: ", ") } ?? "every other host")"
+        let number = cutNumbers.withLockedValue { last in
+            last += 1
+            return last
+        }
+        record("fault: \(what) (partition \(number))")
+        let cut = SimulatedNetwork.Cut(
+            number: number, side: Set(side.map { ObjectIdentifier($0.machine) }), otherSide: otherSide.map { Set($0.map { ObjectIdentifier($0.machine) }) })
         await inWorld { [network] in network.cut(cut) }
+        return SimulatedPartition(world: self, number: number)
     }
 
     /// Undoes every partition and black hole: what was held back is sent again, as TCP does.
     public func heal() async {
-        record("fault: healed")
+        record("fault: every partition healed")
         await inWorld { [network] in network.heal() }
+    }
+
+    func heal(_ number: Int) async {
+        record("fault: partition \(number) healed")
+        await inWorld { [network] in network.heal(number) }
     }
 
     /// Stops every session the world's hosts started (each says GOODBYE on its links), and
@@ -162,6 +177,17 @@ public final class SimulatedWorld: Sendable {
         let running = hosts.flatMap { $0.stopAll() }
         _ = try? await run(until: { hosts.allSatisfy { $0.runningSessions == 0 } }, within: .seconds(60))
         for task in running { _ = await task.result }
+    }
+}
+
+/// A partition or black hole of a ``SimulatedWorld``, until healed.
+public struct SimulatedPartition: Sendable {
+    let world: SimulatedWorld
+    let number: Int
+
+    /// Undoes this partition alone: what was held back is sent again, as TCP does.
+    public func heal() async {
+        await world.heal(number)
     }
 }
 
@@ -316,8 +342,10 @@ public final class SimulatedHost: Sendable {
     }
 
     /// Cuts this host off from every other: nothing it sends arrives, nothing sent to it does;
-    /// its connections stay open. ``SimulatedWorld/heal()`` undoes it.
-    public func blackHole() async {
+    /// its connections stay open. The partition returned undoes it (``SimulatedWorld/heal()``
+    /// every partition at once).
+    @discardableResult
+    public func blackHole() async -> SimulatedPartition {
         await world.partition([self])
     }
 

@@ -1,0 +1,118 @@
+import Glibc
+import ArgumentParser
+import Foundation
+import Logging
+import MultipeerSession
+import MultipeerSessionTesting
+
+/// `make simulate`: draws simulated worlds from seeds and checks the documentation's promises in
+/// each (Simulator/README.md).
+@main
+struct Simulate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "multipeer-simulator",
+        abstract: "Runs real sessions in simulated worlds drawn from seeds, with random traffic and faults, and checks every promise.")
+
+    @Option(name: .customLong("seed"), help: "A seed to run (repeatable); replays that world exactly.")
+    var seeds: [UInt64] = []
+
+    @Option(name: .customLong("seeds"), help: "A range of seeds to run, FIRST-LAST.")
+    var seedRange: String?
+
+    @Option(help: "Keep drawing seeds (from the first given, or 1) for this many minutes of wall time.")
+    var minutes: Double?
+
+    @Option(help: "Simulated seconds of traffic and faults in each world, before it is healed and settles.")
+    var duration: Int = 120
+
+    @Option(help: "How many hosts a world has, drawn from MIN-MAX.")
+    var hosts: String = "2-8"
+
+    @Option(help: "Mean simulated seconds between faults.")
+    var faultEvery: Double = 10
+
+    @Option(help: "Messages a second in each world.")
+    var messageRate: Double = 10
+
+    @Flag(help: "Print each world's whole trace.")
+    var trace = false
+
+    @Option(help: "How much the sessions log to standard error (trace, debug, info, notice, warning, error, critical).")
+    var logLevel: String = "critical"
+
+    mutating func run() async throws {
+        Self.requireDeterministicHashing()
+        let bounds = hosts.split(separator: "-").compactMap { Int($0) }
+        guard let low = bounds.first, let high = bounds.last, low >= 2, high >= low else {
+            throw ValidationError("--hosts is MIN-MAX, at least 2 (e.g. 2-8)")
+        }
+        var queue = seeds
+        if let seedRange {
+            let ends = seedRange.split(separator: "-").compactMap { UInt64($0) }
+            guard ends.count == 2, ends[0] <= ends[1] else { throw ValidationError("--seeds is FIRST-LAST (e.g. 1-200)") }
+            queue += Array(ends[0]...ends[1])
+        }
+        if queue.isEmpty && minutes == nil { queue = [1] }
+        let clock = ContinuousClock()
+        let start = clock.now
+        let deadline = minutes.map { start + .milliseconds(Int64($0 * 60_000)) }
+        var next = (queue.last ?? 0) + 1
+        var (runs, failed, sessionTime, simulated, messages, faults) = (0, 0, Duration.zero, Duration.zero, 0, 0)
+        while true {
+            let seed: UInt64
+            if !queue.isEmpty {
+                seed = queue.removeFirst()
+            } else if let deadline, clock.now < deadline {
+                seed = next
+                next += 1
+            } else {
+                break
+            }
+            let plan = RunPlan(
+                seed: seed, duration: .seconds(duration), hosts: low...high, faultEvery: .milliseconds(Int64(faultEvery * 1_000)),
+                messageRate: messageRate, logLevel: Logger.Level(rawValue: logLevel) ?? .critical)
+            let began = clock.now
+            let result = await SimulationRun(plan: plan).run()
+            let wall = clock.now - began
+            runs += 1
+            sessionTime += result.sessionTime
+            simulated += result.simulated
+            messages += result.messages
+            faults += result.faults
+            if trace { print(result.trace) }
+            if result.violations.isEmpty {
+                print("seed \(seed): ok, \(result.hosts) hosts, \(Self.seconds(result.simulated)) s simulated, \(result.messages) messages, \(result.deliveries) deliveries, \(result.faults) faults, \(Self.seconds(wall)) s")
+            } else {
+                failed += 1
+                print("seed \(seed): FAILED, \(result.hosts) hosts, at \(Self.seconds(result.simulated)) s simulated")
+                for violation in result.violations { print("  broken promise: \(violation)") }
+                print("  the trace's last 40 lines:")
+                for line in result.trace.lines.suffix(40) { print("    \(line)") }
+                print("  replay: make simulate SIMULATE_ARGS=\"--seed \(seed) --duration \(duration) --hosts \(hosts) --fault-every \(faultEvery) --message-rate \(messageRate) --trace\"")
+            }
+        }
+        let elapsed = clock.now - start
+        print("""
+            \(runs) worlds, \(failed) failed; \(Self.seconds(simulated)) s simulated, \(String(format: "%.1f", Self.seconds(sessionTime) / 3_600)) session-hours \
+            checked, \(messages) messages, \(faults) faults, in \(Self.seconds(elapsed)) s of wall time
+            """)
+        if failed > 0 { throw ExitCode(1) }
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    /// A seed replays a world only where Swift's hashing is deterministic (Set and Dictionary
+    /// orders change from run to run otherwise): this program runs itself again with
+    /// SWIFT_DETERMINISTIC_HASHING=1 if it was not set.
+    static func requireDeterministicHashing() {
+        guard ProcessInfo.processInfo.environment["SWIFT_DETERMINISTIC_HASHING"] == nil else { return }
+        setenv("SWIFT_DETERMINISTIC_HASHING", "1", 1)
+        let arguments = CommandLine.arguments
+        var argv = arguments.map { strdup($0) } + [nil]
+        execv("/proc/self/exe", &argv)
+        perror("multipeer-simulator: cannot run itself again with SWIFT_DETERMINISTIC_HASHING=1")
+        Glibc.exit(2)
+    }
+}

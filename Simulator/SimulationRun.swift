@@ -1,0 +1,504 @@
+import Foundation
+import Logging
+import MultipeerSession
+import MultipeerSessionTesting
+
+/// The simulated applications' messages: two types, so order is checked per type.
+struct Cargo: Codable, Sendable {
+    var incarnation: UInt64
+    var number: UInt64
+    var reliable: Bool
+    var padding: Data
+}
+
+struct Notice: Codable, Sendable {
+    var incarnation: UInt64
+    var number: UInt64
+    var reliable: Bool
+    var padding: Data
+}
+
+/// A small, fast generator for the run's own choices (SplitMix64).
+struct Random: RandomNumberGenerator {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func chance(_ probability: Double) -> Bool { Double.random(in: 0..<1, using: &self) < probability }
+
+    mutating func seconds(_ range: ClosedRange<Double>) -> Duration { .milliseconds(Int64(Double.random(in: range, using: &self) * 1_000)) }
+
+    /// A wait with the given mean, exponentially distributed.
+    mutating func exponential(mean: Duration) -> Duration {
+        let u = Double.random(in: Double.ulpOfOne..<1, using: &self)
+        return .milliseconds(Int64(-log(u) * Double(mean.components.seconds * 1_000 + mean.components.attoseconds / 1_000_000_000_000_000)))
+    }
+}
+
+/// What a run is asked to do.
+struct RunPlan: Sendable {
+    var seed: UInt64
+    var duration: Duration
+    var hosts: ClosedRange<Int>
+    /// Mean time between faults.
+    var faultEvery: Duration = .seconds(10)
+    /// Messages a second, in the whole world.
+    var messageRate: Double = 10
+    /// How much the sessions log (to standard error).
+    var logLevel: Logger.Level = .critical
+}
+
+/// How a run went.
+struct RunResult: Sendable {
+    var plan: RunPlan
+    var hosts: Int
+    var violations: [String]
+    var trace: SimulationTrace
+    var messages: Int
+    var deliveries: Int
+    var faults: Int
+    /// Simulated time the sessions ran, summed over sessions.
+    var sessionTime: Duration
+    var simulated: Duration
+}
+
+/// One simulated world drawn from a seed: its sessions, its applications' traffic, its faults,
+/// then everything healed and the world settled; the documentation's promises checked at every
+/// step and at the end.
+final class SimulationRun: @unchecked Sendable {
+    static let groupKey = try! PreSharedKey(identity: "simulator", passphrase: "the simulator's group, not a secret")
+    /// The default keepalive: 1.5 s, and up to ten times that on a path that stalls.
+    static let timeout = Duration.milliseconds(1_500)
+    static let stallLimit = Duration.seconds(15)
+    /// How long after everything is healed every pair must be active again: the redial backoff's
+    /// cap with its jitter (12 s), a connect timeout and a handshake, twice over.
+    static let rejoinBound = Duration.seconds(30)
+
+    /// One host and what runs on it.
+    final class Node: @unchecked Sendable {
+        let index: Int
+        let host: SimulatedHost
+        var session: MultipeerSession
+        var alive = true
+        var suspended = false
+        var frozen = false
+        /// Its black hole, until it ends.
+        var blackHole: SimulatedPartition?
+        var blackHoled: Bool { blackHole != nil }
+        var impairedUntil: Duration?
+        /// When its paths were last disturbed (impaired, cut off, renumbered): a path that lost
+        /// packets is judged from the last two minutes of its stalls, up to the stall limit.
+        var lastDisturbed: Duration?
+        var lastFrozen: Duration?
+        var number: UInt64 = 0
+        /// What its application sends, one at a time in this order (so the order sent is the
+        /// order numbered): the sender loop of its current session reads it.
+        var outgoing: AsyncStream<Outgoing>.Continuation?
+        /// The peers it is active with, as its events say.
+        var active: Set<UUID> = []
+        var peerID: UUID { session.peerID }
+
+        init(index: Int, host: SimulatedHost, session: MultipeerSession) {
+            self.index = index
+            self.host = host
+            self.session = session
+        }
+    }
+
+    /// A message for a node's sender loop.
+    struct Outgoing: Sendable {
+        var id: Ledger.MessageID
+        var record: Ledger.Sent
+        var to: UUID?
+        var cargo: Bool
+        var reliable: Bool
+        var awaitAcknowledgement: Bool
+        var size: Int
+    }
+
+    /// A silence one side must notice, and since when.
+    private struct Detection {
+        var watcher: Int
+        var silent: Int
+        var since: Duration
+        var what: String
+    }
+
+    let plan: RunPlan
+    let world: SimulatedWorld
+    private var random: Random
+    private(set) var nodes: [Node] = []
+    let ledger = Ledger()
+    private var killed: Set<UInt64> = []
+    private var agenda: [(at: Duration, order: Int, action: Action)] = []
+    private var order = 0
+    private var partition: SimulatedPartition?
+    private var detections: [Detection] = []
+    private var faults = 0
+    private var quiet = false
+    private var sessionTime = Duration.zero
+    private var started: [Int: Duration] = [:]
+
+    private enum Action {
+        case message
+        case fault
+        case thaw(Int)
+        case heal
+        case unBlackHole(Int)
+        case repair(Int)
+        case restart(Int)
+        case resume(Int)
+    }
+
+    init(plan: RunPlan) {
+        self.plan = plan
+        world = SimulatedWorld(seed: plan.seed)
+        random = Random(seed: plan.seed ^ 0x5EED_5EED_5EED_5EED)
+    }
+
+    private func configuration(_ name: String) -> MultipeerSession.Configuration {
+        var configuration = MultipeerSession.Configuration(serviceType: "_simulator._tcp", peer: PeerInfo(displayName: name), psk: Self.groupKey)
+        // What happened is in the trace; the sessions' logs mostly repeat it (--log-level).
+        configuration.logger.logLevel = plan.logLevel
+        return configuration
+    }
+
+    /// Runs the world on its own thread and returns how it went.
+    func run() async -> RunResult {
+        await Task(executorPreference: world.executor) { await self.drive() }.value
+        return RunResult(
+            plan: plan, hosts: nodes.count, violations: ledger.violations, trace: world.trace, messages: ledger.sentCount,
+            deliveries: ledger.deliveryCount, faults: faults, sessionTime: sessionTime, simulated: world.now)
+    }
+
+    private func drive() async {
+        let count = Int.random(in: plan.hosts, using: &random)
+        let names = ["captain", "first-officer", "relief", "purser", "navigator", "engineer", "loadmaster", "dispatcher"]
+        for index in 0..<count {
+            let host = world.addHost(index < names.count ? names[index] : "host-\(index)")
+            let node = Node(index: index, host: host, session: host.makeSession(configuration: configuration(host.name)))
+            nodes.append(node)
+            start(node)
+        }
+        do {
+            try await world.run(until: { [nodes] in nodes.allSatisfy { $0.session.activePeers.count == nodes.count - 1 } }, within: .seconds(10))
+        } catch {
+            ledger.violation("\(world.now) the \(count) sessions did not all become active with each other within 10 s of starting")
+        }
+        schedule(.message, after: random.exponential(mean: .seconds(1 / plan.messageRate)))
+        schedule(.fault, after: random.exponential(mean: plan.faultEvery))
+        while let next = agenda.first, next.at <= plan.duration {
+            agenda.removeFirst()
+            if next.at > world.now { await world.run(for: next.at - world.now) }
+            await perform(next.action)
+            check()
+            guard ledger.violations.isEmpty else { return await stop() }
+        }
+        await world.run(for: max(.zero, plan.duration - world.now))
+        await settle()
+        await stop()
+    }
+
+    private func schedule(_ action: Action, after delay: Duration) {
+        order += 1
+        let entry = (at: world.now + delay, order: order, action: action)
+        let index = agenda.firstIndex { ($0.at, $0.order) > (entry.at, entry.order) } ?? agenda.endIndex
+        agenda.insert(entry, at: index)
+    }
+
+    // MARK: The applications
+
+    /// Starts `node`'s session and its application: a reader of each message type, and a
+    /// watcher of its events.
+    private func start(_ node: Node) {
+        let session = node.session
+        started[node.index] = world.now
+        node.host.start(session)
+        let (ledger, world, name) = (ledger, world, node.host.name)
+        func read<Message: Codable & Sendable>(_ type: Message.Type, _ fields: @escaping @Sendable (Message) -> (UInt64, UInt64, Bool)) {
+            Task(executorPreference: node.host.executor) {
+                for await (_, message) in session.messages(of: type) {
+                    let (incarnation, number, reliable) = fields(message)
+                    ledger.delivered(
+                        .init(sender: incarnation, number: number), type: "\(type)", reliable: reliable, to: name,
+                        incarnation: session.incarnation, at: world.now)
+                }
+            }
+        }
+        read(Cargo.self) { ($0.incarnation, $0.number, $0.reliable) }
+        read(Notice.self) { ($0.incarnation, $0.number, $0.reliable) }
+        let (outgoing, continuation) = AsyncStream<Outgoing>.makeStream()
+        node.outgoing = continuation
+        Task(executorPreference: node.host.executor) {
+            for await message in outgoing { await Self.send(message, from: session, ledger: ledger, at: world) }
+        }
+        Task(executorPreference: world.executor) { [weak node] in
+            for await event in session.events {
+                guard let node, node.session === session else { return }
+                switch event {
+                case .peerJoined(let peer): node.active.insert(peer.id)
+                case .peerLeft(let peer, let reason):
+                    node.active.remove(peer.id)
+                    if self.quiet { ledger.violation("\(world.now) \(name): \(peer.displayName) left (\(reason)) with every path healthy (no false teardown)") }
+                default: break
+                }
+            }
+        }
+    }
+
+    private func sendMessage() {
+        let senders = nodes.filter(\.alive)
+        guard let sender = senders.randomElement(using: &random) else { return }
+        let others = nodes.filter { $0.index != sender.index }
+        guard let receiver = others.randomElement(using: &random) else { return }
+        let broadcast = random.chance(0.1)
+        let reliable = !random.chance(0.15)
+        // Only to a peer active now: the sender loop waits for the acknowledgement.
+        let awaitAcknowledgement = reliable && !broadcast && random.chance(0.1) && sender.active.contains(receiver.peerID)
+        let size: Int
+        switch Double.random(in: 0..<1, using: &random) {
+        case ..<0.7: size = Int.random(in: 0...200, using: &random)
+        case ..<0.95: size = Int.random(in: 1_024...16_384, using: &random)
+        default: size = Int.random(in: 300_000...1_200_000, using: &random)
+        }
+        let cargo = random.chance(0.5)
+        sender.number += 1
+        let id = Ledger.MessageID(sender: sender.session.incarnation, number: sender.number)
+        sender.outgoing?.yield(Outgoing(
+            id: id,
+            record: .init(
+                from: sender.host.name, to: broadcast ? "*" : receiver.host.name, type: cargo ? "Cargo" : "Notice", reliable: reliable,
+                at: world.now, outcome: .sending),
+            to: broadcast ? nil : receiver.host.identity.peerID, cargo: cargo, reliable: reliable,
+            awaitAcknowledgement: awaitAcknowledgement, size: size))
+    }
+
+    /// Sends `message` from `session` (its sender loop, in its host's process).
+    private static func send(_ message: Outgoing, from session: MultipeerSession, ledger: Ledger, at world: SimulatedWorld) async {
+        var record = message.record
+        record.at = world.now
+        ledger.sending(message.id, record)
+        let (id, reliable) = (message.id, message.reliable)
+        let padding = Data(repeating: UInt8(truncatingIfNeeded: id.number), count: message.size)
+        let delivery: Delivery = reliable ? .reliable : .unreliable
+        do {
+            switch (message.to, message.cargo) {
+            case (nil, true):
+                try await session.broadcast(Cargo(incarnation: id.sender, number: id.number, reliable: reliable, padding: padding), delivery: delivery)
+            case (nil, false):
+                try await session.broadcast(Notice(incarnation: id.sender, number: id.number, reliable: reliable, padding: padding), delivery: delivery)
+            case (let to?, true):
+                try await session.send(
+                    Cargo(incarnation: id.sender, number: id.number, reliable: reliable, padding: padding), to: to, delivery: delivery,
+                    awaitAcknowledgement: message.awaitAcknowledgement)
+            case (let to?, false):
+                try await session.send(
+                    Notice(incarnation: id.sender, number: id.number, reliable: reliable, padding: padding), to: to, delivery: delivery,
+                    awaitAcknowledgement: message.awaitAcknowledgement)
+            }
+            ledger.outcome(id, .queued(acknowledged: message.awaitAcknowledgement))
+        } catch let error as MultipeerError {
+            // Waiting for the acknowledgement timed out: the message stays queued.
+            ledger.outcome(id, .failed("\(error)", stillQueued: message.awaitAcknowledgement && error.code == .peerAway))
+        } catch {
+            ledger.outcome(id, .failed("\(error)", stillQueued: false))
+        }
+    }
+
+    // MARK: Faults
+
+    private func inject() async {
+        let candidates = nodes.filter { $0.alive && !$0.frozen && !$0.blackHoled && !$0.suspended && $0.impairedUntil == nil }
+        guard let node = candidates.randomElement(using: &random) else { return }
+        faults += 1
+        switch Int.random(in: 0..<7, using: &random) {
+        case 0:
+            watchSilence(of: node, "frozen")
+            node.frozen = true
+            node.host.freeze()
+            schedule(.thaw(node.index), after: random.seconds(0.2...6))
+        case 1:
+            watchSilence(of: node, "black-holed")
+            node.blackHole = await node.host.blackHole()
+            schedule(.unBlackHole(node.index), after: random.seconds(1...10))
+        case 2 where partition == nil:
+            let side = nodes.filter { _ in random.chance(0.5) }
+            guard !side.isEmpty, side.count < nodes.count else { return }
+            partition = await world.partition(side.map(\.host))
+            schedule(.heal, after: random.seconds(1...20))
+        case 3:
+            let loss = Double.random(in: 0...0.3, using: &random)
+            let latency = random.seconds(0.0001...0.05)
+            let jitter = random.seconds(0...0.05)
+            await node.host.impair(latency: latency, jitter: jitter, loss: loss)
+            let until = world.now + random.seconds(5...60)
+            node.impairedUntil = until
+            node.lastDisturbed = until
+            schedule(.repair(node.index), after: until - world.now)
+        case 4:
+            await node.host.kill()
+            node.alive = false
+            killed.insert(node.session.incarnation)
+            sessionTime += world.now - (started[node.index] ?? world.now)
+            started[node.index] = nil
+            schedule(.restart(node.index), after: random.seconds(0.2...5))
+        case 5:
+            node.lastDisturbed = world.now
+            await node.host.renumber()
+        default:
+            node.suspended = true
+            await node.session.suspend()
+            schedule(.resume(node.index), after: random.seconds(0.5...10))
+        }
+    }
+
+    /// `node` falls silent: each peer active with it must notice within the documented bound.
+    private func watchSilence(of node: Node, _ what: String) {
+        for watcher in nodes where watcher.index != node.index && watcher.alive && !watcher.frozen && !watcher.suspended && watcher.active.contains(node.peerID) {
+            detections.append(Detection(watcher: watcher.index, silent: node.index, since: world.now, what: what))
+        }
+    }
+
+    /// How soon `watcher` must notice `silent`'s silence: on a clean path the configured timeout
+    /// (and the 20 ms timer grid, a round trip); on a path that lost packets or stalled in the
+    /// last two minutes (the keepalive judges from them), up to the stall limit.
+    private func detectionBound(_ watcher: Node, _ silent: Node) -> Duration {
+        let stalled = [watcher, silent].contains { node in
+            node.impairedUntil != nil || node.blackHoled || node.lastDisturbed.map { world.now - $0 < .seconds(130) } == true
+        } || partition != nil
+        return (stalled ? Self.stallLimit : Self.timeout) + .milliseconds(100)
+    }
+
+    private func perform(_ action: Action) async {
+        switch action {
+        case .message:
+            sendMessage()
+            schedule(.message, after: random.exponential(mean: .milliseconds(Int64(1_000 / plan.messageRate))))
+        case .fault:
+            await inject()
+            schedule(.fault, after: random.exponential(mean: plan.faultEvery))
+        case .thaw(let index):
+            nodes[index].frozen = false
+            nodes[index].lastFrozen = world.now
+            nodes[index].host.thaw()
+            detections.removeAll { $0.silent == index }
+        case .heal:
+            await partition?.heal()
+            partition = nil
+            for node in nodes { node.lastDisturbed = world.now }
+        case .unBlackHole(let index):
+            for node in nodes { node.lastDisturbed = world.now }
+            await nodes[index].blackHole?.heal()
+            nodes[index].blackHole = nil
+            detections.removeAll { $0.silent == index }
+        case .repair(let index):
+            nodes[index].impairedUntil = nil
+            await nodes[index].host.repair()
+        case .restart(let index):
+            let node = nodes[index]
+            node.host.restart()
+            node.session = node.host.makeSession(configuration: configuration(node.host.name))
+            node.alive = true
+            node.active = []
+            node.number = 0
+            start(node)
+        case .resume(let index):
+            nodes[index].suspended = false
+            await nodes[index].session.resume()
+        }
+    }
+
+    // MARK: Checking
+
+    /// The promises that hold at every step.
+    private func check() {
+        detections.removeAll { detection in
+            let (watcher, silent) = (nodes[detection.watcher], nodes[detection.silent])
+            let bound = detectionBound(watcher, silent)
+            guard world.now - detection.since > bound else { return false }
+            if watcher.alive, !watcher.frozen, watcher.active.contains(silent.peerID) {
+                ledger.violation(
+                    "\(world.now) \(watcher.host.name): \(silent.host.name), \(detection.what) since \(detection.since), still active after \(bound) (a silent peer is detected within the keepalive's bound)")
+            }
+            return true
+        }
+        for node in nodes where node.alive && !node.frozen {
+            let listed = Set(node.session.activePeers.map(\.id))
+            if listed != node.active {
+                ledger.violation("\(world.now) \(node.host.name): activePeers \(listed.count) peers, its events \(node.active.count) (activePeers changes as the events say)")
+            }
+        }
+    }
+
+    /// Heals everything, lets the world settle, and checks what must hold then.
+    private func settle() async {
+        for node in nodes where node.frozen { node.frozen = false; node.host.thaw() }
+        for node in nodes where node.impairedUntil != nil { node.impairedUntil = nil; await node.host.repair() }
+        await world.heal()
+        partition = nil
+        for node in nodes { node.blackHole = nil }
+        for node in nodes where node.suspended { node.suspended = false; await node.session.resume() }
+        for node in nodes where !node.alive { await perform(.restart(node.index)) }
+        agenda.removeAll()
+        detections.removeAll()
+        world.record("healed everything: settling")
+        let healed = world.now
+        let nodes = self.nodes
+        do {
+            try await world.run(until: { nodes.allSatisfy { $0.session.activePeers.count == nodes.count - 1 } }, within: Self.rejoinBound)
+        } catch {
+            for node in nodes {
+                let missing = nodes.filter { $0.index != node.index && !node.session.activePeers.contains(where: { [id = $0.session.peerID] in $0.id == id }) }
+                if !missing.isEmpty {
+                    ledger.violation("\(world.now) \(node.host.name): not active with \(missing.map(\.host.name).joined(separator: ", ")) \(Self.rejoinBound) after everything healed at \(healed)")
+                }
+            }
+            return
+        }
+        // A link that went dead in a fault (an address renumbered away) but still counts as
+        // active is found within the stall limit, and its peer comes back.
+        await world.run(for: Self.stallLimit + .seconds(1))
+        do {
+            try await world.run(until: { nodes.allSatisfy { $0.session.activePeers.count == nodes.count - 1 } }, within: Self.rejoinBound)
+        } catch {
+            ledger.violation("\(world.now) not every pair active again \(Self.rejoinBound) after the links dead since the faults were found")
+            return
+        }
+        check()
+        // Quiet: healthy paths, light traffic; nobody may leave.
+        quiet = true
+        for _ in 0..<30 {
+            await world.run(for: .seconds(1))
+            sendMessage()
+            check()
+        }
+        quiet = false
+        // Every message owed arrives.
+        let alive = Set(nodes.map(\.host.name))
+        let killed = self.killed
+        _ = try? await world.run(until: { [ledger] in ledger.undelivered(killed: killed, alive: alive).isEmpty }, within: .seconds(60))
+        let missing = ledger.undelivered(killed: killed, alive: alive)
+        for (id, sent) in missing.prefix(5) {
+            ledger.violation("\(world.now) message \(id) (\(sent.type), sent \(sent.at) from \(sent.from) to \(sent.to), \(sent.outcome)) never arrived (an acknowledged or queued reliable message is never lost)")
+        }
+        if missing.count > 5 { ledger.violation("... and \(missing.count - 5) more messages never arrived") }
+        let stuck = ledger.sendsUnderWay(before: world.now - .seconds(40)).filter { !killed.contains($0.0.sender) }
+        for (id, sent) in stuck.prefix(5) {
+            ledger.violation("\(world.now) the send of \(id) from \(sent.from) at \(sent.at) never returned (a send returns or throws within the send timeout)")
+        }
+    }
+
+    private func stop() async {
+        for (index, since) in started { sessionTime += world.now - since; _ = index }
+        started.removeAll()
+        await world.shutdown()
+    }
+}
