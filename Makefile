@@ -3,7 +3,7 @@ SWIFT ?= swift
 BENCH_ARGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps daemons build test hosts-test demo bench fuzz sanitize api-check clean
+.PHONY: all deps daemons build test hosts-test demo bench fuzz sanitize api-check simulate clean
 
 all: build
 
@@ -19,8 +19,19 @@ build: deps
 test: daemons
 	$(SWIFT) build --build-tests
 	scripts/run-tests.sh
+	.build/debug/multipeer-simulator $(SIMULATE_TEST_ARGS)
 	scripts/consumer.sh
 	scripts/fuzz.sh --corpus-only
+
+# The simulator over the seeds make test runs: 200 small worlds in about 90 s (Simulator/README.md).
+SIMULATE_TEST_ARGS ?= --seeds 1-200 --duration 20 --hosts 2-5 --fault-every 3 --quiet-seconds 10 --failures-only
+
+# Simulated worlds drawn from seeds, every promise checked (Simulator/README.md): by default for
+# five minutes of wall time; SIMULATE_ARGS="--seed N ..." replays one world, as a failure prints.
+SIMULATE_ARGS ?= --minutes 5 --failures-only
+simulate: deps
+	$(SWIFT) build -c release --product multipeer-simulator
+	.build/release/multipeer-simulator $(SIMULATE_ARGS)
 
 # libFuzzer on the frame, HELLO, TXT and payload decoders and navlog messages, FUZZ_SECONDS each (Fuzz/README.md).
 fuzz: deps

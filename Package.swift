@@ -345,7 +345,7 @@ let package = Package(
         // Sessions in the simulated world, tested as an application's tests would use it.
         .testTarget(
             name: "MultipeerSimulationTests",
-            dependencies: ["MultipeerSession", "MultipeerSessionTesting"],
+            dependencies: ["MultipeerSession", "MultipeerSessionTesting", .product(name: "Crypto", package: "swift-crypto")],
             path: "Tests/MultipeerSimulationTests",
             swiftSettings: swiftSettings
         ),

@@ -34,8 +34,14 @@ struct Simulate: AsyncParsableCommand {
     @Option(help: "Messages a second in each world.")
     var messageRate: Double = 10
 
+    @Option(help: "Simulated seconds each world runs healthy at the end, where no link may be torn down.")
+    var quietSeconds: Int = 30
+
     @Flag(help: "Print each world's whole trace.")
     var trace = false
+
+    @Flag(help: "Print only the worlds that failed and the summary.")
+    var failuresOnly = false
 
     @Option(help: "How much the sessions log to standard error (trace, debug, info, notice, warning, error, critical).")
     var logLevel: String = "critical"
@@ -70,7 +76,7 @@ struct Simulate: AsyncParsableCommand {
             }
             let plan = RunPlan(
                 seed: seed, duration: .seconds(duration), hosts: low...high, faultEvery: .milliseconds(Int64(faultEvery * 1_000)),
-                messageRate: messageRate, logLevel: Logger.Level(rawValue: logLevel) ?? .critical)
+                messageRate: messageRate, logLevel: Logger.Level(rawValue: logLevel) ?? .critical, quiet: .seconds(quietSeconds))
             let began = clock.now
             let result = await SimulationRun(plan: plan).run()
             let wall = clock.now - began
@@ -81,6 +87,7 @@ struct Simulate: AsyncParsableCommand {
             faults += result.faults
             if trace { print(result.trace) }
             if result.violations.isEmpty {
+                if failuresOnly { continue }
                 print("seed \(seed): ok, \(result.hosts) hosts, \(Self.seconds(result.simulated)) s simulated, \(result.messages) messages, \(result.deliveries) deliveries, \(result.faults) faults, \(Self.seconds(wall)) s")
             } else {
                 failed += 1
@@ -88,7 +95,8 @@ struct Simulate: AsyncParsableCommand {
                 for violation in result.violations { print("  broken promise: \(violation)") }
                 print("  the trace's last 40 lines:")
                 for line in result.trace.lines.suffix(40) { print("    \(line)") }
-                print("  replay: make simulate SIMULATE_ARGS=\"--seed \(seed) --duration \(duration) --hosts \(hosts) --fault-every \(faultEvery) --message-rate \(messageRate) --trace\"")
+                // The same binary: a seed replays a world exactly on the build that ran it.
+                print("  replay: \(CommandLine.arguments[0]) --seed \(seed) --duration \(duration) --hosts \(hosts) --fault-every \(faultEvery) --message-rate \(messageRate) --quiet-seconds \(quietSeconds) --trace")
             }
         }
         let elapsed = clock.now - start

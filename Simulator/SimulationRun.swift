@@ -54,6 +54,8 @@ struct RunPlan: Sendable {
     var messageRate: Double = 10
     /// How much the sessions log (to standard error).
     var logLevel: Logger.Level = .critical
+    /// How long the world runs healthy at the end, where no link may be torn down.
+    var quiet: Duration = .seconds(30)
 }
 
 /// How a run went.
@@ -141,6 +143,7 @@ final class SimulationRun: @unchecked Sendable {
     private var agenda: [(at: Duration, order: Int, action: Action)] = []
     private var order = 0
     private var partition: SimulatedPartition?
+    private var lastRenumbered: Duration?
     private var detections: [Detection] = []
     private var faults = 0
     private var quiet = false
@@ -352,6 +355,7 @@ final class SimulationRun: @unchecked Sendable {
             schedule(.restart(node.index), after: random.seconds(0.2...5))
         case 5:
             node.lastDisturbed = world.now
+            lastRenumbered = world.now
             await node.host.renumber()
         default:
             node.suspended = true
@@ -465,7 +469,9 @@ final class SimulationRun: @unchecked Sendable {
         }
         // A link that went dead in a fault (an address renumbered away) but still counts as
         // active is found within the stall limit, and its peer comes back.
-        await world.run(for: Self.stallLimit + .seconds(1))
+        if let renumbered = lastRenumbered, world.now - renumbered < Self.stallLimit + .seconds(1) {
+            await world.run(for: renumbered + Self.stallLimit + .seconds(1) - world.now)
+        }
         do {
             try await world.run(until: { nodes.allSatisfy { $0.session.activePeers.count == nodes.count - 1 } }, within: Self.rejoinBound)
         } catch {
@@ -475,7 +481,7 @@ final class SimulationRun: @unchecked Sendable {
         check()
         // Quiet: healthy paths, light traffic; nobody may leave.
         quiet = true
-        for _ in 0..<30 {
+        for _ in 0..<max(1, Int(plan.quiet.components.seconds)) {
             await world.run(for: .seconds(1))
             sendMessage()
             check()

@@ -151,7 +151,7 @@ public actor MultipeerSession {
             executor: EventLoopExecutor(environment.eventLoop), windows: ReceiveWindows(), subscriptions: subscriptions, metrics: metrics,
             resources: Resources(
                 directory: configuration.resourceDirectory, partialLifetime: configuration.partialResourceLifetime, logger: logger,
-                random: environment.random),
+                random: environment.random, fileQueue: environment.fileQueue, clock: environment.clock),
             streams: Streams(random: environment.random), maximumMessageLength: configuration.limits.maximumMessageLength)
         self.setup = .ready(keys: configuration.keys)
     }

@@ -257,7 +257,7 @@ public final class SimulatedHost: Sendable {
             transport: SimulatedTransport(machine: machine, loop: loop, network: world.network),
             directory: { _, _ in world.directory.view(from: machine, process: process) },
             incarnation: { world.nextIncarnation() }, random: RandomSource(seed: world.nextSeed()), offload: EventLoopExecutor(loop),
-            blockingWork: { work in loop.execute(work) })
+            blockingWork: { work in loop.execute(work) }, fileQueue: { _ in LoopFileQueue(loop: loop) })
     }
 
     /// Makes a session in this host's process: as `MultipeerSession(configuration:identity:)`
@@ -390,5 +390,15 @@ public final class SimulatedHost: Sendable {
         }
         for task in tasks { task.cancel() }
         return tasks
+    }
+}
+
+/// A file queue in a simulated host's process: its work runs as the process's jobs, in order
+/// (the files are real; the time their work takes is not simulated).
+private struct LoopFileQueue: FileQueue {
+    let loop: SimulatedEventLoop
+
+    func async(_ work: @escaping @Sendable () -> Void) {
+        loop.execute(work)
     }
 }

@@ -16,7 +16,9 @@ import Testing
         let channel = NIOAsyncTestingChannel()
         let offer = try ResourceOffer(id: UUID(), name: "chart.pdf", length: 1 << 20, sha256: [UInt8](repeating: 7, count: 32))
         let ended = NIOLockedValueBox<ResourceEndReason?>(nil)
-        let transfer = IncomingTransfer(offer: offer, sender: UUID(), on: channel) { reason in ended.withLockedValue { $0 = reason } }
+        let transfer = IncomingTransfer(
+            offer: offer, sender: UUID(), on: channel, queue: DispatchFileQueue(label: "test"), clock: SystemClock()
+        ) { reason in ended.withLockedValue { $0 = reason } }
 
         transfer.end(.cancelled)
 

@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 package import Logging
 package import MultipeerDiscovery
@@ -26,12 +27,17 @@ package struct SessionEnvironment: Sendable {
     /// world keeps both in the host's process, on its one thread.
     package var offload: any TaskExecutor
     package var blockingWork: @Sendable (@escaping @Sendable () -> Void) -> Void
+    /// Makes the serial queue a resource transfer reads or writes its file on (a queue of
+    /// Dispatch's; a simulated world's keep it in the host's process). The files are real either way.
+    package var fileQueue: @Sendable (_ label: String) -> any FileQueue
 
     package init(
         eventLoop: any EventLoop, clock: any SessionClock, transport: any LinkTransport, directory: @escaping Directory,
         incarnation: @escaping @Sendable () -> UInt64, random: RandomSource, offload: any TaskExecutor,
-        blockingWork: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void
+        blockingWork: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void,
+        fileQueue: @escaping @Sendable (_ label: String) -> any FileQueue
     ) {
+        self.fileQueue = fileQueue
         self.eventLoop = eventLoop
         self.clock = clock
         self.transport = transport
@@ -49,7 +55,7 @@ package struct SessionEnvironment: Sendable {
             eventLoop: MultiThreadedEventLoopGroup.singleton.next(), clock: SystemClock(), transport: SocketTransport(),
             directory: { waitForDaemon, logger in try AvahiDirectory(waitForDaemon: waitForDaemon, logger: logger) },
             incarnation: nextIncarnation, random: .system, offload: globalConcurrentExecutor,
-            blockingWork: threadPool)
+            blockingWork: threadPool, fileQueue: { DispatchFileQueue(label: $0) })
     }
 
     /// Runs blocking work on NIO's shared thread pool.
@@ -69,5 +75,24 @@ package struct SessionEnvironment: Sendable {
             last = max(wallClock, last + 1)
             return last
         }
+    }
+}
+
+/// A serial queue for a file's reads and writes (``SessionEnvironment/fileQueue``).
+package protocol FileQueue: Sendable {
+    /// Runs `work` after what was queued before.
+    func async(_ work: @escaping @Sendable () -> Void)
+}
+
+/// A Dispatch queue of its own.
+package struct DispatchFileQueue: FileQueue {
+    private let queue: DispatchQueue
+
+    package init(label: String) {
+        queue = DispatchQueue(label: label)
+    }
+
+    package func async(_ work: @escaping @Sendable () -> Void) {
+        queue.async(execute: work)
     }
 }

@@ -77,12 +77,19 @@ final class Resources: Sendable {
     private let logger: Logger
     /// Where the IDs of the resources this side offers come from.
     private let random: RandomSource
+    /// Makes each transfer's file queue, and runs the hashing of a file to send.
+    private let fileQueue: @Sendable (String) -> any FileQueue
+    /// The session's clock: the transfers' rates.
+    private let clock: any SessionClock
 
     init(
         directory: URL?, partialLifetime: Duration = .seconds(7 * 86_400), logger: Logger = Logger(label: "multipeer"),
-        random: RandomSource = .system
+        random: RandomSource = .system, fileQueue: @escaping @Sendable (String) -> any FileQueue = { DispatchFileQueue(label: $0) },
+        clock: any SessionClock = SystemClock()
     ) {
         self.random = random
+        self.fileQueue = fileQueue
+        self.clock = clock
         store = directory.map { directory in
             Result { () throws(ResourceStoreFailure) in try ResourceStore(directory: directory, partialLifetime: partialLifetime) }
         }
@@ -190,7 +197,7 @@ final class Resources: Sendable {
                 guard state.incoming.keys.count(where: { $0.peer == peer.id }) < Self.maximumIncomingPerPeer else {
                     return .end(.refused, "\(Self.maximumIncomingPerPeer) transfers from this peer are under way")
                 }
-                let transfer = IncomingTransfer(offer: offer, sender: peer.id, on: channel) { [weak self] reason in
+                let transfer = IncomingTransfer(offer: offer, sender: peer.id, on: channel, queue: fileQueue("multipeer.resource.in"), clock: clock) { [weak self] reason in
                     self?.state.withLockedValue { state in
                         if let reason { state.remember(key, endedFor: reason) } else { state.incoming.removeValue(forKey: key) }
                     }
@@ -228,14 +235,14 @@ final class Resources: Sendable {
 
     /// Starts sending `file` to `peerID` (hashed first, off the caller's thread).
     func send(_ file: URL, named name: String, metadata: [String: String], to peerID: UUID) async throws -> OutgoingResource {
-        let source = try await SourceFile.open(file)
+        let source = try await SourceFile.open(file, on: fileQueue("multipeer.resource.hash"))
         let offer: ResourceOffer
         do {
             offer = try ResourceOffer(id: random.uuid(), name: name, length: source.length, sha256: source.sha256, metadata: metadata)
         } catch let error as MultipeerError {
             throw MultipeerError(.invalidArgument, "cannot send \(file.path): \(error.message)")
         }
-        let transfer = OutgoingTransfer(offer: offer, peerID: peerID, source: source) { [weak self] in
+        let transfer = OutgoingTransfer(offer: offer, peerID: peerID, source: source, queue: fileQueue("multipeer.resource.out"), clock: clock) { [weak self] in
             _ = self?.state.withLockedValue { $0.outgoing.removeValue(forKey: offer.id) }
         }
         let (link, refused, stopped) = state.withLockedValue { state in
@@ -285,10 +292,10 @@ struct SourceFile: Sendable {
     /// The file as it was hashed: device, inode, size, modification time.
     private let identity: [Int]
 
-    /// Opens and hashes `url`, on a queue of its own (a large file takes seconds).
-    static func open(_ url: URL) async throws -> SourceFile {
+    /// Opens and hashes `url`, on `queue` (a large file takes seconds).
+    static func open(_ url: URL, on queue: any FileQueue) async throws -> SourceFile {
         try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
+            queue.async {
                 continuation.resume(with: Result { try SourceFile(url) })
             }
         }
@@ -354,21 +361,23 @@ final class ProgressReporter: Sendable {
     private let continuation: AsyncStream<ResourceProgress>.Continuation
     private let total: UInt64
     private let first = NIOLockedValueBox<(at: ContinuousClock.Instant, bytes: UInt64)?>(nil)
+    private let clock: any SessionClock
 
-    private init(continuation: AsyncStream<ResourceProgress>.Continuation, total: UInt64) {
+    private init(continuation: AsyncStream<ResourceProgress>.Continuation, total: UInt64, clock: any SessionClock) {
         self.continuation = continuation
         self.total = total
+        self.clock = clock
     }
 
     /// A reporter for a file of `total` bytes, and the stream it reports on (the latest report
     /// waits for its reader; earlier ones are replaced).
-    static func make(total: UInt64) -> (AsyncStream<ResourceProgress>, ProgressReporter) {
+    static func make(total: UInt64, clock: any SessionClock) -> (AsyncStream<ResourceProgress>, ProgressReporter) {
         let (stream, continuation) = AsyncStream.makeStream(of: ResourceProgress.self, bufferingPolicy: .bufferingNewest(1))
-        return (stream, ProgressReporter(continuation: continuation, total: total))
+        return (stream, ProgressReporter(continuation: continuation, total: total, clock: clock))
     }
 
     func report(_ done: UInt64) {
-        let now = ContinuousClock.now
+        let now = clock.now
         let first = first.withLockedValue { first in
             if first == nil { first = (now, done) }
             return first!
@@ -387,20 +396,24 @@ final class OutgoingTransfer: Sendable {
     private let offer: ResourceOffer
     private let source: SourceFile
     private let state: NIOLockedValueBox<(machine: ResourceSendStateMachine, link: Resources.Link?, inFlight: Int)>
-    private let queue = DispatchQueue(label: "multipeer.resource.out")
+    private let queue: any FileQueue
     private let reporter: ProgressReporter
     /// The transfer's progress, as the receiver reports what it holds.
     let progress: AsyncStream<ResourceProgress>
     let outcome = ResourceOutcome<Void>()
     private let onFinish: @Sendable () -> Void
 
-    init(offer: ResourceOffer, peerID: UUID, source: SourceFile, onFinish: @escaping @Sendable () -> Void) {
+    init(
+        offer: ResourceOffer, peerID: UUID, source: SourceFile, queue: any FileQueue, clock: any SessionClock,
+        onFinish: @escaping @Sendable () -> Void
+    ) {
+        self.queue = queue
         self.offer = offer
         self.peerID = peerID
         self.source = source
         self.onFinish = onFinish
         state = NIOLockedValueBox((ResourceSendStateMachine(offer: offer), nil, 0))
-        (progress, reporter) = ProgressReporter.make(total: offer.length)
+        (progress, reporter) = ProgressReporter.make(total: offer.length, clock: clock)
     }
 
     func linkUp(_ link: Resources.Link) {
@@ -513,7 +526,7 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` and `writeFai
     let offer: ResourceOffer
     private let sender: UUID
     private let state: NIOLockedValueBox<(machine: ResourceReceiveStateMachine, channel: (any Channel)?)>
-    private let queue = DispatchQueue(label: "multipeer.resource.in")
+    private let queue: any FileQueue
     private var partial: PartialResource?
     /// A write failed (the disk filled, say): no later chunk is written. (On `queue`.)
     private var writeFailed = false
@@ -526,12 +539,16 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` and `writeFai
 
     /// A transfer offered on `channel`, which carries what it says (its END too) from the start:
     /// the application may cancel it as soon as it is announced, before the store is open.
-    init(offer: ResourceOffer, sender: UUID, on channel: any Channel, onFinish: @escaping @Sendable (ResourceEndReason?) -> Void) {
+    init(
+        offer: ResourceOffer, sender: UUID, on channel: any Channel, queue: any FileQueue, clock: any SessionClock,
+        onFinish: @escaping @Sendable (ResourceEndReason?) -> Void
+    ) {
+        self.queue = queue
         self.offer = offer
         self.sender = sender
         self.onFinish = onFinish
         state = NIOLockedValueBox((ResourceReceiveStateMachine(offer: offer, window: Resources.window), channel))
-        (progress, reporter) = ProgressReporter.make(total: offer.length)
+        (progress, reporter) = ProgressReporter.make(total: offer.length, clock: clock)
     }
 
     /// Opens the store's partial file (or finds a complete copy) and says where to begin, on
