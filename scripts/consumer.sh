@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and tests Examples/Consumer, a package that depends on MultipeerSession as an
-# application does (by path, one product, `import MultipeerSession` only):
+# application does (by path; `import MultipeerSession`, and `import MultipeerSessionTesting` in
+# its tests):
 #   1. every ```swift block of README.md, of the DocC catalog and of the library's doc comments
 #      is written into Examples/Consumer/Sources/Samples/Samples.swift, each as the body of a
 #      function of its own, and compiled;
@@ -19,7 +20,7 @@ extract() {  # FILE: prints each ```swift block of FILE (markdown, or /// commen
         { line = $0 }
         file ~ /\.swift$/ { if (line !~ /^[ \t]*\/\/\/ ?/) { inside = 0; next } sub(/^[ \t]*\/\/\/ ?/, "", line) }
         inside && line ~ /^```/ { print "}\n"; inside = 0; next }
-        inside && line ~ /^import / { next }  # the file imports MultipeerSession, and only that
+        inside && line ~ /^import / { next }  # the file imports MultipeerSession and its testing product
         inside { print "    " line; next }
         line ~ /^```swift[ \t]*$/ {
             name = file; gsub(/[^A-Za-z0-9]/, "_", name)
@@ -31,9 +32,11 @@ extract() {  # FILE: prints each ```swift block of FILE (markdown, or /// commen
 
 {
     echo "// Written by scripts/consumer.sh from the documentation; do not edit."
+    echo "import Foundation  // (for samples of tests: FileManager)"
     echo "import MultipeerSession"
+    echo "import MultipeerSessionTesting"
     echo
-    for file in README.md Sources/MultipeerSession/MultipeerSession.docc/*.md Sources/MultipeerSession/*.swift; do
+    for file in README.md Sources/MultipeerSession/MultipeerSession.docc/*.md Sources/MultipeerSession/*.swift Sources/MultipeerSessionTesting/*.swift; do
         extract "$file"
     done
 } > "$samples"

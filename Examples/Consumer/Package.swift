@@ -1,9 +1,9 @@
 // swift-tools-version:6.1
-// A package that uses MultipeerSession as an application would: by path, through its one
-// product, with nothing but `import MultipeerSession`. `make test` builds it (scripts/consumer.sh):
-// its Samples target compiles every Swift sample of the README and the DocC documentation,
-// its tests exercise the public API between two sessions in one process, and its build must
-// print no warning.
+// A package that uses MultipeerSession as an application would: by path, through its products,
+// with nothing but `import MultipeerSession` (and `import MultipeerSessionTesting` in tests).
+// `make test` builds it (scripts/consumer.sh): its Samples target compiles every Swift sample of
+// the README and the DocC documentation, its tests exercise the public API between sessions in
+// one process, real and simulated, and its build must print no warning.
 import PackageDescription
 
 let package = Package(
@@ -15,7 +15,10 @@ let package = Package(
     targets: [
         .target(
             name: "Samples",
-            dependencies: [.product(name: "MultipeerSession", package: "MultipeerSession")],
+            dependencies: [
+                .product(name: "MultipeerSession", package: "MultipeerSession"),
+                .product(name: "MultipeerSessionTesting", package: "MultipeerSession"),
+            ],
             // Samples are fragments: a value made to show a call and never used is their nature.
             swiftSettings: [.swiftLanguageMode(.v6), .unsafeFlags(["-suppress-warnings"])]
         ),
@@ -24,7 +27,10 @@ let package = Package(
         .target(name: "ProgramB", dependencies: [.product(name: "MultipeerSession", package: "MultipeerSession")]),
         .testTarget(
             name: "ConsumerTests",
-            dependencies: ["ProgramA", "ProgramB", .product(name: "MultipeerSession", package: "MultipeerSession")],
+            dependencies: [
+                "ProgramA", "ProgramB", .product(name: "MultipeerSession", package: "MultipeerSession"),
+                .product(name: "MultipeerSessionTesting", package: "MultipeerSession"),
+            ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
     ]

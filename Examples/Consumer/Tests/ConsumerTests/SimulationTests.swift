@@ -1,0 +1,65 @@
+import Foundation
+import MultipeerSession
+import MultipeerSessionTesting
+import Testing
+
+/// The testing product as an application's tests use it: sessions made by simulated hosts,
+/// faults as calls, assertions in simulated time.
+@Suite struct SimulationTests {
+    static func configuration(_ name: String) -> MultipeerSession.Configuration {
+        MultipeerSession.Configuration(serviceType: "_consumer._tcp", peer: PeerInfo(displayName: name), psk: groupKey)
+    }
+
+    @Test func aFrozenPeerIsDetectedAndRejoinsInMilliseconds() async throws {
+        let world = SimulatedWorld(seed: 3)
+        let captain = world.addHost("captain"), purser = world.addHost("purser")
+        let a = captain.makeSession(configuration: Self.configuration("captain"))
+        let b = purser.makeSession(configuration: Self.configuration("purser"))
+        captain.start(a)
+        purser.start(b)
+        try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(10))
+        #expect(a.activePeers.first?.id == purser.identity.peerID)
+
+        let wall = ContinuousClock.now
+        purser.freeze()
+        let detected = try await world.run(until: { a.activePeers.isEmpty }, within: .seconds(10))
+        #expect(detected >= .milliseconds(1_400) && detected <= .milliseconds(1_600), "the default timeout, 1.5 s: \(detected)")
+        purser.thaw()
+        try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(20))
+        #expect(ContinuousClock.now - wall < .seconds(5), "simulated time costs what its work costs")
+        await world.shutdown()
+    }
+
+    /// A reliable message sent while its receiver is killed reaches the receiver's next
+    /// incarnation (same identity): a receiver that restarts gets what it never acknowledged.
+    @Test func aMessageForAKilledPeerReachesItsRestart() async throws {
+        let world = SimulatedWorld(seed: 4)
+        let captain = world.addHost("captain"), relief = world.addHost("relief")
+        let a = captain.makeSession(configuration: Self.configuration("captain"))
+        captain.start(a)
+        relief.start(relief.makeSession(configuration: Self.configuration("relief")))
+        try await world.run(until: { a.activePeers.count == 1 }, within: .seconds(10))
+
+        await relief.kill()
+        try await world.run(until: { a.activePeers.isEmpty }, within: .seconds(10))
+        try await a.send(Note(text: "while you were away"), to: relief.identity.peerID)
+
+        relief.restart()
+        let restarted = relief.makeSession(configuration: Self.configuration("relief"))
+        let received = Received()
+        Task(executorPreference: relief.executor) {
+            for await (_, note) in restarted.messages(of: Note.self) { received.add(note.text) }
+        }
+        relief.start(restarted)
+        try await world.run(until: { received.texts == ["while you were away"] }, within: .seconds(30))
+        #expect(world.trace.lines.contains { $0.host == "relief" && $0.text.contains("captain") && $0.text.contains("joined") })
+        await world.shutdown()
+    }
+
+    final class Received: @unchecked Sendable {
+        private let lock = NSLock()
+        private var all: [String] = []
+        func add(_ text: String) { lock.withLock { all.append(text) } }
+        var texts: [String] { lock.withLock { all } }
+    }
+}
