@@ -260,6 +260,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "SimulationBenchmark",
+            dependencies: ["MultipeerSession", "MultipeerSessionTesting"],
+            path: "Benchmarks/SimulationBenchmark",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "BenchReport",
             dependencies: ["BenchmarkSupport", "MultipeerTestSupport"],
             path: "Benchmarks/BenchReport",

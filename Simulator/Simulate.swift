@@ -43,6 +43,9 @@ struct Simulate: AsyncParsableCommand {
     @Flag(help: "Print only the worlds that failed and the summary.")
     var failuresOnly = false
 
+    @Flag(help: "Go on after a broken promise, to see what follows (the world still fails).")
+    var keepGoing = false
+
     @Option(help: "How much the sessions log to standard error (trace, debug, info, notice, warning, error, critical).")
     var logLevel: String = "critical"
 
@@ -76,7 +79,7 @@ struct Simulate: AsyncParsableCommand {
             }
             let plan = RunPlan(
                 seed: seed, duration: .seconds(duration), hosts: low...high, faultEvery: .milliseconds(Int64(faultEvery * 1_000)),
-                messageRate: messageRate, logLevel: Logger.Level(rawValue: logLevel) ?? .critical, quiet: .seconds(quietSeconds))
+                messageRate: messageRate, logLevel: Logger.Level(rawValue: logLevel) ?? .critical, quiet: .seconds(quietSeconds), keepGoing: keepGoing)
             let began = clock.now
             let result = await SimulationRun(plan: plan).run()
             let wall = clock.now - began
@@ -93,8 +96,11 @@ struct Simulate: AsyncParsableCommand {
                 failed += 1
                 print("seed \(seed): FAILED, \(result.hosts) hosts, at \(Self.seconds(result.simulated)) s simulated")
                 for violation in result.violations { print("  broken promise: \(violation)") }
-                print("  the trace's last 40 lines:")
-                for line in result.trace.lines.suffix(40) { print("    \(line)") }
+                // Joins, departures, failures and faults (not each peer's availability) until the promise broke.
+                let availability = [" is discovered", " is connecting", " is active", " is refused", " is gone"]
+                let lines = result.traceToFailure.filter { line in !availability.contains { line.text.hasSuffix($0) } }
+                print("  the trace's last 40 lines before it broke (--trace prints it all):")
+                for line in lines.suffix(40) { print("    \(line)") }
                 // The same binary: a seed replays a world exactly on the build that ran it.
                 print("  replay: \(CommandLine.arguments[0]) --seed \(seed) --duration \(duration) --hosts \(hosts) --fault-every \(faultEvery) --message-rate \(messageRate) --quiet-seconds \(quietSeconds) --trace")
             }

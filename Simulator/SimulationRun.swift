@@ -56,6 +56,8 @@ struct RunPlan: Sendable {
     var logLevel: Logger.Level = .critical
     /// How long the world runs healthy at the end, where no link may be torn down.
     var quiet: Duration = .seconds(30)
+    /// Goes on after a broken promise (to see what follows), rather than stopping there.
+    var keepGoing = false
 }
 
 /// How a run went.
@@ -64,6 +66,8 @@ struct RunResult: Sendable {
     var hosts: Int
     var violations: [String]
     var trace: SimulationTrace
+    /// The trace until the first promise broke (or all of it).
+    var traceToFailure: [SimulationTrace.Line]
     var messages: Int
     var deliveries: Int
     var faults: Int
@@ -144,6 +148,8 @@ final class SimulationRun: @unchecked Sendable {
     private var order = 0
     private var partition: SimulatedPartition?
     private var lastRenumbered: Duration?
+    /// How long the trace was when the first promise broke.
+    private var failedAt: Int?
     private var detections: [Detection] = []
     private var faults = 0
     private var quiet = false
@@ -177,8 +183,10 @@ final class SimulationRun: @unchecked Sendable {
     /// Runs the world on its own thread and returns how it went.
     func run() async -> RunResult {
         await Task(executorPreference: world.executor) { await self.drive() }.value
+        let trace = world.trace
         return RunResult(
-            plan: plan, hosts: nodes.count, violations: ledger.violations, trace: world.trace, messages: ledger.sentCount,
+            plan: plan, hosts: nodes.count, violations: ledger.violations, trace: trace,
+            traceToFailure: Array(trace.lines.prefix(failedAt ?? trace.lines.count)), messages: ledger.sentCount,
             deliveries: ledger.deliveryCount, faults: faults, sessionTime: sessionTime, simulated: world.now)
     }
 
@@ -203,7 +211,10 @@ final class SimulationRun: @unchecked Sendable {
             if next.at > world.now { await world.run(for: next.at - world.now) }
             await perform(next.action)
             check()
-            guard ledger.violations.isEmpty else { return await stop() }
+            guard ledger.violations.isEmpty || plan.keepGoing else {
+                failedAt = world.trace.lines.count
+                return await stop()
+            }
         }
         await world.run(for: max(.zero, plan.duration - world.now))
         await settle()
@@ -371,14 +382,19 @@ final class SimulationRun: @unchecked Sendable {
         }
     }
 
-    /// How soon `watcher` must notice `silent`'s silence: on a clean path the configured timeout
-    /// (and the 20 ms timer grid, a round trip); on a path that lost packets or stalled in the
-    /// last two minutes (the keepalive judges from them), up to the stall limit.
-    private func detectionBound(_ watcher: Node, _ silent: Node) -> Duration {
-        let stalled = [watcher, silent].contains { node in
-            node.impairedUntil != nil || node.blackHoled || node.lastDisturbed.map { world.now - $0 < .seconds(130) } == true
+    /// How soon `watcher` must notice `silent`'s silence, begun at `since`, as the keepalive
+    /// documents it (TuningKeepaliveAndBackoff, PROTOCOL.md 2): the configured timeout on a
+    /// clean path; at least the ceiling (three times it) on a path that has lost packets; up to
+    /// the stall limit on one whose stalls of the last two minutes it judges from. Each with the
+    /// 20 ms timer grid and a round trip.
+    private func detectionBound(_ watcher: Node, _ silent: Node, since: Duration) -> Duration {
+        let recent = [watcher, silent].contains { node in
+            node.impairedUntil != nil || node.blackHoled || node.lastDisturbed.map { since - $0 < .seconds(130) } == true
         } || partition != nil
-        return (stalled ? Self.stallLimit : Self.timeout) + .milliseconds(100)
+        // A connection that lost packets long ago still shows it (TCP_INFO counts since the
+        // connection began): the keepalive dates it when it first reads it.
+        let ever = [watcher, silent].contains { $0.lastDisturbed != nil }
+        return (recent ? Self.stallLimit : ever ? Self.timeout * 3 : Self.timeout) + .milliseconds(100)
     }
 
     private func perform(_ action: Action) async {
@@ -426,7 +442,7 @@ final class SimulationRun: @unchecked Sendable {
     private func check() {
         detections.removeAll { detection in
             let (watcher, silent) = (nodes[detection.watcher], nodes[detection.silent])
-            let bound = detectionBound(watcher, silent)
+            let bound = detectionBound(watcher, silent, since: detection.since)
             guard world.now - detection.since > bound else { return false }
             if watcher.alive, !watcher.frozen, watcher.active.contains(silent.peerID) {
                 ledger.violation(

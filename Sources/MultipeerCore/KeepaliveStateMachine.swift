@@ -155,9 +155,15 @@ package struct KeepaliveStateMachine: Sendable {
     /// this side sent, nothing retransmitted and nothing of its own sent, on a path that never
     /// lost a packet: its application is hung.
     package private(set) var peerHung = false
-    /// The transport of this link, or of the peer's earlier links, showed a packet lost: a
-    /// segment of the peer's out of order, or a loss in a silence that ended in an arrival.
-    private var lossSeen: Bool
+    /// When the transport of this link, or of the peer's earlier links, last showed a packet
+    /// lost: a segment of the peer's out of order, or a loss in a silence that ended in an
+    /// arrival. Forgotten two minutes later, as the stalls are.
+    private var lossSeenAt: Duration?
+    private var lossSeen: Bool { lossSeenAt != nil }
+    /// The peer's segments out of order the transport had shown when loss was last marked for them.
+    private var outOfOrderCounted: UInt32 = 0
+    /// The latest `now` this machine was given: what ``history`` is as of.
+    private var latestNow: Duration
     /// The silence under way showed a packet lost (this side retransmitting; a black hole shows
     /// it as much as a lossy path): the path's once the silence ends in an arrival.
     private var lossInSilence = false
@@ -181,10 +187,14 @@ package struct KeepaliveStateMachine: Sendable {
         self.lastOutbound = now
         self.lastPing = now
         self.lastPingReceived = now
-        self.windowStart = now
-        self.stallWindows = [path.stalls]
-        self.lossSeen = path.lossSeen
+        self.latestNow = now
+        // The earlier links' windows, where they fall in time: those older than two minutes
+        // go as the windows roll, and so does a loss seen that long ago.
+        self.windowStart = now - path.newestWindowAge
+        self.stallWindows = path.windows.isEmpty ? [StallTally()] : path.windows
+        self.lossSeenAt = path.lossSeenAge.map { now - $0 }
         self.timeout = parameters.timeout
+        _ = roll(now: now)
         refreshTimeout()
     }
 
@@ -192,9 +202,15 @@ package struct KeepaliveStateMachine: Sendable {
     /// links showed).
     package var recentStalls: StallTally { stallWindows.reduce(StallTally(), +) }
 
-    /// What this link showed of its path, for the peer's next link: the stalls it survived
-    /// (never the silence it may be ending with), and whether a packet was lost.
-    package var history: PathHistory { PathHistory(stalls: recentStalls, lossSeen: lossSeen) }
+    /// What this link showed of its path, for the peer's next link, as of `now`: the stalls it
+    /// survived in each window of the last two minutes (never the silence it may be ending
+    /// with), and when a packet was last lost.
+    package func history(now: Duration) -> PathHistory {
+        PathHistory(windows: stallWindows, newestWindowAge: now - windowStart, lossSeenAge: lossSeenAt.map { now - $0 })
+    }
+
+    /// ``history(now:)`` as of the latest event the machine was given.
+    package var history: PathHistory { history(now: latestNow) }
 
     /// The timeout before the path has shown stalls, and the least it is after: the configured
     /// one, or ``ceiling`` on a path that has lost packets.
@@ -279,13 +295,14 @@ package struct KeepaliveStateMachine: Sendable {
     /// resuming its loop read what waited before its overdue timer fired. The silence is then
     /// its own, as one across a late wake-up is.
     package mutating func inboundActivity(now: Duration, late: Duration = .zero) {
+        latestNow = max(latestNow, now)
         guard now > lastInbound else { return }
         if late > lateLimit { stalledSinceArrival = true }
         // A silence across a stall of this side's own is not the link's.
         if !stalledSinceArrival { recordSilence(now - lastInbound, now: now) }
         if lossInSilence {
             lossInSilence = false
-            markLossSeen()
+            markLossSeen(now: now)
         }
         stalledSinceArrival = false
         transportLatest = nil
@@ -296,7 +313,9 @@ package struct KeepaliveStateMachine: Sendable {
         lastInbound = now
     }
 
-    private mutating func recordSilence(_ silence: Duration, now: Duration) {
+    /// Moves the windows on to `now`: those older than two minutes go, and a loss seen that
+    /// long ago is forgotten. Returns whether anything changed.
+    private mutating func roll(now: Duration) -> Bool {
         var rolled = false
         while now - windowStart >= Self.silenceWindow {
             rolled = true
@@ -309,6 +328,15 @@ package struct KeepaliveStateMachine: Sendable {
                 windowStart = now
             }
         }
+        if let seen = lossSeenAt, now - seen >= Self.silenceWindow * Self.silenceWindows {
+            lossSeenAt = nil
+            rolled = true
+        }
+        return rolled
+    }
+
+    private mutating func recordSilence(_ silence: Duration, now: Duration) {
+        let rolled = roll(now: now)
         if silence > stallThreshold {
             stallWindows[stallWindows.count - 1].add(stallOf: silence - stallThreshold)
         } else if !rolled {
@@ -321,6 +349,7 @@ package struct KeepaliveStateMachine: Sendable {
     /// PING of this side's to send with the PONG: the follower's round-trip sample, when it is
     /// due within an interval.
     package mutating func pingReceived(now: Duration) -> Probe? {
+        latestNow = max(latestNow, now)
         if now > lastPingReceived { lastPingReceived = now }
         guard role == .following, !finished, now >= sampleDue - parameters.interval else { return nil }
         return ping(now: now)
@@ -331,12 +360,14 @@ package struct KeepaliveStateMachine: Sendable {
     /// still pings, so the peer hears from it (and a dead path fails its writes through
     /// TCP_USER_TIMEOUT). On resuming, the timeout counts from then.
     package mutating func reading(paused: Bool, now: Duration) {
+        latestNow = max(latestNow, now)
         readingPaused = paused
         if !paused, now > lastInbound { lastInbound = now }
     }
 
     /// This side sent a frame.
     package mutating func outboundActivity(now: Duration) {
+        latestNow = max(latestNow, now)
         if now > lastOutbound { lastOutbound = now }
     }
 
@@ -355,6 +386,7 @@ package struct KeepaliveStateMachine: Sendable {
     /// `transport` reads the link's transport (nil where it cannot tell); it is evaluated only
     /// once the peer is ``overdue``, so a busy or idle link costs no read.
     package mutating func wakeUp(now: Duration, late: Duration = .zero, transport: @autoclosure () -> TransportReading? = nil) -> Action {
+        latestNow = max(latestNow, now)
         guard !finished else { return .wait }
         if late > lateLimit { stalledSinceArrival = true }
         if !readingPaused, now - lastInbound > overdue, let reading = transport() {
@@ -373,7 +405,12 @@ package struct KeepaliveStateMachine: Sendable {
             // retransmitted behind what followed it, and a first reading finds the count already
             // raised, with no change to see between readings before the timeout.
             // (Not a black hole's: its peer's segments stop, they do not come out of order.)
-            if reading.outOfOrderSegments > 0 { markLossSeen() }
+            // Each segment counts once: a count raised long ago is no loss now (the loss seen
+            // is forgotten two minutes on).
+            if reading.outOfOrderSegments > outOfOrderCounted {
+                outOfOrderCounted = reading.outOfOrderSegments
+                markLossSeen(now: now)
+            }
             if reading.recoveringLoss { lossInSilence = true }
             // Heard later than a delayed acknowledgement of the last arrival could be.
             if hasSeenLoss, now - reading.sinceHeard > lastArrival + Self.acknowledgementDelay { lossyPath = true }
@@ -397,10 +434,10 @@ package struct KeepaliveStateMachine: Sendable {
         return .sendPing(ping(now: now))
     }
 
-    private mutating func markLossSeen() {
-        guard !lossSeen else { return }
-        lossSeen = true
-        refreshTimeout()
+    private mutating func markLossSeen(now: Duration) {
+        let first = !lossSeen
+        lossSeenAt = max(lossSeenAt ?? now, now)
+        if first { refreshTimeout() }
     }
 
     private mutating func ping(now: Duration) -> Probe {
@@ -412,15 +449,41 @@ package struct KeepaliveStateMachine: Sendable {
 }
 
 /// What a peer's links showed of the path to it, handed from one link to the next: the stalls
-/// they survived in the last two minutes, and whether their transport ever showed a packet lost
-/// (retransmitted, or arriving out of order).
+/// they survived in each 10-second window of the last two minutes, and when their transport last
+/// showed a packet lost (retransmitted, or arriving out of order). Its times are ages, so a
+/// history kept for a while (``aged(by:)``) tells the next link how old each piece is: nothing
+/// older than two minutes counts, however often the links are replaced.
 package struct PathHistory: Equatable, Sendable {
-    package var stalls: StallTally
-    package var lossSeen: Bool
+    /// Stalls by window, the oldest first.
+    package var windows: [StallTally]
+    /// How long before the history was taken its newest window began.
+    package var newestWindowAge: Duration
+    /// How long before the history was taken a packet was last lost; nil: not in two minutes.
+    package var lossSeenAge: Duration?
 
+    package init(windows: [StallTally], newestWindowAge: Duration, lossSeenAge: Duration?) {
+        self.windows = windows
+        self.newestWindowAge = newestWindowAge
+        self.lossSeenAge = lossSeenAge
+    }
+
+    /// A history of `stalls` just now, and a packet just lost if `lossSeen`.
     package init(stalls: StallTally = StallTally(), lossSeen: Bool = false) {
-        self.stalls = stalls
-        self.lossSeen = lossSeen
+        self.init(windows: [stalls], newestWindowAge: .zero, lossSeenAge: lossSeen ? .zero : nil)
+    }
+
+    /// Every stall of the history.
+    package var stalls: StallTally { windows.reduce(StallTally(), +) }
+    package var lossSeen: Bool { lossSeenAge != nil }
+
+    /// The same history, `elapsed` later.
+    package func aged(by elapsed: Duration) -> PathHistory {
+        PathHistory(windows: windows, newestWindowAge: newestWindowAge + elapsed, lossSeenAge: lossSeenAge.map { $0 + elapsed })
+    }
+
+    /// The same evidence: as many stalls, as long in all, and a loss seen or not.
+    package static func == (lhs: PathHistory, rhs: PathHistory) -> Bool {
+        lhs.stalls == rhs.stalls && lhs.lossSeen == rhs.lossSeen
     }
 }
 

@@ -283,6 +283,47 @@ import Testing
     /// nothing of its own is hung (a frozen process): it is timed out at the configured timeout,
     /// even on a link whose earlier stalls raised the timeout. A silent path (what was sent is
     /// not acknowledged) keeps the raised timeout.
+    /// Found by the simulator (seed 2 of `multipeer-simulator --hosts 8-8 --duration 600
+    /// --fault-every 10`): a path's stalls and its loss were handed from link to link as if seen
+    /// at each new link's start, so a peer whose links were replaced within two minutes of each
+    /// other kept a lossy path's judgement long after the loss ended, and a frozen peer there
+    /// was found after seconds instead of 1.5 s. Each piece of a history now keeps its age.
+    @Test func aPathsStallsAndLossAgeAcrossItsLinks() {
+        var first = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
+        var now = Duration.zero
+        // A lossy spell: three stalls of 3 s, a segment out of order.
+        for _ in 0..<3 {
+            now += .seconds(3)
+            first.inboundActivity(now: now)
+        }
+        _ = first.wakeUp(now: now + .milliseconds(700), transport: TransportReading(outOfOrderSegments: 2, retransmittedSegments: 0, sinceHeard: .zero))
+        #expect(first.timeout > Self.defaults.timeout)
+        // Then 90 s of a clean path, and the link is replaced.
+        for _ in 0..<180 {
+            now += .milliseconds(500)
+            first.inboundActivity(now: now)
+        }
+        #expect(first.history.stalls.count == 3 && first.history.lossSeen, "within two minutes: still the path's")
+
+        // The next link begins at once (its own clock starts at zero), and lives 40 s, clean.
+        var second = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, path: first.history)
+        #expect(second.timeout == first.timeout, "the same stalls, the same judgement")
+        var later = Duration.zero
+        for _ in 0..<80 {
+            later += .milliseconds(500)
+            second.inboundActivity(now: later)
+        }
+        // The spell is now over two minutes old: the third link judges a clean path.
+        let third = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, path: second.history)
+        #expect(third.recentStalls == StallTally(), "stalls over two minutes old")
+        #expect(!third.history.lossSeen, "a loss over two minutes old")
+        #expect(third.timeout == Self.defaults.timeout)
+
+        // Kept a while between links (PathMemory ages what it keeps), as much.
+        let kept = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, path: first.history.aged(by: .seconds(40)))
+        #expect(kept.recentStalls == StallTally() && kept.timeout == Self.defaults.timeout)
+    }
+
     @Test func aHungPeerIsTimedOutAtTheConfiguredTimeoutWhateverTheLinkShowedBefore() {
         func reading(unacknowledged: UInt32, retransmitted: UInt32 = 0, heardAgo: Int = 100) -> TransportReading {
             TransportReading(

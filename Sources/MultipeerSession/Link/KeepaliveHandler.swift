@@ -114,7 +114,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
     /// The link's keepalive ends: what it showed of the path is remembered for the peer's next link.
     private func end() {
-        if case .running(let running) = stage { paths.remember(running.machine.history, of: running.peer, now: loopNow) }
+        if case .running(let running) = stage { paths.remember(running.machine.history(now: now), of: running.peer, now: loopNow) }
         stage = .ended
     }
 
