@@ -46,6 +46,9 @@ struct Simulate: AsyncParsableCommand {
     @Flag(help: "Go on after a broken promise, to see what follows (the world still fails).")
     var keepGoing = false
 
+    @Flag(help: "Also run each world twice more, each in a process of its own, and fail it unless the two traces agree line for line.")
+    var checkDeterminism = false
+
     @Option(help: "How much the sessions log to standard error (trace, debug, info, notice, warning, error, critical).")
     var logLevel: String = "critical"
 
@@ -81,7 +84,7 @@ struct Simulate: AsyncParsableCommand {
                 seed: seed, duration: .seconds(duration), hosts: low...high, faultEvery: .milliseconds(Int64(faultEvery * 1_000)),
                 messageRate: messageRate, logLevel: Logger.Level(rawValue: logLevel) ?? .critical, quiet: .seconds(quietSeconds), keepGoing: keepGoing)
             let began = clock.now
-            let result = await SimulationRun(plan: plan).run()
+            var result = await SimulationRun(plan: plan).run()
             let wall = clock.now - began
             runs += 1
             sessionTime += result.sessionTime
@@ -89,6 +92,17 @@ struct Simulate: AsyncParsableCommand {
             messages += result.messages
             faults += result.faults
             if trace { print(result.trace) }
+            if checkDeterminism {
+                // As a replay runs it: each in a process of its own (what a process keeps between
+                // worlds, its pool of large payload buffers, is no part of a world's seed).
+                let first = try Self.traceInChild(seed: seed, arguments: childArguments)
+                let second = try Self.traceInChild(seed: seed, arguments: childArguments)
+                if let line = zip(first, second).enumerated().first(where: { $0.element.0 != $0.element.1 }) {
+                    result.violations.append("run twice, the traces part at line \(line.offset): \(line.element.0) | \(line.element.1) (one seed, one run)")
+                } else if first.count != second.count || first.isEmpty {
+                    result.violations.append("run twice, one trace has \(first.count) lines, the other \(second.count) (one seed, one run)")
+                }
+            }
             if result.violations.isEmpty {
                 if failuresOnly { continue }
                 print("seed \(seed): ok, \(result.hosts) hosts, \(Self.seconds(result.simulated)) s simulated, \(result.messages) messages, \(result.deliveries) deliveries, \(result.faults) faults, \(Self.seconds(wall)) s")
@@ -111,6 +125,36 @@ struct Simulate: AsyncParsableCommand {
             checked, \(messages) messages, \(faults) faults, in \(Self.seconds(elapsed)) s of wall time
             """)
         if failed > 0 { throw ExitCode(1) }
+    }
+
+    /// The arguments that make a child run the same world.
+    var childArguments: [String] {
+        var arguments: [String] = ["--duration", String(duration), "--hosts", hosts]
+        arguments += ["--fault-every", String(faultEvery), "--message-rate", String(messageRate)]
+        arguments += ["--quiet-seconds", String(quietSeconds), "--trace"]
+        return arguments
+    }
+
+    /// The trace of `seed`'s world, run by this program in a process of its own.
+    static func traceInChild(seed: UInt64, arguments: [String]) throws -> [Substring] {
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        child.arguments = ["--seed", String(seed)] + arguments
+        let output = Pipe()
+        child.standardOutput = output
+        child.standardError = FileHandle.nullDevice
+        try child.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        child.waitUntilExit()
+        let lines: [Substring] = String(decoding: data, as: UTF8.self).split(separator: "\n")
+        return lines.filter(isTraceLine)
+    }
+
+    /// A line of a trace: "SECONDS.NANOSECONDS host: text".
+    static func isTraceLine(_ line: Substring) -> Bool {
+        guard let space = line.firstIndex(of: " ") else { return false }
+        let time: Substring = line[..<space]
+        return time.contains(".") && Double(time) != nil
     }
 
     static func seconds(_ duration: Duration) -> Double {

@@ -471,6 +471,9 @@ final class SimulationRun: @unchecked Sendable {
         detections.removeAll()
         world.record("healed everything: settling")
         let healed = world.now
+        // A silence begun before the heal may still end a link: what TCP held back arrives at
+        // its next retransmission (within 1 s), which can come after the keepalive's timeout.
+        await world.run(for: .seconds(2))
         let nodes = self.nodes
         do {
             try await world.run(until: { nodes.allSatisfy { $0.session.activePeers.count == nodes.count - 1 } }, within: Self.rejoinBound)

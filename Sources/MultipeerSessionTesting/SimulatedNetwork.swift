@@ -134,7 +134,7 @@ final class SimulatedNetwork: @unchecked Sendable {
     /// The machine's process was killed: its kernel closes its sockets and ports.
     func killed(_ machine: SimulatedMachine) {
         for (key, listener) in listeners where listener.machine === machine { listeners[key] = nil }
-        for socket in machine.sockets.values { socket.killed() }
+        for (_, socket) in machine.sockets.sorted(by: { $0.key < $1.key }) { socket.killed() }
     }
 
     /// Gives every path to and from `machine` these properties (nil: the default again).
@@ -231,8 +231,16 @@ final class SimulatedNetwork: @unchecked Sendable {
 final class SimulatedMachine: @unchecked Sendable {
     var addresses: [String]
     private var nextPort = 49_152
-    /// The sockets open on it, closed when its process is killed.
-    var sockets: [ObjectIdentifier: SimulatedSocket] = [:]
+    /// The sockets open on it, by the order they were made (so they close in that order when
+    /// its process is killed, the same in every run: not by address, which changes from run to run).
+    var sockets: [UInt64: SimulatedSocket] = [:]
+    private var socketsMade: UInt64 = 0
+
+    /// A number for a socket made on this machine.
+    func nextSocketNumber() -> UInt64 {
+        socketsMade += 1
+        return socketsMade
+    }
 
     init(address: String) {
         addresses = [address]

@@ -25,6 +25,8 @@ final class SimulatedSocket: @unchecked Sendable {
 
     let network: SimulatedNetwork
     let machine: SimulatedMachine
+    /// Its number on its machine, in the order made.
+    private let number: UInt64
     let local: String
     let localPort: Int
     private(set) var remote: (address: String, port: Int)?
@@ -74,7 +76,8 @@ final class SimulatedSocket: @unchecked Sendable {
         self.localPort = localPort
         lastHeard = network.scheduler.now
         lastDataArrival = network.scheduler.now
-        machine.sockets[ObjectIdentifier(self)] = self
+        number = machine.nextSocketNumber()
+        machine.sockets[number] = self
     }
 
     /// Connects this (accepted) socket to the dialler's.
@@ -297,7 +300,7 @@ final class SimulatedSocket: @unchecked Sendable {
     }
 
     private func forget() {
-        machine.sockets[ObjectIdentifier(self)] = nil
+        machine.sockets[number] = nil
         if let timer = retransmissionTimer {
             network.scheduler.cancel(timer)
             retransmissionTimer = nil
