@@ -60,8 +60,8 @@ final class SimulatedSocket: @unchecked Sendable {
     private var expectedOffset: UInt64 = 0
     private var outOfOrder: [UInt64: Segment] = [:]
     private var finished = false
-    private var resetByPeer = false
-    private var abortedByTimeout = false
+    /// How the connection broke without a FIN: reset by the peer, or given up (user timeout).
+    private var broken: SimulatedChannel.Ending?
 
     // What TCP_INFO would say.
     private var retransmittedSegments: UInt32 = 0
@@ -260,10 +260,7 @@ final class SimulatedSocket: @unchecked Sendable {
     /// What the process learns once nothing is left to read: the peer finished, reset, or neither.
     var ending: SimulatedChannel.Ending? {
         guard received.isEmpty else { return nil }
-        if abortedByTimeout { return .timedOut }
-        if resetByPeer { return .reset }
-        if finished { return .finished }
-        return nil
+        return broken ?? (finished ? .finished : nil)
     }
 
     // MARK: Ending
@@ -307,24 +304,24 @@ final class SimulatedSocket: @unchecked Sendable {
         }
     }
 
-    /// The peer reset the connection.
+    /// The peer reset the connection (one its process had closed just ends).
     private func reset() {
         guard state == .established || state == .connecting else {
             state = .closed
             return forget()
         }
-        state = .closed
-        resetByPeer = true
-        received.removeAll()
-        receivedBytes = 0
-        forget()
-        channel?.readable()
+        breakOff(.reset)
     }
 
     /// The user timeout passed with data unacknowledged: the connection is given up.
     private func abort() {
+        breakOff(.timedOut)
+    }
+
+    /// Ends the connection without a FIN; what arrived unread is gone, and the process learns how.
+    private func breakOff(_ how: SimulatedChannel.Ending) {
         state = .closed
-        abortedByTimeout = true
+        broken = how
         received.removeAll()
         receivedBytes = 0
         forget()
