@@ -10,7 +10,8 @@ import Testing
         MultipeerSession.Configuration(serviceType: "_consumer._tcp", peer: PeerInfo(displayName: name), psk: groupKey)
     }
 
-    @Test func aFrozenPeerIsDetectedAndRejoinsInMilliseconds() async throws {
+    /// (What it costs in wall time is Benchmarks/SimulationBenchmark's to say: milliseconds.)
+    @Test func aFrozenPeerIsDetectedAndRejoins() async throws {
         let world = SimulatedWorld(seed: 3)
         let captain = world.addHost("captain"), purser = world.addHost("purser")
         let a = captain.makeSession(configuration: Self.configuration("captain"))
@@ -20,13 +21,11 @@ import Testing
         try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(10))
         #expect(a.activePeers.first?.id == purser.identity.peerID)
 
-        let wall = ContinuousClock.now
         purser.freeze()
         let detected = try await world.run(until: { a.activePeers.isEmpty }, within: .seconds(10))
         #expect(detected >= .milliseconds(1_400) && detected <= .milliseconds(1_600), "the default timeout, 1.5 s: \(detected)")
         purser.thaw()
         try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(20))
-        #expect(ContinuousClock.now - wall < .seconds(5), "simulated time costs what its work costs")
         await world.shutdown()
     }
 
