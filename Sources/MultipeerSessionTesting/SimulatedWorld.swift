@@ -216,12 +216,15 @@ public final class SimulatedHost: Sendable {
         var loop: SimulatedEventLoop
         var executor: EventLoopExecutor
         var tasks: [Task<Void, any Error>] = []
-        var running = 0
     }
 
     private struct State {
         var process: Process
         var addresses: [String]
+        /// Processes killed, with the sessions they were running: released at shutdown.
+        var killed: [Process] = []
+        /// Sessions started here that have not returned, in any of its processes.
+        var running = 0
     }
 
     init(world: SimulatedWorld, name: String, address: String) {
@@ -281,12 +284,12 @@ public final class SimulatedHost: Sendable {
     public func start(_ session: MultipeerSession) -> Task<Void, any Error> {
         let state = self.state
         let (executor, process) = state.withLockedValue { state in
-            state.process.running += 1
+            state.running += 1
             return (state.process.executor, state.process.loop.host)
         }
         let task = Task(executorPreference: executor) {
             // (Its last job, on the world's thread: shutdown() sees it end.)
-            defer { state.withLockedValue { if $0.process.loop.host == process { $0.process.running -= 1 } } }
+            defer { state.withLockedValue { $0.running -= 1 } }
             try await session.run()
         }
         state.withLockedValue { if $0.process.loop.host == process { $0.process.tasks.append(task) } }
@@ -324,8 +327,8 @@ public final class SimulatedHost: Sendable {
         let process = process.loop.host
         world.scheduler.kill(process)
         state.withLockedValue { state in
+            state.killed.append(state.process)
             state.process.tasks.removeAll()
-            state.process.running = 0
         }
         let (network, machine, directory) = (world.network, machine, world.directory)
         await world.inWorld {
@@ -381,15 +384,24 @@ public final class SimulatedHost: Sendable {
     }
 
     /// How many of the sessions its process started still run.
-    var runningSessions: Int { state.withLockedValue { $0.process.running } }
+    var runningSessions: Int { state.withLockedValue { $0.running } }
 
     func stopAll() -> [Task<Void, any Error>] {
-        let tasks = state.withLockedValue { state in
-            defer { state.process.tasks.removeAll() }
-            return state.process.tasks
+        let (tasks, killed) = state.withLockedValue { state in
+            defer {
+                state.process.tasks.removeAll()
+                state.killed.removeAll()
+            }
+            return (state.process.tasks, state.killed)
         }
         for task in tasks { task.cancel() }
-        return tasks
+        // The killed processes' sessions run down (their sockets are closed, their adverts gone:
+        // nothing they do reaches the world), so that nothing they hold outlives the world.
+        for process in killed {
+            for task in process.tasks { task.cancel() }
+            world.scheduler.release(process.loop.host)
+        }
+        return tasks + killed.flatMap(\.tasks)
     }
 }
 

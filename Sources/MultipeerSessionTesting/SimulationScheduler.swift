@@ -49,7 +49,7 @@ final class SimulationScheduler: @unchecked Sendable {
     private var cancelled: Set<UInt64> = []
     private var timerCount: UInt64 = 0
     private var frozen: Set<HostID> = []
-    /// Killed: their jobs never run again.
+    /// Killed: their jobs wait, parked, until the world is shut down (``release(_:)``).
     private var killed: Set<HostID> = []
     private var parked: [HostID: [Job]] = [:]
     private var run: Run?
@@ -135,12 +135,25 @@ final class SimulationScheduler: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Kills `host`: its jobs, ready, parked or to come, are dropped.
+    /// Kills `host`: its jobs, ready, parked or to come, never run in the world's life. (They
+    /// are kept, not dropped: a task whose job is dropped never ends, and what it holds is never
+    /// freed; ``release(_:)`` lets them run down at the end.)
     func kill(_ host: HostID) {
         condition.lock()
         killed.insert(host)
         frozen.remove(host)
-        parked[host] = nil
+        condition.unlock()
+    }
+
+    /// Lets a killed host's jobs run again, once its sessions are cancelled and its sockets
+    /// closed: they run down, and free what they hold.
+    func release(_ host: HostID) {
+        condition.lock()
+        killed.remove(host)
+        if let jobs = parked.removeValue(forKey: host) {
+            ready.replaceSubrange(readyHead..<readyHead, with: jobs)
+        }
+        condition.signal()
         condition.unlock()
     }
 
@@ -237,8 +250,7 @@ final class SimulationScheduler: @unchecked Sendable {
                 readyHead = 0
             }
             if let host = job.host {
-                if killed.contains(host) { continue }
-                if frozen.contains(host) {
+                if frozen.contains(host) || killed.contains(host) {
                     parked[host, default: []].append(job)
                     continue
                 }
