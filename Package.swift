@@ -117,6 +117,7 @@ let package = Package(
             dependencies: [
                 "MultipeerSession", "MultipeerSessionTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
@@ -289,7 +290,10 @@ let package = Package(
         // The multi-host fault suite: namespace hosts running navlog-sync, faults, a report.
         .executableTarget(
             name: "navlog-hosts",
-            dependencies: ["MultipeerTestSupport", "MultipeerCore", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            dependencies: [
+                "MultipeerTestSupport", "MultipeerCore", "MultipeerSession", "MultipeerSessionTesting",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
             path: "Tests/HostSuite",
             exclude: ["README.md"],
             swiftSettings: swiftSettings

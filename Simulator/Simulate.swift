@@ -70,6 +70,7 @@ struct Simulate: AsyncParsableCommand {
         let deadline = minutes.map { start + .milliseconds(Int64($0 * 60_000)) }
         var next = (queue.last ?? 0) + 1
         var (runs, failed, sessionTime, simulated, messages, faults) = (0, 0, Duration.zero, Duration.zero, 0, 0)
+        var (files, streams) = (0, 0)
         while true {
             let seed: UInt64
             if !queue.isEmpty {
@@ -90,6 +91,8 @@ struct Simulate: AsyncParsableCommand {
             sessionTime += result.sessionTime
             simulated += result.simulated
             messages += result.messages
+            files += result.files
+            streams += result.streams
             faults += result.faults
             if trace { print(result.trace) }
             if checkDeterminism {
@@ -105,7 +108,7 @@ struct Simulate: AsyncParsableCommand {
             }
             if result.violations.isEmpty {
                 if failuresOnly { continue }
-                print("seed \(seed): ok, \(result.hosts) hosts, \(Self.seconds(result.simulated)) s simulated, \(result.messages) messages, \(result.deliveries) deliveries, \(result.faults) faults, \(Self.seconds(wall)) s")
+                print("seed \(seed): ok, \(result.hosts) hosts, \(Self.seconds(result.simulated)) s simulated, \(result.messages) messages, \(result.deliveries) deliveries, \(result.files) files, \(result.streams) streams, \(result.faults) faults, \(Self.seconds(wall)) s")
             } else {
                 failed += 1
                 print("seed \(seed): FAILED, \(result.hosts) hosts, at \(Self.seconds(result.simulated)) s simulated")
@@ -122,7 +125,7 @@ struct Simulate: AsyncParsableCommand {
         let elapsed = clock.now - start
         print("""
             \(runs) worlds, \(failed) failed; \(Self.seconds(simulated)) s simulated, \(String(format: "%.1f", Self.seconds(sessionTime) / 3_600)) session-hours \
-            checked, \(messages) messages, \(faults) faults, in \(Self.seconds(elapsed)) s of wall time
+            checked, \(messages) messages, \(files) files, \(streams) streams, \(faults) faults, in \(Self.seconds(elapsed)) s of wall time
             """)
         if failed > 0 { throw ExitCode(1) }
     }

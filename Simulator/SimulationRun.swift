@@ -70,6 +70,9 @@ struct RunResult: Sendable {
     var traceToFailure: [SimulationTrace.Line]
     var messages: Int
     var deliveries: Int
+    /// Files and streams sent.
+    var files: Int
+    var streams: Int
     var faults: Int
     /// Simulated time the sessions ran, summed over sessions.
     var sessionTime: Duration
@@ -80,13 +83,16 @@ struct RunResult: Sendable {
 /// then everything healed and the world settled; the documentation's promises checked at every
 /// step and at the end.
 final class SimulationRun: @unchecked Sendable {
-    static let groupKey = try! PreSharedKey(identity: "simulator", passphrase: "the simulator's group, not a secret")
     /// The default keepalive: 1.5 s, and up to ten times that on a path that stalls.
     static let timeout = Duration.milliseconds(1_500)
     static let stallLimit = Duration.seconds(15)
     /// How long after everything is healed every pair must be active again: the redial backoff's
     /// cap with its jitter (12 s), a connect timeout and a handshake, twice over.
     static let rejoinBound = Duration.seconds(30)
+    /// Mean time between files sent, and between streams opened, in the whole world.
+    static let transferEvery = Duration.seconds(8)
+    /// Mean time between key rotations begun, and between roster changes.
+    static let groupChangeEvery = Duration.seconds(40)
 
     /// One host and what runs on it.
     final class Node: @unchecked Sendable {
@@ -110,12 +116,25 @@ final class SimulationRun: @unchecked Sendable {
         var outgoing: AsyncStream<Outgoing>.Continuation?
         /// The peers it is active with, as its events say.
         var active: Set<UUID> = []
+        /// The peers it knows of and how far each one's link is, as its events say.
+        var available: [UUID: AvailablePeer.State] = [:]
+        /// The peers its current session has met (it may send them files and streams).
+        var met: Set<UUID> = []
+        /// The key generations its key ring should hold, and those it holds.
+        var keys: [Int] = [0]
+        var keysHeld: [Int] = [0]
+        /// The hosts its roster should leave out, those it leaves out, and since when.
+        var rosterHeld: Set<Int> = []
+        var rosterChanged: Duration = .zero
+        /// Where its session receives files.
+        let directory: URL
         var peerID: UUID { session.peerID }
 
-        init(index: Int, host: SimulatedHost, session: MultipeerSession) {
+        init(index: Int, host: SimulatedHost, session: MultipeerSession, directory: URL) {
             self.index = index
             self.host = host
             self.session = session
+            self.directory = directory
         }
     }
 
@@ -124,8 +143,6 @@ final class SimulationRun: @unchecked Sendable {
         var id: Ledger.MessageID
         var record: Ledger.Sent
         var to: UUID?
-        var cargo: Bool
-        var reliable: Bool
         var awaitAcknowledgement: Bool
         var size: Int
     }
@@ -142,7 +159,19 @@ final class SimulationRun: @unchecked Sendable {
     let world: SimulatedWorld
     private var random: Random
     private(set) var nodes: [Node] = []
+    private var hosts: [SimulatedHost] = []
     let ledger = Ledger()
+    let transfers: Transfers
+    /// The run's files: each host's resource directory, and the files sent.
+    let files: URL
+    private var fileNumber = 0
+    private var streamNumber = 0
+    /// The group key's generation everyone holds, and the next while a rotation is under way.
+    private var generation = 0
+    private var rotating: Int?
+    private var derivedKeys: [Int: PreSharedKey] = [:]
+    /// The hosts left out of every roster now.
+    private var removed: Set<Int> = []
     private var killed: Set<UInt64> = []
     private var agenda: [(at: Duration, order: Int, action: Action)] = []
     private var order = 0
@@ -165,19 +194,51 @@ final class SimulationRun: @unchecked Sendable {
         case repair(Int)
         case restart(Int)
         case resume(Int)
+        case resource
+        case stream
+        case rotate
+        case addKey(Int)
+        case finishRotation
+        case dropKey(Int)
+        case rosterChange
+        case rosterRestore
     }
 
     init(plan: RunPlan) {
         self.plan = plan
         world = SimulatedWorld(seed: plan.seed)
         random = Random(seed: plan.seed ^ 0x5EED_5EED_5EED_5EED)
+        transfers = Transfers(ledger: ledger)
+        files = FileManager.default.temporaryDirectory.appendingPathComponent("multipeer-simulator-\(getpid())-\(plan.seed)")
     }
 
-    private func configuration(_ name: String) -> MultipeerSession.Configuration {
-        var configuration = MultipeerSession.Configuration(serviceType: "_simulator._tcp", peer: PeerInfo(displayName: name), psk: Self.groupKey)
+    /// The group key of `generation`: 32 bytes drawn from the generation (a passphrase's
+    /// PBKDF2 would cost each world a fifth of a second per key).
+    private func key(_ generation: Int) -> PreSharedKey {
+        if let key = derivedKeys[generation] { return key }
+        var bytes = Random(seed: 0x6B65_7973 &+ UInt64(generation))
+        let key = try! PreSharedKey(identity: "simulator-\(generation)", key: (0..<32).map { _ in UInt8(truncatingIfNeeded: bytes.next()) })
+        derivedKeys[generation] = key
+        return key
+    }
+
+    /// `node`'s session as it would start now: the keys it holds, the roster everyone holds
+    /// (its key file and roster file), and its resource directory.
+    private func configuration(_ name: String, directory: URL, keys: [Int]) -> MultipeerSession.Configuration {
+        var configuration = MultipeerSession.Configuration(serviceType: "_simulator._tcp", peer: PeerInfo(displayName: name), psk: key(keys[0]))
+        configuration.keys = keyRing(keys)
+        configuration.roster = roster()
+        configuration.resourceDirectory = directory
         // What happened is in the trace; the sessions' logs mostly repeat it (--log-level).
         configuration.logger.logLevel = plan.logLevel
         return configuration
+    }
+
+    private func keyRing(_ generations: [Int]) -> KeyRing { try! KeyRing(generations.map(key)) }
+
+    /// Every host's key but those left out.
+    private func roster() -> Roster {
+        Roster(keys: hosts.indices.filter { !removed.contains($0) }.map { hosts[$0].identity.key })
     }
 
     /// Runs the world on its own thread and returns how it went.
@@ -187,18 +248,20 @@ final class SimulationRun: @unchecked Sendable {
         return RunResult(
             plan: plan, hosts: nodes.count, violations: ledger.violations, trace: trace,
             traceToFailure: Array(trace.lines.prefix(failedAt ?? trace.lines.count)), messages: ledger.sentCount,
-            deliveries: ledger.deliveryCount, faults: faults, sessionTime: sessionTime, simulated: world.now)
+            deliveries: ledger.deliveryCount, files: transfers.fileCount, streams: transfers.streamCount, faults: faults, sessionTime: sessionTime, simulated: world.now)
     }
 
     private func drive() async {
         let count = Int.random(in: plan.hosts, using: &random)
         let names = ["captain", "first-officer", "relief", "purser", "navigator", "engineer", "loadmaster", "dispatcher"]
-        for index in 0..<count {
-            let host = world.addHost(index < names.count ? names[index] : "host-\(index)")
-            let node = Node(index: index, host: host, session: host.makeSession(configuration: configuration(host.name)))
+        hosts = (0..<count).map { world.addHost($0 < names.count ? names[$0] : "host-\($0)") }
+        for (index, host) in hosts.enumerated() {
+            let directory = files.appendingPathComponent(host.name)
+            let node = Node(index: index, host: host, session: host.makeSession(configuration: configuration(host.name, directory: directory, keys: [generation])), directory: directory)
             nodes.append(node)
-            start(node)
         }
+        try? FileManager.default.createDirectory(at: files.appendingPathComponent("sent"), withIntermediateDirectories: true)
+        for node in nodes { start(node) }
         do {
             try await world.run(until: { [nodes] in nodes.allSatisfy { $0.session.activePeers.count == nodes.count - 1 } }, within: .seconds(10))
         } catch {
@@ -206,10 +269,16 @@ final class SimulationRun: @unchecked Sendable {
         }
         schedule(.message, after: random.exponential(mean: .seconds(1 / plan.messageRate)))
         schedule(.fault, after: random.exponential(mean: plan.faultEvery))
+        schedule(.resource, after: random.exponential(mean: Self.transferEvery))
+        schedule(.stream, after: random.exponential(mean: Self.transferEvery))
+        schedule(.rotate, after: random.exponential(mean: Self.groupChangeEvery))
+        schedule(.rosterChange, after: random.exponential(mean: Self.groupChangeEvery))
         while let next = agenda.first, next.at <= plan.duration {
             agenda.removeFirst()
             if next.at > world.now { await world.run(for: next.at - world.now) }
             await perform(next.action)
+            // What the action set off at this instant runs first (the events it emitted read).
+            await world.run(for: .zero)
             check()
             guard ledger.violations.isEmpty || plan.keepGoing else {
                 failedAt = world.trace.lines.count
@@ -249,6 +318,35 @@ final class SimulationRun: @unchecked Sendable {
         }
         read(Cargo.self) { ($0.incarnation, $0.number, $0.reliable) }
         read(Notice.self) { ($0.incarnation, $0.number, $0.reliable) }
+        let transfers = transfers
+        Task(executorPreference: node.host.executor) {
+            for await resource in session.incomingResources {
+                Task(executorPreference: node.host.executor) {
+                    guard let number = Int(resource.name.dropFirst().dropLast(4)) else { return }
+                    // (A file() that throws is the sender's completion() to report.)
+                    if let url = try? await resource.file() {
+                        transfers.arrived(number, at: name, url: url, sha256: resource.sha256, now: world.now)
+                    }
+                }
+            }
+        }
+        Task(executorPreference: node.host.executor) {
+            for await stream in session.incomingStreams {
+                guard let number = Int(stream.name.dropFirst()) else { continue }
+                transfers.accepted(number, by: session.incarnation)
+                Task(executorPreference: node.host.executor) {
+                    do {
+                        for try await chunk in stream {
+                            guard transfers.read(number, chunk, at: name, now: world.now) else { return stream.cancel() }
+                        }
+                        try await stream.finish()
+                        transfers.ended(number, .done, at: name, now: world.now)
+                    } catch {
+                        transfers.ended(number, Self.outcome(error), at: name, now: world.now)
+                    }
+                }
+            }
+        }
         let (outgoing, continuation) = AsyncStream<Outgoing>.makeStream()
         node.outgoing = continuation
         Task(executorPreference: node.host.executor) {
@@ -258,10 +356,21 @@ final class SimulationRun: @unchecked Sendable {
             for await event in session.events {
                 guard let node, node.session === session else { return }
                 switch event {
-                case .peerJoined(let peer): node.active.insert(peer.id)
+                case .peerJoined(let peer):
+                    node.active.insert(peer.id)
+                    node.met.insert(peer.id)
                 case .peerLeft(let peer, let reason):
                     node.active.remove(peer.id)
                     if self.quiet { ledger.violation("\(world.now) \(name): \(peer.displayName) left (\(reason)) with every path healthy (no false teardown)") }
+                case .availablePeerChanged(let peer):
+                    node.available[peer.id] = peer.state == .gone ? nil : peer.state
+                case .authenticationFailed(let address, let error) where error.code == .authenticationFailed:
+                    // Documented: a member not holding the new key yet reports the dials of one
+                    // that does, which then falls back to the old key.
+                    let ahead = self.rotating.map { error.message.contains("offered the identity \"simulator-\($0)\"") } ?? false
+                    if !ahead {
+                        ledger.violation("\(world.now) \(name): a handshake with \(address) failed on the key (\(error)): members rotating their group key refuse none of each other")
+                    }
                 default: break
                 }
             }
@@ -291,7 +400,7 @@ final class SimulationRun: @unchecked Sendable {
             record: .init(
                 from: sender.host.name, to: broadcast ? "*" : receiver.host.name, type: cargo ? "Cargo" : "Notice", reliable: reliable,
                 at: world.now, outcome: .sending),
-            to: broadcast ? nil : receiver.host.identity.peerID, cargo: cargo, reliable: reliable,
+            to: broadcast ? nil : receiver.host.identity.peerID,
             awaitAcknowledgement: awaitAcknowledgement, size: size))
     }
 
@@ -300,11 +409,11 @@ final class SimulationRun: @unchecked Sendable {
         var record = message.record
         record.at = world.now
         ledger.sending(message.id, record)
-        let (id, reliable) = (message.id, message.reliable)
+        let (id, reliable) = (message.id, message.record.reliable)
         let padding = Data(repeating: UInt8(truncatingIfNeeded: id.number), count: message.size)
         let delivery: Delivery = reliable ? .reliable : .unreliable
         do {
-            switch (message.to, message.cargo) {
+            switch (message.to, message.record.type == "Cargo") {
             case (nil, true):
                 try await session.broadcast(Cargo(incarnation: id.sender, number: id.number, reliable: reliable, padding: padding), delivery: delivery)
             case (nil, false):
@@ -325,6 +434,141 @@ final class SimulationRun: @unchecked Sendable {
         } catch {
             ledger.outcome(id, .failed("\(error)", stillQueued: false))
         }
+    }
+
+    // MARK: Files and streams
+
+    /// A sender and a receiver it has met, both running.
+    private func transferPair() -> (Node, Node)? {
+        let senders = nodes.filter { $0.alive && !$0.met.isEmpty }
+        guard let sender = senders.randomElement(using: &random) else { return nil }
+        let receivers = nodes.filter { sender.met.contains($0.peerID) }
+        guard let receiver = receivers.randomElement(using: &random) else { return nil }
+        return (sender, receiver)
+    }
+
+    /// A file from a host to one it has met: mostly tens of KiB, some of a few MiB (in chunks of
+    /// 256 KiB), a few empty.
+    private func sendFile() {
+        guard let (sender, receiver) = transferPair() else { return }
+        fileNumber += 1
+        let number = fileNumber
+        let length: Int
+        switch Double.random(in: 0..<1, using: &random) {
+        case ..<0.05: length = 0
+        case ..<0.75: length = Int.random(in: 1...65_536, using: &random)
+        default: length = Int.random(in: 262_144...3_145_728, using: &random)
+        }
+        let url = files.appendingPathComponent("sent/r\(number).bin")
+        guard (try? Data(Transfers.bytes(number, 0..<length)).write(to: url)) != nil else {
+            return ledger.violation("\(world.now) cannot write the file to send at \(url.path)")
+        }
+        let (session, to, transfers, world) = (sender.session, receiver.peerID, transfers, world)
+        transfers.sending(number, .init(from: sender.host.name, to: receiver.host.name, sender: session.incarnation, length: length, at: world.now))
+        world.record("\(sender.host.name) sends file r\(number) (\(length) bytes) to \(receiver.host.name)")
+        Task(executorPreference: sender.host.executor) {
+            do {
+                let outgoing = try await session.sendResource(at: url, to: to)
+                transfers.hashed(number, outgoing.sha256)
+                try await outgoing.completion()
+                transfers.sent(number, .done)
+            } catch {
+                transfers.sent(number, Self.outcome(error))
+            }
+        }
+    }
+
+    /// A stream from a host to one it has met: up to 512 KiB written in pieces of up to 64 KiB,
+    /// then finished; its reader reads to the end and finishes its own direction.
+    private func openStream() {
+        guard let (sender, receiver) = transferPair() else { return }
+        streamNumber += 1
+        let number = streamNumber
+        let length = Int.random(in: 0...524_288, using: &random)
+        var pieces: [Range<Int>] = []
+        var offset = 0
+        while offset < length {
+            let piece = min(length - offset, Int.random(in: 1...65_536, using: &random))
+            pieces.append(offset..<offset + piece)
+            offset += piece
+        }
+        let (session, to, transfers, world) = (sender.session, receiver.peerID, transfers, world)
+        transfers.opening(number, .init(
+            from: sender.host.name, to: receiver.host.name, sender: session.incarnation, length: length, at: world.now,
+            receiverAtOpen: receiver.session.incarnation,
+            owed: !sender.frozen && sender.session.activePeers.first { $0.id == receiver.peerID }?.incarnation == receiver.session.incarnation))
+        world.record("\(sender.host.name) opens stream s\(number) (\(length) bytes) to \(receiver.host.name)")
+        Task(executorPreference: sender.host.executor) {
+            do {
+                let stream = try session.openStream(named: "s\(number)", to: to)
+                for piece in pieces { try await stream.write(Transfers.bytes(number, piece)) }
+                try await stream.finish()
+                // The other direction ends empty; reading it to its end ends the stream.
+                for try await _ in stream {}
+                transfers.wrote(number, .done)
+            } catch {
+                transfers.wrote(number, Self.outcome(error))
+            }
+        }
+    }
+
+    static func outcome(_ error: any Error) -> Transfers.Outcome {
+        let code = (error as? MultipeerError)?.code
+        return .failed(code, "\(error)")
+    }
+
+    // MARK: Keys and rosters
+
+    /// Begins a key rotation: each host gets the next key beside its own, one at a time, over
+    /// 10 s; once every one holds both, the old one goes, one host at a time again
+    /// (KeysIdentitiesAndRosters, "Rotating the key").
+    private func beginRotation() {
+        guard rotating == nil else { return }
+        rotating = generation + 1
+        world.record("the group key rotates to generation \(generation + 1)")
+        for node in nodes { schedule(.addKey(node.index), after: random.seconds(0...10)) }
+        schedule(.finishRotation, after: .seconds(12))
+    }
+
+    /// Ends the rotation once every host holds both keys (a frozen one holds them once thawed).
+    private func finishRotation() {
+        guard let next = rotating else { return }
+        guard nodes.allSatisfy({ $0.keysHeld == [generation, next] }) else {
+            return schedule(.finishRotation, after: .seconds(2))
+        }
+        generation = next
+        rotating = nil
+        for node in nodes { schedule(.dropKey(node.index), after: random.seconds(0...10)) }
+    }
+
+    /// Gives `node`'s session the keys and roster it should hold, unless it cannot run now
+    /// (killed: its restart reads them; frozen: its thaw gives them).
+    private func applyGroup(_ node: Node) async {
+        guard node.alive, !node.frozen else { return }
+        if node.keysHeld != node.keys {
+            do {
+                try await node.session.updateKeys(keyRing(node.keys))
+                node.keysHeld = node.keys
+            } catch {
+                ledger.violation("\(world.now) \(node.host.name): updateKeys(\(node.keys)) threw \(error)")
+            }
+        }
+        if node.rosterHeld != removed {
+            await node.session.updateRoster(roster())
+            node.rosterHeld = removed
+            node.rosterChanged = world.now
+        }
+    }
+
+    /// Leaves a host out of every roster for a while: its links close at once, and it is
+    /// refused until it is listed again.
+    private func leaveOutOfRosters() async {
+        let candidates = nodes.filter { $0.alive }
+        guard removed.isEmpty, nodes.count >= 3, let node = candidates.randomElement(using: &random) else { return }
+        removed = [node.index]
+        world.record("\(node.host.name) is left out of every roster")
+        for other in nodes { await applyGroup(other) }
+        schedule(.rosterRestore, after: random.seconds(2...20))
     }
 
     // MARK: Faults
@@ -410,6 +654,7 @@ final class SimulationRun: @unchecked Sendable {
             nodes[index].lastFrozen = world.now
             nodes[index].host.thaw()
             detections.removeAll { $0.silent == index }
+            await applyGroup(nodes[index])
         case .heal:
             await partition?.heal()
             partition = nil
@@ -425,14 +670,44 @@ final class SimulationRun: @unchecked Sendable {
         case .restart(let index):
             let node = nodes[index]
             node.host.restart()
-            node.session = node.host.makeSession(configuration: configuration(node.host.name))
+            node.session = node.host.makeSession(configuration: configuration(node.host.name, directory: node.directory, keys: node.keys))
             node.alive = true
             node.active = []
+            node.available = [:]
+            node.met = []
             node.number = 0
+            node.keysHeld = node.keys
+            node.rosterHeld = removed
+            node.rosterChanged = world.now
             start(node)
         case .resume(let index):
             nodes[index].suspended = false
             await nodes[index].session.resume()
+        case .resource:
+            sendFile()
+            schedule(.resource, after: random.exponential(mean: Self.transferEvery))
+        case .stream:
+            openStream()
+            schedule(.stream, after: random.exponential(mean: Self.transferEvery))
+        case .rotate:
+            beginRotation()
+            schedule(.rotate, after: random.exponential(mean: Self.groupChangeEvery))
+        case .addKey(let index):
+            guard let next = rotating else { break }
+            nodes[index].keys = [generation, next]
+            await applyGroup(nodes[index])
+        case .finishRotation:
+            finishRotation()
+        case .dropKey(let index):
+            nodes[index].keys = [generation]
+            await applyGroup(nodes[index])
+        case .rosterChange:
+            await leaveOutOfRosters()
+            schedule(.rosterChange, after: random.exponential(mean: Self.groupChangeEvery))
+        case .rosterRestore:
+            removed = []
+            world.record("every roster lists every host again")
+            for node in nodes { await applyGroup(node) }
         }
     }
 
@@ -455,6 +730,14 @@ final class SimulationRun: @unchecked Sendable {
             if listed != node.active {
                 ledger.violation("\(world.now) \(node.host.name): activePeers \(listed.count) peers, its events \(node.active.count) (activePeers changes as the events say)")
             }
+            let available = Dictionary(node.session.availablePeers.map { ($0.id, $0.state) }, uniquingKeysWith: { $1 })
+            if !node.suspended, available != node.available {
+                ledger.violation("\(world.now) \(node.host.name): availablePeers \(available.values.sorted { "\($0)" < "\($1)" }), its events \(node.available.values.sorted { "\($0)" < "\($1)" }) (availablePeers changes as availablePeerChanged says)")
+            }
+            // A host left out of a roster is closed at once, and refused after.
+            for left in node.rosterHeld where world.now - node.rosterChanged > .milliseconds(100) && node.active.contains(nodes[left].peerID) {
+                ledger.violation("\(world.now) \(node.host.name): \(nodes[left].host.name), left out of its roster at \(node.rosterChanged), is active (a member no longer listed is closed and refused)")
+            }
         }
     }
 
@@ -467,6 +750,8 @@ final class SimulationRun: @unchecked Sendable {
         for node in nodes { node.blackHole = nil }
         for node in nodes where node.suspended { node.suspended = false; await node.session.resume() }
         for node in nodes where !node.alive { await perform(.restart(node.index)) }
+        removed = []
+        for node in nodes { await applyGroup(node) }
         agenda.removeAll()
         detections.removeAll()
         world.record("healed everything: settling")
@@ -515,6 +800,13 @@ final class SimulationRun: @unchecked Sendable {
             ledger.violation("\(world.now) message \(id) (\(sent.type), sent \(sent.at) from \(sent.from) to \(sent.to), \(sent.outcome)) never arrived (an acknowledged or queued reliable message is never lost)")
         }
         if missing.count > 5 { ledger.violation("... and \(missing.count - 5) more messages never arrived") }
+        // Every file and stream between sessions that still run ends, whole.
+        let current = Set(nodes.map(\.session.incarnation))
+        _ = try? await world.run(until: { [transfers] in transfers.settled(current: current) }, within: .seconds(120))
+        let directories = Dictionary(nodes.map { ($0.host.name, $0.directory) }, uniquingKeysWith: { $1 })
+        let failures = transfers.failures(current: current, receiverDirectories: directories, now: world.now)
+        for failure in failures.prefix(5) { ledger.violation(failure) }
+        if failures.count > 5 { ledger.violation("... and \(failures.count - 5) more transfers") }
         let stuck = ledger.sendsUnderWay(before: world.now - .seconds(40)).filter { !killed.contains($0.0.sender) }
         for (id, sent) in stuck.prefix(5) {
             ledger.violation("\(world.now) the send of \(id) from \(sent.from) at \(sent.at) never returned (a send returns or throws within the send timeout)")
@@ -525,5 +817,6 @@ final class SimulationRun: @unchecked Sendable {
         for (index, since) in started { sessionTime += world.now - since; _ = index }
         started.removeAll()
         await world.shutdown()
+        try? FileManager.default.removeItem(at: files)
     }
 }

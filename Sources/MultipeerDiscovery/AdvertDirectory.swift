@@ -1,27 +1,34 @@
-import struct Foundation.UUID
+package import struct Foundation.UUID
 
 /// Turns DNS-SD's per-interface, per-protocol service instances into peers: a peer is found
 /// once, however many instances announce it, and lost when the last of them is removed.
-/// Sans-IO: the browser feeds it what Avahi reports and carries out the events it returns.
+/// Sans-IO: the browser feeds it what Avahi reports and carries out the events it returns (and
+/// a simulated directory feeds it its adverts, so a simulated browser reports as this one does).
 ///
 /// Adverts are hints (anyone can publish one with any `id` and `inc`), so no instance hides
 /// another: a peer's endpoints are those of every instance naming it, whatever incarnation
 /// each claims, and the dialler finds out which one answers as the peer.
-struct AdvertDirectory {
+package struct AdvertDirectory {
     /// The most endpoints reported for one peer: those of its earliest-seen instances. A peer
     /// has one per interface and IP protocol, plus loopback; more means someone else is
     /// advertising its ID too, and those instances come after the ones seen first.
     static let maximumEndpointsPerPeer = 16
 
     /// One service instance as DNS-SD reports it.
-    struct InstanceKey: Hashable {
+    package struct InstanceKey: Hashable {
         var interfaceIndex: Int32
         var protocolFamily: Int32
         var name: String
+
+        package init(interfaceIndex: Int32, protocolFamily: Int32, name: String) {
+            self.interfaceIndex = interfaceIndex
+            self.protocolFamily = protocolFamily
+            self.name = name
+        }
     }
 
     /// What resolving one instance gave.
-    struct Resolution: Hashable {
+    package struct Resolution: Hashable {
         var txt: AdvertTXT
         var port: Int
         /// Nil while the instance's address is unknown (its address record was withdrawn and
@@ -30,6 +37,14 @@ struct AdvertDirectory {
         var interfaceIndex: Int32 = 0
         /// The instance is published on this host (Avahi's LOCAL flag): dial it over loopback.
         var isOnThisHost: Bool
+
+        package init(txt: AdvertTXT, port: Int, address: String?, interfaceIndex: Int32 = 0, isOnThisHost: Bool) {
+            self.txt = txt
+            self.port = port
+            self.address = address
+            self.interfaceIndex = interfaceIndex
+            self.isOnThisHost = isOnThisHost
+        }
     }
 
     private let localPeerID: UUID
@@ -37,7 +52,7 @@ struct AdvertDirectory {
     private var nextSeen: UInt64 = 0
     private var reported: [UUID: PeerAdvert] = [:]
 
-    init(localPeerID: UUID) {
+    package init(localPeerID: UUID) {
         self.localPeerID = localPeerID
     }
 
@@ -45,7 +60,7 @@ struct AdvertDirectory {
     var peers: [PeerAdvert] { Array(reported.values) }
 
     /// An instance was resolved, or resolved again with new data.
-    mutating func resolved(_ key: InstanceKey, _ resolution: Resolution) -> [BrowseEvent] {
+    package mutating func resolved(_ key: InstanceKey, _ resolution: Resolution) -> [BrowseEvent] {
         var events: [BrowseEvent] = []
         var seen = nextSeen
         if let previous = instances[key] {
@@ -67,7 +82,7 @@ struct AdvertDirectory {
     }
 
     /// An instance was removed.
-    mutating func removed(_ key: InstanceKey) -> [BrowseEvent] {
+    package mutating func removed(_ key: InstanceKey) -> [BrowseEvent] {
         guard let peerID = instances.removeValue(forKey: key)?.resolution.txt.peerID else { return [] }
         guard let advert = merged(peerID) else {
             return reported.removeValue(forKey: peerID) == nil ? [] : [.lost(peerID)]

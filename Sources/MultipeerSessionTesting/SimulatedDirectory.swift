@@ -3,8 +3,10 @@ import MultipeerDiscovery
 import NIOConcurrencyHelpers
 
 /// DNS-SD in a simulated world: the adverts its hosts publish, and browsers that hear of them.
-/// A browser hears what changed after the network's delay, decoded from the TXT record as
-/// Avahi's browser decodes it (so a malformed advert is refused the same way).
+/// Each advert is a service instance; a browser hears of it after the network's delay, its TXT
+/// record decoded as Avahi's browser decodes it (so a malformed advert is refused the same
+/// way), and through the production `AdvertDirectory`: a peer found once however many adverts
+/// name it, reported again only when what its adverts say changes, lost with its last advert.
 final class SimulatedDirectory: Sendable {
     struct Advert: @unchecked Sendable {
         /// The machine it names (its address is the machine's now), and the process that
@@ -21,8 +23,9 @@ final class SimulatedDirectory: Sendable {
     private struct Browser {
         var process: SimulationScheduler.HostID
         var serviceType: String
-        var localPeerID: UUID
         var continuation: AsyncStream<BrowseEvent>.Continuation
+        /// What it has heard, as the Avahi browser keeps it.
+        var heard: AdvertDirectory
     }
 
     private struct State {
@@ -51,73 +54,79 @@ final class SimulatedDirectory: Sendable {
 
     /// The machine moved: its adverts are announced again, at its new address.
     func renumbered(_ machine: SimulatedMachine, to address: String) {
-        let (adverts, browsers) = state.withLockedValue { state in
-            (state.adverts.values.filter { $0.machine === machine }, Array(state.browsers.values))
-        }
-        for advert in adverts {
-            for browser in browsers where browser.serviceType == advert.serviceType { tell(browser, about: advert.txt, found: advert) }
-        }
+        let ids = state.withLockedValue { state in state.adverts.filter { $0.value.machine === machine }.map(\.key).sorted() }
+        for id in ids { resolve(id) { _, _ in true } }
     }
 
     func publish(_ advert: Advert) -> Int {
-        let (id, browsers) = state.withLockedValue { state in
+        let id = state.withLockedValue { state in
             state.nextID += 1
             state.adverts[state.nextID] = advert
-            return (state.nextID, state.browsers.values.filter { $0.serviceType == advert.serviceType })
+            return state.nextID
         }
-        for browser in browsers { tell(browser, about: advert.txt, found: advert) }
+        resolve(id) { _, _ in true }
         return id
     }
 
     func withdraw(_ id: Int) {
-        let (advert, browsers, remaining) = state.withLockedValue { state -> (Advert?, [Browser], [Advert]) in
-            guard let advert = state.adverts.removeValue(forKey: id) else { return (nil, [], []) }
-            return (advert, state.browsers.values.filter { $0.serviceType == advert.serviceType }, Array(state.adverts.values))
+        let events = state.withLockedValue { state -> [(Browser, [BrowseEvent])] in
+            guard let advert = state.adverts.removeValue(forKey: id) else { return [] }
+            return state.browsers.keys.sorted().compactMap { key in
+                guard state.browsers[key]!.serviceType == advert.serviceType else { return nil }
+                return (state.browsers[key]!, state.browsers[key]!.heard.removed(Self.instance(id)))
+            }
         }
-        guard let advert else { return }
-        for browser in browsers {
-            // Lost only once no advert of the peer is left.
-            guard let peerID = Self.peerID(advert.txt), !remaining.contains(where: { Self.peerID($0.txt) == peerID }) else { continue }
-            deliver(to: browser, .lost(peerID))
+        for (browser, events) in events { deliver(to: browser, events) }
+    }
+
+    /// Advert `id` resolved (again) at the browsers `which` picks (by their number): each
+    /// reports what changed.
+    private func resolve(_ id: Int, at which: (Int, Browser) -> Bool) {
+        let events = state.withLockedValue { state -> [(Browser, [BrowseEvent])] in
+            guard let advert = state.adverts[id], let txt = try? AdvertTXT(entries: advert.txt) else { return [] }
+            let resolution = AdvertDirectory.Resolution(txt: txt, port: advert.port, address: advert.machine?.address ?? advert.address, isOnThisHost: false)
+            return state.browsers.keys.sorted().compactMap { key in
+                guard state.browsers[key]!.serviceType == advert.serviceType, which(key, state.browsers[key]!) else { return nil }
+                return (state.browsers[key]!, state.browsers[key]!.heard.resolved(Self.instance(id), resolution))
+            }
         }
+        for (browser, events) in events { deliver(to: browser, events) }
+    }
+
+    /// Advert `id` as a service instance (one interface, IPv4).
+    private static func instance(_ id: Int) -> AdvertDirectory.InstanceKey {
+        AdvertDirectory.InstanceKey(interfaceIndex: 1, protocolFamily: 0, name: "advert \(id)")
     }
 
     private func browse(_ serviceType: String, localPeerID: UUID, process: SimulationScheduler.HostID) -> AsyncStream<BrowseEvent> {
         let (events, continuation) = AsyncStream<BrowseEvent>.makeStream()
-        let browser = Browser(process: process, serviceType: serviceType, localPeerID: localPeerID, continuation: continuation)
+        let browser = Browser(process: process, serviceType: serviceType, continuation: continuation, heard: AdvertDirectory(localPeerID: localPeerID))
         let (id, adverts) = state.withLockedValue { state in
             state.nextID += 1
             state.browsers[state.nextID] = browser
-            return (state.nextID, state.adverts.values.filter { $0.serviceType == serviceType })
+            return (state.nextID, state.adverts.filter { $0.value.serviceType == serviceType }.map(\.key).sorted())
         }
         continuation.onTermination = { [weak self] _ in _ = self?.state.withLockedValue { $0.browsers.removeValue(forKey: id) } }
-        for advert in adverts { tell(browser, about: advert.txt, found: advert) }
+        for advert in adverts { resolve(advert) { key, _ in key == id } }
         return events
     }
 
+    /// A dial to every endpoint of `peerID` failed: `process`'s browsers resolve its adverts
+    /// again, and report what changed (as Avahi's resolvers, started afresh, do).
     private func refresh(_ peerID: UUID, serviceType: String, process: SimulationScheduler.HostID) {
-        let (browsers, adverts) = state.withLockedValue { state in
-            (
-                state.browsers.values.filter { $0.process == process && $0.serviceType == serviceType },
-                state.adverts.values.filter { $0.serviceType == serviceType && Self.peerID($0.txt) == peerID }
-            )
+        let adverts = state.withLockedValue { state in
+            state.adverts.filter { $0.value.serviceType == serviceType && Self.peerID($0.value.txt) == peerID }.map(\.key).sorted()
         }
-        for browser in browsers {
-            for advert in adverts { tell(browser, about: advert.txt, found: advert) }
-        }
+        for advert in adverts { resolve(advert) { _, browser in browser.process == process } }
     }
 
-    private func tell(_ browser: Browser, about txt: [[UInt8]], found advert: Advert) {
-        guard let decoded = try? AdvertTXT(entries: txt), decoded.peerID != browser.localPeerID else { return }
-        deliver(to: browser, .found(PeerAdvert(
-            peerID: decoded.peerID, incarnation: decoded.incarnation, displayName: decoded.displayName, metadata: decoded.metadata,
-            endpoints: [PeerEndpoint(host: advert.machine?.address ?? advert.address, port: advert.port)])))
-    }
-
-    private func deliver(to browser: Browser, _ event: BrowseEvent) {
+    private func deliver(to browser: Browser, _ events: [BrowseEvent]) {
+        guard !events.isEmpty else { return }
         let scheduler = network.scheduler
         scheduler.enqueue(nil) { [network] in
-            _ = scheduler.schedule(nil, at: scheduler.now + network.defaultPath.latency) { browser.continuation.yield(event) }
+            _ = scheduler.schedule(nil, at: scheduler.now + network.defaultPath.latency) {
+                for event in events { browser.continuation.yield(event) }
+            }
         }
     }
 

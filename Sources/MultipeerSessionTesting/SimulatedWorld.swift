@@ -139,6 +139,39 @@ public final class SimulatedWorld: Sendable {
         _ = await scheduler.run(until: { false }, within: duration.nanoseconds)
     }
 
+    /// Runs `body` in the world and lets simulated time run until it returns, at most `limit`
+    /// of it; returns what `body` returned, or throws what it threw. For what takes simulated
+    /// time to come back: awaited directly, outside ``run(until:within:)``, a send awaiting its
+    /// acknowledgement or a stream's `finish()` would wait for a time that never comes.
+    ///
+    /// ```swift
+    /// func deliver(_ fix: Fix, from a: MultipeerSession, to b: MultipeerSession, in world: SimulatedWorld) async throws {
+    ///     try await world.run(within: .seconds(5)) {
+    ///         try await a.send(fix, to: b.peerID, awaitAcknowledgement: true)
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// - Throws: ``SimulationTimeout`` if `body` had not returned within `limit` (it is then
+    ///   cancelled), or what `body` threw.
+    public func run<Value: Sendable>(
+        within limit: Duration, _ body: @escaping @Sendable () async throws -> Value
+    ) async throws -> Value {
+        let outcome = NIOLockedValueBox<Result<Value, any Error>?>(nil)
+        let task = Task(executorPreference: worldExecutor) {
+            let result: Result<Value, any Error>
+            do { result = .success(try await body()) } catch { result = .failure(error) }
+            outcome.withLockedValue { $0 = result }
+        }
+        do {
+            try await run(until: { outcome.withLockedValue { $0 != nil } }, within: limit)
+        } catch {
+            task.cancel()
+            throw error
+        }
+        return try outcome.withLockedValue { $0! }.get()
+    }
+
     // MARK: Faults
 
     /// Cuts `side` off from `otherSide` (nil: from every other host): nothing crosses between
@@ -198,6 +231,7 @@ public struct SimulationTimeout: Error, CustomStringConvertible {
     /// Simulated time when it gave up.
     public var at: Duration
 
+    /// Says what ran out and when, for a test's failure message.
     public var description: String {
         "the condition did not hold within \(limit) of simulated time (gave up at \(at))"
     }
@@ -206,6 +240,8 @@ public struct SimulationTimeout: Error, CustomStringConvertible {
 /// A host of a ``SimulatedWorld``: a machine (its addresses, a kernel that accepts and
 /// acknowledges) and a process that runs sessions, which can be frozen, killed and restarted.
 public final class SimulatedHost: Sendable {
+    /// The name it was added with (``SimulatedWorld/addHost(_:)``): its lines in the trace
+    /// carry it, and its ``identity`` is drawn from it.
     public let name: String
     let machine: SimulatedMachine
     private unowned let world: SimulatedWorld
@@ -231,6 +267,8 @@ public final class SimulatedHost: Sendable {
         self.world = world
         self.name = name
         self.machine = SimulatedMachine(address: address)
+        var random = SplitMix64(seed: world.seed ^ name.utf8.reduce(0xcbf2_9ce4_8422_2325) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 })
+        identity = try! PeerIdentity(rawPrivateKey: (0..<4).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } })
         state = NIOLockedValueBox(State(process: Self.process(in: world, name: name), addresses: [address]))
         let (network, machine) = (world.network, machine)
         world.scheduler.enqueue(nil) { network.assign(address, to: machine) }
@@ -272,11 +310,7 @@ public final class SimulatedHost: Sendable {
 
     /// The host's device identity, drawn from the world's seed and the host's name: the same
     /// for every run of a seed, and across the host's restarts.
-    public var identity: PeerIdentity {
-        var random = SplitMix64(seed: world.seed ^ name.utf8.reduce(0xcbf2_9ce4_8422_2325) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 })
-        let key = (0..<4).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } }
-        return try! PeerIdentity(rawPrivateKey: key)
-    }
+    public let identity: PeerIdentity
 
     /// Runs `session` in this host's process until the world shuts down, the process is
     /// killed, or the returned task is cancelled.

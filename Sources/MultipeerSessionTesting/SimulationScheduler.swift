@@ -126,13 +126,7 @@ final class SimulationScheduler: @unchecked Sendable {
 
     /// Thaws `host`: what it missed runs first, in order, then the rest.
     func thaw(_ host: HostID) {
-        condition.lock()
-        frozen.remove(host)
-        if let jobs = parked.removeValue(forKey: host) {
-            ready.replaceSubrange(readyHead..<readyHead, with: jobs)
-        }
-        condition.signal()
-        condition.unlock()
+        unpark(host) { $0.frozen.remove(host) }
     }
 
     /// Kills `host`: its jobs, ready, parked or to come, never run in the world's life. (They
@@ -148,8 +142,14 @@ final class SimulationScheduler: @unchecked Sendable {
     /// Lets a killed host's jobs run again, once its sessions are cancelled and its sockets
     /// closed: they run down, and free what they hold.
     func release(_ host: HostID) {
+        unpark(host) { $0.killed.remove(host) }
+    }
+
+    /// Lifts what kept `host`'s jobs parked (`change`, under the lock): they run next, in the
+    /// order they came, then the rest.
+    private func unpark(_ host: HostID, _ change: (SimulationScheduler) -> Void) {
         condition.lock()
-        killed.remove(host)
+        change(self)
         if let jobs = parked.removeValue(forKey: host) {
             ready.replaceSubrange(readyHead..<readyHead, with: jobs)
         }

@@ -5,13 +5,17 @@ import NIOConcurrencyHelpers
 /// the world records (``SimulatedWorld/record(_:)``). The same seed and build give the same
 /// trace, line for line.
 public struct SimulationTrace: Sendable, CustomStringConvertible {
+    /// One thing that happened.
     public struct Line: Sendable, Hashable, CustomStringConvertible {
         /// Simulated time since the world began.
         public var at: Duration
         /// The host it happened on, or "world".
         public var host: String
+        /// What happened: a session's event as it describes itself, a fault, or what was recorded.
         public var text: String
 
+        /// The line as the trace prints it: seconds to the nanosecond, the host, the text
+        /// (`12.500000000 relief: captain (…) left: keepalive timeout`).
         public var description: String {
             let nanoseconds = at.components.seconds * 1_000_000_000 + at.components.attoseconds / 1_000_000_000
             let seconds = nanoseconds / 1_000_000_000
@@ -20,8 +24,10 @@ public struct SimulationTrace: Sendable, CustomStringConvertible {
         }
     }
 
+    /// Every line, in the order it happened.
     public var lines: [Line]
 
+    /// The lines, one a row.
     public var description: String {
         lines.map(\.description).joined(separator: "\n")
     }

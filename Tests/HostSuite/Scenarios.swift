@@ -17,6 +17,12 @@ struct ScenarioResult: Codable {
     var teardownsPerMinute: Double?
     /// From the heal to the last observer having the peer active again.
     var rejoinMilliseconds: Double?
+    /// From the fault to the heal, where the scenario heals what it caused.
+    var faultMilliseconds: Double?
+    /// The observers' reasons at the detection measured (navlog-sync's words).
+    var detectionReasons: [String] = []
+    /// The same fault in a simulated world, where the scenario has a twin.
+    var simulated: SimulatedTwin.Outcome?
     var entriesTyped = 0
     /// Live entries in each host's database at the end.
     var entriesPerHost: [String: Int] = [:]
@@ -38,6 +44,8 @@ struct Scenario: Sendable {
     var navlogArguments: [String: [String]] = [:]
     /// Runs before navlog-sync starts anywhere.
     var prepare: (@Sendable (ScenarioRun) async throws -> Void)?
+    /// The same fault in a simulated world, run after this one and compared with it.
+    var twin: SimulatedTwin.Fault?
     let body: @Sendable (ScenarioRun, inout ScenarioResult) async throws -> Void
 
     static let hostNames = ["captain", "first-officer", "relief"]
@@ -45,15 +53,16 @@ struct Scenario: Sendable {
     /// Every scenario, in the order they run; the lossy link lasts `lossSeconds`.
     static func all(lossSeconds: Int, impairTool: String) -> [Scenario] {
         [
-            isolate("link down", "relief's link to the bridge goes down, then up", reliefRuns: true,
+            isolate("link down", "relief's link to the bridge goes down, then up", reliefRuns: true, twin: .blackHole,
                     cut: { run, relief in try await run.network.setLink(of: relief, up: false) },
                     heal: { run, relief in try await run.network.setLink(of: relief, up: true) }),
-            isolate("black hole", "iptables drops everything in and out of relief's eth0, then the rules go", reliefRuns: true,
+            isolate("black hole", "iptables drops everything in and out of relief's eth0, then the rules go", reliefRuns: true, twin: .blackHole,
                     cut: { _, relief in try await blackHole(relief, "-I") },
                     heal: { _, relief in try await blackHole(relief, "-D") }),
             Scenario(
                 name: "loss and delay",
-                fault: "relief's link loses 30 % of frames and delays the rest 100 ms +- 50 ms, each way, for \(lossSeconds) s; then it is black-holed too"
+                fault: "relief's link loses 30 % of frames and delays the rest 100 ms +- 50 ms, each way, for \(lossSeconds) s; then it is black-holed too",
+                twin: .lossy(seconds: lossSeconds)
             ) { run, result in
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
                 let tesat = try await run.add(captain, "leg=1 waypoint=TESAT")
@@ -102,8 +111,10 @@ struct Scenario: Sendable {
                 try await blackHole(relief, "-I")
                 let (detection, reasons) = try await run.waitLeft(relief, seenBy: [captain, officer], since: cutAt)
                 result.detectionMilliseconds = detection
+                result.detectionReasons = reasons.sorted()
                 result.reasons += reasons.sorted().map { "then black-holed: \($0)" }
                 let healedAt = ContinuousClock.now
+                result.faultMilliseconds = (healedAt - cutAt).seconds * 1000
                 try await blackHole(relief, "-D")
                 try await run.network.clearImpairment(of: relief, relay: relay)
                 for host in run.hosts { try await run.waitActive(host, Set(Scenario.hostNames).subtracting([host.name])) }
@@ -115,10 +126,10 @@ struct Scenario: Sendable {
                 result.reasons.append(String(format: "a 1 MiB attachment reached relief from %@ %.0f s after it was attached", arrived.line["peer"] ?? "?",
                                              (arrived.at - impairedAt).seconds))
             },
-            isolate("frozen", "relief's navlog-sync gets SIGSTOP, then SIGCONT", reliefRuns: false,
+            isolate("frozen", "relief's navlog-sync gets SIGSTOP, then SIGCONT", reliefRuns: false, twin: .frozen,
                     cut: { _, relief in kill(relief.navlog.process.pid, SIGSTOP) },
                     heal: { _, relief in kill(relief.navlog.process.pid, SIGCONT) }),
-            isolate("killed", "relief's navlog-sync gets SIGKILL, then starts again from its database", reliefRuns: false,
+            isolate("killed", "relief's navlog-sync gets SIGKILL, then starts again from its database", reliefRuns: false, twin: .killed,
                     cut: { _, relief in kill(relief.navlog.process.pid, SIGKILL) },
                     heal: { run, relief in try run.start(relief) }),
             Scenario(name: "avahi restart", fault: "relief's avahi-daemon is stopped and started again") { run, result in
@@ -302,12 +313,16 @@ struct Scenario: Sendable {
                 for host in cut { rejoin = max(rejoin, try await run.waitJoined(host, seenBy: rest, since: healedAt)) }
                 result.rejoinMilliseconds = rejoin
             },
-            Scenario(name: "partition", fault: "captain cut off from first-officer and relief, who stay together (iptables on captain), then the rules go") { run, result in
+            Scenario(
+                name: "partition", fault: "captain cut off from first-officer and relief, who stay together (iptables on captain), then the rules go",
+                twin: .partition
+            ) { run, result in
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
                 let shared = try await run.add(officer, "leg=1 waypoint=TESAT fuel=12400")
                 let cutAt = ContinuousClock.now
                 try await partition(captain, from: [officer, relief], "-I")
                 (result.detectionMilliseconds, result.reasonSet) = try await run.waitLeft(captain, seenBy: [officer, relief], since: cutAt)
+                result.detectionReasons = result.reasons
                 _ = try await run.waitLeft(officer, seenBy: [captain], since: cutAt)
                 // Both sides go on: the two stay connected and edit; captain edits alone.
                 try await run.edit(captain, shared, "actual=10:07")
@@ -318,6 +333,7 @@ struct Scenario: Sendable {
                     throw HostSuiteError("first-officer and relief lost each other in a partition that kept them together")
                 }
                 let healedAt = ContinuousClock.now
+                result.faultMilliseconds = (healedAt - cutAt).seconds * 1000
                 try await partition(captain, from: [officer, relief], "-D")
                 result.rejoinMilliseconds = try await run.waitJoined(captain, seenBy: [officer, relief], since: healedAt)
             },
@@ -328,16 +344,17 @@ struct Scenario: Sendable {
     /// so does relief when it `reliefRuns` through the fault (a network fault, not a frozen or
     /// killed process); relief's last entry is stored just before the fault.
     static func isolate(
-        _ name: String, _ fault: String, reliefRuns: Bool,
+        _ name: String, _ fault: String, reliefRuns: Bool, twin: SimulatedTwin.Fault,
         cut: @escaping @Sendable (ScenarioRun, Host) async throws -> Void, heal: @escaping @Sendable (ScenarioRun, Host) async throws -> Void
     ) -> Scenario {
-        Scenario(name: name, fault: fault) { run, result in
+        Scenario(name: name, fault: fault, twin: twin) { run, result in
             let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
             let shared = try await run.add(captain, "leg=1 waypoint=TESAT fuel=12400")
             let lastWords = try await run.add(relief, "leg=2 waypoint=NIPAS")
             let cutAt = ContinuousClock.now
             try await cut(run, relief)
             (result.detectionMilliseconds, result.reasonSet) = try await run.waitLeft(relief, seenBy: [captain, officer], since: cutAt)
+            result.detectionReasons = result.reasons
             if reliefRuns {
                 _ = try await run.waitLeft(captain, seenBy: [relief], since: cutAt)
                 try await run.edit(relief, shared, "remarks=\"light chop\"")
@@ -347,6 +364,7 @@ struct Scenario: Sendable {
             try await run.edit(officer, lastWords, "fuel=11150")
             try await run.add(officer, "leg=4 waypoint=VEPOK")
             let healedAt = ContinuousClock.now
+            result.faultMilliseconds = (healedAt - cutAt).seconds * 1000
             try await heal(run, relief)
             result.rejoinMilliseconds = try await run.waitJoined(relief, seenBy: [captain, officer], since: healedAt)
             try await run.add(relief, "leg=5 waypoint=ELNAR")

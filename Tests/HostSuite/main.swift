@@ -76,6 +76,15 @@ for scenario in chosen.flatMap({ Array(repeating: $0, count: repeats) }) {
         try await scenario.body(current, &result)
         result.entriesPerHost = try await current.waitConverged()
         result.entriesTyped = current.typed.count
+        if let twin = scenario.twin {
+            // The same fault, as long, in a simulated world: the two must agree.
+            let lasting = Duration.milliseconds(Int64(result.faultMilliseconds ?? 0))
+            let simulated = try await SimulatedTwin.run(twin, lasting: lasting, seed: UInt64(results.count + 1))
+            result.simulated = simulated
+            if let disagreement = simulated.disagreement(with: result, fault: twin) {
+                throw HostSuiteError("the simulated twin disagrees with the real run: \(disagreement)")
+            }
+        }
         result.passed = true
     } catch {
         result.failure = "\(error)"

@@ -89,8 +89,13 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         self.tcpUserTimeout = tcpUserTimeout
     }
 
-    private var now: Duration { .nanoseconds(Int64(loopNow.uptimeNanoseconds) - Int64(origin.uptimeNanoseconds)) }
+    private var now: Duration { since(loopNow) }
     private var loopNow: NIODeadline { loop?.now ?? origin }
+
+    /// `deadline` on the handler's own clock (``now``'s).
+    private func since(_ deadline: NIODeadline) -> Duration {
+        .nanoseconds(Int64(deadline.uptimeNanoseconds) - Int64(origin.uptimeNanoseconds))
+    }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -114,23 +119,28 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
     /// The link's keepalive ends: what it showed of the path is remembered for the peer's next link.
     private func end() {
-        if case .running(let running) = stage { paths.remember(running.machine.history(now: now), of: running.peer, now: loopNow) }
+        if case .running(let running) = stage {
+            let instant = loopNow
+            paths.remember(running.machine.history(now: since(instant)), of: running.peer, now: instant)
+        }
         stage = .ended
     }
 
     /// Bytes arrived (called by ``InboundActivityHandler`` on the same event loop).
     func inboundActivity() {
         guard let running else { return }
-        let at = now
+        let instant = loopNow
         // Read after the wake-up armed was due: this side's loop did not run meanwhile.
-        let late = running.armedSlot.map { Duration.nanoseconds(Int64(loopNow.uptimeNanoseconds) - $0 * KeepaliveTimers.slotNanoseconds) } ?? .zero
-        running.machine.inboundActivity(now: at, late: late)
+        let late = running.armedSlot.map { Duration.nanoseconds(Int64(instant.uptimeNanoseconds) - $0 * KeepaliveTimers.slotNanoseconds) } ?? .zero
+        running.machine.inboundActivity(now: since(instant), late: late)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let hello = event as? HelloCompleted, case .awaitingHello = stage {
+            let instant = loopNow
             let machine = KeepaliveStateMachine(
-                parameters: local.stricter(than: hello.remote.keepalive), role: role, now: now, path: paths.recall(hello.remote.peerID, now: loopNow))
+                parameters: local.stricter(than: hello.remote.keepalive), role: role, now: since(instant),
+                path: paths.recall(hello.remote.peerID, now: instant))
             stage = .running(Running(machine: machine, peer: hello.remote.peerID))
             schedule(context: context)
         }
