@@ -145,9 +145,9 @@ public final class SimulatedWorld: Sendable {
     /// acknowledgement or a stream's `finish()` would wait for a time that never comes.
     ///
     /// ```swift
-    /// func deliver(_ fix: Fix, from a: MultipeerSession, to b: MultipeerSession, in world: SimulatedWorld) async throws {
+    /// func deliver(_ note: Note, from a: MultipeerSession, to b: MultipeerSession, in world: SimulatedWorld) async throws {
     ///     try await world.run(within: .seconds(5)) {
-    ///         try await a.send(fix, to: b.peerID, awaitAcknowledgement: true)
+    ///         try await a.send(note, to: b.peerID, awaitAcknowledgement: true)
     ///     }
     /// }
     /// ```

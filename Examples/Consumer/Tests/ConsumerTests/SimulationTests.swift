@@ -55,6 +55,30 @@ import Testing
         await world.shutdown()
     }
 
+    /// What takes simulated time to come back is awaited inside `world.run(within:)`: a send
+    /// awaiting its acknowledgement returns once the peer's application has the message.
+    @Test func anAcknowledgedSendReturnsInSimulatedTime() async throws {
+        let world = SimulatedWorld(seed: 5)
+        let captain = world.addHost("captain"), relief = world.addHost("relief")
+        let a = captain.makeSession(configuration: Self.configuration("captain"))
+        let b = relief.makeSession(configuration: Self.configuration("relief"))
+        let received = Received()
+        Task(executorPreference: relief.executor) {
+            for await (_, note) in b.messages(of: Note.self) { received.add(note.text) }
+        }
+        captain.start(a)
+        relief.start(b)
+        try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(10))
+        await relief.impair(latency: .milliseconds(40))
+        let before = world.now
+        try await world.run(within: .seconds(5)) {
+            try await a.send(Note(text: "acknowledged"), to: b.peerID, awaitAcknowledgement: true)
+        }
+        #expect(received.texts == ["acknowledged"], "in the peer's application once the send returns")
+        #expect(world.now - before >= .milliseconds(80), "a round trip of the 40 ms path at least: \(world.now - before)")
+        await world.shutdown()
+    }
+
     final class Received: @unchecked Sendable {
         private let lock = NSLock()
         private var all: [String] = []
