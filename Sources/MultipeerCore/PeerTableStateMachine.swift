@@ -158,6 +158,12 @@ package struct PeerTableStateMachine: Sendable {
         active.filter { joined.contains($0.key) }.compactMapValues { links[$0]?.hello }
     }
 
+    /// The peers this side keeps a link for, joined or still joining (waiting for the peer's
+    /// resume point), with the HELLO of each.
+    package var keptPeers: [UUID: Hello] {
+        active.compactMapValues { links[$0]?.hello }
+    }
+
     /// Every peer known, by ID: those discovery names (a static endpoint once a HELLO has named
     /// its peer) and those a link speaks for, and how far each one's link is. Empty while the
     /// table is stopped: a suspended session knows of no one.

@@ -355,14 +355,16 @@ package struct SessionStateMachine: Sendable {
 
     // MARK: Admission
 
-    /// The roster changed (nil admits every holder of the group key): active peers it no longer
-    /// lists are refused (their links close with GOODBYE `notInRoster`, and they leave), and
-    /// refused peers are dialled again at once.
+    /// The roster changed (nil admits every holder of the group key): peers it no longer lists
+    /// are refused, the active ones and those still joining (their links close with GOODBYE
+    /// `notInRoster`; the active ones leave), and refused peers are dialled again at once.
     package mutating func rosterChanged(_ roster: Roster?, now: ContinuousClock.Instant) -> [Action] {
         self.roster = roster
         var actions: [Action] = []
         if let roster {
-            for (peerID, hello) in table.activePeers.sorted(by: { $0.key.uuidString < $1.key.uuidString }) where !roster.admits(hello.key) {
+            // (A joining peer's HELLO passed the roster before: left alone, it joined when its
+            // resume point came, after its removal.)
+            for (peerID, hello) in table.keptPeers.sorted(by: { $0.key.uuidString < $1.key.uuidString }) where !roster.admits(hello.key) {
                 actions += perform(table.refuse(peerID, .notInRoster), now: now)
             }
         }

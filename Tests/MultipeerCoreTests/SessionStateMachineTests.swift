@@ -262,6 +262,23 @@ import Testing
                 "reconsidered: both dialled at once, the one whose turn it is to dial too (its redial is seconds away)")
     }
 
+    /// Found by the simulator (seed 11 of `--duration 120`): a member removed from the roster
+    /// while its link waited for its resume point joined once the resume point came.
+    @Test func aMemberRemovedWhileItsLinkIsJoiningNeverJoins() throws {
+        var session = Self.running(roster: Roster(keys: [Self.key(2)]))
+        let inbound = session.acceptedLink()
+        guard case .carried = session.linkEstablished(inbound, hello: Self.hello(), address: "a", now: Self.start) else {
+            Issue.record("a member's link is carried")
+            return
+        }
+        let removed = session.rosterChanged(Roster(), now: Self.start)
+        #expect(removed.contains(.close(inbound, .notInRoster)), "its joining link closes: \(removed)")
+        #expect(!removed.contains { if case .peerJoined = $0 { true } else { false } })
+        let admitted = session.admitted(inbound, now: Self.start)
+        #expect(!admitted.contains { if case .peerJoined = $0 { true } else { false } }, "never joins: \(admitted)")
+        #expect(session.activePeers.isEmpty)
+    }
+
     @Test func aStaticEndpointIsAvailableOnceAHelloNamedItsPeerAndNoOneWhileSuspended() throws {
         var session = Self.running()
         let (id, _) = try #require(Self.dial(session.discovered(DialTarget(peerID: nil, endpoints: [Self.endpoint(1)]), now: Self.start)))
