@@ -8,30 +8,51 @@ import Testing
 @Suite struct SimulatedResourceTests {
     static let groupKey = try! PreSharedKey(identity: "simulation", passphrase: "simulation tests only, not a secret")
 
+    /// An 8 MiB chart in a directory of its own (removed at the end), and captain and relief in
+    /// `world`, relief receiving files into the directory's `incoming`, active with each other
+    /// over a 2 MB/s path (the whole file takes 4.2 s).
+    struct Pair {
+        static let length = 8 << 20
+        let directory: URL
+        let chart: URL
+        let receiving: MultipeerSession.Configuration
+        let captain: SimulatedHost, relief: SimulatedHost
+        let a: MultipeerSession, b: MultipeerSession
+
+        init(in world: SimulatedWorld) async throws {
+            directory = FileManager.default.temporaryDirectory.appendingPathComponent("sim-resource-\(UUID())")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            chart = directory.appendingPathComponent("chart.bin")
+            try Data((0..<Self.length).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }).write(to: chart)
+            var receiving = MultipeerSession.Configuration(serviceType: "_sim._tcp", peer: PeerInfo(displayName: "relief"), psk: SimulatedResourceTests.groupKey)
+            receiving.resourceDirectory = directory.appendingPathComponent("incoming")
+            self.receiving = receiving
+            (captain, relief) = (world.addHost("captain"), world.addHost("relief"))
+            a = captain.makeSession(configuration: .init(serviceType: "_sim._tcp", peer: PeerInfo(displayName: "captain"), psk: SimulatedResourceTests.groupKey))
+            b = relief.makeSession(configuration: receiving)
+            captain.start(a)
+            relief.start(b)
+            let (a, b) = (a, b)
+            try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(10))
+            await relief.impair(latency: .milliseconds(2), bandwidth: 2_000_000)
+        }
+
+        /// What arrived in relief's directory under the chart's name.
+        var received: Data { get throws { try Data(contentsOf: receiving.resourceDirectory!.appendingPathComponent("chart.bin")) } }
+
+        func remove() { try? FileManager.default.removeItem(at: directory) }
+    }
+
     /// An 8 MiB file on a 2 MB/s path, partitioned at a quarter of the way: the transfer waits,
     /// and once healed resumes where the receiver stands and arrives whole.
     @Test func aResourceInFlightAcrossAPartitionArrivesWhole() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sim-resource-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let chart = directory.appendingPathComponent("chart.bin")
-        var bytes = [UInt8](repeating: 0, count: 8 << 20)
-        for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: index &* 2_654_435_761 >> 13) }
-        try Data(bytes).write(to: chart)
-
         let world = SimulatedWorld(seed: 5)
         try await Task(executorPreference: world.executor) {
-            let captain = world.addHost("captain"), relief = world.addHost("relief")
-            var receiving = MultipeerSession.Configuration(serviceType: "_sim._tcp", peer: PeerInfo(displayName: "relief"), psk: Self.groupKey)
-            receiving.resourceDirectory = directory.appendingPathComponent("incoming")
-            let a = captain.makeSession(configuration: .init(serviceType: "_sim._tcp", peer: PeerInfo(displayName: "captain"), psk: Self.groupKey))
-            let b = relief.makeSession(configuration: receiving)
-            captain.start(a)
-            relief.start(b)
-            try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(10))
-            await relief.impair(latency: .milliseconds(2), bandwidth: 2_000_000)
+            let pair = try await Pair(in: world)
+            defer { pair.remove() }
+            let (captain, relief, a, b) = (pair.captain, pair.relief, pair.a, pair.b)
 
-            let outgoing = try await a.sendResource(at: chart, to: b.peerID)
+            let outgoing = try await a.sendResource(at: pair.chart, to: b.peerID)
             let done = Completion()
             Task(executorPreference: relief.executor) {
                 for await incoming in b.incomingResources {
@@ -49,7 +70,7 @@ import Testing
             let took = try await world.run(until: { done.finished }, within: .seconds(60))
             let file = try #require(done.file)
             let received = try Data(contentsOf: file)
-            #expect(received.count == bytes.count && Array(SHA256.hash(data: received)) == outgoing.sha256, "whole, with its SHA-256")
+            #expect(received.count == Pair.length && Array(SHA256.hash(data: received)) == outgoing.sha256, "whole, with its SHA-256")
             // Resumed, not begun anew: the rest at 2 MB/s takes well under the whole file's 4 s.
             #expect(took < .seconds(15), "healed to whole in \(took)")
             await world.shutdown()
@@ -59,24 +80,11 @@ import Testing
     /// An 8 MiB file on a 2 MB/s path; the receiver is killed half way and started again with
     /// its directory: the transfer resumes from the last whole MiB it wrote.
     @Test func aReceiverKilledHalfWayResumesFromWhatItWrote() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sim-resource-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let chart = directory.appendingPathComponent("chart.bin")
-        let length = 8 << 20
-        try Data((0..<length).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }).write(to: chart)
-
         let world = SimulatedWorld(seed: 19)
         try await Task(executorPreference: world.executor) {
-            let captain = world.addHost("captain"), relief = world.addHost("relief")
-            var receiving = MultipeerSession.Configuration(serviceType: "_sim._tcp", peer: PeerInfo(displayName: "relief"), psk: Self.groupKey)
-            receiving.resourceDirectory = directory.appendingPathComponent("incoming")
-            let a = captain.makeSession(configuration: .init(serviceType: "_sim._tcp", peer: PeerInfo(displayName: "captain"), psk: Self.groupKey))
-            let first = relief.makeSession(configuration: receiving)
-            captain.start(a)
-            relief.start(first)
-            try await world.run(until: { a.activePeers.count == 1 && first.activePeers.count == 1 }, within: .seconds(10))
-            await relief.impair(latency: .milliseconds(2), bandwidth: 2_000_000)
+            let pair = try await Pair(in: world)
+            defer { pair.remove() }
+            let (captain, relief, a, first, chart, length) = (pair.captain, pair.relief, pair.a, pair.b, pair.chart, Pair.length)
 
             let outgoing = try await a.sendResource(at: chart, to: first.peerID)
             let written = Completion()
@@ -90,7 +98,7 @@ import Testing
             try await world.run(until: { a.activePeers.isEmpty }, within: .seconds(1))
 
             relief.restart()
-            let second = relief.makeSession(configuration: receiving)
+            let second = relief.makeSession(configuration: pair.receiving)
             relief.start(second)
             try await world.run(until: { a.activePeers.first?.incarnation == second.incarnation }, within: .seconds(15))
             let rejoinedAt = world.now
@@ -100,7 +108,7 @@ import Testing
             }
             try await world.run(until: { done.finished }, within: .seconds(30))
             #expect(done.file != nil, "the sender's transfer completed")
-            let received = try Data(contentsOf: receiving.resourceDirectory!.appendingPathComponent("chart.bin"))
+            let received = try pair.received
             #expect(received.count == length && Array(SHA256.hash(data: received)) == outgoing.sha256, "whole, with its SHA-256")
             // The whole file takes 4.2 s at 2 MB/s; from the last whole MiB written, at most 0.6 of it.
             let rest = world.now - rejoinedAt

@@ -142,7 +142,15 @@ import Testing
         let inbox = scratch.url.appendingPathComponent("inbox")
         let source = try scratch.file("approach.pdf", length: 1 << 20)
         try await Self.withReceiver(directory: inbox) { receiver, sender in
+            // suspend() asks, and the links go a moment later: the file is offered once the
+            // sender has seen the receiver leave (offered before, it could arrive whole at once).
+            let senderEvents = sender.events
             await receiver.suspend()
+            try await within(30, "the receiver to go into the background") {
+                for await event in senderEvents {
+                    if case .peerLeft(let peer, _) = event, peer.id == receiver.peerID { return }
+                }
+            }
             let transfer = try await within(30, "the file to be offered") { try await sender.sendResource(at: source, to: receiver.peerID) }
             let waiting = Task { try await transfer.completion() }
             waiting.cancel()
