@@ -89,6 +89,8 @@ final class SimulationRun: @unchecked Sendable {
     /// How long after everything is healed every pair must be active again: the redial backoff's
     /// cap with its jitter (12 s), a connect timeout and a handshake, twice over.
     static let rejoinBound = Duration.seconds(30)
+    /// The sessions' limits (the defaults).
+    static let limits = MultipeerSession.Limits()
     /// Mean time between files sent, and between streams opened, in the whole world.
     static let transferEvery = Duration.seconds(8)
     /// Mean time between key rotations begun, and between roster changes.
@@ -733,6 +735,18 @@ final class SimulationRun: @unchecked Sendable {
             let available = Dictionary(node.session.availablePeers.map { ($0.id, $0.state) }, uniquingKeysWith: { $1 })
             if !node.suspended, available != node.available {
                 ledger.violation("\(world.now) \(node.host.name): availablePeers \(available.values.sorted { "\($0)" < "\($1)" }), its events \(node.available.values.sorted { "\($0)" < "\($1)" }) (availablePeers changes as availablePeerChanged says)")
+            }
+            // What a sender holds for each peer stays within its limits (Limits.outbox, 4,096
+            // messages or 8 MiB; Limits.unreliableQueue, 256 messages or 1 MiB, or one larger).
+            let (outbox, unreliable) = (Self.limits.outbox, Self.limits.unreliableQueue)
+            for queued in node.session.queuedForPeers {
+                let peer = nodes.first { $0.peerID == queued.peerID }?.host.name ?? "\(queued.peerID)"
+                if queued.outbox.count > outbox.maximumCount || queued.outbox.bytes > outbox.maximumBytes {
+                    ledger.violation("\(world.now) \(node.host.name): \(queued.outbox.count) messages, \(queued.outbox.bytes) bytes unacknowledged for \(peer) (the outbox holds at most \(outbox.maximumCount) messages or \(outbox.maximumBytes) bytes)")
+                }
+                if queued.unreliable.count > 1, queued.unreliable.count > unreliable.maximumCount || queued.unreliable.bytes > unreliable.maximumBytes {
+                    ledger.violation("\(world.now) \(node.host.name): \(queued.unreliable.count) unreliable messages, \(queued.unreliable.bytes) bytes waiting for \(peer) (at most \(unreliable.maximumCount) or \(unreliable.maximumBytes) bytes, or one larger message)")
+                }
             }
             // A host left out of a roster is closed at once, and refused after.
             for left in node.rosterHeld where world.now - node.rosterChanged > .milliseconds(100) && node.active.contains(nodes[left].peerID) {

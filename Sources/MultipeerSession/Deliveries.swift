@@ -47,6 +47,9 @@ final class Deliveries: Sendable {
         return error
     }
 
+    /// Every peer's delivery.
+    var all: [PeerDelivery] { peers.withLockedValue { Array($0.byID.values) } }
+
     /// Peers that have an outbox: active now or earlier in this session.
     var known: [UUID] {
         peers.withLockedValue { Array($0.byID.values) }.filter(\.hasOutbox).map(\.peerID)

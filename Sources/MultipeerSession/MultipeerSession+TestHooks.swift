@@ -30,4 +30,18 @@ extension MultipeerSession {
     package func outboxCount(for peerID: UUID) -> Int {
         deliveries[peerID]?.outboxCount ?? 0
     }
+
+    /// What is queued for each peer met now (for the simulator's check of `Limits.outbox` and
+    /// `Limits.unreliableQueue` at every step). Read under the deliveries' locks, without
+    /// waiting for the session.
+    package nonisolated var queuedForPeers: [QueuedMessages] {
+        deliveries.all.map(\.queued)
+    }
+}
+
+/// What a session holds queued for one peer, as messages and payload bytes.
+package struct QueuedMessages: Sendable {
+    package var peerID: UUID
+    package var outbox: (count: Int, bytes: Int)
+    package var unreliable: (count: Int, bytes: Int)
 }

@@ -304,6 +304,16 @@ final class PeerDelivery: Sendable {
     /// Unacknowledged reliable messages.
     var outboxCount: Int { state.withLockedValue { $0.machine.outbox?.count ?? 0 } }
 
+    /// What is queued now: unacknowledged reliable messages, and unreliable ones waiting for
+    /// the link, each as messages and payload bytes.
+    var queued: QueuedMessages {
+        state.withLockedValue { state in
+            QueuedMessages(
+                peerID: peerID, outbox: (state.machine.outbox?.count ?? 0, state.machine.outbox?.bytes ?? 0),
+                unreliable: (state.machine.unreliable.count, state.machine.unreliable.bytes))
+        }
+    }
+
     /// Where delivery stands, in one line.
     var summary: String { state.withLockedValue { $0.machine.summary } }
 
