@@ -25,11 +25,11 @@ run_alone() {  # COMMAND...: runs the suites in `alone`, one at a time, under CO
     done
 }
 
-# The cores' tests (computation only, some of it heavy, and synchronous: each holds one of the
-# cooperative pool's two threads until it ends) run first, on their own; beside the integration
-# tests they starved those tests' readers for seconds under a sanitizer, and keepalives and
-# handshake deadlines failed. Skipped when a --filter chose other tests.
-cores='^(MultipeerCoreTests|MultipeerTLSTests|MultipeerDiscoveryTests|MultipeerSessionTests|NavlogSyncTests)\.'
+# The cores' tests and the simulated worlds (computation only, some of it heavy: a simulated
+# world runs flat out on a thread of its own) run first, on their own; beside the integration
+# tests they starved those tests' readers for seconds, and keepalives and handshake deadlines
+# failed. Skipped when a --filter chose other tests.
+cores='^(MultipeerCoreTests|MultipeerTLSTests|MultipeerDiscoveryTests|MultipeerSessionTests|NavlogSyncTests|MultipeerSimulationTests)\.'
 run_suite() {  # COMMAND...: the whole suite but the `alone` ones, under COMMAND
     if [[ " $* " == *" --filter "* ]]; then "$@"; return; fi
     "$@" --filter "$cores" && "$@" --skip "$cores"

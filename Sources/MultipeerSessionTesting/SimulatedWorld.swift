@@ -213,6 +213,41 @@ public final class SimulatedWorld: Sendable {
     }
 }
 
+extension SimulatedWorld {
+    /// Publishes an advert in the world's DNS-SD as anyone on the network can, for no session:
+    /// `txt`'s entries (`key=value`, as in an Avahi TXT record) under `serviceType` (a
+    /// configuration's ``MultipeerSession/Configuration/serviceType``), pointing at
+    /// `address`:`port`. Every browser of that type hears of it after the network's delay, as
+    /// of a session's; an advert whose record does not decode is ignored as Avahi's browser
+    /// ignores it. ``SimulatedAdvert/withdraw()`` takes it back.
+    ///
+    /// ```swift
+    /// func impersonate(_ victim: PeerIdentity, pointingAt sink: SimulatedHost, in world: SimulatedWorld) async -> SimulatedAdvert {
+    ///     let claims = ["v=2", "id=\(victim.peerID.uuidString.lowercased())", "inc=\(UInt64.max)", "name=captain"]
+    ///     return await world.advertise("_crew._tcp", txt: claims, at: sink.address, port: 7999)
+    /// }
+    /// ```
+    public func advertise(_ serviceType: String, txt: [String], at address: String, port: Int) async -> SimulatedAdvert {
+        record("fault: an advert of no session, for \(address):\(port): \(txt.joined(separator: " "))")
+        let advert = SimulatedDirectory.Advert(
+            machine: nil, process: nil, serviceType: serviceType, address: address, port: port, txt: txt.map { Array($0.utf8) })
+        let id = await inWorld { [directory] in directory.publish(advert) }
+        return SimulatedAdvert(world: self, id: id)
+    }
+}
+
+/// An advert of no session in a ``SimulatedWorld``'s DNS-SD (``SimulatedWorld/advertise(_:txt:at:port:)``).
+public struct SimulatedAdvert: Sendable {
+    let world: SimulatedWorld
+    let id: Int
+
+    /// Takes the advert back: browsers hear it go (a peer it alone named is lost).
+    public func withdraw() async {
+        world.record("fault: advert \(id) withdrawn")
+        await world.inWorld { [directory = world.directory, id] in directory.withdraw(id) }
+    }
+}
+
 /// A partition or black hole of a ``SimulatedWorld``, until healed.
 public struct SimulatedPartition: Sendable {
     let world: SimulatedWorld
