@@ -31,9 +31,6 @@ final class EventRecorder: @unchecked Sendable {
         }
     }
 
-    /// Every peer that left, whoever it was.
-    var anyDeparture: Bool { lock.withLock { seen.contains { if case .peerLeft = $0.event { true } else { false } } } }
-
     /// The refusals this session reported (`authenticationFailed`), with when.
     var refusals: [(at: Duration, error: MultipeerError)] {
         lock.withLock { seen.compactMap { if case .authenticationFailed(_, let error) = $0.event { ($0.at, error) } else { nil } } }
