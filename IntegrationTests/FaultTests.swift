@@ -66,7 +66,9 @@ import Testing
 
     @Test(.scaledTimeLimit(minutes: 1))
     func aResetIsAnImmediateLeaveAndARedial() async throws {
-        try await Self.withPair { pair in
+        // A keepalive timeout of 10 s: a reset is seen at once, and a machine loaded by every
+        // other integration test must not time the link out first (which this test would report).
+        try await Self.withPair(keepalive: KeepaliveParameters(interval: .milliseconds(500), timeout: .seconds(10))) { pair in
             await pair.proxy.resetConnections()
             let saw = try await pair.diallerEvents.waitUntilActive([])
             guard case .linkClosed? = Self.lastLeaveReason(saw) else {
