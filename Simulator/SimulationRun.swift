@@ -701,7 +701,9 @@ final class SimulationRun: @unchecked Sendable {
         case .finishRotation:
             finishRotation()
         case .dropKey(let index):
-            nodes[index].keys = [generation]
+            // Only what is older than the generation everyone holds: a rotation begun since
+            // may have given this host the next key already.
+            nodes[index].keys.removeAll { $0 < generation }
             await applyGroup(nodes[index])
         case .rosterChange:
             await leaveOutOfRosters()

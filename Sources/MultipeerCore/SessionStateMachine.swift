@@ -129,6 +129,8 @@ package struct SessionStateMachine: Sendable {
         var target: DialTarget
         var endpoint = 0
         var key = 0
+        /// The key ring its key indexes (``keyRing``): a ring changed since reorders the keys.
+        var ring: Int
 
         var attempt: Attempt { Attempt(endpoint: target.endpoints[endpoint], peerID: target.peerID, key: key) }
     }
@@ -159,6 +161,8 @@ package struct SessionStateMachine: Sendable {
     private var roster: Roster?
     /// How many group keys a dial may offer.
     private var keyCount: Int
+    /// Counts the key rings held: one more at every change (``keysChanged(count:now:)``).
+    private var keyRing = 0
     /// The port configured (0: any the system chooses).
     private let configuredPort: Int
     /// The port to listen on again on a resume, once the session has listened: the configured
@@ -273,8 +277,11 @@ package struct SessionStateMachine: Sendable {
             dials[id] = nil
             return perform(table.linkClosed(id), now: now)
         }
-        if error.code == .authenticationFailed, dial.key + 1 < keyCount {
-            dial.key += 1
+        if error.code == .authenticationFailed, dial.ring != keyRing || dial.key + 1 < keyCount {
+            // The next older key; or, when the keys changed while this attempt was under way
+            // (its key may be gone, a new one come), the newest key of the ring held now.
+            dial.key = dial.ring == keyRing ? dial.key + 1 : 0
+            dial.ring = keyRing
             dials[id] = dial
             return [.connect(id, dial.attempt)]
         }
@@ -283,6 +290,7 @@ package struct SessionStateMachine: Sendable {
         var actions = connectionFailed(endpoint.description, error, inbound: false, refusalOf: Self.name(dial.target.key), now: now)
         dial.endpoint += 1
         dial.key = 0
+        dial.ring = keyRing
         if dial.endpoint < dial.target.endpoints.count {
             dials[id] = dial
             return actions + [.connect(id, dial.attempt)]
@@ -371,10 +379,12 @@ package struct SessionStateMachine: Sendable {
         return actions + reconsiderRefusals(now: now)
     }
 
-    /// The group keys changed: a dial offers `count` keys from now on, and refused peers are
-    /// dialled again at once.
+    /// The group keys changed: a dial offers `count` keys from now on (an attempt under way
+    /// that fails on its key is made again with the newest), and refused peers are dialled
+    /// again at once.
     package mutating func keysChanged(count: Int, now: ContinuousClock.Instant) -> [Action] {
         keyCount = count
+        keyRing += 1
         return reconsiderRefusals(now: now)
     }
 
@@ -496,7 +506,7 @@ package struct SessionStateMachine: Sendable {
         actions.flatMap { action -> [Action] in
             switch action {
             case .dial(let id, let target):
-                dials[id] = Dial(target: target)
+                dials[id] = Dial(target: target, ring: keyRing)
                 return [.connect(id, dials[id]!.attempt)]
             case .addEndpoints(let id, let endpoints):
                 dials[id]?.target.endpoints += endpoints

@@ -65,6 +65,22 @@ import Testing
         #expect(again.endpoint == Self.endpoint(1), "both failed once: discovery's order")
     }
 
+    /// Found by the simulator (seeds 20060 and 20193): a dial offered the newest of two keys,
+    /// the peer refused it, and meanwhile the ring became one key; the failure was reported,
+    /// though the one key left was never offered.
+    @Test func anAttemptRefusedAfterTheKeysChangedIsMadeAgainWithTheNewestKeyHeldNow() throws {
+        var session = Self.running(keys: 2)
+        let target = DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)])
+        let (id, first) = try #require(Self.dial(session.discovered(target, now: Self.start)))
+        #expect(first.key == 0)
+        _ = session.keysChanged(count: 1, now: Self.start)
+        let refused = MultipeerError(.authenticationFailed, "keys differ")
+        #expect(session.attemptFailed(id, refused, now: Self.start) == [.connect(id, .init(endpoint: Self.endpoint(1), peerID: Self.peer, key: 0))],
+                "the newest key of the ring held now, unreported")
+        #expect(session.attemptFailed(id, refused, now: Self.start).first == Self.failed(Self.endpoint(1).description, refused),
+                "refused with every key held since: reported")
+    }
+
     @Test func theEndpointThatProvedThePeerIsTriedFirstNextTime() throws {
         var session = Self.running()
         let target = DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1), Self.endpoint(2)])
