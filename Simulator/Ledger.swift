@@ -29,6 +29,9 @@ final class Ledger: Sendable {
         var outcome: Outcome
         /// The receiver incarnations it reached.
         var deliveries: [UInt64] = []
+        /// Its receiver's application had it, unread, when its process was killed: it was
+        /// acknowledged, and died with that process (DeliveryGuarantees).
+        var diedUnread = false
     }
 
     private struct State {
@@ -57,6 +60,13 @@ final class Ledger: Sendable {
     var deliveryCount: Int { state.withLockedValue { $0.deliveries } }
     var sentCount: Int { state.withLockedValue { $0.sent.count } }
 
+    /// The application of a process killed now had these messages and had not read them.
+    func diedUnread(_ ids: [MessageID]) {
+        state.withLockedValue { state in
+            for id in ids { state.sent[id]?.diedUnread = true }
+        }
+    }
+
     /// A message reached `receiver`'s application (of incarnation `incarnation`), at `at`.
     func delivered(_ id: MessageID, type: String, reliable: Bool, to receiver: String, incarnation: UInt64, at: Duration) {
         state.withLockedValue { state in
@@ -82,11 +92,12 @@ final class Ledger: Sendable {
 
     /// The reliable messages that must have arrived by now and have not: sent (the send
     /// returned, or it threw and the message stayed queued) by an incarnation that was not
-    /// killed, or acknowledged whoever was killed, to a host among `alive`.
+    /// killed, or acknowledged whoever was killed, to a host among `alive`, unless the
+    /// receiver's application had it when its process was killed.
     func undelivered(killed: Set<UInt64>, alive: Set<String>) -> [(MessageID, Sent)] {
         state.withLockedValue { state in
             state.sent.filter { id, sent in
-                guard sent.reliable, sent.to != "*", alive.contains(sent.to), sent.deliveries.isEmpty else { return false }
+                guard sent.reliable, sent.to != "*", alive.contains(sent.to), sent.deliveries.isEmpty, !sent.diedUnread else { return false }
                 switch sent.outcome {
                 case .sending: return false
                 case .queued(let acknowledged): return acknowledged || !killed.contains(id.sender)

@@ -71,6 +71,7 @@ struct Simulate: AsyncParsableCommand {
         var next = (queue.last ?? 0) + 1
         var (runs, failed, sessionTime, simulated, messages, faults) = (0, 0, Duration.zero, Duration.zero, 0, 0)
         var (files, streams) = (0, 0)
+        var fullest = Fullest()
         while true {
             let seed: UInt64
             if !queue.isEmpty {
@@ -93,6 +94,7 @@ struct Simulate: AsyncParsableCommand {
             messages += result.messages
             files += result.files
             streams += result.streams
+            fullest.include(result.fullest)
             faults += result.faults
             if trace { print(result.trace) }
             if checkDeterminism {
@@ -126,6 +128,9 @@ struct Simulate: AsyncParsableCommand {
         print("""
             \(runs) worlds, \(failed) failed; \(Self.seconds(simulated)) s simulated, \(String(format: "%.1f", Self.seconds(sessionTime) / 3_600)) session-hours \
             checked, \(messages) messages, \(files) files, \(streams) streams, \(faults) faults, in \(Self.seconds(elapsed)) s of wall time
+            fullest stream \(fullest.streamCount) messages, \(fullest.streamBytes) bytes held; fullest hold \(fullest.holdCount) messages, \(fullest.holdBytes) bytes \
+            (limits \(SimulationRun.limits.receiveBuffer.maximumCount) messages or \(SimulationRun.limits.receiveBuffer.maximumBytes) bytes, \
+            \(SimulationRun.limits.unsubscribedMessages.maximumCount) or \(SimulationRun.limits.unsubscribedMessages.maximumBytes))
             """)
         if failed > 0 { throw ExitCode(1) }
     }

@@ -77,6 +77,20 @@ struct RunResult: Sendable {
     /// Simulated time the sessions ran, summed over sessions.
     var sessionTime: Duration
     var simulated: Duration
+    var fullest: Fullest
+}
+
+/// The most any application's stream, and any hold for a first subscriber, held at a step:
+/// how near the limits the run came.
+struct Fullest: Sendable {
+    var streamCount = 0, streamBytes = 0, holdCount = 0, holdBytes = 0
+
+    mutating func include(_ other: Fullest) {
+        streamCount = max(streamCount, other.streamCount)
+        streamBytes = max(streamBytes, other.streamBytes)
+        holdCount = max(holdCount, other.holdCount)
+        holdBytes = max(holdBytes, other.holdBytes)
+    }
 }
 
 /// One simulated world drawn from a seed: its sessions, its applications' traffic, its faults,
@@ -89,12 +103,24 @@ final class SimulationRun: @unchecked Sendable {
     /// How long after everything is healed every pair must be active again: the redial backoff's
     /// cap with its jitter (12 s), a connect timeout and a handshake, twice over.
     static let rejoinBound = Duration.seconds(30)
-    /// The sessions' limits (the defaults).
-    static let limits = MultipeerSession.Limits()
+    /// The sessions' limits: the defaults, but for what is held for the application, smaller,
+    /// so that a reader that stops for seconds fills its stream and a type subscribed to late
+    /// fills its hold (and the links stop, and the senders wait).
+    static let limits = MultipeerSession.Limits(
+        receiveBuffer: BufferLimits(maximumCount: 64, maximumBytes: 1 << 20),
+        unsubscribedMessages: BufferLimits(maximumCount: 32, maximumBytes: 512 << 10))
+    /// What one read of a link may bring beyond a full stream or hold: four socket reads of
+    /// 64 KiB and the rest of one frame (Limits.receiveBuffer).
+    static let readBeyondFull = 256 << 10 + limits.maximumFrameLength
+    /// The smallest DATA frame the simulator's messages make (a few bytes of header, the type
+    /// name, two numbers and a flag): what bounds the messages one such read brings.
+    static let smallestFrame = 24
     /// Mean time between files sent, and between streams opened, in the whole world.
     static let transferEvery = Duration.seconds(8)
     /// Mean time between key rotations begun, and between roster changes.
     static let groupChangeEvery = Duration.seconds(40)
+    /// Mean time between an application's reader stopping, in the whole world.
+    static let readerStopEvery = Duration.seconds(15)
 
     /// One host and what runs on it.
     final class Node: @unchecked Sendable {
@@ -130,6 +156,13 @@ final class SimulationRun: @unchecked Sendable {
         var rosterChanged: Duration = .zero
         /// Where its session receives files.
         let directory: URL
+        /// Its application's reader of each message type, which it stops for a while at times
+        /// (and, in a session just started, may start only later).
+        let readers = ["Cargo": Gate(), "Notice": Gate()]
+        /// When its application last began reading a type again.
+        var readingAgain: Duration = .zero
+        /// Its application does not read a type now: the links that bring it may stop.
+        var behind: Bool { readers.values.contains(where: \.isClosed) }
         var peerID: UUID { session.peerID }
 
         init(index: Int, host: SimulatedHost, session: MultipeerSession, directory: URL) {
@@ -185,6 +218,7 @@ final class SimulationRun: @unchecked Sendable {
     private var faults = 0
     private var quiet = false
     private var sessionTime = Duration.zero
+    private var fullest = Fullest()
     private var started: [Int: Duration] = [:]
 
     private enum Action {
@@ -204,6 +238,8 @@ final class SimulationRun: @unchecked Sendable {
         case dropKey(Int)
         case rosterChange
         case rosterRestore
+        case stopReader
+        case resumeReader(Int, String)
     }
 
     init(plan: RunPlan) {
@@ -231,6 +267,7 @@ final class SimulationRun: @unchecked Sendable {
         configuration.keys = keyRing(keys)
         configuration.roster = roster()
         configuration.resourceDirectory = directory
+        configuration.limits = Self.limits
         // What happened is in the trace; the sessions' logs mostly repeat it (--log-level).
         configuration.logger.logLevel = plan.logLevel
         return configuration
@@ -250,7 +287,8 @@ final class SimulationRun: @unchecked Sendable {
         return RunResult(
             plan: plan, hosts: nodes.count, violations: ledger.violations, trace: trace,
             traceToFailure: Array(trace.lines.prefix(failedAt ?? trace.lines.count)), messages: ledger.sentCount,
-            deliveries: ledger.deliveryCount, files: transfers.fileCount, streams: transfers.streamCount, faults: faults, sessionTime: sessionTime, simulated: world.now)
+            deliveries: ledger.deliveryCount, files: transfers.fileCount, streams: transfers.streamCount, faults: faults, sessionTime: sessionTime, simulated: world.now,
+            fullest: fullest)
     }
 
     private func drive() async {
@@ -275,6 +313,7 @@ final class SimulationRun: @unchecked Sendable {
         schedule(.stream, after: random.exponential(mean: Self.transferEvery))
         schedule(.rotate, after: random.exponential(mean: Self.groupChangeEvery))
         schedule(.rosterChange, after: random.exponential(mean: Self.groupChangeEvery))
+        schedule(.stopReader, after: random.exponential(mean: Self.readerStopEvery))
         while let next = agenda.first, next.at <= plan.duration {
             agenda.removeFirst()
             if next.at > world.now { await world.run(for: next.at - world.now) }
@@ -308,9 +347,21 @@ final class SimulationRun: @unchecked Sendable {
         started[node.index] = world.now
         node.host.start(session)
         let (ledger, world, name) = (ledger, world, node.host.name)
+        // Now and then an application subscribes to a type only a while after its session
+        // started: what comes of it meanwhile is held for it.
+        if random.chance(0.25) {
+            node.readers["Notice"]!.close()
+            world.record("its application subscribes to Notice late", on: node.host)
+            schedule(.resumeReader(node.index, "Notice"), after: random.seconds(0.5...10))
+        }
         func read<Message: Codable & Sendable>(_ type: Message.Type, _ fields: @escaping @Sendable (Message) -> (UInt64, UInt64, Bool)) {
+            let gate = node.readers["\(type)"]!
             Task(executorPreference: node.host.executor) {
-                for await (_, message) in session.messages(of: type) {
+                await gate.pass()
+                var messages = session.messages(of: type).makeAsyncIterator()
+                while true {
+                    await gate.pass()
+                    guard let (_, message) = await messages.next() else { return }
                     let (incarnation, number, reliable) = fields(message)
                     ledger.delivered(
                         .init(sender: incarnation, number: number), type: "\(type)", reliable: reliable, to: name,
@@ -573,6 +624,19 @@ final class SimulationRun: @unchecked Sendable {
         schedule(.rosterRestore, after: random.seconds(2...20))
     }
 
+    // MARK: Slow readers
+
+    /// An application stops reading one type of message for 1-20 s: its stream fills, its
+    /// links stop reading, and the senders' outboxes take the rest.
+    private func stopReader() {
+        let readers = nodes.filter(\.alive).flatMap { node in node.readers.keys.sorted().map { (node, $0) } }.filter { !$0.0.readers[$0.1]!.isClosed }
+        guard let (node, type) = readers.randomElement(using: &random) else { return }
+        let pause = random.seconds(1...20)
+        node.readers[type]!.close()
+        world.record("its application stops reading \(type) for \(pause)", on: node.host)
+        schedule(.resumeReader(node.index, type), after: pause)
+    }
+
     // MARK: Faults
 
     private func inject() async {
@@ -604,6 +668,11 @@ final class SimulationRun: @unchecked Sendable {
             node.lastDisturbed = until
             schedule(.repair(node.index), after: until - world.now)
         case 4:
+            // What its application had and had not read yet dies with it.
+            let unread = node.session.unreadMessages(of: Cargo.self).map { Ledger.MessageID(sender: $0.incarnation, number: $0.number) }
+                + node.session.unreadMessages(of: Notice.self).map { Ledger.MessageID(sender: $0.incarnation, number: $0.number) }
+            ledger.diedUnread(unread)
+            if !unread.isEmpty { world.record("its application had \(unread.count) messages it had not read", on: node.host) }
             await node.host.kill()
             node.alive = false
             killed.insert(node.session.incarnation)
@@ -712,6 +781,13 @@ final class SimulationRun: @unchecked Sendable {
             removed = []
             world.record("every roster lists every host again")
             for node in nodes { await applyGroup(node) }
+        case .stopReader:
+            stopReader()
+            schedule(.stopReader, after: random.exponential(mean: Self.readerStopEvery))
+        case .resumeReader(let index, let type):
+            nodes[index].readers[type]!.open()
+            nodes[index].readingAgain = world.now
+            world.record("its application reads \(type) again", on: nodes[index].host)
         }
     }
 
@@ -722,7 +798,10 @@ final class SimulationRun: @unchecked Sendable {
         detections.removeAll { detection in
             let (watcher, silent) = (nodes[detection.watcher], nodes[detection.silent])
             let bound = detectionBound(watcher, silent, since: detection.since)
-            guard world.now - detection.since > bound else { return false }
+            // A side whose application is behind may have stopped reading the link (PROTOCOL.md
+            // 3a): it does not time the link out then, and counts afresh once it reads again.
+            if watcher.behind { return false }
+            guard world.now - max(detection.since, watcher.readingAgain) > bound else { return false }
             if watcher.alive, !watcher.frozen, watcher.active.contains(silent.peerID) {
                 ledger.violation(
                     "\(world.now) \(watcher.host.name): \(silent.host.name), \(detection.what) since \(detection.since), still active after \(bound) (a silent peer is detected within the keepalive's bound)")
@@ -750,10 +829,45 @@ final class SimulationRun: @unchecked Sendable {
                     ledger.violation("\(world.now) \(node.host.name): \(queued.unreliable.count) unreliable messages, \(queued.unreliable.bytes) bytes waiting for \(peer) (at most \(unreliable.maximumCount) or \(unreliable.maximumBytes) bytes, or one larger message)")
                 }
             }
+            checkHeld(node)
             // A host left out of a roster is closed at once, and refused after.
             for left in node.rosterHeld where world.now - node.rosterChanged > .milliseconds(100) && node.active.contains(nodes[left].peerID) {
                 ledger.violation("\(world.now) \(node.host.name): \(nodes[left].host.name), left out of its roster at \(node.rosterChanged), is active (a member no longer listed is closed and refused)")
             }
+        }
+    }
+
+    /// What `node` holds for its application stays within its limits: each stream within
+    /// Limits.receiveBuffer and each hold within Limits.unsubscribedMessages, but for what one
+    /// read of each link brings after it filled (or one message larger than the bytes alone);
+    /// each events stream within Limits.eventBuffer; incomplete messages within twice
+    /// Limits.maximumMessageLength.
+    private func checkHeld(_ node: Node) {
+        let held = node.session.heldForApplication
+        for stream in held.streams {
+            fullest.include(Fullest(streamCount: stream.count, streamBytes: stream.bytes))
+        }
+        for hold in held.holds {
+            fullest.include(Fullest(holdCount: hold.count, holdBytes: hold.bytes))
+        }
+        // Links: one per peer, and another while it replaces the first.
+        let links = 2 * (nodes.count - 1)
+        let (streamLimit, holdLimit) = (Self.limits.receiveBuffer, Self.limits.unsubscribedMessages)
+        for (what, buffers, limit) in [("stream of", held.streams, streamLimit), ("hold for", held.holds, holdLimit)] {
+            for buffer in buffers {
+                let count = limit.maximumCount + links * Self.readBeyondFull / Self.smallestFrame
+                let bytes = limit.maximumBytes + links * Self.readBeyondFull
+                if buffer.count > count || (buffer.count > 1 && buffer.bytes > bytes) {
+                    ledger.violation(
+                        "\(world.now) \(node.host.name): its \(what) \(buffer.typeName) holds \(buffer.count) messages, \(buffer.bytes) bytes (at most \(limit.maximumCount) or \(limit.maximumBytes) bytes, and what one read of each of \(links) links brings after: \(count), \(bytes) bytes)")
+                }
+            }
+        }
+        for count in held.events where count > Self.limits.eventBuffer {
+            ledger.violation("\(world.now) \(node.host.name): an events stream holds \(count) events (Limits.eventBuffer, \(Self.limits.eventBuffer))")
+        }
+        if held.incompleteBytes > 2 * Self.limits.maximumMessageLength {
+            ledger.violation("\(world.now) \(node.host.name): incomplete messages hold \(held.incompleteBytes) bytes (at most twice Limits.maximumMessageLength)")
         }
     }
 
@@ -769,6 +883,10 @@ final class SimulationRun: @unchecked Sendable {
         removed = []
         for node in nodes { await applyGroup(node) }
         agenda.removeAll()
+        // Every application reads again (a session restarted just now among them).
+        for node in nodes {
+            for gate in node.readers.values { gate.open() }
+        }
         detections.removeAll()
         world.record("healed everything: settling")
         let healed = world.now

@@ -37,6 +37,49 @@ extension MultipeerSession {
     package nonisolated var queuedForPeers: [QueuedMessages] {
         deliveries.all.map(\.queued)
     }
+
+    /// The messages of `type` this session acknowledged and its application has not read yet
+    /// (in its streams, or held for a first subscriber), oldest first: what the application
+    /// loses if its process is killed now (for the simulator's ledger). One still being
+    /// decoded is left out.
+    package nonisolated func unreadMessages<Message: Decodable & Sendable>(of type: Message.Type) -> [Message] {
+        subscriptions.unread(named: Self.wireName(of: type)).compactMap { message in
+            switch message {
+            case .encoded(let payload): try? MessageEncoding.decode(Message.self, from: payload)
+            case .value(let value): value as? Message
+            case .pending(let pending): pending.decoded as? Message
+            }
+        }
+    }
+
+    /// What is held for the application to read now, and what incomplete messages hold (for
+    /// the simulator's check of `Limits.receiveBuffer`, `Limits.unsubscribedMessages`,
+    /// `Limits.eventBuffer` and `Limits.maximumMessageLength` at every step). Read under the
+    /// streams' and windows' locks, without waiting for the session.
+    package nonisolated var heldForApplication: HeldForApplication {
+        var held = subscriptions.held
+        held.incompleteBytes = inbox.windows.reserved
+        return held
+    }
+}
+
+/// What a session holds for its application: in each stream of `messages(of:)`, for first
+/// subscribers per type name, in each stream of `events`, and in reliable messages arriving in
+/// fragments.
+package struct HeldForApplication: Sendable {
+    package struct Held: Sendable {
+        package var typeName: String
+        package var count: Int
+        /// The memory the messages keep alive (a stream counts each read buffer once, at its capacity).
+        package var bytes: Int
+    }
+
+    package var streams: [Held]
+    package var holds: [Held]
+    /// Each events stream's events.
+    package var events: [Int]
+    /// What the incomplete reliable messages of all senders hold.
+    package var incompleteBytes = 0
 }
 
 /// What a session holds queued for one peer, as messages and payload bytes.

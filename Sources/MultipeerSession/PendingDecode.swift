@@ -25,6 +25,9 @@ final class PendingDecode: Sendable {
         for waiter in waiters { waiter.resume(returning: value) }
     }
 
+    /// The value if it is decoded now.
+    var decoded: (any Sendable)? { state.withLockedValue { try? $0.result?.get() } }
+
     /// The value once decoded; nil if it did not decode.
     func value() async -> (any Sendable)? {
         await withCheckedContinuation { continuation in

@@ -89,6 +89,16 @@ final class StreamBuffer<Element: Sendable>: Sendable {
     }
 
     let limits: BufferLimits
+    /// What it holds now against its bound: elements (the consumer's batch among them), and the
+    /// memory they keep alive.
+    var load: (count: Int, bytes: Int) { state.withLockedValue { ($0.count, $0.held) } }
+
+    /// The elements not handed to the consumer yet, oldest first (its batch's, then the rest).
+    var unread: [Element] {
+        batch.withLockedValue { batch in
+            batch.elements.map(\.element) + state.withLockedValue { $0.elements.map(\.element) }
+        }
+    }
     /// What the consumer is told before its next element when elements were shed.
     private let shedNotice: (@Sendable (Int) -> Element)?
     private let state = NIOLockedValueBox(State())

@@ -45,6 +45,10 @@ final class Subscriptions: Sendable {
     fileprivate struct Subscriber {
         var offer: @Sendable (Peer, UInt64, Decoded, Int, @escaping @Sendable () -> Void) -> StreamOffer
         var finish: @Sendable () -> Void
+        /// What its buffer holds (``StreamBuffer/load``).
+        var load: @Sendable () -> (count: Int, bytes: Int)
+        /// The messages in its buffer, oldest first.
+        var unread: @Sendable () -> [Decoded]
     }
 
     /// The subscribers of one wire name that share a Swift type, and how to decode it.
@@ -207,7 +211,9 @@ final class Subscriptions: Sendable {
             offer: { peer, sequence, value, cost, whenRoom in
                 buffer.offer((peer, sequence, value), cost: cost, storage: value.storage, whenRoom: whenRoom)
             },
-            finish: { buffer.finish() })
+            finish: { buffer.finish() },
+            load: { buffer.load },
+            unread: { buffer.unread.map(\.message) })
         let decode: @Sendable (ByteBuffer) throws -> any Sendable = { payload in
             try MessageEncoding.decode(Message.self, from: payload)
         }
@@ -406,7 +412,6 @@ final class Subscriptions: Sendable {
         return copy
     }
 
-    /// Ends every stream (the session has stopped); readers still get what is buffered.
     /// The active peers, as the events so far say (by peer ID): what ``MultipeerSession/activePeers`` reads.
     var activePeers: [Peer] {
         Self.sorted(state.withLockedValue { $0.active })
@@ -420,6 +425,29 @@ final class Subscriptions: Sendable {
         peers.values.sorted { $1.id.isGreater(than: $0.id) }
     }
 
+    /// What the application's streams and the holds for first subscribers keep now.
+    var held: HeldForApplication {
+        let (events, streams, holds) = state.withLockedValue { state in
+            (Array(state.events.values),
+             state.topics.flatMap { name, topic in topic.decodings.flatMap { $0.subscribers.values.map { (name, $0.load) } } },
+             state.topics.compactMap { name, topic in topic.held.isEmpty ? nil : HeldForApplication.Held(typeName: name, count: topic.held.count, bytes: topic.heldBytes) })
+        }
+        // (Each stream's lock once the session-wide one is let go.)
+        return HeldForApplication(
+            streams: streams.map { name, load in let (count, bytes) = load(); return .init(typeName: name, count: count, bytes: bytes) },
+            holds: holds, events: events.map(\.load.count))
+    }
+
+    /// The messages of wire name `typeName` the application has (acknowledged) and has not read:
+    /// in its streams, and held for a first subscriber.
+    func unread(named typeName: String) -> [Decoded] {
+        let (subscribers, held) = state.withLockedValue { state in
+            (state.topics[typeName]?.decodings.flatMap(\.subscribers.values) ?? [], state.topics[typeName]?.held.map(\.payload) ?? [])
+        }
+        return subscribers.flatMap { $0.unread() } + held.map { .encoded($0) }
+    }
+
+    /// Ends every stream (the session has stopped); readers still get what is buffered.
     func finish() {
         let (events, subscribers) = state.withLockedValue { state in
             defer { state = State(); state.finished = true }

@@ -46,6 +46,9 @@ final class ReceiveWindows: Sendable {
 
     private let state = NIOLockedValueBox(State())
 
+    /// What the incomplete messages of all senders hold now (at most ``budget(limit:)``).
+    var reserved: Int { state.withLockedValue { $0.reserved } }
+
     /// All incomplete messages together, for a side that takes messages of at most `limit`.
     static func budget(limit: Int) -> Int { 2 * limit }
 
