@@ -843,7 +843,7 @@ final class SimulationRun: @unchecked Sendable {
     /// each events stream within Limits.eventBuffer; incomplete messages within twice
     /// Limits.maximumMessageLength.
     private func checkHeld(_ node: Node) {
-        let held = node.session.heldForApplication
+        let held = node.session.heldInMemory
         for stream in held.streams {
             fullest.include(Fullest(streamCount: stream.count, streamBytes: stream.bytes))
         }
@@ -868,6 +868,13 @@ final class SimulationRun: @unchecked Sendable {
         }
         if held.incompleteBytes > 2 * Self.limits.maximumMessageLength {
             ledger.violation("\(world.now) \(node.host.name): incomplete messages hold \(held.incompleteBytes) bytes (at most twice Limits.maximumMessageLength)")
+        }
+        let streamWindow = HeldInMemory.byteStreamWindow
+        for stream in held.byteStreams where stream.reading > streamWindow || stream.writing > streamWindow {
+            ledger.violation("\(world.now) \(node.host.name): a stream holds \(stream.reading) bytes unread, \(stream.writing) written and not held by the reader (at most \(streamWindow) each: PROTOCOL.md 3d)")
+        }
+        for unwritten in held.unwrittenResources where unwritten > HeldInMemory.resourceWindow {
+            ledger.violation("\(world.now) \(node.host.name): an incoming file holds \(unwritten) bytes not yet written (at most \(HeldInMemory.resourceWindow): PROTOCOL.md 3c)")
         }
     }
 

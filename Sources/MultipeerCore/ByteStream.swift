@@ -172,6 +172,10 @@ package struct ByteStreamStateMachine: Sendable {
     private var grantedToPeer: UInt64 = 0
     package private(set) var endReceived = false
 
+    /// What this side holds in memory of each direction: the bytes arrived and not yet read by
+    /// its application, and those written and not yet held by the reader. Each at most ``window``.
+    package var held: (reading: UInt64, writing: UInt64) { (received - consumed, written - acknowledged) }
+
     // The link.
     /// The link, while there is one.
     private var link: LinkState?

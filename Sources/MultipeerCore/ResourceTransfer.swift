@@ -275,6 +275,11 @@ package struct ResourceReceiveStateMachine: Sendable {
         self.window = window
     }
 
+    /// The bytes arrived and not yet written to the file (at most ``window``).
+    package var unwritten: UInt64 {
+        if case .receiving(let next, let written, _) = state { next - written } else { 0 }
+    }
+
     /// How many bytes are written: the transfer's progress.
     package var written: UInt64 {
         switch state {

@@ -52,34 +52,44 @@ extension MultipeerSession {
         }
     }
 
-    /// What is held for the application to read now, and what incomplete messages hold (for
+    /// What the session holds in memory of what its peers sent and it sends: for the
+    /// application to read, in incomplete messages, in byte streams and in incoming files (for
     /// the simulator's check of `Limits.receiveBuffer`, `Limits.unsubscribedMessages`,
-    /// `Limits.eventBuffer` and `Limits.maximumMessageLength` at every step). Read under the
-    /// streams' and windows' locks, without waiting for the session.
-    package nonisolated var heldForApplication: HeldForApplication {
+    /// `Limits.eventBuffer`, `Limits.maximumMessageLength` and the streams' and files' windows
+    /// at every step). Read under the holders' locks, without waiting for the session.
+    package nonisolated var heldInMemory: HeldInMemory {
         var held = subscriptions.held
         held.incompleteBytes = inbox.windows.reserved
+        held.byteStreams = inbox.streams.held.map { (Int($0.reading), Int($0.writing)) }
+        held.unwrittenResources = inbox.resources.unwritten.map { Int($0) }
         return held
     }
 }
 
-/// What a session holds for its application: in each stream of `messages(of:)`, for first
-/// subscribers per type name, in each stream of `events`, and in reliable messages arriving in
-/// fragments.
-package struct HeldForApplication: Sendable {
-    package struct Held: Sendable {
+/// What a session holds in memory: for its application (in each stream of `messages(of:)`, for
+/// first subscribers per type name, in each stream of `events`), in reliable messages arriving in
+/// fragments, in each byte stream, and in each incoming file.
+package struct HeldInMemory: Sendable {
+    package struct Messages: Sendable {
         package var typeName: String
         package var count: Int
         /// The memory the messages keep alive (a stream counts each read buffer once, at its capacity).
         package var bytes: Int
     }
 
-    package var streams: [Held]
-    package var holds: [Held]
+    package var streams: [Messages]
+    package var holds: [Messages]
     /// Each events stream's events.
     package var events: [Int]
     /// What the incomplete reliable messages of all senders hold.
     package var incompleteBytes = 0
+    /// Each byte stream's bytes arrived and not yet read, and written and not yet held by the
+    /// reader (each at most ``byteStreamWindow``).
+    package var byteStreams: [(reading: Int, writing: Int)] = []
+    package static let byteStreamWindow = Int(Streams.window)
+    /// Each incoming file's bytes arrived and not yet written (each at most ``resourceWindow``).
+    package var unwrittenResources: [Int] = []
+    package static let resourceWindow = Int(Resources.window)
 }
 
 /// What a session holds queued for one peer, as messages and payload bytes.

@@ -426,14 +426,14 @@ final class Subscriptions: Sendable {
     }
 
     /// What the application's streams and the holds for first subscribers keep now.
-    var held: HeldForApplication {
+    var held: HeldInMemory {
         let (events, streams, holds) = state.withLockedValue { state in
             (Array(state.events.values),
              state.topics.flatMap { name, topic in topic.decodings.flatMap { $0.subscribers.values.map { (name, $0.load) } } },
-             state.topics.compactMap { name, topic in topic.held.isEmpty ? nil : HeldForApplication.Held(typeName: name, count: topic.held.count, bytes: topic.heldBytes) })
+             state.topics.compactMap { name, topic in topic.held.isEmpty ? nil : HeldInMemory.Messages(typeName: name, count: topic.held.count, bytes: topic.heldBytes) })
         }
         // (Each stream's lock once the session-wide one is let go.)
-        return HeldForApplication(
+        return HeldInMemory(
             streams: streams.map { name, load in let (count, bytes) = load(); return .init(typeName: name, count: count, bytes: bytes) },
             holds: holds, events: events.map(\.load.count))
     }

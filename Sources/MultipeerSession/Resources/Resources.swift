@@ -67,6 +67,10 @@ final class Resources: Sendable {
     }
 
     private let state = NIOLockedValueBox(State())
+
+    /// What each incoming transfer holds in memory: arrived, not yet written.
+    var unwritten: [UInt64] { state.withLockedValue { Array($0.incoming.values) }.map(\.unwritten) }
+
     /// Where incoming resources go; nil (no directory configured), or the failure to open it:
     /// offers are refused.
     private let store: Result<ResourceStore, ResourceStoreFailure>?
@@ -536,6 +540,9 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` and `writeFai
     let outcome = ResourceOutcome<URL>()
     /// Told how the transfer ended: the reason its END gave, or nil if it ended with the session.
     private let onFinish: @Sendable (ResourceEndReason?) -> Void
+
+    /// The bytes arrived and not yet written to the file.
+    var unwritten: UInt64 { state.withLockedValue { $0.machine.unwritten } }
 
     /// A transfer offered on `channel`, which carries what it says (its END too) from the start:
     /// the application may cancel it as soon as it is announced, before the store is open.

@@ -15,6 +15,9 @@ final class StreamCore: Sendable {
     private let state: NIOLockedValueBox<State>
     private let onEnd: @Sendable (Streams.Ended) -> Void
 
+    /// What it holds in memory of each direction (``ByteStreamStateMachine/held``).
+    var held: (reading: UInt64, writing: UInt64) { state.withLockedValue { $0.machine.held } }
+
     private struct State {
         var machine: ByteStreamStateMachine
         var link: Streams.Link?
