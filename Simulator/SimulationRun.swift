@@ -129,7 +129,9 @@ final class SimulationRun: @unchecked Sendable {
         var session: MultipeerSession
         var alive = true
         var suspended = false
+        /// Stopped, as SIGSTOP stops it (or asleep: stopped and cut off).
         var frozen = false
+        var asleep = false
         /// Its black hole, until it ends.
         var blackHole: SimulatedPartition?
         var blackHoled: Bool { blackHole != nil }
@@ -137,7 +139,6 @@ final class SimulationRun: @unchecked Sendable {
         /// When its paths were last disturbed (impaired, cut off, renumbered): a path that lost
         /// packets is judged from the last two minutes of its stalls, up to the stall limit.
         var lastDisturbed: Duration?
-        var lastFrozen: Duration?
         var number: UInt64 = 0
         /// What its application sends, one at a time in this order (so the order sent is the
         /// order numbered): the sender loop of its current session reads it.
@@ -225,6 +226,7 @@ final class SimulationRun: @unchecked Sendable {
         case message
         case fault
         case thaw(Int)
+        case wake(Int)
         case heal
         case unBlackHole(Int)
         case repair(Int)
@@ -643,7 +645,7 @@ final class SimulationRun: @unchecked Sendable {
         let candidates = nodes.filter { $0.alive && !$0.frozen && !$0.blackHoled && !$0.suspended && $0.impairedUntil == nil }
         guard let node = candidates.randomElement(using: &random) else { return }
         faults += 1
-        switch Int.random(in: 0..<7, using: &random) {
+        switch Int.random(in: 0..<8, using: &random) {
         case 0:
             watchSilence(of: node, "frozen")
             node.frozen = true
@@ -683,6 +685,12 @@ final class SimulationRun: @unchecked Sendable {
             node.lastDisturbed = world.now
             lastRenumbered = world.now
             await node.host.renumber()
+        case 6:
+            watchSilence(of: node, "asleep")
+            node.frozen = true
+            node.asleep = true
+            await node.host.sleep()
+            schedule(.wake(node.index), after: random.seconds(1...30))
         default:
             node.suspended = true
             await node.session.suspend()
@@ -704,7 +712,7 @@ final class SimulationRun: @unchecked Sendable {
     /// 20 ms timer grid and a round trip.
     private func detectionBound(_ watcher: Node, _ silent: Node, since: Duration) -> Duration {
         let recent = [watcher, silent].contains { node in
-            node.impairedUntil != nil || node.blackHoled || node.lastDisturbed.map { since - $0 < .seconds(130) } == true
+            node.impairedUntil != nil || node.blackHoled || node.asleep || node.lastDisturbed.map { since - $0 < .seconds(130) } == true
         } || partition != nil
         // A connection that lost packets long ago still shows it (TCP_INFO counts since the
         // connection began): the keepalive dates it when it first reads it.
@@ -722,8 +730,14 @@ final class SimulationRun: @unchecked Sendable {
             schedule(.fault, after: random.exponential(mean: plan.faultEvery))
         case .thaw(let index):
             nodes[index].frozen = false
-            nodes[index].lastFrozen = world.now
             nodes[index].host.thaw()
+            detections.removeAll { $0.silent == index }
+            await applyGroup(nodes[index])
+        case .wake(let index):
+            for node in nodes { node.lastDisturbed = world.now }
+            nodes[index].asleep = false
+            nodes[index].frozen = false
+            await nodes[index].host.wake()
             detections.removeAll { $0.silent == index }
             await applyGroup(nodes[index])
         case .heal:
@@ -741,6 +755,9 @@ final class SimulationRun: @unchecked Sendable {
         case .restart(let index):
             let node = nodes[index]
             node.host.restart()
+            // A machine that comes back with its wall clock behind (a reboot that lost the time,
+            // say): its new session is an older incarnation by the wall clock than the last.
+            if random.chance(0.3) { node.host.stepClock(by: .zero - random.seconds(1...7_200)) }
             node.session = node.host.makeSession(configuration: configuration(node.host.name, directory: node.directory, keys: node.keys))
             node.alive = true
             node.active = []
@@ -880,6 +897,7 @@ final class SimulationRun: @unchecked Sendable {
 
     /// Heals everything, lets the world settle, and checks what must hold then.
     private func settle() async {
+        for node in nodes where node.asleep { node.asleep = false; await node.host.wake() }
         for node in nodes where node.frozen { node.frozen = false; node.host.thaw() }
         for node in nodes where node.impairedUntil != nil { node.impairedUntil = nil; await node.host.repair() }
         await world.heal()

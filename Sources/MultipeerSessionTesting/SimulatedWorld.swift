@@ -16,7 +16,6 @@ public final class SimulatedWorld: Sendable {
     /// The instant simulated time 0 stands for in the sessions' clocks.
     let origin: ContinuousClock.Instant
     private let hosts = NIOLockedValueBox<[SimulatedHost]>([])
-    private let incarnations = NIOLockedValueBox<UInt64>(1_000_000_000)
     private let processes = NIOLockedValueBox(0)
     /// The world's seed: each session's randomness and each host's identity are drawn from it.
     public let seed: UInt64
@@ -48,7 +47,7 @@ public final class SimulatedWorld: Sendable {
     public func addHost(_ name: String) -> SimulatedHost {
         hosts.withLockedValue { hosts in
             let number = hosts.count + 1
-            let host = SimulatedHost(world: self, name: name, address: "198.18.\(number / 256).\(number % 256)")
+            let host = SimulatedHost(world: self, name: name, number: number, address: "198.18.\(number / 256).\(number % 256)")
             hosts.append(host)
             return host
         }
@@ -95,13 +94,9 @@ public final class SimulatedWorld: Sendable {
         }
     }
 
-    /// Each session's incarnation: later for each session made, as a restarted process's is.
-    func nextIncarnation() -> UInt64 {
-        incarnations.withLockedValue { last in
-            last += 1
-            return last
-        }
-    }
+    /// What every host's wall clock reads at simulated time 0 (until a host's is stepped):
+    /// 2026-01-01T00:00:00Z, in nanoseconds since 1970.
+    static let wallClockOrigin: Int64 = 1_767_225_600 * 1_000_000_000
 
     /// Runs `body` in the world (on its thread, between its jobs) and returns its result.
     func inWorld<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
@@ -292,15 +287,25 @@ public final class SimulatedHost: Sendable {
     private struct State {
         var process: Process
         var addresses: [String]
+        /// How far its wall clock is from the world's (``stepClock(by:)``), in nanoseconds.
+        var clockOffset: Int64 = 0
+        /// The last incarnation a session of the host took.
+        var lastIncarnation: UInt64 = 0
+        /// While it sleeps, what cuts it off.
+        var asleep: SimulatedPartition?
         /// Processes killed, with the sessions they were running: released at shutdown.
         var killed: [Process] = []
         /// Sessions started here that have not returned, in any of its processes.
         var running = 0
     }
 
-    init(world: SimulatedWorld, name: String, address: String) {
+    /// The host's number in its world (1 for the first added).
+    private let number: Int
+
+    init(world: SimulatedWorld, name: String, number: Int, address: String) {
         self.world = world
         self.name = name
+        self.number = number
         self.machine = SimulatedMachine(address: address)
         var random = SplitMix64(seed: world.seed ^ name.utf8.reduce(0xcbf2_9ce4_8422_2325) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 })
         identity = try! PeerIdentity(rawPrivateKey: (0..<4).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } })
@@ -332,7 +337,7 @@ public final class SimulatedHost: Sendable {
             clock: SimulatedClock(scheduler: world.scheduler, host: process, origin: world.origin),
             transport: SimulatedTransport(machine: machine, loop: loop, network: world.network),
             directory: { _, _ in world.directory.view(from: machine, process: process) },
-            incarnation: { world.nextIncarnation() }, random: RandomSource(seed: world.nextSeed()), offload: EventLoopExecutor(loop),
+            incarnation: { [self] in nextIncarnation() }, random: RandomSource(seed: world.nextSeed()), offload: EventLoopExecutor(loop),
             blockingWork: { work in loop.execute(work) }, fileQueue: { _ in LoopFileQueue(loop: loop) })
     }
 
@@ -385,6 +390,28 @@ public final class SimulatedHost: Sendable {
     public func thaw() {
         guard world.scheduler.isFrozen(process.loop.host) else { return }
         world.record("fault: thawed", on: self)
+        world.scheduler.thaw(process.loop.host)
+    }
+
+    /// Puts the machine to sleep, as closing a laptop's lid does: its process stops (as
+    /// ``freeze()`` stops it) and nothing reaches it or leaves it (as ``blackHole()``): its
+    /// peers see silence, not acknowledgements. Its clock goes on, as Swift's ContinuousClock
+    /// does through a sleep, so at ``wake()`` every timer that fell due meanwhile runs at once.
+    /// (``SimulatedWorld/heal()`` lets its network through again; its process sleeps on until
+    /// ``wake()``.)
+    public func sleep() async {
+        guard state.withLockedValue({ $0.asleep == nil }) else { return }
+        world.record("fault: asleep", on: self)
+        world.scheduler.freeze(process.loop.host)
+        let cut = await world.partition([self])
+        state.withLockedValue { $0.asleep = cut }
+    }
+
+    /// Wakes the machine ``sleep()`` put to sleep: its network first, then its process, late.
+    public func wake() async {
+        guard let cut = state.withLockedValue({ state in defer { state.asleep = nil }; return state.asleep }) else { return }
+        world.record("fault: awake", on: self)
+        await cut.heal()
         world.scheduler.thaw(process.loop.host)
     }
 
@@ -449,6 +476,31 @@ public final class SimulatedHost: Sendable {
         await world.inWorld {
             network.renumber(machine, from: old, to: new)
             directory.renumbered(machine, to: new)
+        }
+    }
+
+    /// Steps the host's wall clock by `step` (back, if negative), as NTP correcting it or a
+    /// user setting the time does. A session's incarnation is its host's wall clock when it
+    /// starts (docs/PROTOCOL.md 3): a session started after a step back is *older* by that
+    /// measure than the one before it. Its sessions' monotonic clock (keepalive, backoff,
+    /// deadlines) does not move.
+    public func stepClock(by step: Duration) {
+        world.record("fault: wall clock stepped by \(step)", on: self)
+        state.withLockedValue { state in
+            state.clockOffset += Int64(step.nanoseconds)
+            if step < .zero { state.lastIncarnation = 0 }
+        }
+    }
+
+    /// A session's incarnation: the host's wall clock in nanoseconds since 1970, in whole
+    /// microseconds with the host's number below them (so no two hosts' are equal), and later
+    /// than the host's last unless its clock was stepped back since (as a process's are).
+    private func nextIncarnation() -> UInt64 {
+        let now = Int64(world.now.nanoseconds)
+        return state.withLockedValue { state in
+            let wallClock = UInt64(max(0, SimulatedWorld.wallClockOrigin + now + state.clockOffset))
+            state.lastIncarnation = max(wallClock / 1_000 * 1_000 + UInt64(number % 1_000), state.lastIncarnation + 1_000)
+            return state.lastIncarnation
         }
     }
 

@@ -85,6 +85,52 @@ import Testing
         await crew.world.shutdown()
     }
 
+    /// A laptop's lid closed for 20 s: its peer times it out at the keepalive's bound (it sees
+    /// silence, not acknowledgements); on waking it finds its links dead and both rejoin, and a
+    /// message sent to it while it slept arrives.
+    @Test func aMachineThatSleepsIsTimedOutAndRejoinsWhenItWakes() async throws {
+        let crew = try await Crew(["captain", "relief"])
+        let inbox = crew.sessions[1].messages(of: String.self)
+        await crew.hosts[1].sleep()
+        let detected = try await crew.world.run(until: { crew.sessions[0].activePeers.isEmpty }, within: .seconds(10))
+        #expect(detected >= .milliseconds(1_400) && detected <= .milliseconds(1_600), "detected after \(detected)")
+        let captain = crew.sessions[0], relief = crew.sessions[1].peerID
+        try await crew.world.run(within: .seconds(1)) { try await captain.send("while you slept", to: relief) }
+        await crew.world.run(for: .seconds(18))
+        await crew.hosts[1].wake()
+        let rejoined = try await crew.world.run(until: { crew.together(0, 1) }, within: .seconds(15))
+        #expect(rejoined <= .seconds(11), "rejoined \(rejoined) after waking")
+        let received = try await crew.world.run(within: .seconds(5)) {
+            var messages = inbox.makeAsyncIterator()
+            return await messages.next()?.message
+        }
+        #expect(received == "while you slept")
+        await crew.world.shutdown()
+    }
+
+    /// A machine cut off, then rebooted with its wall clock an hour behind: its new session is
+    /// an older incarnation than the link its peer still holds for it, which wins a duplicate
+    /// (docs/PROTOCOL.md 3). Once that link times out, the new session's is kept.
+    @Test func aPeerRestartedWithItsClockBehindJoinsOnceItsOldLinkIsFoundDead() async throws {
+        var crew = try await Crew(["captain", "relief"])
+        let relief = crew.hosts[1]
+        let before = crew.sessions[1].incarnation
+        await relief.blackHole()
+        await relief.kill()  // (cut off: its kernel's resets reach nobody)
+        relief.restart()
+        relief.stepClock(by: .seconds(-3_600))
+        await crew.world.heal()
+        let restarted = relief.makeSession(configuration: Self.configuration("relief"), identity: crew.identities[1])
+        relief.start(restarted)
+        crew.sessions[1] = restarted
+        #expect(restarted.incarnation < before, "an older incarnation by the wall clock")
+        let captain = crew.sessions[0]
+        let joined = try await crew.world.run(until: { captain.activePeers.first?.incarnation == restarted.incarnation && restarted.activePeers.count == 1 }, within: .seconds(20))
+        // The old link's keepalive timeout (1.5 s), then at most a backoff of the new session's dials.
+        #expect(joined <= .seconds(5), "joined after \(joined)")
+        await crew.world.shutdown()
+    }
+
     @Test func aRenumberedPeerIsFoundAtItsNewAddress() async throws {
         let crew = try await Crew(["captain", "relief"])
         let old = crew.hosts[1].address

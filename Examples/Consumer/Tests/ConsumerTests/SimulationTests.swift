@@ -79,6 +79,35 @@ import Testing
         await world.shutdown()
     }
 
+    /// A device whose lid closes is timed out by its peers (it acknowledges nothing); it rejoins
+    /// when it wakes. Rebooted with its clock an hour behind, its next session is an older
+    /// incarnation by the wall clock, and joins all the same.
+    @Test func aSleepingPeerIsTimedOutAndABootWithItsClockBehindStillJoins() async throws {
+        let world = SimulatedWorld(seed: 6)
+        let captain = world.addHost("captain"), relief = world.addHost("relief")
+        let a = captain.makeSession(configuration: Self.configuration("captain"))
+        let b = relief.makeSession(configuration: Self.configuration("relief"))
+        captain.start(a)
+        relief.start(b)
+        try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(10))
+
+        await relief.sleep()
+        let detected = try await world.run(until: { a.activePeers.isEmpty }, within: .seconds(10))
+        #expect(detected >= .milliseconds(1_400) && detected <= .milliseconds(1_600), "the default timeout, 1.5 s: \(detected)")
+        await world.run(for: .seconds(10))
+        await relief.wake()
+        try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(15))
+
+        await relief.kill()
+        relief.restart()
+        relief.stepClock(by: .seconds(-3_600))
+        let rebooted = relief.makeSession(configuration: Self.configuration("relief"))
+        relief.start(rebooted)
+        #expect(rebooted.incarnation < b.incarnation)
+        try await world.run(until: { a.activePeers.first?.incarnation == rebooted.incarnation }, within: .seconds(15))
+        await world.shutdown()
+    }
+
     final class Received: @unchecked Sendable {
         private let lock = NSLock()
         private var all: [String] = []
