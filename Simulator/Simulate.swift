@@ -49,6 +49,9 @@ struct Simulate: AsyncParsableCommand {
     @Flag(help: "Also run each world twice more, each in a process of its own, and fail it unless the two traces agree line for line.")
     var checkDeterminism = false
 
+    @Option(help: "How many worlds run at once, each on a thread of its own (a world runs the same however many run beside it).")
+    var jobs: Int = 1
+
     @Option(help: "How much the sessions log to standard error (trace, debug, info, notice, warning, error, critical).")
     var logLevel: String = "critical"
 
@@ -68,11 +71,14 @@ struct Simulate: AsyncParsableCommand {
         let clock = ContinuousClock()
         let start = clock.now
         let deadline = minutes.map { start + .milliseconds(Int64($0 * 60_000)) }
+        guard jobs >= 1 else { throw ValidationError("--jobs is at least 1") }
         var next = (queue.last ?? 0) + 1
         var (runs, failed, sessionTime, simulated, messages, faults) = (0, 0, Duration.zero, Duration.zero, 0, 0)
         var (files, streams) = (0, 0)
         var fullest = Fullest()
-        while true {
+        let level = Logger.Level(rawValue: logLevel) ?? .critical
+        /// The next world to run, if any.
+        func nextPlan() -> RunPlan? {
             let seed: UInt64
             if !queue.isEmpty {
                 seed = queue.removeFirst()
@@ -80,14 +86,16 @@ struct Simulate: AsyncParsableCommand {
                 seed = next
                 next += 1
             } else {
-                break
+                return nil
             }
-            let plan = RunPlan(
+            return RunPlan(
                 seed: seed, duration: .seconds(duration), hosts: low...high, faultEvery: .milliseconds(Int64(faultEvery * 1_000)),
-                messageRate: messageRate, logLevel: Logger.Level(rawValue: logLevel) ?? .critical, quiet: .seconds(quietSeconds), keepGoing: keepGoing)
-            let began = clock.now
-            var result = await SimulationRun(plan: plan).run()
-            let wall = clock.now - began
+                messageRate: messageRate, logLevel: level, quiet: .seconds(quietSeconds), keepGoing: keepGoing)
+        }
+        /// Counts, checks and prints one world's result.
+        func process(_ finished: RunResult, wall: Duration) throws {
+            var result = finished
+            let seed = result.plan.seed
             runs += 1
             sessionTime += result.sessionTime
             simulated += result.simulated
@@ -109,7 +117,7 @@ struct Simulate: AsyncParsableCommand {
                 }
             }
             if result.violations.isEmpty {
-                if failuresOnly { continue }
+                if failuresOnly { return }
                 print("seed \(seed): ok, \(result.hosts) hosts, \(Self.seconds(result.simulated)) s simulated, \(result.messages) messages, \(result.deliveries) deliveries, \(result.files) files, \(result.streams) streams, \(result.faults) faults, \(Self.seconds(wall)) s")
             } else {
                 failed += 1
@@ -122,6 +130,22 @@ struct Simulate: AsyncParsableCommand {
                 for line in lines.suffix(40) { print("    \(line)") }
                 // The same binary: a seed replays a world exactly on the build that ran it.
                 print("  replay: \(CommandLine.arguments[0]) --seed \(seed) --duration \(duration) --hosts \(hosts) --fault-every \(faultEvery) --message-rate \(messageRate) --quiet-seconds \(quietSeconds) --trace")
+            }
+        }
+        try await withThrowingTaskGroup(of: (RunResult, Duration).self) { worlds in
+            // Up to `jobs` worlds at once (each runs on a thread of its own); each result as it comes.
+            func startNext() {
+                guard let plan = nextPlan() else { return }
+                worlds.addTask {
+                    let began = ContinuousClock.now
+                    let result = await SimulationRun(plan: plan).run()
+                    return (result, ContinuousClock.now - began)
+                }
+            }
+            for _ in 0..<jobs { startNext() }
+            while let (finished, wall) = try await worlds.next() {
+                startNext()
+                try process(finished, wall: wall)
             }
         }
         let elapsed = clock.now - start
