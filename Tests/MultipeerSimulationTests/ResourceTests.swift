@@ -77,6 +77,56 @@ import Testing
         }.value
     }
 
+    /// Twelve files sent at once to one peer, two of them the same file: a receiver takes eight
+    /// transfers from one peer at a time, and one of each file, and refuses the rest; so the
+    /// sender offers the rest as earlier ones end, and every one arrives (found by the
+    /// simulator, seed 30239 of `--duration 300`: files sent to a peer whose links had stopped
+    /// reading piled up, and the ninth was refused).
+    @Test func moreFilesThanAReceiverTakesAtOnceAllArrive() async throws {
+        let world = SimulatedWorld(seed: 8)
+        try await Task(executorPreference: world.executor) {
+            let pair = try await Pair(in: world)
+            defer { pair.remove() }
+            var files: [URL] = []
+            for number in 0..<11 {
+                let file = pair.directory.appendingPathComponent("leg-\(number).bin")
+                try Data((0..<(256 << 10)).map { UInt8(truncatingIfNeeded: $0 &+ number &* 7_919) }).write(to: file)
+                files.append(file)
+            }
+            let copy = pair.directory.appendingPathComponent("leg-0-again.bin")
+            try FileManager.default.copyItem(at: files[0], to: copy)
+            files.insert(copy, at: 1)
+            let (a, b, sending) = (pair.a, pair.b, files)
+            let received = Received()
+            Task(executorPreference: pair.relief.executor) {
+                for await incoming in b.incomingResources {
+                    let url = try? await incoming.file()
+                    received.add(incoming.name, url.flatMap { try? Data(contentsOf: $0) })
+                }
+            }
+            let outcomes = try await world.run(within: .seconds(60)) { () async throws -> [String] in
+                var sent: [OutgoingResource] = []
+                for file in sending { sent.append(try await a.sendResource(at: file, to: b.peerID)) }
+                var outcomes: [String] = []
+                for resource in sent {
+                    do {
+                        try await resource.completion()
+                        outcomes.append("arrived")
+                    } catch {
+                        outcomes.append("\(error)")
+                    }
+                }
+                return outcomes
+            }
+            #expect(outcomes == Array(repeating: "arrived", count: 12))
+            try await world.run(until: { received.count == 12 }, within: .seconds(10))
+            for file in files {
+                #expect(received.data(file.lastPathComponent) == (try Data(contentsOf: file)), "\(file.lastPathComponent) whole")
+            }
+            await world.shutdown()
+        }.value
+    }
+
     /// An 8 MiB file on a 2 MB/s path; the receiver is killed half way and started again with
     /// its directory: the transfer resumes from the last whole MiB it wrote.
     @Test func aReceiverKilledHalfWayResumesFromWhatItWrote() async throws {
@@ -129,4 +179,13 @@ import Testing
         var finished: Bool { lock.withLock { url != nil } }
         var file: URL? { lock.withLock { url ?? nil } }
     }
+}
+
+/// The files a receiver's application got, by name.
+private final class Received: @unchecked Sendable {
+    private let lock = NSLock()
+    private var files: [String: Data?] = [:]
+    func add(_ name: String, _ data: Data?) { lock.withLock { files[name] = data } }
+    var count: Int { lock.withLock { files.count } }
+    func data(_ name: String) -> Data? { lock.withLock { files[name] ?? nil } }
 }

@@ -187,7 +187,7 @@ extension MultipeerError {
         case .diskFull: (code, what) = (.resourceDiskFull, "the receiver's disk is full")
         case .unwritable: (code, what) = (.resourceUnwritable, "the receiver cannot write where it keeps resources")
         case .sourceChanged: (code, what) = (.resourceChanged, "the sender's file changed or went while it was sent")
-        case .refused: (code, what) = (.resourceRefused, "the receiver takes no resources (it has no resource directory)")
+        case .refused: (code, what) = (.resourceRefused, "the receiver refused it")
         default: (code, what) = (.resourceCancelled, "\(who) ended it (\(reason))")
         }
         self.init(code, "the transfer of \(name) failed: \(what)" + (detail.isEmpty ? "" : " (\(detail))"))

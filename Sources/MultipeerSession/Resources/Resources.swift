@@ -31,7 +31,9 @@ final class Resources: Sendable {
     /// Incoming transfers whose end is remembered, to answer their sender's offer again (the END
     /// lost with a link) with it rather than begin them anew.
     static let rememberedEnds = 64
-    /// Transfers from one peer under way at once; an offer beyond is refused.
+    /// Transfers from one peer under way at once; an offer beyond is refused. This side offers
+    /// no more than this to one peer at once either, and one file (its SHA-256 and length) at a
+    /// time: the rest wait their turn in the order sent, where a receiver would refuse them.
     static let maximumIncomingPerPeer = 8
 
     /// A peer's link, while it is active and takes resources.
@@ -52,11 +54,30 @@ final class Resources: Sendable {
         /// Peers whose HELLO did not announce resources: what is sent to them is refused.
         var withoutResources: Set<UUID> = []
         var outgoing: [UUID: OutgoingTransfer] = [:]
+        /// The link each outgoing transfer was last offered on.
+        var offered: [UUID: LinkID] = [:]
+        /// Numbers the outgoing transfers in the order they were sent.
+        var sent: UInt64 = 0
         var incoming: [Key: IncomingTransfer] = [:]
         /// How the latest incoming transfers ended (oldest first, at most ``rememberedEnds``): an
         /// offer of one again, its END having gone with its link, is answered with the same END.
         var ended: [(key: Key, reason: ResourceEndReason)] = []
         var stopped = false
+
+        /// The outgoing transfers to `peerID` to offer on its link now: of those sent to it, in
+        /// order, the first ``Resources/maximumIncomingPerPeer`` of distinct files, those not
+        /// offered on this link yet. Each is recorded as offered there.
+        mutating func toOffer(to peerID: UUID) -> (Link, [OutgoingTransfer])? {
+            guard let link = links[peerID] else { return nil }
+            var admitted: [OutgoingTransfer] = []
+            for transfer in outgoing.values.filter({ $0.peerID == peerID }).sorted(by: { $0.number < $1.number })
+            where admitted.count < Resources.maximumIncomingPerPeer && !admitted.contains(where: { $0.isSameFile(as: transfer) }) {
+                admitted.append(transfer)
+            }
+            let new = admitted.filter { offered[$0.id] != link.id }
+            for transfer in new { offered[transfer.id] = link.id }
+            return (link, new)
+        }
 
         mutating func remember(_ key: Key, endedFor reason: ResourceEndReason) {
             incoming.removeValue(forKey: key)
@@ -108,15 +129,14 @@ final class Resources: Sendable {
         let peerID = hello.peerID
         let link = Link(id: id, channel: channel, chunkLimit: min(Self.chunkLength, UInt64(hello.maximumFrameLength - ResourceChunk.headerLength)))
         let (transfers, refused) = state.withLockedValue { state -> ([OutgoingTransfer], [OutgoingTransfer]) in
-            let waiting = state.outgoing.values.filter { $0.peerID == peerID }
             guard hello.features.contains(.resources) else {
                 state.links[peerID] = nil
                 state.withoutResources.insert(peerID)
-                return ([], waiting)
+                return ([], state.outgoing.values.filter { $0.peerID == peerID })
             }
             state.withoutResources.remove(peerID)
             state.links[peerID] = link
-            return (waiting, [])
+            return (state.toOffer(to: peerID)?.1 ?? [], [])
         }
         for transfer in transfers { transfer.linkUp(link) }
         for transfer in refused { transfer.refused() }
@@ -183,7 +203,7 @@ final class Resources: Sendable {
             }
             switch store {
             case nil:
-                return .end(.refused, "this side has no resource directory")
+                return .end(.refused, "the receiver has no resource directory")
             case .failure(let failure):
                 return .end(failure.reason, failure.message)
             case .success(let store):
@@ -194,12 +214,12 @@ final class Resources: Sendable {
                     $0.key.peer == peer.id && $0.value.offer.sha256 == offer.sha256 && $0.value.offer.length == offer.length
                 }
                 if sameFile.values.contains(where: \.isLinked) {
-                    return .end(.refused, "the same file from this peer is under way in another transfer")
+                    return .end(.refused, "the same file from this sender is under way in another transfer")
                 }
                 let superseded = sameFile
                 for key in superseded.keys { state.incoming.removeValue(forKey: key) }
                 guard state.incoming.keys.count(where: { $0.peer == peer.id }) < Self.maximumIncomingPerPeer else {
-                    return .end(.refused, "\(Self.maximumIncomingPerPeer) transfers from this peer are under way")
+                    return .end(.refused, "\(Self.maximumIncomingPerPeer) transfers from this sender are under way, the receiver's limit")
                 }
                 let transfer = IncomingTransfer(offer: offer, sender: peer.id, on: channel, queue: fileQueue("multipeer.resource.in"), clock: clock) { [weak self] reason in
                     self?.state.withLockedValue { state in
@@ -246,12 +266,18 @@ final class Resources: Sendable {
         } catch let error as MultipeerError {
             throw MultipeerError(.invalidArgument, "cannot send \(file.path): \(error.message)")
         }
-        let transfer = OutgoingTransfer(offer: offer, peerID: peerID, source: source, queue: fileQueue("multipeer.resource.out"), clock: clock) { [weak self] in
-            _ = self?.state.withLockedValue { $0.outgoing.removeValue(forKey: offer.id) }
+        let number = state.withLockedValue { state in
+            state.sent += 1
+            return state.sent
         }
-        let (link, refused, stopped) = state.withLockedValue { state in
+        let transfer = OutgoingTransfer(
+            offer: offer, number: number, peerID: peerID, source: source, queue: fileQueue("multipeer.resource.out"), clock: clock
+        ) { [weak self] in
+            self?.finished(offer.id, to: peerID)
+        }
+        let (toOffer, refused, stopped) = state.withLockedValue { state in
             if !state.stopped { state.outgoing[offer.id] = transfer }
-            return (state.links[peerID], state.withoutResources.contains(peerID), state.stopped)
+            return (state.toOffer(to: peerID), state.withoutResources.contains(peerID), state.stopped)
         }
         let resource = OutgoingResource(
             id: offer.id, name: offer.name, length: Int64(offer.length), sha256: offer.sha256, peerID: peerID, progress: transfer.progress,
@@ -260,10 +286,21 @@ final class Resources: Sendable {
             transfer.stop()
         } else if refused {
             transfer.refused()
-        } else if let link {
-            transfer.linkUp(link)
+        } else if let (link, transfers) = toOffer {
+            for transfer in transfers { transfer.linkUp(link) }
         }
         return resource
+    }
+
+    /// Outgoing transfer `id` to `peerID` ended: the next waiting its turn is offered.
+    private func finished(_ id: UUID, to peerID: UUID) {
+        let toOffer = state.withLockedValue { state in
+            state.outgoing.removeValue(forKey: id)
+            state.offered.removeValue(forKey: id)
+            return state.toOffer(to: peerID)
+        }
+        guard let (link, transfers) = toOffer else { return }
+        for transfer in transfers { transfer.linkUp(link) }
     }
 
     // MARK: Ending
@@ -397,6 +434,8 @@ final class ProgressReporter: Sendable {
 /// One resource this side sends.
 final class OutgoingTransfer: Sendable {
     let peerID: UUID
+    /// Its place in the order this side's transfers were sent.
+    let number: UInt64
     private let offer: ResourceOffer
     private let source: SourceFile
     private let state: NIOLockedValueBox<(machine: ResourceSendStateMachine, link: Resources.Link?, inFlight: Int)>
@@ -408,16 +447,25 @@ final class OutgoingTransfer: Sendable {
     private let onFinish: @Sendable () -> Void
 
     init(
-        offer: ResourceOffer, peerID: UUID, source: SourceFile, queue: any FileQueue, clock: any SessionClock,
+        offer: ResourceOffer, number: UInt64, peerID: UUID, source: SourceFile, queue: any FileQueue, clock: any SessionClock,
         onFinish: @escaping @Sendable () -> Void
     ) {
         self.queue = queue
         self.offer = offer
+        self.number = number
         self.peerID = peerID
         self.source = source
         self.onFinish = onFinish
         state = NIOLockedValueBox((ResourceSendStateMachine(offer: offer), nil, 0))
         (progress, reporter) = ProgressReporter.make(total: offer.length, clock: clock)
+    }
+
+    var id: UUID { offer.id }
+
+    /// Whether `other` sends the same file (the same SHA-256 and length), which a receiver takes
+    /// from one transfer at a time.
+    func isSameFile(as other: OutgoingTransfer) -> Bool {
+        offer.sha256 == other.offer.sha256 && offer.length == other.offer.length
     }
 
     func linkUp(_ link: Resources.Link) {
@@ -462,7 +510,7 @@ final class OutgoingTransfer: Sendable {
         let actions = state.withLockedValue { state in
             [state.machine.ended(.refused)]
         }
-        perform(actions, detail: "its HELLO does not announce resources")
+        perform(actions, detail: "it takes no resources: its HELLO does not announce them")
     }
 
     func stop() {
