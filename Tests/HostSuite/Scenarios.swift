@@ -162,7 +162,7 @@ struct Scenario: Sendable {
             Scenario(
                 name: "rogue adverts",
                 fault: "a fourth host publishes two adverts per peer, each copying its ID with the greatest incarnation and pointing at a TCP sink; then every navlog-sync is killed and started again",
-                bystanders: ["rogue"]
+                bystanders: ["rogue"], twin: .rogueAdverts
             ) { run, result in
                 let (captain, rogue) = (run.host("captain"), run.network.host("rogue"))
                 try await run.add(captain, "leg=1 waypoint=TESAT")
@@ -195,7 +195,7 @@ struct Scenario: Sendable {
             Scenario(
                 name: "renumbered",
                 fault: "relief's IPv4 address changes from 198.18.0.3 to 198.18.0.13 while it runs (IPv6 off on every host)",
-                ipv6: false
+                ipv6: false, twin: .renumbered
             ) { run, result in
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
                 try await run.add(relief, "leg=1 waypoint=TESAT")
@@ -206,7 +206,8 @@ struct Scenario: Sendable {
             },
             Scenario(
                 name: "interface renumbered",
-                fault: "relief's eth0 goes down, loses its addresses and comes back up as 198.18.0.23"
+                fault: "relief's eth0 goes down, loses its addresses and comes back up as 198.18.0.23",
+                twin: .renumbered
             ) { run, result in
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
                 try await run.add(relief, "leg=1 waypoint=TESAT")
@@ -285,7 +286,8 @@ struct Scenario: Sendable {
             Scenario(
                 name: "eight hosts",
                 fault: "eight hosts join; then two of them are cut off from the other six (iptables), everyone edits, and the rules go",
-                hostNames: Scenario.hostNames + ["purser", "navigator", "engineer", "observer", "dispatcher"]
+                hostNames: Scenario.hostNames + ["purser", "navigator", "engineer", "observer", "dispatcher"],
+                twin: .eightHosts
             ) { run, result in
                 let cut = [run.host("observer"), run.host("dispatcher")]
                 let rest = run.hosts.filter { host in !cut.contains { $0 === host } }
@@ -300,6 +302,7 @@ struct Scenario: Sendable {
                     reasons.formUnion(why)
                 }
                 result.detectionMilliseconds = detection
+                result.detectionReasons = reasons.sorted()
                 result.reasons = ["8 hosts joined in \(Int(run.joinedMilliseconds)) ms"] + reasons.sorted()
                 for host in cut { _ = try await run.waitLeft(rest[0], seenBy: [host], since: cutAt) }
                 // Both sides go on: the six among themselves, the two together.
@@ -308,6 +311,7 @@ struct Scenario: Sendable {
                 try await run.edit(rest[3], shared, "remarks=\"moderate chop\"")
                 try await run.add(rest[5], "leg=3 waypoint=ARNEM")
                 let healedAt = ContinuousClock.now
+                result.faultMilliseconds = (healedAt - cutAt).seconds * 1000
                 for host in cut { try await partition(host, from: rest, "-D") }
                 var rejoin = 0.0
                 for host in cut { rejoin = max(rejoin, try await run.waitJoined(host, seenBy: rest, since: healedAt)) }
@@ -480,4 +484,5 @@ func movedHostIsFound(_ run: ScenarioRun, _ result: inout ScenarioResult, _ move
     let left = observers.flatMap { $0.navlog.timedLines.filter { $0.at >= since && $0.line.event == "peer_left" && $0.line["peer"] == moved.name } }
     result.detectionMilliseconds = left.map { ($0.at - since).seconds * 1000 }.max()
     result.reasons = left.isEmpty ? ["no departure: links replaced"] : Set(left.compactMap { $0.line["reason"] }).sorted()
+    result.detectionReasons = result.reasons
 }

@@ -3,8 +3,8 @@ import MultipeerSession
 import MultipeerSessionTesting
 import NIOConcurrencyHelpers
 
-/// A scenario's fault in a simulated world (MultipeerSessionTesting): three sessions named as
-/// the suite's hosts, at navlog-sync's keepalive, the same fault for as long as the real one
+/// A scenario's fault in a simulated world (MultipeerSessionTesting): sessions named as the
+/// suite's hosts, at navlog-sync's keepalive, the same fault for as long as the real one
 /// lasted, measured as the real scenario is (detection: from the fault to the last observer's
 /// departure; rejoin: from the heal to the last observer's arrival). The suite puts the two
 /// side by side and fails a scenario whose real and simulated runs disagree
@@ -22,12 +22,39 @@ struct SimulatedTwin: Sendable {
         /// Relief's paths lose 30 % of what crosses them and delay the rest 100 ms +- 50 ms for
         /// `seconds`, everyone sending every 5 s; then they are black-holed too.
         case lossy(seconds: Int)
+        /// Relief moves to another address while it runs: its links from the old one go dead,
+        /// and its advert moves. The rejoin counts from the move, as the real scenario's does.
+        case renumbered
+        /// Eight hosts; the last two are cut off from the other six, then the cut heals.
+        case eightHosts
+        /// A fourth host publishes two adverts per member, each claiming its ID with the
+        /// greatest incarnation and pointing at a process that accepts TCP and never answers;
+        /// then every member is killed and started again. The rejoin counts from the restart.
+        case rogueAdverts
 
-        /// Whether the faulty host's application goes on through the fault (a network fault).
+        /// Whether the faulty hosts' applications go on through the fault (a network fault).
         var faultyRuns: Bool {
             switch self {
             case .frozen, .killed: false
-            case .blackHole, .partition, .lossy: true
+            case .blackHole, .partition, .lossy, .renumbered, .eightHosts, .rogueAdverts: true
+            }
+        }
+
+        /// The hosts, as the real scenario names them.
+        var names: [String] {
+            if case .eightHosts = self {
+                ["captain", "first-officer", "relief", "purser", "navigator", "engineer", "observer", "dispatcher"]
+            } else {
+                ["captain", "first-officer", "relief"]
+            }
+        }
+
+        /// The hosts the fault strikes, and those that must notice (by index in ``names``).
+        var sides: (faulty: [Int], observers: [Int]) {
+            switch self {
+            case .partition: ([0], [1, 2])
+            case .eightHosts: ([6, 7], [0, 1, 2, 3, 4, 5])
+            default: ([2], [0, 1])
             }
         }
     }
@@ -42,9 +69,9 @@ struct SimulatedTwin: Sendable {
         var teardownsPerMinute: Double?
         /// Messages sent while the fault lasted that never arrived.
         var undelivered: Int
+        /// For the rogue adverts: the dials that failed at the sink.
+        var sinkFailures: Int?
     }
-
-    static let names = ["captain", "first-officer", "relief"]
     static let groupKey = try! PreSharedKey(identity: "navlog-hosts twin", passphrase: "the suite's simulated twin, not a secret")
 
     /// navlog-sync's default session (its keepalive timeout 1.5 s, pinged every 0.5 s).
@@ -84,7 +111,7 @@ struct SimulatedTwin: Sendable {
         let world = SimulatedWorld(seed: seed)
         return try await Task(executorPreference: world.executor) {
             let record = Record()
-            let hosts = names.map(world.addHost)
+            let hosts = fault.names.map(world.addHost)
             let crew = Crew()
             func start(_ index: Int) {
                 let (host, session) = (hosts[index], hosts[index].makeSession(configuration: configuration(hosts[index].name)))
@@ -106,11 +133,12 @@ struct SimulatedTwin: Sendable {
                 let sessions = crew.sessions
                 return sessions[a]!.activePeers.contains { $0.id == sessions[b]!.peerID } && sessions[b]!.activePeers.contains { $0.id == sessions[a]!.peerID }
             }
-            @Sendable func mesh() -> Bool { together(0, 1) && together(0, 2) && together(1, 2) }
+            let everyone = hosts.indices
+            @Sendable func mesh() -> Bool { everyone.allSatisfy { a in everyone.allSatisfy { b in a == b || together(a, b) } } }
             try await world.run(until: mesh, within: .seconds(20))
+            if case .rogueAdverts = fault { return try await rogueAdverts(world, hosts, restart: start, mesh: mesh) }
 
-            // The faulty host, and the two that must notice.
-            let (faulty, observers) = if case .partition = fault { (0, [1, 2]) } else { (2, [0, 1]) }
+            let (faulty, observers) = fault.sides
             var sent: [Int] = []
             func send(from sender: Int, to receiver: Int) async {
                 let number = sent.count
@@ -120,9 +148,9 @@ struct SimulatedTwin: Sendable {
             var teardownsPerMinute: Double?
             if case .lossy(let seconds) = fault {
                 let impairedAt = world.now
-                await hosts[faulty].impair(latency: .milliseconds(100), jitter: .milliseconds(50), loss: 0.3)
+                for index in faulty { await hosts[index].impair(latency: .milliseconds(100), jitter: .milliseconds(50), loss: 0.3) }
                 while world.now - impairedAt < .seconds(seconds) {
-                    for sender in hosts.indices { await send(from: sender, to: (sender + 1) % hosts.count) }
+                    for sender in everyone { await send(from: sender, to: (sender + 1) % hosts.count) }
                     await world.run(for: .seconds(5))
                 }
                 let left = record.departures.filter { $0.at >= impairedAt }.count
@@ -132,40 +160,54 @@ struct SimulatedTwin: Sendable {
 
             let cutAt = world.now
             var holes: [SimulatedPartition] = []
+            for index in faulty {
+                switch fault {
+                case .blackHole, .lossy: holes.append(await hosts[index].blackHole())
+                case .frozen: hosts[index].freeze()
+                case .killed: await hosts[index].kill()
+                case .renumbered: await hosts[index].renumber()
+                case .partition, .eightHosts, .rogueAdverts: break
+                }
+            }
             switch fault {
-            case .blackHole, .lossy: holes = [await hosts[faulty].blackHole()]
-            case .frozen: hosts[faulty].freeze()
-            case .killed: await hosts[faulty].kill()
-            case .partition: holes = [await world.partition([hosts[faulty]])]
+            case .partition, .eightHosts: holes = [await world.partition(faulty.map { hosts[$0] }, from: observers.map { hosts[$0] })]
+            default: break
             }
-            let faultyID = crew.sessions[faulty]!.peerID
+            let faultyIDs = Set(faulty.map { crew.sessions[$0]!.peerID })
+            let observerNames = Set(observers.map { hosts[$0].name })
             @Sendable func departures() -> [Record.Departure] {
-                record.departures.filter { $0.at >= cutAt && $0.peer == faultyID && observers.map { hosts[$0].name }.contains($0.observer) }
+                record.departures.filter { $0.at >= cutAt && faultyIDs.contains($0.peer) && observerNames.contains($0.observer) }
             }
-            try await world.run(until: { Set(departures().map(\.observer)).count == observers.count }, within: .seconds(30))
-            let firstDepartures = observers.compactMap { observer in departures().first { $0.observer == hosts[observer].name } }
+            @Sendable func pair(_ departure: Record.Departure) -> String { "\(departure.observer) \(departure.peer)" }
+            try await world.run(until: { Set(departures().map(pair)).count == observers.count * faulty.count }, within: .seconds(30))
+            let firstDepartures = Set(departures().map(pair)).compactMap { key in departures().first { pair($0) == key } }
             let detection = firstDepartures.map(\.at).max()! - cutAt
-            // The applications go on: each observer sends to the faulty host, and it to them
-            // when it runs.
-            for observer in observers { await send(from: observer, to: faulty) }
+            // The applications go on: each observer sends to each faulty host, and each of
+            // those to them when it runs.
+            for observer in observers {
+                for index in faulty { await send(from: observer, to: index) }
+            }
             if fault.faultyRuns {
-                for observer in observers { await send(from: faulty, to: observer) }
+                for index in faulty {
+                    for observer in observers { await send(from: index, to: observer) }
+                }
             }
             if world.now < cutAt + lasting { await world.run(for: cutAt + lasting - world.now) }
 
-            let healedAt = world.now
-            switch fault {
-            case .blackHole, .partition:
-                for hole in holes { await hole.heal() }
-            case .lossy:
-                for hole in holes { await hole.heal() }
-                await hosts[faulty].repair()
-            case .frozen: hosts[faulty].thaw()
-            case .killed:
-                hosts[faulty].restart()
-                start(faulty)
+            // (A move is over as it happens: its rejoin counts from it.)
+            let healedAt = if case .renumbered = fault { cutAt } else { world.now }
+            for hole in holes { await hole.heal() }
+            for index in faulty {
+                switch fault {
+                case .lossy: await hosts[index].repair()
+                case .frozen: hosts[index].thaw()
+                case .killed:
+                    hosts[index].restart()
+                    start(index)
+                case .blackHole, .partition, .renumbered, .eightHosts, .rogueAdverts: break
+                }
             }
-            try await world.run(until: { observers.allSatisfy { together($0, faulty) } }, within: .seconds(60))
+            try await world.run(until: { observers.allSatisfy { observer in faulty.allSatisfy { together(observer, $0) } } }, within: .seconds(60))
             let rejoin = world.now - healedAt
             let owed = Set(sent)
             _ = try? await world.run(until: { record.receivedNumbers.isSuperset(of: owed) }, within: .seconds(30))
@@ -175,6 +217,42 @@ struct SimulatedTwin: Sendable {
                 detectionMilliseconds: detection / .milliseconds(1), reasons: Set(firstDepartures.map(\.reason)).sorted(),
                 rejoinMilliseconds: rejoin / .milliseconds(1), teardownsPerMinute: teardownsPerMinute, undelivered: undelivered)
         }.value
+    }
+
+    /// The rogue adverts: a sink (a host whose kernel accepts TCP and whose process never runs)
+    /// and two adverts per member claiming its ID with the greatest incarnation; then every
+    /// member killed and started again, and the time until all are together again.
+    private static func rogueAdverts(
+        _ world: SimulatedWorld, _ hosts: [SimulatedHost], restart: (Int) -> Void, mesh: @escaping @Sendable () -> Bool
+    ) async throws -> Outcome {
+        let rogue = world.addHost("rogue")
+        let sink = rogue.makeSession(configuration: configuration("sink"))
+        rogue.start(sink)
+        let port = try await world.run(within: .seconds(5)) { () async -> Int in
+            while true {
+                if let port = await sink.listeningPort { return port }
+                await Task.yield()
+            }
+        }
+        rogue.freeze()
+        for host in hosts {
+            for _ in 1...2 {
+                let claims = ["v=2", "id=\(host.identity.peerID.uuidString.lowercased())", "inc=\(UInt64.max)", "name=\(host.name)"]
+                await world.advertise("_navlog-twin._tcp", txt: claims, at: rogue.address, port: port)
+            }
+        }
+        await world.run(for: .seconds(1))
+        for host in hosts { await host.kill() }
+        let restartedAt = world.now
+        for (index, host) in hosts.enumerated() {
+            host.restart()
+            restart(index)
+        }
+        try await world.run(until: mesh, within: .seconds(60))
+        let rejoin = world.now - restartedAt
+        let atSink = world.trace.lines.filter { $0.at >= restartedAt && $0.text.contains("\(rogue.address):\(port)") && $0.text.contains("failed") }
+        await world.shutdown()
+        return Outcome(reasons: [], rejoinMilliseconds: rejoin / .milliseconds(1), undelivered: 0, sinkFailures: atSink.count)
     }
 
     /// navlog-sync's word for a reason (its --json events).
@@ -219,6 +297,10 @@ extension SimulatedTwin.Outcome {
             problems.append(String(format: "rejoin %.0f ms simulated, %.0f ms real, beyond the redial bound", simulated, measured))
         }
         if undelivered > 0 { problems.append("\(undelivered) messages sent during the simulated fault never arrived") }
+        // The rogue adverts: both runs' dials tried the sink, or neither did.
+        if let simulated = sinkFailures, let measured = real.reasons.first.flatMap({ Int($0.prefix(while: \.isNumber)) }), (simulated > 0) != (measured > 0) {
+            problems.append("\(simulated) dials failed at the sink simulated, \(measured) real")
+        }
         return problems.isEmpty ? nil : problems.joined(separator: "; ")
     }
 }
