@@ -127,6 +127,73 @@ import Testing
         }.value
     }
 
+    /// A sender killed with eight transfers under way and started again sends another file: it
+    /// arrives, and the receiving application's waits for the eight the sender's last run left
+    /// end (found by this test: the eight counted as under way for good, and the receiver
+    /// refused every later file from that peer, the receiver's limit).
+    @Test func aSenderRestartedWithTransfersUnderWaySendsAnotherFile() async throws {
+        let world = SimulatedWorld(seed: 9)
+        try await Task(executorPreference: world.executor) {
+            let pair = try await Pair(in: world)
+            defer { pair.remove() }
+            var files: [URL] = []
+            for number in 0..<9 {
+                let file = pair.directory.appendingPathComponent("leg-\(number).bin")
+                try Data((0..<(2 << 20)).map { UInt8(truncatingIfNeeded: $0 &+ number &* 7_919) }).write(to: file)
+                files.append(file)
+            }
+            let (a, b, first) = (pair.a, pair.b, Array(files.prefix(8)))
+            let waits = Waits()
+            Task(executorPreference: pair.relief.executor) {
+                for await incoming in b.incomingResources {
+                    Task(executorPreference: pair.relief.executor) {
+                        do {
+                            _ = try await incoming.file()
+                            waits.ended(incoming.name, "arrived")
+                        } catch {
+                            waits.ended(incoming.name, "\(error)")
+                        }
+                    }
+                }
+            }
+            try await world.run(within: .seconds(5)) {
+                for file in first { _ = try await a.sendResource(at: file, to: b.peerID) }
+            }
+            await world.run(for: .milliseconds(100))  // (16 MiB at 2 MB/s: 8 s)
+            await pair.captain.kill()
+            try await world.run(until: { b.activePeers.isEmpty }, within: .seconds(5))
+            pair.captain.restart()
+            let restarted = pair.captain.makeSession(configuration: .init(serviceType: "_sim._tcp", peer: PeerInfo(displayName: "captain"), psk: Self.groupKey))
+            pair.captain.start(restarted)
+            try await world.run(until: { b.activePeers.first?.incarnation == restarted.incarnation }, within: .seconds(15))
+            let last = files[8]
+            let outcome = try await world.run(within: .seconds(60)) { () async -> String in
+                do {
+                    try await restarted.sendResource(at: last, to: b.peerID).completion()
+                    return "arrived"
+                } catch {
+                    return "\(error)"
+                }
+            }
+            #expect(outcome == "arrived")
+            try await world.run(until: { waits.count == 9 }, within: .seconds(5))
+            #expect(waits.outcome("leg-8.bin") == "arrived")
+            for number in 0..<8 {
+                #expect(waits.outcome("leg-\(number).bin")?.contains("restarted before it was whole") == true, "\(String(describing: waits.outcome("leg-\(number).bin")))")
+            }
+            await world.shutdown()
+        }.value
+    }
+
+    /// How each incoming file's wait ended, by name.
+    final class Waits: @unchecked Sendable {
+        private let lock = NSLock()
+        private var outcomes: [String: String] = [:]
+        func ended(_ name: String, _ outcome: String) { lock.withLock { outcomes[name] = outcome } }
+        var count: Int { lock.withLock { outcomes.count } }
+        func outcome(_ name: String) -> String? { lock.withLock { outcomes[name] } }
+    }
+
     /// An 8 MiB file on a 2 MB/s path; the receiver is killed half way and started again with
     /// its directory: the transfer resumes from the last whole MiB it wrote.
     @Test func aReceiverKilledHalfWayResumesFromWhatItWrote() async throws {

@@ -59,6 +59,12 @@ final class Resources: Sendable {
         /// Numbers the outgoing transfers in the order they were sent.
         var sent: UInt64 = 0
         var incoming: [Key: IncomingTransfer] = [:]
+        /// The incarnation of each peer whose link this side has had: its transfers came from it.
+        var senders: [UUID: UInt64] = [:]
+        /// Per peer, incoming transfers of an earlier incarnation (it restarted before they were
+        /// whole): ended, but their last writes may be under way; the next transfer from the
+        /// peer begins after them.
+        var retiring: [UUID: [IncomingTransfer]] = [:]
         /// How the latest incoming transfers ended (oldest first, at most ``rememberedEnds``): an
         /// offer of one again, its END having gone with its link, is answered with the same END.
         var ended: [(key: Key, reason: ResourceEndReason)] = []
@@ -128,16 +134,25 @@ final class Resources: Sendable {
     func attach(_ hello: Hello, link id: LinkID, channel: any Channel) {
         let peerID = hello.peerID
         let link = Link(id: id, channel: channel, chunkLimit: min(Self.chunkLength, UInt64(hello.maximumFrameLength - ResourceChunk.headerLength)))
-        let (transfers, refused) = state.withLockedValue { state -> ([OutgoingTransfer], [OutgoingTransfer]) in
+        let (transfers, refused, retired) = state.withLockedValue { state -> ([OutgoingTransfer], [OutgoingTransfer], [IncomingTransfer]) in
+            // A new incarnation: what the peer's last run was sending is not under way any
+            // more (its application gets told); the next offer of a file resumes what was written.
+            var retired: [IncomingTransfer] = []
+            if let previous = state.senders[peerID], previous != hello.incarnation {
+                retired = state.incoming.keys.filter { $0.peer == peerID }.compactMap { state.incoming.removeValue(forKey: $0) }
+                state.retiring[peerID, default: []] += retired
+            }
+            state.senders[peerID] = hello.incarnation
             guard hello.features.contains(.resources) else {
                 state.links[peerID] = nil
                 state.withoutResources.insert(peerID)
-                return ([], state.outgoing.values.filter { $0.peerID == peerID })
+                return ([], state.outgoing.values.filter { $0.peerID == peerID }, retired)
             }
             state.withoutResources.remove(peerID)
             state.links[peerID] = link
-            return (state.toOffer(to: peerID)?.1 ?? [], [])
+            return (state.toOffer(to: peerID)?.1 ?? [], [], retired)
         }
+        for transfer in retired { transfer.retire() }
         for transfer in transfers { transfer.linkUp(link) }
         for transfer in refused { transfer.refused() }
     }
@@ -188,8 +203,8 @@ final class Resources: Sendable {
         let key = Key(peer: peer.id, transfer: offer.id)
         enum Decision {
             case again(IncomingTransfer)
-            /// A new transfer, after those it supersedes (the same file from the same sender under
-            /// an earlier transfer ID: the sender restarted) have ended.
+            /// A new transfer, after those it supersedes have ended: the same file from the same
+            /// sender under an earlier transfer ID, and what the sender's earlier run left.
             case begin(IncomingTransfer, ResourceStore, superseding: [IncomingTransfer])
             case end(ResourceEndReason, String)
         }
@@ -221,13 +236,14 @@ final class Resources: Sendable {
                 guard state.incoming.keys.count(where: { $0.peer == peer.id }) < Self.maximumIncomingPerPeer else {
                     return .end(.refused, "\(Self.maximumIncomingPerPeer) transfers from this sender are under way, the receiver's limit")
                 }
+                let retired = state.retiring.removeValue(forKey: peer.id) ?? []
                 let transfer = IncomingTransfer(offer: offer, sender: peer.id, on: channel, queue: fileQueue("multipeer.resource.in"), clock: clock) { [weak self] reason in
                     self?.state.withLockedValue { state in
                         if let reason { state.remember(key, endedFor: reason) } else { state.incoming.removeValue(forKey: key) }
                     }
                 }
                 state.incoming[key] = transfer
-                return .begin(transfer, store, superseding: Array(superseded.values))
+                return .begin(transfer, store, superseding: Array(superseded.values) + retired)
             }
         }
         switch decision {
@@ -671,6 +687,17 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` and `writeFai
                     ended: nil)
             }
             next()
+        }
+    }
+
+    /// Its sender restarted before the file was whole: the application's wait ends, after the
+    /// writes already queued (what was written stays, for the sender's next offer of the file).
+    func retire() {
+        queue.async {
+            guard !self.outcome.isResolved else { return }
+            self.finish(.failure(MultipeerError(
+                .resourceCancelled, "the sender of \(self.offer.name) restarted before it was whole: if it sends it again, it goes on as a new transfer, from what was written")),
+                ended: nil)
         }
     }
 
