@@ -382,12 +382,14 @@ final class SimulationRun: @unchecked Sendable {
         let transfers = transfers
         Task(executorPreference: node.host.executor) {
             for await resource in session.incomingResources {
+                guard let number = Int(resource.name.dropFirst().dropLast(4)) else { continue }
+                transfers.waiting(number, in: session.incarnation)
                 Task(executorPreference: node.host.executor) {
-                    guard let number = Int(resource.name.dropFirst().dropLast(4)) else { return }
                     // (A file() that throws is the sender's completion() to report.)
                     if let url = try? await resource.file() {
                         transfers.arrived(number, at: name, url: url, sha256: resource.sha256, now: world.now)
                     }
+                    transfers.waited(number, in: session.incarnation)
                 }
             }
         }

@@ -58,9 +58,17 @@ final class Transfers: Sendable {
         var read = 0
     }
 
+    /// A receiving application's wait for a file: which file, in which receiver incarnation.
+    private struct Wait: Hashable {
+        var number: Int
+        var receiver: UInt64
+    }
+
     private struct State {
         var files: [Int: File] = [:]
         var streams: [Int: Stream] = [:]
+        /// The receivers' `file()` waits not yet returned.
+        var waiting: Set<Wait> = []
     }
 
     private let state = NIOLockedValueBox(State())
@@ -92,6 +100,16 @@ final class Transfers: Sendable {
 
     /// File `number` arrived at `receiver`, at `url`, announced with `sha256`: it must be whole,
     /// with the SHA-256 it was sent with.
+    /// A receiving application (of incarnation `receiver`) waits for file `number`.
+    func waiting(_ number: Int, in receiver: UInt64) {
+        _ = state.withLockedValue { $0.waiting.insert(Wait(number: number, receiver: receiver)) }
+    }
+
+    /// That wait returned (with the file, or throwing).
+    func waited(_ number: Int, in receiver: UInt64) {
+        _ = state.withLockedValue { $0.waiting.remove(Wait(number: number, receiver: receiver)) }
+    }
+
     func arrived(_ number: Int, at receiver: String, url: URL, sha256: [UInt8], now: Duration) {
         guard let file = state.withLockedValue({ $0.files[number] }) else {
             return ledger.violation("\(now) \(receiver): got file r\(number), never sent")
@@ -160,7 +178,7 @@ final class Transfers: Sendable {
                 if case .underWay = stream.writer { return false }
                 if case .underWay = stream.reader { return stream.receiver == nil && !stream.writerFailed }
                 return true
-            }
+            } && !state.waiting.contains { current.contains($0.receiver) }
         }
     }
 
@@ -183,6 +201,11 @@ final class Transfers: Sendable {
                         failures.append("\(now) file r\(number) from \(file.from): completed at the sender, but not whole in \(file.to)'s directory (a resource arrives whole)")
                     }
                 }
+            }
+            // A receiver's wait returns, whatever became of the transfer (its sender restarted, say).
+            for wait in state.waiting.sorted(by: { ($0.number, $0.receiver) < ($1.number, $1.receiver) }) where current.contains(wait.receiver) {
+                let file = state.files[wait.number]
+                failures.append("\(now) file r\(wait.number) (sent \(file.map { "\($0.at) from \($0.from) to \($0.to)" } ?? "")): the receiver's file() never returned (every wait returns)")
             }
             // A stream ends with either session's restart (streamLost): only those whose ends
             // both still run the sessions they were opened between are owed.
