@@ -154,7 +154,8 @@ struct Simulate: AsyncParsableCommand {
             checked, \(messages) messages, \(files) files, \(streams) streams, \(faults) faults, in \(Self.seconds(elapsed)) s of wall time
             fullest stream \(fullest.streamCount) messages, \(fullest.streamBytes) bytes held; fullest hold \(fullest.holdCount) messages, \(fullest.holdBytes) bytes \
             (limits \(SimulationRun.limits.receiveBuffer.maximumCount) messages or \(SimulationRun.limits.receiveBuffer.maximumBytes) bytes, \
-            \(SimulationRun.limits.unsubscribedMessages.maximumCount) or \(SimulationRun.limits.unsubscribedMessages.maximumBytes))
+            \(SimulationRun.limits.unsubscribedMessages.maximumCount) or \(SimulationRun.limits.unsubscribedMessages.maximumBytes)); \
+            most of a file sent again after one break \(fullest.resentAfterABreak) bytes (at most 3 MiB)
             """)
         if failed > 0 { throw ExitCode(1) }
     }

@@ -84,8 +84,11 @@ struct RunResult: Sendable {
 /// how near the limits the run came.
 struct Fullest: Sendable {
     var streamCount = 0, streamBytes = 0, holdCount = 0, holdBytes = 0
+    /// The most of a file sent again after one break.
+    var resentAfterABreak: UInt64 = 0
 
     mutating func include(_ other: Fullest) {
+        resentAfterABreak = max(resentAfterABreak, other.resentAfterABreak)
         streamCount = max(streamCount, other.streamCount)
         streamBytes = max(streamBytes, other.streamBytes)
         holdCount = max(holdCount, other.holdCount)
@@ -531,7 +534,7 @@ final class SimulationRun: @unchecked Sendable {
         guard (try? Data(Transfers.bytes(number, 0..<length)).write(to: url)) != nil else {
             return ledger.violation("\(world.now) cannot write the file to send at \(url.path)")
         }
-        let (session, to, transfers, world) = (sender.session, receiver.peerID, transfers, world)
+        let (session, to, transfers, world, ledger) = (sender.session, receiver.peerID, transfers, world, ledger)
         transfers.sending(number, .init(from: sender.host.name, to: receiver.host.name, sender: session.incarnation, length: length, at: world.now))
         world.record("\(sender.host.name) sends file r\(number) (\(length) bytes) to \(receiver.host.name)")
         Task(executorPreference: sender.host.executor) {
@@ -540,6 +543,16 @@ final class SimulationRun: @unchecked Sendable {
                 transfers.hashed(number, outgoing.sha256)
                 try await outgoing.completion()
                 transfers.sent(number, .done)
+                // Sent again after a break: from the last byte the receiver wrote (at most the
+                // 2 MiB it granted beyond it were in the link), or after its restart from its last
+                // whole MiB (a MiB more): at most 3 MiB a break (ResourcesAndStreams, "Files").
+                let sending = outgoing.sending
+                let breaks = UInt64(max(0, sending.offers - 1))
+                if breaks > 0 { self.fullest.include(Fullest(resentAfterABreak: (sending.bytes - min(sending.bytes, UInt64(length))) / breaks)) }
+                if sending.bytes > UInt64(length) + breaks * (3 << 20) {
+                    ledger.violation(
+                        "\(world.now) file r\(number) (\(length) bytes): \(sending.bytes) bytes sent over \(sending.offers) links (what is sent again after a break is at most 3 MiB)")
+                }
             } catch {
                 transfers.sent(number, Self.outcome(error))
             }

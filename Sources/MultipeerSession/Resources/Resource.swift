@@ -27,6 +27,13 @@ public struct ResourceProgress: Hashable, Sendable {
 /// A file this session sends to a peer (``MultipeerSession/sendResource(at:named:metadata:to:)``):
 /// its progress, its outcome, and a way to cancel it.
 ///
+/// What an outgoing transfer has sent: the bytes of its chunks, and its offers (one on each link
+/// it went over).
+package struct ResourceSending: Sendable {
+    package var bytes: UInt64 = 0
+    package var offers = 0
+}
+
 /// The transfer goes on across broken links: when the peer comes back, it resumes from what the
 /// receiver wrote. It ends when the receiver holds the whole file with its SHA-256 checked, or
 /// fails with a `MultipeerError` saying why (`resourceCancelled`, and the
@@ -47,11 +54,17 @@ public final class OutgoingResource: Sendable {
 
     let outcome: ResourceOutcome<Void>
     private let cancelling: @Sendable () -> Void
+    private let sent: @Sendable () -> ResourceSending
+
+    /// What the transfer has sent so far (for the simulator's check of what is sent again
+    /// after a break).
+    package var sending: ResourceSending { sent() }
 
     init(
         id: UUID, name: String, length: Int64, sha256: [UInt8], peerID: UUID, progress: AsyncStream<ResourceProgress>,
-        outcome: ResourceOutcome<Void>, cancel: @escaping @Sendable () -> Void
+        outcome: ResourceOutcome<Void>, cancel: @escaping @Sendable () -> Void, sent: @escaping @Sendable () -> ResourceSending
     ) {
+        self.sent = sent
         self.id = id
         self.name = name
         self.length = length

@@ -297,7 +297,7 @@ final class Resources: Sendable {
         }
         let resource = OutgoingResource(
             id: offer.id, name: offer.name, length: Int64(offer.length), sha256: offer.sha256, peerID: peerID, progress: transfer.progress,
-            outcome: transfer.outcome, cancel: { [weak transfer] in transfer?.end(.cancelled) })
+            outcome: transfer.outcome, cancel: { [weak transfer] in transfer?.end(.cancelled) }, sent: { transfer.sent })
         if stopped {
             transfer.stop()
         } else if refused {
@@ -461,6 +461,10 @@ final class OutgoingTransfer: Sendable {
     let progress: AsyncStream<ResourceProgress>
     let outcome = ResourceOutcome<Void>()
     private let onFinish: @Sendable () -> Void
+    private let sending = NIOLockedValueBox(ResourceSending())
+
+    /// What it has sent so far.
+    var sent: ResourceSending { sending.withLockedValue { $0 } }
 
     init(
         offer: ResourceOffer, number: UInt64, peerID: UUID, source: SourceFile, queue: any FileQueue, clock: any SessionClock,
@@ -538,6 +542,7 @@ final class OutgoingTransfer: Sendable {
         for action in actions {
             switch action {
             case .sendOffer(let offer):
+                sending.withLockedValue { $0.offers += 1 }
                 state.withLockedValue { $0.link }?.channel.writeAndFlush(LinkMessage.resourceOffer(offer), promise: nil)
             case .sendEnd(let reason):
                 state.withLockedValue { $0.link }?.channel.writeAndFlush(
@@ -578,6 +583,7 @@ final class OutgoingTransfer: Sendable {
             end(.sourceChanged)
             return
         }
+        sending.withLockedValue { $0.bytes += UInt64(bytes.readableBytes) }
         let written = link.channel.eventLoop.makePromise(of: Void.self)
         written.futureResult.whenComplete { _ in
             self.state.withLockedValue { state in
