@@ -37,6 +37,15 @@ import Testing
             await relief.impair(latency: .milliseconds(2), bandwidth: 2_000_000)
         }
 
+        /// `count` files of `length` bytes, leg-0.bin to leg-N.bin, each of its own bytes.
+        func legs(_ count: Int, length: Int) throws -> [URL] {
+            try (0..<count).map { number in
+                let file = directory.appendingPathComponent("leg-\(number).bin")
+                try Data((0..<length).map { UInt8(truncatingIfNeeded: $0 &+ number &* 7_919) }).write(to: file)
+                return file
+            }
+        }
+
         /// What arrived in relief's directory under the chart's name.
         var received: Data { get throws { try Data(contentsOf: receiving.resourceDirectory!.appendingPathComponent("chart.bin")) } }
 
@@ -87,23 +96,12 @@ import Testing
         try await Task(executorPreference: world.executor) {
             let pair = try await Pair(in: world)
             defer { pair.remove() }
-            var files: [URL] = []
-            for number in 0..<11 {
-                let file = pair.directory.appendingPathComponent("leg-\(number).bin")
-                try Data((0..<(256 << 10)).map { UInt8(truncatingIfNeeded: $0 &+ number &* 7_919) }).write(to: file)
-                files.append(file)
-            }
+            var files = try pair.legs(11, length: 256 << 10)
             let copy = pair.directory.appendingPathComponent("leg-0-again.bin")
             try FileManager.default.copyItem(at: files[0], to: copy)
             files.insert(copy, at: 1)
             let (a, b, sending) = (pair.a, pair.b, files)
-            let received = Received()
-            Task(executorPreference: pair.relief.executor) {
-                for await incoming in b.incomingResources {
-                    let url = try? await incoming.file()
-                    received.add(incoming.name, url.flatMap { try? Data(contentsOf: $0) })
-                }
-            }
+            let received = Arrivals(of: b, in: pair.relief)
             let outcomes = try await world.run(within: .seconds(60)) { () async throws -> [String] in
                 var sent: [OutgoingResource] = []
                 for file in sending { sent.append(try await a.sendResource(at: file, to: b.peerID)) }
@@ -136,26 +134,9 @@ import Testing
         try await Task(executorPreference: world.executor) {
             let pair = try await Pair(in: world)
             defer { pair.remove() }
-            var files: [URL] = []
-            for number in 0..<9 {
-                let file = pair.directory.appendingPathComponent("leg-\(number).bin")
-                try Data((0..<(2 << 20)).map { UInt8(truncatingIfNeeded: $0 &+ number &* 7_919) }).write(to: file)
-                files.append(file)
-            }
+            let files = try pair.legs(9, length: 2 << 20)
             let (a, b, first) = (pair.a, pair.b, Array(files.prefix(8)))
-            let waits = Waits()
-            Task(executorPreference: pair.relief.executor) {
-                for await incoming in b.incomingResources {
-                    Task(executorPreference: pair.relief.executor) {
-                        do {
-                            _ = try await incoming.file()
-                            waits.ended(incoming.name, "arrived")
-                        } catch {
-                            waits.ended(incoming.name, "\(error)")
-                        }
-                    }
-                }
-            }
+            let waits = Arrivals(of: b, in: pair.relief)
             try await world.run(within: .seconds(5)) {
                 for file in first { _ = try await a.sendResource(at: file, to: b.peerID) }
             }
@@ -183,15 +164,6 @@ import Testing
             }
             await world.shutdown()
         }.value
-    }
-
-    /// How each incoming file's wait ended, by name.
-    final class Waits: @unchecked Sendable {
-        private let lock = NSLock()
-        private var outcomes: [String: String] = [:]
-        func ended(_ name: String, _ outcome: String) { lock.withLock { outcomes[name] = outcome } }
-        var count: Int { lock.withLock { outcomes.count } }
-        func outcome(_ name: String) -> String? { lock.withLock { outcomes[name] } }
     }
 
     /// An 8 MiB file on a 2 MB/s path; the receiver is killed half way and started again with
@@ -248,11 +220,29 @@ import Testing
     }
 }
 
-/// The files a receiver's application got, by name.
-private final class Received: @unchecked Sendable {
+/// How each file a receiving application waited for ended, by name: "arrived" (with its bytes)
+/// or the error its `file()` threw. Each incoming file is waited for in a task of its own.
+private final class Arrivals: @unchecked Sendable {
     private let lock = NSLock()
-    private var files: [String: Data?] = [:]
-    func add(_ name: String, _ data: Data?) { lock.withLock { files[name] = data } }
-    var count: Int { lock.withLock { files.count } }
-    func data(_ name: String) -> Data? { lock.withLock { files[name] ?? nil } }
+    private var ended: [String: (outcome: String, data: Data?)] = [:]
+
+    init(of session: MultipeerSession, in host: SimulatedHost) {
+        Task(executorPreference: host.executor) {
+            for await incoming in session.incomingResources {
+                Task(executorPreference: host.executor) {
+                    do {
+                        let url = try await incoming.file()
+                        self.end(incoming.name, "arrived", try? Data(contentsOf: url))
+                    } catch {
+                        self.end(incoming.name, "\(error)", nil)
+                    }
+                }
+            }
+        }
+    }
+
+    private func end(_ name: String, _ outcome: String, _ data: Data?) { lock.withLock { ended[name] = (outcome, data) } }
+    var count: Int { lock.withLock { ended.count } }
+    func outcome(_ name: String) -> String? { lock.withLock { ended[name]?.outcome } }
+    func data(_ name: String) -> Data? { lock.withLock { ended[name]?.data ?? nil } }
 }
