@@ -454,17 +454,16 @@ final class OutgoingTransfer: Sendable {
     let number: UInt64
     private let offer: ResourceOffer
     private let source: SourceFile
-    private let state: NIOLockedValueBox<(machine: ResourceSendStateMachine, link: Resources.Link?, inFlight: Int)>
+    private let state: NIOLockedValueBox<(machine: ResourceSendStateMachine, link: Resources.Link?, inFlight: Int, sent: ResourceSending)>
     private let queue: any FileQueue
     private let reporter: ProgressReporter
     /// The transfer's progress, as the receiver reports what it holds.
     let progress: AsyncStream<ResourceProgress>
     let outcome = ResourceOutcome<Void>()
     private let onFinish: @Sendable () -> Void
-    private let sending = NIOLockedValueBox(ResourceSending())
 
     /// What it has sent so far.
-    var sent: ResourceSending { sending.withLockedValue { $0 } }
+    var sent: ResourceSending { state.withLockedValue { $0.sent } }
 
     init(
         offer: ResourceOffer, number: UInt64, peerID: UUID, source: SourceFile, queue: any FileQueue, clock: any SessionClock,
@@ -476,7 +475,7 @@ final class OutgoingTransfer: Sendable {
         self.peerID = peerID
         self.source = source
         self.onFinish = onFinish
-        state = NIOLockedValueBox((ResourceSendStateMachine(offer: offer), nil, 0))
+        state = NIOLockedValueBox((ResourceSendStateMachine(offer: offer), nil, 0, ResourceSending()))
         (progress, reporter) = ProgressReporter.make(total: offer.length, clock: clock)
     }
 
@@ -542,8 +541,11 @@ final class OutgoingTransfer: Sendable {
         for action in actions {
             switch action {
             case .sendOffer(let offer):
-                sending.withLockedValue { $0.offers += 1 }
-                state.withLockedValue { $0.link }?.channel.writeAndFlush(LinkMessage.resourceOffer(offer), promise: nil)
+                let link = state.withLockedValue { state in
+                    state.sent.offers += 1
+                    return state.link
+                }
+                link?.channel.writeAndFlush(LinkMessage.resourceOffer(offer), promise: nil)
             case .sendEnd(let reason):
                 state.withLockedValue { $0.link }?.channel.writeAndFlush(
                     LinkMessage.resourceEnd(ResourceEnd(id: offer.id, reason: reason, text: "")), promise: nil)
@@ -575,6 +577,7 @@ final class OutgoingTransfer: Sendable {
                 let chunk = state.machine.nextChunk(maximum: link.chunkLimit)
             else { return nil }
             state.inFlight += 1
+            state.sent.bytes += chunk.count
             return (chunk.offset, chunk.count, link)
         }
         guard let (offset, count, link) = next else { return }
@@ -583,7 +586,6 @@ final class OutgoingTransfer: Sendable {
             end(.sourceChanged)
             return
         }
-        sending.withLockedValue { $0.bytes += UInt64(bytes.readableBytes) }
         let written = link.channel.eventLoop.makePromise(of: Void.self)
         written.futureResult.whenComplete { _ in
             self.state.withLockedValue { state in
