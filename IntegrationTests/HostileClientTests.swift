@@ -84,8 +84,11 @@ enum RawTLSClient {
     /// whole handshake, not for silence, so trickling bytes does not hold a handshake open.
     @Test(.scaledTimeLimit(minutes: 1))
     func aHandshakeTrickledOneByteAtATimeHitsTheHandshakeTimeout() async throws {
+        // Deadlines of 3 s, not 1: the whole integration suite loading two cores once held the
+        // first byte's write back past a 1 s deadline, and found the channel closed.
         try await withTestListener(
-            configuration: LinkFixtures.configuration(name: "server", handshakeTimeout: .seconds(1)), onLink: echo
+            configuration: LinkFixtures.configuration(name: "server", handshakeTimeout: .seconds(3)),
+            limits: MultipeerSession.Limits(firstBytesTimeout: .seconds(3)), onLink: echo
         ) { server in
             let engine = try TLSEngine(role: .client, context: TLSContext(configuration: TLSConfiguration(psk: LinkFixtures.psk)))
             _ = engine.handshake()
@@ -96,7 +99,7 @@ enum RawTLSClient {
             var remaining = clientHello
             try await channel.writeAndFlush(remaining.readSlice(length: 1)!)
             // Then a byte every 100 ms (the trickle is the fault, not a wait): the ClientHello would
-            // take half a minute. Returns how many bytes were left unsent.
+            // take half a minute, ten times the handshake timeout. Returns how many bytes were left unsent.
             let trickle = Task { [remaining] in
                 var remaining = remaining
                 while !Task.isCancelled, channel.isActive, let byte = remaining.readSlice(length: 1) {
@@ -107,7 +110,7 @@ enum RawTLSClient {
             }
             let failure = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
             #expect(failure.code == .handshakeTimeout)
-            #expect(failure.message.contains("did not complete the TLS handshake within \(TestTime.scaled(.seconds(1)))"), "\(failure)")
+            #expect(failure.message.contains("did not complete the TLS handshake within \(TestTime.scaled(.seconds(3)))"), "\(failure)")
             try await withDeadline(.seconds(20)) { try await channel.waitUntilClosed() }
             trickle.cancel()
             #expect(await trickle.value > 0, "cut off before the ClientHello was through")
