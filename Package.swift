@@ -182,10 +182,13 @@ let package = Package(
             dependencies: ["CGnuTLS"],
             path: "Benchmarks/CGnuTLSBaseline"
         ),
-        // The C baselines, as Swift calls them (LinkBenchmark, SessionBenchmark).
+        // The C baselines, as Swift calls them, and our bare link (LinkBenchmark, SessionBenchmark).
         .target(
             name: "BaselineSupport",
-            dependencies: ["BenchmarkSupport", "CGnuTLSBaseline", "MultipeerTLS"],
+            dependencies: [
+                "BenchmarkSupport", "CGnuTLSBaseline", "MultipeerCore", "MultipeerSession", "MultipeerTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
             path: "Benchmarks/BaselineSupport",
             swiftSettings: swiftSettings
         ),

@@ -233,6 +233,25 @@ func pairedShare(_ size: Int) -> (String, Bool)? {
 }
 target("API: reliable 1 KiB messages/s >= 50 % of the C GnuTLS baseline, median of paired runs", pairedShare(1024))
 target("API: reliable 128 B messages/s >= 40 % of the C GnuTLS baseline, median of paired runs", pairedShare(128))
+/// The API's share of our bare link's messages/s in the same turns: what the session costs.
+func ofLink(_ size: Int) -> (String, Bool)? {
+    guard let paired = session?.pairedShares?.first(where: { $0.payloadBytes == size }), let share = paired.ofLink,
+          let link = paired.link else { return nil }
+    return ("\(number(share.median * 100, 1)) % (\(number(share.low * 100, 1))-\(number(share.high * 100, 1)) % over \(link.count) pairs; link median \(number(spread(link).median, 0)) msg/s)",
+            share.median >= 0.75)
+}
+target("API: reliable 1 KiB messages/s >= 75 % of our own link's, median of paired runs", ofLink(1024))
+/// Ours over gRPC Swift 2's messages/s in the same turns (Benchmarks/GRPCBaseline): the median
+/// of the pairs' ratios, with the lowest and highest.
+func ofGRPC(_ size: Int) -> (String, Bool)? {
+    guard let paired = session?.pairedShares?.first(where: { $0.payloadBytes == size }), let ratio = paired.ofGRPC,
+          let grpc = paired.grpc else { return nil }
+    return ("\(number(ratio.median, 2))x (\(number(ratio.low, 2))-\(number(ratio.high, 2))x over \(grpc.count) pairs; gRPC median \(number(spread(grpc).median, 0)) msg/s)",
+            ratio.median >= 1.5)
+}
+target("API: reliable 1 KiB messages/s >= 1.5x gRPC Swift 2's over TLS, median of paired runs", ofGRPC(1024))
+target("API: reliable 128 B messages/s >= 1.5x gRPC Swift 2's over TLS, median of paired runs", ofGRPC(128))
+target("API: reliable 64 KiB messages/s >= 1.5x gRPC Swift 2's over TLS, median of paired runs", ofGRPC(65536))
 let largeCases = session?.cases.filter { $0.delivery == "reliable" && $0.encoding == "binary" && $0.field == "Data" && $0.payloadBytes >= 1 << 20 } ?? []
 target("API: 1 MiB and 64 MiB messages (Data field) >= 1 GB/s", largeCases.isEmpty ? nil : (
     largeCases.map { "\($0.payloadBytes >> 20) MiB: \(number($0.payloadMegabytesPerSecond, 0)) MB/s" }.joined(separator: ", "),
@@ -246,6 +265,12 @@ target("API: the same round trip with both applications' tasks on their sessions
     trip.onExecutorRatio.map { ratio in
         ("\(number(ratio.median, 2))x (\(number(ratio.low, 2))-\(number(ratio.high, 2))x over \(trip.pairs.count) pairs; ours p50 \(number(trip.pairs.compactMap(\.onExecutorP50Microseconds).sorted()[trip.pairs.count / 2], 1)) µs)",
          ratio.median <= 1.5)
+    }
+})
+target("API: round trip p50 of a 1 KiB message <= 0.7x gRPC Swift 2's (a bidirectional stream, the server's handler replying), median of paired runs", session?.roundTrip.flatMap { trip in
+    trip.grpcRatio.map { ratio in
+        ("\(number(ratio.median, 2))x (\(number(ratio.low, 2))-\(number(ratio.high, 2))x over \(trip.pairs.count) pairs; gRPC p50 \(number(spread(trip.pairs.compactMap(\.grpcP50Microseconds)).median, 1)) µs)",
+         ratio.median <= 0.7)
     }
 })
 target("API: lock acquisitions per reliable 1 KiB message, both ends, sent flat out <= 4 (every pthread mutex of the process: the Swift runtime's and GnuTLS's too)", sessionLocks.map {
@@ -411,10 +436,23 @@ if let session {
     if let trip = session.roundTrip {
         md += "Round trip of a \(trip.payloadBytes)-byte message through the API (send, the peer's application sends it back as it reads it, the reply read; reliable, binary, a Data field), runs alternating with the C GnuTLS program's ping-pong of frames of the same size (a thread per core):\n\n"
         md += "On executors: both applications' tasks prefer their sessions' executors (`MultipeerSession.executor`).\n\n"
-        md += table(["run", "API p50 µs", "API p99 µs", "on executors p50 µs", "on executors p99 µs", "C GnuTLS p50 µs", "ratio", "on executors"], trip.pairs.enumerated().map { index, pair in
+        md += table(["run", "API p50 µs", "API p99 µs", "on executors p50 µs", "on executors p99 µs", "C GnuTLS p50 µs", "ratio", "on executors", "gRPC Swift 2 p50 µs", "p99 µs"], trip.pairs.enumerated().map { index, pair in
             ["\(index + 1)", number(pair.apiP50Microseconds, 1), number(pair.apiP99Microseconds, 1),
              pair.onExecutorP50Microseconds.map { number($0, 1) } ?? "-", pair.onExecutorP99Microseconds.map { number($0, 1) } ?? "-",
-             number(pair.cP50Microseconds, 1), "\(number(pair.ratio, 2))x", pair.onExecutorRatio.map { "\(number($0, 2))x" } ?? "-"]
+             number(pair.cP50Microseconds, 1), "\(number(pair.ratio, 2))x", pair.onExecutorRatio.map { "\(number($0, 2))x" } ?? "-",
+             pair.grpcP50Microseconds.map { number($0, 1) } ?? "-", pair.grpcP99Microseconds.map { number($0, 1) } ?? "-"]
+        })
+    }
+    if let pairs = session.pairedShares, !pairs.isEmpty {
+        md += "Reliable binary messages (a Data field) in turns: five runs of ours of 2 s, each followed by a run of our bare link (PeerConnection's frames one way, one write each: what the API could carry at most), one of the C GnuTLS program and one of gRPC Swift 2 (Benchmarks/GRPCBaseline: one bidirectional stream over TLS 1.3, raw bytes, counted as the server's handler reads them).\n\n"
+        md += table(["payload B", "ours msg/s (median)", "our link (median)", "share of the link", "C GnuTLS (median)", "share of C", "gRPC Swift 2 (median)", "ours over gRPC"], pairs.map { pair in
+            let (share, grpc) = (pair.share, pair.ofGRPC)
+            return ["\(pair.payloadBytes)", number(spread(pair.api).median, 0), pair.link.map { number(spread($0).median, 0) } ?? "-",
+                    pair.ofLink.map { "\(number($0.median * 100, 0)) % (\(number($0.low * 100, 0))-\(number($0.high * 100, 0)) %)" } ?? "-",
+                    number(spread(pair.c).median, 0),
+                    "\(number(share.median * 100, 0)) % (\(number(share.low * 100, 0))-\(number(share.high * 100, 0)) %)",
+                    pair.grpc.map { number(spread($0).median, 0) } ?? "-",
+                    grpc.map { "\(number($0.median, 2))x (\(number($0.low, 2))-\(number($0.high, 2))x)" } ?? "-"]
         })
     }
     md += "Beside 64 MiB messages, after a warm-up that lasts until their payload buffers are mapped (SessionBenchmark's `warmUp()`); buffers mapped afresh while the probes ran are counted.\n\n"

@@ -270,25 +270,44 @@ public struct SessionResults: Codable, Sendable {
 }
 
 /// Reliable messages of one size through the API (binary, a Data field), each run followed by a
-/// run of the C GnuTLS program's frames of that size one way: a share per pair.
+/// run of our bare link's frames of that size one way, one of the C GnuTLS program's and one of
+/// gRPC Swift 2's messages: a share per pair.
 public struct PairedShare: Codable, Sendable {
     public var payloadBytes: Int
     /// Ours, messages/s, run by run.
     public var api: [Double]
     /// The C program's, frames/s, the run after each of ours.
     public var c: [Double]
+    /// gRPC Swift 2's messages/s on one bidirectional stream, the run after each C one (nil
+    /// where it was not run).
+    public var grpc: [Double]?
+    /// Our bare link's (LinkBenchmark's "ours": PeerConnection's frames, one write each), the
+    /// run after each of ours (nil in results from before it was measured).
+    public var link: [Double]?
 
     /// The median of the shares (ours over C's, pair by pair), and the lowest and highest.
-    public var share: (median: Double, low: Double, high: Double) {
-        let shares = zip(api, c).map { $0 / $1 }.sorted()
-        return (shares[shares.count / 2], shares.first!, shares.last!)
-    }
+    public var share: (median: Double, low: Double, high: Double) { spread(zip(api, c).map { $0 / $1 }) }
 
-    public init(payloadBytes: Int, api: [Double], c: [Double]) {
+    /// The median of the shares of our own link, pair by pair, and the lowest and highest.
+    public var ofLink: (median: Double, low: Double, high: Double)? { link.map { spread(zip(api, $0).map { $0 / $1 }) } }
+
+    /// The median of ours over gRPC's, run by run, and the lowest and highest.
+    public var ofGRPC: (median: Double, low: Double, high: Double)? { grpc.map { spread(zip(api, $0).map { $0 / $1 }) } }
+
+    public init(payloadBytes: Int, api: [Double], c: [Double], link: [Double]? = nil, grpc: [Double]? = nil) {
         self.payloadBytes = payloadBytes
         self.api = api
         self.c = c
+        self.link = link
+        self.grpc = grpc
     }
+}
+
+/// The median of `values`, and the lowest and highest (nan for none).
+public func spread(_ values: [Double]) -> (median: Double, low: Double, high: Double) {
+    let sorted = values.sorted()
+    guard let low = sorted.first, let high = sorted.last else { return (.nan, .nan, .nan) }
+    return (sorted[sorted.count / 2], low, high)
 }
 
 /// The API's round trip (a message sent, the peer's application sending it back, the reply
@@ -303,12 +322,18 @@ public struct APIRoundTrip: Codable, Sendable {
         public var onExecutorP50Microseconds: Double?
         public var onExecutorP99Microseconds: Double?
         public var cP50Microseconds: Double
+        /// gRPC Swift 2's round trip on one bidirectional stream, the server's handler writing
+        /// each message back (nil where it was not run).
+        public var grpcP50Microseconds: Double?
+        public var grpcP99Microseconds: Double?
 
         public var ratio: Double { apiP50Microseconds / cP50Microseconds }
         public var onExecutorRatio: Double? { onExecutorP50Microseconds.map { $0 / cP50Microseconds } }
+        /// Ours (the default, tasks on Swift's global pool) over gRPC's p50.
+        public var grpcRatio: Double? { grpcP50Microseconds.map { apiP50Microseconds / $0 } }
 
         /// From each run's round trips, in nanoseconds.
-        public init(api: [Double], onExecutor: [Double]?, c: [Double]) {
+        public init(api: [Double], onExecutor: [Double]?, c: [Double], grpc: [Double]? = nil) {
             let (ours, theirs) = (RoundTrip(placement: "", link: "API", samplesNanoseconds: api), RoundTrip(placement: "", link: "C GnuTLS", samplesNanoseconds: c))
             apiP50Microseconds = ours.p50Microseconds
             apiP99Microseconds = ours.p99Microseconds
@@ -317,6 +342,10 @@ public struct APIRoundTrip: Codable, Sendable {
                 (onExecutorP50Microseconds, onExecutorP99Microseconds) = (pinned.p50Microseconds, pinned.p99Microseconds)
             }
             cP50Microseconds = theirs.p50Microseconds
+            if let grpc {
+                let trips = RoundTrip(placement: "", link: "gRPC Swift 2", samplesNanoseconds: grpc)
+                (grpcP50Microseconds, grpcP99Microseconds) = (trips.p50Microseconds, trips.p99Microseconds)
+            }
         }
     }
 
@@ -324,16 +353,18 @@ public struct APIRoundTrip: Codable, Sendable {
     public var pairs: [Pair]
 
     /// The median of the pairs' ratios (ours over C's p50), and the lowest and highest.
-    public var ratio: (median: Double, low: Double, high: Double) {
-        let ratios = pairs.map(\.ratio).sorted()
-        return (ratios[ratios.count / 2], ratios.first!, ratios.last!)
+    public var ratio: (median: Double, low: Double, high: Double) { spread(pairs.map(\.ratio)) }
+
+    /// The median of ours over gRPC Swift 2's p50, where every pair has it.
+    public var grpcRatio: (median: Double, low: Double, high: Double)? {
+        let ratios = pairs.compactMap(\.grpcRatio)
+        return ratios.count == pairs.count && !ratios.isEmpty ? spread(ratios) : nil
     }
 
     /// The same for the round trips on the sessions' executors, where measured.
     public var onExecutorRatio: (median: Double, low: Double, high: Double)? {
-        let ratios = pairs.compactMap(\.onExecutorRatio).sorted()
-        guard ratios.count == pairs.count, !ratios.isEmpty else { return nil }
-        return (ratios[ratios.count / 2], ratios.first!, ratios.last!)
+        let ratios = pairs.compactMap(\.onExecutorRatio)
+        return ratios.count == pairs.count && !ratios.isEmpty ? spread(ratios) : nil
     }
 
     public init(payloadBytes: Int, pairs: [Pair]) {

@@ -7,11 +7,12 @@
 // program, frames of the same sizes one way over loopback) for the ratio, and the latency of a
 // 1 KiB message sent every 2 ms, alone and while 64 MiB messages are in flight on the same link;
 // and the API's round trip (the peer's application replying) in runs alternating with the C
-// program's ping-pong of the same frames, as the median of five paired ratios.
+// program's ping-pong of the same frames, as the median of five paired ratios. gRPC Swift 2
+// (Benchmarks/GRPCBaseline, when built) runs in the same turns: its messages/s and round trips.
 //
 //   swift build -c release --product SessionBenchmark && .build/release/SessionBenchmark [--seconds N] [--sizes 128,1024]
 //       [--deliveries reliable,unreliable] [--encodings json,binary] [--fields String,Data] [--no-latency]
-//       [--case-deadline SECONDS] [--no-pairs] [--no-round-trip]
+//       [--case-deadline SECONDS] [--no-pairs] [--pair-sizes 128,1024,65536] [--no-round-trip] [--grpc PATH | --no-grpc]
 //   LD_PRELOAD=.build/release/liblockcounter.so .build/release/SessionBenchmark --locks [--seconds N]
 //       (lock acquisitions per message alone, into bench-results/session-locks.json; Benchmarks/LockCounter)
 //   .build/release/SessionBenchmark --resources [--resource-sizes 67108864,1073741824]
@@ -393,26 +394,37 @@ if !Bench.flag("--no-latency") {
 }
 // Shares of C that mean something: the C program's rate moves by a factor of two from run to
 // run, so each of five runs of ours (reliable, binary, a Data field, 2 s) is followed by a run
-// of the C program, and the median of the five shares is reported with its spread.
+// of our bare link (what the API could carry at most), one of the C program and one of gRPC
+// Swift 2 (2 s after its warm-up second), and the median of the five shares is reported with its
+// spread.
 var pairedShares: [PairedShare] = []
 if !Bench.flag("--no-pairs") {
-    print("\nReliable binary messages (a Data field), five runs of 2 s, each followed by a run of the C program:")
-    for size in [128, 1024] {
+    let grpc = GRPCProgram.found
+    print("\nReliable binary messages (a Data field), five runs of 2 s, each followed by a run of our bare link, one of the C program\(grpc == nil ? "" : " and one of gRPC Swift 2"):")
+    for size in list("--pair-sizes", ["128", "1024", "65536"]).compactMap({ Int($0) }) {
         let bytes = Data(repeating: 0xA5, count: size)
-        var api: [Double] = []
-        var c: [Double] = []
+        var (api, link, c, grpcRates) = ([Double](), [Double](), [Double](), [Double]())
+        let linkCount = max(32, min(200_000, (512 << 20) / size))
         for _ in 0..<5 {
             api.append(await measure(BytesMessage.self, delivery: "reliable", encoding: .binary, payloadBytes: size, field: "Data", for: .seconds(2)) {
                 BytesMessage(number: $0, bytes: bytes)
             }.messagesPerSecond)
+            link.append(Double(linkCount) / (try await OurLink(psk: psk, preferEventLoop: true).throughput(payload: size, count: linkCount)))
             c.append(try baselineRate(size, runs: 1).messagesPerSecond)
+            if let grpc { grpcRates.append(try grpc.rate(size: size, seconds: 2)) }
         }
-        let paired = PairedShare(payloadBytes: size, api: api, c: c)
+        let paired = PairedShare(payloadBytes: size, api: api, c: c, link: link, grpc: grpc == nil ? nil : grpcRates)
         pairedShares.append(paired)
+        let rates = { (rates: [Double]) in rates.map { String(format: "%.0f", $0) }.joined(separator: ", ") }
         let share = paired.share
-        print(String(format: "  %5d B: ours %@ msg/s, C %@: share median %.0f %% (%.0f-%.0f %%)", size,
-                     api.map { String(format: "%.0f", $0) }.joined(separator: ", "), c.map { String(format: "%.0f", $0) }.joined(separator: ", "),
+        print(String(format: "  %5d B: ours %@ msg/s, C %@: share median %.0f %% (%.0f-%.0f %%)", size, rates(api), rates(c),
                      share.median * 100, share.low * 100, share.high * 100))
+        if let ofLink = paired.ofLink {
+            print(String(format: "           our link %@ msg/s: share median %.0f %% (%.0f-%.0f %%)", rates(link), ofLink.median * 100, ofLink.low * 100, ofLink.high * 100))
+        }
+        if let ofGRPC = paired.ofGRPC {
+            print(String(format: "           gRPC Swift 2 %@ msg/s: ours median %.2fx (%.2f-%.2fx)", rates(grpcRates), ofGRPC.median, ofGRPC.low, ofGRPC.high))
+        }
     }
 }
 
@@ -426,7 +438,8 @@ if !Bench.flag("--no-round-trip") {
         let api = await apiRoundTrips(count: trips)
         let onExecutors = await apiRoundTrips(count: trips, onExecutors: true)
         let c = try Baseline(useTLS: true, key: (0..<32).map { UInt8($0) }, spread: true).pingPong(payload: 1024, iterations: trips, warmup: 200)
-        pairs.append(APIRoundTrip.Pair(api: api, onExecutor: onExecutors, c: c))
+        let grpc = try GRPCProgram.found?.roundTrips(size: 1024, count: trips, warmup: 200)
+        pairs.append(APIRoundTrip.Pair(api: api, onExecutor: onExecutors, c: c, grpc: grpc))
     }
     let result = APIRoundTrip(payloadBytes: 1024, pairs: pairs)
     roundTrip = result
@@ -435,12 +448,16 @@ if !Bench.flag("--no-round-trip") {
     for pair in pairs {
         print(String(format: "  API p50 %.1f µs, p99 %.1f µs; on executors p50 %.1f µs, p99 %.1f µs; C GnuTLS p50 %.1f µs: %.2fx, %.2fx",
                      pair.apiP50Microseconds, pair.apiP99Microseconds, pair.onExecutorP50Microseconds ?? 0, pair.onExecutorP99Microseconds ?? 0,
-                     pair.cP50Microseconds, pair.ratio, pair.onExecutorRatio ?? 0))
+                     pair.cP50Microseconds, pair.ratio, pair.onExecutorRatio ?? 0)
+              + (pair.grpcP50Microseconds.map { String(format: "; gRPC Swift 2 p50 %.1f µs, p99 %.1f µs", $0, pair.grpcP99Microseconds ?? 0) } ?? ""))
     }
     let ratio = result.ratio
     print(String(format: "  median of the ratios %.2fx (%.2f-%.2fx)", ratio.median, ratio.low, ratio.high))
     if let pinned = result.onExecutorRatio {
         print(String(format: "  on executors: median of the ratios %.2fx (%.2f-%.2fx)", pinned.median, pinned.low, pinned.high))
+    }
+    if let ofGRPC = result.grpcRatio {
+        print(String(format: "  ours (global pool) over gRPC Swift 2's p50: median %.2fx (%.2f-%.2fx)", ofGRPC.median, ofGRPC.low, ofGRPC.high))
     }
 }
 try Bench.writeJSON(

@@ -6,7 +6,7 @@ extension OurLink {
     /// Sets up `count` links one after another to a local listener: the TLS handshake and the
     /// HELLO exchange (with its signature and its check), from the dial to the link being ready
     /// on the dialling side. Returns each one's duration in microseconds.
-    func handshakes(count: Int, warmup: Int) async throws -> [Double] {
+    package func handshakes(count: Int, warmup: Int) async throws -> [Double] {
         try await withServer { port in
             var samples: [Double] = []
             let configuration = try configuration("echo")

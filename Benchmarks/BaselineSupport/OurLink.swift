@@ -2,19 +2,24 @@ import BenchmarkSupport
 import Foundation
 import MultipeerCore
 import MultipeerSession
-import MultipeerTLS
+package import MultipeerTLS
 import NIOCore
 
-/// Our link, measured through the package API the session uses: PeerListener and
+/// Our link (LinkBenchmark, and SessionBenchmark's share of it), measured through the package API the session uses: PeerListener and
 /// PeerConnection, TLS 1.3 ECDHE-PSK by GnuTLS, TLV frames over SwiftNIO, async on both ends.
 ///
 /// With `preferEventLoop`, the tasks that read and write a link run on its channel's event
 /// loop (``EventLoopExecutor``); without, on Swift's global pool, hopping threads per message.
-struct OurLink {
-    let psk: PreSharedKey
-    let preferEventLoop: Bool
+package struct OurLink: Sendable {
+    package let psk: PreSharedKey
+    package let preferEventLoop: Bool
 
-    var name: String { preferEventLoop ? "ours" : "ours/pool" }
+    package init(psk: PreSharedKey, preferEventLoop: Bool) {
+        self.psk = psk
+        self.preferEventLoop = preferEventLoop
+    }
+
+    package var name: String { preferEventLoop ? "ours" : "ours/pool" }
 
     func configuration(_ name: String) throws -> LinkConfiguration {
         let identity = PeerIdentity()
@@ -77,7 +82,7 @@ struct OurLink {
         .data(try DataMessage(sequence: 0, typeName: "Bench", payload: ByteBuffer(repeating: 0x5A, count: payload)))
     }
 
-    func pingPong(payload: Int, iterations: Int, warmup: Int) async throws -> [Double] {
+    package func pingPong(payload: Int, iterations: Int, warmup: Int) async throws -> [Double] {
         try await withServer { port in
             let link = try await PeerConnection.dial(host: "127.0.0.1", port: port, configuration: configuration("echo"))
             let message = try Self.message(payload: payload)
@@ -99,7 +104,7 @@ struct OurLink {
 
     /// Seconds to deliver `count` messages of `payload` bytes one way, one `write` each,
     /// acknowledged at the end.
-    func throughput(payload: Int, count: Int) async throws -> Double {
+    package func throughput(payload: Int, count: Int) async throws -> Double {
         try await withServer { port in
             let link = try await PeerConnection.dial(host: "127.0.0.1", port: port, configuration: configuration("sink \(count)"))
             let message = try Self.message(payload: payload)
