@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 results=bench-results
 mkdir -p "$results"
-rm -rf "$results"/{link,session,session-locks,navlog,detection,detection-network,delivery,stopped-reader,discovery,mesh,durations,report}.json "$results"/report.md "$results"/charts "$results"/hosts-loss
+rm -rf "$results"/{link,session,session-locks,session-mixed,navlog,detection,detection-network,delivery,stopped-reader,discovery,mesh,durations,report}.json "$results"/report.md "$results"/charts "$results"/hosts-loss
 
 quick=0
 only=""
@@ -45,6 +45,8 @@ step session .build/release/SessionBenchmark --seconds "$(trials 1 3)"
 step session-resources .build/release/SessionBenchmark --resources --seconds "$(trials 1 3)" --resource-sizes "$(trials 67108864 67108864,1073741824)"
 # A byte stream through the API: 256 MiB one way (64 MiB in a quick run).
 step session-streams .build/release/SessionBenchmark --streams --seconds "$(trials 1 3)" --stream-bytes "$(trials 67108864 268435456)"
+# A 1 KiB message's latency while a 1 GiB file and a 256 MiB stream share its link (64 MiB each in a quick run).
+step session-mixed .build/release/SessionBenchmark --mixed --seconds "$(trials 2 5)" --file-bytes "$(trials 67108864 1073741824)" --stream-bytes "$(trials 67108864 268435456)"
 step session-locks env LD_PRELOAD="$PWD/.build/release/liblockcounter.so" .build/release/SessionBenchmark --locks --seconds "$(trials 1 3)"
 step detection .build/release/DetectionBenchmark --trials "$(trials 5 20)"
 step delivery .build/release/DeliveryBenchmark --seconds "$(trials 3 10)"

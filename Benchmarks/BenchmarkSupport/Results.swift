@@ -516,6 +516,23 @@ public struct ResourceResults: Codable, Sendable {
 
 /// A byte stream through the API (`SessionBenchmark --streams`): one way, written in 64 KiB
 /// writes and read as fast as it comes, beside the API's 64 MiB messages in the same run.
+/// A 1 KiB message's latency while a file and a byte stream run to the same peer on the same
+/// link (SessionBenchmark --mixed).
+public struct MixedResults: Codable, Sendable {
+    public var fileBytes: Int
+    public var streamBytes: Int
+    /// What the sender's link carried while the probes ran, MB/s.
+    public var linkMegabytesPerSecond: Double
+    public var latency: ProbeLatency
+
+    public init(fileBytes: Int, streamBytes: Int, linkMegabytesPerSecond: Double, latency: ProbeLatency) {
+        self.fileBytes = fileBytes
+        self.streamBytes = streamBytes
+        self.linkMegabytesPerSecond = linkMegabytesPerSecond
+        self.latency = latency
+    }
+}
+
 public struct StreamResults: Codable, Sendable {
     public var bytes: Int
     /// From the stream's opening to the reader's end of it.

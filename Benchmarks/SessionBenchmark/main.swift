@@ -19,6 +19,8 @@
 //       (files through sendResource -> incomingResources alone, into bench-results/session-resources.json)
 //   .build/release/SessionBenchmark --streams [--stream-bytes 268435456]
 //       (a byte stream through openStream -> incomingStreams alone, into bench-results/session-streams.json)
+//   .build/release/SessionBenchmark --mixed [--file-bytes 1073741824] [--stream-bytes 268435456] [--seconds N]
+//       (a 1 KiB message's latency while a file and a stream run on the same link, into bench-results/session-mixed.json)
 import BaselineSupport
 import BenchmarkSupport
 import Foundation
@@ -337,6 +339,13 @@ if Bench.flag("--resources") {
     exit(0)
 }
 
+if Bench.flag("--mixed") {
+    let fileBytes = Int(Bench.option("--file-bytes") ?? "") ?? 1 << 30
+    let streamBytes = Int(Bench.option("--stream-bytes") ?? "") ?? 256 << 20
+    try Bench.writeJSON(try await measureMixed(fileBytes: fileBytes, streamBytes: streamBytes), defaultPath: "bench-results/session-mixed.json")
+    exit(0)
+}
+
 if Bench.flag("--streams") {
     let result = try await measureStream(bytes: Int(list("--stream-bytes", ["268435456"])[0]) ?? 256 << 20)
     try Bench.writeJSON(result, defaultPath: "bench-results/session-streams.json")
@@ -539,6 +548,65 @@ func measureResources(sizes: [Int]) async throws -> ResourceResults {
     return ResourceResults(transfers: transfers, besideTransfer: latency)
 }
 
+/// Writes `count` bytes to a new stream in 64 KiB writes and reads them at the other end (at
+/// most at `readRate` bytes a second, if given); returns the seconds it took.
+@Sendable func stream(_ count: Int, from sender: MultipeerSession, to receiver: MultipeerSession, readRate: Double? = nil) async throws -> Double {
+    let block = [UInt8](repeating: 0xA5, count: 64 << 10)
+    let started = ContinuousClock.now
+    let outgoing = try sender.openStream(named: "bench", to: receiver.peerID)
+    let writing = Task {
+        var written = 0
+        while written < count {
+            try await outgoing.write(block.prefix(count - written))
+            written += min(block.count, count - written)
+        }
+        try await outgoing.finish()
+    }
+    guard let incoming = await receiver.incomingStreams.first(where: { _ in true }) else { throw CancellationError() }
+    var read = 0
+    let reading = ContinuousClock.now
+    for try await bytes in incoming {
+        read += bytes.count
+        // A slow reader: ahead of its rate by more than a millisecond, it waits.
+        if let readRate, case let due = reading + .seconds(Double(read) / readRate), due > ContinuousClock.now + .milliseconds(1) {
+            try await Task.sleep(until: due)
+        }
+    }
+    try await writing.value
+    precondition(read == count, "the stream brought \(read) of \(count) bytes")
+    return (ContinuousClock.now - started).seconds
+}
+
+/// A 1 KiB message's latency while a file of `fileBytes` and a stream of `streamBytes` go to the
+/// same peer on the same link, each again as it ends: how the link shares itself between a
+/// message, a resource and a stream (issue 48).
+func measureMixed(fileBytes: Int, streamBytes: Int) async throws -> MixedResults {
+    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("session-benchmark-mixed-\(getpid())")
+    try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: scratch) }
+    let file = try makeFile(fileBytes, in: scratch)
+    let (latency, megabytesPerSecond) = try await withResourcePair(receivingInto: scratch.appendingPathComponent("inbox")) { receiver, sender in
+        let (bytesBefore, started) = (await sender.linkStats(for: receiver.peerID)?.quality.bytesOut ?? 0, ContinuousClock.now)
+        let latency = try await probeLatency(from: sender, to: receiver) {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    while !Task.isCancelled {
+                        let outgoing = try await sender.sendResource(at: file, named: "file-\(UUID())", to: receiver.peerID)
+                        try await outgoing.completion()
+                    }
+                }
+                group.addTask { while !Task.isCancelled { _ = try await stream(streamBytes, from: sender, to: receiver) } }
+                try await group.waitForAll()
+            }
+        }
+        let bytes = (await sender.linkStats(for: receiver.peerID)?.quality.bytesOut ?? 0) - bytesBefore
+        return (latency, Double(bytes) / 1e6 / (ContinuousClock.now - started).seconds)
+    }
+    print(String(format: "A 1 KiB reliable message every 2 ms beside a %d MiB file and a %d MiB stream (the link carrying %.0f MB/s): p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d messages)",
+                 fileBytes >> 20, streamBytes >> 20, megabytesPerSecond, latency.p50Milliseconds, latency.p99Milliseconds, latency.maxMilliseconds, latency.count))
+    return MixedResults(fileBytes: fileBytes, streamBytes: streamBytes, linkMegabytesPerSecond: megabytesPerSecond, latency: latency)
+}
+
 /// A byte stream through the API: `bytes` one way in 64 KiB writes, read as fast as it comes,
 /// its rate beside 64 MiB messages' in the same run and its peak memory above the idle pair; then
 /// 1 KiB messages' latency while such a stream runs to the same peer.
@@ -551,34 +619,6 @@ func measureStream(bytes: Int) async throws -> StreamResults {
     print(String(format: "Reliable 64 MiB Data messages: %.0f MB/s", messagesRate))
     let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("session-benchmark-streams-\(getpid())")
     defer { try? FileManager.default.removeItem(at: scratch) }
-    let block = [UInt8](repeating: 0xA5, count: 64 << 10)
-    /// Writes `count` bytes to a new stream and reads them at the other end (at most at
-    /// `readRate` bytes a second, if given); returns the seconds it took.
-    @Sendable func stream(_ count: Int, from sender: MultipeerSession, to receiver: MultipeerSession, readRate: Double? = nil) async throws -> Double {
-        let started = ContinuousClock.now
-        let outgoing = try sender.openStream(named: "bench", to: receiver.peerID)
-        let writing = Task {
-            var written = 0
-            while written < count {
-                try await outgoing.write(block.prefix(count - written))
-                written += min(block.count, count - written)
-            }
-            try await outgoing.finish()
-        }
-        guard let incoming = await receiver.incomingStreams.first(where: { _ in true }) else { throw CancellationError() }
-        var read = 0
-        let reading = ContinuousClock.now
-        for try await bytes in incoming {
-            read += bytes.count
-            // A slow reader: ahead of its rate by more than a millisecond, it waits.
-            if let readRate, case let due = reading + .seconds(Double(read) / readRate), due > ContinuousClock.now + .milliseconds(1) {
-                try await Task.sleep(until: due)
-            }
-        }
-        try await writing.value
-        precondition(read == count, "the stream brought \(read) of \(count) bytes")
-        return (ContinuousClock.now - started).seconds
-    }
     /// The rate of a stream of `bytes` and the peak memory above the idle pair while it runs.
     func measured(readRate: Double? = nil) async throws -> (rate: Double, growth: Double) {
         try await withResourcePair(receivingInto: scratch) { receiver, sender in
