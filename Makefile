@@ -66,7 +66,7 @@ bench: deps
 	for product in $(BENCH_PRODUCTS); do $(SWIFT) build -c release --product $$product || exit 1; done
 	# gRPC Swift 2, SessionBenchmark's other baseline: a package of its own (5-10 minutes the first time).
 	$(SWIFT) build -c release --package-path Benchmarks/GRPCBaseline
-	clang -shared -fPIC -O2 -o .build/release/liblockcounter.so Benchmarks/LockCounter/lockcounter.c -ldl
+	clang -shared -fPIC -O2 -fno-builtin -o .build/release/liblockcounter.so Benchmarks/LockCounter/lockcounter.c -ldl
 	Benchmarks/run-all.sh $(BENCH_ARGS)
 
 clean:

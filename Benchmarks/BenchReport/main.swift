@@ -277,6 +277,9 @@ target("API: round trip p50 of a 1 KiB message <= 0.7x gRPC Swift 2's (a bidirec
 target("API: lock acquisitions per reliable 1 KiB message, both ends, sent flat out <= 4 (every pthread mutex of the process: the Swift runtime's and GnuTLS's too)", sessionLocks.map {
     ("\(number($0.flatOut, 2)) flat out; \(number($0.roundTrip, 1)) a message in round trips", $0.flatOut <= 4)
 })
+target("API: copies of the payload per reliable 1 KiB message, both ends, sent flat out <= 3 (bytes in memcpy and memmove calls of 128 bytes or more, over 1,024)", sessionLocks.flatMap { counts in
+    counts.flatOutPayloadCopies.map { ("\(number($0, 2)) flat out; \(number(counts.roundTripPayloadCopies ?? .nan, 2)) in round trips", $0 <= 3) }
+})
 let loaded = session?.latency.first { $0.besideLargeMessages }
 target("API: a 1 KiB message while 64 MiB ones are in flight arrives p99 <= 5 ms", loaded.map {
     ("p99 \(number($0.p99Milliseconds, 2)) ms (p50 \(number($0.p50Milliseconds, 2)) ms)", $0.p99Milliseconds <= 5)

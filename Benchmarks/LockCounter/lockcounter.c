@@ -1,18 +1,30 @@
-// Counts the process's pthread mutex acquisitions, for SessionBenchmark --locks: preloaded
-// (LD_PRELOAD), it stands in for pthread_mutex_lock and pthread_mutex_trylock, counts each call
-// and passes it on. SwiftNIO's locks (NIOLock, NIOLockedValueBox, an event loop's task queue,
-// promises' callbacks) are pthread mutexes; the Swift runtime's own locks are not counted.
+// Counts the process's pthread mutex acquisitions and the bytes it copies, for SessionBenchmark
+// --locks: preloaded (LD_PRELOAD), it stands in for pthread_mutex_lock and pthread_mutex_trylock,
+// and for memcpy and memmove (and their fortified forms), counts each call and passes it on.
+// SwiftNIO's locks (NIOLock, NIOLockedValueBox, an event loop's task queue, promises' callbacks)
+// are pthread mutexes; the Swift runtime's own locks are not counted. Copies: the bytes of every
+// call of at least MULTIPEER_COPY_MINIMUM (128) bytes, so that the headers, lengths and small
+// values copied around a message stay out and its payload's copies are what is counted (Swift's
+// copyMemory, ByteBuffer's writes, Data's, GnuTLS's own copies into and out of its records);
+// a copy the compiler made inline, without a call, is not seen.
 // Built by the Makefile's bench target with the Swift toolchain's clang:
 //
-//   clang -shared -fPIC -O2 -o .build/release/liblockcounter.so Benchmarks/LockCounter/lockcounter.c -ldl
+//   clang -shared -fPIC -O2 -fno-builtin -o .build/release/liblockcounter.so Benchmarks/LockCounter/lockcounter.c -ldl
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
+
+#define MULTIPEER_COPY_MINIMUM 128
 
 static atomic_ullong acquisitions;
+static atomic_ullong copied;
 static int (*next_lock)(pthread_mutex_t *);
 static int (*next_trylock)(pthread_mutex_t *);
+typedef void *(*copier)(void *, const void *, size_t);
+static copier next_memcpy, next_memmove;
+static _Thread_local int resolving;
 
 // Found on first use: other libraries' constructors lock before this one's would run.
 int pthread_mutex_lock(pthread_mutex_t *mutex) {
@@ -27,7 +39,59 @@ int pthread_mutex_trylock(pthread_mutex_t *mutex) {
     return next_trylock(mutex);
 }
 
+// While dlsym finds the next memcpy (it may copy on the way), bytes are moved one at a time,
+// back to front where the target lies above the source.
+static void *slow_move(void *target, const void *source, size_t count) {
+    volatile unsigned char *to = target;
+    const volatile unsigned char *from = source;
+    if (to > from) {
+        while (count--) to[count] = from[count];
+    } else {
+        for (size_t index = 0; index < count; index++) to[index] = from[index];
+    }
+    return target;
+}
+
+static copier resolve(copier *next, const char *name) {
+    if (*next) return *next;
+    if (resolving) return slow_move;
+    resolving = 1;
+    copier found = (copier)dlsym(RTLD_NEXT, name);
+    resolving = 0;
+    if (found) *next = found;
+    return found ? found : slow_move;
+}
+
+static void count_copy(size_t count) {
+    if (count >= MULTIPEER_COPY_MINIMUM) atomic_fetch_add_explicit(&copied, count, memory_order_relaxed);
+}
+
+void *memcpy(void *target, const void *source, size_t count) {
+    count_copy(count);
+    return resolve(&next_memcpy, "memcpy")(target, source, count);
+}
+
+void *memmove(void *target, const void *source, size_t count) {
+    count_copy(count);
+    return resolve(&next_memmove, "memmove")(target, source, count);
+}
+
+void *__memcpy_chk(void *target, const void *source, size_t count, size_t target_length) {
+    if (count > target_length) __builtin_trap();
+    return memcpy(target, source, count);
+}
+
+void *__memmove_chk(void *target, const void *source, size_t count, size_t target_length) {
+    if (count > target_length) __builtin_trap();
+    return memmove(target, source, count);
+}
+
 /// The acquisitions so far; SessionBenchmark finds it with dlsym.
 unsigned long long multipeer_lock_acquisitions(void) {
     return atomic_load_explicit(&acquisitions, memory_order_relaxed);
+}
+
+/// The bytes copied so far in calls of at least MULTIPEER_COPY_MINIMUM bytes.
+unsigned long long multipeer_bytes_copied(void) {
+    return atomic_load_explicit(&copied, memory_order_relaxed);
 }

@@ -67,6 +67,11 @@ let quiet: Logger = {
 let lockAcquisitions: (@convention(c) () -> UInt64)? = dlsym(nil, "multipeer_lock_acquisitions").map {
     unsafeBitCast($0, to: (@convention(c) () -> UInt64).self)
 }
+/// The bytes the process has copied so far in memcpy and memmove calls of 128 bytes or more,
+/// when Benchmarks/LockCounter is preloaded.
+let bytesCopied: (@convention(c) () -> UInt64)? = dlsym(nil, "multipeer_bytes_copied").map {
+    unsafeBitCast($0, to: (@convention(c) () -> UInt64).self)
+}
 let epoch = ContinuousClock.now
 func nanosecondsSinceStart() -> Int64 {
     let elapsed = (ContinuousClock.now - epoch).components
@@ -171,13 +176,13 @@ func measure<Message: Codable & Sendable>(
         var counted = 0
         var started: ContinuousClock.Instant?
         var cpuAtStart = 0.0
-        var locksAtStart: UInt64?
+        var (locksAtStart, copiedAtStart): (UInt64?, UInt64?)
         for await _ in inbox {
             guard let start = started else {
                 if clock.now >= warmUpEnds {
                     started = clock.now
                     cpuAtStart = Bench.cpuSeconds()
-                    locksAtStart = lockAcquisitions?()
+                    (locksAtStart, copiedAtStart) = (lockAcquisitions?(), bytesCopied?())
                 }
                 continue
             }
@@ -187,6 +192,7 @@ func measure<Message: Codable & Sendable>(
         let elapsed = (clock.now - started!).seconds
         let cpu = Bench.cpuSeconds() - cpuAtStart
         let locks = locksAtStart.map { Double(lockAcquisitions!() - $0) / Double(counted) }
+        let copies = copiedAtStart.map { Double(bytesCopied!() - $0) / Double(counted) / Double(payloadBytes) }
         sending.cancel()
         _ = await sending.result
         let rate = Double(counted) / elapsed
@@ -194,6 +200,7 @@ func measure<Message: Codable & Sendable>(
             delivery: delivery, encoding: "\(encoding)", field: field, payloadBytes: payloadBytes, messagesPerSecond: rate,
             cpuMicrosecondsPerMessage: cpu / Double(counted) * 1e6)
         result.lockAcquisitionsPerMessage = locks
+        result.payloadCopiesPerMessage = copies
         return result
     }
 }
@@ -322,13 +329,19 @@ if Bench.flag("--locks") {
         BytesMessage(number: $0, bytes: bytes)
     }
     let trips = 5_000
-    let before = lockAcquisitions!()
+    let (before, copiedBefore) = (lockAcquisitions!(), bytesCopied?())
     _ = await apiRoundTrips(count: trips)
     let perTrip = Double(lockAcquisitions!() - before) / Double(200 + trips)
-    let counts = LockCounts(payloadBytes: 1024, flatOut: flatOut.lockAcquisitionsPerMessage!, roundTrip: perTrip / 2)
+    var counts = LockCounts(payloadBytes: 1024, flatOut: flatOut.lockAcquisitionsPerMessage!, roundTrip: perTrip / 2)
+    counts.flatOutPayloadCopies = flatOut.payloadCopiesPerMessage
+    counts.roundTripPayloadCopies = copiedBefore.map { Double(bytesCopied!() - $0) / Double(2 * (200 + trips)) / 1024 }
     print("Lock acquisitions (pthread mutexes, the whole process: both ends) per reliable binary 1 KiB message:")
     print(String(format: "  sent flat out: %.2f (%.0f messages/s)", counts.flatOut, flatOut.messagesPerSecond))
     print(String(format: "  in round trips (the peer's application replying): %.2f a message, %.2f a trip", counts.roundTrip, perTrip))
+    if let flat = counts.flatOutPayloadCopies, let trip = counts.roundTripPayloadCopies {
+        print("Copies of the payload per message, both ends (bytes in memcpy and memmove calls of 128 bytes or more, over 1,024):")
+        print(String(format: "  sent flat out: %.2f; in round trips: %.2f", flat, trip))
+    }
     try Bench.writeJSON(counts, defaultPath: "bench-results/session-locks.json")
     exit(0)
 }
