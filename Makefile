@@ -3,7 +3,7 @@ SWIFT ?= swift
 BENCH_ARGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps daemons build test hosts-test demo bench fuzz sanitize api-check simulate clean
+.PHONY: all deps daemons build test hosts-test demo bench fuzz sanitize api-check simulate format clean
 
 all: build
 
@@ -17,6 +17,7 @@ build: deps
 	$(SWIFT) build
 
 test: daemons
+	$(SWIFT) format lint --strict --parallel $$(git ls-files '*.swift')
 	$(SWIFT) build --build-tests
 	scripts/run-tests.sh
 	.build/debug/multipeer-simulator $(SIMULATE_TEST_ARGS)
@@ -68,6 +69,11 @@ bench: deps
 	$(SWIFT) build -c release --package-path Benchmarks/GRPCBaseline
 	clang -shared -fPIC -O2 -fno-builtin -o .build/release/liblockcounter.so Benchmarks/LockCounter/lockcounter.c -ldl
 	Benchmarks/run-all.sh $(BENCH_ARGS)
+
+# Formats every Swift file as .swift-format says (SwiftNIO's settings: 120 columns); make test
+# fails on a file that is not.
+format:
+	$(SWIFT) format format --in-place --parallel $$(git ls-files '*.swift')
 
 clean:
 	rm -rf .build

@@ -156,20 +156,35 @@ let package = Package(
         .target(name: "CFuzzer", path: "Fuzz/CFuzzer"),
         .target(name: "FuzzSupport", dependencies: ["CFuzzer"], path: "Fuzz/FuzzSupport", swiftSettings: swiftSettings),
         .executableTarget(
-            name: "FrameFuzzer", dependencies: ["FuzzSupport", "MultipeerCore", .product(name: "NIOCore", package: "swift-nio")],
-            path: "Fuzz/FrameFuzzer", swiftSettings: swiftSettings),
+            name: "FrameFuzzer",
+            dependencies: ["FuzzSupport", "MultipeerCore", .product(name: "NIOCore", package: "swift-nio")],
+            path: "Fuzz/FrameFuzzer",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
-            name: "HelloFuzzer", dependencies: ["FuzzSupport", "MultipeerCore", .product(name: "NIOCore", package: "swift-nio")],
-            path: "Fuzz/HelloFuzzer", swiftSettings: swiftSettings),
+            name: "HelloFuzzer",
+            dependencies: ["FuzzSupport", "MultipeerCore", .product(name: "NIOCore", package: "swift-nio")],
+            path: "Fuzz/HelloFuzzer",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
-            name: "TXTFuzzer", dependencies: ["FuzzSupport", "MultipeerDiscovery"],
-            path: "Fuzz/TXTFuzzer", swiftSettings: swiftSettings),
+            name: "TXTFuzzer",
+            dependencies: ["FuzzSupport", "MultipeerDiscovery"],
+            path: "Fuzz/TXTFuzzer",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
-            name: "NavlogFuzzer", dependencies: ["FuzzSupport", "NavlogSync"],
-            path: "Fuzz/NavlogFuzzer", swiftSettings: swiftSettings),
+            name: "NavlogFuzzer",
+            dependencies: ["FuzzSupport", "NavlogSync"],
+            path: "Fuzz/NavlogFuzzer",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
-            name: "PayloadFuzzer", dependencies: ["FuzzSupport", "MultipeerCore", .product(name: "NIOCore", package: "swift-nio")],
-            path: "Fuzz/PayloadFuzzer", swiftSettings: swiftSettings),
+            name: "PayloadFuzzer",
+            dependencies: ["FuzzSupport", "MultipeerCore", .product(name: "NIOCore", package: "swift-nio")],
+            path: "Fuzz/PayloadFuzzer",
+            swiftSettings: swiftSettings
+        ),
 
         // Benchmarks: our link against a C GnuTLS program and plain TCP, and the rest.
         .target(
@@ -278,7 +293,8 @@ let package = Package(
         .executableTarget(
             name: "DiscoveryBenchmark",
             dependencies: [
-                "BenchmarkSupport", "MultipeerDiscovery", "MultipeerTestSupport"],
+                "BenchmarkSupport", "MultipeerDiscovery", "MultipeerTestSupport",
+            ],
             path: "Benchmarks/DiscoveryBenchmark",
             swiftSettings: swiftSettings
         ),
@@ -358,7 +374,9 @@ let package = Package(
         // Sessions in the simulated world, tested as an application's tests would use it.
         .testTarget(
             name: "MultipeerSimulationTests",
-            dependencies: ["MultipeerSession", "MultipeerSessionTesting", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "MultipeerSession", "MultipeerSessionTesting", .product(name: "Crypto", package: "swift-crypto"),
+            ],
             path: "Tests/MultipeerSimulationTests",
             swiftSettings: swiftSettings
         ),

@@ -1,11 +1,12 @@
 import Foundation
-@testable import MultipeerSession
 import MultipeerCore
 import MultipeerTestSupport
 import NIOCore
 import NIOEmbedded
 import NIOPosix
 import Testing
+
+@testable import MultipeerSession
 
 /// Bad input at the listener: each case ends in a typed error for that connection only, and
 /// the listener goes on serving good peers.
@@ -14,7 +15,9 @@ import Testing
     static func rawExchange(port: Int, send bytes: [UInt8]) async throws -> [UInt8] {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connect(host: "127.0.0.1", port: port) { channel in
-                channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+                channel.eventLoop.makeCompletedFuture {
+                    try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
             }
         return try await channel.executeThenClose { inbound, outbound in
             if !bytes.isEmpty { try await outbound.write(ByteBuffer(bytes: bytes)) }
@@ -26,7 +29,11 @@ import Testing
 
     /// After a bad client, a good one still completes a round trip.
     static func expectStillServing(_ server: TestListener) async throws {
-        let link = try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "good"))
+        let link = try await PeerConnection.dial(
+            host: "127.0.0.1",
+            port: server.port,
+            configuration: LinkFixtures.configuration(name: "good")
+        )
         #expect(try await roundTrip("still here", over: link) == "still here")
     }
 
@@ -34,12 +41,18 @@ import Testing
     func aPlaintextHTTPRequestIsClosedWithAnAlertAndATypedError() async throws {
         try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: echo) { server in
             let reply = try await withDeadline(.seconds(20)) {
-                try await Self.rawExchange(port: server.port, send: Array("GET / HTTP/1.1\r\nHost: navlog\r\n\r\n".utf8))
+                try await Self.rawExchange(
+                    port: server.port,
+                    send: Array("GET / HTTP/1.1\r\nHost: navlog\r\n\r\n".utf8)
+                )
             }
             #expect(reply.first == 0x15, "a TLS alert record comes back before the close: \(reply)")
             let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
             #expect(failure?.code == .notTLS)
-            #expect(failure?.message.contains("sent data that is not TLS (it starts with \"GET / HTTP/1.1") == true, "\(String(describing: failure))")
+            #expect(
+                failure?.message.contains("sent data that is not TLS (it starts with \"GET / HTTP/1.1") == true,
+                "\(String(describing: failure))"
+            )
             try await Self.expectStillServing(server)
         }
     }
@@ -47,7 +60,8 @@ import Testing
     @Test(.scaledTimeLimit(minutes: 1))
     func randomBytesAreClosedWithATypedError() async throws {
         try await withTestListener(
-            configuration: LinkFixtures.configuration(name: "server", handshakeTimeout: .seconds(1)), onLink: echo
+            configuration: LinkFixtures.configuration(name: "server", handshakeTimeout: .seconds(1)),
+            onLink: echo
         ) { server in
             // GnuTLS may read random bytes as the start of a long record and wait for the rest:
             // then the handshake timeout ends it.
@@ -56,7 +70,10 @@ import Testing
             // The server may reset the connection while the garbage is still arriving: no matter.
             _ = try? await withDeadline(.seconds(20)) { try await Self.rawExchange(port: server.port, send: garbage) }
             let failure = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
-            #expect([.notTLS, .tlsFailure, .tlsNegotiationFailed, .handshakeTimeout].contains(failure.code), "\(failure)")
+            #expect(
+                [.notTLS, .tlsFailure, .tlsNegotiationFailed, .handshakeTimeout].contains(failure.code),
+                "\(failure)"
+            )
             try await Self.expectStillServing(server)
         }
     }
@@ -64,26 +81,40 @@ import Testing
     @Test(.scaledTimeLimit(minutes: 1))
     func aClientThatStallsMidHandshakeIsCutOffAtTheHandshakeTimeout() async throws {
         try await withTestListener(
-            configuration: LinkFixtures.configuration(name: "server", handshakeTimeout: .seconds(2)), onLink: echo) { server in
+            configuration: LinkFixtures.configuration(name: "server", handshakeTimeout: .seconds(2)),
+            onLink: echo
+        ) { server in
             // The first bytes of a TLS record header, then nothing: only the server's handshake
             // timer can end this connection (one that sends nothing at all meets the first-bytes
             // deadline, ConnectionLimitTests). The timer runs from the accept: it leaves the
             // client time to write even on a machine slowed by a sanitizer and other tests.
-            let reply = try await withDeadline(.seconds(20)) { try await Self.rawExchange(port: server.port, send: [0x16, 0x03, 0x01]) }
+            let reply = try await withDeadline(.seconds(20)) {
+                try await Self.rawExchange(port: server.port, send: [0x16, 0x03, 0x01])
+            }
             #expect(reply.isEmpty)
             let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
             #expect(failure?.code == .handshakeTimeout)
-            #expect(failure?.message.contains("did not complete the TLS handshake within \(TestTime.scaled(.seconds(2)))") == true, "\(String(describing: failure))")
+            #expect(
+                failure?.message.contains("did not complete the TLS handshake within \(TestTime.scaled(.seconds(2)))")
+                    == true,
+                "\(String(describing: failure))"
+            )
         }
     }
 
     @Test(.scaledTimeLimit(minutes: 1))
     func aLinkToItselfIsRefusedOnBothSides() async throws {
         let identity = PeerIdentity()
-        try await withTestListener(configuration: LinkFixtures.configuration(name: "me", identity: identity), onLink: echo) { server in
+        try await withTestListener(
+            configuration: LinkFixtures.configuration(name: "me", identity: identity),
+            onLink: echo
+        ) { server in
             let error = try await #require(throws: MultipeerError.self) {
                 _ = try await PeerConnection.dial(
-                    host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "me", identity: identity))
+                    host: "127.0.0.1",
+                    port: server.port,
+                    configuration: LinkFixtures.configuration(name: "me", identity: identity)
+                )
             }
             #expect(error.code == .selfConnection)
             let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
@@ -99,12 +130,15 @@ import Testing
             for (version, advice) in [(UInt16(1), "upgrade that peer"), (3, "upgrade this peer")] {
                 let other = try LinkFixtures.configuration(name: "v\(version)", protocolVersion: version)
                 // (This dialler speaks version 2 under its label: it takes the listener's HELLO.)
-                if let link = try? await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: other) {
+                if let link = try? await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: other)
+                {
                     try await link.channel.executeThenClose { _, _ in }
                 }
                 let failure = try await withDeadline(.seconds(20)) { await server.nextFailure() }
                 #expect(failure?.code == .protocolVersionMismatch)
-                #expect(failure?.message.contains("the peer speaks protocol version \(version); this side speaks 2") == true)
+                #expect(
+                    failure?.message.contains("the peer speaks protocol version \(version); this side speaks 2") == true
+                )
                 #expect(failure?.message.contains(advice) == true, "\(String(describing: failure))")
             }
             try await Self.expectStillServing(server)
@@ -113,17 +147,29 @@ import Testing
 
     @Test(.scaledTimeLimit(minutes: 1))
     func anOversizeFrameClosesTheLinkWithAGoodbyeThatSaysWhy() async throws {
-        try await withTestListener(configuration: LinkFixtures.configuration(name: "small", maximumFrameLength: 1024), onLink: echo) { server in
-            let link = try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "big"))
+        try await withTestListener(
+            configuration: LinkFixtures.configuration(name: "small", maximumFrameLength: 1024),
+            onLink: echo
+        ) { server in
+            let link = try await PeerConnection.dial(
+                host: "127.0.0.1",
+                port: server.port,
+                configuration: LinkFixtures.configuration(name: "big")
+            )
             let goodbye = try await link.channel.executeThenClose { inbound, outbound -> (GoodbyeReason, String)? in
-                try await outbound.write(.data(DataMessage(sequence: 0, typeName: "Blob", payload: ByteBuffer(repeating: 7, count: 2048))))
+                try await outbound.write(
+                    .data(DataMessage(sequence: 0, typeName: "Blob", payload: ByteBuffer(repeating: 7, count: 2048)))
+                )
                 for try await message in inbound {
                     if case .goodbye(let reason, let text) = message { return (reason, text) }
                 }
                 return nil
             }
             #expect(goodbye?.0 == .protocolError)
-            #expect(goodbye?.1.contains("a DATA frame announced 2061 bytes, more than the limit of 1024") == true, "\(String(describing: goodbye))")
+            #expect(
+                goodbye?.1.contains("a DATA frame announced 2061 bytes, more than the limit of 1024") == true,
+                "\(String(describing: goodbye))"
+            )
             try await Self.expectStillServing(server)
         }
     }
@@ -134,7 +180,8 @@ import Testing
 @Suite struct UnclaimedLinkTests {
     @Test func aLinkDroppedBeforeItBecomesActiveIsClosedWithoutATrap() throws {
         let channel = EmbeddedChannel()
-        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }  // (it and its pipeline hold each other until then)
+        // (it and its pipeline hold each other until then)
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
         let configuration = try LinkFixtures.configuration(name: "server")
         do {
             // Made and dropped at once, as NIO drops an initializer's output nobody takes.

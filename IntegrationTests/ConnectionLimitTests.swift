@@ -1,12 +1,13 @@
 import Foundation
 import Glibc
-@testable import MultipeerSession
 import MultipeerCore
 import MultipeerTestSupport
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Testing
+
+@testable import MultipeerSession
 
 /// Opens plain TCP connections to `port` that send nothing, and holds them until `close()`.
 final class SilentConnections: Sendable {
@@ -43,7 +44,12 @@ final class SilentConnections: Sendable {
     func theOldestHandshakeOfTheBusiestSourceMakesRoomForANewcomer() async throws {
         try await withTestListener(
             configuration: LinkFixtures.configuration(name: "server", handshakeTimeout: .seconds(60)),
-            limits: MultipeerSession.Limits(maximumHandshakes: 4, maximumInboundLinks: 100, maximumHandshakesPerSource: 3, firstBytesTimeout: .seconds(60)),
+            limits: MultipeerSession.Limits(
+                maximumHandshakes: 4,
+                maximumInboundLinks: 100,
+                maximumHandshakesPerSource: 3,
+                firstBytesTimeout: .seconds(60)
+            ),
             onLink: echo
         ) { server in
             // A stranger at 127.0.0.1 opens three connections and says nothing: its per-source limit.
@@ -53,7 +59,10 @@ final class SilentConnections: Sendable {
             stranger.append(try await SilentConnections.open(port: server.port, from: "127.0.0.1"))
             let own = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
             #expect(own.code == .connectionLimit)
-            #expect(own.message == "cut off a handshake from 127.0.0.1: 3 from that source were under way, the limit (Limits.maximumHandshakesPerSource), and another came")
+            #expect(
+                own.message
+                    == "cut off a handshake from 127.0.0.1: 3 from that source were under way, the limit (Limits.maximumHandshakesPerSource), and another came"
+            )
             let evicted = stranger.removeFirst()
             try await withDeadline(.seconds(20)) { try await evicted.waitUntilClosed() }
             #expect(stranger.allSatisfy { $0.isActive })
@@ -62,9 +71,16 @@ final class SilentConnections: Sendable {
             let other = try await SilentConnections.open(port: server.port, from: "127.0.0.2")
             let third = try await SilentConnections.open(port: server.port, from: "127.0.0.3")
             let busiest = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
-            #expect(busiest.message == "cut off a handshake from 127.0.0.1: 4 handshakes were under way, the limit (Limits.maximumHandshakes), and 127.0.0.1 held the most")
+            #expect(
+                busiest.message
+                    == "cut off a handshake from 127.0.0.1: 4 handshakes were under way, the limit (Limits.maximumHandshakes), and 127.0.0.1 held the most"
+            )
             // A real peer (from 127.0.0.1, as any loopback dial) gets in the same way.
-            let link = try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "crew"))
+            let link = try await PeerConnection.dial(
+                host: "127.0.0.1",
+                port: server.port,
+                configuration: LinkFixtures.configuration(name: "crew")
+            )
             #expect(try await roundTrip("in", over: link) == "in")
             #expect(other.isActive && third.isActive, "the quiet hosts' handshakes were left alone")
             for channel in stranger + [other, third] { try? await channel.close() }
@@ -77,13 +93,19 @@ final class SilentConnections: Sendable {
             configuration: LinkFixtures.configuration(name: "server", handshakeTimeout: .seconds(60)),
             // (2 s, not less: the good peer dialled at the end must get its ClientHello read
             // within the same deadline while every other integration test loads the machine.)
-            limits: MultipeerSession.Limits(firstBytesTimeout: .seconds(2)), onLink: echo
+            limits: MultipeerSession.Limits(firstBytesTimeout: .seconds(2)),
+            onLink: echo
         ) { server in
             let started = ContinuousClock.now
             let silent = try await SilentConnections.open(port: server.port, from: "127.0.0.1")
             let failure = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
             #expect(failure.code == .handshakeTimeout)
-            #expect(failure.message.hasSuffix("sent nothing within \(TestTime.scaled(.seconds(2))) (Limits.firstBytesTimeout)"), "\(failure)")
+            #expect(
+                failure.message.hasSuffix(
+                    "sent nothing within \(TestTime.scaled(.seconds(2))) (Limits.firstBytesTimeout)"
+                ),
+                "\(failure)"
+            )
             try await withDeadline(.seconds(20)) { try await silent.waitUntilClosed() }
             #expect(ContinuousClock.now - started < .seconds(30), "closed long before the handshake timeout")
             _ = silent
@@ -94,10 +116,19 @@ final class SilentConnections: Sendable {
     @Test(.scaledTimeLimit(minutes: 1))
     func aLinkBeyondTheInboundLinkLimitIsRefusedAndTheOthersGoOn() async throws {
         try await withTestListener(
-            configuration: LinkFixtures.configuration(name: "server"), limits: MultipeerSession.Limits(maximumHandshakes: 4, maximumInboundLinks: 2), onLink: echo
+            configuration: LinkFixtures.configuration(name: "server"),
+            limits: MultipeerSession.Limits(maximumHandshakes: 4, maximumInboundLinks: 2),
+            onLink: echo
         ) { server in
-            let dial: @Sendable () async throws -> PeerConnection = { try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "client")) }
-            let first = try await dial(), second = try await dial()
+            let dial: @Sendable () async throws -> PeerConnection = {
+                try await PeerConnection.dial(
+                    host: "127.0.0.1",
+                    port: server.port,
+                    configuration: LinkFixtures.configuration(name: "client")
+                )
+            }
+            let first = try await dial()
+            let second = try await dial()
             do {
                 // Both held open (each served by the echo until it closes); a third is one too many.
                 await #expect(throws: MultipeerError.self) {
@@ -107,8 +138,14 @@ final class SilentConnections: Sendable {
                 let refusal = try await withDeadline(.seconds(20)) { await server.nextFailure() }
                 #expect(refusal?.code == .connectionLimit)
                 // (The second link's handshake may still be finishing on the listener's side.)
-                #expect(refusal?.message.hasPrefix("refused a connection from 127.0.0.1: ") == true, "\(String(describing: refusal))")
-                #expect(refusal?.message.hasSuffix("handshakes reach the limit of 2 (Limits.maximumInboundLinks)") == true, "\(String(describing: refusal))")
+                #expect(
+                    refusal?.message.hasPrefix("refused a connection from 127.0.0.1: ") == true,
+                    "\(String(describing: refusal))"
+                )
+                #expect(
+                    refusal?.message.hasSuffix("handshakes reach the limit of 2 (Limits.maximumInboundLinks)") == true,
+                    "\(String(describing: refusal))"
+                )
                 // The two admitted links still carry messages.
                 #expect(try await roundTrip("first", over: first) == "first")
                 // That closed the first link: once its echo has ended there is room again. No event
@@ -146,19 +183,38 @@ struct FloodTests {
     func aListenerStoppedWhileConnectionsArriveLeavesNoneOfThemOpen() async throws {
         let configuration = try LinkFixtures.configuration(name: "server", handshakeTimeout: .seconds(600))
         let limits = MultipeerSession.Limits(
-            maximumHandshakes: 1_000, maximumInboundLinks: 1_000, maximumHandshakesPerSource: 1_000, firstBytesTimeout: .seconds(600))
+            maximumHandshakes: 1_000,
+            maximumInboundLinks: 1_000,
+            maximumHandshakesPerSource: 1_000,
+            firstBytesTimeout: .seconds(600)
+        )
         for _ in 0..<4 {
-            let server = try await TestListener(host: "127.0.0.1", configuration: configuration, limits: limits, onLink: echo)
+            let server = try await TestListener(
+                host: "127.0.0.1",
+                configuration: configuration,
+                limits: limits,
+                onLink: echo
+            )
             let made = NIOLockedValueBox(0)
             let connections = await withTaskGroup(of: (any Channel)?.self) { group in
                 for index in 0..<300 {
                     group.addTask {
-                        let channel = try? await SilentConnections.open(port: server.port, from: "127.0.0.\(index % 8 + 1)")
+                        let channel = try? await SilentConnections.open(
+                            port: server.port,
+                            from: "127.0.0.\(index % 8 + 1)"
+                        )
                         // The first byte of a ClientHello, no more: a connection the listener's
                         // full backlog never took is reset by this, not left to look open.
                         try? await channel?.writeAndFlush(ByteBuffer(bytes: [0x16]))
                         // The listener stops once a third are in, with the rest still arriving.
-                        if channel != nil, made.withLockedValue({ $0 += 1; return $0 }) == 100 { await server.stop() }
+                        if channel != nil,
+                            made.withLockedValue({
+                                $0 += 1
+                                return $0
+                            }) == 100
+                        {
+                            await server.stop()
+                        }
                         return channel
                     }
                 }
@@ -169,7 +225,10 @@ struct FloodTests {
             let allClosed: Void? = try? await withDeadline(.seconds(30)) {
                 for channel in connections { try await channel.waitUntilClosed() }
             }
-            #expect(allClosed != nil, "\(connections.filter(\.isActive).count) of \(connections.count) connections still open")
+            #expect(
+                allClosed != nil,
+                "\(connections.filter(\.isActive).count) of \(connections.count) connections still open"
+            )
         }
     }
 
@@ -179,8 +238,14 @@ struct FloodTests {
     /// second, not one per connection.
     @Test(.scaledTimeLimit(minutes: 2))
     func aHostFloodingConnectionsDoesNotKeepARealPeerOut() async throws {
-        let server = MultipeerSession(configuration: .test("server", discovery: .staticPeers([]),
-            limits: .init(handshakeTimeout: .seconds(3))), identity: PeerIdentity())
+        let server = MultipeerSession(
+            configuration: .test(
+                "server",
+                discovery: .staticPeers([]),
+                limits: .init(handshakeTimeout: .seconds(3))
+            ),
+            identity: PeerIdentity()
+        )
         let serverEvents = EventLog(server.events)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
@@ -191,7 +256,8 @@ struct FloodTests {
                     for _ in 0..<200 {
                         group.addTask {
                             while !Task.isCancelled {
-                                guard let channel = try? await SilentConnections.open(port: port, from: "127.0.0.2") else { continue }
+                                guard let channel = try? await SilentConnections.open(port: port, from: "127.0.0.2")
+                                else { continue }
                                 opened.increment()
                                 await withTaskCancellationHandler {
                                     try? await channel.closeFuture.get()
@@ -206,16 +272,25 @@ struct FloodTests {
             defer { flood.cancel() }
             // The flood is under way (a thousand connections in) before the peer dials.
             try await withDeadline(.seconds(60)) { await opened.reached(1_000) }
-            let peer = MultipeerSession(configuration: .test("crew", discovery: .staticPeers(["127.0.0.1:\(port)"])), identity: PeerIdentity())
+            let peer = MultipeerSession(
+                configuration: .test("crew", discovery: .staticPeers(["127.0.0.1:\(port)"])),
+                identity: PeerIdentity()
+            )
             let peerEvents = EventLog(peer.events)
             try await whileRunning([peer]) {
-                let inbox = peer.messages(of: Note.self), serverInbox = server.messages(of: Note.self)
+                let inbox = peer.messages(of: Note.self)
+                let serverInbox = server.messages(of: Note.self)
                 _ = try await serverEvents.waitUntilActive([peer.peerID], timeout: .seconds(60))
                 _ = try await peerEvents.waitUntilActive([server.peerID], timeout: .seconds(60))
                 try await server.send(Note(text: "to crew"), to: peer.peerID)
                 try await peer.send(Note(text: "to server"), to: server.peerID)
-                #expect(try await collect(inbox, timeout: .seconds(30)) { $0.count >= 1 }.first?.message.text == "to crew")
-                #expect(try await collect(serverInbox, timeout: .seconds(30)) { $0.count >= 1 }.first?.message.text == "to server")
+                #expect(
+                    try await collect(inbox, timeout: .seconds(30)) { $0.count >= 1 }.first?.message.text == "to crew"
+                )
+                #expect(
+                    try await collect(serverInbox, timeout: .seconds(30)) { $0.count >= 1 }.first?.message.text
+                        == "to server"
+                )
             }
             flood.cancel()
             // Every connection of the flood failed (cut off for a newer one, or silent until
@@ -241,7 +316,10 @@ struct FloodTests {
             let counted = history.reduce(0) { if case .connectionsFailed(let count, _) = $1 { $0 + count } else { $0 } }
             let bound = Set(oneByOne).count * (10 + Int(elapsed.rounded(.up)) + 1)
             #expect(oneByOne.count <= bound, "\(oneByOne.count) failures reported one by one in \(elapsed) s")
-            #expect(oneByOne.count + counted >= 500, "the flood's failures were counted: \(oneByOne.count) + \(counted) of \(opened.value) connections")
+            #expect(
+                oneByOne.count + counted >= 500,
+                "the flood's failures were counted: \(oneByOne.count) + \(counted) of \(opened.value) connections"
+            )
             #expect(counted > 0)
         }
     }

@@ -1,11 +1,12 @@
 import Foundation
 import MultipeerCore
-@testable import MultipeerSession
-import MultipeerTestSupport
 import MultipeerTLS
+import MultipeerTestSupport
 import NIOCore
 import NIOEmbedded
 import Testing
+
+@testable import MultipeerSession
 
 /// Reliable delivery between real sessions, through the fault proxy.
 @Suite struct DeliveryTests {
@@ -74,7 +75,10 @@ import Testing
                 for sender in 0..<senders {
                     group.addTask {
                         for number in 0..<each {
-                            try await pair.dialler.send(Tagged(sender: sender, number: number), to: pair.listener.peerID)
+                            try await pair.dialler.send(
+                                Tagged(sender: sender, number: number),
+                                to: pair.listener.peerID
+                            )
                         }
                     }
                 }
@@ -93,17 +97,34 @@ import Testing
     @Test func aGapInReliableDataClosesTheLinkWithOutOfSequence() async throws {
         let subscriptions = Subscriptions(limits: .init(), metrics: SessionMetrics(localName: "test"))
         let notes = subscriptions.messages(of: Note.self, named: "Note")
-        let channel = EmbeddedChannel(handler: DeliveryHandler(inbox: Inbox(
-            windows: ReceiveWindows(), subscriptions: subscriptions, metrics: SessionMetrics(localName: "test"))))
-        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }  // (it and its pipeline hold each other until then)
+        let channel = EmbeddedChannel(
+            handler: DeliveryHandler(
+                inbox: Inbox(
+                    windows: ReceiveWindows(),
+                    subscriptions: subscriptions,
+                    metrics: SessionMetrics(localName: "test")
+                )
+            )
+        )
+        // (it and its pipeline hold each other until then)
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
         let sender = try Hello(identity: PeerIdentity(), incarnation: 7, displayName: "sender")
         channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: sender))
-        #expect(try channel.readOutbound(as: LinkMessage.self) == nil, "no resume point before the session keeps the link")
+        #expect(
+            try channel.readOutbound(as: LinkMessage.self) == nil,
+            "no resume point before the session keeps the link"
+        )
         channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
         channel.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
         #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0), "the resume point")
         func data(_ sequence: UInt64) throws -> LinkMessage {
-            .data(try DataMessage(sequence: sequence, typeName: "Note", payload: ByteBuffer(string: #"{"text":"\#(sequence)"}"#)))
+            .data(
+                try DataMessage(
+                    sequence: sequence,
+                    typeName: "Note",
+                    payload: ByteBuffer(string: #"{"text":"\#(sequence)"}"#)
+                )
+            )
         }
         try channel.writeInbound(try data(1))
         var received = notes.makeAsyncIterator()
@@ -130,13 +151,28 @@ import Testing
         let subscriptions = Subscriptions(limits: .init(), metrics: SessionMetrics(localName: "test"))
         let notes = subscriptions.messages(of: Note.self, named: "Note")
         func link(incarnation: UInt64, identity: PeerIdentity) throws -> EmbeddedChannel {
-            let channel = EmbeddedChannel(handler: DeliveryHandler(inbox: Inbox(
-                windows: windows, subscriptions: subscriptions, metrics: SessionMetrics(localName: "test"))))
-            channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: try Hello(identity: identity, incarnation: incarnation, displayName: "sender")))
+            let channel = EmbeddedChannel(
+                handler: DeliveryHandler(
+                    inbox: Inbox(
+                        windows: windows,
+                        subscriptions: subscriptions,
+                        metrics: SessionMetrics(localName: "test")
+                    )
+                )
+            )
+            channel.pipeline.fireUserInboundEventTriggered(
+                HelloCompleted(remote: try Hello(identity: identity, incarnation: incarnation, displayName: "sender"))
+            )
             return channel
         }
         func data(_ sequence: UInt64) throws -> LinkMessage {
-            .data(try DataMessage(sequence: sequence, typeName: "Note", payload: ByteBuffer(string: #"{"text":"\#(sequence)"}"#)))
+            .data(
+                try DataMessage(
+                    sequence: sequence,
+                    typeName: "Note",
+                    payload: ByteBuffer(string: #"{"text":"\#(sequence)"}"#)
+                )
+            )
         }
         func written(_ channel: EmbeddedChannel) throws -> [LinkMessage] {
             var messages: [LinkMessage] = []
@@ -194,7 +230,10 @@ import Testing
     /// send to kick it, while the old link is still open.
     @Test(.scaledTimeLimit(minutes: 1))
     func aFlushWaitingOnAReplacedLinkDoesNotHoldUpTheNewOne() async throws {
-        let limits = MultipeerSession.Limits(outbox: .init(maximumCount: 1024, maximumBytes: 64 << 20), goodbyeTimeout: .seconds(600))
+        let limits = MultipeerSession.Limits(
+            outbox: .init(maximumCount: 1024, maximumBytes: 64 << 20),
+            goodbyeTimeout: .seconds(600)
+        )
         let patient = KeepaliveParameters(interval: .seconds(60), timeout: .seconds(600))
         try await FaultTests.withPair(limits: limits, keepalive: patient) { pair in
             let inbox = pair.dialler.messages(of: Note.self)
@@ -226,14 +265,20 @@ import Testing
         try await FaultTests.withPair { pair in
             let inbox = pair.listener.messages(of: Numbered.self)
             try await pair.dialler.send(Numbered(number: 1), to: pair.listener.peerID, awaitAcknowledgement: true)
-            #expect(await pair.dialler.outboxCount(for: pair.listener.peerID) == 0, "acknowledged means out of the outbox")
+            #expect(
+                await pair.dialler.outboxCount(for: pair.listener.peerID) == 0,
+                "acknowledged means out of the outbox"
+            )
             #expect(try await collect(inbox) { $0.count == 1 }.first?.message == Numbered(number: 1))
         }
     }
 
     @Test(.scaledTimeLimit(minutes: 1))
     func aFullOutboxFailsFastWhenAskedAndOtherwiseWaitsForRoom() async throws {
-        let limits = MultipeerSession.Limits(outbox: .init(maximumCount: 4, maximumBytes: 1 << 20), failWhenOutboxFull: true)
+        let limits = MultipeerSession.Limits(
+            outbox: .init(maximumCount: 4, maximumBytes: 1 << 20),
+            failWhenOutboxFull: true
+        )
         try await FaultTests.withPair(limits: limits) { pair in
             // Nothing is acknowledged through a black hole: the outbox fills.
             pair.proxy.set(.blackHole)
@@ -244,7 +289,9 @@ import Testing
             #expect(error?.code == .outboxFull)
             #expect(error?.message.contains("4 unacknowledged messages") == true)
         }
-        try await FaultTests.withPair(limits: MultipeerSession.Limits(outbox: .init(maximumCount: 4, maximumBytes: 1 << 20))) { pair in
+        try await FaultTests.withPair(
+            limits: MultipeerSession.Limits(outbox: .init(maximumCount: 4, maximumBytes: 1 << 20))
+        ) { pair in
             let inbox = pair.listener.messages(of: Numbered.self)
             pair.proxy.set(.blackHole)
             for number in 0..<4 { try await pair.dialler.send(Numbered(number: number), to: pair.listener.peerID) }
@@ -277,14 +324,19 @@ extension DeliveryTests {
         // The proxy learns the receiver's port once it listens; the restarted receiver listens
         // on another, and the proxy follows it there.
         let proxy = try await FaultProxy(forwardingTo: 1)
-        let sender = MultipeerSession(configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])), identity: PeerIdentity())
+        let sender = MultipeerSession(
+            configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])),
+            identity: PeerIdentity()
+        )
         let senderEvents = EventLog(sender.events)
         try await whileRunning([sender]) {
             try await whileRunning([old]) {
                 proxy.retarget(to: try await oldEvents.listeningPort())
                 try await oldEvents.waitUntilActive([sender.peerID])
                 try await senderEvents.waitUntilActive([receiverID])
-                for number in 0..<50 { try await sender.send(Numbered(number: number), to: receiverID, awaitAcknowledgement: true) }
+                for number in 0..<50 {
+                    try await sender.send(Numbered(number: number), to: receiverID, awaitAcknowledgement: true)
+                }
                 #expect(try await collect(oldInbox) { $0.count == 50 }.map(\.message.number) == Array(0..<50))
                 // These never reach the old receiver.
                 proxy.set(.blackHole)
@@ -320,9 +372,18 @@ extension DeliveryTests {
     func threeSessionsBroadcastingUnderChurnDeliverEverythingOnce() async throws {
         let count = 300
         // A proxy in front of each session; session i dials the proxies of the sessions after it.
-        let proxies = [try await FaultProxy(forwardingTo: 1), try await FaultProxy(forwardingTo: 1), try await FaultProxy(forwardingTo: 1)]
+        let proxies = [
+            try await FaultProxy(forwardingTo: 1), try await FaultProxy(forwardingTo: 1),
+            try await FaultProxy(forwardingTo: 1),
+        ]
         let sessions = (0..<3).map { index in
-            MultipeerSession(configuration: .test("station \(index)", discovery: .staticPeers(proxies[(index + 1)...].map { "127.0.0.1:\($0.port)" })), identity: PeerIdentity())
+            MultipeerSession(
+                configuration: .test(
+                    "station \(index)",
+                    discovery: .staticPeers(proxies[(index + 1)...].map { "127.0.0.1:\($0.port)" })
+                ),
+                identity: PeerIdentity()
+            )
         }
         let logs = sessions.map { EventLog($0.events) }
         let inboxes = sessions.map { $0.messages(of: Stamped.self) }
@@ -385,15 +446,31 @@ extension DeliveryTests {
         let channel = EmbeddedChannel()
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
         try channel.pipeline.syncOperations.addHandler(counter)
-        try channel.pipeline.syncOperations.addHandler(DeliveryHandler(inbox: Inbox(
-            windows: ReceiveWindows(), subscriptions: subscriptions, metrics: SessionMetrics(localName: "test"))))
-        channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: try Hello(identity: PeerIdentity(), incarnation: 1, displayName: "sender")))
+        try channel.pipeline.syncOperations.addHandler(
+            DeliveryHandler(
+                inbox: Inbox(
+                    windows: ReceiveWindows(),
+                    subscriptions: subscriptions,
+                    metrics: SessionMetrics(localName: "test")
+                )
+            )
+        )
+        channel.pipeline.fireUserInboundEventTriggered(
+            HelloCompleted(remote: try Hello(identity: PeerIdentity(), incarnation: 1, displayName: "sender"))
+        )
         channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
         channel.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
         #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0))
         for sequence in 1...4 {
-            try channel.writeInbound(LinkMessage.data(try DataMessage(
-                sequence: UInt64(sequence), typeName: "Note", payload: ByteBuffer(string: #"{"text":"\#(sequence)"}"#))))
+            try channel.writeInbound(
+                LinkMessage.data(
+                    try DataMessage(
+                        sequence: UInt64(sequence),
+                        typeName: "Note",
+                        payload: ByteBuffer(string: #"{"text":"\#(sequence)"}"#)
+                    )
+                )
+            )
         }
         func written() throws -> [LinkMessage] {
             var messages: [LinkMessage] = []
@@ -401,7 +478,10 @@ extension DeliveryTests {
             return messages
         }
         // Each delivery is acknowledged (a read batch each here): the stream has it.
-        #expect(try written() == [.ack(1), .ack(2), .ack(3), .flow(reading: false), .ack(4)], "the fourth filled the stream")
+        #expect(
+            try written() == [.ack(1), .ack(2), .ack(3), .flow(reading: false), .ack(4)],
+            "the fourth filled the stream"
+        )
         channel.read()
         #expect(counter.reads == 0, "no read while the stream is full")
 
@@ -426,23 +506,45 @@ extension DeliveryTests {
         let notes = subscriptions.messages(of: Note.self, named: "Note")
         let channel = EmbeddedChannel()
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
-        try channel.pipeline.syncOperations.addHandler(DeliveryHandler(inbox: Inbox(
-            windows: ReceiveWindows(), subscriptions: subscriptions, metrics: SessionMetrics(localName: "test"))))
-        channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: try Hello(identity: PeerIdentity(), incarnation: 1, displayName: "sender")))
+        try channel.pipeline.syncOperations.addHandler(
+            DeliveryHandler(
+                inbox: Inbox(
+                    windows: ReceiveWindows(),
+                    subscriptions: subscriptions,
+                    metrics: SessionMetrics(localName: "test")
+                )
+            )
+        )
+        channel.pipeline.fireUserInboundEventTriggered(
+            HelloCompleted(remote: try Hello(identity: PeerIdentity(), incarnation: 1, displayName: "sender"))
+        )
         channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
         channel.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
         #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0))
         let large = String(repeating: "x", count: 4_096)
         for (sequence, text) in [(1, large), (2, "small")] {
-            try channel.writeInbound(LinkMessage.data(try DataMessage(
-                sequence: UInt64(sequence), typeName: "Note", payload: ByteBuffer(string: #"{"text":"\#(text)"}"#))))
+            try channel.writeInbound(
+                LinkMessage.data(
+                    try DataMessage(
+                        sequence: UInt64(sequence),
+                        typeName: "Note",
+                        payload: ByteBuffer(string: #"{"text":"\#(text)"}"#)
+                    )
+                )
+            )
         }
         #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(1), "4 KiB alone in a 1 KiB stream: no FLOW")
-        #expect(try channel.readOutbound(as: LinkMessage.self) == .flow(reading: false), "a second behind it stops the link")
+        #expect(
+            try channel.readOutbound(as: LinkMessage.self) == .flow(reading: false),
+            "a second behind it stops the link"
+        )
         #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(2))
         var reader = notes.makeAsyncIterator()
         #expect(await reader.next()?.message.text == large)
         channel.embeddedEventLoop.run()
-        #expect(try channel.readOutbound(as: LinkMessage.self) == .flow(reading: true), "one small message left: reading again")
+        #expect(
+            try channel.readOutbound(as: LinkMessage.self) == .flow(reading: true),
+            "one small message left: reading again"
+        )
     }
 }

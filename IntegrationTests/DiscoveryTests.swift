@@ -1,9 +1,10 @@
 import Foundation
-import MultipeerCore
-@testable import MultipeerDiscovery
 import Logging
+import MultipeerCore
 import MultipeerTestSupport
 import Testing
+
+@testable import MultipeerDiscovery
 
 /// Set by scripts/sandbox.sh: this process has an avahi-daemon of its own, on loopback only.
 let inDiscoverySandbox = ProcessInfo.processInfo.environment["MULTIPEER_SANDBOX"] == "1"
@@ -18,13 +19,21 @@ struct DiscoveryTests {
     }
 
     static func advertise(
-        _ type: ServiceType, name: String, peerID: UUID = UUID(), incarnation: UInt64 = 1, metadata: [String: String] = [:],
-        port: Int = 7000, instanceName: String? = nil
+        _ type: ServiceType,
+        name: String,
+        peerID: UUID = UUID(),
+        incarnation: UInt64 = 1,
+        metadata: [String: String] = [:],
+        port: Int = 7000,
+        instanceName: String? = nil
     ) throws -> PeerAdvertiser {
         try PeerAdvertiser(
-            serviceType: type, port: port,
+            serviceType: type,
+            port: port,
             txt: AdvertTXT(peerID: peerID, incarnation: incarnation, displayName: name, metadata: metadata),
-            instanceName: instanceName, connection: AvahiConnection.shared())
+            instanceName: instanceName,
+            connection: AvahiConnection.shared()
+        )
     }
 
     /// Waits for the advertisement to be established; returns the instance name.
@@ -50,7 +59,14 @@ struct DiscoveryTests {
     func avahiBrowseSeesOurAdvertisementWithItsTXT() async throws {
         let type = try Self.uniqueServiceType()
         let peerID = UUID()
-        let advertiser = try Self.advertise(type, name: "Captain", peerID: peerID, incarnation: 7, metadata: ["seat": "L"], port: 7123)
+        let advertiser = try Self.advertise(
+            type,
+            name: "Captain",
+            peerID: peerID,
+            incarnation: 7,
+            metadata: ["seat": "L"],
+            port: 7123
+        )
         let name = try await DiscoveryTests.established(advertiser)
         #expect(name == peerID.uuidString.lowercased())
 
@@ -59,7 +75,9 @@ struct DiscoveryTests {
         let line = try #require(resolved.first, "avahi-browse output: \(result.output)")
         let fields = line.split(separator: ";", omittingEmptySubsequences: false)
         #expect(fields[8] == "7123")
-        for entry in ["\"v=2\"", "\"id=\(peerID.uuidString.lowercased())\"", "\"inc=7\"", "\"name=Captain\"", "\"seat=L\""] {
+        for entry in [
+            "\"v=2\"", "\"id=\(peerID.uuidString.lowercased())\"", "\"inc=7\"", "\"name=Captain\"", "\"seat=L\"",
+        ] {
             #expect(fields[9].contains(entry), "\(entry) in \(fields[9])")
         }
         advertiser.stop()
@@ -72,14 +90,22 @@ struct DiscoveryTests {
         let events = PeerBrowser(serviceType: type, localPeerID: UUID(), connection: try .shared()).browse()
         // Two adverts that are not ours (another version; no id) and one in our format.
         let others = [
-            try BackgroundProcess("/usr/bin/avahi-publish", ["-s", "earlier", type.rawValue, "7001", "v=1", "id=\(UUID())"]),
+            try BackgroundProcess(
+                "/usr/bin/avahi-publish",
+                ["-s", "earlier", type.rawValue, "7001", "v=1", "id=\(UUID())"]
+            ),
             try BackgroundProcess("/usr/bin/avahi-publish", ["-s", "anonymous", type.rawValue, "7002", "v=2"]),
         ]
         let tower = try BackgroundProcess(
-            "/usr/bin/avahi-publish", ["-s", "tower", type.rawValue, "7003", "v=2", "id=\(peerID)", "inc=3", "name=Tower", "freq=118.1"])
+            "/usr/bin/avahi-publish",
+            ["-s", "tower", type.rawValue, "7003", "v=2", "id=\(peerID)", "inc=3", "name=Tower", "freq=118.1"]
+        )
 
         let found = try await collect(events) { !Self.foundIDs($0).isEmpty }
-        guard case .found(let advert) = found.last else { Issue.record("no peer found: \(found)"); return }
+        guard case .found(let advert) = found.last else {
+            Issue.record("no peer found: \(found)")
+            return
+        }
         #expect(advert.peerID == peerID)
         #expect(advert.endpoints.allSatisfy { $0.port == 7003 })
         #expect(advert.incarnation == 3)
@@ -90,7 +116,10 @@ struct DiscoveryTests {
         tower.stop()
         let lost = try await collect(events) { !Self.lostIDs($0).isEmpty }
         #expect(Self.lostIDs(lost) == [peerID])
-        #expect(Set(Self.foundIDs(found + lost)) == [peerID], "the adverts of another version and without an id are never reported")
+        #expect(
+            Set(Self.foundIDs(found + lost)) == [peerID],
+            "the adverts of another version and without an id are never reported"
+        )
         others.forEach { $0.stop() }
     }
 
@@ -133,13 +162,17 @@ struct DiscoveryTests {
         let type = try Self.uniqueServiceType()
         let ids = (0..<20).map { _ in UUID() }
         let events = PeerBrowser(serviceType: type, localPeerID: UUID(), connection: try .shared()).browse()
-        let advertisers = try ids.enumerated().map { try Self.advertise(type, name: "peer \($0.offset)", peerID: $0.element, port: 7100 + $0.offset) }
+        let advertisers = try ids.enumerated().map {
+            try Self.advertise(type, name: "peer \($0.offset)", peerID: $0.element, port: 7100 + $0.offset)
+        }
         let found = try await collect(events, timeout: .seconds(60)) { Set(Self.foundIDs($0)).count == 20 }
         advertisers.forEach { $0.stop() }
         let lost = try await collect(events, timeout: .seconds(60)) { Set(Self.lostIDs($0)).count == 20 }
         let all = found + lost
-        #expect(Self.foundIDs(all).sorted { $0.uuidString < $1.uuidString } == ids.sorted { $0.uuidString < $1.uuidString },
-                "each found exactly once")
+        #expect(
+            Self.foundIDs(all).sorted { $0.uuidString < $1.uuidString } == ids.sorted { $0.uuidString < $1.uuidString },
+            "each found exactly once"
+        )
         #expect(Self.lostIDs(all).count == 20, "each lost exactly once")
     }
 
@@ -150,7 +183,9 @@ struct DiscoveryTests {
         let advertiser = try Self.advertise(type, name: "Captain", peerID: peerID, metadata: ["seat": "L"])
         let events = PeerBrowser(serviceType: type, localPeerID: UUID(), connection: try .shared()).browse()
         _ = try await collect(events) { Self.foundIDs($0).contains(peerID) }
-        advertiser.update(try AdvertTXT(peerID: peerID, incarnation: 1, displayName: "Skipper", metadata: ["seat": "R"]))
+        advertiser.update(
+            try AdvertTXT(peerID: peerID, incarnation: 1, displayName: "Skipper", metadata: ["seat": "R"])
+        )
         let updated = try await collect(events) { events in
             events.contains { if case .found(let advert) = $0 { advert.displayName == "Skipper" } else { false } }
         }
@@ -162,7 +197,12 @@ struct DiscoveryTests {
 
 /// A flood of adverts keeps avahi-daemon and this process's Avahi thread busy for seconds: alone
 /// (MULTIPEER_RUN_ALONE, scripts/run-tests.sh), so no other test's discovery waits behind it.
-@Suite(.enabled(if: inDiscoverySandbox && runningAlone, "floods avahi-daemon: scripts/run-tests.sh runs it alone, in the sandbox"))
+@Suite(
+    .enabled(
+        if: inDiscoverySandbox && runningAlone,
+        "floods avahi-daemon: scripts/run-tests.sh runs it alone, in the sandbox"
+    )
+)
 struct RogueAdvertTests {
     /// Anyone on the network can publish adverts. A flood of them (here from another Avahi
     /// client, as from another host) is resolved only up to ``AvahiBrowser/maximumInstances``
@@ -180,18 +220,33 @@ struct RogueAdvertTests {
         let peers = (0...AvahiBrowser.maximumInstances).map { _ in UUID() }
         let flood = try peers.map { peer in
             try PeerAdvertiser(
-                serviceType: type, port: 7000, txt: AdvertTXT(peerID: peer, incarnation: 1, displayName: "rogue"), connection: flooding)
+                serviceType: type,
+                port: 7000,
+                txt: AdvertTXT(peerID: peer, incarnation: 1, displayName: "rogue"),
+                connection: flooding
+            )
         }
         defer { flood.forEach { $0.stop() } }
-        let names = Set(try await withThrowingTaskGroup(of: String.self) { group in
-            for advertiser in flood { group.addTask { try await DiscoveryTests.established(advertiser) } }
-            return try await group.reduce(into: []) { $0.append($1) }
-        })
+        let names = Set(
+            try await withThrowingTaskGroup(of: String.self) { group in
+                for advertiser in flood { group.addTask { try await DiscoveryTests.established(advertiser) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+        )
 
         // Every instance but one is resolved, and the one left out is named in a warning.
-        var events = try await collect(browse, timeout: .seconds(60)) { Set(DiscoveryTests.foundIDs($0)).count == AvahiBrowser.maximumInstances }
+        var events = try await collect(browse, timeout: .seconds(60)) {
+            Set(DiscoveryTests.foundIDs($0)).count == AvahiBrowser.maximumInstances
+        }
         let logged = try #require(try await collect(warnings, timeout: .seconds(60)) { !$0.isEmpty }.first)
-        let ignored = try #require(names.first { logged.hasSuffix("ignored 1 DNS-SD instance(s) of \(type.rawValue), the last \($0): \(AvahiBrowser.maximumInstances) are resolved already (is someone flooding the network with adverts?)") }, "\(logged)")
+        let ignored = try #require(
+            names.first {
+                logged.hasSuffix(
+                    "ignored 1 DNS-SD instance(s) of \(type.rawValue), the last \($0): \(AvahiBrowser.maximumInstances) are resolved already (is someone flooding the network with adverts?)"
+                )
+            },
+            "\(logged)"
+        )
         let ignoredID = try #require(UUID(uuidString: ignored))  // (an instance is named by its peer)
         #expect(!DiscoveryTests.foundIDs(events).contains(ignoredID))
 
@@ -201,7 +256,11 @@ struct RogueAdvertTests {
         events = try await collect(browse, timeout: .seconds(60)) { DiscoveryTests.lostIDs($0).contains(withdrawn) }
         let newcomerID = UUID()
         let newcomer = try PeerAdvertiser(
-            serviceType: type, port: 7001, txt: AdvertTXT(peerID: newcomerID, incarnation: 1, displayName: "newcomer"), connection: flooding)
+            serviceType: type,
+            port: 7001,
+            txt: AdvertTXT(peerID: newcomerID, incarnation: 1, displayName: "newcomer"),
+            connection: flooding
+        )
         defer { newcomer.stop() }
         events = try await collect(browse, timeout: .seconds(60)) { DiscoveryTests.foundIDs($0).contains(newcomerID) }
         #expect(!DiscoveryTests.foundIDs(events).contains(ignoredID))
@@ -234,12 +293,18 @@ struct DaemonRestartTests {
         let patient = try AvahiConnection(waitForDaemon: true)
         let lateID = UUID()
         let lateAdvertiser = try PeerAdvertiser(
-            serviceType: type, port: 7001, txt: AdvertTXT(peerID: lateID, incarnation: 1, displayName: "late"), connection: patient)
+            serviceType: type,
+            port: 7001,
+            txt: AdvertTXT(peerID: lateID, incarnation: 1, displayName: "late"),
+            connection: patient
+        )
 
         #expect(try await runProcess("/usr/sbin/avahi-daemon", ["-D", "--no-chroot"]).status == 0)
         _ = try await DiscoveryTests.established(lateAdvertiser)
 
-        let again = try await collect(events, timeout: .seconds(60)) { Set(DiscoveryTests.foundIDs($0)) == [peerID, lateID] }
+        let again = try await collect(events, timeout: .seconds(60)) {
+            Set(DiscoveryTests.foundIDs($0)) == [peerID, lateID]
+        }
         #expect(DiscoveryTests.foundIDs(again).count == 2, "each found once again: \(again)")
         let advertiserEvents = try await collect(advertiser.events, timeout: .seconds(60)) { events in
             events.contains { if case .established = $0 { true } else { false } }
@@ -252,7 +317,12 @@ struct DaemonRestartTests {
 
 /// A process whose first D-Bus connection finds no system bus (libdbus reads the bus's address
 /// once per process): only alone in a process of its own (``runningAlone``).
-@Suite(.enabled(if: inDiscoverySandbox && runningAlone, "points D-Bus at a bus that is not there yet: scripts/run-tests.sh runs it alone"))
+@Suite(
+    .enabled(
+        if: inDiscoverySandbox && runningAlone,
+        "points D-Bus at a bus that is not there yet: scripts/run-tests.sh runs it alone"
+    )
+)
 struct SystemBusWaitTests {
     /// A connection asked to wait for the daemon waits for the D-Bus system bus too (a machine
     /// still booting): it tries again every second until the bus is there. (It failed at once
@@ -272,7 +342,11 @@ struct SystemBusWaitTests {
         let patient = try AvahiConnection(waitForDaemon: true)
         let peerID = UUID()
         let advertiser = try PeerAdvertiser(
-            serviceType: type, port: 7002, txt: AdvertTXT(peerID: peerID, incarnation: 1, displayName: "booting"), connection: patient)
+            serviceType: type,
+            port: 7002,
+            txt: AdvertTXT(peerID: peerID, incarnation: 1, displayName: "booting"),
+            connection: patient
+        )
         defer { advertiser.stop() }
         // The bus comes up: the sandbox's, at the address the connection was told.
         try FileManager.default.createSymbolicLink(atPath: bus, withDestinationPath: "/run/dbus/system_bus_socket")

@@ -1,9 +1,10 @@
 import Foundation
 import MultipeerCore
-@testable import MultipeerSession
-import MultipeerTestSupport
 import MultipeerTLS
+import MultipeerTestSupport
 import Testing
+
+@testable import MultipeerSession
 
 /// Two real sessions, the second reaching the first through a fault-injecting proxy (static
 /// peers, no DNS-SD), at the default keepalive (500 ms, 1.5 s).
@@ -19,23 +20,43 @@ import Testing
     /// Starts the listening session, a proxy in front of it, and a session dialling through the
     /// proxy; runs `body` once both see each other.
     static func withPair(
-        limits: MultipeerSession.Limits = MultipeerSession.Limits(), keepalive: KeepaliveParameters = KeepaliveParameters(),
-        proxyMode: FaultProxy.Mode = .passThrough, _ body: @escaping @Sendable (Pair) async throws -> Void
+        limits: MultipeerSession.Limits = MultipeerSession.Limits(),
+        keepalive: KeepaliveParameters = KeepaliveParameters(),
+        proxyMode: FaultProxy.Mode = .passThrough,
+        _ body: @escaping @Sendable (Pair) async throws -> Void
     ) async throws {
-        let listener = MultipeerSession(configuration: .test("listener", discovery: .staticPeers([]), limits: limits, keepalive: keepalive), identity: PeerIdentity())
+        let listener = MultipeerSession(
+            configuration: .test("listener", discovery: .staticPeers([]), limits: limits, keepalive: keepalive),
+            identity: PeerIdentity()
+        )
         let listenerEvents = EventLog(listener.events)
         try await whileRunning([listener]) {
             let port = try await listenerEvents.listeningPort()
             let proxy = try await FaultProxy(forwardingTo: port)
             proxy.set(proxyMode)
-            let dialler = MultipeerSession(configuration: .test(
-                "dialler", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"]), limits: limits, keepalive: keepalive), identity: PeerIdentity())
+            let dialler = MultipeerSession(
+                configuration: .test(
+                    "dialler",
+                    discovery: .staticPeers(["127.0.0.1:\(proxy.port)"]),
+                    limits: limits,
+                    keepalive: keepalive
+                ),
+                identity: PeerIdentity()
+            )
             let diallerEvents = EventLog(dialler.events)
             do {
                 try await whileRunning([dialler]) {
                     try await diallerEvents.waitUntilActive([listener.peerID])
                     try await listenerEvents.waitUntilActive([dialler.peerID])
-                    try await body(Pair(listener: listener, dialler: dialler, listenerEvents: listenerEvents, diallerEvents: diallerEvents, proxy: proxy))
+                    try await body(
+                        Pair(
+                            listener: listener,
+                            dialler: dialler,
+                            listenerEvents: listenerEvents,
+                            diallerEvents: diallerEvents,
+                            proxy: proxy
+                        )
+                    )
                 }
             } catch {
                 await proxy.stop()  // (a connection it holds open must not hold up the listener's stop)
@@ -68,11 +89,14 @@ import Testing
     func aResetIsAnImmediateLeaveAndARedial() async throws {
         // A keepalive timeout of 10 s: a reset is seen at once, and a machine loaded by every
         // other integration test must not time the link out first (which this test would report).
-        try await Self.withPair(keepalive: KeepaliveParameters(interval: .milliseconds(500), timeout: .seconds(10))) { pair in
+        try await Self.withPair(keepalive: KeepaliveParameters(interval: .milliseconds(500), timeout: .seconds(10))) {
+            pair in
             await pair.proxy.resetConnections()
             let saw = try await pair.diallerEvents.waitUntilActive([])
             guard case .linkClosed? = Self.lastLeaveReason(saw) else {
-                Issue.record("a reset is a closed link, not a timeout: \(String(describing: Self.lastLeaveReason(saw)))")
+                Issue.record(
+                    "a reset is a closed link, not a timeout: \(String(describing: Self.lastLeaveReason(saw)))"
+                )
                 return
             }
             try await pair.diallerEvents.waitUntilActive([pair.listener.peerID])
@@ -97,15 +121,28 @@ import Testing
     @Test(.scaledTimeLimit(minutes: 1))
     func pingsMeasureTheLinkAndStatsAreReportedPeriodically() async throws {
         let keepalive = KeepaliveParameters(interval: .milliseconds(100), timeout: .seconds(1))
-        let listener = MultipeerSession(configuration: .test("listener", discovery: .staticPeers([]), keepalive: keepalive, statsInterval: .milliseconds(300)), identity: PeerIdentity())
+        let listener = MultipeerSession(
+            configuration: .test(
+                "listener",
+                discovery: .staticPeers([]),
+                keepalive: keepalive,
+                statsInterval: .milliseconds(300)
+            ),
+            identity: PeerIdentity()
+        )
         let events = EventLog(listener.events)
         try await whileRunning([listener]) {
             let port = try await events.listeningPort()
-            let dialler = MultipeerSession(configuration: .test("dialler", discovery: .staticPeers(["127.0.0.1:\(port)"]), keepalive: keepalive), identity: PeerIdentity())
+            let dialler = MultipeerSession(
+                configuration: .test("dialler", discovery: .staticPeers(["127.0.0.1:\(port)"]), keepalive: keepalive),
+                identity: PeerIdentity()
+            )
             try await whileRunning([dialler]) {
                 // Both sides are quiet, so both ping every 100 ms; a stats event carries the round trips.
                 let seen = try await events.wait { events in
-                    events.contains { if case .stats(_, let stats) = $0 { stats.quality.pongsReceived > 0 } else { false } }
+                    events.contains {
+                        if case .stats(_, let stats) = $0 { stats.quality.pongsReceived > 0 } else { false }
+                    }
                 }
                 guard case .stats(let peer, let stats)? = seen.last else { return }
                 #expect(peer.id == dialler.peerID)

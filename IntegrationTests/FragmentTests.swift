@@ -1,9 +1,10 @@
 import Foundation
 import MultipeerCore
-@testable import MultipeerSession
 import MultipeerTestSupport
 import NIOCore
 import Testing
+
+@testable import MultipeerSession
 
 /// Messages larger than a frame, between real sessions: they go in fragments, other messages
 /// pass them, and reliable ones survive broken links (docs/PROTOCOL.md, 2b).
@@ -101,7 +102,11 @@ import Testing
         struct Impostor: Codable, Sendable { var tiles: String }
         try await FaultTests.withPair { pair in
             let charts = pair.listener.messages(of: Chart.self)
-            try await pair.dialler.sendRaw(Impostor(tiles: String(repeating: "t", count: 1 << 20)), as: Chart.wireName, to: pair.listener.peerID)
+            try await pair.dialler.sendRaw(
+                Impostor(tiles: String(repeating: "t", count: 1 << 20)),
+                as: Chart.wireName,
+                to: pair.listener.peerID
+            )
             let chart = Chart(number: 2, megabytes: 1)
             try await pair.dialler.send(chart, to: pair.listener.peerID, delivery: .unreliable)
             let events = try await pair.listenerEvents.wait { events in
@@ -135,7 +140,13 @@ import Testing
     static let limit = 100_000
 
     static func begin(_ windows: ReceiveWindows, _ peerID: UUID, length: Int) -> ReceiveWindow.Verdict? {
-        let fragment = try! Fragment(sequence: 1, offset: 0, length: length, typeName: "Chart", bytes: ByteBuffer(repeating: 1, count: 10))
+        let fragment = try! Fragment(
+            sequence: 1,
+            offset: 0,
+            length: length,
+            typeName: "Chart",
+            bytes: ByteBuffer(repeating: 1, count: 10)
+        )
         return windows.receive(.fragment(fragment), from: peerID, incarnation: 1, limit: limit)?.verdict
     }
 

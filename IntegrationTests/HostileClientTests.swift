@@ -1,12 +1,13 @@
 import Foundation
-@testable import MultipeerSession
 import MultipeerCore
-import MultipeerTestSupport
 import MultipeerTLS
+import MultipeerTestSupport
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Testing
+
+@testable import MultipeerSession
 
 /// A client with the right key that writes raw bytes inside TLS: no framing and no HELLO of its
 /// own, so it can send what a correct peer never would.
@@ -18,7 +19,9 @@ enum RawTLSClient {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connect(host: "127.0.0.1", port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(TLSHandler(engine: TLSEngine(role: .client, context: tls, allocator: channel.allocator)))
+                    try channel.pipeline.syncOperations.addHandler(
+                        TLSHandler(engine: TLSEngine(role: .client, context: tls, allocator: channel.allocator))
+                    )
                     return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
                 }
             }
@@ -62,14 +65,19 @@ enum RawTLSClient {
         // Only the header: were the 1,000,000 announced bytes awaited, this would hang.
         let failure = try await Self.failure(afterSending: RawTLSClient.frame(.hello, announcing: 1_000_000))
         #expect(failure.code == .frameTooLarge)
-        #expect(failure.message == "a HELLO frame announced 1000000 bytes, more than the limit of 16384 for a link's first frame")
+        #expect(
+            failure.message
+                == "a HELLO frame announced 1000000 bytes, more than the limit of 16384 for a link's first frame"
+        )
     }
 
     @Test(.scaledTimeLimit(minutes: 1))
     func aHelloWithMissingFieldsIsMalformed() async throws {
         // The version, then 10 of the UUID's 16 bytes and a signature's worth, and the frame ends.
         let value: [UInt8] = [0, 2] + Array(repeating: 0xAB, count: 10 + Hello.signatureLength)
-        let failure = try await Self.failure(afterSending: RawTLSClient.frame(.hello, announcing: UInt32(value.count), value: value))
+        let failure = try await Self.failure(
+            afterSending: RawTLSClient.frame(.hello, announcing: UInt32(value.count), value: value)
+        )
         #expect(failure.code == .malformedMessage)
         #expect(failure.message == "HELLO is malformed: it ends before the peer UUID")
     }
@@ -88,12 +96,19 @@ enum RawTLSClient {
         // first byte's write back past a 1 s deadline, and found the channel closed.
         try await withTestListener(
             configuration: LinkFixtures.configuration(name: "server", handshakeTimeout: .seconds(3)),
-            limits: MultipeerSession.Limits(firstBytesTimeout: .seconds(3)), onLink: echo
+            limits: MultipeerSession.Limits(firstBytesTimeout: .seconds(3)),
+            onLink: echo
         ) { server in
-            let engine = try TLSEngine(role: .client, context: TLSContext(configuration: TLSConfiguration(psk: LinkFixtures.psk)))
+            let engine = try TLSEngine(
+                role: .client,
+                context: TLSContext(configuration: TLSConfiguration(psk: LinkFixtures.psk))
+            )
             _ = engine.handshake()
             let clientHello = try #require(engine.takeOutbound())
-            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: server.port).get()
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(
+                host: "127.0.0.1",
+                port: server.port
+            ).get()
             // The first byte at once, here: a trickle task started late on a busy machine let the
             // first-bytes deadline (another failure) pass first (make test met it twice).
             var remaining = clientHello
@@ -110,7 +125,10 @@ enum RawTLSClient {
             }
             let failure = try #require(try await withDeadline(.seconds(20)) { await server.nextFailure() })
             #expect(failure.code == .handshakeTimeout)
-            #expect(failure.message.contains("did not complete the TLS handshake within \(TestTime.scaled(.seconds(3)))"), "\(failure)")
+            #expect(
+                failure.message.contains("did not complete the TLS handshake within \(TestTime.scaled(.seconds(3)))"),
+                "\(failure)"
+            )
             try await withDeadline(.seconds(20)) { try await channel.waitUntilClosed() }
             trickle.cancel()
             #expect(await trickle.value > 0, "cut off before the ClientHello was through")
@@ -123,11 +141,17 @@ enum RawTLSClient {
     /// error named, and the good peer keeps exchanging messages throughout.
     @Test(.scaledTimeLimit(minutes: 1))
     func badFramesAndGarbageAfterTheHandshakeCloseOnlyThatLink() async throws {
-        let server = MultipeerSession(configuration: .test("server", discovery: .staticPeers([])), identity: PeerIdentity())
+        let server = MultipeerSession(
+            configuration: .test("server", discovery: .staticPeers([])),
+            identity: PeerIdentity()
+        )
         let serverEvents = EventLog(server.events)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
-            let good = MultipeerSession(configuration: .test("good", discovery: .staticPeers(["127.0.0.1:\(port)"])), identity: PeerIdentity())
+            let good = MultipeerSession(
+                configuration: .test("good", discovery: .staticPeers(["127.0.0.1:\(port)"])),
+                identity: PeerIdentity()
+            )
             try await whileRunning([good]) {
                 let inbox = good.messages(of: Note.self)
                 _ = try await serverEvents.waitUntilActive([good.peerID])
@@ -135,11 +159,19 @@ enum RawTLSClient {
                 // A peer that, once active, announces a 4 GiB frame.
                 let hugeConfiguration = try LinkFixtures.configuration(name: "huge")
                 let hugeID = hugeConfiguration.localHello.peerID
-                let huge = try await PeerConnection.dial(host: "127.0.0.1", port: port, configuration: hugeConfiguration)
-                try await huge.channel.channel.writeAndFlush(LinkMessage.ack(0))  // its resume point: the server's link is admitted
+                let huge = try await PeerConnection.dial(
+                    host: "127.0.0.1",
+                    port: port,
+                    configuration: hugeConfiguration
+                )
+                // its resume point: the server's link is admitted
+                try await huge.channel.channel.writeAndFlush(LinkMessage.ack(0))
                 _ = try await serverEvents.waitUntilActive([good.peerID, hugeID])
                 try await huge.channel.executeThenClose { inbound, _ in
-                    try await Self.writeBelowFraming(RawTLSClient.frame(.data, announcing: .max), on: huge.channel.channel)
+                    try await Self.writeBelowFraming(
+                        RawTLSClient.frame(.data, announcing: .max),
+                        on: huge.channel.channel
+                    )
                     for try await _ in inbound {}
                 }
                 let hugeLeft = try await serverEvents.wait { Self.leftReason(hugeID, in: $0) != nil }
@@ -153,14 +185,21 @@ enum RawTLSClient {
                 // A peer that, once active, writes bytes that are not TLS records.
                 let garbageConfiguration = try LinkFixtures.configuration(name: "garbage")
                 let garbageID = garbageConfiguration.localHello.peerID
-                let garbage = try await PeerConnection.dial(host: "127.0.0.1", port: port, configuration: garbageConfiguration)
+                let garbage = try await PeerConnection.dial(
+                    host: "127.0.0.1",
+                    port: port,
+                    configuration: garbageConfiguration
+                )
                 try await garbage.channel.channel.writeAndFlush(LinkMessage.ack(0))
                 _ = try await serverEvents.waitUntilActive([good.peerID, garbageID])
                 try await garbage.channel.executeThenClose { inbound, _ in
                     try await Self.writeBelowTLS(ByteBuffer(repeating: 0x42, count: 64), on: garbage.channel.channel)
                     do { for try await _ in inbound {} } catch {}
                 }
-                let garbageLeft = Self.leftReason(garbageID, in: try await serverEvents.wait { Self.leftReason(garbageID, in: $0) != nil })
+                let garbageLeft = Self.leftReason(
+                    garbageID,
+                    in: try await serverEvents.wait { Self.leftReason(garbageID, in: $0) != nil }
+                )
                 guard case .linkClosed(let garbageError?)? = garbageLeft else {
                     Issue.record("\(String(describing: garbageLeft))")
                     return
@@ -168,7 +207,11 @@ enum RawTLSClient {
                 #expect([.corruptedRecord, .notTLS, .tlsFailure].contains(garbageError.code), "\(garbageError)")
 
                 // The good peer never left and still gets messages.
-                #expect(!serverEvents.history.contains { if case .peerLeft(let peer, _) = $0 { peer.id == good.peerID } else { false } })
+                #expect(
+                    !serverEvents.history.contains {
+                        if case .peerLeft(let peer, _) = $0 { peer.id == good.peerID } else { false }
+                    }
+                )
                 try await server.send(Note(text: "still here"), to: good.peerID)
                 #expect(try await collect(inbox) { $0.count >= 1 }.first?.message.text == "still here")
             }
@@ -184,15 +227,27 @@ enum RawTLSClient {
     @Test(.scaledTimeLimit(minutes: 1))
     func aPeerThatNeverReadsIsHeldToTheOutboxLimit() async throws {
         let limits = MultipeerSession.Limits(
-            outbox: .init(maximumCount: 64, maximumBytes: 16 << 20), failWhenOutboxFull: true,
-            unreliableQueue: .init(maximumCount: 1, maximumBytes: 1 << 20))
-        let server = MultipeerSession(configuration: .test("server", discovery: .staticPeers([]),
-            limits: limits, keepalive: Self.patient), identity: PeerIdentity())
+            outbox: .init(maximumCount: 64, maximumBytes: 16 << 20),
+            failWhenOutboxFull: true,
+            unreliableQueue: .init(maximumCount: 1, maximumBytes: 1 << 20)
+        )
+        let server = MultipeerSession(
+            configuration: .test(
+                "server",
+                discovery: .staticPeers([]),
+                limits: limits,
+                keepalive: Self.patient
+            ),
+            identity: PeerIdentity()
+        )
         let serverEvents = EventLog(server.events)
         let deafChannel = NIOLockedValueBox<(any Channel)?>(nil)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
-            let good = MultipeerSession(configuration: .test("good", discovery: .staticPeers(["127.0.0.1:\(port)"])), identity: PeerIdentity())
+            let good = MultipeerSession(
+                configuration: .test("good", discovery: .staticPeers(["127.0.0.1:\(port)"])),
+                identity: PeerIdentity()
+            )
             try await whileRunning([good]) {
                 let inbox = good.messages(of: Note.self)
                 _ = try await serverEvents.waitUntilActive([good.peerID])
@@ -202,7 +257,15 @@ enum RawTLSClient {
                 let raw = try await RawPeer(port: port)
                 let deaf = raw.channel
                 deafChannel.withLockedValue { $0 = deaf }
-                try await raw.send(try await raw.hello(claiming: deafID, signedBy: deafIdentity, incarnation: 1, name: "deaf", keepalive: Self.patient))
+                try await raw.send(
+                    try await raw.hello(
+                        claiming: deafID,
+                        signedBy: deafIdentity,
+                        incarnation: 1,
+                        name: "deaf",
+                        keepalive: Self.patient
+                    )
+                )
                 try await raw.send(.ack(0))
                 _ = try await serverEvents.waitUntilActive([good.peerID, deafID])
                 // Nothing waits for it yet (its outbox is empty); from here on it reads nothing.
@@ -249,13 +312,24 @@ enum RawTLSClient {
     /// the truncation was reported as an orderly "link closed" before.
     @Test(.scaledTimeLimit(minutes: 1))
     func aLinkCutInTheMiddleOfARecordLeavesWithUncleanShutdown() async throws {
-        let server = MultipeerSession(configuration: .test("server", discovery: .staticPeers([]), keepalive: Self.patient), identity: PeerIdentity())
+        let server = MultipeerSession(
+            configuration: .test("server", discovery: .staticPeers([]), keepalive: Self.patient),
+            identity: PeerIdentity()
+        )
         let serverEvents = EventLog(server.events)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
             let identity = PeerIdentity()
             let raw = try await RawPeer(port: port)
-            try await raw.send(try await raw.hello(claiming: identity.peerID, signedBy: identity, incarnation: 1, name: "cut", keepalive: Self.patient))
+            try await raw.send(
+                try await raw.hello(
+                    claiming: identity.peerID,
+                    signedBy: identity,
+                    incarnation: 1,
+                    name: "cut",
+                    keepalive: Self.patient
+                )
+            )
             try await raw.send(.ack(0))  // its resume point: it joins
             _ = try await serverEvents.waitUntilActive([identity.peerID])
             try await raw.sendTruncated(.ping(Probe(nonce: 1, timestamp: 2)))
@@ -279,7 +353,9 @@ enum RawTLSClient {
     static let patient = KeepaliveParameters(interval: .seconds(60), timeout: .seconds(180))
 
     static func leftReason(_ peerID: UUID, in events: [SessionEvent]) -> PeerLeftReason? {
-        events.lazy.compactMap { if case .peerLeft(let peer, let reason) = $0, peer.id == peerID { reason } else { nil } }.first
+        events.lazy.compactMap {
+            if case .peerLeft(let peer, let reason) = $0, peer.id == peerID { reason } else { nil }
+        }.first
     }
 
     /// Writes `bytes` into the link's TLS, under the framing: the peer decodes them as frames.

@@ -1,11 +1,12 @@
 import Foundation
-@testable import MultipeerSession
 import MultipeerCore
 import MultipeerDiscovery
-import MultipeerTestSupport
 import MultipeerTLS
+import MultipeerTestSupport
 import NIOCore
 import Testing
+
+@testable import MultipeerSession
 
 /// Who is who: a holder of the group key cannot pass for another member, nor relay a member's
 /// HELLO from another connection, and a member's link and reliable delivery are unhurt by the
@@ -21,17 +22,25 @@ import Testing
         // Keepalives too patient to time out: a loaded machine (the suite beside this test)
         // must not end bravo's link, so that only an impostor could.
         let patient = KeepaliveParameters(interval: .seconds(60), timeout: .seconds(600))
-        let server = MultipeerSession(configuration: .test("alpha", discovery: .staticPeers([]), keepalive: patient), identity: PeerIdentity())
+        let server = MultipeerSession(
+            configuration: .test("alpha", discovery: .staticPeers([]), keepalive: patient),
+            identity: PeerIdentity()
+        )
         let serverEvents = EventLog(server.events)
         let inbox = server.messages(of: DeliveryTests.Numbered.self)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
-            let member = MultipeerSession(configuration: .test("bravo", discovery: .staticPeers(["127.0.0.1:\(port)"]), keepalive: patient), identity: PeerIdentity())
+            let member = MultipeerSession(
+                configuration: .test("bravo", discovery: .staticPeers(["127.0.0.1:\(port)"]), keepalive: patient),
+                identity: PeerIdentity()
+            )
             let memberEvents = EventLog(member.events)
             try await whileRunning([member]) {
                 try await serverEvents.waitUntilActive([member.peerID])
                 try await memberEvents.waitUntilActive([server.peerID])
-                for number in 0..<10 { try await member.send(DeliveryTests.Numbered(number: number), to: server.peerID) }
+                for number in 0..<10 {
+                    try await member.send(DeliveryTests.Numbered(number: number), to: server.peerID)
+                }
 
                 // The impostor claims bravo's ID with its own key (every incarnation that once
                 // let it take bravo's place), then with bravo's public key, which it cannot sign for.
@@ -45,7 +54,12 @@ import Testing
                 for (index, attempt) in attempts.enumerated() {
                     let raw = try await RawPeer(port: port)
                     let hello = try await raw.hello(
-                        claiming: member.peerID, presenting: attempt.presenting, signedBy: impostor, incarnation: attempt.incarnation, name: "bravo")
+                        claiming: member.peerID,
+                        presenting: attempt.presenting,
+                        signedBy: impostor,
+                        incarnation: attempt.incarnation,
+                        name: "bravo"
+                    )
                     try await raw.send(hello)
                     try? await raw.send(.ack(.max))  // would have "acknowledged" everything bravo was ever sent
                     let events = try await serverEvents.wait { Self.refusals($0).count == index + 1 }
@@ -57,12 +71,17 @@ import Testing
                 }
 
                 // Bravo never left, and what it sends before and after arrives once, in order.
-                for number in 10..<20 { try await member.send(DeliveryTests.Numbered(number: number), to: server.peerID) }
+                for number in 10..<20 {
+                    try await member.send(DeliveryTests.Numbered(number: number), to: server.peerID)
+                }
                 try await member.send(DeliveryTests.Numbered(number: 20), to: server.peerID, awaitAcknowledgement: true)
                 let received = try await collect(inbox) { $0.count >= 21 }
                 #expect(received.map(\.message.number) == Array(0...20))
                 #expect(received.allSatisfy { $0.peer.id == member.peerID && $0.peer.key == member.identity.key })
-                #expect(!serverEvents.history.contains { if case .peerLeft = $0 { true } else { false } }, "bravo's link stayed up")
+                #expect(
+                    !serverEvents.history.contains { if case .peerLeft = $0 { true } else { false } },
+                    "bravo's link stayed up"
+                )
                 #expect(await server.linkCount == 1)
             }
         }
@@ -72,8 +91,14 @@ import Testing
     /// another one (by someone with the group key), it does not verify.
     @Test(.scaledTimeLimit(minutes: 1))
     func aHelloRelayedFromAnotherConnectionIsRefused() async throws {
-        let alpha = MultipeerSession(configuration: .test("alpha", discovery: .staticPeers([])), identity: PeerIdentity())
-        let charlie = MultipeerSession(configuration: .test("charlie", discovery: .staticPeers([])), identity: PeerIdentity())
+        let alpha = MultipeerSession(
+            configuration: .test("alpha", discovery: .staticPeers([])),
+            identity: PeerIdentity()
+        )
+        let charlie = MultipeerSession(
+            configuration: .test("charlie", discovery: .staticPeers([])),
+            identity: PeerIdentity()
+        )
         let alphaEvents = EventLog(alpha.events)
         let charlieEvents = EventLog(charlie.events)
         try await whileRunning([alpha, charlie]) {
@@ -107,7 +132,10 @@ struct AdvertHintTests {
     @Test(.scaledTimeLimit(minutes: 1))
     func anAdvertPlacingAPeerAtAnotherPeersAddressIsRefusedWhenDialled() async throws {
         let type = try DiscoveryTests.uniqueServiceType()
-        let alpha = MultipeerSession(configuration: .test("alpha", serviceType: type.rawValue, discovery: .staticPeers([])), identity: PeerIdentity())
+        let alpha = MultipeerSession(
+            configuration: .test("alpha", serviceType: type.rawValue, discovery: .staticPeers([])),
+            identity: PeerIdentity()
+        )
         let alphaEvents = EventLog(alpha.events)
         try await whileRunning([alpha]) {
             let port = try await alphaEvents.listeningPort()
@@ -116,14 +144,24 @@ struct AdvertHintTests {
             let false_ = try DiscoveryTests.advertise(type, name: "absent", peerID: absent, port: port)
             defer { false_.stop() }
             _ = try await DiscoveryTests.established(false_)
-            let dialler = MultipeerSession(configuration: .test("dialler", serviceType: type.rawValue), identity: PeerIdentity())
+            let dialler = MultipeerSession(
+                configuration: .test("dialler", serviceType: type.rawValue),
+                identity: PeerIdentity()
+            )
             let events = EventLog(dialler.events)
             try await whileRunning([dialler]) {
                 let seen = try await events.wait { events in
-                    events.contains { if case .connectionFailed(_, let error) = $0 { error.code == .unexpectedPeer } else { false } }
+                    events.contains {
+                        if case .connectionFailed(_, let error) = $0 { error.code == .unexpectedPeer } else { false }
+                    }
                 }
-                let refusal = seen.compactMap { if case .connectionFailed(_, let error) = $0, error.code == .unexpectedPeer { error } else { nil } }.first
-                #expect(refusal?.message.contains("advertised as peer \(absent)") == true, "\(String(describing: refusal))")
+                let refusal = seen.compactMap {
+                    if case .connectionFailed(_, let error) = $0, error.code == .unexpectedPeer { error } else { nil }
+                }.first
+                #expect(
+                    refusal?.message.contains("advertised as peer \(absent)") == true,
+                    "\(String(describing: refusal))"
+                )
                 #expect(refusal?.message.contains("proved to be peer \(alpha.peerID)") == true)
                 #expect(!activeIDs(seen).contains(absent), "no link counts for the advertised peer")
                 #expect(dialler.activePeers.isEmpty)
@@ -144,7 +182,8 @@ struct AdvertHintTests {
             var length = socklen_t(MemoryLayout<sockaddr_in>.size)
             let bound = withUnsafeMutablePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                    bind(descriptor, pointer, length) == 0 && listen(descriptor, 64) == 0 && getsockname(descriptor, pointer, &length) == 0
+                    bind(descriptor, pointer, length) == 0 && listen(descriptor, 64) == 0
+                        && getsockname(descriptor, pointer, &length) == 0
                 }
             }
             guard bound else {
@@ -162,7 +201,10 @@ struct AdvertHintTests {
     func rogueAdvertsCopyingEachPeersIDTowardsASinkDoNotKeepThemApart() async throws {
         let type = try DiscoveryTests.uniqueServiceType()
         let sink = try Sink()
-        let alpha = MultipeerSession(configuration: .test("alpha", serviceType: type.rawValue), identity: PeerIdentity())
+        let alpha = MultipeerSession(
+            configuration: .test("alpha", serviceType: type.rawValue),
+            identity: PeerIdentity()
+        )
         let beta = MultipeerSession(configuration: .test("beta", serviceType: type.rawValue), identity: PeerIdentity())
         // Published first, so they are seen before the real ones, with the greatest incarnation.
         var rogues: [PeerAdvertiser] = []
@@ -170,7 +212,13 @@ struct AdvertHintTests {
         for (index, victim) in [alpha, beta].enumerated() {
             for copy in 0..<3 {
                 let rogue = try DiscoveryTests.advertise(
-                    type, name: "rogue", peerID: victim.peerID, incarnation: .max - UInt64(copy), port: sink.port, instanceName: "rogue \(index)-\(copy)")
+                    type,
+                    name: "rogue",
+                    peerID: victim.peerID,
+                    incarnation: .max - UInt64(copy),
+                    port: sink.port,
+                    instanceName: "rogue \(index)-\(copy)"
+                )
                 _ = try await DiscoveryTests.established(rogue)
                 rogues.append(rogue)
             }

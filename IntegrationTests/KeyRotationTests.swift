@@ -1,8 +1,9 @@
 import Foundation
-@testable import MultipeerSession
 import MultipeerCore
 import MultipeerTestSupport
 import Testing
+
+@testable import MultipeerSession
 
 /// A group changes its key while it runs (docs/PROTOCOL.md, 1.1): the new key is added to every
 /// peer, then the old one removed. No link is torn down, nothing is lost, and peers joining at
@@ -13,7 +14,12 @@ import Testing
 
     static func session(_ name: String, keys: [PreSharedKey], dialling ports: [Int] = []) throws -> MultipeerSession {
         let ring = try KeyRing(keys)
-        return MultipeerSession(configuration: .test(name, discovery: .staticPeers(ports.map { "127.0.0.1:\($0)" })).with { $0.keys = ring }, identity: PeerIdentity())
+        return MultipeerSession(
+            configuration: .test(name, discovery: .staticPeers(ports.map { "127.0.0.1:\($0)" })).with {
+                $0.keys = ring
+            },
+            identity: PeerIdentity()
+        )
     }
 
     @Test(.scaledTimeLimit(minutes: 2))
@@ -49,9 +55,12 @@ import Testing
                     let delta = try Self.session("delta", keys: [Self.old, Self.new], dialling: [bravoPort])
                     let deltaEvents = EventLog(delta.events)
                     try await whileRunning([delta]) {
-                        let joined = try await deltaEvents.waitUntilActive([bravo.peerID])  // bravo holds only the old key
-                        #expect(!joined.contains { if case .authenticationFailed = $0 { true } else { false } },
-                                "falling back to the old key is no failure to report")
+                        // bravo holds only the old key
+                        let joined = try await deltaEvents.waitUntilActive([bravo.peerID])
+                        #expect(
+                            !joined.contains { if case .authenticationFailed = $0 { true } else { false } },
+                            "falling back to the old key is no failure to report"
+                        )
                     }
                     let late = try Self.session("late", keys: [Self.old], dialling: [alphaPort])
                     let lateEvents = EventLog(late.events)
@@ -80,7 +89,11 @@ import Testing
 
                     // Nothing was lost, and no link of the group was ever torn down.
                     let last = sent
-                    try await alpha.send(DeliveryTests.Numbered(number: last), to: charlie.peerID, awaitAcknowledgement: true)
+                    try await alpha.send(
+                        DeliveryTests.Numbered(number: last),
+                        to: charlie.peerID,
+                        awaitAcknowledgement: true
+                    )
                     let received = try await collect(inbox) { $0.count >= last + 1 }
                     #expect(received.map(\.message.number) == Array(0...last))
                     for (session, events) in zip(group, [alphaEvents, bravoEvents, charlieEvents]) {

@@ -1,9 +1,10 @@
 import Foundation
 import MultipeerCore
 import MultipeerDiscovery
-@testable import MultipeerSession
 import MultipeerTestSupport
 import Testing
+
+@testable import MultipeerSession
 
 /// Suspend, resume and stop, and what they do to work already under way (static peers, no DNS-SD).
 @Suite struct LifecycleTests {
@@ -12,11 +13,17 @@ import Testing
     /// counted it as under way, so after `resume()` the peer was never dialled again.
     @Test(.scaledTimeLimit(minutes: 1))
     func aDialQueuedBehindASuspendIsMadeAfterResume() async throws {
-        let listener = MultipeerSession(configuration: .test("listener", discovery: .staticPeers([])), identity: PeerIdentity())
+        let listener = MultipeerSession(
+            configuration: .test("listener", discovery: .staticPeers([])),
+            identity: PeerIdentity()
+        )
         let listenerEvents = EventLog(listener.events)
         try await whileRunning([listener]) {
             let port = try await listenerEvents.listeningPort()
-            let dialler = MultipeerSession(configuration: .test("dialler", discovery: .staticPeers([])), identity: PeerIdentity())
+            let dialler = MultipeerSession(
+                configuration: .test("dialler", discovery: .staticPeers([])),
+                identity: PeerIdentity()
+            )
             let diallerEvents = EventLog(dialler.events)
             try await whileRunning([dialler]) {
                 _ = try await diallerEvents.listeningPort()
@@ -50,7 +57,9 @@ import Testing
                     try await sender.forget(peer: receiver.peerID)
                     break
                 } catch let error as MultipeerError where error.code == .sessionState {
-                    try await pair.listenerEvents.wait { $0.count { if case .peerLeft = $0 { true } else { false } } > leaves }
+                    try await pair.listenerEvents.wait {
+                        $0.count { if case .peerLeft = $0 { true } else { false } } > leaves
+                    }
                 }
             }
             pair.proxy.set(.passThrough)
@@ -92,10 +101,13 @@ struct RejoinOverDiscoveryTests {
         try await whileRunning([dialler, resumed]) {
             try await resumedEvents.waitUntilActive([greater.peerID])
             await resumed.suspend()
-            _ = try await diallerEvents.wait { events in events.contains { if case .peerLeft(let peer, _) = $0 { peer.id == lesser.peerID } else { false } } }
+            _ = try await diallerEvents.wait { events in
+                events.contains { if case .peerLeft(let peer, _) = $0 { peer.id == lesser.peerID } else { false } }
+            }
             await resumed.resume()
             let joined = try await diallerEvents.wait(timeout: .seconds(30)) { events in
-                events.filter { if case .peerJoined(let peer) = $0 { peer.id == lesser.peerID } else { false } }.count == 2
+                events.filter { if case .peerJoined(let peer) = $0 { peer.id == lesser.peerID } else { false } }.count
+                    == 2
             }
             #expect(joined.last.map { if case .peerJoined = $0 { true } else { false } } != nil)
             #expect(dialler.activePeers.map(\.id) == [lesser.peerID])
@@ -117,7 +129,9 @@ struct RejoinOverDiscoveryTests {
         let guardedEvents = EventLog(guarded.events)
         try await whileRunning([dialler, guarded]) {
             _ = try await guardedEvents.wait { events in
-                events.contains { if case .authenticationFailed(_, let error) = $0 { error.code == .notInRoster } else { false } }
+                events.contains {
+                    if case .authenticationFailed(_, let error) = $0 { error.code == .notInRoster } else { false }
+                }
             }
             await guarded.updateRoster(Roster(keys: [lesser.key, greater.key]))
             try await guardedEvents.waitUntilActive([greater.peerID], timeout: .seconds(30))

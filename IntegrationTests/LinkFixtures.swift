@@ -1,9 +1,10 @@
 import Foundation
-@testable import MultipeerSession
 import MultipeerCore
 import MultipeerTLS
 import MultipeerTestSupport
 import NIOCore
+
+@testable import MultipeerSession
 
 /// Builds link configurations and listeners for tests, and collects what the listener reports.
 enum LinkFixtures {
@@ -14,18 +15,28 @@ enum LinkFixtures {
 
     /// A link's configuration, its keepalive and handshake timeout stretched by ``TestTime/scale``.
     static func configuration(
-        name: String, identity: PeerIdentity = PeerIdentity(), psk: PreSharedKey = LinkFixtures.psk,
-        maximumFrameLength: Int = Frame.defaultMaximumLength, handshakeTimeout: Duration = .seconds(5),
+        name: String,
+        identity: PeerIdentity = PeerIdentity(),
+        psk: PreSharedKey = LinkFixtures.psk,
+        maximumFrameLength: Int = Frame.defaultMaximumLength,
+        handshakeTimeout: Duration = .seconds(5),
         protocolVersion: UInt16 = Hello.currentProtocolVersion
     ) throws -> LinkConfiguration {
         LinkConfiguration(
-            tls: try TLSContext(configuration: TLSConfiguration(psk: psk, handshakeTimeout: TestTime.scaled(handshakeTimeout))),
+            tls: try TLSContext(
+                configuration: TLSConfiguration(psk: psk, handshakeTimeout: TestTime.scaled(handshakeTimeout))
+            ),
             identity: identity,
             localHello: try Hello(
-                protocolVersion: protocolVersion, peerID: identity.peerID, key: identity.key,
-                incarnation: .random(in: 1...UInt64.max), displayName: name,
-                keepalive: .scaled(KeepaliveParameters())),
-            maximumFrameLength: maximumFrameLength)
+                protocolVersion: protocolVersion,
+                peerID: identity.peerID,
+                key: identity.key,
+                incarnation: .random(in: 1...UInt64.max),
+                displayName: name,
+                keepalive: .scaled(KeepaliveParameters())
+            ),
+            maximumFrameLength: maximumFrameLength
+        )
     }
 }
 
@@ -37,7 +48,9 @@ final class TestListener: Sendable {
     private let task: Task<Void, any Error>
 
     init(
-        host: String?, configuration: LinkConfiguration, limits: MultipeerSession.Limits = .init(),
+        host: String?,
+        configuration: LinkConfiguration,
+        limits: MultipeerSession.Limits = .init(),
         onLink: @escaping @Sendable (PeerConnection) async -> Void
     ) async throws {
         var limits = limits
@@ -46,7 +59,10 @@ final class TestListener: Sendable {
         let (failures, continuation) = AsyncStream<(SocketAddress?, any Error)>.makeStream()
         self.failures = failures
         task = Task { [listener] in
-            try await listener.run(onLink: onLink, onFailure: { address, error in continuation.yield((address, error)) })
+            try await listener.run(
+                onLink: onLink,
+                onFailure: { address, error in continuation.yield((address, error)) }
+            )
         }
     }
 
@@ -68,8 +84,11 @@ final class TestListener: Sendable {
 /// Runs `body` with a listener (on loopback unless `host` says otherwise), stopping it afterwards
 /// whether `body` returns or throws.
 func withTestListener<T>(
-    host: String? = "127.0.0.1", configuration: LinkConfiguration, limits: MultipeerSession.Limits = .init(),
-    onLink: @escaping @Sendable (PeerConnection) async -> Void, _ body: (TestListener) async throws -> T
+    host: String? = "127.0.0.1",
+    configuration: LinkConfiguration,
+    limits: MultipeerSession.Limits = .init(),
+    onLink: @escaping @Sendable (PeerConnection) async -> Void,
+    _ body: (TestListener) async throws -> T
 ) async throws -> T {
     let server = try await TestListener(host: host, configuration: configuration, limits: limits, onLink: onLink)
     do {

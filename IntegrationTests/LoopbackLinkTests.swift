@@ -1,10 +1,11 @@
 import Foundation
 import Glibc
-@testable import MultipeerSession
 import MultipeerCore
 import MultipeerTestSupport
 import NIOCore
 import Testing
+
+@testable import MultipeerSession
 
 /// Real TCP over loopback, real GnuTLS, several clients on one listener.
 @Suite struct LoopbackLinkTests {
@@ -35,7 +36,11 @@ import Testing
             try await withThrowingTaskGroup(of: Int.self) { group in
                 group.addTask {
                     for index in 0..<framesPerClient {
-                        let message = try DataMessage(sequence: UInt64(index), typeName: typeName, payload: payload(stream: stream, index: index))
+                        let message = try DataMessage(
+                            sequence: UInt64(index),
+                            typeName: typeName,
+                            payload: payload(stream: stream, index: index)
+                        )
                         try await outbound.write(.data(message))
                     }
                     return 0
@@ -48,7 +53,10 @@ import Testing
                         case .data(let data):
                             #expect(data.sequence == UInt64(verified))
                             #expect(data.typeName == typeName)
-                            #expect(data.payload == payload(stream: peerStream, index: verified), "frame \(verified) of stream \(peerStream)")
+                            #expect(
+                                data.payload == payload(stream: peerStream, index: verified),
+                                "frame \(verified) of stream \(peerStream)"
+                            )
                             verified += 1
                             if verified == framesPerClient { try await outbound.write(.ack(UInt64(verified))) }
                         case .ack:
@@ -71,14 +79,19 @@ import Testing
         let serve: @Sendable (PeerConnection) async -> Void = { link in
             // The client's stream number travels in its display name.
             let clientStream = Int(link.remoteHello.displayName)!
-            serverCount.yield((try? await Self.exchange(over: link, send: 100 + clientStream, expect: clientStream)) ?? 0)
+            serverCount.yield(
+                (try? await Self.exchange(over: link, send: 100 + clientStream, expect: clientStream)) ?? 0
+            )
         }
         try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: serve) { server in
             let clientCounts = try await withThrowingTaskGroup(of: Int.self) { group in
                 for client in 0..<Self.clients {
                     group.addTask {
                         let link = try await PeerConnection.dial(
-                            host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "\(client)"))
+                            host: "127.0.0.1",
+                            port: server.port,
+                            configuration: LinkFixtures.configuration(name: "\(client)")
+                        )
                         return try await Self.exchange(over: link, send: client, expect: 100 + client)
                     }
                 }
@@ -96,7 +109,10 @@ import Testing
     func bothSidesLearnEachOthersHello() async throws {
         let serverIdentity = PeerIdentity()
         let serverID = serverIdentity.peerID
-        try await withTestListener(configuration: LinkFixtures.configuration(name: "Captain", identity: serverIdentity), onLink: echo) { server in
+        try await withTestListener(
+            configuration: LinkFixtures.configuration(name: "Captain", identity: serverIdentity),
+            onLink: echo
+        ) { server in
             let configuration = try LinkFixtures.configuration(name: "First Officer")
             let link = try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: configuration)
             #expect(link.remoteHello.peerID == serverID)
@@ -115,26 +131,41 @@ import Testing
         serverConfiguration.tcpUserTimeout = .milliseconds(1500)
         var clientConfiguration = try LinkFixtures.configuration(name: "client")
         clientConfiguration.tcpUserTimeout = .milliseconds(1500)
-        let (accepted, acceptedLink) = AsyncStream<(SocketOptionValue, SocketOptionValue, SocketOptionValue)>.makeStream()
+        let (accepted, acceptedLink) = AsyncStream<(SocketOptionValue, SocketOptionValue, SocketOptionValue)>
+            .makeStream()
         let serve: @Sendable (PeerConnection) async -> Void = { link in
             let channel = link.channel.channel
             if let noDelay = try? await channel.getOption(.tcpOption(.tcp_nodelay)).get(),
-               let userTimeout = try? await channel.getOption(.tcpOption(NIOBSDSocket.Option(rawValue: TCP_USER_TIMEOUT))).get(),
-               let unsent = try? await channel.getOption(LinkConfiguration.unsentBytesLowWater).get() {
+                let userTimeout = try? await channel.getOption(
+                    .tcpOption(NIOBSDSocket.Option(rawValue: TCP_USER_TIMEOUT))
+                ).get(),
+                let unsent = try? await channel.getOption(LinkConfiguration.unsentBytesLowWater).get()
+            {
                 acceptedLink.yield((noDelay, userTimeout, unsent))
             }
             await echo(link)
         }
         try await withTestListener(configuration: serverConfiguration, onLink: serve) { server in
-            let link = try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: clientConfiguration)
+            let link = try await PeerConnection.dial(
+                host: "127.0.0.1",
+                port: server.port,
+                configuration: clientConfiguration
+            )
             let channel = link.channel.channel
             #expect(try await channel.getOption(.tcpOption(.tcp_nodelay)).get() != 0)
-            #expect(try await channel.getOption(.tcpOption(NIOBSDSocket.Option(rawValue: TCP_USER_TIMEOUT))).get() == 1500)
-            #expect(try await channel.getOption(LinkConfiguration.unsentBytesLowWater).get() == SocketOptionValue(DataMessage.fragmentLength))
+            #expect(
+                try await channel.getOption(.tcpOption(NIOBSDSocket.Option(rawValue: TCP_USER_TIMEOUT))).get() == 1500
+            )
+            #expect(
+                try await channel.getOption(LinkConfiguration.unsentBytesLowWater).get()
+                    == SocketOptionValue(DataMessage.fragmentLength)
+            )
             if let rtoMax = try? await channel.getOption(LinkConfiguration.maximumRetransmissionTimeout).get() {
                 #expect(rtoMax == 1_000)
             }
-            let reading = try await channel.eventLoop.submit { (channel as? any SocketOptionProvider)?.transportReading() }.get()
+            let reading = try await channel.eventLoop.submit {
+                (channel as? any SocketOptionProvider)?.transportReading()
+            }.get()
             // Just heard from (the handshake); loopback never reorders (it may retransmit: a
             // tail loss probe on a slow machine).
             #expect(reading?.sinceHeard ?? .seconds(60) < .seconds(5))
@@ -170,12 +201,19 @@ import Testing
             }
             count.yield(received ?? -1)
         }
-        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: slowReader) { server in
-            let link = try await PeerConnection.dial(host: "127.0.0.1", port: server.port, configuration: LinkFixtures.configuration(name: "client"))
+        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: slowReader) {
+            server in
+            let link = try await PeerConnection.dial(
+                host: "127.0.0.1",
+                port: server.port,
+                configuration: LinkFixtures.configuration(name: "client")
+            )
             try await link.channel.executeThenClose { _, outbound in
                 let payload = ByteBuffer(repeating: 0x5A, count: 64 * 1024)
                 for index in 0..<frames {
-                    try await outbound.write(.data(DataMessage(sequence: UInt64(index), typeName: Self.typeName, payload: payload)))
+                    try await outbound.write(
+                        .data(DataMessage(sequence: UInt64(index), typeName: Self.typeName, payload: payload))
+                    )
                 }
                 var iterator = counts.makeAsyncIterator()
                 #expect(await iterator.next() == frames, "every frame read once the reader caught up, on the same link")
@@ -185,9 +223,14 @@ import Testing
 
     @Test(.scaledTimeLimit(minutes: 1))
     func aListenerOnAllInterfacesAcceptsIPv4AndIPv6() async throws {
-        try await withTestListener(host: nil, configuration: LinkFixtures.configuration(name: "any"), onLink: echo) { server in
+        try await withTestListener(host: nil, configuration: LinkFixtures.configuration(name: "any"), onLink: echo) {
+            server in
             for host in ["127.0.0.1", "::1"] {
-                let link = try await PeerConnection.dial(host: host, port: server.port, configuration: LinkFixtures.configuration(name: host))
+                let link = try await PeerConnection.dial(
+                    host: host,
+                    port: server.port,
+                    configuration: LinkFixtures.configuration(name: host)
+                )
                 #expect(try await roundTrip(host, over: link) == host)
             }
         }

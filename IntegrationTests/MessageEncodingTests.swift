@@ -1,7 +1,8 @@
 import Foundation
 import MultipeerCore
-@testable import MultipeerSession
 import Testing
+
+@testable import MultipeerSession
 
 /// Which encoding a message travels in: its type's choice, else the session's (the bytes of
 /// each are checked against PROTOCOL.md's vectors in ProtocolVectorTests, and a binary exchange

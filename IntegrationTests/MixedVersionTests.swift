@@ -1,11 +1,12 @@
 import Crypto
 import Foundation
-@testable import MultipeerSession
 import MultipeerCore
-import MultipeerTestSupport
 import MultipeerTLS
+import MultipeerTestSupport
 import NIOCore
 import Testing
+
+@testable import MultipeerSession
 
 /// A session and peers of other releases (docs/PROTOCOL.md 2, extending the protocol, and 3e).
 @Suite struct MixedVersionTests {
@@ -29,7 +30,11 @@ import Testing
     func anUnreadTypeIsRefusedAndAnUnknownFrameSkippedWhileTheRestFlows() async throws {
         // Keepalives too patient to time out: the raw peer below pings nobody.
         let patient = KeepaliveParameters(interval: .seconds(60), timeout: .seconds(600))
-        var configuration = MultipeerSession.Configuration.test("current", discovery: .staticPeers([]), keepalive: patient)
+        var configuration = MultipeerSession.Configuration.test(
+            "current",
+            discovery: .staticPeers([]),
+            keepalive: patient
+        )
         configuration.messageTypes = [Note.self]
         let session = MultipeerSession(configuration: configuration, identity: PeerIdentity())
         let events = EventLog(session.events)
@@ -42,14 +47,26 @@ import Testing
             #expect(hello.reads == (try MessageTypeList(["Note"])))
 
             let identity = PeerIdentity()
-            try await raw.send(try await raw.hello(claiming: identity.peerID, signedBy: identity, incarnation: 1, name: "earlier", keepalive: patient))
+            try await raw.send(
+                try await raw.hello(
+                    claiming: identity.peerID,
+                    signedBy: identity,
+                    incarnation: 1,
+                    name: "earlier",
+                    keepalive: patient
+                )
+            )
             try await raw.send(.ack(0))  // its resume point: it has nothing of the session's
             // The session's resume point comes before anything reliable may be sent to it.
             _ = try await collect(raw.frames) { $0.last?.type == .ack }
             var unknown = ByteBuffer()
             unknown.writeMultipleIntegers(UInt32(99), UInt32(3), UInt8(1), UInt8(2), UInt8(3))
             try await raw.send(unknown)
-            try await raw.send(try Self.data(1, "Weather", "KPDX"), try Self.data(0, "Weather", "unreliable"), try Self.data(2, "Note", "after"))
+            try await raw.send(
+                try Self.data(1, "Weather", "KPDX"),
+                try Self.data(0, "Weather", "unreliable"),
+                try Self.data(2, "Note", "after")
+            )
 
             let received = try await collect(notes) { !$0.isEmpty }
             #expect(received.first?.message == Note(text: "after"))
@@ -60,13 +77,23 @@ import Testing
                 return messages.contains { if case .reject = $0 { true } else { false } }
                     && messages.contains { if case .ack(let sequence, _) = $0 { sequence >= 2 } else { false } }
             }
-            let rejection = answers.compactMap { if case .reject(let refused)? = try? LinkMessage(frame: $0) { refused } else { nil } }.first
+            let rejection = answers.compactMap {
+                if case .reject(let refused)? = try? LinkMessage(frame: $0) { refused } else { nil }
+            }.first
             #expect(rejection?.sequence == 1 && rejection?.typeName == "Weather", "\(String(describing: rejection))")
-            #expect(rejection?.reason.contains("does not read messages of type \"Weather\"") == true, "\(String(describing: rejection))")
+            #expect(
+                rejection?.reason.contains("does not read messages of type \"Weather\"") == true,
+                "\(String(describing: rejection))"
+            )
             let seen = try await events.wait { events in
-                events.contains { if case .messageNotRead("Weather", let peer) = $0 { peer.id == identity.peerID } else { false } }
+                events.contains {
+                    if case .messageNotRead("Weather", let peer) = $0 { peer.id == identity.peerID } else { false }
+                }
             }
-            #expect(seen.filter { if case .messageNotRead = $0 { true } else { false } }.count == 1, "reported once for the name")
+            #expect(
+                seen.filter { if case .messageNotRead = $0 { true } else { false } }.count == 1,
+                "reported once for the name"
+            )
             #expect(!seen.contains { if case .messageHeld = $0 { true } else { false } }, "nothing held")
             #expect(!seen.contains { if case .peerLeft = $0 { true } else { false } }, "the link stayed up")
             await raw.close()
@@ -77,7 +104,10 @@ import Testing
     /// nothing subscribed to yet, as before types were announced.
     @Test(.scaledTimeLimit(minutes: 1))
     func aSessionThatDeclaresNothingAnnouncesNothing() async throws {
-        let session = MultipeerSession(configuration: .test("current", discovery: .staticPeers([])), identity: PeerIdentity())
+        let session = MultipeerSession(
+            configuration: .test("current", discovery: .staticPeers([])),
+            identity: PeerIdentity()
+        )
         let events = EventLog(session.events)
         _ = session.messages(of: Note.self)
         try await whileRunning([session]) {
@@ -94,8 +124,14 @@ import Testing
     @Test(.scaledTimeLimit(minutes: 1))
     func anOfferFromAPeerThatTakesNoResourcesIsRefusedAtOnce() async throws {
         let patient = KeepaliveParameters(interval: .seconds(60), timeout: .seconds(600))
-        var configuration = MultipeerSession.Configuration.test("current", discovery: .staticPeers([]), keepalive: patient)
-        configuration.resourceDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("offers-\(UUID())")
+        var configuration = MultipeerSession.Configuration.test(
+            "current",
+            discovery: .staticPeers([]),
+            keepalive: patient
+        )
+        configuration.resourceDirectory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "offers-\(UUID())"
+        )
         defer { try? FileManager.default.removeItem(at: configuration.resourceDirectory!) }
         let session = MultipeerSession(configuration: configuration, identity: PeerIdentity())
         let events = EventLog(session.events)
@@ -103,18 +139,37 @@ import Testing
             let raw = try await RawPeer(port: try await events.listeningPort())
             _ = try await collect(raw.frames) { !$0.isEmpty }  // its HELLO
             let identity = PeerIdentity()
-            try await raw.send(try await raw.hello(claiming: identity.peerID, signedBy: identity, incarnation: 1, name: "earlier", keepalive: patient))
+            try await raw.send(
+                try await raw.hello(
+                    claiming: identity.peerID,
+                    signedBy: identity,
+                    incarnation: 1,
+                    name: "earlier",
+                    keepalive: patient
+                )
+            )
             try await raw.send(.ack(0))
             _ = try await collect(raw.frames) { $0.last?.type == .ack }
             let bytes = [UInt8](0..<10)
-            let offer = try ResourceOffer(id: UUID(), name: "chart.pdf", length: 10, sha256: Array(SHA256.hash(data: bytes)), metadata: [:])
+            let offer = try ResourceOffer(
+                id: UUID(),
+                name: "chart.pdf",
+                length: 10,
+                sha256: Array(SHA256.hash(data: bytes)),
+                metadata: [:]
+            )
             try await raw.send(.resourceOffer(offer))
-            let answers = try await collect(raw.frames) { $0.contains { $0.type == .resourceEnd || $0.type == .resourceWant } }
+            let answers = try await collect(raw.frames) {
+                $0.contains { $0.type == .resourceEnd || $0.type == .resourceWant }
+            }
             guard case .resourceEnd(let end)? = answers.last.flatMap({ try? LinkMessage(frame: $0) }) else {
                 Issue.record("answered with END, not WANT: \(answers.map(\.type))")
                 return
             }
-            #expect(end.id == offer.id && end.reason == .refused && end.text.contains("does not announce resources"), "\(end)")
+            #expect(
+                end.id == offer.id && end.reason == .refused && end.text.contains("does not announce resources"),
+                "\(end)"
+            )
             let seen = try await events.wait { _ in true }
             #expect(!seen.contains { if case .peerLeft = $0 { true } else { false } }, "the link stayed up")
             await raw.close()

@@ -1,10 +1,11 @@
 import Crypto
 import Foundation
-@testable import MultipeerSession
 import MultipeerCore
 import MultipeerTestSupport
 import NavlogSync
 import Testing
+
+@testable import MultipeerSession
 
 /// A host's attachment on its way from a peer that restarts part way (docs/NAVLOG.md 1a): the
 /// host asks for it again when the peer next joins, takes the peer's new offer (which supersedes
@@ -18,7 +19,8 @@ struct NavlogAttachmentResumeTests {
     static let length = 16 << 20
 
     /// The sender's side of navlog by hand: answers `lack` with the file, as a host does.
-    static func answerLacks(_ sender: MultipeerSession, file: URL, hash: String, to host: UUID) -> Task<Int, any Error> {
+    static func answerLacks(_ sender: MultipeerSession, file: URL, hash: String, to host: UUID) -> Task<Int, any Error>
+    {
         let messages = sender.messages(of: NavlogMessage.self)
         return Task {
             var offers = 0
@@ -40,7 +42,9 @@ struct NavlogAttachmentResumeTests {
         let file = directory.appendingPathComponent("chart.pdf")
         let block = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 12) })
         var bytes = Data(capacity: Self.length)
-        for index in 0..<(Self.length >> 20) { bytes.append(contentsOf: block.map { $0 &+ UInt8(truncatingIfNeeded: index) }) }
+        for index in 0..<(Self.length >> 20) {
+            bytes.append(contentsOf: block.map { $0 &+ UInt8(truncatingIfNeeded: index) })
+        }
         try bytes.write(to: file)
         let hash = SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
 
@@ -54,20 +58,33 @@ struct NavlogAttachmentResumeTests {
         let proxy = try await FaultProxy(forwardingTo: port)
         proxy.set(.throttle(bytesPerSecond: 2 << 20))  // 8 s for the file: the sender stops a quarter in, not after
         let identity = PeerIdentity()
-        let configuration = MultipeerSession.Configuration.test("officer", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"]))
+        let configuration = MultipeerSession.Configuration.test(
+            "officer",
+            discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])
+        )
 
         // The officer's version with the file attached; the host lacks the file and says so.
         let first = MultipeerSession(configuration: configuration, identity: identity)
         let firstAnswers = Self.answerLacks(first, file: file, hash: hash, to: host.session.peerID)
         let version = try NavlogEntry(
-            id: UUID(), fields: NavlogFields(waypoint: "TESAT"), author: "officer", origin: identity.peerID,
+            id: UUID(),
+            fields: NavlogFields(waypoint: "TESAT"),
+            author: "officer",
+            origin: identity.peerID,
             timestamp: HLCTimestamp(milliseconds: UInt64(Date().timeIntervalSince1970 * 1000), counter: 0),
-            attachments: [NavlogAttachment(name: "chart.pdf", length: Int64(Self.length), sha256: hash)]).signed(by: identity)
+            attachments: [NavlogAttachment(name: "chart.pdf", length: Int64(Self.length), sha256: hash)]
+        ).signed(by: identity)
         let firstRun = Task { try await first.run() }
         try await EventLog(first.events).waitUntilActive([host.session.peerID])
         try await first.send(NavlogMessage.update(entry: version), to: host.session.peerID)
         _ = try await collect(events, timeout: .seconds(60)) { events in
-            events.contains { if case .attachmentProgress(let transfer) = $0 { transfer.bytesDone >= Int64(Self.length / 4) } else { false } }
+            events.contains {
+                if case .attachmentProgress(let transfer) = $0 {
+                    transfer.bytesDone >= Int64(Self.length / 4)
+                } else {
+                    false
+                }
+            }
         }
         // The officer stops a quarter in: nothing more goes through, and its session ends.
         proxy.set(.blackHole)
@@ -85,10 +102,20 @@ struct NavlogAttachmentResumeTests {
         defer { secondAnswers.cancel() }
         try await whileRunning([second]) {
             let done = try await collect(events, timeout: .seconds(90)) { events in
-                events.contains { if case .attachmentDone(let transfer, nil) = $0 { transfer.sha256 == hash } else { false } }
+                events.contains {
+                    if case .attachmentDone(let transfer, nil) = $0 { transfer.sha256 == hash } else { false }
+                }
             }
-            #expect(!done.contains { if case .attachmentDone(_, let error?) = $0 { error.contains("cancel") && !error.contains("restarted") } else { false } },
-                    "the new offer was taken, not cancelled: \(done)")
+            #expect(
+                !done.contains {
+                    if case .attachmentDone(_, let error?) = $0 {
+                        error.contains("cancel") && !error.contains("restarted")
+                    } else {
+                        false
+                    }
+                },
+                "the new offer was taken, not cancelled: \(done)"
+            )
             #expect(await host.state(of: hash) == .held)
         }
         let again = Double(proxy.bytesForwarded - before) / Double(Self.length)

@@ -48,7 +48,9 @@ import Testing
         #expect(first.status == 0, "\(first.output)")
         let again = try await Self.run(["whoami", "--data", data])
         #expect(again.output == first.output, "the same identity each time")
-        let key = try #require(first.output.split(separator: "\n").first { $0.hasPrefix("key") }?.split(separator: " ").last)
+        let key = try #require(
+            first.output.split(separator: "\n").first { $0.hasPrefix("key") }?.split(separator: " ").last
+        )
         #expect(key.count == 64)
         let roster = workspace.directory + "/roster"
         try "\(key)  # host a\n".write(toFile: roster, atomically: true, encoding: .utf8)
@@ -60,16 +62,23 @@ import Testing
         let help = try await Self.run(["help", "run"])
         #expect(help.status == 0, "\(help.output)")
         let flat = help.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
-        for command in ["add KEY=VALUE", "edit ID KEY=VALUE", "delete ID", "attach ID FILE", "save ID NAME PATH", "list", "peers", "quit"] {
+        for command in [
+            "add KEY=VALUE", "edit ID KEY=VALUE", "delete ID", "attach ID FILE", "save ID NAME PATH", "list", "peers",
+            "quit",
+        ] {
             #expect(flat.contains(command), "\(command) in: \(flat)")
         }
     }
 
     @Test func aMissingKeyFileSaysHowToMakeOne() async throws {
         let workspace = try await NavlogWorkspace()
-        let result = try await Self.run(["run", "--name", "a", "--data", workspace.directory + "/a.db", "--psk-file", "/nonexistent/group.key"])
+        let result = try await Self.run([
+            "run", "--name", "a", "--data", workspace.directory + "/a.db", "--psk-file", "/nonexistent/group.key",
+        ])
         #expect(result.status == 66)
-        #expect(result.output.contains("there is no key file at /nonexistent/group.key; make one with `navlog-sync keygen"))
+        #expect(
+            result.output.contains("there is no key file at /nonexistent/group.key; make one with `navlog-sync keygen")
+        )
     }
 
     @Test func aKeyFileOthersCanReadIsRefusedWithTheFixButNeverPrinted() async throws {
@@ -77,9 +86,16 @@ import Testing
         chmod(workspace.keyFile, 0o644)
         let key = try String(contentsOfFile: workspace.keyFile, encoding: .utf8)
         let hex = String(key.split(separator: ":")[1].prefix(64))
-        let result = try await Self.run(["run", "--name", "a", "--data", workspace.directory + "/a.db", "--psk-file", workspace.keyFile, "--peer", "127.0.0.1:9"])
+        let result = try await Self.run([
+            "run", "--name", "a", "--data", workspace.directory + "/a.db", "--psk-file", workspace.keyFile, "--peer",
+            "127.0.0.1:9",
+        ])
         #expect(result.status == 66)
-        #expect(result.output.contains("the key file \(workspace.keyFile) can be read or written by others (mode 644): make it private with chmod 600 \(workspace.keyFile)"))
+        #expect(
+            result.output.contains(
+                "the key file \(workspace.keyFile) can be read or written by others (mode 644): make it private with chmod 600 \(workspace.keyFile)"
+            )
+        )
         #expect(!result.output.lowercased().contains(hex))
     }
 
@@ -107,9 +123,14 @@ import Testing
         let host = try workspace.host("a", ["--peer", "127.0.0.1:9"])
         let port = try await host.listeningPort()
         // Standard input stays open, so it fails on the port rather than quitting at end of input.
-        let second = try BackgroundProcess(NavlogHost.binary, [
-            "run", "--name", "b", "--data", workspace.directory + "/b.db", "--psk-file", workspace.keyFile, "--port", "\(port)", "--peer", "127.0.0.1:9",
-        ], pipes: true)
+        let second = try BackgroundProcess(
+            NavlogHost.binary,
+            [
+                "run", "--name", "b", "--data", workspace.directory + "/b.db", "--psk-file", workspace.keyFile,
+                "--port", "\(port)", "--peer", "127.0.0.1:9",
+            ],
+            pipes: true
+        )
         #expect(await second.waitForExit() == 71)
         var output = ""
         for await line in second.lines! { output += line + "\n" }
@@ -120,7 +141,10 @@ import Testing
     @Test func aNameWithAControlCharacterIsAUsageError() async throws {
         let workspace = try await NavlogWorkspace()
         let result = try await Self.run(
-            ["run", "--name", "cap\u{1B}[2Jtain", "--data", workspace.directory + "/a.db", "--psk-file", workspace.keyFile, "--offline"])
+            [
+                "run", "--name", "cap\u{1B}[2Jtain", "--data", workspace.directory + "/a.db", "--psk-file",
+                workspace.keyFile, "--offline",
+            ])
         #expect(result.status == 64)
         #expect(result.output.contains("--name must be 1 to 250 bytes of UTF-8 without control characters"))
     }
@@ -128,7 +152,10 @@ import Testing
     @Test func aKeepaliveTimeoutOutOfRangeIsAUsageError() async throws {
         let workspace = try await NavlogWorkspace()
         let result = try await Self.run(
-            ["run", "--name", "a", "--data", workspace.directory + "/a.db", "--psk-file", workspace.keyFile, "--keepalive-timeout", "0"])
+            [
+                "run", "--name", "a", "--data", workspace.directory + "/a.db", "--psk-file", workspace.keyFile,
+                "--keepalive-timeout", "0",
+            ])
         #expect(result.status == 64)
         #expect(result.output.contains("--keepalive-timeout must be between 0.1 and 3600 seconds, not 0.0"))
     }
@@ -137,7 +164,8 @@ import Testing
         let workspace = try await NavlogWorkspace()
         let result = try await Self.run(
             ["run", "--name", "a", "--data", workspace.directory + "/a.db", "--psk-file", workspace.keyFile],
-            environment: ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=/nonexistent/system_bus_socket"])
+            environment: ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=/nonexistent/system_bus_socket"]
+        )
         #expect(result.status == 69)
         #expect(result.output.contains("avahi-daemon is not running") && result.output.contains("--peer HOST:PORT"))
     }

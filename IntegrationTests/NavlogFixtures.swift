@@ -20,7 +20,10 @@ final class NavlogHost: @unchecked Sendable {
         self.name = name
         self.data = data
         process = try BackgroundProcess(
-            Self.binary, ["run", "--json", "--name", name, "--data", data, "--psk-file", keyFile] + arguments, pipes: true)
+            Self.binary,
+            ["run", "--json", "--name", name, "--data", data, "--psk-file", keyFile] + arguments,
+            pipes: true
+        )
     }
 
     func send(_ line: String) { process.send(line) }
@@ -28,7 +31,10 @@ final class NavlogHost: @unchecked Sendable {
     /// Reads lines until `done` holds for everything read so far; returns it all. On a
     /// timeout, or if the process ends first, records everything it printed.
     @discardableResult
-    func wait(timeout: Duration = .seconds(60), until done: @escaping @Sendable ([NavlogLine]) -> Bool) async throws -> [NavlogLine] {
+    func wait(
+        timeout: Duration = .seconds(60),
+        until done: @escaping @Sendable ([NavlogLine]) -> Bool
+    ) async throws -> [NavlogLine] {
         guard !done(history) else { return history }
         do {
             try await withDeadline(timeout) {
@@ -36,7 +42,9 @@ final class NavlogHost: @unchecked Sendable {
                 for await raw in self.process.lines! {
                     let line = NavlogLine(raw)
                     // Every line has its event's fields as docs/NAVLOG.md section 4 lists them.
-                    if let problem = NavlogEventTable.spec.problem(with: line) { Issue.record("\(self.name) printed \(problem)") }
+                    if let problem = NavlogEventTable.spec.problem(with: line) {
+                        Issue.record("\(self.name) printed \(problem)")
+                    }
                     self.history.append(line)
                     if done(self.history) { return }
                 }
@@ -51,7 +59,10 @@ final class NavlogHost: @unchecked Sendable {
 
     /// Reads lines until one satisfies `matches`, counting only lines after what was read so far.
     @discardableResult
-    func next(timeout: Duration = .seconds(60), _ matches: @escaping @Sendable (NavlogLine) -> Bool) async throws -> NavlogLine {
+    func next(
+        timeout: Duration = .seconds(60),
+        _ matches: @escaping @Sendable (NavlogLine) -> Bool
+    ) async throws -> NavlogLine {
         let start = history.count
         let lines = try await wait(timeout: timeout) { $0.dropFirst(start).contains(where: matches) }
         return lines.dropFirst(start).first(where: matches)!
@@ -73,7 +84,8 @@ final class NavlogHost: @unchecked Sendable {
 
     /// Waits until this host holds `expected` (each entry's winning version), counting what
     /// it held before it started.
-    func waitUntilHolding(_ expected: [String: NavlogVersion], alreadyHeld: [String: NavlogVersion] = [:]) async throws {
+    func waitUntilHolding(_ expected: [String: NavlogVersion], alreadyHeld: [String: NavlogVersion] = [:]) async throws
+    {
         try await wait { alreadyHeld.merging(NavlogVersion.held(by: $0)) { $1 } == expected }
     }
 
@@ -101,7 +113,12 @@ final class NavlogWorkspace: Sendable {
 
     /// A host using DNS-SD on this workspace's service type.
     func host(_ name: String, _ extra: [String] = []) throws -> NavlogHost {
-        try NavlogHost(name: name, data: "\(directory)/\(name).db", keyFile: keyFile, arguments: ["--service", serviceType, "--keepalive-timeout", "\(1.5 * Double(TestTime.scale))"] + extra)
+        try NavlogHost(
+            name: name,
+            data: "\(directory)/\(name).db",
+            keyFile: keyFile,
+            arguments: ["--service", serviceType, "--keepalive-timeout", "\(1.5 * Double(TestTime.scale))"] + extra
+        )
     }
 
     deinit { try? FileManager.default.removeItem(atPath: directory) }

@@ -16,7 +16,9 @@ struct NavlogProcessTests {
         let winners = NavlogVersion.winners((hosts + earlier).map(\.history))
         for host in hosts {
             // A restarted host announces only what it applies after the restart.
-            let held = earlier.filter { $0.data == host.data }.reduce(into: [:]) { $0.merge(NavlogVersion.held(by: $1.history)) { $1 } }
+            let held = earlier.filter { $0.data == host.data }.reduce(into: [:]) {
+                $0.merge(NavlogVersion.held(by: $1.history)) { $1 }
+            }
             try await host.waitUntilHolding(winners, alreadyHeld: held)
         }
         let logs = try await withThrowingTaskGroup(of: String.self) { group in
@@ -73,7 +75,9 @@ struct NavlogProcessTests {
         hosts[2].send("delete \(ids[0].prefix(8))")
         hosts[0].send("edit \(ids[0].prefix(8)) remarks=\"still here?\"")
         _ = try await hosts[2].next { $0.event == "entry_applied" && $0["origin"] == "local" }
-        let answer = try await hosts[0].next { ($0.event == "entry_applied" && $0["origin"] == "local") || $0.event == "error" }
+        let answer = try await hosts[0].next {
+            ($0.event == "entry_applied" && $0["origin"] == "local") || $0.event == "error"
+        }
         #expect(answer.event == "entry_applied" || answer["code"] == "unknownEntry", "\(answer)")
         let log = try await Self.expectConverged(hosts)
         let winner = NavlogVersion.winners(hosts.map(\.history))[ids[0]]!
@@ -101,10 +105,15 @@ struct NavlogProcessTests {
         // The version names who signed it (its key's fingerprint, as the officer saw the captain
         // prove it), beside the author the captain's station typed.
         let joined = try await officer.next { $0.event == "peer_joined" && $0["peer"] == "captain" }
-        let applied = try await officer.next { $0.event == "entry_applied" && $0["id"] == id && $0["entry.attachments"] == nil }
+        let applied = try await officer.next {
+            $0.event == "entry_applied" && $0["id"] == id && $0["entry.attachments"] == nil
+        }
         #expect(applied["entry.origin_key"] == joined["peer_key"] && applied["entry.author"] == "captain", "\(applied)")
         let arrived = try await officer.next { $0.event == "attachment_done" && $0["direction"] == "in" }
-        #expect(arrived["error"] == nil && arrived["peer"] == "captain" && arrived["name"] == "weather chart.pdf", "\(arrived)")
+        #expect(
+            arrived["error"] == nil && arrived["peer"] == "captain" && arrived["name"] == "weather chart.pdf",
+            "\(arrived)"
+        )
         #expect(arrived["total_bytes"] == "\(bytes.count)" && arrived["entry"] == id)
         #expect(try await officer.storedLog().contains(#""state":"held""#))
 
@@ -158,7 +167,10 @@ struct NavlogProcessTests {
     @Test func badInputLinesAreErrorsAndTheHostGoesOn() async throws {
         let workspace = try await NavlogWorkspace()
         let host = try workspace.host("captain")
-        let bad = ["frobnicate", "add leg=2", "add waypoint=A fuel=lots", "edit", "edit 0000 fuel=1", "delete 12 34", #"add waypoint="open"#, "\u{1}\u{2}garbage"]
+        let bad = [
+            "frobnicate", "add leg=2", "add waypoint=A fuel=lots", "edit", "edit 0000 fuel=1", "delete 12 34",
+            #"add waypoint="open"#, "\u{1}\u{2}garbage",
+        ]
         for line in bad { host.send(line) }
         let lines = try await host.wait { $0.filter { $0.event == "error" }.count == bad.count }
         let errors = lines.filter { $0.event == "error" }

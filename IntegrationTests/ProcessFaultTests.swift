@@ -1,10 +1,11 @@
 import Foundation
 import Glibc
 import MultipeerCore
-@testable import MultipeerSession
-import MultipeerTestSupport
 import MultipeerTLS
+import MultipeerTestSupport
 import Testing
+
+@testable import MultipeerSession
 
 /// A peer in a real child process (multipeer-test-peer), frozen with SIGSTOP and killed with
 /// SIGKILL, against a session in this process.
@@ -15,17 +16,26 @@ import Testing
 
     /// Starts the child with the identity in `identityFile` (made on its first start).
     static func startChild(identityFile: String, dialling port: Int, keyFile: String) throws -> BackgroundProcess {
-        try BackgroundProcess(Self.peerBinary, [
-            "--psk-file", keyFile, "--identity-file", identityFile, "--name", "child", "--static", "127.0.0.1:\(port)",
-        ])
+        try BackgroundProcess(
+            Self.peerBinary,
+            [
+                "--psk-file", keyFile, "--identity-file", identityFile, "--name", "child", "--static",
+                "127.0.0.1:\(port)",
+            ]
+        )
     }
 
     /// Runs a listening session here and hands the body its port, events and a key file.
-    static func withLocalSession(_ body: @escaping @Sendable (MultipeerSession, EventLog, Int, String) async throws -> Void) async throws {
+    static func withLocalSession(
+        _ body: @escaping @Sendable (MultipeerSession, EventLog, Int, String) async throws -> Void
+    ) async throws {
         let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("multipeer-\(UUID()).key").path
         try LinkFixtures.psk.write(toFile: keyFile)
         defer { try? FileManager.default.removeItem(atPath: keyFile) }
-        let session = MultipeerSession(configuration: .test("here", discovery: .staticPeers([])), identity: PeerIdentity())
+        let session = MultipeerSession(
+            configuration: .test("here", discovery: .staticPeers([])),
+            identity: PeerIdentity()
+        )
         let events = EventLog(session.events)
         try await whileRunning([session]) {
             let port = try await events.listeningPort()

@@ -1,10 +1,11 @@
 import Foundation
-@testable import MultipeerSession
 import MultipeerCore
 import MultipeerTLS
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+
+@testable import MultipeerSession
 
 /// A client with the group key that speaks the wire protocol by hand: it completes TLS, learns
 /// the connection's exporter value, and sends whatever HELLO a test makes (any ID, any key, any
@@ -29,7 +30,9 @@ final class RawPeer: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let handlers = channel.pipeline.syncOperations
                     try handlers.addHandler(cutter)
-                    try handlers.addHandler(TLSHandler(engine: TLSEngine(role: .client, context: tls, allocator: channel.allocator)))
+                    try handlers.addHandler(
+                        TLSHandler(engine: TLSEngine(role: .client, context: tls, allocator: channel.allocator))
+                    )
                     try handlers.addHandler(ByteToMessageHandler(FrameDecoder(maximumLength: 1 << 24)))
                     try handlers.addHandler(Recorder(exporter: promise, frames: continuation))
                 }
@@ -44,10 +47,22 @@ final class RawPeer: Sendable {
 
     /// A HELLO frame claiming `peerID`, presenting `key` (by default `identity`'s own), signed with
     /// `identity` for this connection, as the dialler.
-    func hello(claiming peerID: UUID, presenting key: PeerKey? = nil, signedBy identity: PeerIdentity, incarnation: UInt64,
-               name: String = "raw", keepalive: KeepaliveParameters = KeepaliveParameters()) async throws -> ByteBuffer {
-        let hello = try Hello(peerID: peerID, key: key ?? identity.key, incarnation: incarnation, displayName: name, keepalive: keepalive)
-            .signed(exporter: try await exporter, side: .dialler, sign: identity.protocolSignature(for:))
+    func hello(
+        claiming peerID: UUID,
+        presenting key: PeerKey? = nil,
+        signedBy identity: PeerIdentity,
+        incarnation: UInt64,
+        name: String = "raw",
+        keepalive: KeepaliveParameters = KeepaliveParameters()
+    ) async throws -> ByteBuffer {
+        let hello = try Hello(
+            peerID: peerID,
+            key: key ?? identity.key,
+            incarnation: incarnation,
+            displayName: name,
+            keepalive: keepalive
+        )
+        .signed(exporter: try await exporter, side: .dialler, sign: identity.protocolSignature(for:))
         var frame = ByteBuffer()
         LinkMessage.hello(hello).writeFrame(to: &frame)
         return frame

@@ -2,8 +2,8 @@ import Foundation
 import Glibc
 import MultipeerCore
 import MultipeerSession
-import MultipeerTestSupport
 import MultipeerTLS
+import MultipeerTestSupport
 import Testing
 
 /// Files between two real sessions through a fault-injecting proxy: broken links and a receiver
@@ -16,7 +16,9 @@ struct ResourceResumeTests {
 
     /// A directory of its own for a test, with a 64 MiB file to send in it.
     struct Scratch: ~Copyable {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("resource-transfer-\(UUID().uuidString)")
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "resource-transfer-\(UUID().uuidString)"
+        )
         var source: URL { url.appendingPathComponent("approach.pdf") }
         var inbox: URL { url.appendingPathComponent("inbox") }
 
@@ -24,7 +26,9 @@ struct ResourceResumeTests {
             try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
             let block = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ $0 >> 12) })
             var bytes = Data(capacity: ResourceResumeTests.length)
-            for index in 0..<(ResourceResumeTests.length >> 20) { bytes.append(block.map { $0 &+ UInt8(truncatingIfNeeded: index) }, count: 1 << 20) }
+            for index in 0..<(ResourceResumeTests.length >> 20) {
+                bytes.append(block.map { $0 &+ UInt8(truncatingIfNeeded: index) }, count: 1 << 20)
+            }
             try bytes.write(to: source)
         }
 
@@ -52,22 +56,37 @@ struct ResourceResumeTests {
 
     /// Sends `source` to a receiver into `inbox` through a throttled proxy, and runs `body` with
     /// the transfer under way.
-    static func withThrottledTransfer(of source: URL, into inbox: URL, _ body: @escaping @Sendable (Throttled) async throws -> Void) async throws {
+    static func withThrottledTransfer(
+        of source: URL,
+        into inbox: URL,
+        _ body: @escaping @Sendable (Throttled) async throws -> Void
+    ) async throws {
         let receiver = MultipeerSession(configuration: receiving("receiver", into: inbox), identity: PeerIdentity())
         let receiverEvents = EventLog(receiver.events)
         try await whileRunning([receiver]) {
             let proxy = try await FaultProxy(forwardingTo: try await receiverEvents.listeningPort())
             proxy.set(.throttle(bytesPerSecond: 16 << 20))
             let sender = MultipeerSession(
-                configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])), identity: PeerIdentity())
+                configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])),
+                identity: PeerIdentity()
+            )
             let senderEvents = EventLog(sender.events)
             try await whileRunning([sender]) {
                 try await senderEvents.waitUntilActive([receiver.peerID])
                 var incoming = receiver.incomingResources.makeAsyncIterator()
                 let transfer = try await sender.sendResource(at: source, to: receiver.peerID)
                 let arriving = try #require(await incoming.next())
-                try await body(Throttled(
-                    receiver: receiver, sender: sender, senderEvents: senderEvents, proxy: proxy, source: source, transfer: transfer, arriving: arriving))
+                try await body(
+                    Throttled(
+                        receiver: receiver,
+                        sender: sender,
+                        senderEvents: senderEvents,
+                        proxy: proxy,
+                        source: source,
+                        transfer: transfer,
+                        arriving: arriving
+                    )
+                )
             }
             proxy.set(.passThrough)
             await proxy.stop()
@@ -95,7 +114,10 @@ struct ResourceResumeTests {
             try await withDeadline(.seconds(60)) { try await ends.transfer.completion() }
             let file = try await ends.arriving.file()
             #expect(try Data(contentsOf: file) == Data(contentsOf: ends.source))
-            #expect(await ends.sender.linkStats(for: ends.receiver.peerID)?.reconnects ?? 0 >= 3, "the links really broke")
+            #expect(
+                await ends.sender.linkStats(for: ends.receiver.peerID)?.reconnects ?? 0 >= 3,
+                "the links really broke"
+            )
             let wire = Double(ends.proxy.bytesForwarded) / Double(Self.length)
             #expect(wire < 1.2, "bytes through the proxy, both ways, \(wire)x the file")
         }
@@ -111,7 +133,10 @@ struct ResourceResumeTests {
         let port = try await firstEvents.listeningPort()
         let proxy = try await FaultProxy(forwardingTo: port)
         proxy.set(.throttle(bytesPerSecond: 16 << 20))  // 4 s for the file: it is stopped half way, not after
-        let sender = MultipeerSession(configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])), identity: PeerIdentity())
+        let sender = MultipeerSession(
+            configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])),
+            identity: PeerIdentity()
+        )
         let senderEvents = EventLog(sender.events)
         try await whileRunning([sender]) {
             try await senderEvents.waitUntilActive([identity.peerID])
@@ -131,7 +156,10 @@ struct ResourceResumeTests {
             let before = proxy.bytesForwarded
 
             // The same device, directory and port, in a new session.
-            let second = MultipeerSession(configuration: Self.receiving("receiver", into: scratch.inbox, port: port), identity: identity)
+            let second = MultipeerSession(
+                configuration: Self.receiving("receiver", into: scratch.inbox, port: port),
+                identity: identity
+            )
             try await whileRunning([second]) {
                 var incoming = second.incomingResources.makeAsyncIterator()
                 let resumed = try #require(await incoming.next())
@@ -151,13 +179,19 @@ extension ResourceResumeTests {
     func aSenderRestartedHalfWaySendsAgainAndTheReceiverResumes() async throws {
         let scratch = try Scratch()
         let identity = PeerIdentity()
-        let receiver = MultipeerSession(configuration: Self.receiving("receiver", into: scratch.inbox), identity: identity)
+        let receiver = MultipeerSession(
+            configuration: Self.receiving("receiver", into: scratch.inbox),
+            identity: identity
+        )
         let receiverEvents = EventLog(receiver.events)
         try await whileRunning([receiver]) {
             let proxy = try await FaultProxy(forwardingTo: try await receiverEvents.listeningPort())
             proxy.set(.throttle(bytesPerSecond: 16 << 20))
             let senderIdentity = PeerIdentity()
-            let dialling = MultipeerSession.Configuration.test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"]))
+            let dialling = MultipeerSession.Configuration.test(
+                "sender",
+                discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])
+            )
             var incoming = receiver.incomingResources.makeAsyncIterator()
             let first = MultipeerSession(configuration: dialling, identity: senderIdentity)
             let firstEvents = EventLog(first.events)
@@ -182,7 +216,10 @@ extension ResourceResumeTests {
                 let resumed = try #require(await incoming.next())
                 #expect(resumed.id == transfer.id && resumed.id != interrupted.id)
                 let superseded = try await #require(throws: MultipeerError.self) { _ = try await interrupted.file() }
-                #expect(superseded.code == .resourceCancelled && superseded.message.contains("restarted"), "\(superseded)")
+                #expect(
+                    superseded.code == .resourceCancelled && superseded.message.contains("restarted"),
+                    "\(superseded)"
+                )
                 try await withDeadline(.seconds(60)) { try await transfer.completion() }
                 #expect(try Data(contentsOf: try await resumed.file()) == Data(contentsOf: scratch.source))
             }
@@ -205,23 +242,33 @@ extension ResourceResumeTests {
         let identityFile = scratch.url.appendingPathComponent("child.identity").path
         let identity = PeerIdentity()
         try identity.write(toFile: identityFile)
-        let sender = MultipeerSession(configuration: .test("sender", discovery: .staticPeers([])), identity: PeerIdentity())
+        let sender = MultipeerSession(
+            configuration: .test("sender", discovery: .staticPeers([])),
+            identity: PeerIdentity()
+        )
         let senderEvents = EventLog(sender.events)
         try await whileRunning([sender]) {
             let proxy = try await FaultProxy(forwardingTo: try await senderEvents.listeningPort())
             proxy.set(.throttle(bytesPerSecond: 16 << 20))  // 4 s for the file: it is killed half way, not after
             func startReceiver() throws -> BackgroundProcess {
-                try BackgroundProcess(ProcessFaultTests.peerBinary, [
-                    "--psk-file", keyFile, "--identity-file", identityFile, "--name", "receiver",
-                    "--static", "127.0.0.1:\(proxy.port)", "--resource-dir", scratch.inbox.path,
-                ], pipes: true)
+                try BackgroundProcess(
+                    ProcessFaultTests.peerBinary,
+                    [
+                        "--psk-file", keyFile, "--identity-file", identityFile, "--name", "receiver",
+                        "--static", "127.0.0.1:\(proxy.port)", "--resource-dir", scratch.inbox.path,
+                    ],
+                    pipes: true
+                )
             }
             let first = try startReceiver()
             try await senderEvents.waitUntilActive([identity.peerID])
             let transfer = try await sender.sendResource(at: scratch.source, to: identity.peerID)
             let half = try await withDeadline(.seconds(60)) {
                 for await line in first.lines! {
-                    if line.hasPrefix("resource-progress "), let done = Int(line.dropFirst(18)), done >= Self.length / 2 { return done }
+                    if line.hasPrefix("resource-progress "), let done = Int(line.dropFirst(18)), done >= Self.length / 2
+                    {
+                        return done
+                    }
                 }
                 return -1
             }
@@ -237,7 +284,10 @@ extension ResourceResumeTests {
             let file = scratch.inbox.appendingPathComponent(scratch.source.lastPathComponent)
             #expect(try Data(contentsOf: file) == Data(contentsOf: scratch.source))
             let again = Double(proxy.bytesForwarded - before) / Double(Self.length)
-            #expect(again < 0.6, "after the receiver was killed and started again, \(again)x the file went through the proxy")
+            #expect(
+                again < 0.6,
+                "after the receiver was killed and started again, \(again)x the file went through the proxy"
+            )
             proxy.set(.passThrough)
             await proxy.stop()
         }
@@ -259,7 +309,10 @@ struct ResourceFailureTests {
             try handle.close()
             let senderError = try await #require(throws: MultipeerError.self) { try await ends.transfer.completion() }
             let receiverError = try await #require(throws: MultipeerError.self) { _ = try await ends.arriving.file() }
-            #expect(senderError.code == .resourceChanged && receiverError.code == .resourceChanged, "\(senderError); \(receiverError)")
+            #expect(
+                senderError.code == .resourceChanged && receiverError.code == .resourceChanged,
+                "\(senderError); \(receiverError)"
+            )
         }
     }
 
@@ -276,12 +329,20 @@ struct ResourceFailureTests {
             ends.proxy.set(.throttle(bytesPerSecond: 16 << 20))
             // The sender offers the file again on its next link, and hears the END it missed.
             let senderError = try await #require(throws: MultipeerError.self) { try await ends.transfer.completion() }
-            #expect(senderError.code == .resourceCancelled && senderError.message.contains("the peer cancelled it"), "\(senderError)")
+            #expect(
+                senderError.code == .resourceCancelled && senderError.message.contains("the peer cancelled it"),
+                "\(senderError)"
+            )
         }
     }
 
-    @Test(.enabled(if: ProcessInfo.processInfo.environment["MULTIPEER_SANDBOX"] == "1", "mounts a tmpfs: needs scripts/sandbox.sh (make test, as root)"),
-          .scaledTimeLimit(minutes: 2))
+    @Test(
+        .enabled(
+            if: ProcessInfo.processInfo.environment["MULTIPEER_SANDBOX"] == "1",
+            "mounts a tmpfs: needs scripts/sandbox.sh (make test, as root)"
+        ),
+        .scaledTimeLimit(minutes: 2)
+    )
     func aReceiverWhoseDiskFillsEndsTheTransferOnBothSidesAndKeepsWhatItWrote() async throws {
         let scratch = try ResourceResumeTests.Scratch()
         try FileManager.default.createDirectory(at: scratch.inbox, withIntermediateDirectories: true)
@@ -297,19 +358,36 @@ struct ResourceFailureTests {
             let arriving = try #require(await incoming.next())
             let senderError = try await #require(throws: MultipeerError.self) { try await transfer.completion() }
             let receiverError = try await #require(throws: MultipeerError.self) { _ = try await arriving.file() }
-            #expect(senderError.code == .resourceDiskFull && receiverError.code == .resourceDiskFull, "\(senderError); \(receiverError)")
-            let kept = try FileManager.default.contentsOfDirectory(atPath: scratch.inbox.appendingPathComponent(".multipeer-resources").path)
-            #expect(kept.contains { $0.hasSuffix(".partial") }, "what was written is kept, to resume once there is room: \(kept)")
+            #expect(
+                senderError.code == .resourceDiskFull && receiverError.code == .resourceDiskFull,
+                "\(senderError); \(receiverError)"
+            )
+            let kept = try FileManager.default.contentsOfDirectory(
+                atPath: scratch.inbox.appendingPathComponent(".multipeer-resources").path
+            )
+            #expect(
+                kept.contains { $0.hasSuffix(".partial") },
+                "what was written is kept, to resume once there is room: \(kept)"
+            )
         }
     }
 
     /// A receiver into `directory` and a sender that met it, directly on loopback.
-    func withPair(receivingInto directory: URL, _ body: @escaping @Sendable (MultipeerSession, MultipeerSession) async throws -> Void) async throws {
-        let receiver = MultipeerSession(configuration: ResourceResumeTests.receiving("receiver", into: directory), identity: PeerIdentity())
+    func withPair(
+        receivingInto directory: URL,
+        _ body: @escaping @Sendable (MultipeerSession, MultipeerSession) async throws -> Void
+    ) async throws {
+        let receiver = MultipeerSession(
+            configuration: ResourceResumeTests.receiving("receiver", into: directory),
+            identity: PeerIdentity()
+        )
         let receiverEvents = EventLog(receiver.events)
         try await whileRunning([receiver]) {
             let port = try await receiverEvents.listeningPort()
-            let sender = MultipeerSession(configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(port)"])), identity: PeerIdentity())
+            let sender = MultipeerSession(
+                configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(port)"])),
+                identity: PeerIdentity()
+            )
             let senderEvents = EventLog(sender.events)
             try await whileRunning([sender]) {
                 try await senderEvents.waitUntilActive([receiver.peerID])

@@ -1,15 +1,18 @@
 import Foundation
 import Glibc
-@testable import MultipeerSession
 import MultipeerCore
 import MultipeerTestSupport
 import Testing
+
+@testable import MultipeerSession
 
 /// Membership beyond the group key: a roster of member keys or IDs, read from a file and
 /// changed while the session runs (revocation without re-keying everyone).
 @Suite struct RosterTests {
     @Test func aRosterFileListsKeysAndIDsWithComments() throws {
-        let captain = PeerIdentity(), officer = PeerIdentity(), stranger = PeerIdentity()
+        let captain = PeerIdentity()
+        let officer = PeerIdentity()
+        let stranger = PeerIdentity()
         let text = """
             # navlog crew
             \(captain.key)   # captain, by key
@@ -21,7 +24,10 @@ import Testing
         #expect(!roster.admits(stranger.key))
         #expect(!Roster().admits(captain.key), "an empty roster admits nobody")
 
-        for (bad, expected) in [("\(captain.key) extra", "line 1"), ("\n\ncafe", "line 3 of the roster is neither a peer ID nor a peer key")] {
+        for (bad, expected) in [
+            ("\(captain.key) extra", "line 1"),
+            ("\n\ncafe", "line 3 of the roster is neither a peer ID nor a peer key"),
+        ] {
             let error = try #require(throws: MultipeerError.self) { try Roster(parsing: bad) }
             #expect(error.code == .invalidArgument)
             #expect(error.message.contains(expected), "\(error.message)")
@@ -54,20 +60,33 @@ import Testing
     func outsidersAreRefusedAndARemovedMemberIsClosedAtOnceAndRefusedAfter() async throws {
         let member = PeerIdentity()
         let server = MultipeerSession(
-            configuration: .test("alpha", discovery: .staticPeers([])).with { $0.roster = Roster(keys: [member.key]) }, identity: PeerIdentity())
+            configuration: .test("alpha", discovery: .staticPeers([])).with { $0.roster = Roster(keys: [member.key]) },
+            identity: PeerIdentity()
+        )
         let serverEvents = EventLog(server.events)
         try await whileRunning([server]) {
             let port = try await serverEvents.listeningPort()
             // Refused, they try again at the longest backoff: short here, so the test is.
             let patient = ReconnectParameters(maximumDelay: TestTime.scaled(.seconds(2)))
-            let outsider = MultipeerSession(configuration: .test("outsider", discovery: .staticPeers(["127.0.0.1:\(port)"])).with { $0.reconnect = patient }, identity: PeerIdentity())
+            let outsider = MultipeerSession(
+                configuration: .test("outsider", discovery: .staticPeers(["127.0.0.1:\(port)"])).with {
+                    $0.reconnect = patient
+                },
+                identity: PeerIdentity()
+            )
             let bravo = MultipeerSession(
-                configuration: .test("bravo", discovery: .staticPeers(["127.0.0.1:\(port)"])).with { $0.reconnect = patient }, identity: member)
+                configuration: .test("bravo", discovery: .staticPeers(["127.0.0.1:\(port)"])).with {
+                    $0.reconnect = patient
+                },
+                identity: member
+            )
             let bravoEvents = EventLog(bravo.events)
             try await whileRunning([outsider, bravo]) {
                 try await serverEvents.waitUntilActive([bravo.peerID])
                 let refused = try await serverEvents.wait { events in
-                    IdentityTests.refusals(events).contains { $0.code == .notInRoster && $0.message.contains("\(outsider.peerID)") }
+                    IdentityTests.refusals(events).contains {
+                        $0.code == .notInRoster && $0.message.contains("\(outsider.peerID)")
+                    }
                 }
                 #expect(activeIDs(refused) == [bravo.peerID], "the outsider never became active")
 
@@ -75,10 +94,14 @@ import Testing
                 await server.updateRoster(Roster())
                 let left = try await serverEvents.waitUntilActive([])
                 #expect(HostileClientTests.leftReason(bravo.peerID, in: left) == .local(.notInRoster))
-                let bravoLeft = try await bravoEvents.wait { HostileClientTests.leftReason(server.peerID, in: $0) != nil }
+                let bravoLeft = try await bravoEvents.wait {
+                    HostileClientTests.leftReason(server.peerID, in: $0) != nil
+                }
                 #expect(HostileClientTests.leftReason(server.peerID, in: bravoLeft) == .goodbye(.notInRoster))
                 // Its next link is refused.
-                let before = IdentityTests.refusals(serverEvents.history).filter { $0.message.contains("\(bravo.peerID)") }.count
+                let before = IdentityTests.refusals(serverEvents.history).filter {
+                    $0.message.contains("\(bravo.peerID)")
+                }.count
                 try await serverEvents.wait { events in
                     IdentityTests.refusals(events).filter { $0.message.contains("\(bravo.peerID)") }.count > before
                 }

@@ -1,8 +1,8 @@
 import Foundation
 import MultipeerCore
 import MultipeerSession
-import MultipeerTestSupport
 import MultipeerTLS
+import MultipeerTestSupport
 import Testing
 
 /// Whether this run is the one for tests that disturb whatever runs beside them (a flood that
@@ -25,7 +25,10 @@ struct SessionGroup {
     init(count: Int, serviceType: String = SessionGroup.uniqueServiceType(), psk: PreSharedKey = LinkFixtures.psk) {
         self.serviceType = serviceType
         sessions = (0..<count).map { index in
-            MultipeerSession(configuration: .test("peer \(index)", serviceType: serviceType, psk: psk), identity: PeerIdentity())
+            MultipeerSession(
+                configuration: .test("peer \(index)", serviceType: serviceType, psk: psk),
+                identity: PeerIdentity()
+            )
         }
         events = sessions.map { EventLog($0.events) }
     }
@@ -40,9 +43,13 @@ extension MultipeerSession.Configuration {
     /// A test session's configuration: the tests' group key unless `psk` says otherwise, and
     /// every timing bound (keepalive, handshake and GOODBYE timeouts) stretched by ``TestTime/scale``.
     static func test(
-        _ name: String, serviceType: String = "_navlog._tcp", psk: PreSharedKey = LinkFixtures.psk,
-        discovery: MultipeerSession.Discovery = .avahi(), limits: MultipeerSession.Limits = .init(),
-        keepalive: KeepaliveParameters = KeepaliveParameters(), statsInterval: Duration? = .seconds(5)
+        _ name: String,
+        serviceType: String = "_navlog._tcp",
+        psk: PreSharedKey = LinkFixtures.psk,
+        discovery: MultipeerSession.Discovery = .avahi(),
+        limits: MultipeerSession.Limits = .init(),
+        keepalive: KeepaliveParameters = KeepaliveParameters(),
+        statsInterval: Duration? = .seconds(5)
     ) -> Self {
         var limits = limits
         limits.handshakeTimeout = TestTime.scaled(limits.handshakeTimeout)
@@ -50,8 +57,14 @@ extension MultipeerSession.Configuration {
         // A GOODBYE given up after a second goes unsaid on a machine slowed by a sanitizer.
         limits.goodbyeTimeout = TestTime.scaled(limits.goodbyeTimeout)
         return .init(
-            serviceType: serviceType, peer: PeerInfo(displayName: name), psk: psk, discovery: discovery, limits: limits,
-            keepalive: .scaled(keepalive), statsInterval: statsInterval)
+            serviceType: serviceType,
+            peer: PeerInfo(displayName: name),
+            psk: psk,
+            discovery: discovery,
+            limits: limits,
+            keepalive: .scaled(keepalive),
+            statsInterval: statsInterval
+        )
     }
 }
 
@@ -120,7 +133,10 @@ final class EventLog: @unchecked Sendable {
 
     /// Reads events until `done` holds for everything read so far (maybe at once); returns it all.
     @discardableResult
-    func wait(timeout: Duration = .seconds(60), until done: @escaping @Sendable ([SessionEvent]) -> Bool) async throws -> [SessionEvent] {
+    func wait(
+        timeout: Duration = .seconds(60),
+        until done: @escaping @Sendable ([SessionEvent]) -> Bool
+    ) async throws -> [SessionEvent] {
         let before = history
         history += try await collect(stream, timeout: timeout) { done(before + $0) }
         return history

@@ -1,12 +1,13 @@
 import Foundation
-import MultipeerCore
-import MultipeerTestSupport
-import MultipeerTLS
 import Logging
+import MultipeerCore
 import MultipeerDiscovery
-@testable import MultipeerSession
+import MultipeerTLS
+import MultipeerTestSupport
 import ServiceLifecycle
 import Testing
+
+@testable import MultipeerSession
 
 /// Many sessions in one process over real avahi-daemon (the sandbox's) and real GnuTLS.
 @Suite(.enabled(if: inDiscoverySandbox, "needs scripts/sandbox.sh (make test, as root)"))
@@ -18,7 +19,8 @@ struct SessionTests {
         try await whileRunning(group.sessions) {
             let joined = try await group.events[0].waitUntilActive([b.peerID])
             try await group.events[1].waitUntilActive([a.peerID])
-            guard case .peerJoined(let peer)? = joined.last(where: { if case .peerJoined = $0 { true } else { false } }) else { return }
+            guard case .peerJoined(let peer)? = joined.last(where: { if case .peerJoined = $0 { true } else { false } })
+            else { return }
             #expect(peer.displayName == "peer 1")
             #expect(a.activePeers.map(\.id) == [b.peerID])
             #expect(b.activePeers.map(\.id) == [a.peerID])
@@ -33,7 +35,12 @@ struct SessionTests {
     func aSessionOfAnotherGroupIsAvailableButNeverActive() async throws {
         var group = SessionGroup(count: 1)
         let otherKey = try PreSharedKey(identity: "another group", key: (0..<32).map { UInt8(255 - $0) })
-        group.add(MultipeerSession(configuration: .test("stranger", serviceType: group.serviceType, psk: otherKey), identity: PeerIdentity()))
+        group.add(
+            MultipeerSession(
+                configuration: .test("stranger", serviceType: group.serviceType, psk: otherKey),
+                identity: PeerIdentity()
+            )
+        )
         let (member, stranger) = (group.sessions[0], group.sessions[1])
         let memberDials = member.peerID.isGreater(than: stranger.peerID)
         func available(_ state: AvailablePeer.State) -> @Sendable ([SessionEvent]) -> Bool {
@@ -142,7 +149,11 @@ struct SessionTests {
             try await a.send(Fix(waypoint: "ALPHA", fuel: 12.4), to: b.peerID)
             try await a.send(Note(text: "passing ALPHA"), to: b.peerID)
             try await a.send(Fix(waypoint: "BRAVO", fuel: 11.9), to: b.peerID)
-            #expect(try await collect(fixes) { $0.count == 2 }.map(\.message) == [Fix(waypoint: "ALPHA", fuel: 12.4), Fix(waypoint: "BRAVO", fuel: 11.9)])
+            #expect(
+                try await collect(fixes) { $0.count == 2 }.map(\.message) == [
+                    Fix(waypoint: "ALPHA", fuel: 12.4), Fix(waypoint: "BRAVO", fuel: 11.9),
+                ]
+            )
             #expect(try await collect(notes) { $0.count == 1 }.map(\.message) == [Note(text: "passing ALPHA")])
             #expect(await a.linkCount == 1)
         }
@@ -185,7 +196,10 @@ struct SessionTests {
     @Test(.scaledTimeLimit(minutes: 1))
     func sessionsOfDifferentServiceTypesNeverConnect() async throws {
         var group = SessionGroup(count: 2)
-        let stranger = MultipeerSession(configuration: .test("stranger", serviceType: SessionGroup.uniqueServiceType()), identity: PeerIdentity())
+        let stranger = MultipeerSession(
+            configuration: .test("stranger", serviceType: SessionGroup.uniqueServiceType()),
+            identity: PeerIdentity()
+        )
         group.add(stranger)
         let (a, b) = (group.sessions[0], group.sessions[1])
         try await whileRunning(group.sessions) {
@@ -200,8 +214,16 @@ struct SessionTests {
     func aSessionWithAnotherKeyNeverBecomesActiveAndIsNamed() async throws {
         let type = SessionGroup.uniqueServiceType()
         var group = SessionGroup(count: 1, serviceType: type)
-        group.add(MultipeerSession(configuration: .test(
-            "intruder", serviceType: type, psk: try PreSharedKey.generate(identity: LinkFixtures.identity)), identity: PeerIdentity()))
+        group.add(
+            MultipeerSession(
+                configuration: .test(
+                    "intruder",
+                    serviceType: type,
+                    psk: try PreSharedKey.generate(identity: LinkFixtures.identity)
+                ),
+                identity: PeerIdentity()
+            )
+        )
         let (a, intruder) = (group.sessions[0], group.sessions[1])
         try await whileRunning(group.sessions) {
             // Whichever side dials, both see the authentication fail; A names the intruder's address.
@@ -246,10 +268,16 @@ struct SessionTests {
             try await group.events[0].waitUntilActive([b.peerID])
             await a.suspend()
             let left = try await group.events[1].waitUntilActive([])
-            guard case .peerLeft(_, let reason)? = left.last else { Issue.record("B saw A leave: \(left)"); return }
+            guard case .peerLeft(_, let reason)? = left.last else {
+                Issue.record("B saw A leave: \(left)")
+                return
+            }
             #expect(reason == .goodbye(.suspended))
             let leftHere = try await group.events[0].waitUntilActive([])
-            guard case .peerLeft(_, let localReason)? = leftHere.last else { Issue.record("A saw B leave: \(leftHere)"); return }
+            guard case .peerLeft(_, let localReason)? = leftHere.last else {
+                Issue.record("A saw B leave: \(leftHere)")
+                return
+            }
             #expect(localReason == .local(.suspended))
             await a.resume()
             try await group.events[1].waitUntilActive([a.peerID])
@@ -290,17 +318,27 @@ struct SessionTests {
 @Suite struct StaticSessionTests {
     @Test(.scaledTimeLimit(minutes: 1))
     func aSessionListingAnotherStaticallyConnectsToIt() async throws {
-        let listed = MultipeerSession(configuration: .test("listed", discovery: .staticPeers([])), identity: PeerIdentity())
+        let listed = MultipeerSession(
+            configuration: .test("listed", discovery: .staticPeers([])),
+            identity: PeerIdentity()
+        )
         let listedEvents = EventLog(listed.events)
         try await whileRunning([listed]) {
             let port = try await listedEvents.listeningPort()
-            let dialler = MultipeerSession(configuration: .test("dialler", discovery: .staticPeers(["127.0.0.1:\(port)", "127.0.0.1:1"])), identity: PeerIdentity())
+            let dialler = MultipeerSession(
+                configuration: .test("dialler", discovery: .staticPeers(["127.0.0.1:\(port)", "127.0.0.1:1"])),
+                identity: PeerIdentity()
+            )
             let diallerEvents = EventLog(dialler.events)
             try await whileRunning([dialler]) {
                 try await diallerEvents.waitUntilActive([listed.peerID])
                 try await listedEvents.waitUntilActive([dialler.peerID])
                 // The dead entry is reported, and retried, without harm to the live one.
-                try await diallerEvents.wait { $0.contains { if case .connectionFailed(let address, _) = $0 { address == "127.0.0.1:1" } else { false } } }
+                try await diallerEvents.wait {
+                    $0.contains {
+                        if case .connectionFailed(let address, _) = $0 { address == "127.0.0.1:1" } else { false }
+                    }
+                }
                 #expect(dialler.activePeers.map(\.id) == [listed.peerID])
             }
         }
@@ -314,13 +352,20 @@ struct SessionLifecycleTests {
     func gracefulShutdownSaysGoodbyeAndLeavesNothingBehind() async throws {
         let group = SessionGroup(count: 2)
         let (a, b) = (group.sessions[0], group.sessions[1])
-        let watcher = PeerBrowser(serviceType: try ServiceType(group.serviceType), localPeerID: UUID(), connection: try .shared()).browse()
+        let watcher = PeerBrowser(
+            serviceType: try ServiceType(group.serviceType),
+            localPeerID: UUID(),
+            connection: try .shared()
+        ).browse()
         try await whileRunning([b]) {
             let services = ServiceGroup(configuration: .init(services: [a], logger: Logger(label: "test")))
             let running = Task { try await services.run() }
             let port = try await group.events[0].listeningPort()
             try await group.events[1].waitUntilActive([a.peerID])
-            _ = try await collect(watcher) { $0.contains(.lost(a.peerID)) == false && $0.contains { if case .found(let ad) = $0 { ad.peerID == a.peerID } else { false } } }
+            _ = try await collect(watcher) {
+                $0.contains(.lost(a.peerID)) == false
+                    && $0.contains { if case .found(let ad) = $0 { ad.peerID == a.peerID } else { false } }
+            }
 
             await services.triggerGracefulShutdown()
             try await running.value
@@ -329,7 +374,11 @@ struct SessionLifecycleTests {
             // The advertisement is withdrawn and the port closed.
             _ = try await collect(watcher) { $0.contains(.lost(a.peerID)) }
             await #expect(throws: (any Error).self) {
-                _ = try await PeerConnection.dial(host: "127.0.0.1", port: port, configuration: LinkFixtures.configuration(name: "probe"))
+                _ = try await PeerConnection.dial(
+                    host: "127.0.0.1",
+                    port: port,
+                    configuration: LinkFixtures.configuration(name: "probe")
+                )
             }
         }
     }

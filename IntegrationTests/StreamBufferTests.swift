@@ -1,7 +1,8 @@
 import MultipeerCore
-@testable import MultipeerSession
 import NIOCore
 import Testing
+
+@testable import MultipeerSession
 
 /// A stream's bound counts the memory its waiting messages keep alive: each message is a slice
 /// of the buffer its link read it into, and keeps all of it.
@@ -16,7 +17,11 @@ import Testing
         StreamBuffer(limits: BufferLimits(maximumCount: 1_024, maximumBytes: 64 << 10), onTermination: {})
     }
 
-    static func offer(_ payload: ByteBuffer, to buffer: StreamBuffer<ByteBuffer>, whenRoom: @escaping @Sendable () -> Void = {}) -> StreamOffer {
+    static func offer(
+        _ payload: ByteBuffer,
+        to buffer: StreamBuffer<ByteBuffer>,
+        whenRoom: @escaping @Sendable () -> Void = {}
+    ) -> StreamOffer {
         buffer.offer(payload, cost: payload.readableBytes, storage: PayloadStorage(of: payload), whenRoom: whenRoom)
     }
 

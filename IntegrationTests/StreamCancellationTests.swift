@@ -1,8 +1,9 @@
 import Dispatch
 import Foundation
-@testable import MultipeerSession
 import Synchronization
 import Testing
+
+@testable import MultipeerSession
 
 /// A stream's reader cancelled while the session hands it something: the cancellation ends the
 /// stream under the reader task's own lock and then leaves the session's subscriptions, while
@@ -50,6 +51,9 @@ struct StreamCancellationTests {
         defer { stop.store(true, ordering: .relaxed) }
         var outcome = finished.makeAsyncIterator()
         let ended = await outcome.next()
-        #expect(ended == rounds, "a reader that did not end within 30 s: the emitter and a cancellation hold each other")
+        #expect(
+            ended == rounds,
+            "a reader that did not end within 30 s: the emitter and a cancellation hold each other"
+        )
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import MultipeerSession
-import MultipeerTestSupport
 import MultipeerTLS
+import MultipeerTestSupport
 import NIOConcurrencyHelpers
 import Testing
 
@@ -38,8 +38,12 @@ import Testing
 
     /// A receiver, a sender that dials it through a proxy throttled to 8 MiB/s, and `body`.
     static func withProxiedPair(
-        receiverIdentity: PeerIdentity = PeerIdentity(), receiverPort: Int = 0,
-        _ body: @escaping @Sendable (_ receiver: MultipeerSession, _ sender: MultipeerSession, _ senderEvents: EventLog, _ proxy: FaultProxy) async throws -> Void
+        receiverIdentity: PeerIdentity = PeerIdentity(),
+        receiverPort: Int = 0,
+        _ body:
+            @escaping @Sendable (
+                _ receiver: MultipeerSession, _ sender: MultipeerSession, _ senderEvents: EventLog, _ proxy: FaultProxy
+            ) async throws -> Void
     ) async throws {
         var configuration = MultipeerSession.Configuration.test("receiver", discovery: .staticPeers([]))
         configuration.port = receiverPort
@@ -48,7 +52,10 @@ import Testing
         try await whileRunning([receiver]) {
             let proxy = try await FaultProxy(forwardingTo: try await receiverEvents.listeningPort())
             proxy.set(.throttle(bytesPerSecond: 8 << 20))
-            let sender = MultipeerSession(configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])), identity: PeerIdentity())
+            let sender = MultipeerSession(
+                configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])),
+                identity: PeerIdentity()
+            )
             let senderEvents = EventLog(sender.events)
             try await whileRunning([sender]) {
                 try await senderEvents.waitUntilActive([receiver.peerID])
@@ -66,7 +73,9 @@ import Testing
         try await Self.withProxiedPair { receiver, sender, senderEvents, proxy in
             let stream = try sender.openStream(named: "telemetry", to: receiver.peerID)
             let writing = Task { try await Self.write(telemetry, to: stream) }
-            let accepted = try #require(await withDeadline(.seconds(30)) { await receiver.incomingStreams.first { _ in true } })
+            let accepted = try #require(
+                await withDeadline(.seconds(30)) { await receiver.incomingStreams.first { _ in true } }
+            )
             let answering = Task { try await Self.write(commands, to: accepted) }
             let (progress, reading) = AsyncStream.makeStream(of: Int.self, bufferingPolicy: .bufferingNewest(1))
             let received = Task { try await Self.read(accepted, progress: reading) }
@@ -97,13 +106,18 @@ import Testing
         let firstRun = Task { try await first.run() }
         let port = try await firstEvents.listeningPort()
         let proxy = try await FaultProxy(forwardingTo: port)
-        let sender = MultipeerSession(configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])), identity: PeerIdentity())
+        let sender = MultipeerSession(
+            configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])),
+            identity: PeerIdentity()
+        )
         let senderEvents = EventLog(sender.events)
         try await whileRunning([sender]) {
             try await senderEvents.waitUntilActive([identity.peerID])
             let stream = try sender.openStream(named: "audio", to: identity.peerID)
             try await stream.write(Self.bytes(1_000, seed: 3))
-            let accepted = try #require(await withDeadline(.seconds(30)) { await first.incomingStreams.first { _ in true } })
+            let accepted = try #require(
+                await withDeadline(.seconds(30)) { await first.incomingStreams.first { _ in true } }
+            )
             var reading = accepted.makeAsyncIterator()
             #expect(try await reading.next()?.count == 1_000)
             // The receiver goes without a word reaching the sender (its GOODBYE is lost), and
@@ -131,16 +145,24 @@ import Testing
 
     @Test(.scaledTimeLimit(minutes: 2))
     func aPeerWhoseSessionStopsEndsItsStreams() async throws {
-        let receiver = MultipeerSession(configuration: .test("receiver", discovery: .staticPeers([])), identity: PeerIdentity())
+        let receiver = MultipeerSession(
+            configuration: .test("receiver", discovery: .staticPeers([])),
+            identity: PeerIdentity()
+        )
         let receiverEvents = EventLog(receiver.events)
         let receiverRun = Task { try await receiver.run() }
         let port = try await receiverEvents.listeningPort()
-        let sender = MultipeerSession(configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(port)"])), identity: PeerIdentity())
+        let sender = MultipeerSession(
+            configuration: .test("sender", discovery: .staticPeers(["127.0.0.1:\(port)"])),
+            identity: PeerIdentity()
+        )
         let senderEvents = EventLog(sender.events)
         try await whileRunning([sender]) {
             try await senderEvents.waitUntilActive([receiver.peerID])
             let stream = try sender.openStream(named: "log", to: receiver.peerID)
-            let accepted = try #require(await withDeadline(.seconds(30)) { await receiver.incomingStreams.first { _ in true } })
+            let accepted = try #require(
+                await withDeadline(.seconds(30)) { await receiver.incomingStreams.first { _ in true } }
+            )
             try await accepted.write(Self.bytes(500, seed: 4))
             let read = try await withDeadline(.seconds(30)) { () async throws -> [UInt8]? in
                 var reading = stream.makeAsyncIterator()

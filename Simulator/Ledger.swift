@@ -68,7 +68,14 @@ final class Ledger: Sendable {
     }
 
     /// A message reached `receiver`'s application (of incarnation `incarnation`), at `at`.
-    func delivered(_ id: MessageID, type: String, reliable: Bool, to receiver: String, incarnation: UInt64, at: Duration) {
+    func delivered(
+        _ id: MessageID,
+        type: String,
+        reliable: Bool,
+        to receiver: String,
+        incarnation: UInt64,
+        at: Duration
+    ) {
         state.withLockedValue { state in
             state.deliveries += 1
             guard var sent = state.sent[id] else {
@@ -78,13 +85,17 @@ final class Ledger: Sendable {
                 state.violations.append("\(at) \(receiver): got message \(id), sent to \(sent.to)")
             }
             if sent.deliveries.contains(incarnation) {
-                state.violations.append("\(at) \(receiver): got message \(id) from \(sent.from) twice in one incarnation (exactly once)")
+                state.violations.append(
+                    "\(at) \(receiver): got message \(id) from \(sent.from) twice in one incarnation (exactly once)"
+                )
             }
             sent.deliveries.append(incarnation)
             state.sent[id] = sent
             let stream = "\(incarnation) \(id.sender) \(type) \(reliable)"
             if let last = state.lastDelivered[stream], last >= id.number {
-                state.violations.append("\(at) \(receiver): got \(type) \(id) from \(sent.from) after number \(last) (in order per sender incarnation)")
+                state.violations.append(
+                    "\(at) \(receiver): got \(type) \(id) from \(sent.from) after number \(last) (in order per sender incarnation)"
+                )
             }
             state.lastDelivered[stream] = max(state.lastDelivered[stream] ?? 0, id.number)
         }
@@ -97,7 +108,8 @@ final class Ledger: Sendable {
     func undelivered(killed: Set<UInt64>, alive: Set<String>) -> [(MessageID, Sent)] {
         state.withLockedValue { state in
             state.sent.filter { id, sent in
-                guard sent.reliable, sent.to != "*", alive.contains(sent.to), sent.deliveries.isEmpty, !sent.diedUnread else { return false }
+                guard sent.reliable, sent.to != "*", alive.contains(sent.to), sent.deliveries.isEmpty, !sent.diedUnread
+                else { return false }
                 switch sent.outcome {
                 case .sending: return false
                 case .queued(let acknowledged): return acknowledged || !killed.contains(id.sender)

@@ -1,6 +1,6 @@
-import Glibc
 import ArgumentParser
 import Foundation
+import Glibc
 import Logging
 import MultipeerSession
 import MultipeerSessionTesting
@@ -11,7 +11,9 @@ import MultipeerSessionTesting
 struct Simulate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "multipeer-simulator",
-        abstract: "Runs real sessions in simulated worlds drawn from seeds, with random traffic and faults, and checks every promise.")
+        abstract:
+            "Runs real sessions in simulated worlds drawn from seeds, with random traffic and faults, and checks every promise."
+    )
 
     @Option(name: .customLong("seed"), help: "A seed to run (repeatable); replays that world exactly.")
     var seeds: [UInt64] = []
@@ -46,10 +48,16 @@ struct Simulate: AsyncParsableCommand {
     @Flag(help: "Go on after a broken promise, to see what follows (the world still fails).")
     var keepGoing = false
 
-    @Flag(help: "Also run each world twice more, each in a process of its own, and fail it unless the two traces agree line for line.")
+    @Flag(
+        help:
+            "Also run each world twice more, each in a process of its own, and fail it unless the two traces agree line for line."
+    )
     var checkDeterminism = false
 
-    @Option(help: "How many worlds run at once, each on a thread of its own (a world runs the same however many run beside it).")
+    @Option(
+        help:
+            "How many worlds run at once, each on a thread of its own (a world runs the same however many run beside it)."
+    )
     var jobs: Int = 1
 
     @Option(help: "How much the sessions log to standard error (trace, debug, info, notice, warning, error, critical).")
@@ -64,7 +72,9 @@ struct Simulate: AsyncParsableCommand {
         var queue = seeds
         if let seedRange {
             let ends = seedRange.split(separator: "-").compactMap { UInt64($0) }
-            guard ends.count == 2, ends[0] <= ends[1] else { throw ValidationError("--seeds is FIRST-LAST (e.g. 1-200)") }
+            guard ends.count == 2, ends[0] <= ends[1] else {
+                throw ValidationError("--seeds is FIRST-LAST (e.g. 1-200)")
+            }
             queue += Array(ends[0]...ends[1])
         }
         if queue.isEmpty && minutes == nil { queue = [1] }
@@ -89,8 +99,15 @@ struct Simulate: AsyncParsableCommand {
                 return nil
             }
             return RunPlan(
-                seed: seed, duration: .seconds(duration), hosts: low...high, faultEvery: .milliseconds(Int64(faultEvery * 1_000)),
-                messageRate: messageRate, logLevel: level, quiet: .seconds(quietSeconds), keepGoing: keepGoing)
+                seed: seed,
+                duration: .seconds(duration),
+                hosts: low...high,
+                faultEvery: .milliseconds(Int64(faultEvery * 1_000)),
+                messageRate: messageRate,
+                logLevel: level,
+                quiet: .seconds(quietSeconds),
+                keepGoing: keepGoing
+            )
         }
         /// Counts, checks and prints one world's result.
         func process(_ finished: RunResult, wall: Duration) throws {
@@ -111,14 +128,20 @@ struct Simulate: AsyncParsableCommand {
                 let first = try Self.traceInChild(seed: seed, arguments: childArguments)
                 let second = try Self.traceInChild(seed: seed, arguments: childArguments)
                 if let line = zip(first, second).enumerated().first(where: { $0.element.0 != $0.element.1 }) {
-                    result.violations.append("run twice, the traces part at line \(line.offset): \(line.element.0) | \(line.element.1) (one seed, one run)")
+                    result.violations.append(
+                        "run twice, the traces part at line \(line.offset): \(line.element.0) | \(line.element.1) (one seed, one run)"
+                    )
                 } else if first.count != second.count || first.isEmpty {
-                    result.violations.append("run twice, one trace has \(first.count) lines, the other \(second.count) (one seed, one run)")
+                    result.violations.append(
+                        "run twice, one trace has \(first.count) lines, the other \(second.count) (one seed, one run)"
+                    )
                 }
             }
             if result.violations.isEmpty {
                 if failuresOnly { return }
-                print("seed \(seed): ok, \(result.hosts) hosts, \(Self.seconds(result.simulated)) s simulated, \(result.messages) messages, \(result.deliveries) deliveries, \(result.files) files, \(result.streams) streams, \(result.faults) faults, \(Self.seconds(wall)) s")
+                print(
+                    "seed \(seed): ok, \(result.hosts) hosts, \(Self.seconds(result.simulated)) s simulated, \(result.messages) messages, \(result.deliveries) deliveries, \(result.files) files, \(result.streams) streams, \(result.faults) faults, \(Self.seconds(wall)) s"
+                )
             } else {
                 failed += 1
                 print("seed \(seed): FAILED, \(result.hosts) hosts, at \(Self.seconds(result.simulated)) s simulated")
@@ -129,7 +152,9 @@ struct Simulate: AsyncParsableCommand {
                 print("  the trace's last 40 lines before it broke (--trace prints it all):")
                 for line in lines.suffix(40) { print("    \(line)") }
                 // The same binary: a seed replays a world exactly on the build that ran it.
-                print("  replay: \(CommandLine.arguments[0]) --seed \(seed) --duration \(duration) --hosts \(hosts) --fault-every \(faultEvery) --message-rate \(messageRate) --quiet-seconds \(quietSeconds) --trace")
+                print(
+                    "  replay: \(CommandLine.arguments[0]) --seed \(seed) --duration \(duration) --hosts \(hosts) --fault-every \(faultEvery) --message-rate \(messageRate) --quiet-seconds \(quietSeconds) --trace"
+                )
             }
         }
         try await withThrowingTaskGroup(of: (RunResult, Duration).self) { worlds in
@@ -149,14 +174,16 @@ struct Simulate: AsyncParsableCommand {
             }
         }
         let elapsed = clock.now - start
-        print("""
+        print(
+            """
             \(runs) worlds, \(failed) failed; \(Self.seconds(simulated)) s simulated, \(String(format: "%.1f", Self.seconds(sessionTime) / 3_600)) session-hours \
             checked, \(messages) messages, \(files) files, \(streams) streams, \(faults) faults, in \(Self.seconds(elapsed)) s of wall time
             fullest stream \(fullest.streamCount) messages, \(fullest.streamBytes) bytes held; fullest hold \(fullest.holdCount) messages, \(fullest.holdBytes) bytes \
             (limits \(SimulationRun.limits.receiveBuffer.maximumCount) messages or \(SimulationRun.limits.receiveBuffer.maximumBytes) bytes, \
             \(SimulationRun.limits.unsubscribedMessages.maximumCount) or \(SimulationRun.limits.unsubscribedMessages.maximumBytes)); \
             most of a file sent again after one break \(fullest.resentAfterABreak) bytes (at most 3 MiB)
-            """)
+            """
+        )
         if failed > 0 { throw ExitCode(1) }
     }
 

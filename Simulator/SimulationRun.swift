@@ -34,12 +34,18 @@ struct Random: RandomNumberGenerator {
 
     mutating func chance(_ probability: Double) -> Bool { Double.random(in: 0..<1, using: &self) < probability }
 
-    mutating func seconds(_ range: ClosedRange<Double>) -> Duration { .milliseconds(Int64(Double.random(in: range, using: &self) * 1_000)) }
+    mutating func seconds(_ range: ClosedRange<Double>) -> Duration {
+        .milliseconds(Int64(Double.random(in: range, using: &self) * 1_000))
+    }
 
     /// A wait with the given mean, exponentially distributed.
     mutating func exponential(mean: Duration) -> Duration {
         let u = Double.random(in: Double.ulpOfOne..<1, using: &self)
-        return .milliseconds(Int64(-log(u) * Double(mean.components.seconds * 1_000 + mean.components.attoseconds / 1_000_000_000_000_000)))
+        return .milliseconds(
+            Int64(
+                -log(u) * Double(mean.components.seconds * 1_000 + mean.components.attoseconds / 1_000_000_000_000_000)
+            )
+        )
     }
 }
 
@@ -111,7 +117,8 @@ final class SimulationRun: @unchecked Sendable {
     /// fills its hold (and the links stop, and the senders wait).
     static let limits = MultipeerSession.Limits(
         receiveBuffer: BufferLimits(maximumCount: 64, maximumBytes: 1 << 20),
-        unsubscribedMessages: BufferLimits(maximumCount: 32, maximumBytes: 512 << 10))
+        unsubscribedMessages: BufferLimits(maximumCount: 32, maximumBytes: 512 << 10)
+    )
     /// What one read of a link may bring beyond a full stream or hold: four socket reads of
     /// 64 KiB and the rest of one frame (Limits.receiveBuffer).
     static let readBeyondFull = 256 << 10 + limits.maximumFrameLength
@@ -258,7 +265,9 @@ final class SimulationRun: @unchecked Sendable {
         world = SimulatedWorld(seed: plan.seed)
         random = Random(seed: plan.seed ^ 0x5EED_5EED_5EED_5EED)
         transfers = Transfers(ledger: ledger)
-        files = FileManager.default.temporaryDirectory.appendingPathComponent("multipeer-simulator-\(getpid())-\(plan.seed)")
+        files = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "multipeer-simulator-\(getpid())-\(plan.seed)"
+        )
     }
 
     /// The group key of `generation`: 32 bytes drawn from the generation (a passphrase's
@@ -266,7 +275,10 @@ final class SimulationRun: @unchecked Sendable {
     private func key(_ generation: Int) -> PreSharedKey {
         if let key = derivedKeys[generation] { return key }
         var bytes = Random(seed: 0x6B65_7973 &+ UInt64(generation))
-        let key = try! PreSharedKey(identity: "simulator-\(generation)", key: (0..<32).map { _ in UInt8(truncatingIfNeeded: bytes.next()) })
+        let key = try! PreSharedKey(
+            identity: "simulator-\(generation)",
+            key: (0..<32).map { _ in UInt8(truncatingIfNeeded: bytes.next()) }
+        )
         derivedKeys[generation] = key
         return key
     }
@@ -274,7 +286,11 @@ final class SimulationRun: @unchecked Sendable {
     /// `node`'s session as it would start now: the keys it holds, the roster everyone holds
     /// (its key file and roster file), and its resource directory.
     private func configuration(_ name: String, directory: URL, keys: [Int]) -> MultipeerSession.Configuration {
-        var configuration = MultipeerSession.Configuration(serviceType: "_simulator._tcp", peer: PeerInfo(displayName: name), psk: key(keys[0]))
+        var configuration = MultipeerSession.Configuration(
+            serviceType: "_simulator._tcp",
+            peer: PeerInfo(displayName: name),
+            psk: key(keys[0])
+        )
         configuration.keys = keyRing(keys)
         configuration.roster = roster()
         configuration.resourceDirectory = directory
@@ -296,27 +312,54 @@ final class SimulationRun: @unchecked Sendable {
         await Task(executorPreference: world.executor) { await self.drive() }.value
         let trace = world.trace
         return RunResult(
-            plan: plan, hosts: nodes.count, violations: ledger.violations, trace: trace,
-            traceToFailure: Array(trace.lines.prefix(failedAt ?? trace.lines.count)), messages: ledger.sentCount,
-            deliveries: ledger.deliveryCount, files: transfers.fileCount, streams: transfers.streamCount, faults: faults, sessionTime: sessionTime, simulated: world.now,
-            fullest: fullest)
+            plan: plan,
+            hosts: nodes.count,
+            violations: ledger.violations,
+            trace: trace,
+            traceToFailure: Array(trace.lines.prefix(failedAt ?? trace.lines.count)),
+            messages: ledger.sentCount,
+            deliveries: ledger.deliveryCount,
+            files: transfers.fileCount,
+            streams: transfers.streamCount,
+            faults: faults,
+            sessionTime: sessionTime,
+            simulated: world.now,
+            fullest: fullest
+        )
     }
 
     private func drive() async {
         let count = Int.random(in: plan.hosts, using: &random)
-        let names = ["captain", "first-officer", "relief", "purser", "navigator", "engineer", "loadmaster", "dispatcher"]
+        let names = [
+            "captain", "first-officer", "relief", "purser", "navigator", "engineer", "loadmaster", "dispatcher",
+        ]
         hosts = (0..<count).map { world.addHost($0 < names.count ? names[$0] : "host-\($0)") }
         for (index, host) in hosts.enumerated() {
             let directory = files.appendingPathComponent(host.name)
-            let node = Node(index: index, host: host, session: host.makeSession(configuration: configuration(host.name, directory: directory, keys: [generation])), directory: directory)
+            let node = Node(
+                index: index,
+                host: host,
+                session: host.makeSession(
+                    configuration: configuration(host.name, directory: directory, keys: [generation])
+                ),
+                directory: directory
+            )
             nodes.append(node)
         }
-        try? FileManager.default.createDirectory(at: files.appendingPathComponent("sent"), withIntermediateDirectories: true)
+        try? FileManager.default.createDirectory(
+            at: files.appendingPathComponent("sent"),
+            withIntermediateDirectories: true
+        )
         for node in nodes { start(node) }
         do {
-            try await world.run(until: { [nodes] in nodes.allSatisfy { $0.session.activePeers.count == nodes.count - 1 } }, within: .seconds(10))
+            try await world.run(
+                until: { [nodes] in nodes.allSatisfy { $0.session.activePeers.count == nodes.count - 1 } },
+                within: .seconds(10)
+            )
         } catch {
-            ledger.violation("\(world.now) the \(count) sessions did not all become active with each other within 10 s of starting")
+            ledger.violation(
+                "\(world.now) the \(count) sessions did not all become active with each other within 10 s of starting"
+            )
         }
         schedule(.message, after: random.exponential(mean: .seconds(1 / plan.messageRate)))
         schedule(.fault, after: random.exponential(mean: plan.faultEvery))
@@ -365,7 +408,10 @@ final class SimulationRun: @unchecked Sendable {
             world.record("its application subscribes to Notice late", on: node.host)
             schedule(.resumeReader(node.index, "Notice"), after: random.seconds(0.5...10))
         }
-        func read<Message: Codable & Sendable>(_ type: Message.Type, _ fields: @escaping @Sendable (Message) -> (UInt64, UInt64, Bool)) {
+        func read<Message: Codable & Sendable>(
+            _ type: Message.Type,
+            _ fields: @escaping @Sendable (Message) -> (UInt64, UInt64, Bool)
+        ) {
             let gate = node.readers["\(type)"]!
             Task(executorPreference: node.host.executor) {
                 await gate.pass()
@@ -375,8 +421,13 @@ final class SimulationRun: @unchecked Sendable {
                     guard let (_, message) = await messages.next() else { return }
                     let (incarnation, number, reliable) = fields(message)
                     ledger.delivered(
-                        .init(sender: incarnation, number: number), type: "\(type)", reliable: reliable, to: name,
-                        incarnation: session.incarnation, at: world.now)
+                        .init(sender: incarnation, number: number),
+                        type: "\(type)",
+                        reliable: reliable,
+                        to: name,
+                        incarnation: session.incarnation,
+                        at: world.now
+                    )
                 }
             }
         }
@@ -403,7 +454,9 @@ final class SimulationRun: @unchecked Sendable {
                 Task(executorPreference: node.host.executor) {
                     do {
                         for try await chunk in stream {
-                            guard transfers.read(number, chunk, at: name, now: world.now) else { return stream.cancel() }
+                            guard transfers.read(number, chunk, at: name, now: world.now) else {
+                                return stream.cancel()
+                            }
                         }
                         try await stream.finish()
                         transfers.ended(number, .done, at: name, now: world.now)
@@ -427,7 +480,11 @@ final class SimulationRun: @unchecked Sendable {
                     node.met.insert(peer.id)
                 case .peerLeft(let peer, let reason):
                     node.active.remove(peer.id)
-                    if self.quiet { ledger.violation("\(world.now) \(name): \(peer.displayName) left (\(reason)) with every path healthy (no false teardown)") }
+                    if self.quiet {
+                        ledger.violation(
+                            "\(world.now) \(name): \(peer.displayName) left (\(reason)) with every path healthy (no false teardown)"
+                        )
+                    }
                 case .availablePeerChanged(let peer):
                     node.available[peer.id] = peer.state == .gone ? nil : peer.state
                 case .authenticationFailed(let address, let error) where error.code == .authenticationFailed:
@@ -435,12 +492,17 @@ final class SimulationRun: @unchecked Sendable {
                     // that does, which then falls back to the old key. And a handshake begun
                     // with a key this member let go of since (within a handshake's timeout, or
                     // while it was stopped) is refused for it.
-                    let ahead = self.rotating.map { error.message.contains("offered the identity \"simulator-\($0)\"") } ?? false
+                    let ahead =
+                        self.rotating.map { error.message.contains("offered the identity \"simulator-\($0)\"") }
+                        ?? false
                     let dropped = node.keyDropped.contains { generation, at in
-                        world.now - at <= Self.limits.handshakeTimeout && error.message.contains("offered the identity \"simulator-\(generation)\"")
+                        world.now - at <= Self.limits.handshakeTimeout
+                            && error.message.contains("offered the identity \"simulator-\(generation)\"")
                     }
                     if !ahead && !dropped {
-                        ledger.violation("\(world.now) \(name): a handshake with \(address) failed on the key (\(error)): members rotating their group key refuse none of each other")
+                        ledger.violation(
+                            "\(world.now) \(name): a handshake with \(address) failed on the key (\(error)): members rotating their group key refuse none of each other"
+                        )
                     }
                 default: break
                 }
@@ -456,7 +518,8 @@ final class SimulationRun: @unchecked Sendable {
         let broadcast = random.chance(0.1)
         let reliable = !random.chance(0.15)
         // Only to a peer active now: the sender loop waits for the acknowledgement.
-        let awaitAcknowledgement = reliable && !broadcast && random.chance(0.1) && sender.active.contains(receiver.peerID)
+        let awaitAcknowledgement =
+            reliable && !broadcast && random.chance(0.1) && sender.active.contains(receiver.peerID)
         let size: Int
         switch Double.random(in: 0..<1, using: &random) {
         case ..<0.7: size = Int.random(in: 0...200, using: &random)
@@ -466,17 +529,31 @@ final class SimulationRun: @unchecked Sendable {
         let cargo = random.chance(0.5)
         sender.number += 1
         let id = Ledger.MessageID(sender: sender.session.incarnation, number: sender.number)
-        sender.outgoing?.yield(Outgoing(
-            id: id,
-            record: .init(
-                from: sender.host.name, to: broadcast ? "*" : receiver.host.name, type: cargo ? "Cargo" : "Notice", reliable: reliable,
-                at: world.now, outcome: .sending),
-            to: broadcast ? nil : receiver.host.identity.peerID,
-            awaitAcknowledgement: awaitAcknowledgement, size: size))
+        sender.outgoing?.yield(
+            Outgoing(
+                id: id,
+                record: .init(
+                    from: sender.host.name,
+                    to: broadcast ? "*" : receiver.host.name,
+                    type: cargo ? "Cargo" : "Notice",
+                    reliable: reliable,
+                    at: world.now,
+                    outcome: .sending
+                ),
+                to: broadcast ? nil : receiver.host.identity.peerID,
+                awaitAcknowledgement: awaitAcknowledgement,
+                size: size
+            )
+        )
     }
 
     /// Sends `message` from `session` (its sender loop, in its host's process).
-    private static func send(_ message: Outgoing, from session: MultipeerSession, ledger: Ledger, at world: SimulatedWorld) async {
+    private static func send(
+        _ message: Outgoing,
+        from session: MultipeerSession,
+        ledger: Ledger,
+        at world: SimulatedWorld
+    ) async {
         var record = message.record
         record.at = world.now
         ledger.sending(message.id, record)
@@ -486,22 +563,37 @@ final class SimulationRun: @unchecked Sendable {
         do {
             switch (message.to, message.record.type == "Cargo") {
             case (nil, true):
-                try await session.broadcast(Cargo(incarnation: id.sender, number: id.number, reliable: reliable, padding: padding), delivery: delivery)
+                try await session.broadcast(
+                    Cargo(incarnation: id.sender, number: id.number, reliable: reliable, padding: padding),
+                    delivery: delivery
+                )
             case (nil, false):
-                try await session.broadcast(Notice(incarnation: id.sender, number: id.number, reliable: reliable, padding: padding), delivery: delivery)
+                try await session.broadcast(
+                    Notice(incarnation: id.sender, number: id.number, reliable: reliable, padding: padding),
+                    delivery: delivery
+                )
             case (let to?, true):
                 try await session.send(
-                    Cargo(incarnation: id.sender, number: id.number, reliable: reliable, padding: padding), to: to, delivery: delivery,
-                    awaitAcknowledgement: message.awaitAcknowledgement)
+                    Cargo(incarnation: id.sender, number: id.number, reliable: reliable, padding: padding),
+                    to: to,
+                    delivery: delivery,
+                    awaitAcknowledgement: message.awaitAcknowledgement
+                )
             case (let to?, false):
                 try await session.send(
-                    Notice(incarnation: id.sender, number: id.number, reliable: reliable, padding: padding), to: to, delivery: delivery,
-                    awaitAcknowledgement: message.awaitAcknowledgement)
+                    Notice(incarnation: id.sender, number: id.number, reliable: reliable, padding: padding),
+                    to: to,
+                    delivery: delivery,
+                    awaitAcknowledgement: message.awaitAcknowledgement
+                )
             }
             ledger.outcome(id, .queued(acknowledged: message.awaitAcknowledgement))
         } catch let error as MultipeerError {
             // Waiting for the acknowledgement timed out: the message stays queued.
-            ledger.outcome(id, .failed("\(error)", stillQueued: message.awaitAcknowledgement && error.code == .peerAway))
+            ledger.outcome(
+                id,
+                .failed("\(error)", stillQueued: message.awaitAcknowledgement && error.code == .peerAway)
+            )
         } catch {
             ledger.outcome(id, .failed("\(error)", stillQueued: false))
         }
@@ -535,7 +627,16 @@ final class SimulationRun: @unchecked Sendable {
             return ledger.violation("\(world.now) cannot write the file to send at \(url.path)")
         }
         let (session, to, transfers, world, ledger) = (sender.session, receiver.peerID, transfers, world, ledger)
-        transfers.sending(number, .init(from: sender.host.name, to: receiver.host.name, sender: session.incarnation, length: length, at: world.now))
+        transfers.sending(
+            number,
+            .init(
+                from: sender.host.name,
+                to: receiver.host.name,
+                sender: session.incarnation,
+                length: length,
+                at: world.now
+            )
+        )
         world.record("\(sender.host.name) sends file r\(number) (\(length) bytes) to \(receiver.host.name)")
         Task(executorPreference: sender.host.executor) {
             do {
@@ -548,10 +649,15 @@ final class SimulationRun: @unchecked Sendable {
                 // whole MiB (a MiB more): at most 3 MiB a break (ResourcesAndStreams, "Files").
                 let sending = outgoing.sending
                 let breaks = UInt64(max(0, sending.offers - 1))
-                if breaks > 0 { self.fullest.include(Fullest(resentAfterABreak: (sending.bytes - min(sending.bytes, UInt64(length))) / breaks)) }
+                if breaks > 0 {
+                    self.fullest.include(
+                        Fullest(resentAfterABreak: (sending.bytes - min(sending.bytes, UInt64(length))) / breaks)
+                    )
+                }
                 if sending.bytes > UInt64(length) + breaks * (3 << 20) {
                     ledger.violation(
-                        "\(world.now) file r\(number) (\(length) bytes): \(sending.bytes) bytes sent over \(sending.offers) links (what is sent again after a break is at most 3 MiB)")
+                        "\(world.now) file r\(number) (\(length) bytes): \(sending.bytes) bytes sent over \(sending.offers) links (what is sent again after a break is at most 3 MiB)"
+                    )
                 }
             } catch {
                 transfers.sent(number, Self.outcome(error))
@@ -574,10 +680,20 @@ final class SimulationRun: @unchecked Sendable {
             offset += piece
         }
         let (session, to, transfers, world) = (sender.session, receiver.peerID, transfers, world)
-        transfers.opening(number, .init(
-            from: sender.host.name, to: receiver.host.name, sender: session.incarnation, length: length, at: world.now,
-            receiverAtOpen: receiver.session.incarnation,
-            owed: !sender.frozen && sender.session.activePeers.first { $0.id == receiver.peerID }?.incarnation == receiver.session.incarnation))
+        transfers.opening(
+            number,
+            .init(
+                from: sender.host.name,
+                to: receiver.host.name,
+                sender: session.incarnation,
+                length: length,
+                at: world.now,
+                receiverAtOpen: receiver.session.incarnation,
+                owed: !sender.frozen
+                    && sender.session.activePeers.first { $0.id == receiver.peerID }?.incarnation
+                        == receiver.session.incarnation
+            )
+        )
         world.record("\(sender.host.name) opens stream s\(number) (\(length) bytes) to \(receiver.host.name)")
         Task(executorPreference: sender.host.executor) {
             do {
@@ -631,7 +747,10 @@ final class SimulationRun: @unchecked Sendable {
                 try await node.session.updateKeys(keyRing(node.keys))
                 node.droppedNow = world.now
                 node.keysHeld = node.keys
-                world.record("holds the group keys of generations \(node.keys.map(String.init).joined(separator: ", "))", on: node.host)
+                world.record(
+                    "holds the group keys of generations \(node.keys.map(String.init).joined(separator: ", "))",
+                    on: node.host
+                )
             } catch {
                 ledger.violation("\(world.now) \(node.host.name): updateKeys(\(node.keys)) threw \(error)")
             }
@@ -659,7 +778,9 @@ final class SimulationRun: @unchecked Sendable {
     /// An application stops reading one type of message for 1-20 s: its stream fills, its
     /// links stop reading, and the senders' outboxes take the rest.
     private func stopReader() {
-        let readers = nodes.filter(\.alive).flatMap { node in node.readers.keys.sorted().map { (node, $0) } }.filter { !$0.0.readers[$0.1]!.isClosed }
+        let readers = nodes.filter(\.alive).flatMap { node in node.readers.keys.sorted().map { (node, $0) } }.filter {
+            !$0.0.readers[$0.1]!.isClosed
+        }
         guard let (node, type) = readers.randomElement(using: &random) else { return }
         let pause = random.seconds(1...20)
         node.readers[type]!.close()
@@ -670,7 +791,9 @@ final class SimulationRun: @unchecked Sendable {
     // MARK: Faults
 
     private func inject() async {
-        let candidates = nodes.filter { $0.alive && !$0.frozen && !$0.blackHoled && !$0.suspended && $0.impairedUntil == nil }
+        let candidates = nodes.filter {
+            $0.alive && !$0.frozen && !$0.blackHoled && !$0.suspended && $0.impairedUntil == nil
+        }
         guard let node = candidates.randomElement(using: &random) else { return }
         faults += 1
         switch Int.random(in: 0..<8, using: &random) {
@@ -699,10 +822,17 @@ final class SimulationRun: @unchecked Sendable {
             schedule(.repair(node.index), after: until - world.now)
         case 4:
             // What its application had and had not read yet dies with it.
-            let unread = node.session.unreadMessages(of: Cargo.self).map { Ledger.MessageID(sender: $0.incarnation, number: $0.number) }
-                + node.session.unreadMessages(of: Notice.self).map { Ledger.MessageID(sender: $0.incarnation, number: $0.number) }
+            let unread =
+                node.session.unreadMessages(of: Cargo.self).map {
+                    Ledger.MessageID(sender: $0.incarnation, number: $0.number)
+                }
+                + node.session.unreadMessages(of: Notice.self).map {
+                    Ledger.MessageID(sender: $0.incarnation, number: $0.number)
+                }
             ledger.diedUnread(unread)
-            if !unread.isEmpty { world.record("its application had \(unread.count) messages it had not read", on: node.host) }
+            if !unread.isEmpty {
+                world.record("its application had \(unread.count) messages it had not read", on: node.host)
+            }
             await node.host.kill()
             node.alive = false
             killed.insert(node.session.incarnation)
@@ -728,7 +858,10 @@ final class SimulationRun: @unchecked Sendable {
 
     /// `node` falls silent: each peer active with it must notice within the documented bound.
     private func watchSilence(of node: Node, _ what: String) {
-        for watcher in nodes where watcher.index != node.index && watcher.alive && !watcher.frozen && !watcher.suspended && watcher.active.contains(node.peerID) {
+        for watcher in nodes
+        where watcher.index != node.index && watcher.alive && !watcher.frozen && !watcher.suspended
+            && watcher.active.contains(node.peerID)
+        {
             detections.append(Detection(watcher: watcher.index, silent: node.index, since: world.now, what: what))
         }
     }
@@ -739,9 +872,11 @@ final class SimulationRun: @unchecked Sendable {
     /// the stall limit on one whose stalls of the last two minutes it judges from. Each with the
     /// 20 ms timer grid and a round trip.
     private func detectionBound(_ watcher: Node, _ silent: Node, since: Duration) -> Duration {
-        let recent = [watcher, silent].contains { node in
-            node.impairedUntil != nil || node.blackHoled || node.asleep || node.lastDisturbed.map { since - $0 < .seconds(130) } == true
-        } || partition != nil
+        let recent =
+            [watcher, silent].contains { node in
+                node.impairedUntil != nil || node.blackHoled || node.asleep
+                    || node.lastDisturbed.map { since - $0 < .seconds(130) } == true
+            } || partition != nil
         // A connection that lost packets long ago still shows it (TCP_INFO counts since the
         // connection began): the keepalive dates it when it first reads it.
         let ever = [watcher, silent].contains { $0.lastDisturbed != nil }
@@ -786,7 +921,9 @@ final class SimulationRun: @unchecked Sendable {
             // A machine that comes back with its wall clock behind (a reboot that lost the time,
             // say): its new session is an older incarnation by the wall clock than the last.
             if random.chance(0.3) { node.host.stepClock(by: .zero - random.seconds(1...7_200)) }
-            node.session = node.host.makeSession(configuration: configuration(node.host.name, directory: node.directory, keys: node.keys))
+            node.session = node.host.makeSession(
+                configuration: configuration(node.host.name, directory: node.directory, keys: node.keys)
+            )
             node.alive = true
             node.active = []
             node.available = [:]
@@ -849,18 +986,23 @@ final class SimulationRun: @unchecked Sendable {
             guard world.now - max(detection.since, watcher.readingAgain) > bound else { return false }
             if watcher.alive, !watcher.frozen, watcher.active.contains(silent.peerID) {
                 ledger.violation(
-                    "\(world.now) \(watcher.host.name): \(silent.host.name), \(detection.what) since \(detection.since), still active after \(bound) (a silent peer is detected within the keepalive's bound)")
+                    "\(world.now) \(watcher.host.name): \(silent.host.name), \(detection.what) since \(detection.since), still active after \(bound) (a silent peer is detected within the keepalive's bound)"
+                )
             }
             return true
         }
         for node in nodes where node.alive && !node.frozen {
             let listed = Set(node.session.activePeers.map(\.id))
             if listed != node.active {
-                ledger.violation("\(world.now) \(node.host.name): activePeers \(listed.count) peers, its events \(node.active.count) (activePeers changes as the events say)")
+                ledger.violation(
+                    "\(world.now) \(node.host.name): activePeers \(listed.count) peers, its events \(node.active.count) (activePeers changes as the events say)"
+                )
             }
             let available = Dictionary(node.session.availablePeers.map { ($0.id, $0.state) }, uniquingKeysWith: { $1 })
             if !node.suspended, available != node.available {
-                ledger.violation("\(world.now) \(node.host.name): availablePeers \(available.values.sorted { "\($0)" < "\($1)" }), its events \(node.available.values.sorted { "\($0)" < "\($1)" }) (availablePeers changes as availablePeerChanged says)")
+                ledger.violation(
+                    "\(world.now) \(node.host.name): availablePeers \(available.values.sorted { "\($0)" < "\($1)" }), its events \(node.available.values.sorted { "\($0)" < "\($1)" }) (availablePeers changes as availablePeerChanged says)"
+                )
             }
             // What a sender holds for each peer stays within its limits (Limits.outbox, 4,096
             // messages or 8 MiB; Limits.unreliableQueue, 256 messages or 1 MiB, or one larger).
@@ -868,16 +1010,26 @@ final class SimulationRun: @unchecked Sendable {
             for queued in node.session.queuedForPeers {
                 let peer = nodes.first { $0.peerID == queued.peerID }?.host.name ?? "\(queued.peerID)"
                 if queued.outbox.count > outbox.maximumCount || queued.outbox.bytes > outbox.maximumBytes {
-                    ledger.violation("\(world.now) \(node.host.name): \(queued.outbox.count) messages, \(queued.outbox.bytes) bytes unacknowledged for \(peer) (the outbox holds at most \(outbox.maximumCount) messages or \(outbox.maximumBytes) bytes)")
+                    ledger.violation(
+                        "\(world.now) \(node.host.name): \(queued.outbox.count) messages, \(queued.outbox.bytes) bytes unacknowledged for \(peer) (the outbox holds at most \(outbox.maximumCount) messages or \(outbox.maximumBytes) bytes)"
+                    )
                 }
-                if queued.unreliable.count > 1, queued.unreliable.count > unreliable.maximumCount || queued.unreliable.bytes > unreliable.maximumBytes {
-                    ledger.violation("\(world.now) \(node.host.name): \(queued.unreliable.count) unreliable messages, \(queued.unreliable.bytes) bytes waiting for \(peer) (at most \(unreliable.maximumCount) or \(unreliable.maximumBytes) bytes, or one larger message)")
+                if queued.unreliable.count > 1,
+                    queued.unreliable.count > unreliable.maximumCount
+                        || queued.unreliable.bytes > unreliable.maximumBytes
+                {
+                    ledger.violation(
+                        "\(world.now) \(node.host.name): \(queued.unreliable.count) unreliable messages, \(queued.unreliable.bytes) bytes waiting for \(peer) (at most \(unreliable.maximumCount) or \(unreliable.maximumBytes) bytes, or one larger message)"
+                    )
                 }
             }
             checkHeld(node)
             // A host left out of a roster is closed at once, and refused after.
-            for left in node.rosterHeld where world.now - node.rosterChanged > .milliseconds(100) && node.active.contains(nodes[left].peerID) {
-                ledger.violation("\(world.now) \(node.host.name): \(nodes[left].host.name), left out of its roster at \(node.rosterChanged), is active (a member no longer listed is closed and refused)")
+            for left in node.rosterHeld
+            where world.now - node.rosterChanged > .milliseconds(100) && node.active.contains(nodes[left].peerID) {
+                ledger.violation(
+                    "\(world.now) \(node.host.name): \(nodes[left].host.name), left out of its roster at \(node.rosterChanged), is active (a member no longer listed is closed and refused)"
+                )
             }
         }
     }
@@ -904,34 +1056,55 @@ final class SimulationRun: @unchecked Sendable {
                 let bytes = limit.maximumBytes + links * Self.readBeyondFull
                 if buffer.count > count || (buffer.count > 1 && buffer.bytes > bytes) {
                     ledger.violation(
-                        "\(world.now) \(node.host.name): its \(what) \(buffer.typeName) holds \(buffer.count) messages, \(buffer.bytes) bytes (at most \(limit.maximumCount) or \(limit.maximumBytes) bytes, and what one read of each of \(links) links brings after: \(count), \(bytes) bytes)")
+                        "\(world.now) \(node.host.name): its \(what) \(buffer.typeName) holds \(buffer.count) messages, \(buffer.bytes) bytes (at most \(limit.maximumCount) or \(limit.maximumBytes) bytes, and what one read of each of \(links) links brings after: \(count), \(bytes) bytes)"
+                    )
                 }
             }
         }
         for count in held.events where count > Self.limits.eventBuffer {
-            ledger.violation("\(world.now) \(node.host.name): an events stream holds \(count) events (Limits.eventBuffer, \(Self.limits.eventBuffer))")
+            ledger.violation(
+                "\(world.now) \(node.host.name): an events stream holds \(count) events (Limits.eventBuffer, \(Self.limits.eventBuffer))"
+            )
         }
         if held.incompleteBytes > 2 * Self.limits.maximumMessageLength {
-            ledger.violation("\(world.now) \(node.host.name): incomplete messages hold \(held.incompleteBytes) bytes (at most twice Limits.maximumMessageLength)")
+            ledger.violation(
+                "\(world.now) \(node.host.name): incomplete messages hold \(held.incompleteBytes) bytes (at most twice Limits.maximumMessageLength)"
+            )
         }
         let streamWindow = HeldInMemory.byteStreamWindow
         for stream in held.byteStreams where stream.reading > streamWindow || stream.writing > streamWindow {
-            ledger.violation("\(world.now) \(node.host.name): a stream holds \(stream.reading) bytes unread, \(stream.writing) written and not held by the reader (at most \(streamWindow) each: PROTOCOL.md 3d)")
+            ledger.violation(
+                "\(world.now) \(node.host.name): a stream holds \(stream.reading) bytes unread, \(stream.writing) written and not held by the reader (at most \(streamWindow) each: PROTOCOL.md 3d)"
+            )
         }
         for unwritten in held.unwrittenResources where unwritten > HeldInMemory.resourceWindow {
-            ledger.violation("\(world.now) \(node.host.name): an incoming file holds \(unwritten) bytes not yet written (at most \(HeldInMemory.resourceWindow): PROTOCOL.md 3c)")
+            ledger.violation(
+                "\(world.now) \(node.host.name): an incoming file holds \(unwritten) bytes not yet written (at most \(HeldInMemory.resourceWindow): PROTOCOL.md 3c)"
+            )
         }
     }
 
     /// Heals everything, lets the world settle, and checks what must hold then.
     private func settle() async {
-        for node in nodes where node.asleep { node.asleep = false; await node.host.wake() }
-        for node in nodes where node.frozen { node.frozen = false; node.host.thaw() }
-        for node in nodes where node.impairedUntil != nil { node.impairedUntil = nil; await node.host.repair() }
+        for node in nodes where node.asleep {
+            node.asleep = false
+            await node.host.wake()
+        }
+        for node in nodes where node.frozen {
+            node.frozen = false
+            node.host.thaw()
+        }
+        for node in nodes where node.impairedUntil != nil {
+            node.impairedUntil = nil
+            await node.host.repair()
+        }
         await world.heal()
         partition = nil
         for node in nodes { node.blackHole = nil }
-        for node in nodes where node.suspended { node.suspended = false; await node.session.resume() }
+        for node in nodes where node.suspended {
+            node.suspended = false
+            await node.session.resume()
+        }
         for node in nodes where !node.alive { await perform(.restart(node.index)) }
         removed = []
         for node in nodes { await applyGroup(node) }
@@ -948,12 +1121,20 @@ final class SimulationRun: @unchecked Sendable {
         await world.run(for: .seconds(2))
         let nodes = self.nodes
         do {
-            try await world.run(until: { nodes.allSatisfy { $0.session.activePeers.count == nodes.count - 1 } }, within: Self.rejoinBound)
+            try await world.run(
+                until: { nodes.allSatisfy { $0.session.activePeers.count == nodes.count - 1 } },
+                within: Self.rejoinBound
+            )
         } catch {
             for node in nodes {
-                let missing = nodes.filter { $0.index != node.index && !node.session.activePeers.contains(where: { [id = $0.session.peerID] in $0.id == id }) }
+                let missing = nodes.filter {
+                    $0.index != node.index
+                        && !node.session.activePeers.contains(where: { [id = $0.session.peerID] in $0.id == id })
+                }
                 if !missing.isEmpty {
-                    ledger.violation("\(world.now) \(node.host.name): not active with \(missing.map(\.host.name).joined(separator: ", ")) \(Self.rejoinBound) after everything healed at \(healed)")
+                    ledger.violation(
+                        "\(world.now) \(node.host.name): not active with \(missing.map(\.host.name).joined(separator: ", ")) \(Self.rejoinBound) after everything healed at \(healed)"
+                    )
                 }
             }
             return
@@ -964,9 +1145,14 @@ final class SimulationRun: @unchecked Sendable {
             await world.run(for: renumbered + Self.stallLimit + .seconds(1) - world.now)
         }
         do {
-            try await world.run(until: { nodes.allSatisfy { $0.session.activePeers.count == nodes.count - 1 } }, within: Self.rejoinBound)
+            try await world.run(
+                until: { nodes.allSatisfy { $0.session.activePeers.count == nodes.count - 1 } },
+                within: Self.rejoinBound
+            )
         } catch {
-            ledger.violation("\(world.now) not every pair active again \(Self.rejoinBound) after the links dead since the faults were found")
+            ledger.violation(
+                "\(world.now) not every pair active again \(Self.rejoinBound) after the links dead since the faults were found"
+            )
             return
         }
         check()
@@ -981,10 +1167,15 @@ final class SimulationRun: @unchecked Sendable {
         // Every message owed arrives.
         let alive = Set(nodes.map(\.host.name))
         let killed = self.killed
-        _ = try? await world.run(until: { [ledger] in ledger.undelivered(killed: killed, alive: alive).isEmpty }, within: .seconds(60))
+        _ = try? await world.run(
+            until: { [ledger] in ledger.undelivered(killed: killed, alive: alive).isEmpty },
+            within: .seconds(60)
+        )
         let missing = ledger.undelivered(killed: killed, alive: alive)
         for (id, sent) in missing.prefix(5) {
-            ledger.violation("\(world.now) message \(id) (\(sent.type), sent \(sent.at) from \(sent.from) to \(sent.to), \(sent.outcome)) never arrived (an acknowledged or queued reliable message is never lost)")
+            ledger.violation(
+                "\(world.now) message \(id) (\(sent.type), sent \(sent.at) from \(sent.from) to \(sent.to), \(sent.outcome)) never arrived (an acknowledged or queued reliable message is never lost)"
+            )
         }
         if missing.count > 5 { ledger.violation("... and \(missing.count - 5) more messages never arrived") }
         // Every file and stream between sessions that still run ends, whole.
@@ -996,12 +1187,17 @@ final class SimulationRun: @unchecked Sendable {
         if failures.count > 5 { ledger.violation("... and \(failures.count - 5) more transfers") }
         let stuck = ledger.sendsUnderWay(before: world.now - .seconds(40)).filter { !killed.contains($0.0.sender) }
         for (id, sent) in stuck.prefix(5) {
-            ledger.violation("\(world.now) the send of \(id) from \(sent.from) at \(sent.at) never returned (a send returns or throws within the send timeout)")
+            ledger.violation(
+                "\(world.now) the send of \(id) from \(sent.from) at \(sent.at) never returned (a send returns or throws within the send timeout)"
+            )
         }
     }
 
     private func stop() async {
-        for (index, since) in started { sessionTime += world.now - since; _ = index }
+        for (index, since) in started {
+            sessionTime += world.now - since
+            _ = index
+        }
         started.removeAll()
         await world.shutdown()
         try? FileManager.default.removeItem(at: files)

@@ -120,7 +120,9 @@ final class Transfers: Sendable {
         }
         let hash = Array(SHA256.hash(data: data))
         if data.count != file.length || hash != file.sha256 || hash != sha256 {
-            ledger.violation("\(now) \(receiver): file r\(number) from \(file.from) arrived with \(data.count) of \(file.length) bytes or another SHA-256 (a resource arrives whole, with its SHA-256)")
+            ledger.violation(
+                "\(now) \(receiver): file r\(number) from \(file.from) arrived with \(data.count) of \(file.length) bytes or another SHA-256 (a resource arrives whole, with its SHA-256)"
+            )
         }
     }
 
@@ -130,7 +132,9 @@ final class Transfers: Sendable {
 
     func wrote(_ number: Int, _ outcome: Outcome) { state.withLockedValue { $0.streams[number]?.writer = outcome } }
 
-    func accepted(_ number: Int, by incarnation: UInt64) { state.withLockedValue { $0.streams[number]?.receiver = incarnation } }
+    func accepted(_ number: Int, by incarnation: UInt64) {
+        state.withLockedValue { $0.streams[number]?.receiver = incarnation }
+    }
 
     /// `chunk` arrived on stream `number` at `receiver`: it must be the next bytes written.
     func read(_ number: Int, _ chunk: [UInt8], at receiver: String, now: Duration) -> Bool {
@@ -144,9 +148,15 @@ final class Transfers: Sendable {
             return false
         }
         let expected = Self.bytes(number, offset..<offset + chunk.count)
-        let same = chunk.isEmpty || chunk.withUnsafeBytes { got in expected.withUnsafeBytes { memcmp(got.baseAddress!, $0.baseAddress!, chunk.count) == 0 } }
+        let same =
+            chunk.isEmpty
+            || chunk.withUnsafeBytes { got in
+                expected.withUnsafeBytes { memcmp(got.baseAddress!, $0.baseAddress!, chunk.count) == 0 }
+            }
         if !same, let wrong = chunk.indices.first(where: { chunk[$0] != expected[$0] }) {
-            ledger.violation("\(now) \(receiver): stream s\(number)'s byte \(offset + wrong) is not the one written there (a stream's bytes arrive in order, each once)")
+            ledger.violation(
+                "\(now) \(receiver): stream s\(number)'s byte \(offset + wrong) is not the one written there (a stream's bytes arrive in order, each once)"
+            )
             return false
         }
         return true
@@ -158,7 +168,9 @@ final class Transfers: Sendable {
             return state.streams[number]
         }
         if case .done = outcome, let stream, stream.read != stream.length {
-            ledger.violation("\(now) \(receiver): stream s\(number) from \(stream.from) ended after \(stream.read) of its \(stream.length) bytes (every byte once)")
+            ledger.violation(
+                "\(now) \(receiver): stream s\(number) from \(stream.from) ended after \(stream.read) of its \(stream.length) bytes (every byte once)"
+            )
         }
     }
 
@@ -173,12 +185,15 @@ final class Transfers: Sendable {
         state.withLockedValue { state in
             state.files.values.allSatisfy { file in
                 if case .underWay = file.outcome { !current.contains(file.sender) } else { true }
-            } && state.streams.values.allSatisfy { stream in
-                guard stream.owed, current.contains(stream.sender), current.contains(stream.receiverAtOpen) else { return true }
-                if case .underWay = stream.writer { return false }
-                if case .underWay = stream.reader { return stream.receiver == nil && !stream.writerFailed }
-                return true
-            } && !state.waiting.contains { current.contains($0.receiver) }
+            }
+                && state.streams.values.allSatisfy { stream in
+                    guard stream.owed, current.contains(stream.sender), current.contains(stream.receiverAtOpen) else {
+                        return true
+                    }
+                    if case .underWay = stream.writer { return false }
+                    if case .underWay = stream.reader { return stream.receiver == nil && !stream.writerFailed }
+                    return true
+                } && !state.waiting.contains { current.contains($0.receiver) }
         }
     }
 
@@ -191,36 +206,53 @@ final class Transfers: Sendable {
             for (number, file) in state.files.sorted(by: { $0.key < $1.key }) where current.contains(file.sender) {
                 switch file.outcome {
                 case .underWay:
-                    failures.append("\(now) file r\(number) (\(file.length) bytes, sent \(file.at) from \(file.from) to \(file.to)): completion() never returned (every wait returns)")
+                    failures.append(
+                        "\(now) file r\(number) (\(file.length) bytes, sent \(file.at) from \(file.from) to \(file.to)): completion() never returned (every wait returns)"
+                    )
                 case .failed(_, let error):
-                    failures.append("\(now) file r\(number) (\(file.length) bytes, sent \(file.at) from \(file.from) to \(file.to)) failed: \(error) (a transfer resumes across broken links and restarts)")
+                    failures.append(
+                        "\(now) file r\(number) (\(file.length) bytes, sent \(file.at) from \(file.from) to \(file.to)) failed: \(error) (a transfer resumes across broken links and restarts)"
+                    )
                 case .done:
                     // Under its name, or under another's whose bytes it has (a file the
                     // receiver already holds whole is taken from that copy).
-                    if let sha256 = file.sha256, !(receiverDirectories[file.to].map { Self.holds($0, sha256) } ?? false) {
-                        failures.append("\(now) file r\(number) from \(file.from): completed at the sender, but not whole in \(file.to)'s directory (a resource arrives whole)")
+                    if let sha256 = file.sha256, !(receiverDirectories[file.to].map { Self.holds($0, sha256) } ?? false)
+                    {
+                        failures.append(
+                            "\(now) file r\(number) from \(file.from): completed at the sender, but not whole in \(file.to)'s directory (a resource arrives whole)"
+                        )
                     }
                 }
             }
             // A receiver's wait returns, whatever became of the transfer (its sender restarted, say).
-            for wait in state.waiting.sorted(by: { ($0.number, $0.receiver) < ($1.number, $1.receiver) }) where current.contains(wait.receiver) {
+            for wait in state.waiting.sorted(by: { ($0.number, $0.receiver) < ($1.number, $1.receiver) })
+            where current.contains(wait.receiver) {
                 let file = state.files[wait.number]
-                failures.append("\(now) file r\(wait.number) (sent \(file.map { "\($0.at) from \($0.from) to \($0.to)" } ?? "")): the receiver's file() never returned (every wait returns)")
+                failures.append(
+                    "\(now) file r\(wait.number) (sent \(file.map { "\($0.at) from \($0.from) to \($0.to)" } ?? "")): the receiver's file() never returned (every wait returns)"
+                )
             }
             // A stream ends with either session's restart (streamLost): only those whose ends
             // both still run the sessions they were opened between are owed.
             for (number, stream) in state.streams.sorted(by: { $0.key < $1.key })
             where stream.owed && current.contains(stream.sender) && current.contains(stream.receiverAtOpen) {
-                let what = "stream s\(number) (\(stream.length) bytes, opened \(stream.at) from \(stream.from) to \(stream.to))"
+                let what =
+                    "stream s\(number) (\(stream.length) bytes, opened \(stream.at) from \(stream.from) to \(stream.to))"
                 switch (stream.writer, stream.reader) {
                 case (.done, .done):
                     continue
                 case (.underWay, _):
-                    failures.append("\(now) \(what): write() or finish() never returned, \(stream.read) bytes read (every wait returns)")
+                    failures.append(
+                        "\(now) \(what): write() or finish() never returned, \(stream.read) bytes read (every wait returns)"
+                    )
                 case (.failed(_, let error), _), (_, .failed(_, let error)):
-                    failures.append("\(now) \(what) failed: \(error), \(stream.read) bytes read (a stream outlives the links it runs on)")
+                    failures.append(
+                        "\(now) \(what) failed: \(error), \(stream.read) bytes read (a stream outlives the links it runs on)"
+                    )
                 case (.done, .underWay):
-                    failures.append("\(now) \(what): finished at its writer, but its reader \(stream.receiver == nil ? "never got it" : "never saw its end") (\(stream.read) bytes read)")
+                    failures.append(
+                        "\(now) \(what): finished at its writer, but its reader \(stream.receiver == nil ? "never got it" : "never saw its end") (\(stream.read) bytes read)"
+                    )
                 }
             }
             return failures
@@ -231,7 +263,11 @@ final class Transfers: Sendable {
 extension Transfers {
     /// Whether a file in `directory` has the SHA-256 `sha256`.
     static func holds(_ directory: URL, _ sha256: [UInt8]) -> Bool {
-        let files = (try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: [.isRegularFileKey])) ?? []
+        let files =
+            (try? FileManager.default.contentsOfDirectory(
+                at: directory,
+                includingPropertiesForKeys: [.isRegularFileKey]
+            )) ?? []
         return files.sorted { $0.path < $1.path }.contains { url in
             (try? url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true
                 && (try? Data(contentsOf: url)).map { Array(SHA256.hash(data: $0)) } == sha256

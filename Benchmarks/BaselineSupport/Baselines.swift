@@ -21,8 +21,13 @@ public struct Baseline: Sendable {
             try "bench".withCString { identity in
                 try key.withUnsafeBufferPointer { key in
                     var config = baseline_config(
-                        use_tls: useTLS ? 1 : 0, priorities: priorities, identity: identity,
-                        key: key.baseAddress, key_length: key.count, spread: spread ? 1 : 0)
+                        use_tls: useTLS ? 1 : 0,
+                        priorities: priorities,
+                        identity: identity,
+                        key: key.baseAddress,
+                        key_length: key.count,
+                        spread: spread ? 1 : 0
+                    )
                     return try body(&config)
                 }
             }

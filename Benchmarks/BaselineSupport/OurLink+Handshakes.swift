@@ -15,7 +15,11 @@ extension OurLink {
                 let link = try await PeerConnection.dial(host: "127.0.0.1", port: port, configuration: configuration)
                 let elapsed = ContinuousClock.now - start
                 try await link.channel.executeThenClose { _, _ in }
-                if index >= warmup { samples.append(Double(elapsed.components.attoseconds) / 1e12 + Double(elapsed.components.seconds) * 1e6) }
+                if index >= warmup {
+                    samples.append(
+                        Double(elapsed.components.attoseconds) / 1e12 + Double(elapsed.components.seconds) * 1e6
+                    )
+                }
             }
             return samples
         }

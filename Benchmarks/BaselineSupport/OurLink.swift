@@ -24,16 +24,19 @@ package struct OurLink: Sendable {
     func configuration(_ name: String) throws -> LinkConfiguration {
         let identity = PeerIdentity()
         return LinkConfiguration(
-            tls: try TLSContext(configuration: TLSConfiguration(psk: psk)), identity: identity,
+            tls: try TLSContext(configuration: TLSConfiguration(psk: psk)),
+            identity: identity,
             localHello: try Hello(identity: identity, incarnation: 1, displayName: name),
             // 1 MiB payloads plus the DATA header exceed the default 1 MiB frame limit.
-            maximumFrameLength: 2 << 20)
+            maximumFrameLength: 2 << 20
+        )
     }
 
     /// Runs `body` with the link's inbound and outbound halves, on the link's event loop if asked.
     func use<T: Sendable>(
         _ link: PeerConnection,
-        _ body: (NIOAsyncChannelInboundStream<LinkMessage>, NIOAsyncChannelOutboundWriter<LinkMessage>) async throws -> T
+        _ body: (NIOAsyncChannelInboundStream<LinkMessage>, NIOAsyncChannelOutboundWriter<LinkMessage>) async throws ->
+            T
     ) async throws -> T {
         guard preferEventLoop else { return try await link.channel.executeThenClose(body) }
         return try await withTaskExecutorPreference(link.executor) { try await link.channel.executeThenClose(body) }
@@ -46,13 +49,17 @@ package struct OurLink: Sendable {
         // On standard error, unbuffered: standard output to a pipe is lost when the run then
         // stops on the client's error, and with it why the link went.
         let task = Task {
-            try await listener.run(onLink: { link in
-                do {
-                    try await serve(link)
-                } catch {
-                    FileHandle.standardError.write(Data("benchmark server link failed: \(error)\n".utf8))
+            try await listener.run(
+                onLink: { link in
+                    do {
+                        try await serve(link)
+                    } catch {
+                        FileHandle.standardError.write(Data("benchmark server link failed: \(error)\n".utf8))
+                    }
+                },
+                onFailure: { _, error in FileHandle.standardError.write(Data("benchmark link failed: \(error)\n".utf8))
                 }
-            }, onFailure: { _, error in FileHandle.standardError.write(Data("benchmark link failed: \(error)\n".utf8)) })
+            )
         }
         defer { task.cancel() }
         let result = try await body(listener.port)
@@ -84,7 +91,11 @@ package struct OurLink: Sendable {
 
     package func pingPong(payload: Int, iterations: Int, warmup: Int) async throws -> [Double] {
         try await withServer { port in
-            let link = try await PeerConnection.dial(host: "127.0.0.1", port: port, configuration: configuration("echo"))
+            let link = try await PeerConnection.dial(
+                host: "127.0.0.1",
+                port: port,
+                configuration: configuration("echo")
+            )
             let message = try Self.message(payload: payload)
             return try await use(link) { inbound, outbound in
                 var replies = inbound.makeAsyncIterator()
@@ -106,7 +117,11 @@ package struct OurLink: Sendable {
     /// acknowledged at the end.
     package func throughput(payload: Int, count: Int) async throws -> Double {
         try await withServer { port in
-            let link = try await PeerConnection.dial(host: "127.0.0.1", port: port, configuration: configuration("sink \(count)"))
+            let link = try await PeerConnection.dial(
+                host: "127.0.0.1",
+                port: port,
+                configuration: configuration("sink \(count)")
+            )
             let message = try Self.message(payload: payload)
             return try await use(link) { inbound, outbound in
                 let clock = ContinuousClock()

@@ -58,7 +58,9 @@ struct Chart {
 
     private func y(_ value: Double) -> Double {
         let (low, high, _) = axis
-        let fraction = logarithmic ? (log10(max(value, low)) - log10(low)) / (log10(high) - log10(low)) : (value - low) / (high - low)
+        let fraction =
+            logarithmic
+            ? (log10(max(value, low)) - log10(low)) / (log10(high) - log10(low)) : (value - low) / (high - low)
         return top + plotHeight * (1 - fraction)
     }
 
@@ -71,7 +73,8 @@ struct Chart {
     }
 
     private func escape(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;")
     }
 
     /// The frame: title, value axis with grid, legend, reference line.
@@ -86,15 +89,19 @@ struct Chart {
             svg += "<line x1=\"\(left)\" x2=\"\(width - right)\" y1=\"\(y(tick))\" y2=\"\(y(tick))\" stroke=\"#ddd\"/>"
             svg += "<text x=\"\(left - 6)\" y=\"\(y(tick) + 4)\" text-anchor=\"end\">\(Self.format(tick))</text>\n"
         }
-        svg += "<text transform=\"translate(16 \(top + plotHeight / 2)) rotate(-90)\" text-anchor=\"middle\">\(escape(unit))</text>\n"
+        svg +=
+            "<text transform=\"translate(16 \(top + plotHeight / 2)) rotate(-90)\" text-anchor=\"middle\">\(escape(unit))</text>\n"
         svg += body
         if let reference {
-            svg += "<line x1=\"\(left)\" x2=\"\(width - right)\" y1=\"\(y(reference.value))\" y2=\"\(y(reference.value))\" stroke=\"#d62728\" stroke-dasharray=\"6 4\"/>"
-            svg += "<text x=\"\(width - right)\" y=\"\(y(reference.value) - 5)\" text-anchor=\"end\" fill=\"#d62728\">\(escape(reference.label))</text>\n"
+            svg +=
+                "<line x1=\"\(left)\" x2=\"\(width - right)\" y1=\"\(y(reference.value))\" y2=\"\(y(reference.value))\" stroke=\"#d62728\" stroke-dasharray=\"6 4\"/>"
+            svg +=
+                "<text x=\"\(width - right)\" y=\"\(y(reference.value) - 5)\" text-anchor=\"end\" fill=\"#d62728\">\(escape(reference.label))</text>\n"
         }
         var x = left
         for (index, item) in series.enumerated() where series.count > 1 {
-            svg += "<rect x=\"\(x)\" y=\"\(height - 22)\" width=\"12\" height=\"12\" fill=\"\(Self.palette[index % Self.palette.count])\"/>"
+            svg +=
+                "<rect x=\"\(x)\" y=\"\(height - 22)\" width=\"12\" height=\"12\" fill=\"\(Self.palette[index % Self.palette.count])\"/>"
             svg += "<text x=\"\(x + 16)\" y=\"\(height - 12)\">\(escape(item.name))</text>\n"
             x += 28 + Double(item.name.count) * 7
         }
@@ -112,13 +119,17 @@ struct Chart {
                 let x = start + bar * Double(s)
                 if let value = item.values[c] {
                     let top = y(value)
-                    body += "<rect x=\"\(x)\" y=\"\(top)\" width=\"\(bar - 2)\" height=\"\(self.top + plotHeight - top)\" fill=\"\(Self.palette[s % Self.palette.count])\"/>"
-                    body += "<text x=\"\(x + bar / 2)\" y=\"\(top - 3)\" text-anchor=\"middle\" font-size=\"10\">\(Self.format(value))</text>\n"
+                    body +=
+                        "<rect x=\"\(x)\" y=\"\(top)\" width=\"\(bar - 2)\" height=\"\(self.top + plotHeight - top)\" fill=\"\(Self.palette[s % Self.palette.count])\"/>"
+                    body +=
+                        "<text x=\"\(x + bar / 2)\" y=\"\(top - 3)\" text-anchor=\"middle\" font-size=\"10\">\(Self.format(value))</text>\n"
                 } else {
-                    body += "<text transform=\"translate(\(x + bar / 2) \(top + plotHeight - 4)) rotate(-90)\" font-size=\"10\" fill=\"#555\">\(escape(missingNote))</text>\n"
+                    body +=
+                        "<text transform=\"translate(\(x + bar / 2) \(top + plotHeight - 4)) rotate(-90)\" font-size=\"10\" fill=\"#555\">\(escape(missingNote))</text>\n"
                 }
             }
-            body += "<text x=\"\(left + group * (Double(c) + 0.5))\" y=\"\(top + plotHeight + 16)\" text-anchor=\"middle\">\(escape(category))</text>\n"
+            body +=
+                "<text x=\"\(left + group * (Double(c) + 0.5))\" y=\"\(top + plotHeight + 16)\" text-anchor=\"middle\">\(escape(category))</text>\n"
         }
         return frame(body)
     }
@@ -128,11 +139,15 @@ struct Chart {
         var body = ""
         let step = plotWidth / Double(max(categories.count - 1, 1))
         for (c, category) in categories.enumerated() {
-            body += "<text x=\"\(left + step * Double(c))\" y=\"\(top + plotHeight + 16)\" text-anchor=\"middle\">\(escape(category))</text>\n"
+            body +=
+                "<text x=\"\(left + step * Double(c))\" y=\"\(top + plotHeight + 16)\" text-anchor=\"middle\">\(escape(category))</text>\n"
         }
         for (s, item) in series.enumerated() {
-            let points = item.values.enumerated().compactMap { index, value in value.map { "\(left + step * Double(index)),\(y($0))" } }
-            body += "<polyline fill=\"none\" stroke=\"\(Self.palette[s % Self.palette.count])\" stroke-width=\"2\" points=\"\(points.joined(separator: " "))\"/>\n"
+            let points = item.values.enumerated().compactMap { index, value in
+                value.map { "\(left + step * Double(index)),\(y($0))" }
+            }
+            body +=
+                "<polyline fill=\"none\" stroke=\"\(Self.palette[s % Self.palette.count])\" stroke-width=\"2\" points=\"\(points.joined(separator: " "))\"/>\n"
         }
         return frame(body)
     }

@@ -7,9 +7,13 @@ func compareReports(_ oldPath: String, _ newPath: String) throws {
     func read(_ path: String) throws -> [String: Any] {
         try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any] ?? [:]
     }
-    let old = try read(oldPath), new = try read(newPath)
-    let oldFigures = figures(old["results"]), newFigures = figures(new["results"])
-    print("old: \(old["commit"] ?? "?") (\(old["generated"] ?? "?")), new: \(new["commit"] ?? "?") (\(new["generated"] ?? "?"))")
+    let old = try read(oldPath)
+    let new = try read(newPath)
+    let oldFigures = figures(old["results"])
+    let newFigures = figures(new["results"])
+    print(
+        "old: \(old["commit"] ?? "?") (\(old["generated"] ?? "?")), new: \(new["commit"] ?? "?") (\(new["generated"] ?? "?"))"
+    )
     if let a = old["machine"] as? [String: String], let b = new["machine"] as? [String: String], a != b {
         print("The machines differ: \(a) vs \(b)")
     }
@@ -17,11 +21,14 @@ func compareReports(_ oldPath: String, _ newPath: String) throws {
     let width = min(90, names.map(\.count).max() ?? 0)
     print("figure".padding(toLength: width, withPad: " ", startingAt: 0) + "  old          new          change")
     for name in names {
-        let a = oldFigures[name]!, b = newFigures[name]!
+        let a = oldFigures[name]!
+        let b = newFigures[name]!
         let change = a == 0 ? (b == 0 ? "" : "new") : String(format: "%+.1f %%", (b - a) / abs(a) * 100)
-        print(name.padding(toLength: width, withPad: " ", startingAt: 0) + "  "
-            + Chart.format(a).padding(toLength: 13, withPad: " ", startingAt: 0)
-            + Chart.format(b).padding(toLength: 13, withPad: " ", startingAt: 0) + change)
+        print(
+            name.padding(toLength: width, withPad: " ", startingAt: 0) + "  "
+                + Chart.format(a).padding(toLength: 13, withPad: " ", startingAt: 0)
+                + Chart.format(b).padding(toLength: 13, withPad: " ", startingAt: 0) + change
+        )
     }
     let only = Set(oldFigures.keys).symmetricDifference(newFigures.keys).count
     if only > 0 { print("(\(only) figures are in only one of the reports)") }
@@ -37,7 +44,9 @@ private func figures(_ value: Any?, _ path: String = "") -> [String: Double] {
             result.merge(figures(entry.value, path.isEmpty ? entry.key : "\(path).\(entry.key)")) { a, _ in a }
         }
     case let array as [Any]:
-        let identifying = ["payloadBytes", "sessions", "placement", "link", "fault", "mechanism", "scenario", "topology"]
+        let identifying = [
+            "payloadBytes", "sessions", "placement", "link", "fault", "mechanism", "scenario", "topology",
+        ]
         return array.reduce(into: [:]) { result, element in
             guard let object = element as? [String: Any] else { return }
             let identity = identifying.compactMap { key in object[key].map { "\($0)" } }.joined(separator: " ")

@@ -10,7 +10,12 @@ public struct LinkResults: Codable, Sendable {
     public var handshakes: Handshakes?
 
     /// The results of one LinkBenchmark run.
-    public init(machine: [String: String], roundTrips: [RoundTrip], throughput: [Throughput], handshakes: Handshakes? = nil) {
+    public init(
+        machine: [String: String],
+        roundTrips: [RoundTrip],
+        throughput: [Throughput],
+        handshakes: Handshakes? = nil
+    ) {
         self.machine = machine
         self.roundTrips = roundTrips
         self.throughput = throughput
@@ -76,8 +81,14 @@ public struct DetectionFigures: Codable, Sendable {
     public var limitSeconds: Double?
 
     public init(
-        fault: String, mechanism: String = "ours", trials: Int, detectionP50Milliseconds: Double?, detectionP99Milliseconds: Double?,
-        rejoinP50Milliseconds: Double? = nil, rejoinP99Milliseconds: Double? = nil, limitSeconds: Double? = nil
+        fault: String,
+        mechanism: String = "ours",
+        trials: Int,
+        detectionP50Milliseconds: Double?,
+        detectionP99Milliseconds: Double?,
+        rejoinP50Milliseconds: Double? = nil,
+        rejoinP99Milliseconds: Double? = nil,
+        limitSeconds: Double? = nil
     ) {
         self.fault = fault
         self.mechanism = mechanism
@@ -121,8 +132,15 @@ public struct Goodput: Codable, Sendable {
     public var maximumBacklog: Int?
 
     public init(
-        scenario: String, seconds: Double, messagesDelivered: Int, messagesPerSecond: Double, lost: Int, outOfOrder: Int,
-        wireBytesPerPayloadByte: Double, rssGrowthKiB: Double, maximumBacklog: Int? = nil
+        scenario: String,
+        seconds: Double,
+        messagesDelivered: Int,
+        messagesPerSecond: Double,
+        lost: Int,
+        outOfOrder: Int,
+        wireBytesPerPayloadByte: Double,
+        rssGrowthKiB: Double,
+        maximumBacklog: Int? = nil
     ) {
         self.maximumBacklog = maximumBacklog
         self.scenario = scenario
@@ -154,8 +172,16 @@ public struct DiscoverySummary: Codable, Sendable {
     public var lostP95: Double
 
     public init(
-        placement: String, trials: Int, foundP50: Double, foundP95: Double, runningFoundP50: Double, runningFoundP95: Double,
-        avahiBrowseP50: Double, avahiBrowseP95: Double, lostP50: Double, lostP95: Double
+        placement: String,
+        trials: Int,
+        foundP50: Double,
+        foundP95: Double,
+        runningFoundP50: Double,
+        runningFoundP95: Double,
+        avahiBrowseP50: Double,
+        avahiBrowseP95: Double,
+        lostP50: Double,
+        lostP95: Double
     ) {
         self.placement = placement
         self.trials = trials
@@ -191,9 +217,18 @@ public struct MeshResult: Codable, Sendable {
     public var pingsPerLinkPerSecond: Double
 
     public init(
-        topology: String, sessions: Int, links: Int, secondsToFullMesh: Double, rssGrowthKiB: Double, kibPerLinkEndpoint: Double,
-        idleCPUPercent: Double, holdSeconds: Double, medianLinkP99RTTMilliseconds: Double, worstLinkP99RTTMilliseconds: Double,
-        falseTeardowns: Int, pingsPerLinkPerSecond: Double
+        topology: String,
+        sessions: Int,
+        links: Int,
+        secondsToFullMesh: Double,
+        rssGrowthKiB: Double,
+        kibPerLinkEndpoint: Double,
+        idleCPUPercent: Double,
+        holdSeconds: Double,
+        medianLinkP99RTTMilliseconds: Double,
+        worstLinkP99RTTMilliseconds: Double,
+        falseTeardowns: Int,
+        pingsPerLinkPerSecond: Double
     ) {
         self.topology = topology
         self.sessions = sessions
@@ -263,7 +298,11 @@ public struct SessionResults: Codable, Sendable {
     public var pairedShares: [PairedShare]?
 
     public init(
-        cases: [SessionCase], baselines: [BaselineRate], latency: [ProbeLatency], roundTrip: APIRoundTrip?, pairedShares: [PairedShare]?
+        cases: [SessionCase],
+        baselines: [BaselineRate],
+        latency: [ProbeLatency],
+        roundTrip: APIRoundTrip?,
+        pairedShares: [PairedShare]?
     ) {
         self.cases = cases
         self.baselines = baselines
@@ -293,10 +332,14 @@ public struct PairedShare: Codable, Sendable {
     public var share: (median: Double, low: Double, high: Double) { spread(zip(api, c).map { $0 / $1 }) }
 
     /// The median of the shares of our own link, pair by pair, and the lowest and highest.
-    public var ofLink: (median: Double, low: Double, high: Double)? { link.map { spread(zip(api, $0).map { $0 / $1 }) } }
+    public var ofLink: (median: Double, low: Double, high: Double)? {
+        link.map { spread(zip(api, $0).map { $0 / $1 }) }
+    }
 
     /// The median of ours over gRPC's, run by run, and the lowest and highest.
-    public var ofGRPC: (median: Double, low: Double, high: Double)? { grpc.map { spread(zip(api, $0).map { $0 / $1 }) } }
+    public var ofGRPC: (median: Double, low: Double, high: Double)? {
+        grpc.map { spread(zip(api, $0).map { $0 / $1 }) }
+    }
 
     public init(payloadBytes: Int, api: [Double], c: [Double], link: [Double]? = nil, grpc: [Double]? = nil) {
         self.payloadBytes = payloadBytes
@@ -338,12 +381,17 @@ public struct APIRoundTrip: Codable, Sendable {
 
         /// From each run's round trips, in nanoseconds.
         public init(api: [Double], onExecutor: [Double]?, c: [Double], grpc: [Double]? = nil) {
-            let (ours, theirs) = (RoundTrip(placement: "", link: "API", samplesNanoseconds: api), RoundTrip(placement: "", link: "C GnuTLS", samplesNanoseconds: c))
+            let (ours, theirs) = (
+                RoundTrip(placement: "", link: "API", samplesNanoseconds: api),
+                RoundTrip(placement: "", link: "C GnuTLS", samplesNanoseconds: c)
+            )
             apiP50Microseconds = ours.p50Microseconds
             apiP99Microseconds = ours.p99Microseconds
             if let onExecutor {
                 let pinned = RoundTrip(placement: "", link: "API on the executor", samplesNanoseconds: onExecutor)
-                (onExecutorP50Microseconds, onExecutorP99Microseconds) = (pinned.p50Microseconds, pinned.p99Microseconds)
+                (onExecutorP50Microseconds, onExecutorP99Microseconds) = (
+                    pinned.p50Microseconds, pinned.p99Microseconds
+                )
             }
             cP50Microseconds = theirs.p50Microseconds
             if let grpc {
@@ -401,7 +449,14 @@ public struct SessionCase: Codable, Sendable {
 
     public var payloadMegabytesPerSecond: Double { messagesPerSecond * Double(payloadBytes) / 1e6 }
 
-    public init(delivery: String, encoding: String, field: String, payloadBytes: Int, messagesPerSecond: Double, cpuMicrosecondsPerMessage: Double) {
+    public init(
+        delivery: String,
+        encoding: String,
+        field: String,
+        payloadBytes: Int,
+        messagesPerSecond: Double,
+        cpuMicrosecondsPerMessage: Double
+    ) {
         self.delivery = delivery
         self.encoding = encoding
         self.field = field
@@ -467,7 +522,14 @@ public struct NavlogSyncCase: Codable, Sendable {
     public var joinerReceived: Int
     public var holderReceived: Int
 
-    public init(entries: Int, scenario: String, seconds: Double, payloadBytes: Int, joinerReceived: Int, holderReceived: Int) {
+    public init(
+        entries: Int,
+        scenario: String,
+        seconds: Double,
+        payloadBytes: Int,
+        joinerReceived: Int,
+        holderReceived: Int
+    ) {
         self.entries = entries
         self.scenario = scenario
         self.seconds = seconds
@@ -500,7 +562,13 @@ public struct ResourceResults: Codable, Sendable {
         /// CPU of this process per MiB of the 64 MiB messages, in ms (nil likewise).
         public var messagesCPUMillisecondsPerMiB: Double?
 
-        public init(bytes: Int, hashMegabytesPerSecond: Double, transferMegabytesPerSecond: Double, messagesMegabytesPerSecond: Double, peakRSSGrowthMiB: Double) {
+        public init(
+            bytes: Int,
+            hashMegabytesPerSecond: Double,
+            transferMegabytesPerSecond: Double,
+            messagesMegabytesPerSecond: Double,
+            peakRSSGrowthMiB: Double
+        ) {
             self.bytes = bytes
             self.hashMegabytesPerSecond = hashMegabytesPerSecond
             self.transferMegabytesPerSecond = transferMegabytesPerSecond
@@ -556,8 +624,13 @@ public struct StreamResults: Codable, Sendable {
     public var besideStream: ProbeLatency
 
     public init(
-        bytes: Int, megabytesPerSecond: Double, messagesMegabytesPerSecond: Double, peakRSSGrowthMiB: Double,
-        slowReaderMegabytesPerSecond: Double, slowReaderPeakRSSGrowthMiB: Double, besideStream: ProbeLatency
+        bytes: Int,
+        megabytesPerSecond: Double,
+        messagesMegabytesPerSecond: Double,
+        peakRSSGrowthMiB: Double,
+        slowReaderMegabytesPerSecond: Double,
+        slowReaderPeakRSSGrowthMiB: Double,
+        besideStream: ProbeLatency
     ) {
         self.bytes = bytes
         self.megabytesPerSecond = megabytesPerSecond

@@ -14,8 +14,8 @@ import Foundation
 import Glibc
 import Logging
 import MultipeerSession
-import MultipeerTestSupport
 import MultipeerTLS
+import MultipeerTestSupport
 
 struct Numbered: Codable, Sendable {
     var number: Int
@@ -33,8 +33,13 @@ let quiet: Logger = {
 
 func session(_ name: String, dialling endpoint: String? = nil) -> MultipeerSession {
     var configuration = MultipeerSession.Configuration(
-        serviceType: "_navlog._tcp", peer: PeerInfo(displayName: name), psk: psk,
-        discovery: .staticPeers(endpoint.map { [$0] } ?? []), statsInterval: nil, logger: quiet)
+        serviceType: "_navlog._tcp",
+        peer: PeerInfo(displayName: name),
+        psk: psk,
+        discovery: .staticPeers(endpoint.map { [$0] } ?? []),
+        statsInterval: nil,
+        logger: quiet
+    )
     // JSON, as every figure of this benchmark so far was measured (the default became the
     // binary encoding in 545e707): its goodput and wire bytes stay comparable.
     configuration.messageEncoding = .json
@@ -52,7 +57,10 @@ func untilActive(_ events: EventStream, _ peerID: UUID) async {
 
 /// Sends `padding`-padded messages flat out for `duration`; the reader waits `readerDelay` after each.
 func measure(
-    _ scenario: String, padding: String = padding, resetEvery interval: Duration? = nil, readerDelay: Duration? = nil
+    _ scenario: String,
+    padding: String = padding,
+    resetEvery interval: Duration? = nil,
+    readerDelay: Duration? = nil
 ) async throws -> Goodput {
     let encodedSize = try JSONEncoder().encode(Numbered(number: 12_345, padding: padding)).count
     let backlog = Backlog()
@@ -77,7 +85,8 @@ func measure(
             }
         }
         let counting = Task {
-            var next = 0, outOfOrder = 0
+            var next = 0
+            var outOfOrder = 0
             for await (_, message) in inbox {
                 if message.number == next { next += 1 } else { outOfOrder += 1 }
                 backlog.read()
@@ -103,14 +112,23 @@ func measure(
         await proxy.stop()
         let (delivered, outOfOrder) = await counting.value
         return Goodput(
-            scenario: scenario, seconds: elapsed.seconds, messagesDelivered: delivered,
-            messagesPerSecond: Double(delivered) / elapsed.seconds, lost: sent - delivered, outOfOrder: outOfOrder,
-            wireBytesPerPayloadByte: Double(wire) / Double(delivered * encodedSize), rssGrowthKiB: rssGrowth,
-            maximumBacklog: backlog.maximum)
+            scenario: scenario,
+            seconds: elapsed.seconds,
+            messagesDelivered: delivered,
+            messagesPerSecond: Double(delivered) / elapsed.seconds,
+            lost: sent - delivered,
+            outOfOrder: outOfOrder,
+            wireBytesPerPayloadByte: Double(wire) / Double(delivered * encodedSize),
+            rssGrowthKiB: rssGrowth,
+            maximumBacklog: backlog.maximum
+        )
     }
 }
 
-struct Small: Codable, Sendable { var number: Int; var padding: String }
+struct Small: Codable, Sendable {
+    var number: Int
+    var padding: String
+}
 struct Large: Codable, Sendable { var bytes: Data }
 
 /// What a stream nobody reads holds once full: 64-byte messages, each sent and acknowledged
@@ -165,27 +183,55 @@ func stoppedReader(interleaved: Bool) async throws -> StoppedReader {
 let results = [
     try await measure("no faults"),
     try await measure("a reset every 2 s", resetEvery: .seconds(2)),
-    try await measure("slow reader, 16 KiB", padding: String(repeating: "x", count: 16 << 10), readerDelay: .milliseconds(1)),
+    try await measure(
+        "slow reader, 16 KiB",
+        padding: String(repeating: "x", count: 16 << 10),
+        readerDelay: .milliseconds(1)
+    ),
 ]
-print("Reliable delivery, one sender, \(duration) each (messages of \(padding.count + 30) bytes; the slow reader's of 16 KiB)")
-print("scenario             messages/s   delivered   lost   out of order   wire/payload   RSS growth after 1 s (KiB)   most ahead")
+print(
+    "Reliable delivery, one sender, \(duration) each (messages of \(padding.count + 30) bytes; the slow reader's of 16 KiB)"
+)
+print(
+    "scenario             messages/s   delivered   lost   out of order   wire/payload   RSS growth after 1 s (KiB)   most ahead"
+)
 for r in results {
-    print(r.scenario.padding(toLength: 21, withPad: " ", startingAt: 0)
-        + String(format: "%-13.0f%-12d%-7d%-15d%-15.2f%-29.0f%d", r.messagesPerSecond, r.messagesDelivered, r.lost, r.outOfOrder,
-                 r.wireBytesPerPayloadByte, r.rssGrowthKiB, r.maximumBacklog ?? 0))
+    print(
+        r.scenario.padding(toLength: 21, withPad: " ", startingAt: 0)
+            + String(
+                format: "%-13.0f%-12d%-7d%-15d%-15.2f%-29.0f%d",
+                r.messagesPerSecond,
+                r.messagesDelivered,
+                r.lost,
+                r.outOfOrder,
+                r.wireBytesPerPayloadByte,
+                r.rssGrowthKiB,
+                r.maximumBacklog ?? 0
+            )
+    )
 }
 let limits = MultipeerSession.Limits()
-print("""
+print(
+    """
     Bounds held by the slow reader's process (both sessions): the outbox, \(limits.outbox.maximumBytes >> 20) MiB of \
     encoded messages; the reader's stream, \(limits.receiveBuffer.maximumBytes >> 20) MiB and one read of the link \
     (256 KiB) more, each held encoded and decoded.
-    """)
+    """
+)
 let stoppedReaders = [try await stoppedReader(interleaved: false), try await stoppedReader(interleaved: true)]
-print("A stopped reader of 64-byte messages, each in a read of its own, until its stream is full (Limits.receiveBuffer: 1,024 messages, 4 MiB)")
+print(
+    "A stopped reader of 64-byte messages, each in a read of its own, until its stream is full (Limits.receiveBuffer: 1,024 messages, 4 MiB)"
+)
 print("messages                                          taken before the link waited   RSS growth (KiB)")
 for r in stoppedReaders {
-    print((r.interleaved ? "each behind a 64 KiB message read at once" : "alone").padding(toLength: 50, withPad: " ", startingAt: 0)
-        + String(format: "%-31d%.0f", r.messagesTaken, r.rssGrowthKiB))
+    print(
+        (r.interleaved ? "each behind a 64 KiB message read at once" : "alone").padding(
+            toLength: 50,
+            withPad: " ",
+            startingAt: 0
+        )
+            + String(format: "%-31d%.0f", r.messagesTaken, r.rssGrowthKiB)
+    )
 }
 try Bench.writeJSON(results, defaultPath: "bench-results/delivery.json")
 try Bench.writeJSON(stoppedReaders, defaultPath: "bench-results/stopped-reader.json")

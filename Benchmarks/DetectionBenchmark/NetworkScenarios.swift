@@ -44,7 +44,9 @@ enum KernelDetection: String, CaseIterable {
         var one: Int32 = 1
         switch self {
         case .keepalive:
-            var idle: Int32 = 2, interval: Int32 = 1, count: Int32 = 3
+            var idle: Int32 = 2
+            var interval: Int32 = 1
+            var count: Int32 = 3
             setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, 4)
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_KEEPIDLE, &idle, 4)
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_KEEPINTVL, &interval, 4)
@@ -58,7 +60,9 @@ enum KernelDetection: String, CaseIterable {
         address.sin_port = port.bigEndian
         inet_pton(AF_INET, hosts.peerAddress, &address.sin_addr)
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard connected == 0 else { return nil }
         usleep(200_000)  // let the connection settle before the fault
@@ -83,15 +87,15 @@ enum KernelDetection: String, CaseIterable {
 /// A TCP sink for the kernel baselines, run in host B with python3: accepts any number of
 /// connections and reads them until they end.
 let tcpSinkScript = """
-import socket, sys, threading
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((sys.argv[1], int(sys.argv[2]))); s.listen()
-def drain(c):
-    try:
-        while c.recv(65536): pass
-    except OSError: pass
-    c.close()
-while True:
-    c, _ = s.accept()
-    threading.Thread(target=drain, args=(c,), daemon=True).start()
-"""
+    import socket, sys, threading
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((sys.argv[1], int(sys.argv[2]))); s.listen()
+    def drain(c):
+        try:
+            while c.recv(65536): pass
+        except OSError: pass
+        c.close()
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=drain, args=(c,), daemon=True).start()
+    """

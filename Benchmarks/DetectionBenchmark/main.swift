@@ -14,8 +14,8 @@ import Foundation
 import Glibc
 import Logging
 import MultipeerSession
-import MultipeerTestSupport
 import MultipeerTLS
+import MultipeerTestSupport
 
 let trials = Bench.option("--trials").flatMap(Int.init) ?? 20
 let clock = ContinuousClock()
@@ -77,9 +77,13 @@ enum Trials: CaseIterable {
 /// time until it is back. With `.repeated`, the same peer each time (it joins again after each
 /// heal); with `.firstFault`, a new one (`makePeer`) each time.
 func runTrials(
-    _ watcher: Watcher, scenario: String, _ mode: Trials, peer makePeer: () async throws -> TrialPeer
+    _ watcher: Watcher,
+    scenario: String,
+    _ mode: Trials,
+    peer makePeer: () async throws -> TrialPeer
 ) async throws -> (detection: [Duration], rejoin: [Duration]) {
-    var detection: [Duration] = [], rejoin: [Duration] = []
+    var detection: [Duration] = []
+    var rejoin: [Duration] = []
     var peer = try await makePeer()
     await firstJoin(of: peer.id, on: watcher, scenario: scenario)
     for trial in 0..<trials {
@@ -101,22 +105,39 @@ func runTrials(
 }
 
 func session(_ name: String, dialling endpoint: String? = nil) -> MultipeerSession {
-    MultipeerSession(configuration: .init(
-        serviceType: "_navlog._tcp", peer: PeerInfo(displayName: name), psk: psk,
-        discovery: .staticPeers(endpoint.map { [$0] } ?? []), statsInterval: nil, logger: quiet), identity: PeerIdentity())
+    MultipeerSession(
+        configuration: .init(
+            serviceType: "_navlog._tcp",
+            peer: PeerInfo(displayName: name),
+            psk: psk,
+            discovery: .staticPeers(endpoint.map { [$0] } ?? []),
+            statsInterval: nil,
+            logger: quiet
+        ),
+        identity: PeerIdentity()
+    )
 }
 
 func summarize(_ fault: String, _ detection: [Duration], _ rejoin: [Duration]) -> DetectionFigures {
-    let d = detection.map(milliseconds), r = rejoin.map(milliseconds)
+    let d = detection.map(milliseconds)
+    let r = rejoin.map(milliseconds)
     return DetectionFigures(
-        fault: fault, trials: d.count, detectionP50Milliseconds: Bench.percentile(d, 0.5), detectionP99Milliseconds: Bench.percentile(d, 0.99),
-        rejoinP50Milliseconds: Bench.percentile(r, 0.5), rejoinP99Milliseconds: Bench.percentile(r, 0.99))
+        fault: fault,
+        trials: d.count,
+        detectionP50Milliseconds: Bench.percentile(d, 0.5),
+        detectionP99Milliseconds: Bench.percentile(d, 0.99),
+        rejoinP50Milliseconds: Bench.percentile(r, 0.5),
+        rejoinP99Milliseconds: Bench.percentile(r, 0.99)
+    )
 }
 
 /// A listening session here; for each trial, a dialling session through a proxy of its own,
 /// whose path `fault` breaks and `heal` mends.
 func proxyScenario(
-    _ name: String, _ mode: Trials, fault: @escaping @Sendable (FaultProxy) async -> Void, heal: @escaping @Sendable (FaultProxy) -> Void
+    _ name: String,
+    _ mode: Trials,
+    fault: @escaping @Sendable (FaultProxy) async -> Void,
+    heal: @escaping @Sendable (FaultProxy) -> Void
 ) async throws -> DetectionFigures {
     let listener = session("listener")
     let watcher = Watcher(listener)
@@ -161,8 +182,12 @@ final class Child: @unchecked Sendable {
 /// started by `launch` (given its command line) and dialling back to `host`, to which `fault`
 /// and then `heal` are done.
 func childScenario(
-    _ name: String, _ mode: Trials, host: String, launch: @escaping ([String]) throws -> BackgroundProcess,
-    fault: @escaping (Child) async throws -> Void, heal: @escaping (Child) async throws -> Void
+    _ name: String,
+    _ mode: Trials,
+    host: String,
+    launch: @escaping ([String]) throws -> BackgroundProcess,
+    fault: @escaping (Child) async throws -> Void,
+    heal: @escaping (Child) async throws -> Void
 ) async throws -> DetectionFigures {
     let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("detection-\(UUID()).key").path
     try psk.write(toFile: keyFile)
@@ -174,12 +199,15 @@ func childScenario(
         let port = await watcher.listeningPort()
         let (detection, rejoin) = try await runTrials(watcher, scenario: name, mode) {
             // The peer ID derives from the identity's key; a restart keeps the file, and so the ID.
-            let identityFile = FileManager.default.temporaryDirectory.appendingPathComponent("detection-\(UUID()).identity").path
+            let identityFile = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "detection-\(UUID()).identity"
+            ).path
             let identity = PeerIdentity()
             try identity.write(toFile: identityFile)
             let child = try Child {
                 try launch([
-                    peerBinary, "--psk-file", keyFile, "--identity-file", identityFile, "--name", "detection-peer", "--static", "\(host):\(port)",
+                    peerBinary, "--psk-file", keyFile, "--identity-file", identityFile, "--name", "detection-peer",
+                    "--static", "\(host):\(port)",
                 ])
             }
             return TrialPeer(id: identity.peerID, fault: { try await fault(child) }, heal: { try await heal(child) }) {
@@ -197,7 +225,10 @@ func childScenario(
 /// the run waited for it for good).
 func firstJoin(of peerID: UUID, on watcher: Watcher, scenario: String) async {
     let joined = await withTaskGroup(of: Bool.self) { group in
-        group.addTask { await watcher.until(active: true, peerID); return true }
+        group.addTask {
+            await watcher.until(active: true, peerID)
+            return true
+        }
         group.addTask {
             try? await Task.sleep(for: .seconds(60))
             return false
@@ -206,7 +237,12 @@ func firstJoin(of peerID: UUID, on watcher: Watcher, scenario: String) async {
         return await group.next() ?? false
     }
     guard joined else {
-        FileHandle.standardError.write(Data("DetectionBenchmark: \(scenario): the peer did not join within 60 s (a peer process's output is above)\n".utf8))
+        FileHandle.standardError.write(
+            Data(
+                "DetectionBenchmark: \(scenario): the peer did not join within 60 s (a peer process's output is above)\n"
+                    .utf8
+            )
+        )
         exit(1)
     }
 }
@@ -222,9 +258,16 @@ if let namespace = ProcessInfo.processInfo.environment["MULTIPEER_PEER_NAMESPACE
     let hosts = NetworkHosts(peerNamespace: namespace, localAddress: "198.18.0.1", peerAddress: "198.18.0.2")
     // Our session against a peer process on host B, whose packets the network drops.
     for mode in Trials.allCases {
-        figures.append(try await childScenario(
-            "network black hole", mode, host: hosts.localAddress, launch: { try hosts.start($0) },
-            fault: { _ in hosts.blackHole(true) }, heal: { _ in hosts.blackHole(false) }))
+        figures.append(
+            try await childScenario(
+                "network black hole",
+                mode,
+                host: hosts.localAddress,
+                launch: { try hosts.start($0) },
+                fault: { _ in hosts.blackHole(true) },
+                heal: { _ in hosts.blackHole(false) }
+            )
+        )
     }
     let sink = try hosts.start(["/usr/bin/python3", "-c", tcpSinkScript, hosts.peerAddress, "9999"])
     usleep(500_000)  // python's start-up
@@ -242,23 +285,50 @@ if let namespace = ProcessInfo.processInfo.environment["MULTIPEER_PEER_NAMESPACE
             let results = (0..<baselineTrials).map { _ in kind.measure(hosts, port: 9999, limit: limit, fault: apply) }
             let detected = results.compactMap { $0 }.map(milliseconds)
             let complete = detected.count == results.count
-            figures.append(DetectionFigures(
-                fault: fault, mechanism: kind.rawValue, trials: results.count,
-                detectionP50Milliseconds: complete ? Bench.percentile(detected, 0.5) : nil,
-                detectionP99Milliseconds: complete ? Bench.percentile(detected, 0.99) : nil, limitSeconds: limit.seconds))
+            figures.append(
+                DetectionFigures(
+                    fault: fault,
+                    mechanism: kind.rawValue,
+                    trials: results.count,
+                    detectionP50Milliseconds: complete ? Bench.percentile(detected, 0.5) : nil,
+                    detectionP99Milliseconds: complete ? Bench.percentile(detected, 0.99) : nil,
+                    limitSeconds: limit.seconds
+                )
+            )
         }
     }
     sink.stop()
 } else {
     for mode in Trials.allCases {
-        figures.append(try await proxyScenario("black hole (proxy)", mode, fault: { $0.set(.blackHole) }, heal: { $0.set(.passThrough) }))
+        figures.append(
+            try await proxyScenario(
+                "black hole (proxy)",
+                mode,
+                fault: { $0.set(.blackHole) },
+                heal: { $0.set(.passThrough) }
+            )
+        )
         figures.append(try await proxyScenario("reset", mode, fault: { await $0.resetConnections() }, heal: { _ in }))
-        figures.append(try await childScenario(
-            "SIGSTOP", mode, host: "127.0.0.1", launch: launchHere,
-            fault: { kill($0.process.pid, SIGSTOP) }, heal: { kill($0.process.pid, SIGCONT) }))
-        figures.append(try await childScenario(
-            "SIGKILL (then restart)", mode, host: "127.0.0.1", launch: launchHere,
-            fault: { kill($0.process.pid, SIGKILL) }, heal: { try $0.restart() }))
+        figures.append(
+            try await childScenario(
+                "SIGSTOP",
+                mode,
+                host: "127.0.0.1",
+                launch: launchHere,
+                fault: { kill($0.process.pid, SIGSTOP) },
+                heal: { kill($0.process.pid, SIGCONT) }
+            )
+        )
+        figures.append(
+            try await childScenario(
+                "SIGKILL (then restart)",
+                mode,
+                host: "127.0.0.1",
+                launch: launchHere,
+                fault: { kill($0.process.pid, SIGKILL) },
+                heal: { try $0.restart() }
+            )
+        )
     }
 }
 
@@ -268,7 +338,14 @@ func cell(_ value: Double?, _ width: Int) -> String {
     (value.map { String(format: "%.1f", $0) } ?? "not in 10 s").padding(toLength: width, withPad: " ", startingAt: 0)
 }
 for f in figures {
-    print((f.mechanism == "ours" ? f.fault : "\(f.fault), \(f.mechanism)").padding(toLength: 54, withPad: " ", startingAt: 0) + cell(f.detectionP50Milliseconds, 13) + cell(f.detectionP99Milliseconds, 13)
-        + (f.rejoinP50Milliseconds == nil ? "n/a" : cell(f.rejoinP50Milliseconds, 13) + cell(f.rejoinP99Milliseconds, 13)))
+    print(
+        (f.mechanism == "ours" ? f.fault : "\(f.fault), \(f.mechanism)").padding(
+            toLength: 54,
+            withPad: " ",
+            startingAt: 0
+        ) + cell(f.detectionP50Milliseconds, 13) + cell(f.detectionP99Milliseconds, 13)
+            + (f.rejoinP50Milliseconds == nil
+                ? "n/a" : cell(f.rejoinP50Milliseconds, 13) + cell(f.rejoinP99Milliseconds, 13))
+    )
 }
 try Bench.writeJSON(figures, defaultPath: "bench-results/detection.json")

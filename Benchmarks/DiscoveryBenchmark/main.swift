@@ -39,8 +39,11 @@ final class LocalAdvertiser: AdvertiserHost {
 
     func advertise(_ peerID: UUID, _ type: ServiceType) async throws {
         advertiser = try PeerAdvertiser(
-            serviceType: type, port: 7000, txt: AdvertTXT(peerID: peerID, incarnation: 1, displayName: "bench"),
-            connection: AvahiConnection.shared())
+            serviceType: type,
+            port: 7000,
+            txt: AdvertTXT(peerID: peerID, incarnation: 1, displayName: "bench"),
+            connection: AvahiConnection.shared()
+        )
     }
 
     func stop() async throws {
@@ -56,7 +59,11 @@ final class RemoteAdvertiser: AdvertiserHost {
 
     init(hostPID: String) throws {
         let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-        process = try BackgroundProcess("/usr/bin/nsenter", ["-t", hostPID, "-m", "-n", me, "--advertiser"], pipes: true)
+        process = try BackgroundProcess(
+            "/usr/bin/nsenter",
+            ["-t", hostPID, "-m", "-n", me, "--advertiser"],
+            pipes: true
+        )
         answers = process.lines!.makeAsyncIterator()
     }
 
@@ -112,7 +119,11 @@ func discoverRunning(_ peerID: UUID, _ type: ServiceType) async throws -> Durati
 /// The same with `avahi-browse --resolve`, from its start to its first resolved line (`=`).
 func avahiBrowseRunning(_ type: ServiceType) async throws -> Duration {
     let start = clock.now
-    let browse = try BackgroundProcess("/usr/bin/avahi-browse", ["--resolve", "--parsable", "--no-db-lookup", "\(type)"], pipes: true)
+    let browse = try BackgroundProcess(
+        "/usr/bin/avahi-browse",
+        ["--resolve", "--parsable", "--no-db-lookup", "\(type)"],
+        pipes: true
+    )
     defer { browse.stop() }
     for await line in browse.lines! where line.hasPrefix("=;") { break }
     return clock.now - start
@@ -124,7 +135,8 @@ func measure(_ placement: String, advertiser: some AdvertiserHost) async throws 
     for _ in 0...trialCount {
         let type = try serviceType()
         let peerID = UUID()
-        var events = PeerBrowser(serviceType: type, localPeerID: UUID(), connection: try .shared()).browse().makeAsyncIterator()
+        var events = PeerBrowser(serviceType: type, localPeerID: UUID(), connection: try .shared()).browse()
+            .makeAsyncIterator()
         let start = clock.now
         try await advertiser.advertise(peerID, type)
         while let event = await events.next() { if case .found(let advert) = event, advert.peerID == peerID { break } }
@@ -134,18 +146,31 @@ func measure(_ placement: String, advertiser: some AdvertiserHost) async throws 
         let stop = clock.now
         try await advertiser.stop()
         while let event = await events.next() { if case .lost(peerID) = event { break } }
-        trials.append(Trial(
-            foundMilliseconds: milliseconds(found), runningFoundMilliseconds: milliseconds(running),
-            avahiBrowseMilliseconds: milliseconds(avahiBrowse), lostMilliseconds: milliseconds(clock.now - stop)))
+        trials.append(
+            Trial(
+                foundMilliseconds: milliseconds(found),
+                runningFoundMilliseconds: milliseconds(running),
+                avahiBrowseMilliseconds: milliseconds(avahiBrowse),
+                lostMilliseconds: milliseconds(clock.now - stop)
+            )
+        )
     }
     trials.removeFirst()
-    func p(_ values: KeyPath<Trial, Double>, _ quantile: Double) -> Double { Bench.percentile(trials.map { $0[keyPath: values] }, quantile) }
+    func p(_ values: KeyPath<Trial, Double>, _ quantile: Double) -> Double {
+        Bench.percentile(trials.map { $0[keyPath: values] }, quantile)
+    }
     return DiscoverySummary(
-        placement: placement, trials: trials.count,
-        foundP50: p(\.foundMilliseconds, 0.5), foundP95: p(\.foundMilliseconds, 0.95),
-        runningFoundP50: p(\.runningFoundMilliseconds, 0.5), runningFoundP95: p(\.runningFoundMilliseconds, 0.95),
-        avahiBrowseP50: p(\.avahiBrowseMilliseconds, 0.5), avahiBrowseP95: p(\.avahiBrowseMilliseconds, 0.95),
-        lostP50: p(\.lostMilliseconds, 0.5), lostP95: p(\.lostMilliseconds, 0.95))
+        placement: placement,
+        trials: trials.count,
+        foundP50: p(\.foundMilliseconds, 0.5),
+        foundP95: p(\.foundMilliseconds, 0.95),
+        runningFoundP50: p(\.runningFoundMilliseconds, 0.5),
+        runningFoundP95: p(\.runningFoundMilliseconds, 0.95),
+        avahiBrowseP50: p(\.avahiBrowseMilliseconds, 0.5),
+        avahiBrowseP95: p(\.avahiBrowseMilliseconds, 0.95),
+        lostP50: p(\.lostMilliseconds, 0.5),
+        lostP95: p(\.lostMilliseconds, 0.95)
+    )
 }
 
 if Bench.flag("--advertiser") {
@@ -153,7 +178,9 @@ if Bench.flag("--advertiser") {
     exit(0)
 }
 guard ProcessInfo.processInfo.environment["MULTIPEER_SANDBOX"] == "1" else {
-    print("DiscoveryBenchmark needs a discovery sandbox of its own: run it through 'make bench' or Benchmarks/discovery-hosts.sh")
+    print(
+        "DiscoveryBenchmark needs a discovery sandbox of its own: run it through 'make bench' or Benchmarks/discovery-hosts.sh"
+    )
     exit(2)
 }
 
@@ -163,16 +190,21 @@ if let remote = ProcessInfo.processInfo.environment["MULTIPEER_REMOTE_HOST_PID"]
 }
 
 print("Discovery over avahi-daemon, \(trialCount) trials each (ms)")
-print("placement          advertise->found p50/p95  running peer found p50/p95  avahi-browse p50/p95  stop->lost p50/p95")
+print(
+    "placement          advertise->found p50/p95  running peer found p50/p95  avahi-browse p50/p95  stop->lost p50/p95"
+)
 for summary in summaries {
     let pairs = [
         (summary.foundP50, summary.foundP95), (summary.runningFoundP50, summary.runningFoundP95),
         (summary.avahiBrowseP50, summary.avahiBrowseP95), (summary.lostP50, summary.lostP95),
     ]
     let widths = [26, 28, 22, 0]
-    print(summary.placement.padding(toLength: 19, withPad: " ", startingAt: 0) + zip(pairs, widths).map { pair, width in
-        let text = String(format: "%.1f / %.1f", pair.0, pair.1)
-        return text.padding(toLength: max(width, text.count), withPad: " ", startingAt: 0)
-    }.joined())
+    print(
+        summary.placement.padding(toLength: 19, withPad: " ", startingAt: 0)
+            + zip(pairs, widths).map { pair, width in
+                let text = String(format: "%.1f / %.1f", pair.0, pair.1)
+                return text.padding(toLength: max(width, text.count), withPad: " ", startingAt: 0)
+            }.joined()
+    )
 }
 try Bench.writeJSON(summaries, defaultPath: "bench-results/discovery.json")

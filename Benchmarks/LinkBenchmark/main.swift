@@ -63,7 +63,11 @@ func measureRoundTrips(placement: String) async throws -> [RoundTrip] {
 /// Runs the round trips again in a child process confined to core 0.
 func measurePinnedRoundTrips() async throws -> [RoundTrip] {
     let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-    let child = try await runProcess("/usr/bin/taskset", ["-c", "0", me, "--pinned-round-trips"] + (quick ? ["--quick"] : []), timeout: .seconds(600))
+    let child = try await runProcess(
+        "/usr/bin/taskset",
+        ["-c", "0", me, "--pinned-round-trips"] + (quick ? ["--quick"] : []),
+        timeout: .seconds(600)
+    )
     // Its last line is the results (anything before it came from its standard error).
     guard child.status == 0, let json = child.output.split(separator: "\n").last else {
         throw BenchmarkError("the pinned run failed (status \(child.status)):\n\(child.output)")
@@ -93,7 +97,9 @@ func machine() -> [String: String] {
 }
 
 func format(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
-func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text : text + String(repeating: " ", count: width - text.count) }
+func pad(_ text: String, _ width: Int) -> String {
+    text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
+}
 
 if pinnedChild {
     FileHandle.standardOutput.write(try JSONEncoder().encode(try await measureRoundTrips(placement: "one core")))
@@ -102,39 +108,57 @@ if pinnedChild {
 if let size = Bench.option("--throughput-only").flatMap(Int.init) {
     // One size, our links only: for profiling (perf record ... --throughput-only 1024).
     for result in try await measureThroughput(sizes: [size], links: Array(links.prefix(2))) {
-        print("\(result.link) \(result.payloadBytes) B: \(format(result.messagesPerSecond, 0)) messages/s, \(format(result.megabytesPerSecond)) MB/s")
+        print(
+            "\(result.link) \(result.payloadBytes) B: \(format(result.messagesPerSecond, 0)) messages/s, \(format(result.megabytesPerSecond)) MB/s"
+        )
     }
     exit(0)
 }
 
 if Bench.flag("--handshakes-only") {
-    let handshakes = Handshakes(samples: try await OurLink(psk: psk, preferEventLoop: true).handshakes(count: quick ? 200 : 1_000, warmup: 50))
-    print("Link set-up (TCP, TLS 1.3 ECDHE-PSK, HELLO both ways), \(handshakes.count) in a row: p50 \(format(handshakes.p50Microseconds)) µs, p99 \(format(handshakes.p99Microseconds)) µs")
+    let handshakes = Handshakes(
+        samples: try await OurLink(psk: psk, preferEventLoop: true).handshakes(count: quick ? 200 : 1_000, warmup: 50)
+    )
+    print(
+        "Link set-up (TCP, TLS 1.3 ECDHE-PSK, HELLO both ways), \(handshakes.count) in a row: p50 \(format(handshakes.p50Microseconds)) µs, p99 \(format(handshakes.p99Microseconds)) µs"
+    )
     exit(0)
 }
 
 let roundTrips = try await measureRoundTrips(placement: "two cores") + (try await measurePinnedRoundTrips())
 print("link set-up")
-let handshakes = Handshakes(samples: try await OurLink(psk: psk, preferEventLoop: true).handshakes(count: quick ? 200 : 1_000, warmup: 50))
+let handshakes = Handshakes(
+    samples: try await OurLink(psk: psk, preferEventLoop: true).handshakes(count: quick ? 200 : 1_000, warmup: 50)
+)
 let throughput = try await measureThroughput(sizes: [128, 1024, 4096, 9 * 1024, 64 * 1024, 1024 * 1024], links: links)
 let report = LinkResults(machine: machine(), roundTrips: roundTrips, throughput: throughput, handshakes: handshakes)
 
-print("Machine: \(report.machine["cpu"]!), \(report.machine["cores"]!) cores, \(report.machine["kernel"]!), GnuTLS \(report.machine["gnutls"]!)")
+print(
+    "Machine: \(report.machine["cpu"]!), \(report.machine["cores"]!) cores, \(report.machine["kernel"]!), GnuTLS \(report.machine["gnutls"]!)"
+)
 print("'ours': link tasks on the channel's event loop; 'ours/pool': on Swift's global pool.")
 print("\nRound trip, 1 KiB payload (µs)")
 print(pad("placement", 18) + pad("link", 11) + pad("p50", 9) + pad("p99", 9) + "ours p50 / this p50")
 for trip in roundTrips {
     let ourP50 = roundTrips.first { $0.placement == trip.placement && $0.link == "ours" }!.p50Microseconds
-    print(pad(trip.placement, 18) + pad(trip.link, 11) + pad(format(trip.p50Microseconds), 9) + pad(format(trip.p99Microseconds), 9)
-        + (trip.link == "ours" ? "" : format(ourP50 / trip.p50Microseconds, 2) + "x"))
+    print(
+        pad(trip.placement, 18) + pad(trip.link, 11) + pad(format(trip.p50Microseconds), 9)
+            + pad(format(trip.p99Microseconds), 9)
+            + (trip.link == "ours" ? "" : format(ourP50 / trip.p50Microseconds, 2) + "x")
+    )
 }
-print("\nLink set-up (TCP, TLS 1.3 ECDHE-PSK, HELLO both ways), \(handshakes.count) in a row: p50 \(format(handshakes.p50Microseconds)) µs, p99 \(format(handshakes.p99Microseconds)) µs")
+print(
+    "\nLink set-up (TCP, TLS 1.3 ECDHE-PSK, HELLO both ways), \(handshakes.count) in a row: p50 \(format(handshakes.p50Microseconds)) µs, p99 \(format(handshakes.p99Microseconds)) µs"
+)
 print("\nOne-way throughput, one write per message (median of \(quick ? 1 : 3) runs)")
 print(pad("payload", 10) + pad("link", 11) + pad("messages/s", 13) + pad("MB/s", 10) + "ours / this")
 for result in throughput {
     let ours = throughput.first { $0.payloadBytes == result.payloadBytes && $0.link == "ours" }!.messagesPerSecond
-    print(pad("\(result.payloadBytes)", 10) + pad(result.link, 11) + pad(format(result.messagesPerSecond, 0), 13)
-        + pad(format(result.megabytesPerSecond), 10) + (result.link == "ours" ? "" : format(ours / result.messagesPerSecond, 2)))
+    print(
+        pad("\(result.payloadBytes)", 10) + pad(result.link, 11) + pad(format(result.messagesPerSecond, 0), 13)
+            + pad(format(result.megabytesPerSecond), 10)
+            + (result.link == "ours" ? "" : format(ours / result.messagesPerSecond, 2))
+    )
 }
 
 print()

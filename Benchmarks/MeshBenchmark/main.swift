@@ -26,10 +26,11 @@ struct BenchmarkFailure: Error, CustomStringConvertible {
 }
 let hubPeers = Int(Bench.option("--hub") ?? "500") ?? 500
 /// For analysis only: another keepalive than the defaults (`--keepalive 750,1500`, milliseconds).
-let keepalive = Bench.option("--keepalive").map { option -> KeepaliveParameters in
-    let parts = option.split(separator: ",").compactMap { Int64($0) }
-    return KeepaliveParameters(interval: .milliseconds(parts[0]), timeout: .milliseconds(parts[1]))
-} ?? KeepaliveParameters()
+let keepalive =
+    Bench.option("--keepalive").map { option -> KeepaliveParameters in
+        let parts = option.split(separator: ",").compactMap { Int64($0) }
+        return KeepaliveParameters(interval: .milliseconds(parts[0]), timeout: .milliseconds(parts[1]))
+    } ?? KeepaliveParameters()
 
 guard ProcessInfo.processInfo.environment["MULTIPEER_SANDBOX"] == "1" else {
     print("MeshBenchmark needs a discovery sandbox of its own: run it through 'make bench' or scripts/sandbox.sh")
@@ -59,7 +60,12 @@ final class HoldState: Sendable {
 
 /// Runs `sessions` until every one has `expected(index)` active peers, holds them idle, and
 /// measures. The event streams are drained all along, so a peer leaving is seen.
-func measure(_ topology: String, _ sessions: [MultipeerSession], expected: @escaping @Sendable (Int) -> Int, hold holdFor: Duration) async throws -> MeshResult {
+func measure(
+    _ topology: String,
+    _ sessions: [MultipeerSession],
+    expected: @escaping @Sendable (Int) -> Int,
+    hold holdFor: Duration
+) async throws -> MeshResult {
     // Memory freed by the previous topology stays with malloc and would be reused unseen:
     // hand it back first, so the growth is this topology's.
     Bench.returnFreedMemory()
@@ -101,10 +107,14 @@ func measure(_ topology: String, _ sessions: [MultipeerSession], expected: @esca
                 var short: [String] = []
                 for (index, session) in sessions.enumerated() {
                     let active = session.activePeers.count
-                    if active < expected(index) { short.append("session \(index) sees \(active) of \(expected(index))") }
+                    if active < expected(index) {
+                        short.append("session \(index) sees \(active) of \(expected(index))")
+                    }
                 }
                 group.cancelAll()
-                throw BenchmarkFailure("\(topology): not every session saw all its peers within \(meshDeadline): \(short.joined(separator: "; "))")
+                throw BenchmarkFailure(
+                    "\(topology): not every session saw all its peers within \(meshDeadline): \(short.joined(separator: "; "))"
+                )
             }
             ready += 1
             if ready == sessions.count { break }
@@ -128,20 +138,35 @@ func measure(_ topology: String, _ sessions: [MultipeerSession], expected: @esca
         group.cancelAll()
         try await group.waitForAll()
         return MeshResult(
-            topology: topology, sessions: sessions.count, links: endpoints / 2, secondsToFullMesh: elapsed.seconds,
-            rssGrowthKiB: growth, kibPerLinkEndpoint: growth / Double(endpoints),
-            idleCPUPercent: holdFor == .zero ? 0 : cpu / holdFor.seconds * 100, holdSeconds: holdFor.seconds,
+            topology: topology,
+            sessions: sessions.count,
+            links: endpoints / 2,
+            secondsToFullMesh: elapsed.seconds,
+            rssGrowthKiB: growth,
+            kibPerLinkEndpoint: growth / Double(endpoints),
+            idleCPUPercent: holdFor == .zero ? 0 : cpu / holdFor.seconds * 100,
+            holdSeconds: holdFor.seconds,
             medianLinkP99RTTMilliseconds: p99s.isEmpty ? 0 : Bench.percentile(p99s, 0.5),
-            worstLinkP99RTTMilliseconds: p99s.max() ?? 0, falseTeardowns: hold.departures.load(ordering: .relaxed),
-            pingsPerLinkPerSecond: holdFor == .zero ? 0 : Double(pings) / Double(endpoints / 2) / holdFor.seconds)
+            worstLinkP99RTTMilliseconds: p99s.max() ?? 0,
+            falseTeardowns: hold.departures.load(ordering: .relaxed),
+            pingsPerLinkPerSecond: holdFor == .zero ? 0 : Double(pings) / Double(endpoints / 2) / holdFor.seconds
+        )
     }
 }
 
 func mesh(_ count: Int, psk: PreSharedKey, hold: Duration) async throws -> MeshResult {
     let serviceType = "_mpm\(String(UInt32.random(in: 0...UInt32.max), radix: 16))._tcp"
     let sessions = (0..<count).map {
-        MultipeerSession(configuration: .init(
-            serviceType: serviceType, peer: PeerInfo(displayName: "station \($0)"), psk: psk, keepalive: keepalive, logger: logger), identity: PeerIdentity())
+        MultipeerSession(
+            configuration: .init(
+                serviceType: serviceType,
+                peer: PeerInfo(displayName: "station \($0)"),
+                psk: psk,
+                keepalive: keepalive,
+                logger: logger
+            ),
+            identity: PeerIdentity()
+        )
     }
     return try await measure("full mesh", sessions, expected: { _ in count - 1 }, hold: hold)
 }
@@ -149,13 +174,30 @@ func mesh(_ count: Int, psk: PreSharedKey, hold: Duration) async throws -> MeshR
 /// One hub on a fixed port and `peers` sessions that list only the hub (no mDNS).
 func hub(_ peers: Int, psk: PreSharedKey, hold: Duration) async throws -> MeshResult {
     let port = Int.random(in: 20_000...40_000)
-    let hub = MultipeerSession(configuration: .init(
-        serviceType: "_mph._tcp", peer: PeerInfo(displayName: "hub"), psk: psk, port: port, discovery: .staticPeers([]),
-        keepalive: keepalive, logger: logger), identity: PeerIdentity())
+    let hub = MultipeerSession(
+        configuration: .init(
+            serviceType: "_mph._tcp",
+            peer: PeerInfo(displayName: "hub"),
+            psk: psk,
+            port: port,
+            discovery: .staticPeers([]),
+            keepalive: keepalive,
+            logger: logger
+        ),
+        identity: PeerIdentity()
+    )
     let spokes = (0..<peers).map {
-        MultipeerSession(configuration: .init(
-            serviceType: "_mph._tcp", peer: PeerInfo(displayName: "spoke \($0)"), psk: psk,
-            discovery: .staticPeers(["127.0.0.1:\(port)"]), keepalive: keepalive, logger: logger), identity: PeerIdentity())
+        MultipeerSession(
+            configuration: .init(
+                serviceType: "_mph._tcp",
+                peer: PeerInfo(displayName: "spoke \($0)"),
+                psk: psk,
+                discovery: .staticPeers(["127.0.0.1:\(port)"]),
+                keepalive: keepalive,
+                logger: logger
+            ),
+            identity: PeerIdentity()
+        )
     }
     return try await measure("hub", [hub] + spokes, expected: { $0 == 0 ? peers : 1 }, hold: hold)
 }
@@ -178,16 +220,25 @@ do {
     exit(1)
 }
 
-print("Scale, sessions in one process (real avahi-daemon and GnuTLS; the hub's peers use static addresses), held idle \(hold)")
-func cell(_ text: String, _ width: Int) -> String { text.padding(toLength: max(width, text.count + 1), withPad: " ", startingAt: 0) }
-print(["topology", "sessions", "links", "s to mesh", "RSS growth KiB", "KiB/endpoint", "idle CPU %", "pings/link/s",
-       "link p99 RTT ms (median/worst)", "false teardowns"].map { cell($0, 10) }.joined())
+print(
+    "Scale, sessions in one process (real avahi-daemon and GnuTLS; the hub's peers use static addresses), held idle \(hold)"
+)
+func cell(_ text: String, _ width: Int) -> String {
+    text.padding(toLength: max(width, text.count + 1), withPad: " ", startingAt: 0)
+}
+print(
+    [
+        "topology", "sessions", "links", "s to mesh", "RSS growth KiB", "KiB/endpoint", "idle CPU %", "pings/link/s",
+        "link p99 RTT ms (median/worst)", "false teardowns",
+    ].map { cell($0, 10) }.joined()
+)
 for result in results {
     let row = [
         result.topology, "\(result.sessions)", "\(result.links)", String(format: "%.2f", result.secondsToFullMesh),
         String(format: "%.0f", result.rssGrowthKiB), String(format: "%.1f", result.kibPerLinkEndpoint),
         String(format: "%.1f", result.idleCPUPercent), String(format: "%.2f", result.pingsPerLinkPerSecond),
-        String(format: "%.2f / %.2f", result.medianLinkP99RTTMilliseconds, result.worstLinkP99RTTMilliseconds), "\(result.falseTeardowns)",
+        String(format: "%.2f / %.2f", result.medianLinkP99RTTMilliseconds, result.worstLinkP99RTTMilliseconds),
+        "\(result.falseTeardowns)",
     ]
     print(row.map { cell($0, 10) }.joined())
 }

@@ -12,7 +12,9 @@ struct GRPCProgram {
         guard !Bench.flag("--no-grpc") else { return nil }
         let path = Bench.option("--grpc") ?? "Benchmarks/GRPCBaseline/.build/release/grpc-baseline"
         guard FileManager.default.isExecutableFile(atPath: path) else {
-            print("gRPC Swift 2 is not compared: no program at \(path) (swift build -c release --package-path Benchmarks/GRPCBaseline)")
+            print(
+                "gRPC Swift 2 is not compared: no program at \(path) (swift build -c release --package-path Benchmarks/GRPCBaseline)"
+            )
             return nil
         }
         return GRPCProgram(path: path)
@@ -27,7 +29,8 @@ struct GRPCProgram {
     /// Round trips of `size`-byte messages (written, echoed by the server's handler, read), in
     /// nanoseconds, after `warmup` unmeasured ones.
     func roundTrips(size: Int, count: Int, warmup: Int) throws -> [Double] {
-        try run(["round-trips", "--size", "\(size)", "--count", "\(count)", "--warmup", "\(warmup)"], as: Trips.self).nanoseconds
+        try run(["round-trips", "--size", "\(size)", "--count", "\(count)", "--warmup", "\(warmup)"], as: Trips.self)
+            .nanoseconds
     }
 
     private struct Rate: Decodable { var messagesPerSecond: Double }

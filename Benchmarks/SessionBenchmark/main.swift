@@ -80,8 +80,13 @@ func nanosecondsSinceStart() -> Int64 {
 
 func session(_ name: String, encoding: MessageEncoding, dialling endpoint: String? = nil) -> MultipeerSession {
     var configuration = MultipeerSession.Configuration(
-        serviceType: "_navlog._tcp", peer: PeerInfo(displayName: name), psk: psk,
-        discovery: .staticPeers(endpoint.map { [$0] } ?? []), statsInterval: nil, logger: quiet)
+        serviceType: "_navlog._tcp",
+        peer: PeerInfo(displayName: name),
+        psk: psk,
+        discovery: .staticPeers(endpoint.map { [$0] } ?? []),
+        statsInterval: nil,
+        logger: quiet
+    )
     configuration.messageEncoding = encoding
     if let count = outboxCount { configuration.limits.outbox.maximumCount = count }
     return MultipeerSession(configuration: configuration, identity: PeerIdentity())
@@ -95,7 +100,8 @@ let caseDeadline = Duration.seconds(Int(Bench.option("--case-deadline") ?? "180"
 /// Runs a receiver and a sender joined to it over loopback, and `body` with them; ends the
 /// process, saying where both stand, if it takes longer than ``caseDeadline``.
 func withPair<Result: Sendable>(
-    encoding: MessageEncoding, _ body: @escaping @Sendable (_ receiver: MultipeerSession, _ sender: MultipeerSession) async -> Result
+    encoding: MessageEncoding,
+    _ body: @escaping @Sendable (_ receiver: MultipeerSession, _ sender: MultipeerSession) async -> Result
 ) async -> Result {
     let pair = PairProgress()
     let watchdog = Task {
@@ -103,8 +109,12 @@ func withPair<Result: Sendable>(
         var report = "SessionBenchmark: a case did not end within \(caseDeadline) (--case-deadline)"
         if let (receiver, sender) = pair.sessions {
             for (name, session, peer) in [("receiver", receiver, sender.peerID), ("sender", sender, receiver.peerID)] {
-                let stats = await session.linkStats(for: peer).map { "\($0), \($0.quality.bytesIn) bytes in, \($0.quality.bytesOut) out" } ?? "not active"
-                report += "\n  \(name): \(await session.linkCount) links; peer \(stats); delivery: \(await session.deliverySummary(for: peer))"
+                let stats =
+                    await session.linkStats(for: peer).map {
+                        "\($0), \($0.quality.bytesIn) bytes in, \($0.quality.bytesOut) out"
+                    } ?? "not active"
+                report +=
+                    "\n  \(name): \(await session.linkCount) links; peer \(stats); delivery: \(await session.deliverySummary(for: peer))"
             }
         } else {
             report += "\n  the two sessions never met"
@@ -118,7 +128,12 @@ func withPair<Result: Sendable>(
     return await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await receiver.run() }
         var port = 0
-        for await event in receiverEvents { if case .listening(let listening) = event { port = listening; break } }
+        for await event in receiverEvents {
+            if case .listening(let listening) = event {
+                port = listening
+                break
+            }
+        }
         let sender = session("sender", encoding: encoding, dialling: "127.0.0.1:\(port)")
         let senderEvents = sender.events
         group.addTask { try await sender.run() }
@@ -142,7 +157,12 @@ final class PairProgress: @unchecked Sendable {  // (its one property under its 
 
 /// Sends `make(n)` flat out; returns what the reader counted after the warm-up.
 func measure<Message: Codable & Sendable>(
-    _ type: Message.Type, delivery: String, encoding: MessageEncoding, payloadBytes: Int, field: String, for length: Duration = duration,
+    _ type: Message.Type,
+    delivery: String,
+    encoding: MessageEncoding,
+    payloadBytes: Int,
+    field: String,
+    for length: Duration = duration,
     _ make: @escaping @Sendable (Int) -> Message
 ) async -> SessionCase {
     await withPair(encoding: encoding) { receiver, sender in
@@ -153,21 +173,35 @@ func measure<Message: Codable & Sendable>(
             var number = 0
             do {
                 while !Task.isCancelled {
-                    try await sender.send(make(number), to: target, delivery: delivery == "reliable" ? .reliable : .unreliable)
+                    try await sender.send(
+                        make(number),
+                        to: target,
+                        delivery: delivery == "reliable" ? .reliable : .unreliable
+                    )
                     number += 1
                 }
             } catch let error where !Task.isCancelled {
                 // The reader would wait for ever: say why (and why the link went, if it did), and end the run.
                 let left = await withTaskGroup(of: String.self) { group in
                     group.addTask {
-                        for await event in senderEvents { if case .peerLeft(_, let reason) = event { return " (the peer left: \(reason))" } }
+                        for await event in senderEvents {
+                            if case .peerLeft(_, let reason) = event { return " (the peer left: \(reason))" }
+                        }
                         return ""
                     }
-                    group.addTask { try? await Task.sleep(for: .milliseconds(500)); return " (the peer had not left)" }
+                    group.addTask {
+                        try? await Task.sleep(for: .milliseconds(500))
+                        return " (the peer had not left)"
+                    }
                     defer { group.cancelAll() }
                     return await group.next()!
                 }
-                FileHandle.standardError.write(Data("SessionBenchmark: a \(delivery) \(type) send failed after \(number) messages: \(error)\(left)\n".utf8))
+                FileHandle.standardError.write(
+                    Data(
+                        "SessionBenchmark: a \(delivery) \(type) send failed after \(number) messages: \(error)\(left)\n"
+                            .utf8
+                    )
+                )
                 exit(1)
             }
         }
@@ -197,8 +231,13 @@ func measure<Message: Codable & Sendable>(
         _ = await sending.result
         let rate = Double(counted) / elapsed
         var result = SessionCase(
-            delivery: delivery, encoding: "\(encoding)", field: field, payloadBytes: payloadBytes, messagesPerSecond: rate,
-            cpuMicrosecondsPerMessage: cpu / Double(counted) * 1e6)
+            delivery: delivery,
+            encoding: "\(encoding)",
+            field: field,
+            payloadBytes: payloadBytes,
+            messagesPerSecond: rate,
+            cpuMicrosecondsPerMessage: cpu / Double(counted) * 1e6
+        )
         result.lockAcquisitionsPerMessage = locks
         result.payloadCopiesPerMessage = copies
         return result
@@ -243,7 +282,10 @@ func probeLatency(besideLargeMessages: Bool) async -> ProbeLatency {
         _ = await sendingLarge.result
         reading.cancel()
         return ProbeLatency(
-            besideLargeMessages: besideLargeMessages, milliseconds: samples, freshMappings: PayloadMemory.mappingsMade - mappingsBefore)
+            besideLargeMessages: besideLargeMessages,
+            milliseconds: samples,
+            freshMappings: PayloadMemory.mappingsMade - mappingsBefore
+        )
     }
 }
 
@@ -321,11 +363,19 @@ func baselineRate(_ size: Int, runs: Int = baselineRuns) throws -> BaselineRate 
 
 if Bench.flag("--locks") {
     guard lockAcquisitions != nil else {
-        print("--locks counts the process's locks with Benchmarks/LockCounter preloaded: build it (see lockcounter.c) and run with LD_PRELOAD=.build/release/liblockcounter.so")
+        print(
+            "--locks counts the process's locks with Benchmarks/LockCounter preloaded: build it (see lockcounter.c) and run with LD_PRELOAD=.build/release/liblockcounter.so"
+        )
         exit(64)
     }
     let bytes = Data(repeating: 0xA5, count: 1024)
-    let flatOut = await measure(BytesMessage.self, delivery: "reliable", encoding: .binary, payloadBytes: 1024, field: "Data") {
+    let flatOut = await measure(
+        BytesMessage.self,
+        delivery: "reliable",
+        encoding: .binary,
+        payloadBytes: 1024,
+        field: "Data"
+    ) {
         BytesMessage(number: $0, bytes: bytes)
     }
     let trips = 5_000
@@ -337,9 +387,17 @@ if Bench.flag("--locks") {
     counts.roundTripPayloadCopies = copiedBefore.map { Double(bytesCopied!() - $0) / Double(2 * (200 + trips)) / 1024 }
     print("Lock acquisitions (pthread mutexes, the whole process: both ends) per reliable binary 1 KiB message:")
     print(String(format: "  sent flat out: %.2f (%.0f messages/s)", counts.flatOut, flatOut.messagesPerSecond))
-    print(String(format: "  in round trips (the peer's application replying): %.2f a message, %.2f a trip", counts.roundTrip, perTrip))
+    print(
+        String(
+            format: "  in round trips (the peer's application replying): %.2f a message, %.2f a trip",
+            counts.roundTrip,
+            perTrip
+        )
+    )
     if let flat = counts.flatOutPayloadCopies, let trip = counts.roundTripPayloadCopies {
-        print("Copies of the payload per message, both ends (bytes in memcpy and memmove calls of 128 bytes or more, over 1,024):")
+        print(
+            "Copies of the payload per message, both ends (bytes in memcpy and memmove calls of 128 bytes or more, over 1,024):"
+        )
         print(String(format: "  sent flat out: %.2f; in round trips: %.2f", flat, trip))
     }
     try Bench.writeJSON(counts, defaultPath: "bench-results/session-locks.json")
@@ -347,7 +405,9 @@ if Bench.flag("--locks") {
 }
 
 if Bench.flag("--resources") {
-    let result = try await measureResources(sizes: list("--resource-sizes", ["67108864", "1073741824"]).compactMap { Int($0) })
+    let result = try await measureResources(
+        sizes: list("--resource-sizes", ["67108864", "1073741824"]).compactMap { Int($0) }
+    )
     try Bench.writeJSON(result, defaultPath: "bench-results/session-resources.json")
     exit(0)
 }
@@ -355,7 +415,10 @@ if Bench.flag("--resources") {
 if Bench.flag("--mixed") {
     let fileBytes = Int(Bench.option("--file-bytes") ?? "") ?? 1 << 30
     let streamBytes = Int(Bench.option("--stream-bytes") ?? "") ?? 256 << 20
-    try Bench.writeJSON(try await measureMixed(fileBytes: fileBytes, streamBytes: streamBytes), defaultPath: "bench-results/session-mixed.json")
+    try Bench.writeJSON(
+        try await measureMixed(fileBytes: fileBytes, streamBytes: streamBytes),
+        defaultPath: "bench-results/session-mixed.json"
+    )
     exit(0)
 }
 
@@ -365,13 +428,23 @@ if Bench.flag("--streams") {
     exit(0)
 }
 
-print("C GnuTLS baseline: frames one way over loopback, the same sizes (median of \(baselineRuns) runs; the slowest and fastest run)")
+print(
+    "C GnuTLS baseline: frames one way over loopback, the same sizes (median of \(baselineRuns) runs; the slowest and fastest run)"
+)
 var baselines: [BaselineRate] = []
 for size in sizes {
     let rate = try baselineRate(size)
     baselines.append(rate)
-    print(String(format: "  %9d B: %9.0f messages/s, %7.1f MB/s (%.0f-%.0f messages/s)", size, rate.messagesPerSecond,
-                 rate.megabytesPerSecond, rate.slowestMessagesPerSecond ?? 0, rate.fastestMessagesPerSecond ?? 0))
+    print(
+        String(
+            format: "  %9d B: %9.0f messages/s, %7.1f MB/s (%.0f-%.0f messages/s)",
+            size,
+            rate.messagesPerSecond,
+            rate.megabytesPerSecond,
+            rate.slowestMessagesPerSecond ?? 0,
+            rate.fastestMessagesPerSecond ?? 0
+        )
+    )
 }
 
 print("\nMessages through send -> messages(of:), one sender, \(duration) (and 3 messages) a case after 1 s of warm-up")
@@ -384,20 +457,41 @@ for size in sizes {
     for delivery in deliveries {
         for encoding in encodings.compactMap({ $0 == "json" ? MessageEncoding.json : $0 == "binary" ? .binary : nil }) {
             for field in fields {
-                var result = field == "String"
-                    ? await measure(TextMessage.self, delivery: delivery, encoding: encoding, payloadBytes: size, field: field) {
+                var result =
+                    field == "String"
+                    ? await measure(
+                        TextMessage.self,
+                        delivery: delivery,
+                        encoding: encoding,
+                        payloadBytes: size,
+                        field: field
+                    ) {
                         TextMessage(number: $0, text: text)
                     }
-                    : await measure(BytesMessage.self, delivery: delivery, encoding: encoding, payloadBytes: size, field: field) {
+                    : await measure(
+                        BytesMessage.self,
+                        delivery: delivery,
+                        encoding: encoding,
+                        payloadBytes: size,
+                        field: field
+                    ) {
                         BytesMessage(number: $0, bytes: bytes)
                     }
                 result.ofBaseline = c.map { result.messagesPerSecond / $0.messagesPerSecond }
                 cases.append(result)
                 print(
                     delivery.padding(toLength: 12, withPad: " ", startingAt: 0)
-                        + "\(encoding)".padding(toLength: 10, withPad: " ", startingAt: 0) + field.padding(toLength: 9, withPad: " ", startingAt: 0)
-                        + String(format: "%-12d%-13.0f%-14.1f%-16.1f%.0f %%", size, result.messagesPerSecond, result.payloadMegabytesPerSecond,
-                                 result.cpuMicrosecondsPerMessage, (result.ofBaseline ?? 0) * 100))
+                        + "\(encoding)".padding(toLength: 10, withPad: " ", startingAt: 0)
+                        + field.padding(toLength: 9, withPad: " ", startingAt: 0)
+                        + String(
+                            format: "%-12d%-13.0f%-14.1f%-16.1f%.0f %%",
+                            size,
+                            result.messagesPerSecond,
+                            result.payloadMegabytesPerSecond,
+                            result.cpuMicrosecondsPerMessage,
+                            (result.ofBaseline ?? 0) * 100
+                        )
+                )
             }
         }
     }
@@ -409,9 +503,18 @@ if !Bench.flag("--no-latency") {
     for beside in [false, true] {
         let result = await probeLatency(besideLargeMessages: beside)
         latency.append(result)
-        print("  \(beside ? "while 64 MiB messages are in flight" : "alone"): " + String(
-            format: "p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d messages; %d payload buffers mapped afresh meanwhile)",
-            result.p50Milliseconds, result.p99Milliseconds, result.maxMilliseconds, result.count, result.freshMappings))
+        print(
+            "  \(beside ? "while 64 MiB messages are in flight" : "alone"): "
+                + String(
+                    format:
+                        "p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d messages; %d payload buffers mapped afresh meanwhile)",
+                    result.p50Milliseconds,
+                    result.p99Milliseconds,
+                    result.maxMilliseconds,
+                    result.count,
+                    result.freshMappings
+                )
+        )
     }
 }
 // Shares of C that mean something: the C program's rate moves by a factor of two from run to
@@ -422,16 +525,30 @@ if !Bench.flag("--no-latency") {
 var pairedShares: [PairedShare] = []
 if !Bench.flag("--no-pairs") {
     let grpc = GRPCProgram.found
-    print("\nReliable binary messages (a Data field), five runs of 2 s, each followed by a run of our bare link, one of the C program\(grpc == nil ? "" : " and one of gRPC Swift 2"):")
+    print(
+        "\nReliable binary messages (a Data field), five runs of 2 s, each followed by a run of our bare link, one of the C program\(grpc == nil ? "" : " and one of gRPC Swift 2"):"
+    )
     for size in list("--pair-sizes", ["128", "1024", "65536"]).compactMap({ Int($0) }) {
         let bytes = Data(repeating: 0xA5, count: size)
         var (api, link, c, grpcRates) = ([Double](), [Double](), [Double](), [Double]())
         let linkCount = max(32, min(200_000, (512 << 20) / size))
         for _ in 0..<5 {
-            api.append(await measure(BytesMessage.self, delivery: "reliable", encoding: .binary, payloadBytes: size, field: "Data", for: .seconds(2)) {
-                BytesMessage(number: $0, bytes: bytes)
-            }.messagesPerSecond)
-            link.append(Double(linkCount) / (try await OurLink(psk: psk, preferEventLoop: true).throughput(payload: size, count: linkCount)))
+            api.append(
+                await measure(
+                    BytesMessage.self,
+                    delivery: "reliable",
+                    encoding: .binary,
+                    payloadBytes: size,
+                    field: "Data",
+                    for: .seconds(2)
+                ) {
+                    BytesMessage(number: $0, bytes: bytes)
+                }.messagesPerSecond
+            )
+            link.append(
+                Double(linkCount)
+                    / (try await OurLink(psk: psk, preferEventLoop: true).throughput(payload: size, count: linkCount))
+            )
             c.append(try baselineRate(size, runs: 1).messagesPerSecond)
             if let grpc { grpcRates.append(try grpc.rate(size: size, seconds: 2)) }
         }
@@ -439,13 +556,38 @@ if !Bench.flag("--no-pairs") {
         pairedShares.append(paired)
         let rates = { (rates: [Double]) in rates.map { String(format: "%.0f", $0) }.joined(separator: ", ") }
         let share = paired.share
-        print(String(format: "  %5d B: ours %@ msg/s, C %@: share median %.0f %% (%.0f-%.0f %%)", size, rates(api), rates(c),
-                     share.median * 100, share.low * 100, share.high * 100))
+        print(
+            String(
+                format: "  %5d B: ours %@ msg/s, C %@: share median %.0f %% (%.0f-%.0f %%)",
+                size,
+                rates(api),
+                rates(c),
+                share.median * 100,
+                share.low * 100,
+                share.high * 100
+            )
+        )
         if let ofLink = paired.ofLink {
-            print(String(format: "           our link %@ msg/s: share median %.0f %% (%.0f-%.0f %%)", rates(link), ofLink.median * 100, ofLink.low * 100, ofLink.high * 100))
+            print(
+                String(
+                    format: "           our link %@ msg/s: share median %.0f %% (%.0f-%.0f %%)",
+                    rates(link),
+                    ofLink.median * 100,
+                    ofLink.low * 100,
+                    ofLink.high * 100
+                )
+            )
         }
         if let ofGRPC = paired.ofGRPC {
-            print(String(format: "           gRPC Swift 2 %@ msg/s: ours median %.2fx (%.2f-%.2fx)", rates(grpcRates), ofGRPC.median, ofGRPC.low, ofGRPC.high))
+            print(
+                String(
+                    format: "           gRPC Swift 2 %@ msg/s: ours median %.2fx (%.2f-%.2fx)",
+                    rates(grpcRates),
+                    ofGRPC.median,
+                    ofGRPC.low,
+                    ofGRPC.high
+                )
+            )
         }
     }
 }
@@ -459,32 +601,71 @@ if !Bench.flag("--no-round-trip") {
     for _ in 0..<5 {
         let api = await apiRoundTrips(count: trips)
         let onExecutors = await apiRoundTrips(count: trips, onExecutors: true)
-        let c = try Baseline(useTLS: true, key: (0..<32).map { UInt8($0) }, spread: true).pingPong(payload: 1024, iterations: trips, warmup: 200)
+        let c = try Baseline(useTLS: true, key: (0..<32).map { UInt8($0) }, spread: true).pingPong(
+            payload: 1024,
+            iterations: trips,
+            warmup: 200
+        )
         let grpc = try GRPCProgram.found?.roundTrips(size: 1024, count: trips, warmup: 200)
         pairs.append(APIRoundTrip.Pair(api: api, onExecutor: onExecutors, c: c, grpc: grpc))
     }
     let result = APIRoundTrip(payloadBytes: 1024, pairs: pairs)
     roundTrip = result
-    print("\nRound trip of a 1 KiB message (send, the peer's application sends it back, the reply read), \(trips) a run, five runs alternating with the C program's ping-pong:")
+    print(
+        "\nRound trip of a 1 KiB message (send, the peer's application sends it back, the reply read), \(trips) a run, five runs alternating with the C program's ping-pong:"
+    )
     print("  (API: the applications' tasks on Swift's global pool; on executors: on their sessions' executors)")
     for pair in pairs {
-        print(String(format: "  API p50 %.1f µs, p99 %.1f µs; on executors p50 %.1f µs, p99 %.1f µs; C GnuTLS p50 %.1f µs: %.2fx, %.2fx",
-                     pair.apiP50Microseconds, pair.apiP99Microseconds, pair.onExecutorP50Microseconds ?? 0, pair.onExecutorP99Microseconds ?? 0,
-                     pair.cP50Microseconds, pair.ratio, pair.onExecutorRatio ?? 0)
-              + (pair.grpcP50Microseconds.map { String(format: "; gRPC Swift 2 p50 %.1f µs, p99 %.1f µs", $0, pair.grpcP99Microseconds ?? 0) } ?? ""))
+        print(
+            String(
+                format:
+                    "  API p50 %.1f µs, p99 %.1f µs; on executors p50 %.1f µs, p99 %.1f µs; C GnuTLS p50 %.1f µs: %.2fx, %.2fx",
+                pair.apiP50Microseconds,
+                pair.apiP99Microseconds,
+                pair.onExecutorP50Microseconds ?? 0,
+                pair.onExecutorP99Microseconds ?? 0,
+                pair.cP50Microseconds,
+                pair.ratio,
+                pair.onExecutorRatio ?? 0
+            )
+                + (pair.grpcP50Microseconds.map {
+                    String(format: "; gRPC Swift 2 p50 %.1f µs, p99 %.1f µs", $0, pair.grpcP99Microseconds ?? 0)
+                } ?? "")
+        )
     }
     let ratio = result.ratio
     print(String(format: "  median of the ratios %.2fx (%.2f-%.2fx)", ratio.median, ratio.low, ratio.high))
     if let pinned = result.onExecutorRatio {
-        print(String(format: "  on executors: median of the ratios %.2fx (%.2f-%.2fx)", pinned.median, pinned.low, pinned.high))
+        print(
+            String(
+                format: "  on executors: median of the ratios %.2fx (%.2f-%.2fx)",
+                pinned.median,
+                pinned.low,
+                pinned.high
+            )
+        )
     }
     if let ofGRPC = result.grpcRatio {
-        print(String(format: "  ours (global pool) over gRPC Swift 2's p50: median %.2fx (%.2f-%.2fx)", ofGRPC.median, ofGRPC.low, ofGRPC.high))
+        print(
+            String(
+                format: "  ours (global pool) over gRPC Swift 2's p50: median %.2fx (%.2f-%.2fx)",
+                ofGRPC.median,
+                ofGRPC.low,
+                ofGRPC.high
+            )
+        )
     }
 }
 try Bench.writeJSON(
-    SessionResults(cases: cases, baselines: baselines, latency: latency, roundTrip: roundTrip, pairedShares: pairedShares.isEmpty ? nil : pairedShares),
-    defaultPath: "bench-results/session.json")
+    SessionResults(
+        cases: cases,
+        baselines: baselines,
+        latency: latency,
+        roundTrip: roundTrip,
+        pairedShares: pairedShares.isEmpty ? nil : pairedShares
+    ),
+    defaultPath: "bench-results/session.json"
+)
 
 /// A file of `bytes` in `directory`, its blocks of 1 MiB each a little different.
 func makeFile(_ bytes: Int, in directory: URL) throws -> URL {
@@ -493,7 +674,9 @@ func makeFile(_ bytes: Int, in directory: URL) throws -> URL {
     let handle = try FileHandle(forWritingTo: file)
     var block = [UInt8](repeating: 0, count: 1 << 20)
     for index in 0..<(bytes >> 20) {
-        for offset in stride(from: 0, to: block.count, by: 4096) { block[offset] = UInt8(truncatingIfNeeded: index &+ offset >> 12) }
+        for offset in stride(from: 0, to: block.count, by: 4096) {
+            block[offset] = UInt8(truncatingIfNeeded: index &+ offset >> 12)
+        }
         handle.write(Data(block))
     }
     try handle.close()
@@ -503,11 +686,20 @@ func makeFile(_ bytes: Int, in directory: URL) throws -> URL {
 /// Files through the API: each size's hash and transfer rate beside 64 MiB messages' in the
 /// same run, the peak memory above the idle pair, and 1 KiB messages' latency beside a transfer.
 func measureResources(sizes: [Int]) async throws -> ResourceResults {
-    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("session-benchmark-resources-\(getpid())")
+    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "session-benchmark-resources-\(getpid())"
+    )
     try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: scratch) }
     let largeBytes = Data(repeating: 0x5A, count: 64 << 20)
-    let messages = await measure(BytesMessage.self, delivery: "reliable", encoding: .binary, payloadBytes: 64 << 20, field: "Data", for: .seconds(4)) {
+    let messages = await measure(
+        BytesMessage.self,
+        delivery: "reliable",
+        encoding: .binary,
+        payloadBytes: 64 << 20,
+        field: "Data",
+        for: .seconds(4)
+    ) {
         BytesMessage(number: $0, bytes: largeBytes)
     }
     let messagesRate = messages.payloadMegabytesPerSecond
@@ -527,9 +719,12 @@ func measureResources(sizes: [Int]) async throws -> ResourceResults {
                 return (started, hashed, ContinuousClock.now, Bench.cpuSeconds() - cpuAtOffer)
             }
             var transfer = ResourceResults.Transfer(
-                bytes: size, hashMegabytesPerSecond: Double(size) / 1e6 / (hashed - started).seconds,
-                transferMegabytesPerSecond: Double(size) / 1e6 / (done - hashed).seconds, messagesMegabytesPerSecond: messagesRate,
-                peakRSSGrowthMiB: growth)
+                bytes: size,
+                hashMegabytesPerSecond: Double(size) / 1e6 / (hashed - started).seconds,
+                transferMegabytesPerSecond: Double(size) / 1e6 / (done - hashed).seconds,
+                messagesMegabytesPerSecond: messagesRate,
+                peakRSSGrowthMiB: growth
+            )
             transfer.cpuMillisecondsPerMiB = cpu * 1e3 / Double(size >> 20)
             return transfer
         }
@@ -538,12 +733,32 @@ func measureResources(sizes: [Int]) async throws -> ResourceResults {
         try? FileManager.default.removeItem(at: file)
         try? FileManager.default.removeItem(at: inbox)
         transfers.append(transfer)
-        print(String(format: "  %5d MiB: the disk alone copies it at %.0f MB/s (read, written to a fresh file, synced)", size >> 20, disk))
-        print(String(format: "  %5d MiB: hashed at %.0f MB/s, sent at %.0f MB/s (%.0f %% of the messages'), peak memory +%.1f MiB",
-                     size >> 20, transfer.hashMegabytesPerSecond, transfer.transferMegabytesPerSecond, transfer.shareOfMessages * 100,
-                     transfer.peakRSSGrowthMiB))
-        print(String(format: "  %5d MiB: CPU %.2f ms a MiB, both ends (the messages: %.2f ms)",
-                     size >> 20, transfer.cpuMillisecondsPerMiB ?? 0, transfer.messagesCPUMillisecondsPerMiB ?? 0))
+        print(
+            String(
+                format: "  %5d MiB: the disk alone copies it at %.0f MB/s (read, written to a fresh file, synced)",
+                size >> 20,
+                disk
+            )
+        )
+        print(
+            String(
+                format:
+                    "  %5d MiB: hashed at %.0f MB/s, sent at %.0f MB/s (%.0f %% of the messages'), peak memory +%.1f MiB",
+                size >> 20,
+                transfer.hashMegabytesPerSecond,
+                transfer.transferMegabytesPerSecond,
+                transfer.shareOfMessages * 100,
+                transfer.peakRSSGrowthMiB
+            )
+        )
+        print(
+            String(
+                format: "  %5d MiB: CPU %.2f ms a MiB, both ends (the messages: %.2f ms)",
+                size >> 20,
+                transfer.cpuMillisecondsPerMiB ?? 0,
+                transfer.messagesCPUMillisecondsPerMiB ?? 0
+            )
+        )
     }
     // 1 KiB messages every 2 ms while 64 MiB files go one after another to the same peer.
     let file = try makeFile(64 << 20, in: scratch)
@@ -556,14 +771,27 @@ func measureResources(sizes: [Int]) async throws -> ResourceResults {
             }
         }
     }
-    print(String(format: "A 1 KiB reliable message every 2 ms beside 64 MiB files: p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d messages)",
-                 latency.p50Milliseconds, latency.p99Milliseconds, latency.maxMilliseconds, latency.count))
+    print(
+        String(
+            format:
+                "A 1 KiB reliable message every 2 ms beside 64 MiB files: p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d messages)",
+            latency.p50Milliseconds,
+            latency.p99Milliseconds,
+            latency.maxMilliseconds,
+            latency.count
+        )
+    )
     return ResourceResults(transfers: transfers, besideTransfer: latency)
 }
 
 /// Writes `count` bytes to a new stream in 64 KiB writes and reads them at the other end (at
 /// most at `readRate` bytes a second, if given); returns the seconds it took.
-@Sendable func stream(_ count: Int, from sender: MultipeerSession, to receiver: MultipeerSession, readRate: Double? = nil) async throws -> Double {
+@Sendable func stream(
+    _ count: Int,
+    from sender: MultipeerSession,
+    to receiver: MultipeerSession,
+    readRate: Double? = nil
+) async throws -> Double {
     let block = [UInt8](repeating: 0xA5, count: 64 << 10)
     let started = ContinuousClock.now
     let outgoing = try sender.openStream(named: "bench", to: receiver.peerID)
@@ -581,7 +809,9 @@ func measureResources(sizes: [Int]) async throws -> ResourceResults {
     for try await bytes in incoming {
         read += bytes.count
         // A slow reader: ahead of its rate by more than a millisecond, it waits.
-        if let readRate, case let due = reading + .seconds(Double(read) / readRate), due > ContinuousClock.now + .milliseconds(1) {
+        if let readRate, case let due = reading + .seconds(Double(read) / readRate),
+            due > ContinuousClock.now + .milliseconds(1)
+        {
             try await Task.sleep(until: due)
         }
     }
@@ -598,26 +828,52 @@ func measureMixed(fileBytes: Int, streamBytes: Int) async throws -> MixedResults
     try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: scratch) }
     let file = try makeFile(fileBytes, in: scratch)
-    let (latency, megabytesPerSecond) = try await withResourcePair(receivingInto: scratch.appendingPathComponent("inbox")) { receiver, sender in
-        let (bytesBefore, started) = (await sender.linkStats(for: receiver.peerID)?.quality.bytesOut ?? 0, ContinuousClock.now)
+    let (latency, megabytesPerSecond) = try await withResourcePair(
+        receivingInto: scratch.appendingPathComponent("inbox")
+    ) { receiver, sender in
+        let (bytesBefore, started) = (
+            await sender.linkStats(for: receiver.peerID)?.quality.bytesOut ?? 0, ContinuousClock.now
+        )
         let latency = try await probeLatency(from: sender, to: receiver) {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     while !Task.isCancelled {
-                        let outgoing = try await sender.sendResource(at: file, named: "file-\(UUID())", to: receiver.peerID)
+                        let outgoing = try await sender.sendResource(
+                            at: file,
+                            named: "file-\(UUID())",
+                            to: receiver.peerID
+                        )
                         try await outgoing.completion()
                     }
                 }
-                group.addTask { while !Task.isCancelled { _ = try await stream(streamBytes, from: sender, to: receiver) } }
+                group.addTask {
+                    while !Task.isCancelled { _ = try await stream(streamBytes, from: sender, to: receiver) }
+                }
                 try await group.waitForAll()
             }
         }
         let bytes = (await sender.linkStats(for: receiver.peerID)?.quality.bytesOut ?? 0) - bytesBefore
         return (latency, Double(bytes) / 1e6 / (ContinuousClock.now - started).seconds)
     }
-    print(String(format: "A 1 KiB reliable message every 2 ms beside a %d MiB file and a %d MiB stream (the link carrying %.0f MB/s): p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d messages)",
-                 fileBytes >> 20, streamBytes >> 20, megabytesPerSecond, latency.p50Milliseconds, latency.p99Milliseconds, latency.maxMilliseconds, latency.count))
-    return MixedResults(fileBytes: fileBytes, streamBytes: streamBytes, linkMegabytesPerSecond: megabytesPerSecond, latency: latency)
+    print(
+        String(
+            format:
+                "A 1 KiB reliable message every 2 ms beside a %d MiB file and a %d MiB stream (the link carrying %.0f MB/s): p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d messages)",
+            fileBytes >> 20,
+            streamBytes >> 20,
+            megabytesPerSecond,
+            latency.p50Milliseconds,
+            latency.p99Milliseconds,
+            latency.maxMilliseconds,
+            latency.count
+        )
+    )
+    return MixedResults(
+        fileBytes: fileBytes,
+        streamBytes: streamBytes,
+        linkMegabytesPerSecond: megabytesPerSecond,
+        latency: latency
+    )
 }
 
 /// A byte stream through the API: `bytes` one way in 64 KiB writes, read as fast as it comes,
@@ -625,7 +881,14 @@ func measureMixed(fileBytes: Int, streamBytes: Int) async throws -> MixedResults
 /// 1 KiB messages' latency while such a stream runs to the same peer.
 func measureStream(bytes: Int) async throws -> StreamResults {
     let largeBytes = Data(repeating: 0x5A, count: 64 << 20)
-    let messages = await measure(BytesMessage.self, delivery: "reliable", encoding: .binary, payloadBytes: 64 << 20, field: "Data", for: .seconds(4)) {
+    let messages = await measure(
+        BytesMessage.self,
+        delivery: "reliable",
+        encoding: .binary,
+        payloadBytes: 64 << 20,
+        field: "Data",
+        for: .seconds(4)
+    ) {
         BytesMessage(number: $0, bytes: largeBytes)
     }
     let messagesRate = messages.payloadMegabytesPerSecond
@@ -636,13 +899,22 @@ func measureStream(bytes: Int) async throws -> StreamResults {
     func measured(readRate: Double? = nil) async throws -> (rate: Double, growth: Double) {
         try await withResourcePair(receivingInto: scratch) { receiver, sender in
             _ = try await stream(16 << 20, from: sender, to: receiver)  // (warm-up)
-            let (seconds, growth) = try await peakMemoryGrowth { try await stream(bytes, from: sender, to: receiver, readRate: readRate) }
+            let (seconds, growth) = try await peakMemoryGrowth {
+                try await stream(bytes, from: sender, to: receiver, readRate: readRate)
+            }
             return (Double(bytes) / 1e6 / seconds, growth)
         }
     }
     let (rate, growth) = try await measured()
-    print(String(format: "A %d MiB stream one way: %.0f MB/s (%.0f %% of the messages'), peak memory +%.1f MiB",
-                 bytes >> 20, rate, rate / messagesRate * 100, growth))
+    print(
+        String(
+            format: "A %d MiB stream one way: %.0f MB/s (%.0f %% of the messages'), peak memory +%.1f MiB",
+            bytes >> 20,
+            rate,
+            rate / messagesRate * 100,
+            growth
+        )
+    )
     let (slowRate, slowGrowth) = try await measured(readRate: rate * 1e6 / 2)
     print(String(format: "  its reader held to half that rate: %.0f MB/s, peak memory +%.1f MiB", slowRate, slowGrowth))
     let latency = try await withResourcePair(receivingInto: scratch) { receiver, sender in
@@ -650,17 +922,33 @@ func measureStream(bytes: Int) async throws -> StreamResults {
             while !Task.isCancelled { _ = try await stream(64 << 20, from: sender, to: receiver) }
         }
     }
-    print(String(format: "A 1 KiB reliable message every 2 ms beside a stream: p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d messages)",
-                 latency.p50Milliseconds, latency.p99Milliseconds, latency.maxMilliseconds, latency.count))
+    print(
+        String(
+            format:
+                "A 1 KiB reliable message every 2 ms beside a stream: p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d messages)",
+            latency.p50Milliseconds,
+            latency.p99Milliseconds,
+            latency.maxMilliseconds,
+            latency.count
+        )
+    )
     return StreamResults(
-        bytes: bytes, megabytesPerSecond: rate, messagesMegabytesPerSecond: messagesRate, peakRSSGrowthMiB: growth,
-        slowReaderMegabytesPerSecond: slowRate, slowReaderPeakRSSGrowthMiB: slowGrowth, besideStream: latency)
+        bytes: bytes,
+        megabytesPerSecond: rate,
+        messagesMegabytesPerSecond: messagesRate,
+        peakRSSGrowthMiB: growth,
+        slowReaderMegabytesPerSecond: slowRate,
+        slowReaderPeakRSSGrowthMiB: slowGrowth,
+        besideStream: latency
+    )
 }
 
 /// The latency of a 1 KiB reliable message from `sender` to `receiver` every 2 ms for the run's
 /// duration, while `load` runs beside it (it is cancelled after).
 func probeLatency(
-    from sender: MultipeerSession, to receiver: MultipeerSession, beside load: @escaping @Sendable () async throws -> Void
+    from sender: MultipeerSession,
+    to receiver: MultipeerSession,
+    beside load: @escaping @Sendable () async throws -> Void
 ) async throws -> ProbeLatency {
     let probes = receiver.messages(of: Probe.self)
     let loading = Task { try await load() }
@@ -668,7 +956,10 @@ func probeLatency(
     let sendingProbes = Task {
         let end = ContinuousClock.now + duration
         while ContinuousClock.now < end {
-            try await sender.send(Probe(sentNanoseconds: nanosecondsSinceStart(), padding: padding), to: receiver.peerID)
+            try await sender.send(
+                Probe(sentNanoseconds: nanosecondsSinceStart(), padding: padding),
+                to: receiver.peerID
+            )
             try await Task.sleep(for: .milliseconds(2))
         }
         try await sender.send(Probe(sentNanoseconds: -1, padding: padding), to: receiver.peerID)
@@ -733,17 +1024,29 @@ final class PeakMemory: @unchecked Sendable {  // (its one property under its lo
 
 /// A receiver into `directory` and a sender that met it, over loopback.
 func withResourcePair<Result: Sendable>(
-    receivingInto directory: URL, _ body: @escaping @Sendable (_ receiver: MultipeerSession, _ sender: MultipeerSession) async throws -> Result
+    receivingInto directory: URL,
+    _ body: @escaping @Sendable (_ receiver: MultipeerSession, _ sender: MultipeerSession) async throws -> Result
 ) async throws -> Result {
     var receiving = MultipeerSession.Configuration(
-        serviceType: "_navlog._tcp", peer: PeerInfo(displayName: "receiver"), psk: psk, discovery: .staticPeers([]), statsInterval: nil, logger: quiet)
+        serviceType: "_navlog._tcp",
+        peer: PeerInfo(displayName: "receiver"),
+        psk: psk,
+        discovery: .staticPeers([]),
+        statsInterval: nil,
+        logger: quiet
+    )
     receiving.resourceDirectory = directory
     let receiver = MultipeerSession(configuration: receiving, identity: PeerIdentity())
     let receiverEvents = receiver.events
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await receiver.run() }
         var port = 0
-        for await event in receiverEvents { if case .listening(let listening) = event { port = listening; break } }
+        for await event in receiverEvents {
+            if case .listening(let listening) = event {
+                port = listening
+                break
+            }
+        }
         let sender = session("sender", encoding: .binary, dialling: "127.0.0.1:\(port)")
         let senderEvents = sender.events
         group.addTask { try await sender.run() }

@@ -13,7 +13,11 @@ let trials = arguments.firstIndex(of: "--trials").flatMap { Int(arguments[$0 + 1
 let key = try PreSharedKey(identity: "benchmark", passphrase: "the simulation benchmark's key, not a secret")
 
 func configuration(_ name: String) -> MultipeerSession.Configuration {
-    var configuration = MultipeerSession.Configuration(serviceType: "_bench._tcp", peer: PeerInfo(displayName: name), psk: key)
+    var configuration = MultipeerSession.Configuration(
+        serviceType: "_bench._tcp",
+        peer: PeerInfo(displayName: name),
+        psk: key
+    )
     configuration.logger.logLevel = .critical
     return configuration
 }
@@ -24,7 +28,8 @@ func trial(seed: UInt64) async throws -> (test: Duration, again: Duration) {
     let start = clock.now
     let world = SimulatedWorld(seed: seed)
     return try await Task(executorPreference: world.executor) {
-        let captain = world.addHost("captain"), purser = world.addHost("purser")
+        let captain = world.addHost("captain")
+        let purser = world.addHost("purser")
         let a = captain.makeSession(configuration: configuration("captain"))
         let b = purser.makeSession(configuration: configuration("purser"))
         captain.start(a)
@@ -54,7 +59,13 @@ func milliseconds(_ duration: Duration) -> Double {
 func summary(_ values: [Double]) -> String {
     let sorted = values.sorted()
     let median = sorted[sorted.count / 2]
-    return String(format: "median %.1f ms (%.1f-%.1f, p90 %.1f)", median, sorted.first!, sorted.last!, sorted[sorted.count * 9 / 10])
+    return String(
+        format: "median %.1f ms (%.1f-%.1f, p90 %.1f)",
+        median,
+        sorted.first!,
+        sorted.last!,
+        sorted[sorted.count * 9 / 10]
+    )
 }
 
 _ = try await trial(seed: 0)  // warm up: GnuTLS and the allocator's first use
@@ -65,5 +76,7 @@ for seed in 1...UInt64(trials) {
     tests.append(milliseconds(test))
     seconds.append(milliseconds(again))
 }
-print("freeze, detect, thaw, rejoin, a test of its own (world made, two sessions joined): \(summary(tests)), \(trials) trials")
+print(
+    "freeze, detect, thaw, rejoin, a test of its own (world made, two sessions joined): \(summary(tests)), \(trials) trials"
+)
 print("the same again in that world (a second fault): \(summary(seconds))")

@@ -10,7 +10,7 @@ let package = Package(
     name: "Consumer",
     platforms: [.macOS(.v15)],
     dependencies: [
-        .package(name: "MultipeerSession", path: "../.."),
+        .package(name: "MultipeerSession", path: "../..")
     ],
     targets: [
         .target(

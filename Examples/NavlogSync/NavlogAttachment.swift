@@ -53,17 +53,29 @@ public struct NavlogAttachment: Hashable, Sendable, Codable {
     /// 64 lowercase hexadecimal digits, each length not negative; an empty list is left out.
     static func validate(_ attachments: [NavlogAttachment]?) throws(NavlogError) {
         guard let attachments else { return }
-        guard !attachments.isEmpty else { throw NavlogError(.badVersion, "its attachments are an empty list, which is left out") }
+        guard !attachments.isEmpty else {
+            throw NavlogError(.badVersion, "its attachments are an empty list, which is left out")
+        }
         guard attachments.count <= maximumPerVersion else {
-            throw NavlogError(.badVersion, "it carries \(attachments.count) attachments, more than \(maximumPerVersion)")
+            throw NavlogError(
+                .badVersion,
+                "it carries \(attachments.count) attachments, more than \(maximumPerVersion)"
+            )
         }
         for (index, attachment) in attachments.enumerated() {
-            guard isName(attachment.name) else { throw NavlogError(.badVersion, "an attachment's name is not \(nameRule)") }
+            guard isName(attachment.name) else {
+                throw NavlogError(.badVersion, "an attachment's name is not \(nameRule)")
+            }
             guard attachment.length >= 0 else {
                 throw NavlogError(.badVersion, "attachment \(attachment.name) has a length below 0 or above 2^63 - 1")
             }
-            guard attachment.sha256.utf8.count == 64, attachment.sha256.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
-                throw NavlogError(.badVersion, "the SHA-256 of attachment \(attachment.name) is not 64 lowercase hexadecimal digits")
+            guard attachment.sha256.utf8.count == 64,
+                attachment.sha256.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+            else {
+                throw NavlogError(
+                    .badVersion,
+                    "the SHA-256 of attachment \(attachment.name) is not 64 lowercase hexadecimal digits"
+                )
             }
             if index > 0, !attachments[index - 1].name.utf8.lexicographicallyPrecedes(attachment.name.utf8) {
                 throw NavlogError(.badVersion, "its attachments are not sorted by name, each once (\(attachment.name))")
@@ -75,6 +87,8 @@ public struct NavlogAttachment: Hashable, Sendable, Codable {
 extension [NavlogAttachment] {
     /// These attachments with `attachment` added, replacing one of the same name, sorted by name.
     func adding(_ attachment: NavlogAttachment) -> [NavlogAttachment] {
-        (filter { $0.name != attachment.name } + [attachment]).sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
+        (filter { $0.name != attachment.name } + [attachment]).sorted {
+            $0.name.utf8.lexicographicallyPrecedes($1.name.utf8)
+        }
     }
 }

@@ -12,7 +12,8 @@ public enum NavlogCommand: Hashable, Sendable {
     case peers
     case quit
 
-    public static let usage = "commands: add KEY=VALUE ..., edit ID KEY=VALUE ..., delete ID, attach ID FILE, save ID NAME PATH, list, peers, quit; "
+    public static let usage =
+        "commands: add KEY=VALUE ..., edit ID KEY=VALUE ..., delete ID, attach ID FILE, save ID NAME PATH, list, peers, quit; "
         + "keys: \(NavlogField.allCases.map(\.rawValue).joined(separator: ", ")); quote values with spaces: remarks=\"light chop\""
 
     /// Parses a line; nil for a blank line or a comment (`#`).
@@ -28,7 +29,9 @@ public enum NavlogCommand: Hashable, Sendable {
             }
             self = .add(fields)
         case "edit":
-            guard let id = rest.first else { throw NavlogError(.badCommand, "edit needs an entry id: edit ID KEY=VALUE ...") }
+            guard let id = rest.first else {
+                throw NavlogError(.badCommand, "edit needs an entry id: edit ID KEY=VALUE ...")
+            }
             let fields = try Self.fields(Array(rest.dropFirst()))
             guard !fields.isEmpty else { throw NavlogError(.badCommand, "edit needs at least one KEY=VALUE") }
             self = .edit(idPrefix: id, fields)
@@ -36,11 +39,16 @@ public enum NavlogCommand: Hashable, Sendable {
             guard rest.count == 1 else { throw NavlogError(.badCommand, "delete takes one entry id: delete ID") }
             self = .delete(idPrefix: rest[0])
         case "attach":
-            guard rest.count == 2 else { throw NavlogError(.badCommand, "attach takes an entry id and a file: attach ID FILE") }
+            guard rest.count == 2 else {
+                throw NavlogError(.badCommand, "attach takes an entry id and a file: attach ID FILE")
+            }
             self = .attach(idPrefix: rest[0], path: rest[1])
         case "save":
             guard rest.count == 3 else {
-                throw NavlogError(.badCommand, "save takes an entry id, an attachment's name and where to write it: save ID NAME PATH")
+                throw NavlogError(
+                    .badCommand,
+                    "save takes an entry id, an attachment's name and where to write it: save ID NAME PATH"
+                )
             }
             self = .save(idPrefix: rest[0], name: rest[1], path: rest[2])
         case "list", "peers", "quit":
@@ -60,7 +68,10 @@ public enum NavlogCommand: Hashable, Sendable {
             }
             let key = String(word[..<equals]).lowercased()
             guard let field = NavlogField(rawValue: key) ?? NavlogField.aliases[key] else {
-                throw NavlogError(.badCommand, "unknown key \"\(key)\"; keys: \(NavlogField.allCases.map(\.rawValue).joined(separator: ", "))")
+                throw NavlogError(
+                    .badCommand,
+                    "unknown key \"\(key)\"; keys: \(NavlogField.allCases.map(\.rawValue).joined(separator: ", "))"
+                )
             }
             let value = String(word[word.index(after: equals)...])
             try field.validate(value)
@@ -108,7 +119,9 @@ public enum NavlogField: String, CaseIterable, Hashable, Sendable {
     /// Checks a value typed for this field; an empty value (clearing it) is fine but for the waypoint.
     func validate(_ value: String) throws(NavlogError) {
         // SQLite would cut a text short at a NUL, and a terminal obeys escape sequences.
-        guard !value.unicodeScalars.contains(where: \.isControl) else { throw bad(value, "text without control characters") }
+        guard !value.unicodeScalars.contains(where: \.isControl) else {
+            throw bad(value, "text without control characters")
+        }
         if value.isEmpty {
             guard self != .waypoint else { throw NavlogError(.badCommand, "the waypoint cannot be empty") }
             return
@@ -121,9 +134,13 @@ public enum NavlogField: String, CaseIterable, Hashable, Sendable {
         case .planned, .actual:
             guard Self.isTime(value) else { throw bad(value, "a UTC time HH:MM, e.g. 14:05") }
         case .fuel:
-            guard let fuel = Int(value), (0...500_000).contains(fuel) else { throw bad(value, "kilograms of fuel from 0 to 500000") }
+            guard let fuel = Int(value), (0...500_000).contains(fuel) else {
+                throw bad(value, "kilograms of fuel from 0 to 500000")
+            }
         case .altitude:
-            guard let altitude = Int(value), (-2_000...60_000).contains(altitude) else { throw bad(value, "feet from -2000 to 60000") }
+            guard let altitude = Int(value), (-2_000...60_000).contains(altitude) else {
+                throw bad(value, "feet from -2000 to 60000")
+            }
         case .remarks:
             guard value.utf8.count <= 500 else { throw bad(value, "remarks of at most 500 bytes") }
         }
@@ -131,13 +148,17 @@ public enum NavlogField: String, CaseIterable, Hashable, Sendable {
 
     private func bad(_ value: String, _ expected: String) -> NavlogError {
         let shown = value.count > 40 ? value.prefix(40) + "..." : Substring(value)
-        let escaped = shown.unicodeScalars.map { $0.isControl ? "\\u{\(String($0.value, radix: 16, uppercase: true))}" : String($0) }.joined()
+        let escaped = shown.unicodeScalars.map {
+            $0.isControl ? "\\u{\(String($0.value, radix: 16, uppercase: true))}" : String($0)
+        }.joined()
         return NavlogError(.badCommand, "\(rawValue)=\(escaped) is not valid: expected \(expected)")
     }
 
     private static func isTime(_ value: String) -> Bool {
         let parts = value.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 2, parts.allSatisfy({ $0.count == 2 }), let hours = Int(parts[0]), let minutes = Int(parts[1]) else {
+        guard parts.count == 2, parts.allSatisfy({ $0.count == 2 }), let hours = Int(parts[0]),
+            let minutes = Int(parts[1])
+        else {
             return false
         }
         return (0..<24).contains(hours) && (0..<60).contains(minutes)

@@ -20,8 +20,13 @@ public struct NavlogFields: Hashable, Sendable, Codable {
     public var remarks: String?
 
     public init(
-        leg: Int? = nil, waypoint: String, planned: String? = nil, actual: String? = nil, fuel: Int? = nil,
-        altitude: Int? = nil, remarks: String? = nil
+        leg: Int? = nil,
+        waypoint: String,
+        planned: String? = nil,
+        actual: String? = nil,
+        fuel: Int? = nil,
+        altitude: Int? = nil,
+        remarks: String? = nil
     ) {
         self.leg = leg
         self.waypoint = waypoint
@@ -58,7 +63,12 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
     public var signature: String?
 
     public init(
-        id: UUID, fields: NavlogFields, author: String, origin: UUID, timestamp: HLCTimestamp, deleted: Bool = false,
+        id: UUID,
+        fields: NavlogFields,
+        author: String,
+        origin: UUID,
+        timestamp: HLCTimestamp,
+        deleted: Bool = false,
         attachments: [NavlogAttachment]? = nil
     ) {
         self.id = id
@@ -76,7 +86,8 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
 
     /// Whether `name` may author versions (``authorRule``).
     public static func isAuthor(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.count <= Hello.maximumDisplayNameLength && !name.unicodeScalars.contains(where: \.isControl)
+        !name.isEmpty && name.utf8.count <= Hello.maximumDisplayNameLength
+            && !name.unicodeScalars.contains(where: \.isControl)
     }
 
     /// The version's identity, all that anti-entropy compares.
@@ -181,10 +192,18 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
             throw NavlogError(.badSignature, "version \(timestamp.rawValue) of entry \(id) is not signed")
         }
         guard key.peerID == origin else {
-            throw NavlogError(.badSignature, "version \(timestamp.rawValue) of entry \(id) names origin \(origin) but carries the key of \(key.peerID)")
+            throw NavlogError(
+                .badSignature,
+                "version \(timestamp.rawValue) of entry \(id) names origin \(origin) but carries the key of \(key.peerID)"
+            )
         }
-        guard let bytes = Hex.decode(signature.utf8), bytes.count == 64, key.isValidProtocolSignature(bytes, for: signedBytes) else {
-            throw NavlogError(.badSignature, "the signature of version \(timestamp.rawValue) of entry \(id) does not verify: it was altered, or not written by \(origin)")
+        guard let bytes = Hex.decode(signature.utf8), bytes.count == 64,
+            key.isValidProtocolSignature(bytes, for: signedBytes)
+        else {
+            throw NavlogError(
+                .badSignature,
+                "the signature of version \(timestamp.rawValue) of entry \(id) does not verify: it was altered, or not written by \(origin)"
+            )
         }
     }
 }

@@ -43,11 +43,18 @@ public struct NavlogFiles: Sendable {
 
     /// Hashes `source` while copying it to a temporary file in `directory`, synced, then moves
     /// the copy into place under its hash (a copy already there is kept).
-    private static func copy(_ source: String, named name: String, into directory: URL) throws(NavlogError) -> NavlogAttachment {
+    private static func copy(
+        _ source: String,
+        named name: String,
+        into directory: URL
+    ) throws(NavlogError) -> NavlogAttachment {
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         } catch {
-            throw NavlogError(.attachmentFailure, "cannot make the folder \(directory.path) for attachments: \(error.localizedDescription)")
+            throw NavlogError(
+                .attachmentFailure,
+                "cannot make the folder \(directory.path) for attachments: \(error.localizedDescription)"
+            )
         }
         let input = open(source, O_RDONLY | O_CLOEXEC)
         guard input >= 0 else {
@@ -57,7 +64,10 @@ public struct NavlogFiles: Sendable {
         let temporary = directory.appendingPathComponent(".taking-\(UUID().uuidString)")
         let output = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard output >= 0 else {
-            throw NavlogError(.attachmentFailure, "cannot write in \(directory.path): \(String(cString: strerror(errno)))")
+            throw NavlogError(
+                .attachmentFailure,
+                "cannot write in \(directory.path): \(String(cString: strerror(errno)))"
+            )
         }
         var hasher = SHA256()
         var length: Int64 = 0
@@ -66,16 +76,26 @@ public struct NavlogFiles: Sendable {
             defer { close(output) }
             while true {
                 let count = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
-                guard count >= 0 else { throw NavlogError(.badCommand, "cannot read \(source): \(String(cString: strerror(errno)))") }
+                guard count >= 0 else {
+                    throw NavlogError(.badCommand, "cannot read \(source): \(String(cString: strerror(errno)))")
+                }
                 guard count > 0 else { break }
                 hasher.update(data: buffer[..<count])
                 let written = buffer.withUnsafeBytes { write(output, $0.baseAddress, count) }
                 guard written == count else {
-                    throw NavlogError(.attachmentFailure, "cannot write a copy of \(source) in \(directory.path): \(String(cString: strerror(errno)))")
+                    throw NavlogError(
+                        .attachmentFailure,
+                        "cannot write a copy of \(source) in \(directory.path): \(String(cString: strerror(errno)))"
+                    )
                 }
                 length += Int64(count)
             }
-            guard fsync(output) == 0 else { throw NavlogError(.attachmentFailure, "cannot sync the copy of \(source): \(String(cString: strerror(errno)))") }
+            guard fsync(output) == 0 else {
+                throw NavlogError(
+                    .attachmentFailure,
+                    "cannot sync the copy of \(source): \(String(cString: strerror(errno)))"
+                )
+            }
         } catch {
             unlink(temporary.path)
             throw error
@@ -83,7 +103,10 @@ public struct NavlogFiles: Sendable {
         let sha256 = hasher.finalize().map { String(format: "%02x", $0) }.joined()
         guard rename(temporary.path, directory.appendingPathComponent(sha256).path) == 0 else {
             unlink(temporary.path)
-            throw NavlogError(.attachmentFailure, "cannot keep the copy of \(source): \(String(cString: strerror(errno)))")
+            throw NavlogError(
+                .attachmentFailure,
+                "cannot keep the copy of \(source): \(String(cString: strerror(errno)))"
+            )
         }
         return NavlogAttachment(name: name, length: length, sha256: sha256)
     }
@@ -91,7 +114,10 @@ public struct NavlogFiles: Sendable {
     /// Moves a file that arrived whole (its hash checked by the session) into place.
     func keep(_ arrived: URL, as sha256: String) throws(NavlogError) {
         guard rename(arrived.path, path(of: sha256).path) == 0 else {
-            throw NavlogError(.attachmentFailure, "cannot move \(arrived.path) into \(directory.path): \(String(cString: strerror(errno)))")
+            throw NavlogError(
+                .attachmentFailure,
+                "cannot move \(arrived.path) into \(directory.path): \(String(cString: strerror(errno)))"
+            )
         }
     }
 
@@ -99,7 +125,9 @@ public struct NavlogFiles: Sendable {
     /// it, so that `destination` is whole or absent.
     func save(_ sha256: String, to destination: String) throws(NavlogError) {
         let target = URL(fileURLWithPath: destination)
-        let temporary = target.deletingLastPathComponent().appendingPathComponent(".\(target.lastPathComponent).saving-\(UUID().uuidString)")
+        let temporary = target.deletingLastPathComponent().appendingPathComponent(
+            ".\(target.lastPathComponent).saving-\(UUID().uuidString)"
+        )
         do {
             try FileManager.default.copyItem(at: path(of: sha256), to: temporary)
         } catch {

@@ -36,20 +36,37 @@ package struct NavlogIntake: Sendable {
             }
         }
         if let first = foreign.first, let sender {
-            refusals.append(NavlogError(.notFromSender,
-                "\(foreign.count) update(s) from peer \(sender) were refused, as they claim another host's authorship; the first, of entry \(first.id), names origin \(first.origin)"))
+            refusals.append(
+                NavlogError(
+                    .notFromSender,
+                    "\(foreign.count) update(s) from peer \(sender) were refused, as they claim another host's authorship; the first, of entry \(first.id), names origin \(first.origin)"
+                )
+            )
         }
         if let (_, problem) = unsigned.first {
-            refusals.append(NavlogError(.badSignature, "\(unsigned.count) version(s) were refused, as their origin did not sign them; the first: \(problem.message)"))
+            refusals.append(
+                NavlogError(
+                    .badSignature,
+                    "\(unsigned.count) version(s) were refused, as their origin did not sign them; the first: \(problem.message)"
+                )
+            )
         }
         if let (first, problem) = invalid.first {
-            refusals.append(NavlogError(.badVersion,
-                "\(invalid.count) version(s) were refused, as a user could not have typed them; the first, of entry \(first.id), because \(problem)"))
+            refusals.append(
+                NavlogError(
+                    .badVersion,
+                    "\(invalid.count) version(s) were refused, as a user could not have typed them; the first, of entry \(first.id), because \(problem)"
+                )
+            )
         }
         if let latest = ahead.map(\.timestamp).max() {
             let when = Date(timeIntervalSince1970: Double(latest.milliseconds) / 1000).formatted(.iso8601)
-            refusals.append(NavlogError(.clockAhead,
-                "\(ahead.count) version(s) stamped up to \(when), more than a day ahead of this host's clock, were refused; check the clocks of both hosts"))
+            refusals.append(
+                NavlogError(
+                    .clockAhead,
+                    "\(ahead.count) version(s) stamped up to \(when), more than a day ahead of this host's clock, were refused; check the clocks of both hosts"
+                )
+            )
         }
     }
 

@@ -33,7 +33,9 @@ public struct NavlogLog: Hashable, Sendable {
 
     /// The version of every entry, tombstones included: what a host tells a peer it has.
     package var digest: NavlogDigest {
-        NavlogDigest(versions: entries.mapValues { NavlogDigest.Held(version: $0.version, contentHash: $0.contentHash) })
+        NavlogDigest(
+            versions: entries.mapValues { NavlogDigest.Held(version: $0.version, contentHash: $0.contentHash) }
+        )
     }
 
     /// The entries whose version here is newer than in `digest`, or that it lacks, or holds
@@ -41,7 +43,9 @@ public struct NavlogLog: Hashable, Sendable {
     /// one as this host: docs/NAVLOG.md, section 1).
     package func newer(than digest: NavlogDigest) -> [NavlogEntry] {
         entries.values.filter { entry in
-            NavlogDigest.Held(version: entry.version, contentHash: entry.contentHash).replaces(digest.versions[entry.id])
+            NavlogDigest.Held(version: entry.version, contentHash: entry.contentHash).replaces(
+                digest.versions[entry.id]
+            )
         }.sorted { $0.timestamp < $1.timestamp }
     }
 
@@ -90,7 +94,11 @@ package struct NavlogDigest: Hashable, Sendable, Codable {
     package func batches(of size: Int) -> [NavlogDigest] {
         let all = Array(versions)
         return stride(from: 0, to: max(all.count, 1), by: size).map { start in
-            NavlogDigest(versions: Dictionary(uniqueKeysWithValues: all[start..<min(start + size, all.count)].map { ($0.key, $0.value) }))
+            NavlogDigest(
+                versions: Dictionary(
+                    uniqueKeysWithValues: all[start..<min(start + size, all.count)].map { ($0.key, $0.value) }
+                )
+            )
         }
     }
 
@@ -106,21 +114,33 @@ package struct NavlogDigest: Hashable, Sendable, Codable {
             let parts = line.split(separator: " ", maxSplits: 4, omittingEmptySubsequences: false)
             guard parts.count == 5, let id = UUID(uuidString: String(parts[0])), let raw = UInt64(parts[1]),
                 let origin = UUID(uuidString: String(parts[2])), parts[3].utf8.count == 32,
-                parts[3].utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) })
+                parts[3].utf8.allSatisfy({
+                    (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+                        || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
+                })
             else {
-                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "bad digest line \(line)"))
+                throw DecodingError.dataCorrupted(
+                    .init(codingPath: decoder.codingPath, debugDescription: "bad digest line \(line)")
+                )
             }
             versions[id] = Held(
-                version: NavlogEntry.Version(timestamp: HLCTimestamp(rawValue: raw), author: String(parts[4]), origin: origin),
-                contentHash: String(parts[3]))
+                version: NavlogEntry.Version(
+                    timestamp: HLCTimestamp(rawValue: raw),
+                    author: String(parts[4]),
+                    origin: origin
+                ),
+                contentHash: String(parts[3])
+            )
         }
         self.versions = versions
     }
 
     package func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
-        try container.encode(versions.map { id, held in
-            "\(id.uuidString) \(held.version.timestamp.rawValue) \(held.version.origin.uuidString) \(held.contentHash) \(held.version.author)"
-        })
+        try container.encode(
+            versions.map { id, held in
+                "\(id.uuidString) \(held.version.timestamp.rawValue) \(held.version.origin.uuidString) \(held.contentHash) \(held.version.author)"
+            }
+        )
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
-public import MultipeerSession
 import MultipeerCore
+public import MultipeerSession
 public import ServiceLifecycle
 
 /// A navlog host: the log in its store, kept in sync with every peer of a ``MultipeerSession``.
@@ -45,7 +45,10 @@ public actor NavlogNode: Service {
     /// A host on `store`, with the session made from `configuration` under the store's identity.
     public init(store: NavlogStore, configuration: MultipeerSession.Configuration) throws(NavlogError) {
         guard let identity = store.identity else {
-            throw NavlogError(.databaseFailure, "the store \(store.path) is open read-only; a host needs it open for writing")
+            throw NavlogError(
+                .databaseFailure,
+                "the store \(store.path) is open read-only; a host needs it open for writing"
+            )
         }
         self.store = store
         self.author = configuration.peer.displayName
@@ -67,11 +70,20 @@ public actor NavlogNode: Service {
             var reissued: [NavlogEntry] = []
             for old in legacy {
                 let version = NavlogEntry(
-                    id: old.id, fields: old.fields, author: old.author, origin: identity.peerID, timestamp: clock.tick(now: now), deleted: old.deleted)
+                    id: old.id,
+                    fields: old.fields,
+                    author: old.author,
+                    origin: identity.peerID,
+                    timestamp: clock.tick(now: now),
+                    deleted: old.deleted
+                )
                 do {
                     reissued.append(try version.signed(by: identity))
                 } catch {
-                    throw NavlogError(.databaseFailure, "cannot sign the versions of \(store.path) with this host's identity: \(error)")
+                    throw NavlogError(
+                        .databaseFailure,
+                        "cannot sign the versions of \(store.path) with this host's identity: \(error)"
+                    )
                 }
             }
             for applied in try store.merge(reissued).applied { index.update(applied) }
@@ -109,26 +121,48 @@ public actor NavlogNode: Service {
     /// Adds an entry with these fields; returns it once it is committed and sent.
     @discardableResult
     public func add(_ changes: [NavlogField: String?]) async throws(NavlogError) -> NavlogEntry {
-        try await commit(NavlogEntry(
-            id: UUID(), fields: NavlogFields(waypoint: "").applying(changes), author: author, origin: session.peerID, timestamp: tick()))
+        try await commit(
+            NavlogEntry(
+                id: UUID(),
+                fields: NavlogFields(waypoint: "").applying(changes),
+                author: author,
+                origin: session.peerID,
+                timestamp: tick()
+            )
+        )
     }
 
     /// Changes fields of the live entry whose id starts with `idPrefix`.
     @discardableResult
     public func edit(_ idPrefix: String, _ changes: [NavlogField: String?]) async throws(NavlogError) -> NavlogEntry {
         let current = try entry(matching: idPrefix)
-        return try await commit(NavlogEntry(
-            id: current.id, fields: current.fields.applying(changes), author: author, origin: session.peerID, timestamp: tick(),
-            attachments: current.attachments))
+        return try await commit(
+            NavlogEntry(
+                id: current.id,
+                fields: current.fields.applying(changes),
+                author: author,
+                origin: session.peerID,
+                timestamp: tick(),
+                attachments: current.attachments
+            )
+        )
     }
 
     /// Deletes the live entry whose id starts with `idPrefix` (a tombstone that wins over older edits).
     @discardableResult
     public func delete(_ idPrefix: String) async throws(NavlogError) -> NavlogEntry {
         let current = try entry(matching: idPrefix)
-        return try await commit(NavlogEntry(
-            id: current.id, fields: current.fields, author: author, origin: session.peerID, timestamp: tick(), deleted: true,
-            attachments: current.attachments))
+        return try await commit(
+            NavlogEntry(
+                id: current.id,
+                fields: current.fields,
+                author: author,
+                origin: session.peerID,
+                timestamp: tick(),
+                deleted: true,
+                attachments: current.attachments
+            )
+        )
     }
 
     // MARK: Attachments
@@ -142,12 +176,24 @@ public actor NavlogNode: Service {
         _ = try entry(matching: idPrefix)
         let attachment = try await files.take(path)
         let current = try entry(matching: idPrefix)  // (again: the file took a while)
-        guard (current.attachments?.filter { $0.name != attachment.name }.count ?? 0) < NavlogAttachment.maximumPerVersion else {
-            throw NavlogError(.badCommand, "entry \(current.id) has \(NavlogAttachment.maximumPerVersion) attachments, the most an entry carries")
+        guard
+            (current.attachments?.filter { $0.name != attachment.name }.count ?? 0) < NavlogAttachment.maximumPerVersion
+        else {
+            throw NavlogError(
+                .badCommand,
+                "entry \(current.id) has \(NavlogAttachment.maximumPerVersion) attachments, the most an entry carries"
+            )
         }
-        return try await commit(NavlogEntry(
-            id: current.id, fields: current.fields, author: author, origin: session.peerID, timestamp: tick(),
-            attachments: (current.attachments ?? []).adding(attachment)))
+        return try await commit(
+            NavlogEntry(
+                id: current.id,
+                fields: current.fields,
+                author: author,
+                origin: session.peerID,
+                timestamp: tick(),
+                attachments: (current.attachments ?? []).adding(attachment)
+            )
+        )
     }
 
     /// Writes the attachment `name` of the live entry whose id starts with `idPrefix` to `path`.
@@ -156,12 +202,18 @@ public actor NavlogNode: Service {
         let current = try entry(matching: idPrefix)
         guard let attachment = current.attachments?.first(where: { $0.name == name }) else {
             let names = current.attachments?.map(\.name).joined(separator: ", ") ?? ""
-            throw NavlogError(.badCommand, "entry \(current.id) has no attachment named \(name)" + (names.isEmpty ? "" : "; it has \(names)"))
+            throw NavlogError(
+                .badCommand,
+                "entry \(current.id) has no attachment named \(name)" + (names.isEmpty ? "" : "; it has \(names)")
+            )
         }
         guard files.holds(attachment.sha256) else {
             let done = arriving[attachment.sha256]?.values.max()
-            throw NavlogError(.attachmentMissing, done.map { "\(name) is on its way: \($0) of \(attachment.length) bytes are here" }
-                ?? "\(name) is not here yet: no peer that holds it has sent it")
+            throw NavlogError(
+                .attachmentMissing,
+                done.map { "\(name) is on its way: \($0) of \(attachment.length) bytes are here" }
+                    ?? "\(name) is not here yet: no peer that holds it has sent it"
+            )
         }
         try files.save(attachment.sha256, to: path)
     }
@@ -204,7 +256,9 @@ public actor NavlogNode: Service {
     /// The first live entry that names the file with this hash, and the attachment there.
     private func attachment(_ sha256: String) -> (entry: UUID, attachment: NavlogAttachment)? {
         for entry in (try? store.attachedVersions()) ?? [] {
-            if let attachment = entry.attachments?.first(where: { $0.sha256 == sha256 }) { return (entry.id, attachment) }
+            if let attachment = entry.attachments?.first(where: { $0.sha256 == sha256 }) {
+                return (entry.id, attachment)
+            }
         }
         return nil
     }
@@ -218,11 +272,23 @@ public actor NavlogNode: Service {
             let path = files.path(of: sha256)
             Task {
                 var transfer = AttachmentTransfer(
-                    entry: entry, name: attachment.name, sha256: sha256, peer: ref, outgoing: true, bytesDone: 0, totalBytes: attachment.length,
-                    bytesPerSecond: 0)
+                    entry: entry,
+                    name: attachment.name,
+                    sha256: sha256,
+                    peer: ref,
+                    outgoing: true,
+                    bytesDone: 0,
+                    totalBytes: attachment.length,
+                    bytesPerSecond: 0
+                )
                 var failure: String?
                 do {
-                    let outgoing = try await self.session.sendResource(at: path, named: attachment.name, metadata: ["entry": entry.uuidString], to: peer.id)
+                    let outgoing = try await self.session.sendResource(
+                        at: path,
+                        named: attachment.name,
+                        metadata: ["entry": entry.uuidString],
+                        to: peer.id
+                    )
                     for await progress in outgoing.progress {
                         (transfer.bytesDone, transfer.bytesPerSecond) = (progress.bytesDone, progress.bytesPerSecond)
                         self.subscriptions.continuation.yield(.attachmentProgress(transfer))
@@ -249,7 +315,11 @@ public actor NavlogNode: Service {
     /// goes on from what it wrote), so it is taken whatever the old one's state here.
     private func receive(_ resource: IncomingResource) async {
         let sha256 = resource.sha256.map { String(format: "%02x", $0) }.joined()
-        let ref = PeerRef(id: resource.sender.id, name: resource.sender.displayName, fingerprint: resource.sender.key.fingerprint)
+        let ref = PeerRef(
+            id: resource.sender.id,
+            name: resource.sender.displayName,
+            fingerprint: resource.sender.key.fingerprint
+        )
         guard !files.holds(sha256), let (entry, attachment) = attachment(sha256) else {
             resource.cancel()
             return
@@ -260,7 +330,15 @@ public actor NavlogNode: Service {
             if arriving[sha256]?.isEmpty == true { arriving[sha256] = nil }
         }
         var transfer = AttachmentTransfer(
-            entry: entry, name: attachment.name, sha256: sha256, peer: ref, outgoing: false, bytesDone: 0, totalBytes: resource.length, bytesPerSecond: 0)
+            entry: entry,
+            name: attachment.name,
+            sha256: sha256,
+            peer: ref,
+            outgoing: false,
+            bytesDone: 0,
+            totalBytes: resource.length,
+            bytesPerSecond: 0
+        )
         for await progress in resource.progress {
             (transfer.bytesDone, transfer.bytesPerSecond) = (progress.bytesDone, progress.bytesPerSecond)
             arriving[sha256]?[resource.id] = progress.bytesDone
@@ -289,9 +367,16 @@ public actor NavlogNode: Service {
         var rows: [PeerStatus] = []
         for (id, state) in known {
             let quality = state.active ? await session.linkStats(for: id)?.quality : nil
-            rows.append(PeerStatus(
-                peer: state.peer, active: state.active, rtt: quality?.smoothedRTT, jitter: quality?.jitter,
-                loss: quality?.loss, lastSeen: state.active ? Date() : state.lastSeen))
+            rows.append(
+                PeerStatus(
+                    peer: state.peer,
+                    active: state.active,
+                    rtt: quality?.smoothedRTT,
+                    jitter: quality?.jitter,
+                    loss: quality?.loss,
+                    lastSeen: state.active ? Date() : state.lastSeen
+                )
+            )
         }
         return rows.sorted { ($0.active ? 0 : 1, $0.peer.name) < ($1.active ? 0 : 1, $1.peer.name) }
     }
@@ -300,9 +385,12 @@ public actor NavlogNode: Service {
         let prefix = idPrefix.uppercased()
         let matches = try store.log().live.filter { $0.id.uuidString.hasPrefix(prefix) }
         guard matches.count == 1 else {
-            throw NavlogError(.unknownEntry, matches.isEmpty
-                ? "no entry has an id starting with \(idPrefix); `list` shows the ids"
-                : "\(matches.count) entries have ids starting with \(idPrefix); type more of the id")
+            throw NavlogError(
+                .unknownEntry,
+                matches.isEmpty
+                    ? "no entry has an id starting with \(idPrefix); `list` shows the ids"
+                    : "\(matches.count) entries have ids starting with \(idPrefix); type more of the id"
+            )
         }
         return matches[0]
     }
@@ -334,7 +422,12 @@ public actor NavlogNode: Service {
         case .listening(let port):
             subscriptions.continuation.yield(.listening(port: port))
         case .listenFailed(let port, let error):
-            subscriptions.continuation.yield(.error(code: error.code.description, message: "cannot listen on port \(port) again, listening on another: \(error)"))
+            subscriptions.continuation.yield(
+                .error(
+                    code: error.code.description,
+                    message: "cannot listen on port \(port) again, listening on another: \(error)"
+                )
+            )
         case .peerJoined(let peer):
             let ref = PeerRef(id: peer.id, name: peer.displayName, fingerprint: peer.key.fingerprint)
             known[peer.id] = (ref, true, Date())
@@ -349,27 +442,64 @@ public actor NavlogNode: Service {
             known[peer.id] = (ref, false, Date())
             subscriptions.continuation.yield(.peerLeft(ref, reason))
         case .connectionFailed(let address, let error), .authenticationFailed(let address, let error):
-            subscriptions.continuation.yield(.error(code: error.code.description, message: "connection with \(address) failed: \(error)"))
+            subscriptions.continuation.yield(
+                .error(code: error.code.description, message: "connection with \(address) failed: \(error)")
+            )
         case .connectionsFailed(let count, let code):
-            subscriptions.continuation.yield(.error(code: code.description, message: "\(count) more inbound connection(s) failed with \(code) (reported at most once a second)"))
+            subscriptions.continuation.yield(
+                .error(
+                    code: code.description,
+                    message: "\(count) more inbound connection(s) failed with \(code) (reported at most once a second)"
+                )
+            )
         case .undecodableMessage(let peer, let type, let error):
-            subscriptions.continuation.yield(.error(code: "undecodableMessage", message: "a \(type) from \(peer.displayName) did not decode: \(error)"))
+            subscriptions.continuation.yield(
+                .error(
+                    code: "undecodableMessage",
+                    message: "a \(type) from \(peer.displayName) did not decode: \(error)"
+                )
+            )
         case .messageRejected(let peer, let type, let sequence, let reason):
-            subscriptions.continuation.yield(.error(code: "messageRejected", message: "\(peer.displayName) could not decode the \(type) numbered \(sequence) that this host sent: \(reason)"))
+            subscriptions.continuation.yield(
+                .error(
+                    code: "messageRejected",
+                    message:
+                        "\(peer.displayName) could not decode the \(type) numbered \(sequence) that this host sent: \(reason)"
+                )
+            )
         case .advertisingFailed(let error):
-            subscriptions.continuation.yield(.error(code: error.code.description, message: "advertising failed: \(error)"))
+            subscriptions.continuation.yield(
+                .error(code: error.code.description, message: "advertising failed: \(error)")
+            )
         case .messageHeld(let type, let peer), .messageNotRead(let type, let peer):
             // Its one message type is declared and subscribed to before it runs: anything else
             // is foreign, refused as it arrives (and its sender told).
-            subscriptions.continuation.yield(.error(code: "unknownMessageType", message: "\(peer.displayName) sent a \(type), which navlog-sync does not know"))
+            subscriptions.continuation.yield(
+                .error(
+                    code: "unknownMessageType",
+                    message: "\(peer.displayName) sent a \(type), which navlog-sync does not know"
+                )
+            )
         case .broadcastSkipped(let peer, let type, let error):
-            subscriptions.continuation.yield(.error(code: error.code.description, message: "a \(type) did not go to \(peer.displayName): \(error)"))
+            subscriptions.continuation.yield(
+                .error(code: error.code.description, message: "a \(type) did not go to \(peer.displayName): \(error)")
+            )
         case .heldMessagesFull(let type, let peer):
-            subscriptions.continuation.yield(.error(code: "heldMessagesFull", message: "\(peer.displayName) sent more \(type) messages than are held for a first subscriber: its link waits"))
+            subscriptions.continuation.yield(
+                .error(
+                    code: "heldMessagesFull",
+                    message:
+                        "\(peer.displayName) sent more \(type) messages than are held for a first subscriber: its link waits"
+                )
+            )
         case .messagesDropped(let type, let count, let reason):
-            subscriptions.continuation.yield(.error(code: "messagesDropped", message: "\(count) \(type) message(s) dropped: \(reason)"))
+            subscriptions.continuation.yield(
+                .error(code: "messagesDropped", message: "\(count) \(type) message(s) dropped: \(reason)")
+            )
         case .eventsDropped(let count):
-            subscriptions.continuation.yield(.error(code: "eventsDropped", message: "this host fell behind and missed \(count) session event(s)"))
+            subscriptions.continuation.yield(
+                .error(code: "eventsDropped", message: "this host fell behind and missed \(count) session event(s)")
+            )
         case .stats, .availablePeerChanged:
             break
         }
@@ -400,7 +530,10 @@ public actor NavlogNode: Service {
                 try apply([entry], from: ref, ownOnly: true)
             case .lack(let hashes):
                 guard hashes.count <= NavlogMessage.lackBatchSize else {
-                    throw NavlogError(.syncOverload, "\(peer.displayName) said it lacks \(hashes.count) files in one message, more than \(NavlogMessage.lackBatchSize); the message is ignored, and none of its files offered")
+                    throw NavlogError(
+                        .syncOverload,
+                        "\(peer.displayName) said it lacks \(hashes.count) files in one message, more than \(NavlogMessage.lackBatchSize); the message is ignored, and none of its files offered"
+                    )
                 }
                 offer(hashes, to: peer, as: ref)
             }
@@ -416,8 +549,13 @@ public actor NavlogNode: Service {
         guard worker.enqueue(work) else {
             workers.removeValue(forKey: peer.id)?.stop()
             overloaded.insert(peer.id)
-            report(NavlogError(.syncOverload, "\(peer.displayName) sent more than \(SyncWorker.maximumWaiting) requests this host had not answered yet; its requests are ignored until it joins again"),
-                   "syncing with \(peer.displayName)")
+            report(
+                NavlogError(
+                    .syncOverload,
+                    "\(peer.displayName) sent more than \(SyncWorker.maximumWaiting) requests this host had not answered yet; its requests are ignored until it joins again"
+                ),
+                "syncing with \(peer.displayName)"
+            )
             return
         }
     }
@@ -431,8 +569,21 @@ public actor NavlogNode: Service {
 
     /// What to send after a peer's `reply`.
     func pulled(exchange: UInt64, expand: [NavlogPrefix], versions: NavlogDigest, from peer: Peer) -> [NavlogMessage] {
-        guard let messages = pulls[peer.id, default: NavlogPull()].received(exchange: exchange, expand: expand, versions: versions, &index) else {
-            report(NavlogError(.unexpectedReply, "\(peer.displayName) sent a reply to an ask this host did not send; it is ignored"), "syncing with \(peer.displayName)")
+        guard
+            let messages = pulls[peer.id, default: NavlogPull()].received(
+                exchange: exchange,
+                expand: expand,
+                versions: versions,
+                &index
+            )
+        else {
+            report(
+                NavlogError(
+                    .unexpectedReply,
+                    "\(peer.displayName) sent a reply to an ask this host did not send; it is ignored"
+                ),
+                "syncing with \(peer.displayName)"
+            )
             return []
         }
         return messages
@@ -470,9 +621,13 @@ public actor NavlogNode: Service {
         // Files attached to what came: the peer that sent the versions likely holds them.
         sayLacking(lacking(among: merged.applied), to: peer)
         if let first = merged.conflicts.first {
-            report(NavlogError(.conflictingVersion,
-                "\(merged.conflicts.count) version(s) came with the version stamp of one held here and other content, which only a faulty or rogue origin writes; the first, of entry \(first.id) by origin \(first.origin): the one that wins by content is kept, on every host"),
-                "syncing with \(peer.name)")
+            report(
+                NavlogError(
+                    .conflictingVersion,
+                    "\(merged.conflicts.count) version(s) came with the version stamp of one held here and other content, which only a faulty or rogue origin writes; the first, of entry \(first.id) by origin \(first.origin): the one that wins by content is kept, on every host"
+                ),
+                "syncing with \(peer.name)"
+            )
         }
     }
 

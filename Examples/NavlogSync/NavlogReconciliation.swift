@@ -50,7 +50,10 @@ package struct NavlogPrefix: Hashable, Sendable, Codable, CustomStringConvertibl
         let container = try decoder.singleValueContainer()
         let digits = try container.decode(String.self)
         guard let prefix = NavlogPrefix(digits) else {
-            throw DecodingError.dataCorruptedError(in: container, debugDescription: "\(digits) is not a prefix of at most 32 upper-case hexadecimal digits")
+            throw DecodingError.dataCorruptedError(
+                in: container,
+                debugDescription: "\(digits) is not a prefix of at most 32 upper-case hexadecimal digits"
+            )
         }
         self = prefix
     }
@@ -78,7 +81,8 @@ package struct NavlogSummary: Hashable, Sendable, Codable, CustomStringConvertib
 
     /// A content hash as a number; nil unless 32 lower-case hexadecimal digits.
     static func number(_ hash: some StringProtocol) -> UInt128? {
-        guard hash.utf8.count == 32, let bytes = Hex.decode(hash.utf8), bytes.count == 16, Hex.encode(bytes) == hash else { return nil }
+        guard hash.utf8.count == 32, let bytes = Hex.decode(hash.utf8), bytes.count == 16, Hex.encode(bytes) == hash
+        else { return nil }
         return bytes.reduce(0) { $0 << 8 | UInt128($1) }
     }
 
@@ -93,10 +97,15 @@ package struct NavlogSummary: Hashable, Sendable, Codable, CustomStringConvertib
         let parts = text.split(separator: " ", omittingEmptySubsequences: false)
         if parts == ["0"] {
             self = .empty
-        } else if parts.count == 2, let count = Int(parts[0]), count > 0, String(count) == parts[0], let sum = Self.number(parts[1]) {
+        } else if parts.count == 2, let count = Int(parts[0]), count > 0, String(count) == parts[0],
+            let sum = Self.number(parts[1])
+        {
             self.init(count: count, sum: sum)
         } else {
-            throw DecodingError.dataCorruptedError(in: container, debugDescription: "\(text) is not a range summary (COUNT SUM, or 0)")
+            throw DecodingError.dataCorruptedError(
+                in: container,
+                debugDescription: "\(text) is not a range summary (COUNT SUM, or 0)"
+            )
         }
     }
 
@@ -114,7 +123,10 @@ package struct NavlogRanges: Hashable, Sendable, Codable {
     package var children: [NavlogSummary]
 
     package init(prefix: NavlogPrefix, children: [NavlogSummary]) {
-        precondition(prefix.digits.utf8.count < 32 && children.count == 16, "a prefix of at most 31 digits and its 16 children")
+        precondition(
+            prefix.digits.utf8.count < 32 && children.count == 16,
+            "a prefix of at most 31 digits and its 16 children"
+        )
         self.prefix = prefix
         self.children = children
     }
@@ -126,7 +138,13 @@ package struct NavlogRanges: Hashable, Sendable, Codable {
         let prefix = try container.decode(NavlogPrefix.self, forKey: .prefix)
         let children = try container.decode([NavlogSummary].self, forKey: .children)
         guard prefix.digits.utf8.count < 32, children.count == 16 else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "a range has a prefix of at most 31 digits and 16 children (\(prefix.digits.utf8.count) digits, \(children.count) children)"))
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: decoder.codingPath,
+                    debugDescription:
+                        "a range has a prefix of at most 31 digits and 16 children (\(prefix.digits.utf8.count) digits, \(children.count) children)"
+                )
+            )
         }
         self.init(prefix: prefix, children: children)
     }
@@ -201,7 +219,9 @@ package struct NavlogIndex: Sendable {
     /// whose summary differs from the asker's, every version held under it if the asker holds
     /// none there (`entries`, sent before the reply), the versions held there by name if at
     /// most ``leafSize`` (`versions`), else the child to split further (`expand`).
-    package mutating func answer(_ ranges: [NavlogRanges]) -> (entries: [UUID], expand: [NavlogPrefix], versions: NavlogDigest) {
+    package mutating func answer(
+        _ ranges: [NavlogRanges]
+    ) -> (entries: [UUID], expand: [NavlogPrefix], versions: NavlogDigest) {
         var entries: [UUID] = []
         var expand: [NavlogPrefix] = []
         var versions: [UUID: NavlogDigest.Held] = [:]
@@ -231,7 +251,8 @@ package struct NavlogIndex: Sendable {
     }
 
     private func firstIndex(notBelow key: UInt128) -> Int {
-        var low = 0, high = keys.count
+        var low = 0
+        var high = keys.count
         while low < high {
             let middle = (low + high) / 2
             if keys[middle] < key { low = middle + 1 } else { high = middle }
@@ -241,7 +262,9 @@ package struct NavlogIndex: Sendable {
 
     private mutating func sortIfStale() {
         guard stale else { return }
-        let sorted = held.map { (key: NavlogPrefix.key(of: $0.key), id: $0.key, hash: NavlogSummary.number($0.value.contentHash) ?? 0) }.sorted { $0.key < $1.key }
+        let sorted = held.map {
+            (key: NavlogPrefix.key(of: $0.key), id: $0.key, hash: NavlogSummary.number($0.value.contentHash) ?? 0)
+        }.sorted { $0.key < $1.key }
         keys = sorted.map(\.key)
         ids = sorted.map(\.id)
         sums = [0]
@@ -265,7 +288,10 @@ package struct NavlogPull: Sendable {
 
     /// Begins an exchange (anew, numbered at random: replies to an earlier one are then told
     /// apart however late they come): its first `ask`.
-    package mutating func start(_ index: inout NavlogIndex, exchange: UInt64 = .random(in: 0..<(1 << 53))) -> [NavlogMessage] {
+    package mutating func start(
+        _ index: inout NavlogIndex,
+        exchange: UInt64 = .random(in: 0..<(1 << 53))
+    ) -> [NavlogMessage] {
         self.exchange = exchange
         unanswered = 1
         return [index.firstAsk(exchange: exchange)]
@@ -275,7 +301,12 @@ package struct NavlogPull: Sendable {
     /// the versions it names that win here, final once every ask is answered. Nothing for a
     /// reply of an earlier exchange (a link broke, the exchange began anew); nil for one this
     /// host sent no ask for.
-    package mutating func received(exchange replied: UInt64, expand: [NavlogPrefix], versions: NavlogDigest, _ index: inout NavlogIndex) -> [NavlogMessage]? {
+    package mutating func received(
+        exchange replied: UInt64,
+        expand: [NavlogPrefix],
+        versions: NavlogDigest,
+        _ index: inout NavlogIndex
+    ) -> [NavlogMessage]? {
         guard let exchange else { return nil }
         guard replied == exchange else { return [] }
         guard unanswered > 0 else { return nil }

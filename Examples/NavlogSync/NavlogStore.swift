@@ -38,7 +38,10 @@ public final class NavlogStore: Sendable {
         }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
             close(descriptor)
-            throw NavlogError(.databaseLocked, "the database \(path) is in use by another navlog-sync run; stop it, or give this one its own --data file")
+            throw NavlogError(
+                .databaseLocked,
+                "the database \(path) is in use by another navlog-sync run; stop it, or give this one its own --data file"
+            )
         }
         lockDescriptor = descriptor
         do {
@@ -61,7 +64,10 @@ public final class NavlogStore: Sendable {
         lockDescriptor = nil
         identity = nil
         guard FileManager.default.fileExists(atPath: path) else {
-            throw NavlogError(.databaseMissing, "there is no database at \(path); `navlog-sync run --data \(path)` makes one")
+            throw NavlogError(
+                .databaseMissing,
+                "there is no database at \(path); `navlog-sync run --data \(path)` makes one"
+            )
         }
         do {
             var configuration = Configuration()
@@ -88,7 +94,9 @@ public final class NavlogStore: Sendable {
     /// Every version held, tombstones included.
     public func log() throws(NavlogError) -> NavlogLog {
         do {
-            return NavlogLog(try database.read { db in try Row.fetchAll(db, sql: "SELECT * FROM entry").map(Self.entry) })
+            return NavlogLog(
+                try database.read { db in try Row.fetchAll(db, sql: "SELECT * FROM entry").map(Self.entry) }
+            )
         } catch {
             throw Self.describe(error, path: path)
         }
@@ -100,7 +108,9 @@ public final class NavlogStore: Sendable {
     public func attachedVersions() throws(NavlogError) -> [NavlogEntry] {
         do {
             return try database.read { db in
-                try Row.fetchAll(db, sql: "SELECT * FROM entry WHERE attachments IS NOT NULL AND deleted = 0").map(Self.entry)
+                try Row.fetchAll(db, sql: "SELECT * FROM entry WHERE attachments IS NOT NULL AND deleted = 0").map(
+                    Self.entry
+                )
             }.sorted(by: NavlogLog.logOrder)
         } catch {
             throw Self.describe(error, path: path)
@@ -112,8 +122,11 @@ public final class NavlogStore: Sendable {
         guard !ids.isEmpty else { return [] }
         do {
             return try database.read { db in
-                try Row.fetchAll(db, sql: "SELECT * FROM entry WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
-                                 arguments: StatementArguments(ids.map(\.uuidString))).map(Self.entry)
+                try Row.fetchAll(
+                    db,
+                    sql: "SELECT * FROM entry WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
+                    arguments: StatementArguments(ids.map(\.uuidString))
+                ).map(Self.entry)
             }
         } catch {
             throw Self.describe(error, path: path)
@@ -135,10 +148,16 @@ public final class NavlogStore: Sendable {
             return try database.write { db in
                 var merged = Merged()
                 for entry in incoming {
-                    let row = try Row.fetchOne(db, sql: "SELECT * FROM entry WHERE id = ?", arguments: [entry.id.uuidString])
+                    let row = try Row.fetchOne(
+                        db,
+                        sql: "SELECT * FROM entry WHERE id = ?",
+                        arguments: [entry.id.uuidString]
+                    )
                     if let row {
                         let current = try Self.entry(row)
-                        if current.version == entry.version, current.signedBytes != entry.signedBytes { merged.conflicts.append(entry) }
+                        if current.version == entry.version, current.signedBytes != entry.signedBytes {
+                            merged.conflicts.append(entry)
+                        }
                         if !entry.wins(over: current) { continue }
                     }
                     try Self.save(entry, db)
@@ -157,14 +176,16 @@ public final class NavlogStore: Sendable {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1-entries") { db in
-            try db.execute(sql: """
-                CREATE TABLE entry (
-                    id TEXT PRIMARY KEY NOT NULL,
-                    leg INTEGER, waypoint TEXT NOT NULL, planned TEXT, actual TEXT,
-                    fuel INTEGER, altitude INTEGER, remarks TEXT,
-                    author TEXT NOT NULL, origin TEXT NOT NULL, timestamp INTEGER NOT NULL, deleted BOOLEAN NOT NULL
-                )
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE entry (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        leg INTEGER, waypoint TEXT NOT NULL, planned TEXT, actual TEXT,
+                        fuel INTEGER, altitude INTEGER, remarks TEXT,
+                        author TEXT NOT NULL, origin TEXT NOT NULL, timestamp INTEGER NOT NULL, deleted BOOLEAN NOT NULL
+                    )
+                    """
+            )
         }
         // The host's identity moved into the database so that a restart keeps it.
         migrator.registerMigration("v2-node") { db in
@@ -201,22 +222,38 @@ public final class NavlogStore: Sendable {
                 """,
             arguments: [
                 entry.id.uuidString, fields.leg, fields.waypoint, fields.planned, fields.actual, fields.fuel,
-                fields.altitude, fields.remarks, entry.author, entry.origin.uuidString, Int64(bitPattern: entry.timestamp.rawValue), entry.deleted,
+                fields.altitude, fields.remarks, entry.author, entry.origin.uuidString,
+                Int64(bitPattern: entry.timestamp.rawValue), entry.deleted,
                 entry.key?.description, entry.signature,
                 try entry.attachments.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) },
-            ])
+            ]
+        )
     }
 
     private static func entry(_ row: Row) throws -> NavlogEntry {
         guard let id = UUID(uuidString: row["id"]), let origin = UUID(uuidString: row["origin"]) else {
-            throw NavlogError(.databaseCorrupt, "the entry \(String(describing: row["id"] as String?)) has an id or origin that is not a UUID")
+            throw NavlogError(
+                .databaseCorrupt,
+                "the entry \(String(describing: row["id"] as String?)) has an id or origin that is not a UUID"
+            )
         }
         let fields = NavlogFields(
-            leg: row["leg"], waypoint: row["waypoint"], planned: row["planned"], actual: row["actual"], fuel: row["fuel"],
-            altitude: row["altitude"], remarks: row["remarks"])
+            leg: row["leg"],
+            waypoint: row["waypoint"],
+            planned: row["planned"],
+            actual: row["actual"],
+            fuel: row["fuel"],
+            altitude: row["altitude"],
+            remarks: row["remarks"]
+        )
         var entry = NavlogEntry(
-            id: id, fields: fields, author: row["author"], origin: origin, timestamp: HLCTimestamp(rawValue: UInt64(bitPattern: row["timestamp"])),
-            deleted: row["deleted"])
+            id: id,
+            fields: fields,
+            author: row["author"],
+            origin: origin,
+            timestamp: HLCTimestamp(rawValue: UInt64(bitPattern: row["timestamp"])),
+            deleted: row["deleted"]
+        )
         entry.key = (row["key"] as String?).flatMap { try? PeerKey(hex: $0) }
         entry.signature = row["signature"]
         if let attachments = row["attachments"] as String? {
@@ -234,11 +271,20 @@ public final class NavlogStore: Sendable {
         let reason = error.message ?? "\(error.resultCode)"
         switch error.resultCode {
         case .SQLITE_NOTADB, .SQLITE_CORRUPT:
-            return NavlogError(.databaseCorrupt, "\(path) is not a navlog database or is damaged (SQLite: \(reason)); move it away to start a new one")
+            return NavlogError(
+                .databaseCorrupt,
+                "\(path) is not a navlog database or is damaged (SQLite: \(reason)); move it away to start a new one"
+            )
         case .SQLITE_BUSY, .SQLITE_LOCKED:
-            return NavlogError(.databaseLocked, "the database \(path) stayed locked by another process for 5 s (SQLite: \(reason))")
+            return NavlogError(
+                .databaseLocked,
+                "the database \(path) stayed locked by another process for 5 s (SQLite: \(reason))"
+            )
         case .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_READONLY:
-            return NavlogError(.databaseFailure, "cannot open the database \(path) (SQLite: \(reason)); check the path and its permissions")
+            return NavlogError(
+                .databaseFailure,
+                "cannot open the database \(path) (SQLite: \(reason)); check the path and its permissions"
+            )
         default:
             return NavlogError(.databaseFailure, "the database \(path) failed (SQLite: \(reason))")
         }

@@ -35,7 +35,7 @@ final class SyncWorker: Sendable {
             for await work in stream {
                 do {
                     try await Self.perform(work, node: node, peer: peer, holding: &holding)
-                } catch where !Task.isCancelled {
+                } catch  where !Task.isCancelled {
                     await node.report(error, "syncing with \(peer.displayName) failed")
                 } catch {
                     return
@@ -57,7 +57,12 @@ final class SyncWorker: Sendable {
     }
 
     /// Answers one request.
-    private static func perform(_ work: Work, node: NavlogNode, peer: Peer, holding: inout (exchange: UInt64?, sent: Int)) async throws {
+    private static func perform(
+        _ work: Work,
+        node: NavlogNode,
+        peer: Peer,
+        holding: inout (exchange: UInt64?, sent: Int)
+    ) async throws {
         let session = node.session
         switch work {
         case .start:
@@ -66,9 +71,14 @@ final class SyncWorker: Sendable {
             if holding.exchange != exchange { holding = (exchange, 0) }
             let answer = await node.answer(ranges)
             holding.sent += try await sendEntries(answer.entries, final: false, node: node, to: peer)
-            try await session.send(NavlogMessage.reply(exchange: exchange, expand: answer.expand, versions: answer.versions), to: peer.id)
+            try await session.send(
+                NavlogMessage.reply(exchange: exchange, expand: answer.expand, versions: answer.versions),
+                to: peer.id
+            )
         case .reply(let exchange, let expand, let versions):
-            for message in await node.pulled(exchange: exchange, expand: expand, versions: versions, from: peer) { try await session.send(message, to: peer.id) }
+            for message in await node.pulled(exchange: exchange, expand: expand, versions: versions, from: peer) {
+                try await session.send(message, to: peer.id)
+            }
         case .need(let ids, let final):
             holding.sent += try await sendEntries(ids, final: final, node: node, to: peer)
             guard final else { return }
@@ -78,7 +88,10 @@ final class SyncWorker: Sendable {
             let answer = await node.answer(legacy: digest)
             await node.answered(peer, sending: try await sendEntries(answer.missing, final: true, node: node, to: peer))
             for (index, part) in answer.digest.enumerated() {
-                try await session.send(NavlogMessage.digest(versions: part, final: index == answer.digest.count - 1), to: peer.id)
+                try await session.send(
+                    NavlogMessage.digest(versions: part, final: index == answer.digest.count - 1),
+                    to: peer.id
+                )
             }
         }
     }
@@ -92,7 +105,10 @@ final class SyncWorker: Sendable {
             let end = min(start + NavlogMessage.batchSize, ids.count)
             let versions = try node.store.versions(of: ids[start..<end]).sorted { $0.timestamp < $1.timestamp }
             if !versions.isEmpty || (final && end == ids.count) {
-                try await node.session.send(NavlogMessage.entries(versions: versions, final: final && end == ids.count), to: peer.id)
+                try await node.session.send(
+                    NavlogMessage.entries(versions: versions, final: final && end == ids.count),
+                    to: peer.id
+                )
             }
             count += versions.count
             start = end

@@ -32,7 +32,10 @@ actor Console {
     func show(_ event: NavlogEvent) async {
         if json {
             // An entry's attachments as they stand here now (a local attach's file is held).
-            let states = if case .entryApplied(let entry, _) = event { await states([entry]) } else { [String: AttachmentState]() }
+            let states =
+                if case .entryApplied(let entry, _) = event { await states([entry]) } else {
+                    [String: AttachmentState]()
+                }
             emit(Self.json(event, states: states))
             return
         }
@@ -61,7 +64,9 @@ actor Console {
     /// Where each attachment of `entries` stands here, by hash.
     private func states(_ entries: [NavlogEntry]) async -> [String: AttachmentState] {
         var states: [String: AttachmentState] = [:]
-        for attachment in entries.flatMap({ $0.attachments ?? [] }) { states[attachment.sha256] = await node.state(of: attachment.sha256) }
+        for attachment in entries.flatMap({ $0.attachments ?? [] }) {
+            states[attachment.sha256] = await node.state(of: attachment.sha256)
+        }
         return states
     }
 
@@ -85,7 +90,12 @@ actor Console {
                 let entries = try await node.entries()
                 let states = await states(entries)
                 if json {
-                    emit(.object([("event", .string("entries")), ("entries", .array(entries.map { Render.entry($0, states: states) }))]))
+                    emit(
+                        .object([
+                            ("event", .string("entries")),
+                            ("entries", .array(entries.map { Render.entry($0, states: states) })),
+                        ])
+                    )
                 } else if !terminal {
                     write(Render.logTable(entries, states: states))
                 }
@@ -101,7 +111,12 @@ actor Console {
             }
         } catch {
             if json {
-                emit(.object([("event", .string("error")), ("code", .string(error.code.description)), ("message", .string(error.message)), ("input", .string(line))]))
+                emit(
+                    .object([
+                        ("event", .string("error")), ("code", .string(error.code.description)),
+                        ("message", .string(error.message)), ("input", .string(line)),
+                    ])
+                )
             } else {
                 await say("error: \(error.message)")
             }
@@ -137,8 +152,12 @@ actor Console {
         let states = await states(entries)
         let peers = await node.peers()
         var screen = "\u{1B}[H\u{1B}[2J"
-        screen += "navlog-sync: \(node.author)\n\n" + Render.logTable(entries, states: states) + "\n" + Render.peerTable(peers) + "\n"
-        let bars = transfers.values.sorted { ($0.name, $0.peer.name) < ($1.name, $1.peer.name) }.map { Render.printable(Render.progressBar($0)) }
+        screen +=
+            "navlog-sync: \(node.author)\n\n" + Render.logTable(entries, states: states) + "\n"
+            + Render.peerTable(peers) + "\n"
+        let bars = transfers.values.sorted { ($0.name, $0.peer.name) < ($1.name, $1.peer.name) }.map {
+            Render.printable(Render.progressBar($0))
+        }
         if !bars.isEmpty { screen += bars.joined(separator: "\n") + "\n\n" }
         screen += recent.joined(separator: "\n") + "\n\n" + NavlogCommand.usage + "\n> "
         write(screen)
@@ -161,27 +180,39 @@ actor Console {
         case .peerJoined(let peer):
             return .object([("event", .string("peer_joined"))] + peerFields(peer))
         case .peerLeft(let peer, let reason):
-            return .object([("event", .string("peer_left"))] + peerFields(peer) + [
-                ("reason", .string(reasonCode(reason))), ("detail", .string(reason.description)),
-            ])
+            return .object(
+                [("event", .string("peer_left"))] + peerFields(peer) + [
+                    ("reason", .string(reasonCode(reason))), ("detail", .string(reason.description)),
+                ]
+            )
         case .entryApplied(let entry, let origin):
             return .object([
                 ("event", .string("entry_applied")), ("id", .string(Render.id(entry.id))),
-                ("origin", .string(origin?.name ?? "local")), ("deleted", .bool(entry.deleted)), ("entry", Render.entry(entry, states: states)),
+                ("origin", .string(origin?.name ?? "local")), ("deleted", .bool(entry.deleted)),
+                ("entry", Render.entry(entry, states: states)),
             ])
         case .synced(let peer, let sent, let received):
-            return .object([("event", .string("synced"))] + peerFields(peer) + [("sent", .int(sent)), ("received", .int(received))])
+            return .object(
+                [("event", .string("synced"))] + peerFields(peer) + [
+                    ("sent", .int(sent)), ("received", .int(received)),
+                ]
+            )
         case .attachmentProgress(let transfer):
             return .object([("event", .string("attachment_progress"))] + Render.transfer(transfer))
         case .attachmentDone(let transfer, let error):
-            return .object([("event", .string("attachment_done"))] + Render.transfer(transfer) + [("error", .optional(error))])
+            return .object(
+                [("event", .string("attachment_done"))] + Render.transfer(transfer) + [("error", .optional(error))]
+            )
         case .error(let code, let message):
             return .object([("event", .string("error")), ("code", .string(code)), ("message", .string(message))])
         }
     }
 
     private static func peerFields(_ peer: PeerRef) -> [(String, JSON)] {
-        [("peer", .string(peer.name)), ("peer_id", .string(Render.id(peer.id))), ("peer_key", .string(peer.fingerprint))]
+        [
+            ("peer", .string(peer.name)), ("peer_id", .string(Render.id(peer.id))),
+            ("peer_key", .string(peer.fingerprint)),
+        ]
     }
 
     /// A stable word per reason, for scripts: keepalive_timeout, goodbye, link_closed, restarted, local.
@@ -203,7 +234,8 @@ actor Console {
         case .entryApplied(let entry, let origin):
             "\(entry.deleted ? "deleted" : "stored") \(Render.id(entry.id).prefix(8)) \(entry.fields.waypoint)"
                 + (origin.map { " from \($0.name)" } ?? "")
-        case .synced(let peer, let sent, let received): "synced with \(peer.name): sent \(sent), received \(received) entries"
+        case .synced(let peer, let sent, let received):
+            "synced with \(peer.name): sent \(sent), received \(received) entries"
         case .attachmentProgress(let transfer):
             "\(transfer.outgoing ? "sending" : "receiving") \(transfer.name) (\(Render.size(transfer.totalBytes))) \(transfer.outgoing ? "to" : "from") \(transfer.peer.name)"
         case .attachmentDone(let transfer, nil):

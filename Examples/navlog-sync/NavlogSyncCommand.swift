@@ -15,12 +15,15 @@ struct NavlogSyncCommand: AsyncParsableCommand {
             Exit status: 0 done; 64 bad arguments; 65 database corrupt; 66 key, identity or roster file missing, \
             unreadable or invalid; 69 avahi-daemon not running; 71 port in use; 75 database in use by another run; 1 anything else.
             """,
-        version: "navlog-sync \(MultipeerSession.version), MultipeerSession protocol \(MultipeerSession.protocolVersion)",
-        subcommands: [Keygen.self, Whoami.self, Run.self, List.self])
+        version:
+            "navlog-sync \(MultipeerSession.version), MultipeerSession protocol \(MultipeerSession.protocolVersion)",
+        subcommands: [Keygen.self, Whoami.self, Run.self, List.self]
+    )
 
     static func main() async {
         // Logs go to standard error, so standard output carries only the view or the JSON events.
-        let level = ProcessInfo.processInfo.environment["NAVLOG_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+        let level =
+            ProcessInfo.processInfo.environment["NAVLOG_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
@@ -75,13 +78,15 @@ struct Failure: Error, CustomStringConvertible {
 
 struct Keygen: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Write a new random group key in psktool's IDENTITY:HEXKEY format (mode 0600), or rotate the keys of a key file.",
+        abstract:
+            "Write a new random group key in psktool's IDENTITY:HEXKEY format (mode 0600), or rotate the keys of a key file.",
         discussion: """
             Rotating the group key without downtime: `keygen --add-to FILE --identity NEW` on one host, copy FILE to \
             every host (each accepts both keys and dials with the newest, falling back to the old one), restart or \
             signal each (SIGHUP reloads the keys); once every host has it, `keygen --retire OLD --in FILE`, copy and \
             reload again.
-            """)
+            """
+    )
 
     @Option(help: "The file to create; an existing file is never overwritten.")
     var out: String?
@@ -100,7 +105,9 @@ struct Keygen: ParsableCommand {
 
     func validate() throws {
         let modes = [out != nil, addTo != nil, retire != nil].filter { $0 }.count
-        guard modes == 1 else { throw ValidationError("give exactly one of --out FILE, --add-to FILE, --retire IDENTITY --in FILE") }
+        guard modes == 1 else {
+            throw ValidationError("give exactly one of --out FILE, --add-to FILE, --retire IDENTITY --in FILE")
+        }
         if retire != nil && inFile == nil { throw ValidationError("--retire needs --in FILE") }
     }
 
@@ -112,11 +119,15 @@ struct Keygen: ParsableCommand {
             } else if let addTo {
                 let ring = try KeyRing(contentsOfFile: addTo).adding(PreSharedKey.generate(identity: identity))
                 try ring.write(toFile: addTo, replacing: true)
-                print("added the key \(identity) to \(addTo), which now holds \(ring.keys.map(\.identity).joined(separator: ", ")); copy it to every host and reload each")
+                print(
+                    "added the key \(identity) to \(addTo), which now holds \(ring.keys.map(\.identity).joined(separator: ", ")); copy it to every host and reload each"
+                )
             } else if let retire, let inFile {
                 let ring = try KeyRing(contentsOfFile: inFile).removing(identity: retire)
                 try ring.write(toFile: inFile, replacing: true)
-                print("removed the key \(retire) from \(inFile), which now holds \(ring.keys.map(\.identity).joined(separator: ", ")); copy it to every host and reload each")
+                print(
+                    "removed the key \(retire) from \(inFile), which now holds \(ring.keys.map(\.identity).joined(separator: ", ")); copy it to every host and reload each"
+                )
             }
         } catch {
             Failure("\(error)", status: Failure.keyFile).exit()
@@ -126,7 +137,9 @@ struct Keygen: ParsableCommand {
 
 struct Whoami: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print this host's peer ID and public key (for the other hosts' rosters), making its identity if it has none.")
+        abstract:
+            "Print this host's peer ID and public key (for the other hosts' rosters), making its identity if it has none."
+    )
 
     @Option(help: "The SQLite database of the host; its identity file is beside it.")
     var data: String
@@ -138,11 +151,13 @@ struct Whoami: ParsableCommand {
         let file = identity ?? data + ".identity"
         do {
             let identity = try PeerIdentity(loadingOrCreatingFile: file)
-            print("""
+            print(
+                """
                 peer ID      \(identity.peerID.uuidString.lowercased())
                 key          \(identity.key)
                 fingerprint  \(identity.key.fingerprint)
-                """)
+                """
+            )
         } catch {
             Failure("\(error)", status: Failure.keyFile).exit()
         }
@@ -151,7 +166,8 @@ struct Whoami: ParsableCommand {
 
 struct List: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print the stored log; works while `run` uses the same database.")
+        abstract: "Print the stored log; works while `run` uses the same database."
+    )
 
     @Option(help: "The SQLite database of a host.")
     var data: String
@@ -169,9 +185,14 @@ struct List: AsyncParsableCommand {
         // Beside a running host a file may be on its way; read alone, it is here or not.
         let files = NavlogFiles(databasePath: data)
         var states: [String: AttachmentState] = [:]
-        for attachment in entries.flatMap({ $0.attachments ?? [] }) { states[attachment.sha256] = files.holds(attachment.sha256) ? .held : .missing }
+        for attachment in entries.flatMap({ $0.attachments ?? [] }) {
+            states[attachment.sha256] = files.holds(attachment.sha256) ? .held : .missing
+        }
         print(
-            json ? Render.json(.array(entries.map { Render.entry($0, states: states) })) : Render.logTable(entries, states: states),
-            terminator: json ? "\n" : "")
+            json
+                ? Render.json(.array(entries.map { Render.entry($0, states: states) }))
+                : Render.logTable(entries, states: states),
+            terminator: json ? "\n" : ""
+        )
     }
 }

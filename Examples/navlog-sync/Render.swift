@@ -75,8 +75,10 @@ enum Render {
         let fields = entry.fields
         return .object([
             ("id", .string(id(entry.id))), ("leg", .optional(fields.leg)), ("waypoint", .string(fields.waypoint)),
-            ("planned", .optional(fields.planned)), ("actual", .optional(fields.actual)), ("fuel", .optional(fields.fuel)),
-            ("altitude", .optional(fields.altitude)), ("remarks", .optional(fields.remarks)), ("author", .string(entry.author)),
+            ("planned", .optional(fields.planned)), ("actual", .optional(fields.actual)),
+            ("fuel", .optional(fields.fuel)),
+            ("altitude", .optional(fields.altitude)), ("remarks", .optional(fields.remarks)),
+            ("author", .string(entry.author)),
             ("origin_id", .string(id(entry.origin))), ("origin_key", .optional(entry.key?.fingerprint)),
             ("version", .string(entry.timestamp.description)), ("deleted", .bool(entry.deleted)),
             ("attachments", .array((entry.attachments ?? []).map { attachment(_: $0, states[$0.sha256] ?? .missing) })),
@@ -84,13 +86,15 @@ enum Render {
     }
 
     static func attachment(_ attachment: NavlogAttachment, _ state: AttachmentState) -> JSON {
-        let (word, done): (String, Int64) = switch state {
-        case .held: ("held", attachment.length)
-        case .arriving(let bytes): ("arriving", bytes)
-        case .missing: ("missing", 0)
-        }
+        let (word, done): (String, Int64) =
+            switch state {
+            case .held: ("held", attachment.length)
+            case .arriving(let bytes): ("arriving", bytes)
+            case .missing: ("missing", 0)
+            }
         return .object([
-            ("name", .string(attachment.name)), ("length", .int(Int(attachment.length))), ("sha256", .string(attachment.sha256)),
+            ("name", .string(attachment.name)), ("length", .int(Int(attachment.length))),
+            ("sha256", .string(attachment.sha256)),
             ("state", .string(word)), ("bytes_done", .int(Int(done))),
         ])
     }
@@ -98,8 +102,10 @@ enum Render {
     /// An attached file on its way, for `--json`.
     static func transfer(_ transfer: AttachmentTransfer) -> [(String, JSON)] {
         [
-            ("entry", .optional(transfer.entry.map(id))), ("name", .string(transfer.name)), ("sha256", .string(transfer.sha256)),
-            ("direction", .string(transfer.outgoing ? "out" : "in")), ("peer", .string(transfer.peer.name)), ("peer_id", .string(id(transfer.peer.id))),
+            ("entry", .optional(transfer.entry.map(id))), ("name", .string(transfer.name)),
+            ("sha256", .string(transfer.sha256)),
+            ("direction", .string(transfer.outgoing ? "out" : "in")), ("peer", .string(transfer.peer.name)),
+            ("peer_id", .string(id(transfer.peer.id))),
             ("bytes_done", .int(Int(transfer.bytesDone))), ("total_bytes", .int(Int(transfer.totalBytes))),
             ("bytes_per_second", .double(transfer.bytesPerSecond)),
         ]
@@ -110,7 +116,8 @@ enum Render {
         let share = transfer.totalBytes == 0 ? 1 : min(1, Double(transfer.bytesDone) / Double(transfer.totalBytes))
         let filled = Int((share * Double(width)).rounded(.down))
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-        return "\(transfer.name) \(transfer.outgoing ? "to" : "from") \(transfer.peer.name) [\(bar)] \(Int(share * 100)) % "
+        return
+            "\(transfer.name) \(transfer.outgoing ? "to" : "from") \(transfer.peer.name) [\(bar)] \(Int(share * 100)) % "
             + "of \(size(transfer.totalBytes)), \(size(Int64(transfer.bytesPerSecond)))/s"
     }
 
@@ -126,9 +133,11 @@ enum Render {
 
     static func peer(_ status: PeerStatus) -> JSON {
         .object([
-            ("peer", .string(status.peer.name)), ("peer_id", .string(id(status.peer.id))), ("peer_key", .string(status.peer.fingerprint)),
+            ("peer", .string(status.peer.name)), ("peer_id", .string(id(status.peer.id))),
+            ("peer_key", .string(status.peer.fingerprint)),
             ("state", .string(status.active ? "active" : "away")),
-            ("rtt_ms", .optional(status.rtt.map { $0.seconds * 1000 })), ("jitter_ms", .optional(status.jitter.map { $0.seconds * 1000 })),
+            ("rtt_ms", .optional(status.rtt.map { $0.seconds * 1000 })),
+            ("jitter_ms", .optional(status.jitter.map { $0.seconds * 1000 })),
             ("loss", .optional(status.loss)), ("last_seen", .string(timestamp(status.lastSeen))),
         ])
     }
@@ -142,22 +151,27 @@ enum Render {
         let rows = entries.map { entry in
             let fields = entry.fields
             let files = (entry.attachments ?? []).map { attachment in
-                let state = switch states[attachment.sha256] ?? .missing {
-                case .held: "held"
-                case .arriving(let done): "arriving \(attachment.length == 0 ? 100 : Int(done * 100 / attachment.length)) %"
-                case .missing: "missing"
-                }
+                let state =
+                    switch states[attachment.sha256] ?? .missing {
+                    case .held: "held"
+                    case .arriving(let done):
+                        "arriving \(attachment.length == 0 ? 100 : Int(done * 100 / attachment.length)) %"
+                    case .missing: "missing"
+                    }
                 return "\(attachment.name) (\(size(attachment.length)), \(state))"
             }
             let row: [String] = [
-                String(id(entry.id).prefix(8)), fields.leg.map(String.init) ?? "", fields.waypoint, fields.planned ?? "",
+                String(id(entry.id).prefix(8)), fields.leg.map(String.init) ?? "", fields.waypoint,
+                fields.planned ?? "",
                 fields.actual ?? "", fields.fuel.map(String.init) ?? "", fields.altitude.map(String.init) ?? "",
             ]
             // Who typed it, as they called themselves, and the key that signed it, which is proven.
             let by = entry.key.map { "\(entry.author) [\($0.fingerprint)]" } ?? entry.author
             return row + [fields.remarks ?? "", by, files.joined(separator: "; ")]
         }
-        let header = ["ID", "LEG", "WAYPOINT", "PLANNED", "ACTUAL", "FUEL kg", "ALT ft", "REMARKS", "BY [KEY]", "FILES"]
+        let header = [
+            "ID", "LEG", "WAYPOINT", "PLANNED", "ACTUAL", "FUEL kg", "ALT ft", "REMARKS", "BY [KEY]", "FILES",
+        ]
         return table(header, rows, empty: "(the log is empty)")
     }
 
@@ -178,7 +192,11 @@ enum Render {
     /// `text` with each control character shown as U+FFFD: what a peer calls itself must not
     /// steer the terminal.
     static func printable(_ text: String) -> String {
-        String(String.UnicodeScalarView(text.unicodeScalars.map { $0.properties.generalCategory == .control ? "\u{FFFD}" : $0 }))
+        String(
+            String.UnicodeScalarView(
+                text.unicodeScalars.map { $0.properties.generalCategory == .control ? "\u{FFFD}" : $0 }
+            )
+        )
     }
 
     private static func table(_ header: [String], _ rows: [[String]], empty: String) -> String {

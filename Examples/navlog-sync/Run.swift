@@ -18,7 +18,8 @@ struct Run: AsyncParsableCommand {
             Keys: leg, waypoint, planned, actual (HH:MM UTC), fuel (kg), altitude (ft), remarks. \
             Quote values with spaces: remarks="light chop". End of input, SIGINT and SIGTERM quit too, \
             saying goodbye to every peer.
-            """)
+            """
+    )
 
     @Option(help: "This station's name, shown to the others (e.g. captain).")
     var name: String
@@ -29,10 +30,16 @@ struct Run: AsyncParsableCommand {
     @Option(name: .customLong("psk-file"), help: "The group key (navlog-sync keygen writes one).")
     var pskFile: String
 
-    @Option(help: "This host's identity (its key pair; its peer ID derives from it), made on first run. Default: the --data path with .identity appended.")
+    @Option(
+        help:
+            "This host's identity (its key pair; its peer ID derives from it), made on first run. Default: the --data path with .identity appended."
+    )
     var identity: String?
 
-    @Option(help: "A roster: the peers admitted, one public key (64 hex digits) or peer ID per line, # comments. Without one, any holder of the group key is admitted. `navlog-sync whoami` prints this host's key.")
+    @Option(
+        help:
+            "A roster: the peers admitted, one public key (64 hex digits) or peer ID per line, # comments. Without one, any holder of the group key is admitted. `navlog-sync whoami` prints this host's key."
+    )
     var roster: String?
 
     @Option(help: "The DNS-SD service type of the group.")
@@ -41,7 +48,10 @@ struct Run: AsyncParsableCommand {
     @Option(help: "The TCP port to listen on; 0 lets the system choose.")
     var port = 0
 
-    @Option(name: .customLong("peer"), help: "A peer's HOST:PORT; with any, peers are dialled directly and DNS-SD is not used.")
+    @Option(
+        name: .customLong("peer"),
+        help: "A peer's HOST:PORT; with any, peers are dialled directly and DNS-SD is not used."
+    )
     var peers: [String] = []
 
     @Flag(help: "Work alone: no DNS-SD and no peers. Edits are stored, and synced when the host next runs connected.")
@@ -50,7 +60,10 @@ struct Run: AsyncParsableCommand {
     @Flag(help: "Print one JSON object per line for every event instead of the terminal view.")
     var json = false
 
-    @Option(help: "Seconds a peer may be silent before its link is dropped and redialled; an idle link is pinged every third of that. Raise it for hosts that answer slowly (both sides use the shorter).")
+    @Option(
+        help:
+            "Seconds a peer may be silent before its link is dropped and redialled; an idle link is pinged every third of that. Raise it for hosts that answer slowly (both sides use the shorter)."
+    )
     var keepaliveTimeout = 1.5
 
     func validate() throws {
@@ -76,10 +89,18 @@ struct Run: AsyncParsableCommand {
         do {
             store = try NavlogStore(path: data, identityFile: identity)
             var configuration = MultipeerSession.Configuration(
-                serviceType: service, peer: PeerInfo(displayName: name), psk: keys.newest, roster: members, port: port,
+                serviceType: service,
+                peer: PeerInfo(displayName: name),
+                psk: keys.newest,
+                roster: members,
+                port: port,
                 discovery: offline || !peers.isEmpty ? .staticPeers(peers) : .avahi(),
-                keepalive: KeepaliveParameters(interval: .seconds(keepaliveTimeout / 3), timeout: .seconds(keepaliveTimeout)),
-                logger: Logger(label: "navlog-sync"))
+                keepalive: KeepaliveParameters(
+                    interval: .seconds(keepaliveTimeout / 3),
+                    timeout: .seconds(keepaliveTimeout)
+                ),
+                logger: Logger(label: "navlog-sync")
+            )
             configuration.keys = keys
             node = try NavlogNode(store: store, configuration: configuration)
         } catch {
@@ -93,8 +114,13 @@ struct Run: AsyncParsableCommand {
         let (started, markStarted) = AsyncStream<Void>.makeStream()
 
         // SIGINT and SIGTERM shut the host down gracefully, as `quit` and the end of input do.
-        let services = ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: [.init(service: node)], gracefulShutdownSignals: [.sigint, .sigterm], logger: Logger(label: "navlog-sync")))
+        let services = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: node)],
+                gracefulShutdownSignals: [.sigint, .sigterm],
+                logger: Logger(label: "navlog-sync")
+            )
+        )
 
         let failure: (any Error)? = await withTaskGroup(of: Void.self) { outer in
             // Shows every event until the host has stopped, the last peer_left included.
@@ -140,7 +166,9 @@ struct Run: AsyncParsableCommand {
         do {
             try await session.updateKeys(KeyRing(contentsOfFile: pskFile))
             if let roster { await session.updateRoster(try Roster(contentsOfFile: roster)) }
-            FileHandle.standardError.write(Data("navlog-sync: reloaded the key file\(roster == nil ? "" : " and the roster")\n".utf8))
+            FileHandle.standardError.write(
+                Data("navlog-sync: reloaded the key file\(roster == nil ? "" : " and the roster")\n".utf8)
+            )
         } catch {
             FileHandle.standardError.write(Data("navlog-sync: not reloaded: \(error)\n".utf8))
         }
@@ -160,8 +188,10 @@ struct Run: AsyncParsableCommand {
 
     private func loadKeys() -> KeyRing {
         guard FileManager.default.fileExists(atPath: pskFile) else {
-            Failure("there is no key file at \(pskFile); make one with `navlog-sync keygen --out \(pskFile)` and copy it to every host",
-                    status: Failure.keyFile).exit()
+            Failure(
+                "there is no key file at \(pskFile); make one with `navlog-sync keygen --out \(pskFile)` and copy it to every host",
+                status: Failure.keyFile
+            ).exit()
         }
         do {
             return try KeyRing(contentsOfFile: pskFile)
@@ -175,9 +205,15 @@ struct Run: AsyncParsableCommand {
         guard let error = error as? MultipeerError else { return Failure("\(error)") }
         switch error.code {
         case .discoveryUnavailable:
-            return Failure("\(error)\nWithout DNS-SD, name the other hosts with --peer HOST:PORT.", status: Failure.discoveryUnavailable)
+            return Failure(
+                "\(error)\nWithout DNS-SD, name the other hosts with --peer HOST:PORT.",
+                status: Failure.discoveryUnavailable
+            )
         case .listenFailed:
-            return Failure("\(error)\nChoose another --port, or 0 to let the system pick one.", status: Failure.portInUse)
+            return Failure(
+                "\(error)\nChoose another --port, or 0 to let the system pick one.",
+                status: Failure.portInUse
+            )
         default:
             return Failure("\(error)")
         }

@@ -1,10 +1,11 @@
+import FuzzSupport
+import MultipeerCore
+import NIOCore
+
 // A link's byte stream after TLS, read as frames and then as link messages. Any input must end
 // in frames, a typed MultipeerError, or a wait for more bytes: never a trap, and never a value
 // buffered beyond the frame limit.
 import struct Foundation.UUID
-import FuzzSupport
-import MultipeerCore
-import NIOCore
 
 let frameFuzzer: FuzzTarget = { data, size in
     var buffer = ByteBuffer(bytes: bytes(data, size))
@@ -50,11 +51,17 @@ struct Delivery {
             try check(window.receive(data, from: "fuzz").0)
         case .fragment(let fragment) where fragment.sequence > 0:
             let verdict = window.receive(fragment, limit: Self.maximumMessage, from: "fuzz").0
-            if case .deliver(let whole) = verdict { precondition(whole.payload.readableBytes == fragment.length, "delivered whole") }
+            if case .deliver(let whole) = verdict {
+                precondition(whole.payload.readableBytes == fragment.length, "delivered whole")
+            }
             try check(verdict)
         case .fragment(let fragment):
             if unreliable == nil {
-                if case .partial(let assembly) = try MessageAssembly.begin(with: fragment, limit: Self.maximumMessage, from: "fuzz") {
+                if case .partial(let assembly) = try MessageAssembly.begin(
+                    with: fragment,
+                    limit: Self.maximumMessage,
+                    from: "fuzz"
+                ) {
                     unreliable = assembly
                 }
             } else if let whole = try unreliable!.append(fragment, from: "fuzz") {
@@ -67,8 +74,14 @@ struct Delivery {
             resources[offer.id] = resource
         case .resourceChunk(let chunk):
             guard var resource = resources[chunk.id] else { break }
-            if case .write(let offset, let count) = try resource.chunk(offset: chunk.offset, count: UInt64(chunk.bytes.readableBytes)) {
-                precondition(offset == chunk.offset && offset + count <= resource.offer.length, "written within the file")
+            if case .write(let offset, let count) = try resource.chunk(
+                offset: chunk.offset,
+                count: UInt64(chunk.bytes.readableBytes)
+            ) {
+                precondition(
+                    offset == chunk.offset && offset + count <= resource.offer.length,
+                    "written within the file"
+                )
                 _ = resource.wrote(through: offset + count)
             }
             resources[chunk.id] = resource
@@ -88,7 +101,10 @@ struct Delivery {
             _ = try stream.want(received: want.received, granted: want.granted, endReceived: want.endReceived)
             for frame in stream.framesDue(chunkLimit: 1000) {
                 if case .streamData(let data) = frame {
-                    precondition(data.offset + UInt64(data.bytes.readableBytes) <= stream.written, "sent only what was written")
+                    precondition(
+                        data.offset + UInt64(data.bytes.readableBytes) <= stream.written,
+                        "sent only what was written"
+                    )
                 }
             }
             streams[want.id] = stream
@@ -105,7 +121,10 @@ struct Delivery {
             break
         }
         if let assembly = window.assembly {
-            precondition(assembly.received < assembly.length && assembly.length <= Self.maximumMessage, "held within the limit")
+            precondition(
+                assembly.received < assembly.length && assembly.length <= Self.maximumMessage,
+                "held within the limit"
+            )
         }
     }
 

@@ -8,7 +8,11 @@ public typealias FuzzTarget = @convention(c) (UnsafePointer<UInt8>?, Int) -> Int
 /// Runs libFuzzer's driver on `target` with the process's arguments (`-max_total_time=60
 /// CORPUS_DIR`, ...). A fuzz target's entry point calls this; in a normal build, where
 /// libFuzzer is not linked, it says how to build the target instead.
-public func runLibFuzzer(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ target: FuzzTarget) -> Int32 {
+public func runLibFuzzer(
+    _ argc: Int32,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
+    _ target: FuzzTarget
+) -> Int32 {
     #if FUZZING
     var argc = argc
     var argv = argv

@@ -8,7 +8,12 @@ let helloFuzzer: FuzzTarget = { data, size in
     refusalsOnly(MultipeerError.self) {
         let input = ByteBuffer(bytes: bytes(data, size))
         let hello = try Hello(decoding: input)
-        _ = try? hello.verify(value: input, exporter: [UInt8](repeating: 0, count: Hello.exporterLength), side: .dialler, peer: "fuzz")
+        _ = try? hello.verify(
+            value: input,
+            exporter: [UInt8](repeating: 0, count: Hello.exporterLength),
+            side: .dialler,
+            peer: "fuzz"
+        )
         var encoded = ByteBuffer()
         hello.encode(into: &encoded)
         let reread = try Hello(decoding: encoded)

@@ -9,8 +9,17 @@ import NIOCore
 
 /// Any data: whichever container or single value the input holds, tried in turn.
 indirect enum AnyValue: Codable {
-    case null, bool(Bool), unsigned(UInt64), signed(Int64), double(Double), text(String), bytes(Data), date(Date), id(UUID)
-    case array([AnyValue]), map([String: AnyValue])
+    case null
+    case bool(Bool)
+    case unsigned(UInt64)
+    case signed(Int64)
+    case double(Double)
+    case text(String)
+    case bytes(Data)
+    case date(Date)
+    case id(UUID)
+    case array([AnyValue])
+    case map([String: AnyValue])
 
     struct Key: CodingKey {
         var stringValue: String
@@ -21,7 +30,13 @@ indirect enum AnyValue: Codable {
 
     init(from decoder: any Decoder) throws {
         if let map = try? decoder.container(keyedBy: Key.self) {
-            self = .map(try Dictionary(uniqueKeysWithValues: map.allKeys.map { ($0.stringValue, try map.decode(AnyValue.self, forKey: $0)) }))
+            self = .map(
+                try Dictionary(
+                    uniqueKeysWithValues: map.allKeys.map {
+                        ($0.stringValue, try map.decode(AnyValue.self, forKey: $0))
+                    }
+                )
+            )
             return
         }
         if var array = try? decoder.unkeyedContainer() {
@@ -31,15 +46,25 @@ indirect enum AnyValue: Codable {
             return
         }
         let single = try decoder.singleValueContainer()
-        if single.decodeNil() { self = .null }
-        else if let value = try? single.decode(Bool.self) { self = .bool(value) }
-        else if let value = try? single.decode(UInt64.self) { self = .unsigned(value) }
-        else if let value = try? single.decode(Int64.self) { self = .signed(value) }
-        else if let value = try? single.decode(Double.self) { self = .double(value) }
-        else if let value = try? single.decode(String.self) { self = .text(value) }
-        else if let value = try? single.decode(Data.self) { self = .bytes(value) }
-        else if let value = try? single.decode(Date.self) { self = .date(value) }
-        else { self = .id(try single.decode(UUID.self)) }
+        if single.decodeNil() {
+            self = .null
+        } else if let value = try? single.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? single.decode(UInt64.self) {
+            self = .unsigned(value)
+        } else if let value = try? single.decode(Int64.self) {
+            self = .signed(value)
+        } else if let value = try? single.decode(Double.self) {
+            self = .double(value)
+        } else if let value = try? single.decode(String.self) {
+            self = .text(value)
+        } else if let value = try? single.decode(Data.self) {
+            self = .bytes(value)
+        } else if let value = try? single.decode(Date.self) {
+            self = .date(value)
+        } else {
+            self = .id(try single.decode(UUID.self))
+        }
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -50,15 +75,33 @@ indirect enum AnyValue: Codable {
         case .array(let items):
             var container = encoder.unkeyedContainer()
             for item in items { try container.encode(item) }
-        case .null: var container = encoder.singleValueContainer(); try container.encodeNil()
-        case .bool(let value): var container = encoder.singleValueContainer(); try container.encode(value)
-        case .unsigned(let value): var container = encoder.singleValueContainer(); try container.encode(value)
-        case .signed(let value): var container = encoder.singleValueContainer(); try container.encode(value)
-        case .double(let value): var container = encoder.singleValueContainer(); try container.encode(value)
-        case .text(let value): var container = encoder.singleValueContainer(); try container.encode(value)
-        case .bytes(let value): var container = encoder.singleValueContainer(); try container.encode(value)
-        case .date(let value): var container = encoder.singleValueContainer(); try container.encode(value)
-        case .id(let value): var container = encoder.singleValueContainer(); try container.encode(value)
+        case .null:
+            var container = encoder.singleValueContainer()
+            try container.encodeNil()
+        case .bool(let value):
+            var container = encoder.singleValueContainer()
+            try container.encode(value)
+        case .unsigned(let value):
+            var container = encoder.singleValueContainer()
+            try container.encode(value)
+        case .signed(let value):
+            var container = encoder.singleValueContainer()
+            try container.encode(value)
+        case .double(let value):
+            var container = encoder.singleValueContainer()
+            try container.encode(value)
+        case .text(let value):
+            var container = encoder.singleValueContainer()
+            try container.encode(value)
+        case .bytes(let value):
+            var container = encoder.singleValueContainer()
+            try container.encode(value)
+        case .date(let value):
+            var container = encoder.singleValueContainer()
+            try container.encode(value)
+        case .id(let value):
+            var container = encoder.singleValueContainer()
+            try container.encode(value)
         }
     }
 }

@@ -13,7 +13,10 @@ let txtFuzzer: FuzzTarget = { data, size in
     }
     if let advert = try? AdvertTXT(entries: entries) {
         // What parses must survive its own entries.
-        precondition((try? AdvertTXT(entries: advert.entries.map { Array($0.utf8) })) == advert, "an advertisement reads back from its entries")
+        precondition(
+            (try? AdvertTXT(entries: advert.entries.map { Array($0.utf8) })) == advert,
+            "an advertisement reads back from its entries"
+        )
     }
     return 0
 }

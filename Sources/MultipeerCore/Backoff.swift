@@ -18,7 +18,12 @@ public struct ReconnectParameters: Hashable, Sendable {
     public var maximumDelay: Duration
 
     /// Redials after 100 ms growing by 1.6 to at most 10 s, each +-20 % at random, by default.
-    public init(initialDelay: Duration = .milliseconds(100), multiplier: Double = 1.6, jitter: Double = 0.2, maximumDelay: Duration = .seconds(10)) {
+    public init(
+        initialDelay: Duration = .milliseconds(100),
+        multiplier: Double = 1.6,
+        jitter: Double = 0.2,
+        maximumDelay: Duration = .seconds(10)
+    ) {
         self.initialDelay = initialDelay
         self.multiplier = multiplier
         self.jitter = jitter
@@ -42,7 +47,8 @@ package struct Backoff: Sendable, Equatable {
     package mutating func next(random: Double) -> Duration {
         let base = min(
             Double(parameters.initialDelay.nanoseconds) * pow(parameters.multiplier, Double(min(attempts, 64))),
-            Double(parameters.maximumDelay.nanoseconds))
+            Double(parameters.maximumDelay.nanoseconds)
+        )
         attempts += 1
         let factor = 1 + parameters.jitter * (2 * random - 1)
         return .nanoseconds(Int64(base * factor))

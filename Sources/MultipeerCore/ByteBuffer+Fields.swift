@@ -1,5 +1,6 @@
-import struct Foundation.UUID
 import NIOCore
+
+import struct Foundation.UUID
 
 // Field readers shared by the message decoders: each names the field it failed on, so a
 // malformed frame is reported as e.g. "HELLO is malformed: it ends before the incarnation".
@@ -18,7 +19,9 @@ extension ByteBuffer {
     mutating func readUUIDField(_ field: String, in message: FrameType) throws -> UUID {
         var bytes = try readFieldBytes(length: 16, field, in: message)
         let b = bytes.readBytes(length: 16)!
-        return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
+        return UUID(
+            uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15])
+        )
     }
 
     mutating func writeUUID(_ uuid: UUID) {
@@ -39,10 +42,14 @@ extension ByteBuffer {
     /// 255 bytes a short string holds: for text meant for logs, such as a GOODBYE's or a REJECT's.
     mutating func writeShortText(_ string: String) {
         var bytes = 0
-        writeShortString(String(string.prefix { character in
-            bytes += character.utf8.count
-            return bytes <= Int(UInt8.max)
-        }))
+        writeShortString(
+            String(
+                string.prefix { character in
+                    bytes += character.utf8.count
+                    return bytes <= Int(UInt8.max)
+                }
+            )
+        )
     }
 
     /// Writes a UTF-8 string preceded by its length in one byte; the caller has checked the length.
@@ -64,7 +71,9 @@ extension ByteBuffer {
             let value = try readShortString("metadata value", in: message)
             if let previousKey, !previousKey.utf8.lexicographicallyPrecedes(key.utf8) {
                 throw MultipeerError(
-                    .malformedMessage, "\(message) is malformed: metadata key \"\(key)\" comes after \"\(previousKey)\"; keys are sorted and each appears once")
+                    .malformedMessage,
+                    "\(message) is malformed: metadata key \"\(key)\" comes after \"\(previousKey)\"; keys are sorted and each appears once"
+                )
             }
             previousKey = key
             metadata[key] = value

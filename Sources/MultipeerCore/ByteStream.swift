@@ -1,5 +1,6 @@
-package import struct Foundation.UUID
 package import NIOCore
+
+package import struct Foundation.UUID
 
 /// A byte stream opened by the sender (STREAM_OPEN, docs/PROTOCOL.md 3d).
 package struct StreamOpen: Hashable, Sendable {
@@ -13,9 +14,13 @@ package struct StreamOpen: Hashable, Sendable {
 
     /// An open, checked against the limits a receiver enforces (`invalidArgument` otherwise).
     package init(id: UUID, resuming: Bool, name: String) throws(MultipeerError) {
-        guard (1...255).contains(name.utf8.count), !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+        guard (1...255).contains(name.utf8.count),
+            !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else {
             throw MultipeerError(
-                .invalidArgument, "a stream's name is 1 to 255 bytes of UTF-8 without a control character; \"\(name.debugDescription.dropFirst().dropLast())\" is not")
+                .invalidArgument,
+                "a stream's name is 1 to 255 bytes of UTF-8 without a control character; \"\(name.debugDescription.dropFirst().dropLast())\" is not"
+            )
         }
         self.id = id
         self.resuming = resuming
@@ -219,7 +224,6 @@ package struct ByteStreamStateMachine: Sendable {
         link = nil
     }
 
-
     // MARK: Frames from the peer
 
     /// The peer's WANT: it holds `received` bytes of this side's direction (and its end), and
@@ -233,7 +237,8 @@ package struct ByteStreamStateMachine: Sendable {
         else {
             throw MultipeerError(
                 .malformedMessage,
-                "the reader of stream \(id) said it holds \(received) bytes\(endReceived ? " and the end" : "") and grants up to \(granted), of \(written) written\(endWritten ? " and ended" : ""), \(acknowledged) held before")
+                "the reader of stream \(id) said it holds \(received) bytes\(endReceived ? " and the end" : "") and grants up to \(granted), of \(written) written\(endWritten ? " and ended" : ""), \(acknowledged) held before"
+            )
         }
         peerKnowsIt = true
         let freed = received > acknowledged
@@ -262,7 +267,9 @@ package struct ByteStreamStateMachine: Sendable {
         let count = UInt64(bytes.readableBytes)
         guard count > 0 || end, count <= grantedToPeer - received else {
             throw MultipeerError(
-                .malformedMessage, "\(count) bytes of stream \(id) at \(offset)\(end ? "" : " without its end"), beyond the \(grantedToPeer) granted or empty")
+                .malformedMessage,
+                "\(count) bytes of stream \(id) at \(offset)\(end ? "" : " without its end"), beyond the \(grantedToPeer) granted or empty"
+            )
         }
         received += count
         if count > 0 { unread.append(bytes) }
@@ -335,7 +342,9 @@ package struct ByteStreamStateMachine: Sendable {
             }
             return .bytes(bytes)
         }
-        if case .failed(let reason, let byPeer, let text) = outcome { return .failed(reason, byPeer: byPeer, text: text) }
+        if case .failed(let reason, let byPeer, let text) = outcome {
+            return .failed(reason, byPeer: byPeer, text: text)
+        }
         if endReceived { return .end }
         return .wait
     }
@@ -367,7 +376,9 @@ package struct ByteStreamStateMachine: Sendable {
         var frames: [LinkMessage] = []
         if due.openDue { frames.append(.streamOpen(try! StreamOpen(id: id, resuming: peerKnowsIt, name: name))) }
         if due.wantDue {
-            frames.append(.streamWant(StreamWant(id: id, received: received, granted: grantedToPeer, endReceived: endReceived)))
+            frames.append(
+                .streamWant(StreamWant(id: id, received: received, granted: grantedToPeer, endReceived: endReceived))
+            )
         }
         guard var sending = due.sending, !endAcknowledged else { return frames }
         let limit = min(written, granted)

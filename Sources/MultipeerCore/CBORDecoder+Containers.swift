@@ -59,7 +59,11 @@ final class CBORMap {
             if head.isIndefinite, try reader.isBreak(at: position, codingPath) { break }
             let keyHead = try reader.head(at: position, codingPath)
             guard keyHead.major == .text else {
-                throw reader.corrupted(at: position, codingPath, "a map key that is \(CBORReader.describe(keyHead)), not a text string")
+                throw reader.corrupted(
+                    at: position,
+                    codingPath,
+                    "a map key that is \(CBORReader.describe(keyHead)), not a text string"
+                )
             }
             let value = try reader.skip(at: position, depth: 0, codingPath: codingPath)
             var entry = Entry(keyStart: keyHead.end, keyLength: value - keyHead.end, key: nil, value: value)
@@ -121,7 +125,10 @@ final class CBORMap {
             return entries[next - 1].value
         }
         guard let found = entries.firstIndex(where: { entry($0, is: name) }) else {
-            throw DecodingError.keyNotFound(key, DecodingError.Context(codingPath: codingPath, debugDescription: "no value for the key \"\(name)\""))
+            throw DecodingError.keyNotFound(
+                key,
+                DecodingError.Context(codingPath: codingPath, debugDescription: "no value for the key \"\(name)\"")
+            )
         }
         next = found + 1
         return entries[found].value
@@ -131,7 +138,13 @@ final class CBORMap {
     func present(_ key: any CodingKey, _ type: Any.Type) throws -> Int {
         let index = try value(for: key)
         guard !reader.isNull(at: index) else {
-            throw DecodingError.valueNotFound(type, DecodingError.Context(codingPath: codingPath + [key], debugDescription: "null where a \(type) was expected"))
+            throw DecodingError.valueNotFound(
+                type,
+                DecodingError.Context(
+                    codingPath: codingPath + [key],
+                    debugDescription: "null where a \(type) was expected"
+                )
+            )
         }
         return index
     }
@@ -192,8 +205,17 @@ struct CBORKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
         try reader.decode(type, at: try map.value(for: key), codingPath: codingPath + [key])
     }
 
-    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
-        KeyedDecodingContainer(try CBORKeyedDecoder<NestedKey>(reader: reader, index: try map.value(for: key), codingPath: codingPath + [key]))
+    func nestedContainer<NestedKey: CodingKey>(
+        keyedBy type: NestedKey.Type,
+        forKey key: Key
+    ) throws -> KeyedDecodingContainer<NestedKey> {
+        KeyedDecodingContainer(
+            try CBORKeyedDecoder<NestedKey>(
+                reader: reader,
+                index: try map.value(for: key),
+                codingPath: codingPath + [key]
+            )
+        )
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
@@ -248,11 +270,17 @@ struct CBORUnkeyedDecoder: UnkeyedDecodingContainer {
     /// The current item's index, moving past it.
     private mutating func take(_ type: Any.Type, allowingNull: Bool = false) throws -> Int {
         guard !isAtEnd else {
-            throw DecodingError.valueNotFound(type, DecodingError.Context(codingPath: path, debugDescription: "the array has no more items"))
+            throw DecodingError.valueNotFound(
+                type,
+                DecodingError.Context(codingPath: path, debugDescription: "the array has no more items")
+            )
         }
         let item = position
         if !allowingNull, reader.isNull(at: item) {
-            throw DecodingError.valueNotFound(type, DecodingError.Context(codingPath: path, debugDescription: "null where a \(type) was expected"))
+            throw DecodingError.valueNotFound(
+                type,
+                DecodingError.Context(codingPath: path, debugDescription: "null where a \(type) was expected")
+            )
         }
         position = try reader.skip(at: item, depth: 0, codingPath: path)
         currentIndex += 1
@@ -306,9 +334,13 @@ struct CBORUnkeyedDecoder: UnkeyedDecodingContainer {
         return try reader.decode(type, at: try take(type, allowingNull: true), codingPath: path)
     }
 
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy type: NestedKey.Type
+    ) throws -> KeyedDecodingContainer<NestedKey> {
         let path = self.path
-        return KeyedDecodingContainer(try CBORKeyedDecoder<NestedKey>(reader: reader, index: try take(type), codingPath: path))
+        return KeyedDecodingContainer(
+            try CBORKeyedDecoder<NestedKey>(reader: reader, index: try take(type), codingPath: path)
+        )
     }
 
     mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -329,7 +361,10 @@ struct CBORSingleValueDecoder: SingleValueDecodingContainer {
 
     private func present(_ type: Any.Type) throws -> Int {
         guard !reader.isNull(at: index) else {
-            throw DecodingError.valueNotFound(type, DecodingError.Context(codingPath: codingPath, debugDescription: "null where a \(type) was expected"))
+            throw DecodingError.valueNotFound(
+                type,
+                DecodingError.Context(codingPath: codingPath, debugDescription: "null where a \(type) was expected")
+            )
         }
         return index
     }
@@ -349,5 +384,7 @@ struct CBORSingleValueDecoder: SingleValueDecodingContainer {
     func decode(_ type: UInt16.Type) throws -> UInt16 { try reader.integer(type, at: try present(type), codingPath) }
     func decode(_ type: UInt32.Type) throws -> UInt32 { try reader.integer(type, at: try present(type), codingPath) }
     func decode(_ type: UInt64.Type) throws -> UInt64 { try reader.integer(type, at: try present(type), codingPath) }
-    func decode<Value: Decodable>(_ type: Value.Type) throws -> Value { try reader.decode(type, at: index, codingPath: codingPath) }
+    func decode<Value: Decodable>(_ type: Value.Type) throws -> Value {
+        try reader.decode(type, at: index, codingPath: codingPath)
+    }
 }

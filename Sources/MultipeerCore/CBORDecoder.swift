@@ -47,22 +47,36 @@ struct CBORReader {
     }
 
     func corrupted(at index: Int, _ codingPath: @autoclosure () -> [any CodingKey], _ what: String) -> DecodingError {
-        .dataCorrupted(DecodingError.Context(
-            codingPath: codingPath(), debugDescription: "malformed CBOR at byte \(index - buffer.readerIndex): \(what)"))
+        .dataCorrupted(
+            DecodingError.Context(
+                codingPath: codingPath(),
+                debugDescription: "malformed CBOR at byte \(index - buffer.readerIndex): \(what)"
+            )
+        )
     }
 
     func head(at index: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> CBORHead {
-        guard let first = buffer.getInteger(at: index, as: UInt8.self) else { throw corrupted(at: index, codingPath(), "the data ends") }
+        guard let first = buffer.getInteger(at: index, as: UInt8.self) else {
+            throw corrupted(at: index, codingPath(), "the data ends")
+        }
         let major = CBORMajor(rawValue: first >> 5)!
         let info = first & 0x1F
         let argument: UInt64?
         var end = index + 1
         switch info {
         case ..<24: argument = UInt64(info)
-        case 24: argument = buffer.getInteger(at: end, as: UInt8.self).map(UInt64.init); end += 1
-        case 25: argument = buffer.getInteger(at: end, as: UInt16.self).map(UInt64.init); end += 2
-        case 26: argument = buffer.getInteger(at: end, as: UInt32.self).map(UInt64.init); end += 4
-        case 27: argument = buffer.getInteger(at: end, as: UInt64.self); end += 8
+        case 24:
+            argument = buffer.getInteger(at: end, as: UInt8.self).map(UInt64.init)
+            end += 1
+        case 25:
+            argument = buffer.getInteger(at: end, as: UInt16.self).map(UInt64.init)
+            end += 2
+        case 26:
+            argument = buffer.getInteger(at: end, as: UInt32.self).map(UInt64.init)
+            end += 4
+        case 27:
+            argument = buffer.getInteger(at: end, as: UInt64.self)
+            end += 8
         case 31:
             guard [.bytes, .text, .array, .map, .simple].contains(major) else {
                 throw corrupted(at: index, codingPath(), "an indefinite length for major type \(major.rawValue)")
@@ -89,7 +103,11 @@ struct CBORReader {
             while try !isBreak(at: next, codingPath()) {
                 let chunk = try self.head(at: next, codingPath())
                 guard chunk.major == head.major, !chunk.isIndefinite else {
-                    throw corrupted(at: next, codingPath(), "a chunk of an indefinite-length string is not a definite string of its type")
+                    throw corrupted(
+                        at: next,
+                        codingPath(),
+                        "a chunk of an indefinite-length string is not a definite string of its type"
+                    )
                 }
                 next = try contentEnd(chunk, codingPath())
             }
@@ -107,12 +125,16 @@ struct CBORReader {
             guard head.argument <= UInt64(buffer.writerIndex - next) else {
                 throw corrupted(at: index, codingPath(), "\(head.argument) items announced, more than the bytes left")
             }
-            for _ in 0..<(Int(head.argument) * perEntry) { next = try skip(at: next, depth: depth + 1, codingPath: codingPath()) }
+            for _ in 0..<(Int(head.argument) * perEntry) {
+                next = try skip(at: next, depth: depth + 1, codingPath: codingPath())
+            }
             return next
         case .tag:
             return try skip(at: head.end, depth: depth + 1, codingPath: codingPath())
         case .simple:
-            guard head.info != 31 else { throw corrupted(at: index, codingPath(), "a break outside an indefinite-length item") }
+            guard head.info != 31 else {
+                throw corrupted(at: index, codingPath(), "a break outside an indefinite-length item")
+            }
             guard head.info != 24 || head.argument >= 32 else {
                 throw corrupted(at: index, codingPath(), "a simple value below 32 in two bytes")
             }
@@ -161,9 +183,19 @@ struct CBORReader {
 
     // MARK: Values (of an item checked by skip)
 
-    func mismatch(_ type: Any.Type, at index: Int, _ codingPath: @autoclosure () -> [any CodingKey], found head: CBORHead) -> DecodingError {
-        .typeMismatch(type, DecodingError.Context(
-            codingPath: codingPath(), debugDescription: "expected \(type), found \(Self.describe(head)) at byte \(index - buffer.readerIndex)"))
+    func mismatch(
+        _ type: Any.Type,
+        at index: Int,
+        _ codingPath: @autoclosure () -> [any CodingKey],
+        found head: CBORHead
+    ) -> DecodingError {
+        .typeMismatch(
+            type,
+            DecodingError.Context(
+                codingPath: codingPath(),
+                debugDescription: "expected \(type), found \(Self.describe(head)) at byte \(index - buffer.readerIndex)"
+            )
+        )
     }
 
     static func describe(_ head: CBORHead) -> String {
@@ -190,11 +222,17 @@ struct CBORReader {
 
     func bool(at index: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> Bool {
         let head = try head(at: index, codingPath())
-        guard head.major == .simple, head.info == 20 || head.info == 21 else { throw mismatch(Bool.self, at: index, codingPath(), found: head) }
+        guard head.major == .simple, head.info == 20 || head.info == 21 else {
+            throw mismatch(Bool.self, at: index, codingPath(), found: head)
+        }
         return head.info == 21
     }
 
-    func integer<Integer: FixedWidthInteger>(_ type: Integer.Type, at index: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> Integer {
+    func integer<Integer: FixedWidthInteger>(
+        _ type: Integer.Type,
+        at index: Int,
+        _ codingPath: @autoclosure () -> [any CodingKey]
+    ) throws -> Integer {
         let head = try head(at: index, codingPath())
         let value: Integer?
         switch head.major {
@@ -207,8 +245,12 @@ struct CBORReader {
             throw mismatch(type, at: index, codingPath(), found: head)
         }
         guard let value else {
-            throw DecodingError.dataCorrupted(DecodingError.Context(
-                codingPath: codingPath(), debugDescription: "the number at byte \(index - buffer.readerIndex) does not fit in \(type)"))
+            throw DecodingError.dataCorrupted(
+                DecodingError.Context(
+                    codingPath: codingPath(),
+                    debugDescription: "the number at byte \(index - buffer.readerIndex) does not fit in \(type)"
+                )
+            )
         }
         return value
     }
@@ -231,14 +273,23 @@ struct CBORReader {
         let value = try double(at: index, codingPath())
         let narrowed = Float(value)
         guard value.isNaN || Double(narrowed) == value else {
-            throw DecodingError.dataCorrupted(DecodingError.Context(
-                codingPath: codingPath(), debugDescription: "the number \(value) at byte \(index - buffer.readerIndex) does not fit in Float"))
+            throw DecodingError.dataCorrupted(
+                DecodingError.Context(
+                    codingPath: codingPath(),
+                    debugDescription: "the number \(value) at byte \(index - buffer.readerIndex) does not fit in Float"
+                )
+            )
         }
         return narrowed
     }
 
     /// The bytes of a byte or text string (its chunks joined, if of indefinite length).
-    func string(_ major: CBORMajor, at index: Int, _ codingPath: @autoclosure () -> [any CodingKey], as type: Any.Type) throws -> ByteBuffer {
+    func string(
+        _ major: CBORMajor,
+        at index: Int,
+        _ codingPath: @autoclosure () -> [any CodingKey],
+        as type: Any.Type
+    ) throws -> ByteBuffer {
         let head = try head(at: index, codingPath())
         guard head.major == major else { throw mismatch(type, at: index, codingPath(), found: head) }
         guard head.isIndefinite else { return buffer.getSlice(at: head.end, length: Int(head.argument))! }
@@ -256,8 +307,12 @@ struct CBORReader {
     func text(at index: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> String {
         var bytes = try string(.text, at: index, codingPath(), as: String.self)
         guard let text = try? bytes.readUTF8ValidatedString(length: bytes.readableBytes) else {
-            throw DecodingError.dataCorrupted(DecodingError.Context(
-                codingPath: codingPath(), debugDescription: "the text string at byte \(index - buffer.readerIndex) is not valid UTF-8"))
+            throw DecodingError.dataCorrupted(
+                DecodingError.Context(
+                    codingPath: codingPath(),
+                    debugDescription: "the text string at byte \(index - buffer.readerIndex) is not valid UTF-8"
+                )
+            )
         }
         return text
     }
@@ -269,11 +324,16 @@ struct CBORReader {
     }
 
     /// Decodes the item at `index` as `type`, with this encoding's special cases.
-    func decode<Value: Decodable>(_ type: Value.Type, at index: Int, codingPath: @autoclosure () -> [any CodingKey]) throws -> Value {
+    func decode<Value: Decodable>(
+        _ type: Value.Type,
+        at index: Int,
+        codingPath: @autoclosure () -> [any CodingKey]
+    ) throws -> Value {
         if type == Data.self {
             // Above 256 KiB the Data shares the payload's storage instead of copying it (NIO's
             // `.automatic`): a 64 MiB field is not allocated, faulted in and copied once more.
-            return Data(buffer: try string(.bytes, at: index, codingPath(), as: type), byteTransferStrategy: .automatic) as! Value
+            return Data(buffer: try string(.bytes, at: index, codingPath(), as: type), byteTransferStrategy: .automatic)
+                as! Value
         }
         if type == [UInt8].self {
             return Array(try string(.bytes, at: index, codingPath(), as: type).readableBytesView) as! Value
@@ -287,17 +347,27 @@ struct CBORReader {
         if type == UUID.self, let content = try untag(CBORByte.uuidTag, at: index, codingPath()) {
             let bytes = try string(.bytes, at: content, codingPath(), as: type)
             guard bytes.readableBytes == 16 else {
-                throw DecodingError.dataCorrupted(DecodingError.Context(
-                    codingPath: codingPath(), debugDescription: "a UUID (tag 37) of \(bytes.readableBytes) bytes, not 16"))
+                throw DecodingError.dataCorrupted(
+                    DecodingError.Context(
+                        codingPath: codingPath(),
+                        debugDescription: "a UUID (tag 37) of \(bytes.readableBytes) bytes, not 16"
+                    )
+                )
             }
             let b = Array(bytes.readableBytesView)
-            return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15])) as! Value
+            return UUID(
+                uuid: (
+                    b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]
+                )
+            ) as! Value
         }
         if type == URL.self {
             let content = try untag(CBORByte.uriTag, at: index, codingPath()) ?? index
             let text = try text(at: content, codingPath())
             guard let url = URL(string: text) else {
-                throw DecodingError.dataCorrupted(DecodingError.Context(codingPath: codingPath(), debugDescription: "not a URL: \(text)"))
+                throw DecodingError.dataCorrupted(
+                    DecodingError.Context(codingPath: codingPath(), debugDescription: "not a URL: \(text)")
+                )
             }
             return url as! Value
         }

@@ -106,23 +106,56 @@ struct CBORKeyedEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
         writer.write(value)
     }
 
-    mutating func encode(_ value: Int, forKey key: Key) throws { try begin(key); writer.write(integer: value) }
-    mutating func encode(_ value: Int8, forKey key: Key) throws { try begin(key); writer.write(integer: value) }
-    mutating func encode(_ value: Int16, forKey key: Key) throws { try begin(key); writer.write(integer: value) }
-    mutating func encode(_ value: Int32, forKey key: Key) throws { try begin(key); writer.write(integer: value) }
-    mutating func encode(_ value: Int64, forKey key: Key) throws { try begin(key); writer.write(integer: value) }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { try begin(key); writer.write(integer: value) }
-    mutating func encode(_ value: UInt8, forKey key: Key) throws { try begin(key); writer.write(integer: value) }
-    mutating func encode(_ value: UInt16, forKey key: Key) throws { try begin(key); writer.write(integer: value) }
-    mutating func encode(_ value: UInt32, forKey key: Key) throws { try begin(key); writer.write(integer: value) }
-    mutating func encode(_ value: UInt64, forKey key: Key) throws { try begin(key); writer.write(integer: value) }
+    mutating func encode(_ value: Int, forKey key: Key) throws {
+        try begin(key)
+        writer.write(integer: value)
+    }
+    mutating func encode(_ value: Int8, forKey key: Key) throws {
+        try begin(key)
+        writer.write(integer: value)
+    }
+    mutating func encode(_ value: Int16, forKey key: Key) throws {
+        try begin(key)
+        writer.write(integer: value)
+    }
+    mutating func encode(_ value: Int32, forKey key: Key) throws {
+        try begin(key)
+        writer.write(integer: value)
+    }
+    mutating func encode(_ value: Int64, forKey key: Key) throws {
+        try begin(key)
+        writer.write(integer: value)
+    }
+    mutating func encode(_ value: UInt, forKey key: Key) throws {
+        try begin(key)
+        writer.write(integer: value)
+    }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws {
+        try begin(key)
+        writer.write(integer: value)
+    }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws {
+        try begin(key)
+        writer.write(integer: value)
+    }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws {
+        try begin(key)
+        writer.write(integer: value)
+    }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws {
+        try begin(key)
+        writer.write(integer: value)
+    }
 
     mutating func encode<Value: Encodable>(_ value: Value, forKey key: Key) throws {
         try begin(key)
         try writer.encodeValue(value, codingPath: codingPath + [key])
     }
 
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy keyType: NestedKey.Type,
+        forKey key: Key
+    ) -> KeyedEncodingContainer<NestedKey> {
         nestedEncoder(key).container(keyedBy: keyType)
     }
 
@@ -175,26 +208,67 @@ struct CBORUnkeyedEncoder: UnkeyedEncodingContainer {
         writer.write(value)
     }
 
-    mutating func encode(_ value: String) throws { _ = try begin(); writer.write(value) }
-    mutating func encode(_ value: Double) throws { _ = try begin(); writer.write(value) }
-    mutating func encode(_ value: Float) throws { _ = try begin(); writer.write(value) }
-    mutating func encode(_ value: Int) throws { _ = try begin(); writer.write(integer: value) }
-    mutating func encode(_ value: Int8) throws { _ = try begin(); writer.write(integer: value) }
-    mutating func encode(_ value: Int16) throws { _ = try begin(); writer.write(integer: value) }
-    mutating func encode(_ value: Int32) throws { _ = try begin(); writer.write(integer: value) }
-    mutating func encode(_ value: Int64) throws { _ = try begin(); writer.write(integer: value) }
-    mutating func encode(_ value: UInt) throws { _ = try begin(); writer.write(integer: value) }
-    mutating func encode(_ value: UInt8) throws { _ = try begin(); writer.write(integer: value) }
-    mutating func encode(_ value: UInt16) throws { _ = try begin(); writer.write(integer: value) }
-    mutating func encode(_ value: UInt32) throws { _ = try begin(); writer.write(integer: value) }
-    mutating func encode(_ value: UInt64) throws { _ = try begin(); writer.write(integer: value) }
+    mutating func encode(_ value: String) throws {
+        _ = try begin()
+        writer.write(value)
+    }
+    mutating func encode(_ value: Double) throws {
+        _ = try begin()
+        writer.write(value)
+    }
+    mutating func encode(_ value: Float) throws {
+        _ = try begin()
+        writer.write(value)
+    }
+    mutating func encode(_ value: Int) throws {
+        _ = try begin()
+        writer.write(integer: value)
+    }
+    mutating func encode(_ value: Int8) throws {
+        _ = try begin()
+        writer.write(integer: value)
+    }
+    mutating func encode(_ value: Int16) throws {
+        _ = try begin()
+        writer.write(integer: value)
+    }
+    mutating func encode(_ value: Int32) throws {
+        _ = try begin()
+        writer.write(integer: value)
+    }
+    mutating func encode(_ value: Int64) throws {
+        _ = try begin()
+        writer.write(integer: value)
+    }
+    mutating func encode(_ value: UInt) throws {
+        _ = try begin()
+        writer.write(integer: value)
+    }
+    mutating func encode(_ value: UInt8) throws {
+        _ = try begin()
+        writer.write(integer: value)
+    }
+    mutating func encode(_ value: UInt16) throws {
+        _ = try begin()
+        writer.write(integer: value)
+    }
+    mutating func encode(_ value: UInt32) throws {
+        _ = try begin()
+        writer.write(integer: value)
+    }
+    mutating func encode(_ value: UInt64) throws {
+        _ = try begin()
+        writer.write(integer: value)
+    }
 
     mutating func encode<Value: Encodable>(_ value: Value) throws {
         let path = try begin()
         try writer.encodeValue(value, codingPath: path)
     }
 
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy keyType: NestedKey.Type
+    ) -> KeyedEncodingContainer<NestedKey> {
         nestedEncoder().container(keyedBy: keyType)
     }
 
@@ -232,5 +306,7 @@ struct CBORSingleValueEncoder: SingleValueEncodingContainer {
     mutating func encode(_ value: UInt16) throws { writer.write(integer: value) }
     mutating func encode(_ value: UInt32) throws { writer.write(integer: value) }
     mutating func encode(_ value: UInt64) throws { writer.write(integer: value) }
-    mutating func encode<Value: Encodable>(_ value: Value) throws { try writer.encodeValue(value, codingPath: codingPath) }
+    mutating func encode<Value: Encodable>(_ value: Value) throws {
+        try writer.encodeValue(value, codingPath: codingPath)
+    }
 }

@@ -24,7 +24,14 @@ package struct CBOREncoder {
 
 /// CBOR's major types (RFC 8949 section 3.1).
 enum CBORMajor: UInt8 {
-    case unsigned = 0, negative = 1, bytes = 2, text = 3, array = 4, map = 5, tag = 6, simple = 7
+    case unsigned = 0
+    case negative = 1
+    case bytes = 2
+    case text = 3
+    case array = 4
+    case map = 5
+    case tag = 6
+    case simple = 7
 }
 
 /// The few fixed bytes and tags this encoding uses.
@@ -147,9 +154,14 @@ final class CBORWriter {
     /// something is written to it.
     func prepare(_ container: Int, codingPath: @autoclosure () -> [any CodingKey]) throws {
         guard let position = open.lastIndex(of: container) else {
-            throw EncodingError.invalidValue(container, EncodingError.Context(
-                codingPath: codingPath(),
-                debugDescription: "a container was written to after its parent had gone on; the binary encoding writes as it goes"))
+            throw EncodingError.invalidValue(
+                container,
+                EncodingError.Context(
+                    codingPath: codingPath(),
+                    debugDescription:
+                        "a container was written to after its parent had gone on; the binary encoding writes as it goes"
+                )
+            )
         }
         while open.count > position + 1 { closeInnermost() }
     }

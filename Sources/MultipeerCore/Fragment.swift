@@ -27,12 +27,14 @@ package struct Fragment: Hashable, Sendable {
         guard typeName.utf8.count <= DataMessage.maximumTypeNameLength else {
             throw MultipeerError(
                 .malformedMessage,
-                "FRAGMENT is malformed: its type name is \(typeName.utf8.count) bytes; the limit is \(DataMessage.maximumTypeNameLength)")
+                "FRAGMENT is malformed: its type name is \(typeName.utf8.count) bytes; the limit is \(DataMessage.maximumTypeNameLength)"
+            )
         }
         guard bytes.readableBytes > 0, offset >= 0, length >= 0, offset <= length - bytes.readableBytes else {
             throw MultipeerError(
                 .malformedMessage,
-                "FRAGMENT is malformed: \(bytes.readableBytes) bytes at offset \(offset) of a \(length)-byte message (a fragment carries at least one byte, inside the message)")
+                "FRAGMENT is malformed: \(bytes.readableBytes) bytes at offset \(offset) of a \(length)-byte message (a fragment carries at least one byte, inside the message)"
+            )
         }
         self.sequence = sequence
         self.offset = offset
@@ -77,7 +79,13 @@ extension DataMessage {
         bytes.moveReaderIndex(forwardBy: offset)
         bytes.moveWriterIndex(to: bytes.readerIndex + count)
         // The type name and bounds were checked when the message was made: this cannot fail.
-        return try! Fragment(sequence: sequence, offset: offset, length: payload.readableBytes, typeName: typeName, bytes: bytes)
+        return try! Fragment(
+            sequence: sequence,
+            offset: offset,
+            length: payload.readableBytes,
+            typeName: typeName,
+            bytes: bytes
+        )
     }
 }
 
@@ -115,7 +123,9 @@ package struct MessageAssembly: Sendable {
     package static func begin(with fragment: Fragment, limit: Int, from peer: String) throws -> Beginning {
         guard fragment.isLast else { return .partial(try MessageAssembly(first: fragment, limit: limit, from: peer)) }
         try check(first: fragment, limit: limit, from: peer)
-        return .whole(try DataMessage(sequence: fragment.sequence, typeName: fragment.typeName, payload: fragment.bytes))
+        return .whole(
+            try DataMessage(sequence: fragment.sequence, typeName: fragment.typeName, payload: fragment.bytes)
+        )
     }
 
     private init(first fragment: Fragment, limit: Int, from peer: String) throws {
@@ -132,12 +142,14 @@ package struct MessageAssembly: Sendable {
         guard fragment.length <= limit else {
             throw MultipeerError(
                 .messageTooLarge,
-                "\(peer) began a \(fragment.typeName) of \(fragment.length) bytes in fragments; this side takes messages of at most \(limit) bytes (Limits.maximumMessageLength), as its HELLO said")
+                "\(peer) began a \(fragment.typeName) of \(fragment.length) bytes in fragments; this side takes messages of at most \(limit) bytes (Limits.maximumMessageLength), as its HELLO said"
+            )
         }
         guard fragment.offset == 0 else {
             throw MultipeerError(
                 .outOfSequence,
-                "\(peer) sent a fragment at offset \(fragment.offset) of message \(fragment.sequence), whose beginning this side does not have")
+                "\(peer) sent a fragment at offset \(fragment.offset) of message \(fragment.sequence), whose beginning this side does not have"
+            )
         }
     }
 
@@ -151,7 +163,8 @@ package struct MessageAssembly: Sendable {
         guard fragment.offset == received, fragment.length == length, fragment.typeName == typeName else {
             throw MultipeerError(
                 .outOfSequence,
-                "\(peer) sent a fragment of \(fragment.typeName) \(fragment.sequence) at offset \(fragment.offset) of \(fragment.length) bytes; this side has \(received) bytes of a \(length)-byte \(typeName): fragments follow on in order")
+                "\(peer) sent a fragment of \(fragment.typeName) \(fragment.sequence) at offset \(fragment.offset) of \(fragment.length) bytes; this side has \(received) bytes of a \(length)-byte \(typeName): fragments follow on in order"
+            )
         }
         if buffer.capacity == 0 { buffer = PayloadMemory.allocator.buffer(capacity: length) }
         buffer.writeImmutableBuffer(fragment.bytes)

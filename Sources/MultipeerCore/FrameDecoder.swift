@@ -30,7 +30,8 @@ package struct FrameDecoder: NIOSingleStepByteToMessageDecoder {
             throw MultipeerError(
                 .frameTooLarge,
                 "a \(FrameType(rawValue: type)) frame announced \(length) bytes, more than the limit of \(limit)"
-                    + (first && limit < maximumLength ? " for a link's first frame" : ""))
+                    + (first && limit < maximumLength ? " for a link's first frame" : "")
+            )
         }
         guard buffer.readableBytes >= Frame.headerLength + Int(length) else { return nil }
         buffer.moveReaderIndex(forwardBy: Frame.headerLength)
@@ -44,7 +45,10 @@ package struct FrameDecoder: NIOSingleStepByteToMessageDecoder {
         if seenEOF && buffer.readableBytes > 0 {
             let pending = buffer.readableBytes
             buffer.moveReaderIndex(to: buffer.writerIndex)
-            throw MultipeerError(.truncatedFrame, "the link closed in the middle of a frame (\(pending) bytes of it arrived)")
+            throw MultipeerError(
+                .truncatedFrame,
+                "the link closed in the middle of a frame (\(pending) bytes of it arrived)"
+            )
         }
         return nil
     }

@@ -1,5 +1,6 @@
-package import struct Foundation.UUID
 package import NIOCore
+
+package import struct Foundation.UUID
 
 /// The first frame each side sends on a link, once TLS is up: who it is, proven, and what it
 /// expects.
@@ -93,10 +94,14 @@ package struct Hello: Hashable, Sendable {
         guard (Self.smallestMaximumFrameLength...Int(UInt32.max)).contains(maximumFrameLength) else {
             throw MultipeerError(
                 .invalidArgument,
-                "the maximum frame length is \(maximumFrameLength) bytes; it must be from \(Self.smallestMaximumFrameLength) to \(UInt32.max)")
+                "the maximum frame length is \(maximumFrameLength) bytes; it must be from \(Self.smallestMaximumFrameLength) to \(UInt32.max)"
+            )
         }
         if let maximumMessageLength, maximumMessageLength < 0 {
-            throw MultipeerError(.invalidArgument, "the maximum message length is \(maximumMessageLength) bytes; it cannot be negative")
+            throw MultipeerError(
+                .invalidArgument,
+                "the maximum message length is \(maximumMessageLength) bytes; it cannot be negative"
+            )
         }
     }
 
@@ -106,10 +111,14 @@ package struct Hello: Hashable, Sendable {
         guard (1...maximumDisplayNameLength).contains(displayName.utf8.count) else {
             throw MultipeerError(
                 .invalidArgument,
-                "the display name is \(displayName.utf8.count) bytes of UTF-8; it must be 1 to \(maximumDisplayNameLength)")
+                "the display name is \(displayName.utf8.count) bytes of UTF-8; it must be 1 to \(maximumDisplayNameLength)"
+            )
         }
         guard !displayName.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw MultipeerError(.invalidArgument, "the display name \"\(displayName.debugDescription.dropFirst().dropLast())\" contains a control character")
+            throw MultipeerError(
+                .invalidArgument,
+                "the display name \"\(displayName.debugDescription.dropFirst().dropLast())\" contains a control character"
+            )
         }
         try validate(metadata: metadata)
     }
@@ -118,17 +127,24 @@ package struct Hello: Hashable, Sendable {
     /// bytes, keys non-empty and without `=`.
     package static func validate(metadata: [String: String]) throws {
         guard metadata.count <= maximumMetadataCount else {
-            throw MultipeerError(.invalidArgument, "there are \(metadata.count) metadata entries; the limit is \(maximumMetadataCount)")
+            throw MultipeerError(
+                .invalidArgument,
+                "there are \(metadata.count) metadata entries; the limit is \(maximumMetadataCount)"
+            )
         }
         for (key, value) in metadata {
             guard !key.isEmpty, !key.contains("=") else {
-                throw MultipeerError(.invalidArgument, "metadata key \"\(key)\" must be non-empty and must not contain '='")
+                throw MultipeerError(
+                    .invalidArgument,
+                    "metadata key \"\(key)\" must be non-empty and must not contain '='"
+                )
             }
             let length = key.utf8.count + 1 + value.utf8.count
             guard length <= maximumMetadataEntryLength else {
                 throw MultipeerError(
                     .invalidArgument,
-                    "metadata entry \"\(key)\" is \(length) bytes as key=value; the limit is \(maximumMetadataEntryLength)")
+                    "metadata entry \"\(key)\" is \(length) bytes as key=value; the limit is \(maximumMetadataEntryLength)"
+                )
             }
         }
     }
@@ -169,7 +185,9 @@ extension Hello {
         var unsigned = ByteBuffer()
         encodeFields(into: &unsigned)
         var hello = self
-        hello.signature = try sign(Self.signedMessage(exporter: exporter, side: side, unsignedValue: unsigned.readableBytesView))
+        hello.signature = try sign(
+            Self.signedMessage(exporter: exporter, side: side, unsignedValue: unsigned.readableBytesView)
+        )
         return hello
     }
 
@@ -182,14 +200,16 @@ extension Hello {
         guard key.peerID == peerID else {
             throw MultipeerError(
                 .identityMismatch,
-                "\(peer) claims to be peer \(peerID), but the key it presents belongs to peer \(key.peerID): it is not who it says, and the link is closed")
+                "\(peer) claims to be peer \(peerID), but the key it presents belongs to peer \(key.peerID): it is not who it says, and the link is closed"
+            )
         }
         let unsigned = value.readableBytesView.dropLast(Self.signatureLength)
         let message = Self.signedMessage(exporter: exporter, side: side, unsignedValue: ByteBufferView(unsigned))
         guard key.isValidProtocolSignature(signature, for: message) else {
             throw MultipeerError(
                 .badSignature,
-                "the HELLO of \(peer), claiming to be peer \(peerID), carries a signature that does not verify for this connection (forged, or relayed from another connection): the link is closed")
+                "the HELLO of \(peer), claiming to be peer \(peerID), carries a signature that does not verify for this connection (forged, or relayed from another connection): the link is closed"
+            )
         }
     }
 
@@ -208,7 +228,8 @@ extension Hello {
         buffer.writeMultipleIntegers(
             incarnation,
             UInt32(clamping: keepalive.interval.milliseconds),
-            UInt32(clamping: keepalive.timeout.milliseconds))
+            UInt32(clamping: keepalive.timeout.milliseconds)
+        )
         buffer.writeShortString(displayName)
         buffer.writeMetadata(metadata)
         buffer.writeInteger(UInt32(maximumFrameLength))
@@ -228,20 +249,27 @@ extension Hello {
         var buffer = buffer
         let version = try buffer.readField(UInt16.self, "protocol version", in: .hello)
         guard version == Self.currentProtocolVersion else {
-            let upgrade = version < Self.currentProtocolVersion
+            let upgrade =
+                version < Self.currentProtocolVersion
                 ? "; version \(version) cannot prove which peer it is: upgrade that peer to a release that speaks version \(Self.currentProtocolVersion)"
                 : "; upgrade this peer to a release that speaks version \(version)"
             throw MultipeerError(
                 .protocolVersionMismatch,
-                "the peer speaks protocol version \(version); this side speaks \(Self.currentProtocolVersion)\(upgrade)")
+                "the peer speaks protocol version \(version); this side speaks \(Self.currentProtocolVersion)\(upgrade)"
+            )
         }
         guard buffer.readableBytes >= Self.signatureLength else {
-            throw MultipeerError(.malformedMessage, "HELLO is malformed: it ends before its \(Self.signatureLength)-byte signature")
+            throw MultipeerError(
+                .malformedMessage,
+                "HELLO is malformed: it ends before its \(Self.signatureLength)-byte signature"
+            )
         }
         let signature = buffer.getBytes(at: buffer.writerIndex - Self.signatureLength, length: Self.signatureLength)!
         buffer.moveWriterIndex(to: buffer.writerIndex - Self.signatureLength)
         let peerID = try buffer.readUUIDField("peer UUID", in: .hello)
-        let key = try PeerKey(rawRepresentation: buffer.readFieldBytes(length: PeerKey.length, "peer key", in: .hello).readableBytesView)
+        let key = try PeerKey(
+            rawRepresentation: buffer.readFieldBytes(length: PeerKey.length, "peer key", in: .hello).readableBytesView
+        )
         let incarnation = try buffer.readField(UInt64.self, "incarnation", in: .hello)
         let interval = try buffer.readField(UInt32.self, "keepalive interval", in: .hello)
         let timeout = try buffer.readField(UInt32.self, "keepalive timeout", in: .hello)
@@ -249,21 +277,29 @@ extension Hello {
         let metadata = try buffer.readMetadata(in: .hello)
         let maximumFrameLength = Int(try buffer.readField(UInt32.self, "maximum frame length", in: .hello))
         // Added to version 2 in the reserved bytes: absent from a HELLO of an earlier release.
-        let maximumMessageLength = buffer.readableBytes >= 8
+        let maximumMessageLength =
+            buffer.readableBytes >= 8
             ? Int(clamping: try buffer.readField(UInt64.self, "maximum message length", in: .hello))
             : nil
         // Added after it the same way; bits this version does not know are ignored.
-        let features = maximumMessageLength != nil && buffer.readableBytes >= 4
+        let features =
+            maximumMessageLength != nil && buffer.readableBytes >= 4
             ? Features(rawValue: try buffer.readField(UInt32.self, "features", in: .hello)).intersection(.known)
             : []
         // The message types the sender reads follow the features that announce them.
         let reads = features.contains(.messageTypes) ? try MessageTypeList(decoding: &buffer, in: .hello) : nil
         do {
             try self.init(
-                protocolVersion: version, peerID: peerID, key: key, incarnation: incarnation,
-                displayName: displayName, metadata: metadata,
+                protocolVersion: version,
+                peerID: peerID,
+                key: key,
+                incarnation: incarnation,
+                displayName: displayName,
+                metadata: metadata,
                 keepalive: KeepaliveParameters(interval: .milliseconds(interval), timeout: .milliseconds(timeout)),
-                maximumFrameLength: maximumFrameLength, maximumMessageLength: maximumMessageLength)
+                maximumFrameLength: maximumFrameLength,
+                maximumMessageLength: maximumMessageLength
+            )
         } catch let error as MultipeerError {
             throw MultipeerError(.malformedMessage, "HELLO is malformed: \(error.message)")
         }

@@ -172,7 +172,12 @@ package struct KeepaliveStateMachine: Sendable {
     private var unreadArrival: Duration?
 
     /// - Parameter path: What the peer's earlier links showed of the path (``history``).
-    package init(parameters: KeepaliveParameters, role: Role = .leading, now: Duration, path: PathHistory = PathHistory()) {
+    package init(
+        parameters: KeepaliveParameters,
+        role: Role = .leading,
+        now: Duration,
+        path: PathHistory = PathHistory()
+    ) {
         self.parameters = parameters
         self.role = role
         // Worked out once: Duration's arithmetic is 128-bit, and wake-ups are many.
@@ -385,7 +390,11 @@ package struct KeepaliveStateMachine: Sendable {
     ///
     /// `transport` reads the link's transport (nil where it cannot tell); it is evaluated only
     /// once the peer is ``overdue``, so a busy or idle link costs no read.
-    package mutating func wakeUp(now: Duration, late: Duration = .zero, transport: @autoclosure () -> TransportReading? = nil) -> Action {
+    package mutating func wakeUp(
+        now: Duration,
+        late: Duration = .zero,
+        transport: @autoclosure () -> TransportReading? = nil
+    ) -> Action {
         latestNow = max(latestNow, now)
         guard !finished else { return .wait }
         if late > lateLimit { stalledSinceArrival = true }
@@ -395,7 +404,9 @@ package struct KeepaliveStateMachine: Sendable {
                 // Lost in a silence: this side had to send again, or the peer's segments came
                 // beyond a gap. (Not a retransmission at any time: a tail-loss probe on a clean
                 // path is one.)
-                if reading.retransmittedSegments != latest.retransmittedSegments || reading.outOfOrderSegments != latest.outOfOrderSegments {
+                if reading.retransmittedSegments != latest.retransmittedSegments
+                    || reading.outOfOrderSegments != latest.outOfOrderSegments
+                {
                     lossInSilence = true
                 }
             }
@@ -478,7 +489,11 @@ package struct PathHistory: Equatable, Sendable {
 
     /// The same history, `elapsed` later.
     package func aged(by elapsed: Duration) -> PathHistory {
-        PathHistory(windows: windows, newestWindowAge: newestWindowAge + elapsed, lossSeenAge: lossSeenAge.map { $0 + elapsed })
+        PathHistory(
+            windows: windows,
+            newestWindowAge: newestWindowAge + elapsed,
+            lossSeenAge: lossSeenAge.map { $0 + elapsed }
+        )
     }
 
     /// The same evidence: as many stalls, as long in all, and a loss seen or not.
@@ -519,7 +534,9 @@ extension KeepaliveParameters {
         }
         let defaults = KeepaliveParameters()
         return KeepaliveParameters(
-            interval: pick(interval, other.interval, defaults.interval), timeout: pick(timeout, other.timeout, defaults.timeout))
+            interval: pick(interval, other.interval, defaults.interval),
+            timeout: pick(timeout, other.timeout, defaults.timeout)
+        )
     }
 }
 
@@ -542,8 +559,12 @@ package struct TransportReading: Equatable, Sendable {
     package var sinceDataArrived: Duration?
 
     package init(
-        outOfOrderSegments: UInt32, retransmittedSegments: UInt32, sinceHeard: Duration, sinceDataArrived: Duration? = nil,
-        unacknowledgedSegments: UInt32? = nil, recoveringLoss: Bool = false
+        outOfOrderSegments: UInt32,
+        retransmittedSegments: UInt32,
+        sinceHeard: Duration,
+        sinceDataArrived: Duration? = nil,
+        unacknowledgedSegments: UInt32? = nil,
+        recoveringLoss: Bool = false
     ) {
         self.recoveringLoss = recoveringLoss
         self.outOfOrderSegments = outOfOrderSegments

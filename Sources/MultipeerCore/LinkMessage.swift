@@ -32,7 +32,8 @@ package struct DataMessage: Hashable, Sendable {
         guard typeName.utf8.count <= Self.maximumTypeNameLength else {
             throw MultipeerError(
                 .invalidArgument,
-                "the message type name is \(typeName.utf8.count) bytes; the limit is \(Self.maximumTypeNameLength)")
+                "the message type name is \(typeName.utf8.count) bytes; the limit is \(Self.maximumTypeNameLength)"
+            )
         }
         self.sequence = sequence
         self.typeName = typeName
@@ -141,7 +142,8 @@ extension LinkMessage {
             guard value.readableBytes == 0, partial >= 1, partial <= sequence, received <= UInt64(Int.max) else {
                 throw MultipeerError(
                     .malformedMessage,
-                    "ACK is malformed: \(value.readableBytes) bytes after its fields, or partial message \(partial) not from 1 to its sequence number \(sequence)")
+                    "ACK is malformed: \(value.readableBytes) bytes after its fields, or partial message \(partial) not from 1 to its sequence number \(sequence)"
+                )
             }
             self = .ack(sequence, partial: PartialMessage(sequence: partial, received: Int(received)))
         case .goodbye:
@@ -160,9 +162,20 @@ extension LinkMessage {
             let length = try value.readField(UInt64.self, "length", in: .fragment)
             let typeName = try value.readShortString("type name", in: .fragment)
             guard length <= UInt64(Int.max), offset <= length else {
-                throw MultipeerError(.malformedMessage, "FRAGMENT is malformed: offset \(offset) of a \(length)-byte message")
+                throw MultipeerError(
+                    .malformedMessage,
+                    "FRAGMENT is malformed: offset \(offset) of a \(length)-byte message"
+                )
             }
-            self = .fragment(try Fragment(sequence: sequence, offset: Int(offset), length: Int(length), typeName: typeName, bytes: value))
+            self = .fragment(
+                try Fragment(
+                    sequence: sequence,
+                    offset: Int(offset),
+                    length: Int(length),
+                    typeName: typeName,
+                    bytes: value
+                )
+            )
         case .reject:
             let sequence = try value.readField(UInt64.self, "sequence number", in: .reject)
             let typeName = try value.readShortString("type name", in: .reject)
@@ -170,7 +183,8 @@ extension LinkMessage {
             guard sequence >= 1, value.readableBytes == 0 else {
                 throw MultipeerError(
                     .malformedMessage,
-                    "REJECT is malformed: sequence number \(sequence) (reliable messages number from 1), or \(value.readableBytes) bytes after its fields")
+                    "REJECT is malformed: sequence number \(sequence) (reliable messages number from 1), or \(value.readableBytes) bytes after its fields"
+                )
             }
             self = .reject(Rejection(sequence: sequence, typeName: typeName, reason: reason))
         case .resourceOffer:
@@ -181,7 +195,15 @@ extension LinkMessage {
             let metadata = try value.readMetadata(in: .resourceOffer)
             try Self.expectEnd(of: value, .resourceOffer)
             do {
-                self = .resourceOffer(try ResourceOffer(id: id, name: name, length: length, sha256: Array(sha256.readableBytesView), metadata: metadata))
+                self = .resourceOffer(
+                    try ResourceOffer(
+                        id: id,
+                        name: name,
+                        length: length,
+                        sha256: Array(sha256.readableBytesView),
+                        metadata: metadata
+                    )
+                )
             } catch let error as MultipeerError {
                 throw MultipeerError(.malformedMessage, "RESOURCE_OFFER is malformed: \(error.message)")
             }
@@ -191,7 +213,10 @@ extension LinkMessage {
             let granted = try value.readField(UInt64.self, "bytes granted", in: .resourceWant)
             try Self.expectEnd(of: value, .resourceWant)
             guard granted >= received else {
-                throw MultipeerError(.malformedMessage, "RESOURCE_WANT is malformed: it grants up to byte \(granted), before the \(received) received")
+                throw MultipeerError(
+                    .malformedMessage,
+                    "RESOURCE_WANT is malformed: it grants up to byte \(granted), before the \(received) received"
+                )
             }
             self = .resourceWant(ResourceWant(id: id, received: received, granted: granted))
         case .resourceChunk:
@@ -226,7 +251,10 @@ extension LinkMessage {
             try Self.expectEnd(of: value, .streamWant)
             try Self.expectFlags(flags, in: .streamWant)
             guard granted >= received else {
-                throw MultipeerError(.malformedMessage, "STREAM_WANT is malformed: it grants up to byte \(granted), before the \(received) received")
+                throw MultipeerError(
+                    .malformedMessage,
+                    "STREAM_WANT is malformed: it grants up to byte \(granted), before the \(received) received"
+                )
             }
             self = .streamWant(StreamWant(id: id, received: received, granted: granted, endReceived: flags == 1))
         case .streamData:
@@ -238,7 +266,10 @@ extension LinkMessage {
                 throw MultipeerError(.malformedMessage, "STREAM_DATA is malformed: it carries no bytes and not the end")
             }
             guard offset <= UInt64(Int64.max) - UInt64(value.readableBytes) else {
-                throw MultipeerError(.malformedMessage, "STREAM_DATA is malformed: its bytes at \(offset) go beyond 2^63")
+                throw MultipeerError(
+                    .malformedMessage,
+                    "STREAM_DATA is malformed: its bytes at \(offset) go beyond 2^63"
+                )
             }
             self = .streamData(StreamData(id: id, offset: offset, end: flags == 1, bytes: value))
         case .streamEnd:
@@ -263,7 +294,10 @@ extension LinkMessage {
 
     private static func expectEnd(of value: ByteBuffer, _ type: FrameType) throws {
         guard value.readableBytes == 0 else {
-            throw MultipeerError(.malformedMessage, "\(type) is malformed: \(value.readableBytes) bytes after its fields")
+            throw MultipeerError(
+                .malformedMessage,
+                "\(type) is malformed: \(value.readableBytes) bytes after its fields"
+            )
         }
     }
 

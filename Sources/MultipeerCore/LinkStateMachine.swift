@@ -1,5 +1,6 @@
-package import struct Foundation.UUID
 import NIOCore
+
+package import struct Foundation.UUID
 
 /// One link's opening and life, without I/O (docs/PROTOCOL.md, 3): the TLS handshake, then the
 /// HELLO exchange with its checks, then frames as ``LinkMessage``s until the link closes. The
@@ -97,14 +98,23 @@ package struct LinkStateMachine: Sendable {
         guard case .hello(let hello) = try LinkMessage(frame: frame) else {
             preconditionFailure("a HELLO frame decodes as a HELLO")
         }
-        try hello.verify(value: frame.value, exporter: exporter, side: side == .dialler ? .listener : .dialler, peer: peer)
+        try hello.verify(
+            value: frame.value,
+            exporter: exporter,
+            side: side == .dialler ? .listener : .dialler,
+            peer: peer
+        )
         guard hello.peerID != localPeerID else {
-            throw MultipeerError(.selfConnection, "\(peer) is this very peer (\(hello.peerID)): the link reached itself and was closed")
+            throw MultipeerError(
+                .selfConnection,
+                "\(peer) is this very peer (\(hello.peerID)): the link reached itself and was closed"
+            )
         }
         if let expectedPeer, hello.peerID != expectedPeer {
             throw MultipeerError(
                 .unexpectedPeer,
-                "\(peer), advertised as peer \(expectedPeer), proved to be peer \(hello.peerID) (\(hello.displayName)): the advert is stale or false, and the link is closed")
+                "\(peer), advertised as peer \(expectedPeer), proved to be peer \(hello.peerID) (\(hello.displayName)): the advert is stale or false, and the link is closed"
+            )
         }
         return hello
     }
@@ -116,7 +126,9 @@ package struct LinkStateMachine: Sendable {
             return failHandshake(error)
         case .open:
             state = .closed
-            guard let failure = error as? MultipeerError, [.frameTooLarge, .malformedMessage, .truncatedFrame].contains(failure.code) else {
+            guard let failure = error as? MultipeerError,
+                [.frameTooLarge, .malformedMessage, .truncatedFrame].contains(failure.code)
+            else {
                 return .failLink(error, goodbye: nil)
             }
             return .failLink(failure, goodbye: failure.message)

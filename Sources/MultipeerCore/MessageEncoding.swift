@@ -58,9 +58,11 @@ extension MessageEncoding {
             return "a \(typeName) without its field \"\(path(context.codingPath + [key]))\""
         case .valueNotFound(let type, let context):
             return "a \(typeName) with null or nothing in \(place(context.codingPath)), where a \(type) is required"
-        case .typeMismatch(let type, let context) where context.debugDescription.hasPrefix("Invalid number of keys found"):
+        case .typeMismatch(let type, let context)
+        where context.debugDescription.hasPrefix("Invalid number of keys found"):
             // (Swift's enums with associated values: one key, naming the case.)
-            return "a \(typeName) whose \(place(context.codingPath)) is not an object with exactly one key naming a case of \(type)"
+            return
+                "a \(typeName) whose \(place(context.codingPath)) is not an object with exactly one key naming a case of \(type)"
         case .typeMismatch(let type, let context):
             return "a \(typeName) whose \(place(context.codingPath)) is not of type \(type): \(said(context))"
         case .dataCorrupted(let context):

@@ -22,12 +22,14 @@ package struct MessageTypeList: Hashable, Sendable, CustomStringConvertible {
         for name in self.names where !(1...DataMessage.maximumTypeNameLength).contains(name.utf8.count) {
             throw MultipeerError(
                 .invalidArgument,
-                "the message type name \"\(name.prefix(40))\" is \(name.utf8.count) bytes of UTF-8; a name is 1 to \(DataMessage.maximumTypeNameLength)")
+                "the message type name \"\(name.prefix(40))\" is \(name.utf8.count) bytes of UTF-8; a name is 1 to \(DataMessage.maximumTypeNameLength)"
+            )
         }
         guard encodedLength <= Self.maximumEncodedLength else {
             throw MultipeerError(
                 .invalidArgument,
-                "the \(self.names.count) message types read take \(encodedLength) bytes in HELLO; the limit is \(Self.maximumEncodedLength)")
+                "the \(self.names.count) message types read take \(encodedLength) bytes in HELLO; the limit is \(Self.maximumEncodedLength)"
+            )
         }
     }
 
@@ -62,17 +64,23 @@ package struct MessageTypeList: Hashable, Sendable, CustomStringConvertible {
         names.reserveCapacity(Int(count))
         for _ in 0..<count {
             let name = try buffer.readShortString("message type name", in: message)
-            guard !name.isEmpty else { throw MultipeerError(.malformedMessage, "\(message) is malformed: an empty message type name") }
+            guard !name.isEmpty else {
+                throw MultipeerError(.malformedMessage, "\(message) is malformed: an empty message type name")
+            }
             if let previous = names.last, !previous.utf8.lexicographicallyPrecedes(name.utf8) {
                 throw MultipeerError(
                     .malformedMessage,
-                    "\(message) is malformed: message type \"\(name)\" comes after \"\(previous)\"; names are sorted and each appears once")
+                    "\(message) is malformed: message type \"\(name)\" comes after \"\(previous)\"; names are sorted and each appears once"
+                )
             }
             names.append(name)
         }
         let length = buffer.readerIndex - start
         guard length <= Self.maximumEncodedLength else {
-            throw MultipeerError(.malformedMessage, "\(message) is malformed: its message types take \(length) bytes; the limit is \(Self.maximumEncodedLength)")
+            throw MultipeerError(
+                .malformedMessage,
+                "\(message) is malformed: its message types take \(length) bytes; the limit is \(Self.maximumEncodedLength)"
+            )
         }
         self.names = Set(names)
     }

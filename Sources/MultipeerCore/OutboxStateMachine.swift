@@ -57,7 +57,10 @@ package struct OutboxStateMachine: Sendable {
 
     /// - Parameter numberingFollowsReceiver: Number from the receiver's resume point, not from 1
     ///   (see ``numberingFollowsReceiver``).
-    package init(limits: Limits = BufferLimits(maximumCount: 1024, maximumBytes: 8 << 20), numberingFollowsReceiver: Bool = false) {
+    package init(
+        limits: Limits = BufferLimits(maximumCount: 1024, maximumBytes: 8 << 20),
+        numberingFollowsReceiver: Bool = false
+    ) {
         self.limits = limits
         self.numberingFollowsReceiver = numberingFollowsReceiver
     }
@@ -142,9 +145,14 @@ package struct OutboxStateMachine: Sendable {
     /// The fragment of `message` from `offset`; keeps track of the message until its last one.
     private mutating func handOut(_ message: DataMessage, from offset: Int, frameLimit: Int) -> Fragment {
         let fragment = message.fragment(from: offset, frameLimit: frameLimit)
-        partial = fragment.isLast
+        partial =
+            fragment.isLast
             ? nil
-            : Partial(sequence: message.sequence, typeName: message.typeName, sent: offset + fragment.bytes.readableBytes)
+            : Partial(
+                sequence: message.sequence,
+                typeName: message.typeName,
+                sent: offset + fragment.bytes.readableBytes
+            )
         return fragment
     }
 
@@ -196,9 +204,14 @@ package struct OutboxStateMachine: Sendable {
             acknowledge(through: sequence, except: partial)
             // The message in fragments goes on where the receiver stands, before anything else.
             if let partial, let first = pending.first, first.message.sequence == partial.sequence,
-               partial.received < first.message.payload.readableBytes {
+                partial.received < first.message.payload.readableBytes
+            {
                 written = 1
-                self.partial = Partial(sequence: partial.sequence, typeName: first.message.typeName, sent: partial.received)
+                self.partial = Partial(
+                    sequence: partial.sequence,
+                    typeName: first.message.typeName,
+                    sent: partial.received
+                )
             }
             return
         }
@@ -327,14 +340,22 @@ package struct ReceiveWindow: Sendable {
 
     /// A reliable DATA message arrived. Returns the verdict, and the type name of an incomplete
     /// message the sender gave up (see ``linkAdopted()``), which the application is told of.
-    package mutating func receive(_ message: DataMessage, from peer: @autoclosure () -> String) -> (Verdict, abandoned: String?) {
+    package mutating func receive(
+        _ message: DataMessage,
+        from peer: @autoclosure () -> String
+    ) -> (Verdict, abandoned: String?) {
         let abandoned = continuation(message.sequence)
         if message.sequence <= delivered { return (.duplicate, abandoned) }
         guard message.sequence == delivered + 1 else { return (.gap, abandoned) }
         if let assembly, assembly.typeName == message.typeName {
-            return (.invalid(MultipeerError(
-                .outOfSequence,
-                "\(peer()) sent \(message.typeName) \(message.sequence) before the \(message.typeName) \(assembly.sequence) it is sending in fragments was complete: messages of one type go in order")), abandoned)
+            return (
+                .invalid(
+                    MultipeerError(
+                        .outOfSequence,
+                        "\(peer()) sent \(message.typeName) \(message.sequence) before the \(message.typeName) \(assembly.sequence) it is sending in fragments was complete: messages of one type go in order"
+                    )
+                ), abandoned
+            )
         }
         delivered = message.sequence
         unacknowledged += 1
@@ -343,7 +364,8 @@ package struct ReceiveWindow: Sendable {
 
     /// A reliable FRAGMENT arrived. A message larger than `limit` (this side's
     /// Limits.maximumMessageLength) is refused from its first fragment.
-    package mutating func receive(_ fragment: Fragment, limit: Int, from peer: String) -> (Verdict, abandoned: String?) {
+    package mutating func receive(_ fragment: Fragment, limit: Int, from peer: String) -> (Verdict, abandoned: String?)
+    {
         let abandoned = continuation(fragment.sequence)
         do {
             if assembly?.contains(fragment) == true {
@@ -357,7 +379,8 @@ package struct ReceiveWindow: Sendable {
             if let assembly {
                 throw MultipeerError(
                     .outOfSequence,
-                    "\(peer) began \(fragment.typeName) \(fragment.sequence) in fragments before \(assembly.typeName) \(assembly.sequence) was complete: one message at a time goes in fragments")
+                    "\(peer) began \(fragment.typeName) \(fragment.sequence) in fragments before \(assembly.typeName) \(assembly.sequence) was complete: one message at a time goes in fragments"
+                )
             }
             let beginning = try MessageAssembly.begin(with: fragment, limit: limit, from: peer)
             delivered = fragment.sequence

@@ -1,9 +1,10 @@
+import NIOConcurrencyHelpers
+@_spi(CustomByteBufferAllocator) package import NIOCore
+import Synchronization  // Atomic (which ThreadSanitizer sees, unlike its Mutex)
+
 #if canImport(Glibc)
 import Glibc
 #endif
-@_spi(CustomByteBufferAllocator) package import NIOCore
-import NIOConcurrencyHelpers
-import Synchronization  // Atomic (which ThreadSanitizer sees, unlike its Mutex)
 
 /// Where message payloads live: a `ByteBufferAllocator` whose large buffers (1 MiB and more)
 /// are mappings of their own, asking for transparent huge pages, and kept for the next large
@@ -26,7 +27,11 @@ import Synchronization  // Atomic (which ThreadSanitizer sees, unlike its Mutex)
 package enum PayloadMemory {
     /// The allocator for payloads: the encoder's output and the receiver's reassembly.
     package static let allocator = ByteBufferAllocator(
-        allocate: payloadAllocate, reallocate: payloadReallocate, deallocate: payloadDeallocate, copy: payloadCopy)
+        allocate: payloadAllocate,
+        reallocate: payloadReallocate,
+        deallocate: payloadDeallocate,
+        copy: payloadCopy
+    )
 
     /// Buffers of at least this capacity are mappings of their own.
     package static let largeCapacity = 1 << 20
@@ -111,7 +116,9 @@ package enum PayloadMemory {
         package mutating func keep(_ spare: Spare) -> [Spare] {
             var unmap = expired(now: spare.used)
             spares.append(spare)
-            while spares.count > PayloadMemory.spareLimit || spares.reduce(0, { $0 + $1.length }) > PayloadMemory.spareBytesLimit {
+            while spares.count > PayloadMemory.spareLimit
+                || spares.reduce(0, { $0 + $1.length }) > PayloadMemory.spareBytesLimit
+            {
                 unmap.append(spares.removeFirst())
             }
             return unmap
@@ -147,7 +154,9 @@ package enum PayloadMemory {
         }
         let now = ContinuousClock.now
         let wanted = roundUp(headerSize + capacity, to: hugePageSize)
-        let (spare, expired) = pool.withLockedValue { pool in (pool.take(length: wanted, now: now), pool.expired(now: now)) }
+        let (spare, expired) = pool.withLockedValue { pool in
+            (pool.take(length: wanted, now: now), pool.expired(now: now))
+        }
         for old in expired { munmap(old.base, old.length) }
         let base: UnsafeMutableRawPointer
         let length: Int
@@ -155,12 +164,17 @@ package enum PayloadMemory {
             (base, length) = (spare.base, spare.length)
         } else {
             guard let mapped = mmap(nil, wanted, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
-                  mapped != MAP_FAILED else { fatalError("PayloadMemory: mmap of \(wanted) bytes failed: \(String(cString: strerror(errno)))") }
+                mapped != MAP_FAILED
+            else { fatalError("PayloadMemory: mmap of \(wanted) bytes failed: \(String(cString: strerror(errno)))") }
             _ = madvise(mapped, wanted, MADV_HUGEPAGE)  // a hint: without it, 4 KiB pages
             mappings.add(1, ordering: .relaxed)
             (base, length) = (mapped, wanted)
         }
-        base.initializeMemory(as: Header.self, repeating: Header(capacity: length - headerSize, mappedLength: length), count: 1)
+        base.initializeMemory(
+            as: Header.self,
+            repeating: Header(capacity: length - headerSize, mappedLength: length),
+            count: 1
+        )
         return base + headerSize
     }
 
@@ -174,7 +188,11 @@ package enum PayloadMemory {
         for old in pool.withLockedValue({ $0.keep(spare) }) { munmap(old.base, old.length) }
     }
 
-    fileprivate static func reallocate(_ bytes: UnsafeMutableRawPointer?, oldCapacity: Int, newCapacity: Int) -> UnsafeMutableRawPointer {
+    fileprivate static func reallocate(
+        _ bytes: UnsafeMutableRawPointer?,
+        oldCapacity: Int,
+        newCapacity: Int
+    ) -> UnsafeMutableRawPointer {
         guard let bytes else { return allocate(capacity: newCapacity) }
         let header = header(of: bytes)
         if header.pointee.capacity >= newCapacity { return bytes }
@@ -200,7 +218,11 @@ private func payloadAllocate(_ size: Int) -> UnsafeMutableRawPointer? {
     PayloadMemory.allocate(capacity: size)
 }
 
-private func payloadReallocate(_ bytes: UnsafeMutableRawPointer?, _ oldSize: Int, _ newSize: Int) -> UnsafeMutableRawPointer? {
+private func payloadReallocate(
+    _ bytes: UnsafeMutableRawPointer?,
+    _ oldSize: Int,
+    _ newSize: Int
+) -> UnsafeMutableRawPointer? {
     PayloadMemory.reallocate(bytes, oldCapacity: oldSize, newCapacity: newSize)
 }
 

@@ -1,5 +1,6 @@
-package import struct Foundation.UUID
 package import NIOCore
+
+package import struct Foundation.UUID
 
 /// Delivery towards one peer, without I/O: its outbox across links, the unreliable messages
 /// waiting for its link now, the link it is reached on and whether that link has said where to
@@ -139,7 +140,8 @@ package struct PeerDeliveryStateMachine: Sendable {
         let link = self.link.map { "\($0.id) (incarnation \($0.incarnation))" } ?? "no link"
         let resumed = resumedLink.map { "resumed on \($0)" } ?? "no resume point"
         let flushing = flushingLink.map { "flushing \($0)" } ?? "no flush"
-        return "\(link), \(resumed), \(flushing), \(outbox?.count ?? 0) messages in the outbox, \(unreliable.count) unreliable waiting"
+        return
+            "\(link), \(resumed), \(flushing), \(outbox?.count ?? 0) messages in the outbox, \(unreliable.count) unreliable waiting"
     }
 
     // MARK: Links
@@ -147,7 +149,13 @@ package struct PeerDeliveryStateMachine: Sendable {
     /// The peer is active on `id` now (its HELLO named `incarnation`, `frameLimit` and, if it
     /// takes fragments, `messageLimit`; the link said the peer `reads` those message types,
     /// nil: every type).
-    package mutating func linkUp(_ id: LinkID, incarnation: UInt64, frameLimit: Int, messageLimit: Int? = nil, reads: MessageTypeList? = nil) {
+    package mutating func linkUp(
+        _ id: LinkID,
+        incarnation: UInt64,
+        frameLimit: Int,
+        messageLimit: Int? = nil,
+        reads: MessageTypeList? = nil
+    ) {
         link = (id, incarnation)
         resumedLink = nil
         self.frameLimit = frameLimit
@@ -187,7 +195,11 @@ package struct PeerDeliveryStateMachine: Sendable {
     /// resume point: what the outbox holds after it goes again, from there (that message from
     /// where the peer stands). An ACK on a link that is no longer the peer's is ignored: it may
     /// number another incarnation's messages.
-    package mutating func acknowledged(through sequence: UInt64, partial: PartialMessage? = nil, on id: LinkID) -> [Action] {
+    package mutating func acknowledged(
+        through sequence: UInt64,
+        partial: PartialMessage? = nil,
+        on id: LinkID
+    ) -> [Action] {
         guard let current = link, current.id == id else { return [] }
         var actions: [Action] = []
         if resumedLink != id {
@@ -202,12 +214,18 @@ package struct PeerDeliveryStateMachine: Sendable {
             // Queued when the peer took larger frames or messages, or read other types: never
             // sent, or it would refuse them after every redial.
             let (reads, frameLimit, messageLimit) = (reads, frameLimit, messageLimit)
-            let removed = outbox!.removeUnfit { Self.unfit($0, reads: reads, frameLimit: frameLimit, messageLimit: messageLimit) == nil }
+            let removed = outbox!.removeUnfit {
+                Self.unfit($0, reads: reads, frameLimit: frameLimit, messageLimit: messageLimit) == nil
+            }
             for unfit in [Unfit.notRead, .tooLarge] {
-                let these = removed.filter { Self.unfit($0.message, reads: reads, frameLimit: frameLimit, messageLimit: messageLimit) == unfit }
+                let these = removed.filter {
+                    Self.unfit($0.message, reads: reads, frameLimit: frameLimit, messageLimit: messageLimit) == unfit
+                }
                 guard !these.isEmpty else { continue }
                 let tickets = Set(these.map(\.ticket))
-                for (id, waiter) in waiters where tickets.contains(waiter.ticket) { waiters[id]!.failure = droppedFromOutbox(unfit) }
+                for (id, waiter) in waiters where tickets.contains(waiter.ticket) {
+                    waiters[id]!.failure = droppedFromOutbox(unfit)
+                }
                 actions.append(.dropped(typeNames: these.map(\.message.typeName), unfit))
             }
             if let flush = startFlush() { actions.append(flush) }
@@ -223,9 +241,14 @@ package struct PeerDeliveryStateMachine: Sendable {
     /// Offers a message to the outbox.
     package mutating func enqueue(typeName: String, payload: ByteBuffer, now: ContinuousClock.Instant) -> Enqueued {
         guard met else {
-            return .refused(MultipeerError(.peerNotActive, forgotten
-                ? "peer \(peerID) was forgotten (forget(peer:)); it can be sent to again once it joins again"
-                : "peer \(peerID) has not been active in this session: reliable messages go only to peers this session has met"))
+            return .refused(
+                MultipeerError(
+                    .peerNotActive,
+                    forgotten
+                        ? "peer \(peerID) was forgotten (forget(peer:)); it can be sent to again once it joins again"
+                        : "peer \(peerID) has not been active in this session: reliable messages go only to peers this session has met"
+                )
+            )
         }
         // Mutated in place (`outbox!`): a copy taken out and put back would copy every message
         // the outbox holds, on every send.
@@ -238,17 +261,23 @@ package struct PeerDeliveryStateMachine: Sendable {
             }
             return .queued(ticket: outbox!.latestTicket, startFlush().map { [$0] } ?? [])
         }
-        let held = "its outbox holds \(outbox!.count) unacknowledged messages (\(outbox!.bytes) bytes); its limit is \(policy.limits.maximumCount) messages, \(policy.limits.maximumBytes) bytes (Limits.outbox)"
+        let held =
+            "its outbox holds \(outbox!.count) unacknowledged messages (\(outbox!.bytes) bytes); its limit is \(policy.limits.maximumCount) messages, \(policy.limits.maximumBytes) bytes (Limits.outbox)"
         if policy.failWhenFull {
-            return .refused(MultipeerError(.outboxFull, "peer \(peerID) has not acknowledged enough to take this message: \(held)"))
+            return .refused(
+                MultipeerError(.outboxFull, "peer \(peerID) has not acknowledged enough to take this message: \(held)")
+            )
         }
         guard let awaySince else { return .wait(until: nil) }  // active: as long as it reads, however slowly
         let deadline = awaySince + policy.sendTimeout
         guard now < deadline else {
             let away = String(format: "%.1f s", (now - awaySince).seconds)
-            return .refused(MultipeerError(
-                .peerAway,
-                "peer \(peerID) left \(away) ago and \(held): the send gave up after Limits.sendTimeout (\(policy.sendTimeout)). What is queued goes if the peer comes back; forget(peer:) drops it"))
+            return .refused(
+                MultipeerError(
+                    .peerAway,
+                    "peer \(peerID) left \(away) ago and \(held): the send gave up after Limits.sendTimeout (\(policy.sendTimeout)). What is queued goes if the peer comes back; forget(peer:) drops it"
+                )
+            )
         }
         return .wait(until: deadline)
     }
@@ -258,7 +287,9 @@ package struct PeerDeliveryStateMachine: Sendable {
     /// ``Action/wakeSenders`` (written messages make room; a link that goes refuses it).
     package mutating func enqueueUnreliable(_ message: DataMessage) -> Enqueued {
         guard link != nil else {
-            return .refused(MultipeerError(.peerNotActive, "peer \(peerID) is not active: it has no authenticated link now"))
+            return .refused(
+                MultipeerError(.peerNotActive, "peer \(peerID) is not active: it has no authenticated link now")
+            )
         }
         guard unreliable.hasRoom(for: message.payload.readableBytes) else { return .wait(until: nil) }
         unreliable.enqueue(message)
@@ -288,15 +319,22 @@ package struct PeerDeliveryStateMachine: Sendable {
         if let messageLimit {
             throw MultipeerError(
                 .messageTooLarge,
-                "a \(message.typeName) encodes to \(message.payload.readableBytes) bytes; peer \(peerID) takes messages of at most \(messageLimit) bytes (its Limits.maximumMessageLength; this side's is \(localLimits.message)). The receiver must raise its limit to take it")
+                "a \(message.typeName) encodes to \(message.payload.readableBytes) bytes; peer \(peerID) takes messages of at most \(messageLimit) bytes (its Limits.maximumMessageLength; this side's is \(localLimits.message)). The receiver must raise its limit to take it"
+            )
         }
         throw MultipeerError(
             .messageTooLarge,
-            "a \(message.typeName) encodes to a \(message.frameLength)-byte frame; peer \(peerID) takes frames of at most \(frameLimit ?? 0) bytes (its Limits.maximumFrameLength; this side's is \(localLimits.frame)) and no fragments (an earlier release). Both sides must raise the limit to send it")
+            "a \(message.typeName) encodes to a \(message.frameLength)-byte frame; peer \(peerID) takes frames of at most \(frameLimit ?? 0) bytes (its Limits.maximumFrameLength; this side's is \(localLimits.frame)) and no fragments (an earlier release). Both sides must raise the limit to send it"
+        )
     }
 
     /// Why the peer would refuse `message`, if it would (``checkFits(_:localLimits:)``).
-    private static func unfit(_ message: DataMessage, reads: MessageTypeList?, frameLimit: Int?, messageLimit: Int?) -> Unfit? {
+    private static func unfit(
+        _ message: DataMessage,
+        reads: MessageTypeList?,
+        frameLimit: Int?,
+        messageLimit: Int?
+    ) -> Unfit? {
         if let reads, !reads.contains(message.typeName) { return .notRead }
         if let messageLimit { return message.payload.readableBytes <= messageLimit ? nil : .tooLarge }
         return frameLimit.map { message.frameLength <= $0 } ?? true ? nil : .tooLarge
@@ -307,7 +345,8 @@ package struct PeerDeliveryStateMachine: Sendable {
         let list = reads.map { $0.names.isEmpty ? "none" : $0.description } ?? ""
         return MultipeerError(
             .messageTypeNotRead,
-            "peer \(peerID) does not read messages of type \"\(typeName)\" (it reads: \(list.prefix(400))): it runs a build of the application that does not know them. Send it what it reads, or upgrade it")
+            "peer \(peerID) does not read messages of type \"\(typeName)\" (it reads: \(list.prefix(400))): it runs a build of the application that does not know them. Send it what it reads, or upgrade it"
+        )
     }
 
     /// Whether a broadcast that skips the peer for a message of `typeName` is the first to on
@@ -328,7 +367,9 @@ package struct PeerDeliveryStateMachine: Sendable {
         let fragments = messageLimit != nil
         let waiting = unreliable.count
         var frames = unreliable.nextFrames(frameLimit: frameLimit, fragments: fragments)
-        if resumedLink == id, outbox != nil { frames += outbox!.nextFrames(frameLimit: frameLimit, fragments: fragments) }
+        if resumedLink == id, outbox != nil {
+            frames += outbox!.nextFrames(frameLimit: frameLimit, fragments: fragments)
+        }
         guard !frames.isEmpty else {
             if flushingLink == id { flushingLink = nil }
             return nil
@@ -356,7 +397,9 @@ package struct PeerDeliveryStateMachine: Sendable {
     /// and for at most the send timeout of its absence (as for room in the outbox): then it
     /// fails with `peerAway`, and the message stays queued for the peer's return.
     package mutating func acknowledgement(for id: WaiterID, now: ContinuousClock.Instant) -> AcknowledgementWait {
-        guard let waiter = waiters[id] else { preconditionFailure("acknowledgement wait \(id.rawValue) is over or was never made") }
+        guard let waiter = waiters[id] else {
+            preconditionFailure("acknowledgement wait \(id.rawValue) is over or was never made")
+        }
         if let failure = waiter.failure {
             waiters[id] = nil
             return .failed(failure)
@@ -370,9 +413,12 @@ package struct PeerDeliveryStateMachine: Sendable {
         guard now >= deadline else { return .wait(until: deadline) }
         waiters[id] = nil
         let away = String(format: "%.1f s", (now - awaySince).seconds)
-        return .failed(MultipeerError(
-            .peerAway,
-            "peer \(peerID) left \(away) ago without acknowledging the message: the wait gave up after Limits.sendTimeout (\(policy.sendTimeout)). The message stays queued and goes if the peer comes back; forget(peer:) drops it"))
+        return .failed(
+            MultipeerError(
+                .peerAway,
+                "peer \(peerID) left \(away) ago without acknowledging the message: the wait gave up after Limits.sendTimeout (\(policy.sendTimeout)). The message stays queued and goes if the peer comes back; forget(peer:) drops it"
+            )
+        )
     }
 
     /// The sender gave up waiting (its task was cancelled); the message stays queued.
@@ -386,12 +432,16 @@ package struct PeerDeliveryStateMachine: Sendable {
         if unfit == .notRead {
             return MultipeerError(
                 .messageTypeNotRead,
-                "peer \(peerID) came back reading other message types (\((reads?.description ?? "").prefix(400))), not this message's; it was dropped from the outbox")
+                "peer \(peerID) came back reading other message types (\((reads?.description ?? "").prefix(400))), not this message's; it was dropped from the outbox"
+            )
         }
-        let limits = messageLimit.map { "messages of at most \($0) bytes (its Limits.maximumMessageLength)" }
+        let limits =
+            messageLimit.map { "messages of at most \($0) bytes (its Limits.maximumMessageLength)" }
             ?? "frames of at most \(frameLimit ?? 0) bytes (its Limits.maximumFrameLength) and no fragments"
         return MultipeerError(
-            .messageTooLarge, "peer \(peerID) came back taking \(limits), smaller than this message needs; it was dropped from the outbox")
+            .messageTooLarge,
+            "peer \(peerID) came back taking \(limits), smaller than this message needs; it was dropped from the outbox"
+        )
     }
 
     /// Drops what is queued for a peer that has left for good; the acknowledgement waits fail
@@ -409,7 +459,10 @@ package struct PeerDeliveryStateMachine: Sendable {
         reads = nil
         awaySince = nil
         flushingLink = nil
-        let forgotten = MultipeerError(.peerAway, "peer \(peerID) was forgotten (forget(peer:)) before it acknowledged the message")
+        let forgotten = MultipeerError(
+            .peerAway,
+            "peer \(peerID) was forgotten (forget(peer:)) before it acknowledged the message"
+        )
         for id in waiters.keys { waiters[id]!.failure = forgotten }
     }
 

@@ -1,5 +1,6 @@
-public import struct Foundation.UUID
 import Crypto
+
+public import struct Foundation.UUID
 
 /// A peer's public signing key (Ed25519): what its HELLO proves it holds, and what a roster lists.
 ///
@@ -17,7 +18,10 @@ public struct PeerKey: Hashable, Sendable, Codable, CustomStringConvertible {
     /// - Throws: `invalidKey` if it is not 32 bytes.
     public init(rawRepresentation: some Collection<UInt8>) throws {
         guard rawRepresentation.count == Self.length else {
-            throw MultipeerError(.invalidKey, "a peer key is \(Self.length) bytes; this one is \(rawRepresentation.count)")
+            throw MultipeerError(
+                .invalidKey,
+                "a peer key is \(Self.length) bytes; this one is \(rawRepresentation.count)"
+            )
         }
         self.rawRepresentation = Array(rawRepresentation)
     }
@@ -26,9 +30,14 @@ public struct PeerKey: Hashable, Sendable, Codable, CustomStringConvertible {
     /// - Throws: `invalidKey` naming what is wrong.
     public init(hex: some StringProtocol) throws {
         guard hex.utf8.count == 2 * Self.length else {
-            throw MultipeerError(.invalidKey, "a peer key is \(2 * Self.length) hexadecimal digits; \"\(hex)\" has \(hex.utf8.count) characters")
+            throw MultipeerError(
+                .invalidKey,
+                "a peer key is \(2 * Self.length) hexadecimal digits; \"\(hex)\" has \(hex.utf8.count) characters"
+            )
         }
-        guard let bytes = Hex.decode(hex.utf8) else { throw MultipeerError(.invalidKey, "\"\(hex)\" is not hexadecimal") }
+        guard let bytes = Hex.decode(hex.utf8) else {
+            throw MultipeerError(.invalidKey, "\"\(hex)\" is not hexadecimal")
+        }
         self.rawRepresentation = bytes
     }
 
@@ -38,9 +47,12 @@ public struct PeerKey: Hashable, Sendable, Codable, CustomStringConvertible {
         var bytes = Array(SHA256.hash(data: rawRepresentation).prefix(16))
         bytes[6] = (bytes[6] & 0x0F) | 0x80  // version 8
         bytes[8] = (bytes[8] & 0x3F) | 0x80  // variant 0b10
-        return UUID(uuid: (
-            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            )
+        )
     }
 
     /// A short form for people to compare: the first 8 bytes of the key's SHA-256 in hexadecimal,

@@ -35,7 +35,13 @@ package struct DialTarget: Hashable, Sendable {
     package var displayName: String
     package var metadata: [String: String]
 
-    package init(peerID: UUID?, incarnation: UInt64 = 0, endpoints: [Endpoint], displayName: String = "", metadata: [String: String] = [:]) {
+    package init(
+        peerID: UUID?,
+        incarnation: UInt64 = 0,
+        endpoints: [Endpoint],
+        displayName: String = "",
+        metadata: [String: String] = [:]
+    ) {
         self.peerID = peerID
         self.incarnation = incarnation
         self.endpoints = endpoints
@@ -147,7 +153,11 @@ package struct PeerTableStateMachine: Sendable {
     private var stopped = false
 
     /// - Parameter seed: Seeds the backoff jitter, so tests can repeat a run exactly.
-    package init(localPeerID: UUID, backoff: ReconnectParameters = ReconnectParameters(), seed: UInt64 = .random(in: 0...UInt64.max)) {
+    package init(
+        localPeerID: UUID,
+        backoff: ReconnectParameters = ReconnectParameters(),
+        seed: UInt64 = .random(in: 0...UInt64.max)
+    ) {
         self.localPeerID = localPeerID
         self.backoffParameters = backoff
         self.random = SplitMix64(seed: seed)
@@ -180,14 +190,23 @@ package struct PeerTableStateMachine: Sendable {
                 } else {
                     .discovered
                 }
-            known[peerID] = AvailablePeer(id: peerID, state: state, displayName: target.displayName, metadata: target.metadata)
+            known[peerID] = AvailablePeer(
+                id: peerID,
+                state: state,
+                displayName: target.displayName,
+                metadata: target.metadata
+            )
         }
         // A link that speaks for its peer says more than an advert: who proved to be there.
         for (peerID, id) in active {
             guard let hello = links[id]?.hello else { continue }
             known[peerID] = AvailablePeer(
-                id: peerID, state: joined.contains(peerID) ? .active : .connecting,
-                displayName: hello.displayName, metadata: hello.metadata, key: hello.key)
+                id: peerID,
+                state: joined.contains(peerID) ? .active : .connecting,
+                displayName: hello.displayName,
+                metadata: hello.metadata,
+                key: hello.key
+            )
         }
         return known
     }
@@ -294,7 +313,8 @@ package struct PeerTableStateMachine: Sendable {
             targets[key]?.metadata = hello.metadata
         }
         guard !stopped else { return [.close(id, .shutdown)] }
-        guard let currentID = active[hello.peerID], let current = links[currentID], let currentHello = current.hello else {
+        guard let currentID = active[hello.peerID], let current = links[currentID], let currentHello = current.hello
+        else {
             active[hello.peerID] = id
             return []  // it joins once the peer admits the link too
         }
@@ -313,7 +333,9 @@ package struct PeerTableStateMachine: Sendable {
     /// The link's peer admitted it: its resume point arrived. If this side keeps the link for the
     /// peer, delivery goes on it, and the peer joins (unless it was active on an earlier link).
     package mutating func linkAdmitted(_ id: LinkID) -> [Action] {
-        guard let link = links[id], !link.admitted, let hello = link.hello, active[hello.peerID] == id else { return [] }
+        guard let link = links[id], !link.admitted, let hello = link.hello, active[hello.peerID] == id else {
+            return []
+        }
         links[id]!.admitted = true
         // A link both sides took: whatever held its peer back is over.
         for key in [DialTarget.Key.peer(hello.peerID), link.target].compactMap({ $0 }) {
@@ -336,7 +358,8 @@ package struct PeerTableStateMachine: Sendable {
     package static func isLastingRefusal(goodbye: GoodbyeReason?, error: MultipeerError?) -> Bool {
         if goodbye == .notInRoster { return true }
         guard let code = error?.code else { return false }
-        return [.notInRoster, .identityMismatch, .badSignature, .protocolVersionMismatch, .authenticationFailed].contains(code)
+        return [.notInRoster, .identityMismatch, .badSignature, .protocolVersionMismatch, .authenticationFailed]
+            .contains(code)
     }
 
     /// This side's roster or keys changed: what was refused may be admitted now, so refused
@@ -356,14 +379,20 @@ package struct PeerTableStateMachine: Sendable {
     /// A link closed (or a dial failed). `goodbye` is the reason the peer gave, if it gave one;
     /// `provedPeer` the peer a HELLO on it proved, if the table never took that HELLO (the
     /// session's roster refused the link at once).
-    package mutating func linkClosed(_ id: LinkID, goodbye: GoodbyeReason? = nil, error: MultipeerError? = nil, provedPeer: UUID? = nil) -> [Action] {
+    package mutating func linkClosed(
+        _ id: LinkID,
+        goodbye: GoodbyeReason? = nil,
+        error: MultipeerError? = nil,
+        provedPeer: UUID? = nil
+    ) -> [Action] {
         guard let link = links.removeValue(forKey: id) else { return [] }
         if error?.code == .selfConnection, case .endpoint(let endpoint)? = link.target {
             identified[endpoint] = localPeerID  // a static entry that points at this peer itself
         }
         var actions: [Action] = []
         if error != nil, link.hello != nil, let key = link.target,
-           let (endpoint, _) = endpointRecords[key]?.first(where: { $0.value.proved }) {
+            let (endpoint, _) = endpointRecords[key]?.first(where: { $0.value.proved })
+        {
             // The endpoint that proved the peer carried a link that failed: the peer may have
             // moved, so the next dial tries the others first, and discovery looks it up afresh
             // (a moved peer's new address may reach this side only when asked for).
@@ -381,13 +410,14 @@ package struct PeerTableStateMachine: Sendable {
         }
         if let hello = link.hello, joined.contains(hello.peerID), active[hello.peerID] == nil {
             joined.remove(hello.peerID)
-            let reason: PeerLeftReason = if let goodbye {
-                .goodbye(goodbye)
-            } else if error?.code == .keepaliveTimeout {
-                .keepaliveTimeout
-            } else {
-                .linkClosed(error)
-            }
+            let reason: PeerLeftReason =
+                if let goodbye {
+                    .goodbye(goodbye)
+                } else if error?.code == .keepaliveTimeout {
+                    .keepaliveTimeout
+                } else {
+                    .linkClosed(error)
+                }
             actions.append(.peerLeft(hello, stopped ? .local(.shutdown) : reason))
         }
         guard !stopped else { return actions }
@@ -411,7 +441,9 @@ package struct PeerTableStateMachine: Sendable {
     /// The session no longer admits `peerID` (its roster changed): its link closes with
     /// `reason` and it leaves the active set. A later link of it is refused when it is made.
     package mutating func refuse(_ peerID: UUID, _ reason: GoodbyeReason) -> [Action] {
-        guard let linkID = active.removeValue(forKey: peerID), let link = links[linkID], let hello = link.hello else { return [] }
+        guard let linkID = active.removeValue(forKey: peerID), let link = links[linkID], let hello = link.hello else {
+            return []
+        }
         links[linkID]?.hello = nil  // no longer speaks for the peer: its closing is no second leaving
         // Refused here for good (until the roster changes): not dialled again soon.
         for key in [DialTarget.Key.peer(peerID), link.target].compactMap({ $0 }) {
@@ -434,7 +466,9 @@ package struct PeerTableStateMachine: Sendable {
         redialsPending.removeAll()
         var actions = links.keys.sorted().map { Action.close($0, reason) }
         for (peerID, linkID) in active.sorted(by: { $0.value < $1.value }) {
-            if let hello = links[linkID]?.hello, joined.remove(peerID) != nil { actions.append(.peerLeft(hello, .local(reason))) }
+            if let hello = links[linkID]?.hello, joined.remove(peerID) != nil {
+                actions.append(.peerLeft(hello, .local(reason)))
+            }
             links[linkID]?.hello = nil
             active[peerID] = nil
         }
@@ -477,8 +511,10 @@ package struct PeerTableStateMachine: Sendable {
     /// a discovered peer whose UUID is the greater: ``restart()``, ``reconsiderRefusals()``).
     private mutating func dialIfNeeded(_ key: DialTarget.Key, evenIfTheirs: Bool = false) -> [Action] {
         let discovered = if case .peer = key { true } else { false }
-        guard !stopped, let target = targets[key], !target.endpoints.isEmpty, shouldDial(key) || (evenIfTheirs && discovered),
-              !hasLink(to: key), !redialsPending.contains(key) else {
+        guard !stopped, let target = targets[key], !target.endpoints.isEmpty,
+            shouldDial(key) || (evenIfTheirs && discovered),
+            !hasLink(to: key), !redialsPending.contains(key)
+        else {
             return []
         }
         let id = makeLinkID()
@@ -488,7 +524,8 @@ package struct PeerTableStateMachine: Sendable {
 
     /// Whether `candidate` should replace `current` as the peer's link.
     private func keeps(_ candidateID: LinkID, _ candidate: Link, over currentID: LinkID, _ current: Link) -> Bool {
-        let candidateHello = candidate.hello!, currentHello = current.hello!
+        let candidateHello = candidate.hello!
+        let currentHello = current.hello!
         if candidateHello.incarnation != currentHello.incarnation {
             return candidateHello.incarnation > currentHello.incarnation
         }

@@ -18,7 +18,10 @@ package struct ReportThrottle: Sendable {
         unreported += 1
         if let refilledAt {
             let elapsed = now - refilledAt
-            tokens = min(burst, tokens + Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+            tokens = min(
+                burst,
+                tokens + Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            )
         }
         refilledAt = now
         guard tokens >= 1 else { return nil }

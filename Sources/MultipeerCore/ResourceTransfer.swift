@@ -1,5 +1,6 @@
-package import struct Foundation.UUID
 package import NIOCore
+
+package import struct Foundation.UUID
 
 /// A file on offer from one peer to another: what a receiver needs to decide whether it wants
 /// it, where to resume it, and how to check it when it is whole (RESOURCE_OFFER, docs/PROTOCOL.md 3c).
@@ -25,12 +26,15 @@ package struct ResourceOffer: Hashable, Sendable {
         else {
             throw MultipeerError(
                 .invalidArgument,
-                "a resource's name is 1 to 255 bytes of UTF-8 without a control character or '/', and not \".\" or \"..\"; \"\(name.debugDescription.dropFirst().dropLast())\" is not")
+                "a resource's name is 1 to 255 bytes of UTF-8 without a control character or '/', and not \".\" or \"..\"; \"\(name.debugDescription.dropFirst().dropLast())\" is not"
+            )
         }
         guard length <= UInt64(Int64.max) else {
             throw MultipeerError(.invalidArgument, "a resource of \(length) bytes is longer than any file")
         }
-        guard sha256.count == 32 else { throw MultipeerError(.invalidArgument, "a SHA-256 has 32 bytes, not \(sha256.count)") }
+        guard sha256.count == 32 else {
+            throw MultipeerError(.invalidArgument, "a SHA-256 has 32 bytes, not \(sha256.count)")
+        }
         try Hello.validate(metadata: metadata)
         self.id = id
         self.name = name
@@ -180,7 +184,8 @@ package struct ResourceSendStateMachine: Sendable {
         guard received <= offer.length, granted >= received else {
             throw MultipeerError(
                 .malformedMessage,
-                "the receiver of resource \(offer.id) said it holds \(received) bytes and grants up to \(granted), of \(offer.length)")
+                "the receiver of resource \(offer.id) said it holds \(received) bytes and grants up to \(granted), of \(offer.length)"
+            )
         }
         switch state {
         case .awaitingLink, .ended:
@@ -188,7 +193,8 @@ package struct ResourceSendStateMachine: Sendable {
         case .offered:
             self.received = received
             // The receiver has it all (a file kept from before): its END follows.
-            state = received == offer.length ? .awaitingEnd : .sending(next: received, granted: min(granted, offer.length))
+            state =
+                received == offer.length ? .awaitingEnd : .sending(next: received, granted: min(granted, offer.length))
             return .none
         case .sending(let next, let before):
             self.received = max(self.received, received)
@@ -330,13 +336,19 @@ package struct ResourceReceiveStateMachine: Sendable {
     /// A chunk of `count` bytes at `offset` arrived. Throws `outOfSequence` for one that does not
     /// follow on, and `malformedMessage` for an empty one or one beyond what was granted.
     package mutating func chunk(offset: UInt64, count: UInt64) throws(MultipeerError) -> Action {
-        guard case .receiving(let next, let written, let granted) = state else { return .none }  // (a cancelled transfer's last chunks)
+        // (a cancelled transfer's last chunks)
+        guard case .receiving(let next, let written, let granted) = state else { return .none }
         guard offset == next else {
-            throw MultipeerError(.outOfSequence, "a chunk of resource \(offer.id) at byte \(offset), where \(next) was next")
+            throw MultipeerError(
+                .outOfSequence,
+                "a chunk of resource \(offer.id) at byte \(offset), where \(next) was next"
+            )
         }
         guard count > 0, count <= granted - next else {
             throw MultipeerError(
-                .malformedMessage, "a chunk of resource \(offer.id) of \(count) bytes at \(offset), beyond the \(granted) bytes granted")
+                .malformedMessage,
+                "a chunk of resource \(offer.id) of \(count) bytes at \(offset), beyond the \(granted) bytes granted"
+            )
         }
         state = .receiving(next: next + count, written: written, granted: granted)
         return .write(offset: offset, count: count)
@@ -354,7 +366,9 @@ package struct ResourceReceiveStateMachine: Sendable {
             state = .awaitingOffer(written: through)
             return .none
         }
-        guard case .receiving(let next, let before, let granted) = state, through > before, through <= next else { return .none }
+        guard case .receiving(let next, let before, let granted) = state, through > before, through <= next else {
+            return .none
+        }
         if through == offer.length {
             state = .verifying
             return .verify

@@ -39,7 +39,9 @@ public struct Roster: Hashable, Sendable, CustomStringConvertible {
             guard let entry = words.first else { continue }
             guard words.count == 1 else {
                 throw MultipeerError(
-                    .invalidArgument, "line \(index + 1) of \(source) holds more than one entry; write one member per line, and comments after '#'")
+                    .invalidArgument,
+                    "line \(index + 1) of \(source) holds more than one entry; write one member per line, and comments after '#'"
+                )
             }
             if let peerID = UUID(uuidString: String(entry)) {
                 peerIDs.append(peerID)
@@ -48,7 +50,9 @@ public struct Roster: Hashable, Sendable, CustomStringConvertible {
                     keys.append(try PeerKey(hex: entry))
                 } catch let error as MultipeerError {
                     throw MultipeerError(
-                        .invalidArgument, "line \(index + 1) of \(source) is neither a peer ID nor a peer key: \(error.message)")
+                        .invalidArgument,
+                        "line \(index + 1) of \(source) is neither a peer ID nor a peer key: \(error.message)"
+                    )
                 }
             }
         }

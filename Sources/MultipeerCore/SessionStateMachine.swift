@@ -185,7 +185,12 @@ package struct SessionStateMachine: Sendable {
     ///   - port: The port configured (0: any the system chooses).
     ///   - seed: Seeds the backoff jitter, so tests can repeat a run exactly.
     package init(
-        localPeerID: UUID, localKey: PeerKey, backoff: ReconnectParameters, roster: Roster?, keyCount: Int, port: Int = 0,
+        localPeerID: UUID,
+        localKey: PeerKey,
+        backoff: ReconnectParameters,
+        roster: Roster?,
+        keyCount: Int,
+        port: Int = 0,
         seed: UInt64 = .random(in: 0...UInt64.max)
     ) {
         self.configuredPort = port
@@ -201,7 +206,9 @@ package struct SessionStateMachine: Sendable {
 
     /// The run begins: throws `sessionState` if the session has run before.
     package mutating func begin() throws {
-        guard lifecycle == .idle else { throw MultipeerError(.sessionState, "this session has already run; make a new one") }
+        guard lifecycle == .idle else {
+            throw MultipeerError(.sessionState, "this session has already run; make a new one")
+        }
         lifecycle = .suspended
     }
 
@@ -270,7 +277,8 @@ package struct SessionStateMachine: Sendable {
     /// is made again with the next older key; otherwise the endpoint failed (it is reported,
     /// and tried last next time) and the next endpoint is tried. When none is left, the dial
     /// failed: discovery looks the peer up again, and the table decides when to dial again.
-    package mutating func attemptFailed(_ id: LinkID, _ error: MultipeerError, now: ContinuousClock.Instant) -> [Action] {
+    package mutating func attemptFailed(_ id: LinkID, _ error: MultipeerError, now: ContinuousClock.Instant) -> [Action]
+    {
         guard var dial = dials[id] else { return [] }
         guard isRunning else {
             // Cancelled by a suspend or the end: never made, and not reported.
@@ -287,7 +295,13 @@ package struct SessionStateMachine: Sendable {
         }
         let endpoint = dial.target.endpoints[dial.endpoint]
         table.endpointFailed(dial.target.key, endpoint)
-        var actions = connectionFailed(endpoint.description, error, inbound: false, refusalOf: Self.name(dial.target.key), now: now)
+        var actions = connectionFailed(
+            endpoint.description,
+            error,
+            inbound: false,
+            refusalOf: Self.name(dial.target.key),
+            now: now
+        )
         dial.endpoint += 1
         dial.key = 0
         dial.ring = keyRing
@@ -302,14 +316,20 @@ package struct SessionStateMachine: Sendable {
 
     /// Link `id` finished TLS and HELLO (an inbound one, or an attempt of a dial, whose endpoint
     /// proved the peer).
-    package mutating func linkEstablished(_ id: LinkID, hello: Hello, address: String, now: ContinuousClock.Instant) -> Establishment {
+    package mutating func linkEstablished(
+        _ id: LinkID,
+        hello: Hello,
+        address: String,
+        now: ContinuousClock.Instant
+    ) -> Establishment {
         if let dial = dials.removeValue(forKey: id) {
             table.endpointProved(dial.target.key, dial.target.endpoints[dial.endpoint])
         }
         if let roster, !roster.admits(hello.key) {
             let refusal = MultipeerError(
                 .notInRoster,
-                "peer \(hello.peerID) at \(address) (\(hello.displayName), key \(hello.key.fingerprint)) proved its key, but the roster does not list it: its link is refused")
+                "peer \(hello.peerID) at \(address) (\(hello.displayName), key \(hello.key.fingerprint)) proved its key, but the roster does not list it: its link is refused"
+            )
             // Never a link of the session; a dial of it waits long.
             let actions = connectionFailed(address, refusal, inbound: false, refusalOf: "\(hello.peerID)", now: now)
             return .refused(actions + perform(table.linkClosed(id, error: refusal, provedPeer: hello.peerID), now: now))
@@ -329,7 +349,12 @@ package struct SessionStateMachine: Sendable {
     }
 
     /// Link `id` closed (or a dial of it failed for good). `goodbye` is the reason the peer gave.
-    package mutating func linkClosed(_ id: LinkID, goodbye: GoodbyeReason?, error: MultipeerError?, now: ContinuousClock.Instant) -> [Action] {
+    package mutating func linkClosed(
+        _ id: LinkID,
+        goodbye: GoodbyeReason?,
+        error: MultipeerError?,
+        now: ContinuousClock.Instant
+    ) -> [Action] {
         dials[id] = nil
         var actions: [Action] = []
         if let link = carried.removeValue(forKey: id) {
@@ -339,10 +364,16 @@ package struct SessionStateMachine: Sendable {
             }
             if goodbye == .notInRoster, !table.isAdmitted(id) {
                 // Refused by the peer before it ever took the link: never joined, so never left.
-                actions += connectionFailed(link.address, MultipeerError(
-                    .notInRoster,
-                    "peer \(link.peerID) at \(link.address) refused this device: its roster does not list this device's key \(localKey.fingerprint). It is dialled again only every \(backoff.maximumDelay) or so, until its advert or this session's roster or keys change"),
-                    inbound: false, refusalOf: "\(link.peerID)", now: now)
+                actions += connectionFailed(
+                    link.address,
+                    MultipeerError(
+                        .notInRoster,
+                        "peer \(link.peerID) at \(link.address) refused this device: its roster does not list this device's key \(localKey.fingerprint). It is dialled again only every \(backoff.maximumDelay) or so, until its advert or this session's roster or keys change"
+                    ),
+                    inbound: false,
+                    refusalOf: "\(link.peerID)",
+                    now: now
+                )
             }
             actions.append(.detach(link.peerID, id))
             if table.activeLink(for: link.peerID) == id, table.isJoining(link.peerID) {
@@ -357,7 +388,11 @@ package struct SessionStateMachine: Sendable {
 
     /// An inbound connection failed before its peer's link was established: anyone on the
     /// network can make those as often as they like, so they are throttled.
-    package mutating func inboundFailed(address: String, _ error: MultipeerError, now: ContinuousClock.Instant) -> [Action] {
+    package mutating func inboundFailed(
+        address: String,
+        _ error: MultipeerError,
+        now: ContinuousClock.Instant
+    ) -> [Action] {
         connectionFailed(address, error, inbound: true, refusalOf: nil, now: now)
     }
 
@@ -372,7 +407,8 @@ package struct SessionStateMachine: Sendable {
         if let roster {
             // (A joining peer's HELLO passed the roster before: left alone, it joined when its
             // resume point came, after its removal.)
-            for (peerID, hello) in table.keptPeers.sorted(by: { $0.key.uuidString < $1.key.uuidString }) where !roster.admits(hello.key) {
+            for (peerID, hello) in table.keptPeers.sorted(by: { $0.key.uuidString < $1.key.uuidString })
+            where !roster.admits(hello.key) {
                 actions += perform(table.refuse(peerID, .notInRoster), now: now)
             }
         }
@@ -399,13 +435,20 @@ package struct SessionStateMachine: Sendable {
     /// second per code, with the count of those held back (or, when none comes after a flood, a
     /// second later).
     private mutating func connectionFailed(
-        _ address: String, _ error: MultipeerError, inbound: Bool, refusalOf peer: String?, now: ContinuousClock.Instant
+        _ address: String,
+        _ error: MultipeerError,
+        inbound: Bool,
+        refusalOf peer: String?,
+        now: ContinuousClock.Instant
     ) -> [Action] {
         if let peer, PeerTableStateMachine.isLastingRefusal(goodbye: nil, error: error),
-           !reportedRefusals.insert(Refusal(peer: peer, code: error.code)).inserted {
+            !reportedRefusals.insert(Refusal(peer: peer, code: error.code)).inserted
+        {
             return [.report(.connectionFailed(address: address, error, inbound: inbound, .refusedAgain))]
         }
-        guard inbound else { return [.report(.connectionFailed(address: address, error, inbound: false, .reported(held: 0)))] }
+        guard inbound else {
+            return [.report(.connectionFailed(address: address, error, inbound: false, .reported(held: 0)))]
+        }
         guard let count = inboundFailures[error.code, default: ReportThrottle(burst: 10)].count(now: now) else {
             var actions: [Action] = [.report(.connectionFailed(address: address, error, inbound: true, .heldBack))]
             if !heldFailuresReportDue {

@@ -100,24 +100,35 @@ package struct AdvertDirectory {
     /// The advert of `peerID` from all its instances: every endpoint (the earliest-seen
     /// instances' first, within the bound), and the name and metadata of the highest incarnation.
     private func merged(_ peerID: UUID) -> PeerAdvert? {
-        let resolutions = instances.values.filter { $0.resolution.txt.peerID == peerID }.sorted { $0.seen < $1.seen }.map(\.resolution)
+        let resolutions = instances.values.filter { $0.resolution.txt.peerID == peerID }.sorted { $0.seen < $1.seen }
+            .map(\.resolution)
         guard let newest = resolutions.max(by: { $0.txt.incarnation < $1.txt.incarnation }) else { return nil }
         var endpoints: [PeerEndpoint] = []
         for resolution in resolutions {
             var candidates: [PeerEndpoint] = []
             if resolution.isOnThisHost { candidates.append(PeerEndpoint(host: "127.0.0.1", port: resolution.port)) }
             if let address = resolution.address {
-                candidates.append(PeerEndpoint(host: address, port: resolution.port, interfaceIndex: resolution.interfaceIndex))
+                candidates.append(
+                    PeerEndpoint(host: address, port: resolution.port, interfaceIndex: resolution.interfaceIndex)
+                )
             }
-            for candidate in candidates where endpoints.count < Self.maximumEndpointsPerPeer
-                && !endpoints.contains(where: { $0.host == candidate.host && $0.port == candidate.port }) {
+            for candidate in candidates
+            where endpoints.count < Self.maximumEndpointsPerPeer
+                && !endpoints.contains(where: { $0.host == candidate.host && $0.port == candidate.port })
+            {
                 endpoints.append(candidate)
             }
         }
         // Stable: within a preference, the order they were first seen in.
-        let ranked = endpoints.enumerated().sorted { ($0.element.preference, $0.offset) < ($1.element.preference, $1.offset) }.map(\.element)
+        let ranked = endpoints.enumerated().sorted {
+            ($0.element.preference, $0.offset) < ($1.element.preference, $1.offset)
+        }.map(\.element)
         return PeerAdvert(
-            peerID: peerID, incarnation: newest.txt.incarnation, displayName: newest.txt.displayName,
-            metadata: newest.txt.metadata, endpoints: ranked)
+            peerID: peerID,
+            incarnation: newest.txt.incarnation,
+            displayName: newest.txt.displayName,
+            metadata: newest.txt.metadata,
+            endpoints: ranked
+        )
     }
 }

@@ -1,5 +1,6 @@
-package import struct Foundation.UUID
 import MultipeerCore
+
+package import struct Foundation.UUID
 
 /// The TXT record of an advertisement (docs/PROTOCOL.md, section 5): `v` (protocol version),
 /// `id` (peer UUID), `inc` (incarnation), `name` (display name), then the application's
@@ -16,13 +17,18 @@ package struct AdvertTXT: Hashable, Sendable {
 
     /// Creates a record, checking every entry fits (255 bytes) and no metadata key is reserved.
     package init(
-        protocolVersion: UInt16 = Hello.currentProtocolVersion, peerID: UUID, incarnation: UInt64,
-        displayName: String, metadata: [String: String] = [:]
+        protocolVersion: UInt16 = Hello.currentProtocolVersion,
+        peerID: UUID,
+        incarnation: UInt64,
+        displayName: String,
+        metadata: [String: String] = [:]
     ) throws {
         try Hello.validate(displayName: displayName, metadata: metadata)
         if let reserved = metadata.keys.first(where: { Self.reservedKeys.contains($0.lowercased()) }) {
             throw MultipeerError(
-                .invalidArgument, "metadata key \"\(reserved)\" is reserved for the library (v, id, inc, name)")
+                .invalidArgument,
+                "metadata key \"\(reserved)\" is reserved for the library (v, id, inc, name)"
+            )
         }
         self.protocolVersion = protocolVersion
         self.peerID = peerID
@@ -46,7 +52,8 @@ package struct AdvertTXT: Hashable, Sendable {
 
         package var description: String {
             switch self {
-            case .otherProtocolVersion(let version): "it is for protocol version \(version), not \(Hello.currentProtocolVersion)"
+            case .otherProtocolVersion(let version):
+                "it is for protocol version \(version), not \(Hello.currentProtocolVersion)"
             case .missingPeerID: "it has no id entry"
             case .invalidPeerID(let text): "its id \"\(text)\" is not a UUID"
             case .invalidIncarnation(let text): "its inc \"\(text)\" is not a number"
@@ -62,8 +69,9 @@ package struct AdvertTXT: Hashable, Sendable {
         var metadata: [String: String] = [:]
         for entry in entries {
             guard let equals = entry.firstIndex(of: UInt8(ascii: "=")),
-                  let key = String(validating: entry[..<equals], as: UTF8.self), !key.isEmpty,
-                  let value = String(validating: entry[(equals + 1)...], as: UTF8.self) else { continue }
+                let key = String(validating: entry[..<equals], as: UTF8.self), !key.isEmpty,
+                let value = String(validating: entry[(equals + 1)...], as: UTF8.self)
+            else { continue }
             let lowered = key.lowercased()
             if Self.reservedKeys.contains(lowered) {
                 if values[lowered] == nil { values[lowered] = value }

@@ -32,7 +32,10 @@ package final class AvahiConnection: @unchecked Sendable {
     /// The process-wide connection, made on first use.
     ///
     /// - Parameter waitForDaemon: If avahi-daemon is not running, wait for it instead of throwing.
-    package static func shared(waitForDaemon: Bool = false, logger: Logger = Logger(label: "multipeer.discovery")) throws -> AvahiConnection {
+    package static func shared(
+        waitForDaemon: Bool = false,
+        logger: Logger = Logger(label: "multipeer.discovery")
+    ) throws -> AvahiConnection {
         try sharedConnection.withLockedValue { shared in
             if let shared { return shared }
             let connection = try AvahiConnection(waitForDaemon: waitForDaemon, logger: logger)
@@ -55,12 +58,22 @@ package final class AvahiConnection: @unchecked Sendable {
         // nothing else can touch this object yet, so no lock is needed.
         var error: Int32 = 0
         let flags = waitForDaemon ? AVAHI_CLIENT_NO_FAIL : AvahiClientFlags(rawValue: 0)
-        client = avahi_client_new(avahi_threaded_poll_get(poll), flags, avahiClientCallback, Unmanaged.passUnretained(self).toOpaque(), &error)
+        client = avahi_client_new(
+            avahi_threaded_poll_get(poll),
+            flags,
+            avahiClientCallback,
+            Unmanaged.passUnretained(self).toOpaque(),
+            &error
+        )
         if client == nil {
             // NO_FAIL waits for the daemon on the bus, not for the bus itself (a machine still
             // booting): a session told to wait tries again every second.
-            guard waitForDaemon, Self.isAbsence(error) else { throw Self.connectError(error) }  // (deinit frees the poll)
-            logger.info("waiting for the D-Bus system bus and avahi-daemon", metadata: ["multipeer.error": "\(String(cString: avahi_strerror(error)))"])
+            // (deinit frees the poll)
+            guard waitForDaemon, Self.isAbsence(error) else { throw Self.connectError(error) }
+            logger.info(
+                "waiting for the D-Bus system bus and avahi-daemon",
+                metadata: ["multipeer.error": "\(String(cString: avahi_strerror(error)))"]
+            )
             scheduleRetry()
         }
         guard avahi_threaded_poll_start(poll) == 0 else {
@@ -91,7 +104,8 @@ package final class AvahiConnection: @unchecked Sendable {
             "avahi-daemon is not running (or the D-Bus system bus is not), so peers cannot be discovered over DNS-SD. "
                 + "Start it (systemctl start avahi-daemon; or as root: mkdir -p /run/dbus; dbus-daemon --system --fork; "
                 + "avahi-daemon -D --no-chroot), let the session wait for it, or configure static peers",
-            underlying: text)
+            underlying: text
+        )
     }
 
     // MARK: Registrations
@@ -170,9 +184,17 @@ package final class AvahiConnection: @unchecked Sendable {
     fileprivate func reconnect() {
         var error: Int32 = 0
         client = avahi_client_new(
-            avahi_threaded_poll_get(poll), AVAHI_CLIENT_NO_FAIL, avahiClientCallback, Unmanaged.passUnretained(self).toOpaque(), &error)
+            avahi_threaded_poll_get(poll),
+            AVAHI_CLIENT_NO_FAIL,
+            avahiClientCallback,
+            Unmanaged.passUnretained(self).toOpaque(),
+            &error
+        )
         if client == nil {
-            logger.debug("cannot connect to avahi-daemon yet; trying again in a second", metadata: ["multipeer.error": "\(String(cString: avahi_strerror(error)))"])
+            logger.debug(
+                "cannot connect to avahi-daemon yet; trying again in a second",
+                metadata: ["multipeer.error": "\(String(cString: avahi_strerror(error)))"]
+            )
             scheduleRetry()
         }
     }
@@ -208,7 +230,11 @@ private func avahiRetryCallback(_ timeout: OpaquePointer?, _ userdata: UnsafeMut
     Unmanaged<AvahiConnection>.fromOpaque(userdata).takeUnretainedValue().reconnect()
 }
 
-private func avahiClientCallback(_ client: OpaquePointer?, _ state: AvahiClientState, _ userdata: UnsafeMutableRawPointer?) {
+private func avahiClientCallback(
+    _ client: OpaquePointer?,
+    _ state: AvahiClientState,
+    _ userdata: UnsafeMutableRawPointer?
+) {
     guard let client, let userdata else { return }
     Unmanaged<AvahiConnection>.fromOpaque(userdata).takeUnretainedValue().clientStateChanged(client, state)
 }

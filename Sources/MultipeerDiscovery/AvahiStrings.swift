@@ -5,7 +5,9 @@ func withAvahiStringList<T>(_ entries: [String], _ body: (UnsafeMutablePointer<A
     var list: UnsafeMutablePointer<AvahiStringList>?
     // avahi_string_list_add_arbitrary prepends: add in reverse to keep the order.
     for entry in entries.reversed() {
-        list = Array(entry.utf8).withUnsafeBufferPointer { avahi_string_list_add_arbitrary(list, $0.baseAddress, $0.count) }
+        list = Array(entry.utf8).withUnsafeBufferPointer {
+            avahi_string_list_add_arbitrary(list, $0.baseAddress, $0.count)
+        }
     }
     defer { avahi_string_list_free(list) }
     return body(list)

@@ -1,5 +1,6 @@
-package import struct Foundation.UUID
 import MultipeerCore
+
+package import struct Foundation.UUID
 
 /// One place a peer was resolved at: an address and the port its advert named there.
 package struct PeerEndpoint: Hashable, Sendable, CustomStringConvertible {
@@ -50,7 +51,13 @@ package struct PeerAdvert: Hashable, Sendable, CustomStringConvertible {
     /// the order they were first seen), at most ``AdvertDirectory/maximumEndpointsPerPeer``.
     package var endpoints: [PeerEndpoint]
 
-    package init(peerID: UUID?, incarnation: UInt64 = 0, displayName: String = "", metadata: [String: String] = [:], endpoints: [PeerEndpoint]) {
+    package init(
+        peerID: UUID?,
+        incarnation: UInt64 = 0,
+        displayName: String = "",
+        metadata: [String: String] = [:],
+        endpoints: [PeerEndpoint]
+    ) {
         self.peerID = peerID
         self.incarnation = incarnation
         self.displayName = displayName

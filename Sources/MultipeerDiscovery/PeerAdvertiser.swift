@@ -28,20 +28,32 @@ package final class PeerAdvertiser: Sendable {
     /// - Parameter instanceName: The DNS-SD instance name; by default the peer UUID. Peers are
     ///   told apart by the UUID in TXT, never by this name, which Avahi may change on a collision.
     package init(
-        serviceType: ServiceType, port: Int, txt: AdvertTXT, instanceName: String? = nil, connection: AvahiConnection
+        serviceType: ServiceType,
+        port: Int,
+        txt: AdvertTXT,
+        instanceName: String? = nil,
+        connection: AvahiConnection
     ) throws {
         guard (1...Int(UInt16.max)).contains(port) else {
             throw MultipeerError(.invalidArgument, "cannot advertise port \(port)")
         }
         if let instanceName, instanceName.isEmpty || instanceName.utf8.count > 63 {
-            throw MultipeerError(.invalidArgument, "a DNS-SD instance name must be 1 to 63 bytes; \"\(instanceName)\" is not")
+            throw MultipeerError(
+                .invalidArgument,
+                "a DNS-SD instance name must be 1 to 63 bytes; \"\(instanceName)\" is not"
+            )
         }
         let (events, continuation) = AsyncStream<AdvertisementEvent>.makeStream()
         self.events = events
         self.connection = connection
         self.publisher = AvahiPublisher(
-            name: instanceName ?? txt.peerID.uuidString.lowercased(), serviceType: serviceType.rawValue, port: UInt16(port),
-            txt: txt.entries, connection: connection, events: continuation)
+            name: instanceName ?? txt.peerID.uuidString.lowercased(),
+            serviceType: serviceType.rawValue,
+            port: UInt16(port),
+            txt: txt.entries,
+            connection: connection,
+            events: continuation
+        )
         connection.register(publisher)
     }
 
@@ -77,8 +89,14 @@ final class AvahiPublisher: AvahiRegistration, @unchecked Sendable {
     private let connection: AvahiConnection
     private let events: AsyncStream<AdvertisementEvent>.Continuation
 
-    init(name: String, serviceType: String, port: UInt16, txt: [String], connection: AvahiConnection,
-         events: AsyncStream<AdvertisementEvent>.Continuation) {
+    init(
+        name: String,
+        serviceType: String,
+        port: UInt16,
+        txt: [String],
+        connection: AvahiConnection,
+        events: AsyncStream<AdvertisementEvent>.Continuation
+    ) {
         self.name = name
         self.serviceType = serviceType
         self.port = port
@@ -119,7 +137,16 @@ final class AvahiPublisher: AvahiRegistration, @unchecked Sendable {
         txt = entries
         guard let group, avahi_entry_group_is_empty(group) == 0 else { return }
         let status = withAvahiStringList(entries) { list in
-            avahi_entry_group_update_service_txt_strlst(group, avahiAnyInterface, avahiAnyProtocol, AvahiPublishFlags(0), name, serviceType, nil, list)
+            avahi_entry_group_update_service_txt_strlst(
+                group,
+                avahiAnyInterface,
+                avahiAnyProtocol,
+                AvahiPublishFlags(0),
+                name,
+                serviceType,
+                nil,
+                list
+            )
         }
         if status < 0 { fail("cannot update the TXT record of \(name)", status: status) }
     }
@@ -130,7 +157,17 @@ final class AvahiPublisher: AvahiRegistration, @unchecked Sendable {
         while true {
             let status = withAvahiStringList(txt) { list in
                 avahi_entry_group_add_service_strlst(
-                    group, avahiAnyInterface, avahiAnyProtocol, AvahiPublishFlags(0), name, serviceType, nil, nil, port, list)
+                    group,
+                    avahiAnyInterface,
+                    avahiAnyProtocol,
+                    AvahiPublishFlags(0),
+                    name,
+                    serviceType,
+                    nil,
+                    nil,
+                    port,
+                    list
+                )
             }
             if status == Int32(AVAHI_ERR_COLLISION) {
                 rename()
@@ -149,7 +186,10 @@ final class AvahiPublisher: AvahiRegistration, @unchecked Sendable {
     private func rename() {
         let previous = name
         name = takeAvahiString(avahi_alternative_service_name(name)) ?? name + " #2"
-        connection.logger.info("DNS-SD name collision", metadata: ["multipeer.advert.name": "\(previous)", "multipeer.advert.renamed": "\(name)"])
+        connection.logger.info(
+            "DNS-SD name collision",
+            metadata: ["multipeer.advert.name": "\(previous)", "multipeer.advert.renamed": "\(name)"]
+        )
         events.yield(.renamed(instanceName: name))
     }
 
@@ -171,14 +211,21 @@ final class AvahiPublisher: AvahiRegistration, @unchecked Sendable {
             group = changedGroup
             publish()
         case AVAHI_ENTRY_GROUP_FAILURE:
-            fail("Avahi withdrew \(name).\(serviceType)", status: avahi_client_errno(avahi_entry_group_get_client(changedGroup)))
+            fail(
+                "Avahi withdrew \(name).\(serviceType)",
+                status: avahi_client_errno(avahi_entry_group_get_client(changedGroup))
+            )
         default:
             break
         }
     }
 }
 
-private func avahiEntryGroupCallback(_ group: OpaquePointer?, _ state: AvahiEntryGroupState, _ userdata: UnsafeMutableRawPointer?) {
+private func avahiEntryGroupCallback(
+    _ group: OpaquePointer?,
+    _ state: AvahiEntryGroupState,
+    _ userdata: UnsafeMutableRawPointer?
+) {
     guard let group, let userdata else { return }
     Unmanaged<AvahiPublisher>.fromOpaque(userdata).takeUnretainedValue().groupStateChanged(group, state)
 }

@@ -1,8 +1,9 @@
 internal import CAvahi
-package import struct Foundation.UUID
 import Glibc
 import Logging
 import MultipeerCore
+
+package import struct Foundation.UUID
 
 /// Finds the peers advertising a service type over DNS-SD, through avahi-daemon.
 ///
@@ -33,7 +34,12 @@ package struct PeerBrowser: PeerDiscovery {
         continuation.onTermination = { [connection, serviceType] _ in
             connection.unsubscribe(serviceType: serviceType.rawValue, token: token)
         }
-        connection.subscribe(serviceType: serviceType.rawValue, token: token, localPeerID: localPeerID, events: continuation)
+        connection.subscribe(
+            serviceType: serviceType.rawValue,
+            token: token,
+            localPeerID: localPeerID,
+            events: continuation
+        )
         return events
     }
 
@@ -46,12 +52,14 @@ extension AvahiConnection {
     /// Adds a subscriber to the browser of `serviceType`, starting the browser if it is the first.
     func subscribe(serviceType: String, token: UUID, localPeerID: UUID, events: AsyncStream<BrowseEvent>.Continuation) {
         withPollLock {
-            let browser = browsers[serviceType] ?? {
-                let browser = AvahiBrowser(serviceType: serviceType, connection: self)
-                browsers[serviceType] = browser
-                registerLocked(browser)
-                return browser
-            }()
+            let browser =
+                browsers[serviceType]
+                ?? {
+                    let browser = AvahiBrowser(serviceType: serviceType, connection: self)
+                    browsers[serviceType] = browser
+                    registerLocked(browser)
+                    return browser
+                }()
             browser.subscribe(token, localPeerID: localPeerID, events: events)
         }
     }
@@ -88,7 +96,8 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
         var resolver: OpaquePointer?
         var startedAt = ContinuousClock.now
 
-        init(browser: AvahiBrowser, key: AdvertDirectory.InstanceKey, type: String, domain: String, isOnThisHost: Bool) {
+        init(browser: AvahiBrowser, key: AdvertDirectory.InstanceKey, type: String, domain: String, isOnThisHost: Bool)
+        {
             self.browser = browser
             self.key = key
             self.type = type
@@ -142,8 +151,15 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
     func attach(_ client: OpaquePointer) {
         guard browser == nil else { return }
         browser = avahi_service_browser_new(
-            client, avahiAnyInterface, avahiAnyProtocol, serviceType, nil, AVAHI_LOOKUP_USE_MULTICAST,
-            avahiServiceBrowserCallback, Unmanaged.passUnretained(self).toOpaque())
+            client,
+            avahiAnyInterface,
+            avahiAnyProtocol,
+            serviceType,
+            nil,
+            AVAHI_LOOKUP_USE_MULTICAST,
+            avahiServiceBrowserCallback,
+            Unmanaged.passUnretained(self).toOpaque()
+        )
         if browser == nil {
             connection.logger.error("cannot browse for \(serviceType): \(connection.lastErrorText())")
         }
@@ -170,8 +186,13 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
     // MARK: Callbacks (poll thread)
 
     fileprivate func browserEvent(
-        _ interface: AvahiIfIndex, _ protocolFamily: AvahiProtocol, _ event: AvahiBrowserEvent,
-        _ name: String, _ type: UnsafePointer<CChar>?, _ domain: UnsafePointer<CChar>?, _ flags: AvahiLookupResultFlags
+        _ interface: AvahiIfIndex,
+        _ protocolFamily: AvahiProtocol,
+        _ event: AvahiBrowserEvent,
+        _ name: String,
+        _ type: UnsafePointer<CChar>?,
+        _ domain: UnsafePointer<CChar>?,
+        _ flags: AvahiLookupResultFlags
     ) {
         let key = AdvertDirectory.InstanceKey(interfaceIndex: interface, protocolFamily: protocolFamily, name: name)
         switch event {
@@ -180,14 +201,19 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
             guard resolutions.count < Self.maximumInstances else {
                 if let ignored = overflow.count() {
                     connection.logger.warning(
-                        "ignored \(ignored) DNS-SD instance(s) of \(serviceType), the last \(name): \(Self.maximumInstances) are resolved already (is someone flooding the network with adverts?)")
+                        "ignored \(ignored) DNS-SD instance(s) of \(serviceType), the last \(name): \(Self.maximumInstances) are resolved already (is someone flooding the network with adverts?)"
+                    )
                 }
                 return
             }
             let isLocal = flags.rawValue & AVAHI_LOOKUP_RESULT_LOCAL.rawValue != 0
             let resolution = Resolution(
-                browser: self, key: key, type: type.map { String(cString: $0) } ?? serviceType,
-                domain: domain.map { String(cString: $0) } ?? "local", isOnThisHost: isLocal)
+                browser: self,
+                key: key,
+                type: type.map { String(cString: $0) } ?? serviceType,
+                domain: domain.map { String(cString: $0) } ?? "local",
+                isOnThisHost: isLocal
+            )
             guard startResolver(resolution) else { return }
             resolutions[key] = resolution
         case AVAHI_BROWSER_REMOVE:
@@ -209,9 +235,17 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
         let key = resolution.key
         resolution.startedAt = .now
         resolution.resolver = avahi_service_resolver_new(
-            avahi_service_browser_get_client(browser), key.interfaceIndex, key.protocolFamily, key.name, resolution.type,
-            resolution.domain, key.protocolFamily, AvahiLookupFlags(0), avahiServiceResolverCallback,
-            Unmanaged.passUnretained(resolution).toOpaque())
+            avahi_service_browser_get_client(browser),
+            key.interfaceIndex,
+            key.protocolFamily,
+            key.name,
+            resolution.type,
+            resolution.domain,
+            key.protocolFamily,
+            AvahiLookupFlags(0),
+            avahiServiceResolverCallback,
+            Unmanaged.passUnretained(resolution).toOpaque()
+        )
         guard resolution.resolver != nil else {
             connection.logger.debug("cannot resolve \(key.name): \(connection.lastErrorText())")
             return false
@@ -222,7 +256,8 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
     /// Resolves every instance naming `peerID` afresh (at most once a second each): a dial to
     /// every endpoint discovery gave failed, and the records may be stale.
     func refresh(_ peerID: UUID) {
-        for (key, resolution) in resolutions where resolved[key]?.txt.peerID == peerID && ContinuousClock.now - resolution.startedAt >= .seconds(1) {
+        for (key, resolution) in resolutions
+        where resolved[key]?.txt.peerID == peerID && ContinuousClock.now - resolution.startedAt >= .seconds(1) {
             if let resolver = resolution.resolver { avahi_service_resolver_free(resolver) }
             resolution.resolver = nil
             if !startResolver(resolution) { resolutions[key] = nil }
@@ -230,8 +265,11 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
     }
 
     fileprivate func resolverEvent(
-        _ resolution: Resolution, _ event: AvahiResolverEvent, _ address: UnsafePointer<AvahiAddress>?,
-        _ port: UInt16, _ txt: UnsafeMutablePointer<AvahiStringList>?
+        _ resolution: Resolution,
+        _ event: AvahiResolverEvent,
+        _ address: UnsafePointer<AvahiAddress>?,
+        _ port: UInt16,
+        _ txt: UnsafeMutablePointer<AvahiStringList>?
     ) {
         let key = resolution.key
         guard event == AVAHI_RESOLVER_FOUND else {
@@ -248,18 +286,25 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
         let record: AdvertTXT
         do {
             record = try AdvertTXT(entries: avahiStringListEntries(txt))
-        } catch AdvertTXT.Rejection.otherProtocolVersion(let version) where UInt16(version).map({ $0 < Hello.currentProtocolVersion }) ?? false {
+        } catch AdvertTXT.Rejection.otherProtocolVersion(let version)
+            where UInt16(version).map({ $0 < Hello.currentProtocolVersion }) ?? false
+        {
             // A peer of an earlier release: never met, so its user is told what to do.
             connection.logger.notice(
-                "ignoring DNS-SD instance \(key.name): it speaks protocol version \(version), which this peer (version \(Hello.currentProtocolVersion)) refuses; upgrade it to meet it")
+                "ignoring DNS-SD instance \(key.name): it speaks protocol version \(version), which this peer (version \(Hello.currentProtocolVersion)) refuses; upgrade it to meet it"
+            )
             return
         } catch {
             connection.logger.debug("ignoring DNS-SD instance \(key.name): \(error)")
             return
         }
         let update = AdvertDirectory.Resolution(
-            txt: record, port: Int(port), address: address.flatMap { Self.format($0, interface: key.interfaceIndex) },
-            interfaceIndex: key.interfaceIndex, isOnThisHost: resolution.isOnThisHost)
+            txt: record,
+            port: Int(port),
+            address: address.flatMap { Self.format($0, interface: key.interfaceIndex) },
+            interfaceIndex: key.interfaceIndex,
+            isOnThisHost: resolution.isOnThisHost
+        )
         resolved[key] = update
         report { $0.resolved(key, update) }
     }
@@ -282,9 +327,15 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
 }
 
 private func avahiServiceBrowserCallback(
-    _ browser: OpaquePointer?, _ interface: AvahiIfIndex, _ protocolFamily: AvahiProtocol, _ event: AvahiBrowserEvent,
-    _ name: UnsafePointer<CChar>?, _ type: UnsafePointer<CChar>?, _ domain: UnsafePointer<CChar>?,
-    _ flags: AvahiLookupResultFlags, _ userdata: UnsafeMutableRawPointer?
+    _ browser: OpaquePointer?,
+    _ interface: AvahiIfIndex,
+    _ protocolFamily: AvahiProtocol,
+    _ event: AvahiBrowserEvent,
+    _ name: UnsafePointer<CChar>?,
+    _ type: UnsafePointer<CChar>?,
+    _ domain: UnsafePointer<CChar>?,
+    _ flags: AvahiLookupResultFlags,
+    _ userdata: UnsafeMutableRawPointer?
 ) {
     guard let userdata else { return }
     Unmanaged<AvahiBrowser>.fromOpaque(userdata).takeUnretainedValue()
@@ -292,10 +343,19 @@ private func avahiServiceBrowserCallback(
 }
 
 private func avahiServiceResolverCallback(
-    _ resolver: OpaquePointer?, _ interface: AvahiIfIndex, _ protocolFamily: AvahiProtocol, _ event: AvahiResolverEvent,
-    _ name: UnsafePointer<CChar>?, _ type: UnsafePointer<CChar>?, _ domain: UnsafePointer<CChar>?,
-    _ hostName: UnsafePointer<CChar>?, _ address: UnsafePointer<AvahiAddress>?, _ port: UInt16,
-    _ txt: UnsafeMutablePointer<AvahiStringList>?, _ flags: AvahiLookupResultFlags, _ userdata: UnsafeMutableRawPointer?
+    _ resolver: OpaquePointer?,
+    _ interface: AvahiIfIndex,
+    _ protocolFamily: AvahiProtocol,
+    _ event: AvahiResolverEvent,
+    _ name: UnsafePointer<CChar>?,
+    _ type: UnsafePointer<CChar>?,
+    _ domain: UnsafePointer<CChar>?,
+    _ hostName: UnsafePointer<CChar>?,
+    _ address: UnsafePointer<AvahiAddress>?,
+    _ port: UInt16,
+    _ txt: UnsafeMutablePointer<AvahiStringList>?,
+    _ flags: AvahiLookupResultFlags,
+    _ userdata: UnsafeMutableRawPointer?
 ) {
     guard let userdata else { return }
     let resolution = Unmanaged<AvahiBrowser.Resolution>.fromOpaque(userdata).takeUnretainedValue()

@@ -1,5 +1,6 @@
-package import struct Foundation.UUID
 package import Logging
+
+package import struct Foundation.UUID
 
 /// Where a session advertises itself and browses for its peers: DNS-SD through avahi-daemon
 /// (``AvahiDirectory``), or a simulated directory of adverts (the MultipeerSessionTesting

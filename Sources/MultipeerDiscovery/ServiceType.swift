@@ -10,7 +10,8 @@ package struct ServiceType: Hashable, Sendable, CustomStringConvertible {
         guard rawValue.hasSuffix("._tcp"), avahi_is_valid_service_type_strict(rawValue) != 0 else {
             throw MultipeerError(
                 .invalidArgument,
-                "\"\(rawValue)\" is not a DNS-SD service type for TCP: use _name._tcp, the name at most 15 letters, digits and hyphens")
+                "\"\(rawValue)\" is not a DNS-SD service type for TCP: use _name._tcp, the name at most 15 letters, digits and hyphens"
+            )
         }
         self.rawValue = rawValue
     }

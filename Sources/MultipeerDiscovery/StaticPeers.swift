@@ -1,5 +1,6 @@
-package import struct Foundation.UUID
 import MultipeerCore
+
+package import struct Foundation.UUID
 
 /// Peers at fixed addresses, for routed networks without multicast: the same interface as
 /// ``PeerBrowser``, fed from a list of `host:port`. Each is reported found at once and never
@@ -12,13 +13,20 @@ package struct StaticPeers: PeerDiscovery {
     package init(_ endpoints: [String]) throws {
         adverts = try endpoints.map { endpoint in
             guard let colon = endpoint.lastIndex(of: ":"), let port = Int(endpoint[endpoint.index(after: colon)...]),
-                  (1...65535).contains(port) else {
-                throw MultipeerError(.invalidArgument, "static peer \"\(endpoint)\" is not HOST:PORT (e.g. 192.0.2.7:7000)")
+                (1...65535).contains(port)
+            else {
+                throw MultipeerError(
+                    .invalidArgument,
+                    "static peer \"\(endpoint)\" is not HOST:PORT (e.g. 192.0.2.7:7000)"
+                )
             }
             var host = String(endpoint[..<colon])
             if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
             guard !host.isEmpty, !host.contains("[") else {
-                throw MultipeerError(.invalidArgument, "static peer \"\(endpoint)\" has no host; write IPv6 as [ADDRESS]:PORT")
+                throw MultipeerError(
+                    .invalidArgument,
+                    "static peer \"\(endpoint)\" has no host; write IPv6 as [ADDRESS]:PORT"
+                )
             }
             return PeerAdvert(peerID: nil, displayName: endpoint, endpoints: [PeerEndpoint(host: host, port: port)])
         }

@@ -1,7 +1,8 @@
-public import struct Foundation.URL
 public import Logging
 public import MultipeerCore
 public import MultipeerTLS
+
+public import struct Foundation.URL
 
 /// Who this peer is, as others see it: in the DNS-SD TXT record and in HELLO.
 public struct PeerInfo: Hashable, Sendable {
@@ -110,22 +111,48 @@ extension MultipeerSession {
 
         /// A configuration of one group key, with the defaults of every section not given.
         public init(
-            serviceType: String, peer: PeerInfo, psk: PreSharedKey, roster: Roster? = nil, port: Int = 0, discovery: Discovery = .avahi(),
-            limits: Limits = Limits(), keepalive: KeepaliveParameters = KeepaliveParameters(),
-            reconnect: ReconnectParameters = ReconnectParameters(), statsInterval: Duration? = .seconds(5), logger: Logger = Logger(label: "multipeer")
+            serviceType: String,
+            peer: PeerInfo,
+            psk: PreSharedKey,
+            roster: Roster? = nil,
+            port: Int = 0,
+            discovery: Discovery = .avahi(),
+            limits: Limits = Limits(),
+            keepalive: KeepaliveParameters = KeepaliveParameters(),
+            reconnect: ReconnectParameters = ReconnectParameters(),
+            statsInterval: Duration? = .seconds(5),
+            logger: Logger = Logger(label: "multipeer")
         ) {
             self.init(
-                serviceType: serviceType, peer: peer, keys: KeyRing(psk), roster: roster, port: port, discovery: discovery, limits: limits,
-                keepalive: keepalive, reconnect: reconnect, statsInterval: statsInterval, logger: logger)
+                serviceType: serviceType,
+                peer: peer,
+                keys: KeyRing(psk),
+                roster: roster,
+                port: port,
+                discovery: discovery,
+                limits: limits,
+                keepalive: keepalive,
+                reconnect: reconnect,
+                statsInterval: statsInterval,
+                logger: logger
+            )
         }
 
         /// A configuration of several group keys (a key file of more than one, read with
         /// `KeyRing(contentsOfFile:)` while the group rotates its key), with the defaults of
         /// every section not given.
         public init(
-            serviceType: String, peer: PeerInfo, keys: KeyRing, roster: Roster? = nil, port: Int = 0, discovery: Discovery = .avahi(),
-            limits: Limits = Limits(), keepalive: KeepaliveParameters = KeepaliveParameters(),
-            reconnect: ReconnectParameters = ReconnectParameters(), statsInterval: Duration? = .seconds(5), logger: Logger = Logger(label: "multipeer")
+            serviceType: String,
+            peer: PeerInfo,
+            keys: KeyRing,
+            roster: Roster? = nil,
+            port: Int = 0,
+            discovery: Discovery = .avahi(),
+            limits: Limits = Limits(),
+            keepalive: KeepaliveParameters = KeepaliveParameters(),
+            reconnect: ReconnectParameters = ReconnectParameters(),
+            statsInterval: Duration? = .seconds(5),
+            logger: Logger = Logger(label: "multipeer")
         ) {
             self.serviceType = serviceType
             self.peer = peer
@@ -234,13 +261,20 @@ extension MultipeerSession {
 
         /// Limits with the defaults each property states.
         public init(
-            maximumFrameLength: Int = 1 << 20, handshakeTimeout: Duration = .seconds(5),
-            outbox: BufferLimits = BufferLimits(maximumCount: 4_096, maximumBytes: 8 << 20), failWhenOutboxFull: Bool = false,
-            maximumHandshakes: Int = 64, maximumInboundLinks: Int = 1_024, goodbyeTimeout: Duration = .seconds(1),
+            maximumFrameLength: Int = 1 << 20,
+            handshakeTimeout: Duration = .seconds(5),
+            outbox: BufferLimits = BufferLimits(maximumCount: 4_096, maximumBytes: 8 << 20),
+            failWhenOutboxFull: Bool = false,
+            maximumHandshakes: Int = 64,
+            maximumInboundLinks: Int = 1_024,
+            goodbyeTimeout: Duration = .seconds(1),
             receiveBuffer: BufferLimits = BufferLimits(maximumCount: 1_024, maximumBytes: 4 << 20),
             unsubscribedMessages: BufferLimits = BufferLimits(maximumCount: 256, maximumBytes: 1 << 20),
-            maximumUnsubscribedTypes: Int = 16, eventBuffer: Int = 1_024, sendTimeout: Duration = .seconds(30),
-            maximumHandshakesPerSource: Int = 8, firstBytesTimeout: Duration = .seconds(1),
+            maximumUnsubscribedTypes: Int = 16,
+            eventBuffer: Int = 1_024,
+            sendTimeout: Duration = .seconds(30),
+            maximumHandshakesPerSource: Int = 8,
+            firstBytesTimeout: Duration = .seconds(1),
             maximumMessageLength: Int = 128 << 20,
             unreliableQueue: BufferLimits = BufferLimits(maximumCount: 256, maximumBytes: 1 << 20)
         ) {
@@ -279,10 +313,21 @@ extension MultipeerSession.Configuration {
     /// What the links of a session with this configuration run with: its HELLO (signed by
     /// `identity`, announcing `incarnation`), the TLS context of `keys`, and `inbox` for what
     /// they deliver.
-    func linkConfiguration(identity: PeerIdentity, incarnation: UInt64, keys: KeyRing, inbox: Inbox) throws -> LinkConfiguration {
+    func linkConfiguration(
+        identity: PeerIdentity,
+        incarnation: UInt64,
+        keys: KeyRing,
+        inbox: Inbox
+    ) throws -> LinkConfiguration {
         var hello = try Hello(
-            identity: identity, incarnation: incarnation, displayName: peer.displayName, metadata: peer.metadata, keepalive: keepalive,
-            maximumFrameLength: limits.maximumFrameLength, maximumMessageLength: limits.maximumMessageLength)
+            identity: identity,
+            incarnation: incarnation,
+            displayName: peer.displayName,
+            metadata: peer.metadata,
+            keepalive: keepalive,
+            maximumFrameLength: limits.maximumFrameLength,
+            maximumMessageLength: limits.maximumMessageLength
+        )
         hello.features = .known
         let tls = try TLSContext(configuration: TLSConfiguration(keys: keys, handshakeTimeout: limits.handshakeTimeout))
         // A write stuck on a dead path fails on its own after four times the keepalive's stall
@@ -293,8 +338,12 @@ extension MultipeerSession.Configuration {
         // 20 s into a 1 MiB transfer at the stall limit, 15 s, with data arriving throughout).
         let keepaliveTimeout = keepalive.timeout > .zero ? keepalive.timeout : KeepaliveParameters().timeout
         var link = LinkConfiguration(
-            tls: tls, identity: identity, localHello: hello, maximumFrameLength: limits.maximumFrameLength,
-            tcpUserTimeout: keepaliveTimeout * KeepaliveStateMachine.stallFactor * 4)
+            tls: tls,
+            identity: identity,
+            localHello: hello,
+            maximumFrameLength: limits.maximumFrameLength,
+            tcpUserTimeout: keepaliveTimeout * KeepaliveStateMachine.stallFactor * 4
+        )
         link.inbox = inbox
         return link
     }

@@ -14,7 +14,12 @@ final class Deliveries: Sendable {
     private let clock: any SessionClock
     private let offload: any TaskExecutor
 
-    init(policy: PeerDeliveryStateMachine.Policy, metrics: SessionMetrics, clock: any SessionClock, offload: any TaskExecutor) {
+    init(
+        policy: PeerDeliveryStateMachine.Policy,
+        metrics: SessionMetrics,
+        clock: any SessionClock,
+        offload: any TaskExecutor
+    ) {
         self.policy = policy
         self.clock = clock
         self.offload = offload
@@ -29,7 +34,13 @@ final class Deliveries: Sendable {
     func make(for peerID: UUID) -> PeerDelivery {
         let (delivery, stopped) = peers.withLockedValue { peers in
             if let delivery = peers.byID[peerID] { return (delivery, false) }
-            let delivery = PeerDelivery(peerID: peerID, policy: policy, metrics: metrics, clock: clock, offload: offload)
+            let delivery = PeerDelivery(
+                peerID: peerID,
+                policy: policy,
+                metrics: metrics,
+                clock: clock,
+                offload: offload
+            )
             peers.byID[peerID] = delivery
             return (delivery, peers.stopped)
         }
@@ -41,8 +52,10 @@ final class Deliveries: Sendable {
     func refusal(of message: DataMessage, reliably: Bool, for peerID: UUID) -> MultipeerError {
         guard !peers.withLockedValue(\.stopped) else { return MultipeerError(.sessionState, "the session has stopped") }
         var unmet = PeerDeliveryStateMachine(peerID: peerID, policy: policy)
-        let outcome = reliably
-            ? unmet.enqueue(typeName: message.typeName, payload: message.payload, now: clock.now) : unmet.enqueueUnreliable(message)
+        let outcome =
+            reliably
+            ? unmet.enqueue(typeName: message.typeName, payload: message.payload, now: clock.now)
+            : unmet.enqueueUnreliable(message)
         guard case .refused(let error) = outcome else { preconditionFailure("a peer never met took a message") }
         return error
     }

@@ -8,13 +8,14 @@
 @_exported public import struct MultipeerCore.LinkQuality
 @_exported public import struct MultipeerCore.MessageEncoding
 @_exported public import struct MultipeerCore.MultipeerError
-@_exported public import enum MultipeerCore.PeerLeftReason
 @_exported public import struct MultipeerCore.PeerKey
+@_exported public import enum MultipeerCore.PeerLeftReason
 @_exported public import struct MultipeerCore.ReconnectParameters
 @_exported public import struct MultipeerCore.Roster
-@_exported public import struct MultipeerTLS.PeerIdentity
 @_exported public import struct MultipeerTLS.KeyRing
+@_exported public import struct MultipeerTLS.PeerIdentity
 @_exported public import struct MultipeerTLS.PreSharedKey
+
 // Peers are named by UUID and files by URL (resources): an application names them without
 // importing Foundation (whose types are FoundationEssentials' where the new Foundation has split
 // it out, as on Linux).

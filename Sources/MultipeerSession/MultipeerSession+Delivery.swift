@@ -29,7 +29,11 @@ extension MultipeerSession {
     ///
     /// Returns the ticket with the peer's delivery, where its acknowledgement is awaited. Throws
     /// `messageTooLarge`, checked with the offer, if the peer takes no message that large.
-    nonisolated func enqueue(_ message: DataMessage, for peerID: UUID, delivery: Delivery = .reliable) async throws -> (ticket: UInt64, delivery: PeerDelivery) {
+    nonisolated func enqueue(
+        _ message: DataMessage,
+        for peerID: UUID,
+        delivery: Delivery = .reliable
+    ) async throws -> (ticket: UInt64, delivery: PeerDelivery) {
         var joining: ContinuousClock.Instant?
         // A peer's delivery, once made, is its delivery for the session's life.
         guard let peer = deliveries[peerID] else {
@@ -77,7 +81,8 @@ extension MultipeerSession {
     /// DeliveryHandler takes its later ACKs (``DeliveryAttached``).
     func admitted(_ id: LinkID, by peerID: UUID, through sequence: UInt64, partial: PartialMessage?) {
         perform(core.admitted(id, now: clock.now))
-        guard let delivery = deliveries[peerID], delivery.isAttached(to: id), let channel = running?.links[id]?.channel else { return }
+        guard let delivery = deliveries[peerID], delivery.isAttached(to: id), let channel = running?.links[id]?.channel
+        else { return }
         tell(dropped: delivery.acknowledged(through: sequence, partial: partial, on: id), for: peerID)
         channel.triggerUserOutboundEvent(DeliveryAttached(delivery: delivery, link: id), promise: nil)
     }
@@ -90,8 +95,12 @@ extension MultipeerSession {
                 report(dropped: typeNames, reason: .linkLost)
             case .dropped(let typeNames, let unfit):
                 let why = unfit == .notRead ? "reading other message types" : "taking smaller messages than they need"
-                logger.notice("queued messages dropped: the peer came back \(why)", metadata: [
-                    "multipeer.peer.id": "\(peerID)", "multipeer.dropped": "\(typeNames.count)"])
+                logger.notice(
+                    "queued messages dropped: the peer came back \(why)",
+                    metadata: [
+                        "multipeer.peer.id": "\(peerID)", "multipeer.dropped": "\(typeNames.count)",
+                    ]
+                )
                 report(dropped: typeNames, reason: unfit == .notRead ? .notReadByPeer : .tooLargeForPeer)
             case .flush, .wakeSenders:
                 break  // the delivery's own
@@ -101,7 +110,9 @@ extension MultipeerSession {
 
     /// Reports messages dropped unsent (their type names, one entry each): per name, a metric and an event.
     func report(dropped typeNames: [String], reason: MessageDropReason) {
-        for (typeName, count) in Dictionary(typeNames.map { ($0, 1) }, uniquingKeysWith: +).sorted(by: { $0.key < $1.key }) {
+        for (typeName, count) in Dictionary(typeNames.map { ($0, 1) }, uniquingKeysWith: +).sorted(by: {
+            $0.key < $1.key
+        }) {
             metrics.dropped(reason: reason, count: count)
             subscriptions.emit(.messagesDropped(typeName: typeName, count: count, reason: reason))
         }
@@ -121,8 +132,13 @@ extension MultipeerSession {
             running.links[id]?.announced = reads
             handle.channel.writeAndFlush(LinkMessage.types(reads), promise: nil)
             if reads == nil {
-                logger.notice("the message types subscribed to no longer fit in HELLO: this session reads every type from now on", metadata: [
-                    "multipeer.link": "\(id.rawValue)", "multipeer.limit": "\(MessageTypeList.maximumEncodedLength) bytes"])
+                logger.notice(
+                    "the message types subscribed to no longer fit in HELLO: this session reads every type from now on",
+                    metadata: [
+                        "multipeer.link": "\(id.rawValue)",
+                        "multipeer.limit": "\(MessageTypeList.maximumEncodedLength) bytes",
+                    ]
+                )
             }
         }
     }
@@ -146,6 +162,13 @@ extension MultipeerSession {
     /// The peer says a reliable message this side sent it, numbered `rejection.sequence`, did
     /// not decode there: reported as an event (``SessionStateMachine/rejected(_:by:on:)``).
     func rejected(_ rejection: Rejection, by peerID: UUID, on id: LinkID) {
-        perform(core.rejected(rejection, by: peerID, on: id, written: deliveries[peerID]?.hasWritten(rejection.sequence) ?? false))
+        perform(
+            core.rejected(
+                rejection,
+                by: peerID,
+                on: id,
+                written: deliveries[peerID]?.hasWritten(rejection.sequence) ?? false
+            )
+        )
     }
 }

@@ -1,8 +1,8 @@
 public import Foundation
 import Logging
 import MultipeerCore
-import NIOCore
 import NIOConcurrencyHelpers
+import NIOCore
 import Synchronization
 
 extension MultipeerSession {
@@ -63,12 +63,16 @@ extension MultipeerSession {
     ///   messages pass: messages of one type and delivery arrive in the order sent; of different
     ///   types, or one reliable and one unreliable, not necessarily.
     public nonisolated func send<Message: Codable & Sendable>(
-        _ message: Message, to peerID: UUID, delivery: Delivery = .reliable, awaitAcknowledgement: Bool = false
+        _ message: Message,
+        to peerID: UUID,
+        delivery: Delivery = .reliable,
+        awaitAcknowledgement: Bool = false
     ) async throws {
         guard !awaitAcknowledgement || delivery == .reliable else {
             throw MultipeerError(
                 .invalidArgument,
-                "send(_:to:delivery:awaitAcknowledgement:) was asked to await the acknowledgement of an unreliable message, which is never acknowledged: send it reliably, or do not wait")
+                "send(_:to:delivery:awaitAcknowledgement:) was asked to await the acknowledgement of an unreliable message, which is never acknowledged: send it reliably, or do not wait"
+            )
         }
         // Encoded and offered in the caller's task: senders encode in parallel, and a large
         // message holds up nobody else's.
@@ -88,7 +92,10 @@ extension MultipeerSession {
     /// unreliable queues have room (``Limits/unreliableQueue``): a slow peer misses them, as
     /// unreliable messages may be.
     @discardableResult
-    public nonisolated func broadcast<Message: Codable & Sendable>(_ message: Message, delivery: Delivery = .reliable) async throws -> Int {
+    public nonisolated func broadcast<Message: Codable & Sendable>(
+        _ message: Message,
+        delivery: Delivery = .reliable
+    ) async throws -> Int {
         try await broadcast(encoded: try encode(message), delivery: delivery)
     }
 
@@ -98,9 +105,14 @@ extension MultipeerSession {
         let peers = delivery == .reliable ? Set(active).union(deliveries.known) : Set(active)
         for peerID in peers {
             guard fits(data, to: peerID) else { continue }
-            guard deliveries[peerID]?.hasRoom(for: data.payload.readableBytes, reliably: delivery == .reliable) == true else {
-                logger.debug("broadcast skipped a peer that has no room for it", metadata: [
-                    "multipeer.peer.id": "\(peerID)", "multipeer.delivery": "\(delivery)"])
+            guard deliveries[peerID]?.hasRoom(for: data.payload.readableBytes, reliably: delivery == .reliable) == true
+            else {
+                logger.debug(
+                    "broadcast skipped a peer that has no room for it",
+                    metadata: [
+                        "multipeer.peer.id": "\(peerID)", "multipeer.delivery": "\(delivery)",
+                    ]
+                )
                 continue
             }
             _ = try await enqueue(data, for: peerID, delivery: delivery)  // (at once: there is room)
@@ -118,7 +130,10 @@ extension MultipeerSession {
         traits.encoding ?? configuration.messageEncoding
     }
 
-    nonisolated func encode<Message: Codable & Sendable>(_ message: Message, as name: String? = nil) throws -> DataMessage {
+    nonisolated func encode<Message: Codable & Sendable>(
+        _ message: Message,
+        as name: String? = nil
+    ) throws -> DataMessage {
         let traits = MessageTypeTraits.of(Message.self)
         let typeName = name ?? traits.name
         let encoding = wireEncoding(traits)
@@ -126,7 +141,11 @@ extension MultipeerSession {
         do {
             try encoding.encode(message, into: &payload)
         } catch {
-            throw MultipeerError(.codingFailed, "a \(typeName) could not be encoded (\(encoding))", underlying: "\(error)")
+            throw MultipeerError(
+                .codingFailed,
+                "a \(typeName) could not be encoded (\(encoding))",
+                underlying: "\(error)"
+            )
         }
         return try DataMessage(sequence: 0, typeName: typeName, payload: payload)
     }
@@ -138,7 +157,10 @@ extension MultipeerSession {
         guard let (error, report) = deliveries[peerID]?.skip(message, localLimits: localLimits) else { return true }
         if error.code == .messageTypeNotRead { metrics.notRead(direction: "out") }
         if let report {
-            logger.notice("broadcast skipped a peer that would refuse it", metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.error": "\(error)"])
+            logger.notice(
+                "broadcast skipped a peer that would refuse it",
+                metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.error": "\(error)"]
+            )
             subscriptions.emit(.broadcastSkipped(to: report, typeName: message.typeName, error))
         }
         return false
@@ -197,10 +219,14 @@ enum MessageTypeTraits {
             let accidental = owner.type != fullName && !(owner.declared && declared)
             let traits: Traits = (name, conforming?.wireEncoding ?? nil, accidental ? owner.type : nil)
             if accidental {
-                logger.warning("two message types travel under one wire name: a peer cannot tell their messages apart", metadata: [
-                    "multipeer.message.type": "\(fullName)", "multipeer.message.wireName": "\(name)",
-                    "multipeer.message.firstType": "\(owner.type)",
-                    "multipeer.fix": "declare a MultipeerMessage.wireName of its own for one of them"])
+                logger.warning(
+                    "two message types travel under one wire name: a peer cannot tell their messages apart",
+                    metadata: [
+                        "multipeer.message.type": "\(fullName)", "multipeer.message.wireName": "\(name)",
+                        "multipeer.message.firstType": "\(owner.type)",
+                        "multipeer.fix": "declare a MultipeerMessage.wireName of its own for one of them",
+                    ]
+                )
             }
             var known = before.traits
             known[key] = traits
@@ -212,6 +238,7 @@ enum MessageTypeTraits {
     }
 
     private static func table() -> Table {
-        Unmanaged<Table>.fromOpaque(UnsafeRawPointer(bitPattern: current.load(ordering: .acquiring))!).takeUnretainedValue()
+        Unmanaged<Table>.fromOpaque(UnsafeRawPointer(bitPattern: current.load(ordering: .acquiring))!)
+            .takeUnretainedValue()
     }
 }

@@ -1,6 +1,7 @@
+import MultipeerCore
+
 public import struct Foundation.URL
 public import struct Foundation.UUID
-import MultipeerCore
 
 extension MultipeerSession {
     /// Sends the file at `fileURL` to the peer `peerID` as a resource (docs/PROTOCOL.md 3c): the
@@ -31,12 +32,23 @@ extension MultipeerSession {
     /// - Throws: `peerNotActive` for a peer this session never met; `invalidArgument` for a file
     ///   that cannot be read or a name or metadata out of bounds.
     public nonisolated func sendResource(
-        at fileURL: URL, named name: String? = nil, metadata: [String: String] = [:], to peerID: UUID
+        at fileURL: URL,
+        named name: String? = nil,
+        metadata: [String: String] = [:],
+        to peerID: UUID
     ) async throws -> OutgoingResource {
         guard deliveries[peerID] != nil else {
-            throw MultipeerError(.peerNotActive, "peer \(peerID) has never been active in this session: there is no one to send \(fileURL.lastPathComponent) to")
+            throw MultipeerError(
+                .peerNotActive,
+                "peer \(peerID) has never been active in this session: there is no one to send \(fileURL.lastPathComponent) to"
+            )
         }
-        return try await inbox.resources.send(fileURL, named: name ?? fileURL.lastPathComponent, metadata: metadata, to: peerID)
+        return try await inbox.resources.send(
+            fileURL,
+            named: name ?? fileURL.lastPathComponent,
+            metadata: metadata,
+            to: peerID
+        )
     }
 
     /// The files peers send this session, each as its transfer begins: what it is, its

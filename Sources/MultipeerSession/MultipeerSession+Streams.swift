@@ -1,5 +1,6 @@
-public import struct Foundation.UUID
 import MultipeerCore
+
+public import struct Foundation.UUID
 
 extension MultipeerSession {
     /// Opens an ordered byte stream to the peer `peerID`, both ways (docs/PROTOCOL.md 3d): for

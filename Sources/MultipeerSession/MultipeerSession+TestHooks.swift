@@ -1,13 +1,18 @@
-import struct Foundation.UUID
 import MultipeerCore
 import MultipeerDiscovery
+
+import struct Foundation.UUID
 
 // What this package's tests and benchmarks ask of a session, beyond its public API: `package`,
 // so an application never sees them. Kept here, together, so that the session's own files
 // hold only what it does.
 extension MultipeerSession {
     /// Sends `message` under another type name (for tests of what a receiver does with it).
-    package func sendRaw<Message: Codable & Sendable>(_ message: Message, as typeName: String, to peerID: UUID) async throws {
+    package func sendRaw<Message: Codable & Sendable>(
+        _ message: Message,
+        as typeName: String,
+        to peerID: UUID
+    ) async throws {
         _ = try await enqueue(try encode(message, as: typeName), for: peerID, delivery: .unreliable)
     }
 

@@ -1,4 +1,3 @@
-public import struct Foundation.UUID
 import Glibc
 import Logging
 import MultipeerCore
@@ -7,6 +6,8 @@ public import MultipeerTLS
 import NIOConcurrencyHelpers
 import NIOCore
 public import ServiceLifecycle
+
+public import struct Foundation.UUID
 
 /// Keeps this peer connected to every other peer of its group on the local network:
 /// advertised and discovered over DNS-SD, authenticated with TLS 1.3 and the group's
@@ -127,38 +128,68 @@ public actor MultipeerSession {
         self.environment = environment
         self.incarnation = environment.incarnation()
         self.core = SessionStateMachine(
-            localPeerID: identity.peerID, localKey: identity.key, backoff: configuration.reconnect,
-            roster: configuration.roster, keyCount: configuration.keys.keys.count, port: configuration.port,
-            seed: environment.random.next())
+            localPeerID: identity.peerID,
+            localKey: identity.key,
+            backoff: configuration.reconnect,
+            roster: configuration.roster,
+            keyCount: configuration.keys.keys.count,
+            port: configuration.port,
+            seed: environment.random.next()
+        )
         var logger = configuration.logger
         logger[metadataKey: "multipeer.local.id"] = "\(identity.peerID)"
         self.logger = logger
         let metrics = SessionMetrics(localName: configuration.peer.displayName)
         self.deliveries = Deliveries(
             policy: .init(
-                limits: configuration.limits.outbox, unreliableLimits: configuration.limits.unreliableQueue,
-                failWhenFull: configuration.limits.failWhenOutboxFull, sendTimeout: configuration.limits.sendTimeout),
-            metrics: metrics, clock: environment.clock, offload: environment.offload)
+                limits: configuration.limits.outbox,
+                unreliableLimits: configuration.limits.unreliableQueue,
+                failWhenFull: configuration.limits.failWhenOutboxFull,
+                sendTimeout: configuration.limits.sendTimeout
+            ),
+            metrics: metrics,
+            clock: environment.clock,
+            offload: environment.offload
+        )
         let runLoop = AsyncStream<Input>.makeStream()
         self.runLoop = runLoop
         // (A declaration too long for HELLO fails the run: run() checks it again.)
         let subscriptions = Subscriptions(
-            limits: configuration.limits, metrics: metrics, reads: try? configuration.declaredMessageTypes(),
-            rejected: { peer, rejection in runLoop.continuation.yield(.onSession { $0.reject(rejection, from: peer) }) },
+            limits: configuration.limits,
+            metrics: metrics,
+            reads: try? configuration.declaredMessageTypes(),
+            rejected: { peer, rejection in runLoop.continuation.yield(.onSession { $0.reject(rejection, from: peer) })
+            },
             announce: { runLoop.continuation.yield(.onSession { $0.announceMessageTypes() }) },
-            blockingWork: environment.blockingWork)
+            blockingWork: environment.blockingWork
+        )
         self.inbox = Inbox(
-            executor: EventLoopExecutor(environment.eventLoop), windows: ReceiveWindows(), subscriptions: subscriptions, metrics: metrics,
+            executor: EventLoopExecutor(environment.eventLoop),
+            windows: ReceiveWindows(),
+            subscriptions: subscriptions,
+            metrics: metrics,
             resources: Resources(
-                directory: configuration.resourceDirectory, partialLifetime: configuration.partialResourceLifetime, logger: logger,
-                random: environment.random, fileQueue: environment.fileQueue, clock: environment.clock),
-            streams: Streams(random: environment.random), maximumMessageLength: configuration.limits.maximumMessageLength)
+                directory: configuration.resourceDirectory,
+                partialLifetime: configuration.partialResourceLifetime,
+                logger: logger,
+                random: environment.random,
+                fileQueue: environment.fileQueue,
+                clock: environment.clock
+            ),
+            streams: Streams(random: environment.random),
+            maximumMessageLength: configuration.limits.maximumMessageLength
+        )
         self.setup = .ready(keys: configuration.keys)
     }
 
     /// Gone since 0.8.0: a session takes the device's identity, so that a restarted device is
     /// the same peer to the others.
-    @available(*, unavailable, message: "pass the device's identity: MultipeerSession(configuration:identity: try PeerIdentity(loadingOrCreatingFile: \"device.identity\")); see CHANGELOG.md, 0.8.0")
+    @available(
+        *,
+        unavailable,
+        message:
+            "pass the device's identity: MultipeerSession(configuration:identity: try PeerIdentity(loadingOrCreatingFile: \"device.identity\")); see CHANGELOG.md, 0.8.0"
+    )
     public init(configuration: Configuration) {
         fatalError("unavailable")
     }
@@ -239,9 +270,19 @@ public actor MultipeerSession {
             subscriptions.finish()
         }
         _ = try configuration.declaredMessageTypes()
-        var linkConfiguration = try configuration.linkConfiguration(identity: identity, incarnation: incarnation, keys: keys, inbox: inbox)
+        var linkConfiguration = try configuration.linkConfiguration(
+            identity: identity,
+            incarnation: incarnation,
+            keys: keys,
+            inbox: inbox
+        )
         linkConfiguration.transport = environment.transport
-        let discovery = try SessionDiscovery(configuration, localPeerID: peerID, directory: environment.directory, logger: logger)
+        let discovery = try SessionDiscovery(
+            configuration,
+            localPeerID: peerID,
+            directory: environment.directory,
+            logger: logger
+        )
         setup = .running(Running(link: linkConfiguration, discovery: discovery.source))
         do {
             // A graceful shutdown and cancellation stop alike, in order: GOODBYE on every link,
@@ -271,8 +312,13 @@ public actor MultipeerSession {
     /// }
     /// ```
     public nonisolated func runUntilSignalled() async throws {
-        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: [.init(service: self)], gracefulShutdownSignals: [.sigint, .sigterm], logger: logger))
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: self)],
+                gracefulShutdownSignals: [.sigint, .sigterm],
+                logger: logger
+            )
+        )
         try await group.run()
     }
 
@@ -324,7 +370,9 @@ public actor MultipeerSession {
 
     /// One stretch of running, until suspended (returns true) or stopped (returns false).
     private func runActive(
-        _ linkConfiguration: LinkConfiguration, _ discovery: SessionDiscovery, _ inputs: inout AsyncStream<Input>.Iterator
+        _ linkConfiguration: LinkConfiguration,
+        _ discovery: SessionDiscovery,
+        _ inputs: inout AsyncStream<Input>.Iterator
     ) async throws -> Bool {
         let listener = try await listen(linkConfiguration)
         logger.info("listening", metadata: ["multipeer.port": "\(listener.port)"])
@@ -337,7 +385,10 @@ public actor MultipeerSession {
                 do {
                     try await listener.run(
                         onLink: { link in await self.serveInbound(link) },
-                        onFailure: { address, error in await self.inboundFailed(address?.displayString ?? "unknown", error) })
+                        onFailure: { address, error in
+                            await self.inboundFailed(address?.displayString ?? "unknown", error)
+                        }
+                    )
                 } catch is CancellationError {
                     // Stopping.
                 }
@@ -371,11 +422,13 @@ public actor MultipeerSession {
             // Say goodbye on every link, then stop accepting and advertising.
             let reason: GoodbyeReason = suspended ? .suspended : .shutdown
             var closing: [LinkHandle] = []
-            perform(core.stopRunning(reason, now: clock.now).filter { action in
-                guard case .close(let id, _) = action else { return true }
-                running?.links[id].map { closing.append($0) }
-                return false
-            })
+            perform(
+                core.stopRunning(reason, now: clock.now).filter { action in
+                    guard case .close(let id, _) = action else { return true }
+                    running?.links[id].map { closing.append($0) }
+                    return false
+                }
+            )
             // All at once: each may take up to the GOODBYE timeout, behind a peer that reads slowly.
             let timeout = goodbyeTimeout
             await withDiscardingTaskGroup { goodbyes in
@@ -397,14 +450,26 @@ public actor MultipeerSession {
         let listener: PeerListener
         let port = core.listenPort
         do {
-            listener = try await PeerListener.bind(port: port.number, configuration: linkConfiguration, limits: configuration.limits)
+            listener = try await PeerListener.bind(
+                port: port.number,
+                configuration: linkConfiguration,
+                limits: configuration.limits
+            )
         } catch let error as MultipeerError {
             guard port.resuming else { throw error }
             let resumePort = port.number
-            logger.warning("cannot listen on the same port again; listening on another", metadata: [
-                "multipeer.port": "\(resumePort)", "multipeer.error": "\(error)"])
+            logger.warning(
+                "cannot listen on the same port again; listening on another",
+                metadata: [
+                    "multipeer.port": "\(resumePort)", "multipeer.error": "\(error)",
+                ]
+            )
             subscriptions.emit(.listenFailed(port: resumePort, error))
-            listener = try await PeerListener.bind(port: 0, configuration: linkConfiguration, limits: configuration.limits)
+            listener = try await PeerListener.bind(
+                port: 0,
+                configuration: linkConfiguration,
+                limits: configuration.limits
+            )
         }
         return listener
     }
@@ -433,20 +498,33 @@ public actor MultipeerSession {
     /// taken in as link `id` (``carry(_:_:)``); a failure goes to the core, which decides what to
     /// try next. The dial's attempts come one at a time, so two links to the same peer
     /// never race through their handshakes (each side would keep another).
-    private nonisolated func attempt(_ id: LinkID, _ attempt: SessionStateMachine.Attempt, _ configuration: LinkConfiguration) async {
+    private nonisolated func attempt(
+        _ id: LinkID,
+        _ attempt: SessionStateMachine.Attempt,
+        _ configuration: LinkConfiguration
+    ) async {
         let keys = Array(configuration.tls.keys.keys.reversed())  // the newest first
         let connection: PeerConnection
         do {
             try Task.checkCancellation()
             guard attempt.key < keys.count else {
-                throw MultipeerError(.authenticationFailed, "the group keys changed during the dial of \(attempt.endpoint)")
+                throw MultipeerError(
+                    .authenticationFailed,
+                    "the group keys changed during the dial of \(attempt.endpoint)"
+                )
             }
             connection = try await PeerConnection.connect(
-                host: attempt.endpoint.host, port: attempt.endpoint.port, configuration: configuration,
-                offering: keys[attempt.key].identity, expecting: attempt.peerID, answerTimeout: Self.answerTimeout(configuration)
+                host: attempt.endpoint.host,
+                port: attempt.endpoint.port,
+                configuration: configuration,
+                offering: keys[attempt.key].identity,
+                expecting: attempt.peerID,
+                answerTimeout: Self.answerTimeout(configuration)
             ).established()
         } catch {
-            let failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "cannot connect to \(attempt.endpoint)", underlying: "\(error)")
+            let failure =
+                error as? MultipeerError
+                ?? MultipeerError(.connectionFailed, "cannot connect to \(attempt.endpoint)", underlying: "\(error)")
             return await attemptFailed(id, failure)
         }
         await carry(id, connection)
@@ -463,7 +541,10 @@ public actor MultipeerSession {
     private nonisolated func carry(_ id: LinkID, _ connection: PeerConnection) async {
         // (A cancelled task: the run is ending.)
         if let closing = await linkEstablished(id, connection) ?? (Task.isCancelled ? .shutdown : nil) {
-            await LinkHandle(id: id, channel: connection.nioChannel, quality: connection.quality).close(closing, within: goodbyeTimeout)
+            await LinkHandle(id: id, channel: connection.nioChannel, quality: connection.quality).close(
+                closing,
+                within: goodbyeTimeout
+            )
         }
     }
 
@@ -481,8 +562,13 @@ public actor MultipeerSession {
             return .notInRoster
         case .carried(let closing, let actions):
             running?.links[id] = LinkHandle(
-                id: id, channel: connection.nioChannel, quality: connection.quality, announced: connection.announced,
-                peerReads: connection.remoteHello.reads, peerAnnounces: connection.remoteHello.reads != nil)
+                id: id,
+                channel: connection.nioChannel,
+                quality: connection.quality,
+                announced: connection.announced,
+                peerReads: connection.remoteHello.reads,
+                peerAnnounces: connection.remoteHello.reads != nil
+            )
             // Made now, not when the peer joins: a send that finds it refusing waits on it for the join.
             _ = deliveries.make(for: connection.remoteHello.peerID)
             metrics.linkOpened()
@@ -505,7 +591,10 @@ public actor MultipeerSession {
         case .reads(let types):
             peerReads(types, on: id, by: peer.id)
         case .closed(let goodbye, let error):
-            let failure = error.map { $0 as? MultipeerError ?? MultipeerError(.connectionFailed, "the link to \(peer) failed", underlying: "\($0)") }
+            let failure = error.map {
+                $0 as? MultipeerError
+                    ?? MultipeerError(.connectionFailed, "the link to \(peer) failed", underlying: "\($0)")
+            }
             linkClosed(id, goodbye: goodbye, error: failure)
         }
     }
@@ -543,8 +632,14 @@ public actor MultipeerSession {
 
     /// How the link to `peerID` is doing, if the peer is active.
     public func linkStats(for peerID: UUID) -> LinkStats? {
-        guard let id = core.joinedLink(of: peerID)?.id, let handle = running?.links[id], let presence = core.presence(of: peerID) else { return nil }
-        return LinkStats(quality: handle.quality.quality, reconnects: presence.reconnects, timeActive: clock.now - presence.since)
+        guard let id = core.joinedLink(of: peerID)?.id, let handle = running?.links[id],
+            let presence = core.presence(of: peerID)
+        else { return nil }
+        return LinkStats(
+            quality: handle.quality.quality,
+            reconnects: presence.reconnects,
+            timeActive: clock.now - presence.since
+        )
     }
 
     private func reportStats() {
@@ -558,7 +653,9 @@ public actor MultipeerSession {
 
     /// An inbound connection failed before its HELLO was through.
     private func inboundFailed(_ address: String, _ error: any Error) {
-        let failure = error as? MultipeerError ?? MultipeerError(.connectionFailed, "the connection with \(address) failed", underlying: "\(error)")
+        let failure =
+            error as? MultipeerError
+            ?? MultipeerError(.connectionFailed, "the connection with \(address) failed", underlying: "\(error)")
         perform(core.inboundFailed(address: address, failure, now: clock.now))
     }
 
@@ -567,11 +664,25 @@ public actor MultipeerSession {
     func discovered(_ event: BrowseEvent) {
         switch event {
         case .found(let advert):
-            logger.debug("found", metadata: ["multipeer.peer.id": "\(advert.peerID?.uuidString ?? "static")", "multipeer.endpoints": "\(advert.endpoints)"])
-            perform(core.discovered(DialTarget(
-                peerID: advert.peerID, incarnation: advert.incarnation,
-                endpoints: advert.endpoints.map { DialTarget.Endpoint(host: $0.host, port: $0.port) },
-                displayName: advert.displayName, metadata: advert.metadata), now: clock.now))
+            logger.debug(
+                "found",
+                metadata: [
+                    "multipeer.peer.id": "\(advert.peerID?.uuidString ?? "static")",
+                    "multipeer.endpoints": "\(advert.endpoints)",
+                ]
+            )
+            perform(
+                core.discovered(
+                    DialTarget(
+                        peerID: advert.peerID,
+                        incarnation: advert.incarnation,
+                        endpoints: advert.endpoints.map { DialTarget.Endpoint(host: $0.host, port: $0.port) },
+                        displayName: advert.displayName,
+                        metadata: advert.metadata
+                    ),
+                    now: clock.now
+                )
+            )
         case .lost(let peerID):
             perform(core.lost(peerID, now: clock.now))
         }
@@ -581,9 +692,19 @@ public actor MultipeerSession {
     /// and the session goes on without an advertisement (its peers can still dial it).
     private func advertise(_ discovery: SessionDiscovery, port: Int) -> (any Advertisement)? {
         do {
-            return try discovery.advertise(port: port, peerID: peerID, incarnation: incarnation, peer: configuration.peer)
+            return try discovery.advertise(
+                port: port,
+                peerID: peerID,
+                incarnation: incarnation,
+                peer: configuration.peer
+            )
         } catch {
-            subscriptions.emit(.advertisingFailed(error as? MultipeerError ?? MultipeerError(.invalidArgument, "cannot advertise", underlying: "\(error)")))
+            subscriptions.emit(
+                .advertisingFailed(
+                    error as? MultipeerError
+                        ?? MultipeerError(.invalidArgument, "cannot advertise", underlying: "\(error)")
+                )
+            )
             return nil
         }
     }
@@ -591,8 +712,10 @@ public actor MultipeerSession {
     private func advertisement(_ event: AdvertisementEvent) {
         switch event {
         case .established(let name): logger.debug("advertised", metadata: ["multipeer.advert.name": "\(name)"])
-        case .renamed(let name): logger.info("advertised under another name", metadata: ["multipeer.advert.name": "\(name)"])
-        case .withdrawn: logger.warning("advertisement withdrawn: avahi-daemon went away; it comes back with the daemon")
+        case .renamed(let name):
+            logger.info("advertised under another name", metadata: ["multipeer.advert.name": "\(name)"])
+        case .withdrawn:
+            logger.warning("advertisement withdrawn: avahi-daemon went away; it comes back with the daemon")
         case .failed(let error): subscriptions.emit(.advertisingFailed(error))
         }
     }
@@ -610,7 +733,13 @@ public actor MultipeerSession {
             switch action {
             case .connect(let id, let attempt):
                 guard let configuration = running?.link else {
-                    perform(core.attemptFailed(id, MultipeerError(.sessionState, "the session is not running"), now: clock.now))
+                    perform(
+                        core.attemptFailed(
+                            id,
+                            MultipeerError(.sessionState, "the session is not running"),
+                            now: clock.now
+                        )
+                    )
                     continue
                 }
                 spawn { await self.attempt(id, attempt, configuration) }
@@ -643,11 +772,17 @@ public actor MultipeerSession {
                     await self.fired(timer)
                 }
             case .peerJoined(let id, let hello):
-                logger.info("peer joined", metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.link": "\(id.rawValue)"])
+                logger.info(
+                    "peer joined",
+                    metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.link": "\(id.rawValue)"]
+                )
                 metrics.activePeers(core.activePeers.count)
                 subscriptions.emit(.peerJoined(Peer(hello)))
             case .peerLeft(let hello, let reason):
-                logger.info("peer left", metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.reason": "\(reason)"])
+                logger.info(
+                    "peer left",
+                    metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.reason": "\(reason)"]
+                )
                 metrics.activePeers(core.activePeers.count)
                 subscriptions.emit(.peerLeft(Peer(hello), reason))
                 if reason == .goodbye(.shutdown) { inbox.streams.peerStopped(hello.peerID) }
@@ -669,12 +804,18 @@ public actor MultipeerSession {
             metrics.connectionFailed(code: failure.code, inbound: inbound)
             switch disposition {
             case .refusedAgain:
-                logger.debug("refused again", metadata: ["multipeer.address": "\(address)", "multipeer.code": "\(failure.code)"])
+                logger.debug(
+                    "refused again",
+                    metadata: ["multipeer.address": "\(address)", "multipeer.code": "\(failure.code)"]
+                )
             case .heldBack:
                 break  // reported with the next of its code, or in a second if none comes
             case .reported(let held):
                 if held > 0 { tell(.connectionsFailed(count: held, code: failure.code)) }
-                logger.notice("link failed", metadata: ["multipeer.address": "\(address)", "multipeer.error": "\(failure)"])
+                logger.notice(
+                    "link failed",
+                    metadata: ["multipeer.address": "\(address)", "multipeer.error": "\(failure)"]
+                )
                 if [.authenticationFailed, .identityMismatch, .badSignature, .notInRoster].contains(failure.code) {
                     subscriptions.emit(.authenticationFailed(address: address, failure))
                 } else {
@@ -682,22 +823,51 @@ public actor MultipeerSession {
                 }
             }
         case .connectionsFailed(let count, let code):
-            logger.notice("inbound connections failed", metadata: ["multipeer.failed": "\(count)", "multipeer.code": "\(code)"])
+            logger.notice(
+                "inbound connections failed",
+                metadata: ["multipeer.failed": "\(count)", "multipeer.code": "\(code)"]
+            )
             subscriptions.emit(.connectionsFailed(count: count, code: code))
         case .rejectedByPeer(let hello, let rejection):
-            logger.notice("a message sent did not decode in the peer's application", metadata: [
-                "multipeer.peer.id": "\(hello.peerID)", "multipeer.type": "\(rejection.typeName)",
-                "multipeer.sequence": "\(rejection.sequence)", "multipeer.reason": "\(rejection.reason)"])
+            logger.notice(
+                "a message sent did not decode in the peer's application",
+                metadata: [
+                    "multipeer.peer.id": "\(hello.peerID)", "multipeer.type": "\(rejection.typeName)",
+                    "multipeer.sequence": "\(rejection.sequence)", "multipeer.reason": "\(rejection.reason)",
+                ]
+            )
             metrics.rejected(direction: "out")
-            subscriptions.emit(.messageRejected(by: Peer(hello), typeName: rejection.typeName, sequence: rejection.sequence, reason: rejection.reason))
+            subscriptions.emit(
+                .messageRejected(
+                    by: Peer(hello),
+                    typeName: rejection.typeName,
+                    sequence: rejection.sequence,
+                    reason: rejection.reason
+                )
+            )
         case .rejectionNotSent(let peerID, let rejection):
-            logger.notice("a message that did not decode here could not be reported to its sender: that incarnation of it is not active", metadata: [
-                "multipeer.peer.id": "\(peerID)", "multipeer.type": "\(rejection.typeName)", "multipeer.sequence": "\(rejection.sequence)"])
+            logger.notice(
+                "a message that did not decode here could not be reported to its sender: that incarnation of it is not active",
+                metadata: [
+                    "multipeer.peer.id": "\(peerID)", "multipeer.type": "\(rejection.typeName)",
+                    "multipeer.sequence": "\(rejection.sequence)",
+                ]
+            )
         case .rejectIgnored(let peerID, let rejection):
-            logger.debug("REJECT ignored: not on the peer's link, or for a message not sent", metadata: [
-                "multipeer.peer.id": "\(peerID)", "multipeer.sequence": "\(rejection.sequence)"])
+            logger.debug(
+                "REJECT ignored: not on the peer's link, or for a message not sent",
+                metadata: [
+                    "multipeer.peer.id": "\(peerID)", "multipeer.sequence": "\(rejection.sequence)",
+                ]
+            )
         case .linkTimedOut(let id, let peerID, let error):
-            logger.info("link timed out", metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.link": "\(id.rawValue)", "multipeer.detail": "\(error.message)"])
+            logger.info(
+                "link timed out",
+                metadata: [
+                    "multipeer.peer.id": "\(peerID)", "multipeer.link": "\(id.rawValue)",
+                    "multipeer.detail": "\(error.message)",
+                ]
+            )
         }
     }
 }

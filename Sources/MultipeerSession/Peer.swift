@@ -16,7 +16,8 @@ public struct Peer: Hashable, Sendable, Identifiable, CustomStringConvertible {
 
     /// A peer as a session introduces one, for an application that tests its own handling of
     /// peers and events (a session makes its own from each peer's HELLO).
-    public init(id: UUID, key: PeerKey, incarnation: UInt64 = 1, displayName: String, metadata: [String: String] = [:]) {
+    public init(id: UUID, key: PeerKey, incarnation: UInt64 = 1, displayName: String, metadata: [String: String] = [:])
+    {
         self.id = id
         self.key = key
         self.incarnation = incarnation
@@ -35,4 +36,3 @@ public struct Peer: Hashable, Sendable, Identifiable, CustomStringConvertible {
     /// Its name and identity, e.g. `Captain (6F9619FF-...)`.
     public var description: String { "\(displayName) (\(id))" }
 }
-

@@ -85,7 +85,10 @@ final class PeerDelivery: Sendable {
     private let waiterNames = Atomic<UInt64>(0)
 
     init(
-        peerID: UUID, policy: PeerDeliveryStateMachine.Policy, metrics: SessionMetrics, clock: any SessionClock = SystemClock(),
+        peerID: UUID,
+        policy: PeerDeliveryStateMachine.Policy,
+        metrics: SessionMetrics,
+        clock: any SessionClock = SystemClock(),
         offload: any TaskExecutor = globalConcurrentExecutor
     ) {
         self.clock = clock
@@ -96,7 +99,9 @@ final class PeerDelivery: Sendable {
     }
 
     /// Runs `body` under the lock, then what it left to do; returns its result and the drops.
-    private func withState<Result>(_ body: (inout State) -> (Result, [PeerDeliveryStateMachine.Action])) -> (Result, [PeerDeliveryStateMachine.Action]) {
+    private func withState<Result>(
+        _ body: (inout State) -> (Result, [PeerDeliveryStateMachine.Action])
+    ) -> (Result, [PeerDeliveryStateMachine.Action]) {
         let (result, effects) = state.withLockedValue { state in
             let (result, actions) = body(&state)
             return (result, state.apply(actions))
@@ -113,16 +118,22 @@ final class PeerDelivery: Sendable {
     /// same lock); a flush it starts writes its first batch from here (a lone message goes out
     /// without waiting for a task).
     func offer(
-        _ message: DataMessage, reliably: Bool, localLimits: (frame: Int, message: Int), now: ContinuousClock.Instant
+        _ message: DataMessage,
+        reliably: Bool,
+        localLimits: (frame: Int, message: Int),
+        now: ContinuousClock.Instant
     ) -> Offer {
         withState { state -> (Offer, [PeerDeliveryStateMachine.Action]) in
-            guard !state.stopped else { return (.refused(MultipeerError(.sessionState, "the session has stopped"), wakes: state.wakes), []) }
+            guard !state.stopped else {
+                return (.refused(MultipeerError(.sessionState, "the session has stopped"), wakes: state.wakes), [])
+            }
             do throws(MultipeerError) {
                 try state.machine.checkFits(message, localLimits: localLimits)
             } catch {
                 return (.refused(error, wakes: state.wakes), [])
             }
-            let outcome = reliably
+            let outcome =
+                reliably
                 ? state.machine.enqueue(typeName: message.typeName, payload: message.payload, now: now)
                 : state.machine.enqueueUnreliable(message)
             switch outcome {
@@ -175,9 +186,17 @@ final class PeerDelivery: Sendable {
     func waitForAcknowledgement(of ticket: UInt64) async throws {
         guard let id = state.withLockedValue({ $0.machine.waitForAcknowledgement(of: ticket) }) else { return }
         while true {
-            let (outcome, wakes) = state.withLockedValue { state -> (PeerDeliveryStateMachine.AcknowledgementWait, UInt64) in
+            let (outcome, wakes) = state.withLockedValue {
+                state -> (PeerDeliveryStateMachine.AcknowledgementWait, UInt64) in
                 guard !state.stopped else {
-                    return (.failed(MultipeerError(.sessionState, "the session stopped before the peer acknowledged the message")), state.wakes)
+                    return (
+                        .failed(
+                            MultipeerError(
+                                .sessionState,
+                                "the session stopped before the peer acknowledged the message"
+                            )
+                        ), state.wakes
+                    )
                 }
                 return (state.machine.acknowledgement(for: id, now: self.clock.now), state.wakes)
             }
@@ -206,7 +225,12 @@ final class PeerDelivery: Sendable {
             state.link = (id, channel)
             state.peer = Peer(hello)
             state.machine.linkUp(
-                id, incarnation: hello.incarnation, frameLimit: hello.maximumFrameLength, messageLimit: hello.maximumMessageLength, reads: reads)
+                id,
+                incarnation: hello.incarnation,
+                frameLimit: hello.maximumFrameLength,
+                messageLimit: hello.maximumMessageLength,
+                reads: reads
+            )
             return ((), [.wakeSenders])  // those waiting for the peer to join
         }
     }
@@ -233,7 +257,11 @@ final class PeerDelivery: Sendable {
     /// The peer acknowledged everything through `sequence` on link `id`, except the message in
     /// fragments `partial` names; the first ACK on a link is the resume point. Returns what was
     /// dropped on resuming (messages the peer now takes no longer).
-    func acknowledged(through sequence: UInt64, partial: PartialMessage?, on id: LinkID) -> [PeerDeliveryStateMachine.Action] {
+    func acknowledged(
+        through sequence: UInt64,
+        partial: PartialMessage?,
+        on id: LinkID
+    ) -> [PeerDeliveryStateMachine.Action] {
         withState { ((), $0.machine.acknowledged(through: sequence, partial: partial, on: id)) }.1
     }
 
@@ -282,7 +310,10 @@ final class PeerDelivery: Sendable {
     /// For a broadcast of `message` that the peer would refuse: why, with the peer to report
     /// it of if this is the first such message of its type on the peer's link (each skipped
     /// type is reported once per link); nil if the peer takes it.
-    func skip(_ message: DataMessage, localLimits: (frame: Int, message: Int)) -> (error: MultipeerError, report: Peer?)? {
+    func skip(
+        _ message: DataMessage,
+        localLimits: (frame: Int, message: Int)
+    ) -> (error: MultipeerError, report: Peer?)? {
         state.withLockedValue { state in
             do throws(MultipeerError) {
                 try state.machine.checkFits(message, localLimits: localLimits)
@@ -309,8 +340,10 @@ final class PeerDelivery: Sendable {
     var queued: QueuedMessages {
         state.withLockedValue { state in
             QueuedMessages(
-                peerID: peerID, outbox: (state.machine.outbox?.count ?? 0, state.machine.outbox?.bytes ?? 0),
-                unreliable: (state.machine.unreliable.count, state.machine.unreliable.bytes))
+                peerID: peerID,
+                outbox: (state.machine.outbox?.count ?? 0, state.machine.outbox?.bytes ?? 0),
+                unreliable: (state.machine.unreliable.count, state.machine.unreliable.bytes)
+            )
         }
     }
 

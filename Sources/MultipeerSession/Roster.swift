@@ -8,7 +8,12 @@ extension Roster {
     /// - Throws: `invalidArgument`, naming the file, the line and what is wrong, or how to fix
     ///   the file's permissions.
     public init(contentsOfFile path: String) throws {
-        let contents = try ProtectedFile.read(path, protection: .ownerWritable, what: "the roster file", code: .invalidArgument)
+        let contents = try ProtectedFile.read(
+            path,
+            protection: .ownerWritable,
+            what: "the roster file",
+            code: .invalidArgument
+        )
         guard let text = String(validating: contents, as: UTF8.self) else {
             throw MultipeerError(.invalidArgument, "the roster file \(path) is not UTF-8 text")
         }

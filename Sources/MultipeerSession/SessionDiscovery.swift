@@ -1,7 +1,8 @@
-import struct Foundation.UUID
 import Logging
 import MultipeerCore
 import MultipeerDiscovery
+
+import struct Foundation.UUID
 
 /// How a running session finds its peers and is found: over DNS-SD (a browser, and an
 /// advertisement once it listens) or from a fixed list of endpoints (no advertisement).
@@ -16,7 +17,10 @@ struct SessionDiscovery: Sendable {
     /// configuration must not fail only once it is moved to DNS-SD) or the directory cannot be
     /// reached (avahi-daemon, not to be waited for).
     init(
-        _ configuration: MultipeerSession.Configuration, localPeerID: UUID, directory: SessionEnvironment.Directory, logger: Logger
+        _ configuration: MultipeerSession.Configuration,
+        localPeerID: UUID,
+        directory: SessionEnvironment.Directory,
+        logger: Logger
     ) throws {
         let serviceType = try ServiceType(configuration.serviceType)
         switch configuration.discovery {
@@ -34,7 +38,12 @@ struct SessionDiscovery: Sendable {
     /// `MultipeerError` if the TXT record or the advertisement cannot be made.
     func advertise(port: Int, peerID: UUID, incarnation: UInt64, peer: PeerInfo) throws -> (any Advertisement)? {
         guard let dnssd else { return nil }
-        let txt = try AdvertTXT(peerID: peerID, incarnation: incarnation, displayName: peer.displayName, metadata: peer.metadata)
+        let txt = try AdvertTXT(
+            peerID: peerID,
+            incarnation: incarnation,
+            displayName: peer.displayName,
+            metadata: peer.metadata
+        )
         return try dnssd.directory.advertise(dnssd.serviceType, port: port, txt: txt)
     }
 }

@@ -103,12 +103,15 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
         case .authenticationFailed(let address, let error): "authentication with \(address) failed: \(error)"
         case .connectionsFailed(let count, let code): "\(count) more inbound connection(s) failed (\(code))"
         case .undecodableMessage(let peer, let type, let error): "a \(type) from \(peer) did not decode: \(error)"
-        case .messageRejected(let peer, let type, let sequence, let reason): "\(peer) could not decode the \(type) numbered \(sequence) sent to it: \(reason)"
+        case .messageRejected(let peer, let type, let sequence, let reason):
+            "\(peer) could not decode the \(type) numbered \(sequence) sent to it: \(reason)"
         case .advertisingFailed(let error): "advertising failed: \(error)"
         case .stats(let peer, let stats): "\(peer): \(stats)"
         case .messageHeld(let type, let peer): "a \(type) from \(peer) is held until something subscribes to that type"
-        case .heldMessagesFull(let type, let peer): "the \(type) messages held for a first subscriber are at their limit: \(peer)'s link waits until something subscribes to that type"
-        case .messageNotRead(let type, let peer): "a \(type) from \(peer) was refused: this application does not read that type"
+        case .heldMessagesFull(let type, let peer):
+            "the \(type) messages held for a first subscriber are at their limit: \(peer)'s link waits until something subscribes to that type"
+        case .messageNotRead(let type, let peer):
+            "a \(type) from \(peer) was refused: this application does not read that type"
         case .broadcastSkipped(let peer, let type, let error): "a broadcast \(type) did not go to \(peer): \(error)"
         case .messagesDropped(let type, let count, let reason): "\(count) \(type) message(s) dropped: \(reason)"
         case .eventsDropped(let count): "this event stream fell behind and lost \(count) event(s)"
@@ -138,7 +141,8 @@ public enum MessageDropReason: Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .tooLargeForPeer: "queued for a peer that came back taking smaller frames or messages than they need"
         case .notReadByPeer: "queued for a peer that came back reading other message types"
-        case .abandonedBySender: "part of it arrived in fragments, and the sender gave up the rest (it forgot this peer)"
+        case .abandonedBySender:
+            "part of it arrived in fragments, and the sender gave up the rest (it forgot this peer)"
         case .linkLost: "sent unreliably, and the peer's link went before it was written"
         }
     }

@@ -35,20 +35,23 @@ struct SessionMetrics: Sendable {
 
     /// A message acknowledged here was dropped before a subscriber took it.
     func dropped(reason: MessageDropReason, count: Int = 1) {
-        Counter(label: "multipeer_messages_dropped_total", dimensions: dimensions + [("reason", "\(reason.label)")]).increment(by: count)
+        Counter(label: "multipeer_messages_dropped_total", dimensions: dimensions + [("reason", "\(reason.label)")])
+            .increment(by: count)
     }
 
     /// The messages held for a type's first subscriber filled their hold: links bringing more stop.
     /// A reliable message did not decode in the receiver's application: `direction` "in" for one
     /// this side received (and told its sender of), "out" for one a peer told this side of.
     func rejected(direction: String) {
-        Counter(label: "multipeer_messages_rejected_total", dimensions: dimensions + [("direction", direction)]).increment()
+        Counter(label: "multipeer_messages_rejected_total", dimensions: dimensions + [("direction", direction)])
+            .increment()
     }
 
     /// A message of a type its receiver does not read: refused as it arrived (`in`), or
     /// refused to this application for a peer that said it does not read it (`out`).
     func notRead(direction: String = "in") {
-        Counter(label: "multipeer_messages_not_read_total", dimensions: dimensions + [("direction", direction)]).increment()
+        Counter(label: "multipeer_messages_not_read_total", dimensions: dimensions + [("direction", direction)])
+            .increment()
     }
 
     func holdFull() {

@@ -59,7 +59,10 @@ final class StreamBuffer<Element: Sendable>: Sendable {
 
         /// An element of `cost`, keeping `storage` alive, is buffered (or in the batch) from now on.
         mutating func keep(_ cost: Int, _ storage: PayloadStorage?) {
-            guard let storage else { return held += cost }
+            guard let storage else {
+                held += cost
+                return
+            }
             if let counted = storages[storage.id] {
                 storages[storage.id] = (counted.elements + 1, counted.capacity)
             } else {
@@ -70,7 +73,10 @@ final class StreamBuffer<Element: Sendable>: Sendable {
 
         /// Such an element was handed out (or dropped): what it kept alive is released.
         mutating func release(_ cost: Int, _ storage: PayloadStorage?) {
-            guard let storage, let counted = storages[storage.id] else { return held -= cost }
+            guard let storage, let counted = storages[storage.id] else {
+                held -= cost
+                return
+            }
             if counted.elements > 1 {
                 storages[storage.id] = (counted.elements - 1, counted.capacity)
             } else {
@@ -107,7 +113,11 @@ final class StreamBuffer<Element: Sendable>: Sendable {
     /// Called once when the consumer ends the stream.
     private let onTermination: @Sendable () -> Void
 
-    init(limits: BufferLimits, shedNotice: (@Sendable (Int) -> Element)? = nil, onTermination: @escaping @Sendable () -> Void) {
+    init(
+        limits: BufferLimits,
+        shedNotice: (@Sendable (Int) -> Element)? = nil,
+        onTermination: @escaping @Sendable () -> Void
+    ) {
         self.limits = limits
         self.shedNotice = shedNotice
         self.onTermination = onTermination
@@ -122,7 +132,12 @@ final class StreamBuffer<Element: Sendable>: Sendable {
     /// Hands `element` (of `cost` bytes, a slice of `storage` if it keeps one alive) to the
     /// consumer; never waits. When this fills the buffer, `whenRoom` is kept and called once
     /// the consumer has taken it down to half.
-    func offer(_ element: Element, cost: Int, storage: PayloadStorage? = nil, whenRoom: @escaping @Sendable () -> Void) -> Offer {
+    func offer(
+        _ element: Element,
+        cost: Int,
+        storage: PayloadStorage? = nil,
+        whenRoom: @escaping @Sendable () -> Void
+    ) -> Offer {
         let (outcome, waiter) = state.withLockedValue { state -> (Offer, Waiter?) in
             guard !state.terminated, !state.finished else { return (.gone, nil) }
             if let waiter = state.waiter {
@@ -246,7 +261,8 @@ final class StreamBuffer<Element: Sendable>: Sendable {
                 // The rest of the batch: up to a quarter of the bound (all of what is buffered
                 // when that fits, its storage swapped for the used-up batch's); none while a
                 // producer waits for room, so that room comes as soon as the consumer makes it.
-                let (most, mostBytes) = state.whenRoom.isEmpty ? (limits.maximumCount / 4, limits.maximumBytes / 4) : (0, 0)
+                let (most, mostBytes) =
+                    state.whenRoom.isEmpty ? (limits.maximumCount / 4, limits.maximumBytes / 4) : (0, 0)
                 if state.elements.count <= most, state.held <= mostBytes {
                     swap(&batch.elements, &state.elements)
                 } else {
@@ -260,7 +276,9 @@ final class StreamBuffer<Element: Sendable>: Sendable {
                 for taken in batch.elements { batch.taken.append((taken.cost, taken.storage)) }
                 state.batchCount = batch.elements.count
                 var room: [@Sendable () -> Void] = []
-                if !state.whenRoom.isEmpty, state.count <= limits.maximumCount / 2, state.held <= limits.maximumBytes / 2 {
+                if !state.whenRoom.isEmpty, state.count <= limits.maximumCount / 2,
+                    state.held <= limits.maximumBytes / 2
+                {
                     swap(&room, &state.whenRoom)
                 }
                 return (.element(first.element), room)
@@ -291,7 +309,10 @@ final class StreamBuffer<Element: Sendable>: Sendable {
                 state.held = 0
                 state.storages = [:]
                 state.batchCount = 0
-                defer { state.waiter = nil; state.whenRoom = [] }
+                defer {
+                    state.waiter = nil
+                    state.whenRoom = []
+                }
                 return (state.waiter, state.whenRoom, first)
             }
         }

@@ -132,8 +132,11 @@ final class Subscriptions: Sendable {
 
     /// - Parameter reads: The message types the application declared it reads; nil: every type.
     init(
-        limits: MultipeerSession.Limits, metrics: SessionMetrics, reads: MessageTypeList? = nil,
-        rejected: @escaping @Sendable (Peer, Rejection) -> Void = { _, _ in }, announce: @escaping @Sendable () -> Void = {},
+        limits: MultipeerSession.Limits,
+        metrics: SessionMetrics,
+        reads: MessageTypeList? = nil,
+        rejected: @escaping @Sendable (Peer, Rejection) -> Void = { _, _ in },
+        announce: @escaping @Sendable () -> Void = {},
         blockingWork: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void = SessionEnvironment.threadPool
     ) {
         self.blockingWork = blockingWork
@@ -157,7 +160,8 @@ final class Subscriptions: Sendable {
         let buffer = StreamBuffer<SessionEvent>(
             limits: BufferLimits(maximumCount: limits.eventBuffer, maximumBytes: .max),
             shedNotice: { .eventsDropped(count: $0) },
-            onTermination: { [weak self] in self?.state.withLockedValue { _ = $0.events.removeValue(forKey: id) } })
+            onTermination: { [weak self] in self?.state.withLockedValue { _ = $0.events.removeValue(forKey: id) } }
+        )
         state.withLockedValue { state in
             guard !state.finished else { return buffer.finish() }
             // (Nobody reads the stream yet: these wake no reader.)
@@ -165,7 +169,9 @@ final class Subscriptions: Sendable {
             for peer in Self.sorted(state.active) {
                 _ = buffer.offerShedding(.peerJoined(peer), expendable: Self.isStats)
             }
-            for peer in Self.sorted(state.available) { _ = buffer.offerShedding(.availablePeerChanged(peer), expendable: Self.isStats) }
+            for peer in Self.sorted(state.available) {
+                _ = buffer.offerShedding(.availablePeerChanged(peer), expendable: Self.isStats)
+            }
             state.events[id] = buffer
         }
         return EventStream(buffer)
@@ -201,10 +207,14 @@ final class Subscriptions: Sendable {
 
     // MARK: Messages
 
-    func messages<Message: Decodable & Sendable>(of type: Message.Type, named typeName: String) -> MessageStream<Message> {
+    func messages<Message: Decodable & Sendable>(
+        of type: Message.Type,
+        named typeName: String
+    ) -> MessageStream<Message> {
         let id = names.add(1, ordering: .relaxed).newValue
         let key = ObjectIdentifier(type)
-        let buffer = StreamBuffer<(peer: Peer, sequence: UInt64, message: Decoded)>(limits: limits.receiveBuffer) { [weak self] in
+        let buffer = StreamBuffer<(peer: Peer, sequence: UInt64, message: Decoded)>(limits: limits.receiveBuffer) {
+            [weak self] in
             self?.unsubscribe(id, of: key, named: typeName)
         }
         let subscriber = Subscriber(
@@ -213,7 +223,8 @@ final class Subscriptions: Sendable {
             },
             finish: { buffer.finish() },
             load: { buffer.load },
-            unread: { buffer.unread.map(\.message) })
+            unread: { buffer.unread.map(\.message) }
+        )
         let decode: @Sendable (ByteBuffer) throws -> any Sendable = { payload in
             try MessageEncoding.decode(Message.self, from: payload)
         }
@@ -238,8 +249,16 @@ final class Subscriptions: Sendable {
             topic.held = []
             topic.heldBytes = 0
             topic.beyondTypeLimit = false
-            defer { topic.stopped = []; state.topics[typeName] = topic }
-            return (buffer.take(held.map { (($0.peer, $0.sequence, .encoded($0.payload)), $0.payload.readableBytes) }, stopped: topic.stopped), extended)
+            defer {
+                topic.stopped = []
+                state.topics[typeName] = topic
+            }
+            return (
+                buffer.take(
+                    held.map { (($0.peer, $0.sequence, .encoded($0.payload)), $0.payload.readableBytes) },
+                    stopped: topic.stopped
+                ), extended
+            )
         }
         stopped.forEach { $0() }
         if extended { announce() }
@@ -266,7 +285,8 @@ final class Subscriptions: Sendable {
 
     private func unsubscribe(_ id: UInt64, of key: ObjectIdentifier, named typeName: String) {
         state.withLockedValue { state in
-            guard var topic = state.topics[typeName], let index = topic.decodings.firstIndex(where: { $0.type == key }) else { return }
+            guard var topic = state.topics[typeName], let index = topic.decodings.firstIndex(where: { $0.type == key })
+            else { return }
             changes.add(1, ordering: .releasing)
             topic.decodings[index].subscribers[id] = nil
             if topic.decodings[index].subscribers.isEmpty { topic.decodings.remove(at: index) }
@@ -278,7 +298,12 @@ final class Subscriptions: Sendable {
     /// holds it for the first one. Returns how many subscriber buffers (or holds) it filled: the
     /// link stops reading until `whenRoom` has been called as many times. `cache` is the link's
     /// own (``Cache``).
-    func deliver(_ message: DataMessage, from peer: Peer, cache: inout Cache, whenRoom: @escaping @Sendable () -> Void) -> Int {
+    func deliver(
+        _ message: DataMessage,
+        from peer: Peer,
+        cache: inout Cache,
+        whenRoom: @escaping @Sendable () -> Void
+    ) -> Int {
         enum Plan {
             case decode([Decoding])
             case held(full: Bool, reports: [SessionEvent])
@@ -296,7 +321,9 @@ final class Subscriptions: Sendable {
                     return (.decode(decodings), count)
                 }
                 if let reads = state.reads, !reads.contains(message.typeName) {
-                    let report = state.notReadReported.count < Self.maximumNotReadReports && state.notReadReported.insert(message.typeName).inserted
+                    let report =
+                        state.notReadReported.count < Self.maximumNotReadReports
+                        && state.notReadReported.insert(message.typeName).inserted
                     return (.notRead(reads: reads, report: report), count)
                 }
                 return (hold(message, from: peer, whenRoom: whenRoom, in: &state), count)
@@ -341,7 +368,8 @@ final class Subscriptions: Sendable {
                         continue
                     }
                 }
-                for subscriber in decoding.subscribers.values where subscriber.offer(peer, message.sequence, value, cost, whenRoom) == .full {
+                for subscriber in decoding.subscribers.values
+                where subscriber.offer(peer, message.sequence, value, cost, whenRoom) == .full {
                     filled += 1
                 }
             }
@@ -351,13 +379,19 @@ final class Subscriptions: Sendable {
         /// Keeps a message nobody subscribed to for the first subscriber; says whether that
         /// filled its hold (the link stops, and `whenRoom` is kept for the first subscriber)
         /// and what to report.
-        func hold(_ message: DataMessage, from peer: Peer, whenRoom: @escaping @Sendable () -> Void, in state: inout State) -> Plan {
+        func hold(
+            _ message: DataMessage,
+            from peer: Peer,
+            whenRoom: @escaping @Sendable () -> Void,
+            in state: inout State
+        ) -> Plan {
             var topic = state.topics[message.typeName] ?? Topic()
             if state.topics[message.typeName] == nil {
                 // One name more than may be held: held all the same (never dropped: the ACK
                 // for it may be on its way), and full at once, so the link stops until a
                 // subscriber comes. Each link brings at most one such message.
-                topic.beyondTypeLimit = state.topics.values.count { $0.decodings.isEmpty } >= limits.maximumUnsubscribedTypes
+                topic.beyondTypeLimit =
+                    state.topics.values.count { $0.decodings.isEmpty } >= limits.maximumUnsubscribedTypes
             }
             let wasFull = topic.isFull(limits.unsubscribedMessages)
             // Held for as long as nobody subscribes: a copy of its own, not a slice keeping the
@@ -400,7 +434,8 @@ final class Subscriptions: Sendable {
         metrics.notRead()
         if report { emit(.messageNotRead(typeName: message.typeName, from: peer)) }
         guard message.sequence > 0 else { return }
-        let reason = "this peer does not read messages of type \"\(message.typeName)\" (it reads: \(reads)); it runs another build of the application"
+        let reason =
+            "this peer does not read messages of type \"\(message.typeName)\" (it reads: \(reads)); it runs another build of the application"
         rejected(peer, Rejection(sequence: message.sequence, typeName: message.typeName, reason: reason))
     }
 
@@ -428,21 +463,36 @@ final class Subscriptions: Sendable {
     /// What the application's streams and the holds for first subscribers keep now.
     var held: HeldInMemory {
         let (events, streams, holds) = state.withLockedValue { state in
-            (Array(state.events.values),
-             state.topics.flatMap { name, topic in topic.decodings.flatMap { $0.subscribers.values.map { (name, $0.load) } } },
-             state.topics.compactMap { name, topic in topic.held.isEmpty ? nil : HeldInMemory.Messages(typeName: name, count: topic.held.count, bytes: topic.heldBytes) })
+            (
+                Array(state.events.values),
+                state.topics.flatMap { name, topic in
+                    topic.decodings.flatMap { $0.subscribers.values.map { (name, $0.load) } }
+                },
+                state.topics.compactMap { name, topic in
+                    topic.held.isEmpty
+                        ? nil : HeldInMemory.Messages(typeName: name, count: topic.held.count, bytes: topic.heldBytes)
+                }
+            )
         }
         // (Each stream's lock once the session-wide one is let go.)
         return HeldInMemory(
-            streams: streams.map { name, load in let (count, bytes) = load(); return .init(typeName: name, count: count, bytes: bytes) },
-            holds: holds, events: events.map(\.load.count))
+            streams: streams.map { name, load in
+                let (count, bytes) = load()
+                return .init(typeName: name, count: count, bytes: bytes)
+            },
+            holds: holds,
+            events: events.map(\.load.count)
+        )
     }
 
     /// The messages of wire name `typeName` the application has (acknowledged) and has not read:
     /// in its streams, and held for a first subscriber.
     func unread(named typeName: String) -> [Decoded] {
         let (subscribers, held) = state.withLockedValue { state in
-            (state.topics[typeName]?.decodings.flatMap(\.subscribers.values) ?? [], state.topics[typeName]?.held.map(\.payload) ?? [])
+            (
+                state.topics[typeName]?.decodings.flatMap(\.subscribers.values) ?? [],
+                state.topics[typeName]?.held.map(\.payload) ?? []
+            )
         }
         return subscribers.flatMap { $0.unread() } + held.map { .encoded($0) }
     }
@@ -450,9 +500,14 @@ final class Subscriptions: Sendable {
     /// Ends every stream (the session has stopped); readers still get what is buffered.
     func finish() {
         let (events, subscribers) = state.withLockedValue { state in
-            defer { state = State(); state.finished = true }
+            defer {
+                state = State()
+                state.finished = true
+            }
             changes.add(1, ordering: .releasing)
-            return (Array(state.events.values), state.topics.values.flatMap { $0.decodings.flatMap(\.subscribers.values) })
+            return (
+                Array(state.events.values), state.topics.values.flatMap { $0.decodings.flatMap(\.subscribers.values) }
+            )
         }
         events.forEach { $0.finish() }
         subscribers.forEach { $0.finish() }

@@ -48,7 +48,8 @@ final class SimulatedChannel: Channel, ChannelCore, @unchecked Sendable {
         self.closePromise = loop.makePromise()
         self.addresses = (
             try? SocketAddress(ipAddress: socket.local, port: socket.localPort),
-            try? SocketAddress(ipAddress: remote.address, port: remote.port))
+            try? SocketAddress(ipAddress: remote.address, port: remote.port)
+        )
         self._pipeline = ChannelPipeline(channel: self)
         socket.channel = self
     }
@@ -81,7 +82,9 @@ final class SimulatedChannel: Channel, ChannelCore, @unchecked Sendable {
 
         func setOption<Option: ChannelOption>(_ option: Option, value: Option.Value) throws {
             if option is ChannelOptions.Types.AutoReadOption { channel.autoRead = value as! Bool }
-            if let option = option as? ChannelOptions.Types.SocketOption, option.level == IPPROTO_TCP, option.name == TCP_USER_TIMEOUT {
+            if let option = option as? ChannelOptions.Types.SocketOption, option.level == IPPROTO_TCP,
+                option.name == TCP_USER_TIMEOUT
+            {
                 let milliseconds = Int64(value as! SocketOptionValue)
                 channel.socket.userTimeout = milliseconds * 1_000_000
             }
@@ -327,8 +330,12 @@ extension SimulatedChannel: TransportInformation {
     func transportReading() -> TransportReading? {
         let reading = socket.transportReading()
         return TransportReading(
-            outOfOrderSegments: reading.outOfOrder, retransmittedSegments: reading.retransmitted, sinceHeard: .nanoseconds(reading.sinceHeard),
-            sinceDataArrived: .nanoseconds(reading.sinceDataArrived), unacknowledgedSegments: reading.unacknowledged,
-            recoveringLoss: reading.recovering)
+            outOfOrderSegments: reading.outOfOrder,
+            retransmittedSegments: reading.retransmitted,
+            sinceHeard: .nanoseconds(reading.sinceHeard),
+            sinceDataArrived: .nanoseconds(reading.sinceDataArrived),
+            unacknowledgedSegments: reading.unacknowledged,
+            recoveringLoss: reading.recovering
+        )
     }
 }

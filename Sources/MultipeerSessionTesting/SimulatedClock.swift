@@ -13,7 +13,9 @@ struct SimulatedClock: SessionClock {
 
     func sleep(until deadline: ContinuousClock.Instant) async throws {
         let nanoseconds = (deadline - origin).nanoseconds
-        let sleep = NIOLockedValueBox<(continuation: CheckedContinuation<Void, any Error>?, timer: UInt64?, cancelled: Bool)>((nil, nil, false))
+        let sleep = NIOLockedValueBox<
+            (continuation: CheckedContinuation<Void, any Error>?, timer: UInt64?, cancelled: Bool)
+        >((nil, nil, false))
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let cancelled = sleep.withLockedValue { sleep in

@@ -54,7 +54,9 @@ final class SimulatedDirectory: Sendable {
 
     /// The machine moved: its adverts are announced again, at its new address.
     func renumbered(_ machine: SimulatedMachine, to address: String) {
-        let ids = state.withLockedValue { state in state.adverts.filter { $0.value.machine === machine }.map(\.key).sorted() }
+        let ids = state.withLockedValue { state in
+            state.adverts.filter { $0.value.machine === machine }.map(\.key).sorted()
+        }
         for id in ids { resolve(id) { _, _ in true } }
     }
 
@@ -84,9 +86,16 @@ final class SimulatedDirectory: Sendable {
     private func resolve(_ id: Int, at which: (Int, Browser) -> Bool) {
         let events = state.withLockedValue { state -> [(Browser, [BrowseEvent])] in
             guard let advert = state.adverts[id], let txt = try? AdvertTXT(entries: advert.txt) else { return [] }
-            let resolution = AdvertDirectory.Resolution(txt: txt, port: advert.port, address: advert.machine?.address ?? advert.address, isOnThisHost: false)
+            let resolution = AdvertDirectory.Resolution(
+                txt: txt,
+                port: advert.port,
+                address: advert.machine?.address ?? advert.address,
+                isOnThisHost: false
+            )
             return state.browsers.keys.sorted().compactMap { key in
-                guard state.browsers[key]!.serviceType == advert.serviceType, which(key, state.browsers[key]!) else { return nil }
+                guard state.browsers[key]!.serviceType == advert.serviceType, which(key, state.browsers[key]!) else {
+                    return nil
+                }
                 return (state.browsers[key]!, state.browsers[key]!.heard.resolved(Self.instance(id), resolution))
             }
         }
@@ -98,15 +107,26 @@ final class SimulatedDirectory: Sendable {
         AdvertDirectory.InstanceKey(interfaceIndex: 1, protocolFamily: 0, name: "advert \(id)")
     }
 
-    private func browse(_ serviceType: String, localPeerID: UUID, process: SimulationScheduler.HostID) -> AsyncStream<BrowseEvent> {
+    private func browse(
+        _ serviceType: String,
+        localPeerID: UUID,
+        process: SimulationScheduler.HostID
+    ) -> AsyncStream<BrowseEvent> {
         let (events, continuation) = AsyncStream<BrowseEvent>.makeStream()
-        let browser = Browser(process: process, serviceType: serviceType, continuation: continuation, heard: AdvertDirectory(localPeerID: localPeerID))
+        let browser = Browser(
+            process: process,
+            serviceType: serviceType,
+            continuation: continuation,
+            heard: AdvertDirectory(localPeerID: localPeerID)
+        )
         let (id, adverts) = state.withLockedValue { state in
             state.nextID += 1
             state.browsers[state.nextID] = browser
             return (state.nextID, state.adverts.filter { $0.value.serviceType == serviceType }.map(\.key).sorted())
         }
-        continuation.onTermination = { [weak self] _ in _ = self?.state.withLockedValue { $0.browsers.removeValue(forKey: id) } }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLockedValue { $0.browsers.removeValue(forKey: id) }
+        }
         for advert in adverts { resolve(advert) { key, _ in key == id } }
         return events
     }
@@ -115,7 +135,9 @@ final class SimulatedDirectory: Sendable {
     /// again, and report what changed (as Avahi's resolvers, started afresh, do).
     private func refresh(_ peerID: UUID, serviceType: String, process: SimulationScheduler.HostID) {
         let adverts = state.withLockedValue { state in
-            state.adverts.filter { $0.value.serviceType == serviceType && Self.peerID($0.value.txt) == peerID }.map(\.key).sorted()
+            state.adverts.filter { $0.value.serviceType == serviceType && Self.peerID($0.value.txt) == peerID }.map(
+                \.key
+            ).sorted()
         }
         for advert in adverts { resolve(advert) { _, browser in browser.process == process } }
     }
@@ -140,13 +162,26 @@ final class SimulatedDirectory: Sendable {
         let process: SimulationScheduler.HostID
 
         func browser(for serviceType: ServiceType, localPeerID: UUID) -> any PeerDiscovery {
-            Browsing(directory: directory, process: process, serviceType: serviceType.rawValue, localPeerID: localPeerID)
+            Browsing(
+                directory: directory,
+                process: process,
+                serviceType: serviceType.rawValue,
+                localPeerID: localPeerID
+            )
         }
 
         func advertise(_ serviceType: ServiceType, port: Int, txt: AdvertTXT) throws -> any Advertisement {
-            Advertising(directory: directory, advert: Advert(
-                machine: machine, process: process, serviceType: serviceType.rawValue, address: machine.address, port: port,
-                txt: txt.entries.map { Array($0.utf8) }))
+            Advertising(
+                directory: directory,
+                advert: Advert(
+                    machine: machine,
+                    process: process,
+                    serviceType: serviceType.rawValue,
+                    address: machine.address,
+                    port: port,
+                    txt: txt.entries.map { Array($0.utf8) }
+                )
+            )
         }
     }
 
@@ -175,7 +210,11 @@ final class SimulatedDirectory: Sendable {
             (events, continuation) = AsyncStream<AdvertisementEvent>.makeStream()
             self.directory = directory
             id = NIOLockedValueBox(directory.publish(advert))
-            continuation.yield(.established(instanceName: (try? AdvertTXT(entries: advert.txt).peerID.uuidString.lowercased()) ?? "peer"))
+            continuation.yield(
+                .established(
+                    instanceName: (try? AdvertTXT(entries: advert.txt).peerID.uuidString.lowercased()) ?? "peer"
+                )
+            )
         }
 
         func stop() {

@@ -104,7 +104,9 @@ final class SimulatedNetwork: @unchecked Sendable {
     func listen(_ listener: SimulatedListener, on machine: SimulatedMachine, port: Int) throws -> Int {
         var port = port
         if port == 0 {
-            repeat { port = machine.ephemeralPort() } while machine.addresses.contains { listeners[ListenKey(address: $0, port: port)] != nil }
+            repeat {
+                port = machine.ephemeralPort()
+            } while machine.addresses.contains { listeners[ListenKey(address: $0, port: port)] != nil }
         }
         guard !machine.addresses.contains(where: { listeners[ListenKey(address: $0, port: port)] != nil }) else {
             throw IOError(errnoCode: EADDRINUSE, reason: "bind")
@@ -199,7 +201,9 @@ final class SimulatedNetwork: @unchecked Sendable {
             }
         }
         var unused: Int64 = 0
-        guard let target = machine(at: address), let arrival = cross(from: socket.local, to: address, length: 0, after: &unused) else { return }
+        guard let target = machine(at: address),
+            let arrival = cross(from: socket.local, to: address, length: 0, after: &unused)
+        else { return }
         _ = scheduler.schedule(nil, at: arrival) { [self] in
             guard let target = machine(at: address), target === self.machine(at: address) else { return }
             var unused: Int64 = 0
@@ -211,14 +215,16 @@ final class SimulatedNetwork: @unchecked Sendable {
                 return
             }
             // A retransmitted SYN finds the connection it made.
-            let accepted = listener.connection(from: socket) ?? {
-                let accepted = SimulatedSocket(network: self, machine: target, local: address, localPort: port)
-                accepted.connect(to: socket, userTimeout: nil)
-                listener.arrived(accepted, from: socket)
-                // Long after the dialler's last SYN could come.
-                _ = scheduler.schedule(nil, at: scheduler.now + 10_000_000_000) { listener.forget(socket) }
-                return accepted
-            }()
+            let accepted =
+                listener.connection(from: socket)
+                ?? {
+                    let accepted = SimulatedSocket(network: self, machine: target, local: address, localPort: port)
+                    accepted.connect(to: socket, userTimeout: nil)
+                    listener.arrived(accepted, from: socket)
+                    // Long after the dialler's last SYN could come.
+                    _ = scheduler.schedule(nil, at: scheduler.now + 10_000_000_000) { listener.forget(socket) }
+                    return accepted
+                }()
             if let back = cross(from: address, to: socket.local, length: 0, after: &unused) {
                 _ = scheduler.schedule(nil, at: back) { socket.established(with: accepted) }
             }

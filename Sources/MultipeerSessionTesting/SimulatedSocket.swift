@@ -19,7 +19,9 @@ final class SimulatedSocket: @unchecked Sendable {
         var offset: UInt64
         var bytes: ByteBuffer
         var fin: Bool
-        var segments: UInt32 { UInt32(max(1, (bytes.readableBytes + SimulatedNetwork.segmentSize - 1) / SimulatedNetwork.segmentSize)) }
+        var segments: UInt32 {
+            UInt32(max(1, (bytes.readableBytes + SimulatedNetwork.segmentSize - 1) / SimulatedNetwork.segmentSize))
+        }
         var end: UInt64 { offset + UInt64(bytes.readableBytes) + (fin ? 1 : 0) }
     }
 
@@ -136,19 +138,30 @@ final class SimulatedSocket: @unchecked Sendable {
     }
 
     private func send(_ segment: Segment, to peer: SimulatedSocket) {
-        guard let arrival = network.cross(from: local, to: peer.local, length: segment.bytes.readableBytes, after: &departures) else { return }
+        guard
+            let arrival = network.cross(
+                from: local,
+                to: peer.local,
+                length: segment.bytes.readableBytes,
+                after: &departures
+            )
+        else { return }
         lastArrival = max(lastArrival, arrival)
         _ = network.scheduler.schedule(nil, at: lastArrival) { [self] in peer.arrived(segment, from: self) }
     }
 
     private var retransmissionTimeout: Int64 {
-        let base = max(SimulatedNetwork.retransmissionTimeout.lowerBound, 3 * network.roundTrip(local, remote?.address ?? local))
+        let base = max(
+            SimulatedNetwork.retransmissionTimeout.lowerBound,
+            3 * network.roundTrip(local, remote?.address ?? local)
+        )
         return min(base << min(backoff, 6), SimulatedNetwork.retransmissionTimeout.upperBound)
     }
 
     private func armRetransmission() {
         guard retransmissionTimer == nil, !inFlight.isEmpty else { return }
-        retransmissionTimer = network.scheduler.schedule(nil, at: network.scheduler.now + retransmissionTimeout) { [self] in
+        retransmissionTimer = network.scheduler.schedule(nil, at: network.scheduler.now + retransmissionTimeout) {
+            [self] in
             retransmissionTimer = nil
             retransmit()
         }
@@ -356,7 +369,10 @@ final class SimulatedSocket: @unchecked Sendable {
     }
 
     /// What Linux's TCP_INFO would say of this socket.
-    func transportReading() -> (outOfOrder: UInt32, retransmitted: UInt32, unacknowledged: UInt32, recovering: Bool, sinceHeard: Int64, sinceDataArrived: Int64) {
+    func transportReading() -> (
+        outOfOrder: UInt32, retransmitted: UInt32, unacknowledged: UInt32, recovering: Bool, sinceHeard: Int64,
+        sinceDataArrived: Int64
+    ) {
         let now = network.scheduler.now
         return (
             outOfOrderSegments, retransmittedSegments, inFlight.reduce(0) { $0 + $1.segments }, backoff > 0,

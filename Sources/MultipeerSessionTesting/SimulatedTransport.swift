@@ -9,12 +9,21 @@ struct SimulatedTransport: LinkTransport {
     let network: SimulatedNetwork
 
     func connect<Link: Sendable>(
-        host: String, port: Int, on eventLoop: any EventLoop, timeout: Duration, options: TransportOptions,
+        host: String,
+        port: Int,
+        on eventLoop: any EventLoop,
+        timeout: Duration,
+        options: TransportOptions,
         _ initialize: @escaping @Sendable (any Channel) throws -> Link
     ) async throws -> Link {
         let (network, machine, loop) = (network, machine, loop)
         return try await loop.flatSubmit {
-            let socket = SimulatedSocket(network: network, machine: machine, local: machine.address, localPort: machine.ephemeralPort())
+            let socket = SimulatedSocket(
+                network: network,
+                machine: machine,
+                local: machine.address,
+                localPort: machine.ephemeralPort()
+            )
             socket.userTimeout = options.userTimeout?.nanoseconds
             let channel = SimulatedChannel(loop: loop, socket: socket, remote: (host, port))
             let link: Link
@@ -32,7 +41,10 @@ struct SimulatedTransport: LinkTransport {
     }
 
     func listen<Accepted: Sendable>(
-        host: String?, port: Int, on eventLoop: any EventLoop, options: TransportOptions,
+        host: String?,
+        port: Int,
+        on eventLoop: any EventLoop,
+        options: TransportOptions,
         _ initialize: @escaping @Sendable (any Channel) throws -> Accepted
     ) async throws -> any ListeningSocket<Accepted> {
         let (network, machine, loop) = (network, machine, loop)

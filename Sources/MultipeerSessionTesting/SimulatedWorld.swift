@@ -1,6 +1,6 @@
 import Foundation
-public import MultipeerSession
 import MultipeerCore
+public import MultipeerSession
 import NIOConcurrencyHelpers
 import NIOCore
 
@@ -47,7 +47,12 @@ public final class SimulatedWorld: Sendable {
     public func addHost(_ name: String) -> SimulatedHost {
         hosts.withLockedValue { hosts in
             let number = hosts.count + 1
-            let host = SimulatedHost(world: self, name: name, number: number, address: "198.18.\(number / 256).\(number % 256)")
+            let host = SimulatedHost(
+                world: self,
+                name: name,
+                number: number,
+                address: "198.18.\(number / 256).\(number % 256)"
+            )
             hosts.append(host)
             return host
         }
@@ -150,7 +155,8 @@ public final class SimulatedWorld: Sendable {
     /// - Throws: ``SimulationTimeout`` if `body` had not returned within `limit` (it is then
     ///   cancelled), or what `body` threw.
     public func run<Value: Sendable>(
-        within limit: Duration, _ body: @escaping @Sendable () async throws -> Value
+        within limit: Duration,
+        _ body: @escaping @Sendable () async throws -> Value
     ) async throws -> Value {
         let outcome = NIOLockedValueBox<Result<Value, any Error>?>(nil)
         let task = Task(executorPreference: worldExecutor) {
@@ -174,14 +180,18 @@ public final class SimulatedWorld: Sendable {
     /// ``SimulatedPartition/heal()`` undoes it, and ``heal()`` every partition at once.
     @discardableResult
     public func partition(_ side: [SimulatedHost], from otherSide: [SimulatedHost]? = nil) async -> SimulatedPartition {
-        let what = "\(side.map(\.name).joined(separator: ", ")) cut off from \(otherSide.map { $0.map(\.name).joined(separator: ", ") } ?? "every other host")"
+        let what =
+            "\(side.map(\.name).joined(separator: ", ")) cut off from \(otherSide.map { $0.map(\.name).joined(separator: ", ") } ?? "every other host")"
         let number = cutNumbers.withLockedValue { last in
             last += 1
             return last
         }
         record("fault: \(what) (partition \(number))")
         let cut = SimulatedNetwork.Cut(
-            number: number, side: Set(side.map { ObjectIdentifier($0.machine) }), otherSide: otherSide.map { Set($0.map { ObjectIdentifier($0.machine) }) })
+            number: number,
+            side: Set(side.map { ObjectIdentifier($0.machine) }),
+            otherSide: otherSide.map { Set($0.map { ObjectIdentifier($0.machine) }) }
+        )
         await inWorld { [network] in network.cut(cut) }
         return SimulatedPartition(world: self, number: number)
     }
@@ -222,10 +232,17 @@ extension SimulatedWorld {
     ///     return await world.advertise("_crew._tcp", txt: claims, at: sink.address, port: 7999)
     /// }
     /// ```
-    public func advertise(_ serviceType: String, txt: [String], at address: String, port: Int) async -> SimulatedAdvert {
+    public func advertise(_ serviceType: String, txt: [String], at address: String, port: Int) async -> SimulatedAdvert
+    {
         record("fault: an advert of no session, for \(address):\(port): \(txt.joined(separator: " "))")
         let advert = SimulatedDirectory.Advert(
-            machine: nil, process: nil, serviceType: serviceType, address: address, port: port, txt: txt.map { Array($0.utf8) })
+            machine: nil,
+            process: nil,
+            serviceType: serviceType,
+            address: address,
+            port: port,
+            txt: txt.map { Array($0.utf8) }
+        )
         let id = await inWorld { [directory] in directory.publish(advert) }
         return SimulatedAdvert(world: self, id: id)
     }
@@ -307,8 +324,12 @@ public final class SimulatedHost: Sendable {
         self.name = name
         self.number = number
         self.machine = SimulatedMachine(address: address)
-        var random = SplitMix64(seed: world.seed ^ name.utf8.reduce(0xcbf2_9ce4_8422_2325) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 })
-        identity = try! PeerIdentity(rawPrivateKey: (0..<4).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } })
+        var random = SplitMix64(
+            seed: world.seed ^ name.utf8.reduce(0xcbf2_9ce4_8422_2325) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
+        )
+        identity = try! PeerIdentity(
+            rawPrivateKey: (0..<4).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } }
+        )
         state = NIOLockedValueBox(State(process: Self.process(in: world, name: name), addresses: [address]))
         let (network, machine) = (world.network, machine)
         world.scheduler.enqueue(nil) { network.assign(address, to: machine) }
@@ -337,14 +358,21 @@ public final class SimulatedHost: Sendable {
             clock: SimulatedClock(scheduler: world.scheduler, host: process, origin: world.origin),
             transport: SimulatedTransport(machine: machine, loop: loop, network: world.network),
             directory: { _, _ in world.directory.view(from: machine, process: process) },
-            incarnation: { [self] in nextIncarnation() }, random: RandomSource(seed: world.nextSeed()), offload: EventLoopExecutor(loop),
-            blockingWork: { work in loop.execute(work) }, fileQueue: { _ in LoopFileQueue(loop: loop) })
+            incarnation: { [self] in nextIncarnation() },
+            random: RandomSource(seed: world.nextSeed()),
+            offload: EventLoopExecutor(loop),
+            blockingWork: { work in loop.execute(work) },
+            fileQueue: { _ in LoopFileQueue(loop: loop) }
+        )
     }
 
     /// Makes a session in this host's process: as `MultipeerSession(configuration:identity:)`
     /// makes one, but in this world (its DNS-SD, TCP and time). By default with the host's
     /// ``identity``, as a device's identity file keeps it across restarts.
-    public func makeSession(configuration: MultipeerSession.Configuration, identity: PeerIdentity? = nil) -> MultipeerSession {
+    public func makeSession(
+        configuration: MultipeerSession.Configuration,
+        identity: PeerIdentity? = nil
+    ) -> MultipeerSession {
         MultipeerSession(configuration: configuration, identity: identity ?? self.identity, environment: environment)
     }
 
@@ -409,7 +437,12 @@ public final class SimulatedHost: Sendable {
 
     /// Wakes the machine ``sleep()`` put to sleep: its network first, then its process, late.
     public func wake() async {
-        guard let cut = state.withLockedValue({ state in defer { state.asleep = nil }; return state.asleep }) else { return }
+        guard
+            let cut = state.withLockedValue({ state in
+                defer { state.asleep = nil }
+                return state.asleep
+            })
+        else { return }
         world.record("fault: awake", on: self)
         await cut.heal()
         world.scheduler.thaw(process.loop.host)
@@ -451,9 +484,16 @@ public final class SimulatedHost: Sendable {
     /// Gives every path to and from this host a delay (`latency` each way, plus up to
     /// `jitter`), a loss rate (0 to 1) and a bandwidth (bytes a second; nil: unlimited).
     public func impair(latency: Duration, jitter: Duration = .zero, loss: Double = 0, bandwidth: Int? = nil) async {
-        world.record("fault: paths impaired (\(latency) +- \(jitter), loss \(loss), bandwidth \(bandwidth.map { "\($0) B/s" } ?? "unlimited"))", on: self)
+        world.record(
+            "fault: paths impaired (\(latency) +- \(jitter), loss \(loss), bandwidth \(bandwidth.map { "\($0) B/s" } ?? "unlimited"))",
+            on: self
+        )
         let path = SimulatedNetwork.Path(
-            latency: latency.nanoseconds, jitter: jitter.nanoseconds, loss: loss, bandwidth: bandwidth.map(Int64.init))
+            latency: latency.nanoseconds,
+            jitter: jitter.nanoseconds,
+            loss: loss,
+            bandwidth: bandwidth.map(Int64.init)
+        )
         let (network, machine) = (world.network, machine)
         await world.inWorld { network.impair(machine, path) }
     }
@@ -499,7 +539,10 @@ public final class SimulatedHost: Sendable {
         let now = Int64(world.now.nanoseconds)
         return state.withLockedValue { state in
             let wallClock = UInt64(max(0, SimulatedWorld.wallClockOrigin + now + state.clockOffset))
-            state.lastIncarnation = max(wallClock / 1_000 * 1_000 + UInt64(number % 1_000), state.lastIncarnation + 1_000)
+            state.lastIncarnation = max(
+                wallClock / 1_000 * 1_000 + UInt64(number % 1_000),
+                state.lastIncarnation + 1_000
+            )
             return state.lastIncarnation
         }
     }

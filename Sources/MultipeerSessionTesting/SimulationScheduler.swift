@@ -169,7 +169,11 @@ final class SimulationScheduler: @unchecked Sendable {
         await withCheckedContinuation { continuation in
             self.condition.lock()
             precondition(run == nil, "one run at a time")
-            run = Run(limit: nanoseconds + duration, condition: condition, finished: { continuation.resume(returning: $0) })
+            run = Run(
+                limit: nanoseconds + duration,
+                condition: condition,
+                finished: { continuation.resume(returning: $0) }
+            )
             self.condition.signal()
             self.condition.unlock()
         }

@@ -22,7 +22,10 @@ public struct KeyRing: Sendable, Hashable, CustomStringConvertible {
         guard !keys.isEmpty else { throw MultipeerError(.invalidKey, "a key ring needs at least one key") }
         var identities: Set<String> = []
         for key in keys where !identities.insert(key.identity).inserted {
-            throw MultipeerError(.invalidKey, "two keys of the ring have the identity \"\(key.identity)\"; each key needs its own")
+            throw MultipeerError(
+                .invalidKey,
+                "two keys of the ring have the identity \"\(key.identity)\"; each key needs its own"
+            )
         }
         self.keys = keys
     }
@@ -52,7 +55,10 @@ public struct KeyRing: Sendable, Hashable, CustomStringConvertible {
             }
         }
         guard !keys.isEmpty else {
-            throw MultipeerError(.invalidKey, "the key file \(path) holds no key; it needs lines IDENTITY:HEXKEY (as psktool writes)")
+            throw MultipeerError(
+                .invalidKey,
+                "the key file \(path) holds no key; it needs lines IDENTITY:HEXKEY (as psktool writes)"
+            )
         }
         do {
             try self.init(keys)
@@ -79,7 +85,10 @@ public struct KeyRing: Sendable, Hashable, CustomStringConvertible {
     /// - Throws: `invalidKey` if the ring does not hold it, or holds nothing else.
     public func removing(identity: String) throws -> KeyRing {
         guard keys.contains(where: { $0.identity == identity }) else {
-            throw MultipeerError(.invalidKey, "the key ring has no key \"\(identity)\"; it holds \(keys.map(\.identity))")
+            throw MultipeerError(
+                .invalidKey,
+                "the key ring has no key \"\(identity)\"; it holds \(keys.map(\.identity))"
+            )
         }
         guard keys.count > 1 else {
             throw MultipeerError(.invalidKey, "\"\(identity)\" is the ring's only key; add its successor first")
@@ -95,7 +104,13 @@ public struct KeyRing: Sendable, Hashable, CustomStringConvertible {
         defer { multipeer_secure_zero(&text, text.count) }
         for key in keys { key.appendLine(to: &text) }
         do {
-            try ProtectedFile.create(path, contents: text, what: "the key file", code: .invalidKey, replacing: replacing)
+            try ProtectedFile.create(
+                path,
+                contents: text,
+                what: "the key file",
+                code: .invalidKey,
+                replacing: replacing
+            )
         } catch is ProtectedFile.FileExists {
             throw MultipeerError(.invalidKey, "the key file \(path) exists already; it is never overwritten")
         }

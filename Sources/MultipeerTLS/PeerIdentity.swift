@@ -49,7 +49,8 @@ public struct PeerIdentity: Sendable, CustomStringConvertible, CustomDebugString
         guard let raw = Self.privateKey(fromPEM: contents) else {
             throw MultipeerError(
                 .invalidKey,
-                "the identity file \(path) does not hold an Ed25519 private key in PKCS #8 PEM (\"-----BEGIN PRIVATE KEY-----\", as `openssl genpkey -algorithm ed25519` writes)")
+                "the identity file \(path) does not hold an Ed25519 private key in PKCS #8 PEM (\"-----BEGIN PRIVATE KEY-----\", as `openssl genpkey -algorithm ed25519` writes)"
+            )
         }
         try self.init(rawPrivateKey: raw)
     }
@@ -75,7 +76,9 @@ public struct PeerIdentity: Sendable, CustomStringConvertible, CustomDebugString
     public func write(toFile path: String) throws {
         var der = Self.pkcs8Prefix + privateKey.rawRepresentation
         defer { multipeer_secure_zero(&der, der.count) }
-        var pem = Array("-----BEGIN PRIVATE KEY-----\n\(Data(der).base64EncodedString())\n-----END PRIVATE KEY-----\n".utf8)
+        var pem = Array(
+            "-----BEGIN PRIVATE KEY-----\n\(Data(der).base64EncodedString())\n-----END PRIVATE KEY-----\n".utf8
+        )
         defer { multipeer_secure_zero(&pem, pem.count) }
         do {
             try ProtectedFile.create(path, contents: pem, what: "the identity file", code: .invalidKey)
@@ -100,13 +103,14 @@ public struct PeerIdentity: Sendable, CustomStringConvertible, CustomDebugString
         Array(try privateKey.signature(for: message))
     }
 
-
     /// The peer ID and key fingerprint; never the private key.
     public var description: String { "PeerIdentity(peerID: \(peerID), fingerprint: \(key.fingerprint))" }
     /// Same as ``description``.
     public var debugDescription: String { description }
     /// Shows the peer ID and public key only.
-    public var customMirror: Mirror { Mirror(self, children: ["peerID": peerID, "key": key, "privateKey": "<redacted>"]) }
+    public var customMirror: Mirror {
+        Mirror(self, children: ["peerID": peerID, "key": key, "privateKey": "<redacted>"])
+    }
 
     /// PKCS #8 v1 for an Ed25519 key (RFC 8410): SEQUENCE { version 0, AlgorithmIdentifier
     /// { 1.3.101.112 }, OCTET STRING { OCTET STRING { 32 key bytes } } }, before the key bytes.
@@ -119,8 +123,9 @@ public struct PeerIdentity: Sendable, CustomStringConvertible, CustomDebugString
         guard let text = String(validating: contents, as: UTF8.self) else { return nil }
         let lines = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
         guard let begin = lines.firstIndex(of: "-----BEGIN PRIVATE KEY-----"),
-              let end = lines.firstIndex(of: "-----END PRIVATE KEY-----"), begin < end,
-              let der = Data(base64Encoded: lines[(begin + 1)..<end].joined()) else { return nil }
+            let end = lines.firstIndex(of: "-----END PRIVATE KEY-----"), begin < end,
+            let der = Data(base64Encoded: lines[(begin + 1)..<end].joined())
+        else { return nil }
         let bytes = [UInt8](der)
         guard bytes.count == pkcs8Prefix.count + 32, bytes.starts(with: pkcs8Prefix) else { return nil }
         return Array(bytes.suffix(32))
@@ -130,13 +135,23 @@ public struct PeerIdentity: Sendable, CustomStringConvertible, CustomDebugString
 extension Hello {
     /// A HELLO for `identity`: its peer ID and public key, with the other fields as given.
     package init(
-        identity: PeerIdentity, incarnation: UInt64, displayName: String, metadata: [String: String] = [:],
-        keepalive: KeepaliveParameters = KeepaliveParameters(), maximumFrameLength: Int = Frame.defaultMaximumLength,
+        identity: PeerIdentity,
+        incarnation: UInt64,
+        displayName: String,
+        metadata: [String: String] = [:],
+        keepalive: KeepaliveParameters = KeepaliveParameters(),
+        maximumFrameLength: Int = Frame.defaultMaximumLength,
         maximumMessageLength: Int? = nil
     ) throws {
         try self.init(
-            peerID: identity.peerID, key: identity.key, incarnation: incarnation, displayName: displayName,
-            metadata: metadata, keepalive: keepalive, maximumFrameLength: maximumFrameLength,
-            maximumMessageLength: maximumMessageLength)
+            peerID: identity.peerID,
+            key: identity.key,
+            incarnation: incarnation,
+            displayName: displayName,
+            metadata: metadata,
+            keepalive: keepalive,
+            maximumFrameLength: maximumFrameLength,
+            maximumMessageLength: maximumMessageLength
+        )
     }
 }

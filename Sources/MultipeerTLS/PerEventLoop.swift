@@ -1,5 +1,5 @@
-package import NIOCore
 import NIOConcurrencyHelpers
+package import NIOCore
 
 /// One `Value` for each event loop, made on first use and kept for as long as the process runs
 /// (an event loop lives as long as its group, and this keeps the loop and a few hundred bytes per

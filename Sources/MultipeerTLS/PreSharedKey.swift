@@ -9,7 +9,8 @@ import MultipeerCore
 /// The key bytes live in memory of their own that is zeroed when the last copy of the key is
 /// released. They are never printed: `description`, `debugDescription` and `dump` show the
 /// identity only.
-public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable
+{
     /// The fewest key bytes accepted.
     public static let minimumKeyLength = 16
     /// The identity used when none is given.
@@ -24,7 +25,9 @@ public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomD
         try Self.validate(identity: identity)
         guard key.count >= Self.minimumKeyLength else {
             throw MultipeerError(
-                .invalidKey, "a pre-shared key needs at least \(Self.minimumKeyLength) bytes; this one has \(key.count)")
+                .invalidKey,
+                "a pre-shared key needs at least \(Self.minimumKeyLength) bytes; this one has \(key.count)"
+            )
         }
         self.identity = identity
         self.key = SecretBytes(key)
@@ -45,8 +48,11 @@ public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomD
         guard !passphrase.isEmpty else { throw MultipeerError(.invalidKey, "the passphrase is empty") }
         self.identity = identity
         self.key = try SecretBytes.pbkdf2SHA256(
-            password: Array(passphrase.utf8), salt: Array("MultipeerSession PSK v2:\(identity)".utf8),
-            iterations: Self.passphraseIterations, length: 32)
+            password: Array(passphrase.utf8),
+            salt: Array("MultipeerSession PSK v2:\(identity)".utf8),
+            iterations: Self.passphraseIterations,
+            length: 32
+        )
     }
 
     /// Loads a key file in GnuTLS psktool's format: one line `IDENTITY:HEXKEY` (``KeyRing``
@@ -59,7 +65,9 @@ public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomD
         let ring = try KeyRing(contentsOfFile: path)
         guard ring.keys.count == 1 else {
             throw MultipeerError(
-                .invalidKey, "the key file \(path) must hold one line IDENTITY:HEXKEY (as psktool writes); a file of several is a KeyRing")
+                .invalidKey,
+                "the key file \(path) must hold one line IDENTITY:HEXKEY (as psktool writes); a file of several is a KeyRing"
+            )
         }
         self = ring.keys[0]
     }
@@ -80,7 +88,10 @@ public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomD
     }
 
     /// A new random key of `length` bytes from GnuTLS's key-grade random generator.
-    public static func generate(identity: String = PreSharedKey.defaultIdentity, length: Int = 32) throws -> PreSharedKey {
+    public static func generate(
+        identity: String = PreSharedKey.defaultIdentity,
+        length: Int = 32
+    ) throws -> PreSharedKey {
         var bytes = [UInt8](repeating: 0, count: max(length, minimumKeyLength))
         defer { multipeer_secure_zero(&bytes, bytes.count) }
         let status = gnutls_rnd(GNUTLS_RND_KEY, &bytes, bytes.count)
@@ -108,9 +119,12 @@ public struct PreSharedKey: Sendable, Hashable, CustomStringConvertible, CustomD
 
     static func validate(identity: String) throws {
         guard !identity.isEmpty, identity.utf8.count <= 128,
-              !identity.contains(":"), !identity.contains(where: \.isNewline) else {
+            !identity.contains(":"), !identity.contains(where: \.isNewline)
+        else {
             throw MultipeerError(
-                .invalidKey, "a PSK identity must be 1 to 128 bytes without ':' or line breaks; got \"\(identity)\"")
+                .invalidKey,
+                "a PSK identity must be 1 to 128 bytes without ':' or line breaks; got \"\(identity)\""
+            )
         }
     }
 }
@@ -156,10 +170,22 @@ final class SecretBytes: @unchecked Sendable, Hashable {
         let result = SecretBytes(storage: output)
         let status = password.withUnsafeMutableBytes { passwordBytes in
             salt.withUnsafeBytes { saltBytes in
-                var key = gnutls_datum_t(data: passwordBytes.bindMemory(to: UInt8.self).baseAddress, size: UInt32(passwordBytes.count))
+                var key = gnutls_datum_t(
+                    data: passwordBytes.bindMemory(to: UInt8.self).baseAddress,
+                    size: UInt32(passwordBytes.count)
+                )
                 var saltDatum = gnutls_datum_t(
-                    data: UnsafeMutablePointer(mutating: saltBytes.bindMemory(to: UInt8.self).baseAddress), size: UInt32(saltBytes.count))
-                return gnutls_pbkdf2(GNUTLS_MAC_SHA256, &key, &saltDatum, UInt32(iterations), output.baseAddress, length)
+                    data: UnsafeMutablePointer(mutating: saltBytes.bindMemory(to: UInt8.self).baseAddress),
+                    size: UInt32(saltBytes.count)
+                )
+                return gnutls_pbkdf2(
+                    GNUTLS_MAC_SHA256,
+                    &key,
+                    &saltDatum,
+                    UInt32(iterations),
+                    output.baseAddress,
+                    length
+                )
             }
         }
         guard status == 0 else { throw MultipeerError(gnutls: status, .invalidKey, "PBKDF2-HMAC-SHA256 failed") }

@@ -23,13 +23,20 @@ package enum ProtectedFile {
     ///   - what: Names the file in errors ("the key file").
     ///   - code: The error code for every failure.
     /// - Throws: `code`, with a sentence that says how to fix the file.
-    package static func read(_ path: String, protection: Protection, what: String, code: MultipeerError.Code) throws -> [UInt8] {
+    package static func read(
+        _ path: String,
+        protection: Protection,
+        what: String,
+        code: MultipeerError.Code
+    ) throws -> [UInt8] {
         let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else {
             let reason = errno
             if reason == ELOOP {
                 throw MultipeerError(
-                    code, "\(what) \(path) is a symbolic link: name the file itself (its real path), so that nobody can point the link elsewhere")
+                    code,
+                    "\(what) \(path) is a symbolic link: name the file itself (its real path), so that nobody can point the link elsewhere"
+                )
             }
             throw MultipeerError(code, "cannot open \(what) \(path)", underlying: String(cString: strerror(reason)))
         }
@@ -43,16 +50,22 @@ package enum ProtectedFile {
         }
         guard status.st_uid == geteuid() else {
             throw MultipeerError(
-                code, "\(what) \(path) belongs to user \(status.st_uid), not to this process's user (\(geteuid())): give it to this user (chown \(geteuid()) \(path)) or run as its owner")
+                code,
+                "\(what) \(path) belongs to user \(status.st_uid), not to this process's user (\(geteuid())): give it to this user (chown \(geteuid()) \(path)) or run as its owner"
+            )
         }
         let mode = status.st_mode & 0o777
         switch protection {
         case .secret where mode & 0o077 != 0:
             throw MultipeerError(
-                code, "\(what) \(path) can be read or written by others (mode \(String(mode, radix: 8))): make it private with chmod 600 \(path)")
+                code,
+                "\(what) \(path) can be read or written by others (mode \(String(mode, radix: 8))): make it private with chmod 600 \(path)"
+            )
         case .ownerWritable where mode & 0o022 != 0:
             throw MultipeerError(
-                code, "\(what) \(path) can be written by others (mode \(String(mode, radix: 8))): chmod go-w \(path)")
+                code,
+                "\(what) \(path) can be written by others (mode \(String(mode, radix: 8))): chmod go-w \(path)"
+            )
         default:
             break
         }
@@ -62,11 +75,17 @@ package enum ProtectedFile {
         var contents = [UInt8](repeating: 0, count: Int(status.st_size))
         var filled = 0
         while filled < contents.count {
-            let count = contents.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress! + filled, $0.count - filled) }
+            let count = contents.withUnsafeMutableBytes {
+                Glibc.read(descriptor, $0.baseAddress! + filled, $0.count - filled)
+            }
             guard count > 0 else {
                 if count < 0, errno == EINTR { continue }
                 multipeer_secure_zero(&contents, contents.count)
-                throw MultipeerError(code, "cannot read \(what) \(path)", underlying: count < 0 ? String(cString: strerror(errno)) : "it shrank while being read")
+                throw MultipeerError(
+                    code,
+                    "cannot read \(what) \(path)",
+                    underlying: count < 0 ? String(cString: strerror(errno)) : "it shrank while being read"
+                )
             }
             filled += count
         }
@@ -79,7 +98,13 @@ package enum ProtectedFile {
     /// file or the whole new one. Without `replacing`, an existing file is never replaced.
     ///
     /// - Throws: `code`; ``FileExists`` if the file exists (someone else may have just made it).
-    package static func create(_ path: String, contents: [UInt8], what: String, code: MultipeerError.Code, replacing: Bool = false) throws {
+    package static func create(
+        _ path: String,
+        contents: [UInt8],
+        what: String,
+        code: MultipeerError.Code,
+        replacing: Bool = false
+    ) throws {
         let directory = path.lastIndex(of: "/").map { String(path[...$0]) } ?? "./"
         var template = Array("\(directory).multipeer-XXXXXX".utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }

@@ -46,7 +46,9 @@ package final class TLSContext: @unchecked Sendable {
         self.configuration = configuration
         var server: gnutls_psk_server_credentials_t?
         var status = gnutls_psk_allocate_server_credentials(&server)
-        guard status == 0, let server else { throw MultipeerError(gnutls: status, .tlsFailure, "cannot allocate TLS credentials") }
+        guard status == 0, let server else {
+            throw MultipeerError(gnutls: status, .tlsFailure, "cannot allocate TLS credentials")
+        }
         gnutls_psk_set_server_credentials_function2(server, serverPSKCallback)
         var priorities: gnutls_priority_t?
         status = gnutls_priority_init2(&priorities, Self.priorityString, nil, 0)
@@ -76,7 +78,8 @@ package final class TLSContext: @unchecked Sendable {
         try state.withLockedValue { state in
             var clients: [String: ClientCredentials] = [:]
             for key in keys.keys {
-                clients[key.identity] = try state.clients[key.identity].flatMap { $0.key == key ? $0 : nil } ?? ClientCredentials(key)
+                clients[key.identity] =
+                    try state.clients[key.identity].flatMap { $0.key == key ? $0 : nil } ?? ClientCredentials(key)
             }
             state = (keys, clients)
         }
@@ -84,7 +87,9 @@ package final class TLSContext: @unchecked Sendable {
 
     /// The credentials a client offers: the key named `identity`, or the newest.
     func clientCredentials(offering identity: String?) -> ClientCredentials {
-        state.withLockedValue { state in state.clients[identity ?? state.keys.newest.identity] ?? state.clients[state.keys.newest.identity]! }
+        state.withLockedValue { state in
+            state.clients[identity ?? state.keys.newest.identity] ?? state.clients[state.keys.newest.identity]!
+        }
     }
 }
 
@@ -98,8 +103,12 @@ final class ClientCredentials: @unchecked Sendable {
     init(_ key: PreSharedKey) throws {
         var client: gnutls_psk_client_credentials_t?
         var status = gnutls_psk_allocate_client_credentials(&client)
-        guard status == 0, let client else { throw MultipeerError(gnutls: status, .tlsFailure, "cannot allocate TLS credentials") }
-        status = key.withDatums { identity, key in gnutls_psk_set_client_credentials2(client, &identity, &key, GNUTLS_PSK_KEY_RAW) }
+        guard status == 0, let client else {
+            throw MultipeerError(gnutls: status, .tlsFailure, "cannot allocate TLS credentials")
+        }
+        status = key.withDatums { identity, key in
+            gnutls_psk_set_client_credentials2(client, &identity, &key, GNUTLS_PSK_KEY_RAW)
+        }
         guard status == 0 else {
             gnutls_psk_free_client_credentials(client)
             throw MultipeerError(gnutls: status, .tlsFailure, "cannot set up TLS credentials")
@@ -119,9 +128,14 @@ extension PreSharedKey {
         var identityBytes = Array(identity.utf8)
         return identityBytes.withUnsafeMutableBufferPointer { identityPointer in
             key.withUnsafeBytes { keyPointer in
-                var identityDatum = gnutls_datum_t(data: identityPointer.baseAddress, size: UInt32(identityPointer.count))
+                var identityDatum = gnutls_datum_t(
+                    data: identityPointer.baseAddress,
+                    size: UInt32(identityPointer.count)
+                )
                 var keyDatum = gnutls_datum_t(
-                    data: UnsafeMutablePointer(mutating: keyPointer.bindMemory(to: UInt8.self).baseAddress), size: UInt32(keyPointer.count))
+                    data: UnsafeMutablePointer(mutating: keyPointer.bindMemory(to: UInt8.self).baseAddress),
+                    size: UInt32(keyPointer.count)
+                )
                 return body(&identityDatum, &keyDatum)
             }
         }
@@ -133,7 +147,9 @@ extension PreSharedKey {
 /// wrong key and cannot probe for identities; the engine remembers the identity to name it in
 /// its own error.
 private func serverPSKCallback(
-    session: gnutls_session_t?, username: UnsafePointer<gnutls_datum_t>?, key: UnsafeMutablePointer<gnutls_datum_t>?
+    session: gnutls_session_t?,
+    username: UnsafePointer<gnutls_datum_t>?,
+    key: UnsafeMutablePointer<gnutls_datum_t>?
 ) -> Int32 {
     guard let session, let username, let key, let pointer = gnutls_session_get_ptr(session) else { return -1 }
     let engine = Unmanaged<TLSEngine>.fromOpaque(pointer).takeUnretainedValue()

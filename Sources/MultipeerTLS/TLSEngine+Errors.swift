@@ -13,26 +13,31 @@ extension TLSEngine {
         if duringHandshake, role == .server, let identity = offeredUnknownIdentity {
             return error(
                 .authenticationFailed,
-                "\(peer) failed PSK authentication: it offered the identity \"\(identity.printable)\", which none of this session's group keys has (Configuration.keys)")
+                "\(peer) failed PSK authentication: it offered the identity \"\(identity.printable)\", which none of this session's group keys has (Configuration.keys)"
+            )
         }
         switch status {
         case GNUTLS_E_RECEIVED_ILLEGAL_PARAMETER where duringHandshake && role == .server,
-             GNUTLS_E_DECRYPTION_FAILED where duringHandshake:
+            GNUTLS_E_DECRYPTION_FAILED where duringHandshake:
             // The PSK binder (server) or Finished (either side) did not verify: keys differ.
             return error(.authenticationFailed, "\(peer) failed PSK authentication: keys differ")
         case GNUTLS_E_FATAL_ALERT_RECEIVED:
             return describeAlert(duringHandshake: duringHandshake)
         case GNUTLS_E_UNSUPPORTED_VERSION_PACKET where firstBytes.first == 0x16,
-             GNUTLS_E_NO_CIPHER_SUITES, GNUTLS_E_UNKNOWN_CIPHER_SUITE, GNUTLS_E_INSUFFICIENT_CREDENTIALS,
-             GNUTLS_E_NO_COMMON_KEY_SHARE, GNUTLS_E_MISSING_EXTENSION:
+            GNUTLS_E_NO_CIPHER_SUITES, GNUTLS_E_UNKNOWN_CIPHER_SUITE, GNUTLS_E_INSUFFICIENT_CREDENTIALS,
+            GNUTLS_E_NO_COMMON_KEY_SHARE, GNUTLS_E_MISSING_EXTENSION:
             return error(
                 .tlsNegotiationFailed,
-                "\(peer) offered no TLS 1.3 ECDHE-PSK handshake (an older TLS version, or certificates only); this group accepts nothing else")
+                "\(peer) offered no TLS 1.3 ECDHE-PSK handshake (an older TLS version, or certificates only); this group accepts nothing else"
+            )
         case GNUTLS_E_UNEXPECTED_PACKET_LENGTH where inboundEnded && !duringHandshake:
             // At the end of the stream: a short record is one cut off, not a malformed one.
-            return error(.uncleanShutdown, "\(peer) closed the connection without a TLS close_notify, in the middle of a record: \(truncation)")
+            return error(
+                .uncleanShutdown,
+                "\(peer) closed the connection without a TLS close_notify, in the middle of a record: \(truncation)"
+            )
         case GNUTLS_E_UNEXPECTED_PACKET_LENGTH, GNUTLS_E_UNSUPPORTED_VERSION_PACKET, GNUTLS_E_UNEXPECTED_PACKET,
-             GNUTLS_E_RECORD_OVERFLOW:
+            GNUTLS_E_RECORD_OVERFLOW:
             if duringHandshake && !looksLikeTLS {
                 return error(.notTLS, "\(peer) sent data that is not TLS\(firstBytesSummary)")
             }
@@ -53,12 +58,20 @@ extension TLSEngine {
         let alert = "alert \(lastAlertName) (\(lastAlert.rawValue))"
         switch lastAlert {
         case GNUTLS_A_ILLEGAL_PARAMETER where duringHandshake && role == .client,
-             GNUTLS_A_DECRYPT_ERROR where duringHandshake,
-             GNUTLS_A_BAD_RECORD_MAC where duringHandshake,
-             GNUTLS_A_UNKNOWN_PSK_IDENTITY:
-            return MultipeerError(.authenticationFailed, "\(peer) refused PSK authentication: keys differ", underlying: alert)
+            GNUTLS_A_DECRYPT_ERROR where duringHandshake,
+            GNUTLS_A_BAD_RECORD_MAC where duringHandshake,
+            GNUTLS_A_UNKNOWN_PSK_IDENTITY:
+            return MultipeerError(
+                .authenticationFailed,
+                "\(peer) refused PSK authentication: keys differ",
+                underlying: alert
+            )
         case GNUTLS_A_PROTOCOL_VERSION, GNUTLS_A_HANDSHAKE_FAILURE, GNUTLS_A_INSUFFICIENT_SECURITY:
-            return MultipeerError(.tlsNegotiationFailed, "\(peer) refused the TLS 1.3 ECDHE-PSK handshake", underlying: alert)
+            return MultipeerError(
+                .tlsNegotiationFailed,
+                "\(peer) refused the TLS 1.3 ECDHE-PSK handshake",
+                underlying: alert
+            )
         default:
             return MultipeerError(.alertReceived, "\(peer) ended TLS with a fatal alert", underlying: alert)
         }
@@ -86,7 +99,11 @@ extension TLSEngine {
 extension String {
     /// The string with control characters escaped, safe for one log line.
     var printable: String {
-        String(unicodeScalars.flatMap { $0.properties.generalCategory == .control ? Array($0.escaped(asASCII: true).unicodeScalars) : [$0] }.map(Character.init))
+        String(
+            unicodeScalars.flatMap {
+                $0.properties.generalCategory == .control ? Array($0.escaped(asASCII: true).unicodeScalars) : [$0]
+            }.map(Character.init)
+        )
     }
 
     func leftPadded(to width: Int) -> String {

@@ -53,7 +53,12 @@ package final class TLSEngine {
     private var failure: MultipeerError?
 
     /// - Parameter identity: For a client, the key of the ring it offers (nil: the newest).
-    package init(role: Role, context: TLSContext, allocator: ByteBufferAllocator = ByteBufferAllocator(), offering identity: String? = nil) throws {
+    package init(
+        role: Role,
+        context: TLSContext,
+        allocator: ByteBufferAllocator = ByteBufferAllocator(),
+        offering identity: String? = nil
+    ) throws {
         self.role = role
         self.context = context
         self.clientCredentials = role == .client ? context.clientCredentials(offering: identity) : nil
@@ -61,15 +66,24 @@ package final class TLSEngine {
         self.inbound = allocator.buffer(capacity: 0)
         self.outbound = allocator.buffer(capacity: 0)
         var session: gnutls_session_t?
-        let flags = UInt32(role == .server ? GNUTLS_SERVER : GNUTLS_CLIENT) | UInt32(GNUTLS_NONBLOCK) | UInt32(GNUTLS_NO_TICKETS)
+        let flags =
+            UInt32(role == .server ? GNUTLS_SERVER : GNUTLS_CLIENT) | UInt32(GNUTLS_NONBLOCK)
+            | UInt32(GNUTLS_NO_TICKETS)
         var status = gnutls_init(&session, flags)
-        guard status == 0, let session else { throw MultipeerError(gnutls: status, .tlsFailure, "cannot create a TLS session") }
+        guard status == 0, let session else {
+            throw MultipeerError(gnutls: status, .tlsFailure, "cannot create a TLS session")
+        }
         self.session = session
         status = gnutls_priority_set(session, context.priorities)
         if status == 0 {
-            status = role == .server
+            status =
+                role == .server
                 ? gnutls_credentials_set(session, GNUTLS_CRD_PSK, UnsafeMutableRawPointer(context.serverCredentials))
-                : gnutls_credentials_set(session, GNUTLS_CRD_PSK, UnsafeMutableRawPointer(clientCredentials!.credentials))
+                : gnutls_credentials_set(
+                    session,
+                    GNUTLS_CRD_PSK,
+                    UnsafeMutableRawPointer(clientCredentials!.credentials)
+                )
         }
         guard status == 0 else {
             gnutls_deinit(session)
@@ -94,7 +108,11 @@ package final class TLSEngine {
     package func receive(_ ciphertext: ByteBuffer) {
         var ciphertext = ciphertext
         if firstBytes.count < 16 {
-            firstBytes += ciphertext.getBytes(at: ciphertext.readerIndex, length: min(16 - firstBytes.count, ciphertext.readableBytes)) ?? []
+            firstBytes +=
+                ciphertext.getBytes(
+                    at: ciphertext.readerIndex,
+                    length: min(16 - firstBytes.count, ciphertext.readableBytes)
+                ) ?? []
         }
         if inbound.readableBytes == 0 {
             inbound = ciphertext
@@ -153,7 +171,8 @@ package final class TLSEngine {
         while true {
             pullFoundNothing = false
             var status = 0
-            plaintext.writeWithUnsafeMutableBytes(minimumWritableBytes: plaintext.writableBytes > 0 ? 1 : 16 * 1024) { buffer in
+            plaintext.writeWithUnsafeMutableBytes(minimumWritableBytes: plaintext.writableBytes > 0 ? 1 : 16 * 1024) {
+                buffer in
                 status = gnutls_record_recv(session, buffer.baseAddress, buffer.count)
                 return max(status, 0)
             }
@@ -196,9 +215,13 @@ package final class TLSEngine {
         precondition(isHandshakeComplete, "export before the handshake completed")
         var output = [UInt8](repeating: 0, count: length)
         let status = label.withCString { labelPointer in
-            output.withUnsafeMutableBytes { gnutls_prf_rfc5705(session, strlen(labelPointer), labelPointer, 0, nil, length, $0.baseAddress) }
+            output.withUnsafeMutableBytes {
+                gnutls_prf_rfc5705(session, strlen(labelPointer), labelPointer, 0, nil, length, $0.baseAddress)
+            }
         }
-        guard status == 0 else { throw MultipeerError(gnutls: status, .tlsFailure, "cannot export keying material from the TLS connection") }
+        guard status == 0 else {
+            throw MultipeerError(gnutls: status, .tlsFailure, "cannot export keying material from the TLS connection")
+        }
         return output
     }
 
@@ -217,10 +240,12 @@ package final class TLSEngine {
     /// The negotiated TLS version, key exchange, (EC)DHE group and cipher, by GnuTLS's names.
     package var negotiated: (version: String, keyExchange: String, group: String, cipher: String) {
         func name(_ pointer: UnsafePointer<CChar>?) -> String { pointer.map { String(cString: $0) } ?? "none" }
-        return (name(gnutls_protocol_get_name(gnutls_protocol_get_version(session))),
-                name(gnutls_kx_get_name(gnutls_kx_get(session))),
-                name(gnutls_group_get_name(gnutls_group_get(session))),
-                name(gnutls_cipher_get_name(gnutls_cipher_get(session))))
+        return (
+            name(gnutls_protocol_get_name(gnutls_protocol_get_version(session))),
+            name(gnutls_kx_get_name(gnutls_kx_get(session))),
+            name(gnutls_group_get_name(gnutls_group_get(session))),
+            name(gnutls_cipher_get_name(gnutls_cipher_get(session)))
+        )
     }
 
     /// Records a fatal error, queues the alert that fits it, and returns the error to report.
@@ -254,7 +279,9 @@ package final class TLSEngine {
             return -1
         }
         let count = min(destination.count, inbound.readableBytes)
-        inbound.withUnsafeReadableBytes { destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(count))) }
+        inbound.withUnsafeReadableBytes {
+            destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(count)))
+        }
         inbound.moveReaderIndex(forwardBy: count)
         return count
     }

@@ -90,8 +90,12 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     package func channelInactive(context: ChannelHandlerContext) {
         switch state {
         case .handshaking:
-            context.fireErrorCaught(MultipeerError(
-                .closedDuringHandshake, "\(engine.peerDescription) closed the connection during the TLS handshake"))
+            context.fireErrorCaught(
+                MultipeerError(
+                    .closedDuringHandshake,
+                    "\(engine.peerDescription) closed the connection during the TLS handshake"
+                )
+            )
         case .active:
             // Nobody was closing: the stream ended. With the peer's close_notify last, that is
             // its orderly close; without it, a truncation.
@@ -189,7 +193,9 @@ package final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 return
             }
             state = .active
-            context.fireUserInboundEventTriggered(TLSHandshakeCompleted(negotiated: engine.negotiatedDescription, helloExporter: exporter))
+            context.fireUserInboundEventTriggered(
+                TLSHandshakeCompleted(negotiated: engine.negotiatedDescription, helloExporter: exporter)
+            )
             if flushPending { encryptPending(context: context) }
             readRecords(context: context)
         case .failed(let error):

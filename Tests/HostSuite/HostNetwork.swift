@@ -17,7 +17,11 @@ final class HostNetwork: Sendable {
 
     /// - Parameter ipv6: Whether the hosts have IPv6 (off: IPv4 alone, nothing to fall back on).
     init(names: [String], ipv6: Bool = true) async throws {
-        let tag = "\(getpid())-\(Self.counter.withLockedValue { $0 += 1; return $0 })"
+        let number = Self.counter.withLockedValue {
+            $0 += 1
+            return $0
+        }
+        let tag = "\(getpid())-\(number)"
         bridge = "nlh-bridge-\(tag)"
         try await Self.addNamespace(bridge)
         try await ip("-n", bridge, "link", "add", "br0", "type", "bridge")
@@ -28,15 +32,33 @@ final class HostNetwork: Sendable {
             try await Self.addNamespace(namespace)
             if !ipv6 {
                 for scope in ["all", "default"] {
-                    try await run("/usr/bin/ip", ["netns", "exec", namespace, "sysctl", "-qw", "net.ipv6.conf.\(scope).disable_ipv6=1"])
+                    try await run(
+                        "/usr/bin/ip",
+                        ["netns", "exec", namespace, "sysctl", "-qw", "net.ipv6.conf.\(scope).disable_ipv6=1"]
+                    )
                 }
             }
-            try await ip("link", "add", "eth0", "netns", namespace, "type", "veth", "peer", "name", "port\(index)", "netns", bridge)
+            try await ip(
+                "link",
+                "add",
+                "eth0",
+                "netns",
+                namespace,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "port\(index)",
+                "netns",
+                bridge
+            )
             try await ip("-n", bridge, "link", "set", "port\(index)", "master", "br0", "up")
             try await ip("-n", namespace, "addr", "add", "198.18.0.\(index + 1)/24", "dev", "eth0")
             try await ip("-n", namespace, "link", "set", "eth0", "up")
             try await ip("-n", namespace, "link", "set", "lo", "up")
-            hosts.append(try await Host(name: name, namespace: namespace, address: "198.18.0.\(index + 1)", port: "port\(index)"))
+            hosts.append(
+                try await Host(name: name, namespace: namespace, address: "198.18.0.\(index + 1)", port: "port\(index)")
+            )
         }
         self.hosts = hosts
     }
@@ -49,7 +71,20 @@ final class HostNetwork: Sendable {
         try await ip("-n", bridge, "link", "add", "br1", "type", "bridge")
         try await ip("-n", bridge, "link", "set", "br1", "up")
         for (index, host) in hosts.enumerated() {
-            try await ip("link", "add", "eth1", "netns", host.namespace, "type", "veth", "peer", "name", "second\(index)", "netns", bridge)
+            try await ip(
+                "link",
+                "add",
+                "eth1",
+                "netns",
+                host.namespace,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "second\(index)",
+                "netns",
+                bridge
+            )
             try await ip("-n", bridge, "link", "set", "second\(index)", "master", "br1", "up")
             try await ip("-n", host.namespace, "addr", "add", "198.19.0.\(index + 1)/24", "dev", "eth1")
             try await ip("-n", host.namespace, "link", "set", "eth1", "up")
@@ -70,7 +105,10 @@ final class HostNetwork: Sendable {
         try await ip("-n", bridge, "link", "add", relay, "type", "veth", "peer", "name", bridgeSide)
         try await ip("-n", bridge, "link", "set", bridgeSide, "master", "br0", "up")
         try await ip("-n", bridge, "link", "set", relay, "up")
-        return try BackgroundProcess("/usr/bin/ip", ["netns", "exec", bridge, tool, host.port, relay, "\(loss)", "\(delay)", "\(jitter)"])
+        return try BackgroundProcess(
+            "/usr/bin/ip",
+            ["netns", "exec", bridge, tool, host.port, relay, "\(loss)", "\(delay)", "\(jitter)"]
+        )
     }
 
     /// Takes the relay out again: the host's link is plugged straight into the bridge.
@@ -89,7 +127,9 @@ final class HostNetwork: Sendable {
     /// For an interrupt: removes whatever namespaces are left, killing what runs in them.
     static func teardownAll() {
         for namespace in made.withLockedValue({ $0 }) {
-            system("pids=$(ip netns pids \(namespace) 2>/dev/null); [ -n \"$pids\" ] && kill -9 $pids; ip netns del \(namespace) 2>/dev/null")
+            system(
+                "pids=$(ip netns pids \(namespace) 2>/dev/null); [ -n \"$pids\" ] && kill -9 $pids; ip netns del \(namespace) 2>/dev/null"
+            )
         }
     }
 
@@ -101,7 +141,9 @@ final class HostNetwork: Sendable {
     private static func removeNamespace(_ name: String) async {
         // Whatever still runs in a namespace made here was started here.
         if let pids = try? await runProcess("/usr/bin/ip", ["netns", "pids", name]) {
-            for pid in pids.output.split(whereSeparator: \.isWhitespace).compactMap({ Int32($0) }) { kill(pid, SIGKILL) }
+            for pid in pids.output.split(whereSeparator: \.isWhitespace).compactMap({ Int32($0) }) {
+                kill(pid, SIGKILL)
+            }
         }
         _ = try? await runProcess("/usr/bin/ip", ["netns", "del", name])
         made.withLockedValue { $0.removeAll { $0 == name } }
@@ -117,7 +159,9 @@ func ip(_ arguments: String...) async throws {
 @discardableResult
 func run(_ path: String, _ arguments: [String]) async throws -> String {
     let result = try await runProcess(path, arguments)
-    guard result.status == 0 else { throw HostSuiteError("\(path) \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.output)") }
+    guard result.status == 0 else {
+        throw HostSuiteError("\(path) \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.output)")
+    }
     return result.output
 }
 
@@ -139,7 +183,8 @@ final class Host: Sendable {
     private let runs = NIOLockedValueBox<[NavlogRun]>([])
 
     /// The agent script, found from this executable's place in .build.
-    static let agentScript = ProcessInfo.processInfo.environment["NAVLOG_HOSTS_AGENT"]
+    static let agentScript =
+        ProcessInfo.processInfo.environment["NAVLOG_HOSTS_AGENT"]
         ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("scripts/host-agent.sh").path
 
@@ -149,8 +194,13 @@ final class Host: Sendable {
         self.address = address
         self.port = port
         agent = try BackgroundProcess(
-            "/usr/bin/ip", ["netns", "exec", namespace, "unshare", "--mount", "--uts", "--propagation", "private", Self.agentScript, name],
-            pipes: true)
+            "/usr/bin/ip",
+            [
+                "netns", "exec", namespace, "unshare", "--mount", "--uts", "--propagation", "private", Self.agentScript,
+                name,
+            ],
+            pipes: true
+        )
         var pid: Int32?
         for await line in agent.lines! {
             if line.hasPrefix("ready "), let ready = Int32(line.dropFirst(6)) {
@@ -181,7 +231,10 @@ final class Host: Sendable {
     /// The IPv6 link-local address of eth0 (peers find each other there too).
     func linkLocalAddress() async throws -> String {
         let output = try await exec("ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "link")
-        guard let address = output.split(separator: " ").first(where: { $0.hasPrefix("fe80:") })?.split(separator: "/").first else {
+        guard
+            let address = output.split(separator: " ").first(where: { $0.hasPrefix("fe80:") })?.split(separator: "/")
+                .first
+        else {
             throw HostSuiteError("\(name) has no IPv6 link-local address: \(output)")
         }
         return String(address)
@@ -190,7 +243,11 @@ final class Host: Sendable {
     /// Starts navlog-sync here (again, after a stop or a kill).
     @discardableResult
     func startNavlog(binary: String, arguments: [String]) throws -> NavlogRun {
-        let process = try BackgroundProcess("/usr/bin/nsenter", inside([binary, "run", "--json", "--name", name] + arguments), pipes: true)
+        let process = try BackgroundProcess(
+            "/usr/bin/nsenter",
+            inside([binary, "run", "--json", "--name", name] + arguments),
+            pipes: true
+        )
         let run = NavlogRun(process)
         runs.withLockedValue { $0.append(run) }
         return run
@@ -239,7 +296,10 @@ final class NavlogRun: Sendable {
 
     /// Waits until `find` returns something for the lines so far, checking again as each line
     /// arrives; throws when the output ends without it, or when the task is cancelled (a deadline).
-    func first<T: Sendable>(_ what: String, _ find: @escaping @Sendable ([(line: NavlogLine, at: ContinuousClock.Instant)]) -> T?) async throws -> T {
+    func first<T: Sendable>(
+        _ what: String,
+        _ find: @escaping @Sendable ([(line: NavlogLine, at: ContinuousClock.Instant)]) -> T?
+    ) async throws -> T {
         while true {
             try Task.checkCancellation()
             let (seen, ended) = output.withLockedValue { ($0.lines, $0.ended) }

@@ -26,31 +26,43 @@ struct Report: Encodable {
 
     static func line(_ result: ScenarioResult) -> String {
         guard result.passed else { return "FAILED: \(result.failure ?? "")" }
-        let detection = result.detectionMilliseconds.map { "detected in \(milliseconds($0)) (\(result.reasons.joined(separator: ", "))), " }
+        let detection =
+            result.detectionMilliseconds.map {
+                "detected in \(milliseconds($0)) (\(result.reasons.joined(separator: ", "))), "
+            }
             ?? result.reasons.map { "\($0), " }.joined()
         let twin = result.simulated.map { "; simulated: \(simulated($0))" } ?? ""
-        return "passed: \(detection)back in \(milliseconds(result.rejoinMilliseconds)), \(result.entriesTyped) entries typed, logs identical\(twin)"
+        return
+            "passed: \(detection)back in \(milliseconds(result.rejoinMilliseconds)), \(result.entriesTyped) entries typed, logs identical\(twin)"
     }
 
     /// The simulated twin's figures, in the real run's terms.
     static func simulated(_ outcome: SimulatedTwin.Outcome) -> String {
         let lossy = outcome.teardownsPerMinute.map { String(format: "%.1f teardowns a minute while lossy, ", $0) } ?? ""
-        let detection = outcome.detectionMilliseconds.map { "detected in \(milliseconds($0)) (\(outcome.reasons.joined(separator: ", "))), " } ?? ""
+        let detection =
+            outcome.detectionMilliseconds.map {
+                "detected in \(milliseconds($0)) (\(outcome.reasons.joined(separator: ", "))), "
+            } ?? ""
         let sink = outcome.sinkFailures.map { "\($0) dials failed at the sink, " } ?? ""
         return "\(lossy)\(sink)\(detection)back in \(milliseconds(outcome.rejoinMilliseconds))"
     }
 
     var markdown: String {
-        var text = "| scenario | fault | detection | reason | rejoin | entries typed | entries on each host | simulated twin | verdict |\n"
+        var text =
+            "| scenario | fault | detection | reason | rejoin | entries typed | entries on each host | simulated twin | verdict |\n"
         text += "|---|---|---|---|---|---|---|---|---|\n"
         for result in results {
-            let hosts = result.entriesPerHost.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-            text += "| \(result.scenario) | \(result.fault) | \(Self.milliseconds(result.detectionMilliseconds)) | "
+            let hosts = result.entriesPerHost.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(
+                separator: ", "
+            )
+            text +=
+                "| \(result.scenario) | \(result.fault) | \(Self.milliseconds(result.detectionMilliseconds)) | "
                 + "\(result.reasons.joined(separator: ", ")) | \(Self.milliseconds(result.rejoinMilliseconds)) | \(result.entriesTyped) | "
                 + "\(hosts.isEmpty ? "-" : hosts) | \(result.simulated.map(Self.simulated) ?? "-") | "
                 + "\(result.passed ? "passed" : "FAILED: " + (result.failure ?? "").prefix(200)) |\n"
         }
-        text += "\n\(results.filter(\.passed).count) of \(results.count) scenarios passed in \(String(format: "%.0f", duration.seconds)) s "
+        text +=
+            "\n\(results.filter(\.passed).count) of \(results.count) scenarios passed in \(String(format: "%.0f", duration.seconds)) s "
             + "(\(machine["kernel"] ?? ""), \(machine["cores"] ?? "") cores, \(machine["date"] ?? "")). "
             + "Detection: from the fault to the last observer's peer_left; rejoin: from the heal to the last observer's peer_joined "
             + "(for the avahi restart, until the advert is seen again). Simulated twin: the same fault, as long, in a simulated world of "

@@ -20,8 +20,13 @@ final class ScenarioRun {
     ///   - bystanders: Hosts on the same bridge that run none (a rogue, say).
     ///   - navlogArguments: Arguments for navlog-sync beyond the usual, by host name.
     init(
-        name: String, hostNames: [String], bystanders: [String] = [], ipv6: Bool = true, navlogArguments: [String: [String]] = [:],
-        binary: String, root: String
+        name: String,
+        hostNames: [String],
+        bystanders: [String] = [],
+        ipv6: Bool = true,
+        navlogArguments: [String: [String]] = [:],
+        binary: String,
+        root: String
     ) async throws {
         self.binary = binary
         self.navlogArguments = navlogArguments
@@ -45,7 +50,9 @@ final class ScenarioRun {
     func start(_ host: Host) throws {
         try host.startNavlog(
             binary: binary,
-            arguments: ["--data", database(of: host), "--psk-file", keyFile, "--service", serviceType] + navlogArguments[host.name, default: []])
+            arguments: ["--data", database(of: host), "--psk-file", keyFile, "--service", serviceType]
+                + navlogArguments[host.name, default: []]
+        )
     }
 
     /// Makes `name` resolve to `address` inside `host` (its /etc/hosts, a file of this run
@@ -79,7 +86,9 @@ final class ScenarioRun {
     @discardableResult
     func add(_ host: Host, _ fields: String) async throws -> String {
         let line = try await command(host, "add \(fields)")
-        guard line.event == "entry_applied", let id = line["id"] else { throw HostSuiteError("\(host.name) refused add \(fields): \(line)") }
+        guard line.event == "entry_applied", let id = line["id"] else {
+            throw HostSuiteError("\(host.name) refused add \(fields): \(line)")
+        }
         typed.insert(id)
         return id
     }
@@ -93,7 +102,9 @@ final class ScenarioRun {
     /// Types `edit ID FIELDS` at a host; an edit of an entry deleted meanwhile is refused, which is fine.
     func edit(_ host: Host, _ id: String, _ fields: String) async throws {
         let line = try await command(host, "edit \(id.prefix(8)) \(fields)")
-        guard line.event == "entry_applied" || line["code"] == "unknownEntry" else { throw HostSuiteError("\(host.name) refused an edit: \(line)") }
+        guard line.event == "entry_applied" || line["code"] == "unknownEntry" else {
+            throw HostSuiteError("\(host.name) refused an edit: \(line)")
+        }
     }
 
     /// Sends a command and returns the host's answer: its next local entry_applied or error.
@@ -101,19 +112,28 @@ final class ScenarioRun {
         let before = host.navlog.lines.count
         host.navlog.send(command)
         return try await waitFor("\(host.name) to answer \(command)", at: host) { lines in
-            lines.dropFirst(before).map(\.line).first { ($0.event == "entry_applied" && $0["origin"] == "local") || $0.event == "error" }
+            lines.dropFirst(before).map(\.line).first {
+                ($0.event == "entry_applied" && $0["origin"] == "local") || $0.event == "error"
+            }
         }
     }
 
     /// Waits until each observer reports `peer` gone after `since`; returns the longest
     /// detection time and the reasons given.
-    func waitLeft(_ peer: Host, seenBy observers: [Host], since: ContinuousClock.Instant, timeout: Duration = .seconds(15)) async throws
-        -> (milliseconds: Double, reasons: Set<String>) {
+    func waitLeft(
+        _ peer: Host,
+        seenBy observers: [Host],
+        since: ContinuousClock.Instant,
+        timeout: Duration = .seconds(15)
+    ) async throws
+        -> (milliseconds: Double, reasons: Set<String>)
+    {
         var latest = since
         var reasons: Set<String> = []
         for observer in observers {
             let name = peer.name
-            let found = try await waitFor("\(observer.name) to see \(name) leave", at: observer, timeout: timeout) { lines in
+            let found = try await waitFor("\(observer.name) to see \(name) leave", at: observer, timeout: timeout) {
+                lines in
                 lines.first { $0.at >= since && $0.line.event == "peer_left" && $0.line["peer"] == name }
             }
             latest = max(latest, found.at)
@@ -123,11 +143,17 @@ final class ScenarioRun {
     }
 
     /// Waits until each observer has `peer` active again after `since`; returns the longest wait.
-    func waitJoined(_ peer: Host, seenBy observers: [Host], since: ContinuousClock.Instant, timeout: Duration = .seconds(30)) async throws -> Double {
+    func waitJoined(
+        _ peer: Host,
+        seenBy observers: [Host],
+        since: ContinuousClock.Instant,
+        timeout: Duration = .seconds(30)
+    ) async throws -> Double {
         var latest = since
         for observer in observers {
             let name = peer.name
-            let found = try await waitFor("\(observer.name) to see \(name) again", at: observer, timeout: timeout) { lines in
+            let found = try await waitFor("\(observer.name) to see \(name) again", at: observer, timeout: timeout) {
+                lines in
                 lines.first { $0.at >= since && $0.line.event == "peer_joined" && $0.line["peer"] == name }?.at
             }
             latest = max(latest, found)
@@ -143,14 +169,18 @@ final class ScenarioRun {
         for host in hosts {
             // Earlier runs' lines are all in; the current run's come in as `lines`.
             let earlier = host.history.dropLast()
-            try await waitFor("\(host.name) to hold every entry's latest version", at: host, timeout: timeout) { lines in
-                (earlier + [lines.map(\.line)]).reduce(into: [:]) { $0.merge(NavlogVersion.held(by: $1)) { $1 } } == winners ? true : nil
+            try await waitFor("\(host.name) to hold every entry's latest version", at: host, timeout: timeout) {
+                lines in
+                (earlier + [lines.map(\.line)]).reduce(into: [:]) { $0.merge(NavlogVersion.held(by: $1)) { $1 } }
+                    == winners ? true : nil
             }
         }
         var logs: [String: String] = [:]
         for host in hosts { logs[host.name] = try await run(binary, ["list", "--data", database(of: host), "--json"]) }
         guard Set(logs.values).count == 1 else {
-            throw HostSuiteError("the hosts' logs differ:\n" + logs.map { "\($0.key): \($0.value)" }.joined(separator: "\n"))
+            throw HostSuiteError(
+                "the hosts' logs differ:\n" + logs.map { "\($0.key): \($0.value)" }.joined(separator: "\n")
+            )
         }
         let log = logs.values.first!
         for (id, version) in winners where !version.deleted && !log.contains(id) {
@@ -163,10 +193,16 @@ final class ScenarioRun {
 
     /// Waits until each of `hosts` has applied entry `id` (typed elsewhere); returns the longest
     /// wait from `since`.
-    func waitApplied(_ id: String, at hosts: [Host], since: ContinuousClock.Instant, timeout: Duration = .seconds(30)) async throws -> Double {
+    func waitApplied(
+        _ id: String,
+        at hosts: [Host],
+        since: ContinuousClock.Instant,
+        timeout: Duration = .seconds(30)
+    ) async throws -> Double {
         var latest = since
         for host in hosts {
-            let found = try await waitFor("\(host.name) to apply \(id.prefix(8))", at: host, timeout: timeout) { lines in
+            let found = try await waitFor("\(host.name) to apply \(id.prefix(8))", at: host, timeout: timeout) {
+                lines in
                 lines.first { $0.line.event == "entry_applied" && $0.line["id"] == id }?.at
             }
             latest = max(latest, found)
@@ -197,7 +233,9 @@ final class ScenarioRun {
 /// looking again as each line arrives; throws after `timeout`, or if the run's output ends first.
 @discardableResult
 func waitFor<T: Sendable>(
-    _ what: String, at host: Host, timeout: Duration = .seconds(30),
+    _ what: String,
+    at host: Host,
+    timeout: Duration = .seconds(30),
     _ find: @escaping @Sendable ([(line: NavlogLine, at: ContinuousClock.Instant)]) -> T?
 ) async throws -> T {
     let run = host.navlog

@@ -1,7 +1,7 @@
 import Foundation
-import MultipeerTestSupport
 import Glibc
 import MultipeerCore
+import MultipeerTestSupport
 import NIOConcurrencyHelpers
 
 /// What one scenario found.
@@ -53,15 +53,26 @@ struct Scenario: Sendable {
     /// Every scenario, in the order they run; the lossy link lasts `lossSeconds`.
     static func all(lossSeconds: Int, impairTool: String) -> [Scenario] {
         [
-            isolate("link down", "relief's link to the bridge goes down, then up", reliefRuns: true, twin: .blackHole,
-                    cut: { run, relief in try await run.network.setLink(of: relief, up: false) },
-                    heal: { run, relief in try await run.network.setLink(of: relief, up: true) }),
-            isolate("black hole", "iptables drops everything in and out of relief's eth0, then the rules go", reliefRuns: true, twin: .blackHole,
-                    cut: { _, relief in try await blackHole(relief, "-I") },
-                    heal: { _, relief in try await blackHole(relief, "-D") }),
+            isolate(
+                "link down",
+                "relief's link to the bridge goes down, then up",
+                reliefRuns: true,
+                twin: .blackHole,
+                cut: { run, relief in try await run.network.setLink(of: relief, up: false) },
+                heal: { run, relief in try await run.network.setLink(of: relief, up: true) }
+            ),
+            isolate(
+                "black hole",
+                "iptables drops everything in and out of relief's eth0, then the rules go",
+                reliefRuns: true,
+                twin: .blackHole,
+                cut: { _, relief in try await blackHole(relief, "-I") },
+                heal: { _, relief in try await blackHole(relief, "-D") }
+            ),
             Scenario(
                 name: "loss and delay",
-                fault: "relief's link loses 30 % of frames and delays the rest 100 ms +- 50 ms, each way, for \(lossSeconds) s; then it is black-holed too",
+                fault:
+                    "relief's link loses 30 % of frames and delays the rest 100 ms +- 50 ms, each way, for \(lossSeconds) s; then it is black-holed too",
                 twin: .lossy(seconds: lossSeconds)
             ) { run, result in
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
@@ -70,7 +81,9 @@ struct Scenario: Sendable {
                 let impairedAt = ContinuousClock.now
                 // A weather chart attached at once: it must reach relief through the lossy link, whole.
                 let chart = "\(run.directory)/weather chart.pdf"
-                try Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 10) }).write(to: URL(fileURLWithPath: chart))
+                try Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 10) }).write(
+                    to: URL(fileURLWithPath: chart)
+                )
                 try await run.attach(captain, tesat, chart)
                 // Everyone goes on typing through it, every 5 s.
                 var leg = 2
@@ -84,29 +97,41 @@ struct Scenario: Sendable {
                 // Teardowns are reported, not failed (a measurement, in Benchmarks/README.md): at
                 // 30 % loss a link may still go silent for longer than it is kept; what the suite
                 // checks is that it heals and loses nothing.
-                let left = run.hosts.flatMap { host in host.navlog.timedLines.filter { $0.at >= impairedAt && $0.line.event == "peer_left" } }
+                let left = run.hosts.flatMap { host in
+                    host.navlog.timedLines.filter { $0.at >= impairedAt && $0.line.event == "peer_left" }
+                }
                 let departures = left.map { $0.line["reason"] ?? "?" }
-                for (detail, count) in Dictionary(grouping: left.map { $0.line["detail"] ?? "?" }, by: { $0 }).mapValues(\.count).sorted(by: { $0.key < $1.key }) {
+                for (detail, count) in Dictionary(grouping: left.map { $0.line["detail"] ?? "?" }, by: { $0 })
+                    .mapValues(\.count).sorted(by: { $0.key < $1.key })
+                {
                     print("   teardown x\(count): \(detail)")
                 }
                 // What the keepalive saw at each timeout, where navlog-sync logs it
                 // (NAVLOG_LOG_LEVEL=info in navlog-hosts' environment).
                 for host in run.hosts {
-                    for line in host.navlog.timedLines where line.at >= impairedAt && line.line.raw.contains("sent nothing for") {
+                    for line in host.navlog.timedLines
+                    where line.at >= impairedAt && line.line.raw.contains("sent nothing for") {
                         // (The line without its timestamp: the error is in its metadata.)
-                        print("   \(host.name), \(String(format: "%.0f", (line.at - impairedAt).seconds)) s: \(line.line.raw.drop { $0 != " " }.dropFirst())")
+                        print(
+                            "   \(host.name), \(String(format: "%.0f", (line.at - impairedAt).seconds)) s: \(line.line.raw.drop { $0 != " " }.dropFirst())"
+                        )
                     }
                 }
                 let minutes = (ContinuousClock.now - impairedAt).seconds / 60
                 result.teardownsPerMinute = Double(departures.count) / minutes
                 // When, too: a path's first stalls teach its links how long to wait.
                 let when = left.map { String(format: "%.0f", ($0.at - impairedAt).seconds) }.joined(separator: ", ")
-                result.reasons = departures.isEmpty
+                result.reasons =
+                    departures.isEmpty
                     ? ["no teardown in \(lossSeconds) s"]
-                    : ["\(departures.count) teardowns in \(lossSeconds) s, \(String(format: "%.1f", Double(departures.count) / minutes)) a minute (\(Set(departures).sorted().joined(separator: ", ")); at \(when) s)"]
+                    : [
+                        "\(departures.count) teardowns in \(lossSeconds) s, \(String(format: "%.1f", Double(departures.count) / minutes)) a minute (\(Set(departures).sorted().joined(separator: ", ")); at \(when) s)"
+                    ]
                 // Then the lossy link goes dead (once every link is up): detected once the peer's
                 // host has been unheard for the keepalive's ceiling.
-                for host in run.hosts { try await run.waitActive(host, Set(Scenario.hostNames).subtracting([host.name])) }
+                for host in run.hosts {
+                    try await run.waitActive(host, Set(Scenario.hostNames).subtracting([host.name]))
+                }
                 let cutAt = ContinuousClock.now
                 try await blackHole(relief, "-I")
                 let (detection, reasons) = try await run.waitLeft(relief, seenBy: [captain, officer], since: cutAt)
@@ -117,85 +142,146 @@ struct Scenario: Sendable {
                 result.faultMilliseconds = (healedAt - cutAt).seconds * 1000
                 try await blackHole(relief, "-D")
                 try await run.network.clearImpairment(of: relief, relay: relay)
-                for host in run.hosts { try await run.waitActive(host, Set(Scenario.hostNames).subtracting([host.name])) }
+                for host in run.hosts {
+                    try await run.waitActive(host, Set(Scenario.hostNames).subtracting([host.name]))
+                }
                 result.rejoinMilliseconds = (ContinuousClock.now - healedAt).seconds * 1000
                 // The chart, by now or once healed: checked against the hash captain signed.
-                let arrived = try await waitFor("relief to receive the attached chart", at: relief, timeout: .seconds(60)) { lines in
-                    lines.first { $0.line.event == "attachment_done" && $0.line["direction"] == "in" && $0.line["error"] == nil }
+                let arrived = try await waitFor(
+                    "relief to receive the attached chart",
+                    at: relief,
+                    timeout: .seconds(60)
+                ) { lines in
+                    lines.first {
+                        $0.line.event == "attachment_done" && $0.line["direction"] == "in" && $0.line["error"] == nil
+                    }
                 }
-                result.reasons.append(String(format: "a 1 MiB attachment reached relief from %@ %.0f s after it was attached", arrived.line["peer"] ?? "?",
-                                             (arrived.at - impairedAt).seconds))
+                result.reasons.append(
+                    String(
+                        format: "a 1 MiB attachment reached relief from %@ %.0f s after it was attached",
+                        arrived.line["peer"] ?? "?",
+                        (arrived.at - impairedAt).seconds
+                    )
+                )
             },
-            isolate("frozen", "relief's navlog-sync gets SIGSTOP, then SIGCONT", reliefRuns: false, twin: .frozen,
-                    cut: { _, relief in kill(relief.navlog.process.pid, SIGSTOP) },
-                    heal: { _, relief in kill(relief.navlog.process.pid, SIGCONT) }),
-            isolate("killed", "relief's navlog-sync gets SIGKILL, then starts again from its database", reliefRuns: false, twin: .killed,
-                    cut: { _, relief in kill(relief.navlog.process.pid, SIGKILL) },
-                    heal: { run, relief in try run.start(relief) }),
-            Scenario(name: "avahi restart", fault: "relief's avahi-daemon is stopped and started again") { run, result in
+            isolate(
+                "frozen",
+                "relief's navlog-sync gets SIGSTOP, then SIGCONT",
+                reliefRuns: false,
+                twin: .frozen,
+                cut: { _, relief in kill(relief.navlog.process.pid, SIGSTOP) },
+                heal: { _, relief in kill(relief.navlog.process.pid, SIGCONT) }
+            ),
+            isolate(
+                "killed",
+                "relief's navlog-sync gets SIGKILL, then starts again from its database",
+                reliefRuns: false,
+                twin: .killed,
+                cut: { _, relief in kill(relief.navlog.process.pid, SIGKILL) },
+                heal: { run, relief in try run.start(relief) }
+            ),
+            Scenario(name: "avahi restart", fault: "relief's avahi-daemon is stopped and started again") {
+                run,
+                result in
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
                 try await run.add(relief, "leg=1 waypoint=TESAT")
                 let restartedAt = ContinuousClock.now
                 // Stopped, and waited for: pidwait on a copy of the pid file the daemon removes
                 // (it finds nothing, status 1, if the daemon is already gone).
-                try await relief.exec("sh", "-c", """
+                try await relief.exec(
+                    "sh",
+                    "-c",
+                    """
                     cp /run/avahi-daemon/pid /run/avahi-stopped.pid && avahi-daemon -k &&
                     { pidwait -F /run/avahi-stopped.pid || ! kill -0 "$(cat /run/avahi-stopped.pid)"; }
-                    """)
+                    """
+                )
                 try await relief.exec("avahi-daemon", "-D", "--no-chroot")
                 // The links do not depend on the daemon: nobody leaves. The advert comes back,
                 // as a browser started now at captain reports.
-                let browse = try BackgroundProcess("/usr/bin/nsenter", captain.inside(["avahi-browse", "--parsable", "--resolve", run.serviceType]), pipes: true)
+                let browse = try BackgroundProcess(
+                    "/usr/bin/nsenter",
+                    captain.inside(["avahi-browse", "--parsable", "--resolve", run.serviceType]),
+                    pipes: true
+                )
                 defer { browse.stop() }
                 let seen = try? await withDeadline(.seconds(20)) {
-                    for await line in browse.lines! where line.hasPrefix("=;") && line.contains("name=relief") { return true }
+                    for await line in browse.lines! where line.hasPrefix("=;") && line.contains("name=relief") {
+                        return true
+                    }
                     return false
                 }
-                guard seen == true else { throw HostSuiteError("relief's advert was not seen again from captain within 20 s") }
+                guard seen == true else {
+                    throw HostSuiteError("relief's advert was not seen again from captain within 20 s")
+                }
                 result.rejoinMilliseconds = (ContinuousClock.now - restartedAt).seconds * 1000
                 try await run.add(relief, "leg=2 waypoint=NIPAS")
                 try await run.add(officer, "leg=3 waypoint=ARNEM")
                 let falseTeardowns = run.hosts.map { run.departures(at: $0, since: restartedAt) }.reduce(0, +)
-                guard falseTeardowns == 0 else { throw HostSuiteError("\(falseTeardowns) links were torn down by an avahi-daemon restart") }
+                guard falseTeardowns == 0 else {
+                    throw HostSuiteError("\(falseTeardowns) links were torn down by an avahi-daemon restart")
+                }
                 result.reasons = ["no teardown"]
             },
             Scenario(
                 name: "rogue adverts",
-                fault: "a fourth host publishes two adverts per peer, each copying its ID with the greatest incarnation and pointing at a TCP sink; then every navlog-sync is killed and started again",
-                bystanders: ["rogue"], twin: .rogueAdverts
+                fault:
+                    "a fourth host publishes two adverts per peer, each copying its ID with the greatest incarnation and pointing at a TCP sink; then every navlog-sync is killed and started again",
+                bystanders: ["rogue"],
+                twin: .rogueAdverts
             ) { run, result in
                 let (captain, rogue) = (run.host("captain"), run.network.host("rogue"))
                 try await run.add(captain, "leg=1 waypoint=TESAT")
                 // The sink accepts TCP and never answers; the adverts go up before the restart,
                 // so every host sees them before the real ones.
                 let sinkPort = 7999
-                var rogues = [try BackgroundProcess("/usr/bin/nsenter", rogue.inside([
-                    "python3", "-c", "import socket,time\ns=socket.socket()\ns.bind(('0.0.0.0',\(sinkPort)))\ns.listen(1024)\ntime.sleep(3600)",
-                ]))]
+                var rogues = [
+                    try BackgroundProcess(
+                        "/usr/bin/nsenter",
+                        rogue.inside([
+                            "python3", "-c",
+                            "import socket,time\ns=socket.socket()\ns.bind(('0.0.0.0',\(sinkPort)))\ns.listen(1024)\ntime.sleep(3600)",
+                        ])
+                    )
+                ]
                 defer { rogues.forEach { $0.stop() } }
                 let ids = run.peerIDs()
                 for (name, id) in ids.sorted(by: { $0.key < $1.key }) {
                     for copy in 1...2 {
-                        rogues.append(try BackgroundProcess("/usr/bin/nsenter", rogue.inside([
-                            "avahi-publish", "-s", "\(name) \(copy)", run.serviceType, "\(sinkPort)", "v=2", "id=\(id)", "inc=\(UInt64.max)", "name=\(name)",
-                        ])))
+                        rogues.append(
+                            try BackgroundProcess(
+                                "/usr/bin/nsenter",
+                                rogue.inside([
+                                    "avahi-publish", "-s", "\(name) \(copy)", run.serviceType, "\(sinkPort)", "v=2",
+                                    "id=\(id)", "inc=\(UInt64.max)", "name=\(name)",
+                                ])
+                            )
+                        )
                     }
                 }
                 try await waitForAdverts(of: run.serviceType, atPort: sinkPort, count: 2 * ids.count, seenFrom: captain)
                 let restartedAt = ContinuousClock.now
                 for host in run.hosts { kill(host.navlog.process.pid, SIGKILL) }
-                for host in run.hosts { _ = try? await host.navlog.first("the end of the killed run") { _ in nil as Bool? } }
+                for host in run.hosts {
+                    _ = try? await host.navlog.first("the end of the killed run") { _ in nil as Bool? }
+                }
                 for host in run.hosts { try run.start(host) }
-                for host in run.hosts { try await run.waitActive(host, Set(Scenario.hostNames).subtracting([host.name])) }
+                for host in run.hosts {
+                    try await run.waitActive(host, Set(Scenario.hostNames).subtracting([host.name]))
+                }
                 result.rejoinMilliseconds = (ContinuousClock.now - restartedAt).seconds * 1000
-                let sinkFailures = run.hosts.flatMap { $0.navlog.lines }.filter { $0.event == "error" && ($0["message"] ?? "").contains(":\(sinkPort) failed") }
+                let sinkFailures = run.hosts.flatMap { $0.navlog.lines }.filter {
+                    $0.event == "error" && ($0["message"] ?? "").contains(":\(sinkPort) failed")
+                }
                 result.reasons = ["\(sinkFailures.count) dials failed at the sink"]
                 try await run.add(run.host("relief"), "leg=2 waypoint=NIPAS")
             },
             Scenario(
                 name: "renumbered",
-                fault: "relief's IPv4 address changes from 198.18.0.3 to 198.18.0.13 while it runs (IPv6 off on every host)",
-                ipv6: false, twin: .renumbered
+                fault:
+                    "relief's IPv4 address changes from 198.18.0.3 to 198.18.0.13 while it runs (IPv6 off on every host)",
+                ipv6: false,
+                twin: .renumbered
             ) { run, result in
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
                 try await run.add(relief, "leg=1 waypoint=TESAT")
@@ -221,11 +307,14 @@ struct Scenario: Sendable {
             },
             Scenario(
                 name: "static peer moved",
-                fault: "captain dials relief by name alone (--peer relief.crew:7400, from its /etc/hosts; no DNS-SD); relief's address changes from 198.18.0.2 to 198.18.0.12, and the name with it",
+                fault:
+                    "captain dials relief by name alone (--peer relief.crew:7400, from its /etc/hosts; no DNS-SD); relief's address changes from 198.18.0.2 to 198.18.0.12, and the name with it",
                 ipv6: false,
                 hostNames: ["captain", "relief"],
                 navlogArguments: ["captain": ["--peer", "relief.crew:7400"], "relief": ["--port", "7400"]],
-                prepare: { run in try await run.name("relief.crew", address: run.host("relief").address, at: run.host("captain")) }
+                prepare: { run in
+                    try await run.name("relief.crew", address: run.host("relief").address, at: run.host("captain"))
+                }
             ) { run, result in
                 let (captain, relief) = (run.host("captain"), run.host("relief"))
                 try await run.add(relief, "leg=1 waypoint=TESAT")
@@ -238,7 +327,8 @@ struct Scenario: Sendable {
             },
             Scenario(
                 name: "second network",
-                fault: "every host gets a second link, to a second bridge (198.19.0.N); once captain and first-officer see relief's advert there, relief's first link goes down for good"
+                fault:
+                    "every host gets a second link, to a second bridge (198.19.0.N); once captain and first-officer see relief's advert there, relief's first link goes down for good"
             ) { run, result in
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
                 try await run.network.addSecondNetwork()
@@ -253,17 +343,24 @@ struct Scenario: Sendable {
             },
             Scenario(
                 name: "keyless flood",
-                fault: "a fourth host without the key holds 64 silent connections open at each host's port, opening another as each is closed; meanwhile relief's navlog-sync is killed and started again, and everyone edits",
+                fault:
+                    "a fourth host without the key holds 64 silent connections open at each host's port, opening another as each is closed; meanwhile relief's navlog-sync is killed and started again, and everyone edits",
                 bystanders: ["flooder"]
             ) { run, result in
-                let (captain, officer, relief, flooder) = (run.host("captain"), run.host("first-officer"), run.host("relief"), run.network.host("flooder"))
+                let (captain, officer, relief, flooder) = (
+                    run.host("captain"), run.host("first-officer"), run.host("relief"), run.network.host("flooder")
+                )
                 let targets = try run.hosts.map { host -> String in
                     guard let port = host.navlog.lines.first(where: { $0.event == "listening" })?["port"] else {
                         throw HostSuiteError("\(host.name) never said which port it listens on")
                     }
                     return "\(host.address):\(port)"
                 }
-                let flood = try BackgroundProcess("/usr/bin/nsenter", flooder.inside(["python3", "-c", floodScript] + targets), pipes: true)
+                let flood = try BackgroundProcess(
+                    "/usr/bin/nsenter",
+                    flooder.inside(["python3", "-c", floodScript] + targets),
+                    pipes: true
+                )
                 defer { flood.stop() }
                 // Under way: a few hundred connections in.
                 let opened = try await withDeadline(.seconds(20)) { () async -> Int? in
@@ -276,7 +373,11 @@ struct Scenario: Sendable {
                 _ = try? await relief.navlog.first("the end of the killed run") { _ in nil as Bool? }
                 let restartedAt = ContinuousClock.now
                 try run.start(relief)
-                result.rejoinMilliseconds = try await run.waitJoined(relief, seenBy: [captain, officer], since: restartedAt)
+                result.rejoinMilliseconds = try await run.waitJoined(
+                    relief,
+                    seenBy: [captain, officer],
+                    since: restartedAt
+                )
                 try await run.waitActive(relief, ["captain", "first-officer"])
                 try await run.add(officer, "leg=2 waypoint=NIPAS")
                 try await run.add(relief, "leg=3 waypoint=ARNEM")
@@ -285,7 +386,8 @@ struct Scenario: Sendable {
             },
             Scenario(
                 name: "eight hosts",
-                fault: "eight hosts join; then two of them are cut off from the other six (iptables), everyone edits, and the rules go",
+                fault:
+                    "eight hosts join; then two of them are cut off from the other six (iptables), everyone edits, and the rules go",
                 hostNames: Scenario.hostNames + ["purser", "navigator", "engineer", "observer", "dispatcher"],
                 twin: .eightHosts
             ) { run, result in
@@ -318,14 +420,20 @@ struct Scenario: Sendable {
                 result.rejoinMilliseconds = rejoin
             },
             Scenario(
-                name: "partition", fault: "captain cut off from first-officer and relief, who stay together (iptables on captain), then the rules go",
+                name: "partition",
+                fault:
+                    "captain cut off from first-officer and relief, who stay together (iptables on captain), then the rules go",
                 twin: .partition
             ) { run, result in
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
                 let shared = try await run.add(officer, "leg=1 waypoint=TESAT fuel=12400")
                 let cutAt = ContinuousClock.now
                 try await partition(captain, from: [officer, relief], "-I")
-                (result.detectionMilliseconds, result.reasonSet) = try await run.waitLeft(captain, seenBy: [officer, relief], since: cutAt)
+                (result.detectionMilliseconds, result.reasonSet) = try await run.waitLeft(
+                    captain,
+                    seenBy: [officer, relief],
+                    since: cutAt
+                )
                 result.detectionReasons = result.reasons
                 _ = try await run.waitLeft(officer, seenBy: [captain], since: cutAt)
                 // Both sides go on: the two stay connected and edit; captain edits alone.
@@ -333,13 +441,20 @@ struct Scenario: Sendable {
                 try await run.add(captain, "leg=2 waypoint=NIPAS")
                 try await run.edit(relief, shared, "remarks=\"moderate chop\"")
                 try await run.add(officer, "leg=3 waypoint=ARNEM")
-                guard run.departures(at: officer, since: cutAt) == 1, run.departures(at: relief, since: cutAt) == 1 else {
-                    throw HostSuiteError("first-officer and relief lost each other in a partition that kept them together")
+                guard run.departures(at: officer, since: cutAt) == 1, run.departures(at: relief, since: cutAt) == 1
+                else {
+                    throw HostSuiteError(
+                        "first-officer and relief lost each other in a partition that kept them together"
+                    )
                 }
                 let healedAt = ContinuousClock.now
                 result.faultMilliseconds = (healedAt - cutAt).seconds * 1000
                 try await partition(captain, from: [officer, relief], "-D")
-                result.rejoinMilliseconds = try await run.waitJoined(captain, seenBy: [officer, relief], since: healedAt)
+                result.rejoinMilliseconds = try await run.waitJoined(
+                    captain,
+                    seenBy: [officer, relief],
+                    since: healedAt
+                )
             },
         ]
     }
@@ -348,8 +463,12 @@ struct Scenario: Sendable {
     /// so does relief when it `reliefRuns` through the fault (a network fault, not a frozen or
     /// killed process); relief's last entry is stored just before the fault.
     static func isolate(
-        _ name: String, _ fault: String, reliefRuns: Bool, twin: SimulatedTwin.Fault,
-        cut: @escaping @Sendable (ScenarioRun, Host) async throws -> Void, heal: @escaping @Sendable (ScenarioRun, Host) async throws -> Void
+        _ name: String,
+        _ fault: String,
+        reliefRuns: Bool,
+        twin: SimulatedTwin.Fault,
+        cut: @escaping @Sendable (ScenarioRun, Host) async throws -> Void,
+        heal: @escaping @Sendable (ScenarioRun, Host) async throws -> Void
     ) -> Scenario {
         Scenario(name: name, fault: fault, twin: twin) { run, result in
             let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
@@ -357,7 +476,11 @@ struct Scenario: Sendable {
             let lastWords = try await run.add(relief, "leg=2 waypoint=NIPAS")
             let cutAt = ContinuousClock.now
             try await cut(run, relief)
-            (result.detectionMilliseconds, result.reasonSet) = try await run.waitLeft(relief, seenBy: [captain, officer], since: cutAt)
+            (result.detectionMilliseconds, result.reasonSet) = try await run.waitLeft(
+                relief,
+                seenBy: [captain, officer],
+                since: cutAt
+            )
             result.detectionReasons = result.reasons
             if reliefRuns {
                 _ = try await run.waitLeft(captain, seenBy: [relief], since: cutAt)
@@ -419,22 +542,39 @@ func waitForAdverts(of serviceType: String, atPort port: Int, count: Int, seenFr
     let names: @Sendable ([[String]]) -> Set<String> = { Set($0.filter { $0[8] == "\(port)" }.map { $0[3] }) }
     let seen = try await resolvedAdverts(of: serviceType, seenFrom: host) { names($0).count >= count }
     guard names(seen).count >= count else {
-        throw HostSuiteError("only \(names(seen).count) of \(count) adverts at port \(port) were seen from \(host.name) within 20 s")
+        throw HostSuiteError(
+            "only \(names(seen).count) of \(count) adverts at port \(port) were seen from \(host.name) within 20 s"
+        )
     }
 }
 
 /// Runs avahi-browse in `host` until the resolved adverts seen satisfy `done`, or for 20 s, and
 /// returns them: avahi-browse's parsable fields, "=" then interface, protocol, name, type,
 /// domain, host name, address, port, TXT.
-private func resolvedAdverts(of serviceType: String, seenFrom host: Host, until done: @escaping @Sendable ([[String]]) -> Bool) async throws -> [[String]] {
-    let browse = try BackgroundProcess("/usr/bin/nsenter", host.inside(["avahi-browse", "--parsable", "--resolve", "--no-db-lookup", serviceType]), pipes: true)
+private func resolvedAdverts(
+    of serviceType: String,
+    seenFrom host: Host,
+    until done: @escaping @Sendable ([[String]]) -> Bool
+) async throws -> [[String]] {
+    let browse = try BackgroundProcess(
+        "/usr/bin/nsenter",
+        host.inside(["avahi-browse", "--parsable", "--resolve", "--no-db-lookup", serviceType]),
+        pipes: true
+    )
     defer { browse.stop() }
     let resolved = NIOLockedValueBox<[[String]]>([])
     _ = try? await withDeadline(.seconds(20)) { () async -> Bool in
         for await line in browse.lines! {
             let fields = line.split(separator: ";", omittingEmptySubsequences: false).map(String.init)
             guard line.hasPrefix("=;"), fields.count > 8 else { continue }
-            if done(resolved.withLockedValue { $0.append(fields); return $0 }) { return true }
+            if done(
+                resolved.withLockedValue {
+                    $0.append(fields)
+                    return $0
+                }
+            ) {
+                return true
+            }
         }
         return false
     }
@@ -444,27 +584,27 @@ private func resolvedAdverts(of serviceType: String, seenFrom host: Host, until 
 /// Holds 64 silent TCP connections open at each `HOST:PORT` argument, opening another as each
 /// is closed; prints how many it has opened, once a second.
 let floodScript = """
-import socket, sys, threading, time
-targets = [(t.rsplit(':', 1)[0], int(t.rsplit(':', 1)[1])) for t in sys.argv[1:]]
-opened = [0]
-def hold(target):
+    import socket, sys, threading, time
+    targets = [(t.rsplit(':', 1)[0], int(t.rsplit(':', 1)[1])) for t in sys.argv[1:]]
+    opened = [0]
+    def hold(target):
+        while True:
+            try:
+                s = socket.create_connection(target, timeout=5)
+                opened[0] += 1
+                s.settimeout(None)
+                while s.recv(4096):
+                    pass
+                s.close()
+            except OSError:
+                time.sleep(0.05)
+    for target in targets:
+        for _ in range(64):
+            threading.Thread(target=hold, args=(target,), daemon=True).start()
     while True:
-        try:
-            s = socket.create_connection(target, timeout=5)
-            opened[0] += 1
-            s.settimeout(None)
-            while s.recv(4096):
-                pass
-            s.close()
-        except OSError:
-            time.sleep(0.05)
-for target in targets:
-    for _ in range(64):
-        threading.Thread(target=hold, args=(target,), daemon=True).start()
-while True:
-    time.sleep(1)
-    print(opened[0], flush=True)
-"""
+        time.sleep(1)
+        print(opened[0], flush=True)
+    """
 
 /// After `moved` changed address at `since`: an entry it types then reaches every observer (the
 /// rejoin time is until the last has it, from the change). Its links may be timed out and
@@ -478,11 +618,20 @@ func renumber(_ host: Host, to address: String) async throws {
     try await host.exec("ip", "addr", "add", "\(address)/24", "dev", "eth0")
 }
 
-func movedHostIsFound(_ run: ScenarioRun, _ result: inout ScenarioResult, _ moved: Host, seenBy observers: [Host], since: ContinuousClock.Instant) async throws {
+func movedHostIsFound(
+    _ run: ScenarioRun,
+    _ result: inout ScenarioResult,
+    _ moved: Host,
+    seenBy observers: [Host],
+    since: ContinuousClock.Instant
+) async throws {
     let probe = try await run.add(moved, "leg=2 waypoint=MOVED")
     result.rejoinMilliseconds = try await run.waitApplied(probe, at: observers, since: since)
-    let left = observers.flatMap { $0.navlog.timedLines.filter { $0.at >= since && $0.line.event == "peer_left" && $0.line["peer"] == moved.name } }
+    let left = observers.flatMap {
+        $0.navlog.timedLines.filter { $0.at >= since && $0.line.event == "peer_left" && $0.line["peer"] == moved.name }
+    }
     result.detectionMilliseconds = left.map { ($0.at - since).seconds * 1000 }.max()
-    result.reasons = left.isEmpty ? ["no departure: links replaced"] : Set(left.compactMap { $0.line["reason"] }).sorted()
+    result.reasons =
+        left.isEmpty ? ["no departure: links replaced"] : Set(left.compactMap { $0.line["reason"] }).sorted()
     result.detectionReasons = result.reasons
 }

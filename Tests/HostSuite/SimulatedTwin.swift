@@ -72,11 +72,18 @@ struct SimulatedTwin: Sendable {
         /// For the rogue adverts: the dials that failed at the sink.
         var sinkFailures: Int?
     }
-    static let groupKey = try! PreSharedKey(identity: "navlog-hosts twin", passphrase: "the suite's simulated twin, not a secret")
+    static let groupKey = try! PreSharedKey(
+        identity: "navlog-hosts twin",
+        passphrase: "the suite's simulated twin, not a secret"
+    )
 
     /// navlog-sync's default session (its keepalive timeout 1.5 s, pinged every 0.5 s).
     static func configuration(_ name: String) -> MultipeerSession.Configuration {
-        var configuration = MultipeerSession.Configuration(serviceType: "_navlog-twin._tcp", peer: PeerInfo(displayName: name), psk: groupKey)
+        var configuration = MultipeerSession.Configuration(
+            serviceType: "_navlog-twin._tcp",
+            peer: PeerInfo(displayName: name),
+            psk: groupKey
+        )
         configuration.keepalive = KeepaliveParameters(interval: .milliseconds(500), timeout: .milliseconds(1_500))
         configuration.logger.logLevel = .critical
         return configuration
@@ -92,7 +99,12 @@ struct SimulatedTwin: Sendable {
 
     /// What the sessions reported, with the simulated time.
     private final class Record: Sendable {
-        struct Departure { var at: Duration; var observer: String; var peer: UUID; var reason: String }
+        struct Departure {
+            var at: Duration
+            var observer: String
+            var peer: UUID
+            var reason: String
+        }
         private struct State {
             var departures: [Departure] = []
             var received: Set<Int> = []
@@ -114,7 +126,9 @@ struct SimulatedTwin: Sendable {
             let hosts = fault.names.map(world.addHost)
             let crew = Crew()
             func start(_ index: Int) {
-                let (host, session) = (hosts[index], hosts[index].makeSession(configuration: configuration(hosts[index].name)))
+                let (host, session) = (
+                    hosts[index], hosts[index].makeSession(configuration: configuration(hosts[index].name))
+                )
                 crew.sessions[index] = session
                 Task(executorPreference: world.executor) {
                     for await event in session.events {
@@ -131,10 +145,13 @@ struct SimulatedTwin: Sendable {
             for index in hosts.indices { start(index) }
             @Sendable func together(_ a: Int, _ b: Int) -> Bool {
                 let sessions = crew.sessions
-                return sessions[a]!.activePeers.contains { $0.id == sessions[b]!.peerID } && sessions[b]!.activePeers.contains { $0.id == sessions[a]!.peerID }
+                return sessions[a]!.activePeers.contains { $0.id == sessions[b]!.peerID }
+                    && sessions[b]!.activePeers.contains { $0.id == sessions[a]!.peerID }
             }
             let everyone = hosts.indices
-            @Sendable func mesh() -> Bool { everyone.allSatisfy { a in everyone.allSatisfy { b in a == b || together(a, b) } } }
+            @Sendable func mesh() -> Bool {
+                everyone.allSatisfy { a in everyone.allSatisfy { b in a == b || together(a, b) } }
+            }
             try await world.run(until: mesh, within: .seconds(20))
             if case .rogueAdverts = fault { return try await rogueAdverts(world, hosts, restart: start, mesh: mesh) }
 
@@ -148,7 +165,9 @@ struct SimulatedTwin: Sendable {
             var teardownsPerMinute: Double?
             if case .lossy(let seconds) = fault {
                 let impairedAt = world.now
-                for index in faulty { await hosts[index].impair(latency: .milliseconds(100), jitter: .milliseconds(50), loss: 0.3) }
+                for index in faulty {
+                    await hosts[index].impair(latency: .milliseconds(100), jitter: .milliseconds(50), loss: 0.3)
+                }
                 while world.now - impairedAt < .seconds(seconds) {
                     for sender in everyone { await send(from: sender, to: (sender + 1) % hosts.count) }
                     await world.run(for: .seconds(5))
@@ -170,17 +189,24 @@ struct SimulatedTwin: Sendable {
                 }
             }
             switch fault {
-            case .partition, .eightHosts: holes = [await world.partition(faulty.map { hosts[$0] }, from: observers.map { hosts[$0] })]
+            case .partition, .eightHosts:
+                holes = [await world.partition(faulty.map { hosts[$0] }, from: observers.map { hosts[$0] })]
             default: break
             }
             let faultyIDs = Set(faulty.map { crew.sessions[$0]!.peerID })
             let observerNames = Set(observers.map { hosts[$0].name })
             @Sendable func departures() -> [Record.Departure] {
-                record.departures.filter { $0.at >= cutAt && faultyIDs.contains($0.peer) && observerNames.contains($0.observer) }
+                record.departures.filter {
+                    $0.at >= cutAt && faultyIDs.contains($0.peer) && observerNames.contains($0.observer)
+                }
             }
             @Sendable func pair(_ departure: Record.Departure) -> String { "\(departure.observer) \(departure.peer)" }
-            try await world.run(until: { Set(departures().map(pair)).count == observers.count * faulty.count }, within: .seconds(30))
-            let firstDepartures = Set(departures().map(pair)).compactMap { key in departures().first { pair($0) == key } }
+            try await world.run(
+                until: { Set(departures().map(pair)).count == observers.count * faulty.count },
+                within: .seconds(30)
+            )
+            let firstDepartures = Set(departures().map(pair)).compactMap { key in departures().first { pair($0) == key }
+            }
             let detection = firstDepartures.map(\.at).max()! - cutAt
             // The applications go on: each observer sends to each faulty host, and each of
             // those to them when it runs.
@@ -207,15 +233,22 @@ struct SimulatedTwin: Sendable {
                 case .blackHole, .partition, .renumbered, .eightHosts, .rogueAdverts: break
                 }
             }
-            try await world.run(until: { observers.allSatisfy { observer in faulty.allSatisfy { together(observer, $0) } } }, within: .seconds(60))
+            try await world.run(
+                until: { observers.allSatisfy { observer in faulty.allSatisfy { together(observer, $0) } } },
+                within: .seconds(60)
+            )
             let rejoin = world.now - healedAt
             let owed = Set(sent)
             _ = try? await world.run(until: { record.receivedNumbers.isSuperset(of: owed) }, within: .seconds(30))
             let undelivered = Set(sent).subtracting(record.receivedNumbers).count
             await world.shutdown()
             return Outcome(
-                detectionMilliseconds: detection / .milliseconds(1), reasons: Set(firstDepartures.map(\.reason)).sorted(),
-                rejoinMilliseconds: rejoin / .milliseconds(1), teardownsPerMinute: teardownsPerMinute, undelivered: undelivered)
+                detectionMilliseconds: detection / .milliseconds(1),
+                reasons: Set(firstDepartures.map(\.reason)).sorted(),
+                rejoinMilliseconds: rejoin / .milliseconds(1),
+                teardownsPerMinute: teardownsPerMinute,
+                undelivered: undelivered
+            )
         }.value
     }
 
@@ -223,7 +256,10 @@ struct SimulatedTwin: Sendable {
     /// and two adverts per member claiming its ID with the greatest incarnation; then every
     /// member killed and started again, and the time until all are together again.
     private static func rogueAdverts(
-        _ world: SimulatedWorld, _ hosts: [SimulatedHost], restart: (Int) -> Void, mesh: @escaping @Sendable () -> Bool
+        _ world: SimulatedWorld,
+        _ hosts: [SimulatedHost],
+        restart: (Int) -> Void,
+        mesh: @escaping @Sendable () -> Bool
     ) async throws -> Outcome {
         let rogue = world.addHost("rogue")
         let sink = rogue.makeSession(configuration: configuration("sink"))
@@ -237,8 +273,12 @@ struct SimulatedTwin: Sendable {
         rogue.freeze()
         for host in hosts {
             for _ in 1...2 {
-                let claims = ["v=2", "id=\(host.identity.peerID.uuidString.lowercased())", "inc=\(UInt64.max)", "name=\(host.name)"]
-                await world.advertise("_navlog-twin._tcp", txt: claims, at: rogue.address, port: port)
+                let claims = [
+                    "v=2", "id=\(host.identity.peerID.uuidString.lowercased())", "inc=\(UInt64.max)",
+                    "name=\(host.name)",
+                ]
+                // (Up for the rest of the world: never withdrawn.)
+                _ = await world.advertise("_navlog-twin._tcp", txt: claims, at: rogue.address, port: port)
             }
         }
         await world.run(for: .seconds(1))
@@ -250,9 +290,16 @@ struct SimulatedTwin: Sendable {
         }
         try await world.run(until: mesh, within: .seconds(60))
         let rejoin = world.now - restartedAt
-        let atSink = world.trace.lines.filter { $0.at >= restartedAt && $0.text.contains("\(rogue.address):\(port)") && $0.text.contains("failed") }
+        let atSink = world.trace.lines.filter {
+            $0.at >= restartedAt && $0.text.contains("\(rogue.address):\(port)") && $0.text.contains("failed")
+        }
         await world.shutdown()
-        return Outcome(reasons: [], rejoinMilliseconds: rejoin / .milliseconds(1), undelivered: 0, sinkFailures: atSink.count)
+        return Outcome(
+            reasons: [],
+            rejoinMilliseconds: rejoin / .milliseconds(1),
+            undelivered: 0,
+            sinkFailures: atSink.count
+        )
     }
 
     /// navlog-sync's word for a reason (its --json events).
@@ -280,12 +327,20 @@ extension SimulatedTwin.Outcome {
     func disagreement(with real: ScenarioResult, fault: SimulatedTwin.Fault) -> String? {
         var problems: [String] = []
         if Set(reasons) != Set(real.detectionReasons) {
-            problems.append("reasons \(reasons.joined(separator: ", ")) simulated, \(real.detectionReasons.joined(separator: ", ")) real")
+            problems.append(
+                "reasons \(reasons.joined(separator: ", ")) simulated, \(real.detectionReasons.joined(separator: ", ")) real"
+            )
         }
         if let simulated = detectionMilliseconds, let measured = real.detectionMilliseconds {
             if case .lossy = fault {
                 if max(simulated, measured) > Self.stallLimit {
-                    problems.append(String(format: "detection %.0f ms simulated, %.0f ms real, beyond the stall limit", simulated, measured))
+                    problems.append(
+                        String(
+                            format: "detection %.0f ms simulated, %.0f ms real, beyond the stall limit",
+                            simulated,
+                            measured
+                        )
+                    )
                 }
             } else if abs(simulated - measured) > max(500, 0.25 * max(simulated, measured)) {
                 problems.append(String(format: "detection %.0f ms simulated, %.0f ms real", simulated, measured))
@@ -293,12 +348,19 @@ extension SimulatedTwin.Outcome {
         } else if (detectionMilliseconds == nil) != (real.detectionMilliseconds == nil) {
             problems.append("one run detected the fault, the other did not")
         }
-        if let simulated = rejoinMilliseconds, let measured = real.rejoinMilliseconds, max(simulated, measured) > Self.rejoinBound {
-            problems.append(String(format: "rejoin %.0f ms simulated, %.0f ms real, beyond the redial bound", simulated, measured))
+        if let simulated = rejoinMilliseconds, let measured = real.rejoinMilliseconds,
+            max(simulated, measured) > Self.rejoinBound
+        {
+            problems.append(
+                String(format: "rejoin %.0f ms simulated, %.0f ms real, beyond the redial bound", simulated, measured)
+            )
         }
         if undelivered > 0 { problems.append("\(undelivered) messages sent during the simulated fault never arrived") }
         // The rogue adverts: both runs' dials tried the sink, or neither did.
-        if let simulated = sinkFailures, let measured = real.reasons.first.flatMap({ Int($0.prefix(while: \.isNumber)) }), (simulated > 0) != (measured > 0) {
+        if let simulated = sinkFailures,
+            let measured = real.reasons.first.flatMap({ Int($0.prefix(while: \.isNumber)) }),
+            (simulated > 0) != (measured > 0)
+        {
             problems.append("\(simulated) dials failed at the sink simulated, \(measured) real")
         }
         return problems.isEmpty ? nil : problems.joined(separator: "; ")

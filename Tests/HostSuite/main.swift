@@ -13,7 +13,12 @@ var options: [String: String] = [:]
 var arguments = CommandLine.arguments.dropFirst().makeIterator()
 while let key = arguments.next() {
     guard key.hasPrefix("--"), let value = arguments.next() else {
-        FileHandle.standardError.write(Data("usage: navlog-hosts [--binary PATH] [--report DIR] [--only NAME,...] [--loss-seconds N] [--repeat N]\n".utf8))
+        FileHandle.standardError.write(
+            Data(
+                "usage: navlog-hosts [--binary PATH] [--report DIR] [--only NAME,...] [--loss-seconds N] [--repeat N]\n"
+                    .utf8
+            )
+        )
         exit(64)
     }
     options[String(key.dropFirst(2))] = value
@@ -68,8 +73,14 @@ for scenario in chosen.flatMap({ Array(repeating: $0, count: repeats) }) {
     var run: ScenarioRun?
     do {
         let current = try await ScenarioRun(
-            name: scenario.name, hostNames: scenario.hostNames, bystanders: scenario.bystanders, ipv6: scenario.ipv6,
-            navlogArguments: scenario.navlogArguments, binary: binary, root: scratch)
+            name: scenario.name,
+            hostNames: scenario.hostNames,
+            bystanders: scenario.bystanders,
+            ipv6: scenario.ipv6,
+            navlogArguments: scenario.navlogArguments,
+            binary: binary,
+            root: scratch
+        )
         run = current
         try await scenario.prepare?(current)
         try await current.startAll()

@@ -59,7 +59,9 @@ import Testing
                     acceptor!.linkUp()
                 }
             case .streamWant(let want):
-                try on { _ = try $0.want(received: want.received, granted: want.granted, endReceived: want.endReceived) }
+                try on {
+                    _ = try $0.want(received: want.received, granted: want.granted, endReceived: want.endReceived)
+                }
             case .streamData(let data):
                 bytesOnWire += data.bytes.readableBytes
                 try on { try $0.data(offset: data.offset, bytes: data.bytes, end: data.end) }
@@ -81,8 +83,12 @@ import Testing
         }
 
         /// Each application reads what it can.
-        mutating func readAll() -> (openerEnd: ByteStreamStateMachine.Read?, acceptorEnd: ByteStreamStateMachine.Read?) {
-            func drain(_ machine: inout ByteStreamStateMachine, into bytes: inout [UInt8]) -> ByteStreamStateMachine.Read? {
+        mutating func readAll() -> (openerEnd: ByteStreamStateMachine.Read?, acceptorEnd: ByteStreamStateMachine.Read?)
+        {
+            func drain(
+                _ machine: inout ByteStreamStateMachine,
+                into bytes: inout [UInt8]
+            ) -> ByteStreamStateMachine.Read? {
                 while true {
                     switch machine.read(maximum: 128) {
                     case .bytes(let buffer): bytes += buffer.readableBytesView
@@ -185,7 +191,9 @@ import Testing
             sentOne += Self.write(one[sentOne...], to: &pair.opener)
             if pair.acceptor != nil { sentOther += Self.write(other[sentOther...], to: &pair.acceptor!) }
             if sentOne == one.count, !pair.opener.writingFinished { pair.opener.finishWriting() }
-            if sentOther == other.count, let acceptor = pair.acceptor, !acceptor.writingFinished { pair.acceptor!.finishWriting() }
+            if sentOther == other.count, let acceptor = pair.acceptor, !acceptor.writingFinished {
+                pair.acceptor!.finishWriting()
+            }
             pair.send()
             // Three frames each way get through, then the link breaks, every fourth round.
             for frame in pair.toAcceptor.prefix(3) { try pair.deliver(frame, toOpener: false) }
@@ -239,31 +247,45 @@ import Testing
         var pair = Pair(window: 1_000)
         try pair.run()
         var acceptor = pair.acceptor!
-        #expect(Self.fails(with: .outOfSequence) {
-            try acceptor.data(offset: 10, bytes: ByteBuffer(bytes: [1]), end: false)
-        })
-        #expect(Self.fails(with: .malformedMessage) {
-            try acceptor.data(offset: 0, bytes: ByteBuffer(repeating: 0, count: 1_001), end: false)
-        })
-        #expect(Self.fails(with: .malformedMessage) {
-            try acceptor.data(offset: 0, bytes: ByteBuffer(), end: false)
-        })
+        #expect(
+            Self.fails(with: .outOfSequence) {
+                try acceptor.data(offset: 10, bytes: ByteBuffer(bytes: [1]), end: false)
+            }
+        )
+        #expect(
+            Self.fails(with: .malformedMessage) {
+                try acceptor.data(offset: 0, bytes: ByteBuffer(repeating: 0, count: 1_001), end: false)
+            }
+        )
+        #expect(
+            Self.fails(with: .malformedMessage) {
+                try acceptor.data(offset: 0, bytes: ByteBuffer(), end: false)
+            }
+        )
         try acceptor.data(offset: 0, bytes: ByteBuffer(bytes: [1, 2]), end: true)
-        #expect(Self.fails(with: .malformedMessage) {
-            try acceptor.data(offset: 2, bytes: ByteBuffer(bytes: [3]), end: false)
-        })
+        #expect(
+            Self.fails(with: .malformedMessage) {
+                try acceptor.data(offset: 2, bytes: ByteBuffer(bytes: [3]), end: false)
+            }
+        )
         var opener = pair.opener
         _ = Self.write([1, 2, 3][...], to: &opener)
         _ = opener.framesDue(chunkLimit: 100)
-        #expect(Self.fails(with: .malformedMessage) {
-            _ = try opener.want(received: 4, granted: 10, endReceived: false)  // (beyond what was written)
-        })
+        #expect(
+            Self.fails(with: .malformedMessage) {
+                _ = try opener.want(received: 4, granted: 10, endReceived: false)  // (beyond what was written)
+            }
+        )
         _ = try opener.want(received: 2, granted: 10, endReceived: false)
-        #expect(Self.fails(with: .malformedMessage) {
-            _ = try opener.want(received: 1, granted: 10, endReceived: false)  // (goes back)
-        })
-        #expect(Self.fails(with: .malformedMessage) {
-            _ = try opener.want(received: 3, granted: 10, endReceived: true)  // (no end was written)
-        })
+        #expect(
+            Self.fails(with: .malformedMessage) {
+                _ = try opener.want(received: 1, granted: 10, endReceived: false)  // (goes back)
+            }
+        )
+        #expect(
+            Self.fails(with: .malformedMessage) {
+                _ = try opener.want(received: 3, granted: 10, endReceived: true)  // (no end was written)
+            }
+        )
     }
 }

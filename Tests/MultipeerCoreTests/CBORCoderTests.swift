@@ -65,8 +65,14 @@ import Testing
         let large = Data((0..<(300 << 10)).map { UInt8(truncatingIfNeeded: $0 &* 7) })
         #expect(try Self.roundTrip(large) == large)
         #expect(try Self.roundTrip(Optional<Int>.none) == nil)
-        let specials = try Self.decoded([Double].self, try Self.encoded([Double.infinity, -0.0, .nan, .leastNonzeroMagnitude]))
-        #expect(specials[0] == .infinity && specials[1].sign == .minus && specials[2].isNaN && specials[3] == .leastNonzeroMagnitude)
+        let specials = try Self.decoded(
+            [Double].self,
+            try Self.encoded([Double.infinity, -0.0, .nan, .leastNonzeroMagnitude])
+        )
+        #expect(
+            specials[0] == .infinity && specials[1].sign == .minus && specials[2].isNaN
+                && specials[3] == .leastNonzeroMagnitude
+        )
     }
 
     /// The vectors of PROTOCOL.md 2a.
@@ -74,14 +80,18 @@ import Testing
         // {"text": "hi"}: an indefinite map, a 4-byte text key, a 2-byte text value, a break.
         #expect(try Self.encoded(Note(text: "hi")) == [0xBF, 0x64, 0x74, 0x65, 0x78, 0x74, 0x62, 0x68, 0x69, 0xFF])
         // Integers in the fewest bytes; negative n as -1 - n; Double as float64.
-        #expect(try Self.encoded([0, 23, 24, 255, 256, -1, -25, Int(UInt32.max) + 1]) == [
-            0x9F, 0x00, 0x17, 0x18, 0x18, 0x18, 0xFF, 0x19, 0x01, 0x00, 0x20, 0x38, 0x18,
-            0x1B, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0xFF,
-        ])
+        #expect(
+            try Self.encoded([0, 23, 24, 255, 256, -1, -25, Int(UInt32.max) + 1]) == [
+                0x9F, 0x00, 0x17, 0x18, 0x18, 0x18, 0xFF, 0x19, 0x01, 0x00, 0x20, 0x38, 0x18,
+                0x1B, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0xFF,
+            ]
+        )
         #expect(try Self.encoded(1.5) == [0xFB, 0x3F, 0xF8, 0, 0, 0, 0, 0, 0])
         #expect(try Self.encoded(Data([1, 2])) == [0x42, 0x01, 0x02])
-        #expect(try Self.encoded(UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF")!) == [0xD8, 0x25, 0x50]
-            + [0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xAA, 0xBB, 0xCC, 0xDD, 0xEE, 0xFF])
+        #expect(
+            try Self.encoded(UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF")!) == [0xD8, 0x25, 0x50]
+                + [0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xAA, 0xBB, 0xCC, 0xDD, 0xEE, 0xFF]
+        )
         #expect(try Self.encoded(Date(timeIntervalSince1970: 1)) == [0xC1, 0xFB, 0x3F, 0xF0, 0, 0, 0, 0, 0, 0])
         // An optional that is nil is left out of a map, as JSON leaves it out.
         struct Maybe: Codable { var a: Int? }
@@ -92,58 +102,84 @@ import Testing
     /// Another implementation may write definite lengths, shorter floats, integral numbers as
     /// integers, chunked strings, and a UUID or URL as plain text.
     @Test func readsWhatAnotherImplementationMayWrite() throws {
-        #expect(try Self.decoded(Note.self, [0xA1, 0x64, 0x74, 0x65, 0x78, 0x74, 0x62, 0x68, 0x69]) == Note(text: "hi"))
-        #expect(try Self.decoded(Note.self, [0xBF, 0x64, 0x74, 0x65, 0x78, 0x74, 0x7F, 0x61, 0x68, 0x61, 0x69, 0xFF, 0xFF]) == Note(text: "hi"))
+        #expect(
+            try Self.decoded(Note.self, [0xA1, 0x64, 0x74, 0x65, 0x78, 0x74, 0x62, 0x68, 0x69]) == Note(text: "hi")
+        )
+        #expect(
+            try Self.decoded(Note.self, [0xBF, 0x64, 0x74, 0x65, 0x78, 0x74, 0x7F, 0x61, 0x68, 0x61, 0x69, 0xFF, 0xFF])
+                == Note(text: "hi")
+        )
         #expect(try Self.decoded(Double.self, [0xF9, 0x3E, 0x00]) == 1.5)  // half precision
         #expect(try Self.decoded(Double.self, [0xFA, 0x3F, 0xC0, 0x00, 0x00]) == 1.5)
         #expect(try Self.decoded(Double.self, [0x18, 0x64]) == 100)
         #expect(try Self.decoded(Float.self, [0x38, 0x63]) == -100)
         #expect(try Self.decoded([Int].self, [0x83, 0x01, 0x02, 0x03]) == [1, 2, 3])
         let text = Array("00112233-4455-6677-8899-AABBCCDDEEFF".utf8)
-        #expect(try Self.decoded(UUID.self, [0x78, UInt8(text.count)] + text) == UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF"))
+        #expect(
+            try Self.decoded(UUID.self, [0x78, UInt8(text.count)] + text)
+                == UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF")
+        )
         #expect(try Self.decoded(Data.self, [0x5F, 0x41, 0x01, 0x41, 0x02, 0xFF]) == Data([1, 2]))
         // Keys beyond ASCII: {"é": 1, "a": 2}.
-        #expect(try Self.decoded([String: Int].self, [0xA2, 0x62, 0xC3, 0xA9, 0x01, 0x61, 0x61, 0x02]) == ["é": 1, "a": 2])
+        #expect(
+            try Self.decoded([String: Int].self, [0xA2, 0x62, 0xC3, 0xA9, 0x01, 0x61, 0x61, 0x02]) == ["é": 1, "a": 2]
+        )
     }
 
     @Test func aValueOfTheWrongShapeIsATypeMismatchNamingWhere() throws {
-        let error = try #require(throws: DecodingError.self) { try Self.decoded(Note.self, [0xBF, 0x64, 0x74, 0x65, 0x78, 0x74, 0x01, 0xFF]) }
-        guard case .typeMismatch(_, let context) = error else { Issue.record("\(error)"); return }
+        let error = try #require(throws: DecodingError.self) {
+            try Self.decoded(Note.self, [0xBF, 0x64, 0x74, 0x65, 0x78, 0x74, 0x01, 0xFF])
+        }
+        guard case .typeMismatch(_, let context) = error else {
+            Issue.record("\(error)")
+            return
+        }
         #expect(context.codingPath.map(\.stringValue) == ["text"])
         #expect(context.debugDescription == "expected String, found an integer at byte 6")
         #expect(throws: DecodingError.self) { try Self.decoded(Int8.self, [0x18, 0x80]) }  // 128 does not fit
         #expect(throws: DecodingError.self) { try Self.decoded(UInt.self, [0x20]) }  // -1
-        #expect(throws: DecodingError.self) { try Self.decoded(Int64.self, [0x3B, 0x80, 0, 0, 0, 0, 0, 0, 0]) }  // -1 - 2^63
+        // -1 - 2^63
+        #expect(throws: DecodingError.self) { try Self.decoded(Int64.self, [0x3B, 0x80, 0, 0, 0, 0, 0, 0, 0]) }
         #expect(throws: DecodingError.self) { try Self.decoded(Note.self, [0xBF, 0xFF]) }  // no "text"
     }
 
     /// Bytes from the network: each malformation is a `DecodingError.dataCorrupted` saying what.
-    @Test(arguments: [
-        ([0xBF, 0x64, 0x74, 0x65, 0x78, 0x74], "at byte 6: the data ends"),  // a key without its value
-        ([0x1C], "reserved additional information 28"),
-        ([0x1F], "an indefinite length for major type 0"),
-        ([0x9B, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF], "items announced, more than the bytes left"),
-        ([0x5A, 0xFF, 0xFF, 0xFF, 0xFF], "more than the bytes left"),
-        ([0xFF], "a break outside an indefinite-length item"),
-        ([0x01, 0x02], "at byte 1: more bytes after the value"),
-        ([0xA2, 0x61, 0x61, 0x01, 0x61, 0x61, 0x02], "the key \"a\" twice"),
-        ([0xA2, 0x61, 0x61, 0x01, 0x7F, 0x61, 0x61, 0xFF, 0x02], "the key \"a\" twice"),  // once in a chunk
-        ([0xB1] + (0..<16).flatMap { [0x61, 0x61 + UInt8($0), 0x01] } + [0x61, 0x61, 0x02], "the key \"a\" twice"),  // 17 keys
-        ([0xA1, 0x61, 0xFF, 0x01], "is not valid UTF-8"),
-        ([0xA1, 0x01, 0x02], "a map key that is an integer, not a text string"),
-        ([0x5F, 0x61, 0x61, 0xFF], "a chunk of an indefinite-length string is not a definite string of its type"),
-        ([0x9F, 0x01], "the data ends inside an indefinite-length item"),
-        (Array(repeating: 0x81, count: 200) + [0x01], "nested deeper than 128 levels"),
-    ] as [([UInt8], String)])
+    @Test(
+        arguments: [
+            ([0xBF, 0x64, 0x74, 0x65, 0x78, 0x74], "at byte 6: the data ends"),  // a key without its value
+            ([0x1C], "reserved additional information 28"),
+            ([0x1F], "an indefinite length for major type 0"),
+            ([0x9B, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF], "items announced, more than the bytes left"),
+            ([0x5A, 0xFF, 0xFF, 0xFF, 0xFF], "more than the bytes left"),
+            ([0xFF], "a break outside an indefinite-length item"),
+            ([0x01, 0x02], "at byte 1: more bytes after the value"),
+            ([0xA2, 0x61, 0x61, 0x01, 0x61, 0x61, 0x02], "the key \"a\" twice"),
+            ([0xA2, 0x61, 0x61, 0x01, 0x7F, 0x61, 0x61, 0xFF, 0x02], "the key \"a\" twice"),  // once in a chunk
+            (
+                [0xB1] + (0..<16).flatMap { [0x61, 0x61 + UInt8($0), 0x01] } + [0x61, 0x61, 0x02], "the key \"a\" twice"
+            ),  // 17 keys
+            ([0xA1, 0x61, 0xFF, 0x01], "is not valid UTF-8"),
+            ([0xA1, 0x01, 0x02], "a map key that is an integer, not a text string"),
+            ([0x5F, 0x61, 0x61, 0xFF], "a chunk of an indefinite-length string is not a definite string of its type"),
+            ([0x9F, 0x01], "the data ends inside an indefinite-length item"),
+            (Array(repeating: 0x81, count: 200) + [0x01], "nested deeper than 128 levels"),
+        ] as [([UInt8], String)]
+    )
     func malformedBytesAreRefusedSayingWhat(bytes: [UInt8], what: String) throws {
         let error = try #require(throws: DecodingError.self) { try Self.decoded(Note.self, bytes) }
-        guard case .dataCorrupted(let context) = error else { Issue.record("\(error)"); return }
+        guard case .dataCorrupted(let context) = error else {
+            Issue.record("\(error)")
+            return
+        }
         #expect(context.debugDescription.contains(what), "\(context.debugDescription)")
     }
 
     @Test func invalidUTF8IsRefused() throws {
         let error = try #require(throws: DecodingError.self) { try Self.decoded(String.self, [0x62, 0xC3, 0x28]) }
-        guard case .dataCorrupted(let context) = error else { Issue.record("\(error)"); return }
+        guard case .dataCorrupted(let context) = error else {
+            Issue.record("\(error)")
+            return
+        }
         #expect(context.debugDescription.hasSuffix("is not valid UTF-8"))
     }
 
@@ -188,7 +224,11 @@ import Testing
             }
         }
         // {"unused": {}, "after": 1}
-        #expect(try Self.encoded(Lazy()) == [0xBF, 0x66] + Array("unused".utf8) + [0xA0, 0x65] + Array("after".utf8) + [0x01, 0xFF])
+        #expect(
+            try Self.encoded(Lazy()) == [0xBF, 0x66] + Array("unused".utf8) + [0xA0, 0x65] + Array("after".utf8) + [
+                0x01, 0xFF,
+            ]
+        )
     }
 
     /// Writing to a container after its parent went on would put bytes in the wrong place: it is

@@ -28,7 +28,8 @@ import Testing
     @Test func everyTypeRoundTripsThroughNIOsDecoderVerifier() throws {
         // The verifier feeds the input all at once, byte by byte, and in random splits,
         // and checks the decoder produces the same frames each way.
-        let pairs = Self.mixedFrames.map { (Self.encoded([$0]), [$0]) } + [(Self.encoded(Self.mixedFrames), Self.mixedFrames)]
+        let pairs =
+            Self.mixedFrames.map { (Self.encoded([$0]), [$0]) } + [(Self.encoded(Self.mixedFrames), Self.mixedFrames)]
         try ByteToMessageDecoderVerifier.verifyDecoder(inputOutputPairs: pairs) { FrameDecoder() }
     }
 
@@ -38,7 +39,10 @@ import Testing
             var decoder = FrameDecoder()
             var accumulated = ByteBuffer()
             var decoded: [Frame] = []
-            for part in [stream.getSlice(at: 0, length: offset)!, stream.getSlice(at: offset, length: stream.readableBytes - offset)!] {
+            for part in [
+                stream.getSlice(at: 0, length: offset)!,
+                stream.getSlice(at: offset, length: stream.readableBytes - offset)!,
+            ] {
                 var part = part
                 accumulated.writeBuffer(&part)
                 while let frame = try decoder.decode(buffer: &accumulated) { decoded.append(frame) }
@@ -63,7 +67,10 @@ import Testing
         buffer.writeMultipleIntegers(FrameType.hello.rawValue, UInt32(1_000_000))
         let error = try #require(throws: MultipeerError.self) { try decoder.decode(buffer: &buffer) }
         #expect(error.code == .frameTooLarge)
-        #expect(error.message == "a HELLO frame announced 1000000 bytes, more than the limit of 16384 for a link's first frame")
+        #expect(
+            error.message
+                == "a HELLO frame announced 1000000 bytes, more than the limit of 16384 for a link's first frame"
+        )
         // After the first frame, the general limit applies.
         var decoder2 = FrameDecoder(maximumLength: 1 << 20, firstFrameMaximumLength: 16)
         var frames = ByteBuffer()
@@ -87,7 +94,9 @@ import Testing
         var partial = whole.readSlice(length: 10)!
         #expect(try decoder.decode(buffer: &partial) == nil)
         #expect(try decoder.decodeLast(buffer: &partial, seenEOF: false) == nil)
-        let error = try #require(throws: MultipeerError.self) { try decoder.decodeLast(buffer: &partial, seenEOF: true) }
+        let error = try #require(throws: MultipeerError.self) {
+            try decoder.decodeLast(buffer: &partial, seenEOF: true)
+        }
         #expect(error.code == .truncatedFrame)
     }
 
@@ -107,14 +116,21 @@ import Testing
 
     @Test func aRejectNamesAReliableMessageAndEndsWithItsReason() throws {
         let valid: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 3, 1, 0x41, 2, 0x6e, 0x6f]
-        #expect(try LinkMessage(frame: Self.frame(.reject, valid)) == .reject(Rejection(sequence: 3, typeName: "A", reason: "no")))
+        #expect(
+            try LinkMessage(frame: Self.frame(.reject, valid))
+                == .reject(Rejection(sequence: 3, typeName: "A", reason: "no"))
+        )
         let unreliable = try #require(throws: MultipeerError.self) {
             try LinkMessage(frame: Self.frame(.reject, [0, 0, 0, 0, 0, 0, 0, 0] + valid.dropFirst(8)))
         }
         #expect(unreliable.message.hasPrefix("REJECT is malformed: sequence number 0"))
-        let trailing = try #require(throws: MultipeerError.self) { try LinkMessage(frame: Self.frame(.reject, valid + [0])) }
+        let trailing = try #require(throws: MultipeerError.self) {
+            try LinkMessage(frame: Self.frame(.reject, valid + [0]))
+        }
         #expect(trailing.code == .malformedMessage)
-        let short = try #require(throws: MultipeerError.self) { try LinkMessage(frame: Self.frame(.reject, Array(valid.dropLast(1)))) }
+        let short = try #require(throws: MultipeerError.self) {
+            try LinkMessage(frame: Self.frame(.reject, Array(valid.dropLast(1))))
+        }
         #expect(short.message == "REJECT is malformed: it ends before the reason")
     }
 
@@ -125,6 +141,9 @@ import Testing
         LinkMessage.reject(Rejection(sequence: 1, typeName: "A", reason: reason)).writeFrame(to: &bytes)
         var decoder = FrameDecoder(maximumLength: 1 << 20)
         let frame = try #require(try decoder.decode(buffer: &bytes))
-        #expect(try LinkMessage(frame: frame) == .reject(Rejection(sequence: 1, typeName: "A", reason: String(repeating: "x", count: 254))))
+        #expect(
+            try LinkMessage(frame: frame)
+                == .reject(Rejection(sequence: 1, typeName: "A", reason: String(repeating: "x", count: 254)))
+        )
     }
 }

@@ -10,7 +10,9 @@ struct TestSigner {
     var key: PeerKey { try! PeerKey(rawRepresentation: privateKey.publicKey.rawRepresentation) }
 
     init(rawPrivateKey: [UInt8]? = nil) {
-        privateKey = rawPrivateKey.map { try! Curve25519.Signing.PrivateKey(rawRepresentation: $0) } ?? Curve25519.Signing.PrivateKey()
+        privateKey =
+            rawPrivateKey.map { try! Curve25519.Signing.PrivateKey(rawRepresentation: $0) }
+            ?? Curve25519.Signing.PrivateKey()
     }
 
     func sign(_ message: [UInt8]) throws -> [UInt8] { Array(try privateKey.signature(for: message)) }
@@ -20,10 +22,18 @@ struct TestSigner {
     static let exporter = [UInt8](repeating: 0x5A, count: Hello.exporterLength)
 
     static func hello(
-        name: String = "Navigator", metadata: [String: String] = ["seat": "R", "role": "FO"], signer: TestSigner = TestSigner()
+        name: String = "Navigator",
+        metadata: [String: String] = ["seat": "R", "role": "FO"],
+        signer: TestSigner = TestSigner()
     ) throws -> Hello {
-        try Hello(peerID: signer.key.peerID, key: signer.key, incarnation: .random(in: 0...UInt64.max), displayName: name, metadata: metadata)
-            .signed(exporter: exporter, side: .dialler, sign: signer.sign)
+        try Hello(
+            peerID: signer.key.peerID,
+            key: signer.key,
+            incarnation: .random(in: 0...UInt64.max),
+            displayName: name,
+            metadata: metadata
+        )
+        .signed(exporter: exporter, side: .dialler, sign: signer.sign)
     }
 
     static func encode(_ hello: Hello) -> ByteBuffer {
@@ -69,7 +79,12 @@ struct TestSigner {
             .signed(exporter: Self.exporter, side: .dialler, sign: impostor.sign)
         let encoded = Self.encode(hello)
         let error = try #require(throws: MultipeerError.self) {
-            try Hello(decoding: encoded).verify(value: encoded, exporter: Self.exporter, side: .dialler, peer: "peer at 198.18.0.9:7000")
+            try Hello(decoding: encoded).verify(
+                value: encoded,
+                exporter: Self.exporter,
+                side: .dialler,
+                peer: "peer at 198.18.0.9:7000"
+            )
         }
         #expect(error.code == .identityMismatch)
         #expect(error.message.contains("\(victim)") && error.message.contains("198.18.0.9"))
@@ -81,7 +96,9 @@ struct TestSigner {
         var unsigned = Self.encode(hello)
         unsigned.moveWriterIndex(to: unsigned.writerIndex - Hello.signatureLength)
         unsigned.writeBytes([1, 2, 3, 4])  // a later version's field
-        let signature = try signer.sign(Hello.signedMessage(exporter: Self.exporter, side: .dialler, unsignedValue: unsigned.readableBytesView))
+        let signature = try signer.sign(
+            Hello.signedMessage(exporter: Self.exporter, side: .dialler, unsignedValue: unsigned.readableBytesView)
+        )
         unsigned.writeBytes(signature)
         let decoded = try Hello(decoding: unsigned)
         try decoded.verify(value: unsigned, exporter: Self.exporter, side: .dialler, peer: "p")
@@ -99,7 +116,9 @@ struct TestSigner {
     @Test func everyTruncationIsMalformedAndSaysWhere() throws {
         let full = Self.encode(try Self.hello())
         for length in 2..<full.readableBytes {
-            let error = try #require(throws: MultipeerError.self) { try Hello(decoding: full.getSlice(at: 0, length: length)!) }
+            let error = try #require(throws: MultipeerError.self) {
+                try Hello(decoding: full.getSlice(at: 0, length: length)!)
+            }
             #expect(error.code == .malformedMessage)
             #expect(error.message.hasPrefix("HELLO is malformed: it ends before"))
         }
@@ -136,14 +155,18 @@ struct TestSigner {
 
     @Test func metadataOutOfOrderOrRepeatedIsMalformed() throws {
         for keys in [["seat", "role"], ["seat", "seat"]] {
-            let error = try #require(throws: MultipeerError.self) { try Hello(decoding: Self.handMade(metadataKeys: keys)) }
+            let error = try #require(throws: MultipeerError.self) {
+                try Hello(decoding: Self.handMade(metadataKeys: keys))
+            }
             #expect(error.code == .malformedMessage)
             #expect(error.message.contains("sorted"))
         }
     }
 
     @Test func invalidUTF8IsMalformed() throws {
-        let error = try #require(throws: MultipeerError.self) { try Hello(decoding: Self.handMade(name: [0xC3, 0x28])) }
+        let error = try #require(throws: MultipeerError.self) {
+            try Hello(decoding: Self.handMade(name: [0xC3, 0x28]))
+        }
         #expect(error.message.contains("not valid UTF-8"))
     }
 
@@ -182,7 +205,12 @@ struct TestSigner {
     static func hello(features: Hello.Features) throws -> Hello {
         let identity = TestSigner()
         var hello = try Hello(
-            peerID: identity.key.peerID, key: identity.key, incarnation: 1, displayName: "Nav", maximumMessageLength: 1 << 20)
+            peerID: identity.key.peerID,
+            key: identity.key,
+            incarnation: 1,
+            displayName: "Nav",
+            maximumMessageLength: 1 << 20
+        )
         hello.features = features
         return try hello.signed(exporter: HelloTests.exporter, side: .dialler, sign: identity.sign)
     }

@@ -34,13 +34,19 @@ import Testing
         for _ in 0..<20 { arrive(after: .milliseconds(900)) }
         #expect(keepalive.timeout == .milliseconds(1500), "silences of an interval and its jitter are no stalls")
         #expect(keepalive.suspicion(of: .milliseconds(1000)) == 0)
-        #expect(keepalive.suspicion(of: .milliseconds(1500)) >= KeepaliveStateMachine.suspicionThreshold, "the prior gives the configured timeout")
+        #expect(
+            keepalive.suspicion(of: .milliseconds(1500)) >= KeepaliveStateMachine.suspicionThreshold,
+            "the prior gives the configured timeout"
+        )
 
         arrive(after: .seconds(2))  // one stall, 1 s beyond the threshold, and the prior's two
         // The scale: (1 s + 2 x 0.0724 s) / 3 = 0.382 s; the timeout 1 s + 3 ln 10 x 0.382 s.
         #expect(abs(keepalive.tailScale - 0.3816) < 0.001)
         #expect(abs(keepalive.timeout.seconds - 3.636) < 0.01)
-        #expect(abs(keepalive.suspicion(of: keepalive.timeout) - KeepaliveStateMachine.suspicionThreshold) < 0.001, "timed out where phi reaches 3")
+        #expect(
+            abs(keepalive.suspicion(of: keepalive.timeout) - KeepaliveStateMachine.suspicionThreshold) < 0.001,
+            "timed out where phi reaches 3"
+        )
         var afterOne = keepalive
         #expect(afterOne.wakeUp(now: now + .milliseconds(3600)) != .timedOut, "a silence like the stall is survived")
 
@@ -64,7 +70,10 @@ import Testing
         #expect(worse.timeout == worse.stallLimit)
 
         // A configured timeout shorter than two intervals stands while there is no stall to judge by.
-        var tight = KeepaliveStateMachine(parameters: KeepaliveParameters(interval: .seconds(1), timeout: .milliseconds(1500)), now: .zero)
+        var tight = KeepaliveStateMachine(
+            parameters: KeepaliveParameters(interval: .seconds(1), timeout: .milliseconds(1500)),
+            now: .zero
+        )
         for at in 1...10 { tight.inboundActivity(now: .seconds(at)) }
         #expect(tight.timeout == .milliseconds(1500))
         #expect(tight.wakeUp(now: .milliseconds(11_500)) == .timedOut)
@@ -85,17 +94,40 @@ import Testing
     /// on a clean path shows loss only in the silence that ends the link (this side
     /// retransmitting): it is timed out at 1.5 s, and the peer's next link knows no loss.
     @Test func aPathThatLostPacketsIsJudgedFromAHeavierPrior() {
-        func reading(retransmitted: UInt32 = 0, outOfOrder: UInt32 = 0, heardAgo: Int, recovering: Bool = false) -> TransportReading {
+        func reading(
+            retransmitted: UInt32 = 0,
+            outOfOrder: UInt32 = 0,
+            heardAgo: Int,
+            recovering: Bool = false
+        ) -> TransportReading {
             TransportReading(
-                outOfOrderSegments: outOfOrder, retransmittedSegments: retransmitted, sinceHeard: .milliseconds(heardAgo), unacknowledgedSegments: 1,
-                recoveringLoss: recovering)
+                outOfOrderSegments: outOfOrder,
+                retransmittedSegments: retransmitted,
+                sinceHeard: .milliseconds(heardAgo),
+                unacknowledgedSegments: 1,
+                recoveringLoss: recovering
+            )
         }
-        var replacement = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, path: PathHistory(lossSeen: true))
+        var replacement = KeepaliveStateMachine(
+            parameters: Self.defaults,
+            now: .zero,
+            path: PathHistory(lossSeen: true)
+        )
         #expect(replacement.timeout == replacement.ceiling)
         for at in stride(from: 700, to: 4500, by: 500) {
-            #expect(replacement.wakeUp(now: .milliseconds(at), transport: reading(retransmitted: UInt32(at / 500), heardAgo: at, recovering: true)) != .timedOut)
+            #expect(
+                replacement.wakeUp(
+                    now: .milliseconds(at),
+                    transport: reading(retransmitted: UInt32(at / 500), heardAgo: at, recovering: true)
+                ) != .timedOut
+            )
         }
-        #expect(replacement.wakeUp(now: .milliseconds(4500), transport: reading(retransmitted: 9, heardAgo: 4500, recovering: true)) == .timedOut)
+        #expect(
+            replacement.wakeUp(
+                now: .milliseconds(4500),
+                transport: reading(retransmitted: 9, heardAgo: 4500, recovering: true)
+            ) == .timedOut
+        )
 
         var reordered = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
         _ = reordered.wakeUp(now: .milliseconds(700), transport: reading(outOfOrder: 2, heardAgo: 100))
@@ -106,9 +138,18 @@ import Testing
         for fault in 1...2 {
             var link = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, path: path)
             _ = link.wakeUp(now: .milliseconds(700), transport: reading(retransmitted: 0, heardAgo: 700))
-            _ = link.wakeUp(now: .milliseconds(1000), transport: reading(retransmitted: 1, heardAgo: 1000, recovering: true))
+            _ = link.wakeUp(
+                now: .milliseconds(1000),
+                transport: reading(retransmitted: 1, heardAgo: 1000, recovering: true)
+            )
             #expect(link.hasSeenLoss)
-            #expect(link.wakeUp(now: .milliseconds(1500), transport: reading(retransmitted: 2, heardAgo: 1500, recovering: true)) == .timedOut, "fault \(fault)")
+            #expect(
+                link.wakeUp(
+                    now: .milliseconds(1500),
+                    transport: reading(retransmitted: 2, heardAgo: 1500, recovering: true)
+                ) == .timedOut,
+                "fault \(fault)"
+            )
             path = link.history
             #expect(path == PathHistory(), "the silence that ended the link is no evidence")
         }
@@ -116,7 +157,10 @@ import Testing
         // The same loss in a silence that ended in an arrival: the path's.
         var survived = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
         _ = survived.wakeUp(now: .milliseconds(700), transport: reading(retransmitted: 0, heardAgo: 700))
-        _ = survived.wakeUp(now: .milliseconds(1000), transport: reading(retransmitted: 1, heardAgo: 1000, recovering: true))
+        _ = survived.wakeUp(
+            now: .milliseconds(1000),
+            transport: reading(retransmitted: 1, heardAgo: 1000, recovering: true)
+        )
         #expect(survived.timeout == .milliseconds(1500))
         survived.inboundActivity(now: .milliseconds(1200))
         #expect(survived.history.lossSeen)
@@ -130,7 +174,11 @@ import Testing
     /// clean one, are timed out at the timeout as before.
     @Test func aStallTheTransportExplainsIsKeptAsLongAsItShows() {
         func reading(retransmitted: UInt32 = 0, outOfOrder: UInt32 = 0, heardAgo: Int) -> TransportReading {
-            TransportReading(outOfOrderSegments: outOfOrder, retransmittedSegments: retransmitted, sinceHeard: .milliseconds(heardAgo))
+            TransportReading(
+                outOfOrderSegments: outOfOrder,
+                retransmittedSegments: retransmitted,
+                sinceHeard: .milliseconds(heardAgo)
+            )
         }
         var keepalive = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
         var reads = 0
@@ -138,10 +186,17 @@ import Testing
         // idle link costs no system call, even on wake-ups the timer grid made a little late.
         #expect(keepalive.overdue == .milliseconds(600))
         for at in [499, 520, 600] {
-            _ = keepalive.wakeUp(now: .milliseconds(at), transport: { reads += 1; return reading(heardAgo: 0) }())
+            _ = keepalive.wakeUp(
+                now: .milliseconds(at),
+                transport: {
+                    reads += 1
+                    return reading(heardAgo: 0)
+                }()
+            )
         }
         #expect(reads == 0)
-        _ = keepalive.wakeUp(now: .milliseconds(700), transport: reading(outOfOrder: 3, heardAgo: 100))  // the first reading
+        // the first reading
+        _ = keepalive.wakeUp(now: .milliseconds(700), transport: reading(outOfOrder: 3, heardAgo: 100))
         // The peer's segments keep arriving beyond a gap, up to 10 s: the link stays.
         var now = Duration.milliseconds(700)
         var outOfOrder: UInt32 = 3
@@ -155,10 +210,20 @@ import Testing
         let lastSent = now - .milliseconds(100)
         while now < lastSent + keepalive.ceiling - .milliseconds(500) {
             now += .milliseconds(500)
-            #expect(keepalive.wakeUp(now: now, transport: reading(outOfOrder: outOfOrder, heardAgo: Int((now - lastSent).milliseconds))) != .timedOut)
+            #expect(
+                keepalive.wakeUp(
+                    now: now,
+                    transport: reading(outOfOrder: outOfOrder, heardAgo: Int((now - lastSent).milliseconds))
+                ) != .timedOut
+            )
         }
         #expect(keepalive.nextWakeUp == lastSent + keepalive.ceiling)
-        #expect(keepalive.wakeUp(now: lastSent + keepalive.ceiling, transport: reading(outOfOrder: outOfOrder, heardAgo: 4500)) == .timedOut)
+        #expect(
+            keepalive.wakeUp(
+                now: lastSent + keepalive.ceiling,
+                transport: reading(outOfOrder: outOfOrder, heardAgo: 4500)
+            ) == .timedOut
+        )
 
         // A peer seen sending forever: timed out at the stall limit.
         var stalled = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
@@ -169,7 +234,10 @@ import Testing
             #expect(stalled.wakeUp(now: now, transport: reading(outOfOrder: outOfOrder, heardAgo: 10)) != .timedOut)
             now += .milliseconds(500)
         }
-        #expect(stalled.wakeUp(now: stalled.stallLimit, transport: reading(outOfOrder: outOfOrder + 1, heardAgo: 10)) == .timedOut)
+        #expect(
+            stalled.wakeUp(now: stalled.stallLimit, transport: reading(outOfOrder: outOfOrder + 1, heardAgo: 10))
+                == .timedOut
+        )
 
         // This side retransmits and the peer's host answers: kept to the ceiling, however
         // often the host answers (its kernel does, its application may be frozen). (At the
@@ -177,10 +245,14 @@ import Testing
         var lossy = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
         _ = lossy.wakeUp(now: .milliseconds(500), transport: reading(retransmitted: 2, heardAgo: 100))
         _ = lossy.wakeUp(now: .milliseconds(1000), transport: reading(retransmitted: 3, heardAgo: 100))
-        #expect(lossy.wakeUp(now: .milliseconds(1500), transport: reading(retransmitted: 4, heardAgo: 100)) != .timedOut)
+        #expect(
+            lossy.wakeUp(now: .milliseconds(1500), transport: reading(retransmitted: 4, heardAgo: 100)) != .timedOut
+        )
         #expect(lossy.nextWakeUp == .milliseconds(2000), "the next ping")
         for at in stride(from: 2000, to: 4500, by: 500) {
-            #expect(lossy.wakeUp(now: .milliseconds(at), transport: reading(retransmitted: 5, heardAgo: 50)) != .timedOut)
+            #expect(
+                lossy.wakeUp(now: .milliseconds(at), transport: reading(retransmitted: 5, heardAgo: 50)) != .timedOut
+            )
         }
         #expect(lossy.wakeUp(now: lossy.ceiling, transport: reading(retransmitted: 6, heardAgo: 50)) == .timedOut)
 
@@ -189,7 +261,9 @@ import Testing
         var dead = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
         _ = dead.wakeUp(now: .milliseconds(500), transport: reading(heardAgo: 500))
         _ = dead.wakeUp(now: .milliseconds(1000), transport: reading(retransmitted: 1, heardAgo: 1000))
-        #expect(dead.wakeUp(now: .milliseconds(1500), transport: reading(retransmitted: 2, heardAgo: 1500)) == .timedOut)
+        #expect(
+            dead.wakeUp(now: .milliseconds(1500), transport: reading(retransmitted: 2, heardAgo: 1500)) == .timedOut
+        )
 
         // A frozen peer on a clean link: its host acknowledges every PING, nothing is lost.
         var frozen = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
@@ -204,10 +278,16 @@ import Testing
             func heard(_ at: Int) -> Int { heardSinceTheArrival ? 10 : at - 200 }
             _ = link.wakeUp(now: .milliseconds(700), transport: reading(heardAgo: heard(700)))
             _ = link.wakeUp(now: .milliseconds(1000), transport: reading(retransmitted: 1, heardAgo: heard(1000)))
-            let verdict = link.wakeUp(now: .milliseconds(1500), transport: reading(retransmitted: 2, heardAgo: heard(1500)))
+            let verdict = link.wakeUp(
+                now: .milliseconds(1500),
+                transport: reading(retransmitted: 2, heardAgo: heard(1500))
+            )
             #expect((verdict == .timedOut) == !heardSinceTheArrival)
             if heardSinceTheArrival {
-                #expect(link.wakeUp(now: .milliseconds(4000), transport: reading(retransmitted: 3, heardAgo: 10)) != .timedOut)
+                #expect(
+                    link.wakeUp(now: .milliseconds(4000), transport: reading(retransmitted: 3, heardAgo: 10))
+                        != .timedOut
+                )
                 #expect(link.wakeUp(now: link.ceiling, transport: reading(retransmitted: 4, heardAgo: 10)) == .timedOut)
             }
         }
@@ -221,14 +301,22 @@ import Testing
             link.inboundActivity(now: .milliseconds(1100))
             #expect(link.timeout == link.ceiling)
             let arrival = Duration.milliseconds(1100)
-            func heard(_ now: Duration) -> Int { Int((heardSinceTheArrival ? .milliseconds(50) : now - arrival + .milliseconds(50)).milliseconds) }
+            func heard(_ now: Duration) -> Int {
+                Int((heardSinceTheArrival ? .milliseconds(50) : now - arrival + .milliseconds(50)).milliseconds)
+            }
             var now = Duration.milliseconds(1800)
             while now < arrival + link.ceiling {
-                #expect(link.wakeUp(now: now, transport: reading(retransmitted: 1, outOfOrder: 1, heardAgo: heard(now))) != .timedOut)
+                #expect(
+                    link.wakeUp(now: now, transport: reading(retransmitted: 1, outOfOrder: 1, heardAgo: heard(now)))
+                        != .timedOut
+                )
                 now += .milliseconds(500)
             }
             let due = arrival + link.ceiling
-            #expect(link.wakeUp(now: due, transport: reading(retransmitted: 1, outOfOrder: 1, heardAgo: heard(due))) == .timedOut)
+            #expect(
+                link.wakeUp(now: due, transport: reading(retransmitted: 1, outOfOrder: 1, heardAgo: heard(due)))
+                    == .timedOut
+            )
         }
     }
 
@@ -241,11 +329,27 @@ import Testing
         for outOfOrder: UInt32 in [2, 0] {
             var link = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
             for at in [700, 1000] {
-                #expect(link.wakeUp(now: .milliseconds(at), transport: TransportReading(
-                    outOfOrderSegments: outOfOrder, retransmittedSegments: 0, sinceHeard: .milliseconds(at - 600), unacknowledgedSegments: 1)) != .timedOut)
+                #expect(
+                    link.wakeUp(
+                        now: .milliseconds(at),
+                        transport: TransportReading(
+                            outOfOrderSegments: outOfOrder,
+                            retransmittedSegments: 0,
+                            sinceHeard: .milliseconds(at - 600),
+                            unacknowledgedSegments: 1
+                        )
+                    ) != .timedOut
+                )
             }
-            let verdict = link.wakeUp(now: .milliseconds(1500), transport: TransportReading(
-                outOfOrderSegments: outOfOrder, retransmittedSegments: 0, sinceHeard: .milliseconds(400), unacknowledgedSegments: 1))
+            let verdict = link.wakeUp(
+                now: .milliseconds(1500),
+                transport: TransportReading(
+                    outOfOrderSegments: outOfOrder,
+                    retransmittedSegments: 0,
+                    sinceHeard: .milliseconds(400),
+                    unacknowledgedSegments: 1
+                )
+            )
             #expect((verdict == .timedOut) == (outOfOrder == 0), "out of order: \(outOfOrder)")
             if outOfOrder > 0 {
                 #expect(link.history.lossSeen, "and the peer's next link knows")
@@ -259,7 +363,12 @@ import Testing
     /// A peer that sends nothing more is timed out a timeout after that arrival.
     @Test func dataWaitingUnreadIsNoSilenceOfThePeers() {
         func reading(arrivedAgo: Int) -> TransportReading {
-            TransportReading(outOfOrderSegments: 0, retransmittedSegments: 0, sinceHeard: .milliseconds(arrivedAgo), sinceDataArrived: .milliseconds(arrivedAgo))
+            TransportReading(
+                outOfOrderSegments: 0,
+                retransmittedSegments: 0,
+                sinceHeard: .milliseconds(arrivedAgo),
+                sinceDataArrived: .milliseconds(arrivedAgo)
+            )
         }
         var keepalive = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
         // Nothing read since 0; the kernel got the peer's PINGs at 800 and 1,300 ms.
@@ -267,7 +376,10 @@ import Testing
         _ = keepalive.wakeUp(now: .milliseconds(1000), transport: reading(arrivedAgo: 200))
         #expect(keepalive.wakeUp(now: .milliseconds(1500), transport: reading(arrivedAgo: 200)) != .timedOut)
         #expect(keepalive.nextWakeUp <= .milliseconds(2300))
-        #expect(keepalive.wakeUp(now: .milliseconds(2000), transport: reading(arrivedAgo: 1200)) != .timedOut, "an older reading changes nothing")
+        #expect(
+            keepalive.wakeUp(now: .milliseconds(2000), transport: reading(arrivedAgo: 1200)) != .timedOut,
+            "an older reading changes nothing"
+        )
         // Then nothing more arrives: timed out 1.5 s after the last arrival, 1,300 ms.
         #expect(keepalive.wakeUp(now: .milliseconds(2799), transport: reading(arrivedAgo: 1499)) != .timedOut)
         #expect(keepalive.wakeUp(now: .milliseconds(2800), transport: reading(arrivedAgo: 1500)) == .timedOut)
@@ -296,7 +408,10 @@ import Testing
             now += .seconds(3)
             first.inboundActivity(now: now)
         }
-        _ = first.wakeUp(now: now + .milliseconds(700), transport: TransportReading(outOfOrderSegments: 2, retransmittedSegments: 0, sinceHeard: .zero))
+        _ = first.wakeUp(
+            now: now + .milliseconds(700),
+            transport: TransportReading(outOfOrderSegments: 2, retransmittedSegments: 0, sinceHeard: .zero)
+        )
         #expect(first.timeout > Self.defaults.timeout)
         // Then 90 s of a clean path, and the link is replaced.
         for _ in 0..<180 {
@@ -320,14 +435,22 @@ import Testing
         #expect(third.timeout == Self.defaults.timeout)
 
         // Kept a while between links (PathMemory ages what it keeps), as much.
-        let kept = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, path: first.history.aged(by: .seconds(40)))
+        let kept = KeepaliveStateMachine(
+            parameters: Self.defaults,
+            now: .zero,
+            path: first.history.aged(by: .seconds(40))
+        )
         #expect(kept.recentStalls == StallTally() && kept.timeout == Self.defaults.timeout)
     }
 
     @Test func aHungPeerIsTimedOutAtTheConfiguredTimeoutWhateverTheLinkShowedBefore() {
         func reading(unacknowledged: UInt32, retransmitted: UInt32 = 0, heardAgo: Int = 100) -> TransportReading {
             TransportReading(
-                outOfOrderSegments: 0, retransmittedSegments: retransmitted, sinceHeard: .milliseconds(heardAgo), unacknowledgedSegments: unacknowledged)
+                outOfOrderSegments: 0,
+                retransmittedSegments: retransmitted,
+                sinceHeard: .milliseconds(heardAgo),
+                unacknowledgedSegments: unacknowledged
+            )
         }
         func stalledOnce() -> KeepaliveStateMachine {
             var keepalive = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
@@ -339,36 +462,69 @@ import Testing
         _ = frozen.wakeUp(now: .milliseconds(2700), transport: reading(unacknowledged: 0))
         #expect(frozen.peerHung)
         #expect(frozen.wakeUp(now: .milliseconds(3499), transport: reading(unacknowledged: 0)) != .timedOut)
-        #expect(frozen.wakeUp(now: .milliseconds(3500), transport: reading(unacknowledged: 0)) == .timedOut, "1.5 s after the last arrival")
+        #expect(
+            frozen.wakeUp(now: .milliseconds(3500), transport: reading(unacknowledged: 0)) == .timedOut,
+            "1.5 s after the last arrival"
+        )
 
         var blackHole = stalledOnce()
         _ = blackHole.wakeUp(now: .milliseconds(2700), transport: reading(unacknowledged: 1, heardAgo: 700))
         #expect(!blackHole.peerHung)
-        #expect(blackHole.wakeUp(now: .milliseconds(3500), transport: reading(unacknowledged: 1, heardAgo: 1500)) != .timedOut, "the link's raised timeout")
+        #expect(
+            blackHole.wakeUp(now: .milliseconds(3500), transport: reading(unacknowledged: 1, heardAgo: 1500))
+                != .timedOut,
+            "the link's raised timeout"
+        )
         let due = .milliseconds(2000) + blackHole.timeout
-        #expect(blackHole.wakeUp(now: due, transport: reading(unacknowledged: 2, retransmitted: 1, heardAgo: Int((due - .milliseconds(2000)).milliseconds))) == .timedOut)
+        #expect(
+            blackHole.wakeUp(
+                now: due,
+                transport: reading(
+                    unacknowledged: 2,
+                    retransmitted: 1,
+                    heardAgo: Int((due - .milliseconds(2000)).milliseconds)
+                )
+            ) == .timedOut
+        )
 
         // Retransmissions from before the silence (a tail-loss probe on a clean path counts as
         // one) are no loss in it: a frozen peer there is still hung.
         var probed = stalledOnce()
         _ = probed.wakeUp(now: .milliseconds(2700), transport: reading(unacknowledged: 0, retransmitted: 3))
-        #expect(probed.wakeUp(now: .milliseconds(3500), transport: reading(unacknowledged: 0, retransmitted: 3)) == .timedOut)
+        #expect(
+            probed.wakeUp(now: .milliseconds(3500), transport: reading(unacknowledged: 0, retransmitted: 3))
+                == .timedOut
+        )
 
         // A path that lost packets in a silence, then a black hole: the peer's host acknowledged
         // the last arrival 40 ms after it (a delayed acknowledgement), and nothing since. Timed
         // out at the link's timeout, not kept to the ceiling.
         var cut = stalledOnce()
         _ = cut.wakeUp(now: .milliseconds(2700), transport: reading(unacknowledged: 1, heardAgo: 660))
-        _ = cut.wakeUp(now: .milliseconds(3200), transport: reading(unacknowledged: 1, retransmitted: 1, heardAgo: 1160))
+        _ = cut.wakeUp(
+            now: .milliseconds(3200),
+            transport: reading(unacknowledged: 1, retransmitted: 1, heardAgo: 1160)
+        )
         let cutDue = .milliseconds(2000) + cut.timeout
-        #expect(cut.wakeUp(now: cutDue, transport: reading(unacknowledged: 2, retransmitted: 2, heardAgo: Int((cutDue - .milliseconds(2040)).milliseconds))) == .timedOut)
+        #expect(
+            cut.wakeUp(
+                now: cutDue,
+                transport: reading(
+                    unacknowledged: 2,
+                    retransmitted: 2,
+                    heardAgo: Int((cutDue - .milliseconds(2040)).milliseconds)
+                )
+            ) == .timedOut
+        )
 
         // Acknowledged, but only after this side retransmitted: a lossy path, not a hung peer.
         var lossy = stalledOnce()
         _ = lossy.wakeUp(now: .milliseconds(2700), transport: reading(unacknowledged: 1))
         _ = lossy.wakeUp(now: .milliseconds(3200), transport: reading(unacknowledged: 0, retransmitted: 1))
         #expect(!lossy.peerHung)
-        #expect(lossy.wakeUp(now: .milliseconds(3500), transport: reading(unacknowledged: 0, retransmitted: 1)) != .timedOut)
+        #expect(
+            lossy.wakeUp(now: .milliseconds(3500), transport: reading(unacknowledged: 0, retransmitted: 1)) != .timedOut
+        )
         // And an arrival ends the verdict with the silence.
         frozen = stalledOnce()
         _ = frozen.wakeUp(now: .milliseconds(2700), transport: reading(unacknowledged: 0))
@@ -384,26 +540,47 @@ import Testing
         var first = KeepaliveStateMachine(parameters: Self.defaults, now: .zero)
         first.inboundActivity(now: .milliseconds(1400))  // survived
         #expect(first.wakeUp(now: .milliseconds(8000)) == .timedOut)
-        #expect(first.history == PathHistory(stalls: StallTally(count: 1, excess: .milliseconds(400)), lossSeen: false), "not the 6.6 s that ended it")
+        #expect(
+            first.history == PathHistory(stalls: StallTally(count: 1, excess: .milliseconds(400)), lossSeen: false),
+            "not the 6.6 s that ended it"
+        )
         var next = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, path: first.history)
         #expect(next.timeout == first.timeout, "the next link judges by the same stalls")
         next.inboundActivity(now: .milliseconds(500))
         #expect(next.timeout == first.timeout)
 
-        let acknowledged = TransportReading(outOfOrderSegments: 0, retransmittedSegments: 0, sinceHeard: .milliseconds(100), unacknowledgedSegments: 0)
+        let acknowledged = TransportReading(
+            outOfOrderSegments: 0,
+            retransmittedSegments: 0,
+            sinceHeard: .milliseconds(100),
+            unacknowledgedSegments: 0
+        )
         let stalled = StallTally(count: 3, excess: .seconds(6))  // 1 s + 3 ln 10 x 6.145 s / 5: 9.49 s
-        var clean = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, path: PathHistory(stalls: stalled, lossSeen: false))
+        var clean = KeepaliveStateMachine(
+            parameters: Self.defaults,
+            now: .zero,
+            path: PathHistory(stalls: stalled, lossSeen: false)
+        )
         #expect(abs(clean.timeout.seconds - 9.49) < 0.01)
         _ = clean.wakeUp(now: .milliseconds(700), transport: acknowledged)
-        #expect(clean.wakeUp(now: .milliseconds(1500), transport: acknowledged) == .timedOut, "hung on a clean path: the configured timeout")
+        #expect(
+            clean.wakeUp(now: .milliseconds(1500), transport: acknowledged) == .timedOut,
+            "hung on a clean path: the configured timeout"
+        )
 
         let lossy = PathHistory(stalls: stalled, lossSeen: true)
         var recovering = KeepaliveStateMachine(parameters: Self.defaults, now: .zero, path: lossy)
         _ = recovering.wakeUp(now: .milliseconds(700), transport: acknowledged)
         #expect(!recovering.peerHung)
         #expect(recovering.wakeUp(now: .milliseconds(1500), transport: acknowledged) != .timedOut)
-        #expect(recovering.wakeUp(now: .milliseconds(3000), transport: acknowledged) != .timedOut, "its host heard: a lossy path's stall")
-        #expect(recovering.wakeUp(now: recovering.ceiling, transport: acknowledged) != .timedOut, "the stall it inherited is longer")
+        #expect(
+            recovering.wakeUp(now: .milliseconds(3000), transport: acknowledged) != .timedOut,
+            "its host heard: a lossy path's stall"
+        )
+        #expect(
+            recovering.wakeUp(now: recovering.ceiling, transport: acknowledged) != .timedOut,
+            "the stall it inherited is longer"
+        )
         #expect(recovering.wakeUp(now: recovering.timeout, transport: acknowledged) == .timedOut)
         #expect(recovering.history.lossSeen)
     }
@@ -523,7 +700,10 @@ import Testing
     @Test func bothSidesUseTheStricterPair() {
         let mine = KeepaliveParameters(interval: .milliseconds(500), timeout: .milliseconds(1500))
         let theirs = KeepaliveParameters(interval: .milliseconds(200), timeout: .seconds(3))
-        #expect(mine.stricter(than: theirs) == KeepaliveParameters(interval: .milliseconds(200), timeout: .milliseconds(1500)))
+        #expect(
+            mine.stricter(than: theirs)
+                == KeepaliveParameters(interval: .milliseconds(200), timeout: .milliseconds(1500))
+        )
         #expect(theirs.stricter(than: mine) == mine.stricter(than: theirs))
         let silent = KeepaliveParameters(interval: .zero, timeout: .zero)
         #expect(mine.stricter(than: silent) == mine, "zero means no opinion")
@@ -535,13 +715,16 @@ import Testing
     @Test func delaysGrowByTheMultiplierUpToTheCap() {
         var backoff = Backoff()
         let middle = (0..<12).map { _ in backoff.next(random: 0.5) }  // 0.5: no jitter
-        #expect(middle.prefix(4) == [.milliseconds(100), .milliseconds(160), .milliseconds(256), .nanoseconds(409_600_000)])
+        #expect(
+            middle.prefix(4) == [.milliseconds(100), .milliseconds(160), .milliseconds(256), .nanoseconds(409_600_000)]
+        )
         #expect(middle.last == .seconds(10), "capped at 10 s")
         #expect(backoff.attempts == 12)
     }
 
     @Test func jitterStaysWithinTwentyPercent() {
-        var low = Backoff(), high = Backoff()
+        var low = Backoff()
+        var high = Backoff()
         #expect(low.next(random: 0) == .milliseconds(80))
         #expect(high.next(random: 0.999_999).nanoseconds <= 120_000_000)
         var backoff = Backoff()
@@ -606,7 +789,10 @@ import Testing
         var keepalive = KeepaliveStateMachine(parameters: parameters, now: .zero)
         #expect(keepalive.wakeUp(now: .milliseconds(1800), late: .milliseconds(300)) != .timedOut)
         let recheck = keepalive.nextWakeUp
-        #expect(keepalive.wakeUp(now: recheck + .milliseconds(300), late: .milliseconds(300)) == .timedOut, "one look more, not one each time")
+        #expect(
+            keepalive.wakeUp(now: recheck + .milliseconds(300), late: .milliseconds(300)) == .timedOut,
+            "one look more, not one each time"
+        )
     }
 
     @Test func aLateWakeUpStillTimesOutWhenNothingWasWaiting() {
@@ -641,9 +827,18 @@ import Testing
         // Two pings that never get an answer.
         estimator.pingSent(Probe(nonce: 10, timestamp: 0), at: .seconds(10))
         estimator.pingSent(Probe(nonce: 11, timestamp: 0), at: .seconds(11))
-        #expect(estimator.expire(olderThan: .milliseconds(1500), now: .milliseconds(11_600)) == 1, "one ping still awaited")
-        #expect(estimator.quality.loss == 1.0 / 5.0, "one of five settled pings lost; the other still within the timeout")
-        #expect(estimator.pongReceived(Probe(nonce: 10, timestamp: 0), at: .seconds(12)) == nil, "a late pong after expiry is ignored")
+        #expect(
+            estimator.expire(olderThan: .milliseconds(1500), now: .milliseconds(11_600)) == 1,
+            "one ping still awaited"
+        )
+        #expect(
+            estimator.quality.loss == 1.0 / 5.0,
+            "one of five settled pings lost; the other still within the timeout"
+        )
+        #expect(
+            estimator.pongReceived(Probe(nonce: 10, timestamp: 0), at: .seconds(12)) == nil,
+            "a late pong after expiry is ignored"
+        )
         #expect(estimator.quality.pingsSent == 6)
     }
 

@@ -9,7 +9,11 @@ import Testing
     static let local = TestSigner()
 
     /// A HELLO frame from `signer`, speaking from `side`, for `exporter`.
-    static func helloFrame(from signer: TestSigner = TestSigner(), side: Hello.Side = .listener, exporter: [UInt8] = exporter) throws -> Frame {
+    static func helloFrame(
+        from signer: TestSigner = TestSigner(),
+        side: Hello.Side = .listener,
+        exporter: [UInt8] = exporter
+    ) throws -> Frame {
         let hello = try Hello(peerID: signer.key.peerID, key: signer.key, incarnation: 1, displayName: "peer")
             .signed(exporter: exporter, side: side, sign: signer.sign)
         var value = ByteBuffer()
@@ -43,7 +47,11 @@ import Testing
         #expect(!link.isHandshaking)
         var ack = ByteBuffer()
         LinkMessage.ack(7, partial: nil).writeFrame(to: &ack)
-        guard case .deliver(.ack(7, nil)) = link.received(Frame(type: .ack, value: ack.getSlice(at: 8, length: ack.readableBytes - 8)!)) else {
+        guard
+            case .deliver(.ack(7, nil)) = link.received(
+                Frame(type: .ack, value: ack.getSlice(at: 8, length: ack.readableBytes - 8)!)
+            )
+        else {
             Issue.record("an ACK, handed on")
             return
         }
@@ -57,10 +65,17 @@ import Testing
 
     @Test func aHelloForAnotherConnectionOrSideOrFromThisPeerOrAnotherThanMeantFails() throws {
         var replayed = Self.dialler()
-        #expect(Self.failure(replayed.received(try Self.helloFrame(exporter: [UInt8](repeating: 1, count: Hello.exporterLength)))) == .badSignature,
-                "signed for another TLS connection")
+        #expect(
+            Self.failure(
+                replayed.received(try Self.helloFrame(exporter: [UInt8](repeating: 1, count: Hello.exporterLength)))
+            ) == .badSignature,
+            "signed for another TLS connection"
+        )
         var reflected = Self.dialler()
-        #expect(Self.failure(reflected.received(try Self.helloFrame(side: .dialler))) == .badSignature, "this side's own words sent back")
+        #expect(
+            Self.failure(reflected.received(try Self.helloFrame(side: .dialler))) == .badSignature,
+            "this side's own words sent back"
+        )
         var itself = Self.dialler()
         #expect(Self.failure(itself.received(try Self.helloFrame(from: Self.local))) == .selfConnection)
         var other = Self.dialler(expecting: UUID())
@@ -69,14 +84,16 @@ import Testing
 
     @Test func theHandshakeTimesOutNamingItsStageAndAClosedConnectionFailsIt() {
         var waitingForTLS = LinkStateMachine(localPeerID: Self.local.key.peerID, side: .listener)
-        guard case .failHandshake(let error as MultipeerError) = waitingForTLS.handshakeTimedOut(after: .seconds(5)) else {
+        guard case .failHandshake(let error as MultipeerError) = waitingForTLS.handshakeTimedOut(after: .seconds(5))
+        else {
             Issue.record("timed out")
             return
         }
         #expect(error.code == .handshakeTimeout)
         #expect(error.message.contains("the TLS handshake"))
         var waitingForHello = Self.dialler()
-        guard case .failHandshake(let late as MultipeerError) = waitingForHello.handshakeTimedOut(after: .seconds(5)) else {
+        guard case .failHandshake(let late as MultipeerError) = waitingForHello.handshakeTimedOut(after: .seconds(5))
+        else {
             Issue.record("timed out")
             return
         }

@@ -8,7 +8,12 @@ import Testing
     static func hello(reads: MessageTypeList?, features: Hello.Features = [.resources, .streams]) throws -> Hello {
         let identity = TestSigner()
         var hello = try Hello(
-            peerID: identity.key.peerID, key: identity.key, incarnation: 1, displayName: "Nav", maximumMessageLength: 1 << 20)
+            peerID: identity.key.peerID,
+            key: identity.key,
+            incarnation: 1,
+            displayName: "Nav",
+            maximumMessageLength: 1 << 20
+        )
         hello.features = features
         hello.reads = reads
         return try hello.signed(exporter: HelloTests.exporter, side: .dialler, sign: identity.sign)
@@ -26,19 +31,24 @@ import Testing
         let encoded = HelloTests.encode(try Self.hello(reads: reads))
         let hello = try Hello(decoding: encoded)
         #expect(hello.reads == reads)
-        #expect(hello.features == [.resources, .streams], "the types' bit is read into reads, not kept among the features")
+        #expect(
+            hello.features == [.resources, .streams],
+            "the types' bit is read into reads, not kept among the features"
+        )
         // A HELLO that says nothing of the types its sender reads: every type.
         #expect(try Hello(decoding: HelloTests.encode(Self.hello(reads: nil))).reads == nil)
         // An empty list is a list: its sender reads no type at all.
-        #expect(try Hello(decoding: HelloTests.encode(Self.hello(reads: MessageTypeList([])))).reads == MessageTypeList([]))
+        #expect(
+            try Hello(decoding: HelloTests.encode(Self.hello(reads: MessageTypeList([])))).reads == MessageTypeList([])
+        )
     }
 
     @Test func theBitWithoutItsListIsMalformed() throws {
         // The features field says a list follows, and the signature comes instead: an empty
         // list's count taken out from before the signature.
         var bytes = Array(HelloTests.encode(try Self.hello(reads: MessageTypeList([]))).readableBytesView)
-        #expect(bytes[bytes.count - Hello.signatureLength - 2 ..< bytes.count - Hello.signatureLength] == [0, 0])
-        bytes.removeSubrange(bytes.count - Hello.signatureLength - 2 ..< bytes.count - Hello.signatureLength)
+        #expect(bytes[bytes.count - Hello.signatureLength - 2..<bytes.count - Hello.signatureLength] == [0, 0])
+        bytes.removeSubrange(bytes.count - Hello.signatureLength - 2..<bytes.count - Hello.signatureLength)
         let error = try #require(throws: MultipeerError.self) { try Hello(decoding: ByteBuffer(bytes: bytes)) }
         #expect(error.code == .malformedMessage)
     }
@@ -51,7 +61,9 @@ import Testing
                 value.writeInteger(UInt8(name.utf8.count))
                 value.writeString(name)
             }
-            let error = try #require(throws: MultipeerError.self, "\(names)") { try LinkMessage(frame: Frame(type: .types, value: value)) }
+            let error = try #require(throws: MultipeerError.self, "\(names)") {
+                try LinkMessage(frame: Frame(type: .types, value: value))
+            }
             #expect(error.code == .malformedMessage)
             #expect(error.message.hasPrefix("TYPES is malformed"))
         }
@@ -78,20 +90,37 @@ import Testing
         while (try? MessageTypeList(names + ["n\(names.count)" + String(repeating: "z", count: 250)])) != nil {
             names.append("n\(names.count)" + String(repeating: "z", count: 250))
         }
-        let metadata = Dictionary(uniqueKeysWithValues: (0..<Hello.maximumMetadataCount).map {
-            (String(format: "k%02d", $0), String(repeating: "v", count: Hello.maximumMetadataEntryLength - 4))
-        })
+        let metadata = Dictionary(
+            uniqueKeysWithValues: (0..<Hello.maximumMetadataCount).map {
+                (String(format: "k%02d", $0), String(repeating: "v", count: Hello.maximumMetadataEntryLength - 4))
+            }
+        )
         let identity = TestSigner()
         var hello = try Hello(
-            peerID: identity.key.peerID, key: identity.key, incarnation: 1, displayName: String(repeating: "N", count: Hello.maximumDisplayNameLength),
-            metadata: metadata, maximumMessageLength: 1 << 20)
+            peerID: identity.key.peerID,
+            key: identity.key,
+            incarnation: 1,
+            displayName: String(repeating: "N", count: Hello.maximumDisplayNameLength),
+            metadata: metadata,
+            maximumMessageLength: 1 << 20
+        )
         hello.features = .known
-        let largest = HelloTests.encode(try hello.signed(exporter: HelloTests.exporter, side: .dialler, sign: identity.sign))
+        let largest = HelloTests.encode(
+            try hello.signed(exporter: HelloTests.exporter, side: .dialler, sign: identity.sign)
+        )
         #expect(largest.readableBytes == 8_590, "PROTOCOL.md 3: the largest HELLO without message types")
         hello.reads = try MessageTypeList(names)
-        #expect(hello.reads!.encodedLength > MessageTypeList.maximumEncodedLength - 256, "a list as long as it may be, within a name")
-        let encoded = HelloTests.encode(try hello.signed(exporter: HelloTests.exporter, side: .dialler, sign: identity.sign))
-        #expect(encoded.readableBytes <= 8_590 + MessageTypeList.maximumEncodedLength, "PROTOCOL.md 3: at most 14,734 bytes")
+        #expect(
+            hello.reads!.encodedLength > MessageTypeList.maximumEncodedLength - 256,
+            "a list as long as it may be, within a name"
+        )
+        let encoded = HelloTests.encode(
+            try hello.signed(exporter: HelloTests.exporter, side: .dialler, sign: identity.sign)
+        )
+        #expect(
+            encoded.readableBytes <= 8_590 + MessageTypeList.maximumEncodedLength,
+            "PROTOCOL.md 3: at most 14,734 bytes"
+        )
         #expect(encoded.readableBytes <= Hello.maximumLength)
         #expect(try Hello(decoding: encoded).reads?.names.count == names.count)
     }
@@ -99,8 +128,11 @@ import Testing
     // MARK: The sender
 
     static let policy = PeerDeliveryStateMachine.Policy(
-        limits: BufferLimits(maximumCount: 8, maximumBytes: 1 << 20), unreliableLimits: BufferLimits(maximumCount: 8, maximumBytes: 1 << 20),
-        failWhenFull: false, sendTimeout: .seconds(30))
+        limits: BufferLimits(maximumCount: 8, maximumBytes: 1 << 20),
+        unreliableLimits: BufferLimits(maximumCount: 8, maximumBytes: 1 << 20),
+        failWhenFull: false,
+        sendTimeout: .seconds(30)
+    )
 
     static func message(_ typeName: String) throws -> DataMessage {
         try DataMessage(sequence: 0, typeName: typeName, payload: ByteBuffer(string: "{}"))
@@ -108,11 +140,22 @@ import Testing
 
     @Test func aTypeThePeerDoesNotReadIsRefusedNamingPeerAndType() throws {
         var delivery = PeerDeliveryStateMachine(peerID: UUID(), policy: Self.policy)
-        delivery.linkUp(LinkID(1), incarnation: 7, frameLimit: 1 << 20, messageLimit: 1 << 20, reads: try MessageTypeList(["Note"]))
+        delivery.linkUp(
+            LinkID(1),
+            incarnation: 7,
+            frameLimit: 1 << 20,
+            messageLimit: 1 << 20,
+            reads: try MessageTypeList(["Note"])
+        )
         try delivery.checkFits(Self.message("Note"), localLimits: (1 << 20, 1 << 20))
-        let error = try #require(throws: MultipeerError.self) { try delivery.checkFits(Self.message("Weather"), localLimits: (1 << 20, 1 << 20)) }
+        let error = try #require(throws: MultipeerError.self) {
+            try delivery.checkFits(Self.message("Weather"), localLimits: (1 << 20, 1 << 20))
+        }
         #expect(error.code == .messageTypeNotRead)
-        #expect(error.message.contains("\(delivery.peerID)") && error.message.contains("\"Weather\"") && error.message.contains("it reads: Note"))
+        #expect(
+            error.message.contains("\(delivery.peerID)") && error.message.contains("\"Weather\"")
+                && error.message.contains("it reads: Note")
+        )
         // The peer subscribes to it: TYPES on its link, and the type goes.
         let subscribed = delivery.peerReads(try MessageTypeList(["Note", "Weather"]), on: LinkID(1))
         #expect(subscribed == [.wakeSenders])
@@ -151,10 +194,19 @@ import Testing
         let waiting = delivery.waitForAcknowledgement(of: 2)
         let waiter = try #require(waiting)
         // It comes back, another build that reads Note alone.
-        delivery.linkUp(LinkID(2), incarnation: 8, frameLimit: 1 << 20, messageLimit: 1 << 20, reads: try MessageTypeList(["Note"]))
+        delivery.linkUp(
+            LinkID(2),
+            incarnation: 8,
+            frameLimit: 1 << 20,
+            messageLimit: 1 << 20,
+            reads: try MessageTypeList(["Note"])
+        )
         let actions = delivery.acknowledged(through: 0, on: LinkID(2))
         #expect(actions.contains(.dropped(typeNames: ["Weather"], .notRead)))
-        #expect(delivery.nextBatch(for: LinkID(2))?.frames.map(\.sequence) == [1, 2], "the two Notes, numbered without a gap")
+        #expect(
+            delivery.nextBatch(for: LinkID(2))?.frames.map(\.sequence) == [1, 2],
+            "the two Notes, numbered without a gap"
+        )
         guard case .failed(let error) = delivery.acknowledgement(for: waiter, now: .now) else {
             Issue.record("the wait for the dropped message fails")
             return

@@ -133,14 +133,20 @@ extension OutboxStateMachine {
 /// Sends `sizes` through an outbox and a receive window over links that fail at random, with
 /// frames of at most `frameLimit` bytes (small, so messages go in a few fragments), and returns
 /// what was delivered, by type name, in order of delivery.
-private func deliverThroughFailingLinks(sizes: [(typeName: String, size: Int)], frameLimit: Int) throws -> [String: [UInt64]] {
+private func deliverThroughFailingLinks(
+    sizes: [(typeName: String, size: Int)],
+    frameLimit: Int
+) throws -> [String: [UInt64]] {
     var generator = SystemRandomNumberGenerator()
     var outbox = OutboxStateMachine(limits: .init(maximumCount: 10_000, maximumBytes: 1 << 30))
     var window = ReceiveWindow(incarnation: 1)
     var delivered: [String: [UInt64]] = [:]
     var payloads: [UInt64: Int] = [:]
     for (typeName, size) in sizes {
-        let message = try outbox.enqueue(typeName: typeName, payload: ByteBuffer(repeating: UInt8(size % 251), count: size))
+        let message = try outbox.enqueue(
+            typeName: typeName,
+            payload: ByteBuffer(repeating: UInt8(size % 251), count: size)
+        )
         payloads[message.sequence] = size
     }
     var rounds = 0
@@ -159,7 +165,9 @@ private func deliverThroughFailingLinks(sizes: [(typeName: String, size: Int)], 
             switch verdict {
             case .deliver(let message):
                 #expect(message.payload.readableBytes == payloads[message.sequence])
-                #expect(message.payload.readableBytesView.allSatisfy { $0 == UInt8(message.payload.readableBytes % 251) })
+                #expect(
+                    message.payload.readableBytesView.allSatisfy { $0 == UInt8(message.payload.readableBytes % 251) }
+                )
                 delivered[message.typeName, default: []].append(message.sequence)
             case .pending: break
             case .duplicate, .gap, .invalid: Issue.record("\(frame.frameType) \(frame.sequence ?? 0): \(verdict)")
@@ -188,7 +196,10 @@ private func deliverThroughFailingLinks(sizes: [(typeName: String, size: Int)], 
     /// between its fragments, up to a message of its type, which waits for it.
     @Test func messagesOfOtherTypesPassAMessageInFragmentsAndItsOwnTypeWaits() throws {
         var outbox = OutboxStateMachine(limits: .init(maximumCount: 100, maximumBytes: 100))
-        _ = try outbox.enqueue(typeName: "Chart", payload: ByteBuffer(repeating: 1, count: 3 * DataMessage.fragmentLength))
+        _ = try outbox.enqueue(
+            typeName: "Chart",
+            payload: ByteBuffer(repeating: 1, count: 3 * DataMessage.fragmentLength)
+        )
         _ = try outbox.enqueue(typeName: "Fix", payload: ByteBuffer(repeating: 2, count: 10))
         var frames = outbox.nextFrames(frameLimit: 1 << 20, fragments: true)
         #expect(frames.map(\.frameType) == [.fragment, .data], "the first fragment, then the small message")
@@ -196,7 +207,10 @@ private func deliverThroughFailingLinks(sizes: [(typeName: String, size: Int)], 
         _ = try outbox.enqueue(typeName: "Chart", payload: ByteBuffer(repeating: 4, count: 10))
         _ = try outbox.enqueue(typeName: "Fix", payload: ByteBuffer(repeating: 5, count: 10))
         frames = outbox.nextFrames(frameLimit: 1 << 20, fragments: true)
-        #expect(frames.map(\.sequence) == [1, 3], "the second fragment, then Fix 3; Chart 4 waits for Chart 1, and Fix 5 behind it")
+        #expect(
+            frames.map(\.sequence) == [1, 3],
+            "the second fragment, then Fix 3; Chart 4 waits for Chart 1, and Fix 5 behind it"
+        )
         frames = outbox.nextFrames(frameLimit: 1 << 20, fragments: true)
         #expect(frames.map(\.sequence) == [1, 4, 5], "the last fragment, then what waited")
         guard case .fragment(let last) = frames.first else { return }
@@ -206,7 +220,10 @@ private func deliverThroughFailingLinks(sizes: [(typeName: String, size: Int)], 
 
     @Test func aPeerWithoutFragmentsGetsEveryMessageWhole() throws {
         var outbox = OutboxStateMachine()
-        _ = try outbox.enqueue(typeName: "Chart", payload: ByteBuffer(repeating: 1, count: 3 * DataMessage.fragmentLength))
+        _ = try outbox.enqueue(
+            typeName: "Chart",
+            payload: ByteBuffer(repeating: 1, count: 3 * DataMessage.fragmentLength)
+        )
         #expect(outbox.nextFrames(frameLimit: 1 << 20, fragments: false).map(\.frameType) == [.data])
     }
 
@@ -226,8 +243,12 @@ private func deliverThroughFailingLinks(sizes: [(typeName: String, size: Int)], 
         _ = try outbox.enqueue(typeName: "Chart", payload: ByteBuffer(repeating: 1, count: 50_000))
         _ = try outbox.enqueue(typeName: "Fix", payload: ByteBuffer(repeating: 2, count: 10))
         for frame in outbox.nextFrames(frameLimit: 16_384, fragments: true) {
-            if case .fragment(let fragment) = frame { #expect(window.receive(fragment, limit: 1 << 20, from: "peer").0 == .pending) }
-            if case .data(let message) = frame { #expect(window.receive(message, from: "peer").0 == .deliver(message), "Fix passes the Chart") }
+            if case .fragment(let fragment) = frame {
+                #expect(window.receive(fragment, limit: 1 << 20, from: "peer").0 == .pending)
+            }
+            if case .data(let message) = frame {
+                #expect(window.receive(message, from: "peer").0 == .deliver(message), "Fix passes the Chart")
+            }
         }
         _ = outbox.nextFrames(frameLimit: 16_384, fragments: true)  // lost with the link
         outbox.linkLost()
@@ -236,11 +257,16 @@ private func deliverThroughFailingLinks(sizes: [(typeName: String, size: Int)], 
         #expect(window.acknowledgement.partial == PartialMessage(sequence: 1, received: 16_384 - 30))
         outbox.resumed(at: 2, partial: window.acknowledgement.partial)
         #expect(outbox.count == 1, "Fix was acknowledged; the Chart is kept")
-        #expect(outbox.hasLeft(ticket: 2) && !outbox.hasLeft(ticket: 1), "a wait for Fix's acknowledgement ends; for the Chart's, not")
+        #expect(
+            outbox.hasLeft(ticket: 2) && !outbox.hasLeft(ticket: 1),
+            "a wait for Fix's acknowledgement ends; for the Chart's, not"
+        )
         var whole: DataMessage?
         while case let frames = outbox.nextFrames(frameLimit: 16_384, fragments: true), !frames.isEmpty {
             for case .fragment(let fragment) in frames {
-                if case .deliver(let message) = window.receive(fragment, limit: 1 << 20, from: "peer").0 { whole = message }
+                if case .deliver(let message) = window.receive(fragment, limit: 1 << 20, from: "peer").0 {
+                    whole = message
+                }
             }
         }
         #expect(whole?.payload.readableBytes == 50_000)
@@ -269,8 +295,12 @@ private func deliverThroughFailingLinks(sizes: [(typeName: String, size: Int)], 
         var whole: DataMessage?
         while case let frames = outbox.nextFrames(frameLimit: 16_384, fragments: true), !frames.isEmpty {
             for case .fragment(let fragment) in frames {
-                if fragment.offset == 0 { #expect(window.reservation(for: fragment) == 40_000, "it holds the memory again") }
-                if case .deliver(let message) = window.receive(fragment, limit: 1 << 20, from: "peer").0 { whole = message }
+                if fragment.offset == 0 {
+                    #expect(window.reservation(for: fragment) == 40_000, "it holds the memory again")
+                }
+                if case .deliver(let message) = window.receive(fragment, limit: 1 << 20, from: "peer").0 {
+                    whole = message
+                }
             }
         }
         #expect(whole?.payload.readableBytes == 40_000)
@@ -281,7 +311,13 @@ private func deliverThroughFailingLinks(sizes: [(typeName: String, size: Int)], 
     /// up the message it has part of, and says so, rather than wait for it for ever.
     @Test func aMessageTheSenderNoLongerHasIsGivenUpAndNamed() throws {
         var window = ReceiveWindow(incarnation: 1)
-        let first = try Fragment(sequence: 1, offset: 0, length: 100, typeName: "Chart", bytes: ByteBuffer(repeating: 1, count: 50))
+        let first = try Fragment(
+            sequence: 1,
+            offset: 0,
+            length: 100,
+            typeName: "Chart",
+            bytes: ByteBuffer(repeating: 1, count: 50)
+        )
         #expect(window.receive(first, limit: 1_000, from: "peer").0 == .pending)
         window.linkAdopted()
         let next = try DataMessage(sequence: 2, typeName: "Chart", payload: ByteBuffer(string: "{}"))
@@ -291,29 +327,62 @@ private func deliverThroughFailingLinks(sizes: [(typeName: String, size: Int)], 
     }
 
     @Test func whatBreaksTheRulesOfFragmentsClosesTheLink() throws {
-        func fragment(_ sequence: UInt64, _ offset: Int, _ length: Int = 100, _ typeName: String = "Chart") throws -> Fragment {
-            try Fragment(sequence: sequence, offset: offset, length: length, typeName: typeName, bytes: ByteBuffer(repeating: 1, count: 10))
+        func fragment(
+            _ sequence: UInt64,
+            _ offset: Int,
+            _ length: Int = 100,
+            _ typeName: String = "Chart"
+        ) throws -> Fragment {
+            try Fragment(
+                sequence: sequence,
+                offset: offset,
+                length: length,
+                typeName: typeName,
+                bytes: ByteBuffer(repeating: 1, count: 10)
+            )
         }
         func code(_ verdict: ReceiveWindow.Verdict) -> MultipeerError.Code? {
             if case .invalid(let error) = verdict { error.code } else { nil }
         }
         var window = ReceiveWindow(incarnation: 1)
-        #expect(code(window.receive(try fragment(1, 0, 2_000), limit: 1_000, from: "peer").0) == .messageTooLarge, "larger than this side takes")
+        #expect(
+            code(window.receive(try fragment(1, 0, 2_000), limit: 1_000, from: "peer").0) == .messageTooLarge,
+            "larger than this side takes"
+        )
         window = ReceiveWindow(incarnation: 1)
-        #expect(code(window.receive(try fragment(1, 10), limit: 1_000, from: "peer").0) == .outOfSequence, "not from its beginning")
+        #expect(
+            code(window.receive(try fragment(1, 10), limit: 1_000, from: "peer").0) == .outOfSequence,
+            "not from its beginning"
+        )
         window = ReceiveWindow(incarnation: 1)
         #expect(window.receive(try fragment(1, 0), limit: 1_000, from: "peer").0 == .pending)
         var probe = window
         #expect(code(probe.receive(try fragment(1, 20), limit: 1_000, from: "peer").0) == .outOfSequence, "a hole")
         probe = window
-        #expect(code(probe.receive(try fragment(1, 10, 200), limit: 1_000, from: "peer").0) == .outOfSequence, "another length")
+        #expect(
+            code(probe.receive(try fragment(1, 10, 200), limit: 1_000, from: "peer").0) == .outOfSequence,
+            "another length"
+        )
         probe = window
-        #expect(code(probe.receive(try fragment(2, 0), limit: 1_000, from: "peer").0) == .outOfSequence, "a second message in fragments")
+        #expect(
+            code(probe.receive(try fragment(2, 0), limit: 1_000, from: "peer").0) == .outOfSequence,
+            "a second message in fragments"
+        )
         probe = window
         let sameType = try DataMessage(sequence: 2, typeName: "Chart", payload: ByteBuffer(string: "{}"))
         #expect(code(probe.receive(sameType, from: "peer").0) == .outOfSequence, "its type, before it is complete")
-        #expect(throws: MultipeerError.self) { try Fragment(sequence: 1, offset: 95, length: 100, typeName: "T", bytes: ByteBuffer(repeating: 1, count: 10)) }
-        #expect(throws: MultipeerError.self) { try Fragment(sequence: 1, offset: 0, length: 100, typeName: "T", bytes: ByteBuffer()) }
+        #expect(throws: MultipeerError.self) {
+            try Fragment(
+                sequence: 1,
+                offset: 95,
+                length: 100,
+                typeName: "T",
+                bytes: ByteBuffer(repeating: 1, count: 10)
+            )
+        }
+        #expect(throws: MultipeerError.self) {
+            try Fragment(sequence: 1, offset: 0, length: 100, typeName: "T", bytes: ByteBuffer())
+        }
     }
 
     /// Messages of every size and two types through links that fail at random: each is
@@ -323,7 +392,10 @@ private func deliverThroughFailingLinks(sizes: [(typeName: String, size: Int)], 
     /// handshake-timing tests of other suites failed in every run, at the start of the suite.)
     @Test(arguments: 1...3) func mixedSizesThroughRandomFailuresArriveOnceAndInOrderPerType(_ run: Int) throws {
         let sizes = (0..<150).map { _ in
-            (typeName: Bool.random() ? "A" : "B", size: Bool.random() ? Int.random(in: 0...100) : Int.random(in: 0...40_000))
+            (
+                typeName: Bool.random() ? "A" : "B",
+                size: Bool.random() ? Int.random(in: 0...100) : Int.random(in: 0...40_000)
+            )
         }
         // 8 KiB frames: a message of up to 40 KB goes in up to five fragments.
         let delivered = try deliverThroughFailingLinks(sizes: sizes, frameLimit: 8_192)
@@ -369,7 +441,10 @@ private func deliverThroughFailingLinks(sizes: [(typeName: String, size: Int)], 
 
     /// Messages through a link that drops at random: resending from the ACK gives each exactly once, in order.
     @Test func resendingAfterRandomLossDeliversEverythingExactlyOnceInOrder() throws {
-        let delivered = try deliverThroughFailingLinks(sizes: Array(repeating: (typeName: "T", size: 0), count: 1000), frameLimit: 1 << 20)
+        let delivered = try deliverThroughFailingLinks(
+            sizes: Array(repeating: (typeName: "T", size: 0), count: 1000),
+            frameLimit: 1 << 20
+        )
         #expect(delivered["T"] == Array(1...1000))
     }
 }

@@ -71,7 +71,11 @@ import Testing
 
     /// A made-up spare (the pool never touches its memory) of `megabytes`, used at `used`.
     static func spare(_ number: Int, megabytes: Int, used: ContinuousClock.Instant) -> PayloadMemory.Spare {
-        PayloadMemory.Spare(base: UnsafeMutableRawPointer(bitPattern: number << 12)!, length: megabytes << 20, used: used)
+        PayloadMemory.Spare(
+            base: UnsafeMutableRawPointer(bitPattern: number << 12)!,
+            length: megabytes << 20,
+            used: used
+        )
     }
 
     /// A flow that needs a fourth buffer only now and then keeps it: the spares that could have
@@ -91,9 +95,16 @@ import Testing
             now += lifetime * 0.6
             let taken = pool.take(length: 130 << 20, now: now)
             #expect(taken != nil)
-            #expect(pool.keep(PayloadMemory.Spare(base: taken!.base, length: taken!.length, used: now)).allSatisfy { $0.length == 4 << 20 })
+            #expect(
+                pool.keep(PayloadMemory.Spare(base: taken!.base, length: taken!.length, used: now)).allSatisfy {
+                    $0.length == 4 << 20
+                }
+            )
         }
-        #expect(pool.spares.map(\.length).sorted() == [130 << 20, 130 << 20], "the 4 MiB spare, which no 64 MiB buffer could use, went")
+        #expect(
+            pool.spares.map(\.length).sorted() == [130 << 20, 130 << 20],
+            "the 4 MiB spare, which no 64 MiB buffer could use, went"
+        )
         // The flow stops: after a lifetime, both go.
         #expect(pool.expired(now: now + lifetime * 1.1).count == 2)
         #expect(pool.spares.isEmpty)
@@ -105,7 +116,11 @@ import Testing
         for number in 1...PayloadMemory.spareLimit {
             #expect(pool.keep(Self.spare(number, megabytes: 8, used: now)).isEmpty)
         }
-        #expect(pool.keep(Self.spare(99, megabytes: 8, used: now)).map(\.base) == [Self.spare(1, megabytes: 8, used: now).base])
+        #expect(
+            pool.keep(Self.spare(99, megabytes: 8, used: now)).map(\.base) == [
+                Self.spare(1, megabytes: 8, used: now).base
+            ]
+        )
         // Bytes: one spare of the whole bound pushes out all the others.
         let unmapped = pool.keep(Self.spare(100, megabytes: PayloadMemory.spareBytesLimit >> 20, used: now))
         #expect(unmapped.count == PayloadMemory.spareLimit)
@@ -135,7 +150,10 @@ import Testing
         #expect(fragments.count == 80)
         var joined = ByteBuffer()
         for fragment in fragments {
-            #expect(fragment.bytes.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) } == base + UInt(fragment.offset))
+            #expect(
+                fragment.bytes.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) } == base
+                    + UInt(fragment.offset)
+            )
             joined.writeImmutableBuffer(fragment.bytes)
         }
         #expect(joined == payload)

@@ -7,14 +7,20 @@ import Testing
 @Suite struct PeerDeliveryStateMachineTests {
     static let start = ContinuousClock.now
     static let policy = PeerDeliveryStateMachine.Policy(
-        limits: BufferLimits(maximumCount: 2, maximumBytes: 1 << 20), unreliableLimits: BufferLimits(maximumCount: 2, maximumBytes: 1 << 20),
-        failWhenFull: false, sendTimeout: .seconds(30))
+        limits: BufferLimits(maximumCount: 2, maximumBytes: 1 << 20),
+        unreliableLimits: BufferLimits(maximumCount: 2, maximumBytes: 1 << 20),
+        failWhenFull: false,
+        sendTimeout: .seconds(30)
+    )
 
     static func delivery(_ policy: PeerDeliveryStateMachine.Policy = policy) -> PeerDeliveryStateMachine {
         PeerDeliveryStateMachine(peerID: UUID(), policy: policy)
     }
 
-    static func enqueue(_ delivery: inout PeerDeliveryStateMachine, at seconds: Int = 0) -> PeerDeliveryStateMachine.Enqueued {
+    static func enqueue(
+        _ delivery: inout PeerDeliveryStateMachine,
+        at seconds: Int = 0
+    ) -> PeerDeliveryStateMachine.Enqueued {
         delivery.enqueue(typeName: "Note", payload: ByteBuffer(string: "{}"), now: start + .seconds(seconds))
     }
 
@@ -59,7 +65,14 @@ import Testing
             return
         }
         #expect(error.code == .peerAway)
-        var failing = Self.delivery(.init(limits: Self.policy.limits, unreliableLimits: Self.policy.unreliableLimits, failWhenFull: true, sendTimeout: .seconds(30)))
+        var failing = Self.delivery(
+            .init(
+                limits: Self.policy.limits,
+                unreliableLimits: Self.policy.unreliableLimits,
+                failWhenFull: true,
+                sendTimeout: .seconds(30)
+            )
+        )
         failing.linkUp(LinkID(1), incarnation: 7, frameLimit: 1 << 20)
         _ = Self.enqueue(&failing)
         _ = Self.enqueue(&failing)
@@ -81,7 +94,10 @@ import Testing
         #expect(first != second)
         #expect(delivery.nextBatch(for: LinkID(1))?.frames.count == 2, "written")
         #expect(delivery.acknowledged(through: .max, on: LinkID(1)) == [.wakeSenders], "more than was written: ignored")
-        #expect(delivery.acknowledgement(for: first, now: Self.start) == .wait(until: nil), "active: as long as it takes")
+        #expect(
+            delivery.acknowledgement(for: first, now: Self.start) == .wait(until: nil),
+            "active: as long as it takes"
+        )
         #expect(delivery.acknowledged(through: 1, on: LinkID(1)) == [.wakeSenders])
         #expect(delivery.acknowledgement(for: first, now: Self.start) == .acknowledged)
         #expect(delivery.acknowledgement(for: second, now: Self.start) == .wait(until: nil))
@@ -98,8 +114,14 @@ import Testing
         _ = delivery.acknowledged(through: 0, on: LinkID(1))
         _ = Self.enqueue(&delivery)
         let waiting = delivery.waitForAcknowledgement(of: 1)!
-        #expect(delivery.linkDown(LinkID(1), now: Self.start + .seconds(10)) == [.wakeSenders], "the waiter looks again")
-        #expect(delivery.acknowledgement(for: waiting, now: Self.start + .seconds(20)) == .wait(until: Self.start + .seconds(40)))
+        #expect(
+            delivery.linkDown(LinkID(1), now: Self.start + .seconds(10)) == [.wakeSenders],
+            "the waiter looks again"
+        )
+        #expect(
+            delivery.acknowledgement(for: waiting, now: Self.start + .seconds(20))
+                == .wait(until: Self.start + .seconds(40))
+        )
         guard case .failed(let error) = delivery.acknowledgement(for: waiting, now: Self.start + .seconds(40)) else {
             Issue.record("the wait ends once the peer has been away for the send timeout")
             return
@@ -109,7 +131,10 @@ import Testing
         #expect(delivery.outbox?.count == 1, "still queued for the peer's return")
         // A wait begun while the peer is away has the same deadline; one cancelled is forgotten.
         let late = delivery.waitForAcknowledgement(of: 1)!
-        #expect(delivery.acknowledgement(for: late, now: Self.start + .seconds(11)) == .wait(until: Self.start + .seconds(40)))
+        #expect(
+            delivery.acknowledgement(for: late, now: Self.start + .seconds(11))
+                == .wait(until: Self.start + .seconds(40))
+        )
         delivery.cancelWait(late)
     }
 
@@ -149,12 +174,16 @@ import Testing
     /// a batch takes messages out; a link that goes drops and reports what waited.
     @Test func unreliableMessagesShareTheFlushAndItsBound() {
         var delivery = Self.delivery()
-        guard case .refused(let error) = delivery.enqueueUnreliable(Self.unreliable()), error.code == .peerNotActive else {
+        guard case .refused(let error) = delivery.enqueueUnreliable(Self.unreliable()), error.code == .peerNotActive
+        else {
             Issue.record("only to a peer active now")
             return
         }
         delivery.linkUp(LinkID(1), incarnation: 7, frameLimit: 1 << 20)
-        #expect(delivery.enqueueUnreliable(Self.unreliable()) == .queued(ticket: 0, [.flush(LinkID(1))]), "before the resume point")
+        #expect(
+            delivery.enqueueUnreliable(Self.unreliable()) == .queued(ticket: 0, [.flush(LinkID(1))]),
+            "before the resume point"
+        )
         #expect(Self.enqueue(&delivery) == .queued(ticket: 1, []), "a reliable one waits for the resume point")
         #expect(delivery.enqueueUnreliable(Self.unreliable()) == .queued(ticket: 0, []), "the flush runs")
         #expect(delivery.enqueueUnreliable(Self.unreliable()) == .wait(until: nil), "two at most")
@@ -169,9 +198,14 @@ import Testing
         #expect(second?.frames.map(\.sequence) == [0, 1], "unreliable first, then reliable, in one batch")
         _ = delivery.enqueueUnreliable(Self.unreliable("Chart"))
         _ = delivery.enqueueUnreliable(Self.unreliable("Note"))
-        #expect(delivery.linkDown(LinkID(1), now: Self.start) == [.wakeSenders, .unreliableLost(typeNames: ["Chart", "Note"])])
+        #expect(
+            delivery.linkDown(LinkID(1), now: Self.start) == [
+                .wakeSenders, .unreliableLost(typeNames: ["Chart", "Note"]),
+            ]
+        )
         #expect(delivery.unreliable.isEmpty)
-        guard case .refused(let gone) = delivery.enqueueUnreliable(Self.unreliable()), gone.code == .peerNotActive else {
+        guard case .refused(let gone) = delivery.enqueueUnreliable(Self.unreliable()), gone.code == .peerNotActive
+        else {
             Issue.record("a sender waiting for room is refused once the link went")
             return
         }

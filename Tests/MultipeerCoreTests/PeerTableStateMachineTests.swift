@@ -41,26 +41,56 @@ import Testing
     }
 
     @Test func aFailedDialIsRetriedAfterTheDelayWhileThePeerIsAdvertised() {
-        var table = PeerTableStateMachine(localPeerID: Self.high, backoff: ReconnectParameters(initialDelay: .milliseconds(250), jitter: 0))
-        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
-        #expect(table.linkClosed(link, error: MultipeerError(.connectionFailed, "refused")) == [.scheduleRedial(.peer(Self.low), after: .milliseconds(250))])
-        guard case .dial? = table.redialDue(.peer(Self.low)).first else { Issue.record("redial"); return }
+        var table = PeerTableStateMachine(
+            localPeerID: Self.high,
+            backoff: ReconnectParameters(initialDelay: .milliseconds(250), jitter: 0)
+        )
+        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else {
+            Issue.record("dial")
+            return
+        }
+        #expect(
+            table.linkClosed(link, error: MultipeerError(.connectionFailed, "refused")) == [
+                .scheduleRedial(.peer(Self.low), after: .milliseconds(250))
+            ]
+        )
+        guard case .dial? = table.redialDue(.peer(Self.low)).first else {
+            Issue.record("redial")
+            return
+        }
         #expect(table.redialDue(.peer(Self.low)).isEmpty, "a dial is already under way")
     }
 
     @Test func redialsBackOffAndAFreshAnnouncementResetsThem() {
         var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Self.steady)
         var delays: [Duration] = []
-        guard case .dial(var link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
+        guard case .dial(var link, _)? = table.discovered(Self.target(Self.low)).first else {
+            Issue.record("dial")
+            return
+        }
         for _ in 0..<3 {
-            guard case .scheduleRedial(_, let delay)? = table.linkClosed(link, error: MultipeerError(.connectionFailed, "no answer")).first,
-                  case .dial(let next, _)? = table.redialDue(.peer(Self.low)).first else { Issue.record("redial"); return }
+            guard
+                case .scheduleRedial(_, let delay)? = table.linkClosed(
+                    link,
+                    error: MultipeerError(.connectionFailed, "no answer")
+                ).first,
+                case .dial(let next, _)? = table.redialDue(.peer(Self.low)).first
+            else {
+                Issue.record("redial")
+                return
+            }
             delays.append(delay)
             link = next
         }
-        #expect(delays == [.milliseconds(100), .milliseconds(160), .milliseconds(256)], "a peer that does not answer is not redialled in a storm")
+        #expect(
+            delays == [.milliseconds(100), .milliseconds(160), .milliseconds(256)],
+            "a peer that does not answer is not redialled in a storm"
+        )
         _ = table.discovered(Self.target(Self.low))  // announced again
-        guard case .scheduleRedial(_, let delay)? = table.linkClosed(link).first else { Issue.record("redial"); return }
+        guard case .scheduleRedial(_, let delay)? = table.linkClosed(link).first else {
+            Issue.record("redial")
+            return
+        }
         #expect(delay == .milliseconds(100))
     }
 
@@ -69,12 +99,19 @@ import Testing
         let link = table.acceptedLink()
         _ = table.linkEstablished(link, hello: Self.hello(Self.high))
         _ = table.linkAdmitted(link)
-        #expect(table.linkClosed(link, error: MultipeerError(.keepaliveTimeout, "silent")) == [.peerLeft(Self.hello(Self.high), .keepaliveTimeout)])
+        #expect(
+            table.linkClosed(link, error: MultipeerError(.keepaliveTimeout, "silent")) == [
+                .peerLeft(Self.hello(Self.high), .keepaliveTimeout)
+            ]
+        )
     }
 
     @Test func noRedialOnceThePeerIsNoLongerAdvertised() {
         var table = PeerTableStateMachine(localPeerID: Self.high)
-        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
+        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else {
+            Issue.record("dial")
+            return
+        }
         _ = table.lost(Self.low)
         #expect(table.linkClosed(link).isEmpty)
         #expect(table.redialDue(.peer(Self.low)).isEmpty)
@@ -82,17 +119,32 @@ import Testing
 
     @Test func anAdmittedLinkMakesThePeerActiveUntilItCloses() {
         var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Self.steady)
-        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
-        #expect(table.linkEstablished(link, hello: Self.hello(Self.low)).isEmpty, "kept, but not yet admitted by the peer")
+        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else {
+            Issue.record("dial")
+            return
+        }
+        #expect(
+            table.linkEstablished(link, hello: Self.hello(Self.low)).isEmpty,
+            "kept, but not yet admitted by the peer"
+        )
         #expect(table.activePeers.isEmpty)
         #expect(table.activeLink(for: Self.low) == link)
         #expect(table.isJoining(Self.low), "a send to it waits for its resume point")
-        #expect(table.linkAdmitted(link) == [.linkAdmitted(link, Self.hello(Self.low)), .peerJoined(link, Self.hello(Self.low))])
+        #expect(
+            table.linkAdmitted(link) == [
+                .linkAdmitted(link, Self.hello(Self.low)), .peerJoined(link, Self.hello(Self.low)),
+            ]
+        )
         #expect(table.linkAdmitted(link).isEmpty, "once")
         #expect(!table.isJoining(Self.low))
         #expect(table.activePeers[Self.low] == Self.hello(Self.low))
         let closed = table.linkClosed(link, goodbye: .keepaliveTimeout)
-        #expect(closed == [.peerLeft(Self.hello(Self.low), .goodbye(.keepaliveTimeout)), .scheduleRedial(.peer(Self.low), after: .milliseconds(100))])
+        #expect(
+            closed == [
+                .peerLeft(Self.hello(Self.low), .goodbye(.keepaliveTimeout)),
+                .scheduleRedial(.peer(Self.low), after: .milliseconds(100)),
+            ]
+        )
         #expect(table.activePeers.isEmpty)
     }
 
@@ -102,27 +154,42 @@ import Testing
     /// not report again, and a static endpoint has no advert: both are redialled as ever.
     @Test func aPeerThatShutDownIsDialledAgainAtOnceOnlyWhenAnnouncedAgain() {
         var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Self.steady)
-        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
+        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else {
+            Issue.record("dial")
+            return
+        }
         _ = table.linkEstablished(link, hello: Self.hello(Self.low))
         _ = table.linkAdmitted(link)
-        #expect(table.linkClosed(link, goodbye: .shutdown) == [
-            .peerLeft(Self.hello(Self.low), .goodbye(.shutdown)), .scheduleRedial(.peer(Self.low), after: Self.steady.maximumDelay),
-        ], "redialled only at the longest backoff")
+        #expect(
+            table.linkClosed(link, goodbye: .shutdown) == [
+                .peerLeft(Self.hello(Self.low), .goodbye(.shutdown)),
+                .scheduleRedial(.peer(Self.low), after: Self.steady.maximumDelay),
+            ],
+            "redialled only at the longest backoff"
+        )
         #expect(table.availability[Self.low]?.state == .discovered, "still advertised, for now")
         var back = Self.target(Self.low, port: 7001)
         back.incarnation = 2
-        guard case .dial? = table.discovered(back).first else { Issue.record("dialled once announced again"); return }
+        guard case .dial? = table.discovered(back).first else {
+            Issue.record("dialled once announced again")
+            return
+        }
 
         for (target, reason, key) in [
             (Self.target(Self.low), GoodbyeReason.suspended, DialTarget.Key.peer(Self.low)),
             (Self.target(nil), .shutdown, .endpoint("127.0.0.1:7000")),
         ] {
             var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Self.steady)
-            guard case .dial(let link, _)? = table.discovered(target).first else { Issue.record("dial"); return }
+            guard case .dial(let link, _)? = table.discovered(target).first else {
+                Issue.record("dial")
+                return
+            }
             _ = table.linkEstablished(link, hello: Self.hello(Self.low))
             _ = table.linkAdmitted(link)
-            #expect(table.linkClosed(link, goodbye: reason).contains(.scheduleRedial(key, after: Self.steady.initialDelay)),
-                    "\(key), \(reason): redialled from the first delay")
+            #expect(
+                table.linkClosed(link, goodbye: reason).contains(.scheduleRedial(key, after: Self.steady.initialDelay)),
+                "\(key), \(reason): redialled from the first delay"
+            )
         }
     }
 
@@ -131,7 +198,11 @@ import Testing
         _ = table.discovered(Self.target(Self.high))
         let link = table.acceptedLink()
         #expect(table.linkEstablished(link, hello: Self.hello(Self.high)).isEmpty)
-        #expect(table.linkAdmitted(link) == [.linkAdmitted(link, Self.hello(Self.high)), .peerJoined(link, Self.hello(Self.high))])
+        #expect(
+            table.linkAdmitted(link) == [
+                .linkAdmitted(link, Self.hello(Self.high)), .peerJoined(link, Self.hello(Self.high)),
+            ]
+        )
         #expect(table.linkClosed(link) == [.peerLeft(Self.hello(Self.high), .linkClosed(nil))])
     }
 
@@ -141,16 +212,25 @@ import Testing
         _ = table.linkEstablished(first, hello: Self.hello(Self.high, incarnation: 5))
         _ = table.linkAdmitted(first)
         let restarted = table.acceptedLink()
-        #expect(table.linkEstablished(restarted, hello: Self.hello(Self.high, incarnation: 6)) == [
-            .close(first, .duplicateLink), .peerLeft(Self.hello(Self.high, incarnation: 5), .restarted),
-        ])
+        #expect(
+            table.linkEstablished(restarted, hello: Self.hello(Self.high, incarnation: 6)) == [
+                .close(first, .duplicateLink), .peerLeft(Self.hello(Self.high, incarnation: 5), .restarted),
+            ]
+        )
         #expect(table.linkAdmitted(first).isEmpty, "a replaced link's resume point changes nothing")
-        #expect(table.linkAdmitted(restarted) == [
-            .linkAdmitted(restarted, Self.hello(Self.high, incarnation: 6)), .peerJoined(restarted, Self.hello(Self.high, incarnation: 6)),
-        ])
+        #expect(
+            table.linkAdmitted(restarted) == [
+                .linkAdmitted(restarted, Self.hello(Self.high, incarnation: 6)),
+                .peerJoined(restarted, Self.hello(Self.high, incarnation: 6)),
+            ]
+        )
         #expect(table.linkClosed(first).isEmpty, "the replaced link leaves quietly")
         let stale = table.acceptedLink()
-        #expect(table.linkEstablished(stale, hello: Self.hello(Self.high, incarnation: 5)) == [.close(stale, .duplicateLink)])
+        #expect(
+            table.linkEstablished(stale, hello: Self.hello(Self.high, incarnation: 5)) == [
+                .close(stale, .duplicateLink)
+            ]
+        )
         #expect(table.activeLink(for: Self.high) == restarted)
     }
 
@@ -165,18 +245,29 @@ import Testing
         #expect(table.activeLink(for: Self.high) == fresh)
         #expect(table.activePeers[Self.high] != nil, "the peer stays active across the switch")
         #expect(table.isJoining(Self.high), "active, and its new link not yet admitted")
-        #expect(table.linkAdmitted(fresh) == [.linkAdmitted(fresh, Self.hello(Self.high))], "delivery moves; no second join")
+        #expect(
+            table.linkAdmitted(fresh) == [.linkAdmitted(fresh, Self.hello(Self.high))],
+            "delivery moves; no second join"
+        )
     }
 
     @Test func stopClosesEverythingAndRestartDialsAgain() {
         var table = PeerTableStateMachine(localPeerID: Self.high)
-        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
+        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else {
+            Issue.record("dial")
+            return
+        }
         _ = table.linkEstablished(link, hello: Self.hello(Self.low))
         _ = table.linkAdmitted(link)
-        #expect(table.stop(.suspended) == [.close(link, .suspended), .peerLeft(Self.hello(Self.low), .local(.suspended))])
+        #expect(
+            table.stop(.suspended) == [.close(link, .suspended), .peerLeft(Self.hello(Self.low), .local(.suspended))]
+        )
         #expect(table.linkClosed(link).isEmpty)
         #expect(table.discovered(Self.target(Self.low)).isEmpty, "nothing is dialled while stopped")
-        guard case .dial? = table.restart().first else { Issue.record("restart dials"); return }
+        guard case .dial? = table.restart().first else {
+            Issue.record("restart dials")
+            return
+        }
     }
 
     /// A session that resumes dials each discovered peer once, even one whose UUID is the
@@ -186,11 +277,20 @@ import Testing
         var table = PeerTableStateMachine(localPeerID: Self.low, backoff: Self.steady)
         #expect(table.discovered(Self.target(Self.high)).isEmpty, "the greater UUID dials")
         _ = table.stop(.suspended)
-        guard case .dial(let mine, let target)? = table.restart().first else { Issue.record("the resumed side dials"); return }
+        guard case .dial(let mine, let target)? = table.restart().first else {
+            Issue.record("the resumed side dials")
+            return
+        }
         #expect(target.peerID == Self.high)
-        #expect(table.linkClosed(mine, error: MultipeerError(.connectionFailed, "refused")).isEmpty, "not redialled: the peer's to dial")
+        #expect(
+            table.linkClosed(mine, error: MultipeerError(.connectionFailed, "refused")).isEmpty,
+            "not redialled: the peer's to dial"
+        )
         _ = table.stop(.suspended)
-        guard case .dial(let again, _)? = table.restart().first else { Issue.record("dials again at the next resume"); return }
+        guard case .dial(let again, _)? = table.restart().first else {
+            Issue.record("dials again at the next resume")
+            return
+        }
         // The peer dials too: both links complete; its link is the one kept, on both sides.
         let theirs = table.acceptedLink()
         _ = table.linkEstablished(again, hello: Self.hello(Self.high))
@@ -205,8 +305,16 @@ import Testing
         var table = PeerTableStateMachine(localPeerID: Self.low, backoff: Self.steady)
         #expect(table.discovered(Self.target(Self.high)).isEmpty, "the greater UUID dials")
         let inbound = table.acceptedLink()
-        _ = table.linkClosed(inbound, goodbye: nil, error: MultipeerError(.notInRoster, "refused here"), provedPeer: Self.high)
-        guard case .dial(_, let target)? = table.reconsiderRefusals().first else { Issue.record("dialled once, now"); return }
+        _ = table.linkClosed(
+            inbound,
+            goodbye: nil,
+            error: MultipeerError(.notInRoster, "refused here"),
+            provedPeer: Self.high
+        )
+        guard case .dial(_, let target)? = table.reconsiderRefusals().first else {
+            Issue.record("dialled once, now")
+            return
+        }
         #expect(target.peerID == Self.high)
     }
 
@@ -215,35 +323,61 @@ import Testing
     /// often the same advert is resolved again, until something changes.
     @Test func aPeerThatRefusesThisDeviceNeverJoinsAndIsHeldAtTheLongestBackoff() {
         var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Self.steady)
-        guard case .dial(var link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
+        guard case .dial(var link, _)? = table.discovered(Self.target(Self.low)).first else {
+            Issue.record("dial")
+            return
+        }
         for _ in 0..<3 {
             #expect(table.linkEstablished(link, hello: Self.hello(Self.low)).isEmpty)
-            #expect(table.linkClosed(link, goodbye: .notInRoster) == [.scheduleRedial(.peer(Self.low), after: .seconds(10))])
+            #expect(
+                table.linkClosed(link, goodbye: .notInRoster) == [.scheduleRedial(.peer(Self.low), after: .seconds(10))]
+            )
             #expect(table.activePeers.isEmpty)
             #expect(table.discovered(Self.target(Self.low)).isEmpty, "the same advert resolved again changes nothing")
-            guard case .dial(let next, _)? = table.redialDue(.peer(Self.low)).first else { Issue.record("redial"); return }
+            guard case .dial(let next, _)? = table.redialDue(.peer(Self.low)).first else {
+                Issue.record("redial")
+                return
+            }
             link = next
         }
         // A refusal of the dial itself (another group key) holds it the same way.
-        #expect(table.linkClosed(link, error: MultipeerError(.authenticationFailed, "keys differ")) == [
-            .scheduleRedial(.peer(Self.low), after: .seconds(10)),
-        ])
+        #expect(
+            table.linkClosed(link, error: MultipeerError(.authenticationFailed, "keys differ")) == [
+                .scheduleRedial(.peer(Self.low), after: .seconds(10))
+            ]
+        )
         // A new incarnation of the peer is news: dialled at once.
-        guard case .dial(let fresh, _)? = table.discovered(DialTarget(peerID: Self.low, incarnation: 2, endpoints: Self.target(Self.low).endpoints)).first else {
-            Issue.record("a restarted peer is dialled at once"); return
+        guard
+            case .dial(let fresh, _)? = table.discovered(
+                DialTarget(peerID: Self.low, incarnation: 2, endpoints: Self.target(Self.low).endpoints)
+            ).first
+        else {
+            Issue.record("a restarted peer is dialled at once")
+            return
         }
         #expect(table.linkEstablished(fresh, hello: Self.hello(Self.low)).isEmpty)
         #expect(table.linkAdmitted(fresh).contains(.peerJoined(fresh, Self.hello(Self.low))))
-        #expect(table.linkClosed(fresh) == [.peerLeft(Self.hello(Self.low), .linkClosed(nil)), .scheduleRedial(.peer(Self.low), after: .milliseconds(100))],
-                "admitted once: the hold is over")
+        #expect(
+            table.linkClosed(fresh) == [
+                .peerLeft(Self.hello(Self.low), .linkClosed(nil)),
+                .scheduleRedial(.peer(Self.low), after: .milliseconds(100)),
+            ],
+            "admitted once: the hold is over"
+        )
     }
 
     /// This side's roster or keys changed: refused peers are dialled again at once.
     @Test func aChangedRosterOrKeyRingDialsRefusedPeersAtOnce() {
         var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Self.steady)
-        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else { Issue.record("dial"); return }
+        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else {
+            Issue.record("dial")
+            return
+        }
         _ = table.linkClosed(link, error: MultipeerError(.notInRoster, "not listed"))
-        guard case .dial? = table.reconsiderRefusals().first else { Issue.record("dialled at once"); return }
+        guard case .dial? = table.reconsiderRefusals().first else {
+            Issue.record("dialled at once")
+            return
+        }
         #expect(table.reconsiderRefusals().isEmpty, "nothing refused any more")
     }
 
@@ -263,57 +397,93 @@ import Testing
 
     @Test func aStaticEndpointIsRedialledByEitherSideButNeverItself() {
         var table = PeerTableStateMachine(localPeerID: Self.low, backoff: Self.steady)
-        guard case .dial(let link, _)? = table.discovered(Self.target(nil)).first else { Issue.record("dial"); return }
+        guard case .dial(let link, _)? = table.discovered(Self.target(nil)).first else {
+            Issue.record("dial")
+            return
+        }
         _ = table.linkEstablished(link, hello: Self.hello(Self.high))
         // The greater peer does not list us: the smaller side must redial.
         #expect(table.linkClosed(link).last == .scheduleRedial(.endpoint("127.0.0.1:7000"), after: .milliseconds(100)))
 
         var lonely = PeerTableStateMachine(localPeerID: Self.low)
-        guard case .dial(let selfLink, _)? = lonely.discovered(Self.target(nil, port: 7001)).first else { Issue.record("dial"); return }
+        guard case .dial(let selfLink, _)? = lonely.discovered(Self.target(nil, port: 7001)).first else {
+            Issue.record("dial")
+            return
+        }
         #expect(lonely.linkClosed(selfLink, error: MultipeerError(.selfConnection, "me")).isEmpty)
     }
 
     @Test func endpointsThatFailedAreTriedLastAndTheOneThatProvedThePeerFirst() {
         var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Self.steady)
-        let (sink, stale, real) = (DialTarget.Endpoint(host: "198.18.0.66", port: 9), DialTarget.Endpoint(host: "198.18.0.2", port: 7000),
-                                   DialTarget.Endpoint(host: "198.18.0.12", port: 7000))
+        let (sink, stale, real) = (
+            DialTarget.Endpoint(host: "198.18.0.66", port: 9), DialTarget.Endpoint(host: "198.18.0.2", port: 7000),
+            DialTarget.Endpoint(host: "198.18.0.12", port: 7000)
+        )
         let target = DialTarget(peerID: Self.low, endpoints: [sink, stale, real])
-        guard case .dial(let first, let offered)? = table.discovered(target).first else { Issue.record("expected a dial"); return }
+        guard case .dial(let first, let offered)? = table.discovered(target).first else {
+            Issue.record("expected a dial")
+            return
+        }
         #expect(offered.endpoints == [sink, stale, real], "discovery's order while nothing is known")
         table.endpointFailed(target.key, sink)
         table.endpointFailed(target.key, sink)
         table.endpointFailed(target.key, stale)
         table.endpointProved(target.key, real)
-        table.endpointFailed(target.key, DialTarget.Endpoint(host: "203.0.113.9", port: 1))  // not the target's: ignored
+        // not the target's: ignored
+        table.endpointFailed(target.key, DialTarget.Endpoint(host: "203.0.113.9", port: 1))
         _ = table.linkEstablished(first, hello: Self.hello(Self.low))
         guard case .scheduleRedial(let key, _)? = table.linkClosed(first).last,
-              case .dial(let second, let next)? = table.redialDue(key).first else { Issue.record("expected a redial"); return }
+            case .dial(let second, let next)? = table.redialDue(key).first
+        else {
+            Issue.record("expected a redial")
+            return
+        }
         #expect(next.endpoints == [real, stale, sink])
         // That dial fails too, so a redial is pending; then the peer moves: discovery withdraws the
         // endpoint that proved it and names a new one, which is dialled at once, before the
         // endpoints that failed, without waiting for the pending redial.
         let moved = DialTarget.Endpoint(host: "198.18.0.22", port: 7000)
         #expect(table.linkClosed(second).contains { if case .scheduleRedial = $0 { true } else { false } })
-        guard case .dial(_, let after)? = table.discovered(DialTarget(peerID: Self.low, endpoints: [sink, stale, moved])).first else {
-            Issue.record("a moved peer is dialled at once, whatever redial is pending"); return
+        guard
+            case .dial(_, let after)? = table.discovered(DialTarget(peerID: Self.low, endpoints: [sink, stale, moved]))
+                .first
+        else {
+            Issue.record("a moved peer is dialled at once, whatever redial is pending")
+            return
         }
         #expect(after.endpoints == [moved, stale, sink], "a new endpoint before those that failed")
     }
 
     @Test func endpointsDiscoveredDuringADialAreAddedToIt() {
         var table = PeerTableStateMachine(localPeerID: Self.high)
-        let (first, second) = (DialTarget.Endpoint(host: "127.0.0.1", port: 9), DialTarget.Endpoint(host: "127.0.0.1", port: 7000))
-        guard case .dial(let id, _)? = table.discovered(DialTarget(peerID: Self.low, endpoints: [first])).first else { Issue.record("expected a dial"); return }
-        #expect(table.discovered(DialTarget(peerID: Self.low, endpoints: [first, second])) == [.addEndpoints(id, [second])])
+        let (first, second) = (
+            DialTarget.Endpoint(host: "127.0.0.1", port: 9), DialTarget.Endpoint(host: "127.0.0.1", port: 7000)
+        )
+        guard case .dial(let id, _)? = table.discovered(DialTarget(peerID: Self.low, endpoints: [first])).first else {
+            Issue.record("expected a dial")
+            return
+        }
+        #expect(
+            table.discovered(DialTarget(peerID: Self.low, endpoints: [first, second])) == [.addEndpoints(id, [second])]
+        )
         #expect(table.discovered(DialTarget(peerID: Self.low, endpoints: [second, first])).isEmpty, "nothing new")
         _ = table.linkEstablished(id, hello: Self.hello(Self.low))
-        #expect(table.discovered(DialTarget(peerID: Self.low, endpoints: [first, second, .init(host: "::1", port: 1)])).isEmpty, "no dial once linked")
+        #expect(
+            table.discovered(DialTarget(peerID: Self.low, endpoints: [first, second, .init(host: "::1", port: 1)]))
+                .isEmpty,
+            "no dial once linked"
+        )
     }
 
     @Test func aLinkThatFailsSendsTheNextDialToTheOtherEndpointsFirst() {
         var table = PeerTableStateMachine(localPeerID: Self.high, backoff: Self.steady)
-        let (old, new) = (DialTarget.Endpoint(host: "198.18.0.3", port: 7000), DialTarget.Endpoint(host: "198.18.0.13", port: 7000))
-        guard case .dial(let first, _)? = table.discovered(DialTarget(peerID: Self.low, endpoints: [old])).first else { Issue.record("expected a dial"); return }
+        let (old, new) = (
+            DialTarget.Endpoint(host: "198.18.0.3", port: 7000), DialTarget.Endpoint(host: "198.18.0.13", port: 7000)
+        )
+        guard case .dial(let first, _)? = table.discovered(DialTarget(peerID: Self.low, endpoints: [old])).first else {
+            Issue.record("expected a dial")
+            return
+        }
         table.endpointProved(.peer(Self.low), old)
         _ = table.linkEstablished(first, hello: Self.hello(Self.low))
         // The peer is renumbered: discovery names its new address beside the old (not yet
@@ -323,7 +493,11 @@ import Testing
         let actions = table.linkClosed(first, error: failure)
         #expect(actions.contains(.lookUpAgain(Self.low)), "discovery asked for the peer's records afresh")
         guard case .scheduleRedial(let key, _)? = actions.last,
-              case .dial(let second, let next)? = table.redialDue(key).first else { Issue.record("expected a redial"); return }
+            case .dial(let second, let next)? = table.redialDue(key).first
+        else {
+            Issue.record("expected a redial")
+            return
+        }
         #expect(next.endpoints == [new, old])
         // A link that ends with GOODBYE says nothing about where the peer is.
         table.endpointProved(.peer(Self.low), new)
@@ -334,7 +508,10 @@ import Testing
     @Test func aTargetWithoutEndpointsIsNotDialledUntilOneAppears() {
         var table = PeerTableStateMachine(localPeerID: Self.high)
         #expect(table.discovered(DialTarget(peerID: Self.low, endpoints: [])).isEmpty)
-        guard case .dial? = table.discovered(Self.target(Self.low)).first else { Issue.record("expected a dial"); return }
+        guard case .dial? = table.discovered(Self.target(Self.low)).first else {
+            Issue.record("expected a dial")
+            return
+        }
     }
 
     @Test func aMeshOfFiveHasExactlyOneLinkPerPair() {
@@ -370,7 +547,10 @@ final class InMemoryNetwork {
     func discoverAll(statically: Bool = false) {
         for id in tables.keys.sorted(by: { $0.uuidString < $1.uuidString }) {
             for other in tables.keys where other != id {
-                let target = DialTarget(peerID: statically ? nil : other, endpoints: [DialTarget.Endpoint(host: other.uuidString, port: 1)])
+                let target = DialTarget(
+                    peerID: statically ? nil : other,
+                    endpoints: [DialTarget.Endpoint(host: other.uuidString, port: 1)]
+                )
                 pending += tables[id]!.discovered(target).map { (id, $0) }
             }
         }
@@ -393,7 +573,8 @@ final class InMemoryNetwork {
                 pending += tables[owner]!.linkEstablished(link, hello: hello(remote)).map { (owner, $0) }
                 pending += tables[remote]!.linkEstablished(far.link, hello: hello(owner)).map { (remote, $0) }
                 // Each side that keeps the link sends its resume point, which admits it at the other.
-                for (end, other) in [(near, far), (far, near)] where tables[end.owner]!.activeLink(for: other.owner) == end.link {
+                for (end, other) in [(near, far), (far, near)]
+                where tables[end.owner]!.activeLink(for: other.owner) == end.link {
                     pending += tables[other.owner]!.linkAdmitted(other.link).map { (other.owner, $0) }
                 }
             case .close(let link, let reason):
@@ -410,7 +591,9 @@ final class InMemoryNetwork {
         }
     }
 
-    func hello(_ id: UUID) -> Hello { try! Hello(peerID: id, key: PeerTableStateMachineTests.anyKey, incarnation: 1, displayName: "peer") }
+    func hello(_ id: UUID) -> Hello {
+        try! Hello(peerID: id, key: PeerTableStateMachineTests.anyKey, incarnation: 1, displayName: "peer")
+    }
 
     /// Pairs of peers that see each other as active, each pair sorted.
     func activePairs() -> Set<[UUID]> {

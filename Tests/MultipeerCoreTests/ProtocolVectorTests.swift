@@ -8,7 +8,9 @@ import Testing
 /// Checks the encoder and decoder against the hex vectors written in docs/PROTOCOL.md.
 @Suite struct ProtocolVectorTests {
     /// The key pair of RFC 8032's first Ed25519 test vector.
-    static let signer = TestSigner(rawPrivateKey: try! bytes("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60"))
+    static let signer = TestSigner(
+        rawPrivateKey: try! bytes("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
+    )
     /// The exporter value the vectors take: bytes 0 to 31 (a real one comes from the TLS connection).
     static let exporter = [UInt8](0..<32)
 
@@ -20,11 +22,20 @@ import Testing
     }
 
     /// The HELLO of the vectors; `maximumMessageLength` nil: from a release without fragments.
-    static func vectorHello(maximumMessageLength: Int? = 128 << 20, features: Hello.Features = [], reads: [String]? = nil) throws -> Hello {
+    static func vectorHello(
+        maximumMessageLength: Int? = 128 << 20,
+        features: Hello.Features = [],
+        reads: [String]? = nil
+    ) throws -> Hello {
         var hello = try Hello(
-            peerID: signer.key.peerID, key: signer.key, incarnation: 7, displayName: "Captain", metadata: ["seat": "L"],
+            peerID: signer.key.peerID,
+            key: signer.key,
+            incarnation: 7,
+            displayName: "Captain",
+            metadata: ["seat": "L"],
             keepalive: KeepaliveParameters(interval: .milliseconds(500), timeout: .milliseconds(1500)),
-            maximumMessageLength: maximumMessageLength)
+            maximumMessageLength: maximumMessageLength
+        )
         hello.features = features
         hello.reads = try reads.map(MessageTypeList.init)
         return try hello.signed(exporter: exporter, side: .dialler, sign: signer.sign)
@@ -54,8 +65,15 @@ import Testing
             "data-binary": .data(try DataMessage(sequence: 7, typeName: "PositionReport", payload: binary)),
             "hello": .hello(try vectorHello()),
             "hello-without-fragments": .hello(try vectorHello(maximumMessageLength: nil)),
-            "fragment": .fragment(try Fragment(
-                sequence: 9, offset: 4, length: 10, typeName: "Chart", bytes: ByteBuffer(bytes: [0x04, 0x05, 0x06, 0x07, 0x08, 0x09]))),
+            "fragment": .fragment(
+                try Fragment(
+                    sequence: 9,
+                    offset: 4,
+                    length: 10,
+                    typeName: "Chart",
+                    bytes: ByteBuffer(bytes: [0x04, 0x05, 0x06, 0x07, 0x08, 0x09])
+                )
+            ),
             "ack-partial": .ack(12, partial: PartialMessage(sequence: 9, received: 4)),
             "ping": .ping(Probe(nonce: 1, timestamp: 1_000_000_000)),
             "pong": .pong(Probe(nonce: 1, timestamp: 1_000_000_000)),
@@ -65,17 +83,32 @@ import Testing
             "flow": .flow(reading: false),
             "reject": .reject(Rejection(sequence: 42, typeName: "NavlogEntry", reason: #"expected a number for "id""#)),
             "hello-with-features": .hello(try vectorHello(features: .resources)),
-            "hello-with-types": .hello(try vectorHello(features: [.resources, .streams], reads: ["NavlogMessage", "Note"])),
+            "hello-with-types": .hello(
+                try vectorHello(features: [.resources, .streams], reads: ["NavlogMessage", "Note"])
+            ),
             "types": .types(try MessageTypeList(["Weather", "NavlogMessage", "Note"])),
             "types-every": .types(nil),
-            "resource-offer": .resourceOffer(try ResourceOffer(
-                id: resourceID, name: "chart.pdf", length: 10, sha256: Array(SHA256.hash(data: resourceBytes)), metadata: ["entry": "7"])),
+            "resource-offer": .resourceOffer(
+                try ResourceOffer(
+                    id: resourceID,
+                    name: "chart.pdf",
+                    length: 10,
+                    sha256: Array(SHA256.hash(data: resourceBytes)),
+                    metadata: ["entry": "7"]
+                )
+            ),
             "resource-want": .resourceWant(ResourceWant(id: resourceID, received: 4, granted: 10)),
-            "resource-chunk": .resourceChunk(ResourceChunk(id: resourceID, offset: 4, bytes: ByteBuffer(bytes: resourceBytes[4...]))),
+            "resource-chunk": .resourceChunk(
+                ResourceChunk(id: resourceID, offset: 4, bytes: ByteBuffer(bytes: resourceBytes[4...]))
+            ),
             "resource-end": .resourceEnd(ResourceEnd(id: resourceID, reason: .complete, text: "")),
             "stream-open": .streamOpen(try StreamOpen(id: resourceID, resuming: false, name: "log")),
-            "stream-want": .streamWant(StreamWant(id: resourceID, received: 4, granted: 4 + (256 << 10), endReceived: false)),
-            "stream-data": .streamData(StreamData(id: resourceID, offset: 4, end: true, bytes: ByteBuffer(bytes: resourceBytes[4...]))),
+            "stream-want": .streamWant(
+                StreamWant(id: resourceID, received: 4, granted: 4 + (256 << 10), endReceived: false)
+            ),
+            "stream-data": .streamData(
+                StreamData(id: resourceID, offset: 4, end: true, bytes: ByteBuffer(bytes: resourceBytes[4...]))
+            ),
             "stream-end": .streamEnd(StreamEnd(id: resourceID, reason: .cancelled, text: "")),
         ]
     }
@@ -155,10 +188,15 @@ import Testing
         var decoder = FrameDecoder()
         let value = try #require(try decoder.decode(buffer: &frame)).value
         let unsigned = value.readableBytesView.dropLast(Hello.signatureLength)
-        #expect(Hello.signedMessage(exporter: Self.exporter, side: .dialler, unsignedValue: ByteBufferView(unsigned)) == vectors["hello-signed-message"])
+        #expect(
+            Hello.signedMessage(exporter: Self.exporter, side: .dialler, unsignedValue: ByteBufferView(unsigned))
+                == vectors["hello-signed-message"]
+        )
         let hello = try Hello(decoding: value)
         try hello.verify(value: value, exporter: Self.exporter, side: .dialler, peer: "the vector")
-        #expect(throws: MultipeerError.self) { try hello.verify(value: value, exporter: Self.exporter, side: .listener, peer: "the vector") }
+        #expect(throws: MultipeerError.self) {
+            try hello.verify(value: value, exporter: Self.exporter, side: .listener, peer: "the vector")
+        }
     }
 
     @Test func aVersion1HelloIsRefusedWithWhatToDo() throws {

@@ -5,8 +5,12 @@ import Testing
 
 @Suite struct ResourceTransferTests {
     static let offer = try! ResourceOffer(
-        id: UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF")!, name: "chart.pdf", length: 10_000,
-        sha256: Array(repeating: 0xAB, count: 32), metadata: ["entry": "7"])
+        id: UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF")!,
+        name: "chart.pdf",
+        length: 10_000,
+        sha256: Array(repeating: 0xAB, count: 32),
+        metadata: ["entry": "7"]
+    )
 
     /// A sender and a receiver joined by a link that carries their frames in order, the receiver
     /// writing each chunk at once; counts the bytes of chunks on the wire.
@@ -27,8 +31,10 @@ import Testing
         mutating func receiverDoes(_ actions: [ResourceReceiveStateMachine.Action], hashMatches: Bool = true) throws {
             for action in actions {
                 switch action {
-                case .sendWant(let received, let granted): try senderDoes([try sender.want(received: received, granted: granted)])
-                case .write(let offset, let count): try receiverDoes([receiver.wrote(through: offset + count)], hashMatches: hashMatches)
+                case .sendWant(let received, let granted):
+                    try senderDoes([try sender.want(received: received, granted: granted)])
+                case .write(let offset, let count):
+                    try receiverDoes([receiver.wrote(through: offset + count)], hashMatches: hashMatches)
                 case .verify: try receiverDoes(receiver.verified(hashMatches))
                 case .sendEnd(let reason): try senderDoes([sender.ended(reason)])
                 case .finish: receiverFinished = action
@@ -87,7 +93,10 @@ import Testing
         _ = try sender.want(received: received, granted: granted)
         var unwritten: [(offset: UInt64, count: UInt64)] = []
         while let chunk = sender.nextChunk(maximum: 1_000) {
-            #expect(try receiver.chunk(offset: chunk.offset, count: chunk.count) == .write(offset: chunk.offset, count: chunk.count))
+            #expect(
+                try receiver.chunk(offset: chunk.offset, count: chunk.count)
+                    == .write(offset: chunk.offset, count: chunk.count)
+            )
             unwritten.append(chunk)
         }
         #expect(unwritten.map(\.count).reduce(0, +) == 2_500, "the sender stops at the window while nothing is written")
@@ -105,7 +114,10 @@ import Testing
         #expect(pair.receiver.state == .awaitingOffer(written: 3_000))
         #expect(pair.sender.nextChunk(maximum: 1_000) == nil, "nothing is sent without a link")
         try pair.senderDoes([pair.sender.linkUp()])
-        #expect(pair.sender.state == .sending(next: 3_000, granted: 5_000), "resumed where the receiver's writing stood")
+        #expect(
+            pair.sender.state == .sending(next: 3_000, granted: 5_000),
+            "resumed where the receiver's writing stood"
+        )
         try pair.pump()
         #expect(pair.senderFinished == .finish(.complete, bySender: false))
         #expect(pair.bytesOnWire == 10_000, "nothing written was sent again")
@@ -169,7 +181,10 @@ import Testing
         try other.receiverDoes(other.receiver.prepared(holding: 0))
         try other.receiverDoes(other.receiver.end(.diskFull))
         #expect(other.senderFinished == .finish(.diskFull, bySender: false))
-        #expect(other.receiverFinished == .finish(.diskFull, byReceiver: true, keepPartial: true), "a disk that filled keeps what was written")
+        #expect(
+            other.receiverFinished == .finish(.diskFull, byReceiver: true, keepPartial: true),
+            "a disk that filled keeps what was written"
+        )
         #expect(other.sender.nextChunk(maximum: 1_000) == nil)
     }
 
@@ -188,7 +203,10 @@ import Testing
         _ = pair.receiver.verified(true)  // its END is lost with the link
         pair.dropLink()
         try pair.senderDoes([pair.sender.linkUp()])
-        #expect(pair.senderFinished == .finish(.complete, bySender: false), "the re-offer is answered with the END again")
+        #expect(
+            pair.senderFinished == .finish(.complete, bySender: false),
+            "the re-offer is answered with the END again"
+        )
     }
 
     @Test func wantsAndChunksThatBreakTheRulesAreErrors() throws {
@@ -214,7 +232,10 @@ import Testing
         #expect(try receiver.chunk(offset: 2_000, count: 1_000) == .none, "a chunk of the link gone is not taken")
         #expect(receiver.wrote(through: 1_000) == .none)
         #expect(receiver.wrote(through: 2_000) == .none)
-        #expect(receiver.offeredAgain() == [.sendWant(received: 2_000, granted: 6_000)], "resumed after what was written")
+        #expect(
+            receiver.offeredAgain() == [.sendWant(received: 2_000, granted: 6_000)],
+            "resumed after what was written"
+        )
     }
 
     @Test func anOfferWhoseLinkWentWhileTheReceiverLookedWaitsForTheNextOffer() throws {
@@ -242,26 +263,45 @@ import Testing
             }
         }
         #expect(throws: MultipeerError.self) {
-            _ = try ResourceOffer(id: Self.id, name: "a", length: 1, sha256: Array(repeating: 0, count: 32), metadata: ["k=": "v"])
+            _ = try ResourceOffer(
+                id: Self.id,
+                name: "a",
+                length: 1,
+                sha256: Array(repeating: 0, count: 32),
+                metadata: ["k=": "v"]
+            )
         }
-        #expect(throws: MultipeerError.self) { _ = try ResourceOffer(id: Self.id, name: "a", length: 1, sha256: [1, 2]) }
-        #expect(throws: MultipeerError.self) { _ = try ResourceOffer(id: Self.id, name: "a", length: .max, sha256: Array(repeating: 0, count: 32)) }
+        #expect(throws: MultipeerError.self) {
+            _ = try ResourceOffer(id: Self.id, name: "a", length: 1, sha256: [1, 2])
+        }
+        #expect(throws: MultipeerError.self) {
+            _ = try ResourceOffer(id: Self.id, name: "a", length: .max, sha256: Array(repeating: 0, count: 32))
+        }
     }
 
     @Test func framesThatBreakTheirRulesAreMalformed() {
         let broken: [(String, Frame)] = [
-            ("an offer named ..", Self.frame(.resourceOffer) { value in
-                value.writeInteger(UInt64(1))
-                value.writeBytes(Array(repeating: 0, count: 32))
-                value.writeInteger(UInt8(2))
-                value.writeString("..")
-                value.writeInteger(UInt8(0))
-            }),
-            ("a WANT granting less than it received", Self.frame(.resourceWant) { $0.writeMultipleIntegers(UInt64(5), UInt64(4)) }),
-            ("a WANT with a byte after its fields", Self.frame(.resourceWant) { value in
-                value.writeMultipleIntegers(UInt64(0), UInt64(4))
-                value.writeInteger(UInt8(0))
-            }),
+            (
+                "an offer named ..",
+                Self.frame(.resourceOffer) { value in
+                    value.writeInteger(UInt64(1))
+                    value.writeBytes(Array(repeating: 0, count: 32))
+                    value.writeInteger(UInt8(2))
+                    value.writeString("..")
+                    value.writeInteger(UInt8(0))
+                }
+            ),
+            (
+                "a WANT granting less than it received",
+                Self.frame(.resourceWant) { $0.writeMultipleIntegers(UInt64(5), UInt64(4)) }
+            ),
+            (
+                "a WANT with a byte after its fields",
+                Self.frame(.resourceWant) { value in
+                    value.writeMultipleIntegers(UInt64(0), UInt64(4))
+                    value.writeInteger(UInt8(0))
+                }
+            ),
             ("an empty chunk", Self.frame(.resourceChunk) { $0.writeInteger(UInt64(0)) }),
             ("an END cut short", Self.frame(.resourceEnd) { $0.writeInteger(UInt16(0)) }),
         ]

@@ -23,8 +23,13 @@ import Testing
     /// A running session of `local`, holding `keys` group keys; no jitter, so delays are exact.
     static func running(roster: Roster? = nil, keys: Int = 1) -> SessionStateMachine {
         var session = SessionStateMachine(
-            localPeerID: local, localKey: key(1), backoff: ReconnectParameters(initialDelay: .seconds(1), jitter: 0),
-            roster: roster, keyCount: keys, seed: 1)
+            localPeerID: local,
+            localKey: key(1),
+            backoff: ReconnectParameters(initialDelay: .seconds(1), jitter: 0),
+            roster: roster,
+            keyCount: keys,
+            seed: 1
+        )
         try! session.begin()
         #expect(session.listening(on: 7000, now: start).isEmpty)
         return session
@@ -36,7 +41,11 @@ import Testing
         return (id, attempt)
     }
 
-    static func failed(_ address: String, _ error: MultipeerError, _ disposition: SessionStateMachine.Disposition = .reported(held: 0)) -> SessionStateMachine.Action {
+    static func failed(
+        _ address: String,
+        _ error: MultipeerError,
+        _ disposition: SessionStateMachine.Disposition = .reported(held: 0)
+    ) -> SessionStateMachine.Action {
         .report(.connectionFailed(address: address, error, inbound: false, disposition))
     }
 
@@ -44,24 +53,39 @@ import Testing
         var session = Self.running(keys: 2)
         let target = DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1), Self.endpoint(2)])
         let (id, first) = try #require(Self.dial(session.discovered(target, now: Self.start)))
-        #expect(first == .init(endpoint: Self.endpoint(1), peerID: Self.peer, key: 0), "the first endpoint, the newest key")
+        #expect(
+            first == .init(endpoint: Self.endpoint(1), peerID: Self.peer, key: 0),
+            "the first endpoint, the newest key"
+        )
 
         let refused = MultipeerError(.authenticationFailed, "no key in common")
-        #expect(session.attemptFailed(id, refused, now: Self.start) == [.connect(id, .init(endpoint: Self.endpoint(1), peerID: Self.peer, key: 1))],
-                "the older key, unreported")
-        #expect(session.attemptFailed(id, refused, now: Self.start) == [
-            Self.failed(Self.endpoint(1).description, refused),
-            .connect(id, .init(endpoint: Self.endpoint(2), peerID: Self.peer, key: 0)),
-        ], "no key taken: reported, and the next endpoint from the newest key")
+        #expect(
+            session.attemptFailed(id, refused, now: Self.start) == [
+                .connect(id, .init(endpoint: Self.endpoint(1), peerID: Self.peer, key: 1))
+            ],
+            "the older key, unreported"
+        )
+        #expect(
+            session.attemptFailed(id, refused, now: Self.start) == [
+                Self.failed(Self.endpoint(1).description, refused),
+                .connect(id, .init(endpoint: Self.endpoint(2), peerID: Self.peer, key: 0)),
+            ],
+            "no key taken: reported, and the next endpoint from the newest key"
+        )
 
         let silent = MultipeerError(.connectionFailed, "no answer")
-        #expect(session.attemptFailed(id, silent, now: Self.start) == [
-            Self.failed(Self.endpoint(2).description, silent),
-            .lookUpAgain(Self.peer),
-            .schedule(.redial(.peer(Self.peer)), after: .seconds(1)),
-        ], "not a key: no other key tried; none left: looked up again, and dialled again later")
+        #expect(
+            session.attemptFailed(id, silent, now: Self.start) == [
+                Self.failed(Self.endpoint(2).description, silent),
+                .lookUpAgain(Self.peer),
+                .schedule(.redial(.peer(Self.peer)), after: .seconds(1)),
+            ],
+            "not a key: no other key tried; none left: looked up again, and dialled again later"
+        )
 
-        let (_, again) = try #require(Self.dial(session.fired(.redial(.peer(Self.peer)), now: Self.start + .seconds(1))))
+        let (_, again) = try #require(
+            Self.dial(session.fired(.redial(.peer(Self.peer)), now: Self.start + .seconds(1)))
+        )
         #expect(again.endpoint == Self.endpoint(1), "both failed once: discovery's order")
     }
 
@@ -75,10 +99,17 @@ import Testing
         #expect(first.key == 0)
         _ = session.keysChanged(count: 1, now: Self.start)
         let refused = MultipeerError(.authenticationFailed, "keys differ")
-        #expect(session.attemptFailed(id, refused, now: Self.start) == [.connect(id, .init(endpoint: Self.endpoint(1), peerID: Self.peer, key: 0))],
-                "the newest key of the ring held now, unreported")
-        #expect(session.attemptFailed(id, refused, now: Self.start).first == Self.failed(Self.endpoint(1).description, refused),
-                "refused with every key held since: reported")
+        #expect(
+            session.attemptFailed(id, refused, now: Self.start) == [
+                .connect(id, .init(endpoint: Self.endpoint(1), peerID: Self.peer, key: 0))
+            ],
+            "the newest key of the ring held now, unreported"
+        )
+        #expect(
+            session.attemptFailed(id, refused, now: Self.start).first
+                == Self.failed(Self.endpoint(1).description, refused),
+            "refused with every key held since: reported"
+        )
     }
 
     @Test func theEndpointThatProvedThePeerIsTriedFirstNextTime() throws {
@@ -86,7 +117,10 @@ import Testing
         let target = DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1), Self.endpoint(2)])
         let (id, _) = try #require(Self.dial(session.discovered(target, now: Self.start)))
         _ = session.attemptFailed(id, MultipeerError(.connectionFailed, "no answer"), now: Self.start)
-        #expect(session.linkEstablished(id, hello: Self.hello(), address: "198.18.0.2", now: Self.start) == .carried(closing: nil, [.adopt(id)]))
+        #expect(
+            session.linkEstablished(id, hello: Self.hello(), address: "198.18.0.2", now: Self.start)
+                == .carried(closing: nil, [.adopt(id)])
+        )
         _ = session.linkClosed(id, goodbye: .keepaliveTimeout, error: nil, now: Self.start)
         let (_, next) = try #require(Self.dial(session.fired(.redial(.peer(Self.peer)), now: Self.start + .seconds(1))))
         #expect(next.endpoint == Self.endpoint(2))
@@ -94,27 +128,49 @@ import Testing
 
     @Test func aPeerJoinsOnItsResumePointAndItsDeliveryMovesOntoTheLinkThen() throws {
         var session = Self.running()
-        let (id, _) = try #require(Self.dial(session.discovered(DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)]), now: Self.start)))
-        #expect(session.linkEstablished(id, hello: Self.hello(), address: "a", now: Self.start) == .carried(closing: nil, [.adopt(id)]))
+        let (id, _) = try #require(
+            Self.dial(session.discovered(DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)]), now: Self.start))
+        )
+        #expect(
+            session.linkEstablished(id, hello: Self.hello(), address: "a", now: Self.start)
+                == .carried(closing: nil, [.adopt(id)])
+        )
         #expect(session.activePeers.isEmpty, "kept, not yet admitted by the peer")
         #expect(session.isJoining(Self.peer), "a send to it waits for its resume point")
-        #expect(session.admitted(id, now: Self.start + .seconds(1)) == [.attach(id, Self.hello()), .peerJoined(id, Self.hello()), .admitMessages(id)],
-                "the application hears of the join before it has any message the link brings")
+        #expect(
+            session.admitted(id, now: Self.start + .seconds(1)) == [
+                .attach(id, Self.hello()), .peerJoined(id, Self.hello()), .admitMessages(id),
+            ],
+            "the application hears of the join before it has any message the link brings"
+        )
         #expect(!session.isJoining(Self.peer))
         #expect(session.presence(of: Self.peer)?.since == Self.start + .seconds(1))
         #expect(session.admitted(id, now: Self.start + .seconds(2)).isEmpty, "admitted once")
-        #expect(session.linkClosed(id, goodbye: .keepaliveTimeout, error: nil, now: Self.start + .seconds(3)) == [
-            .detach(Self.peer, id), .detach(Self.peer, nil), .peerLeft(Self.hello(), .goodbye(.keepaliveTimeout)),
-            .schedule(.redial(.peer(Self.peer)), after: .seconds(1)),
-        ], "its delivery leaves the link, it leaves, and it is dialled again while advertised")
+        #expect(
+            session.linkClosed(id, goodbye: .keepaliveTimeout, error: nil, now: Self.start + .seconds(3)) == [
+                .detach(Self.peer, id), .detach(Self.peer, nil), .peerLeft(Self.hello(), .goodbye(.keepaliveTimeout)),
+                .schedule(.redial(.peer(Self.peer)), after: .seconds(1)),
+            ],
+            "its delivery leaves the link, it leaves, and it is dialled again while advertised"
+        )
     }
 
     @Test func aSendWaitingForAPeerWhoseLinkClosedBeforeItJoinedIsWokenToBeRefused() throws {
         var session = Self.running()
-        let (id, _) = try #require(Self.dial(session.discovered(DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)]), now: Self.start)))
+        let (id, _) = try #require(
+            Self.dial(session.discovered(DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)]), now: Self.start))
+        )
         _ = session.linkEstablished(id, hello: Self.hello(), address: "a", now: Self.start)
-        let closed = session.linkClosed(id, goodbye: nil, error: MultipeerError(.connectionFailed, "reset"), now: Self.start)
-        #expect(closed.prefix(2) == [.detach(Self.peer, id), .wakeSenders(Self.peer)], "those waiting for it to join look again")
+        let closed = session.linkClosed(
+            id,
+            goodbye: nil,
+            error: MultipeerError(.connectionFailed, "reset"),
+            now: Self.start
+        )
+        #expect(
+            closed.prefix(2) == [.detach(Self.peer, id), .wakeSenders(Self.peer)],
+            "those waiting for it to join look again"
+        )
         #expect(!session.isJoining(Self.peer), "and find it is not joining")
     }
 
@@ -123,36 +179,64 @@ import Testing
         var session = Self.running(roster: Roster(keys: [Self.key(2)]))
         let target = DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)])
         let (id, _) = try #require(Self.dial(session.discovered(target, now: Self.start)))
-        guard case .refused(let actions) = session.linkEstablished(id, hello: Self.hello(key: stranger), address: "a", now: Self.start),
-              case .report(.connectionFailed(_, let error, false, .reported))? = actions.first else {
+        guard
+            case .refused(let actions) = session.linkEstablished(
+                id,
+                hello: Self.hello(key: stranger),
+                address: "a",
+                now: Self.start
+            ),
+            case .report(.connectionFailed(_, let error, false, .reported))? = actions.first
+        else {
             Issue.record("refused, and reported")
             return
         }
         #expect(error.code == .notInRoster)
         #expect(!session.carries(id), "never a link of the session")
         #expect(session.activePeers.isEmpty)
-        guard case .schedule(.redial, let delay)? = actions.last else { Issue.record("dialled again, late"); return }
+        guard case .schedule(.redial, let delay)? = actions.last else {
+            Issue.record("dialled again, late")
+            return
+        }
         #expect(delay == ReconnectParameters().maximumDelay, "held at the longest backoff")
 
         let (again, _) = try #require(Self.dial(session.fired(.redial(.peer(Self.peer)), now: Self.start + delay)))
-        guard case .refused(let second) = session.linkEstablished(again, hello: Self.hello(key: stranger), address: "a", now: Self.start + delay),
-              case .report(.connectionFailed(_, _, _, .refusedAgain))? = second.first else {
+        guard
+            case .refused(let second) = session.linkEstablished(
+                again,
+                hello: Self.hello(key: stranger),
+                address: "a",
+                now: Self.start + delay
+            ),
+            case .report(.connectionFailed(_, _, _, .refusedAgain))? = second.first
+        else {
             Issue.record("the same refusal again: counted, not reported")
             return
         }
         let admitted = session.rosterChanged(Roster(keys: [Self.key(2), stranger]), now: Self.start + delay)
         let (third, _) = try #require(Self.dial(admitted), "admitted now: dialled again at once")
-        #expect(session.linkEstablished(third, hello: Self.hello(key: stranger), address: "a", now: Self.start + delay) == .carried(closing: nil, [.adopt(third)]))
+        #expect(
+            session.linkEstablished(third, hello: Self.hello(key: stranger), address: "a", now: Self.start + delay)
+                == .carried(closing: nil, [.adopt(third)])
+        )
     }
 
     @Test func aPeerWhoseRosterRefusesThisDeviceIsReportedOnceAndNeverJoins() throws {
         var session = Self.running()
-        let (id, _) = try #require(Self.dial(session.discovered(DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)]), now: Self.start)))
+        let (id, _) = try #require(
+            Self.dial(session.discovered(DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)]), now: Self.start))
+        )
         _ = session.linkEstablished(id, hello: Self.hello(), address: "a", now: Self.start)
         let actions = session.linkClosed(id, goodbye: .notInRoster, error: nil, now: Self.start)
-        guard case .report(.connectionFailed(_, let error, false, .reported))? = actions.first else { Issue.record("reported"); return }
+        guard case .report(.connectionFailed(_, let error, false, .reported))? = actions.first else {
+            Issue.record("reported")
+            return
+        }
         #expect(error.code == .notInRoster)
-        #expect(error.message.contains(Self.key(1).fingerprint), "names this device's key, which the peer's roster lacks")
+        #expect(
+            error.message.contains(Self.key(1).fingerprint),
+            "names this device's key, which the peer's roster lacks"
+        )
         #expect(!actions.contains { if case .peerLeft = $0 { true } else { false } }, "never joined, so never left")
     }
 
@@ -160,17 +244,29 @@ import Testing
         var session = Self.running()
         let refused = MultipeerError(.authenticationFailed, "no key in common")
         for _ in 0..<10 {
-            #expect(session.inboundFailed(address: "x", refused, now: Self.start) == [
-                .report(.connectionFailed(address: "x", refused, inbound: true, .reported(held: 0)))])
+            #expect(
+                session.inboundFailed(address: "x", refused, now: Self.start) == [
+                    .report(.connectionFailed(address: "x", refused, inbound: true, .reported(held: 0)))
+                ]
+            )
         }
-        #expect(session.inboundFailed(address: "x", refused, now: Self.start) == [
-            .report(.connectionFailed(address: "x", refused, inbound: true, .heldBack)),
-            .schedule(.heldFailuresReport, after: .seconds(1)),
-        ])
-        #expect(session.inboundFailed(address: "x", refused, now: Self.start) == [
-            .report(.connectionFailed(address: "x", refused, inbound: true, .heldBack))], "one report scheduled")
-        #expect(session.fired(.heldFailuresReport, now: Self.start + .seconds(1)) == [
-            .report(.connectionsFailed(count: 2, code: .authenticationFailed))])
+        #expect(
+            session.inboundFailed(address: "x", refused, now: Self.start) == [
+                .report(.connectionFailed(address: "x", refused, inbound: true, .heldBack)),
+                .schedule(.heldFailuresReport, after: .seconds(1)),
+            ]
+        )
+        #expect(
+            session.inboundFailed(address: "x", refused, now: Self.start) == [
+                .report(.connectionFailed(address: "x", refused, inbound: true, .heldBack))
+            ],
+            "one report scheduled"
+        )
+        #expect(
+            session.fired(.heldFailuresReport, now: Self.start + .seconds(1)) == [
+                .report(.connectionsFailed(count: 2, code: .authenticationFailed))
+            ]
+        )
     }
 
     @Test func aDialCancelledByASuspendIsNeverMadeNorReportedAndResumingDialsAgain() throws {
@@ -179,7 +275,10 @@ import Testing
         let (id, _) = try #require(Self.dial(session.discovered(target, now: Self.start)))
         #expect(session.stopRunning(.suspended, now: Self.start) == [.close(id, .suspended)])
         #expect(session.lifecycle == .stopping(port: 7000), "its port still held, until the listener lets it go")
-        #expect(session.attemptFailed(id, MultipeerError(.connectionFailed, "cancelled"), now: Self.start).isEmpty, "not reported")
+        #expect(
+            session.attemptFailed(id, MultipeerError(.connectionFailed, "cancelled"), now: Self.start).isEmpty,
+            "not reported"
+        )
         session.stoppedListening()
         #expect(session.lifecycle == .suspended)
         #expect(session.discovered(target, now: Self.start).isEmpty, "nothing dialled while suspended")
@@ -189,27 +288,63 @@ import Testing
 
     @Test func rejectIsTakenOnlyOnThePeersKeptLinkForAMessageSent() throws {
         var session = Self.running()
-        let (id, _) = try #require(Self.dial(session.discovered(DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)]), now: Self.start)))
+        let (id, _) = try #require(
+            Self.dial(session.discovered(DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)]), now: Self.start))
+        )
         _ = session.linkEstablished(id, hello: Self.hello(), address: "a", now: Self.start)
         _ = session.admitted(id, now: Self.start)
         let rejection = Rejection(sequence: 1, typeName: "Note", reason: "bad")
-        #expect(session.rejected(rejection, by: Self.peer, on: id, written: false) == [.report(.rejectIgnored(Self.peer, rejection))], "not written yet")
-        #expect(session.rejected(rejection, by: Self.peer, on: id, written: true) == [.report(.rejectedByPeer(Self.hello(), rejection))])
-        #expect(session.rejected(rejection, by: Self.peer, on: LinkID(99), written: true) == [.report(.rejectIgnored(Self.peer, rejection))], "another link")
+        #expect(
+            session.rejected(rejection, by: Self.peer, on: id, written: false) == [
+                .report(.rejectIgnored(Self.peer, rejection))
+            ],
+            "not written yet"
+        )
+        #expect(
+            session.rejected(rejection, by: Self.peer, on: id, written: true) == [
+                .report(.rejectedByPeer(Self.hello(), rejection))
+            ]
+        )
+        #expect(
+            session.rejected(rejection, by: Self.peer, on: LinkID(99), written: true) == [
+                .report(.rejectIgnored(Self.peer, rejection))
+            ],
+            "another link"
+        )
         #expect(session.reject(rejection, from: Self.peer, incarnation: 1) == [.sendReject(id, rejection)])
-        #expect(session.reject(rejection, from: Self.peer, incarnation: 2) == [.report(.rejectionNotSent(Self.peer, rejection))],
-                "another incarnation could not tell which message it was")
+        #expect(
+            session.reject(rejection, from: Self.peer, incarnation: 2) == [
+                .report(.rejectionNotSent(Self.peer, rejection))
+            ],
+            "another incarnation could not tell which message it was"
+        )
     }
 
     @Test func itListensAgainWhereItListenedTheFirstTimeWhereTheSystemChose() {
-        var session = SessionStateMachine(localPeerID: Self.local, localKey: Self.key(1), backoff: ReconnectParameters(), roster: nil, keyCount: 1)
+        var session = SessionStateMachine(
+            localPeerID: Self.local,
+            localKey: Self.key(1),
+            backoff: ReconnectParameters(),
+            roster: nil,
+            keyCount: 1
+        )
         try! session.begin()
-        #expect(session.listenPort == (0, false), "the first time: the port configured (0, any), and a failure is the run's")
+        #expect(
+            session.listenPort == (0, false),
+            "the first time: the port configured (0, any), and a failure is the run's"
+        )
         _ = session.listening(on: 41_234, now: Self.start)
         _ = session.stopRunning(.suspended, now: Self.start)
         session.stoppedListening()
         #expect(session.listenPort == (41_234, true), "on resume: the one it had, or another if taken")
-        var fixed = SessionStateMachine(localPeerID: Self.local, localKey: Self.key(1), backoff: ReconnectParameters(), roster: nil, keyCount: 1, port: 7000)
+        var fixed = SessionStateMachine(
+            localPeerID: Self.local,
+            localKey: Self.key(1),
+            backoff: ReconnectParameters(),
+            roster: nil,
+            keyCount: 1,
+            port: 7000
+        )
         try! fixed.begin()
         _ = fixed.listening(on: 7000, now: Self.start)
         #expect(fixed.listenPort == (7000, true))
@@ -224,32 +359,55 @@ import Testing
     }
     // MARK: Availability
 
-    static func available(_ state: AvailablePeer.State, _ name: String, key: PeerKey? = nil, _ id: UUID = peer, metadata: [String: String] = [:]) -> AvailablePeer {
+    static func available(
+        _ state: AvailablePeer.State,
+        _ name: String,
+        key: PeerKey? = nil,
+        _ id: UUID = peer,
+        metadata: [String: String] = [:]
+    ) -> AvailablePeer {
         AvailablePeer(id: id, state: state, displayName: name, metadata: metadata, key: key)
     }
 
     @Test func aPeerIsDiscoveredConnectingActiveAndGoneAsItsAdvertAndLinksSay() throws {
         var session = Self.running()
         #expect(session.availabilityChanges().isEmpty, "no one yet")
-        let target = DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)], displayName: "claimed", metadata: ["seat": "L"])
+        let target = DialTarget(
+            peerID: Self.peer,
+            endpoints: [Self.endpoint(1)],
+            displayName: "claimed",
+            metadata: ["seat": "L"]
+        )
         let (id, _) = try #require(Self.dial(session.discovered(target, now: Self.start)))
-        #expect(session.availabilityChanges() == [Self.available(.connecting, "claimed", metadata: ["seat": "L"])], "dialled at once, under its advert's claims")
+        #expect(
+            session.availabilityChanges() == [Self.available(.connecting, "claimed", metadata: ["seat": "L"])],
+            "dialled at once, under its advert's claims"
+        )
         #expect(session.availabilityChanges().isEmpty, "told once")
 
         _ = session.attemptFailed(id, MultipeerError(.connectionFailed, "no answer"), now: Self.start)
-        #expect(session.availabilityChanges() == [Self.available(.discovered, "claimed", metadata: ["seat": "L"])], "between dials")
+        #expect(
+            session.availabilityChanges() == [Self.available(.discovered, "claimed", metadata: ["seat": "L"])],
+            "between dials"
+        )
 
-        let (again, _) = try #require(Self.dial(session.fired(.redial(.peer(Self.peer)), now: Self.start + .seconds(1))))
+        let (again, _) = try #require(
+            Self.dial(session.fired(.redial(.peer(Self.peer)), now: Self.start + .seconds(1)))
+        )
         #expect(session.availabilityChanges() == [Self.available(.connecting, "claimed", metadata: ["seat": "L"])])
         _ = session.linkEstablished(again, hello: Self.hello(), address: "a", now: Self.start)
-        #expect(session.availabilityChanges() == [Self.available(.connecting, "peer", key: Self.key(2))],
-                "its HELLO speaks for it now, and proves its key; it has not admitted the link yet")
+        #expect(
+            session.availabilityChanges() == [Self.available(.connecting, "peer", key: Self.key(2))],
+            "its HELLO speaks for it now, and proves its key; it has not admitted the link yet"
+        )
         _ = session.admitted(again, now: Self.start)
         #expect(session.availabilityChanges() == [Self.available(.active, "peer", key: Self.key(2))])
 
         _ = session.linkClosed(again, goodbye: .shutdown, error: nil, now: Self.start)
-        #expect(session.availabilityChanges() == [Self.available(.discovered, "peer")],
-                "still advertised, under the name its HELLO proved; no link speaks for it, so no key")
+        #expect(
+            session.availabilityChanges() == [Self.available(.discovered, "peer")],
+            "still advertised, under the name its HELLO proved; no link speaks for it, so no key"
+        )
         _ = session.lost(Self.peer, now: Self.start)
         #expect(session.availabilityChanges() == [Self.available(.gone, "peer")], "no advert, no link: gone")
     }
@@ -258,24 +416,41 @@ import Testing
         // This side's roster refuses an inbound peer, which (the lesser UUID here) never dials it.
         let greater = UUID(uuidString: "FF000000-0000-0000-0000-000000000000")!
         var session = Self.running(roster: Roster(keys: [Self.key(2)]))
-        _ = session.discovered(DialTarget(peerID: greater, endpoints: [Self.endpoint(1)], displayName: "claimed"), now: Self.start)
+        _ = session.discovered(
+            DialTarget(peerID: greater, endpoints: [Self.endpoint(1)], displayName: "claimed"),
+            now: Self.start
+        )
         #expect(session.availabilityChanges() == [Self.available(.discovered, "claimed", greater)], "its to dial")
         let inbound = session.acceptedLink()
-        guard case .refused = session.linkEstablished(inbound, hello: Self.hello(greater, key: Self.key(9)), address: "a", now: Self.start) else {
+        guard
+            case .refused = session.linkEstablished(
+                inbound,
+                hello: Self.hello(greater, key: Self.key(9)),
+                address: "a",
+                now: Self.start
+            )
+        else {
             Issue.record("refused by the roster")
             return
         }
         #expect(session.availabilityChanges() == [Self.available(.refused, "claimed", greater)])
 
         // The peer's roster refuses this device: its link closes with GOODBYE notInRoster.
-        let (id, _) = try #require(Self.dial(session.discovered(DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(2)]), now: Self.start)))
+        let (id, _) = try #require(
+            Self.dial(session.discovered(DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(2)]), now: Self.start))
+        )
         _ = session.linkEstablished(id, hello: Self.hello(), address: "b", now: Self.start)
         _ = session.linkClosed(id, goodbye: .notInRoster, error: nil, now: Self.start)
-        #expect(session.availabilityChanges() == [Self.available(.refused, "peer")], "refused by the peer: never joined either")
+        #expect(
+            session.availabilityChanges() == [Self.available(.refused, "peer")],
+            "refused by the peer: never joined either"
+        )
 
         _ = session.rosterChanged(Roster(keys: [Self.key(2), Self.key(9)]), now: Self.start)
-        #expect(session.availabilityChanges().map(\.state) == [.connecting, .connecting],
-                "reconsidered: both dialled at once, the one whose turn it is to dial too (its redial is seconds away)")
+        #expect(
+            session.availabilityChanges().map(\.state) == [.connecting, .connecting],
+            "reconsidered: both dialled at once, the one whose turn it is to dial too (its redial is seconds away)"
+        )
     }
 
     /// Found by the simulator (seed 11 of `--duration 120`): a member removed from the roster
@@ -283,7 +458,8 @@ import Testing
     @Test func aMemberRemovedWhileItsLinkIsJoiningNeverJoins() throws {
         var session = Self.running(roster: Roster(keys: [Self.key(2)]))
         let inbound = session.acceptedLink()
-        guard case .carried = session.linkEstablished(inbound, hello: Self.hello(), address: "a", now: Self.start) else {
+        guard case .carried = session.linkEstablished(inbound, hello: Self.hello(), address: "a", now: Self.start)
+        else {
             Issue.record("a member's link is carried")
             return
         }
@@ -297,7 +473,9 @@ import Testing
 
     @Test func aStaticEndpointIsAvailableOnceAHelloNamedItsPeerAndNoOneWhileSuspended() throws {
         var session = Self.running()
-        let (id, _) = try #require(Self.dial(session.discovered(DialTarget(peerID: nil, endpoints: [Self.endpoint(1)]), now: Self.start)))
+        let (id, _) = try #require(
+            Self.dial(session.discovered(DialTarget(peerID: nil, endpoints: [Self.endpoint(1)]), now: Self.start))
+        )
         #expect(session.availabilityChanges().isEmpty, "who is there is unknown until its HELLO")
         _ = session.linkEstablished(id, hello: Self.hello(), address: "a", now: Self.start)
         _ = session.admitted(id, now: Self.start)

@@ -43,7 +43,10 @@ import Testing
 
         queue.enqueue(Self.message("Chart", bytes: large))
         queue.enqueue(Self.message("Tiles", bytes: large))
-        #expect(queue.nextFrames(frameLimit: 1 << 20, fragments: true).map(\.frameType) == [.fragment], "another in fragments waits")
+        #expect(
+            queue.nextFrames(frameLimit: 1 << 20, fragments: true).map(\.frameType) == [.fragment],
+            "another in fragments waits"
+        )
     }
 
     @Test func aPeerWithoutFragmentsGetsEveryMessageWhole() {

@@ -1,7 +1,8 @@
 import Foundation
 import MultipeerCore
-@testable import MultipeerDiscovery
 import Testing
+
+@testable import MultipeerDiscovery
 
 @Suite struct AdvertTXTTests {
     static let peerID = UUID(uuidString: "6F9619FF-8B86-D011-B42D-00C04FC964FF")!
@@ -9,20 +10,37 @@ import Testing
     static func bytes(_ entries: [String]) -> [[UInt8]] { entries.map { Array($0.utf8) } }
 
     @Test func encodesLibraryKeysFirstThenSortedMetadata() throws {
-        let txt = try AdvertTXT(peerID: Self.peerID, incarnation: 42, displayName: "Captain", metadata: ["seat": "L", "role": "PIC"])
-        #expect(txt.entries == [
-            "v=2", "id=6f9619ff-8b86-d011-b42d-00c04fc964ff", "inc=42", "name=Captain", "role=PIC", "seat=L",
-        ])
+        let txt = try AdvertTXT(
+            peerID: Self.peerID,
+            incarnation: 42,
+            displayName: "Captain",
+            metadata: ["seat": "L", "role": "PIC"]
+        )
+        #expect(
+            txt.entries == [
+                "v=2", "id=6f9619ff-8b86-d011-b42d-00c04fc964ff", "inc=42", "name=Captain", "role=PIC", "seat=L",
+            ]
+        )
     }
 
     @Test func roundTrips() throws {
-        let txt = try AdvertTXT(peerID: UUID(), incarnation: .max, displayName: "Kapitän ✈︎", metadata: ["a": "", "b": "x=y"])
+        let txt = try AdvertTXT(
+            peerID: UUID(),
+            incarnation: .max,
+            displayName: "Kapitän ✈︎",
+            metadata: ["a": "", "b": "x=y"]
+        )
         #expect(try AdvertTXT(entries: Self.bytes(txt.entries)) == txt)
     }
 
     @Test func entriesThatWouldNotFitOrClashAreRefusedClearly() throws {
         let long = try #require(throws: MultipeerError.self) {
-            try AdvertTXT(peerID: Self.peerID, incarnation: 1, displayName: "x", metadata: ["note": String(repeating: "n", count: 251)])
+            try AdvertTXT(
+                peerID: Self.peerID,
+                incarnation: 1,
+                displayName: "x",
+                metadata: ["note": String(repeating: "n", count: 251)]
+            )
         }
         #expect(long.message == "metadata entry \"note\" is 256 bytes as key=value; the limit is 255")
         let reserved = try #require(throws: MultipeerError.self) {
@@ -35,7 +53,9 @@ import Testing
     }
 
     @Test func keysAreCaseInsensitiveAndTheFirstOfARepeatWins() throws {
-        let txt = try AdvertTXT(entries: Self.bytes(["V=2", "ID=\(Self.peerID)", "id=\(UUID())", "Name=Tower", "seat=L", "seat=R"]))
+        let txt = try AdvertTXT(
+            entries: Self.bytes(["V=2", "ID=\(Self.peerID)", "id=\(UUID())", "Name=Tower", "seat=L", "seat=R"])
+        )
         #expect(txt.peerID == Self.peerID)
         #expect(txt.displayName == "Tower")
         #expect(txt.metadata == ["seat": "L"])

@@ -1,10 +1,11 @@
 import Foundation
 import MultipeerCore
-@testable import MultipeerSession
 import MultipeerTLS
 import NIOCore
 import NIOEmbedded
 import Testing
+
+@testable import MultipeerSession
 
 /// Delivery on a link, on an EmbeddedChannel: reliable DATA only once the session kept the link,
 /// the resume point and the ACKs it writes, and the peer's ACKs applied to the sender's delivery.
@@ -25,8 +26,16 @@ import Testing
         init() throws {
             let metrics = SessionMetrics(localName: "test")
             inbox = Inbox(
-                windows: ReceiveWindows(), subscriptions: Subscriptions(limits: MultipeerSession.Limits(), metrics: metrics), metrics: metrics)
-            remote = try Hello(identity: PeerIdentity(), incarnation: 7, displayName: "remote", maximumMessageLength: 1 << 20)
+                windows: ReceiveWindows(),
+                subscriptions: Subscriptions(limits: MultipeerSession.Limits(), metrics: metrics),
+                metrics: metrics
+            )
+            remote = try Hello(
+                identity: PeerIdentity(),
+                incarnation: 7,
+                displayName: "remote",
+                maximumMessageLength: 1 << 20
+            )
             try channel.pipeline.syncOperations.addHandler(DeliveryHandler(inbox: inbox))
             try channel.connect(to: SocketAddress(ipAddress: "198.18.0.2", port: 7000)).wait()
             channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: remote))
@@ -63,7 +72,9 @@ import Testing
     @Test func reliableDataBeforeTheSessionKeptTheLinkBreaksTheProtocol() throws {
         let link = try Link()
         defer { link.finish() }
-        let error = try #require(throws: MultipeerError.self) { try link.channel.writeInbound(try Self.note(1, "early")) }
+        let error = try #require(throws: MultipeerError.self) {
+            try link.channel.writeInbound(try Self.note(1, "early"))
+        }
         #expect(error.code == .outOfSequence)
         guard case .goodbye(.protocolError, _)? = try link.channel.readOutbound(as: LinkMessage.self) else {
             Issue.record("GOODBYE, protocol error")
@@ -82,7 +93,8 @@ import Testing
         }
         link.admitMessages()
         // One read of three frames (writeInbound would make each a read of its own).
-        for frame in [try Self.note(1, "one"), try Self.note(2, "two"), try Self.note(2, "two again")] {  // the last a duplicate: dropped
+        // the last a duplicate: dropped
+        for frame in [try Self.note(1, "one"), try Self.note(2, "two"), try Self.note(2, "two again")] {
             link.channel.pipeline.fireChannelRead(frame)
         }
         link.channel.pipeline.fireChannelReadComplete()
@@ -114,13 +126,18 @@ import Testing
             link.channel.pipeline.fireChannelRead(frame)
         }
         link.channel.pipeline.fireChannelReadComplete()
-        #expect(try link.channel.readOutbound(as: LinkMessage.self) == nil, "nothing acknowledged before the application may have it")
+        #expect(
+            try link.channel.readOutbound(as: LinkMessage.self) == nil,
+            "nothing acknowledged before the application may have it"
+        )
         let readsBefore = probe.reads
         link.channel.pipeline.read()
         #expect(probe.reads == readsBefore, "the link reads no more while messages wait")
         let window = try #require(link.inbox.windows.window(of: link.remote.peerID))
-        #expect(link.inbox.windows.acknowledgement(in: window, incarnation: link.remote.incarnation) == nil,
-                "not in the receive window: a link that fails now has taken nothing")
+        #expect(
+            link.inbox.windows.acknowledgement(in: window, incarnation: link.remote.incarnation) == nil,
+            "not in the receive window: a link that fails now has taken nothing"
+        )
 
         link.admitMessages()
         guard case .ack(2, nil)? = try link.channel.readOutbound(as: LinkMessage.self) else {
@@ -141,10 +158,15 @@ import Testing
         defer { link.finish() }
         let limits = BufferLimits(maximumCount: 8, maximumBytes: 1 << 20)
         let delivery = PeerDelivery(
-            peerID: link.remote.peerID, policy: .init(limits: limits, unreliableLimits: limits, failWhenFull: false, sendTimeout: .seconds(30)),
-            metrics: link.inbox.metrics)
+            peerID: link.remote.peerID,
+            policy: .init(limits: limits, unreliableLimits: limits, failWhenFull: false, sendTimeout: .seconds(30)),
+            metrics: link.inbox.metrics
+        )
         delivery.attach(LinkID(1), channel: link.channel, hello: link.remote, reads: nil)
-        #expect(delivery.acknowledged(through: 0, partial: nil, on: LinkID(1)).isEmpty, "the resume point, applied by the session")
+        #expect(
+            delivery.acknowledged(through: 0, partial: nil, on: LinkID(1)).isEmpty,
+            "the resume point, applied by the session"
+        )
         for text in ["a", "b"] {
             guard case .data(let message) = try Self.note(0, text) else { return }
             _ = delivery.offer(message, reliably: true, localLimits: (Frame.defaultMaximumLength, 128 << 20), now: .now)
@@ -161,7 +183,10 @@ import Testing
         try link.channel.writeInbound(LinkMessage.ack(2, partial: nil))
         #expect(try link.channel.readInbound(as: LinkMessage.self) == nil, "held for the delivery")
         #expect(delivery.outboxCount == 2, "not applied before the session attached the delivery")
-        link.channel.pipeline.triggerUserOutboundEvent(DeliveryAttached(delivery: delivery, link: LinkID(1)), promise: nil)
+        link.channel.pipeline.triggerUserOutboundEvent(
+            DeliveryAttached(delivery: delivery, link: LinkID(1)),
+            promise: nil
+        )
         #expect(delivery.outboxCount == 0, "the latest held ACK, applied")
     }
 }

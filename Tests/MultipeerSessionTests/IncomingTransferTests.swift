@@ -1,10 +1,11 @@
 import Foundation
 import MultipeerCore
-@testable import MultipeerSession
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import Testing
+
+@testable import MultipeerSession
 
 /// A file being received, on a channel standing for its link.
 @Suite struct IncomingTransferTests {
@@ -14,10 +15,19 @@ import Testing
     /// its END nowhere, so the sender waited for ever. A consumer test met it under load.)
     @Test func aCancelBeforeTheStoreIsOpenReachesTheSender() async throws {
         let channel = NIOAsyncTestingChannel()
-        let offer = try ResourceOffer(id: UUID(), name: "chart.pdf", length: 1 << 20, sha256: [UInt8](repeating: 7, count: 32))
+        let offer = try ResourceOffer(
+            id: UUID(),
+            name: "chart.pdf",
+            length: 1 << 20,
+            sha256: [UInt8](repeating: 7, count: 32)
+        )
         let ended = NIOLockedValueBox<ResourceEndReason?>(nil)
         let transfer = IncomingTransfer(
-            offer: offer, sender: UUID(), on: channel, queue: DispatchFileQueue(label: "test"), clock: SystemClock()
+            offer: offer,
+            sender: UUID(),
+            on: channel,
+            queue: DispatchFileQueue(label: "test"),
+            clock: SystemClock()
         ) { reason in ended.withLockedValue { $0 = reason } }
 
         transfer.end(.cancelled)

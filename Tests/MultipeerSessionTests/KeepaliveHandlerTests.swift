@@ -1,10 +1,11 @@
 import Foundation
 import MultipeerCore
-@testable import MultipeerSession
 import MultipeerTLS
 import NIOCore
 import NIOEmbedded
 import Testing
+
+@testable import MultipeerSession
 
 /// The link's keepalive on an EmbeddedChannel, under the link's own pipeline but TLS (bytes at
 /// the bottom, ``InboundActivityHandler``, the frame decoder, ``LinkHandler``'s HELLO, then
@@ -15,7 +16,12 @@ import Testing
     struct Link {
         let channel = EmbeddedChannel()
         let keepalive = KeepaliveHandler(
-            local: KeepaliveParameters(), role: .leading, quality: LinkQualityBox(), tcpUserTimeout: nil, paths: PathMemory())
+            local: KeepaliveParameters(),
+            role: .leading,
+            quality: LinkQualityBox(),
+            tcpUserTimeout: nil,
+            paths: PathMemory()
+        )
 
         init() throws {
             let local = PeerIdentity()
@@ -23,12 +29,21 @@ import Testing
             let handlers = channel.pipeline.syncOperations
             try handlers.addHandler(InboundActivityHandler(keepalive: keepalive))
             try handlers.addHandler(ByteToMessageHandler(FrameDecoder(maximumLength: 1 << 20)))
-            try handlers.addHandler(LinkHandler(
-                localHello: try Hello(identity: local, incarnation: 1, displayName: "local"), identity: local, side: .dialler,
-                expectedPeer: remote.peerID, handshakeTimeout: .seconds(5), eventLoop: channel.eventLoop))
+            try handlers.addHandler(
+                LinkHandler(
+                    localHello: try Hello(identity: local, incarnation: 1, displayName: "local"),
+                    identity: local,
+                    side: .dialler,
+                    expectedPeer: remote.peerID,
+                    handshakeTimeout: .seconds(5),
+                    eventLoop: channel.eventLoop
+                )
+            )
             try handlers.addHandler(keepalive)
             try channel.connect(to: SocketAddress(ipAddress: "198.18.0.2", port: 7000)).wait()
-            channel.pipeline.fireUserInboundEventTriggered(TLSHandshakeCompleted(negotiated: "test", helloExporter: LinkHandlerTests.exporter))
+            channel.pipeline.fireUserInboundEventTriggered(
+                TLSHandshakeCompleted(negotiated: "test", helloExporter: LinkHandlerTests.exporter)
+            )
             try receive(.hello(try LinkHandlerTests.hello(of: remote)))
             _ = try written()  // (this side's HELLO)
         }
@@ -115,7 +130,9 @@ import Testing
         defer { link.finish() }
         // A 512 KiB frame arriving 8 KiB every 300 ms: 30 s of bytes and not one whole frame.
         var frame = ByteBuffer()
-        LinkMessage.data(try DataMessage(sequence: 1, typeName: "Large", payload: ByteBuffer(repeating: 1, count: 512 << 10))).writeFrame(to: &frame)
+        LinkMessage.data(
+            try DataMessage(sequence: 1, typeName: "Large", payload: ByteBuffer(repeating: 1, count: 512 << 10))
+        ).writeFrame(to: &frame)
         for _ in 0..<10 {
             let slice = frame.readSlice(length: 8 << 10)
             try link.receive(try #require(slice))

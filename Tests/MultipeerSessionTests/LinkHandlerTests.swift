@@ -1,10 +1,11 @@
 import Foundation
 import MultipeerCore
-@testable import MultipeerSession
 import MultipeerTLS
 import NIOCore
 import NIOEmbedded
 import Testing
+
+@testable import MultipeerSession
 
 /// The link's HELLO stage on an EmbeddedChannel: what LinkHandler writes, what it hands on, and
 /// how it fails, with no socket and no clock but the test's.
@@ -22,11 +23,18 @@ import Testing
 
         init(expecting peer: UUID? = nil, timeout: Duration = .seconds(5)) throws {
             handler = LinkHandler(
-                localHello: try Hello(identity: local, incarnation: 1, displayName: "local"), identity: local, side: .dialler,
-                expectedPeer: peer, handshakeTimeout: timeout, eventLoop: channel.eventLoop)
+                localHello: try Hello(identity: local, incarnation: 1, displayName: "local"),
+                identity: local,
+                side: .dialler,
+                expectedPeer: peer,
+                handshakeTimeout: timeout,
+                eventLoop: channel.eventLoop
+            )
             try channel.pipeline.syncOperations.addHandler(handler)
             try channel.connect(to: SocketAddress(ipAddress: "198.18.0.2", port: 7000)).wait()
-            channel.pipeline.fireUserInboundEventTriggered(TLSHandshakeCompleted(negotiated: "test", helloExporter: LinkHandlerTests.exporter))
+            channel.pipeline.fireUserInboundEventTriggered(
+                TLSHandshakeCompleted(negotiated: "test", helloExporter: LinkHandlerTests.exporter)
+            )
         }
     }
 
@@ -59,7 +67,9 @@ import Testing
             return
         }
         #expect(hello.peerID == link.local.peerID)
-        #expect(throws: Never.self) { try hello.verify(value: sent.value, exporter: Self.exporter, side: .dialler, peer: "the test") }
+        #expect(throws: Never.self) {
+            try hello.verify(value: sent.value, exporter: Self.exporter, side: .dialler, peer: "the test")
+        }
 
         try link.channel.writeInbound(try Self.frame(.hello(try Self.hello(of: remote))))
         #expect(try link.handler.hello.wait().peerID == remote.peerID)

@@ -1,9 +1,10 @@
 import MultipeerCore
-@testable import MultipeerSession
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import Testing
+
+@testable import MultipeerSession
 
 /// What a session's link tells its session, on an EmbeddedChannel: held until the session takes
 /// the link in, then in order, and the link's end once, with the GOODBYE or the error.
@@ -38,7 +39,8 @@ import Testing
                     case .resumePoint(let sequence, _): "resume \(sequence)"
                     case .rejected(let rejection): "rejected \(rejection.sequence)"
                     case .reads(let types): "reads \(types.map { "\($0)" } ?? "every type")"
-                    case .closed(let goodbye, let error): "closed \(goodbye.map { "\($0)" } ?? "-") \(error.map { "\($0)" } ?? "-")"
+                    case .closed(let goodbye, let error):
+                        "closed \(goodbye.map { "\($0)" } ?? "-") \(error.map { "\($0)" } ?? "-")"
                     }
                 }
             }

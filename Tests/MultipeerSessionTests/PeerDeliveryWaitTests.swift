@@ -1,7 +1,8 @@
 import Foundation
 import MultipeerCore
-@testable import MultipeerSession
 import Testing
+
+@testable import MultipeerSession
 
 /// A sender looks at its peer's delivery under its lock and waits for room off it: a wake in
 /// between must not be slept through.
@@ -9,8 +10,10 @@ import Testing
     static func delivery() -> PeerDelivery {
         let limits = BufferLimits(maximumCount: 1, maximumBytes: 1 << 20)
         return PeerDelivery(
-            peerID: UUID(), policy: .init(limits: limits, unreliableLimits: limits, failWhenFull: false, sendTimeout: .seconds(30)),
-            metrics: SessionMetrics(localName: "test"))
+            peerID: UUID(),
+            policy: .init(limits: limits, unreliableLimits: limits, failWhenFull: false, sendTimeout: .seconds(30)),
+            metrics: SessionMetrics(localName: "test")
+        )
     }
 
     @Test(.timeLimit(.minutes(1)))
@@ -34,7 +37,14 @@ import Testing
         delivery.stop()
         await waitingAgain.value
         let message = try! DataMessage(sequence: 0, typeName: "Note", payload: .init())
-        guard case .refused(let error, _) = delivery.offer(message, reliably: true, localLimits: (Frame.defaultMaximumLength, 128 << 20), now: .now) else {
+        guard
+            case .refused(let error, _) = delivery.offer(
+                message,
+                reliably: true,
+                localLimits: (Frame.defaultMaximumLength, 128 << 20),
+                now: .now
+            )
+        else {
             Issue.record("a stopped session takes nothing")
             return
         }

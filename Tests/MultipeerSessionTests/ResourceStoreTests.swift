@@ -2,9 +2,10 @@ import Crypto
 import Foundation
 import Glibc
 import MultipeerCore
-@testable import MultipeerSession
 import NIOCore
 import Testing
+
+@testable import MultipeerSession
 
 /// The receiver's store of resources, on real files in a directory of its own per test: files
 /// put in place only whole and with the offered hash, and partial files resumed after a restart
@@ -29,7 +30,10 @@ import Testing
     /// Writes `bytes[range]` in chunks of 256 KiB.
     static func write(_ bytes: [UInt8], _ range: Range<Int>, to resource: PartialResource) throws {
         for start in stride(from: range.lowerBound, to: range.upperBound, by: 256 << 10) {
-            try resource.write(ByteBuffer(bytes: bytes[start..<min(start + (256 << 10), range.upperBound)]), at: UInt64(start))
+            try resource.write(
+                ByteBuffer(bytes: bytes[start..<min(start + (256 << 10), range.upperBound)]),
+                at: UInt64(start)
+            )
         }
     }
 
@@ -47,7 +51,9 @@ import Testing
             #expect(file.lastPathComponent == expected)
             #expect(try Data(contentsOf: file) == Data(bytes))
         }
-        let left = try FileManager.default.contentsOfDirectory(atPath: store.state.path).filter { $0.hasSuffix(".partial") || $0.hasSuffix(".json") || $0.hasSuffix(".blocks") }
+        let left = try FileManager.default.contentsOfDirectory(atPath: store.state.path).filter {
+            $0.hasSuffix(".partial") || $0.hasSuffix(".json") || $0.hasSuffix(".blocks")
+        }
         #expect(left.isEmpty, "no partial file or record is left of a finished transfer: \(left)")
     }
 
@@ -93,11 +99,18 @@ import Testing
         // The abandoned one was last written eight days ago.
         let state = directory.appendingPathComponent(".multipeer-resources")
         let stale = Date(timeIntervalSinceNow: -8 * 86_400)
-        for name in try FileManager.default.contentsOfDirectory(atPath: state.path) where name.contains(Hex.encode(try Self.offer(abandoned).sha256)) {
-            try FileManager.default.setAttributes([.modificationDate: stale], ofItemAtPath: state.appendingPathComponent(name).path)
+        for name in try FileManager.default.contentsOfDirectory(atPath: state.path)
+        where name.contains(Hex.encode(try Self.offer(abandoned).sha256)) {
+            try FileManager.default.setAttributes(
+                [.modificationDate: stale],
+                ofItemAtPath: state.appendingPathComponent(name).path
+            )
         }
         let store = try ResourceStore(directory: directory, partialLifetime: .seconds(7 * 86_400))
-        #expect(try store.open(try Self.offer(abandoned), from: sender).held == 0, "removed with its records: begun afresh")
+        #expect(
+            try store.open(try Self.offer(abandoned), from: sender).held == 0,
+            "removed with its records: begun afresh"
+        )
         #expect(try store.open(try Self.offer(recent), from: sender).held == 1 << 20, "kept")
     }
 
@@ -110,7 +123,9 @@ import Testing
             try Self.write(bytes, 0..<(8 << 20), to: resource)  // 8 blocks logged
         }
         let store = try ResourceStore(directory: directory)
-        let partial = try #require(try FileManager.default.contentsOfDirectory(atPath: store.state.path).first { $0.hasSuffix(".partial") })
+        let partial = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: store.state.path).first { $0.hasSuffix(".partial") }
+        )
         let handle = try FileHandle(forUpdating: store.state.appendingPathComponent(partial))
         try handle.seek(toOffset: (3 << 20) + 17)
         handle.write(Data([0xFF]))
@@ -140,14 +155,23 @@ import Testing
     }
 
     @Test func aDirectoryThatCannotBeWrittenIsUnwritable() throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("resource-store-file-\(UUID().uuidString)")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "resource-store-file-\(UUID().uuidString)"
+        )
         try Data().write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
-        let failure = try #require(throws: ResourceStoreFailure.self) { try ResourceStore(directory: file.appendingPathComponent("inside")) }
+        let failure = try #require(throws: ResourceStoreFailure.self) {
+            try ResourceStore(directory: file.appendingPathComponent("inside"))
+        }
         #expect(failure.reason == .unwritable)
     }
 
-    @Test(.enabled(if: ProcessInfo.processInfo.environment["MULTIPEER_SANDBOX"] == "1", "mounts a tmpfs: needs scripts/sandbox.sh (make test, as root)"))
+    @Test(
+        .enabled(
+            if: ProcessInfo.processInfo.environment["MULTIPEER_SANDBOX"] == "1",
+            "mounts a tmpfs: needs scripts/sandbox.sh (make test, as root)"
+        )
+    )
     func aFullDiskIsDiskFullAndKeepsWhatWasWritten() throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { clean() }
@@ -160,7 +184,9 @@ import Testing
         let store = try ResourceStore(directory: directory)
         let bytes = Self.bytes(6 << 20)
         let resource = try store.open(try Self.offer(bytes), from: sender)
-        let failure = try #require(throws: ResourceStoreFailure.self) { try Self.write(bytes, 0..<bytes.count, to: resource) }
+        let failure = try #require(throws: ResourceStoreFailure.self) {
+            try Self.write(bytes, 0..<bytes.count, to: resource)
+        }
         #expect(failure.reason == .diskFull, "\(failure.message)")
         #expect(resource.held > 0 && resource.held < UInt64(bytes.count))
     }

@@ -1,10 +1,11 @@
 import Foundation
 import MultipeerCore
-@testable import MultipeerSession
 import MultipeerTLS
 import NIOCore
 import NIOEmbedded
 import Testing
+
+@testable import MultipeerSession
 
 /// The session's streams on an EmbeddedChannel standing for a link: frames that come before the
 /// session attached the link wait for it, a peer's opens beyond its share are refused, and a
@@ -17,7 +18,12 @@ import Testing
         let peer: Peer
 
         init() throws {
-            var hello = try Hello(identity: PeerIdentity(), incarnation: 7, displayName: "remote", maximumMessageLength: 1 << 20)
+            var hello = try Hello(
+                identity: PeerIdentity(),
+                incarnation: 7,
+                displayName: "remote",
+                maximumMessageLength: 1 << 20
+            )
             hello.features = [.resources, .streams]
             remote = hello
             peer = Peer(hello)
@@ -58,7 +64,11 @@ import Testing
         link.attach()
         // The OPEN made the stream, which said what it holds of the opener's direction; the
         // bytes that came after it arrived.
-        #expect(try link.written() == [.streamWant(StreamWant(id: id, received: 0, granted: Streams.window, endReceived: false))])
+        #expect(
+            try link.written() == [
+                .streamWant(StreamWant(id: id, received: 0, granted: Streams.window, endReceived: false))
+            ]
+        )
         var incoming = link.streams.incoming.makeAsyncIterator()
         let stream = try #require(await incoming.next())
         #expect(stream.id == id && stream.name == "log" && !stream.openedHere)
@@ -90,7 +100,11 @@ import Testing
         try link.receive(try Self.open(lost, resuming: true))
         let answers = try link.written()
         #expect(answers.count == 2)
-        #expect(answers.allSatisfy { if case .streamEnd(let end) = $0 { end.id == lost && end.reason == .unknown } else { false } })
+        #expect(
+            answers.allSatisfy {
+                if case .streamEnd(let end) = $0 { end.id == lost && end.reason == .unknown } else { false }
+            }
+        )
         // Its bytes and END are ignored.
         try link.receive(.streamData(StreamData(id: lost, offset: 0, end: false, bytes: ByteBuffer(bytes: [1]))))
         try link.receive(.streamEnd(StreamEnd(id: lost, reason: .cancelled, text: "")))

@@ -1,5 +1,6 @@
-@testable import MultipeerSession
 import Testing
+
+@testable import MultipeerSession
 
 /// Two types of one program under one wire name: said (a warning, once) when one of them did
 /// not declare the name, let be when both declared it.
@@ -31,6 +32,9 @@ import Testing
         // Asked again, the same answer (the warning was said once, when the type was first used).
         #expect(MessageTypeTraits.of(Cabin.Reading.self).takenBy == second.takenBy)
         #expect(MessageTypeTraits.of(Galley.Reading.self).takenBy == nil)
-        #expect(MessageTypeTraits.of(Galley.OldReading.self).takenBy == nil, "two shapes of one declared name, on purpose")
+        #expect(
+            MessageTypeTraits.of(Galley.OldReading.self).takenBy == nil,
+            "two shapes of one declared name, on purpose"
+        )
     }
 }

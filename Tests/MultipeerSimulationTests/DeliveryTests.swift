@@ -26,7 +26,9 @@ import Testing
             let old = Self.read(crew.sessions[1], on: receiverHost)
             let receiverID = crew.sessions[1].peerID
             try await world.run(within: .seconds(10)) {
-                for number in 0..<50 { try await sender.send(Numbered(number: number), to: receiverID, awaitAcknowledgement: true) }
+                for number in 0..<50 {
+                    try await sender.send(Numbered(number: number), to: receiverID, awaitAcknowledgement: true)
+                }
             }
             #expect(old.all == Array(0..<50))
             // These never reach the old receiver: its path is dead, then it is killed.
@@ -38,7 +40,10 @@ import Testing
             #expect(old.all == Array(0..<50))
 
             receiverHost.restart()
-            let restarted = receiverHost.makeSession(configuration: FaultTests.configuration("receiver"), identity: crew.identities[1])
+            let restarted = receiverHost.makeSession(
+                configuration: FaultTests.configuration("receiver"),
+                identity: crew.identities[1]
+            )
             let new = Self.read(restarted, on: receiverHost)
             receiverHost.start(restarted)
             crew.sessions[1] = restarted

@@ -13,7 +13,11 @@ import Testing
         return try await Task(executorPreference: world.executor) {
             let hosts = ["captain", "first-officer", "relief"].map(world.addHost)
             func configuration(_ host: SimulatedHost) -> MultipeerSession.Configuration {
-                MultipeerSession.Configuration(serviceType: "_sim._tcp", peer: PeerInfo(displayName: host.name), psk: groupKey)
+                MultipeerSession.Configuration(
+                    serviceType: "_sim._tcp",
+                    peer: PeerInfo(displayName: host.name),
+                    psk: groupKey
+                )
             }
             var sessions = hosts.map { $0.makeSession(configuration: configuration($0)) }
             for (host, session) in zip(hosts, sessions) { host.start(session) }
@@ -50,15 +54,19 @@ import Testing
     func aSeedRunTwiceGivesTheSameTrace(seed: UInt64) async throws {
         try #require(
             ProcessInfo.processInfo.environment["SWIFT_DETERMINISTIC_HASHING"] != nil,
-            "a seed replays only with SWIFT_DETERMINISTIC_HASHING=1 (scripts/run-tests.sh sets it): Set and Dictionary orders change from run to run otherwise")
+            "a seed replays only with SWIFT_DETERMINISTIC_HASHING=1 (scripts/run-tests.sh sets it): Set and Dictionary orders change from run to run otherwise"
+        )
         let first = try await Self.run(seed: seed)
         let second = try await Self.run(seed: seed)
         #expect(first.lines.count > 50, "a trace of \(first.lines.count) lines")
         let difference = zip(first.lines, second.lines).enumerated().first { $0.element.0 != $0.element.1 }?.offset
-        #expect(difference == nil && first.lines.count == second.lines.count, """
+        #expect(
+            difference == nil && first.lines.count == second.lines.count,
+            """
             seed \(seed): the traces part at line \(difference ?? min(first.lines.count, second.lines.count)):
             \(difference.map { "\(first.lines[$0])\n\(second.lines[$0])" } ?? "one is longer")
-            """)
+            """
+        )
     }
 
     @Test func anotherSeedGivesAnotherRun() async throws {
@@ -67,4 +75,3 @@ import Testing
         #expect(first.lines != other.lines)
     }
 }
-

@@ -27,13 +27,17 @@ final class EventRecorder: @unchecked Sendable {
     /// Why `peerID` left, each time it did, with when.
     func departures(of peerID: UUID) -> [(at: Duration, reason: PeerLeftReason)] {
         lock.withLock {
-            seen.compactMap { if case .peerLeft(let peer, let reason) = $0.event, peer.id == peerID { ($0.at, reason) } else { nil } }
+            seen.compactMap {
+                if case .peerLeft(let peer, let reason) = $0.event, peer.id == peerID { ($0.at, reason) } else { nil }
+            }
         }
     }
 
     /// The refusals this session reported (`authenticationFailed`), with when.
     var refusals: [(at: Duration, error: MultipeerError)] {
-        lock.withLock { seen.compactMap { if case .authenticationFailed(_, let error) = $0.event { ($0.at, error) } else { nil } } }
+        lock.withLock {
+            seen.compactMap { if case .authenticationFailed(_, let error) = $0.event { ($0.at, error) } else { nil } }
+        }
     }
 
     /// When each dial this session made failed (`connectionFailed`).

@@ -27,16 +27,21 @@ import Testing
                 host.makeSession(configuration: FaultTests.configuration(host.name), identity: identity)
             }
             for (host, session) in zip(hosts, sessions) { host.start(session) }
-            try await world.run(until: { [sessions] in sessions.allSatisfy { $0.activePeers.count == names.count - 1 } }, within: .seconds(10))
+            try await world.run(
+                until: { [sessions] in sessions.allSatisfy { $0.activePeers.count == names.count - 1 } },
+                within: .seconds(10)
+            )
         }
 
         /// Whether `a` and `b` are active with each other.
         func together(_ a: Int, _ b: Int) -> Bool {
-            sessions[a].activePeers.contains { $0.id == sessions[b].peerID } && sessions[b].activePeers.contains { $0.id == sessions[a].peerID }
+            sessions[a].activePeers.contains { $0.id == sessions[b].peerID }
+                && sessions[b].activePeers.contains { $0.id == sessions[a].peerID }
         }
 
         func apart(_ a: Int, _ b: Int) -> Bool {
-            !sessions[a].activePeers.contains { $0.id == sessions[b].peerID } && !sessions[b].activePeers.contains { $0.id == sessions[a].peerID }
+            !sessions[a].activePeers.contains { $0.id == sessions[b].peerID }
+                && !sessions[b].activePeers.contains { $0.id == sessions[a].peerID }
         }
     }
 
@@ -94,7 +99,8 @@ import Testing
         await crew.hosts[1].sleep()
         let detected = try await crew.world.run(until: { crew.sessions[0].activePeers.isEmpty }, within: .seconds(10))
         #expect(detected >= .milliseconds(1_400) && detected <= .milliseconds(1_600), "detected after \(detected)")
-        let captain = crew.sessions[0], relief = crew.sessions[1].peerID
+        let captain = crew.sessions[0]
+        let relief = crew.sessions[1].peerID
         try await crew.world.run(within: .seconds(1)) { try await captain.send("while you slept", to: relief) }
         await crew.world.run(for: .seconds(18))
         await crew.hosts[1].wake()
@@ -125,7 +131,12 @@ import Testing
         crew.sessions[1] = restarted
         #expect(restarted.incarnation < before, "an older incarnation by the wall clock")
         let captain = crew.sessions[0]
-        let joined = try await crew.world.run(until: { captain.activePeers.first?.incarnation == restarted.incarnation && restarted.activePeers.count == 1 }, within: .seconds(20))
+        let joined = try await crew.world.run(
+            until: {
+                captain.activePeers.first?.incarnation == restarted.incarnation && restarted.activePeers.count == 1
+            },
+            within: .seconds(20)
+        )
         // The old link's keepalive timeout (1.5 s), then at most a backoff of the new session's dials.
         #expect(joined <= .seconds(5), "joined after \(joined)")
         await crew.world.shutdown()

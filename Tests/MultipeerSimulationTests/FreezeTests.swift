@@ -38,7 +38,10 @@ import Testing
         await world.run(for: .seconds(10))
         #expect(a.activePeers.isEmpty && b.activePeers.count == 1)
         purser.thaw()
-        let rejoined = try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(20))
+        let rejoined = try await world.run(
+            until: { a.activePeers.count == 1 && b.activePeers.count == 1 },
+            within: .seconds(20)
+        )
         #expect(a.activePeers.first?.id == b.peerID && b.activePeers.first?.id == a.peerID)
         #expect(world.now - frozenAt >= detected + rejoined)
 

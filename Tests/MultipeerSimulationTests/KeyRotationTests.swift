@@ -10,7 +10,11 @@ import Testing
     static let new = try! PreSharedKey(identity: "crew-2026-12", passphrase: "the new key of the simulation tests")
 
     static func configuration(_ name: String, keys: [PreSharedKey]) throws -> MultipeerSession.Configuration {
-        var configuration = MultipeerSession.Configuration(serviceType: "_sim._tcp", peer: PeerInfo(displayName: name), psk: keys[0])
+        var configuration = MultipeerSession.Configuration(
+            serviceType: "_sim._tcp",
+            peer: PeerInfo(displayName: name),
+            psk: keys[0]
+        )
         configuration.keys = try KeyRing(keys)
         return configuration
     }
@@ -61,7 +65,10 @@ import Testing
             // A peer with only the new key joins everyone; one with only the old key joins nobody.
             let (fresh, _) = try start("fresh", [Self.new])
             let (stale, staleEvents) = try start("stale", [Self.old])
-            try await world.run(until: { fresh.activePeers.count == 4 && !staleEvents.refusals.isEmpty }, within: .seconds(15))
+            try await world.run(
+                until: { fresh.activePeers.count == 4 && !staleEvents.refusals.isEmpty },
+                within: .seconds(15)
+            )
             await world.run(for: .seconds(10))
             #expect(stale.activePeers.isEmpty, "the old key alone opens nothing")
 
@@ -75,7 +82,10 @@ import Testing
             #expect(received.all == Array(0...sent))
             for (session, events) in zip(group, [alphaEvents, bravoEvents, charlieEvents]) {
                 for member in group where member !== session {
-                    #expect(events.departures(of: member.peerID).isEmpty, "\(session.peerID) lost \(member.peerID)'s link")
+                    #expect(
+                        events.departures(of: member.peerID).isEmpty,
+                        "\(session.peerID) lost \(member.peerID)'s link"
+                    )
                 }
             }
             await world.shutdown()

@@ -13,11 +13,17 @@ import Testing
     @Test func aPeerThawedFindsTheNextFaultAsSoonAsEver() async throws {
         let world = SimulatedWorld(seed: 1)
         try await Task(executorPreference: world.executor) {
-            let captain = world.addHost("captain"), relief = world.addHost("relief")
+            let captain = world.addHost("captain")
+            let relief = world.addHost("relief")
             let configuration = { (name: String) in
-                MultipeerSession.Configuration(serviceType: "_sim._tcp", peer: PeerInfo(displayName: name), psk: Self.groupKey)
+                MultipeerSession.Configuration(
+                    serviceType: "_sim._tcp",
+                    peer: PeerInfo(displayName: name),
+                    psk: Self.groupKey
+                )
             }
-            let a = captain.makeSession(configuration: configuration("captain")), b = relief.makeSession(configuration: configuration("relief"))
+            let a = captain.makeSession(configuration: configuration("captain"))
+            let b = relief.makeSession(configuration: configuration("relief"))
             captain.start(a)
             relief.start(b)
             try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(10))

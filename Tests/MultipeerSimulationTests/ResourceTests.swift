@@ -24,11 +24,21 @@ import Testing
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             chart = directory.appendingPathComponent("chart.bin")
             try Data((0..<Self.length).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }).write(to: chart)
-            var receiving = MultipeerSession.Configuration(serviceType: "_sim._tcp", peer: PeerInfo(displayName: "relief"), psk: SimulatedResourceTests.groupKey)
+            var receiving = MultipeerSession.Configuration(
+                serviceType: "_sim._tcp",
+                peer: PeerInfo(displayName: "relief"),
+                psk: SimulatedResourceTests.groupKey
+            )
             receiving.resourceDirectory = directory.appendingPathComponent("incoming")
             self.receiving = receiving
             (captain, relief) = (world.addHost("captain"), world.addHost("relief"))
-            a = captain.makeSession(configuration: .init(serviceType: "_sim._tcp", peer: PeerInfo(displayName: "captain"), psk: SimulatedResourceTests.groupKey))
+            a = captain.makeSession(
+                configuration: .init(
+                    serviceType: "_sim._tcp",
+                    peer: PeerInfo(displayName: "captain"),
+                    psk: SimulatedResourceTests.groupKey
+                )
+            )
             b = relief.makeSession(configuration: receiving)
             captain.start(a)
             relief.start(b)
@@ -47,7 +57,9 @@ import Testing
         }
 
         /// What arrived in relief's directory under the chart's name.
-        var received: Data { get throws { try Data(contentsOf: receiving.resourceDirectory!.appendingPathComponent("chart.bin")) } }
+        var received: Data {
+            get throws { try Data(contentsOf: receiving.resourceDirectory!.appendingPathComponent("chart.bin")) }
+        }
 
         func remove() { try? FileManager.default.removeItem(at: directory) }
     }
@@ -79,7 +91,10 @@ import Testing
             let took = try await world.run(until: { done.finished }, within: .seconds(60))
             let file = try #require(done.file)
             let received = try Data(contentsOf: file)
-            #expect(received.count == Pair.length && Array(SHA256.hash(data: received)) == outgoing.sha256, "whole, with its SHA-256")
+            #expect(
+                received.count == Pair.length && Array(SHA256.hash(data: received)) == outgoing.sha256,
+                "whole, with its SHA-256"
+            )
             // Resumed, not begun anew: the rest at 2 MB/s takes well under the whole file's 4 s.
             #expect(took < .seconds(15), "healed to whole in \(took)")
             await world.shutdown()
@@ -119,7 +134,10 @@ import Testing
             #expect(outcomes == Array(repeating: "arrived", count: 12))
             try await world.run(until: { received.count == 12 }, within: .seconds(10))
             for file in files {
-                #expect(received.data(file.lastPathComponent) == (try Data(contentsOf: file)), "\(file.lastPathComponent) whole")
+                #expect(
+                    received.data(file.lastPathComponent) == (try Data(contentsOf: file)),
+                    "\(file.lastPathComponent) whole"
+                )
             }
             await world.shutdown()
         }.value
@@ -144,9 +162,18 @@ import Testing
             await pair.captain.kill()
             try await world.run(until: { b.activePeers.isEmpty }, within: .seconds(5))
             pair.captain.restart()
-            let restarted = pair.captain.makeSession(configuration: .init(serviceType: "_sim._tcp", peer: PeerInfo(displayName: "captain"), psk: Self.groupKey))
+            let restarted = pair.captain.makeSession(
+                configuration: .init(
+                    serviceType: "_sim._tcp",
+                    peer: PeerInfo(displayName: "captain"),
+                    psk: Self.groupKey
+                )
+            )
             pair.captain.start(restarted)
-            try await world.run(until: { b.activePeers.first?.incarnation == restarted.incarnation }, within: .seconds(15))
+            try await world.run(
+                until: { b.activePeers.first?.incarnation == restarted.incarnation },
+                within: .seconds(15)
+            )
             let last = files[8]
             let outcome = try await world.run(within: .seconds(60)) { () async -> String in
                 do {
@@ -160,7 +187,10 @@ import Testing
             try await world.run(until: { waits.count == 9 }, within: .seconds(5))
             #expect(waits.outcome("leg-8.bin") == "arrived")
             for number in 0..<8 {
-                #expect(waits.outcome("leg-\(number).bin")?.contains("restarted before it was whole") == true, "\(String(describing: waits.outcome("leg-\(number).bin")))")
+                #expect(
+                    waits.outcome("leg-\(number).bin")?.contains("restarted before it was whole") == true,
+                    "\(String(describing: waits.outcome("leg-\(number).bin")))"
+                )
             }
             await world.shutdown()
         }.value
@@ -173,13 +203,18 @@ import Testing
         try await Task(executorPreference: world.executor) {
             let pair = try await Pair(in: world)
             defer { pair.remove() }
-            let (captain, relief, a, first, chart, length) = (pair.captain, pair.relief, pair.a, pair.b, pair.chart, Pair.length)
+            let (captain, relief, a, first, chart, length) = (
+                pair.captain, pair.relief, pair.a, pair.b, pair.chart, Pair.length
+            )
 
             let outgoing = try await a.sendResource(at: chart, to: first.peerID)
             let written = Completion()
             Task(executorPreference: relief.executor) {
                 for await incoming in first.incomingResources {
-                    for await progress in incoming.progress where progress.bytesDone >= Int64(length / 2) { written.begin(); return }
+                    for await progress in incoming.progress where progress.bytesDone >= Int64(length / 2) {
+                        written.begin()
+                        return
+                    }
                 }
             }
             try await world.run(until: { written.started }, within: .seconds(10))
@@ -198,7 +233,10 @@ import Testing
             try await world.run(until: { done.finished }, within: .seconds(30))
             #expect(done.file != nil, "the sender's transfer completed")
             let received = try pair.received
-            #expect(received.count == length && Array(SHA256.hash(data: received)) == outgoing.sha256, "whole, with its SHA-256")
+            #expect(
+                received.count == length && Array(SHA256.hash(data: received)) == outgoing.sha256,
+                "whole, with its SHA-256"
+            )
             // The whole file takes 4.2 s at 2 MB/s; from the last whole MiB written, at most 0.6 of it.
             let rest = world.now - rejoinedAt
             #expect(rest < .milliseconds(2_600), "the rest took \(rest)")
@@ -241,7 +279,9 @@ private final class Arrivals: @unchecked Sendable {
         }
     }
 
-    private func end(_ name: String, _ outcome: String, _ data: Data?) { lock.withLock { ended[name] = (outcome, data) } }
+    private func end(_ name: String, _ outcome: String, _ data: Data?) {
+        lock.withLock { ended[name] = (outcome, data) }
+    }
     var count: Int { lock.withLock { ended.count } }
     func outcome(_ name: String) -> String? { lock.withLock { ended[name]?.outcome } }
     func data(_ name: String) -> Data? { lock.withLock { ended[name]?.data ?? nil } }

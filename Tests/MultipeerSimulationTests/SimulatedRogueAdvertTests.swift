@@ -10,18 +10,25 @@ import Testing
     @Test func advertsCopyingEachMembersIDPointingAtASinkKeepNoOneApart() async throws {
         let world = SimulatedWorld(seed: 20)
         try await Task(executorPreference: world.executor) {
-            let captain = world.addHost("captain"), relief = world.addHost("relief"), rogue = world.addHost("rogue")
+            let captain = world.addHost("captain")
+            let relief = world.addHost("relief")
+            let rogue = world.addHost("rogue")
             // The sink: a process whose kernel accepts connections and which never answers.
             let sinkSession = rogue.makeSession(configuration: FaultTests.configuration("sink"))
             rogue.start(sinkSession)
-            try await world.run(within: .seconds(5)) { while await sinkSession.listeningPort == nil { await Task.yield() } }
+            try await world.run(within: .seconds(5)) {
+                while await sinkSession.listeningPort == nil { await Task.yield() }
+            }
             let sinkPort = try #require(await sinkSession.listeningPort)
             rogue.freeze()
 
             var adverts: [SimulatedAdvert] = []
             for (name, host) in [("captain", captain), ("relief", relief)] {
                 for _ in 1...2 {
-                    let claims = ["v=2", "id=\(host.identity.peerID.uuidString.lowercased())", "inc=\(UInt64.max)", "name=\(name)"]
+                    let claims = [
+                        "v=2", "id=\(host.identity.peerID.uuidString.lowercased())", "inc=\(UInt64.max)",
+                        "name=\(name)",
+                    ]
                     adverts.append(await world.advertise("_sim._tcp", txt: claims, at: rogue.address, port: sinkPort))
                 }
             }
@@ -30,11 +37,18 @@ import Testing
             let b = relief.makeSession(configuration: FaultTests.configuration("relief"))
             captain.start(a)
             relief.start(b)
-            let joined = try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(15))
-            #expect(a.activePeers.first?.id == relief.identity.peerID && b.activePeers.first?.id == captain.identity.peerID)
+            let joined = try await world.run(
+                until: { a.activePeers.count == 1 && b.activePeers.count == 1 },
+                within: .seconds(15)
+            )
+            #expect(
+                a.activePeers.first?.id == relief.identity.peerID && b.activePeers.first?.id == captain.identity.peerID
+            )
             // A dial tries the sink once, briefly (a fifth of the handshake timeout), then the real endpoint.
             #expect(joined < .seconds(3), "joined after \(joined)")
-            let atSink = world.trace.lines.filter { $0.text.contains("\(rogue.address):\(sinkPort)") && $0.text.contains("failed") }
+            let atSink = world.trace.lines.filter {
+                $0.text.contains("\(rogue.address):\(sinkPort)") && $0.text.contains("failed")
+            }
             #expect(!atSink.isEmpty, "the rogue endpoint was tried and failed")
 
             // Withdrawn, they are gone from what the members know; nobody left.

@@ -39,17 +39,26 @@ import Testing
             let crew = try await FaultTests.Crew(["sender", "receiver"], world: world)
             let (sender, receiver) = (crew.sessions[0], crew.sessions[1])
             await crew.hosts[1].impair(latency: .milliseconds(2), bandwidth: 4_000_000)
-            let telemetry = Self.bytes(8 << 20, seed: 1), commands = Self.bytes(1 << 20, seed: 2)
+            let telemetry = Self.bytes(8 << 20, seed: 1)
+            let commands = Self.bytes(1 << 20, seed: 2)
             let stream = try sender.openStream(named: "telemetry", to: receiver.peerID)
-            let writing = Task(executorPreference: crew.hosts[0].executor) { try await Self.write(telemetry, to: stream) }
+            let writing = Task(executorPreference: crew.hosts[0].executor) {
+                try await Self.write(telemetry, to: stream)
+            }
             let accepted = Collected<PeerStream>()
             Task(executorPreference: crew.hosts[1].executor) {
-                for await incoming in receiver.incomingStreams { accepted.append(incoming); return }
+                for await incoming in receiver.incomingStreams {
+                    accepted.append(incoming)
+                    return
+                }
             }
             try await world.run(until: { accepted.count == 1 }, within: .seconds(5))
             let answer = accepted.all[0]
-            let answering = Task(executorPreference: crew.hosts[1].executor) { try await Self.write(commands, to: answer) }
-            let received = Self.read(answer, on: crew.hosts[1]), replied = Self.read(stream, on: crew.hosts[0])
+            let answering = Task(executorPreference: crew.hosts[1].executor) {
+                try await Self.write(commands, to: answer)
+            }
+            let received = Self.read(answer, on: crew.hosts[1])
+            let replied = Self.read(stream, on: crew.hosts[0])
             for mark in 1...3 {
                 try await world.run(until: { received.count >= mark * telemetry.count / 4 }, within: .seconds(30))
                 let hole = await crew.hosts[1].blackHole()
@@ -58,7 +67,10 @@ import Testing
                 try await world.run(until: { crew.together(0, 1) }, within: .seconds(15))
             }
             try await world.run(until: { received.ended && replied.ended }, within: .seconds(60))
-            #expect(received.error == nil && replied.error == nil, "\(String(describing: received.error ?? replied.error))")
+            #expect(
+                received.error == nil && replied.error == nil,
+                "\(String(describing: received.error ?? replied.error))"
+            )
             #expect(received.all == telemetry, "every byte once, in order")
             #expect(replied.all == commands, "and the other way")
             // finish() returns once the peer's session holds the end: its acknowledgement takes time.
@@ -82,7 +94,10 @@ import Testing
             await world.run(for: .seconds(1))
             await crew.hosts[1].kill()
             crew.hosts[1].restart()
-            let restarted = crew.hosts[1].makeSession(configuration: FaultTests.configuration("receiver"), identity: crew.identities[1])
+            let restarted = crew.hosts[1].makeSession(
+                configuration: FaultTests.configuration("receiver"),
+                identity: crew.identities[1]
+            )
             crew.hosts[1].start(restarted)
             crew.sessions[1] = restarted
             try await world.run(until: { replied.ended }, within: .seconds(20))

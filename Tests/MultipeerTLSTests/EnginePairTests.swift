@@ -1,7 +1,8 @@
-@testable import MultipeerTLS
 import MultipeerCore
 import NIOCore
 import Testing
+
+@testable import MultipeerTLS
 
 /// A client and a server engine wired back to back in memory.
 final class EnginePair {
@@ -20,9 +21,15 @@ final class EnginePair {
         var results = (client: client.handshake(), server: server.handshake())
         for _ in 0..<20 {
             var moved = false
-            if let bytes = client.takeOutbound() { server.receive(bytes); moved = true }
+            if let bytes = client.takeOutbound() {
+                server.receive(bytes)
+                moved = true
+            }
             results.server = server.handshake()
-            if let bytes = server.takeOutbound() { client.receive(bytes); moved = true }
+            if let bytes = server.takeOutbound() {
+                client.receive(bytes)
+                moved = true
+            }
             results.client = client.handshake()
             if !moved { break }
         }
@@ -81,7 +88,10 @@ final class EnginePair {
         let stranger = try PreSharedKey(identity: "intruder", key: Array(0..<32))
         let pair = try EnginePair(clientKey: stranger, serverKey: Self.key)
         let results = pair.handshake()
-        let wrongKey = try EnginePair(clientKey: PreSharedKey(identity: "navlog", key: Array(1..<33)), serverKey: Self.key).handshake()
+        let wrongKey = try EnginePair(
+            clientKey: PreSharedKey(identity: "navlog", key: Array(1..<33)),
+            serverKey: Self.key
+        ).handshake()
         #expect(results.client == wrongKey.client, "the client must not learn that the identity is unknown")
         guard case .failed(let serverError) = results.server else {
             Issue.record("expected the server to fail, got \(results.server)")
@@ -150,6 +160,10 @@ final class EnginePair {
             return
         }
         #expect(error.code == .notTLS)
-        #expect(error.message.hasPrefix("peer at 127.0.0.1:50412 sent data that is not TLS (it starts with \"GET / HTTP/1.1"))
+        #expect(
+            error.message.hasPrefix(
+                "peer at 127.0.0.1:50412 sent data that is not TLS (it starts with \"GET / HTTP/1.1"
+            )
+        )
     }
 }

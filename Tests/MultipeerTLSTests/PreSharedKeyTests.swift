@@ -1,8 +1,9 @@
 import Foundation
-@testable import MultipeerTLS
 import MultipeerCore
 import MultipeerTestSupport
 import Testing
+
+@testable import MultipeerTLS
 
 @Suite struct PreSharedKeyTests {
     static func temporaryPath(_ name: String) -> String {

@@ -1,9 +1,10 @@
 import Foundation
 import Glibc
-@testable import MultipeerTLS
 import MultipeerCore
 import MultipeerTestSupport
 import Testing
+
+@testable import MultipeerTLS
 
 /// The identity file and the group key file: made owner-only and atomically, read by other
 /// tools (OpenSSL, psktool), and refused, with the fix in the error, when anyone else could
@@ -26,13 +27,19 @@ import Testing
         #expect(made.peerID == made.key.peerID)
         #expect(throws: MultipeerError.self) { try PeerIdentity().write(toFile: path) }
         #expect(try PeerIdentity(contentsOfFile: path).key == made.key, "never overwritten")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["identity"], "no temporary file left beside it")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: directory) == ["identity"],
+            "no temporary file left beside it"
+        )
     }
 
     @Test func openSSLReadsOurIdentityFileAndWeReadItsKeys() async throws {
         let ours = Self.temporaryPath("ours")
         let theirs = Self.temporaryPath("theirs")
-        defer { unlink(ours); unlink(theirs) }
+        defer {
+            unlink(ours)
+            unlink(theirs)
+        }
         let identity = try PeerIdentity(loadingOrCreatingFile: ours)
         #expect(try await Self.openSSLPublicKey(ours) == identity.key.rawRepresentation, "the same public key")
 
@@ -62,7 +69,11 @@ import Testing
         for file in [path, psk] {
             func refusal() throws -> MultipeerError {
                 try #require(throws: MultipeerError.self) {
-                    if file == path { _ = try PeerIdentity(contentsOfFile: file) } else { _ = try PreSharedKey(contentsOfFile: file) }
+                    if file == path {
+                        _ = try PeerIdentity(contentsOfFile: file)
+                    } else {
+                        _ = try PreSharedKey(contentsOfFile: file)
+                    }
                 }
             }
             for mode in [0o644, 0o640, 0o602] as [mode_t] {
@@ -74,14 +85,21 @@ import Testing
             chmod(file, 0o600)
             chown(file, 65534, 65534)
             let owner = try refusal()
-            #expect(owner.message.contains("belongs to user 65534") && owner.message.contains("chown"), "\(owner.message)")
+            #expect(
+                owner.message.contains("belongs to user 65534") && owner.message.contains("chown"),
+                "\(owner.message)"
+            )
             chown(file, geteuid(), getegid())
 
             let link = file + "-link"
             symlink(file, link)
             defer { unlink(link) }
             let linked = try #require(throws: MultipeerError.self) {
-                if file == path { _ = try PeerIdentity(contentsOfFile: link) } else { _ = try PreSharedKey(contentsOfFile: link) }
+                if file == path {
+                    _ = try PeerIdentity(contentsOfFile: link)
+                } else {
+                    _ = try PreSharedKey(contentsOfFile: link)
+                }
             }
             #expect(linked.message.contains("symbolic link"), "\(linked.message)")
         }
@@ -103,7 +121,12 @@ import Testing
         }
         let garbage = Self.temporaryPath("garbage")
         defer { unlink(garbage) }
-        _ = try ProtectedFile.create(garbage, contents: Array("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n".utf8), what: "t", code: .invalidKey)
+        _ = try ProtectedFile.create(
+            garbage,
+            contents: Array("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n".utf8),
+            what: "t",
+            code: .invalidKey
+        )
         let error = try #require(throws: MultipeerError.self) { try PeerIdentity(contentsOfFile: garbage) }
         #expect(error.message.contains("PKCS #8"))
     }

@@ -1,8 +1,9 @@
 import MultipeerCore
-@testable import MultipeerTLS
 import NIOCore
 import NIOEmbedded
 import Testing
+
+@testable import MultipeerTLS
 
 /// The handler over two EmbeddedChannels, bytes moved between them by hand.
 @Suite struct TLSHandlerTests {
@@ -14,9 +15,21 @@ import Testing
 
         init(clientKey: PreSharedKey = EnginePairTests.key, serverKey: PreSharedKey = EnginePairTests.key) throws {
             try client.pipeline.syncOperations.addHandler(
-                TLSHandler(engine: TLSEngine(role: .client, context: TLSContext(configuration: TLSConfiguration(psk: clientKey)))))
+                TLSHandler(
+                    engine: TLSEngine(
+                        role: .client,
+                        context: TLSContext(configuration: TLSConfiguration(psk: clientKey))
+                    )
+                )
+            )
             try server.pipeline.syncOperations.addHandler(
-                TLSHandler(engine: TLSEngine(role: .server, context: TLSContext(configuration: TLSConfiguration(psk: serverKey)))))
+                TLSHandler(
+                    engine: TLSEngine(
+                        role: .server,
+                        context: TLSContext(configuration: TLSConfiguration(psk: serverKey))
+                    )
+                )
+            )
             try client.pipeline.syncOperations.addHandler(clientEvents)
             try server.pipeline.syncOperations.addHandler(serverEvents)
         }
@@ -160,6 +173,9 @@ import Testing
         try pair.server.writeInbound(record.getSlice(at: record.readerIndex, length: record.readableBytes / 2)!)
         pair.server.pipeline.fireChannelInactive()
         #expect(pair.serverEvents.received.readableBytes == 0)
-        #expect((pair.serverEvents.errors.first as? MultipeerError)?.code == .uncleanShutdown, "\(pair.serverEvents.errors)")
+        #expect(
+            (pair.serverEvents.errors.first as? MultipeerError)?.code == .uncleanShutdown,
+            "\(pair.serverEvents.errors)"
+        )
     }
 }

@@ -1,6 +1,6 @@
 public import Foundation
-import NIOConcurrencyHelpers
 import Glibc
+import NIOConcurrencyHelpers
 
 /// What a finished child process left behind.
 public struct ProcessResult: Sendable {
@@ -15,7 +15,10 @@ public struct ProcessResult: Sendable {
 /// toolchain reads past a buffer while listing /proc/self/fd, which AddressSanitizer reports
 /// and which can crash; swift-corelibs-foundation#5472.)
 public func runProcess(
-    _ path: String, _ arguments: [String], environment: [String: String] = [:], timeout: Duration = .seconds(30)
+    _ path: String,
+    _ arguments: [String],
+    environment: [String: String] = [:],
+    timeout: Duration = .seconds(30)
 ) async throws -> ProcessResult {
     let child = try BackgroundProcess(path, arguments, environment: environment, pipes: true)
     child.closeInput()
@@ -37,7 +40,8 @@ public final class BackgroundProcess: Sendable {
 
     /// Starts `path` with `environment` added to this process's; with `pipes`, its standard
     /// streams are connected to ``input`` and ``lines``, otherwise to /dev/null.
-    public init(_ path: String, _ arguments: [String], environment: [String: String] = [:], pipes: Bool = false) throws {
+    public init(_ path: String, _ arguments: [String], environment: [String: String] = [:], pipes: Bool = false) throws
+    {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -66,7 +70,13 @@ public final class BackgroundProcess: Sendable {
             posix_spawn_file_actions_adddup2(&actions, outputPair[0], STDERR_FILENO)
         } else {
             for descriptor in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
-                posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", descriptor == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
+                posix_spawn_file_actions_addopen(
+                    &actions,
+                    descriptor,
+                    "/dev/null",
+                    descriptor == STDIN_FILENO ? O_RDONLY : O_WRONLY,
+                    0
+                )
             }
         }
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
@@ -145,7 +155,10 @@ public final class BackgroundProcess: Sendable {
     public func waitForExit(timeout: Duration = .seconds(30)) async -> Int32 {
         let (exits, exited) = AsyncStream<Void>.makeStream()
         exit(then: { exited.finish() })
-        if (try? await withDeadline(timeout) { for await _ in exits {}; return true }) == nil {
+        if (try? await withDeadline(timeout) {
+            for await _ in exits {}
+            return true
+        }) == nil {
             kill(pid, SIGKILL)  // still unreaped: it can only be this child
         }
         return reap()

@@ -11,7 +11,8 @@ public struct DeadlineExceeded: Error, CustomStringConvertible {
 /// `duration` (stretched by ``TestTime/scale``). Deadlines in tests are generous bounds on
 /// waiting for an event, not timings.
 public func withDeadline<T: Sendable>(
-    _ duration: Duration, _ body: @escaping @Sendable () async throws -> T
+    _ duration: Duration,
+    _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     let duration = TestTime.scaled(duration)
     return try await withThrowingTaskGroup(of: T?.self) { group in

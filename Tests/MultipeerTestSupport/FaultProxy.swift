@@ -1,6 +1,6 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-import NIOConcurrencyHelpers
 
 /// A TCP proxy on loopback that injects faults between two peers, for tests: pass bytes
 /// through, swallow them (a black hole that keeps both connections open), stop reading them,
@@ -97,7 +97,10 @@ public final class FaultProxy: Sendable {
     /// when the task is cancelled: for faults tied to a transfer's progress, not to the clock.
     public func forwarded(_ count: Int) async {
         let state = self.state
-        let id = state.forwarded.withLockedValue { $0.nextWaiter += 1; return $0.nextWaiter }
+        let id = state.forwarded.withLockedValue {
+            $0.nextWaiter += 1
+            return $0.nextWaiter
+        }
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let waiting = state.forwarded.withLockedValue { forwarded in
@@ -124,14 +127,19 @@ public final class FaultProxy: Sendable {
 
     /// Changes what happens to bytes from now on, in both directions.
     public func set(_ mode: Mode) {
-        precondition(mode != .stall, "a stall is for one direction of the connections open now: setOpenConnections(_:to:)")
+        precondition(
+            mode != .stall,
+            "a stall is for one direction of the connections open now: setOpenConnections(_:to:)"
+        )
         state.mode.withLockedValue { $0 = mode }
     }
 
     /// Changes what happens from now on to the bytes going `direction` on the connections open
     /// now; connections made later, and the other direction, keep the proxy's mode.
     public func setOpenConnections(_ direction: Direction, to mode: Mode) async {
-        let readers = state.connections.withLockedValue { $0.values.map { direction == .towardTarget ? $0.dialling : $0.target } }
+        let readers = state.connections.withLockedValue {
+            $0.values.map { direction == .towardTarget ? $0.dialling : $0.target }
+        }
         for reader in readers {
             try? await reader.eventLoop.submit {
                 try reader.pipeline.syncOperations.handler(type: Forwarder.self).override = mode
@@ -144,7 +152,9 @@ public final class FaultProxy: Sendable {
     /// with `onlyTheDiallingSide`, the dialling side's alone, and the target learns of it only
     /// if its direction's mode passes a close on.
     public func resetConnections(onlyTheDiallingSide: Bool = false) async {
-        let channels = state.connections.withLockedValue { $0.values.flatMap { onlyTheDiallingSide ? [$0.dialling] : [$0.dialling, $0.target] } }
+        let channels = state.connections.withLockedValue {
+            $0.values.flatMap { onlyTheDiallingSide ? [$0.dialling] : [$0.dialling, $0.target] }
+        }
         for channel in channels {
             // SO_LINGER with a zero timeout makes close send RST instead of FIN.
             _ = try? await (channel as? any SocketOptionProvider)?.setSoLinger(linger(l_onoff: 1, l_linger: 0)).get()
@@ -209,9 +219,12 @@ private final class Forwarder: ChannelInboundHandler {
         guard draining == nil else { return }
         let perStep = max(1, rate / 100)
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        draining = context.eventLoop.scheduleRepeatedTask(initialDelay: .milliseconds(10), delay: .milliseconds(10)) { task in
+        draining = context.eventLoop.scheduleRepeatedTask(initialDelay: .milliseconds(10), delay: .milliseconds(10)) {
+            task in
             let forwarder = loopBound.value
-            guard let step = forwarder.queued.readSlice(length: min(perStep, forwarder.queued.readableBytes)), step.readableBytes > 0 else {
+            guard let step = forwarder.queued.readSlice(length: min(perStep, forwarder.queued.readableBytes)),
+                step.readableBytes > 0
+            else {
                 task.cancel()
                 forwarder.draining = nil
                 return

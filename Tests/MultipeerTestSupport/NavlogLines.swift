@@ -63,7 +63,9 @@ public struct NavlogVersion: Hashable, Comparable, Sendable {
     }
 
     public static func < (lhs: Self, rhs: Self) -> Bool {
-        (lhs.milliseconds, lhs.counter, lhs.author, lhs.origin) < (rhs.milliseconds, rhs.counter, rhs.author, rhs.origin)
+        (lhs.milliseconds, lhs.counter, lhs.author, lhs.origin) < (
+            rhs.milliseconds, rhs.counter, rhs.author, rhs.origin
+        )
     }
 
     /// The version of each entry a host holds, by the entry_applied lines it printed (an
@@ -94,13 +96,15 @@ public struct NavlogEventTable: Sendable {
 
     /// The table as docs/NAVLOG.md gives it, read once.
     public static let spec: NavlogEventTable = try! NavlogEventTable(
-        String(contentsOf: ProtocolVectors.repositoryRoot.appendingPathComponent("docs/NAVLOG.md"), encoding: .utf8))
+        String(contentsOf: ProtocolVectors.repositoryRoot.appendingPathComponent("docs/NAVLOG.md"), encoding: .utf8)
+    )
 
     /// Reads the table after the `<!-- events -->` line: `| \`event\` | \`field\` (words), ... |`;
     /// a field whose words begin "optional" may be left out; "the fields of \`other\`" takes
     /// another row's.
     init(_ markdown: String) throws {
-        let rows = markdown.components(separatedBy: "<!-- events -->").dropFirst().first?.split(separator: "\n")
+        let rows =
+            markdown.components(separatedBy: "<!-- events -->").dropFirst().first?.split(separator: "\n")
             .drop { !$0.hasPrefix("|") }.prefix { $0.hasPrefix("|") } ?? []
         var events: [String: (required: Set<String>, optional: Set<String>)] = [:]
         for row in rows.dropFirst(2) {
@@ -117,7 +121,9 @@ public struct NavlogEventTable: Sendable {
                 let name = String(rest[..<close])
                 rest = rest[rest.index(after: close)...]
                 var words = ""
-                if rest.trimmingCharacters(in: .whitespaces).hasPrefix("("), let start = rest.firstIndex(of: "("), let end = rest.firstIndex(of: ")") {
+                if rest.trimmingCharacters(in: .whitespaces).hasPrefix("("), let start = rest.firstIndex(of: "("),
+                    let end = rest.firstIndex(of: ")")
+                {
                     words = String(rest[rest.index(after: start)..<end])
                     rest = rest[rest.index(after: end)...]
                 }
@@ -137,13 +143,17 @@ public struct NavlogEventTable: Sendable {
     }
 
     private static func names(in text: String) -> [String] {
-        text.split(separator: "`", omittingEmptySubsequences: false).enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) }
+        text.split(separator: "`", omittingEmptySubsequences: false).enumerated().filter { $0.offset % 2 == 1 }.map {
+            String($0.element)
+        }
     }
 
     /// What is wrong with `line` by the table, if anything (nil for a line that is no JSON object:
     /// the process's standard error).
     public func problem(with line: NavlogLine) -> String? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(line.raw.utf8)) as? [String: Any] else { return nil }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(line.raw.utf8)) as? [String: Any] else {
+            return nil
+        }
         guard let event = object["event"] as? String, let fields = events[event] else {
             return "an event docs/NAVLOG.md section 4 does not list: \(line.raw)"
         }
@@ -151,7 +161,8 @@ public struct NavlogEventTable: Sendable {
         let missing = fields.required.subtracting(keys)
         let unknown = keys.subtracting(fields.required).subtracting(fields.optional)
         guard missing.isEmpty, unknown.isEmpty else {
-            return "\(event) lacks \(missing.sorted()) or has \(unknown.sorted()), against docs/NAVLOG.md section 4: \(line.raw)"
+            return
+                "\(event) lacks \(missing.sorted()) or has \(unknown.sorted()), against docs/NAVLOG.md section 4: \(line.raw)"
         }
         return nil
     }

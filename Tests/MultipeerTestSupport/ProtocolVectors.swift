@@ -10,7 +10,9 @@ public enum ProtocolVectors {
 
     /// Every hex vector in docs/PROTOCOL.md, by name (the first word after `vector:`).
     public static func load() throws -> [String: [UInt8]] {
-        try blocks(in: "docs/PROTOCOL.md", fence: "hex").mapValues { try bytes(fromHex: $0.replacingOccurrences(of: "\n", with: " ")) }
+        try blocks(in: "docs/PROTOCOL.md", fence: "hex").mapValues {
+            try bytes(fromHex: $0.replacingOccurrences(of: "\n", with: " "))
+        }
     }
 
     /// The text of every vector fenced as `fence` in the file at `path` (from the repository

@@ -5,7 +5,9 @@ import NIOConcurrencyHelpers
 /// and ``StreamEnded`` if the stream ends first. Later calls go on where this one stopped (the session's streams, like an
 /// AsyncStream, have one consumer at a time, whatever iterator reads them).
 public func collect<Stream: AsyncSequence<Event, Never> & Sendable, Event: Sendable>(
-    _ stream: Stream, timeout: Duration = .seconds(30), until done: @escaping @Sendable ([Event]) -> Bool
+    _ stream: Stream,
+    timeout: Duration = .seconds(30),
+    until done: @escaping @Sendable ([Event]) -> Bool
 ) async throws -> [Event] {
     let read = NIOLockedValueBox(0)
     do {
@@ -28,7 +30,9 @@ public func collect<Stream: AsyncSequence<Event, Never> & Sendable, Event: Senda
 public struct StreamDeadlineExceeded: Error, CustomStringConvertible {
     public let duration: Duration
     public let read: Int
-    public var description: String { "the awaited condition did not hold within \(duration), after \(read) elements read" }
+    public var description: String {
+        "the awaited condition did not hold within \(duration), after \(read) elements read"
+    }
 }
 
 /// Thrown by ``collect(_:timeout:until:)`` when the stream ended before the condition held.

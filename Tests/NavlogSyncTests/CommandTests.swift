@@ -1,21 +1,36 @@
-@testable import NavlogSync
 import Testing
+
+@testable import NavlogSync
 
 @Suite struct CommandTests {
     @Test func addTakesKeyValuePairsWithQuotesAndAliases() throws {
-        let command = try NavlogCommand(line: #"add wpt=TESAT leg=3 eta=10:05 fuel=12500 alt=37000 remarks="light chop, \"smooth\" above""#)
-        #expect(command == .add([
-            .waypoint: "TESAT", .leg: "3", .planned: "10:05", .fuel: "12500", .altitude: "37000",
-            .remarks: #"light chop, "smooth" above"#,
-        ]))
+        let command = try NavlogCommand(
+            line: #"add wpt=TESAT leg=3 eta=10:05 fuel=12500 alt=37000 remarks="light chop, \"smooth\" above""#
+        )
+        #expect(
+            command
+                == .add([
+                    .waypoint: "TESAT", .leg: "3", .planned: "10:05", .fuel: "12500", .altitude: "37000",
+                    .remarks: #"light chop, "smooth" above"#,
+                ])
+        )
     }
 
     @Test func editAndDeleteNameAnEntryAndAnEmptyValueClearsAField() throws {
-        #expect(try NavlogCommand(line: "  edit 3f2a actual=10:07 remarks=  ") == .edit(idPrefix: "3f2a", [.actual: "10:07", .remarks: String?.none]))
+        #expect(
+            try NavlogCommand(line: "  edit 3f2a actual=10:07 remarks=  ")
+                == .edit(idPrefix: "3f2a", [.actual: "10:07", .remarks: String?.none])
+        )
         #expect(try NavlogCommand(line: "delete 3f2a") == .delete(idPrefix: "3f2a"))
         #expect(try NavlogCommand(line: "LIST") == .list)
-        #expect(try NavlogCommand(line: #"attach 3f2a "/tmp/weather chart.pdf""#) == .attach(idPrefix: "3f2a", path: "/tmp/weather chart.pdf"))
-        #expect(try NavlogCommand(line: "save 3f2a chart.pdf /tmp/out.pdf") == .save(idPrefix: "3f2a", name: "chart.pdf", path: "/tmp/out.pdf"))
+        #expect(
+            try NavlogCommand(line: #"attach 3f2a "/tmp/weather chart.pdf""#)
+                == .attach(idPrefix: "3f2a", path: "/tmp/weather chart.pdf")
+        )
+        #expect(
+            try NavlogCommand(line: "save 3f2a chart.pdf /tmp/out.pdf")
+                == .save(idPrefix: "3f2a", name: "chart.pdf", path: "/tmp/out.pdf")
+        )
         #expect(try NavlogCommand(line: "") == nil)
         #expect(try NavlogCommand(line: "# a comment") == nil)
     }
@@ -26,7 +41,10 @@ import Testing
         ("add waypoint=A fuel=lots", "fuel=lots is not valid"),
         ("add waypoint=A planned=25:00", "planned=25:00 is not valid"),
         ("add waypoint=A altitude=99999", "altitude=99999 is not valid"),
-        ("add waypoint=A remarks=\"clear\u{1B}[2J\"", #"remarks=clear\u{1B}[2J is not valid: expected text without control characters"#),
+        (
+            "add waypoint=A remarks=\"clear\u{1B}[2J\"",
+            #"remarks=clear\u{1B}[2J is not valid: expected text without control characters"#
+        ),
         ("add waypoint=A colour=red", "unknown key \"colour\""),
         ("add waypoint=A leg", "\"leg\" is not KEY=VALUE"),
         (#"add waypoint="A"#, "a quote is not closed"),

@@ -1,9 +1,10 @@
 import Foundation
+import MultipeerCore
 import MultipeerSession
 import MultipeerTLS
-import MultipeerCore
-@testable import NavlogSync
 import Testing
+
+@testable import NavlogSync
 
 /// The log is a CRDT: merging is commutative, associative and idempotent, checked on random
 /// logs that share ids, authors and even timestamps (so ties are exercised too).
@@ -21,19 +22,26 @@ import Testing
         NavlogEntry(
             id: ids.randomElement(using: &random)!,
             fields: NavlogFields(
-                leg: Int.random(in: 1...3, using: &random), waypoint: ["TESAT", "NIPAS", "ARNEM"].randomElement(using: &random)!,
-                fuel: Int.random(in: 0...3, using: &random) * 1000),
+                leg: Int.random(in: 1...3, using: &random),
+                waypoint: ["TESAT", "NIPAS", "ARNEM"].randomElement(using: &random)!,
+                fuel: Int.random(in: 0...3, using: &random) * 1000
+            ),
             author: ["captain", "first-officer", "relief"].randomElement(using: &random)!,
             origin: origins.randomElement(using: &random)!,
             timestamp: HLCTimestamp(
-                milliseconds: UInt64.random(in: 1...4, using: &random), counter: unique ?? UInt16.random(in: 0...1, using: &random)),
-            deleted: Bool.random(using: &random))
+                milliseconds: UInt64.random(in: 1...4, using: &random),
+                counter: unique ?? UInt16.random(in: 0...1, using: &random)
+            ),
+            deleted: Bool.random(using: &random)
+        )
     }
 
     static func randomLog(_ random: inout Generator, unique: Range<UInt16>? = nil) -> NavlogLog {
-        NavlogLog((0..<Int.random(in: 0...12, using: &random)).map { index in
-            randomEntry(&random, unique: unique.map { $0.lowerBound + UInt16(index) })
-        })
+        NavlogLog(
+            (0..<Int.random(in: 0...12, using: &random)).map { index in
+                randomEntry(&random, unique: unique.map { $0.lowerBound + UInt16(index) })
+            }
+        )
     }
 
     @Test(arguments: 0..<200)
@@ -58,11 +66,35 @@ import Testing
     @Test func theLaterTimestampWinsThenTheGreaterAuthor() {
         let id = Self.ids[0]
         let (first, second) = (Self.origins[0], Self.origins[1])
-        let early = NavlogEntry(id: id, fields: NavlogFields(waypoint: "A"), author: "relief", origin: first, timestamp: HLCTimestamp(milliseconds: 5, counter: 0))
-        let late = NavlogEntry(id: id, fields: NavlogFields(waypoint: "B"), author: "captain", origin: first, timestamp: HLCTimestamp(milliseconds: 5, counter: 1))
-        let sameTimeGreaterAuthor = NavlogEntry(id: id, fields: NavlogFields(waypoint: "C"), author: "relief", origin: first, timestamp: late.timestamp)
+        let early = NavlogEntry(
+            id: id,
+            fields: NavlogFields(waypoint: "A"),
+            author: "relief",
+            origin: first,
+            timestamp: HLCTimestamp(milliseconds: 5, counter: 0)
+        )
+        let late = NavlogEntry(
+            id: id,
+            fields: NavlogFields(waypoint: "B"),
+            author: "captain",
+            origin: first,
+            timestamp: HLCTimestamp(milliseconds: 5, counter: 1)
+        )
+        let sameTimeGreaterAuthor = NavlogEntry(
+            id: id,
+            fields: NavlogFields(waypoint: "C"),
+            author: "relief",
+            origin: first,
+            timestamp: late.timestamp
+        )
         // Two stations both called captain, editing in the same millisecond: the origin decides.
-        let twin = NavlogEntry(id: id, fields: NavlogFields(waypoint: "D"), author: "captain", origin: second, timestamp: late.timestamp)
+        let twin = NavlogEntry(
+            id: id,
+            fields: NavlogFields(waypoint: "D"),
+            author: "captain",
+            origin: second,
+            timestamp: late.timestamp
+        )
         #expect(twin.wins(over: late))
         #expect(late.wins(over: early))
         #expect(!early.wins(over: late))
@@ -75,19 +107,32 @@ import Testing
     /// arrives first. (Correct hosts never make two versions with one timestamp and origin.)
     @Test func canonicallyEquivalentContentStillHasAWinner() {
         let composed = NavlogEntry(
-            id: Self.ids[3], fields: NavlogFields(waypoint: "A", remarks: "d\u{E9}tour"), author: "captain", origin: Self.origins[0],
-            timestamp: HLCTimestamp(milliseconds: 9, counter: 0))
+            id: Self.ids[3],
+            fields: NavlogFields(waypoint: "A", remarks: "d\u{E9}tour"),
+            author: "captain",
+            origin: Self.origins[0],
+            timestamp: HLCTimestamp(milliseconds: 9, counter: 0)
+        )
         var decomposed = composed
         decomposed.fields.remarks = "de\u{301}tour"
         #expect(composed == decomposed, "Swift calls them equal")
         #expect(composed.wins(over: decomposed) != decomposed.wins(over: composed))
         let winner = NavlogLog([composed, decomposed]).entries[Self.ids[3]]!
-        #expect(Array(NavlogLog([decomposed, composed]).entries[Self.ids[3]]!.fields.remarks!.utf8) == Array(winner.fields.remarks!.utf8))
+        #expect(
+            Array(NavlogLog([decomposed, composed]).entries[Self.ids[3]]!.fields.remarks!.utf8)
+                == Array(winner.fields.remarks!.utf8)
+        )
     }
 
     @Test func aDeleteIsATombstoneThatLosesToALaterEdit() {
         let id = Self.ids[1]
-        let entry = NavlogEntry(id: id, fields: NavlogFields(waypoint: "A"), author: "a", origin: Self.origins[0], timestamp: HLCTimestamp(milliseconds: 1, counter: 0))
+        let entry = NavlogEntry(
+            id: id,
+            fields: NavlogFields(waypoint: "A"),
+            author: "a",
+            origin: Self.origins[0],
+            timestamp: HLCTimestamp(milliseconds: 1, counter: 0)
+        )
         var deleted = entry
         deleted.timestamp = HLCTimestamp(milliseconds: 2, counter: 0)
         deleted.deleted = true
@@ -120,15 +165,29 @@ import Testing
     @Test func twoContentsUnderOneVersionAreToldApartAndResolvedAlike() throws {
         let origin = PeerIdentity()
         let stamp = HLCTimestamp(milliseconds: 9, counter: 0)
-        let first = try NavlogEntry(id: Self.ids[0], fields: NavlogFields(waypoint: "TESAT"), author: "captain", origin: origin.peerID, timestamp: stamp)
-            .signed(by: origin)
+        let first = try NavlogEntry(
+            id: Self.ids[0],
+            fields: NavlogFields(waypoint: "TESAT"),
+            author: "captain",
+            origin: origin.peerID,
+            timestamp: stamp
+        )
+        .signed(by: origin)
         var secondFields = first.fields
         secondFields.remarks = "rewritten"
-        let second = try NavlogEntry(id: Self.ids[0], fields: secondFields, author: "captain", origin: origin.peerID, timestamp: stamp)
-            .signed(by: origin)
-        var a = NavlogLog([first]), b = NavlogLog([second])
+        let second = try NavlogEntry(
+            id: Self.ids[0],
+            fields: secondFields,
+            author: "captain",
+            origin: origin.peerID,
+            timestamp: stamp
+        )
+        .signed(by: origin)
+        var a = NavlogLog([first])
+        var b = NavlogLog([second])
         #expect(a.digest != b.digest, "the content hashes differ")
-        let forB = a.newer(than: b.digest), forA = b.newer(than: a.digest)
+        let forB = a.newer(than: b.digest)
+        let forA = b.newer(than: a.digest)
         #expect(forB == [first] && forA == [second])
         forB.forEach { b.merge($0) }
         forA.forEach { a.merge($0) }
@@ -137,10 +196,17 @@ import Testing
 
     /// A large log's digest goes in parts that each fit a frame and add up to the whole.
     @Test func aLargeDigestGoesInPartsThatFitAFrame() throws {
-        let log = NavlogLog((0..<9_001).map { number in
-            NavlogEntry(id: UUID(), fields: NavlogFields(waypoint: "W\(number)"), author: "first officer", origin: Self.origins[0],
-                        timestamp: HLCTimestamp(milliseconds: 1, counter: UInt16(number)))
-        })
+        let log = NavlogLog(
+            (0..<9_001).map { number in
+                NavlogEntry(
+                    id: UUID(),
+                    fields: NavlogFields(waypoint: "W\(number)"),
+                    author: "first officer",
+                    origin: Self.origins[0],
+                    timestamp: HLCTimestamp(milliseconds: 1, counter: UInt16(number))
+                )
+            }
+        )
         let parts = log.digest.batches(of: NavlogMessage.digestBatchSize)
         #expect(parts.map(\.versions.count) == [4_000, 4_000, 1_001])
         var whole = NavlogDigest(versions: [:])
@@ -149,19 +215,31 @@ import Testing
             whole.add(part)
         }
         #expect(whole == log.digest)
-        #expect(NavlogLog().digest.batches(of: 10).map(\.versions.count) == [0], "an empty log sends one empty, final part")
+        #expect(
+            NavlogLog().digest.batches(of: 10).map(\.versions.count) == [0],
+            "an empty log sends one empty, final part"
+        )
     }
 
     /// A digest names each version and a hash of its content, never the content itself.
     @Test func aDigestNamesVersionsAndAContentHashNotContent() throws {
         let entry = NavlogEntry(
-            id: Self.ids[2], fields: NavlogFields(waypoint: "TESAT", remarks: "secret remark"), author: "first officer", origin: Self.origins[1],
-            timestamp: HLCTimestamp(milliseconds: 7, counter: 2))
+            id: Self.ids[2],
+            fields: NavlogFields(waypoint: "TESAT", remarks: "secret remark"),
+            author: "first officer",
+            origin: Self.origins[1],
+            timestamp: HLCTimestamp(milliseconds: 7, counter: 2)
+        )
         let json = String(decoding: try JSONEncoder().encode(NavlogLog([entry]).digest), as: UTF8.self)
-        #expect(json == "[\"00000000-0000-0000-0000-000000000002 458754 10000000-0000-0000-0000-000000000001 \(entry.contentHash) first officer\"]")
+        #expect(
+            json
+                == "[\"00000000-0000-0000-0000-000000000002 458754 10000000-0000-0000-0000-000000000001 \(entry.contentHash) first officer\"]"
+        )
         #expect(!json.contains("secret"))
         #expect(try JSONDecoder().decode(NavlogDigest.self, from: Data(json.utf8)) == NavlogLog([entry]).digest)
-        #expect(throws: DecodingError.self) { try JSONDecoder().decode(NavlogDigest.self, from: Data("[\"nonsense\"]".utf8)) }
+        #expect(throws: DecodingError.self) {
+            try JSONDecoder().decode(NavlogDigest.self, from: Data("[\"nonsense\"]".utf8))
+        }
     }
 }
 
@@ -189,10 +267,18 @@ import Testing
     @Test func aTimestampMoreThanADayAheadIsRefused() {
         let now: UInt64 = 1_795_300_000_000
         var clock = HybridLogicalClock(latest: HLCTimestamp(milliseconds: now, counter: 0))
-        #expect(clock.observe(HLCTimestamp(milliseconds: now + HybridLogicalClock.maximumLead, counter: .max), now: now) == true)
-        #expect(clock.tick(now: now) == HLCTimestamp(milliseconds: now + HybridLogicalClock.maximumLead + 1, counter: 0))
+        #expect(
+            clock.observe(HLCTimestamp(milliseconds: now + HybridLogicalClock.maximumLead, counter: .max), now: now)
+                == true
+        )
+        #expect(
+            clock.tick(now: now) == HLCTimestamp(milliseconds: now + HybridLogicalClock.maximumLead + 1, counter: 0)
+        )
         let before = clock.latest
-        #expect(clock.observe(HLCTimestamp(milliseconds: now + HybridLogicalClock.maximumLead + 1, counter: 0), now: now) == false)
+        #expect(
+            clock.observe(HLCTimestamp(milliseconds: now + HybridLogicalClock.maximumLead + 1, counter: 0), now: now)
+                == false
+        )
         #expect(clock.observe(HLCTimestamp(rawValue: .max), now: now) == false)
         #expect(clock.latest == before, "a refused timestamp changes nothing")
         #expect(clock.tick(now: now) > before)
@@ -211,9 +297,16 @@ import Testing
     /// The host that wrote the versions a peer sends in these tests.
     static let origin = PeerIdentity()
 
-    static func version(_ fields: NavlogFields, author: String = "relief", at milliseconds: UInt64 = now) -> NavlogEntry {
-        try! NavlogEntry(id: UUID(), fields: fields, author: author, origin: origin.peerID, timestamp: HLCTimestamp(milliseconds: milliseconds, counter: 0))
-            .signed(by: origin)
+    static func version(_ fields: NavlogFields, author: String = "relief", at milliseconds: UInt64 = now) -> NavlogEntry
+    {
+        try! NavlogEntry(
+            id: UUID(),
+            fields: fields,
+            author: author,
+            origin: origin.peerID,
+            timestamp: HLCTimestamp(milliseconds: milliseconds, counter: 0)
+        )
+        .signed(by: origin)
     }
 
     /// Only its origin can write a version: unsigned, signed with another key, altered after
@@ -228,8 +321,13 @@ import Testing
         var otherKey = good
         otherKey.key = PeerIdentity().key
         let mallory = PeerIdentity()
-        var claimed = try NavlogEntry(id: UUID(), fields: NavlogFields(waypoint: "EVIL"), author: "relief", origin: mallory.peerID,
-                                      timestamp: HLCTimestamp(milliseconds: Self.now, counter: 1)).signed(by: mallory)
+        var claimed = try NavlogEntry(
+            id: UUID(),
+            fields: NavlogFields(waypoint: "EVIL"),
+            author: "relief",
+            origin: mallory.peerID,
+            timestamp: HLCTimestamp(milliseconds: Self.now, counter: 1)
+        ).signed(by: mallory)
         claimed.origin = Self.origin.peerID  // written by mallory in the origin's name
         for bad in [unsigned, altered, otherKey, claimed] {
             #expect(throws: NavlogError.self) { try bad.verify() }
@@ -238,7 +336,10 @@ import Testing
         let intake = NavlogIntake([unsigned, altered, otherKey, claimed, good], clock: &clock, now: Self.now)
         #expect(intake.accepted == [good])
         #expect(intake.refusals.map(\.code) == [.badSignature])
-        #expect(intake.refusals.first?.message.hasPrefix("4 version(s) were refused, as their origin did not sign them") == true)
+        #expect(
+            intake.refusals.first?.message.hasPrefix("4 version(s) were refused, as their origin did not sign them")
+                == true
+        )
     }
 
     /// An update is its sender's own new version: one naming another origin is refused, even
@@ -256,7 +357,16 @@ import Testing
     }
 
     @Test func whatAUserCouldTypeIsTakenInAndTheRestRefusedWithTheReason() {
-        let good = Self.version(NavlogFields(leg: 4, waypoint: "ARNEM", planned: "11:02", fuel: 9800, altitude: 37000, remarks: "d\u{E9}tour"))
+        let good = Self.version(
+            NavlogFields(
+                leg: 4,
+                waypoint: "ARNEM",
+                planned: "11:02",
+                fuel: 9800,
+                altitude: 37000,
+                remarks: "d\u{E9}tour"
+            )
+        )
         let refused = [
             Self.version(NavlogFields(waypoint: "TESAT", remarks: "cut\u{0}short")),
             Self.version(NavlogFields(waypoint: "\u{1B}[2J")),
@@ -270,7 +380,10 @@ import Testing
         #expect(intake.accepted == [good])
         #expect(clock.latest == good.timestamp, "only what is taken in moves the clock")
         #expect(intake.refusals.map(\.code) == [.badVersion])
-        #expect(intake.refusals.first?.message == "6 version(s) were refused, as a user could not have typed them; the first, of entry \(refused[0].id), because remarks=cut\\u{0}short is not valid: expected text without control characters")
+        #expect(
+            intake.refusals.first?.message
+                == "6 version(s) were refused, as a user could not have typed them; the first, of entry \(refused[0].id), because remarks=cut\\u{0}short is not valid: expected text without control characters"
+        )
     }
 
     /// A version that breaks several rules is refused for the first, in docs/NAVLOG.md 3's order:
@@ -288,10 +401,14 @@ import Testing
         #expect(entries.refusals.map(\.code) == [.badVersion])
         #expect(entries.refusals.first?.message.contains("leg=1000") == true)
         // The limits' edges, and DEL and a C1 control among the control characters.
-        let edges = [Self.version(NavlogFields(leg: 1, waypoint: "A")), Self.version(NavlogFields(leg: 999, waypoint: "B", planned: "23:59"))]
+        let edges = [
+            Self.version(NavlogFields(leg: 1, waypoint: "A")),
+            Self.version(NavlogFields(leg: 999, waypoint: "B", planned: "23:59")),
+        ]
         let beyond = [
             Self.version(NavlogFields(leg: 0, waypoint: "C")), Self.version(NavlogFields(waypoint: "D\u{7F}")),
-            Self.version(NavlogFields(waypoint: "E", remarks: "\u{85}")), Self.version(NavlogFields(waypoint: "F", planned: "24:00")),
+            Self.version(NavlogFields(waypoint: "E", remarks: "\u{85}")),
+            Self.version(NavlogFields(waypoint: "F", planned: "24:00")),
         ]
         let limits = NavlogIntake(edges + beyond, clock: &clock, now: Self.now)
         #expect(limits.accepted == edges)
@@ -304,20 +421,37 @@ import Testing
         let sha = String(repeating: "ab", count: 32)
         func version(_ attachments: [NavlogAttachment]?) -> NavlogEntry {
             var version = NavlogEntry(
-                id: UUID(), fields: NavlogFields(waypoint: "TESAT"), author: "relief", origin: Self.origin.peerID,
-                timestamp: HLCTimestamp(milliseconds: Self.now, counter: 0))
+                id: UUID(),
+                fields: NavlogFields(waypoint: "TESAT"),
+                author: "relief",
+                origin: Self.origin.peerID,
+                timestamp: HLCTimestamp(milliseconds: Self.now, counter: 0)
+            )
             version.attachments = attachments
             return try! version.signed(by: Self.origin)
         }
         let good = [
-            version([NavlogAttachment(name: "a chart.pdf", length: 0, sha256: sha), NavlogAttachment(name: "b", length: Int64.max, sha256: sha)]),
-            version((0..<16).map { NavlogAttachment(name: "file \(String(format: "%02d", $0))", length: 1, sha256: sha) }),
+            version([
+                NavlogAttachment(name: "a chart.pdf", length: 0, sha256: sha),
+                NavlogAttachment(name: "b", length: Int64.max, sha256: sha),
+            ]),
+            version(
+                (0..<16).map { NavlogAttachment(name: "file \(String(format: "%02d", $0))", length: 1, sha256: sha) }
+            ),
         ]
         let refused = [
             version([]),
-            version((0..<17).map { NavlogAttachment(name: "file \(String(format: "%02d", $0))", length: 1, sha256: sha) }),
-            version([NavlogAttachment(name: "b", length: 1, sha256: sha), NavlogAttachment(name: "a", length: 1, sha256: sha)]),
-            version([NavlogAttachment(name: "a", length: 1, sha256: sha), NavlogAttachment(name: "a", length: 2, sha256: sha)]),
+            version(
+                (0..<17).map { NavlogAttachment(name: "file \(String(format: "%02d", $0))", length: 1, sha256: sha) }
+            ),
+            version([
+                NavlogAttachment(name: "b", length: 1, sha256: sha),
+                NavlogAttachment(name: "a", length: 1, sha256: sha),
+            ]),
+            version([
+                NavlogAttachment(name: "a", length: 1, sha256: sha),
+                NavlogAttachment(name: "a", length: 2, sha256: sha),
+            ]),
             version([NavlogAttachment(name: "../etc/passwd", length: 1, sha256: sha)]),
             version([NavlogAttachment(name: "..", length: 1, sha256: sha)]),
             version([NavlogAttachment(name: "bell\u{7}", length: 1, sha256: sha)]),
@@ -363,18 +497,28 @@ extension NavlogIntakeTests {
         let sha = String(repeating: "ab", count: 32)
         func version(_ waypoint: String, length: Int64) throws -> NavlogEntry {
             var version = NavlogEntry(
-                id: UUID(), fields: NavlogFields(waypoint: waypoint), author: "relief", origin: Self.origin.peerID,
-                timestamp: HLCTimestamp(milliseconds: Self.now, counter: 0))
+                id: UUID(),
+                fields: NavlogFields(waypoint: waypoint),
+                author: "relief",
+                origin: Self.origin.peerID,
+                timestamp: HLCTimestamp(milliseconds: Self.now, counter: 0)
+            )
             version.attachments = [NavlogAttachment(name: "chart.pdf", length: length, sha256: sha)]
             return try version.signed(by: Self.origin)
         }
         let good = try version("GOOD", length: 10)
         let bad = try version("HUGE", length: 11)
-        var json = String(decoding: try JSONEncoder().encode(NavlogMessage.entries(versions: [bad, good], final: true)), as: UTF8.self)
+        var json = String(
+            decoding: try JSONEncoder().encode(NavlogMessage.entries(versions: [bad, good], final: true)),
+            as: UTF8.self
+        )
         json = json.replacingOccurrences(of: #""length":11"#, with: #""length":9223372036854775808"#)
         #expect(json.contains("9223372036854775808"))
         for huge in ["9223372036854775808", "18446744073709551616", "1e30", "10.5"] {
-            let message = try JSONDecoder().decode(NavlogMessage.self, from: Data(json.replacingOccurrences(of: "9223372036854775808", with: huge).utf8))
+            let message = try JSONDecoder().decode(
+                NavlogMessage.self,
+                from: Data(json.replacingOccurrences(of: "9223372036854775808", with: huge).utf8)
+            )
             guard case .entries(let versions, true) = message else {
                 Issue.record("\(message)")
                 continue
@@ -387,7 +531,10 @@ extension NavlogIntakeTests {
         }
         // Not a number at all is still a message that does not decode.
         #expect(throws: DecodingError.self) {
-            try JSONDecoder().decode(NavlogMessage.self, from: Data(json.replacingOccurrences(of: "9223372036854775808", with: #""ten""#).utf8))
+            try JSONDecoder().decode(
+                NavlogMessage.self,
+                from: Data(json.replacingOccurrences(of: "9223372036854775808", with: #""ten""#).utf8)
+            )
         }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
-@testable import NavlogSync
 import Testing
+
+@testable import NavlogSync
 
 /// Anti-entropy by prefix summaries (docs/NAVLOG.md, sections 2 and 3), between two logs in
 /// memory: the asker ends with every version of the holder's that wins, and what they exchange
@@ -29,7 +30,9 @@ import Testing
             switch toHolder.removeFirst() {
             case .ask(let number, let ranges):
                 let answer = holder.index.answer(ranges)
-                if !answer.entries.isEmpty { toAsker.append(.entries(versions: answer.entries.map { holder.log.entries[$0]! }, final: false)) }
+                if !answer.entries.isEmpty {
+                    toAsker.append(.entries(versions: answer.entries.map { holder.log.entries[$0]! }, final: false))
+                }
                 toAsker.append(.reply(exchange: number, expand: answer.expand, versions: answer.versions))
             case .need(let ids, let final):
                 toAsker.append(.entries(versions: ids.compactMap { holder.log.entries[$0] }, final: final))
@@ -68,9 +71,22 @@ import Testing
 
     static let origins = (0..<3).map { _ in UUID() }
 
-    static func version(_ id: UUID = UUID(), at time: UInt64, author: String = "captain", origin: Int = 0, deleted: Bool = false, remarks: String? = nil) -> NavlogEntry {
-        NavlogEntry(id: id, fields: NavlogFields(leg: 1, waypoint: "WP", remarks: remarks), author: author, origin: origins[origin],
-                    timestamp: HLCTimestamp(milliseconds: 1_795_300_000_000 + time, counter: 0), deleted: deleted)
+    static func version(
+        _ id: UUID = UUID(),
+        at time: UInt64,
+        author: String = "captain",
+        origin: Int = 0,
+        deleted: Bool = false,
+        remarks: String? = nil
+    ) -> NavlogEntry {
+        NavlogEntry(
+            id: id,
+            fields: NavlogFields(leg: 1, waypoint: "WP", remarks: remarks),
+            author: author,
+            origin: origins[origin],
+            timestamp: HLCTimestamp(milliseconds: 1_795_300_000_000 + time, counter: 0),
+            deleted: deleted
+        )
     }
 
     static func log(_ count: Int) -> [NavlogEntry] {
@@ -79,7 +95,8 @@ import Testing
 
     @Test func hostsWithTheSameLogExchangeFourSmallMessages() {
         let shared = Self.log(2_000)
-        var asker = Host(shared), holder = Host(shared)
+        var asker = Host(shared)
+        var holder = Host(shared)
         let transcript = Self.pull(&asker, from: &holder)
         #expect(transcript.count == 4, "ask, reply, final need, final entries: \(transcript.count)")
         #expect(Self.bytes(transcript) < 1_500, "\(Self.bytes(transcript)) bytes")
@@ -88,11 +105,20 @@ import Testing
 
     /// A host that holds nothing gets every version at once, none of them by name first.
     @Test func aFreshHostGetsEveryVersionWithoutNamesOrSplits() {
-        var asker = Host([]), holder = Host(Self.log(2_000))
+        var asker = Host([])
+        var holder = Host(Self.log(2_000))
         let transcript = Self.pull(&asker, from: &holder)
         #expect(asker.log == holder.log)
         #expect(transcript.count { if case .ask = $0 { true } else { false } } == 1)
-        #expect(transcript.allSatisfy { if case .reply(_, let expand, let versions) = $0 { expand.isEmpty && versions.versions.isEmpty } else { true } })
+        #expect(
+            transcript.allSatisfy {
+                if case .reply(_, let expand, let versions) = $0 {
+                    expand.isEmpty && versions.versions.isEmpty
+                } else {
+                    true
+                }
+            }
+        )
     }
 
     /// The old digest named every version of the log (about 130 bytes each); now the
@@ -102,7 +128,8 @@ import Testing
     func whatIsExchangedGrowsWithTheDifferences(differences: Int) {
         let shared = Self.log(8_000)
         let lacking = (0..<differences).map { Self.version(at: 30_000 + UInt64($0), origin: 1) }
-        var asker = Host(shared), holder = Host(shared + lacking)
+        var asker = Host(shared)
+        var holder = Host(shared + lacking)
         let transcript = Self.pull(&asker, from: &holder)
         #expect(asker.log == holder.log)
         let overhead = Self.overhead(transcript)
@@ -121,22 +148,34 @@ import Testing
             let ids: [UUID] = (0..<Int.random(in: 0...200, using: &generator)).map { number in
                 guard number % 3 == 0 else { return UUID() }
                 // A third of the ids share 15 of their 16 bytes, so prefixes split down to the last digit.
-                return UUID(uuid: (crowded, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, UInt8(truncatingIfNeeded: number)))
+                return UUID(
+                    uuid: (crowded, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, UInt8(truncatingIfNeeded: number))
+                )
             }
-            var left: [NavlogEntry] = [], right: [NavlogEntry] = []
+            var left: [NavlogEntry] = []
+            var right: [NavlogEntry] = []
             for (number, id) in Set(ids).enumerated() {
                 let time = UInt64.random(in: 0...50, using: &generator)
                 let base = Self.version(id, at: time, deleted: Bool.random(using: &generator))
                 switch number % 6 {
-                case 0: left.append(base); right.append(base)
+                case 0:
+                    left.append(base)
+                    right.append(base)
                 case 1: left.append(base)
                 case 2: right.append(base)
-                case 3: left.append(base); right.append(Self.version(id, at: time + 1, author: "first officer", origin: 1))
-                case 4: left.append(base); right.append(Self.version(id, at: time, remarks: "other content"))
-                default: left.append(base); right.append(Self.version(id, at: time, author: "navigator", origin: 2, deleted: true))
+                case 3:
+                    left.append(base)
+                    right.append(Self.version(id, at: time + 1, author: "first officer", origin: 1))
+                case 4:
+                    left.append(base)
+                    right.append(Self.version(id, at: time, remarks: "other content"))
+                default:
+                    left.append(base)
+                    right.append(Self.version(id, at: time, author: "navigator", origin: 2, deleted: true))
                 }
             }
-            var a = Host(left), b = Host(right)
+            var a = Host(left)
+            var b = Host(right)
             _ = Self.pull(&a, from: &b)
             _ = Self.pull(&b, from: &a)
             #expect(a.log == b.log, "round \(round)")
@@ -154,7 +193,10 @@ import Testing
         #expect(exchange.received(exchange: 1, expand: [], versions: none, &index) == nil)
         _ = exchange.start(&index, exchange: 1)
         _ = exchange.start(&index, exchange: 2)
-        #expect(exchange.received(exchange: 1, expand: [NavlogPrefix("A")!], versions: none, &index) == [], "the earlier exchange's")
+        #expect(
+            exchange.received(exchange: 1, expand: [NavlogPrefix("A")!], versions: none, &index) == [],
+            "the earlier exchange's"
+        )
         #expect(exchange.unanswered == 1)
         #expect(exchange.received(exchange: 2, expand: [], versions: none, &index) == [.need(ids: [], final: true)])
         #expect(exchange.received(exchange: 2, expand: [], versions: none, &index) == nil, "answered once")

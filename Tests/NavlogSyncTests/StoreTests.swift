@@ -1,7 +1,8 @@
 import Foundation
 import GRDB
-@testable import NavlogSync
 import Testing
+
+@testable import NavlogSync
 
 @Suite struct StoreTests {
     static func temporaryPath() -> String {
@@ -13,8 +14,20 @@ import Testing
     }
 
     static let entry = NavlogEntry(
-        id: UUID(), fields: NavlogFields(leg: 2, waypoint: "NIPAS", planned: "10:40", actual: "10:42", fuel: 11200, altitude: 37000, remarks: "ok"),
-        author: "captain", origin: UUID(), timestamp: HLCTimestamp(milliseconds: 1_795_000_000_000, counter: 3))
+        id: UUID(),
+        fields: NavlogFields(
+            leg: 2,
+            waypoint: "NIPAS",
+            planned: "10:40",
+            actual: "10:42",
+            fuel: 11200,
+            altitude: 37000,
+            remarks: "ok"
+        ),
+        author: "captain",
+        origin: UUID(),
+        timestamp: HLCTimestamp(milliseconds: 1_795_000_000_000, counter: 3)
+    )
 
     @Test func versionsAndThePeerIdentitySurviveReopening() throws {
         let path = Self.temporaryPath()
@@ -44,8 +57,20 @@ import Testing
         defer { Self.remove(path) }
         let store = try NavlogStore(path: path)
         let extreme = NavlogEntry(
-            id: UUID(), fields: NavlogFields(leg: .min, waypoint: "", planned: "", fuel: .max, altitude: -1, remarks: "de\u{301}tour \u{1F6E9} " + String(repeating: "x", count: 100_000)),
-            author: "e\u{301}", origin: UUID(), timestamp: HLCTimestamp(rawValue: .max), deleted: true)
+            id: UUID(),
+            fields: NavlogFields(
+                leg: .min,
+                waypoint: "",
+                planned: "",
+                fuel: .max,
+                altitude: -1,
+                remarks: "de\u{301}tour \u{1F6E9} " + String(repeating: "x", count: 100_000)
+            ),
+            author: "e\u{301}",
+            origin: UUID(),
+            timestamp: HLCTimestamp(rawValue: .max),
+            deleted: true
+        )
         #expect(try store.merge([extreme]).applied == [extreme])
         let stored = try #require(try store.log().entries[extreme.id])
         #expect(stored.timestamp == extreme.timestamp)
@@ -59,9 +84,26 @@ import Testing
         defer { Self.remove(path) }
         let store = try NavlogStore(path: path)
         let with = NavlogEntry(
-            id: UUID(), fields: NavlogFields(waypoint: "TESAT"), author: "captain", origin: UUID(), timestamp: HLCTimestamp(rawValue: 1),
-            attachments: [NavlogAttachment(name: "chart \u{1F6E9}.pdf", length: 12_345, sha256: String(repeating: "0f", count: 32))])
-        let without = NavlogEntry(id: UUID(), fields: NavlogFields(waypoint: "NIPAS"), author: "captain", origin: UUID(), timestamp: HLCTimestamp(rawValue: 2))
+            id: UUID(),
+            fields: NavlogFields(waypoint: "TESAT"),
+            author: "captain",
+            origin: UUID(),
+            timestamp: HLCTimestamp(rawValue: 1),
+            attachments: [
+                NavlogAttachment(
+                    name: "chart \u{1F6E9}.pdf",
+                    length: 12_345,
+                    sha256: String(repeating: "0f", count: 32)
+                )
+            ]
+        )
+        let without = NavlogEntry(
+            id: UUID(),
+            fields: NavlogFields(waypoint: "NIPAS"),
+            author: "captain",
+            origin: UUID(),
+            timestamp: HLCTimestamp(rawValue: 2)
+        )
         _ = try store.merge([with, without])
         let log = try NavlogStore(readingAt: path).log()
         #expect(log.entries[with.id] == with)
@@ -93,7 +135,9 @@ import Testing
             return error.code == .databaseCorrupt && error.message.contains("is not a navlog database")
         }
         #expect { try NavlogStore(readingAt: path) } throws: { ($0 as? NavlogError)?.code == .databaseCorrupt }
-        #expect { try NavlogStore(readingAt: path + ".missing") } throws: { ($0 as? NavlogError)?.code == .databaseMissing }
+        #expect { try NavlogStore(readingAt: path + ".missing") } throws: {
+            ($0 as? NavlogError)?.code == .databaseMissing
+        }
     }
 
     @Test func aVersion1DatabaseIsMigratedWithItsEntries() throws {
@@ -104,13 +148,25 @@ import Testing
             try NavlogStore.migrator.migrate(queue, upTo: "v1-entries")
             try queue.write { db in
                 try db.execute(
-                    sql: "INSERT INTO entry (id, waypoint, author, origin, timestamp, deleted) VALUES (?, 'TESAT', 'relief', ?, 65536, 0)",
-                    arguments: [Self.entry.id.uuidString, Self.entry.origin.uuidString])
+                    sql:
+                        "INSERT INTO entry (id, waypoint, author, origin, timestamp, deleted) VALUES (?, 'TESAT', 'relief', ?, 65536, 0)",
+                    arguments: [Self.entry.id.uuidString, Self.entry.origin.uuidString]
+                )
             }
         }
         let store = try NavlogStore(path: path)
         let migrated = try store.log().live
-        #expect(migrated == [NavlogEntry(id: Self.entry.id, fields: NavlogFields(waypoint: "TESAT"), author: "relief", origin: Self.entry.origin, timestamp: HLCTimestamp(milliseconds: 1, counter: 0))])
+        #expect(
+            migrated == [
+                NavlogEntry(
+                    id: Self.entry.id,
+                    fields: NavlogFields(waypoint: "TESAT"),
+                    author: "relief",
+                    origin: Self.entry.origin,
+                    timestamp: HLCTimestamp(milliseconds: 1, counter: 0)
+                )
+            ]
+        )
         #expect(try NavlogStore(path: path + "-other").peerID != store.peerID)
         Self.remove(path + "-other")
     }

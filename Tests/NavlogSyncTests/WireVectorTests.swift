@@ -1,27 +1,41 @@
 import Foundation
 import MultipeerCore
-import NIOCore
 import MultipeerSession
 import MultipeerTLS
 import MultipeerTestSupport
-@testable import NavlogSync
+import NIOCore
 import Testing
+
+@testable import NavlogSync
 
 /// The sync messages as docs/NAVLOG.md spells them: each vector decodes to the message built
 /// here, and the message encodes to the same JSON.
 @Suite struct WireVectorTests {
     /// The key pair of RFC 8032's first Ed25519 test vector, as in docs/PROTOCOL.md.
-    static let origin = try! PeerIdentity(rawPrivateKey: Array(Data(hex: "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")))
+    static let origin = try! PeerIdentity(
+        rawPrivateKey: Array(Data(hex: "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60"))
+    )
 
     static let entry = try! NavlogEntry(
         id: UUID(uuidString: "3F2A1B7C-0000-4000-8000-000000000001")!,
-        fields: NavlogFields(leg: 1, waypoint: "TESAT", planned: "10:05", fuel: 12400, altitude: 37000, remarks: "light chop"),
-        author: "captain", origin: origin.peerID,
-        timestamp: HLCTimestamp(milliseconds: 1_795_312_526_980, counter: 2)).signed(by: origin)
+        fields: NavlogFields(
+            leg: 1,
+            waypoint: "TESAT",
+            planned: "10:05",
+            fuel: 12400,
+            altitude: 37000,
+            remarks: "light chop"
+        ),
+        author: "captain",
+        origin: origin.peerID,
+        timestamp: HLCTimestamp(milliseconds: 1_795_312_526_980, counter: 2)
+    ).signed(by: origin)
 
     @Test func theSignedBytesAndTheContentHashAreTheSpecs() throws {
         let vectors = try ProtocolVectors.blocks(in: "docs/NAVLOG.md", fence: "hex")
-        let signed = try #require(vectors["navlog-signed-bytes"]).split(whereSeparator: \.isWhitespace).map { UInt8($0, radix: 16)! }
+        let signed = try #require(vectors["navlog-signed-bytes"]).split(whereSeparator: \.isWhitespace).map {
+            UInt8($0, radix: 16)!
+        }
         #expect(Self.entry.origin == UUID(uuidString: "21FE31DF-A154-8261-A26B-F854046FD227"))
         #expect(Self.entry.signedBytes == signed)
         #expect(Self.entry.contentHash == "068a83730458f04fd8ebb8d4bcc51633")
@@ -41,7 +55,9 @@ import Testing
 
     @Test func theSignedBytesOfAVersionWithAnAttachmentAreTheSpecs() throws {
         let vectors = try ProtocolVectors.blocks(in: "docs/NAVLOG.md", fence: "hex")
-        let signed = try #require(vectors["navlog-signed-bytes-attachment"]).split(whereSeparator: \.isWhitespace).map { UInt8($0, radix: 16)! }
+        let signed = try #require(vectors["navlog-signed-bytes-attachment"]).split(whereSeparator: \.isWhitespace).map {
+            UInt8($0, radix: 16)!
+        }
         #expect(Self.entryWithAttachment.signedBytes == signed)
         #expect(Self.entryWithAttachment.contentHash == "f2fa3c94967563b8ccae871bd02ad185")
         // The bytes before the attachments are those of the version without them.
@@ -62,7 +78,7 @@ import Testing
             "navlog-reply": .reply(exchange: 7, expand: [], versions: NavlogLog([entryWithAttachment]).digest),
             "navlog-need": .need(ids: [entry.id], final: true),
             "navlog-digest": .digest(versions: NavlogLog([entry]).digest, final: true),
-        "navlog-entries": .entries(versions: [entry], final: true),
+            "navlog-entries": .entries(versions: [entry], final: true),
             "navlog-update": .update(entry: entry),
             "navlog-update-attachment": .update(entry: entryWithAttachment),
             "navlog-lack": .lack(attachments: [sha256OfTenBytes]),
@@ -73,7 +89,10 @@ import Testing
         try #require(try JSONSerialization.jsonObject(with: data) as? NSDictionary)
     }
 
-    @Test(arguments: ["navlog-ask", "navlog-reply", "navlog-need", "navlog-digest", "navlog-entries", "navlog-update", "navlog-update-attachment", "navlog-lack"])
+    @Test(arguments: [
+        "navlog-ask", "navlog-reply", "navlog-need", "navlog-digest", "navlog-entries", "navlog-update",
+        "navlog-update-attachment", "navlog-lack",
+    ])
     func theSpecsVectorsMatchTheCode(name: String) throws {
         let vectors = try ProtocolVectors.blocks(in: "docs/NAVLOG.md", fence: "json")
         let vector = try #require(vectors[name], "docs/NAVLOG.md has no vector \(name)")
@@ -92,7 +111,10 @@ import Testing
         var holder = NavlogIndex(NavlogLog([Self.entryWithAttachment]))
         let answer = holder.answer(ranges)
         #expect(answer.entries.isEmpty)
-        #expect(Self.messages["navlog-reply"] == .reply(exchange: exchange, expand: answer.expand, versions: answer.versions))
+        #expect(
+            Self.messages["navlog-reply"]
+                == .reply(exchange: exchange, expand: answer.expand, versions: answer.versions)
+        )
         var asker = NavlogIndex(NavlogLog([Self.entry]))
         var pull = NavlogPull()
         _ = pull.start(&asker, exchange: exchange)
@@ -107,13 +129,25 @@ import Testing
         #expect(table.events.count == 11)
         #expect(table.events["peer_left"]?.required == ["peer", "peer_id", "peer_key", "reason", "detail"])
         #expect(table.events["error"]?.required == ["code", "message"] && table.events["error"]?.optional == ["input"])
-        #expect(table.events["attachment_done"]?.required == table.events["attachment_progress"].map { $0.required.union(["error"]) })
+        #expect(
+            table.events["attachment_done"]?.required
+                == table.events["attachment_progress"].map { $0.required.union(["error"]) }
+        )
         #expect(table.problem(with: NavlogLine(#"{"event":"listening","port":7000}"#)) == nil)
-        #expect(table.problem(with: NavlogLine(#"{"event":"error","code":"badCommand","message":"no","input":"frob"}"#)) == nil)
+        #expect(
+            table.problem(with: NavlogLine(#"{"event":"error","code":"badCommand","message":"no","input":"frob"}"#))
+                == nil
+        )
         #expect(table.problem(with: NavlogLine(#"{"event":"listening"}"#)) != nil, "a field missing")
-        #expect(table.problem(with: NavlogLine(#"{"event":"listening","port":7000,"extra":1}"#)) != nil, "a field not listed")
+        #expect(
+            table.problem(with: NavlogLine(#"{"event":"listening","port":7000,"extra":1}"#)) != nil,
+            "a field not listed"
+        )
         #expect(table.problem(with: NavlogLine(#"{"event":"launched"}"#)) != nil, "an event not listed")
-        #expect(table.problem(with: NavlogLine("navlog-sync: reloaded the key file")) == nil, "standard error is not an event")
+        #expect(
+            table.problem(with: NavlogLine("navlog-sync: reloaded the key file")) == nil,
+            "standard error is not an event"
+        )
     }
 
     /// navlog-sync sends JSON (docs/NAVLOG.md), and reads its messages in the binary encoding too,
@@ -130,7 +164,10 @@ import Testing
     /// A summary's sum is modulo 2^128: the carry out of the top bit is dropped.
     @Test func theSummaryVectorSumsAsTheSpecSays() throws {
         let vectors = try ProtocolVectors.blocks(in: "docs/NAVLOG.md", fence: "json")
-        struct Vector: Decodable { var hashes: [String]; var summary: NavlogSummary }
+        struct Vector: Decodable {
+            var hashes: [String]
+            var summary: NavlogSummary
+        }
         let vector = try JSONDecoder().decode(Vector.self, from: Data(try #require(vectors["navlog-summary"]).utf8))
         let sum = try vector.hashes.reduce(UInt128(0)) { $0 &+ (try #require(NavlogSummary.number($1))) }
         #expect(vector.summary == NavlogSummary(count: vector.hashes.count, sum: sum))
@@ -161,9 +198,11 @@ import Testing
 extension Data {
     /// Bytes from hexadecimal digits.
     init(hex: String) {
-        self.init(stride(from: 0, to: hex.count, by: 2).map { offset in
-            let start = hex.index(hex.startIndex, offsetBy: offset)
-            return UInt8(hex[start..<hex.index(start, offsetBy: 2)], radix: 16)!
-        })
+        self.init(
+            stride(from: 0, to: hex.count, by: 2).map { offset in
+                let start = hex.index(hex.startIndex, offsetBy: offset)
+                return UInt8(hex[start..<hex.index(start, offsetBy: 2)], radix: 16)!
+            }
+        )
     }
 }

@@ -9,8 +9,8 @@
 // `resource-failed ERROR` when it ends. Runs until killed; SIGINT or SIGTERM stop it gracefully
 // (GOODBYE on every link), and it exits 0.
 import Foundation
-import MultipeerSession
 import MultipeerCore
+import MultipeerSession
 import MultipeerTLS
 import MultipeerTestSupport
 
@@ -22,16 +22,30 @@ while let key = arguments.next(), let value = arguments.next() {
     options[key] = (options[key] ?? []) + [value]
 }
 guard let keyFile = options["--psk-file"]?.first, let identityFile = options["--identity-file"]?.first else {
-    FileHandle.standardError.write(Data("usage: multipeer-test-peer --psk-file FILE --identity-file FILE --name NAME [--port N] [--static HOST:PORT ...]\n".utf8))
+    FileHandle.standardError.write(
+        Data(
+            "usage: multipeer-test-peer --psk-file FILE --identity-file FILE --name NAME [--port N] [--static HOST:PORT ...]\n"
+                .utf8
+        )
+    )
     exit(2)
 }
 var configuration = MultipeerSession.Configuration(
-    serviceType: "_navlog._tcp", peer: PeerInfo(displayName: options["--name"]?.first ?? "child"),
-    psk: try PreSharedKey(contentsOfFile: keyFile), port: Int(options["--port"]?.first ?? "0") ?? 0,
+    serviceType: "_navlog._tcp",
+    peer: PeerInfo(displayName: options["--name"]?.first ?? "child"),
+    psk: try PreSharedKey(contentsOfFile: keyFile),
+    port: Int(options["--port"]?.first ?? "0") ?? 0,
     discovery: .staticPeers(options["--static"] ?? []),
-    keepalive: KeepaliveParameters(interval: TestTime.scaled(.milliseconds(500)), timeout: TestTime.scaled(.milliseconds(1500))))
+    keepalive: KeepaliveParameters(
+        interval: TestTime.scaled(.milliseconds(500)),
+        timeout: TestTime.scaled(.milliseconds(1500))
+    )
+)
 configuration.resourceDirectory = options["--resource-dir"]?.first.map { URL(fileURLWithPath: $0) }
-let session = MultipeerSession(configuration: configuration, identity: try PeerIdentity(loadingOrCreatingFile: identityFile))
+let session = MultipeerSession(
+    configuration: configuration,
+    identity: try PeerIdentity(loadingOrCreatingFile: identityFile)
+)
 
 let events = session.events
 try await withThrowingDiscardingTaskGroup { group in

@@ -10,14 +10,21 @@ package protocol LinkTransport: Sendable {
     /// Opens a connection to `host:port` from `eventLoop`, failing after `timeout` if it is
     /// not accepted; `initialize` runs on the new channel, on its event loop, before it connects.
     func connect<Link: Sendable>(
-        host: String, port: Int, on eventLoop: any EventLoop, timeout: Duration, options: TransportOptions,
+        host: String,
+        port: Int,
+        on eventLoop: any EventLoop,
+        timeout: Duration,
+        options: TransportOptions,
         _ initialize: @escaping @Sendable (any Channel) throws -> Link
     ) async throws -> Link
 
     /// Listens on `port` (0: one the transport picks) of `host` (nil: every address, both
     /// IPv4 and IPv6 where there are both); `initialize` runs on each accepted channel.
     func listen<Accepted: Sendable>(
-        host: String?, port: Int, on eventLoop: any EventLoop, options: TransportOptions,
+        host: String?,
+        port: Int,
+        on eventLoop: any EventLoop,
+        options: TransportOptions,
         _ initialize: @escaping @Sendable (any Channel) throws -> Accepted
     ) async throws -> any ListeningSocket<Accepted>
 }
@@ -58,7 +65,11 @@ package struct SocketTransport: LinkTransport {
     package init() {}
 
     package func connect<Link: Sendable>(
-        host: String, port: Int, on eventLoop: any EventLoop, timeout: Duration, options: TransportOptions,
+        host: String,
+        port: Int,
+        on eventLoop: any EventLoop,
+        timeout: Duration,
+        options: TransportOptions,
         _ initialize: @escaping @Sendable (any Channel) throws -> Link
     ) async throws -> Link {
         var bootstrap = ClientBootstrap(group: eventLoop)
@@ -75,7 +86,10 @@ package struct SocketTransport: LinkTransport {
     }
 
     package func listen<Accepted: Sendable>(
-        host: String?, port: Int, on eventLoop: any EventLoop, options: TransportOptions,
+        host: String?,
+        port: Int,
+        on eventLoop: any EventLoop,
+        options: TransportOptions,
         _ initialize: @escaping @Sendable (any Channel) throws -> Accepted
     ) async throws -> any ListeningSocket<Accepted> {
         var bootstrap = ServerBootstrap(group: eventLoop)

@@ -1,6 +1,7 @@
-import struct Foundation.UUID
 import MultipeerCore
 import NIOConcurrencyHelpers
+
+import struct Foundation.UUID
 
 /// Where a session's randomness comes from: the IDs of the streams and resources it offers and
 /// the seed of its redials' jitter. The system's generator, or a simulated world's seed (so a
@@ -27,6 +28,8 @@ package final class RandomSource: Sendable {
         var b = withUnsafeBytes(of: (next(), next())) { Array($0) }
         b[6] = b[6] & 0x0F | 0x40
         b[8] = b[8] & 0x3F | 0x80
-        return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
+        return UUID(
+            uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15])
+        )
     }
 }

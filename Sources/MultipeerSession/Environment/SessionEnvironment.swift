@@ -32,8 +32,13 @@ package struct SessionEnvironment: Sendable {
     package var fileQueue: @Sendable (_ label: String) -> any FileQueue
 
     package init(
-        eventLoop: any EventLoop, clock: any SessionClock, transport: any LinkTransport, directory: @escaping Directory,
-        incarnation: @escaping @Sendable () -> UInt64, random: RandomSource, offload: any TaskExecutor,
+        eventLoop: any EventLoop,
+        clock: any SessionClock,
+        transport: any LinkTransport,
+        directory: @escaping Directory,
+        incarnation: @escaping @Sendable () -> UInt64,
+        random: RandomSource,
+        offload: any TaskExecutor,
         blockingWork: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void,
         fileQueue: @escaping @Sendable (_ label: String) -> any FileQueue
     ) {
@@ -52,10 +57,16 @@ package struct SessionEnvironment: Sendable {
     /// the wall clock, the system's random numbers and threads.
     package static var system: SessionEnvironment {
         SessionEnvironment(
-            eventLoop: MultiThreadedEventLoopGroup.singleton.next(), clock: SystemClock(), transport: SocketTransport(),
+            eventLoop: MultiThreadedEventLoopGroup.singleton.next(),
+            clock: SystemClock(),
+            transport: SocketTransport(),
             directory: { waitForDaemon, logger in try AvahiDirectory(waitForDaemon: waitForDaemon, logger: logger) },
-            incarnation: nextIncarnation, random: .system, offload: globalConcurrentExecutor,
-            blockingWork: threadPool, fileQueue: { DispatchFileQueue(label: $0) })
+            incarnation: nextIncarnation,
+            random: .system,
+            offload: globalConcurrentExecutor,
+            blockingWork: threadPool,
+            fileQueue: { DispatchFileQueue(label: $0) }
+        )
     }
 
     /// Runs blocking work on NIO's shared thread pool.

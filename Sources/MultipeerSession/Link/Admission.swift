@@ -1,7 +1,7 @@
 import MultipeerCore
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-import NIOConcurrencyHelpers
 
 /// Admits a listener's inbound connections within the session's ``MultipeerSession/Limits``:
 /// handshakes under way in all (``MultipeerSession/Limits/maximumHandshakes``) and per source
@@ -57,25 +57,45 @@ final class Admission: Sendable {
         let source = Self.source(of: address)
         return state.withLockedValue { state in
             if state.stopped {
-                return .refused(MultipeerError(.sessionState, "refused a connection from \(source): the listener is stopping"))
+                return .refused(
+                    MultipeerError(.sessionState, "refused a connection from \(source): the listener is stopping")
+                )
             }
             if state.pending.count + state.links >= links {
-                return .refused(MultipeerError(
-                    .connectionLimit,
-                    "refused a connection from \(source): \(state.links) inbound links and \(state.pending.count) handshakes reach the limit of \(links) (Limits.maximumInboundLinks)"))
+                return .refused(
+                    MultipeerError(
+                        .connectionLimit,
+                        "refused a connection from \(source): \(state.links) inbound links and \(state.pending.count) handshakes reach the limit of \(links) (Limits.maximumInboundLinks)"
+                    )
+                )
             }
             var evicting: [(any Channel, MultipeerError)] = []
-            if state.perSource[source, default: 0] >= handshakesPerSource, let oldest = Self.oldest(of: source, in: state) {
-                evicting.append((state.pending[oldest]!.channel, MultipeerError(
-                    .connectionLimit,
-                    "cut off a handshake from \(source): \(handshakesPerSource) from that source were under way, the limit (Limits.maximumHandshakesPerSource), and another came")))
+            if state.perSource[source, default: 0] >= handshakesPerSource,
+                let oldest = Self.oldest(of: source, in: state)
+            {
+                evicting.append(
+                    (
+                        state.pending[oldest]!.channel,
+                        MultipeerError(
+                            .connectionLimit,
+                            "cut off a handshake from \(source): \(handshakesPerSource) from that source were under way, the limit (Limits.maximumHandshakesPerSource), and another came"
+                        )
+                    )
+                )
                 Self.remove(oldest, from: &state)
             } else if state.pending.count >= handshakes,
-                      let busiest = state.perSource.max(by: { ($0.value, $1.key) < ($1.value, $0.key) })?.key,
-                      let oldest = Self.oldest(of: busiest, in: state) {
-                evicting.append((state.pending[oldest]!.channel, MultipeerError(
-                    .connectionLimit,
-                    "cut off a handshake from \(busiest): \(handshakes) handshakes were under way, the limit (Limits.maximumHandshakes), and \(busiest) held the most")))
+                let busiest = state.perSource.max(by: { ($0.value, $1.key) < ($1.value, $0.key) })?.key,
+                let oldest = Self.oldest(of: busiest, in: state)
+            {
+                evicting.append(
+                    (
+                        state.pending[oldest]!.channel,
+                        MultipeerError(
+                            .connectionLimit,
+                            "cut off a handshake from \(busiest): \(handshakes) handshakes were under way, the limit (Limits.maximumHandshakes), and \(busiest) held the most"
+                        )
+                    )
+                )
                 Self.remove(oldest, from: &state)
             }
             let ticket = Ticket(number: state.next)
@@ -136,7 +156,9 @@ final class Admission: Sendable {
             if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {
                 return bytes[12...].map(String.init).joined(separator: ".")
             }
-            let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
+            let groups = stride(from: 0, to: 8, by: 2).map {
+                String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16)
+            }
             return groups.joined(separator: ":") + "::/64"
         default:
             return "unknown"

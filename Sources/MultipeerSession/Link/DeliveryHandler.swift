@@ -1,7 +1,7 @@
 import Foundation
 import MultipeerCore
-import NIOCore
 import NIOConcurrencyHelpers
+import NIOCore
 
 /// Delivery on the receiving side, on the link's event loop: hands DATA to the application's
 /// streams (``Subscriptions``), drops reliable duplicates (``ReceiveWindow``), and acknowledges
@@ -173,7 +173,8 @@ final class DeliveryHandler: ChannelDuplexHandler {
             return
         }
         switch frame {
-        case .data, .fragment, .resourceOffer, .resourceWant, .resourceChunk, .resourceEnd, .streamOpen, .streamWant, .streamData, .streamEnd:
+        case .data, .fragment, .resourceOffer, .resourceWant, .resourceChunk, .resourceEnd, .streamOpen, .streamWant,
+            .streamData, .streamEnd:
             if case .adopted = stage {
                 early.append(frame)  // (and the link reads no more until the application may have it)
             } else {
@@ -216,14 +217,25 @@ final class DeliveryHandler: ChannelDuplexHandler {
             return
         }
         guard let window = stage.window else {
-            fail(MultipeerError(
-                .outOfSequence, "peer \(peer.id) sent reliable message \(sequence) before this side said where to resume; the link is closed"),
-                context: context)
+            fail(
+                MultipeerError(
+                    .outOfSequence,
+                    "peer \(peer.id) sent reliable message \(sequence) before this side said where to resume; the link is closed"
+                ),
+                context: context
+            )
             return
         }
         // nil: a newer incarnation's link replaced this one, which is closing.
-        guard let (verdict, abandoned) = inbox.windows.receive(
-            frame, in: window, from: peer.id, incarnation: peer.incarnation, limit: inbox.maximumMessageLength) else { return }
+        guard
+            let (verdict, abandoned) = inbox.windows.receive(
+                frame,
+                in: window,
+                from: peer.id,
+                incarnation: peer.incarnation,
+                limit: inbox.maximumMessageLength
+            )
+        else { return }
         if let abandoned {
             // The sender no longer has the rest (it forgot this peer): never dropped in silence.
             inbox.metrics.dropped(reason: .abandonedBySender)
@@ -236,9 +248,13 @@ final class DeliveryHandler: ChannelDuplexHandler {
         case .pending, .duplicate:
             return
         case .gap:
-            fail(MultipeerError(
-                .outOfSequence, "peer \(peer.id) sent reliable message \(sequence) with an earlier one missing; the link is closed so that it resends"),
-                context: context)
+            fail(
+                MultipeerError(
+                    .outOfSequence,
+                    "peer \(peer.id) sent reliable message \(sequence) with an earlier one missing; the link is closed so that it resends"
+                ),
+                context: context
+            )
         case .invalid(let error):
             fail(error, context: context)
         }
@@ -249,12 +265,19 @@ final class DeliveryHandler: ChannelDuplexHandler {
     /// resume point).
     private func receiveOutsideSequence(_ frame: LinkMessage, from peer: Peer, context: ChannelHandlerContext) {
         guard stage.window != nil else {
-            fail(MultipeerError(.outOfSequence, "peer \(peer.id) sent \(frame.frameType) before this side said where to resume; the link is closed"), context: context)
+            fail(
+                MultipeerError(
+                    .outOfSequence,
+                    "peer \(peer.id) sent \(frame.frameType) before this side said where to resume; the link is closed"
+                ),
+                context: context
+            )
             return
         }
         do throws(MultipeerError) {
             switch frame {
-            case .streamOpen, .streamWant, .streamData, .streamEnd: try inbox.streams.received(frame, from: peer, on: context.channel)
+            case .streamOpen, .streamWant, .streamData, .streamEnd:
+                try inbox.streams.received(frame, from: peer, on: context.channel)
             default: try inbox.resources.received(frame, from: peer, on: context.channel)
             }
         } catch {
@@ -278,7 +301,11 @@ final class DeliveryHandler: ChannelDuplexHandler {
                         unreliableAssembly = assembly
                     }
                 } else {
-                    switch try MessageAssembly.begin(with: fragment, limit: inbox.maximumMessageLength, from: "peer \(peer.id)") {
+                    switch try MessageAssembly.begin(
+                        with: fragment,
+                        limit: inbox.maximumMessageLength,
+                        from: "peer \(peer.id)"
+                    ) {
                     case .whole(let message): deliver(message, from: peer, context: context)
                     case .partial(let assembly): unreliableAssembly = assembly
                     }
@@ -304,7 +331,8 @@ final class DeliveryHandler: ChannelDuplexHandler {
 
     /// Applies an ACK after the resume point to the sender's delivery. Only a resume point drops
     /// messages (those the peer came back too small for), and the session applies that one.
-    private func acknowledge(_ sequence: UInt64, _ partial: PartialMessage?, to delivery: PeerDelivery, on link: LinkID) {
+    private func acknowledge(_ sequence: UInt64, _ partial: PartialMessage?, to delivery: PeerDelivery, on link: LinkID)
+    {
         let dropped = delivery.acknowledged(through: sequence, partial: partial, on: link)
         assert(dropped.isEmpty, "an ACK after the resume point dropped messages")
     }

@@ -1,10 +1,11 @@
-import struct Foundation.UUID
 import Glibc
-import NIOConcurrencyHelpers
 import MultipeerCore
 import MultipeerTLS
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+
+import struct Foundation.UUID
 
 /// Closes a connection whose other end sends nothing within its deadline, with a
 /// `handshakeTimeout` failure; leaves the pipeline at the first bytes. A peer sends its
@@ -47,7 +48,8 @@ final class FirstBytesDeadline: ChannelInboundHandler, RemovableChannelHandler {
         guard timer == nil else { return }
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         let address = context.channel.remoteAddress?.displayString ?? "unknown"
-        let message = role == .server
+        let message =
+            role == .server
             ? "the connection from \(address) sent nothing within \(timeout) (Limits.firstBytesTimeout)"
             : "\(address) accepted the connection but sent nothing within \(timeout)"
         timer = context.eventLoop.scheduleTask(in: TimeAmount(timeout)) {

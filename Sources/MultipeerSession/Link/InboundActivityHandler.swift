@@ -1,7 +1,8 @@
-import struct Foundation.UUID
 import MultipeerCore
-import NIOCore
 import NIOConcurrencyHelpers
+import NIOCore
+
+import struct Foundation.UUID
 
 /// Sits below TLS and tells the keepalive that bytes arrived, whatever they turn out to be.
 final class InboundActivityHandler: ChannelInboundHandler, RemovableChannelHandler {

@@ -1,7 +1,7 @@
 import Foundation
 import MultipeerCore
-import NIOCore
 import NIOConcurrencyHelpers
+import NIOCore
 import NIOPosix
 
 /// Where a session's links run and hand what they receive.

@@ -1,7 +1,8 @@
-import struct Foundation.UUID
 import MultipeerCore
-import NIOCore
 import NIOConcurrencyHelpers
+import NIOCore
+
+import struct Foundation.UUID
 
 /// Pings the peer when this side has been quiet and closes a silent link, on the link's event
 /// loop (``KeepaliveStateMachine`` decides; this handler arms its wake-ups on the loop's
@@ -80,7 +81,11 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     }
 
     init(
-        local: KeepaliveParameters, role: KeepaliveStateMachine.Role, quality: LinkQualityBox, tcpUserTimeout: Duration?, paths: PathMemory
+        local: KeepaliveParameters,
+        role: KeepaliveStateMachine.Role,
+        quality: LinkQualityBox,
+        tcpUserTimeout: Duration?,
+        paths: PathMemory
     ) {
         self.paths = paths
         self.local = local
@@ -101,7 +106,8 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         self.context = context
         loop = context.eventLoop
         origin = context.eventLoop.now
-        transport = (context.channel as? any TransportInformation)
+        transport =
+            (context.channel as? any TransportInformation)
             ?? (context.channel as? any SocketOptionProvider).map(SocketTransportInformation.init)
         if let address = context.channel.remoteAddress { peer = "peer at \(address.displayString)" }
     }
@@ -131,7 +137,10 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         guard let running else { return }
         let instant = loopNow
         // Read after the wake-up armed was due: this side's loop did not run meanwhile.
-        let late = running.armedSlot.map { Duration.nanoseconds(Int64(instant.uptimeNanoseconds) - $0 * KeepaliveTimers.slotNanoseconds) } ?? .zero
+        let late =
+            running.armedSlot.map {
+                Duration.nanoseconds(Int64(instant.uptimeNanoseconds) - $0 * KeepaliveTimers.slotNanoseconds)
+            } ?? .zero
         running.machine.inboundActivity(now: since(instant), late: late)
     }
 
@@ -139,8 +148,11 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         if let hello = event as? HelloCompleted, case .awaitingHello = stage {
             let instant = loopNow
             let machine = KeepaliveStateMachine(
-                parameters: local.stricter(than: hello.remote.keepalive), role: role, now: since(instant),
-                path: paths.recall(hello.remote.peerID, now: instant))
+                parameters: local.stricter(than: hello.remote.keepalive),
+                role: role,
+                now: since(instant),
+                path: paths.recall(hello.remote.peerID, now: instant)
+            )
             stage = .running(Running(machine: machine, peer: hello.remote.peerID))
             schedule(context: context)
         }
@@ -229,7 +241,10 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         self.timers = timers
         let origin = Int64(self.origin.uptimeNanoseconds)
         guard let running else { return }
-        running.armedSlot = timers.arm(self, atUptimeNanoseconds: origin + Self.nextWakeUp(of: &running.machine).nanoseconds)
+        running.armedSlot = timers.arm(
+            self,
+            atUptimeNanoseconds: origin + Self.nextWakeUp(of: &running.machine).nanoseconds
+        )
     }
 
     /// The machine's next wake-up, read through an `inout`: read from the stored property, the
@@ -244,7 +259,9 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     static func describe(_ reading: TransportReading?, lossSeen: Bool) -> String {
         guard let reading else { return "" }
         var facts = ["its host last heard \(Duration.milliseconds(reading.sinceHeard.milliseconds)) ago"]
-        if let unacknowledged = reading.unacknowledgedSegments { facts.append("\(unacknowledged) segments unacknowledged") }
+        if let unacknowledged = reading.unacknowledgedSegments {
+            facts.append("\(unacknowledged) segments unacknowledged")
+        }
         if reading.recoveringLoss { facts.append("this side's TCP repairing a loss") }
         facts.append(lossSeen ? "the path has lost packets" : "the path has lost no packet")
         return "; " + facts.joined(separator: ", ")
@@ -278,7 +295,9 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         let wakeUp = running.map { running -> WakeUp in
             if !readRequested, !running.machine.readingPaused { running.machine.reading(paused: true, now: at) }
             let parameters = running.machine.parameters
-            if running.pingsAwaited > 0 { running.pingsAwaited = quality.update { $0.expire(olderThan: parameters.timeout, now: at) } }
+            if running.pingsAwaited > 0 {
+                running.pingsAwaited = quality.update { $0.expire(olderThan: parameters.timeout, now: at) }
+            }
             switch running.machine.wakeUp(now: at, late: late, transport: transport?.transportReading()) {
             case .wait: return .wait
             case .sendPing(let probe): return .ping(probe)
@@ -295,7 +314,10 @@ final class KeepaliveHandler: ChannelDuplexHandler {
             context.flush()
         case .timedOut(let error, let silence)?:
             end()
-            context.writeAndFlush(wrapOutboundOut(.goodbye(.keepaliveTimeout, "no traffic for \(silence)")), promise: nil)
+            context.writeAndFlush(
+                wrapOutboundOut(.goodbye(.keepaliveTimeout, "no traffic for \(silence)")),
+                promise: nil
+            )
             context.fireErrorCaught(error)
             context.close(promise: nil)
             return
@@ -305,14 +327,21 @@ final class KeepaliveHandler: ChannelDuplexHandler {
 
     /// The error a timed-out link fails with: the silence, the keepalive and what the transport
     /// showed of it.
-    private func timeoutError(_ machine: KeepaliveStateMachine, at: Duration) -> (error: MultipeerError, silence: Duration) {
+    private func timeoutError(
+        _ machine: KeepaliveStateMachine,
+        at: Duration
+    ) -> (error: MultipeerError, silence: Duration) {
         let parameters = machine.parameters
         // In whole milliseconds: an adapted timeout is no round figure.
-        let (timeout, silence) = (Duration.milliseconds(machine.timeout.milliseconds), Duration.milliseconds(machine.silence(now: at).milliseconds))
+        let (timeout, silence) = (
+            Duration.milliseconds(machine.timeout.milliseconds),
+            Duration.milliseconds(machine.silence(now: at).milliseconds)
+        )
         let hung = machine.peerHung
         let evidence = Self.describe(machine.transportInSilence, lossSeen: machine.hasSeenLoss)
         let stalls = machine.recentStalls
-        let judged = hung
+        let judged =
+            hung
             ? ", its host acknowledging everything sent to it: hung"
             : stalls.count > 0
                 ? ", judged from \(stalls.count) stalls of over \(machine.stallThreshold) this path showed, suspicion \((machine.suspicion(of: machine.silence(now: at)) * 10).rounded() / 10)"
@@ -320,7 +349,8 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         let error = MultipeerError(
             .keepaliveTimeout,
             "\(peer) sent nothing for \(silence) (keepalive interval \(parameters.interval), timeout \(hung ? parameters.timeout : timeout)\(judged))"
-                + evidence)
+                + evidence
+        )
         return (error, silence)
     }
 }

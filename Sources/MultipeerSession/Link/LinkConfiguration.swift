@@ -1,10 +1,11 @@
-import struct Foundation.UUID
 import Glibc
-import NIOConcurrencyHelpers
 package import MultipeerCore
 package import MultipeerTLS
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+
+import struct Foundation.UUID
 
 /// What a listener or dialer needs to set up links: the TLS credentials, this peer's HELLO
 /// and the limits.
@@ -26,7 +27,10 @@ package struct LinkConfiguration: Sendable {
     var inbox: Inbox?
 
     package init(
-        tls: TLSContext, identity: PeerIdentity, localHello: Hello, maximumFrameLength: Int = Frame.defaultMaximumLength,
+        tls: TLSContext,
+        identity: PeerIdentity,
+        localHello: Hello,
+        maximumFrameLength: Int = Frame.defaultMaximumLength,
         tcpUserTimeout: Duration? = nil
     ) {
         precondition(localHello.key == identity.key, "a HELLO is signed by the identity it names")
@@ -65,7 +69,10 @@ package struct LinkConfiguration: Sendable {
     ///   - firstBytesTimeout: How soon the other end must send something: for a listener, the
     ///     connection's ClientHello; for a dialler, the answer to its own.
     func configure(
-        _ channel: any Channel, role: TLSEngine.Role, offering keyIdentity: String? = nil, expecting expectedPeer: UUID? = nil,
+        _ channel: any Channel,
+        role: TLSEngine.Role,
+        offering keyIdentity: String? = nil,
+        expecting expectedPeer: UUID? = nil,
         firstBytesTimeout: Duration? = nil
     ) throws -> PendingLink {
         let engine = try TLSEngine(role: role, context: tls, allocator: channel.allocator, offering: keyIdentity)
@@ -73,20 +80,36 @@ package struct LinkConfiguration: Sendable {
         var hello = localHello
         if let inbox { hello.reads = inbox.subscriptions.reads }
         let link = LinkHandler(
-            localHello: hello, identity: identity, side: role == .client ? .dialler : .listener, expectedPeer: expectedPeer,
-            handshakeTimeout: tls.configuration.handshakeTimeout, eventLoop: channel.eventLoop)
+            localHello: hello,
+            identity: identity,
+            side: role == .client ? .dialler : .listener,
+            expectedPeer: expectedPeer,
+            handshakeTimeout: tls.configuration.handshakeTimeout,
+            eventLoop: channel.eventLoop
+        )
         let quality = LinkQualityBox()
         let keepalive = KeepaliveHandler(
-            local: localHello.keepalive, role: role == .client ? .leading : .following, quality: quality, tcpUserTimeout: tcpUserTimeout,
-            paths: paths)
+            local: localHello.keepalive,
+            role: role == .client ? .leading : .following,
+            quality: quality,
+            tcpUserTimeout: tcpUserTimeout,
+            paths: paths
+        )
         let handlers = channel.pipeline.syncOperations
         // Linux before 6.15 has no such option: its TCP then backs off as it always did.
         try? channel.syncOptions?.setOption(LinkConfiguration.maximumRetransmissionTimeout, value: 1_000)
-        try channel.syncOptions?.setOption(LinkConfiguration.unsentBytesLowWater, value: SocketOptionValue(DataMessage.fragmentLength))
+        try channel.syncOptions?.setOption(
+            LinkConfiguration.unsentBytesLowWater,
+            value: SocketOptionValue(DataMessage.fragmentLength)
+        )
         if let firstBytesTimeout { try handlers.addHandler(FirstBytesDeadline(firstBytesTimeout, role: role)) }
         try handlers.addHandler(InboundActivityHandler(keepalive: keepalive))
         try handlers.addHandler(TLSHandler(engine: engine))
-        try handlers.addHandler(ByteToMessageHandler(FrameDecoder(maximumLength: maximumFrameLength, firstFrameMaximumLength: Hello.maximumLength)))
+        try handlers.addHandler(
+            ByteToMessageHandler(
+                FrameDecoder(maximumLength: maximumFrameLength, firstFrameMaximumLength: Hello.maximumLength)
+            )
+        )
         try handlers.addHandler(link)
         try handlers.addHandler(keepalive)
         let tail: LinkTail
@@ -103,7 +126,14 @@ package struct LinkConfiguration: Sendable {
             channel.closeFuture.whenComplete { _ in claim.closeIfAbandoned() }
             tail = .bare(asyncChannel, claim)
         }
-        return PendingLink(channel: channel, tail: tail, hello: link.hello, remoteAddress: channel.remoteAddress, quality: quality, announced: hello.reads)
+        return PendingLink(
+            channel: channel,
+            tail: tail,
+            hello: link.hello,
+            remoteAddress: channel.remoteAddress,
+            quality: quality,
+            announced: hello.reads
+        )
     }
 
     /// Where the links run: a session's on its own event loop (``Inbox/executor``), a bare
@@ -138,6 +168,9 @@ package struct LinkConfiguration: Sendable {
 
     /// TCP_USER_TIMEOUT of `timeout` (zero: the kernel's default, about 15 minutes).
     static func tcpUserTimeoutOption(_ timeout: Duration) -> (ChannelOptions.Types.SocketOption, SocketOptionValue) {
-        (ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: TCP_USER_TIMEOUT)), SocketOptionValue(timeout.nanoseconds / 1_000_000))
+        (
+            ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: TCP_USER_TIMEOUT)),
+            SocketOptionValue(timeout.nanoseconds / 1_000_000)
+        )
     }
 }

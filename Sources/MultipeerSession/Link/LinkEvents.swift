@@ -1,7 +1,7 @@
 import Foundation
 import MultipeerCore
-import NIOCore
 import NIOConcurrencyHelpers
+import NIOCore
 
 /// The session keeps this link as its peer's one link (sent down the pipeline by the session):
 /// the link adopts the peer's receive window and says where the peer resumes.

@@ -1,7 +1,8 @@
-import struct Foundation.UUID
 import MultipeerCore
 import MultipeerTLS
 import NIOCore
+
+import struct Foundation.UUID
 
 /// Runs the HELLO exchange once TLS is up, then turns frames into ``LinkMessage``s and back: the
 /// link's ``LinkStateMachine`` decides, this handler carries it out.
@@ -33,13 +34,19 @@ final class LinkHandler: ChannelDuplexHandler {
     /// The frames written since the last flush, one after another in one buffer, and their
     /// writes' promises: TLS takes them as one write (no buffer of its own for each frame, and
     /// no second copy into TLS's). A flush, a close, or a record's worth passes them on.
-    private var unwritten: (frames: ByteBuffer, promises: [EventLoopPromise<Void>]) = (ByteBufferAllocator().buffer(capacity: 0), [])
+    private var unwritten: (frames: ByteBuffer, promises: [EventLoopPromise<Void>]) = (
+        ByteBufferAllocator().buffer(capacity: 0), []
+    )
 
     /// Completes with the peer's HELLO once it has arrived and been checked.
     var hello: EventLoopFuture<Hello> { helloPromise.futureResult }
 
     init(
-        localHello: Hello, identity: PeerIdentity, side: Hello.Side, expectedPeer: UUID? = nil, handshakeTimeout: Duration,
+        localHello: Hello,
+        identity: PeerIdentity,
+        side: Hello.Side,
+        expectedPeer: UUID? = nil,
+        handshakeTimeout: Duration,
         eventLoop: any EventLoop
     ) {
         self.machine = LinkStateMachine(localPeerID: localHello.peerID, side: side, expectedPeer: expectedPeer)
@@ -86,10 +93,19 @@ final class LinkHandler: ChannelDuplexHandler {
         switch action {
         case .sendHello(let exporter):
             do {
-                let hello = try localHello.signed(exporter: exporter, side: side, sign: identity.protocolSignature(for:))
+                let hello = try localHello.signed(
+                    exporter: exporter,
+                    side: side,
+                    sign: identity.protocolSignature(for:)
+                )
                 writeAndFlush(.hello(hello), context: context)
             } catch {
-                run(machine.failed(MultipeerError(.tlsFailure, "cannot sign this side's HELLO", underlying: "\(error)")), context: context)
+                run(
+                    machine.failed(
+                        MultipeerError(.tlsFailure, "cannot sign this side's HELLO", underlying: "\(error)")
+                    ),
+                    context: context
+                )
             }
         case .helloCompleted(let hello):
             timeout?.cancel()
@@ -114,7 +130,9 @@ final class LinkHandler: ChannelDuplexHandler {
         let message = unwrapOutboundIn(data)
         guard let bytes = message.messageBytes, bytes >= Self.separatePayload else {
             if unwritten.promises.isEmpty, unwritten.frames.readableBytes == 0 {
-                unwritten.frames = allocator.buffer(capacity: max(Self.framesCapacity, 64 + (message.messageBytes ?? 0)))
+                unwritten.frames = allocator.buffer(
+                    capacity: max(Self.framesCapacity, 64 + (message.messageBytes ?? 0))
+                )
             }
             message.writeFrame(to: &unwritten.frames)
             if let promise { unwritten.promises.append(promise) }

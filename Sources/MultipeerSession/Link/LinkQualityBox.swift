@@ -1,7 +1,8 @@
-import struct Foundation.UUID
 import MultipeerCore
-import NIOCore
 import NIOConcurrencyHelpers
+import NIOCore
+
+import struct Foundation.UUID
 
 /// A link's quality, written on its event loop and read by the session from anywhere.
 final class LinkQualityBox: Sendable {

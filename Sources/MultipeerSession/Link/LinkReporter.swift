@@ -49,9 +49,11 @@ final class LinkReporter: ChannelInboundHandler {
         case .goodbye(let reason, _):
             if goodbye == nil { goodbye = reason }
             context.close(promise: nil)
-        case .data, .fragment, .resourceOffer, .resourceWant, .resourceChunk, .resourceEnd, .streamOpen, .streamWant, .streamData, .streamEnd,
+        case .data, .fragment, .resourceOffer, .resourceWant, .resourceChunk, .resourceEnd, .streamOpen, .streamWant,
+            .streamData, .streamEnd,
             .hello, .ping, .pong, .flow, .unknown:
-            break  // (taken below: DATA, resources and streams by the DeliveryHandler, the rest by the link and keepalive handlers)
+            // (taken below: DATA, resources and streams by the DeliveryHandler, the rest by the link and keepalive handlers)
+            break
         }
     }
 

@@ -1,7 +1,8 @@
-import struct Foundation.UUID
 import MultipeerCore
-import NIOCore
 import NIOConcurrencyHelpers
+import NIOCore
+
+import struct Foundation.UUID
 
 /// What each peer's links showed lately of the path to it (``PathHistory``: the silences they
 /// survived, when a packet was last lost), kept by a session across its links: a link that

@@ -1,10 +1,11 @@
-import struct Foundation.UUID
 import Glibc
-import NIOConcurrencyHelpers
 package import MultipeerCore
 import MultipeerTLS
+import NIOConcurrencyHelpers
 package import NIOCore
 import NIOPosix
+
+import struct Foundation.UUID
 
 /// How what a link brings reaches its owner.
 enum LinkTail: Sendable {
@@ -43,11 +44,21 @@ struct PendingLink: Sendable {
                 // A socket error (a reset, say): the connection ended before the handshake did.
                 let peer = remoteAddress.map { "the peer at \($0.displayString)" } ?? "the peer"
                 throw MultipeerError(
-                    .closedDuringHandshake, "the connection with \(peer) ended during the handshake", underlying: socketErrorReason(error))
+                    .closedDuringHandshake,
+                    "the connection with \(peer) ended during the handshake",
+                    underlying: socketErrorReason(error)
+                )
             }
             throw error
         }
-        return PeerConnection(remoteHello: hello, remoteAddress: remoteAddress, nioChannel: channel, tail: tail, quality: quality, announced: announced)
+        return PeerConnection(
+            remoteHello: hello,
+            remoteAddress: remoteAddress,
+            nioChannel: channel,
+            tail: tail,
+            quality: quality,
+            announced: announced
+        )
     }
 }
 
@@ -68,7 +79,9 @@ package struct PeerConnection: Sendable {
 
     /// A bare link's typed messages in and out (NIOAsyncChannel); use it with `executeThenClose`.
     package var channel: NIOAsyncChannel<LinkMessage, LinkMessage> {
-        guard case .bare(let channel, _) = tail else { preconditionFailure("a session's link reports to its session; it has no async channel") }
+        guard case .bare(let channel, _) = tail else {
+            preconditionFailure("a session's link reports to its session; it has no async channel")
+        }
         return channel
     }
 
@@ -90,11 +103,20 @@ package struct PeerConnection: Sendable {
     ///   - expectedPeer: The peer discovery placed at this address: a HELLO proving another is
     ///     refused (`unexpectedPeer`). Nil for an address given without a peer (a static one).
     package static func dial(
-        host: String, port: Int, configuration: LinkConfiguration, offering keyIdentity: String? = nil, expecting expectedPeer: UUID? = nil,
+        host: String,
+        port: Int,
+        configuration: LinkConfiguration,
+        offering keyIdentity: String? = nil,
+        expecting expectedPeer: UUID? = nil,
         group: (any EventLoopGroup)? = nil
     ) async throws -> PeerConnection {
         try await connect(
-            host: host, port: port, configuration: configuration, offering: keyIdentity, expecting: expectedPeer, group: group
+            host: host,
+            port: port,
+            configuration: configuration,
+            offering: keyIdentity,
+            expecting: expectedPeer,
+            group: group
         ).established()
     }
 
@@ -110,20 +132,38 @@ package struct PeerConnection: Sendable {
     /// ``PendingLink/established()`` waits for them. With `answerTimeout`, the other end must
     /// answer that soon after accepting the connection.
     static func connect(
-        host: String, port: Int, configuration: LinkConfiguration, offering keyIdentity: String?, expecting expectedPeer: UUID?,
-        answerTimeout: Duration? = nil, group: (any EventLoopGroup)? = nil
+        host: String,
+        port: Int,
+        configuration: LinkConfiguration,
+        offering keyIdentity: String?,
+        expecting expectedPeer: UUID?,
+        answerTimeout: Duration? = nil,
+        group: (any EventLoopGroup)? = nil
     ) async throws -> PendingLink {
         do {
             return try await configuration.transport.connect(
-                host: host, port: port, on: (group ?? configuration.eventLoopGroup).next(), timeout: Self.connectTimeout(configuration),
+                host: host,
+                port: port,
+                on: (group ?? configuration.eventLoopGroup).next(),
+                timeout: Self.connectTimeout(configuration),
                 options: configuration.transportOptions
             ) { channel in
-                try configuration.configure(channel, role: .client, offering: keyIdentity, expecting: expectedPeer, firstBytesTimeout: answerTimeout)
+                try configuration.configure(
+                    channel,
+                    role: .client,
+                    offering: keyIdentity,
+                    expecting: expectedPeer,
+                    firstBytesTimeout: answerTimeout
+                )
             }
         } catch let error as MultipeerError {
             throw error
         } catch {
-            throw MultipeerError(.connectionFailed, "cannot connect to \(host):\(port)", underlying: socketErrorReason(error))
+            throw MultipeerError(
+                .connectionFailed,
+                "cannot connect to \(host):\(port)",
+                underlying: socketErrorReason(error)
+            )
         }
     }
 }

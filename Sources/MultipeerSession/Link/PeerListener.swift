@@ -1,7 +1,7 @@
 import MultipeerCore
+import NIOConcurrencyHelpers
 package import NIOCore
 import NIOPosix
-import NIOConcurrencyHelpers
 
 /// Accepts links on a TCP port of every interface, IPv4 and IPv6, and hands each one that
 /// completes TLS and HELLO to the caller. A connection that fails its handshake is reported
@@ -27,13 +27,19 @@ package final class PeerListener: Sendable {
     /// Binds `port` (0 for an ephemeral port) on `host`; by default on every interface, both
     /// IPv4 and IPv6 where the machine has IPv6.
     package static func bind(
-        host: String? = nil, port: Int = 0, configuration: LinkConfiguration, limits: MultipeerSession.Limits = .init(),
+        host: String? = nil,
+        port: Int = 0,
+        configuration: LinkConfiguration,
+        limits: MultipeerSession.Limits = .init(),
         group: (any EventLoopGroup)? = nil
     ) async throws -> PeerListener {
         let admission = Admission(limits)
         do {
             let socket = try await configuration.transport.listen(
-                host: host, port: port, on: (group ?? configuration.eventLoopGroup).next(), options: configuration.transportOptions
+                host: host,
+                port: port,
+                on: (group ?? configuration.eventLoopGroup).next(),
+                options: configuration.transportOptions
             ) { channel in
                 let ticket: Admission.Ticket
                 switch admission.admit(channel, from: channel.remoteAddress) {
@@ -47,7 +53,14 @@ package final class PeerListener: Sendable {
                     for (evicted, reason) in evicting { Self.cutOff(evicted, reason) }
                 }
                 do {
-                    return .pending(try configuration.configure(channel, role: .server, firstBytesTimeout: limits.firstBytesTimeout), ticket)
+                    return .pending(
+                        try configuration.configure(
+                            channel,
+                            role: .server,
+                            firstBytesTimeout: limits.firstBytesTimeout
+                        ),
+                        ticket
+                    )
                 } catch {
                     // NIO drops a connection whose initializer failed without closing it.
                     admission.handshakeEnded(ticket, established: false)
@@ -58,7 +71,10 @@ package final class PeerListener: Sendable {
             return PeerListener(socket: socket, admission: admission)
         } catch {
             throw MultipeerError(
-                .listenFailed, "cannot listen on port \(port) of \(host ?? "every address")", underlying: socketErrorReason(error))
+                .listenFailed,
+                "cannot listen on port \(port) of \(host ?? "every address")",
+                underlying: socketErrorReason(error)
+            )
         }
     }
 

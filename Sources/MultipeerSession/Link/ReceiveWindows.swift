@@ -1,7 +1,7 @@
 import Foundation
 import MultipeerCore
-import NIOCore
 import NIOConcurrencyHelpers
+import NIOCore
 
 /// What this session has delivered from each sender, across that sender's links: one window
 /// per sender, following the incarnation of the link the session keeps for it.
@@ -86,7 +86,10 @@ final class ReceiveWindows: Sendable {
     /// window follows another incarnation (the link it came on was replaced and is closing), or
     /// the sender has none. `limit` is this side's Limits.maximumMessageLength.
     func receive(
-        _ message: LinkMessage, from peerID: UUID, incarnation: UInt64, limit: Int
+        _ message: LinkMessage,
+        from peerID: UUID,
+        incarnation: UInt64,
+        limit: Int
     ) -> (verdict: ReceiveWindow.Verdict, abandoned: String?)? {
         guard let window = window(of: peerID) else { return nil }
         return receive(message, in: window, from: peerID, incarnation: incarnation, limit: limit)
@@ -94,12 +97,17 @@ final class ReceiveWindows: Sendable {
 
     /// The same, in the sender's `window`.
     func receive(
-        _ message: LinkMessage, in window: Window, from peerID: UUID, incarnation: UInt64, limit: Int
+        _ message: LinkMessage,
+        in window: Window,
+        from peerID: UUID,
+        incarnation: UInt64,
+        limit: Int
     ) -> (verdict: ReceiveWindow.Verdict, abandoned: String?)? {
         if case .data(let data) = message {
             // A whole message, and nothing incomplete in the window: no other window's concern.
             // (The name is made only for an error: formatting a UUID for every message was 2 % of a small one's cost.)
-            let received = window.state.withLockedValue { window -> (verdict: ReceiveWindow.Verdict, abandoned: String?)?? in
+            let received = window.state.withLockedValue {
+                window -> (verdict: ReceiveWindow.Verdict, abandoned: String?)?? in
                 guard window.incarnation == incarnation else { return .some(nil) }
                 guard window.reservedBytes == 0 else { return nil }
                 return .some(window.receive(data, from: "peer \(peerID)"))
@@ -125,7 +133,8 @@ final class ReceiveWindows: Sendable {
 
     /// Frees the memory of incomplete messages whose senders have no link, until `needed` more
     /// fits the budget; the error to refuse the message with if it still does not.
-    private static func makeRoom(_ needed: Int, for peerID: UUID, limit: Int, in state: inout State) -> MultipeerError? {
+    private static func makeRoom(_ needed: Int, for peerID: UUID, limit: Int, in state: inout State) -> MultipeerError?
+    {
         let budget = budget(limit: limit)
         guard state.reserved + needed > budget else { return nil }
         for (other, window) in state.windows where other != peerID && state.links[other] == nil {
@@ -134,7 +143,8 @@ final class ReceiveWindows: Sendable {
         }
         return MultipeerError(
             .messageTooLarge,
-            "peer \(peerID) began a message of \(needed) bytes while this side holds \(state.reserved) bytes of incomplete messages from peers sending now; all together may hold \(budget) (twice Limits.maximumMessageLength): the link is closed, and the peer sends it again on its next link")
+            "peer \(peerID) began a message of \(needed) bytes while this side holds \(state.reserved) bytes of incomplete messages from peers sending now; all together may hold \(budget) (twice Limits.maximumMessageLength): the link is closed, and the peer sends it again on its next link"
+        )
     }
 
     /// The ACK for the sender's `incarnation`, if anything was delivered since the last one.

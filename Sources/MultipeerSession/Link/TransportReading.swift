@@ -1,10 +1,11 @@
+import MultipeerCore
+import NIOCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import MultipeerCore
-import NIOCore
 
 extension SocketOptionProvider {
     /// Reads what Linux's TCP knows of the connection (TCP_INFO), on the channel's event loop;
@@ -15,8 +16,10 @@ extension SocketOptionProvider {
         // struct tcp_info as Linux 6 has it, 232 bytes; an older kernel fills less of it and
         // leaves the rest zero. Its layout only ever grows at the end, so the offsets hold.
         typealias TCPInfo = (
-            UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
-            UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64
+            UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+            UInt64, UInt64,
+            UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+            UInt64
         )
         var reading: TransportReading?
         // On the event loop the read completes at once, so its callback runs before this returns.
@@ -24,7 +27,9 @@ extension SocketOptionProvider {
             .assumeIsolated()
             .whenSuccess { (info: TCPInfo) in
                 withUnsafeBytes(of: info) { bytes in
-                    func field(at offset: Int) -> UInt32 { bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self) }
+                    func field(at offset: Int) -> UInt32 {
+                        bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self)
+                    }
                     reading = TransportReading(
                         outOfOrderSegments: field(at: 224),  // tcpi_rcv_ooopack
                         retransmittedSegments: field(at: 100),  // tcpi_total_retrans
@@ -32,7 +37,8 @@ extension SocketOptionProvider {
                         sinceDataArrived: .milliseconds(field(at: 52)),  // tcpi_last_data_recv
                         unacknowledgedSegments: field(at: 24),  // tcpi_unacked
                         // tcpi_ca_state Recovery (3) or Loss (4), or tcpi_retransmits above 0
-                        recoveringLoss: bytes[1] >= 3 || bytes[2] > 0)
+                        recoveringLoss: bytes[1] >= 3 || bytes[2] > 0
+                    )
                 }
             }
         return reading

@@ -1,7 +1,8 @@
-public import struct Foundation.URL
-public import struct Foundation.UUID
 import MultipeerCore
 import NIOConcurrencyHelpers
+
+public import struct Foundation.URL
+public import struct Foundation.UUID
 
 /// How far a resource's transfer has come.
 public struct ResourceProgress: Hashable, Sendable {
@@ -61,8 +62,15 @@ public final class OutgoingResource: Sendable {
     package var sending: ResourceSending { sent() }
 
     init(
-        id: UUID, name: String, length: Int64, sha256: [UInt8], peerID: UUID, progress: AsyncStream<ResourceProgress>,
-        outcome: ResourceOutcome<Void>, cancel: @escaping @Sendable () -> Void, sent: @escaping @Sendable () -> ResourceSending
+        id: UUID,
+        name: String,
+        length: Int64,
+        sha256: [UInt8],
+        peerID: UUID,
+        progress: AsyncStream<ResourceProgress>,
+        outcome: ResourceOutcome<Void>,
+        cancel: @escaping @Sendable () -> Void,
+        sent: @escaping @Sendable () -> ResourceSending
     ) {
         self.sent = sent
         self.id = id
@@ -117,7 +125,10 @@ public final class IncomingResource: Sendable {
     private let cancelling: @Sendable () -> Void
 
     init(
-        offer: ResourceOffer, sender: Peer, progress: AsyncStream<ResourceProgress>, outcome: ResourceOutcome<URL>,
+        offer: ResourceOffer,
+        sender: Peer,
+        progress: AsyncStream<ResourceProgress>,
+        outcome: ResourceOutcome<URL>,
         cancel: @escaping @Sendable () -> Void
     ) {
         id = offer.id

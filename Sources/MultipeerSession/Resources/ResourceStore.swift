@@ -44,10 +44,16 @@ struct ResourceStore: Sendable {
         do {
             try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
         } catch {
-            throw ResourceStoreFailure(.unwritable, "cannot make the resource directory \(directory.path): \(error.localizedDescription)")
+            throw ResourceStoreFailure(
+                .unwritable,
+                "cannot make the resource directory \(directory.path): \(error.localizedDescription)"
+            )
         }
         guard access(state.path, W_OK) == 0 else {
-            throw ResourceStoreFailure(.unwritable, "cannot write in the resource directory \(directory.path): \(String(cString: strerror(errno)))")
+            throw ResourceStoreFailure(
+                .unwritable,
+                "cannot write in the resource directory \(directory.path): \(String(cString: strerror(errno)))"
+            )
         }
         removePartials(untouchedFor: partialLifetime)
     }
@@ -60,10 +66,14 @@ struct ResourceStore: Sendable {
         for name in names where name.hasSuffix(".partial") {
             let base = state.appendingPathComponent(String(name.dropLast(".partial".count)))
             let written = ["partial", "blocks"].compactMap {
-                (try? FileManager.default.attributesOfItem(atPath: base.appendingPathExtension($0).path))?[.modificationDate] as? Date
+                (try? FileManager.default.attributesOfItem(atPath: base.appendingPathExtension($0).path))?[
+                    .modificationDate
+                ] as? Date
             }.max()
             guard let written, written < oldest else { continue }
-            for suffix in ["partial", "json", "blocks"] { try? FileManager.default.removeItem(at: base.appendingPathExtension(suffix)) }
+            for suffix in ["partial", "json", "blocks"] {
+                try? FileManager.default.removeItem(at: base.appendingPathExtension(suffix))
+            }
         }
     }
 
@@ -74,7 +84,12 @@ struct ResourceStore: Sendable {
         if let existing = completeCopy(of: offer, hash: hash) {
             return try PartialResource(store: self, offer: offer, sender: sender, complete: existing)
         }
-        return try PartialResource(store: self, offer: offer, sender: sender, base: state.appendingPathComponent("\(sender.uuidString)-\(hash)"))
+        return try PartialResource(
+            store: self,
+            offer: offer,
+            sender: sender,
+            base: state.appendingPathComponent("\(sender.uuidString)-\(hash)")
+        )
     }
 
     /// A file received whole earlier with the offer's hash and length, if it is still there
@@ -117,7 +132,11 @@ struct ResourceStore: Sendable {
 
     /// Records that `file` holds the resource with `offer`'s hash, for a later offer of it.
     fileprivate func recordComplete(_ offer: ResourceOffer, name: String) {
-        try? name.write(to: state.appendingPathComponent("\(Hex.encode(offer.sha256)).complete"), atomically: true, encoding: .utf8)
+        try? name.write(
+            to: state.appendingPathComponent("\(Hex.encode(offer.sha256)).complete"),
+            atomically: true,
+            encoding: .utf8
+        )
     }
 
     /// A name in the directory for a file named `name`: `name` itself if it is free, else
@@ -208,7 +227,12 @@ final class PartialResource {
         descriptor = Glibc.open(partial.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         blockLog = Glibc.open(blocksFile.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0, blockLog >= 0 else { throw ResourceStoreFailure.errno("cannot open \(partial.path)") }
-        let record = Record(name: offer.name, length: offer.length, sha256: Hex.encode(offer.sha256), metadata: offer.metadata)
+        let record = Record(
+            name: offer.name,
+            length: offer.length,
+            sha256: Hex.encode(offer.sha256),
+            metadata: offer.metadata
+        )
         let recorded = (try? Data(contentsOf: recordFile)).flatMap { try? JSONDecoder().decode(Record.self, from: $0) }
         if recorded == record {
             verify(logged: (try? Data(contentsOf: blocksFile)) ?? Data())
@@ -216,7 +240,10 @@ final class PartialResource {
             do {
                 try JSONEncoder().encode(record).write(to: recordFile, options: .atomic)
             } catch {
-                throw ResourceStoreFailure(.unwritable, "cannot write \(recordFile.path): \(error.localizedDescription)")
+                throw ResourceStoreFailure(
+                    .unwritable,
+                    "cannot write \(recordFile.path): \(error.localizedDescription)"
+                )
             }
         }
         let blocks = held / ResourceStore.blockLength
@@ -276,7 +303,12 @@ final class PartialResource {
                     // The block goes to the disk now, so that the sync at the end finds little
                     // left to write and a large file never has much unwritten: on Linux this
                     // advice starts the block's writeback (and lets go of its pages once written).
-                    _ = posix_fadvise(descriptor, off_t(position - ResourceStore.blockLength), off_t(ResourceStore.blockLength), POSIX_FADV_DONTNEED)
+                    _ = posix_fadvise(
+                        descriptor,
+                        off_t(position - ResourceStore.blockLength),
+                        off_t(ResourceStore.blockLength),
+                        POSIX_FADV_DONTNEED
+                    )
                 }
                 rest = UnsafeRawBufferPointer(rebasing: rest.dropFirst(piece.count))
             }
@@ -294,12 +326,17 @@ final class PartialResource {
         precondition(held == offer.length, "a resource is finished once written whole")
         guard hasher.finalize().elementsEqual(offer.sha256) else {
             discard()
-            throw ResourceStoreFailure(.hashMismatch, "the \(offer.length) bytes received of \(offer.name) do not have the offered SHA-256")
+            throw ResourceStoreFailure(
+                .hashMismatch,
+                "the \(offer.length) bytes received of \(offer.name) do not have the offered SHA-256"
+            )
         }
         guard fsync(descriptor) == 0 else { throw ResourceStoreFailure.errno("cannot sync \(partial!.path)") }
         let name = store.freeName(for: offer.name)
         let final = store.directory.appendingPathComponent(name)
-        guard rename(partial!.path, final.path) == 0 else { throw ResourceStoreFailure.errno("cannot move \(offer.name) into \(store.directory.path)") }
+        guard rename(partial!.path, final.path) == 0 else {
+            throw ResourceStoreFailure.errno("cannot move \(offer.name) into \(store.directory.path)")
+        }
         let directory = Glibc.open(store.directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if directory >= 0 {
             fsync(directory)  // the rename is durable too

@@ -77,7 +77,9 @@ final class Resources: Sendable {
             guard let link = links[peerID] else { return nil }
             var admitted: [OutgoingTransfer] = []
             for transfer in outgoing.values.filter({ $0.peerID == peerID }).sorted(by: { $0.number < $1.number })
-            where admitted.count < Resources.maximumIncomingPerPeer && !admitted.contains(where: { $0.isSameFile(as: transfer) }) {
+            where admitted.count < Resources.maximumIncomingPerPeer
+                && !admitted.contains(where: { $0.isSameFile(as: transfer) })
+            {
                 admitted.append(transfer)
             }
             let new = admitted.filter { offered[$0.id] != link.id }
@@ -114,15 +116,20 @@ final class Resources: Sendable {
     private let clock: any SessionClock
 
     init(
-        directory: URL?, partialLifetime: Duration = .seconds(7 * 86_400), logger: Logger = Logger(label: "multipeer"),
-        random: RandomSource = .system, fileQueue: @escaping @Sendable (String) -> any FileQueue = { DispatchFileQueue(label: $0) },
+        directory: URL?,
+        partialLifetime: Duration = .seconds(7 * 86_400),
+        logger: Logger = Logger(label: "multipeer"),
+        random: RandomSource = .system,
+        fileQueue: @escaping @Sendable (String) -> any FileQueue = { DispatchFileQueue(label: $0) },
         clock: any SessionClock = SystemClock()
     ) {
         self.random = random
         self.fileQueue = fileQueue
         self.clock = clock
         store = directory.map { directory in
-            Result { () throws(ResourceStoreFailure) in try ResourceStore(directory: directory, partialLifetime: partialLifetime) }
+            Result { () throws(ResourceStoreFailure) in
+                try ResourceStore(directory: directory, partialLifetime: partialLifetime)
+            }
         }
         (incoming, announce) = AsyncStream.makeStream(bufferingPolicy: .bufferingOldest(Self.maximumUnread))
         self.logger = logger
@@ -133,13 +140,20 @@ final class Resources: Sendable {
     /// `hello`'s peer is active on link `id`: what waits for it is offered.
     func attach(_ hello: Hello, link id: LinkID, channel: any Channel) {
         let peerID = hello.peerID
-        let link = Link(id: id, channel: channel, chunkLimit: min(Self.chunkLength, UInt64(hello.maximumFrameLength - ResourceChunk.headerLength)))
-        let (transfers, refused, retired) = state.withLockedValue { state -> ([OutgoingTransfer], [OutgoingTransfer], [IncomingTransfer]) in
+        let link = Link(
+            id: id,
+            channel: channel,
+            chunkLimit: min(Self.chunkLength, UInt64(hello.maximumFrameLength - ResourceChunk.headerLength))
+        )
+        let (transfers, refused, retired) = state.withLockedValue {
+            state -> ([OutgoingTransfer], [OutgoingTransfer], [IncomingTransfer]) in
             // A new incarnation: what the peer's last run was sending is not under way any
             // more (its application gets told); the next offer of a file resumes what was written.
             var retired: [IncomingTransfer] = []
             if let previous = state.senders[peerID], previous != hello.incarnation {
-                retired = state.incoming.keys.filter { $0.peer == peerID }.compactMap { state.incoming.removeValue(forKey: $0) }
+                retired = state.incoming.keys.filter { $0.peer == peerID }.compactMap {
+                    state.incoming.removeValue(forKey: $0)
+                }
                 state.retiring[peerID, default: []] += retired
             }
             state.senders[peerID] = hello.incarnation
@@ -162,7 +176,10 @@ final class Resources: Sendable {
         let (outgoing, incoming) = state.withLockedValue { state -> ([OutgoingTransfer], [IncomingTransfer]) in
             guard let link = state.links[peerID], id == nil || link.id == id else { return ([], []) }
             state.links[peerID] = nil
-            return (state.outgoing.values.filter { $0.peerID == peerID }, state.incoming.filter { $0.key.peer == peerID }.map(\.value))
+            return (
+                state.outgoing.values.filter { $0.peerID == peerID },
+                state.incoming.filter { $0.key.peer == peerID }.map(\.value)
+            )
         }
         for transfer in outgoing { transfer.linkDown() }
         for transfer in incoming { transfer.linkDown() }
@@ -210,11 +227,16 @@ final class Resources: Sendable {
         }
         let decision = state.withLockedValue { state -> Decision in
             if let transfer = state.incoming[key] { return .again(transfer) }
-            if let ended = state.ended.last(where: { $0.key == key }) { return .end(ended.reason, "this transfer ended here") }
+            if let ended = state.ended.last(where: { $0.key == key }) {
+                return .end(ended.reason, "this transfer ended here")
+            }
             guard !state.stopped else { return .end(.refused, "the session is stopping") }
             // (It could not take the WANTs: docs/PROTOCOL.md 3c. Told, not left waiting.)
             guard !state.withoutResources.contains(peer.id) else {
-                return .end(.refused, "the sender's HELLO does not announce resources (features bit 0): a side takes resources only from a peer that does")
+                return .end(
+                    .refused,
+                    "the sender's HELLO does not announce resources (features bit 0): a side takes resources only from a peer that does"
+                )
             }
             switch store {
             case nil:
@@ -226,7 +248,8 @@ final class Resources: Sendable {
                 // link (sent twice at once), it keeps the partial file and this offer is refused;
                 // waiting for an offer (its sender restarted), it is superseded by this one.
                 let sameFile = state.incoming.filter {
-                    $0.key.peer == peer.id && $0.value.offer.sha256 == offer.sha256 && $0.value.offer.length == offer.length
+                    $0.key.peer == peer.id && $0.value.offer.sha256 == offer.sha256
+                        && $0.value.offer.length == offer.length
                 }
                 if sameFile.values.contains(where: \.isLinked) {
                     return .end(.refused, "the same file from this sender is under way in another transfer")
@@ -234,12 +257,25 @@ final class Resources: Sendable {
                 let superseded = sameFile
                 for key in superseded.keys { state.incoming.removeValue(forKey: key) }
                 guard state.incoming.keys.count(where: { $0.peer == peer.id }) < Self.maximumIncomingPerPeer else {
-                    return .end(.refused, "\(Self.maximumIncomingPerPeer) transfers from this sender are under way, the receiver's limit")
+                    return .end(
+                        .refused,
+                        "\(Self.maximumIncomingPerPeer) transfers from this sender are under way, the receiver's limit"
+                    )
                 }
                 let retired = state.retiring.removeValue(forKey: peer.id) ?? []
-                let transfer = IncomingTransfer(offer: offer, sender: peer.id, on: channel, queue: fileQueue("multipeer.resource.in"), clock: clock) { [weak self] reason in
+                let transfer = IncomingTransfer(
+                    offer: offer,
+                    sender: peer.id,
+                    on: channel,
+                    queue: fileQueue("multipeer.resource.in"),
+                    clock: clock
+                ) { [weak self] reason in
                     self?.state.withLockedValue { state in
-                        if let reason { state.remember(key, endedFor: reason) } else { state.incoming.removeValue(forKey: key) }
+                        if let reason {
+                            state.remember(key, endedFor: reason)
+                        } else {
+                            state.incoming.removeValue(forKey: key)
+                        }
                     }
                 }
                 state.incoming[key] = transfer
@@ -250,35 +286,61 @@ final class Resources: Sendable {
         case .again(let transfer):
             transfer.offeredAgain(on: channel)
         case .begin(let transfer, let store, let superseded):
-            let announced = announce.yield(IncomingResource(
-                offer: offer, sender: peer, progress: transfer.progress, outcome: transfer.outcome,
-                cancel: { [weak transfer] in transfer?.end(.cancelled) }))
+            let announced = announce.yield(
+                IncomingResource(
+                    offer: offer,
+                    sender: peer,
+                    progress: transfer.progress,
+                    outcome: transfer.outcome,
+                    cancel: { [weak transfer] in transfer?.end(.cancelled) }
+                )
+            )
             if case .dropped = announced {
-                logger.warning("a file arrives unannounced: the application has not read incomingResources for \(Self.maximumUnread) transfers", metadata: [
-                    "multipeer.peer.id": "\(peer.id)", "multipeer.resource": "\(offer.name)"])
+                logger.warning(
+                    "a file arrives unannounced: the application has not read incomingResources for \(Self.maximumUnread) transfers",
+                    metadata: [
+                        "multipeer.peer.id": "\(peer.id)", "multipeer.resource": "\(offer.name)",
+                    ]
+                )
             }
             guard let first = superseded.first else {
                 transfer.begin(in: store)
                 return
             }
             // One at a time, each after its last write; then the new transfer opens the file.
-            let chain = superseded.dropFirst().reduce({ transfer.begin(in: store) } as @Sendable () -> Void) { next, old in
+            let chain = superseded.dropFirst().reduce({ transfer.begin(in: store) } as @Sendable () -> Void) {
+                next,
+                old in
                 { old.supersede(then: next) }
             }
             first.supersede(then: chain)
         case .end(let reason, let why):
-            channel.writeAndFlush(LinkMessage.resourceEnd(ResourceEnd(id: offer.id, reason: reason, text: why)), promise: nil)
+            channel.writeAndFlush(
+                LinkMessage.resourceEnd(ResourceEnd(id: offer.id, reason: reason, text: why)),
+                promise: nil
+            )
         }
     }
 
     // MARK: Sending
 
     /// Starts sending `file` to `peerID` (hashed first, off the caller's thread).
-    func send(_ file: URL, named name: String, metadata: [String: String], to peerID: UUID) async throws -> OutgoingResource {
+    func send(
+        _ file: URL,
+        named name: String,
+        metadata: [String: String],
+        to peerID: UUID
+    ) async throws -> OutgoingResource {
         let source = try await SourceFile.open(file, on: fileQueue("multipeer.resource.hash"))
         let offer: ResourceOffer
         do {
-            offer = try ResourceOffer(id: random.uuid(), name: name, length: source.length, sha256: source.sha256, metadata: metadata)
+            offer = try ResourceOffer(
+                id: random.uuid(),
+                name: name,
+                length: source.length,
+                sha256: source.sha256,
+                metadata: metadata
+            )
         } catch let error as MultipeerError {
             throw MultipeerError(.invalidArgument, "cannot send \(file.path): \(error.message)")
         }
@@ -287,7 +349,12 @@ final class Resources: Sendable {
             return state.sent
         }
         let transfer = OutgoingTransfer(
-            offer: offer, number: number, peerID: peerID, source: source, queue: fileQueue("multipeer.resource.out"), clock: clock
+            offer: offer,
+            number: number,
+            peerID: peerID,
+            source: source,
+            queue: fileQueue("multipeer.resource.out"),
+            clock: clock
         ) { [weak self] in
             self?.finished(offer.id, to: peerID)
         }
@@ -296,8 +363,16 @@ final class Resources: Sendable {
             return (state.toOffer(to: peerID), state.withoutResources.contains(peerID), state.stopped)
         }
         let resource = OutgoingResource(
-            id: offer.id, name: offer.name, length: Int64(offer.length), sha256: offer.sha256, peerID: peerID, progress: transfer.progress,
-            outcome: transfer.outcome, cancel: { [weak transfer] in transfer?.end(.cancelled) }, sent: { transfer.sent })
+            id: offer.id,
+            name: offer.name,
+            length: Int64(offer.length),
+            sha256: offer.sha256,
+            peerID: peerID,
+            progress: transfer.progress,
+            outcome: transfer.outcome,
+            cancel: { [weak transfer] in transfer?.end(.cancelled) },
+            sent: { transfer.sent }
+        )
         if stopped {
             transfer.stop()
         } else if refused {
@@ -362,7 +437,10 @@ struct SourceFile: Sendable {
         path = url.path
         descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
-            throw MultipeerError(.invalidArgument, "cannot open \(path) to send it: \(String(cString: strerror(errno)))")
+            throw MultipeerError(
+                .invalidArgument,
+                "cannot open \(path) to send it: \(String(cString: strerror(errno)))"
+            )
         }
         guard let before = Self.identity(of: descriptor, path: path) else {
             Glibc.close(descriptor)
@@ -385,7 +463,8 @@ struct SourceFile: Sendable {
     private static func identity(of descriptor: Int32, path: String) -> [Int]? {
         var open = stat()
         var named = stat()
-        guard fstat(descriptor, &open) == 0, stat(path, &named) == 0, open.st_dev == named.st_dev, open.st_ino == named.st_ino,
+        guard fstat(descriptor, &open) == 0, stat(path, &named) == 0, open.st_dev == named.st_dev,
+            open.st_ino == named.st_ino,
             open.st_mode & S_IFMT == S_IFREG
         else { return nil }
         return [Int(open.st_dev), Int(open.st_ino), Int(open.st_size), open.st_mtim.tv_sec, open.st_mtim.tv_nsec]
@@ -429,7 +508,10 @@ final class ProgressReporter: Sendable {
     /// A reporter for a file of `total` bytes, and the stream it reports on (the latest report
     /// waits for its reader; earlier ones are replaced).
     static func make(total: UInt64, clock: any SessionClock) -> (AsyncStream<ResourceProgress>, ProgressReporter) {
-        let (stream, continuation) = AsyncStream.makeStream(of: ResourceProgress.self, bufferingPolicy: .bufferingNewest(1))
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: ResourceProgress.self,
+            bufferingPolicy: .bufferingNewest(1)
+        )
         return (stream, ProgressReporter(continuation: continuation, total: total, clock: clock))
     }
 
@@ -454,7 +536,10 @@ final class OutgoingTransfer: Sendable {
     let number: UInt64
     private let offer: ResourceOffer
     private let source: SourceFile
-    private let state: NIOLockedValueBox<(machine: ResourceSendStateMachine, link: Resources.Link?, inFlight: Int, sent: ResourceSending)>
+    private let state:
+        NIOLockedValueBox<
+            (machine: ResourceSendStateMachine, link: Resources.Link?, inFlight: Int, sent: ResourceSending)
+        >
     private let queue: any FileQueue
     private let reporter: ProgressReporter
     /// The transfer's progress, as the receiver reports what it holds.
@@ -466,7 +551,12 @@ final class OutgoingTransfer: Sendable {
     var sent: ResourceSending { state.withLockedValue { $0.sent } }
 
     init(
-        offer: ResourceOffer, number: UInt64, peerID: UUID, source: SourceFile, queue: any FileQueue, clock: any SessionClock,
+        offer: ResourceOffer,
+        number: UInt64,
+        peerID: UUID,
+        source: SourceFile,
+        queue: any FileQueue,
+        clock: any SessionClock,
         onFinish: @escaping @Sendable () -> Void
     ) {
         self.queue = queue
@@ -548,10 +638,17 @@ final class OutgoingTransfer: Sendable {
                 link?.channel.writeAndFlush(LinkMessage.resourceOffer(offer), promise: nil)
             case .sendEnd(let reason):
                 state.withLockedValue { $0.link }?.channel.writeAndFlush(
-                    LinkMessage.resourceEnd(ResourceEnd(id: offer.id, reason: reason, text: "")), promise: nil)
+                    LinkMessage.resourceEnd(ResourceEnd(id: offer.id, reason: reason, text: "")),
+                    promise: nil
+                )
             case .finish(let reason, let bySender):
-                finish(reason == .complete
-                    ? .success(()) : .failure(MultipeerError(resource: offer.name, ended: reason, byPeer: !bySender, detail: detail)))
+                finish(
+                    reason == .complete
+                        ? .success(())
+                        : .failure(
+                            MultipeerError(resource: offer.name, ended: reason, byPeer: !bySender, detail: detail)
+                        )
+                )
             case .none:
                 break
             }
@@ -593,12 +690,16 @@ final class OutgoingTransfer: Sendable {
             }
             self.pump()
         }
-        link.channel.writeAndFlush(LinkMessage.resourceChunk(ResourceChunk(id: offer.id, offset: offset, bytes: bytes)), promise: written)
+        link.channel.writeAndFlush(
+            LinkMessage.resourceChunk(ResourceChunk(id: offer.id, offset: offset, bytes: bytes)),
+            promise: written
+        )
     }
 }
 
 /// One resource this side receives. The partial file is touched only on the transfer's queue.
-final class IncomingTransfer: @unchecked Sendable {  // (`partial` and `writeFailed` only on `queue`; the rest under its lock)
+// (`partial` and `writeFailed` only on `queue`; the rest under its lock)
+final class IncomingTransfer: @unchecked Sendable {
     let offer: ResourceOffer
     private let sender: UUID
     private let state: NIOLockedValueBox<(machine: ResourceReceiveStateMachine, channel: (any Channel)?)>
@@ -619,7 +720,11 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` and `writeFai
     /// A transfer offered on `channel`, which carries what it says (its END too) from the start:
     /// the application may cancel it as soon as it is announced, before the store is open.
     init(
-        offer: ResourceOffer, sender: UUID, on channel: any Channel, queue: any FileQueue, clock: any SessionClock,
+        offer: ResourceOffer,
+        sender: UUID,
+        on channel: any Channel,
+        queue: any FileQueue,
+        clock: any SessionClock,
         onFinish: @escaping @Sendable (ResourceEndReason?) -> Void
     ) {
         self.queue = queue
@@ -659,7 +764,9 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` and `writeFai
 
     func chunk(_ chunk: ResourceChunk) throws(MultipeerError) {
         let action = try state.withLockedValue { state in
-            Result { () throws(MultipeerError) in try state.machine.chunk(offset: chunk.offset, count: UInt64(chunk.bytes.readableBytes)) }
+            Result { () throws(MultipeerError) in
+                try state.machine.chunk(offset: chunk.offset, count: UInt64(chunk.bytes.readableBytes))
+            }
         }.get()
         guard case .write(let offset, _) = action else { return }
         queue.async { self.write(chunk.bytes, at: offset) }
@@ -690,9 +797,15 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` and `writeFai
     func supersede(then next: @escaping @Sendable () -> Void) {
         queue.async {
             if !self.outcome.isResolved {
-                self.finish(.failure(MultipeerError(
-                    .resourceCancelled, "the sender of \(self.offer.name) restarted and offered it again: it goes on as a new transfer, from what was written")),
-                    ended: nil)
+                self.finish(
+                    .failure(
+                        MultipeerError(
+                            .resourceCancelled,
+                            "the sender of \(self.offer.name) restarted and offered it again: it goes on as a new transfer, from what was written"
+                        )
+                    ),
+                    ended: nil
+                )
             }
             next()
         }
@@ -703,16 +816,25 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` and `writeFai
     func retire() {
         queue.async {
             guard !self.outcome.isResolved else { return }
-            self.finish(.failure(MultipeerError(
-                .resourceCancelled, "the sender of \(self.offer.name) restarted before it was whole: if it sends it again, it goes on as a new transfer, from what was written")),
-                ended: nil)
+            self.finish(
+                .failure(
+                    MultipeerError(
+                        .resourceCancelled,
+                        "the sender of \(self.offer.name) restarted before it was whole: if it sends it again, it goes on as a new transfer, from what was written"
+                    )
+                ),
+                ended: nil
+            )
         }
     }
 
     func stop() {
         queue.async {
             guard !self.outcome.isResolved else { return }
-            self.finish(.failure(MultipeerError(.sessionState, "the session stopped before \(self.offer.name) arrived")), ended: nil)
+            self.finish(
+                .failure(MultipeerError(.sessionState, "the session stopped before \(self.offer.name) arrived")),
+                ended: nil
+            )
         }
     }
 
@@ -746,7 +868,10 @@ final class IncomingTransfer: @unchecked Sendable {  // (`partial` and `writeFai
             case .finish(let reason, let byReceiver, let keepPartial):
                 guard reason != .complete else { continue }  // (resolved with the file by ``verify()``)
                 if !keepPartial { partial?.discard() }
-                finish(.failure(MultipeerError(resource: offer.name, ended: reason, byPeer: !byReceiver, detail: detail)), ended: reason)
+                finish(
+                    .failure(MultipeerError(resource: offer.name, ended: reason, byPeer: !byReceiver, detail: detail)),
+                    ended: reason
+                )
             case .none:
                 break
             }

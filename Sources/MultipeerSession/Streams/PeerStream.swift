@@ -1,5 +1,6 @@
-public import struct Foundation.UUID
 import NIOCore
+
+public import struct Foundation.UUID
 
 /// An ordered byte stream between this session and a peer, both ways
 /// (``MultipeerSession/openStream(named:to:)``, ``MultipeerSession/incomingStreams``): write

@@ -40,13 +40,21 @@ final class StreamCore: Sendable {
         }
     }
 
-    init(key: Streams.Key, name: String, opener: Bool, incarnation: UInt64, onEnd: @escaping @Sendable (Streams.Ended) -> Void) {
+    init(
+        key: Streams.Key,
+        name: String,
+        opener: Bool,
+        incarnation: UInt64,
+        onEnd: @escaping @Sendable (Streams.Ended) -> Void
+    ) {
         self.key = key
         self.name = name
         self.opener = opener
         self.incarnation = incarnation
         self.onEnd = onEnd
-        state = NIOLockedValueBox(State(machine: ByteStreamStateMachine(id: key.stream, name: name, opener: opener, window: Streams.window)))
+        state = NIOLockedValueBox(
+            State(machine: ByteStreamStateMachine(id: key.stream, name: name, opener: opener, window: Streams.window))
+        )
     }
 
     /// Runs `body` under the lock, with its typed error.
@@ -90,7 +98,8 @@ final class StreamCore: Sendable {
     /// On the link's event loop: every frame due goes out, in order (frames are made only here,
     /// so none can overtake another).
     private func flushNow() {
-        let (frames, channel, elsewhere) = state.withLockedValue { state -> ([LinkMessage], (any Channel)?, (any EventLoop)?) in
+        let (frames, channel, elsewhere) = state.withLockedValue {
+            state -> ([LinkMessage], (any Channel)?, (any EventLoop)?) in
             guard let link = state.link else {
                 state.flushQueued = false
                 return ([], nil, nil)
@@ -223,7 +232,10 @@ final class StreamCore: Sendable {
 
     /// Waits until `ready` holds of the core, or the waiting task is cancelled (which throws
     /// `CancellationError`; the stream goes on).
-    private func wait(_ waiters: State.Waiting, until ready: @escaping @Sendable (ByteStreamStateMachine) -> Bool) async throws {
+    private func wait(
+        _ waiters: State.Waiting,
+        until ready: @escaping @Sendable (ByteStreamStateMachine) -> Bool
+    ) async throws {
         let id = UUID()
         await withTaskCancellationHandler {
             await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
@@ -248,7 +260,10 @@ extension ByteStreamStateMachine {
             throw MultipeerError(stream: stream.name, ended: reason, byPeer: byPeer, detail: text)
         }
         guard !writingFinished, outcome == nil else {
-            throw MultipeerError(.invalidArgument, "stream \(stream.name) was finished: nothing is written after its end")
+            throw MultipeerError(
+                .invalidArgument,
+                "stream \(stream.name) was finished: nothing is written after its end"
+            )
         }
     }
 }

@@ -100,8 +100,11 @@ final class Streams: Sendable {
     /// that came before (the peer counted this side active first) wait for it (``received(_:from:on:)``).
     func attach(_ hello: Hello, link id: LinkID, channel: any Channel) {
         let link = Link(
-            id: id, channel: channel, incarnation: hello.incarnation,
-            chunkLimit: min(Self.chunkLength, hello.maximumFrameLength - StreamData.headerLength))
+            id: id,
+            channel: channel,
+            incarnation: hello.incarnation,
+            chunkLimit: min(Self.chunkLength, hello.maximumFrameLength - StreamData.headerLength)
+        )
         // At once, so that a stream can be opened to the peer from when it is active.
         state.withLockedValue { $0.incarnations[hello.peerID] = hello.incarnation }
         if channel.eventLoop.inEventLoop {
@@ -113,8 +116,10 @@ final class Streams: Sendable {
 
     private func attachOnLoop(_ link: Link, _ hello: Hello) {
         let peerID = hello.peerID
-        let (streams, takesStreams, early) = state.withLockedValue { state -> ([StreamCore], Bool, [(LinkMessage, Peer)]) in
-            let early = state.early.removeValue(forKey: peerID).flatMap { $0.channel === link.channel ? $0.frames : nil } ?? []
+        let (streams, takesStreams, early) = state.withLockedValue {
+            state -> ([StreamCore], Bool, [(LinkMessage, Peer)]) in
+            let early =
+                state.early.removeValue(forKey: peerID).flatMap { $0.channel === link.channel ? $0.frames : nil } ?? []
             let streams = state.streams.filter { $0.key.peer == peerID }.map(\.value)
             guard hello.features.contains(.streams) else {
                 state.links[peerID] = nil
@@ -169,11 +174,16 @@ final class Streams: Sendable {
     func received(_ message: LinkMessage, from peer: Peer, on channel: any Channel) throws(MultipeerError) {
         let now = try state.withLockedValue { state in
             Result { () throws(MultipeerError) -> Bool in
-                if let link = state.links[peer.id], link.channel === channel, state.early[peer.id] == nil { return true }
+                if let link = state.links[peer.id], link.channel === channel, state.early[peer.id] == nil {
+                    return true
+                }
                 if state.withoutStreams[peer.id] == ObjectIdentifier(channel) { return false }  // (ignored)
                 if state.early[peer.id]?.channel !== channel { state.early[peer.id] = Early(channel: channel) }
                 guard state.early[peer.id]!.frames.count < Self.maximumEarly else {
-                    throw MultipeerError(.malformedMessage, "peer \(peer.id) sent more than \(Self.maximumEarly) stream frames before it could have heard from this side")
+                    throw MultipeerError(
+                        .malformedMessage,
+                        "peer \(peer.id) sent more than \(Self.maximumEarly) stream frames before it could have heard from this side"
+                    )
                 }
                 state.early[peer.id]!.frames.append((message, peer))
                 return false
@@ -234,12 +244,21 @@ final class Streams: Sendable {
             if state.streams[key] != nil { return .known }  // (its WANT went when the link came up)
             if open.resuming || state.ended.contains(where: { $0.key == key }) { return .forgotten }
             guard !state.stopped else { return .refuse(.closed, "the session is stopping") }
-            guard let link = state.links[peer.id], link.channel === channel else { return .refuse(.refused, "the link it came on is gone") }
-            guard state.streams.count(where: { $0.key.peer == peer.id && !$0.value.opener }) < Self.maximumIncomingPerPeer else {
+            guard let link = state.links[peer.id], link.channel === channel else {
+                return .refuse(.refused, "the link it came on is gone")
+            }
+            guard
+                state.streams.count(where: { $0.key.peer == peer.id && !$0.value.opener }) < Self.maximumIncomingPerPeer
+            else {
                 return .refuse(.refused, "\(Self.maximumIncomingPerPeer) streams this peer opened are open")
             }
             let stream = StreamCore(
-                key: key, name: open.name, opener: false, incarnation: link.incarnation, onEnd: self.onEnd(key))
+                key: key,
+                name: open.name,
+                opener: false,
+                incarnation: link.incarnation,
+                onEnd: self.onEnd(key)
+            )
             state.streams[key] = stream
             return .begin(stream, link)
         }
@@ -249,13 +268,19 @@ final class Streams: Sendable {
         case .forgotten:
             answerForgotten(key, on: channel)
         case .refuse(let reason, let why):
-            channel.writeAndFlush(LinkMessage.streamEnd(StreamEnd(id: open.id, reason: reason, text: why)), promise: nil)
+            channel.writeAndFlush(
+                LinkMessage.streamEnd(StreamEnd(id: open.id, reason: reason, text: why)),
+                promise: nil
+            )
         case .begin(let stream, let link):
             stream.linkUp(link)
             // (Kept until the end of the scope: a stream let go of is cancelled, and this one is refused.)
             let announced = announce.yield(PeerStream(stream))
             if case .dropped = announced {
-                stream.end(.refused, "the application has not taken \(Self.maximumUnaccepted) streams opened towards it")
+                stream.end(
+                    .refused,
+                    "the application has not taken \(Self.maximumUnaccepted) streams opened towards it"
+                )
             }
         }
     }
@@ -278,18 +303,28 @@ final class Streams: Sendable {
     func open(named name: String, to peerID: UUID) throws(MultipeerError) -> PeerStream {
         let open = try StreamOpen(id: random.uuid(), resuming: false, name: name)
         let key = Key(peer: peerID, stream: open.id)
-        let (stream, link) = try state.withLockedValue { state in Result { () throws(MultipeerError) -> (StreamCore, Link?) in
-            guard !state.stopped else { throw MultipeerError(.sessionState, "the session is not running: no stream can be opened") }
-            guard let incarnation = state.incarnations[peerID] else {
-                throw MultipeerError(.peerNotActive, "peer \(peerID) has never been active in this session: there is no one to open a stream to")
+        let (stream, link) = try state.withLockedValue { state in
+            Result { () throws(MultipeerError) -> (StreamCore, Link?) in
+                guard !state.stopped else {
+                    throw MultipeerError(.sessionState, "the session is not running: no stream can be opened")
+                }
+                guard let incarnation = state.incarnations[peerID] else {
+                    throw MultipeerError(
+                        .peerNotActive,
+                        "peer \(peerID) has never been active in this session: there is no one to open a stream to"
+                    )
+                }
+                guard state.withoutStreams[peerID] == nil else {
+                    throw MultipeerError(
+                        .streamRefused,
+                        "peer \(peerID) takes no streams: its HELLO does not announce them"
+                    )
+                }
+                let stream = StreamCore(key: key, name: name, opener: true, incarnation: incarnation, onEnd: onEnd(key))
+                state.streams[key] = stream
+                return (stream, state.links[peerID])
             }
-            guard state.withoutStreams[peerID] == nil else {
-                throw MultipeerError(.streamRefused, "peer \(peerID) takes no streams: its HELLO does not announce them")
-            }
-            let stream = StreamCore(key: key, name: name, opener: true, incarnation: incarnation, onEnd: onEnd(key))
-            state.streams[key] = stream
-            return (stream, state.links[peerID])
-        } }.get()
+        }.get()
         if let link { stream.linkUp(link) }
         return PeerStream(stream)
     }

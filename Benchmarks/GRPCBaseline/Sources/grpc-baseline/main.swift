@@ -66,7 +66,8 @@ final class Counter: Sendable {
 
 func option(_ name: String, _ fallback: Int) -> Int {
     guard let index = CommandLine.arguments.firstIndex(of: name), index + 1 < CommandLine.arguments.count,
-          let value = Int(CommandLine.arguments[index + 1]) else { return fallback }
+        let value = Int(CommandLine.arguments[index + 1])
+    else { return fallback }
     return value
 }
 
@@ -82,9 +83,17 @@ func certificate() throws -> (certificate: String, key: String) {
     let name = try DistinguishedName { CommonName("grpc-baseline") }
     let now = Date()
     let certificate = try Certificate(
-        version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
-        notValidBefore: now - 3600, notValidAfter: now + 86400, issuer: name, subject: name,
-        signatureAlgorithm: .ecdsaWithSHA256, extensions: Certificate.Extensions(), issuerPrivateKey: .init(key))
+        version: .v3,
+        serialNumber: .init(),
+        publicKey: .init(key.publicKey),
+        notValidBefore: now - 3600,
+        notValidAfter: now + 86400,
+        issuer: name,
+        subject: name,
+        signatureAlgorithm: .ecdsaWithSHA256,
+        extensions: Certificate.Extensions(),
+        issuerPrivateKey: .init(key)
+    )
     return (try certificate.serializeAsPEM().pemString, key.pemRepresentation)
 }
 
@@ -106,15 +115,20 @@ func withBench<Result: Sendable>(
         transport: .http2NIOPosix(
             address: .ipv4(host: "127.0.0.1", port: 0),
             transportSecurity: .tls(
-                certificateChain: [.bytes(Array(pem.utf8), format: .pem)], privateKey: .bytes(Array(key.utf8), format: .pem)),
-            config: serverConfiguration),
-        services: [service])
+                certificateChain: [.bytes(Array(pem.utf8), format: .pem)],
+                privateKey: .bytes(Array(key.utf8), format: .pem)
+            ),
+            config: serverConfiguration
+        ),
+        services: [service]
+    )
     return try await withThrowingDiscardingTaskGroup { group in
         group.addTask { try await server.serve() }
         guard let port = try await server.listeningAddress?.ipv4?.port else { fail("the server has no port") }
         let transport = try HTTP2ClientTransport.Posix(
             target: .ipv4(address: "127.0.0.1", port: port),
-            transportSecurity: .tls { $0.serverCertificateVerification = .noVerification })
+            transportSecurity: .tls { $0.serverCertificateVerification = .noVerification }
+        )
         let result = try await withGRPCClient(transport: transport) { client in try await body(client, service) }
         server.beginGracefulShutdown()
         return result
@@ -136,7 +150,11 @@ case "throughput":
                     while !stop.value.load(ordering: .relaxed) { try await writer.write(payload) }
                 }
                 try await client.bidirectionalStreaming(
-                    request: request, descriptor: Bench.count, serializer: RawBytes(), deserializer: RawBytes(), options: .defaults
+                    request: request,
+                    descriptor: Bench.count,
+                    serializer: RawBytes(),
+                    deserializer: RawBytes(),
+                    options: .defaults
                 ) { response in
                     for try await _ in response.messages {}
                 }
@@ -149,7 +167,8 @@ case "throughput":
             stop.value.store(true, ordering: .relaxed)
             try await group.waitForAll()
             let elapsed = end - start
-            return Double(total - counted) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+            return Double(total - counted)
+                / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
         }
     }
     print(String(decoding: try encoder.encode(["messagesPerSecond": rate]), as: UTF8.self))
@@ -167,13 +186,19 @@ case "round-trips":
                 let elapsed = ContinuousClock.now - start
                 if number >= warmup {
                     samples.withLock {
-                        $0.append(Double(elapsed.components.seconds) * 1e9 + Double(elapsed.components.attoseconds) / 1e9)
+                        $0.append(
+                            Double(elapsed.components.seconds) * 1e9 + Double(elapsed.components.attoseconds) / 1e9
+                        )
                     }
                 }
             }
         }
         try await client.bidirectionalStreaming(
-            request: request, descriptor: Bench.echo, serializer: RawBytes(), deserializer: RawBytes(), options: .defaults
+            request: request,
+            descriptor: Bench.echo,
+            serializer: RawBytes(),
+            deserializer: RawBytes(),
+            options: .defaults
         ) { response in
             for try await _ in response.messages { answered.yield() }
             answered.finish()
@@ -182,5 +207,7 @@ case "round-trips":
     }
     print(String(decoding: try encoder.encode(["nanoseconds": samples]), as: UTF8.self))
 default:
-    fail("usage: grpc-baseline throughput --size BYTES [--seconds 2] | round-trips --size BYTES [--count 2000] [--warmup 200]")
+    fail(
+        "usage: grpc-baseline throughput --size BYTES [--seconds 2] | round-trips --size BYTES [--count 2000] [--warmup 200]"
+    )
 }

@@ -18,16 +18,23 @@ import Testing
             address.sin_port = UInt16(port).bigEndian
             address.sin_addr.s_addr = inet_addr("127.0.0.1")
             let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
             }
-            guard connected == 0 else { throw TimedOut(what: "a connection to port \(port): \(String(cString: strerror(errno)))") }
+            guard connected == 0 else {
+                throw TimedOut(what: "a connection to port \(port): \(String(cString: strerror(errno)))")
+            }
         }
 
         deinit { close(descriptor) }
     }
 
     @Test func silentStrangersAreCutOffAndCountedWhileAMemberJoins() async throws {
-        var limits = MultipeerSession.Limits(maximumHandshakesPerSource: 2, firstBytesTimeout: .milliseconds(200 * timeScale))
+        var limits = MultipeerSession.Limits(
+            maximumHandshakesPerSource: 2,
+            firstBytesTimeout: .milliseconds(200 * timeScale)
+        )
         limits.handshakeTimeout = .seconds(30)
         let server = MultipeerSession(configuration: configuration("server", limits: limits), identity: PeerIdentity())
         let events = server.events
@@ -37,7 +44,8 @@ import Testing
             // from its source (at most two at once) or at the first-bytes deadline.
             let strangers = try (0..<40).map { _ in try Silent(port: port) }
             let failures = try await within(30, "every stranger's failure reported or counted") {
-                var oneByOne: [MultipeerError] = [], counted = 0
+                var oneByOne: [MultipeerError] = []
+                var counted = 0
                 for await event in events {
                     switch event {
                     case .connectionFailed(_, let error): oneByOne.append(error)
@@ -50,10 +58,16 @@ import Testing
             }
             #expect(Set(failures.0.map(\.code)).isSubset(of: [.connectionLimit, .handshakeTimeout]), "\(failures.0)")
             #expect(failures.0.contains { $0.message.contains("Limits.maximumHandshakesPerSource") })
-            #expect(failures.0.count <= 20, "reported one by one ten at a time per code, the rest counted: \(failures.0.count)")
+            #expect(
+                failures.0.count <= 20,
+                "reported one by one ten at a time per code, the rest counted: \(failures.0.count)"
+            )
             #expect(failures.1 > 0)
             // A member dials meanwhile and joins.
-            let member = MultipeerSession(configuration: configuration("member", dialling: port), identity: PeerIdentity())
+            let member = MultipeerSession(
+                configuration: configuration("member", dialling: port),
+                identity: PeerIdentity()
+            )
             try await whileRunning([member]) {
                 try await waitUntilActive(server, member.peerID)
             }
@@ -79,17 +93,24 @@ import Testing
             try await whileRunning([outsider]) {
                 // Four times the longest backoff: four tries at most, not forty.
                 let window = ContinuousClock.now + .seconds(4 * timeScale)
-                let (seen, reports) = try await within(60, "four seconds of refusals") { () -> ([String], [MultipeerError]) in
+                let (seen, reports) = try await within(60, "four seconds of refusals") {
+                    () -> ([String], [MultipeerError]) in
                     async let refusals = Self.events(listenerEvents, until: window)
                     let seen = await Self.events(outsiderEvents, until: window)
                     return (seen.map(\.description), await refusals.compactMap(Self.refusal))
                 }
                 #expect(!seen.contains { $0.contains("joined") || $0.contains(" left") }, "never joined: \(seen)")
-                #expect(seen.filter { $0.contains("notInRoster") || $0.contains("roster does not list") }.count == 1, "\(seen)")
+                #expect(
+                    seen.filter { $0.contains("notInRoster") || $0.contains("roster does not list") }.count == 1,
+                    "\(seen)"
+                )
                 #expect(reports.count == 1, "reported once: \(reports)")
                 #expect(reports.first?.code == .notInRoster)
                 #expect(outsider.activePeers.isEmpty)
-                #expect(seen.contains { $0.hasPrefix("guarded (") && $0.hasSuffix(") is refused") }, "known, refused: \(seen)")
+                #expect(
+                    seen.contains { $0.hasPrefix("guarded (") && $0.hasSuffix(") is refused") },
+                    "known, refused: \(seen)"
+                )
                 #expect(!seen.contains { $0.hasSuffix(") is active") }, "never active: \(seen)")
 
                 await listener.updateRoster(Roster(keys: [outsider.identity.key]))
@@ -114,16 +135,24 @@ import Testing
                 // The answerer is kept busy, so that it takes the resume point in late.
                 let busy = Task {
                     await withDiscardingTaskGroup { group in
-                        for _ in 0..<8 { group.addTask { while !Task.isCancelled { _ = await listener.listeningPort } } }
+                        for _ in 0..<8 {
+                            group.addTask { while !Task.isCancelled { _ = await listener.listeningPort } }
+                        }
                     }
                 }
                 defer { busy.cancel() }
-                let asker = MultipeerSession(configuration: configuration("asker", dialling: port), identity: PeerIdentity())
+                let asker = MultipeerSession(
+                    configuration: configuration("asker", dialling: port),
+                    identity: PeerIdentity()
+                )
                 let answers = asker.messages(of: Note.self)
                 try await whileRunning([asker]) {
                     async let answered: Void = within(30, "the answer (trial \(trial))") {
                         for await (peer, question) in questions {
-                            #expect(listener.activePeers.contains { $0.id == peer.id }, "its sender's join came first (trial \(trial))")
+                            #expect(
+                                listener.activePeers.contains { $0.id == peer.id },
+                                "its sender's join came first (trial \(trial))"
+                            )
                             try await listener.send(Note(text: "re: \(question.text)"), to: peer.id)
                             return
                         }
@@ -131,7 +160,9 @@ import Testing
                     try await waitUntilActive(asker, listener.peerID)
                     try await asker.send(Note(text: "first"), to: listener.peerID)
                     try await answered
-                    let answer = try await within(30, "the answer to arrive") { await answers.first { _ in true }?.message }
+                    let answer = try await within(30, "the answer to arrive") {
+                        await answers.first { _ in true }?.message
+                    }
                     #expect(answer == Note(text: "re: first"))
                 }
             }
@@ -143,7 +174,10 @@ import Testing
         await withTaskGroup(of: [SessionEvent].self) { group in
             group.addTask {
                 var seen: [SessionEvent] = []
-                for await event in stream { seen.append(event); if ContinuousClock.now >= deadline { break } }
+                for await event in stream {
+                    seen.append(event)
+                    if ContinuousClock.now >= deadline { break }
+                }
                 return seen
             }
             group.addTask {

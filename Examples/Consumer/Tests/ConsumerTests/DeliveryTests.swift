@@ -82,15 +82,24 @@ import Testing
         try await withPair(listenerEncoding: .json) { listener, dialler in
             let samples = listener.messages(of: Sample.self)
             let notes = listener.messages(of: ProgramA.Note.self)
-            let sample = Sample(taken: Date(timeIntervalSince1970: 1_795_000_000), bytes: Data((0...255).map(UInt8.init)))
+            let sample = Sample(
+                taken: Date(timeIntervalSince1970: 1_795_000_000),
+                bytes: Data((0...255).map(UInt8.init))
+            )
             try await dialler.send(sample, to: listener.peerID)
             try await dialler.send(ProgramA.Note(text: "binary by default"), to: listener.peerID)
             #expect(try await within(30, "the sample") { await samples.first { _ in true }?.message } == sample)
-            #expect(try await within(30, "the note") { await notes.first { _ in true }?.message } == ProgramA.Note(text: "binary by default"))
+            #expect(
+                try await within(30, "the note") { await notes.first { _ in true }?.message }
+                    == ProgramA.Note(text: "binary by default")
+            )
             // And JSON back the other way.
             let replies = dialler.messages(of: ProgramA.Note.self)
             try await listener.send(ProgramA.Note(text: "json"), to: dialler.peerID)
-            #expect(try await within(30, "the reply") { await replies.first { _ in true }?.message } == ProgramA.Note(text: "json"))
+            #expect(
+                try await within(30, "the reply") { await replies.first { _ in true }?.message }
+                    == ProgramA.Note(text: "json")
+            )
         }
     }
 
@@ -112,7 +121,9 @@ import Testing
             #expect(try await within(60, "the note") { await notes.first { _ in true }?.message } == note)
             #expect(try await within(60, "the sample") { await samples.first { _ in true }?.message } == sample)
             try await dialler.send(sample, to: listener.peerID, delivery: .unreliable)
-            #expect(try await within(60, "the unreliable sample") { await samples.first { _ in true }?.message } == sample)
+            #expect(
+                try await within(60, "the unreliable sample") { await samples.first { _ in true }?.message } == sample
+            )
         }
     }
 
@@ -127,12 +138,16 @@ import Testing
             let samples = listener.messages(of: Sample.self)
             let notes = listener.messages(of: ProgramA.Note.self)
             let events = listener.events
-            let sample = Sample(taken: Date(timeIntervalSince1970: 1_795_000_000), bytes: Data(repeating: 0x5A, count: 96 << 20))
+            let sample = Sample(
+                taken: Date(timeIntervalSince1970: 1_795_000_000),
+                bytes: Data(repeating: 0x5A, count: 96 << 20)
+            )
             try await dialler.send(sample, to: listener.peerID)
             let diallerID = dialler.peerID
             let underWay = try await within(60, "16 MiB of the sample") { () -> Int in
                 for await event in events {
-                    if case .stats(let peer, let stats) = event, peer.id == diallerID, stats.quality.bytesIn >= 16 << 20 {
+                    if case .stats(let peer, let stats) = event, peer.id == diallerID, stats.quality.bytesIn >= 16 << 20
+                    {
                         return stats.quality.bytesIn
                     }
                 }
@@ -153,8 +168,18 @@ import Testing
     @Test func aMessageOfATypeNobodyKnowsIsReportedOnce() async throws {
         try await withPair { listener, dialler in
             let events = listener.events
-            for number in 0..<3 { try await dialler.send(ProgramA.Note(text: "\(number)"), to: listener.peerID, awaitAcknowledgement: true) }
-            try await dialler.send(ProgramA.Position(latitude: 0, longitude: 0), to: listener.peerID, awaitAcknowledgement: true)
+            for number in 0..<3 {
+                try await dialler.send(
+                    ProgramA.Note(text: "\(number)"),
+                    to: listener.peerID,
+                    awaitAcknowledgement: true
+                )
+            }
+            try await dialler.send(
+                ProgramA.Position(latitude: 0, longitude: 0),
+                to: listener.peerID,
+                awaitAcknowledgement: true
+            )
             let held = try await within(30, "both types reported") { () -> [String] in
                 var names: [String] = []
                 for await event in events {
@@ -191,7 +216,9 @@ import Testing
         try await withPair { listener, dialler in
             let diallerEvents = dialler.events
             let listenerEvents = listener.events
-            for value in [1.5, 2.5] { try await dialler.send(Reading(value: value), to: listener.peerID, awaitAcknowledgement: true) }
+            for value in [1.5, 2.5] {
+                try await dialler.send(Reading(value: value), to: listener.peerID, awaitAcknowledgement: true)
+            }
             // The reader decodes as it reads: none of these decodes, so it gets nothing.
             let readings = listener.messages(of: TextReading.self)
             let reader = Task { for await (_, reading) in readings { Issue.record("decoded: \(reading)") } }
@@ -199,7 +226,9 @@ import Testing
             let notes = listener.messages(of: Note.self)
             try await dialler.send(Reading(value: 3.5), to: listener.peerID, awaitAcknowledgement: true)
             try await dialler.send(Note(text: "after"), to: listener.peerID)
-            #expect(try await within(30, "the note") { await notes.first { _ in true }?.message } == Note(text: "after"))
+            #expect(
+                try await within(30, "the note") { await notes.first { _ in true }?.message } == Note(text: "after")
+            )
             let rejected = try await within(30, "three rejections") { () -> [(UInt64, String)] in
                 var rejected: [(UInt64, String)] = []
                 for await event in diallerEvents {
@@ -215,7 +244,9 @@ import Testing
             let undecodable = try await within(30, "the receiver's reports") { () -> Int in
                 var count = 0
                 for await event in listenerEvents {
-                    if case .undecodableMessage(let peer, "consumer.reading", _) = event, peer.id == dialler.peerID { count += 1 }
+                    if case .undecodableMessage(let peer, "consumer.reading", _) = event, peer.id == dialler.peerID {
+                        count += 1
+                    }
                     if count == 3 { break }
                 }
                 return count
@@ -236,13 +267,19 @@ import Testing
             let padding = String(repeating: "x", count: 4 << 10)
             let sending = Task {
                 for number in 0..<count {
-                    try await dialler.send(Note(text: "\(number) \(padding)"), to: listener.peerID, awaitAcknowledgement: number == count - 1)
+                    try await dialler.send(
+                        Note(text: "\(number) \(padding)"),
+                        to: listener.peerID,
+                        awaitAcknowledgement: number == count - 1
+                    )
                 }
                 return ContinuousClock.now
             }
             try await within(30, "the hold to fill") {
                 for await event in events {
-                    if case .heldMessagesFull(let name, let peer) = event, name == "Note", peer.id == dialler.peerID { return }
+                    if case .heldMessagesFull(let name, let peer) = event, name == "Note", peer.id == dialler.peerID {
+                        return
+                    }
                     if case .messagesDropped(let name, let dropped, let reason) = event {
                         Issue.record("\(dropped) \(name) dropped: \(reason)")
                     }
@@ -308,7 +345,9 @@ import Testing
             // holds at most 8 MiB of them, the reader's stream 4 MiB, one read of the link
             // (256 KiB) and the rest of one frame more; and each count here can trail by one.
             let encoded = (16 << 10) + 32
-            let bound = limits.outbox.maximumBytes / encoded + (limits.receiveBuffer.maximumBytes + (256 << 10)) / encoded + 1 + 3
+            let bound =
+                limits.outbox.maximumBytes / encoded + (limits.receiveBuffer.maximumBytes + (256 << 10)) / encoded + 1
+                + 3
             let ahead = await progress.mostAhead
             #expect(ahead <= bound, "the sender got \(ahead) messages ahead of the reader; the limits allow \(bound)")
             #expect(ahead > 0)
@@ -362,15 +401,23 @@ import Testing
     /// and every later message waited behind it).
     @Test func aMessageTooLargeForThePeerIsRefusedAtSendAndLaterOnesArrive() async throws {
         let raised = MultipeerSession.Limits(maximumMessageLength: 4 << 20)
-        try await withPair(listenerLimits: .init(maximumMessageLength: 1 << 20), diallerLimits: raised) { listener, dialler in
+        try await withPair(listenerLimits: .init(maximumMessageLength: 1 << 20), diallerLimits: raised) {
+            listener,
+            dialler in
             let notes = listener.messages(of: ProgramA.Note.self)
             let error = await #expect(throws: MultipeerError.self) {
                 try await dialler.send(ProgramA.Note(text: String(repeating: "x", count: 2 << 20)), to: listener.peerID)
             }
             #expect(error?.code == .messageTooLarge)
-            #expect(error?.message.contains("at most 1048576 bytes") == true, "the peer's limit: \(String(describing: error))")
+            #expect(
+                error?.message.contains("at most 1048576 bytes") == true,
+                "the peer's limit: \(String(describing: error))"
+            )
             #expect(error?.message.contains("this side's is 4194304") == true, "and this side's")
-            #expect(try await dialler.broadcast(ProgramA.Note(text: String(repeating: "x", count: 2 << 20))) == 0, "skipped")
+            #expect(
+                try await dialler.broadcast(ProgramA.Note(text: String(repeating: "x", count: 2 << 20))) == 0,
+                "skipped"
+            )
             try await dialler.send(ProgramA.Note(text: "small"), to: listener.peerID)
             let next = try await within(30, "the small message") { await notes.first { _ in true }?.message }
             #expect(next?.text == "small", "the small one (\(next?.text.count ?? 0) characters)")
@@ -412,8 +459,14 @@ import Testing
                     return
                 }
                 #expect(count > 0)
-                #expect(read.contains { if case .listening = $0 { true } else { false } }, "the state outlives the reports: \(read)")
-                #expect(read.contains { if case .peerJoined = $0 { true } else { false } }, "the state outlives the reports: \(read)")
+                #expect(
+                    read.contains { if case .listening = $0 { true } else { false } },
+                    "the state outlives the reports: \(read)"
+                )
+                #expect(
+                    read.contains { if case .peerJoined = $0 { true } else { false } },
+                    "the state outlives the reports: \(read)"
+                )
             }
         }
     }
@@ -446,7 +499,8 @@ import Testing
         try await withPair { listener, dialler in
             let notes = listener.messages(of: ProgramA.Note.self)
             let (firstRead, reading) = AsyncStream<Void>.makeStream()
-            let (cancelled, keepOpen) = AsyncStream<Void>.makeStream()  // yields nothing: ends when the task is cancelled
+            // yields nothing: ends when the task is cancelled
+            let (cancelled, keepOpen) = AsyncStream<Void>.makeStream()
             let reader = Task { () -> Int in
                 var read = 0
                 for await _ in notes {
@@ -458,7 +512,11 @@ import Testing
                 return read
             }
             for number in 0..<100 {
-                try await dialler.send(ProgramA.Note(text: "\(number)"), to: listener.peerID, awaitAcknowledgement: number == 99)
+                try await dialler.send(
+                    ProgramA.Note(text: "\(number)"),
+                    to: listener.peerID,
+                    awaitAcknowledgement: number == 99
+                )
             }
             // The reader has the first; the other 99 are in its stream (acknowledged).
             for await _ in firstRead { break }

@@ -17,13 +17,18 @@ import Testing
             var seen: [Peer] = []
             for _ in 0..<2 {  // the same device, started twice
                 let identity = try PeerIdentity(loadingOrCreatingFile: file)
-                let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port), identity: identity)
+                let dialler = MultipeerSession(
+                    configuration: configuration("dialler", dialling: port),
+                    identity: identity
+                )
                 #expect(dialler.peerID == identity.peerID && identity.peerID == identity.key.peerID)
                 try await whileRunning([dialler]) {
                     // This run of it (the last may not have been seen leaving yet).
                     let peer = try await within(30, "the dialler to join") { () -> Peer? in
                         for await event in listener.events {
-                            if case .peerJoined(let peer) = event, peer.incarnation == dialler.incarnation { return peer }
+                            if case .peerJoined(let peer) = event, peer.incarnation == dialler.incarnation {
+                                return peer
+                            }
                         }
                         return nil
                     }
@@ -54,13 +59,20 @@ import Testing
 
         let listener = MultipeerSession(
             configuration: .init(
-                serviceType: "_consumer._tcp", peer: PeerInfo(displayName: "listener"), keys: try KeyRing(contentsOfFile: file),
-                discovery: .staticPeers([])),
-            identity: PeerIdentity())
+                serviceType: "_consumer._tcp",
+                peer: PeerInfo(displayName: "listener"),
+                keys: try KeyRing(contentsOfFile: file),
+                discovery: .staticPeers([])
+            ),
+            identity: PeerIdentity()
+        )
         #expect(listener.configuration.keys.keys.count == 2)
         try await whileRunning([listener]) {
             let port = try await listeningPort(of: listener)
-            let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port), identity: PeerIdentity())  // the older key alone
+            let dialler = MultipeerSession(
+                configuration: configuration("dialler", dialling: port),
+                identity: PeerIdentity()
+            )  // the older key alone
             try await whileRunning([dialler]) {
                 try await waitUntilActive(listener, dialler.peerID)
             }
@@ -70,7 +82,8 @@ import Testing
     /// Data an application signs with its device key is checked by anyone holding the public
     /// key a peer proved, however it travelled; altered, or checked against another key, it fails.
     @Test func aDeviceSignsWhatItWritesAndAnyPeerChecksIt() throws {
-        let writer = PeerIdentity(), other = PeerIdentity()
+        let writer = PeerIdentity()
+        let other = PeerIdentity()
         let entry = Array("waypoint TESAT, fuel 12400".utf8)
         let signature = try writer.signature(for: entry)
         #expect(signature.count == 64)

@@ -8,12 +8,17 @@ import Testing
     /// A listener that runs until `stop` is called, and a dialler (with `limits`) that met it.
     static func withDeparture(
         limits: MultipeerSession.Limits,
-        _ body: @escaping @Sendable (_ dialler: MultipeerSession, _ gone: UUID, _ stop: @Sendable () async -> Void) async throws -> Void
+        _ body:
+            @escaping @Sendable (_ dialler: MultipeerSession, _ gone: UUID, _ stop: @Sendable () async -> Void)
+            async throws -> Void
     ) async throws {
         let listener = MultipeerSession(configuration: configuration("listener"), identity: PeerIdentity())
         let running = Task { try await listener.run() }
         let port = try await listeningPort(of: listener)
-        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port, limits: limits), identity: PeerIdentity())
+        let dialler = MultipeerSession(
+            configuration: configuration("dialler", dialling: port, limits: limits),
+            identity: PeerIdentity()
+        )
         try await whileRunning([dialler]) {
             try await waitUntilActive(dialler, listener.peerID)
             let events = dialler.events
@@ -21,7 +26,9 @@ import Testing
                 running.cancel()
                 _ = try? await running.value
                 // Until the dialler has seen it go.
-                for await event in events { if case .peerLeft(let peer, _) = event, peer.id == listener.peerID { break } }
+                for await event in events {
+                    if case .peerLeft(let peer, _) = event, peer.id == listener.peerID { break }
+                }
             }
         }
         running.cancel()
@@ -34,7 +41,10 @@ import Testing
         let running = Task { try await listener.run() }
         defer { running.cancel() }
         let port = try await listeningPort(of: listener)
-        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port), identity: PeerIdentity())
+        let dialler = MultipeerSession(
+            configuration: configuration("dialler", dialling: port),
+            identity: PeerIdentity()
+        )
         try await whileRunning([dialler]) {
             try await waitUntilActive(dialler, listener.peerID)
             let events = dialler.events
@@ -59,12 +69,18 @@ import Testing
             let started = ContinuousClock.now
             await stop()
             for number in 0..<4 { try await dialler.send(Note(text: "\(number)"), to: gone) }  // queued for its return
-            try await Self.expectGivesUp("the send", startedAt: started) { try await dialler.send(Note(text: "one too many"), to: gone) }
+            try await Self.expectGivesUp("the send", startedAt: started) {
+                try await dialler.send(Note(text: "one too many"), to: gone)
+            }
         }
     }
 
     /// Runs `send`, which must throw `peerAway` for the send timeout (1 s) after `started`.
-    static func expectGivesUp(_ what: String, startedAt started: ContinuousClock.Instant, _ send: @escaping @Sendable () async throws -> Void) async throws {
+    static func expectGivesUp(
+        _ what: String,
+        startedAt started: ContinuousClock.Instant,
+        _ send: @escaping @Sendable () async throws -> Void
+    ) async throws {
         let error = try await within(30, "\(what) to give up") { () -> MultipeerError? in
             do {
                 try await send()
@@ -96,7 +112,12 @@ import Testing
     @Test func awaitingTheAcknowledgementOfAnUnreliableMessageIsRefused() async throws {
         try await withPair { listener, dialler in
             let error = await #expect(throws: MultipeerError.self) {
-                try await dialler.send(Note(text: "fire and forget"), to: listener.peerID, delivery: .unreliable, awaitAcknowledgement: true)
+                try await dialler.send(
+                    Note(text: "fire and forget"),
+                    to: listener.peerID,
+                    delivery: .unreliable,
+                    awaitAcknowledgement: true
+                )
             }
             #expect(error?.code == .invalidArgument)
         }
@@ -132,9 +153,14 @@ import Testing
             }
             try await dialler.forget(peer: gone)
             let error = try await within(30, "the waiting send to end") { await waiting.value }
-            #expect(error.map { [.peerAway, .peerNotActive].contains($0.code) } == true, "\(String(describing: error))")
+            #expect(
+                error.map { [.peerAway, .peerNotActive].contains($0.code) } == true,
+                "\(String(describing: error))"
+            )
             #expect(error?.message.contains("forgotten") == true)
-            let later = await #expect(throws: MultipeerError.self) { try await dialler.send(Note(text: "later"), to: gone) }
+            let later = await #expect(throws: MultipeerError.self) {
+                try await dialler.send(Note(text: "later"), to: gone)
+            }
             #expect(later?.code == .peerNotActive)
             #expect(later?.message.contains("forgotten") == true)
         }
@@ -153,7 +179,10 @@ import Testing
         let first = MultipeerSession(configuration: roomy, identity: identity)
         let firstRun = Task { try await first.run() }
         let port = try await listeningPort(of: first)
-        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port), identity: PeerIdentity())
+        let dialler = MultipeerSession(
+            configuration: configuration("dialler", dialling: port),
+            identity: PeerIdentity()
+        )
         try await whileRunning([dialler]) {
             let events = dialler.events
             try await waitUntilActive(dialler, peerID)
@@ -172,10 +201,15 @@ import Testing
             let notes = second.messages(of: ProgramA.Note.self)
             try await whileRunning([second]) {
                 let note = try await within(30, "the small message") { await notes.first { _ in true }?.message }
-                #expect(note?.text == "small", "the small one, not the dropped one (\(note?.text.count ?? 0) characters)")
+                #expect(
+                    note?.text == "small",
+                    "the small one, not the dropped one (\(note?.text.count ?? 0) characters)"
+                )
                 let dropped = try await within(30, "the drop reported") { () -> (String, Int, MessageDropReason)? in
                     for await event in events {
-                        if case .messagesDropped(let type, let count, let reason) = event { return (type, count, reason) }
+                        if case .messagesDropped(let type, let count, let reason) = event {
+                            return (type, count, reason)
+                        }
                     }
                     return nil
                 }

@@ -11,7 +11,10 @@ import Testing
         // A port nothing listens on yet: a session's, stopped.
         let placeholder = MultipeerSession(configuration: configuration("placeholder"), identity: PeerIdentity())
         let port = try await whileRunning([placeholder]) { try await listeningPort(of: placeholder) }
-        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port), identity: PeerIdentity())
+        let dialler = MultipeerSession(
+            configuration: configuration("dialler", dialling: port),
+            identity: PeerIdentity()
+        )
         try await whileRunning([dialler]) {
             let events = dialler.events
             // Refused until the peer is there: the dialler redials with backoff meanwhile.
@@ -41,14 +44,19 @@ import Testing
         let listener = MultipeerSession(configuration: configuration("listener"), identity: PeerIdentity())
         try await whileRunning([listener]) {
             let port = try await listeningPort(of: listener)
-            let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port), identity: PeerIdentity())
+            let dialler = MultipeerSession(
+                configuration: configuration("dialler", dialling: port),
+                identity: PeerIdentity()
+            )
             let notes = listener.messages(of: Note.self)
             try await whileRunning([dialler]) {
                 try await waitUntilActive(listener, dialler.peerID)
                 let events = dialler.events
                 await listener.suspend()
                 try await within(30, "the dialler to see the listener leave") {
-                    for await event in events { if case .peerLeft(let peer, _) = event, peer.id == listener.peerID { return } }
+                    for await event in events {
+                        if case .peerLeft(let peer, _) = event, peer.id == listener.peerID { return }
+                    }
                 }
                 for number in 0..<10 { try await dialler.send(Note(text: "\(number)"), to: listener.peerID) }
                 await listener.resume()
@@ -75,7 +83,9 @@ import Testing
             let events = session.events
             await session.suspend()
             // (No event says a session without peers has suspended: its port is gone then.)
-            try await within(30, "the session to suspend") { while await session.listeningPort != nil { await Task.yield() } }
+            try await within(30, "the session to suspend") {
+                while await session.listeningPort != nil { await Task.yield() }
+            }
             var squatting = configuration("squatter")
             squatting.port = port
             let squatter = MultipeerSession(configuration: squatting, identity: PeerIdentity())

@@ -18,7 +18,11 @@ import Testing
     }
 
     /// A session of a build that reads `types`, listening, or dialling `port`.
-    static func session(_ name: String, reads types: [any (Decodable & SendableMetatype).Type], dialling port: Int? = nil) -> MultipeerSession {
+    static func session(
+        _ name: String,
+        reads types: [any (Decodable & SendableMetatype).Type],
+        dialling port: Int? = nil
+    ) -> MultipeerSession {
         var configuration = configuration(name, dialling: port)
         configuration.messageTypes = types
         return MultipeerSession(configuration: configuration, identity: PeerIdentity())
@@ -55,14 +59,19 @@ import Testing
                     Issue.record("Weather \(number) was taken for a peer that does not read it")
                 } catch let error as MultipeerError where error.code == .messageTypeNotRead {
                     if refused == 0 {
-                        #expect(error.message.contains("\(older.peerID)") && error.message.contains("\"Weather\""), "\(error)")
+                        #expect(
+                            error.message.contains("\(older.peerID)") && error.message.contains("\"Weather\""),
+                            "\(error)"
+                        )
                     }
                     refused += 1
                 }
             }
             #expect(refused == 300)
             try await newer.send(Note(text: "after"), to: older.peerID, awaitAcknowledgement: true)
-            #expect(try await within(30, "the note") { await notes.first { _ in true }?.message } == Note(text: "after"))
+            #expect(
+                try await within(30, "the note") { await notes.first { _ in true }?.message } == Note(text: "after")
+            )
         }
     }
 
@@ -89,7 +98,10 @@ import Testing
                 throw TimedOut(what: "the skips' events (the session stopped)")
             }
             #expect(skips.count == 1, "one report for three skipped broadcasts of the type: \(skips.map(\.1))")
-            #expect(skips.first?.0.id == older.peerID && skips.first?.1 == "Weather" && skips.first?.2.code == .messageTypeNotRead)
+            #expect(
+                skips.first?.0.id == older.peerID && skips.first?.1 == "Weather"
+                    && skips.first?.2.code == .messageTypeNotRead
+            )
         }
     }
 
@@ -97,7 +109,9 @@ import Testing
     /// and sends it from then on.
     @Test func aTypeSubscribedToLaterIsAnnouncedAndThenSent() async throws {
         try await Self.withBuilds { older, newer in
-            await #expect(throws: MultipeerError.self) { try await newer.send(Weather(metar: "before"), to: older.peerID) }
+            await #expect(throws: MultipeerError.self) {
+                try await newer.send(Weather(metar: "before"), to: older.peerID)
+            }
             let weather = older.messages(of: Weather.self)
             let sent = try await within(30, "the subscription to reach the newer build") { () -> Int in
                 var attempts = 0
@@ -112,7 +126,10 @@ import Testing
                 }
             }
             #expect(sent >= 1)
-            #expect(try await within(30, "the weather") { await weather.first { _ in true }?.message } == Weather(metar: "after"))
+            #expect(
+                try await within(30, "the weather") { await weather.first { _ in true }?.message }
+                    == Weather(metar: "after")
+            )
         }
     }
 
@@ -129,7 +146,10 @@ import Testing
                 throw TimedOut(what: "the remark to be held (the session stopped)")
             }
             let remarks = older.messages(of: Remark.self)
-            #expect(try await within(30, "the remark") { await remarks.first { _ in true }?.message } == Remark(text: "early"))
+            #expect(
+                try await within(30, "the remark") { await remarks.first { _ in true }?.message }
+                    == Remark(text: "early")
+            )
         }
     }
 }

@@ -15,13 +15,23 @@ let timeScale = ProcessInfo.processInfo.environment["MULTIPEER_TEST_TIME_SCALE"]
 
 /// A configuration on loopback without DNS-SD: `listener` takes no peers list, a dialler names it.
 func configuration(
-    _ name: String, dialling port: Int? = nil, limits: MultipeerSession.Limits = .init(), encoding: MessageEncoding? = nil,
+    _ name: String,
+    dialling port: Int? = nil,
+    limits: MultipeerSession.Limits = .init(),
+    encoding: MessageEncoding? = nil,
     statsInterval: Duration? = nil
 ) -> MultipeerSession.Configuration {
     var configuration = MultipeerSession.Configuration(
-        serviceType: "_consumer._tcp", peer: PeerInfo(displayName: name), psk: groupKey,
-        discovery: .staticPeers(port.map { ["127.0.0.1:\($0)"] } ?? []), limits: limits,
-        keepalive: KeepaliveParameters(interval: .milliseconds(500 * timeScale), timeout: .milliseconds(1500 * timeScale)))
+        serviceType: "_consumer._tcp",
+        peer: PeerInfo(displayName: name),
+        psk: groupKey,
+        discovery: .staticPeers(port.map { ["127.0.0.1:\($0)"] } ?? []),
+        limits: limits,
+        keepalive: KeepaliveParameters(
+            interval: .milliseconds(500 * timeScale),
+            timeout: .milliseconds(1500 * timeScale)
+        )
+    )
     if let encoding { configuration.messageEncoding = encoding }  // else the default, binary
     if let statsInterval { configuration.statsInterval = statsInterval }
     return configuration
@@ -35,7 +45,9 @@ struct TimedOut: Error, CustomStringConvertible {
 
 /// Runs `body`, failing with ``TimedOut`` after `seconds` (a generous bound, stretched by the time scale).
 func within<T: Sendable>(
-    _ seconds: Int, _ what: String, _ body: @escaping @Sendable () async throws -> T
+    _ seconds: Int,
+    _ what: String,
+    _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     try await withThrowingTaskGroup(of: T?.self) { group in
         group.addTask { try await body() }
@@ -84,14 +96,27 @@ func listeningPort(of session: MultipeerSession) async throws -> Int {
 /// Runs a listening session and a session that dials it over loopback, and `body` once each
 /// has the other among its active peers; stops both afterwards.
 func withPair<T: Sendable>(
-    listenerLimits: MultipeerSession.Limits = .init(), diallerLimits: MultipeerSession.Limits = .init(),
-    listenerEncoding: MessageEncoding? = nil, listenerStatsInterval: Duration? = nil,
+    listenerLimits: MultipeerSession.Limits = .init(),
+    diallerLimits: MultipeerSession.Limits = .init(),
+    listenerEncoding: MessageEncoding? = nil,
+    listenerStatsInterval: Duration? = nil,
     _ body: @escaping @Sendable (_ listener: MultipeerSession, _ dialler: MultipeerSession) async throws -> T
 ) async throws -> T {
-    let listener = MultipeerSession(configuration: configuration("listener", limits: listenerLimits, encoding: listenerEncoding, statsInterval: listenerStatsInterval), identity: PeerIdentity())
+    let listener = MultipeerSession(
+        configuration: configuration(
+            "listener",
+            limits: listenerLimits,
+            encoding: listenerEncoding,
+            statsInterval: listenerStatsInterval
+        ),
+        identity: PeerIdentity()
+    )
     return try await whileRunning([listener]) {
         let port = try await listeningPort(of: listener)
-        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port, limits: diallerLimits), identity: PeerIdentity())
+        let dialler = MultipeerSession(
+            configuration: configuration("dialler", dialling: port, limits: diallerLimits),
+            identity: PeerIdentity()
+        )
         return try await whileRunning([dialler]) {
             try await waitUntilActive(dialler, listener.peerID)
             try await waitUntilActive(listener, dialler.peerID)

@@ -9,8 +9,13 @@ import Testing
         limits.outbox = BufferLimits(maximumCount: 16, maximumBytes: 1 << 20)
         let keepalive = KeepaliveParameters(interval: .milliseconds(200), timeout: .seconds(1))
         let configuration = MultipeerSession.Configuration(
-            serviceType: "_consumer._tcp", peer: PeerInfo(displayName: "one import"), psk: groupKey,
-            limits: limits, keepalive: keepalive, reconnect: .init(initialDelay: .milliseconds(50)))
+            serviceType: "_consumer._tcp",
+            peer: PeerInfo(displayName: "one import"),
+            psk: groupKey,
+            limits: limits,
+            keepalive: keepalive,
+            reconnect: .init(initialDelay: .milliseconds(50))
+        )
         #expect(configuration.limits.outbox.maximumCount == 16)
         #expect(configuration.reconnect == ReconnectParameters(initialDelay: .milliseconds(50)))
         #expect(MultipeerSession.protocolVersion == 2 && MultipeerSession.version.split(separator: ".").count == 3)
@@ -43,7 +48,10 @@ import Testing
         }
         #expect(joined == peer)
         // ... and with the errors events carry, under the library's codes.
-        let refusal = SessionEvent.authenticationFailed(address: "198.18.0.2:7000", MultipeerError(.notInRoster, "not in the roster"))
+        let refusal = SessionEvent.authenticationFailed(
+            address: "198.18.0.2:7000",
+            MultipeerError(.notInRoster, "not in the roster")
+        )
         guard case .authenticationFailed(_, let error) = refusal else {
             Issue.record("an authenticationFailed event")
             return
@@ -62,7 +70,10 @@ import Testing
         try await whileRunning([listener]) {
             let port = try await listeningPort(of: listener)
             var events = listener.events.makeAsyncIterator()
-            let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port), identity: PeerIdentity())
+            let dialler = MultipeerSession(
+                configuration: configuration("dialler", dialling: port),
+                identity: PeerIdentity()
+            )
             let run = Task { try await dialler.run() }
             while let event = await events.next() {
                 if case .peerJoined(let peer) = event {
@@ -87,11 +98,15 @@ import Testing
         let listener = MultipeerSession(configuration: configuration("listener"), identity: PeerIdentity())
         let listening = Task { try await listener.run() }
         let port = try await listeningPort(of: listener)
-        let dialler = MultipeerSession(configuration: configuration("dialler", dialling: port), identity: PeerIdentity())
+        let dialler = MultipeerSession(
+            configuration: configuration("dialler", dialling: port),
+            identity: PeerIdentity()
+        )
         #expect(dialler.availablePeers.isEmpty, "not running: no one")
         let events = dialler.events
         let (states, gone) = try await whileRunning([dialler]) {
-            try await within(60, "the listener to become active, then to go") { () -> ([AvailablePeer.State], AvailablePeer?) in
+            try await within(60, "the listener to become active, then to go") {
+                () -> ([AvailablePeer.State], AvailablePeer?) in
                 var states: [AvailablePeer.State] = []
                 var joined = false
                 for await event in events {
@@ -145,7 +160,10 @@ import Testing
         try await withPair { listener, dialler in
             let received = listener.messages(of: Readable.self)
             try await dialler.send(Readable(text: "as JSON"), to: listener.peerID)
-            #expect(try await within(30, "the message") { await received.first { _ in true }?.message } == Readable(text: "as JSON"))
+            #expect(
+                try await within(30, "the message") { await received.first { _ in true }?.message }
+                    == Readable(text: "as JSON")
+            )
         }
     }
 
@@ -156,6 +174,9 @@ import Testing
         invalid.serviceType = "navlog"
         let session = MultipeerSession(configuration: invalid, identity: PeerIdentity())
         let error = try await #require(throws: MultipeerError.self) { try await session.run() }
-        #expect(error.code == .invalidArgument && error.message.contains("\"navlog\" is not a DNS-SD service type"), "\(error)")
+        #expect(
+            error.code == .invalidArgument && error.message.contains("\"navlog\" is not a DNS-SD service type"),
+            "\(error)"
+        )
     }
 }

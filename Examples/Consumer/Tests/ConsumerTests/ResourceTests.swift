@@ -8,7 +8,9 @@ import Testing
 @Suite struct ResourceTests {
     /// A directory of its own for a test, removed afterwards.
     struct Scratch: ~Copyable {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("consumer-resources-\(UUID().uuidString)")
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "consumer-resources-\(UUID().uuidString)"
+        )
         init() throws { try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true) }
         deinit { try? FileManager.default.removeItem(at: url) }
 
@@ -25,14 +27,18 @@ import Testing
 
     /// A listener receiving into `directory` (none: it refuses), and a dialler that met it.
     static func withReceiver<T: Sendable>(
-        directory: URL?, _ body: @escaping @Sendable (_ receiver: MultipeerSession, _ sender: MultipeerSession) async throws -> T
+        directory: URL?,
+        _ body: @escaping @Sendable (_ receiver: MultipeerSession, _ sender: MultipeerSession) async throws -> T
     ) async throws -> T {
         var receiving = configuration("receiver")
         receiving.resourceDirectory = directory
         let receiver = MultipeerSession(configuration: receiving, identity: PeerIdentity())
         return try await whileRunning([receiver]) {
             let port = try await listeningPort(of: receiver)
-            let sender = MultipeerSession(configuration: configuration("sender", dialling: port), identity: PeerIdentity())
+            let sender = MultipeerSession(
+                configuration: configuration("sender", dialling: port),
+                identity: PeerIdentity()
+            )
             return try await whileRunning([sender]) {
                 try await waitUntilActive(sender, receiver.peerID)
                 try await waitUntilActive(receiver, sender.peerID)
@@ -51,8 +57,15 @@ import Testing
                 try await sender.sendResource(at: source, metadata: ["entry": "42"], to: receiver.peerID)
             }
             #expect(transfer.length == 5 << 20 && transfer.name == "weather chart.pdf")
-            let arriving = try #require(try await within(30, "the file to be announced") { await receiver.incomingResources.first { _ in true } })
-            #expect(arriving.name == "weather chart.pdf" && arriving.length == 5 << 20 && arriving.sender.id == sender.peerID)
+            let arriving = try #require(
+                try await within(30, "the file to be announced") {
+                    await receiver.incomingResources.first { _ in true }
+                }
+            )
+            #expect(
+                arriving.name == "weather chart.pdf" && arriving.length == 5 << 20
+                    && arriving.sender.id == sender.peerID
+            )
             #expect(arriving.metadata == ["entry": "42"] && arriving.sha256 == transfer.sha256)
             // A message sent now is not held behind the file.
             try await sender.send(Note(text: "beside the chart"), to: receiver.peerID)
@@ -75,7 +88,9 @@ import Testing
         let scratch = try Scratch()
         let source = try scratch.file("log.txt", length: 1000)
         try await Self.withReceiver(directory: nil) { _, sender in
-            let error = try await #require(throws: MultipeerError.self) { _ = try await sender.sendResource(at: source, to: UUID()) }
+            let error = try await #require(throws: MultipeerError.self) {
+                _ = try await sender.sendResource(at: source, to: UUID())
+            }
             #expect(error.code == .peerNotActive)
         }
     }
@@ -109,8 +124,14 @@ import Testing
                 var attempts = 0
                 while true {
                     attempts += 1
-                    let transfer = try await within(30, "the file to be offered") { try await sender.sendResource(at: source, to: receiver.peerID) }
-                    let arriving = try #require(try await within(30, "the file to be announced") { await receiver.incomingResources.first { _ in true } })
+                    let transfer = try await within(30, "the file to be offered") {
+                        try await sender.sendResource(at: source, to: receiver.peerID)
+                    }
+                    let arriving = try #require(
+                        try await within(30, "the file to be announced") {
+                            await receiver.incomingResources.first { _ in true }
+                        }
+                    )
                     if cancelledBySender { transfer.cancel() } else { arriving.cancel() }
                     let senderError = try await within(30, "the sender's end") { () -> MultipeerError? in
                         do { try await transfer.completion() } catch let error as MultipeerError { return error }
@@ -151,13 +172,19 @@ import Testing
                     if case .peerLeft(let peer, _) = event, peer.id == receiver.peerID { return }
                 }
             }
-            let transfer = try await within(30, "the file to be offered") { try await sender.sendResource(at: source, to: receiver.peerID) }
+            let transfer = try await within(30, "the file to be offered") {
+                try await sender.sendResource(at: source, to: receiver.peerID)
+            }
             let waiting = Task { try await transfer.completion() }
             waiting.cancel()
             await #expect(throws: CancellationError.self, "the wait stops") { try await waiting.value }
             await receiver.resume()
-            try await within(60, "the transfer to complete once the receiver is back") { try await transfer.completion() }
-            let file = try await within(60, "the file") { try await receiver.incomingResources.first { _ in true }?.file() }
+            try await within(60, "the transfer to complete once the receiver is back") {
+                try await transfer.completion()
+            }
+            let file = try await within(60, "the file") {
+                try await receiver.incomingResources.first { _ in true }?.file()
+            }
             #expect(try Data(contentsOf: try #require(file)) == Data(contentsOf: source))
         }
     }

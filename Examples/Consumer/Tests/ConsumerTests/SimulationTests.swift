@@ -13,7 +13,8 @@ import Testing
     /// (What it costs in wall time is Benchmarks/SimulationBenchmark's to say: milliseconds.)
     @Test func aFrozenPeerIsDetectedAndRejoins() async throws {
         let world = SimulatedWorld(seed: 3)
-        let captain = world.addHost("captain"), purser = world.addHost("purser")
+        let captain = world.addHost("captain")
+        let purser = world.addHost("purser")
         let a = captain.makeSession(configuration: Self.configuration("captain"))
         let b = purser.makeSession(configuration: Self.configuration("purser"))
         captain.start(a)
@@ -23,7 +24,10 @@ import Testing
 
         purser.freeze()
         let detected = try await world.run(until: { a.activePeers.isEmpty }, within: .seconds(10))
-        #expect(detected >= .milliseconds(1_400) && detected <= .milliseconds(1_600), "the default timeout, 1.5 s: \(detected)")
+        #expect(
+            detected >= .milliseconds(1_400) && detected <= .milliseconds(1_600),
+            "the default timeout, 1.5 s: \(detected)"
+        )
         purser.thaw()
         try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(20))
         await world.shutdown()
@@ -33,7 +37,8 @@ import Testing
     /// incarnation (same identity): a receiver that restarts gets what it never acknowledged.
     @Test func aMessageForAKilledPeerReachesItsRestart() async throws {
         let world = SimulatedWorld(seed: 4)
-        let captain = world.addHost("captain"), relief = world.addHost("relief")
+        let captain = world.addHost("captain")
+        let relief = world.addHost("relief")
         let a = captain.makeSession(configuration: Self.configuration("captain"))
         captain.start(a)
         relief.start(relief.makeSession(configuration: Self.configuration("relief")))
@@ -51,7 +56,11 @@ import Testing
         }
         relief.start(restarted)
         try await world.run(until: { received.texts == ["while you were away"] }, within: .seconds(30))
-        #expect(world.trace.lines.contains { $0.host == "relief" && $0.text.contains("captain") && $0.text.contains("joined") })
+        #expect(
+            world.trace.lines.contains {
+                $0.host == "relief" && $0.text.contains("captain") && $0.text.contains("joined")
+            }
+        )
         await world.shutdown()
     }
 
@@ -59,7 +68,8 @@ import Testing
     /// awaiting its acknowledgement returns once the peer's application has the message.
     @Test func anAcknowledgedSendReturnsInSimulatedTime() async throws {
         let world = SimulatedWorld(seed: 5)
-        let captain = world.addHost("captain"), relief = world.addHost("relief")
+        let captain = world.addHost("captain")
+        let relief = world.addHost("relief")
         let a = captain.makeSession(configuration: Self.configuration("captain"))
         let b = relief.makeSession(configuration: Self.configuration("relief"))
         let received = Received()
@@ -75,7 +85,10 @@ import Testing
             try await a.send(Note(text: "acknowledged"), to: b.peerID, awaitAcknowledgement: true)
         }
         #expect(received.texts == ["acknowledged"], "in the peer's application once the send returns")
-        #expect(world.now - before >= .milliseconds(80), "a round trip of the 40 ms path at least: \(world.now - before)")
+        #expect(
+            world.now - before >= .milliseconds(80),
+            "a round trip of the 40 ms path at least: \(world.now - before)"
+        )
         await world.shutdown()
     }
 
@@ -84,7 +97,8 @@ import Testing
     /// incarnation by the wall clock, and joins all the same.
     @Test func aSleepingPeerIsTimedOutAndABootWithItsClockBehindStillJoins() async throws {
         let world = SimulatedWorld(seed: 6)
-        let captain = world.addHost("captain"), relief = world.addHost("relief")
+        let captain = world.addHost("captain")
+        let relief = world.addHost("relief")
         let a = captain.makeSession(configuration: Self.configuration("captain"))
         let b = relief.makeSession(configuration: Self.configuration("relief"))
         captain.start(a)
@@ -93,7 +107,10 @@ import Testing
 
         await relief.sleep()
         let detected = try await world.run(until: { a.activePeers.isEmpty }, within: .seconds(10))
-        #expect(detected >= .milliseconds(1_400) && detected <= .milliseconds(1_600), "the default timeout, 1.5 s: \(detected)")
+        #expect(
+            detected >= .milliseconds(1_400) && detected <= .milliseconds(1_600),
+            "the default timeout, 1.5 s: \(detected)"
+        )
         await world.run(for: .seconds(10))
         await relief.wake()
         try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(15))

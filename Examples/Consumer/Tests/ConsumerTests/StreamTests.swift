@@ -45,7 +45,10 @@ import Testing
                 try await stream.finish()
             }
             let accepted = try await Self.accept(on: listener)
-            #expect(accepted.id == stream.id && accepted.name == "cockpit log" && accepted.peerID == dialler.peerID && !accepted.openedHere)
+            #expect(
+                accepted.id == stream.id && accepted.name == "cockpit log" && accepted.peerID == dialler.peerID
+                    && !accepted.openedHere
+            )
             try await accepted.write(reply)
             try await accepted.finish()
             let received = try await within(60, "the log") { try await Self.readAll(accepted) }
@@ -81,9 +84,13 @@ import Testing
 
     @Test func aStreamToAPeerNeverMetOrWithABadNameIsRefusedAtOnce() async throws {
         try await withPair { listener, dialler in
-            let stranger = try #require(throws: MultipeerError.self) { _ = try dialler.openStream(named: "log", to: PeerIdentity().peerID) }
+            let stranger = try #require(throws: MultipeerError.self) {
+                _ = try dialler.openStream(named: "log", to: PeerIdentity().peerID)
+            }
             #expect(stranger.code == .peerNotActive)
-            let unnamed = try #require(throws: MultipeerError.self) { _ = try dialler.openStream(named: "", to: listener.peerID) }
+            let unnamed = try #require(throws: MultipeerError.self) {
+                _ = try dialler.openStream(named: "", to: listener.peerID)
+            }
             #expect(unnamed.code == .invalidArgument)
         }
     }
