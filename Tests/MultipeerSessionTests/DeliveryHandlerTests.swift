@@ -174,11 +174,11 @@ import Testing
         link.channel.embeddedEventLoop.run()
         #expect(delivery.outboxCount == 2)
 
+        let resumePoints = ResumePoints()
+        try link.channel.pipeline.syncOperations.addHandler(resumePoints)
         try link.channel.writeInbound(LinkMessage.ack(0, partial: nil))
-        guard case .ack(0, nil)? = try link.channel.readInbound(as: LinkMessage.self) else {
-            Issue.record("the first ACK goes on, to the session")
-            return
-        }
+        #expect(resumePoints.seen == [0], "the first ACK goes on, to the session, as the resume point")
+        #expect(try link.channel.readInbound(as: LinkMessage.self) == nil)
         try link.channel.writeInbound(LinkMessage.ack(1, partial: nil))
         try link.channel.writeInbound(LinkMessage.ack(2, partial: nil))
         #expect(try link.channel.readInbound(as: LinkMessage.self) == nil, "held for the delivery")
@@ -188,5 +188,15 @@ import Testing
             promise: nil
         )
         #expect(delivery.outboxCount == 0, "the latest held ACK, applied")
+        #expect(resumePoints.seen == [0], "one resume point")
+    }
+
+    /// After the handler: the resume points it hands up.
+    final class ResumePoints: ChannelInboundHandler, @unchecked Sendable {
+        typealias InboundIn = LinkMessage
+        var seen: [UInt64] = []
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            if let resume = event as? ResumePointReceived { seen.append(resume.sequence) }
+        }
     }
 }

@@ -54,7 +54,7 @@ import Testing
     @Test func whatComesBeforeTheSessionTakesTheLinkInIsHeldAndThenReportedInOrder() throws {
         let link = try Link()
         defer { link.finish() }
-        try link.channel.writeInbound(LinkMessage.ack(4, partial: nil))
+        link.channel.pipeline.fireUserInboundEventTriggered(ResumePointReceived(sequence: 4, partial: nil))
         try link.channel.writeInbound(LinkMessage.reject(Rejection(sequence: 5, typeName: "Note", reason: "no")))
         #expect(link.said.isEmpty)
         link.takeIn()

@@ -54,8 +54,10 @@ package struct LinkConfiguration: Sendable {
     /// 5. ``LinkHandler``: the HELLO exchange (``LinkStateMachine``), then frames to
     ///    ``LinkMessage``s and back.
     /// 6. ``KeepaliveHandler``: PING, PONG and FLOW, and a silent link's end.
-    /// 7. ``DeliveryHandler`` (a session's links): DATA and FRAGMENT to the application's
-    ///    streams, this side's ACKs, and the peer's ACKs to the sender's ``PeerDelivery``.
+    /// 7. ``DeliveryHandler`` (a session's links; ``LinkDeliveryStateMachine`` decides): DATA and
+    ///    FRAGMENT to the application's streams, files' and streams' frames to their owners, this
+    ///    side's ACKs and FLOW, the peer's resume point up and its later ACKs to the sender's
+    ///    ``PeerDelivery``.
     ///
     /// 8. ``LinkReporter`` (a session's links): the peer's resume point, REJECT and the link's
     ///    end, to the session's run loop.

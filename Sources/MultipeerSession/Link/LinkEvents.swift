@@ -19,6 +19,13 @@ struct DeliveryAttached: Sendable {
 /// it has told of the peer's joining): until then the link holds the peer's messages, unread.
 struct MessagesAdmitted {}
 
+/// Fired inbound by ``DeliveryHandler`` at the peer's first ACK: where the peer's receive window
+/// resumes, which admits the link (``LinkReporter`` takes it to the session).
+struct ResumePointReceived {
+    var sequence: UInt64
+    var partial: PartialMessage?
+}
+
 /// Fired inbound by ``LinkHandler`` when the peer's HELLO has arrived and been accepted.
 struct HelloCompleted {
     var remote: Hello

@@ -40,8 +40,6 @@ final class LinkReporter: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .ack(let sequence, let partial):
-            report(.resumePoint(sequence, partial))
         case .reject(let rejection):
             report(.rejected(rejection))
         case .types(let types):
@@ -49,11 +47,20 @@ final class LinkReporter: ChannelInboundHandler {
         case .goodbye(let reason, _):
             if goodbye == nil { goodbye = reason }
             context.close(promise: nil)
-        case .data, .fragment, .resourceOffer, .resourceWant, .resourceChunk, .resourceEnd, .streamOpen, .streamWant,
+        case .ack, .data, .fragment, .resourceOffer, .resourceWant, .resourceChunk, .resourceEnd, .streamOpen,
+            .streamWant,
             .streamData, .streamEnd,
             .hello, .ping, .pong, .flow, .unknown:
-            // (taken below: DATA, resources and streams by the DeliveryHandler, the rest by the link and keepalive handlers)
+            // (taken below: ACK, DATA, resources and streams by the DeliveryHandler, the rest by the link and keepalive handlers)
             break
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let resume = event as? ResumePointReceived {
+            report(.resumePoint(resume.sequence, resume.partial))
+        } else {
+            context.fireUserInboundEventTriggered(event)
         }
     }
 
