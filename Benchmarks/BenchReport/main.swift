@@ -463,7 +463,7 @@ target(
     }
 )
 target(
-    "API: copies of the payload per reliable 1 KiB message, both ends, sent flat out <= 3 (bytes in memcpy and memmove calls of 128 bytes or more, over 1,024)",
+    "API: copies of the payload per reliable 1 KiB message, both ends, sent flat out <= 3 (bytes in memcpy and memmove calls of 256 bytes or more, over 1,024)",
     sessionLocks.flatMap { counts in
         counts.flatOutPayloadCopies.map {
             ("\(number($0, 2)) flat out; \(number(counts.roundTripPayloadCopies ?? .nan, 2)) in round trips", $0 <= 3)

@@ -275,7 +275,7 @@ public struct LockCounts: Codable, Sendable {
     /// Round trips (a message, and the peer's application sending it back): per message, two a trip.
     public var roundTrip: Double
     /// Copies of the payload per message, both ends: the bytes the process copied in memcpy and
-    /// memmove calls of 128 bytes or more, over the payload's (nil before they were counted).
+    /// memmove calls of 256 bytes or more, over the payload's (nil before they were counted).
     public var flatOutPayloadCopies: Double?
     public var roundTripPayloadCopies: Double?
 
@@ -443,7 +443,7 @@ public struct SessionCase: Codable, Sendable {
     /// The process's pthread mutex acquisitions per message delivered, when counted
     /// (SessionBenchmark --locks).
     public var lockAcquisitionsPerMessage: Double?
-    /// Bytes copied in memcpy and memmove calls of 128 bytes or more, over the payload's, per
+    /// Bytes copied in memcpy and memmove calls of 256 bytes or more, over the payload's, per
     /// message (the same run, with it preloaded).
     public var payloadCopiesPerMessage: Double?
 

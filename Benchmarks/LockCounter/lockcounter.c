@@ -3,7 +3,7 @@
 // and for memcpy and memmove (and their fortified forms), counts each call and passes it on.
 // SwiftNIO's locks (NIOLock, NIOLockedValueBox, an event loop's task queue, promises' callbacks)
 // are pthread mutexes; the Swift runtime's own locks are not counted. Copies: the bytes of every
-// call of at least MULTIPEER_COPY_MINIMUM (128) bytes, so that the headers, lengths and small
+// call of at least MULTIPEER_COPY_MINIMUM (256) bytes, so that the headers, lengths and small
 // values copied around a message stay out and its payload's copies are what is counted (Swift's
 // copyMemory, ByteBuffer's writes, Data's, GnuTLS's own copies into and out of its records);
 // a copy the compiler made inline, without a call, is not seen.
@@ -16,7 +16,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
-#define MULTIPEER_COPY_MINIMUM 128
+#define MULTIPEER_COPY_MINIMUM 256
 
 static atomic_ullong acquisitions;
 static atomic_ullong copied;

@@ -67,7 +67,7 @@ let quiet: Logger = {
 let lockAcquisitions: (@convention(c) () -> UInt64)? = dlsym(nil, "multipeer_lock_acquisitions").map {
     unsafeBitCast($0, to: (@convention(c) () -> UInt64).self)
 }
-/// The bytes the process has copied so far in memcpy and memmove calls of 128 bytes or more,
+/// The bytes the process has copied so far in memcpy and memmove calls of 256 bytes or more,
 /// when Benchmarks/LockCounter is preloaded.
 let bytesCopied: (@convention(c) () -> UInt64)? = dlsym(nil, "multipeer_bytes_copied").map {
     unsafeBitCast($0, to: (@convention(c) () -> UInt64).self)
@@ -396,7 +396,7 @@ if Bench.flag("--locks") {
     )
     if let flat = counts.flatOutPayloadCopies, let trip = counts.roundTripPayloadCopies {
         print(
-            "Copies of the payload per message, both ends (bytes in memcpy and memmove calls of 128 bytes or more, over 1,024):"
+            "Copies of the payload per message, both ends (bytes in memcpy and memmove calls of 256 bytes or more, over 1,024):"
         )
         print(String(format: "  sent flat out: %.2f; in round trips: %.2f", flat, trip))
     }
