@@ -22,14 +22,15 @@ final class DeliveryHandler: ChannelDuplexHandler {
     typealias OutboundIn = LinkMessage
     typealias OutboundOut = LinkMessage
 
-    /// The sender's delivery the link's ACKs go to, and the link it is attached on.
-    struct Attachment {
-        var delivery: PeerDelivery
-        var link: LinkID
-    }
-
     private let inbox: Inbox
-    private var machine: LinkDeliveryStateMachine<Peer, ReceiveWindows.Window, Attachment>
+    private var machine: LinkDeliveryStateMachine
+    /// The link's peer, from its HELLO on.
+    private var peer: Peer?
+    /// Its incarnation, which its window follows (read apart from ``peer``: a copy of that, for
+    /// every message, was a visible part of a small message's cost).
+    private var incarnation: UInt64 = 0
+    /// Its ID.
+    private var peerID = UUID()
     private var context: ChannelHandlerContext?
     /// Given to a stream this link fills: brings its room back to this handler, on its event
     /// loop. Made once, not per message.
@@ -51,11 +52,15 @@ final class DeliveryHandler: ChannelDuplexHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
         whenRoom = nil  // it holds this handler
-        if let peer = machine.adoptedPeer { inbox.windows.linkClosed(peer.id) }
+        if let peer, machine.followsWindow { inbox.windows.linkClosed(peer.id) }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let hello = event as? HelloCompleted { machine.helloCompleted(Peer(hello.remote)) }
+        if let hello = event as? HelloCompleted {
+            peer = Peer(hello.remote)
+            (peerID, incarnation) = (hello.remote.peerID, hello.remote.incarnation)
+            machine.helloCompleted(peerID: hello.remote.peerID)
+        }
         context.fireUserInboundEventTriggered(event)
     }
 
@@ -63,13 +68,13 @@ final class DeliveryHandler: ChannelDuplexHandler {
         switch event {
         case let attached as DeliveryAttached:
             run(
-                machine.deliveryAttached(Attachment(delivery: attached.delivery, link: attached.link)),
+                machine.deliveryAttached(.init(delivery: attached.delivery, link: attached.link)),
                 context: context
             )
         case is MessagesAdmitted:
             run(machine.messagesAdmitted(), context: context)
         case is LinkAdopted:
-            guard let peer = machine.adoptable else { break }
+            guard let peer, machine.isAdoptable else { break }
             let resume = inbox.windows.adopt(peer.id, incarnation: peer.incarnation)
             machine.linkAdopted(window: inbox.windows.window(of: peer.id)!)  // (made by the adoption)
             context.writeAndFlush(wrapOutboundOut(resume), promise: nil)
@@ -101,7 +106,7 @@ final class DeliveryHandler: ChannelDuplexHandler {
 
     /// Carries out what the machine decided. `data`: the frame read, for ``LinkDeliveryStateMachine/Action/forward``.
     private func run(
-        _ action: LinkDeliveryStateMachine<Peer, ReceiveWindows.Window, Attachment>.Action,
+        _ action: LinkDeliveryStateMachine.Action,
         context: ChannelHandlerContext,
         data: NIOAny? = nil
     ) {
@@ -117,12 +122,12 @@ final class DeliveryHandler: ChannelDuplexHandler {
             // session applies that one.
             let dropped = attachment.delivery.acknowledged(through: sequence, partial: partial, on: attachment.link)
             assert(dropped.isEmpty, "an ACK after the resume point dropped messages")
-        case .window(let frame, let sequence, let peer, let window):
+        case .window(let frame, let sequence, let window):
             let received = inbox.windows.receive(
                 frame,
                 in: window,
-                from: peer.id,
-                incarnation: peer.incarnation,
+                from: peerID,
+                incarnation: incarnation,
                 limit: inbox.maximumMessageLength
             )
             if let abandoned = received?.abandoned {
@@ -131,12 +136,13 @@ final class DeliveryHandler: ChannelDuplexHandler {
                 inbox.subscriptions.emit(.messagesDropped(typeName: abandoned, count: 1, reason: .abandonedBySender))
             }
             run(machine.windowed(received?.verdict, sequence: sequence), context: context)
-        case .deliver(let message, let peer):
-            guard let whenRoom else { return }
+        case .deliver(let message):
+            guard let whenRoom, let peer else { return }
             inbox.metrics.received(bytes: message.payload.readableBytes)
             let filled = inbox.subscriptions.deliver(message, from: peer, cache: &subscribers, whenRoom: whenRoom)
             run(machine.delivered(filling: filled), context: context)
-        case .route(let frame, let peer):
+        case .route(let frame):
+            guard let peer else { return }
             do throws(MultipeerError) {
                 switch frame {
                 case .streamOpen, .streamWant, .streamData, .streamEnd:
@@ -150,8 +156,8 @@ final class DeliveryHandler: ChannelDuplexHandler {
         case .replay(let frames):
             for frame in frames { run(machine.received(frame), context: context) }
             run(machine.replayed(), context: context)
-        case .acknowledgeDelivered(let peer, let window, let thenRead):
-            if let ack = inbox.windows.acknowledgement(in: window, incarnation: peer.incarnation) {
+        case .acknowledgeDelivered(let window, let thenRead):
+            if let ack = inbox.windows.acknowledgement(in: window, incarnation: incarnation) {
                 context.writeAndFlush(wrapOutboundOut(ack), promise: nil)
             }
             if thenRead { context.read() }
@@ -173,5 +179,3 @@ final class DeliveryHandler: ChannelDuplexHandler {
 
 @available(*, unavailable)
 extension DeliveryHandler: Sendable {}
-
-extension Peer: LinkPeer {}

@@ -3,26 +3,42 @@ import MultipeerCore
 import NIOCore
 import Testing
 
+@testable import MultipeerSession
+
 /// The receiving side of a link's delivery, by its actions: what waits, what breaks the
 /// protocol, where ACKs go, when the link acknowledges and when it reads.
 @Suite struct LinkDeliveryTests {
-    struct Remote: LinkPeer, Equatable {
-        var id = UUID()
-        var incarnation: UInt64 = 7
-    }
+    typealias Machine = LinkDeliveryStateMachine
+    let peer = UUID()
+    let windows = ReceiveWindows()
+    /// The peer's window the link follows once adopted.
+    let window: ReceiveWindows.Window
+    /// The sender's delivery its ACKs go to, once attached.
+    let delivery: LinkDeliveryStateMachine.Attachment
 
-    typealias Machine = LinkDeliveryStateMachine<Remote, String, String>
-    let peer = Remote()
+    init() {
+        _ = windows.adopt(peer, incarnation: 7)
+        window = windows.window(of: peer)!
+        let limits = BufferLimits(maximumCount: 8, maximumBytes: 1 << 20)
+        delivery = .init(
+            delivery: PeerDelivery(
+                peerID: peer,
+                policy: .init(limits: limits, unreliableLimits: limits, failWhenFull: false, sendTimeout: .seconds(30)),
+                metrics: SessionMetrics(localName: "test")
+            ),
+            link: LinkID(1)
+        )
+    }
 
     static func data(_ sequence: UInt64, _ payload: String = "x") -> DataMessage {
         try! DataMessage(sequence: sequence, typeName: "Note", payload: ByteBuffer(string: payload))
     }
 
-    /// A machine whose link is adopted (window "w") and, if `admitted`, delivering.
+    /// A machine whose link is adopted (``window``) and, if `admitted`, delivering.
     func machine(admitted: Bool = true) -> Machine {
         var machine = Machine(limit: 1 << 20)
-        machine.helloCompleted(peer)
-        machine.linkAdopted(window: "w")
+        machine.helloCompleted(peerID: peer)
+        machine.linkAdopted(window: window)
         if admitted { _ = machine.messagesAdmitted() }
         return machine
     }
@@ -38,11 +54,15 @@ import Testing
             Issue.record("ACKs before the delivery is attached wait")
             return
         }
-        guard case .acknowledge(6, nil, "delivery") = machine.deliveryAttached("delivery") else {
+        guard case .acknowledge(6, nil, let attached) = machine.deliveryAttached(delivery),
+            attached.delivery === delivery.delivery
+        else {
             Issue.record("the latest waiting ACK goes to the delivery")
             return
         }
-        guard case .acknowledge(9, nil, "delivery") = machine.received(.ack(9, partial: nil)) else {
+        guard case .acknowledge(9, nil, let attached) = machine.received(.ack(9, partial: nil)),
+            attached.link == LinkID(1)
+        else {
             Issue.record("later ACKs go straight to the delivery")
             return
         }
@@ -50,7 +70,7 @@ import Testing
 
     @Test func reliableDataBeforeTheLinkIsKeptBreaksTheProtocol() {
         var machine = Machine(limit: 1 << 20)
-        machine.helloCompleted(peer)
+        machine.helloCompleted(peerID: peer)
         guard case .fail(let error) = machine.received(.data(Self.data(1))) else {
             Issue.record("refused")
             return
@@ -65,8 +85,8 @@ import Testing
 
     @Test func anUnreliableMessageIsDeliveredBeforeTheLinkIsKeptAndAResourceFrameIsNot() {
         var machine = Machine(limit: 1 << 20)
-        machine.helloCompleted(peer)
-        guard case .deliver(let message, peer) = machine.received(.data(Self.data(0))) else {
+        machine.helloCompleted(peerID: peer)
+        guard case .deliver(let message) = machine.received(.data(Self.data(0))) else {
             Issue.record("delivered")
             return
         }
@@ -92,7 +112,7 @@ import Testing
         }
         #expect(frames.count == 2)
         for (index, frame) in frames.enumerated() {
-            guard case .window(_, let sequence, peer, "w") = machine.received(frame) else {
+            guard case .window(_, let sequence, let into) = machine.received(frame), into === window else {
                 Issue.record("through the window")
                 return
             }
@@ -103,7 +123,7 @@ import Testing
             }
             #expect(machine.delivered(filling: 0).isNone)
         }
-        guard case .acknowledgeDelivered(peer, "w", thenRead: true) = machine.replayed() else {
+        guard case .acknowledgeDelivered(let into, thenRead: true) = machine.replayed(), into === window else {
             Issue.record("acknowledged once, then the withheld read")
             return
         }
@@ -116,7 +136,7 @@ import Testing
             _ = machine.received(.data(Self.data(sequence)))
             _ = machine.windowed(.deliver(Self.data(sequence)), sequence: sequence)
         }
-        guard case .acknowledgeDelivered(peer, "w", thenRead: false) = machine.readComplete() else {
+        guard case .acknowledgeDelivered(let into, thenRead: false) = machine.readComplete(), into === window else {
             Issue.record("one ACK for the batch")
             return
         }
@@ -133,7 +153,8 @@ import Testing
         }
         #expect(error.code == .outOfSequence)
         #expect(error.message.contains("reliable message 5 with an earlier one missing"))
-        #expect(machine.adoptedPeer == peer, "the window it followed is still released when it goes")
+        #expect(machine.followsWindow, "the window it followed is still released when it goes")
+        #expect(error.message.contains("\(peer)"), "the peer named")
     }
 
     @Test func aFullStreamStopsTheLinkReadingUntilEveryStreamItFilledHasRoom() {
@@ -164,12 +185,18 @@ import Testing
     @Test func anUnreliableMessageInFragmentsIsPutTogetherOnTheLink() throws {
         var machine = machine()
         let payload = ByteBuffer(repeating: 7, count: 600 << 10)
-        let fragments = try DataMessage(sequence: 0, typeName: "Chart", payload: payload).fragments(frameLimit: 1 << 20)
+        let message = try DataMessage(sequence: 0, typeName: "Chart", payload: payload)
+        var fragments: [Fragment] = []
+        while fragments.reduce(0, { $0 + $1.bytes.readableBytes }) < payload.readableBytes {
+            fragments.append(
+                message.fragment(from: fragments.reduce(0) { $0 + $1.bytes.readableBytes }, frameLimit: 1 << 20)
+            )
+        }
         #expect(fragments.count > 1)
         var delivered: DataMessage?
         for fragment in fragments {
             switch machine.received(.fragment(fragment)) {
-            case .deliver(let message, _): delivered = message
+            case .deliver(let message): delivered = message
             case .none: break
             default: Issue.record("a fragment is kept or completes the message")
             }
@@ -179,5 +206,6 @@ import Testing
 }
 
 extension LinkDeliveryStateMachine.Action {
+    /// Whether the machine decided nothing to do.
     var isNone: Bool { if case .none = self { true } else { false } }
 }

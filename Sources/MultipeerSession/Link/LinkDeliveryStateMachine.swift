@@ -1,10 +1,6 @@
-package import struct Foundation.UUID
+import MultipeerCore
 
-/// Who a link's peer is, as the receiving side's delivery needs it.
-package protocol LinkPeer: Sendable {
-    var id: UUID { get }
-    var incarnation: UInt64 { get }
-}
+import struct Foundation.UUID
 
 /// Delivery on the receiving side of one link, sans-IO: what happens to each frame the peer
 /// sends after its HELLO, when the link acknowledges, when it stops reading and reads again, and
@@ -23,31 +19,41 @@ package protocol LinkPeer: Sendable {
 /// - A reliable message delivered in a read batch is acknowledged at the batch's end, once.
 /// - A full stream stops the link reading (FLOW off) until every stream it filled has room.
 ///
-/// Generic over what the shell holds: the peer (`Peer`), its receive window (`Window`) and the
-/// sender's delivery it applies ACKs to (`Delivery`).
-package struct LinkDeliveryStateMachine<Peer: LinkPeer, Window, Delivery> {
-    package enum Action {
+/// The shell holds the peer (its HELLO is the link's for good); the machine knows its ID, for
+/// what it says of it. In this module, beside its shell, and not generic: a first version in
+/// MultipeerCore, generic over the window's and the delivery's handles, was not specialized
+/// where it ran, and the generic value witnesses cost 10-20 % of a 1 KiB message's rate.
+struct LinkDeliveryStateMachine {
+    typealias Window = ReceiveWindows.Window
+
+    /// The sender's delivery the link's ACKs go to, and the link it is attached on.
+    struct Attachment {
+        var delivery: PeerDelivery
+        var link: LinkID
+    }
+
+    enum Action {
         case none
         /// Not delivery's: pass the frame on up the pipeline.
         case forward
         /// The peer's resume point (its first ACK): to the session, which admits the link with it.
         case reportResumePoint(UInt64, PartialMessage?)
         /// An ACK after the resume point: apply it to the sender's delivery.
-        case acknowledge(UInt64, PartialMessage?, Delivery)
+        case acknowledge(UInt64, PartialMessage?, Attachment)
         /// A reliable message or fragment: put it through the peer's window and tell the verdict
         /// (``windowed(_:sequence:)``).
-        case window(LinkMessage, sequence: UInt64, Peer, Window)
+        case window(LinkMessage, sequence: UInt64, Window)
         /// A whole message: hand it to the application's streams and tell how many it filled
         /// (``delivered(filling:)``).
-        case deliver(DataMessage, Peer)
+        case deliver(DataMessage)
         /// A RESOURCE_ or STREAM_ frame: to the session's resources or streams, whichever owns it.
-        case route(LinkMessage, Peer)
+        case route(LinkMessage)
         /// What waited for the application, in order: receive each (``received(_:)``) while the
         /// link delivers, then ``replayed()``.
         case replay([LinkMessage])
         /// Write the ACK of what the peer's window delivered since the last one; then, if
         /// `thenRead`, ask for the read withheld meanwhile.
-        case acknowledgeDelivered(Peer, Window, thenRead: Bool)
+        case acknowledgeDelivered(Window, thenRead: Bool)
         /// Tell the peer the link stopped reading (false) or reads again (FLOW).
         case announce(reading: Bool)
         /// Tell the peer the link reads again, and ask for the read withheld meanwhile.
@@ -62,23 +68,28 @@ package struct LinkDeliveryStateMachine<Peer: LinkPeer, Window, Delivery> {
         /// Before the peer's HELLO: frames are not delivery's.
         case awaitingHello
         /// The peer is known; the session has not kept the link as its own.
-        case open(Peer)
+        case open
         /// The session keeps the link as the peer's; what the peer sends waits (`early`) until the
         /// application has heard of the join.
-        case adopted(Peer, Window, early: [LinkMessage])
+        case adopted(Window, early: [LinkMessage])
         /// Delivering what the link brings.
-        case delivering(Peer, Window)
-        /// The peer broke the protocol: the link reads nothing more (`adopted`: the peer whose
-        /// window it followed).
-        case broken(adopted: Peer?)
+        case delivering(Window)
+        /// The peer broke the protocol: the link reads nothing more (`adopted`: it followed the
+        /// peer's window until then).
+        case broken(adopted: Bool)
     }
 
     private enum Acknowledgements {
         /// The resume point has not come.
         case awaitingResumePoint
         /// It went to the session; the latest ACK since waits for the delivery.
-        case admitting(latest: (sequence: UInt64, partial: PartialMessage?)?)
-        case attached(Delivery)
+        case admitting(latest: Acknowledgement?)
+        case attached(Attachment)
+    }
+
+    private struct Acknowledgement {
+        var sequence: UInt64
+        var partial: PartialMessage?
     }
 
     /// Whether the link reads, or why not.
@@ -95,62 +106,65 @@ package struct LinkDeliveryStateMachine<Peer: LinkPeer, Window, Delivery> {
     private var deliveredInBatch = false
     /// The unreliable message arriving in fragments on this link (lost with it).
     private var unreliableAssembly: MessageAssembly?
+    /// The peer's ID, once its HELLO came: for what the machine says of it.
+    private var peerID: UUID?
     /// This side's Limits.maximumMessageLength.
     private let limit: Int
 
-    package init(limit: Int) {
+    init(limit: Int) {
         self.limit = limit
     }
 
-    /// The peer whose window the link follows (or followed until it broke): the shell tells the
-    /// windows when the link goes.
-    package var adoptedPeer: Peer? {
+    /// Whether the link follows (or followed until it broke) the peer's window: the shell tells
+    /// the windows when the link goes.
+    var followsWindow: Bool {
         switch stage {
-        case .adopted(let peer, _, _), .delivering(let peer, _), .broken(adopted: let peer?): peer
-        case .awaitingHello, .open, .broken: nil
+        case .adopted, .delivering, .broken(adopted: true): true
+        case .awaitingHello, .open, .broken(adopted: false): false
         }
     }
 
-    /// The peer, if the session may keep the link as its own now (it has not, and it did not break).
-    package var adoptable: Peer? {
-        if case .open(let peer) = stage { peer } else { nil }
+    /// Whether the session may keep the link as the peer's now (it has not, and it did not break).
+    var isAdoptable: Bool {
+        if case .open = stage { true } else { false }
     }
 
-    package mutating func helloCompleted(_ peer: Peer) {
+    mutating func helloCompleted(peerID: UUID) {
         guard case .awaitingHello = stage else { preconditionFailure("one HELLO a link") }
-        stage = .open(peer)
+        self.peerID = peerID
+        stage = .open
     }
 
     /// The session keeps the link as the peer's, whose window it follows from now on (the
     /// shell has written the resume point the window gave).
-    package mutating func linkAdopted(window: Window) {
-        guard case .open(let peer) = stage else { preconditionFailure("a link is adopted once, while open") }
-        stage = .adopted(peer, window, early: [])
+    mutating func linkAdopted(window: Window) {
+        guard case .open = stage else { preconditionFailure("a link is adopted once, while open") }
+        stage = .adopted(window, early: [])
     }
 
     /// The application has heard of the join: what waited goes first.
-    package mutating func messagesAdmitted() -> Action {
-        guard case .adopted(let peer, let window, let early) = stage else { return .none }
-        stage = .delivering(peer, window)
+    mutating func messagesAdmitted() -> Action {
+        guard case .adopted(let window, let early) = stage else { return .none }
+        stage = .delivering(window)
         return early.isEmpty ? replayed() : .replay(early)
     }
 
     /// What waited has been received again: acknowledge it, and read again unless a stream is full.
-    package mutating func replayed() -> Action {
+    mutating func replayed() -> Action {
         var read = false
         if case .withheld(0, true) = reading {
             reading = .on
             read = true
         }
-        if case .delivering(let peer, let window) = stage, deliveredInBatch {
+        if case .delivering(let window) = stage, deliveredInBatch {
             deliveredInBatch = false
-            return .acknowledgeDelivered(peer, window, thenRead: read)
+            return .acknowledgeDelivered(window, thenRead: read)
         }
         return read ? .read : .none
     }
 
     /// The session attached the peer's delivery to the link: the ACK that waited goes to it.
-    package mutating func deliveryAttached(_ delivery: Delivery) -> Action {
+    mutating func deliveryAttached(_ delivery: Attachment) -> Action {
         let waiting: Action
         if case .admitting(let latest?) = acknowledgements {
             waiting = .acknowledge(latest.sequence, latest.partial, delivery)
@@ -162,37 +176,42 @@ package struct LinkDeliveryStateMachine<Peer: LinkPeer, Window, Delivery> {
     }
 
     /// A frame from below.
-    package mutating func received(_ frame: LinkMessage) -> Action {
-        if case .broken = stage { return .none }
-        if case .ack(let sequence, let partial) = frame { return acknowledgement(sequence, partial) }
-        let peer: Peer
+    mutating func received(_ frame: LinkMessage) -> Action {
+        let window: Window?
         switch stage {
-        case .awaitingHello, .broken: return .forward
-        case .open(let open): peer = open
-        case .adopted(let adopted, let window, var early):
-            guard frame.isDelivery else { return .forward }
-            stage = .awaitingHello  // (not a copy of `early` to append to)
-            early.append(frame)
-            stage = .adopted(adopted, window, early: early)
+        case .broken:
             return .none
-        case .delivering(let delivering, _): peer = delivering
+        case .awaitingHello:
+            if case .ack(let sequence, let partial) = frame { return acknowledgement(sequence, partial) }
+            return .forward
+        case .open:
+            window = nil
+        case .adopted(let adopted, var early):
+            guard frame.isDelivery else {
+                if case .ack(let sequence, let partial) = frame { return acknowledgement(sequence, partial) }
+                return .forward
+            }
+            stage = .open  // (not a copy of `early` to append to)
+            early.append(frame)
+            stage = .adopted(adopted, early: early)
+            return .none
+        case .delivering(let delivering):
+            window = delivering
         }
         switch frame {
-        case .data(let message) where message.sequence == 0:
-            return .deliver(message, peer)
-        case .fragment(let fragment) where fragment.sequence == 0:
-            return unreliable(fragment, from: peer)
         case .data(let message):
-            return reliable(frame, sequence: message.sequence, from: peer)
+            guard message.sequence > 0 else { return .deliver(message) }
+            return reliable(frame, sequence: message.sequence, window: window)
         case .fragment(let fragment):
-            return reliable(frame, sequence: fragment.sequence, from: peer)
+            guard fragment.sequence > 0 else { return unreliable(fragment) }
+            return reliable(frame, sequence: fragment.sequence, window: window)
+        case .ack(let sequence, let partial):
+            return acknowledgement(sequence, partial)
         case _ where frame.isDelivery:
-            guard case .delivering = stage else {
-                return fail(
-                    "peer \(peer.id) sent \(frame.frameType) before this side said where to resume; the link is closed"
-                )
+            guard window != nil else {
+                return fail("sent \(frame.frameType) before this side said where to resume; the link is closed")
             }
-            return .route(frame, peer)
+            return .route(frame)
         default:
             return .forward
         }
@@ -204,35 +223,32 @@ package struct LinkDeliveryStateMachine<Peer: LinkPeer, Window, Delivery> {
             acknowledgements = .admitting(latest: nil)
             return .reportResumePoint(sequence, partial)
         case .admitting:
-            acknowledgements = .admitting(latest: (sequence, partial))
+            acknowledgements = .admitting(latest: Acknowledgement(sequence: sequence, partial: partial))
             return .none
         case .attached(let delivery):
             return .acknowledge(sequence, partial, delivery)
         }
     }
 
-    private mutating func reliable(_ frame: LinkMessage, sequence: UInt64, from peer: Peer) -> Action {
-        guard case .delivering(_, let window) = stage else {
-            return fail(
-                "peer \(peer.id) sent reliable message \(sequence) before this side said where to resume; the link is closed"
-            )
+    private mutating func reliable(_ frame: LinkMessage, sequence: UInt64, window: Window?) -> Action {
+        guard let window else {
+            return fail("sent reliable message \(sequence) before this side said where to resume; the link is closed")
         }
-        return .window(frame, sequence: sequence, peer, window)
+        return .window(frame, sequence: sequence, window)
     }
 
     /// One unreliable message is put together at a time on a link.
-    private mutating func unreliable(_ fragment: Fragment, from peer: Peer) -> Action {
+    private mutating func unreliable(_ fragment: Fragment) -> Action {
+        let from = "peer \(peerID.map { "\($0)" } ?? "?")"
         do {
             if var assembly = unreliableAssembly {
                 unreliableAssembly = nil  // not a copy of its buffer to append to
-                if let message = try assembly.append(fragment, from: "peer \(peer.id)") {
-                    return .deliver(message, peer)
-                }
+                if let message = try assembly.append(fragment, from: from) { return .deliver(message) }
                 unreliableAssembly = assembly
                 return .none
             }
-            switch try MessageAssembly.begin(with: fragment, limit: limit, from: "peer \(peer.id)") {
-            case .whole(let message): return .deliver(message, peer)
+            switch try MessageAssembly.begin(with: fragment, limit: limit, from: from) {
+            case .whole(let message): return .deliver(message)
             case .partial(let assembly):
                 unreliableAssembly = assembly
                 return .none
@@ -244,17 +260,17 @@ package struct LinkDeliveryStateMachine<Peer: LinkPeer, Window, Delivery> {
 
     /// The peer's window judged reliable frame `sequence` (nil: the window follows a newer
     /// incarnation of the peer, whose link replaced this one).
-    package mutating func windowed(_ verdict: ReceiveWindow.Verdict?, sequence: UInt64) -> Action {
-        guard case .delivering(let peer, _) = stage, let verdict else { return .none }
+    mutating func windowed(_ verdict: ReceiveWindow.Verdict?, sequence: UInt64) -> Action {
+        guard case .delivering = stage, let verdict else { return .none }
         switch verdict {
         case .deliver(let message):
             deliveredInBatch = true
-            return .deliver(message, peer)
+            return .deliver(message)
         case .pending, .duplicate:
             return .none
         case .gap:
             return fail(
-                "peer \(peer.id) sent reliable message \(sequence) with an earlier one missing; the link is closed so that it resends"
+                "sent reliable message \(sequence) with an earlier one missing; the link is closed so that it resends"
             )
         case .invalid(let error):
             return protocolError(error)
@@ -263,7 +279,7 @@ package struct LinkDeliveryStateMachine<Peer: LinkPeer, Window, Delivery> {
 
     /// A message went to the application's streams, filling `filled` of them: the first full
     /// one stops the link reading.
-    package mutating func delivered(filling filled: Int) -> Action {
+    mutating func delivered(filling filled: Int) -> Action {
         guard filled > 0 else { return .none }
         switch reading {
         case .on:
@@ -276,7 +292,7 @@ package struct LinkDeliveryStateMachine<Peer: LinkPeer, Window, Delivery> {
     }
 
     /// A stream the link filled has room again: with none full left, it reads again.
-    package mutating func streamHasRoom() -> Action {
+    mutating func streamHasRoom() -> Action {
         guard case .withheld(let full, let pending) = reading, full > 0 else {
             preconditionFailure("room in a stream the link did not fill")
         }
@@ -294,11 +310,11 @@ package struct LinkDeliveryStateMachine<Peer: LinkPeer, Window, Delivery> {
 
     /// Whether frames wait for the application (the link reads nothing more meanwhile).
     private var isHolding: Bool {
-        if case .adopted(_, _, let early) = stage { !early.isEmpty } else { false }
+        if case .adopted(_, let early) = stage { !early.isEmpty } else { false }
     }
 
     /// The channel asks for the next read: withheld while a stream is full or frames wait.
-    package mutating func readRequested() -> Action {
+    mutating func readRequested() -> Action {
         switch reading {
         case .on where !isHolding:
             return .read
@@ -312,26 +328,27 @@ package struct LinkDeliveryStateMachine<Peer: LinkPeer, Window, Delivery> {
     }
 
     /// A read batch ended: the reliable messages delivered in it are acknowledged once.
-    package mutating func readComplete() -> Action {
-        guard deliveredInBatch, case .delivering(let peer, let window) = stage else { return .none }
+    mutating func readComplete() -> Action {
+        guard deliveredInBatch, case .delivering(let window) = stage else { return .none }
         deliveredInBatch = false
-        return .acknowledgeDelivered(peer, window, thenRead: false)
+        return .acknowledgeDelivered(window, thenRead: false)
     }
 
     /// What a resource's or stream's owner found wrong with a frame, or another break of the protocol.
-    package mutating func protocolError(_ error: MultipeerError) -> Action {
-        stage = .broken(adopted: adoptedPeer)
+    mutating func protocolError(_ error: MultipeerError) -> Action {
+        stage = .broken(adopted: followsWindow)
         return .fail(error)
     }
 
-    private mutating func fail(_ message: String) -> Action {
-        protocolError(MultipeerError(.outOfSequence, message))
+    /// The peer broke the protocol as `what` says.
+    private mutating func fail(_ what: String) -> Action {
+        protocolError(MultipeerError(.outOfSequence, "peer \(peerID.map { "\($0)" } ?? "?") " + what))
     }
 }
 
 extension LinkMessage {
     /// A frame of delivery's: a message, a fragment, or a file's or stream's.
-    package var isDelivery: Bool {
+    fileprivate var isDelivery: Bool {
         switch self {
         case .data, .fragment, .resourceOffer, .resourceWant, .resourceChunk, .resourceEnd, .streamOpen, .streamWant,
             .streamData, .streamEnd:
