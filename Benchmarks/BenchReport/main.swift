@@ -395,6 +395,10 @@ func ofLink(_ size: Int) -> (String, Bool)? {
     )
 }
 target("API: reliable 1 KiB messages/s >= 75 % of our own link's, median of paired runs", ofLink(1024))
+/// A median ratio of paired runs with its spread: "1.23x (1.10-1.40x over 5 pairs".
+func ratioText(_ ratio: (median: Double, low: Double, high: Double), pairs: Int) -> String {
+    "\(number(ratio.median, 2))x (\(number(ratio.low, 2))-\(number(ratio.high, 2))x over \(pairs) pairs"
+}
 /// Ours over gRPC Swift 2's messages/s in the same turns (Benchmarks/GRPCBaseline): the median
 /// of the pairs' ratios, with the lowest and highest.
 func ofGRPC(_ size: Int) -> (String, Bool)? {
@@ -402,7 +406,7 @@ func ofGRPC(_ size: Int) -> (String, Bool)? {
         let grpc = paired.grpc
     else { return nil }
     return (
-        "\(number(ratio.median, 2))x (\(number(ratio.low, 2))-\(number(ratio.high, 2))x over \(grpc.count) pairs; gRPC median \(number(spread(grpc).median, 0)) msg/s)",
+        "\(ratioText(ratio, pairs: grpc.count)); gRPC median \(number(spread(grpc).median, 0)) msg/s)",
         ratio.median >= 1.5
     )
 }
@@ -429,7 +433,7 @@ target(
     session?.roundTrip.map {
         let ratio = $0.ratio
         return (
-            "\(number(ratio.median, 2))x (\(number(ratio.low, 2))-\(number(ratio.high, 2))x over \($0.pairs.count) pairs; ours p50 \(number($0.pairs.map(\.apiP50Microseconds).sorted()[$0.pairs.count / 2], 1)) µs)",
+            "\(ratioText(ratio, pairs: $0.pairs.count)); ours p50 \(number($0.pairs.map(\.apiP50Microseconds).sorted()[$0.pairs.count / 2], 1)) µs)",
             ratio.median <= 1.5
         )
     }
@@ -439,7 +443,7 @@ target(
     session?.roundTrip.flatMap { trip in
         trip.onExecutorRatio.map { ratio in
             (
-                "\(number(ratio.median, 2))x (\(number(ratio.low, 2))-\(number(ratio.high, 2))x over \(trip.pairs.count) pairs; ours p50 \(number(trip.pairs.compactMap(\.onExecutorP50Microseconds).sorted()[trip.pairs.count / 2], 1)) µs)",
+                "\(ratioText(ratio, pairs: trip.pairs.count)); ours p50 \(number(trip.pairs.compactMap(\.onExecutorP50Microseconds).sorted()[trip.pairs.count / 2], 1)) µs)",
                 ratio.median <= 1.5
             )
         }
@@ -450,7 +454,7 @@ target(
     session?.roundTrip.flatMap { trip in
         trip.grpcRatio.map { ratio in
             (
-                "\(number(ratio.median, 2))x (\(number(ratio.low, 2))-\(number(ratio.high, 2))x over \(trip.pairs.count) pairs; gRPC p50 \(number(spread(trip.pairs.compactMap(\.grpcP50Microseconds)).median, 1)) µs)",
+                "\(ratioText(ratio, pairs: trip.pairs.count)); gRPC p50 \(number(spread(trip.pairs.compactMap(\.grpcP50Microseconds)).median, 1)) µs)",
                 ratio.median <= 0.7
             )
         }
@@ -479,7 +483,7 @@ target(
 )
 
 target(
-    "API: a 1 KiB message while a 1 GiB file and a 256 MiB stream run on the same link arrives p99 <= 5 ms",
+    "API: a 1 KiB message while a file and a stream run on the same link (1 GiB and 256 MiB in a full run) arrives p99 <= 5 ms",
     sessionMixed.map {
         (
             "p99 \(number($0.latency.p99Milliseconds, 2)) ms (p50 \(number($0.latency.p50Milliseconds, 2)) ms; \($0.fileBytes >> 20) MiB file, \($0.streamBytes >> 20) MiB stream, the link at \(number($0.linkMegabytesPerSecond, 0)) MB/s)",
