@@ -95,16 +95,29 @@ package struct PeerDeliveryStateMachine: Sendable {
         }
     }
 
+    /// Where the peer stands with this side. Each case carries what holds only in it; the
+    /// peer's terms (``frameLimit``, ``messageLimit``, ``reads``) hold while it is active or away.
+    package enum Presence: Equatable, Sendable {
+        /// Not active in this session yet: reliable messages are refused.
+        case unmet
+        /// Active on link `id`, whose HELLO named `incarnation`; `resumed` once the link's first
+        /// ACK said where to resume (the outbox flows on it from then).
+        case active(LinkID, incarnation: UInt64, resumed: Bool)
+        /// Left at `since`: what is queued waits for its return, a sender at most the send timeout.
+        case away(since: ContinuousClock.Instant)
+        /// The application forgot it (``forget()``): not sent to until it joins again.
+        /// `gaveMessages`: it had an outbox, so a new one numbers from the peer's resume point.
+        case forgotten(gaveMessages: Bool)
+    }
+
     package let peerID: UUID
     private let policy: Policy
+    /// Where the peer stands.
+    package private(set) var presence = Presence.unmet
     /// Nil until the first message (a peer only met costs nothing), and after ``forget(now:)``.
     package private(set) var outbox: OutboxStateMachine?
     /// Unreliable messages for the current link, not written yet.
     package private(set) var unreliable: UnreliableQueue
-    /// The link the peer is active on, and the incarnation its HELLO named.
-    private var link: (id: LinkID, incarnation: UInt64)?
-    /// The current link once its first ACK said where to resume: the outbox flows on it.
-    private var resumedLink: LinkID?
     /// The link a flush is writing to: one at a time per link, so DATA goes out in order.
     private var flushingLink: LinkID?
     /// The largest frame the peer takes, as its latest HELLO said.
@@ -116,13 +129,6 @@ package struct PeerDeliveryStateMachine: Sendable {
     package private(set) var reads: MessageTypeList?
     /// The type names a broadcast skipped on the current link, each reported once.
     private var skipsReported: Set<String> = []
-    /// Since when the peer has been away (nil while active).
-    private var awaySince: ContinuousClock.Instant?
-    /// Whether the peer has been active in this session (and not forgotten since): reliable
-    /// messages go only to such a peer.
-    package private(set) var met = false
-    /// Forgotten with messages it may have been given: a new outbox numbers from its resume point.
-    private var forgotten = false
     private var waiters: [WaiterID: Waiter] = [:]
     private var nextWaiter: UInt64 = 1
 
@@ -132,16 +138,38 @@ package struct PeerDeliveryStateMachine: Sendable {
         unreliable = UnreliableQueue(limits: policy.unreliableLimits)
     }
 
+    /// The link the peer is active on, and the incarnation its HELLO named.
+    private var link: (id: LinkID, incarnation: UInt64)? {
+        if case .active(let id, let incarnation, _) = presence { (id, incarnation) } else { nil }
+    }
+
     /// Whether the peer is active now.
-    package var isActive: Bool { link != nil }
+    package var isActive: Bool {
+        if case .active = presence { true } else { false }
+    }
+
+    /// Whether the peer has been active in this session (and not forgotten since): reliable
+    /// messages go only to such a peer.
+    package var met: Bool {
+        switch presence {
+        case .active, .away: true
+        case .unmet, .forgotten: false
+        }
+    }
 
     /// Where delivery stands, in one line: for a benchmark or test that stalls to say why.
     package var summary: String {
-        let link = self.link.map { "\($0.id) (incarnation \($0.incarnation))" } ?? "no link"
-        let resumed = resumedLink.map { "resumed on \($0)" } ?? "no resume point"
+        let presence =
+            switch presence {
+            case .unmet: "not met"
+            case .active(let id, let incarnation, let resumed):
+                "\(id) (incarnation \(incarnation)), \(resumed ? "resumed" : "no resume point")"
+            case .away: "away"
+            case .forgotten: "forgotten"
+            }
         let flushing = flushingLink.map { "flushing \($0)" } ?? "no flush"
         return
-            "\(link), \(resumed), \(flushing), \(outbox?.count ?? 0) messages in the outbox, \(unreliable.count) unreliable waiting"
+            "\(presence), \(flushing), \(outbox?.count ?? 0) messages in the outbox, \(unreliable.count) unreliable waiting"
     }
 
     // MARK: Links
@@ -156,14 +184,16 @@ package struct PeerDeliveryStateMachine: Sendable {
         messageLimit: Int? = nil,
         reads: MessageTypeList? = nil
     ) {
-        link = (id, incarnation)
-        resumedLink = nil
+        if case .forgotten(gaveMessages: true) = presence {
+            // A forgotten peer's resume point is kept even with nothing to send: the next
+            // message numbers from it.
+            outbox = OutboxStateMachine(limits: policy.limits, numberingFollowsReceiver: true)
+        }
+        presence = .active(id, incarnation: incarnation, resumed: false)
         self.frameLimit = frameLimit
         self.messageLimit = messageLimit
         self.reads = reads
         skipsReported = []
-        awaySince = nil
-        met = true
         outbox?.linkLost()  // everything unacknowledged goes again, once the link says where from
         unreliable.linkReplaced()
     }
@@ -171,9 +201,7 @@ package struct PeerDeliveryStateMachine: Sendable {
     /// The peer left (its link `id` closed or was replaced; nil: whatever link it had).
     package mutating func linkDown(_ id: LinkID? = nil, now: ContinuousClock.Instant) -> [Action] {
         guard let current = link, id == nil || id == current.id else { return [] }
-        link = nil
-        resumedLink = nil
-        awaySince = now
+        presence = .away(since: now)
         outbox?.linkLost()
         // A wait for room in the outbox has a deadline from now on; one for the link fails.
         let lost = unreliable.removeAll()
@@ -200,16 +228,13 @@ package struct PeerDeliveryStateMachine: Sendable {
         partial: PartialMessage? = nil,
         on id: LinkID
     ) -> [Action] {
-        guard let current = link, current.id == id else { return [] }
+        guard case .active(id, let incarnation, let resumed) = presence else { return [] }
         var actions: [Action] = []
-        if resumedLink != id {
-            resumedLink = id
-            // A forgotten peer's resume point is kept even with nothing to send: the next message numbers from it.
-            if forgotten, outbox == nil { outbox = newOutbox() }
-            forgotten = false
+        if !resumed {
+            presence = .active(id, incarnation: incarnation, resumed: true)
             guard outbox != nil else { return [] }
             outbox!.linkLost()
-            outbox!.receiver(incarnation: current.incarnation)
+            outbox!.receiver(incarnation: incarnation)
             outbox!.resumed(at: sequence, partial: partial)
             // Queued when the peer took larger frames or messages, or read other types: never
             // sent, or it would refuse them after every redial.
@@ -240,11 +265,15 @@ package struct PeerDeliveryStateMachine: Sendable {
 
     /// Offers a message to the outbox.
     package mutating func enqueue(typeName: String, payload: ByteBuffer, now: ContinuousClock.Instant) -> Enqueued {
-        guard met else {
+        let since: ContinuousClock.Instant?
+        switch presence {
+        case .active: since = nil
+        case .away(let away): since = away
+        case .unmet, .forgotten:
             return .refused(
                 MultipeerError(
                     .peerNotActive,
-                    forgotten
+                    presence != .unmet
                         ? "peer \(peerID) was forgotten (forget(peer:)); it can be sent to again once it joins again"
                         : "peer \(peerID) has not been active in this session: reliable messages go only to peers this session has met"
                 )
@@ -268,7 +297,7 @@ package struct PeerDeliveryStateMachine: Sendable {
                 MultipeerError(.outboxFull, "peer \(peerID) has not acknowledged enough to take this message: \(held)")
             )
         }
-        guard let awaySince else { return .wait(until: nil) }  // active: as long as it reads, however slowly
+        guard let awaySince = since else { return .wait(until: nil) }  // active: as long as it reads, however slowly
         let deadline = awaySince + policy.sendTimeout
         guard now < deadline else {
             let away = String(format: "%.1f s", (now - awaySince).seconds)
@@ -367,7 +396,7 @@ package struct PeerDeliveryStateMachine: Sendable {
         let fragments = messageLimit != nil
         let waiting = unreliable.count
         var frames = unreliable.nextFrames(frameLimit: frameLimit, fragments: fragments)
-        if resumedLink == id, outbox != nil {
+        if case .active(_, _, true) = presence, outbox != nil {
             frames += outbox!.nextFrames(frameLimit: frameLimit, fragments: fragments)
         }
         guard !frames.isEmpty else {
@@ -408,7 +437,7 @@ package struct PeerDeliveryStateMachine: Sendable {
             waiters[id] = nil
             return .acknowledged
         }
-        guard let awaySince else { return .wait(until: nil) }
+        guard case .away(let awaySince) = presence else { return .wait(until: nil) }
         let deadline = awaySince + policy.sendTimeout
         guard now >= deadline else { return .wait(until: deadline) }
         waiters[id] = nil
@@ -448,16 +477,18 @@ package struct PeerDeliveryStateMachine: Sendable {
     /// (`peerAway`) when they look again. Until the peer joins again, it is not sent to.
     /// - Throws: `sessionState` if the peer is active.
     package mutating func forget() throws {
-        guard link == nil else {
+        guard !isActive else {
             throw MultipeerError(.sessionState, "peer \(peerID) is active: forget(peer:) is for a peer that has left")
         }
-        if outbox != nil { forgotten = true }
+        switch presence {
+        case .active: preconditionFailure("checked above")
+        case .unmet, .forgotten(gaveMessages: true): break
+        case .away, .forgotten(gaveMessages: false): presence = .forgotten(gaveMessages: outbox != nil)
+        }
         outbox = nil
-        met = false
         frameLimit = nil
         messageLimit = nil
         reads = nil
-        awaySince = nil
         flushingLink = nil
         let forgotten = MultipeerError(
             .peerAway,
@@ -469,7 +500,7 @@ package struct PeerDeliveryStateMachine: Sendable {
     // MARK: Helpers
 
     private func newOutbox() -> OutboxStateMachine {
-        var outbox = OutboxStateMachine(limits: policy.limits, numberingFollowsReceiver: forgotten)
+        var outbox = OutboxStateMachine(limits: policy.limits, numberingFollowsReceiver: false)
         if let link { outbox.receiver(incarnation: link.incarnation) }
         return outbox
     }
@@ -477,7 +508,8 @@ package struct PeerDeliveryStateMachine: Sendable {
     /// A flush on the current link, unless one runs already or there is nothing it may write
     /// (reliable messages wait for the link's resume point).
     private mutating func startFlush() -> Action? {
-        guard let id = link?.id, flushingLink != id, resumedLink == id || !unreliable.isEmpty else { return nil }
+        guard case .active(let id, _, let resumed) = presence, flushingLink != id, resumed || !unreliable.isEmpty
+        else { return nil }
         flushingLink = id
         return .flush(id)
     }

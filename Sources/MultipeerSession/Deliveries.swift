@@ -6,7 +6,8 @@ import Synchronization
 
 /// Every peer's ``PeerDelivery``, by peer: a peer gets one when the session first keeps a link
 /// for it, and keeps it for the session's life (bounded by the peers that proved the group key
-/// and, with a roster, their place in it).
+/// and, with a roster, their place in it). Each holds the peer's link (``PeerLink``), bound and
+/// unbound here only: the peer's resources and streams read it from there.
 final class Deliveries: Sendable {
     private let peers = NIOLockedValueBox<(byID: [UUID: PeerDelivery], stopped: Bool)>(([:], false))
     private let policy: PeerDeliveryStateMachine.Policy
@@ -24,6 +25,17 @@ final class Deliveries: Sendable {
         self.clock = clock
         self.offload = offload
         self.metrics = metrics
+    }
+
+    /// Deliveries with a session's default limits, on the system's clock and Swift's global
+    /// pool: for links outside a session (the pipeline's tests).
+    convenience init(metrics: SessionMetrics) {
+        self.init(
+            policy: .init(MultipeerSession.Limits()),
+            metrics: metrics,
+            clock: SystemClock(),
+            offload: globalConcurrentExecutor
+        )
     }
 
     subscript(peerID: UUID) -> PeerDelivery? {
@@ -46,6 +58,27 @@ final class Deliveries: Sendable {
         }
         if stopped { delivery.stop() }
         return delivery
+    }
+
+    /// The peer is active on `link` (both sides admitted it), reading the message types `reads`.
+    func bind(_ link: PeerLink, reads: MessageTypeList?) {
+        make(for: link.peerID).attach(link, reads: reads)
+    }
+
+    /// The peer's link `id` closed or was replaced (nil: whatever link it had). Returns the
+    /// link it had, if that was the one, and the unreliable messages lost with it.
+    func unbind(
+        _ peerID: UUID,
+        link id: LinkID?,
+        now: ContinuousClock.Instant
+    ) -> (unbound: PeerLink?, dropped: [PeerDeliveryStateMachine.Action]) {
+        self[peerID]?.detach(id, now: now) ?? (nil, [])
+    }
+
+    /// The peer's link now (nil while it is away or never met), and the HELLO of its latest
+    /// link (nil if it never had one).
+    func binding(of peerID: UUID) -> (link: PeerLink?, hello: Hello?) {
+        self[peerID]?.binding ?? (nil, nil)
     }
 
     /// Why `message` is refused for a peer without a delivery: it was never met.
@@ -75,5 +108,17 @@ final class Deliveries: Sendable {
             return Array(peers.byID.values)
         }
         for delivery in all { delivery.stop() }
+    }
+}
+
+extension PeerDeliveryStateMachine.Policy {
+    /// The policy `limits` set.
+    init(_ limits: MultipeerSession.Limits) {
+        self.init(
+            limits: limits.outbox,
+            unreliableLimits: limits.unreliableQueue,
+            failWhenFull: limits.failWhenOutboxFull,
+            sendTimeout: limits.sendTimeout
+        )
     }
 }

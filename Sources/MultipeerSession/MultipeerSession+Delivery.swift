@@ -87,6 +87,24 @@ extension MultipeerSession {
         channel.triggerUserOutboundEvent(DeliveryAttached(delivery: delivery, link: id), promise: nil)
     }
 
+    /// The peer is active on `link`: its delivery holds it from now on (the one record of it),
+    /// and its resources and streams go on it.
+    func bind(_ link: PeerLink, reads: MessageTypeList?) {
+        deliveries.bind(link, reads: reads)
+        inbox.resources.linkUp(link)
+        inbox.streams.linkUp(link)
+    }
+
+    /// The peer's link `id` went (nil: whatever link it had): if it was the peer's, its
+    /// resources and streams wait for the next.
+    func unbind(_ peerID: UUID, link id: LinkID?) {
+        let (unbound, dropped) = deliveries.unbind(peerID, link: id, now: clock.now)
+        tell(dropped: dropped, for: peerID)
+        guard let unbound else { return }
+        inbox.resources.linkDown(unbound)
+        inbox.streams.linkDown(peerID, link: unbound.id)
+    }
+
     /// Reports what a peer's delivery dropped unsent.
     func tell(dropped actions: [PeerDeliveryStateMachine.Action], for peerID: UUID) {
         for action in actions {

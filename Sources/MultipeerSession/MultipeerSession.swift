@@ -140,17 +140,13 @@ public actor MultipeerSession {
         logger[metadataKey: "multipeer.local.id"] = "\(identity.peerID)"
         self.logger = logger
         let metrics = SessionMetrics(localName: configuration.peer.displayName)
-        self.deliveries = Deliveries(
-            policy: .init(
-                limits: configuration.limits.outbox,
-                unreliableLimits: configuration.limits.unreliableQueue,
-                failWhenFull: configuration.limits.failWhenOutboxFull,
-                sendTimeout: configuration.limits.sendTimeout
-            ),
+        let deliveries = Deliveries(
+            policy: .init(configuration.limits),
             metrics: metrics,
             clock: environment.clock,
             offload: environment.offload
         )
+        self.deliveries = deliveries
         let runLoop = AsyncStream<Input>.makeStream()
         self.runLoop = runLoop
         // (A declaration too long for HELLO fails the run: run() checks it again.)
@@ -169,6 +165,7 @@ public actor MultipeerSession {
             subscriptions: subscriptions,
             metrics: metrics,
             resources: Resources(
+                peers: deliveries,
                 directory: configuration.resourceDirectory,
                 partialLifetime: configuration.partialResourceLifetime,
                 logger: logger,
@@ -176,7 +173,7 @@ public actor MultipeerSession {
                 fileQueue: environment.fileQueue,
                 clock: environment.clock
             ),
-            streams: Streams(random: environment.random),
+            streams: Streams(random: environment.random, peers: deliveries),
             maximumMessageLength: configuration.limits.maximumMessageLength
         )
         self.setup = .ready(keys: configuration.keys)
@@ -752,14 +749,9 @@ public actor MultipeerSession {
                 running?.links[id]?.channel.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
             case .attach(let id, let hello):
                 guard let handle = running?.links[id] else { continue }
-                let channel = handle.channel
-                deliveries.make(for: hello.peerID).attach(id, channel: channel, hello: hello, reads: handle.peerReads)
-                inbox.resources.attach(hello, link: id, channel: channel)
-                inbox.streams.attach(hello, link: id, channel: channel)
+                bind(PeerLink(id: id, channel: handle.channel, hello: hello), reads: handle.peerReads)
             case .detach(let peerID, let id):
-                tell(dropped: deliveries[peerID]?.detach(id, now: clock.now) ?? [], for: peerID)
-                inbox.resources.detach(peerID, link: id)
-                inbox.streams.detach(peerID, link: id)
+                unbind(peerID, link: id)
             case .admitMessages(let id):
                 running?.links[id]?.channel.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)
             case .sendReject(let id, let rejection):

@@ -17,10 +17,10 @@ import Synchronization
 final class PeerDelivery: Sendable {
     private struct State {
         var machine: PeerDeliveryStateMachine
-        /// The link delivery goes on, and its channel.
-        var link: (id: LinkID, channel: any Channel)?
-        /// The peer as its latest link's HELLO introduced it.
-        var peer: Peer?
+        /// The link the peer is active on: delivery goes on it. The peer's one record of it.
+        var link: PeerLink?
+        /// The HELLO of the peer's latest link (kept while it is away, and once forgotten).
+        var hello: Hello?
         /// The session's run ended: nothing is taken or waited for any more.
         var stopped = false
         var waiting: [UInt64: CheckedContinuation<Void, Never>] = [:]
@@ -217,15 +217,16 @@ final class PeerDelivery: Sendable {
 
     // MARK: The link
 
-    /// The peer is active on link `id` (both sides admitted it): delivery goes on it once its
+    /// The peer is active on `link` (both sides admitted it): delivery goes on it once its
     /// resume point is applied (``acknowledged(through:partial:on:)``). The peer reads the
     /// message types `reads` (as the link last said; nil: every type).
-    func attach(_ id: LinkID, channel: any Channel, hello: Hello, reads: MessageTypeList?) {
+    func attach(_ link: PeerLink, reads: MessageTypeList?) {
+        let hello = link.hello
         _ = withState { state in
-            state.link = (id, channel)
-            state.peer = Peer(hello)
+            state.link = link
+            state.hello = hello
             state.machine.linkUp(
-                id,
+                link.id,
                 incarnation: hello.incarnation,
                 frameLimit: hello.maximumFrameLength,
                 messageLimit: hello.maximumMessageLength,
@@ -245,13 +246,24 @@ final class PeerDelivery: Sendable {
         state.withLockedValue { $0.link?.id == id }
     }
 
+    /// The link the peer is active on now, if it is.
+    var link: PeerLink? { state.withLockedValue { $0.link } }
+
+    /// The peer's link now (nil while it is away), and the HELLO of its latest link (nil if it
+    /// never had one).
+    var binding: (link: PeerLink?, hello: Hello?) { state.withLockedValue { ($0.link, $0.hello) } }
+
     /// The peer's link `id` closed or was replaced (nil: whatever link it had). Returns the
-    /// unreliable messages lost with it.
-    func detach(_ id: LinkID?, now: ContinuousClock.Instant) -> [PeerDeliveryStateMachine.Action] {
-        withState { state in
-            if id == nil || state.link?.id == id { state.link = nil }
-            return ((), state.machine.linkDown(id, now: now))
-        }.1
+    /// link it had, if that was the one, and the unreliable messages lost with it.
+    func detach(
+        _ id: LinkID?,
+        now: ContinuousClock.Instant
+    ) -> (detached: PeerLink?, dropped: [PeerDeliveryStateMachine.Action]) {
+        withState { state -> (PeerLink?, [PeerDeliveryStateMachine.Action]) in
+            guard let link = state.link, id == nil || link.id == id else { return (nil, []) }
+            state.link = nil
+            return (link, state.machine.linkDown(id, now: now))
+        }
     }
 
     /// The peer acknowledged everything through `sequence` on link `id`, except the message in
@@ -319,7 +331,7 @@ final class PeerDelivery: Sendable {
                 try state.machine.checkFits(message, localLimits: localLimits)
                 return nil
             } catch {
-                return (error, state.machine.firstSkip(of: message.typeName) ? state.peer : nil)
+                return (error, state.machine.firstSkip(of: message.typeName) ? state.hello.map(Peer.init) : nil)
             }
         }
     }

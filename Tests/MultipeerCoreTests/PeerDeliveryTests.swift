@@ -165,6 +165,32 @@ import Testing
         #expect(delivery.nextBatch(for: LinkID(2))?.frames.map(\.sequence) == [6])
     }
 
+    /// Where the peer stands is one value: each event moves it, and only the link it names.
+    @Test func thePeersPresenceFollowsItsLinksAndTheApplication() throws {
+        var delivery = Self.delivery()
+        #expect(delivery.presence == .unmet && !delivery.met)
+        delivery.linkUp(LinkID(1), incarnation: 7, frameLimit: 1 << 20)
+        #expect(delivery.presence == .active(LinkID(1), incarnation: 7, resumed: false) && delivery.met)
+        _ = delivery.acknowledged(through: 0, on: LinkID(1))
+        #expect(delivery.presence == .active(LinkID(1), incarnation: 7, resumed: true))
+        #expect(delivery.linkDown(LinkID(2), now: Self.start).isEmpty && delivery.isActive, "another link")
+        _ = delivery.linkDown(LinkID(1), now: Self.start)
+        #expect(delivery.presence == .away(since: Self.start) && delivery.met && !delivery.isActive)
+        try delivery.forget()
+        #expect(delivery.presence == .forgotten(gaveMessages: false), "it had no outbox")
+        delivery.linkUp(LinkID(3), incarnation: 7, frameLimit: 1 << 20)
+        _ = delivery.acknowledged(through: 0, on: LinkID(3))
+        _ = Self.enqueue(&delivery)
+        _ = delivery.linkDown(now: Self.start)
+        try delivery.forget()
+        #expect(
+            delivery.presence == .forgotten(gaveMessages: true),
+            "it had messages: a new outbox numbers from its resume point"
+        )
+        try delivery.forget()
+        #expect(delivery.presence == .forgotten(gaveMessages: true), "forgotten again, it still had them")
+    }
+
     static func unreliable(_ typeName: String = "Note", bytes: Int = 2) -> DataMessage {
         try! DataMessage(sequence: 0, typeName: typeName, payload: ByteBuffer(repeating: 0x7B, count: bytes))
     }

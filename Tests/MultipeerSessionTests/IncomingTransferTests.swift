@@ -24,7 +24,7 @@ import Testing
         let ended = NIOLockedValueBox<ResourceEndReason?>(nil)
         let transfer = IncomingTransfer(
             offer: offer,
-            sender: UUID(),
+            sender: Peer(id: UUID(), key: PeerIdentity().key, displayName: "sender"),
             on: channel,
             queue: DispatchFileQueue(label: "test"),
             clock: SystemClock()

@@ -7,13 +7,15 @@ import Testing
 
 @testable import MultipeerSession
 
-/// The session's streams on an EmbeddedChannel standing for a link: frames that come before the
-/// session attached the link wait for it, a peer's opens beyond its share are refused, and a
-/// stream this side does not have is said to be unknown.
+/// The session's streams on an EmbeddedChannel standing for a link: frames on a link that is not
+/// the peer's are not listened to, a stream opened before the peer's link came goes up with it,
+/// a peer's opens beyond its share are refused, and a stream this side does not have is said to
+/// be unknown.
 @Suite struct StreamsTests {
     struct Link {
         let channel = EmbeddedChannel()
-        let streams = Streams()
+        let peers = Deliveries(metrics: SessionMetrics(localName: "test"))
+        let streams: Streams
         let remote: Hello
         let peer: Peer
 
@@ -27,12 +29,16 @@ import Testing
             hello.features = [.resources, .streams]
             remote = hello
             peer = Peer(hello)
+            streams = Streams(peers: peers)
         }
 
         func finish() { _ = try? channel.finish(acceptAlreadyClosed: true) }
 
+        /// The peer is active on the link: its delivery holds it, and the streams are told.
         func attach() {
-            streams.attach(remote, link: LinkID(1), channel: channel)
+            let link = PeerLink(id: LinkID(1), channel: channel, hello: remote)
+            peers.bind(link, reads: nil)
+            streams.linkUp(link)
             channel.embeddedEventLoop.run()
         }
 
@@ -53,27 +59,55 @@ import Testing
         .streamOpen(try StreamOpen(id: id, resuming: resuming, name: "log"))
     }
 
-    @Test func framesBeforeTheLinkIsAttachedWaitForItAndAreTakenInOrder() async throws {
+    @Test func framesOnALinkThatIsNotThePeersAreNotListenedTo() async throws {
         let link = try Link()
         defer { link.finish() }
         let id = UUID()
         try link.receive(try Self.open(id))
         try link.receive(.streamWant(StreamWant(id: id, received: 0, granted: 1_000, endReceived: false)))
-        try link.receive(.streamData(StreamData(id: id, offset: 0, end: false, bytes: ByteBuffer(bytes: [1, 2, 3]))))
-        #expect(try link.written().isEmpty, "nothing is taken before the link is attached")
+        #expect(try link.written().isEmpty, "not the peer's link: no answer")
+        #expect(link.streams.held.isEmpty, "and no stream")
         link.attach()
-        // The OPEN made the stream, which said what it holds of the opener's direction; the
-        // bytes that came after it arrived.
+        try link.receive(try Self.open(id))
         #expect(
             try link.written() == [
                 .streamWant(StreamWant(id: id, received: 0, granted: Streams.window, endReceived: false))
-            ]
+            ],
+            "the peer's link: the OPEN made the stream, which says what it holds of the opener's direction"
         )
+        try link.receive(.streamData(StreamData(id: id, offset: 0, end: false, bytes: ByteBuffer(bytes: [1, 2, 3]))))
         var incoming = link.streams.incoming.makeAsyncIterator()
         let stream = try #require(await incoming.next())
         #expect(stream.id == id && stream.name == "log" && !stream.openedHere)
         var reading = stream.makeAsyncIterator()
         #expect(try await reading.next() == [1, 2, 3])
+    }
+
+    @Test func aStreamOpenedWhileThePeerIsAwayGoesUpWithItsNextLinkOnce() throws {
+        let link = try Link()
+        defer { link.finish() }
+        link.attach()
+        _ = link.peers.unbind(link.remote.peerID, link: LinkID(1), now: .now)
+        let stream = try link.streams.open(named: "log", to: link.remote.peerID)
+        link.channel.embeddedEventLoop.run()
+        #expect(try link.written().isEmpty, "no link: the OPEN waits")
+        let next = PeerLink(id: LinkID(2), channel: link.channel, hello: link.remote)
+        link.peers.bind(next, reads: nil)
+        link.streams.linkUp(next)
+        link.streams.linkUp(next)  // (as the opener and the link's coming both may)
+        link.channel.embeddedEventLoop.run()
+        let opens = try link.written().filter { if case .streamOpen = $0 { true } else { false } }
+        #expect(opens.count == 1, "one OPEN on the new link")
+        #expect(stream.id == (opens.first.flatMap { if case .streamOpen(let open) = $0 { open.id } else { nil } }))
+    }
+
+    @Test func aStreamToAPeerNeverMetIsRefused() throws {
+        let link = try Link()
+        defer { link.finish() }
+        let error = try #require(throws: MultipeerError.self) {
+            try link.streams.open(named: "log", to: link.remote.peerID)
+        }
+        #expect(error.code == .peerNotActive)
     }
 
     @Test func aPeerOpensSixteenStreamsAtOnceAndTheNextIsRefused() throws {

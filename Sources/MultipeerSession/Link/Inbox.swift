@@ -16,9 +16,24 @@ struct Inbox: Sendable {
     var subscriptions: Subscriptions
     var metrics: SessionMetrics
     /// The resource transfers, both ways (by default none are taken: no resource directory).
-    var resources = Resources(directory: nil)
+    var resources: Resources
     /// The byte streams, both ways.
-    var streams = Streams()
+    var streams: Streams
     /// The largest message this side takes (Limits.maximumMessageLength).
     var maximumMessageLength = MultipeerSession.Limits().maximumMessageLength
+}
+
+extension Inbox {
+    /// An inbox for links outside a session (the pipeline's tests): a session's default limits,
+    /// its peers' deliveries of their own, no resource directory.
+    init(windows: ReceiveWindows, subscriptions: Subscriptions, metrics: SessionMetrics) {
+        let peers = Deliveries(metrics: metrics)
+        self.init(
+            windows: windows,
+            subscriptions: subscriptions,
+            metrics: metrics,
+            resources: Resources(peers: peers, directory: nil),
+            streams: Streams(peers: peers)
+        )
+    }
 }

@@ -9,8 +9,9 @@ import NIOCore
 /// The session's resource transfers (docs/PROTOCOL.md 3c), both ways: each transfer is driven by
 /// its core (``ResourceSendStateMachine``, ``ResourceReceiveStateMachine``) behind a lock of its
 /// own, with its file read or written on a serial queue of its own, never on the link's event
-/// loop. The links hand their RESOURCE_ frames here on their event loop (``received(_:from:)``);
-/// the session attaches and detaches each peer's link.
+/// loop. The links hand their RESOURCE_ frames here on their event loop (``received(_:from:on:)``).
+/// A peer's link is its delivery's (``PeerLink``): read from there, and told here when it comes
+/// and goes (``linkUp(_:)``, ``linkDown(_:)``).
 ///
 /// Bounds: an incoming transfer grants at most ``window`` bytes beyond what it has written, so
 /// that is what it can make this side hold in memory; a peer has at most
@@ -36,12 +37,18 @@ final class Resources: Sendable {
     /// time: the rest wait their turn in the order sent, where a receiver would refuse them.
     static let maximumIncomingPerPeer = 8
 
-    /// A peer's link, while it is active and takes resources.
+    /// A transfer's view of its peer's link (``PeerLink``).
     struct Link: Sendable {
         var id: LinkID
         var channel: any Channel
         /// The largest chunk the peer takes (its maximum frame, less the chunk's own fields).
         var chunkLimit: UInt64
+
+        init(_ link: PeerLink) {
+            id = link.id
+            channel = link.channel
+            chunkLimit = min(Resources.chunkLength, UInt64(link.hello.maximumFrameLength - ResourceChunk.headerLength))
+        }
     }
 
     private struct Key: Hashable {
@@ -50,17 +57,12 @@ final class Resources: Sendable {
     }
 
     private struct State {
-        var links: [UUID: Link] = [:]
-        /// Peers whose HELLO did not announce resources: what is sent to them is refused.
-        var withoutResources: Set<UUID> = []
         var outgoing: [UUID: OutgoingTransfer] = [:]
         /// The link each outgoing transfer was last offered on.
         var offered: [UUID: LinkID] = [:]
         /// Numbers the outgoing transfers in the order they were sent.
         var sent: UInt64 = 0
         var incoming: [Key: IncomingTransfer] = [:]
-        /// The incarnation of each peer whose link this side has had: its transfers came from it.
-        var senders: [UUID: UInt64] = [:]
         /// Per peer, incoming transfers of an earlier incarnation (it restarted before they were
         /// whole): ended, but their last writes may be under way; the next transfer from the
         /// peer begins after them.
@@ -70,11 +72,11 @@ final class Resources: Sendable {
         var ended: [(key: Key, reason: ResourceEndReason)] = []
         var stopped = false
 
-        /// The outgoing transfers to `peerID` to offer on its link now: of those sent to it, in
-        /// order, the first ``Resources/maximumIncomingPerPeer`` of distinct files, those not
-        /// offered on this link yet. Each is recorded as offered there.
-        mutating func toOffer(to peerID: UUID) -> (Link, [OutgoingTransfer])? {
-            guard let link = links[peerID] else { return nil }
+        /// The outgoing transfers to offer on `link`, their peer's link now: of those sent to the
+        /// peer, in order, the first ``Resources/maximumIncomingPerPeer`` of distinct files, those
+        /// not offered on this link yet. Each is recorded as offered there.
+        mutating func toOffer(on link: PeerLink) -> [OutgoingTransfer] {
+            let peerID = link.peerID
             var admitted: [OutgoingTransfer] = []
             for transfer in outgoing.values.filter({ $0.peerID == peerID }).sorted(by: { $0.number < $1.number })
             where admitted.count < Resources.maximumIncomingPerPeer
@@ -84,7 +86,7 @@ final class Resources: Sendable {
             }
             let new = admitted.filter { offered[$0.id] != link.id }
             for transfer in new { offered[transfer.id] = link.id }
-            return (link, new)
+            return new
         }
 
         mutating func remember(_ key: Key, endedFor reason: ResourceEndReason) {
@@ -114,8 +116,11 @@ final class Resources: Sendable {
     private let fileQueue: @Sendable (String) -> any FileQueue
     /// The session's clock: the transfers' rates.
     private let clock: any SessionClock
+    /// The peers' deliveries, which hold each peer's link.
+    private let peers: Deliveries
 
     init(
+        peers: Deliveries,
         directory: URL?,
         partialLifetime: Duration = .seconds(7 * 86_400),
         logger: Logger = Logger(label: "multipeer"),
@@ -123,6 +128,7 @@ final class Resources: Sendable {
         fileQueue: @escaping @Sendable (String) -> any FileQueue = { DispatchFileQueue(label: $0) },
         clock: any SessionClock = SystemClock()
     ) {
+        self.peers = peers
         self.random = random
         self.fileQueue = fileQueue
         self.clock = clock
@@ -137,48 +143,33 @@ final class Resources: Sendable {
 
     // MARK: Links
 
-    /// `hello`'s peer is active on link `id`: what waits for it is offered.
-    func attach(_ hello: Hello, link id: LinkID, channel: any Channel) {
+    /// The peer is active on `link` (its delivery holds it now): what waits for it is offered.
+    /// What an earlier incarnation of it was sending is not under way any more (its application
+    /// gets told); the next offer of a file resumes what was written.
+    func linkUp(_ link: PeerLink) {
+        let hello = link.hello
         let peerID = hello.peerID
-        let link = Link(
-            id: id,
-            channel: channel,
-            chunkLimit: min(Self.chunkLength, UInt64(hello.maximumFrameLength - ResourceChunk.headerLength))
-        )
         let (transfers, refused, retired) = state.withLockedValue {
             state -> ([OutgoingTransfer], [OutgoingTransfer], [IncomingTransfer]) in
-            // A new incarnation: what the peer's last run was sending is not under way any
-            // more (its application gets told); the next offer of a file resumes what was written.
-            var retired: [IncomingTransfer] = []
-            if let previous = state.senders[peerID], previous != hello.incarnation {
-                retired = state.incoming.keys.filter { $0.peer == peerID }.compactMap {
-                    state.incoming.removeValue(forKey: $0)
-                }
-                state.retiring[peerID, default: []] += retired
-            }
-            state.senders[peerID] = hello.incarnation
+            let retired = state.incoming.filter { $0.key.peer == peerID && $0.value.incarnation != hello.incarnation }
+            for key in retired.keys { state.incoming.removeValue(forKey: key) }
+            state.retiring[peerID, default: []] += retired.values
             guard hello.features.contains(.resources) else {
-                state.links[peerID] = nil
-                state.withoutResources.insert(peerID)
-                return ([], state.outgoing.values.filter { $0.peerID == peerID }, retired)
+                return ([], state.outgoing.values.filter { $0.peerID == peerID }, Array(retired.values))
             }
-            state.withoutResources.remove(peerID)
-            state.links[peerID] = link
-            return (state.toOffer(to: peerID)?.1 ?? [], [], retired)
+            return (state.toOffer(on: link), [], Array(retired.values))
         }
         for transfer in retired { transfer.retire() }
-        for transfer in transfers { transfer.linkUp(link) }
+        for transfer in transfers { transfer.linkUp(Link(link)) }
         for transfer in refused { transfer.refused() }
     }
 
-    /// The peer's link `id` went: its transfers wait for the next (and resume from there).
-    func detach(_ peerID: UUID, link id: LinkID?) {
+    /// The peer's `link` went: its transfers wait for the next (and resume from there).
+    func linkDown(_ link: PeerLink) {
         let (outgoing, incoming) = state.withLockedValue { state -> ([OutgoingTransfer], [IncomingTransfer]) in
-            guard let link = state.links[peerID], id == nil || link.id == id else { return ([], []) }
-            state.links[peerID] = nil
-            return (
-                state.outgoing.values.filter { $0.peerID == peerID },
-                state.incoming.filter { $0.key.peer == peerID }.map(\.value)
+            (
+                state.outgoing.values.filter { $0.peerID == link.peerID },
+                state.incoming.filter { $0.key.peer == link.peerID }.map(\.value)
             )
         }
         for transfer in outgoing { transfer.linkDown() }
@@ -232,7 +223,7 @@ final class Resources: Sendable {
             }
             guard !state.stopped else { return .end(.refused, "the session is stopping") }
             // (It could not take the WANTs: docs/PROTOCOL.md 3c. Told, not left waiting.)
-            guard !state.withoutResources.contains(peer.id) else {
+            guard peers.binding(of: peer.id).hello?.features.contains(.resources) ?? true else {
                 return .end(
                     .refused,
                     "the sender's HELLO does not announce resources (features bit 0): a side takes resources only from a peer that does"
@@ -265,7 +256,7 @@ final class Resources: Sendable {
                 let retired = state.retiring.removeValue(forKey: peer.id) ?? []
                 let transfer = IncomingTransfer(
                     offer: offer,
-                    sender: peer.id,
+                    sender: peer,
                     on: channel,
                     queue: fileQueue("multipeer.resource.in"),
                     clock: clock
@@ -359,8 +350,13 @@ final class Resources: Sendable {
             self?.finished(offer.id, to: peerID)
         }
         let (toOffer, refused, stopped) = state.withLockedValue { state in
+            // (The peer's link read under this lock: one bound after this offers the transfer in
+            // ``linkUp(_:)``, one bound before, here; `offered` keeps it to one offer a link.)
+            let (link, hello) = peers.binding(of: peerID)
+            let refused = !(hello?.features.contains(.resources) ?? true)
             if !state.stopped { state.outgoing[offer.id] = transfer }
-            return (state.toOffer(to: peerID), state.withoutResources.contains(peerID), state.stopped)
+            let toOffer = link.flatMap { link in refused ? nil : (link, state.toOffer(on: link)) }
+            return (toOffer, refused, state.stopped)
         }
         let resource = OutgoingResource(
             id: offer.id,
@@ -378,20 +374,23 @@ final class Resources: Sendable {
         } else if refused {
             transfer.refused()
         } else if let (link, transfers) = toOffer {
-            for transfer in transfers { transfer.linkUp(link) }
+            for transfer in transfers { transfer.linkUp(Link(link)) }
         }
         return resource
     }
 
     /// Outgoing transfer `id` to `peerID` ended: the next waiting its turn is offered.
     private func finished(_ id: UUID, to peerID: UUID) {
-        let toOffer = state.withLockedValue { state in
+        let toOffer = state.withLockedValue { state -> (PeerLink, [OutgoingTransfer])? in
             state.outgoing.removeValue(forKey: id)
             state.offered.removeValue(forKey: id)
-            return state.toOffer(to: peerID)
+            guard let link = peers.binding(of: peerID).link, link.hello.features.contains(.resources) else {
+                return nil
+            }
+            return (link, state.toOffer(on: link))
         }
         guard let (link, transfers) = toOffer else { return }
-        for transfer in transfers { transfer.linkUp(link) }
+        for transfer in transfers { transfer.linkUp(Link(link)) }
     }
 
     // MARK: Ending
@@ -400,7 +399,6 @@ final class Resources: Sendable {
     func stop() {
         let (outgoing, incoming) = state.withLockedValue { state in
             state.stopped = true
-            state.links = [:]
             return (Array(state.outgoing.values), Array(state.incoming.values))
         }
         for transfer in outgoing { transfer.stop() }
@@ -702,6 +700,8 @@ final class OutgoingTransfer: Sendable {
 final class IncomingTransfer: @unchecked Sendable {
     let offer: ResourceOffer
     private let sender: UUID
+    /// The sender's incarnation that offered it: a later one restarted, and does not send it on.
+    let incarnation: UInt64
     private let state: NIOLockedValueBox<(machine: ResourceReceiveStateMachine, channel: (any Channel)?)>
     private let queue: any FileQueue
     private var partial: PartialResource?
@@ -721,7 +721,7 @@ final class IncomingTransfer: @unchecked Sendable {
     /// the application may cancel it as soon as it is announced, before the store is open.
     init(
         offer: ResourceOffer,
-        sender: UUID,
+        sender: Peer,
         on channel: any Channel,
         queue: any FileQueue,
         clock: any SessionClock,
@@ -729,7 +729,8 @@ final class IncomingTransfer: @unchecked Sendable {
     ) {
         self.queue = queue
         self.offer = offer
-        self.sender = sender
+        self.sender = sender.id
+        self.incarnation = sender.incarnation
         self.onFinish = onFinish
         state = NIOLockedValueBox((ResourceReceiveStateMachine(offer: offer, window: Resources.window), channel))
         (progress, reporter) = ProgressReporter.make(total: offer.length, clock: clock)

@@ -64,12 +64,16 @@ final class StreamCore: Sendable {
 
     // MARK: The link
 
+    /// The stream goes on on `link` (once: the stream's opener and the link's coming may both
+    /// bring it up there).
     func linkUp(_ link: Streams.Link) {
-        state.withLockedValue { state in
+        let up = state.withLockedValue { state in
+            guard state.link?.id != link.id else { return false }
             state.link = link
             state.machine.linkUp()
+            return true
         }
-        flush()
+        if up { flush() }
     }
 
     func linkDown(_ id: LinkID?) {

@@ -8,7 +8,8 @@ import NIOCore
 /// opened: each is driven by its core (``ByteStreamStateMachine``) in a ``StreamCore``, and its
 /// frames go out on the link's event loop only, so that they leave in the order the core made
 /// them. The links hand their STREAM_ frames here on their event loop
-/// (``received(_:from:on:)``); the session attaches and detaches each peer's link.
+/// (``received(_:from:on:)``). A peer's link is its delivery's (``PeerLink``): read from there,
+/// and told here when it comes and goes (``linkUp(_:)``, ``linkDown(_:link:)``).
 ///
 /// Bounds: a direction holds at most ``window`` bytes at each end (the writer's application
 /// waits for room beyond); a peer has at most ``maximumIncomingPerPeer`` streams it opened open
@@ -27,24 +28,21 @@ final class Streams: Sendable {
     /// Streams whose end is remembered, to answer their peer's WANT or OPEN of them after a
     /// broken link.
     static let rememberedEnds = 64
-    /// Stream frames a link may bring before the session attached it (a peer that counts this
-    /// side active sends an OPEN and a WANT for each stream it has, and waits for a WANT before
-    /// it sends bytes): beyond, the link is closed.
-    static let maximumEarly = 256
 
-    /// A peer's link, while it is active and takes streams.
+    /// A stream's view of its peer's link (``PeerLink``).
     struct Link: Sendable {
         var id: LinkID
         var channel: any Channel
         var incarnation: UInt64
         /// The most bytes a STREAM_DATA to the peer carries.
         var chunkLimit: Int
-    }
 
-    /// A peer's stream frames that came on a link before the session attached it.
-    struct Early {
-        var channel: any Channel
-        var frames: [(LinkMessage, Peer)] = []
+        init(_ link: PeerLink) {
+            id = link.id
+            channel = link.channel
+            incarnation = link.hello.incarnation
+            chunkLimit = min(Streams.chunkLength, link.hello.maximumFrameLength - StreamData.headerLength)
+        }
     }
 
     struct Key: Hashable, Sendable {
@@ -60,15 +58,7 @@ final class Streams: Sendable {
     }
 
     private struct State {
-        var links: [UUID: Link] = [:]
-        /// Each peer's incarnation when it was last attached: a stream is opened to that one.
-        var incarnations: [UUID: UInt64] = [:]
-        /// Peers whose HELLO did not announce streams, with the link it came on (their stream
-        /// frames are ignored).
-        var withoutStreams: [UUID: ObjectIdentifier] = [:]
         var streams: [Key: StreamCore] = [:]
-        /// Frames that wait for their link to be attached, by peer.
-        var early: [UUID: Early] = [:]
         /// How the latest streams ended, oldest first.
         var ended: [(key: Key, how: Ended)] = []
         var stopped = false
@@ -87,75 +77,46 @@ final class Streams: Sendable {
     private let announce: AsyncStream<PeerStream>.Continuation
     /// Where the IDs of the streams this side opens come from.
     private let random: RandomSource
+    /// The peers' deliveries, which hold each peer's link.
+    private let peers: Deliveries
 
-    init(random: RandomSource = .system) {
+    init(random: RandomSource = .system, peers: Deliveries) {
         self.random = random
+        self.peers = peers
         (incoming, announce) = AsyncStream.makeStream(bufferingPolicy: .bufferingOldest(Self.maximumUnaccepted))
     }
 
     // MARK: Links
 
-    /// `hello`'s peer is active on link `id`: its streams go on there; those of an earlier
-    /// incarnation of it are lost. Done on the link's event loop, in order with its frames: those
-    /// that came before (the peer counted this side active first) wait for it (``received(_:from:on:)``).
-    func attach(_ hello: Hello, link id: LinkID, channel: any Channel) {
-        let link = Link(
-            id: id,
-            channel: channel,
-            incarnation: hello.incarnation,
-            chunkLimit: min(Self.chunkLength, hello.maximumFrameLength - StreamData.headerLength)
-        )
-        // At once, so that a stream can be opened to the peer from when it is active.
-        state.withLockedValue { $0.incarnations[hello.peerID] = hello.incarnation }
-        if channel.eventLoop.inEventLoop {
-            attachOnLoop(link, hello)
+    /// The peer is active on `link` (its delivery holds it now): its streams go on there; those
+    /// of an earlier incarnation of it are lost. Done on the link's event loop, in order with its
+    /// frames, which the link holds until then (``LinkDeliveryStateMachine``).
+    func linkUp(_ link: PeerLink) {
+        if link.channel.eventLoop.inEventLoop {
+            linkUpOnLoop(link)
         } else {
-            channel.eventLoop.execute { self.attachOnLoop(link, hello) }
+            link.channel.eventLoop.execute { self.linkUpOnLoop(link) }
         }
     }
 
-    private func attachOnLoop(_ link: Link, _ hello: Hello) {
-        let peerID = hello.peerID
-        let (streams, takesStreams, early) = state.withLockedValue {
-            state -> ([StreamCore], Bool, [(LinkMessage, Peer)]) in
-            let early =
-                state.early.removeValue(forKey: peerID).flatMap { $0.channel === link.channel ? $0.frames : nil } ?? []
-            let streams = state.streams.filter { $0.key.peer == peerID }.map(\.value)
-            guard hello.features.contains(.streams) else {
-                state.links[peerID] = nil
-                state.withoutStreams[peerID] = ObjectIdentifier(link.channel)
-                return (streams, false, [])
-            }
-            state.withoutStreams[peerID] = nil
-            state.links[peerID] = link
-            return (streams, true, early)
+    private func linkUpOnLoop(_ link: PeerLink) {
+        let hello = link.hello
+        let streams = state.withLockedValue { state in state.streams.filter { $0.key.peer == hello.peerID }.map(\.value)
         }
         for stream in streams {
             if stream.incarnation != hello.incarnation {
                 stream.lose("the peer restarted: its session no longer has the stream")
-            } else if !takesStreams {
+            } else if !hello.features.contains(.streams) {
                 stream.lose("the peer's HELLO no longer announces streams")
             } else {
-                stream.linkUp(link)
+                stream.linkUp(Link(link))
             }
-        }
-        do throws(MultipeerError) {
-            for (message, peer) in early { try process(message, from: peer, on: link.channel) }
-        } catch {
-            link.channel.writeAndFlush(LinkMessage.goodbye(.protocolError, error.message), promise: nil)
-            link.channel.pipeline.fireErrorCaught(error)
-            link.channel.close(promise: nil)
         }
     }
 
-    /// The peer's link `id` went: its streams wait for the next.
-    func detach(_ peerID: UUID, link id: LinkID?) {
-        let streams = state.withLockedValue { state -> [StreamCore] in
-            guard let link = state.links[peerID], id == nil || link.id == id else { return [] }
-            state.links[peerID] = nil
-            state.early[peerID] = nil
-            return state.streams.filter { $0.key.peer == peerID }.map(\.value)
-        }
+    /// The peer's link `id` went (nil: whatever link it had): its streams wait for the next.
+    func linkDown(_ peerID: UUID, link id: LinkID?) {
+        let streams = state.withLockedValue { state in state.streams.filter { $0.key.peer == peerID }.map(\.value) }
         for stream in streams { stream.linkDown(id) }
     }
 
@@ -168,34 +129,18 @@ final class Streams: Sendable {
     // MARK: Frames
 
     /// A STREAM_ frame from `peer` arrived on `channel` (on its event loop). Throws what breaks
-    /// the protocol: the link is then closed (GOODBYE 3). One that comes before the session
-    /// attached the link (the peer counted this side active a moment before it did) waits for
-    /// it, with at most ``maximumEarly`` others.
+    /// the protocol: the link is then closed (GOODBYE 3). A link delivers these only once the
+    /// peer is active on it (``LinkDeliveryStateMachine``); one that is no longer the peer's
+    /// link (it was replaced, and is closing) is not listened to: the streams go on, from where
+    /// each side stands, on the link that replaced it. So is a peer whose HELLO announced no
+    /// streams.
     func received(_ message: LinkMessage, from peer: Peer, on channel: any Channel) throws(MultipeerError) {
-        let now = try state.withLockedValue { state in
-            Result { () throws(MultipeerError) -> Bool in
-                if let link = state.links[peer.id], link.channel === channel, state.early[peer.id] == nil {
-                    return true
-                }
-                if state.withoutStreams[peer.id] == ObjectIdentifier(channel) { return false }  // (ignored)
-                if state.early[peer.id]?.channel !== channel { state.early[peer.id] = Early(channel: channel) }
-                guard state.early[peer.id]!.frames.count < Self.maximumEarly else {
-                    throw MultipeerError(
-                        .malformedMessage,
-                        "peer \(peer.id) sent more than \(Self.maximumEarly) stream frames before it could have heard from this side"
-                    )
-                }
-                state.early[peer.id]!.frames.append((message, peer))
-                return false
-            }
-        }.get()
-        if now { try process(message, from: peer, on: channel) }
-    }
-
-    private func process(_ message: LinkMessage, from peer: Peer, on channel: any Channel) throws(MultipeerError) {
+        guard let link = peers.binding(of: peer.id).link, link.channel === channel,
+            link.hello.features.contains(.streams)
+        else { return }
         switch message {
         case .streamOpen(let open):
-            opened(open, by: peer, on: channel)
+            opened(open, by: peer, on: link)
         case .streamWant(let want):
             let key = Key(peer: peer.id, stream: want.id)
             if let stream = stream(key) {
@@ -232,21 +177,19 @@ final class Streams: Sendable {
         channel.writeAndFlush(answer, promise: nil)
     }
 
-    private func opened(_ open: StreamOpen, by peer: Peer, on channel: any Channel) {
+    private func opened(_ open: StreamOpen, by peer: Peer, on link: PeerLink) {
         let key = Key(peer: peer.id, stream: open.id)
+        let channel = link.channel
         enum Decision {
             case known
             case forgotten
-            case begin(StreamCore, Link)
+            case begin(StreamCore)
             case refuse(StreamEndReason, String)
         }
         let decision = state.withLockedValue { state -> Decision in
             if state.streams[key] != nil { return .known }  // (its WANT went when the link came up)
             if open.resuming || state.ended.contains(where: { $0.key == key }) { return .forgotten }
             guard !state.stopped else { return .refuse(.closed, "the session is stopping") }
-            guard let link = state.links[peer.id], link.channel === channel else {
-                return .refuse(.refused, "the link it came on is gone")
-            }
             guard
                 state.streams.count(where: { $0.key.peer == peer.id && !$0.value.opener }) < Self.maximumIncomingPerPeer
             else {
@@ -256,11 +199,11 @@ final class Streams: Sendable {
                 key: key,
                 name: open.name,
                 opener: false,
-                incarnation: link.incarnation,
+                incarnation: link.hello.incarnation,
                 onEnd: self.onEnd(key)
             )
             state.streams[key] = stream
-            return .begin(stream, link)
+            return .begin(stream)
         }
         switch decision {
         case .known:
@@ -272,8 +215,8 @@ final class Streams: Sendable {
                 LinkMessage.streamEnd(StreamEnd(id: open.id, reason: reason, text: why)),
                 promise: nil
             )
-        case .begin(let stream, let link):
-            stream.linkUp(link)
+        case .begin(let stream):
+            stream.linkUp(Link(link))
             // (Kept until the end of the scope: a stream let go of is cancelled, and this one is refused.)
             let announced = announce.yield(PeerStream(stream))
             if case .dropped = announced {
@@ -304,28 +247,37 @@ final class Streams: Sendable {
         let open = try StreamOpen(id: random.uuid(), resuming: false, name: name)
         let key = Key(peer: peerID, stream: open.id)
         let (stream, link) = try state.withLockedValue { state in
-            Result { () throws(MultipeerError) -> (StreamCore, Link?) in
+            Result { () throws(MultipeerError) -> (StreamCore, PeerLink?) in
                 guard !state.stopped else {
                     throw MultipeerError(.sessionState, "the session is not running: no stream can be opened")
                 }
-                guard let incarnation = state.incarnations[peerID] else {
+                // (Under the streams' lock: a link bound after this is brought up by ``linkUp(_:)``,
+                // which finds the stream; one bound before, by this.)
+                let (link, hello) = peers.binding(of: peerID)
+                guard let hello else {
                     throw MultipeerError(
                         .peerNotActive,
                         "peer \(peerID) has never been active in this session: there is no one to open a stream to"
                     )
                 }
-                guard state.withoutStreams[peerID] == nil else {
+                guard hello.features.contains(.streams) else {
                     throw MultipeerError(
                         .streamRefused,
                         "peer \(peerID) takes no streams: its HELLO does not announce them"
                     )
                 }
-                let stream = StreamCore(key: key, name: name, opener: true, incarnation: incarnation, onEnd: onEnd(key))
+                let stream = StreamCore(
+                    key: key,
+                    name: name,
+                    opener: true,
+                    incarnation: hello.incarnation,
+                    onEnd: onEnd(key)
+                )
                 state.streams[key] = stream
-                return (stream, state.links[peerID])
+                return (stream, link)
             }
         }.get()
-        if let link { stream.linkUp(link) }
+        if let link { stream.linkUp(Link(link)) }
         return PeerStream(stream)
     }
 
