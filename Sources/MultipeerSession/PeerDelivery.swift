@@ -35,12 +35,15 @@ final class PeerDelivery: Sendable {
                 case .wakeSenders:
                     effects.woken += wake()
                 case .flush(let id):
-                    guard let link, link.id == id, let (batch, more) = machine.nextBatch(for: id) else {
+                    // (The link's fields read in place: a copy of the link, its HELLO with it, for
+                    // every flush would cost a small message's round trip.)
+                    guard link?.id == id, let channel = link?.channel, let (batch, more) = machine.nextBatch(for: id)
+                    else {
                         machine.flushAbandoned(id)  // closed: the next link resends
                         continue
                     }
                     effects.woken += apply(more).woken  // (a batch only wakes, it starts no flush)
-                    effects.write = (batch, link.channel, id)
+                    effects.write = (batch, channel, id)
                 case .dropped, .unreliableLost:
                     effects.dropped.append(action)
                 }
