@@ -124,6 +124,26 @@ package struct PeerTableStateMachine: Sendable {
         var admitted = false
     }
 
+    /// Where a peer this side keeps a link for stands.
+    private enum Kept: Equatable {
+        /// The link is kept; the peer joins once it admits it (its resume point arrives on it).
+        case joining(LinkID)
+        /// The peer joined (a link of it was admitted by both sides) and has not left since; the
+        /// link kept for it now is that one or one that replaced it (of the same incarnation),
+        /// which carries delivery once the peer admits it too.
+        case joined(LinkID)
+
+        var link: LinkID {
+            switch self {
+            case .joining(let id), .joined(let id): id
+            }
+        }
+
+        var hasJoined: Bool {
+            if case .joined = self { true } else { false }
+        }
+    }
+
     private struct EndpointRecord {
         var failures = 0
         var proved = false
@@ -136,10 +156,8 @@ package struct PeerTableStateMachine: Sendable {
     /// Static endpoints whose peer identity a HELLO (or a self-connection) revealed.
     private var identified: [String: UUID] = [:]
     private var links: [LinkID: Link] = [:]
-    /// The link kept for each peer (whether or not both sides have admitted it yet).
-    private var active: [UUID: LinkID] = [:]
-    /// The peers that joined: their kept link was admitted (and they have not left since).
-    private var joined: Set<UUID> = []
+    /// The peers this side keeps a link for, and whether each has joined.
+    private var kept: [UUID: Kept] = [:]
     /// Targets whose last link was refused for a reason retrying cannot change: held at the
     /// longest backoff until something changes.
     private var refused: Set<DialTarget.Key> = []
@@ -165,13 +183,13 @@ package struct PeerTableStateMachine: Sendable {
 
     /// The active (joined) peers' HELLOs, by peer.
     package var activePeers: [UUID: Hello] {
-        active.filter { joined.contains($0.key) }.compactMapValues { links[$0]?.hello }
+        kept.filter { $0.value.hasJoined }.compactMapValues { links[$0.link]?.hello }
     }
 
     /// The peers this side keeps a link for, joined or still joining (waiting for the peer's
     /// resume point), with the HELLO of each.
     package var keptPeers: [UUID: Hello] {
-        active.compactMapValues { links[$0]?.hello }
+        kept.compactMapValues { links[$0.link]?.hello }
     }
 
     /// Every peer known, by ID: those discovery names (a static endpoint once a HELLO has named
@@ -198,11 +216,11 @@ package struct PeerTableStateMachine: Sendable {
             )
         }
         // A link that speaks for its peer says more than an advert: who proved to be there.
-        for (peerID, id) in active {
-            guard let hello = links[id]?.hello else { continue }
+        for (peerID, peer) in kept {
+            guard let hello = links[peer.link]?.hello else { continue }
             known[peerID] = AvailablePeer(
                 id: peerID,
-                state: joined.contains(peerID) ? .active : .connecting,
+                state: peer.hasJoined ? .active : .connecting,
                 displayName: hello.displayName,
                 metadata: hello.metadata,
                 key: hello.key
@@ -220,11 +238,11 @@ package struct PeerTableStateMachine: Sendable {
     }
 
     /// The link kept for `peerID`, admitted by both sides or not yet.
-    package func activeLink(for peerID: UUID) -> LinkID? { active[peerID] }
+    package func activeLink(for peerID: UUID) -> LinkID? { kept[peerID]?.link }
 
     /// The link `peerID` joined on and its HELLO, while the peer is active.
     package func joinedLink(of peerID: UUID) -> (id: LinkID, hello: Hello)? {
-        guard joined.contains(peerID), let id = active[peerID], let hello = links[id]?.hello else { return nil }
+        guard case .joined(let id)? = kept[peerID], let hello = links[id]?.hello else { return nil }
         return (id, hello)
     }
 
@@ -313,17 +331,19 @@ package struct PeerTableStateMachine: Sendable {
             targets[key]?.metadata = hello.metadata
         }
         guard !stopped else { return [.close(id, .shutdown)] }
-        guard let currentID = active[hello.peerID], let current = links[currentID], let currentHello = current.hello
+        guard let peer = kept[hello.peerID], let current = links[peer.link], let currentHello = current.hello
         else {
-            active[hello.peerID] = id
-            return []  // it joins once the peer admits the link too
+            kept[hello.peerID] = .joining(id)  // it joins once the peer admits the link too
+            return []
         }
+        let currentID = peer.link
         if keeps(id, link, over: currentID, current) {
-            active[hello.peerID] = id
             links[currentID]?.hello = nil  // no longer speaks for the peer
-            if hello.incarnation != currentHello.incarnation, joined.remove(hello.peerID) != nil {
+            if hello.incarnation != currentHello.incarnation, peer.hasJoined {
+                kept[hello.peerID] = .joining(id)
                 return [.close(currentID, .duplicateLink), .peerLeft(currentHello, .restarted)]
             }
+            kept[hello.peerID] = peer.hasJoined ? .joined(id) : .joining(id)
             return [.close(currentID, .duplicateLink)]
         }
         links[id]?.hello = nil
@@ -333,7 +353,9 @@ package struct PeerTableStateMachine: Sendable {
     /// The link's peer admitted it: its resume point arrived. If this side keeps the link for the
     /// peer, delivery goes on it, and the peer joins (unless it was active on an earlier link).
     package mutating func linkAdmitted(_ id: LinkID) -> [Action] {
-        guard let link = links[id], !link.admitted, let hello = link.hello, active[hello.peerID] == id else {
+        guard let link = links[id], !link.admitted, let hello = link.hello, let peer = kept[hello.peerID],
+            peer.link == id
+        else {
             return []
         }
         links[id]!.admitted = true
@@ -342,7 +364,8 @@ package struct PeerTableStateMachine: Sendable {
             backoffs[key]?.reset()
             refused.remove(key)
         }
-        guard joined.insert(hello.peerID).inserted else { return [.linkAdmitted(id, hello)] }
+        guard !peer.hasJoined else { return [.linkAdmitted(id, hello)] }
+        kept[hello.peerID] = .joined(id)
         return [.linkAdmitted(id, hello), .peerJoined(id, hello)]
     }
 
@@ -351,7 +374,7 @@ package struct PeerTableStateMachine: Sendable {
 
     /// Whether this side keeps a link for `peerID` that the peer has not admitted yet.
     package func isJoining(_ peerID: UUID) -> Bool {
-        active[peerID].map { links[$0]?.admitted == false } ?? false
+        kept[peerID].map { links[$0.link]?.admitted == false } ?? false
     }
 
     /// Whether a link that ended so was refused for a reason retrying cannot change.
@@ -360,6 +383,12 @@ package struct PeerTableStateMachine: Sendable {
         guard let code = error?.code else { return false }
         return [.notInRoster, .identityMismatch, .badSignature, .protocolVersionMismatch, .authenticationFailed]
             .contains(code)
+    }
+
+    /// Why a peer whose link ended so left.
+    private static func leaving(_ goodbye: GoodbyeReason?, _ error: MultipeerError?) -> PeerLeftReason {
+        if let goodbye { return .goodbye(goodbye) }
+        return error?.code == .keepaliveTimeout ? .keepaliveTimeout : .linkClosed(error)
     }
 
     /// This side's roster or keys changed: what was refused may be admitted now, so refused
@@ -405,20 +434,11 @@ package struct PeerTableStateMachine: Sendable {
             backoffs[key, default: Backoff(parameters: backoffParameters)].exhaust()
         }
         // (Only the peer's kept link still has its HELLO; the peer joined on it or an earlier one.)
-        if let hello = link.hello, active[hello.peerID] == id {
-            active[hello.peerID] = nil
-        }
-        if let hello = link.hello, joined.contains(hello.peerID), active[hello.peerID] == nil {
-            joined.remove(hello.peerID)
-            let reason: PeerLeftReason =
-                if let goodbye {
-                    .goodbye(goodbye)
-                } else if error?.code == .keepaliveTimeout {
-                    .keepaliveTimeout
-                } else {
-                    .linkClosed(error)
-                }
-            actions.append(.peerLeft(hello, stopped ? .local(.shutdown) : reason))
+        if let hello = link.hello, let peer = kept[hello.peerID], peer.link == id {
+            kept[hello.peerID] = nil
+            if peer.hasJoined {
+                actions.append(.peerLeft(hello, stopped ? .local(.shutdown) : Self.leaving(goodbye, error)))
+            }
         }
         guard !stopped else { return actions }
         if let key, case .peer = key, goodbye == .shutdown {
@@ -441,16 +461,17 @@ package struct PeerTableStateMachine: Sendable {
     /// The session no longer admits `peerID` (its roster changed): its link closes with
     /// `reason` and it leaves the active set. A later link of it is refused when it is made.
     package mutating func refuse(_ peerID: UUID, _ reason: GoodbyeReason) -> [Action] {
-        guard let linkID = active.removeValue(forKey: peerID), let link = links[linkID], let hello = link.hello else {
+        guard let peer = kept.removeValue(forKey: peerID), let link = links[peer.link], let hello = link.hello else {
             return []
         }
+        let linkID = peer.link
         links[linkID]?.hello = nil  // no longer speaks for the peer: its closing is no second leaving
         // Refused here for good (until the roster changes): not dialled again soon.
         for key in [DialTarget.Key.peer(peerID), link.target].compactMap({ $0 }) {
             refused.insert(key)
             backoffs[key, default: Backoff(parameters: backoffParameters)].exhaust()
         }
-        guard joined.remove(peerID) != nil else { return [.close(linkID, reason)] }
+        guard peer.hasJoined else { return [.close(linkID, reason)] }
         return [.close(linkID, reason), .peerLeft(hello, .local(reason))]
     }
 
@@ -465,13 +486,13 @@ package struct PeerTableStateMachine: Sendable {
         stopped = true
         redialsPending.removeAll()
         var actions = links.keys.sorted().map { Action.close($0, reason) }
-        for (peerID, linkID) in active.sorted(by: { $0.value < $1.value }) {
-            if let hello = links[linkID]?.hello, joined.remove(peerID) != nil {
+        for peer in kept.values.sorted(by: { $0.link < $1.link }) {
+            if peer.hasJoined, let hello = links[peer.link]?.hello {
                 actions.append(.peerLeft(hello, .local(reason)))
             }
-            links[linkID]?.hello = nil
-            active[peerID] = nil
+            links[peer.link]?.hello = nil
         }
+        kept.removeAll()
         return actions
     }
 
@@ -502,8 +523,8 @@ package struct PeerTableStateMachine: Sendable {
     private func hasLink(to key: DialTarget.Key) -> Bool {
         if links.values.contains(where: { $0.target == key }) { return true }
         switch key {
-        case .peer(let peerID): return active[peerID] != nil
-        case .endpoint(let endpoint): return identified[endpoint].map { active[$0] != nil } ?? false
+        case .peer(let peerID): return kept[peerID] != nil
+        case .endpoint(let endpoint): return identified[endpoint].map { kept[$0] != nil } ?? false
         }
     }
 
