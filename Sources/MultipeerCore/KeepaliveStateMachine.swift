@@ -141,20 +141,36 @@ package struct KeepaliveStateMachine: Sendable {
     package private(set) var readingPaused = false
     /// The stalls of each of the last windows, the newest last.
     private var stallWindows: [StallTally]
-    /// This side woke up late since the last arrival: the silence until the next says nothing
-    /// about the link.
-    private var stalledSinceArrival = false
     private var windowStart: Duration
-    /// The transport as last read in this silence.
-    private var transportLatest: TransportReading?
-    /// This silence has shown packets lost with the peer's host still answering.
-    private var lossyPath = false
-    /// When the peer was last seen sending in this silence (its segments arriving out of order).
-    private var peerSending: Duration?
-    /// The transport's latest reading in this silence shows the peer's host acknowledging all
-    /// this side sent, nothing retransmitted and nothing of its own sent, on a path that never
-    /// lost a packet: its application is hung.
-    package private(set) var peerHung = false
+
+    /// What the silence under way has shown: all of it goes when the silence ends in an
+    /// arrival (``inboundActivity(now:late:)``).
+    private struct Silence {
+        /// This side woke up late in it: it says nothing about the link.
+        var stalled = false
+        /// The transport as last read in it.
+        var transportLatest: TransportReading?
+        /// It showed packets lost with the peer's host still answering.
+        var lossyPath = false
+        /// When the peer was last seen sending in it (its segments arriving out of order).
+        var peerSending: Duration?
+        /// The transport's latest reading in it shows the peer's host acknowledging all this
+        /// side sent, nothing retransmitted and nothing of its own sent, on a path that never
+        /// lost a packet: its application is hung.
+        var peerHung = false
+        /// It showed a packet lost (this side retransmitting; a black hole shows it as much as a
+        /// lossy path): the path's once the silence ends in an arrival.
+        var lost = false
+        /// When the peer's latest data reached this side's kernel, where that is after the last
+        /// arrival read: the data waits unread.
+        var unreadArrival: Duration?
+    }
+
+    private var silence = Silence()
+
+    /// The transport's latest reading in the silence under way shows the peer's application
+    /// hung (``Silence/peerHung``).
+    package var peerHung: Bool { silence.peerHung }
     /// When the transport of this link, or of the peer's earlier links, last showed a packet
     /// lost: a segment of the peer's out of order, or a loss in a silence that ended in an
     /// arrival. Forgotten two minutes later, as the stalls are.
@@ -164,12 +180,6 @@ package struct KeepaliveStateMachine: Sendable {
     private var outOfOrderCounted: UInt32 = 0
     /// The latest `now` this machine was given: what ``history`` is as of.
     private var latestNow: Duration
-    /// The silence under way showed a packet lost (this side retransmitting; a black hole shows
-    /// it as much as a lossy path): the path's once the silence ends in an arrival.
-    private var lossInSilence = false
-    /// When the peer's latest data reached this side's kernel, where that is after the last
-    /// arrival read (``inboundActivity(now:)``): the data waits unread.
-    private var unreadArrival: Duration?
 
     /// - Parameter path: What the peer's earlier links showed of the path (``history``).
     package init(
@@ -244,11 +254,11 @@ package struct KeepaliveStateMachine: Sendable {
 
     /// What the transport showed at the latest reading of the silence under way (nil before
     /// the peer was overdue, or where it cannot tell): for the report of a timeout.
-    package var transportInSilence: TransportReading? { transportLatest }
+    package var transportInSilence: TransportReading? { silence.transportLatest }
 
     /// Whether this link, or the peer's earlier links, showed a packet lost, the silence under
     /// way included.
-    package var hasSeenLoss: Bool { lossSeen || lossInSilence }
+    package var hasSeenLoss: Bool { lossSeen || silence.lost }
 
     /// How long the peer has been silent now.
     package func silence(now: Duration) -> Duration { max(.zero, now - lastInbound) }
@@ -271,14 +281,16 @@ package struct KeepaliveStateMachine: Sendable {
     }
 
     /// The peer's last arrival: read, or waiting in this side's kernel to be.
-    private var lastArrival: Duration { max(lastInbound, unreadArrival ?? lastInbound) }
+    private var lastArrival: Duration { max(lastInbound, silence.unreadArrival ?? lastInbound) }
 
     /// When the silence under way times the link out: ``timeout`` after the last arrival, or
     /// later as the transport shows (see the type's description).
     private var timeoutDue: Duration {
-        if peerHung { return lastArrival + parameters.timeout }
-        var due = lastArrival + (lossyPath ? max(ceiling, timeout) : timeout)
-        if let peerSending { due = min(max(due, peerSending + ceiling), lastInbound + stallLimit) }
+        if silence.peerHung { return lastArrival + parameters.timeout }
+        var due = lastArrival + (silence.lossyPath ? max(ceiling, timeout) : timeout)
+        if let peerSending = silence.peerSending {
+            due = min(max(due, peerSending + ceiling), lastInbound + stallLimit)
+        }
         return due
     }
 
@@ -302,19 +314,11 @@ package struct KeepaliveStateMachine: Sendable {
     package mutating func inboundActivity(now: Duration, late: Duration = .zero) {
         latestNow = max(latestNow, now)
         guard now > lastInbound else { return }
-        if late > lateLimit { stalledSinceArrival = true }
+        if late > lateLimit { silence.stalled = true }
         // A silence across a stall of this side's own is not the link's.
-        if !stalledSinceArrival { recordSilence(now - lastInbound, now: now) }
-        if lossInSilence {
-            lossInSilence = false
-            markLossSeen(now: now)
-        }
-        stalledSinceArrival = false
-        transportLatest = nil
-        lossyPath = false
-        peerSending = nil
-        peerHung = false
-        unreadArrival = nil
+        if !silence.stalled { recordSilence(now - lastInbound, now: now) }
+        if silence.lost { markLossSeen(now: now) }
+        silence = Silence()
         lastInbound = now
     }
 
@@ -397,17 +401,19 @@ package struct KeepaliveStateMachine: Sendable {
     ) -> Action {
         latestNow = max(latestNow, now)
         guard !finished else { return .wait }
-        if late > lateLimit { stalledSinceArrival = true }
+        if late > lateLimit { silence.stalled = true }
         if !readingPaused, now - lastInbound > overdue, let reading = transport() {
-            if let latest = transportLatest {
-                if reading.outOfOrderSegments != latest.outOfOrderSegments { peerSending = now - reading.sinceHeard }
+            if let latest = silence.transportLatest {
+                if reading.outOfOrderSegments != latest.outOfOrderSegments {
+                    silence.peerSending = now - reading.sinceHeard
+                }
                 // Lost in a silence: this side had to send again, or the peer's segments came
                 // beyond a gap. (Not a retransmission at any time: a tail-loss probe on a clean
                 // path is one.)
                 if reading.retransmittedSegments != latest.retransmittedSegments
                     || reading.outOfOrderSegments != latest.outOfOrderSegments
                 {
-                    lossInSilence = true
+                    silence.lost = true
                 }
             }
             // A segment of the peer's that ever arrived beyond a gap (since the connection
@@ -422,13 +428,15 @@ package struct KeepaliveStateMachine: Sendable {
                 outOfOrderCounted = reading.outOfOrderSegments
                 markLossSeen(now: now)
             }
-            if reading.recoveringLoss { lossInSilence = true }
+            if reading.recoveringLoss { silence.lost = true }
             // Heard later than a delayed acknowledgement of the last arrival could be.
-            if hasSeenLoss, now - reading.sinceHeard > lastArrival + Self.acknowledgementDelay { lossyPath = true }
-            peerHung = !hasSeenLoss && reading.unacknowledgedSegments == 0 && peerSending == nil
-            transportLatest = reading
+            if hasSeenLoss, now - reading.sinceHeard > lastArrival + Self.acknowledgementDelay {
+                silence.lossyPath = true
+            }
+            silence.peerHung = !hasSeenLoss && reading.unacknowledgedSegments == 0 && silence.peerSending == nil
+            silence.transportLatest = reading
             if let since = reading.sinceDataArrived, now - since > lastArrival {
-                unreadArrival = now - since
+                silence.unreadArrival = now - since
             }
         }
         if readingPaused || now < timeoutDue {
