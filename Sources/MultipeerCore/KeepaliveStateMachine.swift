@@ -134,9 +134,17 @@ package struct KeepaliveStateMachine: Sendable {
     private var lastPing: Duration
     private var lastPingReceived: Duration
     private var nextNonce: UInt64 = 1
-    private var finished = false
-    /// A timeout found on a late wake-up waits for one more look, here.
-    private var recheck: Duration?
+    /// Where the verdict on the link stands.
+    private enum Verdict {
+        /// Alive, as far as this side knows.
+        case alive
+        /// Found silent past its timeout on a late wake-up: one look more at this time, once.
+        case recheck(at: Duration)
+        /// Timed out: the machine is done.
+        case timedOut
+    }
+
+    private var verdict = Verdict.alive
     /// This side stopped reading (its application is behind): silence is then its own doing.
     package private(set) var readingPaused = false
     /// The stalls of each of the last windows, the newest last.
@@ -360,7 +368,7 @@ package struct KeepaliveStateMachine: Sendable {
     package mutating func pingReceived(now: Duration) -> Probe? {
         latestNow = max(latestNow, now)
         if now > lastPingReceived { lastPingReceived = now }
-        guard role == .following, !finished, now >= sampleDue - parameters.interval else { return nil }
+        guard role == .following, !isTimedOut, now >= sampleDue - parameters.interval else { return nil }
         return ping(now: now)
     }
 
@@ -380,9 +388,18 @@ package struct KeepaliveStateMachine: Sendable {
         if now > lastOutbound { lastOutbound = now }
     }
 
+    private var isTimedOut: Bool {
+        if case .timedOut = verdict { true } else { false }
+    }
+
     /// When the shell should call ``wakeUp(now:)`` next.
     package var nextWakeUp: Duration {
-        let timeoutDue = readingPaused ? .seconds(Int64.max) : recheck ?? timeoutDue
+        let timeoutDue: Duration =
+            switch verdict {
+            case _ where readingPaused: .seconds(Int64.max)
+            case .recheck(let at): at
+            case .alive, .timedOut: timeoutDue
+            }
         return min(timeoutDue, quietDue, sampleDue)
     }
 
@@ -400,7 +417,7 @@ package struct KeepaliveStateMachine: Sendable {
         transport: @autoclosure () -> TransportReading? = nil
     ) -> Action {
         latestNow = max(latestNow, now)
-        guard !finished else { return .wait }
+        guard !isTimedOut else { return .wait }
         if late > lateLimit { silence.stalled = true }
         if !readingPaused, now - lastInbound > overdue, let reading = transport() {
             if let latest = silence.transportLatest {
@@ -439,14 +456,15 @@ package struct KeepaliveStateMachine: Sendable {
                 silence.unreadArrival = now - since
             }
         }
-        if readingPaused || now < timeoutDue {
-            recheck = nil
-        } else if late > lateLimit, recheck == nil {
+        switch verdict {
+        case _ where readingPaused || now < timeoutDue:
+            verdict = .alive
+        case .alive where late > lateLimit:
             // One look more, once: by the recheck, the loop has read whatever was waiting, so
             // a loop that is late every time (a loaded machine) still times a dead link out.
-            recheck = now + lateLimit / 10
-        } else {
-            finished = true
+            verdict = .recheck(at: now + lateLimit / 10)
+        case .alive, .recheck, .timedOut:
+            verdict = .timedOut
             return .timedOut
         }
         guard now >= quietDue || now >= sampleDue else { return .wait }
