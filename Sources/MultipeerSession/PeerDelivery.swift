@@ -249,9 +249,6 @@ final class PeerDelivery: Sendable {
         state.withLockedValue { $0.link?.id == id }
     }
 
-    /// The link the peer is active on now, if it is.
-    var link: PeerLink? { state.withLockedValue { $0.link } }
-
     /// The peer's link now (nil while it is away), and the HELLO of its latest link (nil if it
     /// never had one).
     var binding: (link: PeerLink?, hello: Hello?) { state.withLockedValue { ($0.link, $0.hello) } }
