@@ -115,13 +115,46 @@ package struct PeerTableStateMachine: Sendable {
     }
 
     private struct Link {
+        /// Where a link is in its life.
+        enum Stage {
+            /// Outbound, before its HELLO: the endpoints its dial was given.
+            case dialling([DialTarget.Endpoint])
+            /// Inbound, before its HELLO.
+            case accepted
+            /// Its HELLO came, and it speaks for its peer: the link kept for it (or one whose
+            /// session is stopping). `admitted`: the peer's resume point arrived on it, and this
+            /// side had kept it (``linkAdmitted(_:)``).
+            case speaking(Hello, admitted: Bool)
+            /// Its HELLO came, and it no longer speaks for its peer: another link is kept, or the
+            /// roster refused the peer, or the session stopped; its closing is no leaving.
+            case silenced(admitted: Bool)
+        }
+
         var direction: Direction
         var target: DialTarget.Key?
-        var hello: Hello?
-        /// While the link is being dialled: the endpoints the dial was given.
-        var dialling: [DialTarget.Endpoint]?
-        /// The peer's resume point arrived on it, and this side had kept it (``linkAdmitted(_:)``).
-        var admitted = false
+        var stage: Stage
+
+        /// Its HELLO, while it speaks for its peer.
+        var hello: Hello? {
+            if case .speaking(let hello, _) = stage { hello } else { nil }
+        }
+
+        /// The endpoints its dial was given, while it is being dialled.
+        var dialling: [DialTarget.Endpoint]? {
+            if case .dialling(let endpoints) = stage { endpoints } else { nil }
+        }
+
+        var admitted: Bool {
+            switch stage {
+            case .speaking(_, let admitted), .silenced(let admitted): admitted
+            case .dialling, .accepted: false
+            }
+        }
+
+        /// It no longer speaks for its peer.
+        mutating func silence() {
+            stage = .silenced(admitted: admitted)
+        }
     }
 
     /// Where a peer this side keeps a link for stands.
@@ -249,7 +282,7 @@ package struct PeerTableStateMachine: Sendable {
     /// A new ID for an inbound link the shell just accepted.
     package mutating func acceptedLink() -> LinkID {
         let id = makeLinkID()
-        links[id] = Link(direction: .inbound)
+        links[id] = Link(direction: .inbound, stage: .accepted)
         return id
     }
 
@@ -275,7 +308,7 @@ package struct PeerTableStateMachine: Sendable {
         if let (id, link) = links.first(where: { $0.value.target == target.key && $0.value.dialling != nil }) {
             let added = target.endpoints.filter { !link.dialling!.contains($0) }
             guard !added.isEmpty else { return [] }
-            links[id]?.dialling! += added
+            links[id]?.stage = .dialling(link.dialling! + added)
             return [.addEndpoints(id, added)]
         }
         return dialIfNeeded(target.key)
@@ -321,8 +354,7 @@ package struct PeerTableStateMachine: Sendable {
     /// A link finished TLS and HELLO.
     package mutating func linkEstablished(_ id: LinkID, hello: Hello) -> [Action] {
         guard var link = links[id] else { return [] }
-        link.hello = hello
-        link.dialling = nil
+        link.stage = .speaking(hello, admitted: false)
         links[id] = link
         if case .endpoint(let endpoint)? = link.target { identified[endpoint] = hello.peerID }
         if let key = link.target {
@@ -338,7 +370,7 @@ package struct PeerTableStateMachine: Sendable {
         }
         let currentID = peer.link
         if keeps(id, link, over: currentID, current) {
-            links[currentID]?.hello = nil  // no longer speaks for the peer
+            links[currentID]?.silence()
             if hello.incarnation != currentHello.incarnation, peer.hasJoined {
                 kept[hello.peerID] = .joining(id)
                 return [.close(currentID, .duplicateLink), .peerLeft(currentHello, .restarted)]
@@ -346,7 +378,7 @@ package struct PeerTableStateMachine: Sendable {
             kept[hello.peerID] = peer.hasJoined ? .joined(id) : .joining(id)
             return [.close(currentID, .duplicateLink)]
         }
-        links[id]?.hello = nil
+        links[id]?.silence()
         return [.close(id, .duplicateLink)]
     }
 
@@ -358,7 +390,7 @@ package struct PeerTableStateMachine: Sendable {
         else {
             return []
         }
-        links[id]!.admitted = true
+        links[id]!.stage = .speaking(hello, admitted: true)
         // A link both sides took: whatever held its peer back is over.
         for key in [DialTarget.Key.peer(hello.peerID), link.target].compactMap({ $0 }) {
             backoffs[key]?.reset()
@@ -465,7 +497,7 @@ package struct PeerTableStateMachine: Sendable {
             return []
         }
         let linkID = peer.link
-        links[linkID]?.hello = nil  // no longer speaks for the peer: its closing is no second leaving
+        links[linkID]?.silence()  // its closing is no second leaving
         // Refused here for good (until the roster changes): not dialled again soon.
         for key in [DialTarget.Key.peer(peerID), link.target].compactMap({ $0 }) {
             refused.insert(key)
@@ -490,7 +522,7 @@ package struct PeerTableStateMachine: Sendable {
             if peer.hasJoined, let hello = links[peer.link]?.hello {
                 actions.append(.peerLeft(hello, .local(reason)))
             }
-            links[peer.link]?.hello = nil
+            links[peer.link]?.silence()
         }
         kept.removeAll()
         return actions
@@ -539,7 +571,7 @@ package struct PeerTableStateMachine: Sendable {
             return []
         }
         let id = makeLinkID()
-        links[id] = Link(direction: .outbound, target: key, dialling: target.endpoints)
+        links[id] = Link(direction: .outbound, target: key, stage: .dialling(target.endpoints))
         return [.dial(id, ranked(target))]
     }
 
