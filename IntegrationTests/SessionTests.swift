@@ -82,7 +82,9 @@ struct SessionTests {
                 history.contains { if case .availablePeerChanged(let peer) = $0 { peer.state == .gone } else { false } }
             }
             #expect(FaultTests.lastLeaveReason(gone) == .goodbye(.shutdown))
-            let failures = gone.filter { if case .connectionFailed = $0 { true } else { false } }
+            // (From its leaving on: a first dial may fail on a loaded machine before the peer joins.)
+            let left = gone.lastIndex { if case .peerLeft = $0 { true } else { false } } ?? gone.startIndex
+            let failures = gone[left...].filter { if case .connectionFailed = $0 { true } else { false } }
             #expect(failures.isEmpty, "no dial of a peer that said it stops: \(failures)")
 
             let back = MultipeerSession(configuration: .test("back", serviceType: serviceType), identity: second)
