@@ -101,6 +101,27 @@ import Testing
         #expect(stream.id == (opens.first.flatMap { if case .streamOpen(let open) = $0 { open.id } else { nil } }))
     }
 
+    /// A frame of a stream that ended here, arriving while its END is on its way, is answered
+    /// with that END again, reason and text: the peer may hear the answer first. (A consumer
+    /// test found the answer's own text overtaking the END's "let go" under load.)
+    @Test func aFrameOfAStreamThatEndedIsAnsweredWithTheSameEnd() throws {
+        let link = try Link()
+        defer { link.finish() }
+        link.attach()
+        var stream: PeerStream? = try link.streams.open(named: "log", to: link.remote.peerID)
+        let id = try #require(stream?.id)
+        stream = nil  // let go of: cancelled, saying so
+        link.channel.embeddedEventLoop.run()
+        let ends = try link.written().compactMap { if case .streamEnd(let end) = $0 { end } else { nil } }
+        let first = try #require(ends.first)
+        try link.receive(.streamWant(StreamWant(id: id, received: 0, granted: 100, endReceived: false)))
+        guard case .streamEnd(let again)? = try link.written().first else {
+            Issue.record("the WANT is answered with the END")
+            return
+        }
+        #expect(again.id == first.id && again.reason == first.reason && again.text == first.text && !first.text.isEmpty)
+    }
+
     @Test func aStreamToAPeerNeverMetIsRefused() throws {
         let link = try Link()
         defer { link.finish() }

@@ -175,7 +175,7 @@ final class StreamCore: Sendable {
             state.endReported = true
             switch outcome {
             case .complete: return .complete(received: state.machine.received)
-            case .failed(let reason, _, _): return .failed(reason)
+            case .failed(let reason, _, let text): return .failed(reason, text: text)
             }
         }
         if let ended { onEnd(ended) }

@@ -54,7 +54,9 @@ final class Streams: Sendable {
     enum Ended: Sendable {
         /// Both ways, with `received` bytes of the peer's direction.
         case complete(received: UInt64)
-        case failed(StreamEndReason)
+        /// With the END's reason and text, said again as they were: an END said again may reach
+        /// the peer before the first (a frame of the stream came while that was being written).
+        case failed(StreamEndReason, text: String)
     }
 
     private struct State {
@@ -169,8 +171,8 @@ final class Streams: Sendable {
         switch how {
         case .complete(let received)?:
             answer = .streamWant(StreamWant(id: key.stream, received: received, granted: received, endReceived: true))
-        case .failed(let reason)?:
-            answer = .streamEnd(StreamEnd(id: key.stream, reason: reason, text: "this stream ended here"))
+        case .failed(let reason, let text)?:
+            answer = .streamEnd(StreamEnd(id: key.stream, reason: reason, text: text))
         case nil:
             answer = .streamEnd(StreamEnd(id: key.stream, reason: .unknown, text: "this side does not have the stream"))
         }

@@ -118,7 +118,7 @@ import Testing
             let error = try await within(30, "the cancel") {
                 try await #require(throws: MultipeerError.self) { _ = try await Self.readAll(accepted) }
             }
-            #expect(error.code == .streamCancelled && error.message.contains("let go"))
+            #expect(error.code == .streamCancelled && error.message.contains("let go"), "\(error.message)")
         }
     }
 }
