@@ -361,8 +361,9 @@ package struct ByteStreamStateMachine: Sendable {
     }
 
     /// The frames to send now on the link, in order: the OPEN and the WANT due, then the bytes
-    /// granted (in frames of at most `chunkLimit` bytes) and the end; or the END of a failed stream.
-    package mutating func framesDue(chunkLimit: Int) -> [LinkMessage] {
+    /// granted (in frames of at most `chunkLimit` bytes, until they carry `budget` bytes: the
+    /// rest are due still) and the end; or the END of a failed stream.
+    package mutating func framesDue(chunkLimit: Int, budget: Int = .max) -> [LinkMessage] {
         guard let due = link else { return [] }
         link = LinkState(sending: due.sending)
         switch outcome {
@@ -382,10 +383,12 @@ package struct ByteStreamStateMachine: Sendable {
         }
         guard var sending = due.sending, !endAcknowledged else { return frames }
         let limit = min(written, granted)
-        while sending.next < limit {
+        var taken = 0
+        while sending.next < limit, taken < budget {
             let bytes = slice(from: sending.next, count: min(UInt64(chunkLimit), limit - sending.next))
             let offset = sending.next
             sending.next += UInt64(bytes.readableBytes)
+            taken += bytes.readableBytes
             sending.endSent = endWritten && sending.next == written
             frames.append(.streamData(StreamData(id: id, offset: offset, end: sending.endSent, bytes: bytes)))
         }
@@ -401,7 +404,7 @@ package struct ByteStreamStateMachine: Sendable {
     package var hasFramesDue: Bool {
         guard let link else { return false }
         if link.endDue || link.openDue || link.wantDue { return true }
-        guard outcome == nil, let sending = link.sending else { return false }
+        guard outcome == nil, !endAcknowledged, let sending = link.sending else { return false }
         return sending.next < min(written, granted) || (endWritten && !sending.endSent && sending.next == written)
     }
 

@@ -74,6 +74,9 @@ package struct OutboxStateMachine: Sendable {
     /// Messages waiting for an acknowledgement.
     package var count: Int { pending.count }
 
+    /// Whether ``nextFrames(frameLimit:fragments:)`` has more to hand out on the current link.
+    package var hasUnwritten: Bool { partial != nil || written < pending.count }
+
     /// Whether a message of `payloadBytes` fits now: within the count and byte bounds, or, for a
     /// message larger than the byte bound, as the one such message (an empty outbox takes any
     /// message). So the outbox holds at most its bounds plus one larger message.

@@ -19,8 +19,8 @@ package import struct Foundation.UUID
 /// Time is an input (`now`).
 package struct PeerDeliveryStateMachine: Sendable {
     package enum Action: Equatable, Sendable {
-        /// Write what waits for this link (the unreliable messages, the outbox), in a task of its
-        /// own (``nextBatch(for:)``).
+        /// Tell this link's writer that messages wait for it (the unreliable messages, the
+        /// outbox): it takes them in batches (``nextBatch(for:)``) until the flush is done.
         case flush(LinkID)
         /// Senders waiting for room in the outbox, or for an acknowledgement, may look again
         /// (``acknowledgement(for:now:)``).
@@ -384,26 +384,35 @@ package struct PeerDeliveryStateMachine: Sendable {
         skipsReported.insert(typeName).inserted
     }
 
+    /// A flush's batch: its frames, what follows from handing them out, and whether more waits.
+    package struct Batch: Equatable, Sendable {
+        package var frames: [LinkMessage]
+        package var actions: [Action]
+        /// More waits to be written after these (the next fragment of a message, a message
+        /// that waits for one of its type in fragments); if not, the flush is done, and a
+        /// message enqueued from now on starts the next.
+        package var more: Bool
+    }
+
     /// The next frames a flush on `id` writes: the unreliable messages waiting, then the
     /// outbox's, once the link has said where to resume; and what follows from handing them out
     /// (senders waiting for room in the unreliable queue may look again). Nil when the flush is
     /// done (nothing left, or the link is no longer the peer's: a new link gets a flush of its own).
-    package mutating func nextBatch(for id: LinkID) -> (frames: [LinkMessage], actions: [Action])? {
+    package mutating func nextBatch(for id: LinkID) -> Batch? {
         guard link?.id == id, let frameLimit else {
             if flushingLink == id { flushingLink = nil }
             return nil
         }
         let fragments = messageLimit != nil
         let waiting = unreliable.count
+        let resumed: Bool
+        if case .active(_, _, true) = presence, outbox != nil { resumed = true } else { resumed = false }
         var frames = unreliable.nextFrames(frameLimit: frameLimit, fragments: fragments)
-        if case .active(_, _, true) = presence, outbox != nil {
-            frames += outbox!.nextFrames(frameLimit: frameLimit, fragments: fragments)
-        }
-        guard !frames.isEmpty else {
-            if flushingLink == id { flushingLink = nil }
-            return nil
-        }
-        return (frames, unreliable.count < waiting ? [.wakeSenders] : [])
+        if resumed { frames += outbox!.nextFrames(frameLimit: frameLimit, fragments: fragments) }
+        let more = !unreliable.isEmpty || (resumed && outbox!.hasUnwritten)
+        if !more, flushingLink == id { flushingLink = nil }
+        guard !frames.isEmpty else { return nil }
+        return Batch(frames: frames, actions: unreliable.count < waiting ? [.wakeSenders] : [], more: more)
     }
 
     /// The flush on `id` stopped before ``nextBatch(for:)`` said it was done (its link went).

@@ -13,29 +13,17 @@ final class Deliveries: Sendable {
     private let policy: PeerDeliveryStateMachine.Policy
     private let metrics: SessionMetrics
     private let clock: any SessionClock
-    private let offload: any TaskExecutor
 
-    init(
-        policy: PeerDeliveryStateMachine.Policy,
-        metrics: SessionMetrics,
-        clock: any SessionClock,
-        offload: any TaskExecutor
-    ) {
+    init(policy: PeerDeliveryStateMachine.Policy, metrics: SessionMetrics, clock: any SessionClock) {
         self.policy = policy
         self.clock = clock
-        self.offload = offload
         self.metrics = metrics
     }
 
-    /// Deliveries with a session's default limits, on the system's clock and Swift's global
-    /// pool: for links outside a session (the pipeline's tests).
+    /// Deliveries with a session's default limits, on the system's clock: for links outside a
+    /// session (the pipeline's tests).
     convenience init(metrics: SessionMetrics) {
-        self.init(
-            policy: .init(MultipeerSession.Limits()),
-            metrics: metrics,
-            clock: SystemClock(),
-            offload: globalConcurrentExecutor
-        )
+        self.init(policy: .init(MultipeerSession.Limits()), metrics: metrics, clock: SystemClock())
     }
 
     subscript(peerID: UUID) -> PeerDelivery? {
@@ -50,8 +38,7 @@ final class Deliveries: Sendable {
                 peerID: peerID,
                 policy: policy,
                 metrics: metrics,
-                clock: clock,
-                offload: offload
+                clock: clock
             )
             peers.byID[peerID] = delivery
             return (delivery, peers.stopped)

@@ -143,8 +143,7 @@ public actor MultipeerSession {
         let deliveries = Deliveries(
             policy: .init(configuration.limits),
             metrics: metrics,
-            clock: environment.clock,
-            offload: environment.offload
+            clock: environment.clock
         )
         self.deliveries = deliveries
         let runLoop = AsyncStream<Input>.makeStream()
@@ -538,10 +537,8 @@ public actor MultipeerSession {
     private nonisolated func carry(_ id: LinkID, _ connection: PeerConnection) async {
         // (A cancelled task: the run is ending.)
         if let closing = await linkEstablished(id, connection) ?? (Task.isCancelled ? .shutdown : nil) {
-            await LinkHandle(id: id, channel: connection.nioChannel, quality: connection.quality).close(
-                closing,
-                within: goodbyeTimeout
-            )
+            await LinkHandle.sayGoodbye(closing, on: connection.nioChannel, within: goodbyeTimeout)
+            try? await connection.nioChannel.close()
         }
     }
 
@@ -561,6 +558,7 @@ public actor MultipeerSession {
             running?.links[id] = LinkHandle(
                 id: id,
                 channel: connection.nioChannel,
+                writer: LinkWriter(id: id, channel: connection.nioChannel, offload: environment.offload),
                 quality: connection.quality,
                 announced: connection.announced,
                 peerReads: connection.remoteHello.reads,
@@ -749,7 +747,10 @@ public actor MultipeerSession {
                 running?.links[id]?.channel.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
             case .attach(let id, let hello):
                 guard let handle = running?.links[id] else { continue }
-                bind(PeerLink(id: id, channel: handle.channel, hello: hello), reads: handle.peerReads)
+                bind(
+                    PeerLink(id: id, channel: handle.channel, writer: handle.writer, hello: hello),
+                    reads: handle.peerReads
+                )
             case .detach(let peerID, let id):
                 unbind(peerID, link: id)
             case .admitMessages(let id):

@@ -6,15 +6,15 @@ import Synchronization
 
 /// Delivery towards one peer (``PeerDeliveryStateMachine``) behind one lock, with the senders
 /// waiting on it: a send offers its message here from its own task, not through the session's
-/// actor; the link's reader applies the peer's ACKs here, waking the senders they free; a flush
-/// writes what waits to the attached link. The session's actor only attaches and detaches links
+/// actor; the link's reader applies the peer's ACKs here, waking the senders they free; the
+/// attached link's writer takes what waits in its turns (``LinkSource``). The session's actor only attaches and detaches links
 /// (``SessionStateMachine/Action/attach(_:_:)``), so a message for a known peer costs this
 /// lock, not a hop onto the actor.
 ///
 /// A sender that finds no room waits off the lock, so a wake can come in between: the wakes are
 /// counted, and a wait for a count already passed returns at once instead of sleeping through
 /// the wake it missed.
-final class PeerDelivery: Sendable {
+final class PeerDelivery: LinkSource {
     private struct State {
         var machine: PeerDeliveryStateMachine
         /// The link the peer is active on: delivery goes on it. The peer's one record of it.
@@ -35,15 +35,13 @@ final class PeerDelivery: Sendable {
                 case .wakeSenders:
                     effects.woken += wake()
                 case .flush(let id):
-                    // (The link's fields read in place: a copy of the link, its HELLO with it, for
-                    // every flush would cost a small message's round trip.)
-                    guard link?.id == id, let channel = link?.channel, let (batch, more) = machine.nextBatch(for: id)
-                    else {
+                    // (The link's writer read in place: a copy of the link, its HELLO with it,
+                    // for every flush would cost a small message's round trip.)
+                    guard link?.id == id, let writer = link?.writer else {
                         machine.flushAbandoned(id)  // closed: the next link resends
                         continue
                     }
-                    effects.woken += apply(more).woken  // (a batch only wakes, it starts no flush)
-                    effects.write = (batch, channel, id)
+                    effects.ready = writer
                 case .dropped, .unreliableLost:
                     effects.dropped.append(action)
                 }
@@ -61,8 +59,8 @@ final class PeerDelivery: Sendable {
     /// What is left to do once the lock is let go.
     private struct Effects {
         var woken: [CheckedContinuation<Void, Never>] = []
-        /// The first batch of a flush, for its link.
-        var write: (batch: [LinkMessage], channel: any Channel, link: LinkID)?
+        /// The link's writer, to tell that the peer's messages are ready for it.
+        var ready: LinkWriter?
         /// Messages dropped unsent, for the session to report.
         var dropped: [PeerDeliveryStateMachine.Action] = []
     }
@@ -82,8 +80,6 @@ final class PeerDelivery: Sendable {
     private let metrics: SessionMetrics
     /// The session's clock: acknowledgement deadlines and send timeouts.
     private let clock: any SessionClock
-    /// Where a flush's next batch is written from (Swift's global pool but in a simulation).
-    private let offload: any TaskExecutor
     /// Names waits, so a cancelled one finds itself (no lock needed to take a name).
     private let waiterNames = Atomic<UInt64>(0)
 
@@ -91,11 +87,9 @@ final class PeerDelivery: Sendable {
         peerID: UUID,
         policy: PeerDeliveryStateMachine.Policy,
         metrics: SessionMetrics,
-        clock: any SessionClock = SystemClock(),
-        offload: any TaskExecutor = globalConcurrentExecutor
+        clock: any SessionClock = SystemClock()
     ) {
         self.clock = clock
-        self.offload = offload
         self.peerID = peerID
         self.metrics = metrics
         state = NIOLockedValueBox(State(machine: PeerDeliveryStateMachine(peerID: peerID, policy: policy)))
@@ -110,7 +104,7 @@ final class PeerDelivery: Sendable {
             return (result, state.apply(actions))
         }
         for waiter in effects.woken { waiter.resume() }
-        if let (batch, channel, link) = effects.write { write(batch, to: channel, link: link) }
+        effects.ready?.ready(self)
         return (result, effects.dropped)
     }
 
@@ -277,39 +271,33 @@ final class PeerDelivery: Sendable {
         withState { ((), $0.machine.acknowledged(through: sequence, partial: partial, on: id)) }.1
     }
 
-    /// Writes `batch`, the first of a flush on `link` or the next; once it is written, takes
-    /// the next (one flush per link at a time: ``PeerDeliveryStateMachine``), and writes it from
-    /// a task of its own, never from the link's event loop.
+    // MARK: The writer's turns
+
+    /// The peer's messages' turn on its link `id` (``LinkSource``): the next batch of the flush
+    /// under way, the unreliable messages waiting and then the outbox's (at most one fragment
+    /// of a large message: the messages after it go between its fragments).
     ///
-    /// One batch is in the link at a time, and the socket takes at most a fragment's length
-    /// beyond what TCP has sent (``LinkConfiguration/unsentBytesLowWater``). So a message sent
-    /// while a large one goes in fragments waits behind about one fragment, not behind every
-    /// fragment a writer's buffer, or the kernel's, would take before the link pushed back. And
-    /// the link's event loop finds its task queue empty between batches, and reads its sockets:
-    /// it runs its tasks until none is left before it looks at them, and with a batch always
-    /// queued (a write scheduled on the loop from the last one's completion) a sender whose peer
-    /// kept up never read again, and its keepalive timed the link out.
-    private func write(_ batch: [LinkMessage], to channel: any Channel, link: LinkID) {
-        for message in batch {
+    /// One batch is in the link at a time (``LinkWriterStateMachine``), and the socket takes
+    /// at most a fragment's length beyond what TCP has sent
+    /// (``LinkConfiguration/unsentBytesLowWater``). So a message sent while a large one goes in
+    /// fragments waits behind about one fragment, not behind every fragment a writer's buffer,
+    /// or the kernel's, would take before the link pushed back.
+    func turn(on id: LinkID, budget: Int) -> (frames: [LinkMessage], more: Bool) {
+        let (batch, woken) = state.withLockedValue {
+            state -> (PeerDeliveryStateMachine.Batch?, [CheckedContinuation<Void, Never>]) in
+            guard let batch = state.machine.nextBatch(for: id) else { return (nil, []) }
+            return (batch, state.apply(batch.actions).woken)  // (a batch only wakes, it starts no flush)
+        }
+        for waiter in woken { waiter.resume() }
+        guard let batch else { return ([], false) }
+        for message in batch.frames {
             switch message {
             case .data(let message): metrics.sent(bytes: message.payload.readableBytes)
             case .fragment(let fragment) where fragment.isLast: metrics.sent(bytes: fragment.length)
             default: break
             }
         }
-        channel.write(batch) { written in
-            let next = self.state.withLockedValue { state -> ([LinkMessage], [CheckedContinuation<Void, Never>])? in
-                guard written else {
-                    state.machine.flushAbandoned(link)  // the link is closing: the outbox resends on the next one
-                    return nil
-                }
-                // nil: the flush is done (nothing left, or the link is no longer the peer's).
-                return state.machine.nextBatch(for: link).map { ($0.frames, state.apply($0.actions).woken) }
-            }
-            guard let (batch, woken) = next else { return }
-            for waiter in woken { waiter.resume() }
-            Task(executorPreference: self.offload) { self.write(batch, to: channel, link: link) }
-        }
+        return (batch.frames, batch.more)
     }
 
     // MARK: Looking
@@ -377,24 +365,5 @@ final class PeerDelivery: Sendable {
             return state.wake()
         }
         for waiter in waiters { waiter.resume() }
-    }
-}
-
-extension Channel {
-    /// Writes `batch` into the pipeline in one event-loop turn (this one, if on the loop) and
-    /// flushes it; `completion` is called on the loop once the last of it is written to the
-    /// socket (true), or it failed with the link (false).
-    fileprivate func write(_ batch: [LinkMessage], completion: @escaping @Sendable (Bool) -> Void) {
-        let write: @Sendable () -> Void = {
-            let written = self.eventLoop.makePromise(of: Void.self)
-            written.futureResult.whenComplete { result in
-                if case .success = result { completion(true) } else { completion(false) }
-            }
-            for (index, message) in batch.enumerated() {
-                self.write(message, promise: index == batch.count - 1 ? written : nil)
-            }
-            self.flush()
-        }
-        if eventLoop.inEventLoop { write() } else { eventLoop.execute(write) }
     }
 }

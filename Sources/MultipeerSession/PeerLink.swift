@@ -6,6 +6,9 @@ import NIOCore
 struct PeerLink: Sendable {
     var id: LinkID
     var channel: any Channel
+    /// The link's one writer of data frames: the peer's messages, streams and files are its
+    /// sources.
+    var writer: LinkWriter
     /// The HELLO the peer sent on it.
     var hello: Hello
 

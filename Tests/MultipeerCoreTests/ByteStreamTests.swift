@@ -28,10 +28,18 @@ import Testing
             opener.linkUp()
         }
 
-        /// Each side puts what is due on the wire.
+        /// Each side puts what is due on the wire; each said it had frames due exactly when it
+        /// has (a link's writer asks a stream for a turn while it says so).
         mutating func send() {
-            toAcceptor += opener.framesDue(chunkLimit: chunkLimit)
-            if acceptor != nil { toOpener += acceptor!.framesDue(chunkLimit: chunkLimit) }
+            toAcceptor += Self.due(&opener, chunkLimit: chunkLimit)
+            if acceptor != nil { toOpener += Self.due(&acceptor!, chunkLimit: chunkLimit) }
+        }
+
+        static func due(_ side: inout ByteStreamStateMachine, chunkLimit: Int) -> [LinkMessage] {
+            let said = side.hasFramesDue
+            let frames = side.framesDue(chunkLimit: chunkLimit)
+            #expect(said == !frames.isEmpty, "said it had frames due: \(said); had \(frames.count)")
+            return frames
         }
 
         /// Delivers every frame on the wire, and what they make due, until the wire is empty.

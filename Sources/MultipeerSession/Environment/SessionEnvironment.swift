@@ -22,7 +22,8 @@ package struct SessionEnvironment: Sendable {
     /// The session's incarnation: greater for each later run of one identity.
     package var incarnation: @Sendable () -> UInt64
     package var random: RandomSource
-    /// Where work leaves the links' loop for: a flush's next batch (Swift's global pool), and
+    /// Where work leaves the links' loop for: a link's writer yielding to let its loop read
+    /// (Swift's global pool, ``LinkWriter``), and
     /// the decoding of a large message (NIO's thread pool, ``blockingWork``). A simulated
     /// world keeps both in the host's process, on its one thread.
     package var offload: any TaskExecutor

@@ -62,8 +62,9 @@ package struct LinkConfiguration: Sendable {
     /// 8. ``LinkReporter`` (a session's links): the peer's resume point, REJECT and the link's
     ///    end, to the session's run loop.
     ///
-    /// A session writes into the pipeline itself: its DATA from each peer's ``PeerDelivery``,
-    /// a GOODBYE or REJECT from the actor. A bare link (tests, benchmarks) has a `NIOAsyncChannel`
+    /// A session writes into the pipeline itself: its data frames through the link's one
+    /// ``LinkWriter`` (each peer's ``PeerDelivery``, streams, files), its control frames at once
+    /// (a GOODBYE or REJECT from the actor, the offers and ends of files and streams). A bare link (tests, benchmarks) has a `NIOAsyncChannel`
     /// on top instead of 7 and 8, which its owner reads and writes.
     /// - Parameters:
     ///   - keyIdentity: For a dialler, the group key it offers (nil: the newest).

@@ -5,6 +5,8 @@ import NIOCore
 struct LinkHandle: Sendable {
     var id: LinkID
     var channel: any Channel
+    /// Writes its data frames (``LinkWriter``).
+    var writer: LinkWriter
     var quality: LinkQualityBox
     /// The message types this side last told the peer it reads (in HELLO, then TYPES).
     var announced: MessageTypeList?

@@ -16,16 +16,17 @@ import NIOCore
 /// Bounds: an incoming transfer grants at most ``window`` bytes beyond what it has written, so
 /// that is what it can make this side hold in memory; a peer has at most
 /// ``maximumIncomingPerPeer`` transfers under way towards this side (more are refused); an
-/// outgoing transfer has at most ``chunksInFlight`` chunks (each at most ``chunkLength``) read and
-/// in the link at a time, so messages and other transfers to the same peer go between its chunks.
+/// outgoing transfer has at most ``chunksAhead`` chunks (each at most ``chunkLength``) read ahead
+/// of its link's writer, which takes them in turns with the peer's messages and other
+/// transfers and streams (``LinkWriter``), and one more in the link.
 final class Resources: Sendable {
     /// What an incoming transfer grants beyond what it has written.
     static let window: UInt64 = 2 << 20
     /// The largest chunk sent (smaller to a peer whose maximum frame is smaller).
     static let chunkLength: UInt64 = 256 << 10
-    /// Chunks of one outgoing transfer read and in the link at once: enough that the socket does
-    /// not run dry while the next is read, few enough that a message waits behind little.
-    static let chunksInFlight = 2
+    /// Chunks of one outgoing transfer read ahead of its link's writer: enough that the writer
+    /// has the next when it comes to the transfer's turn while another is read.
+    static let chunksAhead = 2
     /// Transfers begun and not yet read from ``incoming``: beyond, a transfer goes on into the
     /// directory without being announced (and the session logs that it was not).
     static let maximumUnread = 256
@@ -40,12 +41,15 @@ final class Resources: Sendable {
     /// A transfer's view of its peer's link (``PeerLink``).
     struct Link: Sendable {
         var id: LinkID
+        var writer: LinkWriter
+        /// Where the offers and ends go: into the link at once, ahead of the writer's turns.
         var channel: any Channel
         /// The largest chunk the peer takes (its maximum frame, less the chunk's own fields).
         var chunkLimit: UInt64
 
         init(_ link: PeerLink) {
             id = link.id
+            writer = link.writer
             channel = link.channel
             chunkLimit = min(Resources.chunkLength, UInt64(link.hello.maximumFrameLength - ResourceChunk.headerLength))
         }
@@ -527,23 +531,40 @@ final class ProgressReporter: Sendable {
     func finish() { continuation.finish() }
 }
 
-/// One resource this side sends.
-final class OutgoingTransfer: Sendable {
+/// One resource this side sends: its chunks are read on its queue, ahead of its link's writer,
+/// which takes them in its turns (``LinkSource``).
+final class OutgoingTransfer: LinkSource {
     let peerID: UUID
     /// Its place in the order this side's transfers were sent.
     let number: UInt64
     private let offer: ResourceOffer
     private let source: SourceFile
-    private let state:
-        NIOLockedValueBox<
-            (machine: ResourceSendStateMachine, link: Resources.Link?, inFlight: Int, sent: ResourceSending)
-        >
+    private let state: NIOLockedValueBox<State>
     private let queue: any FileQueue
     private let reporter: ProgressReporter
     /// The transfer's progress, as the receiver reports what it holds.
     let progress: AsyncStream<ResourceProgress>
     let outcome = ResourceOutcome<Void>()
     private let onFinish: @Sendable () -> Void
+
+    private struct State {
+        var machine: ResourceSendStateMachine
+        var link: Resources.Link?
+        /// Chunks read for the link, in order, waiting for the writer's turn.
+        var chunks: [ResourceChunk] = []
+        /// Chunks being read for the link.
+        var reading = 0
+        /// The link whose writer was told chunks wait, until a turn takes the last.
+        var readyOn: LinkID?
+        var sent = ResourceSending()
+
+        /// What was read for a link is not sent: the link went, or the transfer ended.
+        mutating func dropChunks() {
+            chunks = []
+            reading = 0
+            readyOn = nil
+        }
+    }
 
     /// What it has sent so far.
     var sent: ResourceSending { state.withLockedValue { $0.sent } }
@@ -563,7 +584,7 @@ final class OutgoingTransfer: Sendable {
         self.peerID = peerID
         self.source = source
         self.onFinish = onFinish
-        state = NIOLockedValueBox((ResourceSendStateMachine(offer: offer), nil, 0, ResourceSending()))
+        state = NIOLockedValueBox(State(machine: ResourceSendStateMachine(offer: offer)))
         (progress, reporter) = ProgressReporter.make(total: offer.length, clock: clock)
     }
 
@@ -578,7 +599,7 @@ final class OutgoingTransfer: Sendable {
     func linkUp(_ link: Resources.Link) {
         let action = state.withLockedValue { state in
             state.link = link
-            state.inFlight = 0
+            state.dropChunks()
             return state.machine.linkUp()
         }
         perform([action])
@@ -588,6 +609,7 @@ final class OutgoingTransfer: Sendable {
         state.withLockedValue { state in
             state.machine.linkDown()
             state.link = nil
+            state.dropChunks()
         }
     }
 
@@ -603,19 +625,26 @@ final class OutgoingTransfer: Sendable {
     }
 
     func ended(_ end: ResourceEnd) {
-        let action = state.withLockedValue { $0.machine.ended(end.reason) }
+        let action = state.withLockedValue { state in
+            state.dropChunks()
+            return state.machine.ended(end.reason)
+        }
         perform([action], detail: end.text)
     }
 
     func end(_ reason: ResourceEndReason) {
-        let actions = state.withLockedValue { $0.machine.end(reason) }
+        let actions = state.withLockedValue { state in
+            state.dropChunks()
+            return state.machine.end(reason)
+        }
         perform(actions)
     }
 
     /// The peer does not take resources.
     func refused() {
         let actions = state.withLockedValue { state in
-            [state.machine.ended(.refused)]
+            state.dropChunks()
+            return [state.machine.ended(.refused)]
         }
         perform(actions, detail: "it takes no resources: its HELLO does not announce them")
     }
@@ -661,37 +690,58 @@ final class OutgoingTransfer: Sendable {
         onFinish()
     }
 
-    /// Sends the next chunks granted, while fewer than ``Resources/chunksInFlight`` are in the link.
+    /// Reads the next chunks granted, while fewer than ``Resources/chunksAhead`` wait for the
+    /// link's writer.
     private func pump() {
-        queue.async { self.sendNext() }
+        queue.async { self.readAhead() }
     }
 
-    private func sendNext() {
+    private func readAhead() {
         let next = state.withLockedValue { state -> (offset: UInt64, count: UInt64, link: Resources.Link)? in
-            guard state.inFlight < Resources.chunksInFlight, let link = state.link,
+            guard state.reading + state.chunks.count < Resources.chunksAhead, let link = state.link,
                 let chunk = state.machine.nextChunk(maximum: link.chunkLimit)
             else { return nil }
-            state.inFlight += 1
+            state.reading += 1
             state.sent.bytes += chunk.count
             return (chunk.offset, chunk.count, link)
         }
         guard let (offset, count, link) = next else { return }
-        defer { sendNext() }  // (the next, if another may be in the link)
-        guard let bytes = source.read(offset: offset, count: count, allocator: link.channel.allocator) else {
+        guard let bytes = source.read(offset: offset, count: count, allocator: ByteBufferAllocator()) else {
             end(.sourceChanged)
             return
         }
-        let written = link.channel.eventLoop.makePromise(of: Void.self)
-        written.futureResult.whenComplete { _ in
-            self.state.withLockedValue { state in
-                if state.link?.id == link.id { state.inFlight -= 1 }
-            }
-            self.pump()
+        let writer = state.withLockedValue { state -> LinkWriter? in
+            guard state.link?.id == link.id, state.reading > 0 else { return nil }  // (dropped meanwhile)
+            state.reading -= 1
+            state.chunks.append(ResourceChunk(id: offer.id, offset: offset, bytes: bytes))
+            guard state.readyOn != link.id else { return nil }
+            state.readyOn = link.id
+            return link.writer
         }
-        link.channel.writeAndFlush(
-            LinkMessage.resourceChunk(ResourceChunk(id: offer.id, offset: offset, bytes: bytes)),
-            promise: written
-        )
+        writer?.ready(self)
+        readAhead()  // (the next, if another may wait)
+    }
+
+    /// The transfer's turn on its link `id` (``LinkSource``): the chunks read, about `budget`
+    /// bytes of them (one at least); the next are read meanwhile.
+    func turn(on id: LinkID, budget: Int) -> (frames: [LinkMessage], more: Bool) {
+        let (frames, more) = state.withLockedValue { state -> ([LinkMessage], Bool) in
+            guard state.link?.id == id else {
+                if state.readyOn == id { state.readyOn = nil }
+                return ([], false)
+            }
+            var frames: [LinkMessage] = []
+            var taken = 0
+            while taken < budget, !state.chunks.isEmpty {
+                let chunk = state.chunks.removeFirst()
+                taken += chunk.bytes.readableBytes
+                frames.append(.resourceChunk(chunk))
+            }
+            if state.chunks.isEmpty { state.readyOn = nil }
+            return (frames, !state.chunks.isEmpty)
+        }
+        if !frames.isEmpty { pump() }
+        return (frames, more)
     }
 }
 

@@ -4,9 +4,10 @@ import NIOConcurrencyHelpers
 import NIOCore
 
 /// One stream's core (``ByteStreamStateMachine``) behind a lock of its own, with the
-/// application's tasks waiting on it. Its frames go out only on its link's event loop
-/// (``flush()``), so that they leave in the order the core made them whoever wrote or read.
-final class StreamCore: Sendable {
+/// application's tasks waiting on it. Its frames are made only in its turns on its link's
+/// writer (``LinkSource``), on the link's event loop, so that they leave in the order the core
+/// made them whoever wrote or read.
+final class StreamCore: LinkSource {
     let key: Streams.Key
     let name: String
     let opener: Bool
@@ -21,8 +22,8 @@ final class StreamCore: Sendable {
     private struct State {
         var machine: ByteStreamStateMachine
         var link: Streams.Link?
-        /// A flush is queued on the link's event loop.
-        var flushQueued = false
+        /// The link whose writer was told the stream has frames, until a turn takes the last.
+        var readyOn: LinkID?
         /// The application's reader, waiting for bytes.
         var reader = Waiters()
         /// The application's writers, waiting for room (or for the end to be acknowledged).
@@ -84,42 +85,31 @@ final class StreamCore: Sendable {
         }
     }
 
-    /// Sends what the core has due, on the link's event loop.
+    /// Tells the link's writer that the core has frames due.
     private func flush() {
-        let eventLoop = state.withLockedValue { state -> (any EventLoop)? in
-            guard let link = state.link, !state.flushQueued, state.machine.hasFramesDue else { return nil }
-            state.flushQueued = true
-            return link.channel.eventLoop
+        let writer = state.withLockedValue { state -> LinkWriter? in
+            guard let link = state.link, state.readyOn != link.id, state.machine.hasFramesDue else { return nil }
+            state.readyOn = link.id
+            return link.writer
         }
-        guard let eventLoop else { return }
-        if eventLoop.inEventLoop {
-            flushNow()
-        } else {
-            eventLoop.execute { self.flushNow() }
-        }
+        writer?.ready(self)
     }
 
-    /// On the link's event loop: every frame due goes out, in order (frames are made only here,
-    /// so none can overtake another).
-    private func flushNow() {
-        let (frames, channel, elsewhere) = state.withLockedValue {
-            state -> ([LinkMessage], (any Channel)?, (any EventLoop)?) in
-            guard let link = state.link else {
-                state.flushQueued = false
-                return ([], nil, nil)
+    /// The stream's turn on its link `id` (``LinkSource``): the frames due, in order, about
+    /// `budget` bytes of them.
+    func turn(on id: LinkID, budget: Int) -> (frames: [LinkMessage], more: Bool) {
+        state.withLockedValue { state in
+            guard let link = state.link, link.id == id else {
+                if state.readyOn == id { state.readyOn = nil }
+                return ([], false)
             }
-            // (The link changed meanwhile, to one on another event loop: the flush goes there.)
-            guard link.channel.eventLoop.inEventLoop else { return ([], nil, link.channel.eventLoop) }
-            state.flushQueued = false
-            return (state.machine.framesDue(chunkLimit: link.chunkLimit), link.channel, nil)
+            let frames = state.machine.framesDue(chunkLimit: link.chunkLimit, budget: budget)
+            guard !frames.isEmpty, state.machine.hasFramesDue else {
+                state.readyOn = nil
+                return (frames, false)
+            }
+            return (frames, true)
         }
-        if let elsewhere {
-            elsewhere.execute { self.flushNow() }
-            return
-        }
-        guard let channel, !frames.isEmpty else { return }
-        for frame in frames { channel.write(frame, promise: nil) }
-        channel.flush()
     }
 
     // MARK: Frames from the peer (on the link's event loop)

@@ -32,14 +32,14 @@ final class Streams: Sendable {
     /// A stream's view of its peer's link (``PeerLink``).
     struct Link: Sendable {
         var id: LinkID
-        var channel: any Channel
+        var writer: LinkWriter
         var incarnation: UInt64
         /// The most bytes a STREAM_DATA to the peer carries.
         var chunkLimit: Int
 
         init(_ link: PeerLink) {
             id = link.id
-            channel = link.channel
+            writer = link.writer
             incarnation = link.hello.incarnation
             chunkLimit = min(Streams.chunkLength, link.hello.maximumFrameLength - StreamData.headerLength)
         }
