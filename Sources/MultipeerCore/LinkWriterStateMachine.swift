@@ -80,6 +80,9 @@ package struct LinkWriterStateMachine: Sendable {
 
     package init() {}
 
+    /// Whether the link closed: a source that says it is ready is not kept.
+    package var isClosed: Bool { stage == .closed }
+
     /// `source` has frames to write (said again while it waits, nothing changes).
     package mutating func ready(_ source: Source) -> Action {
         guard stage != .closed else { return .none }

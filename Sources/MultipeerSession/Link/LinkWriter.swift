@@ -61,6 +61,8 @@ final class LinkWriter: Sendable {
     }
 
     private func readyOnLoop(_ source: any LinkSource) {
+        // (Kept by a closed writer, a source would keep it, and its link, to the source's end.)
+        guard !state.value.machine.isClosed else { return }
         let key = ObjectIdentifier(source)
         state.value.sources[key] = source
         run(state.value.machine.ready(key))

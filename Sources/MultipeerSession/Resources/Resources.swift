@@ -554,6 +554,8 @@ final class OutgoingTransfer: LinkSource {
         var chunks: [ResourceChunk] = []
         /// Chunks being read for the link.
         var reading = 0
+        /// Counts the times what was read was dropped: a read begun before is not kept.
+        var drops: UInt64 = 0
         /// The link whose writer was told chunks wait, until a turn takes the last.
         var readyOn: LinkID?
         var sent = ResourceSending()
@@ -563,6 +565,7 @@ final class OutgoingTransfer: LinkSource {
             chunks = []
             reading = 0
             readyOn = nil
+            drops += 1
         }
     }
 
@@ -697,21 +700,22 @@ final class OutgoingTransfer: LinkSource {
     }
 
     private func readAhead() {
-        let next = state.withLockedValue { state -> (offset: UInt64, count: UInt64, link: Resources.Link)? in
+        let next = state.withLockedValue {
+            state -> (offset: UInt64, count: UInt64, link: Resources.Link, drops: UInt64)? in
             guard state.reading + state.chunks.count < Resources.chunksAhead, let link = state.link,
                 let chunk = state.machine.nextChunk(maximum: link.chunkLimit)
             else { return nil }
             state.reading += 1
             state.sent.bytes += chunk.count
-            return (chunk.offset, chunk.count, link)
+            return (chunk.offset, chunk.count, link, state.drops)
         }
-        guard let (offset, count, link) = next else { return }
+        guard let (offset, count, link, drops) = next else { return }
         guard let bytes = source.read(offset: offset, count: count, allocator: ByteBufferAllocator()) else {
             end(.sourceChanged)
             return
         }
         let writer = state.withLockedValue { state -> LinkWriter? in
-            guard state.link?.id == link.id, state.reading > 0 else { return nil }  // (dropped meanwhile)
+            guard state.drops == drops else { return nil }  // (dropped meanwhile)
             state.reading -= 1
             state.chunks.append(ResourceChunk(id: offer.id, offset: offset, bytes: bytes))
             guard state.readyOn != link.id else { return nil }
