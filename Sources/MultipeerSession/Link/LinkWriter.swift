@@ -103,7 +103,8 @@ final class LinkWriter: Sendable {
                 self.state.value.handing = .writtenAtOnce  // (the turn that wrote them goes on)
             case .success:
                 // Written as the socket made room: the next turn goes in a task of its own, not
-                // from inside the pipeline that is still writing (TLS would interleave records).
+                // from inside the pipeline that is still writing (taken from there, its TLS
+                // records overtook those still being written: the peer read them as altered).
                 self.channel.eventLoop.execute { self.run(self.state.value.machine.written(atOnce: false)) }
             case .failure:
                 break  // the link is closing (its close ends the writer)
