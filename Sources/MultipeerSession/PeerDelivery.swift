@@ -7,9 +7,9 @@ import Synchronization
 /// Delivery towards one peer (``PeerDeliveryStateMachine``) behind one lock, with the senders
 /// waiting on it: a send offers its message here from its own task, not through the session's
 /// actor; the link's reader applies the peer's ACKs here, waking the senders they free; the
-/// attached link's writer takes what waits in its turns (``LinkSource``). The session's actor only attaches and detaches links
-/// (``SessionStateMachine/Action/attach(_:_:)``), so a message for a known peer costs this
-/// lock, not a hop onto the actor.
+/// attached link's writer takes what waits in its turns (``LinkSource``). The session's actor
+/// only attaches and detaches links (``SessionStateMachine/Action/attach(_:_:)``), so a message
+/// for a known peer costs this lock, not a hop onto the actor.
 ///
 /// A sender that finds no room waits off the lock, so a wake can come in between: the wakes are
 /// counted, and a wait for a count already passed returns at once instead of sleeping through

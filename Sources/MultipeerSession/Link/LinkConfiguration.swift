@@ -63,9 +63,11 @@ package struct LinkConfiguration: Sendable {
     ///    end, to the session's run loop.
     ///
     /// A session writes into the pipeline itself: its data frames through the link's one
-    /// ``LinkWriter`` (each peer's ``PeerDelivery``, streams, files), its control frames at once
-    /// (a GOODBYE or REJECT from the actor, the offers and ends of files and streams). A bare link (tests, benchmarks) has a `NIOAsyncChannel`
-    /// on top instead of 7 and 8, which its owner reads and writes.
+    /// ``LinkWriter`` (each peer's ``PeerDelivery``, streams, files; a stream's OPEN, WANT and END
+    /// go in its turns, in order with its bytes), its control frames at once (a GOODBYE or REJECT
+    /// from the actor, the offers, grants and ends of files, the answers about streams this side
+    /// does not have). A bare link (tests, benchmarks) has a `NIOAsyncChannel` on top instead of
+    /// 7 and 8, which its owner reads and writes.
     /// - Parameters:
     ///   - keyIdentity: For a dialler, the group key it offers (nil: the newest).
     ///   - expectedPeer: For a dialler, the peer discovery placed at the address, if it said.

@@ -14,8 +14,10 @@ protocol LinkSource: AnyObject, Sendable {
 /// The one writer of a session's link: every data frame it carries (DATA and FRAGMENT, STREAM_
 /// and RESOURCE_ data) is taken from its source in turns that ``LinkWriterStateMachine``
 /// decides, one turn in the link at a time; a source says when it has frames (``ready(_:)``).
-/// Control frames (ACK, FLOW, PING, PONG, TYPES, GOODBYE, REJECT, the offers and ends of files
-/// and streams) go into the pipeline at once, so they wait behind at most one turn.
+/// A stream's OPEN, WANT and END go in its turns, in order with its bytes. Control frames (ACK,
+/// FLOW, PING, PONG, TYPES, GOODBYE, REJECT, the offers, grants and ends of files, the answers
+/// about streams this side does not have) go into the pipeline at once, so they wait behind at
+/// most one turn.
 ///
 /// It lives on its link's event loop; ``ready(_:)`` may be called from anywhere.
 final class LinkWriter: Sendable {
