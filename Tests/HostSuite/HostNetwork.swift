@@ -240,19 +240,22 @@ final class Host: Sendable {
         return String(address)
     }
 
-    /// Starts navlog-sync here (again, after a stop or a kill).
+    /// Starts navlog-sync here (again, after a stop or a kill, when `stored` is what its
+    /// database held after the run before).
     @discardableResult
-    func startNavlog(binary: String, arguments: [String]) throws -> NavlogRun {
+    func startNavlog(binary: String, arguments: [String], stored: [String: NavlogVersion] = [:]) throws -> NavlogRun {
         let process = try BackgroundProcess(
             "/usr/bin/nsenter",
             inside([binary, "run", "--json", "--name", name] + arguments),
             pipes: true
         )
-        let run = NavlogRun(process)
+        let run = NavlogRun(process, stored: stored)
         runs.withLockedValue { $0.append(run) }
         return run
     }
 
+    /// Whether navlog-sync ran here before.
+    var hasRun: Bool { runs.withLockedValue { !$0.isEmpty } }
     var navlog: NavlogRun { runs.withLockedValue { $0.last! } }
     /// Every line of every run, in order.
     var history: [[NavlogLine]] { runs.withLockedValue { $0.map(\.lines) } }
@@ -266,6 +269,8 @@ final class Host: Sendable {
 /// One navlog-sync process and the lines it printed, each with when it was read.
 final class NavlogRun: Sendable {
     let process: BackgroundProcess
+    /// The live entries its database held when it started, by id (none for a first run).
+    let stored: [String: NavlogVersion]
     private struct Output {
         var lines: [(line: NavlogLine, at: ContinuousClock.Instant)] = []
         var ended = false
@@ -273,8 +278,9 @@ final class NavlogRun: Sendable {
     }
     private let output = NIOLockedValueBox(Output())
 
-    init(_ process: BackgroundProcess) {
+    init(_ process: BackgroundProcess, stored: [String: NavlogVersion]) {
         self.process = process
+        self.stored = stored
         let lines = process.lines!
         Task { [self] in
             for await raw in lines { changed { $0.lines.append((NavlogLine(raw), .now)) } }

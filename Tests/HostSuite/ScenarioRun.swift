@@ -47,11 +47,21 @@ final class ScenarioRun {
     func host(_ name: String) -> Host { network.host(name) }
     func database(of host: Host) -> String { "\(directory)/\(host.name).db" }
 
-    func start(_ host: Host) throws {
+    /// Starts navlog-sync at `host`; again, once the run before has ended, with what its
+    /// database holds (a run killed just after storing a version may not have printed it).
+    func start(_ host: Host) async throws {
+        var stored: [String: NavlogVersion] = [:]
+        if host.hasRun {
+            _ = await host.navlog.process.waitForExit()
+            stored = try NavlogVersion.stored(
+                listed: try await run(binary, ["list", "--data", database(of: host), "--json"])
+            )
+        }
         try host.startNavlog(
             binary: binary,
             arguments: ["--data", database(of: host), "--psk-file", keyFile, "--service", serviceType]
-                + navlogArguments[host.name, default: []]
+                + navlogArguments[host.name, default: []],
+            stored: stored
         )
     }
 
@@ -70,7 +80,7 @@ final class ScenarioRun {
     /// Starts every host and waits until each has every other active.
     func startAll() async throws {
         let started = ContinuousClock.now
-        for host in hosts { try start(host) }
+        for host in hosts { try await start(host) }
         for host in hosts { try await waitActive(host, Set(hosts.map(\.name)).subtracting([host.name])) }
         joinedMilliseconds = (ContinuousClock.now - started).seconds * 1000
     }
@@ -167,12 +177,13 @@ final class ScenarioRun {
     func waitConverged(timeout: Duration = .seconds(30)) async throws -> [String: Int] {
         let winners = NavlogVersion.winners(hosts.flatMap(\.history))
         for host in hosts {
-            // Earlier runs' lines are all in; the current run's come in as `lines`.
-            let earlier = host.history.dropLast()
+            // Earlier runs' lines are all in, then what the database held when the current
+            // run started (as new as any of them); the current run's lines come in as `lines`.
+            let before = host.history.dropLast().reduce(into: [:]) { $0.merge(NavlogVersion.held(by: $1)) { $1 } }
+                .merging(host.navlog.stored) { $1 }
             try await waitFor("\(host.name) to hold every entry's latest version", at: host, timeout: timeout) {
                 lines in
-                (earlier + [lines.map(\.line)]).reduce(into: [:]) { $0.merge(NavlogVersion.held(by: $1)) { $1 } }
-                    == winners ? true : nil
+                before.merging(NavlogVersion.held(by: lines.map(\.line))) { $1 } == winners ? true : nil
             }
         }
         var logs: [String: String] = [:]

@@ -178,7 +178,7 @@ struct Scenario: Sendable {
                 reliefRuns: false,
                 twin: .killed,
                 cut: { _, relief in kill(relief.navlog.process.pid, SIGKILL) },
-                heal: { run, relief in try run.start(relief) }
+                heal: { run, relief in try await run.start(relief) }
             ),
             Scenario(name: "avahi restart", fault: "relief's avahi-daemon is stopped and started again") {
                 run,
@@ -265,7 +265,7 @@ struct Scenario: Sendable {
                 for host in run.hosts {
                     _ = try? await host.navlog.first("the end of the killed run") { _ in nil as Bool? }
                 }
-                for host in run.hosts { try run.start(host) }
+                for host in run.hosts { try await run.start(host) }
                 for host in run.hosts {
                     try await run.waitActive(host, Set(Scenario.hostNames).subtracting([host.name]))
                 }
@@ -372,7 +372,7 @@ struct Scenario: Sendable {
                 kill(relief.navlog.process.pid, SIGKILL)
                 _ = try? await relief.navlog.first("the end of the killed run") { _ in nil as Bool? }
                 let restartedAt = ContinuousClock.now
-                try run.start(relief)
+                try await run.start(relief)
                 result.rejoinMilliseconds = try await run.waitJoined(
                     relief,
                     seenBy: [captain, officer],

@@ -54,12 +54,38 @@ public struct NavlogVersion: Hashable, Comparable, Sendable {
     public let deleted: Bool
 
     public init(_ line: NavlogLine) {
-        let parts = line["entry.version"]!.split(separator: ".")
+        self.init(
+            version: line["entry.version"]!,
+            author: line["entry.author"]!,
+            origin: line["entry.origin_id"]!,
+            deleted: line["deleted"] == "1"
+        )
+    }
+
+    private init(version: String, author: String, origin: String, deleted: Bool) {
+        let parts = version.split(separator: ".")
         milliseconds = UInt64(parts[0])!
         counter = UInt16(parts[1])!
-        author = line["entry.author"]!
-        origin = line["entry.origin_id"]!
-        deleted = line["deleted"] == "1"
+        self.author = author
+        self.origin = origin
+        self.deleted = deleted
+    }
+
+    /// The version of each entry in `navlog-sync list --json`'s output: what a host's database
+    /// holds, live entries only (the list leaves deleted ones out). Read it where a process
+    /// was killed: a version it stored just before may never have reached an entry_applied line.
+    public static func stored(listed json: String) throws -> [String: NavlogVersion] {
+        guard let entries = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]] else {
+            throw NavlogListError(json: json)
+        }
+        var versions: [String: NavlogVersion] = [:]
+        for entry in entries {
+            guard let id = entry["id"] as? String, let version = entry["version"] as? String,
+                let author = entry["author"] as? String, let origin = entry["origin_id"] as? String
+            else { throw NavlogListError(json: json) }
+            versions[id] = NavlogVersion(version: version, author: author, origin: origin, deleted: false)
+        }
+        return versions
     }
 
     public static func < (lhs: Self, rhs: Self) -> Bool {
@@ -86,6 +112,12 @@ public struct NavlogVersion: Hashable, Comparable, Sendable {
         }
         return winners
     }
+}
+
+/// `navlog-sync list --json` printed something other than an array of entries.
+public struct NavlogListError: Error, CustomStringConvertible {
+    public let json: String
+    public var description: String { "navlog-sync list --json printed no array of entries: \(json)" }
 }
 
 /// The table of `navlog-sync run --json`'s events in docs/NAVLOG.md section 4: each event's
