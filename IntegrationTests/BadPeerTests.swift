@@ -178,19 +178,21 @@ import Testing
 /// A link that NIO's bootstrap made and then dropped before anyone claimed it (the listener was
 /// closed, or the connect cancelled, while the connection was being set up).
 @Suite struct UnclaimedLinkTests {
-    @Test func aLinkDroppedBeforeItBecomesActiveIsClosedWithoutATrap() throws {
-        let channel = EmbeddedChannel()
-        // (it and its pipeline hold each other until then)
-        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+    /// (On an async testing channel: the abandoned link is closed from a task of its own, off
+    /// the channel's loop, as on a real link.)
+    @Test func aLinkDroppedBeforeItBecomesActiveIsClosedWithoutATrap() async throws {
+        let channel = NIOAsyncTestingChannel()
         let configuration = try LinkFixtures.configuration(name: "server")
-        do {
+        try await channel.testingEventLoop.executeInContext {
             // Made and dropped at once, as NIO drops an initializer's output nobody takes.
             _ = try configuration.configure(channel, role: .server)
         }
         // Without the claim, the async channel's writer was released here, unfinished: a trap.
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).wait()
+        try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9))
         #expect(channel.isActive)
-        try channel.close().wait()
+        try await channel.close()
         #expect(!channel.isActive)
+        // (it and its pipeline hold each other until then)
+        _ = try await channel.finish(acceptAlreadyClosed: true)
     }
 }

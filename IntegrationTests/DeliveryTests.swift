@@ -2,6 +2,7 @@ import Foundation
 import MultipeerCore
 import MultipeerTLS
 import MultipeerTestSupport
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import Testing
@@ -97,48 +98,52 @@ import Testing
     @Test func aGapInReliableDataClosesTheLinkWithOutOfSequence() async throws {
         let subscriptions = Subscriptions(limits: .init(), metrics: SessionMetrics(localName: "test"))
         let notes = subscriptions.messages(of: Note.self, named: "Note")
-        let channel = EmbeddedChannel(
-            handler: DeliveryHandler(
-                inbox: Inbox(
-                    windows: ReceiveWindows(),
-                    subscriptions: subscriptions,
-                    metrics: SessionMetrics(localName: "test")
+        // The link's part, on this thread (an embedded channel's is the thread that made it).
+        do {
+            let channel = EmbeddedChannel(
+                handler: DeliveryHandler(
+                    inbox: Inbox(
+                        windows: ReceiveWindows(),
+                        subscriptions: subscriptions,
+                        metrics: SessionMetrics(localName: "test")
+                    )
                 )
             )
-        )
-        // (it and its pipeline hold each other until then)
-        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
-        let sender = try Hello(identity: PeerIdentity(), incarnation: 7, displayName: "sender")
-        channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: sender))
-        #expect(
-            try channel.readOutbound(as: LinkMessage.self) == nil,
-            "no resume point before the session keeps the link"
-        )
-        channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
-        channel.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
-        #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0), "the resume point")
-        func data(_ sequence: UInt64) throws -> LinkMessage {
-            .data(
-                try DataMessage(
-                    sequence: sequence,
-                    typeName: "Note",
-                    payload: ByteBuffer(string: #"{"text":"\#(sequence)"}"#)
-                )
+            // (it and its pipeline hold each other until then)
+            defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+            let sender = try Hello(identity: PeerIdentity(), incarnation: 7, displayName: "sender")
+            channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: sender))
+            #expect(
+                try channel.readOutbound(as: LinkMessage.self) == nil,
+                "no resume point before the session keeps the link"
             )
+            channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+            // (the session told of the join)
+            channel.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)
+            #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0), "the resume point")
+            func data(_ sequence: UInt64) throws -> LinkMessage {
+                .data(
+                    try DataMessage(
+                        sequence: sequence,
+                        typeName: "Note",
+                        payload: ByteBuffer(string: #"{"text":"\#(sequence)"}"#)
+                    )
+                )
+            }
+            try channel.writeInbound(try data(1))
+            #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(1), "delivered: the stream has it")
+            #expect {
+                try channel.writeInbound(try data(3))
+            } throws: { ($0 as? MultipeerError)?.code == .outOfSequence }
+            guard case .goodbye(.protocolError, _)? = try channel.readOutbound(as: LinkMessage.self) else {
+                Issue.record("a GOODBYE saying why")
+                return
+            }
+            #expect(!channel.isActive)
         }
-        try channel.writeInbound(try data(1))
+        subscriptions.finish()
         var received = notes.makeAsyncIterator()
         #expect(await received.next()?.message == Note(text: "1"))
-        #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(1))
-        #expect {
-            try channel.writeInbound(try data(3))
-        } throws: { ($0 as? MultipeerError)?.code == .outOfSequence }
-        guard case .goodbye(.protocolError, _)? = try channel.readOutbound(as: LinkMessage.self) else {
-            Issue.record("a GOODBYE saying why")
-            return
-        }
-        #expect(!channel.isActive)
-        subscriptions.finish()
         #expect(await received.next() == nil, "nothing after the gap is delivered")
     }
 
@@ -179,37 +184,40 @@ import Testing
             while let message = try channel.readOutbound(as: LinkMessage.self) { messages.append(message) }
             return messages
         }
-        let sender = PeerIdentity()
-        let first = try link(incarnation: 5, identity: sender)
-        defer { _ = try? first.finish(acceptAlreadyClosed: true) }
-        first.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
-        first.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
-        #expect(try first.readOutbound(as: LinkMessage.self) == .ack(0))
-        try first.writeInbound(try data(1))
-        try first.writeInbound(try data(2))
-        #expect(try written(first) == [.ack(1), .ack(2)])
+        // The links' part, on this thread (an embedded channel's is the thread that made it).
+        do {
+            let sender = PeerIdentity()
+            let first = try link(incarnation: 5, identity: sender)
+            defer { _ = try? first.finish(acceptAlreadyClosed: true) }
+            first.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+            first.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
+            #expect(try first.readOutbound(as: LinkMessage.self) == .ack(0))
+            try first.writeInbound(try data(1))
+            try first.writeInbound(try data(2))
+            #expect(try written(first) == [.ack(1), .ack(2)])
 
-        // A second link of the same peer, not (yet) kept: its reliable DATA is a protocol error,
-        // and the first link's window is untouched.
-        let early = try link(incarnation: 5, identity: sender)
-        defer { _ = try? early.finish(acceptAlreadyClosed: true) }
-        #expect(try early.readOutbound(as: LinkMessage.self) == nil, "no resume point before the session keeps it")
-        #expect {
-            try early.writeInbound(try data(3))
-        } throws: { ($0 as? MultipeerError)?.code == .outOfSequence }
-        try first.writeInbound(try data(3))
-        #expect(try written(first) == [.ack(3)], "the window went on from 2")
+            // A second link of the same peer, not (yet) kept: its reliable DATA is a protocol error,
+            // and the first link's window is untouched.
+            let early = try link(incarnation: 5, identity: sender)
+            defer { _ = try? early.finish(acceptAlreadyClosed: true) }
+            #expect(try early.readOutbound(as: LinkMessage.self) == nil, "no resume point before the session keeps it")
+            #expect {
+                try early.writeInbound(try data(3))
+            } throws: { ($0 as? MultipeerError)?.code == .outOfSequence }
+            try first.writeInbound(try data(3))
+            #expect(try written(first) == [.ack(3)], "the window went on from 2")
 
-        // A newer incarnation's link is kept: the window follows it, and the old link's DATA is dropped.
-        let newer = try link(incarnation: 6, identity: sender)
-        defer { _ = try? newer.finish(acceptAlreadyClosed: true) }
-        newer.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
-        newer.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
-        #expect(try newer.readOutbound(as: LinkMessage.self) == .ack(0))
-        try first.writeInbound(try data(4))
-        #expect(try written(first).isEmpty, "not acknowledged")
-        try newer.writeInbound(try data(1))
-        #expect(try written(newer) == [.ack(1)])
+            // A newer incarnation's link is kept: the window follows it, and the old link's DATA is dropped.
+            let newer = try link(incarnation: 6, identity: sender)
+            defer { _ = try? newer.finish(acceptAlreadyClosed: true) }
+            newer.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+            newer.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
+            #expect(try newer.readOutbound(as: LinkMessage.self) == .ack(0))
+            try first.writeInbound(try data(4))
+            #expect(try written(first).isEmpty, "not acknowledged")
+            try newer.writeInbound(try data(1))
+            #expect(try written(newer) == [.ack(1)])
+        }
         subscriptions.finish()
         var received = notes.makeAsyncIterator()
         var texts: [String] = []
@@ -423,16 +431,62 @@ extension DeliveryTests {
     }
 }
 
-/// The receiving side's pause, on one link's pipeline alone.
+/// The receiving side's pause, on one link's pipeline alone. The channel is an async testing
+/// one: the application's reader makes room from its own thread, and the handler then resumes
+/// the link's reads on the link's loop, as it does on a real link.
 @Suite struct DeliveryPauseTests {
     /// Counts the reads asked of the channel, below the handler that withholds them.
-    final class ReadCounter: ChannelOutboundHandler {
+    final class ReadCounter: ChannelOutboundHandler, Sendable {
         typealias OutboundIn = Any
-        var reads = 0
+        private let count = NIOLockedValueBox(0)
+        var reads: Int { count.withLockedValue { $0 } }
         func read(context: ChannelHandlerContext) {
-            reads += 1
+            count.withLockedValue { $0 += 1 }
             context.read()
         }
+    }
+
+    /// A link's pipeline with a `DeliveryHandler` delivering into `subscriptions` (below it,
+    /// `counter` if given), told of a HELLO and adopted, its messages admitted.
+    static func link(
+        _ subscriptions: Subscriptions,
+        counter: ReadCounter? = nil
+    ) async throws -> NIOAsyncTestingChannel {
+        let inbox = Inbox(
+            windows: ReceiveWindows(),
+            subscriptions: subscriptions,
+            metrics: SessionMetrics(localName: "test")
+        )
+        let channel = try await NIOAsyncTestingChannel { channel in
+            if let counter { try channel.pipeline.syncOperations.addHandler(counter) }
+            try channel.pipeline.syncOperations.addHandler(DeliveryHandler(inbox: inbox))
+        }
+        let hello = try Hello(identity: PeerIdentity(), incarnation: 1, displayName: "sender")
+        try await channel.testingEventLoop.executeInContext {
+            channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: hello))
+            channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+            // (the session told of the join)
+            channel.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)
+        }
+        #expect(try await channel.readOutbound(as: LinkMessage.self) == .ack(0))
+        return channel
+    }
+
+    static func note(_ sequence: Int, _ text: String) throws -> LinkMessage {
+        .data(
+            try DataMessage(
+                sequence: UInt64(sequence),
+                typeName: "Note",
+                payload: ByteBuffer(string: #"{"text":"\#(text)"}"#)
+            )
+        )
+    }
+
+    static func written(_ channel: NIOAsyncTestingChannel) async throws -> [LinkMessage] {
+        await channel.testingEventLoop.run()
+        var messages: [LinkMessage] = []
+        while let message = try await channel.readOutbound(as: LinkMessage.self) { messages.append(message) }
+        return messages
     }
 
     /// A stream filled by a delivery stops the link's reads and says so to the peer (FLOW); the
@@ -443,56 +497,25 @@ extension DeliveryTests {
         let subscriptions = Subscriptions(limits: limits, metrics: SessionMetrics(localName: "test"))
         let notes = subscriptions.messages(of: Note.self, named: "Note")
         let counter = ReadCounter()
-        let channel = EmbeddedChannel()
-        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
-        try channel.pipeline.syncOperations.addHandler(counter)
-        try channel.pipeline.syncOperations.addHandler(
-            DeliveryHandler(
-                inbox: Inbox(
-                    windows: ReceiveWindows(),
-                    subscriptions: subscriptions,
-                    metrics: SessionMetrics(localName: "test")
-                )
-            )
-        )
-        channel.pipeline.fireUserInboundEventTriggered(
-            HelloCompleted(remote: try Hello(identity: PeerIdentity(), incarnation: 1, displayName: "sender"))
-        )
-        channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
-        channel.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
-        #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0))
-        for sequence in 1...4 {
-            try channel.writeInbound(
-                LinkMessage.data(
-                    try DataMessage(
-                        sequence: UInt64(sequence),
-                        typeName: "Note",
-                        payload: ByteBuffer(string: #"{"text":"\#(sequence)"}"#)
-                    )
-                )
-            )
-        }
-        func written() throws -> [LinkMessage] {
-            var messages: [LinkMessage] = []
-            while let message = try channel.readOutbound(as: LinkMessage.self) { messages.append(message) }
-            return messages
-        }
+        let channel = try await Self.link(subscriptions, counter: counter)
+        for sequence in 1...4 { try await channel.writeInbound(try Self.note(sequence, "\(sequence)")) }
         // Each delivery is acknowledged (a read batch each here): the stream has it.
         #expect(
-            try written() == [.ack(1), .ack(2), .ack(3), .flow(reading: false), .ack(4)],
+            try await Self.written(channel) == [.ack(1), .ack(2), .ack(3), .flow(reading: false), .ack(4)],
             "the fourth filled the stream"
         )
         channel.read()
+        await channel.testingEventLoop.run()
         #expect(counter.reads == 0, "no read while the stream is full")
 
         var reader = notes.makeAsyncIterator()
         #expect(await reader.next()?.message.text == "1")
-        channel.embeddedEventLoop.run()
+        #expect(try await Self.written(channel) == [], "three left: more than half")
         #expect(counter.reads == 0, "three left: more than half")
         #expect(await reader.next()?.message.text == "2")
-        channel.embeddedEventLoop.run()
-        #expect(try written() == [.flow(reading: true)])
+        #expect(try await Self.written(channel) == [.flow(reading: true)])
         #expect(counter.reads == 1, "the read withheld is made")
+        _ = try await channel.finish(acceptAlreadyClosed: true)
     }
 
     /// One message larger than the stream's bytes, alone in it, does not stop the link: its
@@ -504,47 +527,17 @@ extension DeliveryTests {
         limits.receiveBuffer = BufferLimits(maximumCount: 16, maximumBytes: 1_024)
         let subscriptions = Subscriptions(limits: limits, metrics: SessionMetrics(localName: "test"))
         let notes = subscriptions.messages(of: Note.self, named: "Note")
-        let channel = EmbeddedChannel()
-        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
-        try channel.pipeline.syncOperations.addHandler(
-            DeliveryHandler(
-                inbox: Inbox(
-                    windows: ReceiveWindows(),
-                    subscriptions: subscriptions,
-                    metrics: SessionMetrics(localName: "test")
-                )
-            )
-        )
-        channel.pipeline.fireUserInboundEventTriggered(
-            HelloCompleted(remote: try Hello(identity: PeerIdentity(), incarnation: 1, displayName: "sender"))
-        )
-        channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
-        channel.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
-        #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0))
+        let channel = try await Self.link(subscriptions)
         let large = String(repeating: "x", count: 4_096)
-        for (sequence, text) in [(1, large), (2, "small")] {
-            try channel.writeInbound(
-                LinkMessage.data(
-                    try DataMessage(
-                        sequence: UInt64(sequence),
-                        typeName: "Note",
-                        payload: ByteBuffer(string: #"{"text":"\#(text)"}"#)
-                    )
-                )
-            )
-        }
-        #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(1), "4 KiB alone in a 1 KiB stream: no FLOW")
+        try await channel.writeInbound(try Self.note(1, large))
+        try await channel.writeInbound(try Self.note(2, "small"))
         #expect(
-            try channel.readOutbound(as: LinkMessage.self) == .flow(reading: false),
-            "a second behind it stops the link"
+            try await Self.written(channel) == [.ack(1), .flow(reading: false), .ack(2)],
+            "4 KiB alone in a 1 KiB stream: no FLOW; a second behind it stops the link"
         )
-        #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(2))
         var reader = notes.makeAsyncIterator()
         #expect(await reader.next()?.message.text == large)
-        channel.embeddedEventLoop.run()
-        #expect(
-            try channel.readOutbound(as: LinkMessage.self) == .flow(reading: true),
-            "one small message left: reading again"
-        )
+        #expect(try await Self.written(channel) == [.flow(reading: true)], "one small message left: reading again")
+        _ = try await channel.finish(acceptAlreadyClosed: true)
     }
 }

@@ -11,6 +11,9 @@ if [[ "${1:-}" == "--without-hosts" ]]; then hosts=0; shift; fi
 # Simulated worlds replay a seed exactly only where Swift's hashing is deterministic: Set and
 # Dictionary orders otherwise change from run to run (DeterminismTests checks it).
 export SWIFT_DETERMINISTIC_HASHING=1
+# An embedded channel used from a thread other than the one that made it (a test's code after
+# an await, say) is a crash, not a line in the log: SwiftNIO's strict mode.
+export SWIFTNIO_STRICT=1
 
 # Tests that disturb whatever runs beside them (a connection flood that starves the event loops,
 # a flood of adverts, threads spinning flat out, a restart of the shared avahi-daemon, 64 MiB files

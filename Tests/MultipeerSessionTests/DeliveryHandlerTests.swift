@@ -85,24 +85,27 @@ import Testing
 
     @Test func aKeptLinkSaysWhereToResumeDeliversInOrderAndAcknowledgesEachReadOnce() async throws {
         let link = try Link()
-        defer { link.finish() }
         let notes = link.inbox.subscriptions.messages(of: Note.self, named: "Note")
-        guard case .ack(0, nil)? = try link.adopt() else {
-            Issue.record("the resume point: nothing delivered yet")
-            return
+        // The link's part, on this thread (an embedded channel's is the thread that made it).
+        do {
+            defer { link.finish() }
+            guard case .ack(0, nil)? = try link.adopt() else {
+                Issue.record("the resume point: nothing delivered yet")
+                return
+            }
+            link.admitMessages()
+            // One read of three frames (writeInbound would make each a read of its own).
+            // the last a duplicate: dropped
+            for frame in [try Self.note(1, "one"), try Self.note(2, "two"), try Self.note(2, "two again")] {
+                link.channel.pipeline.fireChannelRead(frame)
+            }
+            link.channel.pipeline.fireChannelReadComplete()
+            guard case .ack(2, nil)? = try link.channel.readOutbound(as: LinkMessage.self) else {
+                Issue.record("one ACK for the read")
+                return
+            }
+            #expect(try link.channel.readOutbound(as: LinkMessage.self) == nil)
         }
-        link.admitMessages()
-        // One read of three frames (writeInbound would make each a read of its own).
-        // the last a duplicate: dropped
-        for frame in [try Self.note(1, "one"), try Self.note(2, "two"), try Self.note(2, "two again")] {
-            link.channel.pipeline.fireChannelRead(frame)
-        }
-        link.channel.pipeline.fireChannelReadComplete()
-        guard case .ack(2, nil)? = try link.channel.readOutbound(as: LinkMessage.self) else {
-            Issue.record("one ACK for the read")
-            return
-        }
-        #expect(try link.channel.readOutbound(as: LinkMessage.self) == nil)
         var received: [String] = []
         for await (_, note) in notes {
             received.append(note.text)
@@ -117,34 +120,37 @@ import Testing
     /// link reads again.
     @Test func messagesWaitUnacknowledgedUntilTheApplicationHasHeardOfTheJoin() async throws {
         let link = try Link()
-        defer { link.finish() }
-        let probe = Link.ReadProbe()
-        try link.channel.pipeline.syncOperations.addHandler(probe, position: .first)
         let notes = link.inbox.subscriptions.messages(of: Note.self, named: "Note")
-        _ = try link.adopt()
-        for frame in [try Self.note(1, "one"), try Self.note(2, "two")] {
-            link.channel.pipeline.fireChannelRead(frame)
-        }
-        link.channel.pipeline.fireChannelReadComplete()
-        #expect(
-            try link.channel.readOutbound(as: LinkMessage.self) == nil,
-            "nothing acknowledged before the application may have it"
-        )
-        let readsBefore = probe.reads
-        link.channel.pipeline.read()
-        #expect(probe.reads == readsBefore, "the link reads no more while messages wait")
-        let window = try #require(link.inbox.windows.window(of: link.remote.peerID))
-        #expect(
-            link.inbox.windows.acknowledgement(in: window, incarnation: link.remote.incarnation) == nil,
-            "not in the receive window: a link that fails now has taken nothing"
-        )
+        // The link's part, on this thread (an embedded channel's is the thread that made it).
+        do {
+            defer { link.finish() }
+            let probe = Link.ReadProbe()
+            try link.channel.pipeline.syncOperations.addHandler(probe, position: .first)
+            _ = try link.adopt()
+            for frame in [try Self.note(1, "one"), try Self.note(2, "two")] {
+                link.channel.pipeline.fireChannelRead(frame)
+            }
+            link.channel.pipeline.fireChannelReadComplete()
+            #expect(
+                try link.channel.readOutbound(as: LinkMessage.self) == nil,
+                "nothing acknowledged before the application may have it"
+            )
+            let readsBefore = probe.reads
+            link.channel.pipeline.read()
+            #expect(probe.reads == readsBefore, "the link reads no more while messages wait")
+            let window = try #require(link.inbox.windows.window(of: link.remote.peerID))
+            #expect(
+                link.inbox.windows.acknowledgement(in: window, incarnation: link.remote.incarnation) == nil,
+                "not in the receive window: a link that fails now has taken nothing"
+            )
 
-        link.admitMessages()
-        guard case .ack(2, nil)? = try link.channel.readOutbound(as: LinkMessage.self) else {
-            Issue.record("both delivered and acknowledged once admitted")
-            return
+            link.admitMessages()
+            guard case .ack(2, nil)? = try link.channel.readOutbound(as: LinkMessage.self) else {
+                Issue.record("both delivered and acknowledged once admitted")
+                return
+            }
+            #expect(probe.reads == readsBefore + 1, "and the read withheld is made")
         }
-        #expect(probe.reads == readsBefore + 1, "and the read withheld is made")
         var received: [String] = []
         for await (_, note) in notes {
             received.append(note.text)
