@@ -5,11 +5,11 @@
 /// The policy:
 /// - **One turn in the link at a time.** The next turn is taken only once the last is written
 ///   to the socket, so the pipeline holds at most one turn of data (a turn is one frame or a few,
-///   at most a fragment's or a resource chunk's 256 KiB more than its budget). A control frame
-///   (ACK, FLOW, PING, PONG, TYPES, GOODBYE, and the offers, grants and ends of files) is written
-///   into the pipeline at once, so it waits behind at most that turn and the bytes the socket
-///   holds unsent (TCP_NOTSENT_LOWAT). A stream's own control frames go in its turns, in order
-///   with its bytes.
+///   at most one frame more than its budget: a stream's or a file's, 64 KiB, or a large message's
+///   fragment, 256 KiB). A control frame (ACK, FLOW, PING, PONG, TYPES, GOODBYE, and the offers,
+///   grants and ends of files) is written into the pipeline at once, so it waits behind at most
+///   that turn and the bytes the socket holds unsent (TCP_NOTSENT_LOWAT). A stream's own control
+///   frames go in its turns, in order with its bytes.
 /// - **A source that was idle goes first.** A source that becomes ready is served before every
 ///   source that was already sending, for one ``quantum`` (the "new flows" of FQ-CoDel, RFC
 ///   8290): a 1 KiB message sent while a 1 GiB file and a 256 MiB stream run waits for the turn

@@ -22,8 +22,13 @@ import NIOCore
 final class Resources: Sendable {
     /// What an incoming transfer grants beyond what it has written.
     static let window: UInt64 = 2 << 20
-    /// The largest chunk sent (smaller to a peer whose maximum frame is smaller).
+    /// The largest chunk read from the file at once (smaller to a peer whose maximum frame is
+    /// smaller).
     static let chunkLength: UInt64 = 256 << 10
+    /// The largest RESOURCE_CHUNK frame: a chunk read goes in frames of a stream's size
+    /// (``Streams/chunkLength``), so what the link's writer sends between two of them waits
+    /// behind 64 KiB of the file, not 256.
+    static let frameLength = Streams.chunkLength
     /// Chunks of one outgoing transfer read ahead of its link's writer: enough that the writer
     /// has the next when it comes to the transfer's turn while another is read.
     static let chunksAhead = 2
@@ -737,9 +742,15 @@ final class OutgoingTransfer: LinkSource {
             var frames: [LinkMessage] = []
             var taken = 0
             while taken < budget, !state.chunks.isEmpty {
-                let chunk = state.chunks.removeFirst()
-                taken += chunk.bytes.readableBytes
-                frames.append(.resourceChunk(chunk))
+                // A chunk read from disk goes in frames of at most a stream's: what is sent
+                // beside it waits behind one of those, not behind the whole chunk.
+                let piece = state.chunks[0].bytes.readSlice(
+                    length: min(Resources.frameLength, state.chunks[0].bytes.readableBytes)
+                )!
+                frames.append(.resourceChunk(ResourceChunk(id: offer.id, offset: state.chunks[0].offset, bytes: piece)))
+                state.chunks[0].offset += UInt64(piece.readableBytes)
+                if state.chunks[0].bytes.readableBytes == 0 { state.chunks.removeFirst() }
+                taken += piece.readableBytes
             }
             if state.chunks.isEmpty { state.readyOn = nil }
             return (frames, !state.chunks.isEmpty)
