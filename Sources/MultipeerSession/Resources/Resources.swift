@@ -731,14 +731,15 @@ final class OutgoingTransfer: LinkSource {
         readAhead()  // (the next, if another may wait)
     }
 
-    /// The transfer's turn on its link `id` (``LinkSource``): the chunks read, about `budget`
-    /// bytes of them (one at least); the next are read meanwhile.
+    /// The transfer's turn on its link `id` (``LinkSource``): frames of the chunks read, about
+    /// `budget` bytes of them (one at least); once a chunk is all sent, the next is read.
     func turn(on id: LinkID, budget: Int) -> (frames: [LinkMessage], more: Bool) {
-        let (frames, more) = state.withLockedValue { state -> ([LinkMessage], Bool) in
+        let (frames, more, sentAChunk) = state.withLockedValue { state -> ([LinkMessage], Bool, Bool) in
             guard state.link?.id == id else {
                 if state.readyOn == id { state.readyOn = nil }
-                return ([], false)
+                return ([], false, false)
             }
+            let chunks = state.chunks.count
             var frames: [LinkMessage] = []
             var taken = 0
             while taken < budget, !state.chunks.isEmpty {
@@ -753,9 +754,9 @@ final class OutgoingTransfer: LinkSource {
                 taken += piece.readableBytes
             }
             if state.chunks.isEmpty { state.readyOn = nil }
-            return (frames, !state.chunks.isEmpty)
+            return (frames, !state.chunks.isEmpty, state.chunks.count < chunks)
         }
-        if !frames.isEmpty { pump() }
+        if sentAChunk { pump() }
         return (frames, more)
     }
 }
