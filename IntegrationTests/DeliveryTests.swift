@@ -121,19 +121,10 @@ import Testing
             // (the session told of the join)
             channel.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)
             #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0), "the resume point")
-            func data(_ sequence: UInt64) throws -> LinkMessage {
-                .data(
-                    try DataMessage(
-                        sequence: sequence,
-                        typeName: "Note",
-                        payload: ByteBuffer(string: #"{"text":"\#(sequence)"}"#)
-                    )
-                )
-            }
-            try channel.writeInbound(try data(1))
+            try channel.writeInbound(try noteData(1))
             #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(1), "delivered: the stream has it")
             #expect {
-                try channel.writeInbound(try data(3))
+                try channel.writeInbound(try noteData(3))
             } throws: { ($0 as? MultipeerError)?.code == .outOfSequence }
             guard case .goodbye(.protocolError, _)? = try channel.readOutbound(as: LinkMessage.self) else {
                 Issue.record("a GOODBYE saying why")
@@ -170,15 +161,6 @@ import Testing
             )
             return channel
         }
-        func data(_ sequence: UInt64) throws -> LinkMessage {
-            .data(
-                try DataMessage(
-                    sequence: sequence,
-                    typeName: "Note",
-                    payload: ByteBuffer(string: #"{"text":"\#(sequence)"}"#)
-                )
-            )
-        }
         func written(_ channel: EmbeddedChannel) throws -> [LinkMessage] {
             var messages: [LinkMessage] = []
             while let message = try channel.readOutbound(as: LinkMessage.self) { messages.append(message) }
@@ -192,8 +174,8 @@ import Testing
             first.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
             first.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
             #expect(try first.readOutbound(as: LinkMessage.self) == .ack(0))
-            try first.writeInbound(try data(1))
-            try first.writeInbound(try data(2))
+            try first.writeInbound(try noteData(1))
+            try first.writeInbound(try noteData(2))
             #expect(try written(first) == [.ack(1), .ack(2)])
 
             // A second link of the same peer, not (yet) kept: its reliable DATA is a protocol error,
@@ -202,9 +184,9 @@ import Testing
             defer { _ = try? early.finish(acceptAlreadyClosed: true) }
             #expect(try early.readOutbound(as: LinkMessage.self) == nil, "no resume point before the session keeps it")
             #expect {
-                try early.writeInbound(try data(3))
+                try early.writeInbound(try noteData(3))
             } throws: { ($0 as? MultipeerError)?.code == .outOfSequence }
-            try first.writeInbound(try data(3))
+            try first.writeInbound(try noteData(3))
             #expect(try written(first) == [.ack(3)], "the window went on from 2")
 
             // A newer incarnation's link is kept: the window follows it, and the old link's DATA is dropped.
@@ -213,9 +195,9 @@ import Testing
             newer.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
             newer.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
             #expect(try newer.readOutbound(as: LinkMessage.self) == .ack(0))
-            try first.writeInbound(try data(4))
+            try first.writeInbound(try noteData(4))
             #expect(try written(first).isEmpty, "not acknowledged")
-            try newer.writeInbound(try data(1))
+            try newer.writeInbound(try noteData(1))
             #expect(try written(newer) == [.ack(1)])
         }
         subscriptions.finish()
@@ -472,16 +454,6 @@ extension DeliveryTests {
         return channel
     }
 
-    static func note(_ sequence: Int, _ text: String) throws -> LinkMessage {
-        .data(
-            try DataMessage(
-                sequence: UInt64(sequence),
-                typeName: "Note",
-                payload: ByteBuffer(string: #"{"text":"\#(text)"}"#)
-            )
-        )
-    }
-
     static func written(_ channel: NIOAsyncTestingChannel) async throws -> [LinkMessage] {
         await channel.testingEventLoop.run()
         var messages: [LinkMessage] = []
@@ -498,7 +470,7 @@ extension DeliveryTests {
         let notes = subscriptions.messages(of: Note.self, named: "Note")
         let counter = ReadCounter()
         let channel = try await Self.link(subscriptions, counter: counter)
-        for sequence in 1...4 { try await channel.writeInbound(try Self.note(sequence, "\(sequence)")) }
+        for sequence in 1...4 { try await channel.writeInbound(try noteData(UInt64(sequence))) }
         // Each delivery is acknowledged (a read batch each here): the stream has it.
         #expect(
             try await Self.written(channel) == [.ack(1), .ack(2), .ack(3), .flow(reading: false), .ack(4)],
@@ -529,8 +501,8 @@ extension DeliveryTests {
         let notes = subscriptions.messages(of: Note.self, named: "Note")
         let channel = try await Self.link(subscriptions)
         let large = String(repeating: "x", count: 4_096)
-        try await channel.writeInbound(try Self.note(1, large))
-        try await channel.writeInbound(try Self.note(2, "small"))
+        try await channel.writeInbound(try noteData(1, large))
+        try await channel.writeInbound(try noteData(2, "small"))
         #expect(
             try await Self.written(channel) == [.ack(1), .flow(reading: false), .ack(2)],
             "4 KiB alone in a 1 KiB stream: no FLOW; a second behind it stops the link"
@@ -540,4 +512,15 @@ extension DeliveryTests {
         #expect(try await Self.written(channel) == [.flow(reading: true)], "one small message left: reading again")
         _ = try await channel.finish(acceptAlreadyClosed: true)
     }
+}
+
+/// Reliable DATA carrying a `Note` whose text is `text` (the sequence number if none).
+private func noteData(_ sequence: UInt64, _ text: String? = nil) throws -> LinkMessage {
+    .data(
+        try DataMessage(
+            sequence: sequence,
+            typeName: "Note",
+            payload: ByteBuffer(string: #"{"text":"\#(text ?? "\(sequence)")"}"#)
+        )
+    )
 }
