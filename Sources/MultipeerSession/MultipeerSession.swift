@@ -63,15 +63,34 @@ public actor MultipeerSession {
     /// order with the rest (what a link's reader hands over: it never waits for the actor), and
     /// the lifecycle's requests.
     enum Input: Sendable {
-        /// Run as a child task of the run: a connection attempt, a timer, a flush, a close. While
-        /// the session is suspended, it runs cancelled (a timer ends at once, an attempt fails
-        /// unreported).
-        case task(@Sendable () async -> Void)
+        /// Run as a child task of the run. While the session is suspended, it runs cancelled (a
+        /// timer ends at once, an attempt fails unreported).
+        case task(ChildTask)
         /// Run on the session, in order with the rest.
-        case onSession(@Sendable (isolated MultipeerSession) -> Void)
+        case onSession(SessionWork)
         case suspend
         case resume
         case stop
+    }
+
+    /// Work the run does in a child task of its own.
+    enum ChildTask: Sendable {
+        /// One connection attempt of a dial (``SessionStateMachine/Attempt``) as link `id`.
+        case attempt(LinkID, SessionStateMachine.Attempt, LinkConfiguration)
+        /// A link closed, its GOODBYE saying why.
+        case close(LinkHandle, GoodbyeReason)
+        /// One of the core's timers, due after a delay.
+        case timer(SessionStateMachine.Timer, after: Duration)
+    }
+
+    /// Work done on the session, in order with the rest.
+    enum SessionWork: Sendable {
+        /// A link's report: what its peer sent the session, or its end.
+        case linkReported(LinkReporter.Event, on: LinkID, by: Peer)
+        /// A message of a type this side does not read, refused (REJECT to its peer).
+        case rejected(Rejection, from: Peer)
+        /// The message types this side reads changed: its peers are told (TYPES).
+        case announceTypes
     }
 
     /// What the session's links and discovery run with.
@@ -153,9 +172,8 @@ public actor MultipeerSession {
             limits: configuration.limits,
             metrics: metrics,
             reads: try? configuration.declaredMessageTypes(),
-            rejected: { peer, rejection in runLoop.continuation.yield(.onSession { $0.reject(rejection, from: peer) })
-            },
-            announce: { runLoop.continuation.yield(.onSession { $0.announceMessageTypes() }) },
+            rejected: { peer, rejection in runLoop.continuation.yield(.onSession(.rejected(rejection, from: peer))) },
+            announce: { runLoop.continuation.yield(.onSession(.announceTypes)) },
             blockingWork: environment.blockingWork
         )
         self.inbox = Inbox(
@@ -338,11 +356,11 @@ public actor MultipeerSession {
                 case .resume: break suspended
                 case .stop: return
                 case .suspend: break
-                case .onSession(let body): body(self)
-                case .task(let body):
+                case .onSession(let work): self.run(work)
+                case .task(let task):
                     await withDiscardingTaskGroup { group in
                         group.cancelAll()
-                        group.addTask { await body() }
+                        group.addTask { await self.run(task) }
                     }
                 }
             }
@@ -406,8 +424,8 @@ public actor MultipeerSession {
             // Ends with .suspend, .stop, or cancellation.
             loop: while let input = await inputs.next(isolation: #isolation) {
                 switch input {
-                case .task(let body): group.addTask { await body() }
-                case .onSession(let body): body(self)
+                case .task(let task): group.addTask { await self.run(task) }
+                case .onSession(let work): self.run(work)
                 case .suspend:
                     suspended = true
                     break loop
@@ -547,7 +565,7 @@ public actor MultipeerSession {
     private func linkEstablished(_ id: LinkID, _ connection: PeerConnection) -> GoodbyeReason? {
         let peer = Peer(connection.remoteHello)
         connection.reports.report { [runLoop] event in
-            runLoop.continuation.yield(.onSession { $0.linkReported(event, on: id, by: peer) })
+            runLoop.continuation.yield(.onSession(.linkReported(event, on: id, by: peer)))
         }
         let address = connection.remoteAddress?.displayString ?? "unknown"
         switch core.linkEstablished(id, hello: connection.remoteHello, address: address, now: clock.now) {
@@ -717,9 +735,31 @@ public actor MultipeerSession {
 
     // MARK: Actions
 
-    /// Runs `body` as a child task of the run (``Input/task(_:)``).
-    private nonisolated func spawn(_ body: @escaping @Sendable () async -> Void) {
-        runLoop.continuation.yield(.task(body))
+    /// Runs `task` as a child task of the run (``Input/task(_:)``).
+    private nonisolated func spawn(_ task: ChildTask) {
+        runLoop.continuation.yield(.task(task))
+    }
+
+    /// A child task of the run (``ChildTask``).
+    private nonisolated func run(_ task: ChildTask) async {
+        switch task {
+        case .attempt(let id, let attempt, let configuration):
+            await self.attempt(id, attempt, configuration)
+        case .close(let handle, let reason):
+            await handle.close(reason, within: goodbyeTimeout)
+        case .timer(let timer, let delay):
+            guard (try? await clock.sleep(for: delay)) != nil else { return }
+            await fired(timer)
+        }
+    }
+
+    /// Work on the session, in order with the rest (``SessionWork``).
+    private func run(_ work: SessionWork) {
+        switch work {
+        case .linkReported(let event, let id, let peer): linkReported(event, on: id, by: peer)
+        case .rejected(let rejection, let peer): reject(rejection, from: peer)
+        case .announceTypes: announceMessageTypes()
+        }
     }
 
     /// Carries out what the core decided, in order.
@@ -737,12 +777,12 @@ public actor MultipeerSession {
                     )
                     continue
                 }
-                spawn { await self.attempt(id, attempt, configuration) }
+                spawn(.attempt(id, attempt, configuration))
             case .lookUpAgain(let peerID):
                 running?.discovery.refresh(peerID)
             case .close(let id, let reason):
                 guard let handle = running?.links[id] else { continue }
-                spawn { await handle.close(reason, within: self.goodbyeTimeout) }
+                spawn(.close(handle, reason))
             case .adopt(let id):
                 running?.links[id]?.channel.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
             case .attach(let id, let hello):
@@ -760,10 +800,7 @@ public actor MultipeerSession {
             case .wakeSenders(let peerID):
                 deliveries[peerID]?.wake()
             case .schedule(let timer, let delay):
-                spawn {
-                    guard (try? await self.clock.sleep(for: delay)) != nil else { return }
-                    await self.fired(timer)
-                }
+                spawn(.timer(timer, after: delay))
             case .peerJoined(let id, let hello):
                 logger.info(
                     "peer joined",
