@@ -166,14 +166,18 @@ import Testing
             while let message = try channel.readOutbound(as: LinkMessage.self) { messages.append(message) }
             return messages
         }
+        /// The session keeps `channel` and has told of the join: it says where to resume.
+        func adopt(_ channel: EmbeddedChannel) throws {
+            channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+            channel.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)
+            #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0), "the resume point")
+        }
         // The links' part, on this thread (an embedded channel's is the thread that made it).
         do {
             let sender = PeerIdentity()
             let first = try link(incarnation: 5, identity: sender)
             defer { _ = try? first.finish(acceptAlreadyClosed: true) }
-            first.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
-            first.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
-            #expect(try first.readOutbound(as: LinkMessage.self) == .ack(0))
+            try adopt(first)
             try first.writeInbound(try noteData(1))
             try first.writeInbound(try noteData(2))
             #expect(try written(first) == [.ack(1), .ack(2)])
@@ -192,9 +196,7 @@ import Testing
             // A newer incarnation's link is kept: the window follows it, and the old link's DATA is dropped.
             let newer = try link(incarnation: 6, identity: sender)
             defer { _ = try? newer.finish(acceptAlreadyClosed: true) }
-            newer.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
-            newer.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)  // (the session told of the join)
-            #expect(try newer.readOutbound(as: LinkMessage.self) == .ack(0))
+            try adopt(newer)
             try first.writeInbound(try noteData(4))
             #expect(try written(first).isEmpty, "not acknowledged")
             try newer.writeInbound(try noteData(1))
