@@ -132,7 +132,7 @@ import Testing
             }
             #expect(!channel.isActive)
         }
-        subscriptions.finish()
+        subscriptions.sessionEnded()
         var received = notes.makeAsyncIterator()
         #expect(await received.next()?.message == Note(text: "1"))
         #expect(await received.next() == nil, "nothing after the gap is delivered")
@@ -202,7 +202,7 @@ import Testing
             try newer.writeInbound(try noteData(1))
             #expect(try written(newer) == [.ack(1)])
         }
-        subscriptions.finish()
+        subscriptions.sessionEnded()
         var received = notes.makeAsyncIterator()
         var texts: [String] = []
         while let next = await received.next() { texts.append(next.message.text) }

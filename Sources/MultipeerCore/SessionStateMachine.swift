@@ -83,6 +83,9 @@ package struct SessionStateMachine: Sendable {
         case peerLeft(Hello, PeerLeftReason)
         /// Tell the application, the logs or the metrics.
         case report(Report)
+        /// The run has ended: what the session holds for the application ends with it (senders,
+        /// transfers, streams and subscriptions fail or finish), and nothing is taken in again.
+        case ended
     }
 
     /// What the shell tells the application, the logs or the metrics.
@@ -241,9 +244,12 @@ package struct SessionStateMachine: Sendable {
         lifecycle = .suspended
     }
 
-    /// The run has ended.
-    package mutating func finish() {
+    /// The run has ended (after ``stopRunning(_:now:)`` and ``stoppedListening()``, or before it
+    /// ever listened).
+    package mutating func finish() -> [Action] {
+        precondition(lifecycle != .idle, "a session that never began cannot end")
         lifecycle = .stopped
+        return [.ended]
     }
 
     private var isRunning: Bool {

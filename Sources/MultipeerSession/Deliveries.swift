@@ -2,49 +2,45 @@ import Foundation
 import MultipeerCore
 import NIOConcurrencyHelpers
 import NIOCore
-import Synchronization
 
 /// Every peer's ``PeerDelivery``, by peer: a peer gets one when the session first keeps a link
 /// for it, and keeps it for the session's life (bounded by the peers that proved the group key
 /// and, with a roster, their place in it). Each holds the peer's link (``PeerLink``), bound and
 /// unbound here only: the peer's resources and streams read it from there.
 final class Deliveries: Sendable {
-    private let peers = NIOLockedValueBox<(byID: [UUID: PeerDelivery], stopped: Bool)>(([:], false))
+    private let peers = NIOLockedValueBox<[UUID: PeerDelivery]>([:])
     private let policy: PeerDeliveryStateMachine.Policy
     private let metrics: SessionMetrics
     private let clock: any SessionClock
+    /// Whether the session's run has ended, read by every part of the session that holds a peer's
+    /// things: these deliveries, the peers' transfers and streams.
+    let end: SessionEnd
 
-    init(policy: PeerDeliveryStateMachine.Policy, metrics: SessionMetrics, clock: any SessionClock) {
+    init(policy: PeerDeliveryStateMachine.Policy, metrics: SessionMetrics, clock: any SessionClock, end: SessionEnd) {
         self.policy = policy
         self.clock = clock
         self.metrics = metrics
+        self.end = end
     }
 
     /// Deliveries with a session's default limits, on the system's clock: for links outside a
     /// session (the pipeline's tests).
     convenience init(metrics: SessionMetrics) {
-        self.init(policy: .init(MultipeerSession.Limits()), metrics: metrics, clock: SystemClock())
+        self.init(policy: .init(MultipeerSession.Limits()), metrics: metrics, clock: SystemClock(), end: SessionEnd())
     }
 
     subscript(peerID: UUID) -> PeerDelivery? {
-        peers.withLockedValue { $0.byID[peerID] }
+        peers.withLockedValue { $0[peerID] }
     }
 
     /// The peer's delivery, made if it has none yet.
     func make(for peerID: UUID) -> PeerDelivery {
-        let (delivery, stopped) = peers.withLockedValue { peers in
-            if let delivery = peers.byID[peerID] { return (delivery, false) }
-            let delivery = PeerDelivery(
-                peerID: peerID,
-                policy: policy,
-                metrics: metrics,
-                clock: clock
-            )
-            peers.byID[peerID] = delivery
-            return (delivery, peers.stopped)
+        peers.withLockedValue { peers in
+            if let delivery = peers[peerID] { return delivery }
+            let delivery = PeerDelivery(peerID: peerID, policy: policy, metrics: metrics, clock: clock, end: end)
+            peers[peerID] = delivery
+            return delivery
         }
-        if stopped { delivery.stop() }
-        return delivery
     }
 
     /// The peer is active on `link` (both sides admitted it), reading the message types `reads`.
@@ -70,7 +66,7 @@ final class Deliveries: Sendable {
 
     /// Why `message` is refused for a peer without a delivery: it was never met.
     func refusal(of message: DataMessage, reliably: Bool, for peerID: UUID) -> MultipeerError {
-        guard !peers.withLockedValue(\.stopped) else { return MultipeerError(.sessionState, "the session has stopped") }
+        guard !end.hasEnded else { return MultipeerError(.sessionState, "the session has stopped") }
         var unmet = PeerDeliveryStateMachine(peerID: peerID, policy: policy)
         let outcome =
             reliably
@@ -81,20 +77,16 @@ final class Deliveries: Sendable {
     }
 
     /// Every peer's delivery.
-    var all: [PeerDelivery] { peers.withLockedValue { Array($0.byID.values) } }
+    var all: [PeerDelivery] { peers.withLockedValue { Array($0.values) } }
 
     /// Peers that have an outbox: active now or earlier in this session.
     var known: [UUID] {
-        peers.withLockedValue { Array($0.byID.values) }.filter(\.hasOutbox).map(\.peerID)
+        all.filter(\.hasOutbox).map(\.peerID)
     }
 
-    /// The session's run ended: every sender finds it stopped.
-    func stop() {
-        let all = peers.withLockedValue { peers in
-            peers.stopped = true
-            return Array(peers.byID.values)
-        }
-        for delivery in all { delivery.stop() }
+    /// The session's run has ended (``end`` is set): every sender waiting wakes to find it so.
+    func sessionEnded() {
+        for delivery in all { delivery.sessionEnded() }
     }
 }
 

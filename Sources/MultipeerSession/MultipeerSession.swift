@@ -50,10 +50,14 @@ public actor MultipeerSession {
     /// and the metrics.
     let inbox: Inbox
     let logger: Logger
-    /// The session's decisions: the peer table, delivery, admission, dials and the lifecycle.
+    /// The session's decisions: the peer table, delivery, admission, dials and the lifecycle
+    /// (``SessionStateMachine/Lifecycle``, the session's only one).
     var core: SessionStateMachine
-    /// What the links and discovery run with (``Setup``).
-    private var setup: Setup
+    /// The group keys the links start with (``updateKeys(_:)`` replaces them).
+    private var keys: KeyRing
+    /// What the links and discovery run with while the session runs (suspended or not); nil
+    /// before and after.
+    private(set) var running: Running?
     /// Each peer's delivery, driven by senders and the links' readers, not the actor.
     let deliveries: Deliveries
     /// What the run loop takes, in order (``Input``).
@@ -93,17 +97,6 @@ public actor MultipeerSession {
         case announceTypes
     }
 
-    /// What the session's links and discovery run with.
-    private enum Setup {
-        /// Before ``run()``: the group keys the links will start with (``updateKeys(_:)`` may
-        /// replace them).
-        case ready(keys: KeyRing)
-        /// While it runs, suspended or not.
-        case running(Running)
-        /// It has run.
-        case ended
-    }
-
     /// What a running session's links and discovery run with, and the links it carries.
     final class Running {
         /// The links' configuration, whose TLS context holds the group keys (``updateKeys(_:)``
@@ -117,11 +110,6 @@ public actor MultipeerSession {
             self.link = link
             self.discovery = discovery
         }
-    }
-
-    /// What the session runs with, while it runs.
-    var running: Running? {
-        if case .running(let running) = setup { running } else { nil }
     }
 
     nonisolated var subscriptions: Subscriptions { inbox.subscriptions }
@@ -159,10 +147,12 @@ public actor MultipeerSession {
         logger[metadataKey: "multipeer.local.id"] = "\(identity.peerID)"
         self.logger = logger
         let metrics = SessionMetrics(localName: configuration.peer.displayName)
+        let end = SessionEnd()
         let deliveries = Deliveries(
             policy: .init(configuration.limits),
             metrics: metrics,
-            clock: environment.clock
+            clock: environment.clock,
+            end: end
         )
         self.deliveries = deliveries
         let runLoop = AsyncStream<Input>.makeStream()
@@ -174,7 +164,8 @@ public actor MultipeerSession {
             reads: try? configuration.declaredMessageTypes(),
             rejected: { peer, rejection in runLoop.continuation.yield(.onSession(.rejected(rejection, from: peer))) },
             announce: { runLoop.continuation.yield(.onSession(.announceTypes)) },
-            blockingWork: environment.blockingWork
+            blockingWork: environment.blockingWork,
+            end: end
         )
         self.inbox = Inbox(
             executor: EventLoopExecutor(environment.eventLoop),
@@ -193,7 +184,7 @@ public actor MultipeerSession {
             streams: Streams(random: environment.random, peers: deliveries),
             maximumMessageLength: configuration.limits.maximumMessageLength
         )
-        self.setup = .ready(keys: configuration.keys)
+        self.keys = configuration.keys
     }
 
     /// Gone since 0.8.0: a session takes the device's identity, so that a restarted device is
@@ -274,15 +265,7 @@ public actor MultipeerSession {
     /// task, socket or advertisement behind. A session runs once.
     public func run() async throws {
         try core.begin()
-        guard case .ready(let keys) = setup else { preconditionFailure("the core lets a session run once") }
-        defer {
-            core.finish()
-            setup = .ended
-            deliveries.stop()
-            inbox.resources.stop()
-            inbox.streams.stop()
-            subscriptions.finish()
-        }
+        defer { perform(core.finish()) }
         _ = try configuration.declaredMessageTypes()
         var linkConfiguration = try configuration.linkConfiguration(
             identity: identity,
@@ -297,7 +280,7 @@ public actor MultipeerSession {
             directory: environment.directory,
             logger: logger
         )
-        setup = .running(Running(link: linkConfiguration, discovery: discovery.source))
+        running = Running(link: linkConfiguration, discovery: discovery.source)
         do {
             // A graceful shutdown and cancellation stop alike, in order: GOODBYE on every link,
             // then the listener and the advertisement.
@@ -625,11 +608,8 @@ public actor MultipeerSession {
     /// To rotate a group's key, add the new key to every peer's ring, then remove the old one
     /// from every peer's ring: at each step every pair of peers holds a key in common.
     public func updateKeys(_ keys: KeyRing) throws {
-        switch setup {
-        case .ready: setup = .ready(keys: keys)
-        case .running(let running): try running.link.tls.update(keys)
-        case .ended: break
-        }
+        try running?.link.tls.update(keys)
+        self.keys = keys
         logger.info("group keys updated", metadata: ["multipeer.keys": "\(keys)"])
         perform(core.keysChanged(count: keys.keys.count, now: clock.now))
     }
@@ -818,6 +798,14 @@ public actor MultipeerSession {
                 if reason == .goodbye(.shutdown) { inbox.streams.peerStopped(hello.peerID) }
             case .report(let report):
                 tell(report)
+            case .ended:
+                // The flag first, then each part: what a part took in before it ends with the rest.
+                running = nil
+                deliveries.end.end()
+                deliveries.sessionEnded()
+                inbox.resources.sessionEnded()
+                inbox.streams.sessionEnded()
+                subscriptions.sessionEnded()
             }
         }
         for peer in core.availabilityChanges() { subscriptions.emit(.availablePeerChanged(peer)) }

@@ -2,7 +2,6 @@ import Foundation
 import MultipeerCore
 import NIOConcurrencyHelpers
 import NIOCore
-import Synchronization
 
 /// Delivery towards one peer (``PeerDeliveryStateMachine``) behind one lock, with the senders
 /// waiting on it: a send offers its message here from its own task, not through the session's
@@ -21,9 +20,9 @@ final class PeerDelivery: LinkSource {
         var link: PeerLink?
         /// The HELLO of the peer's latest link (kept while it is away, and once forgotten).
         var hello: Hello?
-        /// The session's run ended: nothing is taken or waited for any more.
-        var stopped = false
-        var waiting: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        /// The senders waiting for room, for the peer to join, or for an acknowledgement.
+        var waiting = Waiters()
+        /// How many times they were woken: a sender that looked before a wake does not wait.
         var wakes: UInt64 = 0
 
         /// Carries out the machine's actions under the lock: wakes take the waiters, and a
@@ -49,16 +48,15 @@ final class PeerDelivery: LinkSource {
             return effects
         }
 
-        mutating func wake() -> [CheckedContinuation<Void, Never>] {
+        mutating func wake() -> [UnsafeContinuation<Void, Never>] {
             wakes &+= 1
-            defer { waiting.removeAll() }
-            return Array(waiting.values)
+            return waiting.takeAll()
         }
     }
 
     /// What is left to do once the lock is let go.
     private struct Effects {
-        var woken: [CheckedContinuation<Void, Never>] = []
+        var woken: [UnsafeContinuation<Void, Never>] = []
         /// The link's writer, to tell that the peer's messages are ready for it.
         var ready: LinkWriter?
         /// Messages dropped unsent, for the session to report.
@@ -80,16 +78,18 @@ final class PeerDelivery: LinkSource {
     private let metrics: SessionMetrics
     /// The session's clock: acknowledgement deadlines and send timeouts.
     private let clock: any SessionClock
-    /// Names waits, so a cancelled one finds itself (no lock needed to take a name).
-    private let waiterNames = Atomic<UInt64>(0)
+    /// Whether the session's run has ended: nothing is taken or waited for then.
+    private let end: SessionEnd
 
     init(
         peerID: UUID,
         policy: PeerDeliveryStateMachine.Policy,
         metrics: SessionMetrics,
-        clock: any SessionClock = SystemClock()
+        clock: any SessionClock = SystemClock(),
+        end: SessionEnd = SessionEnd()
     ) {
         self.clock = clock
+        self.end = end
         self.peerID = peerID
         self.metrics = metrics
         state = NIOLockedValueBox(State(machine: PeerDeliveryStateMachine(peerID: peerID, policy: policy)))
@@ -121,7 +121,7 @@ final class PeerDelivery: LinkSource {
         now: ContinuousClock.Instant
     ) -> Offer {
         withState { state -> (Offer, [PeerDeliveryStateMachine.Action]) in
-            guard !state.stopped else {
+            guard !end.hasEnded else {
                 return (.refused(MultipeerError(.sessionState, "the session has stopped"), wakes: state.wakes), [])
             }
             do throws(MultipeerError) {
@@ -147,29 +147,11 @@ final class PeerDelivery: LinkSource {
     /// Returns when woken (at once if a wake came since `wakes`), when `deadline` has passed (if
     /// there is one) or when the task is cancelled.
     func wait(after wakes: UInt64, until deadline: ContinuousClock.Instant?) async {
-        guard let deadline else { return await wait(after: wakes) }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.wait(after: wakes) }
-            group.addTask { try? await self.clock.sleep(until: deadline) }
-            await group.next()
-            group.cancelAll()
-        }
-    }
-
-    private func wait(after wakes: UInt64) async {
-        let id = waiterNames.add(1, ordering: .relaxed).newValue
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let done = state.withLockedValue { state in
-                    guard !Task.isCancelled, !state.stopped, state.wakes == wakes else { return true }
-                    state.waiting[id] = continuation
-                    return false
-                }
-                if done { continuation.resume() }
-            }
-        } onCancel: {
-            state.withLockedValue { $0.waiting.removeValue(forKey: id) }?.resume()
-        }
+        await state.wait(
+            in: \.waiting,
+            unless: { [end] state in end.hasEnded || state.wakes != wakes },
+            until: deadline.map { ($0, clock) }
+        )
     }
 
     /// Wakes every sender waiting: room may have come, or the peer joined or left.
@@ -185,7 +167,7 @@ final class PeerDelivery: LinkSource {
         while true {
             let (outcome, wakes) = state.withLockedValue {
                 state -> (PeerDeliveryStateMachine.AcknowledgementWait, UInt64) in
-                guard !state.stopped else {
+                guard !end.hasEnded else {
                     return (
                         .failed(
                             MultipeerError(
@@ -284,7 +266,7 @@ final class PeerDelivery: LinkSource {
     /// or the kernel's, would take before the link pushed back.
     func turn(on id: LinkID, budget: Int) -> (frames: [LinkMessage], more: Bool) {
         let (batch, woken) = state.withLockedValue {
-            state -> (PeerDeliveryStateMachine.Batch?, [CheckedContinuation<Void, Never>]) in
+            state -> (PeerDeliveryStateMachine.Batch?, [UnsafeContinuation<Void, Never>]) in
             guard let batch = state.machine.nextBatch(for: id) else { return (nil, []) }
             return (batch, state.apply(batch.actions).woken)  // (a batch only wakes, it starts no flush)
         }
@@ -358,12 +340,9 @@ final class PeerDelivery: LinkSource {
         wake()
     }
 
-    /// The session's run ended: every sender finds it stopped.
-    func stop() {
-        let waiters = state.withLockedValue { state in
-            state.stopped = true
-            return state.wake()
-        }
-        for waiter in waiters { waiter.resume() }
+    /// The session's run has ended (its ``SessionEnd`` is set): every sender waiting wakes to
+    /// find it so.
+    func sessionEnded() {
+        wake()
     }
 }

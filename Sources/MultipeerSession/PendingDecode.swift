@@ -9,33 +9,27 @@ import Synchronization
 final class PendingDecode: Sendable {
     private struct State {
         var result: Result<any Sendable, any Error>?
-        var waiters: [CheckedContinuation<(any Sendable)?, Never>] = []
+        var waiting = Waiters()
     }
 
     private let state = NIOLockedValueBox(State())
 
     /// The decoding ended.
     func complete(_ result: Result<any Sendable, any Error>) {
-        let waiters = state.withLockedValue { state in
+        let waiting = state.withLockedValue { state in
             state.result = result
-            defer { state.waiters = [] }
-            return state.waiters
+            return state.waiting.takeAll()
         }
-        let value = try? result.get()
-        for waiter in waiters { waiter.resume(returning: value) }
+        for waiter in waiting { waiter.resume() }
     }
 
     /// The value if it is decoded now.
     var decoded: (any Sendable)? { state.withLockedValue { try? $0.result?.get() } }
 
-    /// The value once decoded; nil if it did not decode.
+    /// The value once decoded; nil if it did not decode, or the waiting task is cancelled first
+    /// (its stream ends: ``StreamBuffer/next()``).
     func value() async -> (any Sendable)? {
-        await withCheckedContinuation { continuation in
-            let result = state.withLockedValue { state in
-                if state.result == nil { state.waiters.append(continuation) }
-                return state.result
-            }
-            if let result { continuation.resume(returning: try? result.get()) }
-        }
+        await state.wait(in: \.waiting, unless: { $0.result != nil })
+        return try? state.withLockedValue { $0.result }?.get()
     }
 }

@@ -89,7 +89,6 @@ final class Subscriptions: Sendable {
         var port: Int?
         var active: [UUID: Peer] = [:]
         var available: [UUID: AvailablePeer] = [:]
-        var finished = false
         /// The message types read, declared and subscribed to; nil: every type.
         var reads: MessageTypeList?
         /// The type names reported refused (``SessionEvent/messageNotRead(typeName:from:)``),
@@ -117,6 +116,8 @@ final class Subscriptions: Sendable {
     private let names = Atomic<UInt64>(0)
     /// Decodes a large message off the links' loop.
     private let blockingWork: @Sendable (@escaping @Sendable () -> Void) -> Void
+    /// Whether the session's run has ended: a stream asked for then ends at once.
+    private let end: SessionEnd
 
     /// A link's copy of the subscribers of the types it brought, while nobody subscribes or
     /// unsubscribes: a message of such a type goes to its subscribers' streams without the
@@ -137,9 +138,11 @@ final class Subscriptions: Sendable {
         reads: MessageTypeList? = nil,
         rejected: @escaping @Sendable (Peer, Rejection) -> Void = { _, _ in },
         announce: @escaping @Sendable () -> Void = {},
-        blockingWork: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void = SessionEnvironment.threadPool
+        blockingWork: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void = SessionEnvironment.threadPool,
+        end: SessionEnd = SessionEnd()
     ) {
         self.blockingWork = blockingWork
+        self.end = end
         self.limits = limits
         self.metrics = metrics
         self.rejected = rejected
@@ -163,7 +166,7 @@ final class Subscriptions: Sendable {
             onTermination: { [weak self] in self?.state.withLockedValue { _ = $0.events.removeValue(forKey: id) } }
         )
         state.withLockedValue { state in
-            guard !state.finished else { return buffer.finish() }
+            guard !end.hasEnded else { return buffer.finish() }
             // (Nobody reads the stream yet: these wake no reader.)
             if let port = state.port { _ = buffer.offerShedding(.listening(port: port), expendable: Self.isStats) }
             for peer in Self.sorted(state.active) {
@@ -229,7 +232,7 @@ final class Subscriptions: Sendable {
             try MessageEncoding.decode(Message.self, from: payload)
         }
         let (stopped, extended) = state.withLockedValue { state -> ([@Sendable () -> Void], Bool) in
-            guard !state.finished else {
+            guard !end.hasEnded else {
                 buffer.finish()
                 return ([], false)
             }
@@ -497,13 +500,11 @@ final class Subscriptions: Sendable {
         return subscribers.flatMap { $0.unread() } + held.map { .encoded($0) }
     }
 
-    /// Ends every stream (the session has stopped); readers still get what is buffered.
-    func finish() {
+    /// The session's run has ended (its ``SessionEnd`` is set): every stream ends; readers still
+    /// get what is buffered.
+    func sessionEnded() {
         let (events, subscribers) = state.withLockedValue { state in
-            defer {
-                state = State()
-                state.finished = true
-            }
+            defer { state = State() }
             changes.add(1, ordering: .releasing)
             return (
                 Array(state.events.values), state.topics.values.flatMap { $0.decodings.flatMap(\.subscribers.values) }

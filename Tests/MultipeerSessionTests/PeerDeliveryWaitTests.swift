@@ -7,12 +7,13 @@ import Testing
 /// A sender looks at its peer's delivery under its lock and waits for room off it: a wake in
 /// between must not be slept through.
 @Suite struct PeerDeliveryWaitTests {
-    static func delivery() -> PeerDelivery {
+    static func delivery(end: SessionEnd = SessionEnd()) -> PeerDelivery {
         let limits = BufferLimits(maximumCount: 1, maximumBytes: 1 << 20)
         return PeerDelivery(
             peerID: UUID(),
             policy: .init(limits: limits, unreliableLimits: limits, failWhenFull: false, sendTimeout: .seconds(30)),
-            metrics: SessionMetrics(localName: "test")
+            metrics: SessionMetrics(localName: "test"),
+            end: end
         )
     }
 
@@ -27,14 +28,16 @@ import Testing
 
     @Test(.timeLimit(.minutes(1)))
     func aWaitEndsWithTheNextWakeOrWhenTheSessionStops() async {
-        let delivery = Self.delivery()
+        let end = SessionEnd()
+        let delivery = Self.delivery(end: end)
         let seen = delivery.wakes
         let waiting = Task { await delivery.wait(after: seen, until: nil) }
         delivery.wake()
         await waiting.value
         let again = delivery.wakes
         let waitingAgain = Task { await delivery.wait(after: again, until: nil) }
-        delivery.stop()
+        end.end()
+        delivery.sessionEnded()
         await waitingAgain.value
         let message = try! DataMessage(sequence: 0, typeName: "Note", payload: .init())
         guard
@@ -49,6 +52,15 @@ import Testing
             return
         }
         #expect(error.code == .sessionState)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aWaitBegunOnceTheSessionEndedReturnsAtOnce() async {
+        let end = SessionEnd()
+        let delivery = Self.delivery(end: end)
+        end.end()
+        await delivery.wait(after: delivery.wakes, until: nil)
+        #expect(delivery.wakes == 0, "nobody woke it: the session's end did")
     }
 
     @Test(.timeLimit(.minutes(1)))

@@ -181,19 +181,7 @@ final class ResourceOutcome<Value: Sendable>: Sendable {
     /// The outcome, once there is one: the value, or the `MultipeerError` that ended the
     /// transfer; `CancellationError` if the waiting task is cancelled first.
     func value() async throws -> Value {
-        let id = UUID()
-        await withTaskCancellationHandler {
-            await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
-                let now = state.withLockedValue { state -> Bool in
-                    if state.result != nil || Task.isCancelled { return true }
-                    state.waiting.add(id, continuation)
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            state.withLockedValue { $0.waiting.take(id) }?.resume()
-        }
+        await state.wait(in: \.waiting, unless: { $0.result != nil })
         guard let result = state.withLockedValue({ $0.result }) else { throw CancellationError() }
         return try result.get()
     }

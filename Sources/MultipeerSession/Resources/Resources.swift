@@ -79,7 +79,6 @@ final class Resources: Sendable {
         /// How the latest incoming transfers ended (oldest first, at most ``rememberedEnds``): an
         /// offer of one again, its END having gone with its link, is answered with the same END.
         var ended: [(key: Key, reason: ResourceEndReason)] = []
-        var stopped = false
 
         /// The outgoing transfers to offer on `link`, their peer's link now: of those sent to the
         /// peer, in order, the first ``Resources/maximumIncomingPerPeer`` of distinct files, those
@@ -125,7 +124,7 @@ final class Resources: Sendable {
     private let fileQueue: @Sendable (String) -> any FileQueue
     /// The session's clock: the transfers' rates.
     private let clock: any SessionClock
-    /// The peers' deliveries, which hold each peer's link.
+    /// The peers' deliveries, which hold each peer's link, and the session's end.
     private let peers: Deliveries
 
     init(
@@ -230,7 +229,7 @@ final class Resources: Sendable {
             if let ended = state.ended.last(where: { $0.key == key }) {
                 return .end(ended.reason, "this transfer ended here")
             }
-            guard !state.stopped else { return .end(.refused, "the session is stopping") }
+            guard !peers.end.hasEnded else { return .end(.refused, "the session is stopping") }
             // (It could not take the WANTs: docs/PROTOCOL.md 3c. Told, not left waiting.)
             guard peers.binding(of: peer.id).hello?.features.contains(.resources) ?? true else {
                 return .end(
@@ -358,14 +357,15 @@ final class Resources: Sendable {
         ) { [weak self] in
             self?.finished(offer.id, to: peerID)
         }
-        let (toOffer, refused, stopped) = state.withLockedValue { state in
+        let (toOffer, refused, ended) = state.withLockedValue { state in
             // (The peer's link read under this lock: one bound after this offers the transfer in
             // ``linkUp(_:)``, one bound before, here; `offered` keeps it to one offer a link.)
             let (link, hello) = peers.binding(of: peerID)
             let refused = !(hello?.features.contains(.resources) ?? true)
-            if !state.stopped { state.outgoing[offer.id] = transfer }
+            let ended = peers.end.hasEnded
+            if !ended { state.outgoing[offer.id] = transfer }
             let toOffer = link.flatMap { link in refused ? nil : (link, state.toOffer(on: link)) }
-            return (toOffer, refused, state.stopped)
+            return (toOffer, refused, ended)
         }
         let resource = OutgoingResource(
             id: offer.id,
@@ -378,7 +378,7 @@ final class Resources: Sendable {
             cancel: { [weak transfer] in transfer?.end(.cancelled) },
             sent: { transfer.sent }
         )
-        if stopped {
+        if ended {
             transfer.stop()
         } else if refused {
             transfer.refused()
@@ -404,11 +404,11 @@ final class Resources: Sendable {
 
     // MARK: Ending
 
-    /// The session's run ended: every transfer fails with `sessionState`.
-    func stop() {
+    /// The session's run has ended (``Deliveries/end`` is set): every transfer fails with
+    /// `sessionState`.
+    func sessionEnded() {
         let (outgoing, incoming) = state.withLockedValue { state in
-            state.stopped = true
-            return (Array(state.outgoing.values), Array(state.incoming.values))
+            (Array(state.outgoing.values), Array(state.incoming.values))
         }
         for transfer in outgoing { transfer.stop() }
         for transfer in incoming { transfer.stop() }

@@ -230,19 +230,7 @@ final class StreamCore: LinkSource {
         _ waiters: State.Waiting,
         until ready: @escaping @Sendable (ByteStreamStateMachine) -> Bool
     ) async throws {
-        let id = UUID()
-        await withTaskCancellationHandler {
-            await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
-                let now = state.withLockedValue { state -> Bool in
-                    if ready(state.machine) || Task.isCancelled { return true }
-                    state[waiters].add(id, continuation)
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            state.withLockedValue { $0[waiters].take(id) }?.resume()
-        }
+        await state.wait(in: \.[waiters], unless: { ready($0.machine) })
         try Task.checkCancellation()
     }
 }

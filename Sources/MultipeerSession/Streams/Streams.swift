@@ -63,7 +63,6 @@ final class Streams: Sendable {
         var streams: [Key: StreamCore] = [:]
         /// How the latest streams ended, oldest first.
         var ended: [(key: Key, how: Ended)] = []
-        var stopped = false
 
         mutating func forget(_ key: Key, ended how: Ended) {
             streams.removeValue(forKey: key)
@@ -79,7 +78,7 @@ final class Streams: Sendable {
     private let announce: AsyncStream<PeerStream>.Continuation
     /// Where the IDs of the streams this side opens come from.
     private let random: RandomSource
-    /// The peers' deliveries, which hold each peer's link.
+    /// The peers' deliveries, which hold each peer's link, and the session's end.
     private let peers: Deliveries
 
     init(random: RandomSource = .system, peers: Deliveries) {
@@ -191,7 +190,7 @@ final class Streams: Sendable {
         let decision = state.withLockedValue { state -> Decision in
             if state.streams[key] != nil { return .known }  // (its WANT went when the link came up)
             if open.resuming || state.ended.contains(where: { $0.key == key }) { return .forgotten }
-            guard !state.stopped else { return .refuse(.closed, "the session is stopping") }
+            guard !peers.end.hasEnded else { return .refuse(.closed, "the session is stopping") }
             guard
                 state.streams.count(where: { $0.key.peer == peer.id && !$0.value.opener }) < Self.maximumIncomingPerPeer
             else {
@@ -250,7 +249,7 @@ final class Streams: Sendable {
         let key = Key(peer: peerID, stream: open.id)
         let (stream, link) = try state.withLockedValue { state in
             Result { () throws(MultipeerError) -> (StreamCore, PeerLink?) in
-                guard !state.stopped else {
+                guard !peers.end.hasEnded else {
                     throw MultipeerError(.sessionState, "the session is not running: no stream can be opened")
                 }
                 // (Under the streams' lock: a link bound after this is brought up by ``linkUp(_:)``,
@@ -285,12 +284,10 @@ final class Streams: Sendable {
 
     // MARK: Ending
 
-    /// The session's run ended: every stream ends, its peer told where there is a link.
-    func stop() {
-        let streams = state.withLockedValue { state in
-            state.stopped = true
-            return Array(state.streams.values)
-        }
+    /// The session's run has ended (``Deliveries/end`` is set): every stream ends, its peer told
+    /// where there is a link.
+    func sessionEnded() {
+        let streams = state.withLockedValue { Array($0.streams.values) }
         for stream in streams { stream.end(.closed, "the session stopped") }
         announce.finish()
     }
