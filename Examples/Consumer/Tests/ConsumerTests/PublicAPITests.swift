@@ -138,6 +138,24 @@ import Testing
         #expect(dialler.availablePeers.isEmpty, "stopped: no one")
     }
 
+    /// A peer is a value: a copy changed is another peer, the original unchanged; equal peers
+    /// hash alike, and a field changed makes them differ.
+    @Test func aPeerIsAValue() {
+        let identity = PeerIdentity()
+        let peer = Peer(id: identity.peerID, key: identity.key, displayName: "Captain", metadata: ["seat": "L"])
+        var renamed = peer
+        renamed.displayName = "Relief"
+        renamed.metadata["seat"] = "R"
+        #expect(peer.displayName == "Captain" && peer.metadata == ["seat": "L"], "the original is unchanged")
+        #expect(renamed.displayName == "Relief" && renamed.metadata == ["seat": "R"] && renamed.id == peer.id)
+        #expect(renamed != peer)
+        let same = Peer(id: identity.peerID, key: identity.key, displayName: "Captain", metadata: ["seat": "L"])
+        #expect(same == peer && Set([peer, same, renamed]).count == 2)
+        var restarted = peer
+        restarted.incarnation = 2
+        #expect(restarted != peer && restarted.description == peer.description)
+    }
+
     /// An application's own handling of availability is tested with values it makes.
     @Test func anApplicationMakesAvailablePeers() {
         let peer = AvailablePeer(id: UUID(), state: .connecting, displayName: "Captain")
