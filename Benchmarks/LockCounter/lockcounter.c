@@ -47,8 +47,7 @@ struct site {
 };
 static struct site sites[SITE_SLOTS];
 static pthread_mutex_t sites_lock = PTHREAD_MUTEX_INITIALIZER;
-static const char *sites_path;
-static int sites_checked;
+static const char *sites_path;  // read once the library is loaded: no sample before
 static _Thread_local int sampling;
 
 static void sample_site(unsigned long long acquisition) {
@@ -81,12 +80,10 @@ static void sample_site(unsigned long long acquisition) {
 
 static void count_acquisition(pthread_mutex_t *mutex) {
     unsigned long long acquisition = atomic_fetch_add_explicit(&acquisitions, 1, memory_order_relaxed);
-    if (!sites_checked) {
-        sites_path = getenv("MULTIPEER_LOCK_SITES");
-        sites_checked = 1;
-    }
     if (sites_path && mutex != &sites_lock) sample_site(acquisition);
 }
+
+__attribute__((constructor)) static void read_sites_path(void) { sites_path = getenv("MULTIPEER_LOCK_SITES"); }
 
 __attribute__((destructor)) static void write_sites(void) {
     if (!sites_path) return;

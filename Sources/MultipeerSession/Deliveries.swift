@@ -86,7 +86,7 @@ final class Deliveries: Sendable {
 
     /// The session's run has ended (``end`` is set): every sender waiting wakes to find it so.
     func sessionEnded() {
-        for delivery in all { delivery.sessionEnded() }
+        for delivery in all { delivery.wake() }
     }
 }
 

@@ -339,10 +339,4 @@ final class PeerDelivery: LinkSource {
         try state.withLockedValue { try $0.machine.forget() }
         wake()
     }
-
-    /// The session's run has ended (its ``SessionEnd`` is set): every sender waiting wakes to
-    /// find it so.
-    func sessionEnded() {
-        wake()
-    }
 }

@@ -37,7 +37,7 @@ import Testing
         let again = delivery.wakes
         let waitingAgain = Task { await delivery.wait(after: again, until: nil) }
         end.end()
-        delivery.sessionEnded()
+        delivery.wake()  // (what the session's end does to every peer's delivery)
         await waitingAgain.value
         let message = try! DataMessage(sequence: 0, typeName: "Note", payload: .init())
         guard

@@ -228,7 +228,7 @@ final class StreamCore: LinkSource {
     /// `CancellationError`; the stream goes on).
     private func wait(
         _ waiters: State.Waiting,
-        until ready: @escaping @Sendable (ByteStreamStateMachine) -> Bool
+        until ready: (ByteStreamStateMachine) -> Bool
     ) async throws {
         await state.wait(in: \.[waiters], unless: { ready($0.machine) })
         try Task.checkCancellation()
