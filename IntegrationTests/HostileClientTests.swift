@@ -105,14 +105,16 @@ enum RawTLSClient {
             )
             _ = engine.handshake()
             let clientHello = try #require(engine.takeOutbound())
+            // The first byte at once, on the connection's event loop as it connects: a trickle task
+            // started late on a busy machine let the first-bytes deadline (another failure) pass
+            // first (make test met it twice), and so, once, did this test's own task, written
+            // after the connect: its write came more than 3 s later, on a closed channel.
+            var remaining = clientHello
+            let first = remaining.readSlice(length: 1)!
             let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(
                 host: "127.0.0.1",
                 port: server.port
-            ).get()
-            // The first byte at once, here: a trickle task started late on a busy machine let the
-            // first-bytes deadline (another failure) pass first (make test met it twice).
-            var remaining = clientHello
-            try await channel.writeAndFlush(remaining.readSlice(length: 1)!)
+            ).flatMap { channel in channel.writeAndFlush(first).map { channel } }.get()
             // Then a byte every 100 ms (the trickle is the fault, not a wait): the ClientHello would
             // take half a minute, ten times the handshake timeout. Returns how many bytes were left unsent.
             let trickle = Task { [remaining] in
