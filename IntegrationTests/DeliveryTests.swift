@@ -100,14 +100,16 @@ import Testing
         let notes = subscriptions.messages(of: Note.self, named: "Note")
         // The link's part, on this thread (an embedded channel's is the thread that made it).
         do {
+            let loop = EmbeddedEventLoop()
             let channel = EmbeddedChannel(
                 handler: DeliveryHandler(
                     inbox: Inbox(
-                        windows: ReceiveWindows(),
+                        windows: ReceiveWindows(on: loop),
                         subscriptions: subscriptions,
                         metrics: SessionMetrics(localName: "test")
                     )
-                )
+                ),
+                loop: loop
             )
             // (it and its pipeline hold each other until then)
             defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
@@ -143,7 +145,9 @@ import Testing
     /// breaks the protocol; DATA on a link of an incarnation the window no longer follows is
     /// dropped, unacknowledged.
     @Test func onlyAKeptLinkTakesThePeersReceiveWindow() async throws {
-        let windows = ReceiveWindows()
+        // (Both links on one loop, as a session's are.)
+        let loop = EmbeddedEventLoop()
+        let windows = ReceiveWindows(on: loop)
         let subscriptions = Subscriptions(limits: .init(), metrics: SessionMetrics(localName: "test"))
         let notes = subscriptions.messages(of: Note.self, named: "Note")
         func link(incarnation: UInt64, identity: PeerIdentity) throws -> EmbeddedChannel {
@@ -154,7 +158,8 @@ import Testing
                         subscriptions: subscriptions,
                         metrics: SessionMetrics(localName: "test")
                     )
-                )
+                ),
+                loop: loop
             )
             channel.pipeline.fireUserInboundEventTriggered(
                 HelloCompleted(remote: try Hello(identity: identity, incarnation: incarnation, displayName: "sender"))
@@ -436,12 +441,13 @@ extension DeliveryTests {
         _ subscriptions: Subscriptions,
         counter: ReadCounter? = nil
     ) async throws -> NIOAsyncTestingChannel {
+        let loop = NIOAsyncTestingEventLoop()
         let inbox = Inbox(
-            windows: ReceiveWindows(),
+            windows: ReceiveWindows(on: loop),
             subscriptions: subscriptions,
             metrics: SessionMetrics(localName: "test")
         )
-        let channel = try await NIOAsyncTestingChannel { channel in
+        let channel = try await NIOAsyncTestingChannel(loop: loop) { channel in
             if let counter { try channel.pipeline.syncOperations.addHandler(counter) }
             try channel.pipeline.syncOperations.addHandler(DeliveryHandler(inbox: inbox))
         }

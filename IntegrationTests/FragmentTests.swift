@@ -2,6 +2,7 @@ import Foundation
 import MultipeerCore
 import MultipeerTestSupport
 import NIOCore
+import NIOEmbedded
 import Testing
 
 @testable import MultipeerSession
@@ -154,15 +155,15 @@ import Testing
     /// senders sending now hold it, a new message is refused (its link closes, the sender
     /// tries again later) rather than held beyond the budget.
     @Test func incompleteMessagesOfSendersWithoutALinkMakeRoomAndTheBudgetHolds() {
-        let windows = ReceiveWindows()
+        let windows = ReceiveWindows(on: EmbeddedEventLoop())
         let (gone, sending, newcomer) = (UUID(), UUID(), UUID())
         for peer in [gone, sending, newcomer] { _ = windows.adopt(peer, incarnation: 1) }
         #expect(Self.begin(windows, gone, length: 90_000) == .pending)
         #expect(Self.begin(windows, sending, length: 90_000) == .pending)
-        #expect(windows.reservedBytes == 180_000)
+        #expect(windows.reserved == 180_000)
         windows.linkClosed(gone)
         #expect(Self.begin(windows, newcomer, length: 90_000) == .pending, "room made from the sender that left")
-        #expect(windows.reservedBytes == 180_000, "at most twice the largest message: \(windows.reservedBytes)")
+        #expect(windows.reserved == 180_000, "at most twice the largest message: \(windows.reserved)")
         // The one that left keeps its place: it is told to send the message from its beginning.
         guard case .ack(1, let partial)? = Optional(windows.adopt(gone, incarnation: 1)) else {
             Issue.record("a resume point")
@@ -176,6 +177,6 @@ import Testing
         }
         #expect(error.code == .messageTooLarge)
         #expect(error.message.contains("twice Limits.maximumMessageLength"))
-        #expect(windows.reservedBytes == 180_000)
+        #expect(windows.reserved == 180_000)
     }
 }

@@ -169,7 +169,7 @@ public actor MultipeerSession {
         )
         self.inbox = Inbox(
             executor: EventLoopExecutor(environment.eventLoop),
-            windows: ReceiveWindows(),
+            windows: ReceiveWindows(on: environment.eventLoop),
             subscriptions: subscriptions,
             metrics: metrics,
             resources: Resources(

@@ -26,7 +26,7 @@ import Testing
         init() throws {
             let metrics = SessionMetrics(localName: "test")
             inbox = Inbox(
-                windows: ReceiveWindows(),
+                windows: ReceiveWindows(on: channel.eventLoop),
                 subscriptions: Subscriptions(limits: MultipeerSession.Limits(), metrics: metrics),
                 metrics: metrics
             )

@@ -1,6 +1,7 @@
 import Foundation
 import MultipeerCore
 import NIOCore
+import NIOEmbedded
 import Testing
 
 @testable import MultipeerSession
@@ -10,7 +11,7 @@ import Testing
 @Suite struct LinkDeliveryTests {
     typealias Machine = LinkDeliveryStateMachine
     let peer = UUID()
-    let windows = ReceiveWindows()
+    let windows = ReceiveWindows(on: EmbeddedEventLoop())
     /// The peer's window the link follows once adopted.
     let window: ReceiveWindows.Window
     /// The sender's delivery its ACKs go to, once attached.

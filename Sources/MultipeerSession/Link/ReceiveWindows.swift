@@ -1,7 +1,7 @@
 import Foundation
 import MultipeerCore
-import NIOConcurrencyHelpers
 import NIOCore
+import Synchronization
 
 /// What this session has delivered from each sender, across that sender's links: one window
 /// per sender, following the incarnation of the link the session keeps for it.
@@ -12,74 +12,80 @@ import NIOCore
 /// again when their senders come back), and is refused if the rest all belong to senders
 /// sending now. So no number of identities minted with the group key makes this side hold more.
 ///
-/// Each sender's window has a lock of its own: a link takes its sender's window once, when the
-/// session keeps it (``window(of:)``), and a whole DATA message then costs that lock alone. The
-/// session-wide lock is taken for what concerns all senders: a window made or adopted, a
-/// message beginning in fragments (the budget), and a DATA message that comes while the
-/// sender's window holds an incomplete one (it may give that up, and its bytes with it). Lock
-/// order: the session-wide lock, then a window's.
-final class ReceiveWindows: Sendable {
-    /// One sender's window, behind its own lock.
-    final class Window: Sendable {
-        fileprivate let state: NIOLockedValueBox<ReceiveWindow>
-        fileprivate init(incarnation: UInt64) { state = NIOLockedValueBox(ReceiveWindow(incarnation: incarnation)) }
+/// Confined to the event loop every link of the session runs on (``Inbox/executor``'s, the
+/// session environment's one loop), where the links' handlers call it: each method checks that
+/// it runs there (a precondition), and no lock is taken. A whole DATA message costs its
+/// sender's window, found by the link when the session kept it (``window(of:)``), and that
+/// check. Only ``reserved`` is read from elsewhere (the simulator's check of memory, from any
+/// thread): an atomic copy, written on the loop when it changes.
+final class ReceiveWindows: @unchecked Sendable {
+    /// One sender's window (the windows' loop's alone).
+    final class Window {
+        fileprivate var state: ReceiveWindow
+        fileprivate init(incarnation: UInt64) { state = ReceiveWindow(incarnation: incarnation) }
     }
 
-    private struct State {
-        var windows: [UUID: Window] = [:]
-        /// What every window's incomplete message holds, in all.
-        var reserved = 0
-        /// Adopted links open, per sender (a replaced link may close after its successor came).
-        var links: [UUID: Int] = [:]
+    private let eventLoop: any EventLoop
+    private var windows: [UUID: Window] = [:]
+    /// What every window's incomplete message holds, in all.
+    private var held = 0
+    /// ``held``, for reading from any thread.
+    private let heldCopy = Atomic<Int>(0)
+    /// Adopted links open, per sender (a replaced link may close after its successor came).
+    private var links: [UUID: Int] = [:]
 
-        /// Applies `change` to a sender's window, keeping ``reserved`` in step.
-        mutating func update<Result>(_ window: Window, _ change: (inout ReceiveWindow) -> Result) -> Result {
-            let (result, delta) = window.state.withLockedValue { window in
-                let before = window.reservedBytes
-                let result = change(&window)
-                return (result, window.reservedBytes - before)
-            }
-            reserved += delta
-            return result
-        }
+    /// Windows for the links of `eventLoop`.
+    init(on eventLoop: any EventLoop) {
+        self.eventLoop = eventLoop
     }
 
-    private let state = NIOLockedValueBox(State())
-
-    /// What the incomplete messages of all senders hold now (at most ``budget(limit:)``).
-    var reserved: Int { state.withLockedValue { $0.reserved } }
+    /// What the incomplete messages of all senders hold now (at most ``budget(limit:)``); read
+    /// from any thread.
+    var reserved: Int { heldCopy.load(ordering: .relaxed) }
 
     /// All incomplete messages together, for a side that takes messages of at most `limit`.
     static func budget(limit: Int) -> Int { 2 * limit }
+
+    /// Applies `change` to a sender's window, keeping ``held`` in step.
+    private func update<Result>(_ window: Window, _ change: (inout ReceiveWindow) -> Result) -> Result {
+        let before = window.state.reservedBytes
+        let result = change(&window.state)
+        let delta = window.state.reservedBytes - before
+        if delta != 0 {
+            held += delta
+            heldCopy.store(held, ordering: .relaxed)
+        }
+        return result
+    }
 
     /// The session keeps a link of the sender's `incarnation` as its one link to it: the window
     /// follows that incarnation from now on (a new incarnation starts over). Returns what was
     /// delivered from it: where the sender resumes.
     func adopt(_ peerID: UUID, incarnation: UInt64) -> LinkMessage {
-        state.withLockedValue { state in
-            if state.windows[peerID] == nil { state.windows[peerID] = Window(incarnation: incarnation) }
-            state.links[peerID, default: 0] += 1
-            return state.update(state.windows[peerID]!) { window in
-                window.sender(incarnation: incarnation)
-                window.linkAdopted()
-                let (sequence, partial) = window.acknowledgement
-                return .ack(sequence, partial: partial)
-            }
+        eventLoop.preconditionInEventLoop()
+        let window = windows[peerID] ?? Window(incarnation: incarnation)
+        windows[peerID] = window
+        links[peerID, default: 0] += 1
+        return update(window) { window in
+            window.sender(incarnation: incarnation)
+            window.linkAdopted()
+            let (sequence, partial) = window.acknowledgement
+            return .ack(sequence, partial: partial)
         }
     }
 
     /// The sender's window, once a link of it was adopted: what its link passes to
     /// ``receive(_:in:from:incarnation:limit:)`` and ``acknowledgement(in:incarnation:)``.
     func window(of peerID: UUID) -> Window? {
-        state.withLockedValue { $0.windows[peerID] }
+        eventLoop.preconditionInEventLoop()
+        return windows[peerID]
     }
 
     /// An adopted link of the sender closed.
     func linkClosed(_ peerID: UUID) {
-        state.withLockedValue { state in
-            state.links[peerID, default: 1] -= 1
-            if state.links[peerID] == 0 { state.links[peerID] = nil }
-        }
+        eventLoop.preconditionInEventLoop()
+        links[peerID, default: 1] -= 1
+        if links[peerID] == 0 { links[peerID] = nil }
     }
 
     /// A reliable message, or a fragment of one, from the sender's `incarnation`; nil if the
@@ -103,47 +109,35 @@ final class ReceiveWindows: Sendable {
         incarnation: UInt64,
         limit: Int
     ) -> (verdict: ReceiveWindow.Verdict, abandoned: String?)? {
-        if case .data(let data) = message {
-            // A whole message, and nothing incomplete in the window: no other window's concern.
-            // (The name is made only for an error: formatting a UUID for every message was 2 % of a small one's cost.)
-            let received = window.state.withLockedValue {
-                window -> (verdict: ReceiveWindow.Verdict, abandoned: String?)?? in
-                guard window.incarnation == incarnation else { return .some(nil) }
-                guard window.reservedBytes == 0 else { return nil }
-                return .some(window.receive(data, from: "peer \(peerID)"))
+        eventLoop.preconditionInEventLoop()
+        guard window.state.incarnation == incarnation else { return nil }
+        // (The name is made only for an error: formatting a UUID for every message was 2 % of a small one's cost.)
+        switch message {
+        case .data(let data):
+            return update(window) { $0.receive(data, from: "peer \(peerID)") }
+        case .fragment(let fragment):
+            let needed = window.state.reservation(for: fragment)
+            if needed > 0, let refusal = makeRoom(needed, for: peerID, limit: limit) {
+                return (.invalid(refusal), nil)
             }
-            if let received { return received }
-        }
-        return state.withLockedValue { state in
-            guard window.state.withLockedValue({ $0.incarnation }) == incarnation else { return nil }
-            switch message {
-            case .data(let data):
-                return state.update(window) { $0.receive(data, from: "peer \(peerID)") }
-            case .fragment(let fragment):
-                let needed = window.state.withLockedValue { $0.reservation(for: fragment) }
-                if needed > 0, let refusal = Self.makeRoom(needed, for: peerID, limit: limit, in: &state) {
-                    return (.invalid(refusal), nil)
-                }
-                return state.update(window) { $0.receive(fragment, limit: limit, from: "peer \(peerID)") }
-            default:
-                return nil
-            }
+            return update(window) { $0.receive(fragment, limit: limit, from: "peer \(peerID)") }
+        default:
+            return nil
         }
     }
 
     /// Frees the memory of incomplete messages whose senders have no link, until `needed` more
     /// fits the budget; the error to refuse the message with if it still does not.
-    private static func makeRoom(_ needed: Int, for peerID: UUID, limit: Int, in state: inout State) -> MultipeerError?
-    {
-        let budget = budget(limit: limit)
-        guard state.reserved + needed > budget else { return nil }
-        for (other, window) in state.windows where other != peerID && state.links[other] == nil {
-            _ = state.update(window) { $0.releasePartialBytes() }
-            if state.reserved + needed <= budget { return nil }
+    private func makeRoom(_ needed: Int, for peerID: UUID, limit: Int) -> MultipeerError? {
+        let budget = Self.budget(limit: limit)
+        guard held + needed > budget else { return nil }
+        for (other, window) in windows where other != peerID && links[other] == nil {
+            _ = update(window) { $0.releasePartialBytes() }
+            if held + needed <= budget { return nil }
         }
         return MultipeerError(
             .messageTooLarge,
-            "peer \(peerID) began a message of \(needed) bytes while this side holds \(state.reserved) bytes of incomplete messages from peers sending now; all together may hold \(budget) (twice Limits.maximumMessageLength): the link is closed, and the peer sends it again on its next link"
+            "peer \(peerID) began a message of \(needed) bytes while this side holds \(held) bytes of incomplete messages from peers sending now; all together may hold \(budget) (twice Limits.maximumMessageLength): the link is closed, and the peer sends it again on its next link"
         )
     }
 
@@ -154,13 +148,9 @@ final class ReceiveWindows: Sendable {
 
     /// The same, in the sender's `window`.
     func acknowledgement(in window: Window, incarnation: UInt64) -> LinkMessage? {
-        window.state.withLockedValue { window in
-            guard window.incarnation == incarnation, window.unacknowledged > 0 else { return nil }
-            window.acknowledged()
-            return .ack(window.acknowledgement.sequence, partial: window.acknowledgement.partial)
-        }
+        eventLoop.preconditionInEventLoop()
+        guard window.state.incarnation == incarnation, window.state.unacknowledged > 0 else { return nil }
+        window.state.acknowledged()
+        return .ack(window.state.acknowledgement.sequence, partial: window.state.acknowledgement.partial)
     }
-
-    /// What all incomplete messages hold now (for tests).
-    var reservedBytes: Int { state.withLockedValue { $0.reserved } }
 }
