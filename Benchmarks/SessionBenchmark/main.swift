@@ -21,6 +21,8 @@
 //       (a byte stream through openStream -> incomingStreams alone, into bench-results/session-streams.json)
 //   .build/release/SessionBenchmark --mixed [--file-bytes 1073741824] [--stream-bytes 268435456] [--seconds N]
 //       (a 1 KiB message's latency while a file and a stream run on the same link, into bench-results/session-mixed.json)
+//   .build/release/SessionBenchmark --round-trips-alone pool|executors
+//       (the API's round trips alone, four runs of 5,000, each run's p50: for profiling or counting one way of running them)
 import BaselineSupport
 import BenchmarkSupport
 import Foundation
@@ -359,6 +361,14 @@ func baselineRate(_ size: Int, runs: Int = baselineRuns) throws -> BaselineRate 
     var rates: [Double] = []
     for _ in 0..<runs { rates.append(Double(count) / (try baseline.throughput(payload: size, count: count))) }
     return BaselineRate(payloadBytes: size, runs: rates)
+}
+
+if let mode = Bench.option("--round-trips-alone") {
+    for _ in 0..<4 {
+        let samples = await apiRoundTrips(count: 5_000, onExecutors: mode == "executors").sorted()
+        print(String(format: "API round trips (%@): p50 %.1f µs", mode, samples[samples.count / 2] / 1000))
+    }
+    exit(0)
 }
 
 if Bench.flag("--locks") {
