@@ -44,6 +44,23 @@ import Testing
         return machine
     }
 
+    /// The receive windows are their event loop's alone (every link of a session runs on one):
+    /// a call on the loop is answered, a call from another thread stops the process.
+    @Test func theReceiveWindowsAnswerOnlyOnTheirLoop() async throws {
+        let loop = NIOAsyncTestingEventLoop()
+        let windows = ReceiveWindows(on: loop)
+        let peer = UUID()
+        let adopted = try await loop.submit {
+            _ = windows.adopt(peer, incarnation: 1)
+            return windows.window(of: peer) != nil
+        }.get()
+        #expect(adopted)
+        await loop.shutdownGracefully()
+        await #expect(processExitsWith: .failure) {
+            _ = ReceiveWindows(on: NIOAsyncTestingEventLoop()).window(of: UUID())
+        }
+    }
+
     @Test func theFirstAckIsTheResumePointReportedOnceAndTheLaterOnesGoToTheDeliveryOnceAttached() {
         var machine = machine()
         guard case .reportResumePoint(4, nil) = machine.received(.ack(4, partial: nil)) else {
