@@ -145,12 +145,15 @@ import Testing
     /// breaks the protocol; DATA on a link of an incarnation the window no longer follows is
     /// dropped, unacknowledged.
     @Test func onlyAKeptLinkTakesThePeersReceiveWindow() async throws {
-        // (Both links on one loop, as a session's are.)
-        let loop = EmbeddedEventLoop()
-        let windows = ReceiveWindows(on: loop)
         let subscriptions = Subscriptions(limits: .init(), metrics: SessionMetrics(localName: "test"))
         let notes = subscriptions.messages(of: Note.self, named: "Note")
-        func link(incarnation: UInt64, identity: PeerIdentity) throws -> EmbeddedChannel {
+        /// A link on `loop`, delivering through `windows` (all on one loop, as a session's are).
+        func link(
+            incarnation: UInt64,
+            identity: PeerIdentity,
+            on loop: EmbeddedEventLoop,
+            _ windows: ReceiveWindows
+        ) throws -> EmbeddedChannel {
             let channel = EmbeddedChannel(
                 handler: DeliveryHandler(
                     inbox: Inbox(
@@ -177,10 +180,12 @@ import Testing
             channel.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)
             #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0), "the resume point")
         }
-        // The links' part, on this thread (an embedded channel's is the thread that made it).
+        // The links' part, on this thread (an embedded loop's is the thread that made it).
         do {
+            let loop = EmbeddedEventLoop()
+            let windows = ReceiveWindows(on: loop)
             let sender = PeerIdentity()
-            let first = try link(incarnation: 5, identity: sender)
+            let first = try link(incarnation: 5, identity: sender, on: loop, windows)
             defer { _ = try? first.finish(acceptAlreadyClosed: true) }
             try adopt(first)
             try first.writeInbound(try noteData(1))
@@ -189,7 +194,7 @@ import Testing
 
             // A second link of the same peer, not (yet) kept: its reliable DATA is a protocol error,
             // and the first link's window is untouched.
-            let early = try link(incarnation: 5, identity: sender)
+            let early = try link(incarnation: 5, identity: sender, on: loop, windows)
             defer { _ = try? early.finish(acceptAlreadyClosed: true) }
             #expect(try early.readOutbound(as: LinkMessage.self) == nil, "no resume point before the session keeps it")
             #expect {
@@ -199,7 +204,7 @@ import Testing
             #expect(try written(first) == [.ack(3)], "the window went on from 2")
 
             // A newer incarnation's link is kept: the window follows it, and the old link's DATA is dropped.
-            let newer = try link(incarnation: 6, identity: sender)
+            let newer = try link(incarnation: 6, identity: sender, on: loop, windows)
             defer { _ = try? newer.finish(acceptAlreadyClosed: true) }
             try adopt(newer)
             try first.writeInbound(try noteData(4))

@@ -11,13 +11,14 @@ import Testing
 @Suite struct LinkDeliveryTests {
     typealias Machine = LinkDeliveryStateMachine
     let peer = UUID()
-    let windows = ReceiveWindows(on: EmbeddedEventLoop())
     /// The peer's window the link follows once adopted.
     let window: ReceiveWindows.Window
     /// The sender's delivery its ACKs go to, once attached.
     let delivery: LinkDeliveryStateMachine.Attachment
 
     init() {
+        // (The windows and their embedded loop go here, on the thread that made them.)
+        let windows = ReceiveWindows(on: EmbeddedEventLoop())
         _ = windows.adopt(peer, incarnation: 7)
         window = windows.window(of: peer)!
         let limits = BufferLimits(maximumCount: 8, maximumBytes: 1 << 20)
@@ -42,23 +43,6 @@ import Testing
         machine.linkAdopted(window: window)
         if admitted { _ = machine.messagesAdmitted() }
         return machine
-    }
-
-    /// The receive windows are their event loop's alone (every link of a session runs on one):
-    /// a call on the loop is answered, a call from another thread stops the process.
-    @Test func theReceiveWindowsAnswerOnlyOnTheirLoop() async throws {
-        let loop = NIOAsyncTestingEventLoop()
-        let windows = ReceiveWindows(on: loop)
-        let peer = UUID()
-        let adopted = try await loop.submit {
-            _ = windows.adopt(peer, incarnation: 1)
-            return windows.window(of: peer) != nil
-        }.get()
-        #expect(adopted)
-        await loop.shutdownGracefully()
-        await #expect(processExitsWith: .failure) {
-            _ = ReceiveWindows(on: NIOAsyncTestingEventLoop()).window(of: UUID())
-        }
     }
 
     @Test func theFirstAckIsTheResumePointReportedOnceAndTheLaterOnesGoToTheDeliveryOnceAttached() {
@@ -226,4 +210,23 @@ import Testing
 extension LinkDeliveryStateMachine.Action {
     /// Whether the machine decided nothing to do.
     var isNone: Bool { if case .none = self { true } else { false } }
+}
+
+/// The receive windows are their event loop's alone (every link of a session runs on one): a
+/// call on the loop is answered, a call from another thread stops the process.
+@Suite struct ReceiveWindowsLoopTests {
+    @Test func theReceiveWindowsAnswerOnlyOnTheirLoop() async throws {
+        let loop = NIOAsyncTestingEventLoop()
+        let windows = ReceiveWindows(on: loop)
+        let peer = UUID()
+        let adopted = try await loop.submit {
+            _ = windows.adopt(peer, incarnation: 1)
+            return windows.window(of: peer) != nil
+        }.get()
+        #expect(adopted)
+        await loop.shutdownGracefully()
+        await #expect(processExitsWith: .failure) {
+            _ = ReceiveWindows(on: NIOAsyncTestingEventLoop()).window(of: UUID())
+        }
+    }
 }
