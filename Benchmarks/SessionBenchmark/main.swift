@@ -364,6 +364,12 @@ func baselineRate(_ size: Int, runs: Int = baselineRuns) throws -> BaselineRate 
 }
 
 if let mode = Bench.option("--round-trips-alone") {
+    guard mode == "pool" || mode == "executors" else {
+        FileHandle.standardError.write(
+            Data("SessionBenchmark: --round-trips-alone takes pool or executors, not '\(mode)'\n".utf8)
+        )
+        exit(64)
+    }
     for _ in 0..<4 {
         let samples = await apiRoundTrips(count: 5_000, onExecutors: mode == "executors").sorted()
         print(String(format: "API round trips (%@): p50 %.1f µs", mode, samples[samples.count / 2] / 1000))

@@ -61,7 +61,7 @@ extension MultipeerSession {
     /// application to read, in incomplete messages, in byte streams and in incoming files (for
     /// the simulator's check of `Limits.receiveBuffer`, `Limits.unsubscribedMessages`,
     /// `Limits.eventBuffer`, `Limits.maximumMessageLength` and the streams' and files' windows
-    /// at every step). Read from each holder (under its lock, or the receive windows' atomic copy), without
+    /// at every step). Read from each holder (under its lock, or the receive windows' atomic), without
     /// waiting for the session.
     package nonisolated var heldInMemory: HeldInMemory {
         var held = subscriptions.held

@@ -17,7 +17,7 @@ import Synchronization
 /// it runs there (a precondition), and no lock is taken. A whole DATA message costs its
 /// sender's window, found by the link when the session kept it (``window(of:)``), and that
 /// check. Only ``reserved`` is read from elsewhere (the simulator's check of memory, from any
-/// thread): an atomic copy, written on the loop when it changes.
+/// thread): an atomic, changed on the loop.
 final class ReceiveWindows: @unchecked Sendable {
     /// One sender's window (the windows' loop's alone).
     final class Window {
@@ -28,9 +28,7 @@ final class ReceiveWindows: @unchecked Sendable {
     private let eventLoop: any EventLoop
     private var windows: [UUID: Window] = [:]
     /// What every window's incomplete message holds, in all.
-    private var held = 0
-    /// ``held``, for reading from any thread.
-    private let heldCopy = Atomic<Int>(0)
+    private let held = Atomic<Int>(0)
     /// Adopted links open, per sender (a replaced link may close after its successor came).
     private var links: [UUID: Int] = [:]
 
@@ -41,7 +39,7 @@ final class ReceiveWindows: @unchecked Sendable {
 
     /// What the incomplete messages of all senders hold now (at most ``budget(limit:)``); read
     /// from any thread.
-    var reserved: Int { heldCopy.load(ordering: .relaxed) }
+    var reserved: Int { held.load(ordering: .relaxed) }
 
     /// All incomplete messages together, for a side that takes messages of at most `limit`.
     static func budget(limit: Int) -> Int { 2 * limit }
@@ -51,10 +49,7 @@ final class ReceiveWindows: @unchecked Sendable {
         let before = window.state.reservedBytes
         let result = change(&window.state)
         let delta = window.state.reservedBytes - before
-        if delta != 0 {
-            held += delta
-            heldCopy.store(held, ordering: .relaxed)
-        }
+        if delta != 0 { held.add(delta, ordering: .relaxed) }
         return result
     }
 
@@ -130,14 +125,14 @@ final class ReceiveWindows: @unchecked Sendable {
     /// fits the budget; the error to refuse the message with if it still does not.
     private func makeRoom(_ needed: Int, for peerID: UUID, limit: Int) -> MultipeerError? {
         let budget = Self.budget(limit: limit)
-        guard held + needed > budget else { return nil }
+        guard reserved + needed > budget else { return nil }
         for (other, window) in windows where other != peerID && links[other] == nil {
             _ = update(window) { $0.releasePartialBytes() }
-            if held + needed <= budget { return nil }
+            if reserved + needed <= budget { return nil }
         }
         return MultipeerError(
             .messageTooLarge,
-            "peer \(peerID) began a message of \(needed) bytes while this side holds \(held) bytes of incomplete messages from peers sending now; all together may hold \(budget) (twice Limits.maximumMessageLength): the link is closed, and the peer sends it again on its next link"
+            "peer \(peerID) began a message of \(needed) bytes while this side holds \(reserved) bytes of incomplete messages from peers sending now; all together may hold \(budget) (twice Limits.maximumMessageLength): the link is closed, and the peer sends it again on its next link"
         )
     }
 
