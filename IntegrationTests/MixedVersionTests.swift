@@ -100,10 +100,10 @@ import Testing
         }
     }
 
-    /// A session that declares nothing reads every type: it announces no list, and holds what
-    /// nothing subscribed to yet, as before types were announced.
+    /// A session that declares nothing lists no types in its HELLO, and says it takes TYPES
+    /// (bit 3), so that a peer that declares tells it of its subscriptions.
     @Test(.scaledTimeLimit(minutes: 1))
-    func aSessionThatDeclaresNothingAnnouncesNothing() async throws {
+    func aSessionThatDeclaresNothingListsNothingAndTakesTypes() async throws {
         let session = MultipeerSession(
             configuration: .test("current", discovery: .staticPeers([])),
             identity: PeerIdentity()
@@ -114,6 +114,71 @@ import Testing
             let raw = try await RawPeer(port: try await events.listeningPort())
             let hello = try Hello(decoding: try #require(try await collect(raw.frames) { !$0.isEmpty }.first).value)
             #expect(hello.reads == nil)
+            #expect(hello.features.contains(.takesTypes))
+            await raw.close()
+        }
+    }
+
+    /// A peer of 0.9.0, spoken by hand as it speaks (no bit 2 or 3: it takes no TYPES), beside a
+    /// session that declares nothing: 300 reliable messages of a type the session never reads,
+    /// then a `Note` it reads. The session holds 256 for a first subscriber and refuses the other
+    /// 44 (each acknowledged, then REJECTed, as 0.9.0 reports them), never stopping the link:
+    /// the `Note` arrives. It sends the 0.9.0 peer no TYPES, a frame that peer never asked for.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aPeerOf090SendingAnUnreadTypeNeverStallsASessionThatDeclaresNothing() async throws {
+        let patient = KeepaliveParameters(interval: .seconds(60), timeout: .seconds(600))
+        let session = MultipeerSession(
+            configuration: .test("current", discovery: .staticPeers([]), keepalive: patient),
+            identity: PeerIdentity()
+        )
+        let events = EventLog(session.events)
+        let notes = session.messages(of: Note.self)
+        try await whileRunning([session]) {
+            let raw = try await RawPeer(port: try await events.listeningPort())
+            _ = try await collect(raw.frames) { !$0.isEmpty }  // its HELLO
+            let identity = PeerIdentity()
+            try await raw.send(
+                try await raw.hello(
+                    claiming: identity.peerID,
+                    signedBy: identity,
+                    incarnation: 1,
+                    name: "release 0.9.0",
+                    keepalive: patient
+                )
+            )
+            try await raw.send(.ack(0))
+            _ = try await collect(raw.frames) { $0.last?.type == .ack }
+            for first in stride(from: 1, through: 300, by: 50) {
+                try await raw.send(
+                    contentsOf: try (first..<first + 50).map { try Self.data(UInt64($0), "Weather", "\($0)") }
+                )
+            }
+            try await raw.send(try Self.data(301, "Note", "after"))
+
+            let received = try await collect(notes) { !$0.isEmpty }
+            #expect(received.first?.message == Note(text: "after"))
+            let answers = try await collect(raw.frames) { frames in
+                let messages = frames.compactMap { try? LinkMessage(frame: $0) }
+                return messages.count { if case .reject = $0 { true } else { false } } >= 44
+                    && messages.contains { if case .ack(let sequence, _) = $0 { sequence >= 301 } else { false } }
+            }
+            let messages = answers.compactMap { try? LinkMessage(frame: $0) }
+            let rejected = messages.compactMap { if case .reject(let rejection) = $0 { rejection } else { nil } }
+            #expect(rejected.map(\.sequence) == Array(257...300), "the 44 beyond the 256 held, in order")
+            #expect(
+                rejected.allSatisfy { $0.typeName == "Weather" && $0.reason.contains("does not read messages of type") }
+            )
+            #expect(!answers.contains { $0.type == .types }, "no TYPES to a peer that takes none")
+            let seen = try await events.wait { events in
+                events.contains {
+                    if case .messageNotRead("Weather", let peer) = $0 { peer.id == identity.peerID } else { false }
+                }
+            }
+            #expect(!seen.contains { if case .peerLeft = $0 { true } else { false } }, "the link stayed up")
+            #expect(
+                !seen.contains { if case .heldMessagesFull = $0 { true } else { false } },
+                "no hold stopped the link"
+            )
             await raw.close()
         }
     }

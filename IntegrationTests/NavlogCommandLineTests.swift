@@ -10,6 +10,21 @@ import Testing
         try await runProcess(NavlogHost.binary, arguments, environment: environment)
     }
 
+    /// The multi-host suite takes navlog-sync's path as a user types it, relative to where they
+    /// are: it makes it absolute before anything (the hosts run it from their namespaces), and
+    /// refuses at once, naming the path it looked at, when nothing runnable is there. (Before, a
+    /// relative path failed every scenario in nsenter, each reported as a host that never joined.)
+    @Test func theHostSuiteTakesARelativeBinaryPathFromWhereItIsRun() async throws {
+        let suite = URL(fileURLWithPath: NavlogHost.binary).deletingLastPathComponent()
+            .appendingPathComponent("navlog-hosts").path
+        let relative = "no-such-build/debug/navlog-sync"
+        let result = try await runProcess(suite, ["--binary", relative, "--only", "freeze"])
+        let absolute = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
+            .appendingPathComponent(relative).standardizedFileURL.path
+        #expect(result.status == 2, "\(result.output)")
+        #expect(result.output.contains("navlog-sync is not at \(absolute):"), "\(result.output)")
+    }
+
     @Test func keygenWritesAPrivateKeyAndNeverOverwritesOne() async throws {
         let workspace = try await NavlogWorkspace()
         var info = stat()

@@ -75,6 +75,11 @@ final class RawPeer: Sendable {
 
     /// Writes messages inside TLS.
     func send(_ messages: LinkMessage...) async throws {
+        try await send(contentsOf: messages)
+    }
+
+    /// Writes messages inside TLS, in one write.
+    func send(contentsOf messages: [LinkMessage]) async throws {
         var bytes = ByteBuffer()
         for message in messages { message.writeFrame(to: &bytes) }
         try await send(bytes)

@@ -295,6 +295,10 @@ final class SimulationRun: @unchecked Sendable {
         configuration.roster = roster()
         configuration.resourceDirectory = directory
         configuration.limits = Self.limits
+        // Declared: an application that may subscribe to a type seconds late, with more of it
+        // coming meanwhile than a hold takes, declares it, so that nothing of it is refused
+        // (the hold stops the links instead, which is what these worlds check).
+        configuration.messageTypes = [Cargo.self, Notice.self]
         // What happened is in the trace; the sessions' logs mostly repeat it (--log-level).
         configuration.logger.logLevel = plan.logLevel
         return configuration
@@ -402,7 +406,7 @@ final class SimulationRun: @unchecked Sendable {
         node.host.start(session)
         let (ledger, world, name) = (ledger, world, node.host.name)
         // Now and then an application subscribes to a type only a while after its session
-        // started: what comes of it meanwhile is held for it.
+        // started: what comes of it meanwhile is held for it (it declared the type).
         if random.chance(0.25) {
             node.readers["Notice"]!.close()
             world.record("its application subscribes to Notice late", on: node.host)

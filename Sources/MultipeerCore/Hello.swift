@@ -43,10 +43,14 @@ package struct Hello: Hashable, Sendable {
     /// What the sender takes beyond messages (``Features``); empty in a HELLO without the field.
     /// The bit of ``Features/messageTypes`` is not kept here: ``reads`` says it.
     package var features: Features = []
-    /// The message types the sender's application reads, if it says (``Features/messageTypes``):
-    /// a peer sends it no other type. Nil: it reads every type (an earlier release, or an
-    /// application that declared none).
+    /// The message types the sender's application reads, if it lists them (``Features/messageTypes``):
+    /// a peer sends it no other type. Nil: it reads every type, as far as its HELLO says (a
+    /// TYPES may say otherwise later).
     package var reads: MessageTypeList?
+
+    /// Whether the sender takes TYPES (``Features/takesTypes``, or a list of its own in HELLO):
+    /// a side tells it when what it reads changes.
+    package var takesTypes: Bool { features.contains(.takesTypes) || reads != nil }
 
     /// What a side takes beyond messages, a bit each (docs/PROTOCOL.md, 3).
     package struct Features: OptionSet, Hashable, Sendable {
@@ -56,11 +60,15 @@ package struct Hello: Hashable, Sendable {
         package static let resources = Features(rawValue: 1)
         /// Streams: ordered byte streams both ways, resumed across links (STREAM_ frames, 3d).
         package static let streams = Features(rawValue: 2)
-        /// Message types: the message types the sender reads follow the features field, and
-        /// TYPES frames announce them anew (3e). Set exactly when ``Hello/reads`` is not nil.
+        /// Message types: the list of the message types the sender reads (only those) follows
+        /// the features field (3e). Set exactly when ``Hello/reads`` is not nil.
         package static let messageTypes = Features(rawValue: 4)
+        /// Takes TYPES: the sender keeps to the message types a peer says it reads, so a peer
+        /// tells it with TYPES whenever what it reads changes (3e). A side that sets
+        /// ``messageTypes`` is taken to set this too.
+        package static let takesTypes = Features(rawValue: 8)
         /// Every feature this version knows.
-        package static let known: Features = [.resources, .streams, .messageTypes]
+        package static let known: Features = [.resources, .streams, .messageTypes, .takesTypes]
     }
 
     /// The sender's signature (``signed(exporter:side:sign:)``); empty until signed.

@@ -96,9 +96,8 @@ package enum LinkMessage: Hashable, Sendable {
     indirect case streamData(StreamData)
     /// A stream ended before both its directions finished.
     indirect case streamEnd(StreamEnd)
-    /// The message types the sender's application reads from now on (docs/PROTOCOL.md 3e); nil:
-    /// every type.
-    indirect case types(MessageTypeList?)
+    /// The message types the sender's application reads from now on (docs/PROTOCOL.md 3e).
+    indirect case types(MessageTypesRead)
     /// A frame type this version does not know; receivers ignore it.
     case unknown(FrameType)
 
@@ -279,14 +278,9 @@ extension LinkMessage {
             try Self.expectEnd(of: value, .streamEnd)
             self = .streamEnd(StreamEnd(id: id, reason: StreamEndReason(rawValue: reason), text: text))
         case .types:
-            // An empty value: every type; else the list as HELLO carries it.
-            guard value.readableBytes > 0 else {
-                self = .types(nil)
-                return
-            }
-            let list = try MessageTypeList(decoding: &value, in: .types)
+            let reads = try MessageTypesRead(decoding: &value)
             try Self.expectEnd(of: value, .types)
-            self = .types(list)
+            self = .types(reads)
         default:
             self = .unknown(frame.type)
         }
@@ -409,8 +403,8 @@ extension LinkMessage {
             buffer.writeUUID(end.id)
             buffer.writeInteger(end.reason.rawValue)
             buffer.writeShortText(end.text)
-        case .types(let list):
-            list?.encode(into: &buffer)
+        case .types(let reads):
+            reads.encode(into: &buffer)
         case .unknown:
             break
         }

@@ -4,8 +4,7 @@ package import NIOCore
 /// a later TYPES frame announced them (docs/PROTOCOL.md, 3e). A peer that announces a list is
 /// sent no message of another type: the sender refuses it to its own application instead.
 ///
-/// A peer that announces none (an earlier release, or an application that declared nothing)
-/// reads every type; that is `nil` where a list is optional.
+/// A list is read as ``MessageTypesRead``: only these types, or every type but these.
 package struct MessageTypeList: Hashable, Sendable, CustomStringConvertible {
     /// The most bytes the list takes on the wire, its count included: it travels in HELLO,
     /// whose value is at most 16,384 bytes in all (``Hello/maximumLength``).
@@ -33,11 +32,21 @@ package struct MessageTypeList: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// No type.
+    package static let empty = try! MessageTypeList([])
+
     package func contains(_ name: String) -> Bool { names.contains(name) }
 
     /// The same list with `name` added, if it still fits.
     package func adding(_ name: String) throws -> MessageTypeList {
         try MessageTypeList(names.union([name]))
+    }
+
+    /// The same list without `name`.
+    package func removing(_ name: String) -> MessageTypeList {
+        var list = self
+        list.names.remove(name)
+        return list
     }
 
     /// The bytes the list takes on the wire: a count, then each name as a String8.

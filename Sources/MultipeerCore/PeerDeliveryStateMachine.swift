@@ -125,8 +125,8 @@ package struct PeerDeliveryStateMachine: Sendable {
     /// The largest message the peer takes in fragments, as its latest HELLO said; nil if it
     /// takes no fragments (then a message must fit one frame).
     package private(set) var messageLimit: Int?
-    /// The message types the peer reads, as its latest HELLO or TYPES said; nil: every type.
-    package private(set) var reads: MessageTypeList?
+    /// The message types the peer reads, as its latest HELLO or TYPES said.
+    package private(set) var reads = MessageTypesRead.every
     /// The type names a broadcast skipped on the current link, each reported once.
     private var skipsReported: Set<String> = []
     private var waiters: [WaiterID: Waiter] = [:]
@@ -175,14 +175,13 @@ package struct PeerDeliveryStateMachine: Sendable {
     // MARK: Links
 
     /// The peer is active on `id` now (its HELLO named `incarnation`, `frameLimit` and, if it
-    /// takes fragments, `messageLimit`; the link said the peer `reads` those message types,
-    /// nil: every type).
+    /// takes fragments, `messageLimit`; the link said the peer `reads` those message types).
     package mutating func linkUp(
         _ id: LinkID,
         incarnation: UInt64,
         frameLimit: Int,
         messageLimit: Int? = nil,
-        reads: MessageTypeList? = nil
+        reads: MessageTypesRead = .every
     ) {
         if case .forgotten(gaveMessages: true) = presence {
             // A forgotten peer's resume point is kept even with nothing to send: the next
@@ -209,10 +208,10 @@ package struct PeerDeliveryStateMachine: Sendable {
     }
 
     /// The peer's application reads the message types `reads` from now on (a TYPES frame on
-    /// link `id`; nil: every type). Ignored on a link that is not the peer's. What the outbox
-    /// holds goes as it is: a peer adds types as its application subscribes, and a message it
-    /// does not read after all is refused there, where its sender hears of it (REJECT).
-    package mutating func peerReads(_ reads: MessageTypeList?, on id: LinkID) -> [Action] {
+    /// link `id`, which replaces what the link said before). Ignored on a link that is not the
+    /// peer's. What the outbox holds goes as it is: a message the peer no longer reads is
+    /// refused there, where its sender hears of it (REJECT).
+    package mutating func peerReads(_ reads: MessageTypesRead, on id: LinkID) -> [Action] {
         guard link?.id == id else { return [] }
         self.reads = reads
         return [.wakeSenders]
@@ -360,22 +359,29 @@ package struct PeerDeliveryStateMachine: Sendable {
     /// Why the peer would refuse `message`, if it would (``checkFits(_:localLimits:)``).
     private static func unfit(
         _ message: DataMessage,
-        reads: MessageTypeList?,
+        reads: MessageTypesRead,
         frameLimit: Int?,
         messageLimit: Int?
     ) -> Unfit? {
-        if let reads, !reads.contains(message.typeName) { return .notRead }
+        if !reads.contains(message.typeName) { return .notRead }
         if let messageLimit { return message.payload.readableBytes <= messageLimit ? nil : .tooLarge }
         return frameLimit.map { message.frameLength <= $0 } ?? true ? nil : .tooLarge
     }
 
     /// Why a message of `typeName` is refused: the peer said which types it reads.
     private func notRead(_ typeName: String) -> MultipeerError {
-        let list = reads.map { $0.names.isEmpty ? "none" : $0.description } ?? ""
-        return MultipeerError(
-            .messageTypeNotRead,
-            "peer \(peerID) does not read messages of type \"\(typeName)\" (it reads: \(list.prefix(400))): it runs a build of the application that does not know them. Send it what it reads, or upgrade it"
-        )
+        switch reads {
+        case .only:
+            MultipeerError(
+                .messageTypeNotRead,
+                "peer \(peerID) does not read messages of type \"\(typeName)\" (it reads: \(reads.description.prefix(400))): it runs a build of the application that does not know them. Send it what it reads, or upgrade it"
+            )
+        case .allBut:
+            MultipeerError(
+                .messageTypeNotRead,
+                "peer \(peerID) does not read messages of type \"\(typeName)\": nothing there subscribes to the type, and it refused those beyond what it holds for a first subscriber. It is sent them again once its application subscribes to the type (a build that reads it)"
+            )
+        }
     }
 
     /// Whether a broadcast that skips the peer for a message of `typeName` is the first to on
@@ -470,7 +476,7 @@ package struct PeerDeliveryStateMachine: Sendable {
         if unfit == .notRead {
             return MultipeerError(
                 .messageTypeNotRead,
-                "peer \(peerID) came back reading other message types (\((reads?.description ?? "").prefix(400))), not this message's; it was dropped from the outbox"
+                "peer \(peerID) came back reading other message types (\(reads.description.prefix(400))), not this message's; it was dropped from the outbox"
             )
         }
         let limits =
@@ -497,7 +503,7 @@ package struct PeerDeliveryStateMachine: Sendable {
         outbox = nil
         frameLimit = nil
         messageLimit = nil
-        reads = nil
+        reads = .every
         flushingLink = nil
         let forgotten = MultipeerError(
             .peerAway,

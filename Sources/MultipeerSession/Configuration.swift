@@ -76,12 +76,17 @@ extension MultipeerSession {
         /// peer of an earlier release is refused as it arrives (its sender is told with REJECT,
         /// and this application with ``SessionEvent/messageNotRead(typeName:from:)``), never held.
         /// Messages of a declared type that arrive before anything subscribes to it (a program
-        /// starting) are held for the first subscriber, within ``Limits/unsubscribedMessages``.
+        /// starting) are held for the first subscriber, within ``Limits/unsubscribedMessages``,
+        /// and never refused: a full hold stops the links that bring more, as a full stream does.
         ///
-        /// Without a declaration, a peer cannot tell "not yet subscribed" from "never read", so
-        /// every type is held for a first subscriber, and messages of a type this build never
-        /// reads fill a hold and stop the link that brings them. Declare the types when peers
-        /// may run other builds (a fleet upgrading one device at a time):
+        /// Without a declaration, the session cannot tell "not yet subscribed" from "never
+        /// read": it holds a type nothing subscribes to within ``Limits/unsubscribedMessages``
+        /// and ``Limits/maximumUnsubscribedTypes``, never stopping a link for it, refuses what
+        /// comes beyond (its sender is told), and tells its peers of this release, which stop
+        /// sending the type until the application subscribes to it. So a type nobody reads never
+        /// holds up those that are read, with or without a declaration. Declare the types when
+        /// more of a type than the bound may come before your application subscribes to it, or
+        /// when peers may run other builds (a fleet upgrading one device at a time):
         ///
         /// ```swift
         /// struct Waypoint: Codable, Sendable { var name: String }
@@ -247,13 +252,17 @@ extension MultipeerSession {
         /// 64 KiB) and the rest of one frame, per link.
         public var receiveBuffer: BufferLimits
         /// What is held, per message type name, for a first subscriber when a message arrives
-        /// that nobody subscribed to: default 256 messages or 1 MiB. A full hold is a full
-        /// stream: the links that bring more stop reading until something subscribes to the
-        /// type (``SessionEvent/heldMessagesFull(typeName:from:)``); nothing held is dropped.
+        /// that nobody subscribed to: default 256 messages or 1 MiB. The full hold of a type the
+        /// application reads (declared, or subscribed to once) is a full stream: the links that
+        /// bring more stop reading until something subscribes to the type
+        /// (``SessionEvent/heldMessagesFull(typeName:from:)``). Of any other type, what comes
+        /// beyond is refused (``SessionEvent/messageNotRead(typeName:from:)``; its sender is
+        /// told). Nothing held is dropped.
         public var unsubscribedMessages: BufferLimits
         /// How many type names at most have messages held for a first subscriber. Default 16;
-        /// a message of one more name nobody subscribed to is held too, but stops its link at
-        /// once, until something subscribes to its type.
+        /// a message of one more name nobody subscribed to is refused, unless the application
+        /// reads its type: then it is held too, but stops its link at once, until something
+        /// subscribes to its type.
         public var maximumUnsubscribedTypes: Int
         /// The events each ``MultipeerSession/events`` stream holds for a slow reader. Default
         /// 1,024; beyond it the oldest `.stats` go first (``SessionEvent/eventsDropped(count:)``).

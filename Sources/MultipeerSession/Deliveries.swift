@@ -44,7 +44,7 @@ final class Deliveries: Sendable {
     }
 
     /// The peer is active on `link` (both sides admitted it), reading the message types `reads`.
-    func bind(_ link: PeerLink, reads: MessageTypeList?) {
+    func bind(_ link: PeerLink, reads: MessageTypesRead) {
         make(for: link.peerID).attach(link, reads: reads)
     }
 

@@ -89,7 +89,7 @@ extension MultipeerSession {
 
     /// The peer is active on `link`: its delivery holds it from now on (the one record of it),
     /// and its resources and streams go on it.
-    func bind(_ link: PeerLink, reads: MessageTypeList?) {
+    func bind(_ link: PeerLink, reads: MessageTypesRead) {
         deliveries.bind(link, reads: reads)
         inbox.resources.linkUp(link)
         inbox.streams.linkUp(link)
@@ -140,29 +140,29 @@ extension MultipeerSession {
 
 extension MultipeerSession {
     /// Tells every link's peer that takes TYPES the message types this session reads, where
-    /// they changed since it was last told (an application's subscription extended them): on
-    /// the actor, as links are taken in, so a link taken in after its HELLO was made hears of
-    /// a subscription made in between.
+    /// they changed since it was last told (an application's subscription extended them, or a
+    /// type was refused): on the actor, as links are taken in, so a link taken in after its
+    /// HELLO was made hears of what changed in between.
     func announceMessageTypes() {
         guard let running else { return }
         let reads = subscriptions.reads
-        for (id, handle) in running.links where handle.peerAnnounces && handle.announced != reads {
-            running.links[id]?.announced = reads
-            handle.channel.writeAndFlush(LinkMessage.types(reads), promise: nil)
-            if reads == nil {
+        for (id, handle) in running.links where handle.peerTakesTypes && handle.announced != reads {
+            if case .only = handle.announced, case .allBut = reads {
                 logger.notice(
-                    "the message types subscribed to no longer fit in HELLO: this session reads every type from now on",
+                    "the message types subscribed to no longer fit in a list: this session holds other types for a first subscriber from now on, as one that declares none",
                     metadata: [
                         "multipeer.link": "\(id.rawValue)",
                         "multipeer.limit": "\(MessageTypeList.maximumEncodedLength) bytes",
                     ]
                 )
             }
+            running.links[id]?.announced = reads
+            handle.channel.writeAndFlush(LinkMessage.types(reads), promise: nil)
         }
     }
 
     /// The peer says on link `id` which message types it reads from now on (TYPES).
-    func peerReads(_ types: MessageTypeList?, on id: LinkID, by peerID: UUID) {
+    func peerReads(_ types: MessageTypesRead, on id: LinkID, by peerID: UUID) {
         guard running?.links[id] != nil else { return }
         running?.links[id]?.peerReads = types
         deliveries[peerID]?.peerReads(types, on: id)

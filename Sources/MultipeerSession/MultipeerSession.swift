@@ -562,8 +562,8 @@ public actor MultipeerSession {
                 writer: LinkWriter(id: id, channel: connection.nioChannel, offload: environment.offload),
                 quality: connection.quality,
                 announced: connection.announced,
-                peerReads: connection.remoteHello.reads,
-                peerAnnounces: connection.remoteHello.reads != nil
+                peerReads: MessageTypesRead(hello: connection.remoteHello.reads),
+                peerTakesTypes: connection.remoteHello.takesTypes
             )
             // Made now, not when the peer joins: a send that finds it refusing waits on it for the join.
             _ = deliveries.make(for: connection.remoteHello.peerID)

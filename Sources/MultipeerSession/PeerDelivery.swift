@@ -198,8 +198,8 @@ final class PeerDelivery: LinkSource {
 
     /// The peer is active on `link` (both sides admitted it): delivery goes on it once its
     /// resume point is applied (``acknowledged(through:partial:on:)``). The peer reads the
-    /// message types `reads` (as the link last said; nil: every type).
-    func attach(_ link: PeerLink, reads: MessageTypeList?) {
+    /// message types `reads` (as the link last said).
+    func attach(_ link: PeerLink, reads: MessageTypesRead) {
         let hello = link.hello
         _ = withState { state in
             state.link = link
@@ -216,7 +216,7 @@ final class PeerDelivery: LinkSource {
     }
 
     /// The peer reads the message types `reads` from now on, as its link `id` said (TYPES).
-    func peerReads(_ reads: MessageTypeList?, on id: LinkID) {
+    func peerReads(_ reads: MessageTypesRead, on id: LinkID) {
         _ = withState { ((), $0.machine.peerReads(reads, on: id)) }
     }
 

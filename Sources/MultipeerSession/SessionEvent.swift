@@ -60,19 +60,24 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
     /// it is held for the first subscriber, within ``MultipeerSession/Limits/unsubscribedMessages``.
     /// Reported once per type name: a name no program here uses shows up this way.
     case messageHeld(typeName: String, from: Peer)
-    /// The messages held for the first subscriber of `typeName` reached
-    /// ``MultipeerSession/Limits/unsubscribedMessages`` (or the name is one more than
-    /// ``MultipeerSession/Limits/maximumUnsubscribedTypes`` allows to hold): as with a full
-    /// stream, the links bringing more of them stop reading, and their senders wait, until
-    /// something subscribes to the type. Nothing held is dropped. Reported each time the hold
-    /// fills; the `multipeer_holds_full_total` metric counts them.
+    /// The messages held for the first subscriber of `typeName`, a type this application reads
+    /// (declared, or subscribed to once), reached ``MultipeerSession/Limits/unsubscribedMessages``
+    /// (or the name is one more than ``MultipeerSession/Limits/maximumUnsubscribedTypes`` allows
+    /// to hold): as with a full stream, the links bringing more of them stop reading, and their
+    /// senders wait, until something subscribes to the type. Nothing held is dropped. (A type
+    /// not known to be read never stops a link: beyond the bound it is refused,
+    /// ``messageNotRead(typeName:from:)``.) Reported each time the hold fills; the
+    /// `multipeer_holds_full_total` metric counts them.
     case heldMessagesFull(typeName: String, from: Peer)
-    /// A message of a type this session does not read arrived from a peer that sent it without
-    /// knowing (a peer of a release before the types read were announced): it was refused, not
-    /// held, and if it came reliably its sender was told (the peer's
-    /// ``messageRejected(by:typeName:sequence:reason:)``). Only a session that declares the
-    /// types it reads (``MultipeerSession/Configuration/messageTypes``) refuses messages so.
-    /// Reported once per type name (at most 256 names); the `multipeer_messages_not_read_total`
+    /// A message of a type this session does not read arrived, from a peer that sent it before
+    /// it knew (or a peer of 0.9.0 or earlier, which never knows): it was refused, not held, and
+    /// if it came reliably its sender was told (the peer's
+    /// ``messageRejected(by:typeName:sequence:reason:)``). A session that declares the types it
+    /// reads (``MultipeerSession/Configuration/messageTypes``) refuses every other type; one
+    /// that declares nothing refuses a type nothing subscribes to once it holds as many of it,
+    /// or of types, as ``MultipeerSession/Limits`` allows, until the application subscribes to
+    /// it. Its peers of this release are told, and send no more of it. Reported once per peer
+    /// and type name (for at most 256 such pairs); the `multipeer_messages_not_read_total`
     /// metric counts every one.
     case messageNotRead(typeName: String, from: Peer)
     /// A ``MultipeerSession/broadcast(_:delivery:)`` did not go to this peer, which would refuse

@@ -17,16 +17,15 @@ import Synchronization
 /// subscribers' streams keep their order: their readers wait for it). A payload that does not
 /// decode is reported as it fails, and skipped; if it came reliably, its sender is told too
 /// (REJECT, through `rejected`), since the sender had its acknowledgement. A message of a type nobody subscribed
-/// to yet is held for the first subscriber: a hold is a stream without a reader yet, bounded by
-/// `Limits.unsubscribedMessages` per type name and `Limits.maximumUnsubscribedTypes` names. A
-/// full hold stops the links that fill it, as a full stream does, until the first subscriber
-/// comes: nothing the session acknowledged is ever dropped.
-///
-/// When the application declared the types it reads (`Configuration.messageTypes`), they are
-/// the session's list of types read, which every subscription to another name extends (and
-/// `announce` tells the session, which tells its peers). A message of a type off the list is
-/// not held: it is refused as it arrives, and its sender told (REJECT), since a peer that
-/// knows the list never sends it.
+/// to yet is held for the first subscriber, or refused, as ``MessageTypesStateMachine`` decides:
+/// a hold is a stream without a reader yet, bounded by `Limits.unsubscribedMessages` per type
+/// name and `Limits.maximumUnsubscribedTypes` names. The hold of a type the application reads
+/// (declared, or subscribed to once) stops the links that fill it, as a full stream does, until
+/// the first subscriber comes; a type on trial (a session that declared nothing) takes no more
+/// than the bound, and what comes beyond is refused. A refused message counts as delivered,
+/// and its sender is told (REJECT); what the session reads changes, and `announce` tells the
+/// session, which tells its peers (TYPES). Nothing the session acknowledged is ever dropped
+/// unsaid.
 final class Subscriptions: Sendable {
     /// A message in a subscriber's buffer: to decode, decoded, or being decoded.
     enum Decoded: Sendable {
@@ -66,7 +65,8 @@ final class Subscriptions: Sendable {
         var decodings: [Decoding] = []
         var held = CircularBuffer<(peer: Peer, sequence: UInt64, payload: ByteBuffer)>()
         var heldBytes = 0
-        /// Held beyond `Limits.maximumUnsubscribedTypes` names: full from its first message.
+        /// Of a type read, held beyond `Limits.maximumUnsubscribedTypes` names: full from its
+        /// first message.
         var beyondTypeLimit = false
         /// The links a full hold stopped (their readers' calls for room): they read again once
         /// the first subscriber has room for what was held.
@@ -89,16 +89,22 @@ final class Subscriptions: Sendable {
         var port: Int?
         var active: [UUID: Peer] = [:]
         var available: [UUID: AvailablePeer] = [:]
-        /// The message types read, declared and subscribed to; nil: every type.
-        var reads: MessageTypeList?
-        /// The type names reported refused (``SessionEvent/messageNotRead(typeName:from:)``),
-        /// each once, at most ``maximumNotReadReports``.
-        var notReadReported: Set<String> = []
+        /// The message types read, and what becomes of one nothing subscribes to.
+        var types: MessageTypesStateMachine
+        /// The peers and type names reported refused (``SessionEvent/messageNotRead(typeName:from:)``),
+        /// each pair once, at most ``maximumNotReadReports``.
+        var notReadReported: Set<NotRead> = []
     }
 
-    /// How many type names refused for not being read are reported one by one; later ones are
-    /// counted by the metric and told to their senders (REJECT) only, so a peer sending many
-    /// names cannot grow this session's memory.
+    /// A type name refused from a peer.
+    private struct NotRead: Hashable {
+        var peer: UUID
+        var typeName: String
+    }
+
+    /// How many pairs of a peer and a type name refused for not being read are reported one by
+    /// one; later ones are counted by the metric and told to their senders (REJECT) only, so
+    /// peers sending many names cannot grow this session's memory.
     static let maximumNotReadReports = 256
 
     let limits: MultipeerSession.Limits
@@ -147,14 +153,11 @@ final class Subscriptions: Sendable {
         self.metrics = metrics
         self.rejected = rejected
         self.announce = announce
-        var state = State()
-        state.reads = reads
-        self.state = NIOLockedValueBox(state)
+        self.state = NIOLockedValueBox(State(types: MessageTypesStateMachine(declared: reads)))
     }
 
-    /// The message types this session reads now, declared and subscribed to (nil: every
-    /// type): what its HELLO and TYPES frames announce.
-    var reads: MessageTypeList? { state.withLockedValue { $0.reads } }
+    /// The message types this session reads now: what its HELLO and TYPES frames announce.
+    var reads: MessageTypesRead { state.withLockedValue { $0.types.reads } }
 
     // MARK: Events
 
@@ -237,9 +240,8 @@ final class Subscriptions: Sendable {
                 return ([], false)
             }
             changes.add(1, ordering: .releasing)
-            // A name off the declared list joins it (or, past the list's limit, every type is read).
-            let extended = state.reads.map { !$0.contains(typeName) } ?? false
-            if extended { state.reads = try? state.reads!.adding(typeName) }
+            // Read from now on: a name off the declared list joins it, a refused one is read again.
+            let extended = state.types.subscribed(typeName)
             var topic = state.topics[typeName, default: Topic()]
             if let index = topic.decodings.firstIndex(where: { $0.type == key }) {
                 topic.decodings[index].subscribers[id] = subscriber
@@ -310,8 +312,9 @@ final class Subscriptions: Sendable {
         enum Plan {
             case decode([Decoding])
             case held(full: Bool, reports: [SessionEvent])
-            /// Of a type this session does not read (it reads `reads`): refused (reported if this is the first).
-            case notRead(reads: MessageTypeList, report: Bool)
+            /// Of a type this session does not read: refused, for `reason` (reported if this is the
+            /// first from the peer; `announce`: what the session reads changed).
+            case notRead(reason: String, report: Bool, announce: Bool)
         }
         let cost = message.payload.readableBytes
         let plan: Plan
@@ -323,13 +326,28 @@ final class Subscriptions: Sendable {
                 if let decodings = state.topics[message.typeName]?.decodings, !decodings.isEmpty {
                     return (.decode(decodings), count)
                 }
-                if let reads = state.reads, !reads.contains(message.typeName) {
+                let topic = state.topics[message.typeName]
+                let verdict = state.types.unsubscribed(
+                    message.typeName,
+                    hold: MessageTypesStateMachine.Hold(
+                        exists: topic != nil,
+                        isFull: topic?.isFull(limits.unsubscribedMessages) ?? false,
+                        count: topic?.held.count ?? 0
+                    ),
+                    heldNames: state.topics.values.count { $0.decodings.isEmpty },
+                    maximumHeldNames: limits.maximumUnsubscribedTypes
+                )
+                switch verdict {
+                case .hold(let stopsWhenFull):
+                    return (
+                        hold(message, from: peer, stopsWhenFull: stopsWhenFull, whenRoom: whenRoom, in: &state), count
+                    )
+                case .refuse(let reason, let announce):
                     let report =
                         state.notReadReported.count < Self.maximumNotReadReports
-                        && state.notReadReported.insert(message.typeName).inserted
-                    return (.notRead(reads: reads, report: report), count)
+                        && state.notReadReported.insert(NotRead(peer: peer.id, typeName: message.typeName)).inserted
+                    return (.notRead(reason: reason, report: report, announce: announce), count)
                 }
-                return (hold(message, from: peer, whenRoom: whenRoom, in: &state), count)
             }
             plan = found
             if case .decode(let decodings) = plan {
@@ -341,8 +359,9 @@ final class Subscriptions: Sendable {
         case .held(let full, let reports):
             reports.forEach(emit)
             return full ? 1 : 0
-        case .notRead(let reads, let report):
-            notRead(message, from: peer, reads: reads, report: report)
+        case .notRead(let reason, let report, let announce):
+            notRead(message, from: peer, reason: reason, report: report)
+            if announce { self.announce() }
             return 0
         case .decode(let decodings):
             var filled = 0
@@ -380,16 +399,17 @@ final class Subscriptions: Sendable {
         }
 
         /// Keeps a message nobody subscribed to for the first subscriber; says whether that
-        /// filled its hold (the link stops, and `whenRoom` is kept for the first subscriber)
-        /// and what to report.
+        /// filled its hold (`stopsWhenFull`: the link stops, and `whenRoom` is kept for the
+        /// first subscriber) and what to report.
         func hold(
             _ message: DataMessage,
             from peer: Peer,
+            stopsWhenFull: Bool,
             whenRoom: @escaping @Sendable () -> Void,
             in state: inout State
         ) -> Plan {
             var topic = state.topics[message.typeName] ?? Topic()
-            if state.topics[message.typeName] == nil {
+            if stopsWhenFull && state.topics[message.typeName] == nil {
                 // One name more than may be held: held all the same (never dropped: the ACK
                 // for it may be on its way), and full at once, so the link stops until a
                 // subscriber comes. Each link brings at most one such message.
@@ -406,7 +426,7 @@ final class Subscriptions: Sendable {
                 topic.reportedHeld = true
                 reports.append(.messageHeld(typeName: message.typeName, from: peer))
             }
-            let full = topic.isFull(limits.unsubscribedMessages)
+            let full = stopsWhenFull && topic.isFull(limits.unsubscribedMessages)
             if full {
                 topic.stopped.append(whenRoom)
                 if !wasFull {
@@ -429,16 +449,14 @@ final class Subscriptions: Sendable {
         rejected(peer, Rejection(sequence: sequence, typeName: typeName, reason: reason))
     }
 
-    /// A message of a type this session does not read came (from a peer that sends without
-    /// knowing the list: an earlier release): refused, not held. Its sender is told if it came
-    /// reliably (it had its acknowledgement: the message counts as delivered, and refused);
-    /// the application once per type name.
-    private func notRead(_ message: DataMessage, from peer: Peer, reads: MessageTypeList, report: Bool) {
+    /// A message of a type this session does not read came (from a peer that did not know yet,
+    /// or an earlier release): refused, not held. Its sender is told if it came reliably (it had
+    /// its acknowledgement: the message counts as delivered, and refused); the application once
+    /// per peer and type name.
+    private func notRead(_ message: DataMessage, from peer: Peer, reason: String, report: Bool) {
         metrics.notRead()
         if report { emit(.messageNotRead(typeName: message.typeName, from: peer)) }
         guard message.sequence > 0 else { return }
-        let reason =
-            "this peer does not read messages of type \"\(message.typeName)\" (it reads: \(reads)); it runs another build of the application"
         rejected(peer, Rejection(sequence: message.sequence, typeName: message.typeName, reason: reason))
     }
 
@@ -504,7 +522,7 @@ final class Subscriptions: Sendable {
     /// get what is buffered.
     func sessionEnded() {
         let (events, subscribers) = state.withLockedValue { state in
-            defer { state = State() }
+            defer { state = State(types: state.types) }
             changes.add(1, ordering: .releasing)
             return (
                 Array(state.events.values), state.topics.values.flatMap { $0.decodings.flatMap(\.subscribers.values) }

@@ -24,20 +24,22 @@ while let key = arguments.next() {
     options[String(key.dropFirst(2))] = value
 }
 let here = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-let binary = options["binary"] ?? here.appendingPathComponent("navlog-sync").path
+// Absolute: the hosts run it from their namespaces, where a path relative to here means nothing.
+let binary = URL(fileURLWithPath: options["binary"] ?? here.appendingPathComponent("navlog-sync").path)
+    .standardizedFileURL.path
 let reportDirectory = options["report"] ?? "bench-results/hosts"
 let only = options["only"].map { Set($0.split(separator: ",").map(String.init)) }
 let lossSeconds = options["loss-seconds"].flatMap(Int.init) ?? 60
 let repeats = max(1, options["repeat"].flatMap(Int.init) ?? 1)
 let impairTool = here.appendingPathComponent("net-impair").path
 
-guard getuid() == 0 else {
-    print("The multi-host suite was not run: it makes network namespaces, which needs root (sudo make hosts-test).")
-    exit(77)
-}
 guard FileManager.default.isExecutableFile(atPath: binary) else {
     print("navlog-sync is not at \(binary): build it first (swift build --product navlog-sync), or pass --binary")
     exit(2)
+}
+guard getuid() == 0 else {
+    print("The multi-host suite was not run: it makes network namespaces, which needs root (sudo make hosts-test).")
+    exit(77)
 }
 // Without it the lossy link would be no link at all: a dead one, measured as a lossy one.
 guard FileManager.default.isExecutableFile(atPath: impairTool) else {

@@ -56,6 +56,7 @@ import Testing
     @Test func namesOutOfOrderTwiceOrEmptyAreMalformed() throws {
         for names in [["b", "a"], ["a", "a"], [""]] {
             var value = ByteBuffer()
+            value.writeInteger(UInt8(0))
             value.writeInteger(UInt16(names.count))
             for name in names {
                 value.writeInteger(UInt8(name.utf8.count))
@@ -68,16 +69,37 @@ import Testing
             #expect(error.message.hasPrefix("TYPES is malformed"))
         }
         var trailing = ByteBuffer()
-        try MessageTypeList(["a"]).encode(into: &trailing)
+        MessageTypesRead.only(try MessageTypeList(["a"])).encode(into: &trailing)
         trailing.writeInteger(UInt8(0))
         #expect(throws: MultipeerError.self) { try LinkMessage(frame: Frame(type: .types, value: trailing)) }
+        // A mode this version does not define, and a value without one (the form of an earlier draft).
+        var mode = ByteBuffer()
+        mode.writeMultipleIntegers(UInt8(2), UInt16(0))
+        let error = try #require(throws: MultipeerError.self) {
+            try LinkMessage(frame: Frame(type: .types, value: mode))
+        }
+        #expect(error.code == .malformedMessage && error.message.contains("mode 2"), "\(error)")
+        #expect(throws: MultipeerError.self) { try LinkMessage(frame: Frame(type: .types, value: ByteBuffer())) }
     }
 
-    @Test func typesRoundTripsAndAnEmptyValueMeansEveryType() throws {
+    @Test func typesRoundTripsBothModes() throws {
         let list = try MessageTypeList(["NavlogMessage", "Note"])
-        #expect(try Self.frame(.types(list)) == .types(list))
-        #expect(try Self.frame(.types(nil)) == .types(nil))
-        #expect(try Self.frame(.types(MessageTypeList([]))) == .types(MessageTypeList([])))
+        for reads in [MessageTypesRead.only(list), .allBut(list), .every, .only(.empty)] {
+            #expect(try Self.frame(.types(reads)) == .types(reads))
+        }
+        #expect(MessageTypesRead.every.contains("Anything") && !MessageTypesRead.only(.empty).contains("Anything"))
+        #expect(MessageTypesRead.allBut(list).contains("Weather") && !MessageTypesRead.allBut(list).contains("Note"))
+    }
+
+    /// Bit 3 says a side takes TYPES without a list of its own (a session that declares nothing);
+    /// a list implies it.
+    @Test func theTakesTypesBitIsKeptAndAListImpliesIt() throws {
+        let bare = try Hello(decoding: HelloTests.encode(Self.hello(reads: nil, features: [.resources])))
+        #expect(!bare.takesTypes, "an earlier release's HELLO")
+        let takes = try Hello(decoding: HelloTests.encode(Self.hello(reads: nil, features: [.takesTypes])))
+        #expect(takes.takesTypes && takes.reads == nil)
+        let listing = try Hello(decoding: HelloTests.encode(Self.hello(reads: MessageTypeList(["Note"]))))
+        #expect(listing.takesTypes && !listing.features.contains(.takesTypes))
     }
 
     @Test func aListIsBoundedByTheRoomHelloHasForIt() throws {
@@ -145,7 +167,7 @@ import Testing
             incarnation: 7,
             frameLimit: 1 << 20,
             messageLimit: 1 << 20,
-            reads: try MessageTypeList(["Note"])
+            reads: .only(try MessageTypeList(["Note"]))
         )
         try delivery.checkFits(Self.message("Note"), localLimits: (1 << 20, 1 << 20))
         let error = try #require(throws: MultipeerError.self) {
@@ -157,17 +179,30 @@ import Testing
                 && error.message.contains("it reads: Note")
         )
         // The peer subscribes to it: TYPES on its link, and the type goes.
-        let subscribed = delivery.peerReads(try MessageTypeList(["Note", "Weather"]), on: LinkID(1))
+        let subscribed = delivery.peerReads(.only(try MessageTypeList(["Note", "Weather"])), on: LinkID(1))
         #expect(subscribed == [.wakeSenders])
         try delivery.checkFits(Self.message("Weather"), localLimits: (1 << 20, 1 << 20))
         // TYPES on a link that is not the peer's changes nothing.
-        let elsewhere = delivery.peerReads(try MessageTypeList([]), on: LinkID(2))
+        let elsewhere = delivery.peerReads(.only(.empty), on: LinkID(2))
         #expect(elsewhere.isEmpty)
         try delivery.checkFits(Self.message("Weather"), localLimits: (1 << 20, 1 << 20))
-        // A peer that says nothing reads every type.
-        let every = delivery.peerReads(nil, on: LinkID(1))
+        // A peer that reads every type.
+        let every = delivery.peerReads(.every, on: LinkID(1))
         #expect(every == [.wakeSenders])
         try delivery.checkFits(Self.message("Anything"), localLimits: (1 << 20, 1 << 20))
+        // A peer that declared nothing and refused a type: every type but that one, until it says
+        // otherwise (a TYPES replaces what the peer reads, whole: a list may shrink).
+        _ = delivery.peerReads(.allBut(try MessageTypeList(["Weather"])), on: LinkID(1))
+        try delivery.checkFits(Self.message("Anything"), localLimits: (1 << 20, 1 << 20))
+        let refused = try #require(throws: MultipeerError.self) {
+            try delivery.checkFits(Self.message("Weather"), localLimits: (1 << 20, 1 << 20))
+        }
+        #expect(
+            refused.code == .messageTypeNotRead && refused.message.contains("nothing there subscribes"),
+            "\(refused)"
+        )
+        _ = delivery.peerReads(.every, on: LinkID(1))
+        try delivery.checkFits(Self.message("Weather"), localLimits: (1 << 20, 1 << 20))
     }
 
     @Test func aBroadcastSkipIsReportedOncePerTypeAndLink() {
@@ -199,7 +234,7 @@ import Testing
             incarnation: 8,
             frameLimit: 1 << 20,
             messageLimit: 1 << 20,
-            reads: try MessageTypeList(["Note"])
+            reads: .only(try MessageTypeList(["Note"]))
         )
         let actions = delivery.acknowledged(through: 0, on: LinkID(2))
         #expect(actions.contains(.dropped(typeNames: ["Weather"], .notRead)))
@@ -212,5 +247,112 @@ import Testing
             return
         }
         #expect(error.code == .messageTypeNotRead)
+    }
+
+    // MARK: The receiver
+
+    /// A session that declared what it reads refuses every other type at once, and a subscription
+    /// adds a type to its list.
+    @Test func aDeclaringReceiverRefusesWhatItDidNotDeclare() throws {
+        var types = MessageTypesStateMachine(declared: try MessageTypeList(["Note"]))
+        #expect(types.reads == .only(try MessageTypeList(["Note"])))
+        let none = MessageTypesStateMachine.Hold(exists: false, isFull: false, count: 0)
+        #expect(
+            types.unsubscribed("Note", hold: none, heldNames: 0, maximumHeldNames: 16) == .hold(stopsWhenFull: true)
+        )
+        guard
+            case .refuse(let reason, let announce) = types.unsubscribed(
+                "Weather",
+                hold: none,
+                heldNames: 0,
+                maximumHeldNames: 16
+            )
+        else {
+            Issue.record("Weather is not declared")
+            return
+        }
+        #expect(
+            !announce && reason.contains("does not read messages of type \"Weather\" (it reads: Note)"),
+            "\(reason)"
+        )
+        let added = types.subscribed("Weather")
+        #expect(added)
+        #expect(types.reads == .only(try MessageTypeList(["Note", "Weather"])))
+        let again = types.subscribed("Weather")
+        #expect(!again, "subscribed once, nothing changes")
+    }
+
+    /// A session that declared nothing holds a type nothing subscribes to within its bound, then
+    /// refuses it (and says so: every type but it), never stopping a link; a subscription reads
+    /// it again, and a type subscribed to once is held with the links stopped behind it.
+    @Test func aReceiverThatDeclaredNothingHoldsATypeOnTrialThenRefusesIt() throws {
+        var types = MessageTypesStateMachine(declared: nil)
+        #expect(types.reads == .every)
+        let room = MessageTypesStateMachine.Hold(exists: true, isFull: false, count: 3)
+        #expect(
+            types.unsubscribed("Weather", hold: room, heldNames: 1, maximumHeldNames: 16) == .hold(stopsWhenFull: false)
+        )
+        let full = MessageTypesStateMachine.Hold(exists: true, isFull: true, count: 256)
+        guard
+            case .refuse(let reason, true) = types.unsubscribed(
+                "Weather",
+                hold: full,
+                heldNames: 1,
+                maximumHeldNames: 16
+            )
+        else {
+            Issue.record("the hold is full: refused, and announced")
+            return
+        }
+        #expect(reason.contains("held the first 256"), "\(reason)")
+        #expect(types.reads == .allBut(try MessageTypeList(["Weather"])))
+        // Refused from now on, announced once.
+        #expect(
+            types.unsubscribed("Weather", hold: full, heldNames: 1, maximumHeldNames: 16)
+                == .refuse(
+                    reason:
+                        "this peer does not read messages of type \"Weather\": nothing there subscribes to it, and it refused them since it held as many as it holds for a first subscriber; it may run another build of the application",
+                    announce: false
+                )
+        )
+        // One name beyond the names held: refused at once.
+        let none = MessageTypesStateMachine.Hold(exists: false, isFull: false, count: 0)
+        guard
+            case .refuse(let beyond, true) = types.unsubscribed(
+                "Chart",
+                hold: none,
+                heldNames: 16,
+                maximumHeldNames: 16
+            )
+        else {
+            Issue.record("one name beyond the most held: refused")
+            return
+        }
+        #expect(beyond.contains("16 other types"), "\(beyond)")
+        #expect(types.reads == .allBut(try MessageTypeList(["Chart", "Weather"])))
+        // Subscribed to: read again, and held with the links stopped behind it from then on.
+        let readAgain = types.subscribed("Weather")
+        #expect(readAgain)
+        #expect(types.reads == .allBut(try MessageTypeList(["Chart"])))
+        #expect(
+            types.unsubscribed("Weather", hold: full, heldNames: 16, maximumHeldNames: 16) == .hold(stopsWhenFull: true)
+        )
+    }
+
+    /// A declaration that a subscription takes past what a list holds makes the session read as
+    /// one that declared nothing: it holds other types on trial rather than refuse them.
+    @Test func aListThatOverflowsReadsAsNoDeclaration() throws {
+        let long = (0..<24).map { String(repeating: "x", count: 250) + "\($0)" }
+        var types = MessageTypesStateMachine(declared: try MessageTypeList(long))
+        let changed = types.subscribed(String(repeating: "y", count: 255))
+        #expect(changed)
+        #expect(types.reads == .every)
+        let none = MessageTypesStateMachine.Hold(exists: false, isFull: false, count: 0)
+        #expect(
+            types.unsubscribed("Weather", hold: none, heldNames: 0, maximumHeldNames: 16) == .hold(stopsWhenFull: false)
+        )
+        #expect(
+            types.unsubscribed(long[0], hold: none, heldNames: 0, maximumHeldNames: 16) == .hold(stopsWhenFull: true)
+        )
     }
 }

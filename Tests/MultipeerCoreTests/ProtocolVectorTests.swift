@@ -86,8 +86,10 @@ import Testing
             "hello-with-types": .hello(
                 try vectorHello(features: [.resources, .streams], reads: ["NavlogMessage", "Note"])
             ),
-            "types": .types(try MessageTypeList(["Weather", "NavlogMessage", "Note"])),
-            "types-every": .types(nil),
+            "hello-takes-types": .hello(try vectorHello(features: [.resources, .streams, .takesTypes])),
+            "types": .types(.only(try MessageTypeList(["Weather", "NavlogMessage", "Note"]))),
+            "types-every-but": .types(.allBut(try MessageTypeList(["Weather"]))),
+            "types-every": .types(.every),
             "resource-offer": .resourceOffer(
                 try ResourceOffer(
                     id: resourceID,

@@ -168,7 +168,7 @@ import Testing
             policy: .init(limits: limits, unreliableLimits: limits, failWhenFull: false, sendTimeout: .seconds(30)),
             metrics: link.inbox.metrics
         )
-        delivery.attach(PeerLink(id: LinkID(1), channel: link.channel, hello: link.remote), reads: nil)
+        delivery.attach(PeerLink(id: LinkID(1), channel: link.channel, hello: link.remote), reads: .every)
         #expect(
             delivery.acknowledged(through: 0, partial: nil, on: LinkID(1)).isEmpty,
             "the resume point, applied by the session"

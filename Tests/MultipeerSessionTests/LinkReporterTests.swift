@@ -38,7 +38,7 @@ import Testing
                     switch event {
                     case .resumePoint(let sequence, _): "resume \(sequence)"
                     case .rejected(let rejection): "rejected \(rejection.sequence)"
-                    case .reads(let types): "reads \(types.map { "\($0)" } ?? "every type")"
+                    case .reads(let types): "reads \(types)"
                     case .closed(let goodbye, let error):
                         "closed \(goodbye.map { "\($0)" } ?? "-") \(error.map { "\($0)" } ?? "-")"
                     }

@@ -37,7 +37,7 @@ import Testing
         /// The peer is active on the link: its delivery holds it, and the streams are told.
         func attach() {
             let link = PeerLink(id: LinkID(1), channel: channel, hello: remote)
-            peers.bind(link, reads: nil)
+            peers.bind(link, reads: .every)
             streams.linkUp(link)
             channel.embeddedEventLoop.run()
         }
@@ -99,7 +99,7 @@ import Testing
         link.channel.embeddedEventLoop.run()
         #expect(try link.written().isEmpty, "no link: the OPEN waits")
         let next = PeerLink(id: LinkID(2), channel: link.channel, hello: link.remote)
-        link.peers.bind(next, reads: nil)
+        link.peers.bind(next, reads: .every)
         link.streams.linkUp(next)
         link.streams.linkUp(next)  // (as the opener and the link's coming both may)
         link.channel.embeddedEventLoop.run()

@@ -83,7 +83,8 @@ package struct LinkConfiguration: Sendable {
         let engine = try TLSEngine(role: role, context: tls, allocator: channel.allocator, offering: keyIdentity)
         // The message types a session's application reads, as they stand now.
         var hello = localHello
-        if let inbox { hello.reads = inbox.subscriptions.reads }
+        // (A HELLO lists them, or says every type: the types refused since go in a TYPES after it.)
+        if let inbox { hello.reads = inbox.subscriptions.reads.helloList }
         let link = LinkHandler(
             localHello: hello,
             identity: identity,
@@ -137,7 +138,7 @@ package struct LinkConfiguration: Sendable {
             hello: link.hello,
             remoteAddress: channel.remoteAddress,
             quality: quality,
-            announced: hello.reads
+            announced: MessageTypesRead(hello: hello.reads)
         )
     }
 

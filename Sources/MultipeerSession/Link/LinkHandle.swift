@@ -9,11 +9,11 @@ struct LinkHandle: Sendable {
     var writer: LinkWriter
     var quality: LinkQualityBox
     /// The message types this side last told the peer it reads (in HELLO, then TYPES).
-    var announced: MessageTypeList?
-    /// The message types the peer last said it reads (its HELLO, then TYPES); nil: every type.
-    var peerReads: MessageTypeList?
-    /// Whether the peer announces the types it reads (its HELLO did), and so takes TYPES.
-    var peerAnnounces = false
+    var announced: MessageTypesRead
+    /// The message types the peer last said it reads (its HELLO, then TYPES).
+    var peerReads: MessageTypesRead
+    /// Whether the peer takes TYPES (its HELLO said so): it hears when what this side reads changes.
+    var peerTakesTypes = false
 
     /// Says GOODBYE (best effort) and closes the link once it is written, or given up after
     /// `timeout`.

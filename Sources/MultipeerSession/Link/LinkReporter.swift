@@ -19,8 +19,8 @@ final class LinkReporter: ChannelInboundHandler {
         case resumePoint(UInt64, PartialMessage?)
         /// The peer refused one of this side's messages.
         case rejected(Rejection)
-        /// The peer reads these message types from now on (TYPES; nil: every type).
-        case reads(MessageTypeList?)
+        /// The peer reads these message types from now on (TYPES).
+        case reads(MessageTypesRead)
         /// The link has closed: with the peer's GOODBYE, or after `error`, or neither (the
         /// connection ended, or this side closed it).
         case closed(goodbye: GoodbyeReason?, error: (any Error)?)

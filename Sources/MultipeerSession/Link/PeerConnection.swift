@@ -24,7 +24,7 @@ struct PendingLink: Sendable {
     var remoteAddress: SocketAddress?
     var quality: LinkQualityBox
     /// The message types this side's HELLO says it reads.
-    var announced: MessageTypeList?
+    var announced: MessageTypesRead
 
     /// Waits for the handshake and returns the ready link.
     func established() async throws -> PeerConnection {
@@ -75,7 +75,7 @@ package struct PeerConnection: Sendable {
     /// Round trips, loss and traffic, kept up to date by the link's keepalive.
     let quality: LinkQualityBox
     /// The message types this side's HELLO said it reads.
-    let announced: MessageTypeList?
+    let announced: MessageTypesRead
 
     /// A bare link's typed messages in and out (NIOAsyncChannel); use it with `executeThenClose`.
     package var channel: NIOAsyncChannel<LinkMessage, LinkMessage> {

@@ -152,4 +152,42 @@ import Testing
             )
         }
     }
+
+    /// One session declares `[Note]`, the other keeps the default: once joined, the declaring
+    /// side subscribes to `Remark`, and the default side hears of it (TYPES: it takes them
+    /// without declaring anything) and sends it `Remark` from then on. (Before, TYPES went only
+    /// to peers that declared, and the default side's `send(Remark)` was refused for the rest
+    /// of the link: 248 times over 5 s.)
+    @Test func aSessionThatDeclaresNothingHearsWhatADeclaringPeerSubscribesTo() async throws {
+        let declaring = Self.session("declaring", reads: [Note.self])
+        try await whileRunning([declaring]) {
+            let port = try await listeningPort(of: declaring)
+            let unconfigured = MultipeerSession(
+                configuration: configuration("unconfigured", dialling: port),
+                identity: PeerIdentity()
+            )
+            try await whileRunning([unconfigured]) {
+                try await waitUntilActive(unconfigured, declaring.peerID)
+                try await waitUntilActive(declaring, unconfigured.peerID)
+                await #expect(throws: MultipeerError.self, "the declaring side does not read Remark yet") {
+                    try await unconfigured.send(Remark(text: "before"), to: declaring.peerID)
+                }
+                let remarks = declaring.messages(of: Remark.self)
+                try await within(30, "the subscription to reach the unconfigured side") {
+                    while true {
+                        do {
+                            try await unconfigured.send(Remark(text: "after"), to: declaring.peerID)
+                            return
+                        } catch let error as MultipeerError where error.code == .messageTypeNotRead {
+                            try await Task.sleep(for: .milliseconds(10))
+                        }
+                    }
+                }
+                #expect(
+                    try await within(30, "the remark") { await remarks.first { _ in true }?.message }
+                        == Remark(text: "after")
+                )
+            }
+        }
+    }
 }

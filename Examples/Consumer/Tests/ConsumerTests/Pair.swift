@@ -93,24 +93,25 @@ func listeningPort(of session: MultipeerSession) async throws -> Int {
     }
 }
 
-/// Runs a listening session and a session that dials it over loopback, and `body` once each
-/// has the other among its active peers; stops both afterwards.
+/// Runs a listening session (which declares it reads `listenerReads`, none by default) and a
+/// session that dials it over loopback, and `body` once each has the other among its active
+/// peers; stops both afterwards.
 func withPair<T: Sendable>(
     listenerLimits: MultipeerSession.Limits = .init(),
     diallerLimits: MultipeerSession.Limits = .init(),
     listenerEncoding: MessageEncoding? = nil,
     listenerStatsInterval: Duration? = nil,
+    listenerReads: [any (Decodable & SendableMetatype).Type] = [],
     _ body: @escaping @Sendable (_ listener: MultipeerSession, _ dialler: MultipeerSession) async throws -> T
 ) async throws -> T {
-    let listener = MultipeerSession(
-        configuration: configuration(
-            "listener",
-            limits: listenerLimits,
-            encoding: listenerEncoding,
-            statsInterval: listenerStatsInterval
-        ),
-        identity: PeerIdentity()
+    var listenerConfiguration = configuration(
+        "listener",
+        limits: listenerLimits,
+        encoding: listenerEncoding,
+        statsInterval: listenerStatsInterval
     )
+    listenerConfiguration.messageTypes = listenerReads
+    let listener = MultipeerSession(configuration: listenerConfiguration, identity: PeerIdentity())
     return try await whileRunning([listener]) {
         let port = try await listeningPort(of: listener)
         let dialler = MultipeerSession(
