@@ -21,6 +21,37 @@ import Testing
         return .data(try DataMessage(sequence: sequence, typeName: typeName, payload: payload))
     }
 
+    /// Keepalives too patient to time out: the raw peers below ping nobody.
+    static let patient = KeepaliveParameters(interval: .seconds(60), timeout: .seconds(600))
+
+    /// A peer of an earlier release, spoken by hand, joined to the session listening on `port`:
+    /// its HELLO says nothing of message types (no bit 2 or 3), its resume point says it has
+    /// nothing of the session's, and the session's resume point has come. Returns it, its
+    /// identity and the session's HELLO.
+    static func earlierPeer(
+        _ name: String,
+        joining port: Int
+    ) async throws -> (raw: RawPeer, identity: PeerIdentity, sessionHello: Hello) {
+        let raw = try await RawPeer(port: port)
+        let sessionHello = try Hello(
+            decoding: try #require(try await collect(raw.frames) { !$0.isEmpty }.first).value
+        )
+        let identity = PeerIdentity()
+        try await raw.send(
+            try await raw.hello(
+                claiming: identity.peerID,
+                signedBy: identity,
+                incarnation: 1,
+                name: name,
+                keepalive: patient
+            )
+        )
+        try await raw.send(.ack(0))  // its resume point: it has nothing of the session's
+        // The session's resume point comes before anything reliable may be sent to it.
+        _ = try await collect(raw.frames) { $0.last?.type == .ack }
+        return (raw, identity, sessionHello)
+    }
+
     /// A peer of another release, spoken by hand: an earlier one, which announces nothing of
     /// what it reads and sends a type the session does not read, and a later one, which sends a
     /// frame type this release does not know. The session declares the types it reads: the
@@ -28,37 +59,22 @@ import Testing
     /// unknown frame is skipped; the link stays up and the message after both arrives, in order.
     @Test(.scaledTimeLimit(minutes: 1))
     func anUnreadTypeIsRefusedAndAnUnknownFrameSkippedWhileTheRestFlows() async throws {
-        // Keepalives too patient to time out: the raw peer below pings nobody.
-        let patient = KeepaliveParameters(interval: .seconds(60), timeout: .seconds(600))
         var configuration = MultipeerSession.Configuration.test(
             "current",
             discovery: .staticPeers([]),
-            keepalive: patient
+            keepalive: Self.patient
         )
         configuration.messageTypes = [Note.self]
         let session = MultipeerSession(configuration: configuration, identity: PeerIdentity())
         let events = EventLog(session.events)
         let notes = session.messages(of: Note.self)
         try await whileRunning([session]) {
-            let port = try await events.listeningPort()
-            let raw = try await RawPeer(port: port)
-            // The session's HELLO says what it reads.
-            let hello = try Hello(decoding: try #require(try await collect(raw.frames) { !$0.isEmpty }.first).value)
-            #expect(hello.reads == (try MessageTypeList(["Note"])))
-
-            let identity = PeerIdentity()
-            try await raw.send(
-                try await raw.hello(
-                    claiming: identity.peerID,
-                    signedBy: identity,
-                    incarnation: 1,
-                    name: "earlier",
-                    keepalive: patient
-                )
+            let (raw, identity, hello) = try await Self.earlierPeer(
+                "earlier",
+                joining: try await events.listeningPort()
             )
-            try await raw.send(.ack(0))  // its resume point: it has nothing of the session's
-            // The session's resume point comes before anything reliable may be sent to it.
-            _ = try await collect(raw.frames) { $0.last?.type == .ack }
+            // The session's HELLO says what it reads.
+            #expect(hello.reads == (try MessageTypeList(["Note"])))
             var unknown = ByteBuffer()
             unknown.writeMultipleIntegers(UInt32(99), UInt32(3), UInt8(1), UInt8(2), UInt8(3))
             try await raw.send(unknown)
@@ -126,28 +142,17 @@ import Testing
     /// the `Note` arrives. It sends the 0.9.0 peer no TYPES, a frame that peer never asked for.
     @Test(.scaledTimeLimit(minutes: 1))
     func aPeerOf090SendingAnUnreadTypeNeverStallsASessionThatDeclaresNothing() async throws {
-        let patient = KeepaliveParameters(interval: .seconds(60), timeout: .seconds(600))
         let session = MultipeerSession(
-            configuration: .test("current", discovery: .staticPeers([]), keepalive: patient),
+            configuration: .test("current", discovery: .staticPeers([]), keepalive: Self.patient),
             identity: PeerIdentity()
         )
         let events = EventLog(session.events)
         let notes = session.messages(of: Note.self)
         try await whileRunning([session]) {
-            let raw = try await RawPeer(port: try await events.listeningPort())
-            _ = try await collect(raw.frames) { !$0.isEmpty }  // its HELLO
-            let identity = PeerIdentity()
-            try await raw.send(
-                try await raw.hello(
-                    claiming: identity.peerID,
-                    signedBy: identity,
-                    incarnation: 1,
-                    name: "release 0.9.0",
-                    keepalive: patient
-                )
+            let (raw, identity, _) = try await Self.earlierPeer(
+                "release 0.9.0",
+                joining: try await events.listeningPort()
             )
-            try await raw.send(.ack(0))
-            _ = try await collect(raw.frames) { $0.last?.type == .ack }
             for first in stride(from: 1, through: 300, by: 50) {
                 try await raw.send(
                     contentsOf: try (first..<first + 50).map { try Self.data(UInt64($0), "Weather", "\($0)") }
@@ -188,11 +193,10 @@ import Testing
     /// answer that never comes, and the link stays up (docs/PROTOCOL.md 3c).
     @Test(.scaledTimeLimit(minutes: 1))
     func anOfferFromAPeerThatTakesNoResourcesIsRefusedAtOnce() async throws {
-        let patient = KeepaliveParameters(interval: .seconds(60), timeout: .seconds(600))
         var configuration = MultipeerSession.Configuration.test(
             "current",
             discovery: .staticPeers([]),
-            keepalive: patient
+            keepalive: Self.patient
         )
         configuration.resourceDirectory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "offers-\(UUID())"
@@ -201,20 +205,7 @@ import Testing
         let session = MultipeerSession(configuration: configuration, identity: PeerIdentity())
         let events = EventLog(session.events)
         try await whileRunning([session]) {
-            let raw = try await RawPeer(port: try await events.listeningPort())
-            _ = try await collect(raw.frames) { !$0.isEmpty }  // its HELLO
-            let identity = PeerIdentity()
-            try await raw.send(
-                try await raw.hello(
-                    claiming: identity.peerID,
-                    signedBy: identity,
-                    incarnation: 1,
-                    name: "earlier",
-                    keepalive: patient
-                )
-            )
-            try await raw.send(.ack(0))
-            _ = try await collect(raw.frames) { $0.last?.type == .ack }
+            let (raw, _, _) = try await Self.earlierPeer("earlier", joining: try await events.listeningPort())
             let bytes = [UInt8](0..<10)
             let offer = try ResourceOffer(
                 id: UUID(),

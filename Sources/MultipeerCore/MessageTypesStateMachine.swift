@@ -46,29 +46,17 @@ package struct MessageTypesStateMachine: Sendable {
     }
 
     /// The hold of a type, as the session keeps it.
-    package struct Hold: Sendable {
-        /// Whether messages of the type are held now.
-        package var exists: Bool
-        /// Whether the hold is at its bound.
-        package var isFull: Bool
-        package var count: Int
-
-        package init(exists: Bool, isFull: Bool, count: Int) {
-            self.exists = exists
-            self.isFull = isFull
-            self.count = count
-        }
+    package enum Hold: Equatable, Sendable {
+        /// Nothing of the type is held; messages of `heldNames` other names are.
+        case none(heldNames: Int)
+        /// `count` messages of the type are held; `isFull`: the hold is at its bound.
+        case holding(count: Int, isFull: Bool)
     }
 
     /// A message of `typeName` came, and nothing subscribes to the type: whether it is held or
-    /// refused. `hold` is the type's hold; `heldNames` how many names are held for a first
-    /// subscriber, at most `maximumHeldNames` of types on trial.
-    package mutating func unsubscribed(
-        _ typeName: String,
-        hold: Hold,
-        heldNames: Int,
-        maximumHeldNames: Int
-    ) -> Verdict {
+    /// refused. `hold` is the type's hold; at most `maximumHeldNames` names are held of types
+    /// on trial.
+    package mutating func unsubscribed(_ typeName: String, hold: Hold, maximumHeldNames: Int) -> Verdict {
         if read.contains(typeName) { return .hold(stopsWhenFull: true) }
         if let declared {
             return .refuse(
@@ -78,13 +66,14 @@ package struct MessageTypesStateMachine: Sendable {
             )
         }
         let beyond: String
-        if refused.contains(typeName) {
+        switch hold {
+        case _ where refused.contains(typeName):
             beyond = "it refused them since it held as many as it holds for a first subscriber"
-        } else if hold.exists && hold.isFull {
-            beyond = "it held the first \(hold.count) for a first subscriber, as many as it holds"
-        } else if !hold.exists && heldNames >= maximumHeldNames {
+        case .holding(let count, isFull: true):
+            beyond = "it held the first \(count) for a first subscriber, as many as it holds"
+        case .none(let heldNames) where heldNames >= maximumHeldNames:
             beyond = "it holds messages of \(heldNames) other types for a first subscriber, as many types as it holds"
-        } else {
+        case .none, .holding:
             return .hold(stopsWhenFull: false)
         }
         let before = refused

@@ -326,21 +326,27 @@ final class Subscriptions: Sendable {
                 if let decodings = state.topics[message.typeName]?.decodings, !decodings.isEmpty {
                     return (.decode(decodings), count)
                 }
-                let topic = state.topics[message.typeName]
+                // (The names held are counted only for a name not held yet.)
+                let held: MessageTypesStateMachine.Hold =
+                    state.topics[message.typeName].map {
+                        .holding(count: $0.held.count, isFull: $0.isFull(limits.unsubscribedMessages))
+                    } ?? .none(heldNames: state.topics.values.count { $0.decodings.isEmpty })
                 let verdict = state.types.unsubscribed(
                     message.typeName,
-                    hold: MessageTypesStateMachine.Hold(
-                        exists: topic != nil,
-                        isFull: topic?.isFull(limits.unsubscribedMessages) ?? false,
-                        count: topic?.held.count ?? 0
-                    ),
-                    heldNames: state.topics.values.count { $0.decodings.isEmpty },
+                    hold: held,
                     maximumHeldNames: limits.maximumUnsubscribedTypes
                 )
                 switch verdict {
                 case .hold(let stopsWhenFull):
                     return (
-                        hold(message, from: peer, stopsWhenFull: stopsWhenFull, whenRoom: whenRoom, in: &state), count
+                        hold(
+                            message,
+                            from: peer,
+                            held: held,
+                            stopsWhenFull: stopsWhenFull,
+                            whenRoom: whenRoom,
+                            in: &state
+                        ), count
                     )
                 case .refuse(let reason, let announce):
                     let report =
@@ -398,23 +404,23 @@ final class Subscriptions: Sendable {
             return filled
         }
 
-        /// Keeps a message nobody subscribed to for the first subscriber; says whether that
-        /// filled its hold (`stopsWhenFull`: the link stops, and `whenRoom` is kept for the
-        /// first subscriber) and what to report.
+        /// Keeps a message nobody subscribed to for the first subscriber (its type's hold was
+        /// `held`); says whether that filled its hold (`stopsWhenFull`: the link stops, and
+        /// `whenRoom` is kept for the first subscriber) and what to report.
         func hold(
             _ message: DataMessage,
             from peer: Peer,
+            held: MessageTypesStateMachine.Hold,
             stopsWhenFull: Bool,
             whenRoom: @escaping @Sendable () -> Void,
             in state: inout State
         ) -> Plan {
             var topic = state.topics[message.typeName] ?? Topic()
-            if stopsWhenFull && state.topics[message.typeName] == nil {
+            if stopsWhenFull, case .none(let heldNames) = held {
                 // One name more than may be held: held all the same (never dropped: the ACK
                 // for it may be on its way), and full at once, so the link stops until a
                 // subscriber comes. Each link brings at most one such message.
-                topic.beyondTypeLimit =
-                    state.topics.values.count { $0.decodings.isEmpty } >= limits.maximumUnsubscribedTypes
+                topic.beyondTypeLimit = heldNames >= limits.maximumUnsubscribedTypes
             }
             let wasFull = topic.isFull(limits.unsubscribedMessages)
             // Held for as long as nobody subscribes: a copy of its own, not a slice keeping the

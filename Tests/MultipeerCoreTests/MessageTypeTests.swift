@@ -256,15 +256,13 @@ import Testing
     @Test func aDeclaringReceiverRefusesWhatItDidNotDeclare() throws {
         var types = MessageTypesStateMachine(declared: try MessageTypeList(["Note"]))
         #expect(types.reads == .only(try MessageTypeList(["Note"])))
-        let none = MessageTypesStateMachine.Hold(exists: false, isFull: false, count: 0)
         #expect(
-            types.unsubscribed("Note", hold: none, heldNames: 0, maximumHeldNames: 16) == .hold(stopsWhenFull: true)
+            types.unsubscribed("Note", hold: .none(heldNames: 0), maximumHeldNames: 16) == .hold(stopsWhenFull: true)
         )
         guard
             case .refuse(let reason, let announce) = types.unsubscribed(
                 "Weather",
-                hold: none,
-                heldNames: 0,
+                hold: .none(heldNames: 0),
                 maximumHeldNames: 16
             )
         else {
@@ -288,16 +286,15 @@ import Testing
     @Test func aReceiverThatDeclaredNothingHoldsATypeOnTrialThenRefusesIt() throws {
         var types = MessageTypesStateMachine(declared: nil)
         #expect(types.reads == .every)
-        let room = MessageTypesStateMachine.Hold(exists: true, isFull: false, count: 3)
+        let room = MessageTypesStateMachine.Hold.holding(count: 3, isFull: false)
         #expect(
-            types.unsubscribed("Weather", hold: room, heldNames: 1, maximumHeldNames: 16) == .hold(stopsWhenFull: false)
+            types.unsubscribed("Weather", hold: room, maximumHeldNames: 16) == .hold(stopsWhenFull: false)
         )
-        let full = MessageTypesStateMachine.Hold(exists: true, isFull: true, count: 256)
+        let full = MessageTypesStateMachine.Hold.holding(count: 256, isFull: true)
         guard
             case .refuse(let reason, true) = types.unsubscribed(
                 "Weather",
                 hold: full,
-                heldNames: 1,
                 maximumHeldNames: 16
             )
         else {
@@ -308,7 +305,7 @@ import Testing
         #expect(types.reads == .allBut(try MessageTypeList(["Weather"])))
         // Refused from now on, announced once.
         #expect(
-            types.unsubscribed("Weather", hold: full, heldNames: 1, maximumHeldNames: 16)
+            types.unsubscribed("Weather", hold: full, maximumHeldNames: 16)
                 == .refuse(
                     reason:
                         "this peer does not read messages of type \"Weather\": nothing there subscribes to it, and it refused them since it held as many as it holds for a first subscriber; it may run another build of the application",
@@ -316,12 +313,10 @@ import Testing
                 )
         )
         // One name beyond the names held: refused at once.
-        let none = MessageTypesStateMachine.Hold(exists: false, isFull: false, count: 0)
         guard
             case .refuse(let beyond, true) = types.unsubscribed(
                 "Chart",
-                hold: none,
-                heldNames: 16,
+                hold: .none(heldNames: 16),
                 maximumHeldNames: 16
             )
         else {
@@ -335,7 +330,7 @@ import Testing
         #expect(readAgain)
         #expect(types.reads == .allBut(try MessageTypeList(["Chart"])))
         #expect(
-            types.unsubscribed("Weather", hold: full, heldNames: 16, maximumHeldNames: 16) == .hold(stopsWhenFull: true)
+            types.unsubscribed("Weather", hold: full, maximumHeldNames: 16) == .hold(stopsWhenFull: true)
         )
     }
 
@@ -347,12 +342,12 @@ import Testing
         let changed = types.subscribed(String(repeating: "y", count: 255))
         #expect(changed)
         #expect(types.reads == .every)
-        let none = MessageTypesStateMachine.Hold(exists: false, isFull: false, count: 0)
         #expect(
-            types.unsubscribed("Weather", hold: none, heldNames: 0, maximumHeldNames: 16) == .hold(stopsWhenFull: false)
+            types.unsubscribed("Weather", hold: .none(heldNames: 0), maximumHeldNames: 16)
+                == .hold(stopsWhenFull: false)
         )
         #expect(
-            types.unsubscribed(long[0], hold: none, heldNames: 0, maximumHeldNames: 16) == .hold(stopsWhenFull: true)
+            types.unsubscribed(long[0], hold: .none(heldNames: 0), maximumHeldNames: 16) == .hold(stopsWhenFull: true)
         )
     }
 }

@@ -173,16 +173,7 @@ import Testing
                     try await unconfigured.send(Remark(text: "before"), to: declaring.peerID)
                 }
                 let remarks = declaring.messages(of: Remark.self)
-                try await within(30, "the subscription to reach the unconfigured side") {
-                    while true {
-                        do {
-                            try await unconfigured.send(Remark(text: "after"), to: declaring.peerID)
-                            return
-                        } catch let error as MultipeerError where error.code == .messageTypeNotRead {
-                            try await Task.sleep(for: .milliseconds(10))
-                        }
-                    }
-                }
+                try await sendOnceRead(Remark(text: "after"), from: unconfigured, to: declaring.peerID)
                 #expect(
                     try await within(30, "the remark") { await remarks.first { _ in true }?.message }
                         == Remark(text: "after")

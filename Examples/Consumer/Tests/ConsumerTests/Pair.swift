@@ -125,3 +125,22 @@ func withPair<T: Sendable>(
         }
     }
 }
+
+/// Sends `message` from `session` to `peer` reliably once `session` no longer refuses its type
+/// (`messageTypeNotRead`: the peer has not said yet that it reads it), within 30 s.
+func sendOnceRead(
+    _ message: some Codable & Sendable,
+    from session: MultipeerSession,
+    to peer: UUID
+) async throws {
+    try await within(30, "\(peer) to read \(type(of: message))") {
+        while true {
+            do {
+                try await session.send(message, to: peer)
+                return
+            } catch let error as MultipeerError where error.code == .messageTypeNotRead {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+    }
+}

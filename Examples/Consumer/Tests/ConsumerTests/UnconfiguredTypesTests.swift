@@ -158,16 +158,7 @@ import Testing
                 throw TimedOut(what: "the held messages (the session stopped)")
             }
             #expect(held == Array(0..<256))
-            try await within(30, "the type to be read again") {
-                while true {
-                    do {
-                        try await sender.send(Unread(number: 1_000), to: receiver.peerID)
-                        return
-                    } catch let error as MultipeerError where error.code == .messageTypeNotRead {
-                        try await Task.sleep(for: .milliseconds(10))
-                    }
-                }
-            }
+            try await sendOnceRead(Unread(number: 1_000), from: sender, to: receiver.peerID)
             #expect(
                 try await within(30, "the type read again") { await unread.first { _ in true }?.message.number }
                     == 1_000
