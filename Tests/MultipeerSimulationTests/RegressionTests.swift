@@ -38,4 +38,75 @@ import Testing
             await world.shutdown()
         }.value
     }
+
+    struct Note: Codable, Sendable {
+        var number: Int
+    }
+
+    /// Seed 998 of `make simulate`: a send awaiting its acknowledgement from a peer away whose
+    /// outbox stayed full gave up after `Limits.sendTimeout` with `peerAway`, the code a wait
+    /// for the acknowledgement of a queued message throws too; the checker took the message for
+    /// queued, and for lost when it never came. It was never queued, and its error says so: the
+    /// messages queued before it arrive when the peer comes back, it does not, and a send that
+    /// was queued and gave up waiting for its acknowledgement says it stays queued, and arrives.
+    @Test func aSendThatGaveUpWaitingForRoomWasNeverQueuedAndSaysSo() async throws {
+        let world = SimulatedWorld(seed: 998)
+        try await Task(executorPreference: world.executor) {
+            let captain = world.addHost("captain")
+            let relief = world.addHost("relief")
+            var configuration = MultipeerSession.Configuration(
+                serviceType: "_sim._tcp",
+                peer: PeerInfo(displayName: "captain"),
+                psk: Self.groupKey
+            )
+            configuration.limits.outbox = BufferLimits(maximumCount: 3, maximumBytes: 1 << 20)
+            configuration.limits.sendTimeout = .seconds(5)
+            let a = captain.makeSession(configuration: configuration)
+            let b = relief.makeSession(
+                configuration: MultipeerSession.Configuration(
+                    serviceType: "_sim._tcp",
+                    peer: PeerInfo(displayName: "relief"),
+                    psk: Self.groupKey
+                )
+            )
+            let received = Collected<Int>()
+            Task(executorPreference: relief.executor) {
+                for await (_, note) in b.messages(of: Note.self) { received.append(note.number) }
+            }
+            captain.start(a)
+            relief.start(b)
+            try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(10))
+            let cut = await relief.blackHole()
+            try await world.run(until: { a.activePeers.isEmpty }, within: .seconds(10))
+
+            // Queued, and its wait for the acknowledgement gives up: it stays queued.
+            let awaited = try await world.run(within: .seconds(20)) { () -> MultipeerError? in
+                do {
+                    try await a.send(Note(number: 0), to: relief.identity.peerID, awaitAcknowledgement: true)
+                    return nil
+                } catch let error as MultipeerError { return error }
+            }
+            #expect(awaited?.code == .peerAway && awaited?.message.contains("The message stays queued") == true)
+            for number in 1...2 { try await a.send(Note(number: number), to: relief.identity.peerID) }
+            // The outbox is full: this one waits for room, gives up, and was never queued.
+            let refused = try await world.run(within: .seconds(20)) { () -> MultipeerError? in
+                do {
+                    try await a.send(Note(number: 3), to: relief.identity.peerID, awaitAcknowledgement: true)
+                    return nil
+                } catch let error as MultipeerError { return error }
+            }
+            #expect(refused?.code == .peerAway)
+            #expect(refused?.message.contains("the send gave up") == true, "\(String(describing: refused))")
+            #expect(refused?.message.contains("The message stays queued") == false)
+
+            await cut.heal()
+            try await world.run(
+                until: { received.count == 3 },
+                within: .seconds(60)
+            )
+            await world.run(for: .seconds(5))
+            #expect(received.all == [0, 1, 2], "what was queued arrives; the one that gave up does not")
+            await world.shutdown()
+        }.value
+    }
 }
