@@ -7,7 +7,8 @@ import NIOCore
 ///
 /// TCP is modelled as an application and the keepalive meet it: bytes arrive in order, after
 /// the path's delay and the time its bandwidth takes; a segment lost (to the path's loss rate,
-/// or to a cut: a partition or a black hole) is sent again after a retransmission timeout, and
+/// or to a cut: a partition or a black hole, which also loses what was in flight across it) is
+/// sent again after a retransmission timeout, and
 /// what arrives meanwhile beyond it waits, out of order, until it does; the receiver
 /// acknowledges what arrives and advertises the room left in its buffer, and the sender sends
 /// no more than that (a reader that stops reading stops its sender, whose writes then wait);
@@ -91,11 +92,6 @@ final class SimulatedNetwork: @unchecked Sendable {
         addresses[address] = machine
     }
 
-    func unassign(_ address: String) {
-        addresses[address] = nil
-        for key in listeners.keys where key.address == address { listeners[key] = nil }
-    }
-
     func machine(at address: String) -> SimulatedMachine? {
         addresses[address]
     }
@@ -124,6 +120,7 @@ final class SimulatedNetwork: @unchecked Sendable {
     /// The machine moved to another address: what was bound to the old one listens on the new
     /// one; connections of the old one go dead (nothing reaches or leaves that address).
     func renumber(_ machine: SimulatedMachine, from old: String, to new: String) {
+        lose { $0.from == old || $0.to == old }
         addresses[old] = nil
         addresses[new] = machine
         machine.addresses = [new]
@@ -148,6 +145,7 @@ final class SimulatedNetwork: @unchecked Sendable {
 
     func cut(_ cut: Cut) {
         cuts.append(cut)
+        lose { cut.separates($0.sender, $0.receiver) }
     }
 
     /// Heals the cut numbered `number` (nil: every cut).
@@ -163,9 +161,21 @@ final class SimulatedNetwork: @unchecked Sendable {
         return defaultPath
     }
 
-    /// Whether a segment from `from` to `to` gets through now, and when it arrives if it does.
-    /// A segment of `length` bytes leaves once the path has sent what went before.
-    func cross(from: String, to: String, length: Int, after previous: inout Int64) -> Int64? {
+    /// Sends a segment of `length` bytes from `from` to `to`; it leaves once the path has sent
+    /// what went before (`previous`, the sender's departure clock). Unless it is lost (to the
+    /// path's loss rate, or a cut), `arrive` runs when it arrives, no earlier than `notBefore`
+    /// (a connection's segments arrive in order), and the arrival is returned. What is in flight
+    /// when a cut comes between its ends, or when either end's address goes, is lost too, as a
+    /// link that goes down loses what was on it.
+    @discardableResult
+    func cross(
+        from: String,
+        to: String,
+        length: Int,
+        after previous: inout Int64,
+        notBefore: Int64 = 0,
+        _ arrive: @escaping () -> Void
+    ) -> Int64? {
         let path = path(from, to)
         let now = scheduler.now
         var departure = now
@@ -174,11 +184,41 @@ final class SimulatedNetwork: @unchecked Sendable {
             previous = departure + Int64(length) * 1_000_000_000 / bandwidth
         }
         // An address no machine has (any more) sends and receives nothing.
-        guard let sender = addresses[from], let receiver = addresses[to] else { return nil }
-        if cuts.contains(where: { $0.separates(sender, receiver) }) { return nil }
+        guard let sender = addresses[from], let receiver = addresses[to], !separated(sender, receiver) else {
+            return nil
+        }
         if path.loss > 0, Double.random(in: 0..<1, using: &random) < path.loss { return nil }
         let jitter = path.jitter > 0 ? Int64.random(in: 0...path.jitter, using: &random) : 0
-        return departure + path.latency + jitter
+        let arrival = max(notBefore, departure + path.latency + jitter)
+        let flight = flightsMade
+        flightsMade += 1
+        inFlight[flight] = Flight(from: from, to: to, sender: sender, receiver: receiver)
+        _ = scheduler.schedule(nil, at: arrival) { [self] in
+            guard let landed = inFlight.removeValue(forKey: flight), !landed.lost else { return }
+            arrive()
+        }
+        return arrival
+    }
+
+    /// A segment on its way: lost if a cut comes between its ends, or either end's address goes,
+    /// before it arrives.
+    private struct Flight {
+        var from: String
+        var to: String
+        var sender: SimulatedMachine
+        var receiver: SimulatedMachine
+        var lost = false
+    }
+    private var inFlight: [UInt64: Flight] = [:]
+    private var flightsMade: UInt64 = 0
+
+    /// Loses what is in flight that `isLost` says.
+    private func lose(where isLost: (Flight) -> Bool) {
+        for (number, flight) in inFlight where !flight.lost && isLost(flight) { inFlight[number]!.lost = true }
+    }
+
+    private func separated(_ a: SimulatedMachine, _ b: SimulatedMachine) -> Bool {
+        cuts.contains { $0.separates(a, b) }
     }
 
     /// The path's round trip, as TCP would estimate it for its retransmission timeout.
@@ -201,17 +241,12 @@ final class SimulatedNetwork: @unchecked Sendable {
             }
         }
         var unused: Int64 = 0
-        guard let target = machine(at: address),
-            let arrival = cross(from: socket.local, to: address, length: 0, after: &unused)
-        else { return }
-        _ = scheduler.schedule(nil, at: arrival) { [self] in
-            guard let target = machine(at: address), target === self.machine(at: address) else { return }
+        cross(from: socket.local, to: address, length: 0, after: &unused) { [self] in
+            guard let target = machine(at: address) else { return }
             var unused: Int64 = 0
             guard let listener = listeners[ListenKey(address: address, port: port)] else {
                 // Refused: RST for the SYN.
-                if let back = cross(from: address, to: socket.local, length: 0, after: &unused) {
-                    _ = scheduler.schedule(nil, at: back) { socket.refused() }
-                }
+                cross(from: address, to: socket.local, length: 0, after: &unused) { socket.refused() }
                 return
             }
             // A retransmitted SYN finds the connection it made.
@@ -225,11 +260,8 @@ final class SimulatedNetwork: @unchecked Sendable {
                     _ = scheduler.schedule(nil, at: scheduler.now + 10_000_000_000) { listener.forget(socket) }
                     return accepted
                 }()
-            if let back = cross(from: address, to: socket.local, length: 0, after: &unused) {
-                _ = scheduler.schedule(nil, at: back) { socket.established(with: accepted) }
-            }
+            cross(from: address, to: socket.local, length: 0, after: &unused) { socket.established(with: accepted) }
         }
-        _ = target
     }
 }
 

@@ -138,16 +138,14 @@ final class SimulatedSocket: @unchecked Sendable {
     }
 
     private func send(_ segment: Segment, to peer: SimulatedSocket) {
-        guard
-            let arrival = network.cross(
-                from: local,
-                to: peer.local,
-                length: segment.bytes.readableBytes,
-                after: &departures
-            )
-        else { return }
-        lastArrival = max(lastArrival, arrival)
-        _ = network.scheduler.schedule(nil, at: lastArrival) { [self] in peer.arrived(segment, from: self) }
+        let arrival = network.cross(
+            from: local,
+            to: peer.local,
+            length: segment.bytes.readableBytes,
+            after: &departures,
+            notBefore: lastArrival
+        ) { [self] in peer.arrived(segment, from: self) }
+        if let arrival { lastArrival = arrival }
     }
 
     private var retransmissionTimeout: Int64 {
@@ -247,8 +245,9 @@ final class SimulatedSocket: @unchecked Sendable {
     private func acknowledge(to sender: SimulatedSocket) {
         let (offset, window) = (expectedOffset, UInt64(max(0, SimulatedNetwork.receiveBuffer - receivedBytes)))
         var unused: Int64 = 0
-        guard let back = network.cross(from: local, to: sender.local, length: 0, after: &unused) else { return }
-        _ = network.scheduler.schedule(nil, at: back) { sender.acknowledged(through: offset, window: window) }
+        network.cross(from: local, to: sender.local, length: 0, after: &unused) {
+            sender.acknowledged(through: offset, window: window)
+        }
     }
 
     /// Takes what arrived, at most `limit` bytes in one buffer (the process reads); the peer
@@ -304,9 +303,7 @@ final class SimulatedSocket: @unchecked Sendable {
 
     private func resetPeer(_ peer: SimulatedSocket) {
         var unused: Int64 = 0
-        if let back = network.cross(from: local, to: peer.local, length: 0, after: &unused) {
-            _ = network.scheduler.schedule(nil, at: back) { peer.reset() }
-        }
+        network.cross(from: local, to: peer.local, length: 0, after: &unused) { peer.reset() }
     }
 
     private func forget() {

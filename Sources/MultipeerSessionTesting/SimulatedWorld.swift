@@ -176,7 +176,8 @@ public final class SimulatedWorld: Sendable {
     // MARK: Faults
 
     /// Cuts `side` off from `otherSide` (nil: from every other host): nothing crosses between
-    /// them either way; connections stay open (as with firewall rules that drop everything).
+    /// them either way, and what was on its way is lost (as when a link goes down); connections
+    /// stay open (as with firewall rules that drop everything).
     /// ``SimulatedPartition/heal()`` undoes it, and ``heal()`` every partition at once.
     @discardableResult
     public func partition(_ side: [SimulatedHost], from otherSide: [SimulatedHost]? = nil) async -> SimulatedPartition {
@@ -473,8 +474,8 @@ public final class SimulatedHost: Sendable {
         state.withLockedValue { $0.process = process }
     }
 
-    /// Cuts this host off from every other: nothing it sends arrives, nothing sent to it does;
-    /// its connections stay open. The partition returned undoes it (``SimulatedWorld/heal()``
+    /// Cuts this host off from every other: nothing it sends arrives, nothing sent to it does
+    /// (what was on its way either way is lost); its connections stay open. The partition returned undoes it (``SimulatedWorld/heal()``
     /// every partition at once).
     @discardableResult
     public func blackHole() async -> SimulatedPartition {

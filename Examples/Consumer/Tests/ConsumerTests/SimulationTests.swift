@@ -64,6 +64,57 @@ import Testing
         await world.shutdown()
     }
 
+    /// A receiver that stops in the middle of a burst gets again, in its next run, what its
+    /// previous process had read but whose acknowledgements never reached the sender (here its
+    /// Wi-Fi drops, taking what was in the air with it, and then its process is killed): exactly
+    /// once towards each run of the receiver, nothing lost, each run's messages in order.
+    @Test func aRestartedReceiverGetsAgainWhatItsPreviousRunReadUnacknowledged() async throws {
+        let world = SimulatedWorld(seed: 7)
+        let captain = world.addHost("captain")
+        let relief = world.addHost("relief")
+        let a = captain.makeSession(configuration: Self.configuration("captain"))
+        let b = relief.makeSession(configuration: Self.configuration("relief"))
+        let first = Received()
+        Task(executorPreference: relief.executor) {
+            for await (_, note) in b.messages(of: Note.self) { first.add(note.text) }
+        }
+        captain.start(a)
+        relief.start(b)
+        try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(10))
+        // 50 ms each way, and 1 KB of note every 5 ms: about ten notes' acknowledgements in the air.
+        await relief.impair(latency: .milliseconds(50), bandwidth: 200_000)
+        let notes = (1...160).map { Note(text: "\($0) " + String(repeating: ".", count: 1_000)) }
+        let peer = relief.identity.peerID
+        Task(executorPreference: captain.executor) {
+            for note in notes { try await a.send(note, to: peer) }
+        }
+        try await world.run(until: { first.texts.count >= 80 }, within: .seconds(10))
+        let cut = await relief.blackHole()
+        await relief.kill()
+        let read = first.texts
+        #expect(read == Array(notes.prefix(read.count).map(\.text)), "the first run's notes, in order")
+
+        relief.restart()
+        let restarted = relief.makeSession(configuration: Self.configuration("relief"))
+        let second = Received()
+        Task(executorPreference: relief.executor) {
+            for await (_, note) in restarted.messages(of: Note.self) { second.add(note.text) }
+        }
+        relief.start(restarted)
+        await cut.heal()
+        try await world.run(until: { second.texts.last == notes.last?.text }, within: .seconds(60))
+
+        let again = second.texts
+        let from = notes.firstIndex { $0.text == again.first }!
+        #expect(again == notes[from...].map(\.text), "the next run's notes: in order, none missing, through the last")
+        #expect(
+            from < read.count,
+            "the next run gets again what the first read, unacknowledged: from \(from + 1), the first read \(read.count)"
+        )
+        #expect(read.count - from <= 30, "no more than about a round trip's worth: \(read.count - from) again")
+        await world.shutdown()
+    }
+
     /// What takes simulated time to come back is awaited inside `world.run(within:)`: a send
     /// awaiting its acknowledgement returns once the peer's application has the message.
     @Test func anAcknowledgedSendReturnsInSimulatedTime() async throws {
