@@ -66,7 +66,12 @@ final class SyncWorker: Sendable {
         let session = node.session
         switch work {
         case .start:
-            for message in await node.startPull(with: peer.id) { try await session.send(message, to: peer.id) }
+            do {
+                for message in await node.startPull(with: peer.id) { try await session.send(message, to: peer.id) }
+            } catch let error as MultipeerError where error.code == .messageTypeNotRead {
+                await node.doesNotRead(peer.id)
+                throw error
+            }
         case .ask(let exchange, let ranges):
             if holding.exchange != exchange { holding = (exchange, 0) }
             let answer = await node.answer(ranges)

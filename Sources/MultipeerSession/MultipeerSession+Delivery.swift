@@ -161,11 +161,16 @@ extension MultipeerSession {
         }
     }
 
-    /// The peer says on link `id` which message types it reads from now on (TYPES).
-    func peerReads(_ types: MessageTypesRead, on id: LinkID, by peerID: UUID) {
-        guard running?.links[id] != nil else { return }
+    /// The peer says on link `id` which message types it reads from now on (TYPES). If that
+    /// changes what an active peer reads, the application hears of it (before the peer's join
+    /// is told, the join itself tells).
+    func peerReads(_ types: MessageTypesRead, on id: LinkID, by peer: Peer) {
+        guard let before = running?.links[id]?.peerReads else { return }
         running?.links[id]?.peerReads = types
-        deliveries[peerID]?.peerReads(types, on: id)
+        deliveries[peer.id]?.peerReads(types, on: id)
+        if types != before, core.joinedLink(of: peer.id)?.id == id {
+            subscriptions.emit(.peerReadsChanged(peer))
+        }
     }
 }
 

@@ -585,7 +585,7 @@ public actor MultipeerSession {
         case .rejected(let rejection):
             rejected(rejection, by: peer.id, on: id)
         case .reads(let types):
-            peerReads(types, on: id, by: peer.id)
+            peerReads(types, on: id, by: peer)
         case .closed(let goodbye, let error):
             let failure = error.map {
                 $0 as? MultipeerError

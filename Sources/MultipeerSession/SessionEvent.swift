@@ -87,6 +87,12 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
     /// broadcast's count leaves the peer out every time. (``MultipeerSession/send(_:to:delivery:awaitAcknowledgement:)``
     /// throws the error instead.)
     case broadcastSkipped(to: Peer, typeName: String, MultipeerError)
+    /// An active peer's application changed which message types it reads (its session's
+    /// subscriptions grew, or it refused a type it never subscribed to): a `send` to it of a
+    /// type that threw `messageTypeNotRead` may go through now, and one of a type it stopped
+    /// reading throws. What a peer reads when it joins comes with the join; this tells the
+    /// changes after it. (Peers of 0.9.0 and earlier never tell.)
+    case peerReadsChanged(Peer)
     /// Messages were dropped that no acknowledgement covered: queued ones the peer can no
     /// longer take, unreliable ones whose link went, or part of a message whose sender gave up
     /// the rest (``MessageDropReason`` says which). A message this session acknowledged is never
@@ -118,6 +124,7 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
         case .messageNotRead(let type, let peer):
             "a \(type) from \(peer) was refused: this application does not read that type"
         case .broadcastSkipped(let peer, let type, let error): "a broadcast \(type) did not go to \(peer): \(error)"
+        case .peerReadsChanged(let peer): "\(peer) reads other message types from now on"
         case .messagesDropped(let type, let count, let reason): "\(count) \(type) message(s) dropped: \(reason)"
         case .eventsDropped(let count): "this event stream fell behind and lost \(count) event(s)"
         }

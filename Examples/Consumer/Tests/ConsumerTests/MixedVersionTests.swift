@@ -155,7 +155,8 @@ import Testing
 
     /// One session declares `[Note]`, the other keeps the default: once joined, the declaring
     /// side subscribes to `Remark`, and the default side hears of it (TYPES: it takes them
-    /// without declaring anything) and sends it `Remark` from then on. (Before, TYPES went only
+    /// without declaring anything; its application gets `peerReadsChanged`) and sends it
+    /// `Remark` from then on. (Before, TYPES went only
     /// to peers that declared, and the default side's `send(Remark)` was refused for the rest
     /// of the link: 248 times over 5 s.)
     @Test func aSessionThatDeclaresNothingHearsWhatADeclaringPeerSubscribesTo() async throws {
@@ -172,7 +173,15 @@ import Testing
                 await #expect(throws: MultipeerError.self, "the declaring side does not read Remark yet") {
                     try await unconfigured.send(Remark(text: "before"), to: declaring.peerID)
                 }
+                let events = unconfigured.events
                 let remarks = declaring.messages(of: Remark.self)
+                let told = try await within(30, "peerReadsChanged") {
+                    for await event in events {
+                        if case .peerReadsChanged(let peer) = event { return peer.id }
+                    }
+                    throw TimedOut(what: "peerReadsChanged (the session stopped)")
+                }
+                #expect(told == declaring.peerID, "the declaring side reads more")
                 try await sendOnceRead(Remark(text: "after"), from: unconfigured, to: declaring.peerID)
                 #expect(
                     try await within(30, "the remark") { await remarks.first { _ in true }?.message }

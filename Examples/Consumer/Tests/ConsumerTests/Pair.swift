@@ -127,19 +127,22 @@ func withPair<T: Sendable>(
 }
 
 /// Sends `message` from `session` to `peer` reliably once `session` no longer refuses its type
-/// (`messageTypeNotRead`: the peer has not said yet that it reads it), within 30 s.
+/// (`messageTypeNotRead`: the peer has not said yet that it reads it), within 30 s: tried again
+/// at each `peerReadsChanged` of the peer, as the guide's *Upgrading a fleet* does.
 func sendOnceRead(
     _ message: some Codable & Sendable,
     from session: MultipeerSession,
     to peer: UUID
 ) async throws {
     try await within(30, "\(peer) to read \(type(of: message))") {
+        let events = session.events  // (before the first try: no change can slip between)
         while true {
             do {
-                try await session.send(message, to: peer)
-                return
+                return try await session.send(message, to: peer)
             } catch let error as MultipeerError where error.code == .messageTypeNotRead {
-                try await Task.sleep(for: .milliseconds(10))
+                for await event in events {
+                    if case .peerReadsChanged(let changed) = event, changed.id == peer { break }
+                }
             }
         }
     }
