@@ -3,7 +3,7 @@ SWIFT ?= swift
 BENCH_ARGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps daemons build test hosts-test demo bench fuzz sanitize api-check simulate format clean
+.PHONY: all deps daemons build test hosts-test demo bench fuzz sanitize api-check mixed-release simulate format clean
 
 all: build
 
@@ -46,6 +46,12 @@ sanitize: daemons
 # not listed in docs/api-breaks.txt fail. API_BASELINE=<tag or commit> compares against another.
 api-check: deps
 	scripts/api-check.sh $(API_BASELINE)
+
+# A peer of this tree beside a peer of release 0.9.0, both ways, as the guide's "Upgrading a fleet"
+# says (scripts/mixed-release.sh); MIXED_RELEASE=<commit> for another release. The first run
+# builds the release (about 3 minutes), later ones reuse it.
+mixed-release: deps
+	scripts/mixed-release.sh $(MIXED_RELEASE)
 
 # The multi-host fault suite alone (root): namespace hosts, one fault each, a report in bench-results/hosts.
 hosts-test: deps

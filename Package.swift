@@ -306,6 +306,14 @@ let package = Package(
             path: "Tests/PeerProcess",
             swiftSettings: swiftSettings
         ),
+        // One peer of a mixed pair: built against this tree here, and against a release by
+        // scripts/mixed-release.sh (make mixed-release), so the same program runs on both.
+        .executableTarget(
+            name: "mixed-release-peer",
+            dependencies: ["MultipeerSession"],
+            path: "Tests/MixedReleasePeer",
+            swiftSettings: swiftSettings
+        ),
         // The multi-host fault suite: namespace hosts running navlog-sync, faults, a report.
         .executableTarget(
             name: "navlog-hosts",
