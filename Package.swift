@@ -19,6 +19,8 @@ let package = Package(
         .library(name: "MultipeerSession", targets: ["MultipeerSession"]),
         // Sessions in a simulated network, clock and DNS-SD, for tests (one import beside MultipeerSession).
         .library(name: "MultipeerSessionTesting", targets: ["MultipeerSessionTesting"]),
+        // The replicated store above the session (docs/SYNC.md), which uses only its public API.
+        .library(name: "MultipeerSync", targets: ["MultipeerSync"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -126,11 +128,19 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // The replicated store: above MultipeerSession's public API, nothing of its insides.
+        .target(
+            name: "MultipeerSync",
+            dependencies: ["MultipeerSession"],
+            swiftSettings: swiftSettings
+        ),
+
         // navlog-sync: a crew navigation log kept in sync over a session (the example).
         .target(
             name: "NavlogSync",
             dependencies: [
                 "MultipeerSession",
+                "MultipeerSync",
                 "MultipeerCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -175,7 +185,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "NavlogFuzzer",
-            dependencies: ["FuzzSupport", "NavlogSync"],
+            dependencies: ["FuzzSupport", "MultipeerSync", "NavlogSync"],
             path: "Fuzz/NavlogFuzzer",
             swiftSettings: swiftSettings
         ),
@@ -274,7 +284,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "NavlogBenchmark",
-            dependencies: ["BenchmarkSupport", "MultipeerSession", "NavlogSync"],
+            dependencies: ["BenchmarkSupport", "MultipeerSession", "MultipeerSync", "NavlogSync"],
             path: "Benchmarks/NavlogBenchmark",
             swiftSettings: swiftSettings
         ),
@@ -344,7 +354,8 @@ let package = Package(
         .testTarget(
             name: "NavlogSyncTests",
             dependencies: [
-                "NavlogSync", "MultipeerCore", "MultipeerSession", "MultipeerTLS", "MultipeerTestSupport",
+                "NavlogSync", "MultipeerSync", "MultipeerCore", "MultipeerSession", "MultipeerTLS",
+                "MultipeerTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
@@ -377,6 +388,11 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             path: "Tests/MultipeerSessionTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "MultipeerSyncTests",
+            dependencies: ["MultipeerSync", "MultipeerCore"],
             swiftSettings: swiftSettings
         ),
         // Sessions in the simulated world, tested as an application's tests would use it.

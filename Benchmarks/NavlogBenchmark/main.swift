@@ -13,6 +13,7 @@
 import BenchmarkSupport
 import Foundation
 import MultipeerSession
+import MultipeerSync
 import NavlogSync
 
 let sizes = (Bench.option("--entries") ?? "1000,10000,100000").split(separator: ",").compactMap { Int($0) }

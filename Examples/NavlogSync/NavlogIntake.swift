@@ -1,4 +1,5 @@
 package import Foundation
+package import MultipeerSync
 
 /// The versions a peer sent, sorted into those a host takes in and those it refuses
 /// (docs/NAVLOG.md, section 3). What is refused is never merged; the peer offers it again at

@@ -1,6 +1,7 @@
 import Foundation
 import MultipeerCore
 public import MultipeerSession
+import MultipeerSync
 public import ServiceLifecycle
 
 /// A navlog host: the log in its store, kept in sync with every peer of a ``MultipeerSession``.

@@ -9,6 +9,7 @@
 // versions it names and that win are needed, every prefix to split is asked about).
 import Foundation
 import FuzzSupport
+import MultipeerSync
 import NavlogSync
 
 /// The receiving host's wall clock, fixed so that every run is the same: 2026-11-21.
