@@ -10,16 +10,42 @@ import Testing
         MultipeerSession.Configuration(serviceType: "_consumer._tcp", peer: PeerInfo(displayName: name), psk: groupKey)
     }
 
+    /// Two hosts of a world of `seed`, each running a session, joined: captain's `a` and
+    /// relief's `b`, whose application reads notes into `notes`.
+    struct Joined {
+        let world: SimulatedWorld
+        let captain: SimulatedHost
+        let relief: SimulatedHost
+        let a: MultipeerSession
+        let b: MultipeerSession
+        let notes: Received
+    }
+
+    static func joined(seed: UInt64) async throws -> Joined {
+        let world = SimulatedWorld(seed: seed)
+        let (captain, relief) = (world.addHost("captain"), world.addHost("relief"))
+        let a = captain.makeSession(configuration: configuration("captain"))
+        let b = relief.makeSession(configuration: configuration("relief"))
+        let notes = reading(b, on: relief)
+        captain.start(a)
+        relief.start(b)
+        try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(10))
+        return Joined(world: world, captain: captain, relief: relief, a: a, b: b, notes: notes)
+    }
+
+    /// The notes `session`'s application reads, in `host`'s process.
+    static func reading(_ session: MultipeerSession, on host: SimulatedHost) -> Received {
+        let notes = Received()
+        Task(executorPreference: host.executor) {
+            for await (_, note) in session.messages(of: Note.self) { notes.add(note.text) }
+        }
+        return notes
+    }
+
     /// (What it costs in wall time is Benchmarks/SimulationBenchmark's to say: milliseconds.)
     @Test func aFrozenPeerIsDetectedAndRejoins() async throws {
-        let world = SimulatedWorld(seed: 3)
-        let captain = world.addHost("captain")
-        let purser = world.addHost("purser")
-        let a = captain.makeSession(configuration: Self.configuration("captain"))
-        let b = purser.makeSession(configuration: Self.configuration("purser"))
-        captain.start(a)
-        purser.start(b)
-        try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(10))
+        let pair = try await Self.joined(seed: 3)
+        let (world, purser, a, b) = (pair.world, pair.relief, pair.a, pair.b)
         #expect(a.activePeers.first?.id == purser.identity.peerID)
 
         purser.freeze()
@@ -36,13 +62,8 @@ import Testing
     /// A reliable message sent while its receiver is killed reaches the receiver's next
     /// incarnation (same identity): a receiver that restarts gets what it never acknowledged.
     @Test func aMessageForAKilledPeerReachesItsRestart() async throws {
-        let world = SimulatedWorld(seed: 4)
-        let captain = world.addHost("captain")
-        let relief = world.addHost("relief")
-        let a = captain.makeSession(configuration: Self.configuration("captain"))
-        captain.start(a)
-        relief.start(relief.makeSession(configuration: Self.configuration("relief")))
-        try await world.run(until: { a.activePeers.count == 1 }, within: .seconds(10))
+        let pair = try await Self.joined(seed: 4)
+        let (world, relief, a) = (pair.world, pair.relief, pair.a)
 
         await relief.kill()
         try await world.run(until: { a.activePeers.isEmpty }, within: .seconds(10))
@@ -50,10 +71,7 @@ import Testing
 
         relief.restart()
         let restarted = relief.makeSession(configuration: Self.configuration("relief"))
-        let received = Received()
-        Task(executorPreference: relief.executor) {
-            for await (_, note) in restarted.messages(of: Note.self) { received.add(note.text) }
-        }
+        let received = Self.reading(restarted, on: relief)
         relief.start(restarted)
         try await world.run(until: { received.texts == ["while you were away"] }, within: .seconds(30))
         #expect(
@@ -69,18 +87,8 @@ import Testing
     /// Wi-Fi drops, taking what was in the air with it, and then its process is killed): exactly
     /// once towards each run of the receiver, nothing lost, each run's messages in order.
     @Test func aRestartedReceiverGetsAgainWhatItsPreviousRunReadUnacknowledged() async throws {
-        let world = SimulatedWorld(seed: 7)
-        let captain = world.addHost("captain")
-        let relief = world.addHost("relief")
-        let a = captain.makeSession(configuration: Self.configuration("captain"))
-        let b = relief.makeSession(configuration: Self.configuration("relief"))
-        let first = Received()
-        Task(executorPreference: relief.executor) {
-            for await (_, note) in b.messages(of: Note.self) { first.add(note.text) }
-        }
-        captain.start(a)
-        relief.start(b)
-        try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(10))
+        let pair = try await Self.joined(seed: 7)
+        let (world, captain, relief, a, first) = (pair.world, pair.captain, pair.relief, pair.a, pair.notes)
         // 50 ms each way, and 1 KB of note every 5 ms: about ten notes' acknowledgements in the air.
         await relief.impair(latency: .milliseconds(50), bandwidth: 200_000)
         let notes = (1...160).map { Note(text: "\($0) " + String(repeating: ".", count: 1_000)) }
@@ -96,10 +104,7 @@ import Testing
 
         relief.restart()
         let restarted = relief.makeSession(configuration: Self.configuration("relief"))
-        let second = Received()
-        Task(executorPreference: relief.executor) {
-            for await (_, note) in restarted.messages(of: Note.self) { second.add(note.text) }
-        }
+        let second = Self.reading(restarted, on: relief)
         relief.start(restarted)
         await cut.heal()
         try await world.run(until: { second.texts.last == notes.last?.text }, within: .seconds(60))
@@ -118,18 +123,8 @@ import Testing
     /// What takes simulated time to come back is awaited inside `world.run(within:)`: a send
     /// awaiting its acknowledgement returns once the peer's application has the message.
     @Test func anAcknowledgedSendReturnsInSimulatedTime() async throws {
-        let world = SimulatedWorld(seed: 5)
-        let captain = world.addHost("captain")
-        let relief = world.addHost("relief")
-        let a = captain.makeSession(configuration: Self.configuration("captain"))
-        let b = relief.makeSession(configuration: Self.configuration("relief"))
-        let received = Received()
-        Task(executorPreference: relief.executor) {
-            for await (_, note) in b.messages(of: Note.self) { received.add(note.text) }
-        }
-        captain.start(a)
-        relief.start(b)
-        try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(10))
+        let pair = try await Self.joined(seed: 5)
+        let (world, relief, a, b, received) = (pair.world, pair.relief, pair.a, pair.b, pair.notes)
         await relief.impair(latency: .milliseconds(40))
         let before = world.now
         try await world.run(within: .seconds(5)) {
@@ -147,14 +142,8 @@ import Testing
     /// when it wakes. Rebooted with its clock an hour behind, its next session is an older
     /// incarnation by the wall clock, and joins all the same.
     @Test func aSleepingPeerIsTimedOutAndABootWithItsClockBehindStillJoins() async throws {
-        let world = SimulatedWorld(seed: 6)
-        let captain = world.addHost("captain")
-        let relief = world.addHost("relief")
-        let a = captain.makeSession(configuration: Self.configuration("captain"))
-        let b = relief.makeSession(configuration: Self.configuration("relief"))
-        captain.start(a)
-        relief.start(b)
-        try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(10))
+        let pair = try await Self.joined(seed: 6)
+        let (world, relief, a, b) = (pair.world, pair.relief, pair.a, pair.b)
 
         await relief.sleep()
         let detected = try await world.run(until: { a.activePeers.isEmpty }, within: .seconds(10))
