@@ -131,7 +131,7 @@ let package = Package(
         // The replicated store: above MultipeerSession's public API, nothing of its insides.
         .target(
             name: "MultipeerSync",
-            dependencies: ["MultipeerSession"],
+            dependencies: ["MultipeerSession", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
 
@@ -175,6 +175,12 @@ let package = Package(
             name: "HelloFuzzer",
             dependencies: ["FuzzSupport", "MultipeerCore", .product(name: "NIOCore", package: "swift-nio")],
             path: "Fuzz/HelloFuzzer",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "SyncVersionFuzzer",
+            dependencies: ["FuzzSupport", "MultipeerSession", "MultipeerSync"],
+            path: "Fuzz/SyncVersionFuzzer",
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -392,7 +398,9 @@ let package = Package(
         ),
         .testTarget(
             name: "MultipeerSyncTests",
-            dependencies: ["MultipeerSync", "MultipeerCore"],
+            dependencies: [
+                "MultipeerSync", "MultipeerSession", "MultipeerCore", "MultipeerTLS", "MultipeerTestSupport",
+            ],
             swiftSettings: swiftSettings
         ),
         // Sessions in the simulated world, tested as an application's tests would use it.

@@ -1,0 +1,37 @@
+/// What the store refused or could not do: a code to switch on, and a sentence that says what
+/// happened and to which record, version or peer.
+public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What kind of failure, as a value that can grow.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+
+        private init(_ name: String) { self.name = name }
+
+        /// A version's bytes break docs/SYNC.md 3 (truncated, out of range, not UTF-8, fields
+        /// out of order, ...): it is refused, never stored or relayed.
+        public static let malformedVersion = Code("malformedVersion")
+        /// A version's signature does not verify with its origin's key, or the key offered is
+        /// not its origin's: someone other than the origin wrote or altered it. It is refused.
+        public static let badSignature = Code("badSignature")
+        /// A write the application asked for breaks a bound of docs/SYNC.md 3 (a collection
+        /// name, an id, a field's name, the version's size): nothing was written.
+        public static let invalidWrite = Code("invalidWrite")
+
+        /// The code's name, e.g. `malformedVersion`.
+        public var description: String { name }
+    }
+
+    /// What kind of failure.
+    public var code: Code
+    /// What happened, and what it was about.
+    public var message: String
+
+    /// A failure of `code`, told by `message`.
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// The message, after the code: `malformedVersion: ...`.
+    public var description: String { "\(code): \(message)" }
+}

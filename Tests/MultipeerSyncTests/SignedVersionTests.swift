@@ -1,0 +1,175 @@
+import Foundation
+import MultipeerSession
+import MultipeerTestSupport
+import Testing
+
+@testable import MultipeerSync
+
+/// A version's bytes and signature as docs/SYNC.md 3 spells them.
+@Suite struct SignedVersionTests {
+    /// The key pair of RFC 8032's first Ed25519 test vector, as in docs/PROTOCOL.md.
+    static let origin: PeerIdentity = {
+        let hex = Array("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
+        let key = stride(from: 0, to: hex.count, by: 2).map { UInt8(String(hex[$0...$0 + 1]), radix: 16)! }
+        return try! PeerIdentity(rawPrivateKey: key)
+    }()
+
+    static let version = try! SignedVersion(
+        collection: "checklist",
+        recordID: "before-start/fuel",
+        timestamp: HLCTimestamp(milliseconds: 1_795_312_526_980, counter: 2),
+        change: .set(["item": Array("fuel quantity".utf8), "done": [0xf5]]),
+        signedBy: origin
+    )
+
+    static let delete = try! SignedVersion(
+        collection: "checklist",
+        recordID: "before-start/fuel",
+        timestamp: HLCTimestamp(milliseconds: 1_795_312_526_980, counter: 3),
+        change: .delete,
+        signedBy: origin
+    )
+
+    static func vector(_ name: String) throws -> [UInt8] {
+        let vectors = try ProtocolVectors.blocks(in: "docs/SYNC.md", fence: "hex")
+        return try #require(vectors[name]).split(whereSeparator: \.isWhitespace).map { UInt8($0, radix: 16)! }
+    }
+
+    @Test func theVectorsAreTheSpecsBothWays() throws {
+        #expect(Self.origin.peerID == UUID(uuidString: "21FE31DF-A154-8261-A26B-F854046FD227"))
+        for (name, version) in [("sync-version", Self.version), ("sync-version-delete", Self.delete)] {
+            let bytes = try Self.vector(name)
+            #expect(version.bytes == bytes, "\(name)")
+            let read = try SignedVersion(decoding: bytes)
+            #expect(read == version, "\(name) reads back")
+            try read.verify(with: Self.origin.key)
+        }
+        #expect(
+            Self.version.id.map { String(format: "%02x", $0) }.joined()
+                == "6efc50310c4aa1b8d52ff52754cb4cef827a0bc1b361de94280aff36a7da55e7"
+        )
+    }
+
+    /// Only the origin's key verifies: another key, or any byte changed, is refused, saying why.
+    @Test func anAlteredVersionOrAnotherKeyIsRefused() throws {
+        let other = PeerIdentity()
+        #expect(throws: SyncError.self) { try Self.version.verify(with: other.key) }
+        do {
+            try Self.version.verify(with: other.key)
+        } catch {
+            #expect(error.code == .badSignature)
+            #expect(error.message.contains("\(other.peerID)"), "\(error)")
+        }
+        // The value of `done` (the last byte before the signature) changed after signing.
+        var altered = Self.version.bytes
+        altered[altered.count - 65] ^= 1
+        let read = try SignedVersion(decoding: altered)
+        do {
+            try read.verify(with: Self.origin.key)
+            Issue.record("an altered version verified")
+        } catch {
+            #expect(error.code == .badSignature)
+            #expect(error.message.contains("does not verify"), "\(error)")
+        }
+        // Signed by another key in the origin's name: the bytes name the origin, the key is not its.
+        let forged = try SignedVersion(
+            collection: "checklist",
+            recordID: "before-start/fuel",
+            timestamp: Self.version.stamp.timestamp,
+            change: Self.version.change,
+            signedBy: other
+        )
+        var claimed = forged.bytes
+        withUnsafeBytes(of: Self.origin.peerID.uuid) { claimed.replaceSubrange(10..<26, with: $0) }
+        #expect(throws: SyncError.self) { try SignedVersion(decoding: claimed).verify(with: Self.origin.key) }
+    }
+
+    /// Every rule of docs/SYNC.md 3 a version's bytes can break is refused as malformed, with its reason.
+    @Test func bytesThatBreakTheSpecAreRefusedNamingTheRule() throws {
+        let good = Self.version.bytes
+        // The fields begin after format, kind, timestamp, origin, "checklist", "before-start/fuel".
+        let fields = 1 + 1 + 8 + 16 + 1 + 9 + 2 + 17
+        func changed(_ change: (inout [UInt8]) -> Void) -> [UInt8] {
+            var bytes = good
+            change(&bytes)
+            return bytes
+        }
+        // What each breaks, and what its refusal says.
+        let cases: [(String, [UInt8])] = [
+            ("format 2", changed { $0[0] = 2 }),
+            ("kind 2", changed { $0[1] = 2 }),
+            ("2 fields in a version of kind 1", changed { $0[1] = 1 }),
+            ("collection of 0 bytes", changed { $0[26] = 0 }),
+            ("id of 0 bytes", changed { $0.replaceSubrange(36..<38, with: [0, 0]) }),
+            ("0 fields in a version of kind 0", changed { $0.replaceSubrange(fields..<fields + 2, with: [0, 0]) }),
+            ("not in ascending order", changed { $0[fields + 3] = UInt8(ascii: "z") }),
+            ("field name is not UTF-8", changed { $0[fields + 3] = 0xff }),
+            ("bytes after the signature", good + [0]),
+            ("at most 1048576", [UInt8](repeating: 1, count: SignedVersion.maximumLength + 1)),
+        ]
+        for (what, bytes) in cases {
+            do {
+                _ = try SignedVersion(decoding: bytes)
+                Issue.record("\(what): read")
+            } catch {
+                #expect(error.code == .malformedVersion && error.message.contains(what), "\(what): \(error)")
+            }
+        }
+        // Every prefix of a version ends inside a field.
+        for length in 0..<good.count {
+            #expect(throws: SyncError.self, "a prefix of \(length) bytes") {
+                try SignedVersion(decoding: Array(good.prefix(length)))
+            }
+        }
+        let repeated = try SignedVersion.signedBytes(
+            collection: "checklist",
+            recordID: "before-start/fuel",
+            stamp: Self.version.stamp,
+            change: .set(["done": [1], "item": [2]])
+        )
+        // The second name made equal to the first: "done" twice.
+        var twice = repeated + [UInt8](repeating: 0, count: 64)
+        let second = repeated.count - (1 + 4 + 4 + 1)
+        twice.replaceSubrange(second..<second + 4, with: Array("done".utf8))
+        #expect(throws: SyncError.self) { try SignedVersion(decoding: twice) }
+        // The first name emptied: a whole record's field beside another.
+        let two = try SignedVersion.signedBytes(
+            collection: "checklist",
+            recordID: "before-start/fuel",
+            stamp: Self.version.stamp,
+            change: .set(["a": [1], "b": [2]])
+        )
+        var beside = two + [UInt8](repeating: 0, count: 64)
+        beside.replaceSubrange(fields + 2..<fields + 4, with: [0])
+        do {
+            _ = try SignedVersion(decoding: beside)
+            Issue.record("the empty name beside another: read")
+        } catch {
+            #expect(error.message.contains("comes with others"), "\(error)")
+        }
+    }
+
+    /// What an application asks to write beyond docs/SYNC.md 3's bounds is refused before
+    /// anything is signed.
+    @Test func aWriteBeyondTheBoundsIsRefused() {
+        let stamp = Self.version.stamp
+        let cases: [(String, String, String, RecordWrite.Change)] = [
+            ("an empty collection", "", "a", .delete),
+            ("a collection of 256 bytes", String(repeating: "c", count: 256), "a", .delete),
+            ("an empty id", "checklist", "", .delete),
+            ("an id of 1,025 bytes", "checklist", String(repeating: "i", count: 1_025), .delete),
+            ("no fields", "checklist", "a", .set([:])),
+            ("the empty name beside another", "checklist", "a", .set(["": [1], "done": [1]])),
+            ("a name of 256 bytes", "checklist", "a", .set([String(repeating: "n", count: 256): [1]])),
+            ("a value of 1 MiB", "checklist", "a", .set(["done": [UInt8](repeating: 0, count: 1 << 20)])),
+        ]
+        for (what, collection, id, change) in cases {
+            do {
+                _ = try SignedVersion.signedBytes(collection: collection, recordID: id, stamp: stamp, change: change)
+                Issue.record("\(what): written")
+            } catch {
+                #expect(error.code == .invalidWrite, "\(what): \(error)")
+            }
+        }
+    }
+}
