@@ -131,7 +131,11 @@ let package = Package(
         // The replicated store: above MultipeerSession's public API, nothing of its insides.
         .target(
             name: "MultipeerSync",
-            dependencies: ["MultipeerSession", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "MultipeerSession",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
 
@@ -400,6 +404,7 @@ let package = Package(
             name: "MultipeerSyncTests",
             dependencies: [
                 "MultipeerSync", "MultipeerSession", "MultipeerCore", "MultipeerTLS", "MultipeerTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -93,3 +93,18 @@ package struct RecordRegisters: Hashable, Sendable {
         ([deleted] + fields.values.map(\.stamp)).compactMap { $0 }.max()
     }
 }
+
+extension RecordRegisters {
+    /// Whether `write` still holds one of these registers: the latest delete, or the latest write
+    /// of a field that no later delete hides. A version whose write holds none is superseded:
+    /// nothing it says can show again, and a station lets it go (docs/SYNC.md 2).
+    package func isHeld(by write: RecordWrite) -> Bool {
+        switch write.change {
+        case .delete:
+            return deleted == write.stamp
+        case .set(let values):
+            guard deleted.map({ write.stamp > $0 }) ?? true else { return false }
+            return values.contains { name, value in fields[name] == Field(stamp: write.stamp, value: value) }
+        }
+    }
+}

@@ -16,6 +16,9 @@ public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
         /// A write the application asked for breaks a bound of docs/SYNC.md 3 (a collection
         /// name, an id, a field's name, the version's size): nothing was written.
         public static let invalidWrite = Code("invalidWrite")
+        /// The store's database could not be opened, read or written (the message has
+        /// SQLite's reason); a commit that failed left nothing of itself.
+        public static let storageFailed = Code("storageFailed")
 
         /// The code's name, e.g. `malformedVersion`.
         public var description: String { name }

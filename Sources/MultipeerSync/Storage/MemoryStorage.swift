@@ -1,0 +1,56 @@
+package import MultipeerSession
+import Synchronization
+
+package import struct Foundation.UUID
+
+/// A storage in memory, for tests: what a commit adds is there at once, and gone with the
+/// storage.
+package final class MemoryStorage: SyncStorage {
+    private struct State {
+        /// Every version kept, by id.
+        var versions: [[UInt8]: SignedVersion] = [:]
+        /// The ids of each record's versions.
+        var records: [RecordKey: Set<[UInt8]>] = [:]
+        var keys: [UUID: PeerKey] = [:]
+        var clock = HLCTimestamp(rawValue: 0)
+    }
+
+    private let state = Mutex(State())
+
+    package init() {}
+
+    package func clock() -> HLCTimestamp {
+        state.withLock { $0.clock }
+    }
+
+    package func versions(of record: RecordKey) -> [SignedVersion] {
+        state.withLock { state in (state.records[record] ?? []).map { state.versions[$0]! } }
+    }
+
+    package func records(in collection: String) -> [String] {
+        state.withLock { state in state.records.keys.filter { $0.collection == collection }.map(\.id).sorted() }
+    }
+
+    package func key(of origin: UUID) -> PeerKey? {
+        state.withLock { $0.keys[origin] }
+    }
+
+    package func commit(_ commit: StorageCommit) {
+        state.withLock { state in
+            for id in commit.removed {
+                guard let version = state.versions.removeValue(forKey: id) else { continue }
+                let record = RecordKey(collection: version.collection, id: version.recordID)
+                state.records[record]?.remove(id)
+                if state.records[record]?.isEmpty == true { state.records[record] = nil }
+            }
+            for version in commit.added {
+                state.versions[version.id] = version
+                state.records[RecordKey(collection: version.collection, id: version.recordID), default: []].insert(
+                    version.id
+                )
+            }
+            for key in commit.keys { state.keys[key.peerID] = key }
+            state.clock = max(state.clock, commit.clock)
+        }
+    }
+}

@@ -1,0 +1,153 @@
+import Foundation
+import GRDB
+package import MultipeerSession
+
+/// A station's versions, keys and clock in SQLite (through GRDB), in WAL mode with
+/// `synchronous = FULL`: a commit is on disk before ``commit(_:)`` returns, so a station killed
+/// (SIGKILL, a power cut) restarts with every commit it made and nothing of one it was making.
+///
+/// Tables: `version` (each kept version's bytes as its origin signed them, by id, indexed by
+/// record and by (timestamp, id), the order stations compare in), `origin_key`, and `clock`
+/// (one row). Timestamps are stored as SQLite's signed 64-bit integers, which order as the
+/// clock does until the year 6429.
+package final class SQLiteStorage: SyncStorage {
+    /// The database file's path.
+    package let path: String
+    private let database: DatabasePool
+
+    /// Opens the database at `path`, making it and its tables if needed.
+    /// - Throws: `storageFailed`, with SQLite's reason.
+    package init(path: String) throws(SyncError) {
+        self.path = path
+        do {
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(5)
+            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+            database = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(database)
+        } catch {
+            throw Self.failure(error, path: path, doing: "open")
+        }
+    }
+
+    private static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-versions") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE version (
+                        id BLOB PRIMARY KEY NOT NULL,
+                        collection TEXT NOT NULL,
+                        record TEXT NOT NULL,
+                        timestamp INTEGER NOT NULL,
+                        bytes BLOB NOT NULL
+                    ) WITHOUT ROWID;
+                    CREATE INDEX version_record ON version(collection, record);
+                    CREATE INDEX version_order ON version(timestamp, id);
+                    CREATE TABLE origin_key (origin BLOB PRIMARY KEY NOT NULL, key BLOB NOT NULL) WITHOUT ROWID;
+                    CREATE TABLE clock (latest INTEGER NOT NULL);
+                    INSERT INTO clock (latest) VALUES (0);
+                    """
+            )
+        }
+        return migrator
+    }
+
+    package func clock() throws(SyncError) -> HLCTimestamp {
+        try reading("read the clock") { db in
+            HLCTimestamp(rawValue: UInt64(bitPattern: try Int64.fetchOne(db, sql: "SELECT latest FROM clock") ?? 0))
+        }
+    }
+
+    package func versions(of record: RecordKey) throws(SyncError) -> [SignedVersion] {
+        let rows = try reading("read record \(record)") { db in
+            try Data.fetchAll(
+                db,
+                sql: "SELECT bytes FROM version WHERE collection = ? AND record = ?",
+                arguments: [record.collection, record.id]
+            )
+        }
+        return try rows.map { bytes throws(SyncError) in
+            do {
+                return try SignedVersion(decoding: Array(bytes))
+            } catch {
+                throw SyncError(.storageFailed, "\(path) holds a version of \(record) that does not read: \(error)")
+            }
+        }
+    }
+
+    package func records(in collection: String) throws(SyncError) -> [String] {
+        try reading("list \(collection)") { db in
+            try String.fetchAll(
+                db,
+                sql: "SELECT DISTINCT record FROM version WHERE collection = ? ORDER BY record",
+                arguments: [collection]
+            )
+        }
+    }
+
+    package func key(of origin: UUID) throws(SyncError) -> PeerKey? {
+        let raw = try reading("read the key of \(origin)") { db in
+            try Data.fetchOne(
+                db,
+                sql: "SELECT key FROM origin_key WHERE origin = ?",
+                arguments: [Self.blob(origin)]
+            )
+        }
+        return raw.flatMap { try? PeerKey(rawRepresentation: $0) }
+    }
+
+    package func commit(_ commit: StorageCommit) throws(SyncError) {
+        do {
+            try database.write { db in
+                for id in commit.removed {
+                    try db.execute(sql: "DELETE FROM version WHERE id = ?", arguments: [Data(id)])
+                }
+                for version in commit.added {
+                    try db.execute(
+                        sql: """
+                            INSERT OR IGNORE INTO version (id, collection, record, timestamp, bytes)
+                            VALUES (?, ?, ?, ?, ?)
+                            """,
+                        arguments: [
+                            Data(version.id), version.collection, version.recordID,
+                            Int64(bitPattern: version.stamp.timestamp.rawValue), Data(version.bytes),
+                        ]
+                    )
+                }
+                for key in commit.keys {
+                    try db.execute(
+                        sql: "INSERT OR IGNORE INTO origin_key (origin, key) VALUES (?, ?)",
+                        arguments: [Self.blob(key.peerID), Data(key.rawRepresentation)]
+                    )
+                }
+                // (Unsigned order: a later timestamp never replaces with an earlier one.)
+                let latest = HLCTimestamp(
+                    rawValue: UInt64(bitPattern: try Int64.fetchOne(db, sql: "SELECT latest FROM clock") ?? 0)
+                )
+                try db.execute(
+                    sql: "UPDATE clock SET latest = ?",
+                    arguments: [Int64(bitPattern: max(latest, commit.clock).rawValue)]
+                )
+            }
+        } catch {
+            throw Self.failure(error, path: path, doing: "commit to")
+        }
+    }
+
+    private func reading<T>(_ what: String, _ body: (Database) throws -> T) throws(SyncError) -> T {
+        do {
+            return try database.read(body)
+        } catch {
+            throw Self.failure(error, path: path, doing: what + " in")
+        }
+    }
+
+    private static func blob(_ id: UUID) -> Data {
+        withUnsafeBytes(of: id.uuid) { Data($0) }
+    }
+
+    private static func failure(_ error: any Error, path: String, doing what: String) -> SyncError {
+        SyncError(.storageFailed, "could not \(what) the store's database \(path): \(error)")
+    }
+}

@@ -1,0 +1,50 @@
+package import MultipeerSession
+
+package import struct Foundation.UUID
+
+/// One record of one collection.
+package struct RecordKey: Hashable, Sendable, CustomStringConvertible {
+    package var collection: String
+    package var id: String
+
+    package init(collection: String, id: String) {
+        self.collection = collection
+        self.id = id
+    }
+
+    package var description: String { "\(collection)/\(id)" }
+}
+
+/// What one durable commit changes: versions kept from now on, versions let go, origins' keys
+/// learnt, and the clock's latest timestamp (docs/SYNC.md 2: kept with the writes, so a restart
+/// never issues an earlier one). All of it is durable at once, or none of it.
+package struct StorageCommit: Sendable {
+    package var added: [SignedVersion] = []
+    /// The ids (``SignedVersion/id``) of the versions let go.
+    package var removed: [[UInt8]] = []
+    package var keys: [PeerKey] = []
+    package var clock: HLCTimestamp
+
+    package init(added: [SignedVersion] = [], removed: [[UInt8]] = [], keys: [PeerKey] = [], clock: HLCTimestamp) {
+        self.added = added
+        self.removed = removed
+        self.keys = keys
+        self.clock = clock
+    }
+}
+
+/// Where a station keeps its versions, its origins' keys and its clock: SQLite by default
+/// (``SQLiteStorage``), memory for tests (``MemoryStorage``). A seam: the store decides, a
+/// storage keeps. Every method may be called from any thread.
+package protocol SyncStorage: Sendable {
+    /// The clock's latest timestamp, as last committed (0 for a new store).
+    func clock() throws(SyncError) -> HLCTimestamp
+    /// The versions kept of `record`, in no particular order.
+    func versions(of record: RecordKey) throws(SyncError) -> [SignedVersion]
+    /// The ids of the records of `collection` of which a version is kept, in ascending order.
+    func records(in collection: String) throws(SyncError) -> [String]
+    /// The key of `origin`, if one was committed.
+    func key(of origin: UUID) throws(SyncError) -> PeerKey?
+    /// Makes `commit` durable, all of it or none of it.
+    func commit(_ commit: StorageCommit) throws(SyncError)
+}

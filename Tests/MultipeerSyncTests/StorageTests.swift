@@ -1,0 +1,109 @@
+import Foundation
+import GRDB
+import MultipeerSession
+import Testing
+
+@testable import MultipeerSync
+
+/// What every storage keeps, in SQLite and in memory alike; and SQLite's across a reopening.
+@Suite struct StorageTests {
+    enum Kind: String, CaseIterable, CustomTestStringConvertible {
+        case sqlite, memory
+        var testDescription: String { rawValue }
+    }
+
+    /// A storage of `kind`, and the path of its file if it has one (removed afterwards).
+    static func withStorage(_ kind: Kind, _ body: (any SyncStorage, String?) throws -> Void) throws {
+        switch kind {
+        case .memory:
+            try body(MemoryStorage(), nil)
+        case .sqlite:
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("sync-\(UUID()).db").path
+            defer {
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            }
+            try body(try SQLiteStorage(path: path), path)
+        }
+    }
+
+    static func version(_ record: String, _ change: RecordWrite.Change, at milliseconds: UInt64) -> SignedVersion {
+        try! SignedVersion(
+            collection: "checklist",
+            recordID: record,
+            timestamp: HLCTimestamp(milliseconds: milliseconds, counter: 0),
+            change: change,
+            signedBy: RecordIntakeTests.captain
+        )
+    }
+
+    @Test(arguments: Kind.allCases)
+    func aCommitIsReadBackAndWhatItLetsGoIsGone(kind: Kind) throws {
+        try Self.withStorage(kind) { storage, _ in
+            let fuel = Self.version("fuel", .set(["done": [0]]), at: 1)
+            let flaps = Self.version("flaps", .set(["done": [0]]), at: 2)
+            try storage.commit(
+                StorageCommit(
+                    added: [fuel, flaps],
+                    keys: [RecordIntakeTests.captain.key],
+                    clock: flaps.stamp.timestamp
+                )
+            )
+            let record = RecordKey(collection: "checklist", id: "fuel")
+            #expect(try storage.versions(of: record) == [fuel])
+            #expect(try storage.records(in: "checklist") == ["flaps", "fuel"])
+            #expect(try storage.records(in: "other").isEmpty)
+            #expect(try storage.key(of: RecordIntakeTests.captain.peerID) == RecordIntakeTests.captain.key)
+            #expect(try storage.key(of: UUID()) == nil)
+            #expect(try storage.clock() == flaps.stamp.timestamp)
+
+            let done = Self.version("fuel", .set(["done": [1]]), at: 3)
+            try storage.commit(StorageCommit(added: [done], removed: [fuel.id], clock: done.stamp.timestamp))
+            #expect(try storage.versions(of: record) == [done])
+            // A commit with an earlier clock (another station's versions taken in) leaves it.
+            try storage.commit(StorageCommit(clock: HLCTimestamp(rawValue: 5)))
+            #expect(try storage.clock() == done.stamp.timestamp)
+        }
+    }
+
+    /// Closed and opened again (a restart), SQLite holds every commit and the clock.
+    @Test func aReopenedDatabaseHoldsEveryCommit() throws {
+        try Self.withStorage(.sqlite) { storage, path in
+            let fuel = Self.version("fuel", .set(["done": [1]]), at: 7)
+            try storage.commit(
+                StorageCommit(added: [fuel], keys: [RecordIntakeTests.captain.key], clock: fuel.stamp.timestamp)
+            )
+            let reopened = try SQLiteStorage(path: path!)
+            #expect(try reopened.versions(of: RecordKey(collection: "checklist", id: "fuel")) == [fuel])
+            #expect(try reopened.clock() == fuel.stamp.timestamp)
+            #expect(try reopened.key(of: RecordIntakeTests.captain.peerID) == RecordIntakeTests.captain.key)
+        }
+    }
+
+    /// A database that is not one, or a version altered on disk, is a typed failure naming the file.
+    @Test func aDamagedDatabaseIsAStorageFailureNamingTheFile() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("sync-\(UUID()).db").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Data("not a database, but long enough to look like a header of one".utf8).write(
+            to: URL(fileURLWithPath: path)
+        )
+        do {
+            _ = try SQLiteStorage(path: path)
+            Issue.record("a file that is no database opened")
+        } catch {
+            #expect(error.code == .storageFailed && error.message.contains(path), "\(error)")
+        }
+        try Self.withStorage(.sqlite) { storage, path in
+            let fuel = Self.version("fuel", .set(["done": [1]]), at: 7)
+            try storage.commit(StorageCommit(added: [fuel], clock: fuel.stamp.timestamp))
+            try DatabaseQueue(path: path!).write { db in
+                try db.execute(sql: "UPDATE version SET bytes = x'02'")
+            }
+            do throws(SyncError) {
+                _ = try storage.versions(of: RecordKey(collection: "checklist", id: "fuel"))
+                Issue.record("an altered version read")
+            } catch {
+                #expect(error.code == .storageFailed && error.message.contains("does not read"), "\(error)")
+            }
+        }
+    }
+}
