@@ -1,7 +1,7 @@
 package import MultipeerSession
 import Synchronization
 
-package import struct Foundation.UUID
+import struct Foundation.UUID
 
 /// A storage in memory, for tests: what a commit adds is there at once, and gone with the
 /// storage.

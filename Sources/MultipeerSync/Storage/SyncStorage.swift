@@ -1,6 +1,6 @@
 package import MultipeerSession
 
-package import struct Foundation.UUID
+import struct Foundation.UUID
 
 /// One record of one collection.
 package struct RecordKey: Hashable, Sendable, CustomStringConvertible {
