@@ -16,6 +16,10 @@ public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
         /// A write the application asked for breaks a bound of docs/SYNC.md 3 (a collection
         /// name, an id, a field's name, the version's size): nothing was written.
         public static let invalidWrite = Code("invalidWrite")
+        /// A version is stamped more than a day ahead of this station's clock (docs/SYNC.md 2):
+        /// a clock that is wrong, or a peer that lies. It is refused; taking it in would drag
+        /// every later write of the group along to it.
+        public static let clockAhead = Code("clockAhead")
         /// The store's database could not be opened, read or written (the message has
         /// SQLite's reason); a commit that failed left nothing of itself.
         public static let storageFailed = Code("storageFailed")

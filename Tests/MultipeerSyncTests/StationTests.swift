@@ -1,0 +1,93 @@
+import Foundation
+import MultipeerSession
+import Testing
+
+@testable import MultipeerSync
+
+/// A station's writes and intake over its storage (docs/SYNC.md 1-3).
+@Suite struct StationTests {
+    static let now: UInt64 = 1_795_300_000_000
+    static let fuel = RecordKey(collection: "checklist", id: "before-start/fuel")
+
+    @Test func writesAreStampedSignedAndReadBack() throws {
+        var station = try Station(identity: RecordIntakeTests.captain, storage: MemoryStorage())
+        let first = try station.write(.set(["done": [0], "item": [1]]), to: Self.fuel, now: Self.now)
+        #expect(first.before == nil && first.after == ["done": [0], "item": [1]])
+        let second = try station.write(.set(["done": [1]]), to: Self.fuel, now: Self.now)
+        #expect(second.stamp > first.stamp, "the same millisecond: the counter goes on")
+        #expect(try station.record(Self.fuel) == ["done": [1], "item": [1]])
+        let kept = try station.storage.versions(of: Self.fuel)
+        #expect(kept.count == 2, "the first still holds item")
+        for version in kept { try version.verify(with: RecordIntakeTests.captain.key) }
+        _ = try station.write(.delete, to: Self.fuel, now: Self.now + 1)
+        #expect(try station.record(Self.fuel) == nil)
+        #expect(try station.storage.versions(of: Self.fuel).count == 1, "the delete alone")
+    }
+
+    /// Restarted with its wall clock an hour behind, a station's next write still wins: its
+    /// clock goes on from what it committed.
+    @Test func aStationRestartedWithItsClockBehindStillWritesLater() throws {
+        let storage = MemoryStorage()
+        var before = try Station(identity: RecordIntakeTests.captain, storage: storage)
+        let early = try before.write(.set(["done": [0]]), to: Self.fuel, now: Self.now)
+        var after = try Station(identity: RecordIntakeTests.captain, storage: storage)
+        let late = try after.write(.set(["done": [1]]), to: Self.fuel, now: Self.now - 3_600_000)
+        #expect(late.stamp > early.stamp)
+        #expect(try after.record(Self.fuel) == ["done": [1]])
+    }
+
+    /// What a peer sends is checked version by version: one without its origin's signature,
+    /// one stamped more than a day ahead, or one whose origin's key never came, is refused with
+    /// its reason and never stored; the rest of the batch is taken.
+    @Test func aPeersBatchIsCheckedVersionByVersion() throws {
+        var relief = try Station(identity: RecordIntakeTests.relief, storage: MemoryStorage())
+        let good = try relief.write(.set(["done": [1]]), to: Self.fuel, now: Self.now)
+        let goodVersion = try #require(try relief.storage.versions(of: Self.fuel).first)
+        #expect(goodVersion.stamp == good.stamp)
+        let mallory = PeerIdentity()
+        let forged = try SignedVersion(
+            collection: "checklist",
+            recordID: "flaps",
+            timestamp: HLCTimestamp(milliseconds: Self.now, counter: 0),
+            change: .set(["done": [1]]),
+            signedBy: mallory
+        )
+        var claimed = forged.bytes
+        withUnsafeBytes(of: RecordIntakeTests.relief.peerID.uuid) { claimed.replaceSubrange(10..<26, with: $0) }
+        let ahead = try SignedVersion(
+            collection: "checklist",
+            recordID: "gear",
+            timestamp: HLCTimestamp(milliseconds: Self.now + 2 * 86_400_000, counter: 0),
+            change: .set(["done": [1]]),
+            signedBy: RecordIntakeTests.relief
+        )
+        let keyless = try SignedVersion(
+            collection: "checklist",
+            recordID: "doors",
+            timestamp: HLCTimestamp(milliseconds: Self.now, counter: 0),
+            change: .set(["done": [1]]),
+            signedBy: mallory
+        )
+
+        var captain = try Station(identity: RecordIntakeTests.captain, storage: MemoryStorage())
+        let taken = try captain.take(
+            [try SignedVersion(decoding: claimed), ahead, keyless, goodVersion],
+            keys: [RecordIntakeTests.relief.key],
+            now: Self.now
+        )
+        #expect(taken.refusals.map(\.code) == [.badSignature, .clockAhead, .badSignature])
+        #expect(taken.refusals[2].message.contains("without its origin's key"), "\(taken.refusals[2])")
+        #expect(
+            taken.changes == [RecordChange(record: Self.fuel, before: nil, after: ["done": [1]], stamp: good.stamp)]
+        )
+        #expect(try captain.storage.records(in: "checklist") == ["before-start/fuel"], "nothing refused is stored")
+        #expect(try captain.storage.key(of: RecordIntakeTests.relief.peerID) == RecordIntakeTests.relief.key)
+        // The key is kept: the next batch of relief's needs none.
+        let next = try relief.write(.set(["done": [0]]), to: Self.fuel, now: Self.now + 5)
+        let again = try captain.take(try relief.storage.versions(of: Self.fuel), keys: [], now: Self.now + 5)
+        #expect(again.refusals.isEmpty && again.changes.map(\.stamp) == [next.stamp])
+        // The captain's own next write orders after what it took.
+        let own = try captain.write(.set(["done": [1]]), to: Self.fuel, now: Self.now)
+        #expect(own.stamp > next.stamp)
+    }
+}
