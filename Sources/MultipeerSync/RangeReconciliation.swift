@@ -1,0 +1,194 @@
+import Crypto
+
+/// Range-based set reconciliation after Negentropy's protocol v1 (hoytech/negentropy,
+/// docs/negentropy-protocol-v1.md): two stations find which versions each holds that the other
+/// lacks, in about log16(n) round trips, exchanging fingerprints of ranges of their versions
+/// ordered by (timestamp, id), splitting every range whose fingerprints differ. Recent writes
+/// cluster at the end of the order, so what two stations that met a little while ago differ by
+/// sits in few ranges. Sans-IO: messages in, messages out.
+///
+/// The initiator sends ``initiate()``; each side answers what it receives with ``reconcile(_:)``
+/// until the initiator's answer is empty. The initiator learns both sides of the difference
+/// (``Outcome/have`` and ``Outcome/need``); the other side answers id lists with its own.
+package struct RangeReconciliation {
+    /// A version as reconciliation sees it: its timestamp, then its id (the SHA-256 of its
+    /// signed bytes), ordered by both.
+    package struct Item: Hashable, Comparable, Sendable {
+        package var timestamp: UInt64
+        package var id: [UInt8]
+
+        package init(timestamp: UInt64, id: [UInt8]) {
+            precondition(id.count == RangeReconciliation.idLength)
+            self.timestamp = timestamp
+            self.id = id
+        }
+
+        package static func < (lhs: Self, rhs: Self) -> Bool {
+            if lhs.timestamp != rhs.timestamp { return lhs.timestamp < rhs.timestamp }
+            return lhs.id.lexicographicallyPrecedes(rhs.id)
+        }
+    }
+
+    /// Where a range ends (exclusive): a timestamp and as much of an id as tells the two items
+    /// on either side apart (the rest taken as zeros). ``infinity`` ends the last range.
+    package struct Bound: Hashable, Sendable {
+        package var timestamp: UInt64
+        package var idPrefix: [UInt8]
+
+        package static let infinity = Bound(timestamp: .max, idPrefix: [])
+
+        /// Whether `item` lies below this bound.
+        func isAbove(_ item: Item) -> Bool {
+            if item.timestamp != timestamp { return item.timestamp < timestamp }
+            let padded = idPrefix + [UInt8](repeating: 0, count: RangeReconciliation.idLength - idPrefix.count)
+            return item.id.lexicographicallyPrecedes(padded)
+        }
+    }
+
+    /// One range of a message and what the sender says of its items there.
+    package struct Range: Hashable, Sendable {
+        package enum Payload: Hashable, Sendable {
+            /// Nothing more to do here.
+            case skip
+            /// The fingerprint of the sender's items in the range (``fingerprint(of:)``).
+            case fingerprint([UInt8])
+            /// Every id the sender holds in the range.
+            case ids([[UInt8]])
+        }
+
+        package var upperBound: Bound
+        package var payload: Payload
+    }
+
+    /// A message: ranges in ascending order, adjacent, the first from the start of the order;
+    /// what the last leaves out to infinity is skipped.
+    package typealias Message = [Range]
+
+    /// What the initiator learnt in one round: ids it holds that the other lacks (to send), and
+    /// ids the other holds that it lacks (to ask for).
+    package struct Outcome: Hashable, Sendable {
+        package var have: [[UInt8]] = []
+        package var need: [[UInt8]] = []
+    }
+
+    package static let idLength = 32
+    /// Into how many ranges a range that differs is split.
+    package static let buckets = 16
+    /// A range of fewer items than this is answered with its ids rather than split.
+    package static var idListThreshold: Int { 2 * buckets }
+
+    private let items: [Item]
+    private let isInitiator: Bool
+
+    /// Reconciles `items` (in any order, each once) with a peer's; `initiator` says which side
+    /// this is.
+    package init(items: some Sequence<Item>, initiator: Bool) {
+        self.items = items.sorted()
+        isInitiator = initiator
+    }
+
+    /// The initiator's first message: the whole order, as a fingerprint or split.
+    package func initiate() -> Message {
+        compact(split(items[...], upperBound: .infinity))
+    }
+
+    /// Answers a message from the other side; on the initiator, also says what it learnt. An
+    /// empty answer on the initiator's side ends the exchange.
+    package func reconcile(_ message: Message) -> (answer: Message, outcome: Outcome) {
+        var answer: Message = []
+        var outcome = Outcome()
+        var lower = items.startIndex
+        for range in message {
+            let upper = items[lower...].firstIndex { !range.upperBound.isAbove($0) } ?? items.endIndex
+            let ours = items[lower..<upper]
+            switch range.payload {
+            case .skip:
+                answer.append(Range(upperBound: range.upperBound, payload: .skip))
+            case .fingerprint(let theirs):
+                if Self.fingerprint(of: ours) == theirs {
+                    answer.append(Range(upperBound: range.upperBound, payload: .skip))
+                } else {
+                    answer += split(ours, upperBound: range.upperBound)
+                }
+            case .ids(let theirs):
+                if isInitiator {
+                    let theirSet = Set(theirs)
+                    let ourSet = Set(ours.map(\.id))
+                    outcome.have += ours.map(\.id).filter { !theirSet.contains($0) }
+                    outcome.need += theirs.filter { !ourSet.contains($0) }
+                    answer.append(Range(upperBound: range.upperBound, payload: .skip))
+                } else {
+                    answer.append(Range(upperBound: range.upperBound, payload: .ids(ours.map(\.id))))
+                }
+            }
+            lower = upper
+        }
+        return (compact(answer), outcome)
+    }
+
+    /// `items`' ranges for a message: their ids if they are few, else ``buckets`` fingerprinted
+    /// ranges, the last ending at `upperBound`.
+    private func split(_ items: ArraySlice<Item>, upperBound: Bound) -> Message {
+        guard items.count >= Self.idListThreshold else {
+            return [Range(upperBound: upperBound, payload: .ids(items.map(\.id)))]
+        }
+        var ranges: Message = []
+        var start = items.startIndex
+        for bucket in 0..<Self.buckets {
+            let size = items.count / Self.buckets + (bucket < items.count % Self.buckets ? 1 : 0)
+            let end = start + size
+            let bound =
+                bucket == Self.buckets - 1 ? upperBound : Self.bound(between: self.items[end - 1], and: self.items[end])
+            ranges.append(Range(upperBound: bound, payload: .fingerprint(Self.fingerprint(of: items[start..<end]))))
+            start = end
+        }
+        return ranges
+    }
+
+    /// The shortest bound above `previous` and at or below `next`.
+    static func bound(between previous: Item, and next: Item) -> Bound {
+        guard previous.timestamp == next.timestamp else { return Bound(timestamp: next.timestamp, idPrefix: []) }
+        let common = zip(previous.id, next.id).prefix { $0 == $1 }.count
+        return Bound(timestamp: next.timestamp, idPrefix: Array(next.id.prefix(common + 1)))
+    }
+
+    /// Merges adjacent skips and drops a trailing one (the rest of the order is skipped anyway).
+    private func compact(_ message: Message) -> Message {
+        var result: Message = []
+        for range in message {
+            if case .skip = range.payload, let last = result.last, case .skip = last.payload {
+                result[result.count - 1] = range
+            } else {
+                result.append(range)
+            }
+        }
+        if let last = result.last, case .skip = last.payload { result.removeLast() }
+        return result
+    }
+
+    /// A range's fingerprint: the sum modulo 2^256 of its ids read as little-endian integers,
+    /// followed by its count as a varint (base-128 digits, most significant first), hashed with
+    /// SHA-256, of which the first 16 bytes.
+    package static func fingerprint(of items: ArraySlice<Item>) -> [UInt8] {
+        var sum = [UInt8](repeating: 0, count: idLength)
+        for item in items {
+            var carry: UInt16 = 0
+            for index in 0..<idLength {
+                let total = UInt16(sum[index]) + UInt16(item.id[index]) + carry
+                sum[index] = UInt8(truncatingIfNeeded: total)
+                carry = total >> 8
+            }
+        }
+        return Array(SHA256.hash(data: sum + varint(UInt64(items.count))).prefix(16))
+    }
+
+    static func varint(_ value: UInt64) -> [UInt8] {
+        var digits: [UInt8] = [UInt8(value & 0x7f)]
+        var rest = value >> 7
+        while rest > 0 {
+            digits.insert(UInt8(rest & 0x7f) | 0x80, at: 0)
+            rest >>= 7
+        }
+        return digits
+    }
+}
