@@ -34,9 +34,6 @@ public actor NavlogNode: Service {
     private var workers: [UUID: SyncWorker] = [:]
     /// Peers that sent more requests than a worker holds: ignored until they join again.
     private var overloaded: Set<UUID> = []
-    /// Peers whose application did not read the navlog type when this host began its exchange:
-    /// it begins again once a peer says it reads other types (docs/NAVLOG.md, the top).
-    private var notReading: Set<UUID> = []
     /// The parts of a peer's digest (an earlier release's) received so far, until its final part.
     private var incomingDigests: [UUID: NavlogDigest] = [:]
     private let subscriptions = AsyncStream<NavlogEvent>.makeStream()
@@ -439,7 +436,6 @@ public actor NavlogNode: Service {
             subscriptions.continuation.yield(.peerJoined(ref))
             incomingDigests[peer.id] = nil
             overloaded.remove(peer.id)
-            notReading.remove(peer.id)
             request(.start, from: peer)
             sayLacking(lacking(), to: ref)
         case .peerLeft(let peer, let reason):
@@ -486,7 +482,9 @@ public actor NavlogNode: Service {
                 )
             )
         case .peerReadsChanged(let peer):
-            if notReading.remove(peer.id) != nil { request(.start, from: peer) }
+            // (It may read the navlog type now: an exchange whose peer does not is refused at
+            // once, `messageTypeNotRead`, as at its join. Nothing to remember, so nothing to race.)
+            request(.start, from: peer)
         case .broadcastSkipped(let peer, let type, let error):
             subscriptions.continuation.yield(
                 .error(code: error.code.description, message: "a \(type) did not go to \(peer.displayName): \(error)")
@@ -568,12 +566,6 @@ public actor NavlogNode: Service {
     }
 
     // MARK: Anti-entropy, for the peer's SyncWorker
-
-    /// `peer`'s application does not read the navlog type: this host's exchange with it
-    /// begins when that changes.
-    func doesNotRead(_ peer: UUID) {
-        notReading.insert(peer)
-    }
 
     /// This host's first `ask` of an exchange with `peer`.
     func startPull(with peer: UUID) -> [NavlogMessage] {

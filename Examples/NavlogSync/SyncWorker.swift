@@ -66,12 +66,7 @@ final class SyncWorker: Sendable {
         let session = node.session
         switch work {
         case .start:
-            do {
-                for message in await node.startPull(with: peer.id) { try await session.send(message, to: peer.id) }
-            } catch let error as MultipeerError where error.code == .messageTypeNotRead {
-                await node.doesNotRead(peer.id)
-                throw error
-            }
+            for message in await node.startPull(with: peer.id) { try await session.send(message, to: peer.id) }
         case .ask(let exchange, let ranges):
             if holding.exchange != exchange { holding = (exchange, 0) }
             let answer = await node.answer(ranges)
