@@ -45,29 +45,16 @@ import Testing
         let goodVersion = try #require(try relief.storage.versions(of: Self.fuel).first)
         #expect(goodVersion.stamp == good.stamp)
         let mallory = PeerIdentity()
-        let forged = try SignedVersion(
-            collection: "checklist",
-            recordID: "flaps",
-            timestamp: HLCTimestamp(milliseconds: Self.now, counter: 0),
-            change: .set(["done": [1]]),
-            signedBy: mallory
-        )
+        let forged = RecordIntakeTests.version(.set(["done": [1]]), at: Self.now, by: mallory, record: "flaps")
         var claimed = forged.bytes
         withUnsafeBytes(of: RecordIntakeTests.relief.peerID.uuid) { claimed.replaceSubrange(10..<26, with: $0) }
-        let ahead = try SignedVersion(
-            collection: "checklist",
-            recordID: "gear",
-            timestamp: HLCTimestamp(milliseconds: Self.now + 2 * 86_400_000, counter: 0),
-            change: .set(["done": [1]]),
-            signedBy: RecordIntakeTests.relief
+        let ahead = RecordIntakeTests.version(
+            .set(["done": [1]]),
+            at: Self.now + 2 * 86_400_000,
+            by: RecordIntakeTests.relief,
+            record: "gear"
         )
-        let keyless = try SignedVersion(
-            collection: "checklist",
-            recordID: "doors",
-            timestamp: HLCTimestamp(milliseconds: Self.now, counter: 0),
-            change: .set(["done": [1]]),
-            signedBy: mallory
-        )
+        let keyless = RecordIntakeTests.version(.set(["done": [1]]), at: Self.now, by: mallory, record: "doors")
 
         var captain = try Station(identity: RecordIntakeTests.captain, storage: MemoryStorage())
         let taken = try captain.take(
