@@ -182,6 +182,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "SyncMessageFuzzer",
+            dependencies: ["FuzzSupport", "MultipeerSession", "MultipeerSync"],
+            path: "Fuzz/SyncMessageFuzzer",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "SyncVersionFuzzer",
             dependencies: ["FuzzSupport", "MultipeerSession", "MultipeerSync"],
             path: "Fuzz/SyncVersionFuzzer",

@@ -10,7 +10,7 @@
 # Exits non-zero on the first crash, with libFuzzer's report and the input's path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=(FrameFuzzer HelloFuzzer TXTFuzzer NavlogFuzzer PayloadFuzzer SyncVersionFuzzer)
+targets=(FrameFuzzer HelloFuzzer TXTFuzzer NavlogFuzzer PayloadFuzzer SyncVersionFuzzer SyncMessageFuzzer)
 mode=${1:-60}
 
 swift_bin=$(dirname "$(readlink -f "$(command -v swift)")")

@@ -10,6 +10,9 @@ public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
         /// A version's bytes break docs/SYNC.md 3 (truncated, out of range, not UTF-8, fields
         /// out of order, ...): it is refused, never stored or relayed.
         public static let malformedVersion = Code("malformedVersion")
+        /// A message from a peer breaks docs/SYNC.md 5 (truncated, out of range, a varint in
+        /// a second form, ...): it is refused, and nothing of it is taken.
+        public static let malformedMessage = Code("malformedMessage")
         /// A version's signature does not verify with its origin's key, or the key offered is
         /// not its origin's: someone other than the origin wrote or altered it. It is refused.
         public static let badSignature = Code("badSignature")

@@ -1,0 +1,46 @@
+// A replicated store's message as a peer sends it (docs/SYNC.md 5). Any input must be refused
+// with a typed SyncError, or read as a message that encodes to the same bytes (each message one
+// form); a reconciliation round is answered, by either side, without a trap; a batch's versions
+// are read and checked one by one, each refused alone or taken.
+import FuzzSupport
+import MultipeerSession
+import MultipeerSync
+
+/// What the receiving station holds: a few versions' items, some sharing a timestamp.
+let held = (0..<40).map { number in
+    RangeReconciliation.Item(
+        timestamp: 1_000 + UInt64(number / 3),
+        id: (0..<32).map { UInt8(truncatingIfNeeded: number &* 31 &+ $0) }
+    )
+}
+let initiator = RangeReconciliation(items: held, initiator: true)
+let responder = RangeReconciliation(items: held, initiator: false)
+let stranger = PeerIdentity()
+
+let syncMessageFuzzer: FuzzTarget = { data, size in
+    refusalsOnly(SyncError.self) {
+        let input = bytes(data, size)
+        let message = try SyncMessage(decoding: input)
+        precondition(message.bytes == input, "a message that reads encodes to the same bytes")
+        switch message {
+        case .reconcile(_, _, let ranges):
+            _ = initiator.reconcile(ranges)
+            _ = responder.reconcile(ranges)
+        case .versions(let keys, let versions):
+            for bytes in versions {
+                guard let version = try? SignedVersion(decoding: bytes) else { continue }
+                _ = try? version.verify(with: keys.first ?? stranger.key)
+            }
+        case .want(let ids):
+            precondition(ids.allSatisfy { $0.count == 32 })
+        }
+    }
+    return 0
+}
+
+#if FUZZING
+@_cdecl("SyncMessageFuzzer_main")
+func fuzzerMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
+    runLibFuzzer(argc, argv, syncMessageFuzzer)
+}
+#endif

@@ -1,0 +1,222 @@
+package import MultipeerSession
+
+/// What stations say to each other (docs/SYNC.md 5), in one binary form: a kind byte, then its
+/// body. Every length is checked before anything is kept, against the bounds below.
+package enum SyncMessage: Hashable, Sendable {
+    /// A round of an exchange of section 4: `exchange` names it (the initiator's choice), and
+    /// `fromInitiator` says which way it goes, since both sides may run one at once.
+    case reconcile(exchange: UInt64, fromInitiator: Bool, RangeReconciliation.Message)
+    /// Versions (each its bytes as signed, read and checked one by one by the receiver, so one
+    /// it refuses never stops the rest), with the keys of their origins that it may lack.
+    case versions(keys: [PeerKey], [[UInt8]])
+    /// The ids of versions the sender lacks (section 4 found them).
+    case want([[UInt8]])
+
+    /// The most bytes of a message.
+    package static let maximumLength = 4 << 20
+    /// The most versions, keys, ids or ranges one message carries.
+    package static let maximumCount = 16_384
+    /// The first byte of a reconciliation message: Negentropy's protocol v1.
+    static let negentropyVersion: UInt8 = 0x61
+
+    // MARK: Encoding
+
+    package var bytes: [UInt8] {
+        var writer = Writer()
+        switch self {
+        case .reconcile(let exchange, let fromInitiator, let ranges):
+            writer.bytes.append(1)
+            writer.integer(exchange)
+            writer.bytes.append(fromInitiator ? 0 : 1)
+            writer.bytes.append(Self.negentropyVersion)
+            var previous: UInt64 = 0
+            for range in ranges {  // (ascending, as every message made or read is)
+                let bound = range.upperBound
+                if bound == .infinity {
+                    writer.varint(0)
+                } else {
+                    writer.varint(1 + bound.timestamp - previous)
+                    previous = bound.timestamp
+                }
+                writer.varint(UInt64(bound.idPrefix.count))
+                writer.bytes += bound.idPrefix
+                switch range.payload {
+                case .skip:
+                    writer.varint(0)
+                case .fingerprint(let fingerprint):
+                    writer.varint(1)
+                    writer.bytes += fingerprint
+                case .ids(let ids):
+                    writer.varint(2)
+                    writer.varint(UInt64(ids.count))
+                    for id in ids { writer.bytes += id }
+                }
+            }
+        case .versions(let keys, let versions):
+            writer.bytes.append(2)
+            writer.integer(UInt16(keys.count))
+            for key in keys { writer.bytes += key.rawRepresentation }
+            writer.integer(UInt16(versions.count))
+            for version in versions {
+                writer.integer(UInt32(version.count))
+                writer.bytes += version
+            }
+        case .want(let ids):
+            writer.bytes.append(3)
+            writer.integer(UInt16(ids.count))
+            for id in ids { writer.bytes += id }
+        }
+        return writer.bytes
+    }
+
+    // MARK: Decoding
+
+    /// Reads a message.
+    /// - Throws: `malformedMessage`, naming the rule the bytes break.
+    package init(decoding bytes: [UInt8]) throws(SyncError) {
+        guard bytes.count <= Self.maximumLength else {
+            throw Self.malformed("a message of \(bytes.count) bytes: at most \(Self.maximumLength)")
+        }
+        var reader = MessageReader(bytes: bytes)
+        switch try reader.byte("kind") {
+        case 1:
+            let exchange = try reader.integer(UInt64.self, "exchange")
+            let direction = try reader.byte("direction")
+            guard direction <= 1 else { throw Self.malformed("a reconciliation's direction \(direction): 0 or 1") }
+            let version = try reader.byte("protocol version")
+            guard version == Self.negentropyVersion else {
+                throw Self.malformed("reconciliation of protocol version \(version): this build speaks 0x61")
+            }
+            var ranges: RangeReconciliation.Message = []
+            var previous: UInt64 = 0
+            while !reader.isAtEnd {
+                guard ranges.count < Self.maximumCount else {
+                    throw Self.malformed("more than \(Self.maximumCount) ranges")
+                }
+                guard ranges.last?.upperBound != .infinity else { throw Self.malformed("a range after infinity") }
+                let encoded = try reader.varint("bound's timestamp")
+                let timestamp: UInt64
+                if encoded == 0 {
+                    timestamp = .max
+                } else {
+                    let (sum, overflow) = previous.addingReportingOverflow(encoded - 1)
+                    guard !overflow, sum < .max else {
+                        throw Self.malformed("a bound's timestamp beyond the clock's range")
+                    }
+                    timestamp = sum
+                    previous = sum
+                }
+                let length = try reader.varint("bound's prefix length")
+                guard length <= UInt64(RangeReconciliation.idLength) else {
+                    throw Self.malformed("a bound's prefix of \(length) bytes: at most 32")
+                }
+                let bound = RangeReconciliation.Bound(
+                    timestamp: timestamp,
+                    idPrefix: Array(try reader.bytes(Int(length), "bound's prefix"))
+                )
+                guard timestamp != .max || bound.idPrefix.isEmpty else {
+                    throw Self.malformed("an infinite bound with an id prefix")
+                }
+                let payload: RangeReconciliation.Range.Payload
+                switch try reader.varint("range's mode") {
+                case 0:
+                    payload = .skip
+                case 1:
+                    payload = .fingerprint(Array(try reader.bytes(16, "fingerprint")))
+                case 2:
+                    let count = try reader.varint("id count")
+                    guard count <= UInt64(Self.maximumCount) else {
+                        throw Self.malformed("an id list of \(count) ids: at most \(Self.maximumCount)")
+                    }
+                    payload = .ids(
+                        try (0..<Int(count)).map { _ throws(SyncError) in Array(try reader.bytes(32, "id")) }
+                    )
+                case let mode:
+                    throw Self.malformed("a range of mode \(mode): 0 skips, 1 fingerprints, 2 lists ids")
+                }
+                ranges.append(RangeReconciliation.Range(upperBound: bound, payload: payload))
+            }
+            self = .reconcile(exchange: exchange, fromInitiator: direction == 0, ranges)
+        case 2:
+            let keyCount = Int(try reader.integer(UInt16.self, "key count"))
+            let keys = try (0..<keyCount).map { _ throws(SyncError) in
+                let raw = try reader.bytes(PeerKey.length, "key")
+                do {
+                    return try PeerKey(rawRepresentation: raw)
+                } catch {
+                    throw Self.malformed("a key that is none: \(error)")
+                }
+            }
+            let versionCount = Int(try reader.integer(UInt16.self, "version count"))
+            let versions = try (0..<versionCount).map { _ throws(SyncError) in
+                let length = Int(try reader.integer(UInt32.self, "version length"))
+                return Array(try reader.bytes(length, "version"))
+            }
+            guard reader.isAtEnd else { throw Self.malformed("bytes after the last version") }
+            self = .versions(keys: keys, versions)
+        case 3:
+            let count = Int(try reader.integer(UInt16.self, "id count"))
+            let ids = try (0..<count).map { _ throws(SyncError) in Array(try reader.bytes(32, "id")) }
+            guard reader.isAtEnd else { throw Self.malformed("bytes after the last id") }
+            self = .want(ids)
+        case let kind:
+            throw Self.malformed("a message of kind \(kind): 1 reconciles, 2 carries versions, 3 wants")
+        }
+    }
+
+    private static func malformed(_ what: String) -> SyncError {
+        SyncError(.malformedMessage, what)
+    }
+}
+
+/// Writes big-endian integers and varints.
+private struct Writer {
+    var bytes: [UInt8] = []
+
+    mutating func integer<T: FixedWidthInteger>(_ value: T) {
+        withUnsafeBytes(of: value.bigEndian) { bytes += $0 }
+    }
+
+    mutating func varint(_ value: UInt64) {
+        bytes += RangeReconciliation.varint(value)
+    }
+}
+
+/// Reads a message in order, each read naming what it reads for the error.
+private struct MessageReader {
+    let bytes: [UInt8]
+    var offset = 0
+
+    var isAtEnd: Bool { offset == bytes.count }
+
+    mutating func bytes(_ count: Int, _ what: String) throws(SyncError) -> ArraySlice<UInt8> {
+        guard count <= bytes.count - offset else {
+            throw SyncError(.malformedMessage, "a message ends inside its \(what), at byte \(bytes.count)")
+        }
+        defer { offset += count }
+        return bytes[offset..<offset + count]
+    }
+
+    mutating func byte(_ what: String) throws(SyncError) -> UInt8 {
+        try bytes(1, what).first!
+    }
+
+    mutating func integer<T: FixedWidthInteger>(_ type: T.Type, _ what: String) throws(SyncError) -> T {
+        try bytes(MemoryLayout<T>.size, what).reduce(0) { $0 << 8 | T($1) }
+    }
+
+    /// A varint in its one form: no leading zero digit, at most 64 bits.
+    mutating func varint(_ what: String) throws(SyncError) -> UInt64 {
+        var value: UInt64 = 0
+        for position in 0..<10 {
+            let digit = try byte(what)
+            guard position > 0 || digit != 0x80 else {
+                throw SyncError(.malformedMessage, "a \(what) whose varint begins with a zero digit")
+            }
+            guard value >> 57 == 0 else { throw SyncError(.malformedMessage, "a \(what) beyond 64 bits") }
+            value = value << 7 | UInt64(digit & 0x7f)
+            if digit & 0x80 == 0 { return value }
+        }
+        throw SyncError(.malformedMessage, "a \(what) beyond 64 bits")
+    }
+}

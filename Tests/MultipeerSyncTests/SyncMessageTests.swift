@@ -1,0 +1,109 @@
+import Foundation
+import MultipeerCore
+import MultipeerSession
+import Testing
+
+@testable import MultipeerSync
+
+/// The messages of docs/SYNC.md 5, as the spec spells them.
+@Suite struct SyncMessageTests {
+    typealias Range = RangeReconciliation.Range
+
+    static let version = SignedVersionTests.version
+
+    /// An initiator's round: a range that matched nothing up to the vector version's timestamp
+    /// (a fingerprint of no items), then the one id it holds from there on.
+    static let reconcile = SyncMessage.reconcile(
+        exchange: 7,
+        fromInitiator: true,
+        [
+            Range(
+                upperBound: .init(timestamp: version.stamp.timestamp.rawValue, idPrefix: [0x6e]),
+                payload: .fingerprint(RangeReconciliation.fingerprint(of: [][...]))
+            ),
+            Range(upperBound: .infinity, payload: .ids([version.id])),
+        ]
+    )
+    static let versions = SyncMessage.versions(keys: [SignedVersionTests.origin.key], [version.bytes])
+    static let want = SyncMessage.want([version.id])
+
+    @Test func theVectorsAreTheSpecsBothWays() throws {
+        for (name, message) in [
+            ("sync-reconcile", Self.reconcile), ("sync-versions", Self.versions), ("sync-want", Self.want),
+        ] {
+            let bytes = try SignedVersionTests.vector(name)
+            #expect(message.bytes == bytes, "\(name)")
+            #expect(try SyncMessage(decoding: bytes) == message, "\(name) reads back")
+        }
+    }
+
+    /// Every rule a message can break is refused as malformed, saying which.
+    @Test func bytesThatBreakTheSpecAreRefusedNamingTheRule() throws {
+        let reconcile = Self.reconcile.bytes
+        let header = 1 + 8 + 1
+        func changed(_ bytes: [UInt8], _ change: (inout [UInt8]) -> Void) -> [UInt8] {
+            var bytes = bytes
+            change(&bytes)
+            return bytes
+        }
+        let cases: [(String, [UInt8])] = [
+            ("a message of kind 9", [9]),
+            ("direction 2", changed(reconcile) { $0[9] = 2 }),
+            ("protocol version 98", changed(reconcile) { $0[header] = 0x62 }),
+            ("begins with a zero digit", Array(reconcile.prefix(header + 1)) + [0x80, 0x01, 0, 0]),
+            ("beyond 64 bits", Array(reconcile.prefix(header + 1)) + [UInt8](repeating: 0xff, count: 10) + [0]),
+            ("prefix of 33 bytes", Array(reconcile.prefix(header + 1)) + [1, 33] + [UInt8](repeating: 0, count: 33)),
+            ("a range of mode 3", Array(reconcile.prefix(header + 1)) + [0, 0, 3]),
+            ("a range after infinity", reconcile + [1, 0, 0]),
+            ("an infinite bound with an id prefix", Array(reconcile.prefix(header + 1)) + [0, 1, 7, 0]),
+            ("bytes after the last id", Self.want.bytes + [0]),
+            ("bytes after the last version", Self.versions.bytes + [0]),
+            ("at most 4194304", [UInt8](repeating: 3, count: SyncMessage.maximumLength + 1)),
+        ]
+        for (what, bytes) in cases {
+            do {
+                _ = try SyncMessage(decoding: bytes)
+                Issue.record("\(what): read")
+            } catch {
+                #expect(error.code == .malformedMessage && error.message.contains(what), "\(what): \(error)")
+            }
+        }
+        // A batch or a want cut short anywhere ends inside something it announced.
+        for message in [Self.versions.bytes, Self.want.bytes] {
+            for length in 0..<message.count {
+                #expect(throws: SyncError.self) { try SyncMessage(decoding: Array(message.prefix(length))) }
+            }
+        }
+    }
+
+    /// An exchange whose every round crosses as bytes finds what the values find.
+    @Test(arguments: 1...10 as ClosedRange<UInt64>)
+    func anExchangeOverBytesFindsTheDifference(seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        let all = RangeReconciliationTests.items(Int.random(in: 0...5_000, using: &random), from: 0, using: &random)
+        let mine = all.filter { _ in Int.random(in: 0..<50, using: &random) != 0 }
+        let theirs = all.filter { _ in Int.random(in: 0..<50, using: &random) != 0 }
+        let (a, b) = (
+            RangeReconciliation(items: mine, initiator: true), RangeReconciliation(items: theirs, initiator: false)
+        )
+        func crossed(_ ranges: RangeReconciliation.Message, fromInitiator: Bool) throws -> RangeReconciliation.Message {
+            let bytes = SyncMessage.reconcile(exchange: seed, fromInitiator: fromInitiator, ranges).bytes
+            guard case .reconcile(seed, fromInitiator, let read) = try SyncMessage(decoding: bytes) else {
+                Issue.record("seed \(seed): another message read back")
+                return []
+            }
+            return read
+        }
+        var learnt = RangeReconciliation.Outcome()
+        var message = try crossed(a.initiate(), fromInitiator: true)
+        while !message.isEmpty {
+            let answer = try crossed(b.reconcile(message).answer, fromInitiator: false)
+            let (next, outcome) = a.reconcile(answer)
+            learnt.have += outcome.have
+            learnt.need += outcome.need
+            message = try crossed(next, fromInitiator: true)
+        }
+        #expect(Set(learnt.have) == Set(mine.map(\.id)).subtracting(theirs.map(\.id)), "seed \(seed)")
+        #expect(Set(learnt.need) == Set(theirs.map(\.id)).subtracting(mine.map(\.id)), "seed \(seed)")
+    }
+}
