@@ -299,6 +299,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "SyncBenchmark",
+            dependencies: ["BenchmarkSupport", "MultipeerSync", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Benchmarks/SyncBenchmark",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "NavlogBenchmark",
             dependencies: ["BenchmarkSupport", "MultipeerSession", "MultipeerSync", "NavlogSync"],
             path: "Benchmarks/NavlogBenchmark",

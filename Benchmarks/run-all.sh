@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 results=bench-results
 mkdir -p "$results"
-rm -rf "$results"/{link,session,session-locks,session-mixed,navlog,detection,detection-network,delivery,stopped-reader,discovery,mesh,durations,report}.json "$results"/report.md "$results"/charts "$results"/hosts-loss
+rm -rf "$results"/{link,session,session-locks,session-mixed,navlog,sync,detection,detection-network,delivery,stopped-reader,discovery,mesh,durations,report}.json "$results"/report.md "$results"/charts "$results"/hosts-loss
 
 quick=0
 only=""
@@ -51,6 +51,8 @@ step session-locks env LD_PRELOAD="$PWD/.build/release/liblockcounter.so" .build
 step detection .build/release/DetectionBenchmark --trials "$(trials 5 20)"
 step delivery .build/release/DeliveryBenchmark --seconds "$(trials 3 10)"
 step navlog .build/release/NavlogBenchmark --entries "$(trials 1000 1000,10000,100000)"
+# The replicated store's reconciliation core (docs/SYNC.md 4-5): round trips and metadata bytes.
+step sync .build/release/SyncBenchmark --trials "$(trials 1 5)"
 # Host a's memory under churn (three navlog-sync hosts, one frozen now and then, one killed):
 # 30 minutes, 2 in a quick run.
 step navlog-soak Benchmarks/navlog-soak.py --binary "$PWD/.build/release/navlog-sync" --seconds "$(trials 120 1800)" --sample 30 \

@@ -69,6 +69,8 @@ package struct RangeReconciliation {
     package struct Outcome: Hashable, Sendable {
         package var have: [[UInt8]] = []
         package var need: [[UInt8]] = []
+
+        package init() {}
     }
 
     package static let idLength = 32
