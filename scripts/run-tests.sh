@@ -32,7 +32,7 @@ run_alone() {  # COMMAND...: runs the suites in `alone`, one at a time, under CO
 # world runs flat out on a thread of its own) run first, on their own; beside the integration
 # tests they starved those tests' readers for seconds, and keepalives and handshake deadlines
 # failed. Skipped when a --filter chose other tests.
-cores='^(MultipeerCoreTests|MultipeerTLSTests|MultipeerDiscoveryTests|MultipeerSessionTests|NavlogSyncTests|MultipeerSimulationTests)\.'
+cores='^(MultipeerCoreTests|MultipeerTLSTests|MultipeerDiscoveryTests|MultipeerSessionTests|NavlogSyncTests|MultipeerSyncTests|MultipeerSimulationTests)\.'
 run_suite() {  # COMMAND...: the whole suite but the `alone` ones, under COMMAND
     if [[ " $* " == *" --filter "* ]]; then "$@"; return; fi
     "$@" --filter "$cores" && "$@" --skip "$cores"

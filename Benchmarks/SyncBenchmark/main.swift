@@ -38,9 +38,9 @@ struct Case: Codable {
     var secondsMax: Double
 }
 
-/// Runs one exchange; returns its round trips, metadata bytes, and whether it found exactly the
-/// difference.
-func exchange(_ mine: [Item], _ theirs: [Item]) -> (rounds: Int, bytes: Int, exact: Bool) {
+/// Runs one exchange, both sides made from scratch: its round trips, metadata bytes, and what
+/// the initiator learnt.
+func exchange(_ mine: [Item], _ theirs: [Item]) -> (rounds: Int, bytes: Int, learnt: RangeReconciliation.Outcome) {
     let initiator = RangeReconciliation(items: mine, initiator: true)
     let responder = RangeReconciliation(items: theirs, initiator: false)
     var learnt = RangeReconciliation.Outcome()
@@ -56,22 +56,25 @@ func exchange(_ mine: [Item], _ theirs: [Item]) -> (rounds: Int, bytes: Int, exa
         learnt.need += outcome.need
         message = next
     }
-    let (a, b) = (Set(mine.map(\.id)), Set(theirs.map(\.id)))
-    return (rounds, bytes, Set(learnt.have) == a.subtracting(b) && Set(learnt.need) == b.subtracting(a))
+    return (rounds, bytes, learnt)
 }
 
 func run(_ name: String, versions: Int, _ sides: () -> ([Item], [Item])) -> Case {
     let (mine, theirs) = sides()
     var seconds: [Double] = []
-    var last = (rounds: 0, bytes: 0, exact: false)
+    var last = (rounds: 0, bytes: 0, learnt: RangeReconciliation.Outcome())
     for _ in 0..<trials {
         let start = ContinuousClock.now
         last = exchange(mine, theirs)
         let elapsed = (ContinuousClock.now - start).components
         seconds.append(Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18)
     }
-    precondition(last.exact, "\(name): the exchange did not find exactly the difference")
-    let differences = Set(mine.map(\.id)).symmetricDifference(theirs.map(\.id)).count
+    let (a, b) = (Set(mine.map(\.id)), Set(theirs.map(\.id)))
+    precondition(
+        Set(last.learnt.have) == a.subtracting(b) && Set(last.learnt.need) == b.subtracting(a),
+        "\(name): the exchange did not find exactly the difference"
+    )
+    let differences = a.symmetricDifference(b).count
     seconds.sort()
     let result = Case(
         name: name,

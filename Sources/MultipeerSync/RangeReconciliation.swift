@@ -12,20 +12,56 @@ import Crypto
 /// (``Outcome/have`` and ``Outcome/need``); the other side answers id lists with its own.
 package struct RangeReconciliation {
     /// A version as reconciliation sees it: its timestamp, then its id (the SHA-256 of its
-    /// signed bytes), ordered by both.
+    /// signed bytes), ordered by both. The id is kept as four 64-bit words, so that sorting and
+    /// summing a million of them allocates nothing.
     package struct Item: Hashable, Comparable, Sendable {
         package var timestamp: UInt64
-        package var id: [UInt8]
+        /// The id's bytes 0-7, 8-15, 16-23 and 24-31, each read big-endian (so the words order
+        /// as the bytes do).
+        private var words: (UInt64, UInt64, UInt64, UInt64)
 
         package init(timestamp: UInt64, id: [UInt8]) {
             precondition(id.count == RangeReconciliation.idLength)
             self.timestamp = timestamp
-            self.id = id
+            func word(_ index: Int) -> UInt64 {
+                id[index * 8..<index * 8 + 8].reduce(0) { $0 << 8 | UInt64($1) }
+            }
+            words = (word(0), word(1), word(2), word(3))
+        }
+
+        /// The id's 32 bytes.
+        package var id: [UInt8] {
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(RangeReconciliation.idLength)
+            for word in [words.0, words.1, words.2, words.3] {
+                withUnsafeBytes(of: word.bigEndian) { bytes += $0 }
+            }
+            return bytes
+        }
+
+        /// The id as a 256-bit little-endian integer, in 64-bit limbs from the least significant.
+        var littleEndianLimbs: (UInt64, UInt64, UInt64, UInt64) {
+            (words.0.byteSwapped, words.1.byteSwapped, words.2.byteSwapped, words.3.byteSwapped)
         }
 
         package static func < (lhs: Self, rhs: Self) -> Bool {
             if lhs.timestamp != rhs.timestamp { return lhs.timestamp < rhs.timestamp }
-            return lhs.id.lexicographicallyPrecedes(rhs.id)
+            if lhs.words.0 != rhs.words.0 { return lhs.words.0 < rhs.words.0 }
+            if lhs.words.1 != rhs.words.1 { return lhs.words.1 < rhs.words.1 }
+            if lhs.words.2 != rhs.words.2 { return lhs.words.2 < rhs.words.2 }
+            return lhs.words.3 < rhs.words.3
+        }
+
+        package static func == (lhs: Self, rhs: Self) -> Bool {
+            lhs.timestamp == rhs.timestamp && lhs.words == rhs.words
+        }
+
+        package func hash(into hasher: inout Hasher) {
+            hasher.combine(timestamp)
+            hasher.combine(words.0)
+            hasher.combine(words.1)
+            hasher.combine(words.2)
+            hasher.combine(words.3)
         }
     }
 
@@ -37,11 +73,17 @@ package struct RangeReconciliation {
 
         package static let infinity = Bound(timestamp: .max, idPrefix: [])
 
+        /// The least item at or above the bound: its timestamp, and its prefix padded with zeros.
+        var least: Item {
+            Item(
+                timestamp: timestamp,
+                id: idPrefix + [UInt8](repeating: 0, count: RangeReconciliation.idLength - idPrefix.count)
+            )
+        }
+
         /// Whether `item` lies below this bound.
         func isAbove(_ item: Item) -> Bool {
-            if item.timestamp != timestamp { return item.timestamp < timestamp }
-            let padded = idPrefix + [UInt8](repeating: 0, count: RangeReconciliation.idLength - idPrefix.count)
-            return item.id.lexicographicallyPrecedes(padded)
+            item < least
         }
     }
 
@@ -101,7 +143,9 @@ package struct RangeReconciliation {
         var outcome = Outcome()
         var lower = items.startIndex
         for range in message {
-            let upper = items[lower...].firstIndex { !range.upperBound.isAbove($0) } ?? items.endIndex
+            let upper =
+                range.upperBound == .infinity
+                ? items.endIndex : items.firstIndex(atOrAbove: range.upperBound.least, from: lower)
             let ours = items[lower..<upper]
             switch range.payload {
             case .skip:
@@ -172,16 +216,24 @@ package struct RangeReconciliation {
     /// followed by its count as a varint (base-128 digits, most significant first), hashed with
     /// SHA-256, of which the first 16 bytes.
     package static func fingerprint(of items: ArraySlice<Item>) -> [UInt8] {
-        var sum = [UInt8](repeating: 0, count: idLength)
+        var sum: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
         for item in items {
-            var carry: UInt16 = 0
-            for index in 0..<idLength {
-                let total = UInt16(sum[index]) + UInt16(item.id[index]) + carry
-                sum[index] = UInt8(truncatingIfNeeded: total)
-                carry = total >> 8
-            }
+            let limbs = item.littleEndianLimbs
+            var carry: Bool
+            (sum.0, carry) = sum.0.addingReportingOverflow(limbs.0)
+            (sum.1, carry) = add(sum.1, limbs.1, carry)
+            (sum.2, carry) = add(sum.2, limbs.2, carry)
+            (sum.3, _) = add(sum.3, limbs.3, carry)
         }
-        return Array(SHA256.hash(data: sum + varint(UInt64(items.count))).prefix(16))
+        var bytes: [UInt8] = []
+        for limb in [sum.0, sum.1, sum.2, sum.3] { withUnsafeBytes(of: limb.littleEndian) { bytes += $0 } }
+        return Array(SHA256.hash(data: bytes + varint(UInt64(items.count))).prefix(16))
+    }
+
+    private static func add(_ a: UInt64, _ b: UInt64, _ carry: Bool) -> (UInt64, Bool) {
+        let (partial, first) = a.addingReportingOverflow(b)
+        let (total, second) = partial.addingReportingOverflow(carry ? 1 : 0)
+        return (total, first || second)
     }
 
     static func varint(_ value: UInt64) -> [UInt8] {
@@ -192,5 +244,17 @@ package struct RangeReconciliation {
             rest >>= 7
         }
         return digits
+    }
+}
+
+extension Array where Element == RangeReconciliation.Item {
+    /// The index of the first item at or above `item`, from `start` on (the items sorted).
+    func firstIndex(atOrAbove item: Element, from start: Index) -> Index {
+        var (low, high) = (start, endIndex)
+        while low < high {
+            let middle = low + (high - low) / 2
+            if self[middle] < item { low = middle + 1 } else { high = middle }
+        }
+        return low
     }
 }
