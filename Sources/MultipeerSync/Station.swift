@@ -1,5 +1,7 @@
 package import MultipeerSession
 
+import struct Foundation.UUID
+
 /// A change the application sees: a record as it was and as it is, and the write that made it.
 package struct RecordChange: Hashable, Sendable {
     package var record: RecordKey
@@ -78,7 +80,7 @@ package struct Station {
         var next = clock
         let offered = Dictionary(keys.map { ($0.peerID, $0) }, uniquingKeysWith: { first, _ in first })
         var accepted: [RecordKey: [SignedVersion]] = [:]
-        var learnt: [PeerKey] = []
+        var learnt: [UUID: PeerKey] = [:]
         for version in versions {
             do throws(SyncError) {
                 let origin = version.stamp.origin
@@ -96,7 +98,7 @@ package struct Station {
                         "version \(version.stamp) of \(version.collection)/\(version.recordID) is stamped more than a day ahead of this station's clock"
                     )
                 }
-                if offered[origin] != nil { learnt.append(key) }
+                if offered[origin] != nil { learnt[origin] = key }
                 accepted[RecordKey(collection: version.collection, id: version.recordID), default: []].append(version)
             } catch {
                 taken.refusals.append(error)
@@ -113,7 +115,7 @@ package struct Station {
                 )
             }
         }
-        commit.keys = learnt
+        commit.keys = Array(learnt.values)
         try storage.commit(commit)
         clock = next
         return taken
