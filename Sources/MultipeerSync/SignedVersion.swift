@@ -115,7 +115,7 @@ package struct SignedVersion: Hashable, Sendable {
         guard bytes.count <= Self.maximumLength else {
             throw SyncError(.malformedVersion, "a version of \(bytes.count) bytes: at most \(Self.maximumLength)")
         }
-        var reader = Reader(bytes: bytes)
+        var reader = ByteReader(bytes, refusing: .malformedVersion, as: "a version")
         guard try reader.byte("format") == Self.format else {
             throw SyncError(.malformedVersion, "a version of format \(bytes[0]): this build reads format 1")
         }
@@ -150,7 +150,7 @@ package struct SignedVersion: Hashable, Sendable {
                 )
             }
             previous = name
-            let text = try Reader.text(name, "field name")
+            let text = try reader.text(name, "field name")
             let value = try reader.bytes(Int(try reader.integer(UInt32.self, "field value length")), "field value")
             values[text] = Array(value)
         }
@@ -195,46 +195,5 @@ package struct SignedVersion: Hashable, Sendable {
                 "the signature of version \(stamp) of record \(recordID) of \(collection) does not verify: it was altered, or not written by \(stamp.origin)"
             )
         }
-    }
-}
-
-/// Reads a version's bytes in order, each read naming what it reads for the error.
-private struct Reader {
-    let bytes: [UInt8]
-    var offset = 0
-
-    var isAtEnd: Bool { offset == bytes.count }
-
-    mutating func bytes(_ count: Int, _ what: String) throws(SyncError) -> ArraySlice<UInt8> {
-        guard count <= bytes.count - offset else {
-            throw SyncError(.malformedVersion, "a version ends inside its \(what), at byte \(bytes.count)")
-        }
-        defer { offset += count }
-        return bytes[offset..<offset + count]
-    }
-
-    mutating func byte(_ what: String) throws(SyncError) -> UInt8 {
-        try bytes(1, what).first!
-    }
-
-    mutating func integer<T: FixedWidthInteger>(_ type: T.Type, _ what: String) throws(SyncError) -> T {
-        try bytes(MemoryLayout<T>.size, what).reduce(0) { $0 << 8 | T($1) }
-    }
-
-    mutating func text(length: Int, in range: ClosedRange<Int>, _ what: String) throws(SyncError) -> String {
-        guard range.contains(length) else {
-            throw SyncError(
-                .malformedVersion,
-                "a version's \(what) of \(length) bytes: \(range.lowerBound) to \(range.upperBound)"
-            )
-        }
-        return try Self.text(try bytes(length, what), what)
-    }
-
-    static func text(_ bytes: ArraySlice<UInt8>, _ what: String) throws(SyncError) -> String {
-        guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw SyncError(.malformedVersion, "a version's \(what) is not UTF-8")
-        }
-        return text
     }
 }

@@ -77,7 +77,7 @@ package enum SyncMessage: Hashable, Sendable {
         guard bytes.count <= Self.maximumLength else {
             throw Self.malformed("a message of \(bytes.count) bytes: at most \(Self.maximumLength)")
         }
-        var reader = MessageReader(bytes: bytes)
+        var reader = ByteReader(bytes, refusing: .malformedMessage, as: "a message")
         switch try reader.byte("kind") {
         case 1:
             let exchange = try reader.integer(UInt64.self, "exchange")
@@ -179,44 +179,5 @@ private struct Writer {
 
     mutating func varint(_ value: UInt64) {
         bytes += RangeReconciliation.varint(value)
-    }
-}
-
-/// Reads a message in order, each read naming what it reads for the error.
-private struct MessageReader {
-    let bytes: [UInt8]
-    var offset = 0
-
-    var isAtEnd: Bool { offset == bytes.count }
-
-    mutating func bytes(_ count: Int, _ what: String) throws(SyncError) -> ArraySlice<UInt8> {
-        guard count <= bytes.count - offset else {
-            throw SyncError(.malformedMessage, "a message ends inside its \(what), at byte \(bytes.count)")
-        }
-        defer { offset += count }
-        return bytes[offset..<offset + count]
-    }
-
-    mutating func byte(_ what: String) throws(SyncError) -> UInt8 {
-        try bytes(1, what).first!
-    }
-
-    mutating func integer<T: FixedWidthInteger>(_ type: T.Type, _ what: String) throws(SyncError) -> T {
-        try bytes(MemoryLayout<T>.size, what).reduce(0) { $0 << 8 | T($1) }
-    }
-
-    /// A varint in its one form: no leading zero digit, at most 64 bits.
-    mutating func varint(_ what: String) throws(SyncError) -> UInt64 {
-        var value: UInt64 = 0
-        for position in 0..<10 {
-            let digit = try byte(what)
-            guard position > 0 || digit != 0x80 else {
-                throw SyncError(.malformedMessage, "a \(what) whose varint begins with a zero digit")
-            }
-            guard value >> 57 == 0 else { throw SyncError(.malformedMessage, "a \(what) beyond 64 bits") }
-            value = value << 7 | UInt64(digit & 0x7f)
-            if digit & 0x80 == 0 { return value }
-        }
-        throw SyncError(.malformedMessage, "a \(what) beyond 64 bits")
     }
 }

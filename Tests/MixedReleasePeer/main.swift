@@ -34,16 +34,27 @@ final class Tally: @unchecked Sendable {  // (every field under `lock`)
     private var counts: [String: Int] = [:]
     private var peerID: UUID?
     private var peerLeft = false
+    /// Told of every change, for the one step that waits (the newest change is enough).
+    let (changes, changed) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
 
     func count(_ key: String) -> Int { lock.withLock { counts[key, default: 0] } }
-    func add(_ key: String) { lock.withLock { counts[key, default: 0] += 1 } }
+    func add(_ key: String) {
+        lock.withLock { counts[key, default: 0] += 1 }
+        changed.yield()
+    }
     var peer: UUID? {
         get { lock.withLock { peerID } }
-        set { lock.withLock { peerID = newValue } }
+        set {
+            lock.withLock { peerID = newValue }
+            changed.yield()
+        }
     }
     var left: Bool {
         get { lock.withLock { peerLeft } }
-        set { lock.withLock { peerLeft = newValue } }
+        set {
+            lock.withLock { peerLeft = newValue }
+            changed.yield()
+        }
     }
 }
 
@@ -81,13 +92,18 @@ let session = MultipeerSession(configuration: configuration, identity: PeerIdent
 let tally = Tally()
 
 /// Waits until `condition` holds, for at most `seconds`.
-func until(_ what: String, within seconds: Double = 60, _ condition: () -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(seconds)
-    while !condition() {
-        guard ContinuousClock.now < deadline else {
+func until(_ what: String, within seconds: Double = 60, _ condition: @escaping @Sendable () -> Bool) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask {
+            if condition() { return }
+            for await _ in tally.changes where condition() { return }
+        }
+        group.addTask {
+            try await Task.sleep(for: .seconds(seconds))  // (the deadline)
             throw Failure(description: "\(name): no \(what) within \(seconds) s")
         }
-        try await Task.sleep(for: .milliseconds(20))
+        try await group.next()
+        group.cancelAll()
     }
 }
 
