@@ -25,6 +25,24 @@ public struct MessageEncoding: Hashable, Sendable, CustomStringConvertible {
     /// The first bytes of every binary payload: CBOR tag 55799, "self-described CBOR".
     package static let binaryPrefix: [UInt8] = [0xD9, 0xD9, 0xF7]
 
+    /// `value` as a payload of this encoding: the bytes a message of it carries on the wire
+    /// (binary: CBOR's self-describing tag `D9 D9 F7`, then the CBOR). What an application keeps
+    /// or signs in the session's own encoding, a record of MultipeerSync for one, it gets here.
+    /// - Throws: Foundation's `EncodingError` if `value` does not encode (a `Double.nan` in
+    ///   JSON, say).
+    public func encode<Value: Encodable>(_ value: Value) throws -> [UInt8] {
+        var buffer = ByteBuffer()
+        try encode(value, into: &buffer)
+        return Array(buffer.readableBytesView)
+    }
+
+    /// Reads a payload of either encoding, as a receiving session does (a binary one starts with
+    /// `D9 D9 F7`; anything else is read as JSON).
+    /// - Throws: Foundation's `DecodingError`, which names the field it could not read.
+    public static func decode<Value: Decodable>(_ type: Value.Type, from payload: some Sequence<UInt8>) throws -> Value {
+        try decode(type, from: ByteBuffer(bytes: payload))
+    }
+
     /// Appends `value`'s payload to `buffer`.
     package func encode<Value: Encodable>(_ value: Value, into buffer: inout ByteBuffer) throws {
         if self == .binary {

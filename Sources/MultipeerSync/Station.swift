@@ -16,6 +16,8 @@ package struct RecordChange: Hashable, Sendable {
 package struct Taken: Sendable {
     package var changes: [RecordChange] = []
     package var refusals: [SyncError] = []
+    /// The versions stored: new to this station, each holding a register (what it relays).
+    package var kept: [SignedVersion] = []
 }
 
 /// A station's writes and intake over its storage (docs/SYNC.md 1-3): every write stamped by the
@@ -34,40 +36,59 @@ package struct Station {
         clock = HybridLogicalClock(latest: try storage.clock())
     }
 
-    /// The record as the application sees it (nil: absent or deleted).
-    package func record(_ key: RecordKey) throws(SyncError) -> [String: [UInt8]]? {
-        RecordIntake(taking: [], kept: try storage.versions(of: key)).after
+    /// The records as the application sees them (one absent or deleted is left out).
+    package func records(_ keys: Set<RecordKey>) throws(SyncError) -> [RecordKey: [String: [UInt8]]] {
+        try storage.versions(of: keys).compactMapValues { RecordIntake(taking: [], kept: $0).after }
     }
 
-    /// Writes `change` to `record` at wall time `now` (milliseconds since 1970): stamped after
-    /// every write this station made or took, signed, and durable when it returns.
-    /// - Throws: `invalidWrite` if the write breaks a bound of docs/SYNC.md 3; `storageFailed`.
+    /// The record as the application sees it (nil: absent or deleted).
+    package func record(_ key: RecordKey) throws(SyncError) -> [String: [UInt8]]? {
+        RecordIntake(taking: [], kept: try storage.versions(of: [key])[key] ?? []).after
+    }
+
+    /// Writes each change to its record at wall time `now` (milliseconds since 1970): each
+    /// stamped after every write this station made or took, signed, and all of them durable in
+    /// one commit when it returns. Returns what the application sees change, in the writes'
+    /// order.
+    /// - Throws: `invalidWrite` if a write breaks a bound of docs/SYNC.md 3 (then nothing is
+    ///   written); `storageFailed`.
     package mutating func write(
-        _ change: RecordWrite.Change,
-        to record: RecordKey,
+        _ writes: [(record: RecordKey, change: RecordWrite.Change)],
         now: UInt64
-    )
-        throws(SyncError) -> RecordChange
-    {
+    ) throws(SyncError) -> (changes: [RecordChange], versions: [SignedVersion]) {
         var next = clock
-        let version = try SignedVersion(
-            collection: record.collection,
-            recordID: record.id,
-            timestamp: next.tick(now: now),
-            change: change,
-            signedBy: identity
-        )
-        let intake = RecordIntake(taking: [version], kept: try storage.versions(of: record))
-        try storage.commit(
-            StorageCommit(
-                added: intake.added,
-                removed: intake.removed.map(\.id),
-                keys: [identity.key],
-                clock: version.stamp.timestamp
+        var versions: [SignedVersion] = []
+        versions.reserveCapacity(writes.count)
+        for (record, change) in writes {
+            versions.append(
+                try SignedVersion(
+                    collection: record.collection,
+                    recordID: record.id,
+                    timestamp: next.tick(now: now),
+                    change: change,
+                    signedBy: identity
+                )
             )
-        )
+        }
+        let kept = try storage.versions(of: Set(writes.map(\.record)))
+        var pending: [RecordKey: [SignedVersion]] = [:]
+        var commit = StorageCommit(keys: [identity.key], clock: next.latest)
+        var changes: [RecordChange] = []
+        for version in versions {
+            let record = RecordKey(collection: version.collection, id: version.recordID)
+            let earlier = (kept[record] ?? []) + (pending[record] ?? [])
+            let intake = RecordIntake(taking: [version], kept: earlier)
+            pending[record, default: []].append(version)
+            changes.append(RecordChange(record: record, before: intake.before, after: intake.after, stamp: version.stamp))
+        }
+        for (record, written) in pending {
+            let intake = RecordIntake(taking: written, kept: kept[record] ?? [])
+            commit.added += intake.added
+            commit.removed += intake.removed.map(\.id)
+        }
+        try storage.commit(commit)
         clock = next
-        return RecordChange(record: record, before: intake.before, after: intake.after, stamp: version.stamp)
+        return (changes, commit.added)
     }
 
     /// Takes versions a peer sent, with the keys of their origins (`keys`; a key committed
@@ -79,13 +100,16 @@ package struct Station {
         var taken = Taken()
         var next = clock
         let offered = Dictionary(keys.map { ($0.peerID, $0) }, uniquingKeysWith: { first, _ in first })
+        let kept = try storage.versions(of: Set(versions.map { RecordKey(collection: $0.collection, id: $0.recordID) }))
+        var held = Set(kept.values.joined().map(\.id))
+        var known: [UUID: PeerKey] = [:]
         var accepted: [RecordKey: [SignedVersion]] = [:]
         var learnt: [UUID: PeerKey] = [:]
-        for version in versions {
+        for version in versions where !held.contains(version.id) {  // (one held needs no check)
             do throws(SyncError) {
                 let origin = version.stamp.origin
-                let known = offered[origin] == nil ? try storage.key(of: origin) : nil
-                guard let key = offered[origin] ?? known else {
+                if offered[origin] == nil, known[origin] == nil { known[origin] = try storage.key(of: origin) }
+                guard let key = offered[origin] ?? known[origin] else {
                     throw SyncError(
                         .badSignature,
                         "version \(version.stamp) of \(version.collection)/\(version.recordID) came without its origin's key, and this station has none"
@@ -99,6 +123,7 @@ package struct Station {
                     )
                 }
                 if offered[origin] != nil { learnt[origin] = key }
+                held.insert(version.id)
                 accepted[RecordKey(collection: version.collection, id: version.recordID), default: []].append(version)
             } catch {
                 taken.refusals.append(error)
@@ -106,7 +131,7 @@ package struct Station {
         }
         var commit = StorageCommit(clock: next.latest)
         for (record, incoming) in accepted.sorted(by: { $0.key.description < $1.key.description }) {
-            let intake = RecordIntake(taking: incoming, kept: try storage.versions(of: record))
+            let intake = RecordIntake(taking: incoming, kept: kept[record] ?? [])
             commit.added += intake.added
             commit.removed += intake.removed.map(\.id)
             if intake.changed, let stamp = intake.registers.latest {
@@ -118,6 +143,7 @@ package struct Station {
         commit.keys = Array(learnt.values)
         try storage.commit(commit)
         clock = next
+        taken.kept = commit.added
         return taken
     }
 }

@@ -23,6 +23,15 @@ public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
         /// a clock that is wrong, or a peer that lies. It is refused; taking it in would drag
         /// every later write of the group along to it.
         public static let clockAhead = Code("clockAhead")
+        /// A record kept does not read as the collection's type (a newer build wrote a field
+        /// of another type, say): the station keeps it, unchanged, and passes it on; reading it
+        /// by id throws this, and listing the collection leaves it out and says so
+        /// (``SyncEvent/unreadableRecord(_:)``).
+        public static let undecodableRecord = Code("undecodableRecord")
+        /// A message to a peer could not be sent (the session stopped, the peer was forgotten
+        /// or stayed away with its outbox full): what the peer lacks, it gets at its next
+        /// exchange.
+        public static let notSent = Code("notSent")
         /// The store's database could not be opened, read or written (the message has
         /// SQLite's reason); a commit that failed left nothing of itself.
         public static let storageFailed = Code("storageFailed")

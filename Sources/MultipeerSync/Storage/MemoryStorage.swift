@@ -23,8 +23,25 @@ package final class MemoryStorage: SyncStorage {
         state.withLock { $0.clock }
     }
 
-    package func versions(of record: RecordKey) -> [SignedVersion] {
-        state.withLock { state in (state.records[record] ?? []).map { state.versions[$0]! } }
+    package func versions(of records: Set<RecordKey>) -> [RecordKey: [SignedVersion]] {
+        state.withLock { state in
+            var found: [RecordKey: [SignedVersion]] = [:]
+            for record in records {
+                guard let ids = state.records[record] else { continue }
+                found[record] = ids.map { state.versions[$0]! }
+            }
+            return found
+        }
+    }
+
+    package func versions(withIDs ids: [[UInt8]]) -> [SignedVersion] {
+        state.withLock { state in ids.compactMap { state.versions[$0] } }
+    }
+
+    package func items() -> [RangeReconciliation.Item] {
+        state.withLock { state in
+            state.versions.values.map { RangeReconciliation.Item(timestamp: $0.stamp.timestamp.rawValue, id: $0.id) }
+        }.sorted()
     }
 
     package func records(in collection: String) -> [String] {

@@ -59,20 +59,51 @@ package final class SQLiteStorage: SyncStorage {
         }
     }
 
-    package func versions(of record: RecordKey) throws(SyncError) -> [SignedVersion] {
-        let rows = try reading("read record \(record)") { db in
-            try Data.fetchAll(
-                db,
-                sql: "SELECT bytes FROM version WHERE collection = ? AND record = ?",
-                arguments: [record.collection, record.id]
-            )
-        }
-        return try rows.map { bytes throws(SyncError) in
-            do {
-                return try SignedVersion(decoding: Array(bytes))
-            } catch {
-                throw SyncError(.storageFailed, "\(path) holds a version of \(record) that does not read: \(error)")
+    package func versions(of records: Set<RecordKey>) throws(SyncError) -> [RecordKey: [SignedVersion]] {
+        let rows = try reading("read \(records.count) records") { db in
+            var rows: [(RecordKey, Data)] = []
+            let statement = try db.cachedStatement(sql: "SELECT bytes FROM version WHERE collection = ? AND record = ?")
+            for record in records {
+                for bytes in try Data.fetchAll(statement, arguments: [record.collection, record.id]) {
+                    rows.append((record, bytes))
+                }
             }
+            return rows
+        }
+        var found: [RecordKey: [SignedVersion]] = [:]
+        for (record, bytes) in rows {
+            found[record, default: []].append(try read(bytes, of: "\(record)"))
+        }
+        return found
+    }
+
+    package func versions(withIDs ids: [[UInt8]]) throws(SyncError) -> [SignedVersion] {
+        let rows = try reading("read \(ids.count) versions") { db in
+            let statement = try db.cachedStatement(sql: "SELECT bytes FROM version WHERE id = ?")
+            return try ids.compactMap { id in try Data.fetchOne(statement, arguments: [Data(id)]) }
+        }
+        return try rows.map { bytes throws(SyncError) in try read(bytes, of: "a version") }
+    }
+
+    package func items() throws(SyncError) -> [RangeReconciliation.Item] {
+        try reading("read the versions' order") { db in
+            var items: [RangeReconciliation.Item] = []
+            let rows = try Row.fetchCursor(db, sql: "SELECT timestamp, id FROM version ORDER BY timestamp, id")
+            while let row = try rows.next() {
+                let id: Data = row[1]
+                items.append(
+                    RangeReconciliation.Item(timestamp: UInt64(bitPattern: row[0] as Int64), id: Array(id))
+                )
+            }
+            return items
+        }
+    }
+
+    private func read(_ bytes: Data, of what: String) throws(SyncError) -> SignedVersion {
+        do {
+            return try SignedVersion(decoding: Array(bytes))
+        } catch {
+            throw SyncError(.storageFailed, "\(path) holds a version of \(what) that does not read: \(error)")
         }
     }
 

@@ -39,8 +39,14 @@ package struct StorageCommit: Sendable {
 package protocol SyncStorage: Sendable {
     /// The clock's latest timestamp, as last committed (0 for a new store).
     func clock() throws(SyncError) -> HLCTimestamp
-    /// The versions kept of `record`, in no particular order.
-    func versions(of record: RecordKey) throws(SyncError) -> [SignedVersion]
+    /// The versions kept of each of `records` (a record of which none is kept is left out),
+    /// in no particular order, read at one instant.
+    func versions(of records: Set<RecordKey>) throws(SyncError) -> [RecordKey: [SignedVersion]]
+    /// The versions kept among `ids` (``SignedVersion/id``), in no particular order; an id not
+    /// kept (never, or let go since) is left out.
+    func versions(withIDs ids: [[UInt8]]) throws(SyncError) -> [SignedVersion]
+    /// Every version kept, as reconciliation orders them (docs/SYNC.md 4), in ascending order.
+    func items() throws(SyncError) -> [RangeReconciliation.Item]
     /// The ids of the records of `collection` of which a version is kept, in ascending order.
     func records(in collection: String) throws(SyncError) -> [String]
     /// The key of `origin`, if one was committed.

@@ -1,0 +1,90 @@
+/// One collection of a ``SyncStore``: its records of type `Record`, kept in sync with every
+/// peer's. Get one with ``SyncStore/collection(_:)``; it is a handle, cheap to copy.
+public struct SyncCollection<Record: SyncRecord>: Sendable {
+    /// The store it belongs to.
+    public let store: SyncStore
+
+    /// Writes `record`, replacing the one with its id (field by field: the fields that
+    /// changed), durably: it is on disk when this returns, then pushed to the active peers. A
+    /// record equal to the one kept writes nothing.
+    /// - Throws: `invalidWrite` if the record does not encode or breaks a bound of
+    ///   docs/SYNC.md 3 (its id 1 to 1,024 bytes, its version at most 1 MiB); `storageFailed`.
+    public func put(_ record: Record) async throws(SyncError) {
+        try await put([record])
+    }
+
+    /// Writes `records` in one durable commit: all of them are on disk when this returns, or
+    /// (if it throws) none.
+    /// - Throws: as ``put(_:)-(Record)``, for the first record that fails.
+    public func put(_ records: some Sequence<Record>) async throws(SyncError) {
+        var writes: [(id: String, fields: [String: [UInt8]]?)] = []
+        for record in records { writes.append((record.id, try RecordFields.fields(of: record))) }
+        try await store.write(writes, in: Record.collectionName)
+    }
+
+    /// Deletes the record with `id`, if there is one: a tombstone, durable when this returns,
+    /// that hides every write of it made before, here and on every peer.
+    /// - Throws: `storageFailed`.
+    public func delete(id: String) async throws(SyncError) {
+        try await delete(ids: [id])
+    }
+
+    /// Deletes the records with `ids` in one durable commit.
+    /// - Throws: `storageFailed`.
+    public func delete(ids: some Sequence<String>) async throws(SyncError) {
+        try await store.write(ids.map { ($0, nil) }, in: Record.collectionName)
+    }
+
+    /// The record with `id`, or nil if there is none (never written, or deleted).
+    /// - Throws: `undecodableRecord` if the record kept does not read as a `Record`;
+    ///   `storageFailed`.
+    public func record(id: String) async throws(SyncError) -> Record? {
+        let key = RecordKey(collection: Record.collectionName, id: id)
+        guard let fields = try await store.fields(of: [key])[key] else { return nil }
+        return try RecordFields.record(Record.self, id: id, from: fields)
+    }
+
+    /// Every record, in ascending order of ids. One that does not read as a `Record` is left
+    /// out and reported (``SyncEvent/unreadableRecord(_:)``).
+    /// - Throws: `storageFailed`.
+    public func records() async throws(SyncError) -> [Record] {
+        try await records(where: { _ in true })
+    }
+
+    /// The records for which `isIncluded` is true, in ascending order of ids.
+    /// - Throws: `storageFailed`.
+    public func records(where isIncluded: (Record) -> Bool) async throws(SyncError) -> [Record] {
+        var found: [Record] = []
+        for (id, fields) in try await store.fields(in: Record.collectionName) {
+            do throws(SyncError) {
+                let record = try RecordFields.record(Record.self, id: id, from: fields)
+                if isIncluded(record) { found.append(record) }
+            } catch {
+                store.report(.unreadableRecord(error))
+            }
+        }
+        return found
+    }
+
+    /// Every change of this collection from now on, this station's writes and what it takes
+    /// from peers, in the order they were made durable. Each access is a new sequence; it
+    /// buffers what its reader has not taken. A change whose record does not read as a
+    /// `Record` is left out and reported (``SyncEvent/unreadableRecord(_:)``).
+    public var changes: some AsyncSequence<SyncChange<Record>, Never> {
+        let store = store
+        return store.changes().compactMap { change -> SyncChange<Record>? in
+            guard change.change.record.collection == Record.collectionName else { return nil }
+            let id = change.change.record.id
+            var record: Record?
+            if let fields = change.change.after {
+                do throws(SyncError) {
+                    record = try RecordFields.record(Record.self, id: id, from: fields)
+                } catch {
+                    store.report(.unreadableRecord(error))
+                    return nil
+                }
+            }
+            return SyncChange(id: id, record: record, stamp: change.change.stamp, peer: change.peer)
+        }
+    }
+}

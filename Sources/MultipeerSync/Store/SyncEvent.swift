@@ -1,0 +1,44 @@
+public import struct Foundation.UUID
+
+/// What a store reports besides its records' changes (``SyncStore/events``).
+public enum SyncEvent: Sendable, CustomStringConvertible {
+    /// What a peer sent was refused: a version (forged, malformed, stamped too far ahead, ...)
+    /// or a whole message that does not read. Nothing refused is stored or relayed; the rest of
+    /// what came with it was taken.
+    case refused(SyncError, from: UUID)
+    /// A record kept does not read as its collection's type (`undecodableRecord`): it is kept
+    /// and passed on unchanged, and left out of what the collection lists.
+    case unreadableRecord(SyncError)
+    /// An exchange with the peer ended (docs/SYNC.md 6): each side was sent, or asked for,
+    /// every version the other lacked when it began.
+    case exchanged(with: UUID)
+    /// The store could not do something it does of its own accord (take a peer's versions,
+    /// answer a peer): the error says what. What was not taken is taken at a later exchange.
+    case failed(SyncError)
+
+    public var description: String {
+        switch self {
+        case .refused(let error, let peer): "refused from \(peer): \(error)"
+        case .unreadableRecord(let error): "unreadable record: \(error)"
+        case .exchanged(let peer): "exchanged with \(peer)"
+        case .failed(let error): "failed: \(error)"
+        }
+    }
+}
+
+/// A record changed, as an application sees it: written here, or taken from a peer.
+public struct SyncChange<Record: SyncRecord>: Sendable {
+    /// The record's id.
+    public var id: String
+    /// The record as it is now; nil if it was deleted.
+    public var record: Record?
+    /// The latest write taken for the record in the commit that changed it: when, and which
+    /// station wrote it (its origin).
+    public var stamp: VersionStamp
+    /// The peer it came from (which may have relayed another origin's write), or nil for this
+    /// station's own write.
+    public var peer: UUID?
+
+    /// The station that wrote it.
+    public var origin: UUID { stamp.origin }
+}

@@ -1,0 +1,277 @@
+import Foundation
+public import MultipeerSession
+
+/// A replicated store of typed collections of records, kept durably on this device and in sync
+/// with every peer of a ``MultipeerSession`` that runs one.
+///
+/// ```swift
+/// let store = try SyncStore(session: session, path: "crew.sqlite")
+/// let checklist = store.collection(ChecklistItem.self)
+/// try await withThrowingDiscardingTaskGroup { group in
+///     group.addTask { try await session.runUntilSignalled() }
+///     group.addTask { try await store.run() }
+///     try await checklist.put(ChecklistItem(id: "before-start/fuel", title: "Fuel quantity", done: false))
+///     for await change in checklist.changes { print(change.id, change.record as Any) }
+/// }
+/// ```
+///
+/// Every write is a *version* signed by the session's identity and stamped by a hybrid logical
+/// clock; it is durable before ``SyncCollection/put(_:)-(Record)`` returns and before any peer
+/// hears of it. While ``run()`` runs, the store pushes its writes to the active peers, relays
+/// what it takes to the others, and at every join reconciles with the peer (docs/SYNC.md): each
+/// side gets the versions it lacks, whoever wrote them. Every version taken is checked against
+/// its origin's signature; what fails is refused (``SyncEvent/refused(_:from:)``), never stored
+/// or relayed.
+public actor SyncStore {
+    /// The session the store syncs over; its identity signs this station's writes.
+    public nonisolated let session: MultipeerSession
+    private var station: Station
+    private var exchanges: ExchangeStateMachine
+    private let now: @Sendable () -> UInt64
+    private let changeSubscribers = Subscribers<StoreChange>()
+    private let eventSubscribers = Subscribers<SyncEvent>()
+
+    /// How many versions, and about how many of their bytes, one message carries at most.
+    static let versionsPerMessage = 4_096
+    static let bytesPerMessage = 1 << 20
+
+    /// The store kept in the SQLite database at `path` (made if missing), syncing over
+    /// `session`.
+    /// - Throws: `storageFailed` if the database cannot be opened or is not a store's.
+    public init(session: MultipeerSession, path: String) throws(SyncError) {
+        try self.init(session: session, storage: try SQLiteStorage(path: path))
+    }
+
+    /// The store kept in `storage`, its wall clock `now` (milliseconds since 1970).
+    package init(
+        session: MultipeerSession,
+        storage: any SyncStorage,
+        now: @escaping @Sendable () -> UInt64 = { UInt64(Date().timeIntervalSince1970 * 1_000) }
+    ) throws(SyncError) {
+        self.session = session
+        self.now = now
+        station = try Station(identity: session.identity, storage: storage)
+        exchanges = ExchangeStateMachine(own: session.peerID)
+    }
+
+    /// The collection of `Record`s (named ``SyncRecord/collectionName``).
+    public nonisolated func collection<Record: SyncRecord>(_ type: Record.Type = Record.self) -> SyncCollection<Record> {
+        SyncCollection(store: self)
+    }
+
+    /// What the store reports besides changes: refusals, exchanges, failures. Each access is a
+    /// new stream; it buffers what its reader has not taken.
+    public nonisolated var events: AsyncStream<SyncEvent> { eventSubscribers.subscribe() }
+
+    /// Syncs with the session's peers until cancelled: answers their messages, pushes this
+    /// station's writes as they are made, and reconciles with each peer when it joins. Run it
+    /// beside the session's ``MultipeerSession/run()``; writes and reads work without it, and
+    /// are synced once it runs.
+    public func run() async throws {
+        let messages = session.messages(of: SyncEnvelope.self)
+        let sessionEvents = session.events
+        defer {
+            changeSubscribers.finish()
+            eventSubscribers.finish()
+        }
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask {
+                for await (peer, envelope) in messages { await self.receive(envelope.bytes, from: peer.id) }
+            }
+            group.addTask {
+                for await event in sessionEvents { await self.handle(event) }
+            }
+            for peer in session.activePeers { await handle(.peerJoined(peer)) }
+        }
+    }
+
+    // MARK: Reading and writing (for SyncCollection)
+
+    /// The records' fields as the application sees them (a record absent or deleted is left
+    /// out).
+    func fields(of records: Set<RecordKey>) throws(SyncError) -> [RecordKey: [String: [UInt8]]] {
+        try station.records(records)
+    }
+
+    /// Every visible record of `collection`, by id, in ascending order of ids.
+    func fields(in collection: String) throws(SyncError) -> [(id: String, fields: [String: [UInt8]])] {
+        let ids = try station.storage.records(in: collection)
+        let keys = ids.map { RecordKey(collection: collection, id: $0) }
+        let visible = try station.records(Set(keys))
+        return keys.compactMap { key in visible[key].map { (key.id, $0) } }
+    }
+
+    /// Writes records of `collection` (each its fields), or deletes them (nil), in one durable
+    /// commit; a write that changes nothing the application sees is not made. Then tells the
+    /// subscribers and pushes the versions to the active peers.
+    func write(_ records: [(id: String, fields: [String: [UInt8]]?)], in collection: String) async throws(SyncError) {
+        var current = try station.records(Set(records.map { RecordKey(collection: collection, id: $0.id) }))
+        var writes: [(record: RecordKey, change: RecordWrite.Change)] = []
+        for (id, fields) in records {
+            let key = RecordKey(collection: collection, id: id)
+            let before = current[key]
+            guard let fields else {
+                if before != nil { writes.append((key, .delete)) }
+                current[key] = nil
+                continue
+            }
+            var changed = fields.filter { name, value in before?[name] != value }
+            for name in (before ?? [:]).keys where fields[name] == nil { changed[name] = RecordFields.null }
+            if !changed.isEmpty { writes.append((key, .set(changed))) }
+            current[key] = fields
+        }
+        guard !writes.isEmpty else { return }
+        let (changes, versions) = try station.write(writes, now: now())
+        for change in changes where change.before != change.after {
+            changeSubscribers.yield(StoreChange(change: change, peer: nil))
+        }
+        await push(versions, to: nil, broadcast: true)
+    }
+
+    /// Every change from now on, of any collection.
+    nonisolated func changes() -> AsyncStream<StoreChange> { changeSubscribers.subscribe() }
+
+    nonisolated func report(_ event: SyncEvent) { eventSubscribers.yield(event) }
+
+    // MARK: Syncing
+
+    private func handle(_ event: SessionEvent) async {
+        switch event {
+        case .peerJoined(let peer):
+            if let exchange = exchanges.peerJoined(peer.id) { await initiate(exchange, with: peer.id) }
+        case .peerLeft(let peer, _):
+            exchanges.peerLeft(peer.id)
+        case .broadcastSkipped(let peer, let typeName, _) where typeName == SyncEnvelope.wireName:
+            // A push the peer may lack: find out what it lacks.
+            if let exchange = exchanges.begin(with: peer.id) { await initiate(exchange, with: peer.id) }
+        default:
+            break
+        }
+    }
+
+    private func initiate(_ exchange: UInt64, with peer: UUID) async {
+        do throws(SyncError) {
+            let reconciliation = RangeReconciliation(items: try station.storage.items(), initiator: true)
+            await send(.reconcile(exchange: exchange, fromInitiator: true, reconciliation.initiate()), to: peer)
+        } catch {
+            report(.failed(error))
+        }
+    }
+
+    /// Takes one message from `peer`.
+    private func receive(_ bytes: [UInt8], from peer: UUID) async {
+        let message: SyncMessage
+        do throws(SyncError) {
+            message = try SyncMessage(decoding: bytes)
+        } catch {
+            report(.refused(error, from: peer))
+            return
+        }
+        do throws(SyncError) {
+            switch message {
+            case .reconcile(let exchange, true, let ranges):
+                let reconciliation = RangeReconciliation(items: try station.storage.items(), initiator: false)
+                let (answer, _) = reconciliation.reconcile(ranges)
+                await send(.reconcile(exchange: exchange, fromInitiator: false, answer), to: peer)
+            case .reconcile(let exchange, false, let ranges):
+                guard exchanges.isRunning(exchange, with: peer) else { return }
+                let reconciliation = RangeReconciliation(items: try station.storage.items(), initiator: true)
+                let (answer, outcome) = reconciliation.reconcile(ranges)
+                await push(try station.storage.versions(withIDs: outcome.have), to: peer)
+                for ids in outcome.need.chunks(of: SyncMessage.maximumCount) { await send(.want(Array(ids)), to: peer) }
+                if answer.isEmpty {
+                    report(.exchanged(with: peer))
+                    if let next = exchanges.ended(exchange, with: peer) { await initiate(next, with: peer) }
+                } else {
+                    await send(.reconcile(exchange: exchange, fromInitiator: true, answer), to: peer)
+                }
+            case .versions(let keys, let encoded):
+                try await take(encoded, keys: keys, from: peer)
+            case .want(let ids):
+                await push(try station.storage.versions(withIDs: ids), to: peer)
+            }
+        } catch {
+            report(.failed(error))
+        }
+    }
+
+    /// Takes versions `peer` sent, tells the subscribers what changed, and relays what was new
+    /// here to the other active peers.
+    private func take(_ encoded: [[UInt8]], keys: [PeerKey], from peer: UUID) async throws(SyncError) {
+        var versions: [SignedVersion] = []
+        for bytes in encoded {
+            do throws(SyncError) {
+                versions.append(try SignedVersion(decoding: bytes))
+            } catch {
+                report(.refused(error, from: peer))
+            }
+        }
+        let taken = try station.take(versions, keys: keys, now: now())
+        for refusal in taken.refusals { report(.refused(refusal, from: peer)) }
+        for change in taken.changes { changeSubscribers.yield(StoreChange(change: change, peer: peer)) }
+        await push(taken.kept, to: nil, except: peer)
+    }
+
+    /// Sends `versions` with their origins' keys to `peer`; or, with `peer` nil, to every
+    /// active peer but `except`, waiting for room in each one's outbox; or, with `broadcast`,
+    /// to every peer the session has room for now (one it skips is reconciled with, see
+    /// ``handle(_:)``).
+    private func push(_ versions: [SignedVersion], to peer: UUID?, except: UUID? = nil, broadcast: Bool = false) async {
+        guard !versions.isEmpty else { return }
+        var batches: [[SignedVersion]] = [[]]
+        var bytes = 0
+        for version in versions {
+            if batches[batches.count - 1].count == Self.versionsPerMessage
+                || (bytes + version.bytes.count > Self.bytesPerMessage && !batches[batches.count - 1].isEmpty)
+            {
+                batches.append([])
+                bytes = 0
+            }
+            batches[batches.count - 1].append(version)
+            bytes += version.bytes.count
+        }
+        for batch in batches {
+            var keys: [PeerKey] = []
+            for origin in Set(batch.map(\.stamp.origin)) {
+                if origin == session.peerID {
+                    keys.append(session.identity.key)
+                } else if let key = try? station.storage.key(of: origin) {
+                    keys.append(key)
+                }
+            }
+            let message = SyncMessage.versions(keys: keys, batch.map(\.bytes))
+            if broadcast {
+                do {
+                    try await session.broadcast(SyncEnvelope(message))
+                } catch {
+                    report(.failed(SyncError(.notSent, "could not push \(batch.count) versions: \(error)")))
+                }
+                continue
+            }
+            for recipient in peer.map({ [$0] }) ?? session.activePeers.map(\.id).filter({ $0 != except }) {
+                await send(message, to: recipient)
+            }
+        }
+    }
+
+    private func send(_ message: SyncMessage, to peer: UUID) async {
+        do {
+            try await session.send(SyncEnvelope(message), to: peer)
+        } catch {
+            // The peer is gone for good, or never ran: its next join reconciles.
+            report(.failed(SyncError(.notSent, "could not send to \(peer): \(error)")))
+        }
+    }
+}
+
+/// A change of any collection, with the peer it came from (nil: this station's write).
+struct StoreChange: Sendable {
+    var change: RecordChange
+    var peer: UUID?
+}
+
+extension Array {
+    func chunks(of size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}

@@ -1,0 +1,46 @@
+/// A record the store keeps and keeps in sync: a `Codable & Sendable` value with a stable id.
+///
+/// ```swift
+/// struct ChecklistItem: SyncRecord {
+///     static var merge: SyncMerge { .fieldByField }
+///     var id: String          // stable: "before-start/fuel"
+///     var title: String
+///     var done: Bool
+/// }
+/// ```
+///
+/// A record's bytes are its `Codable` encoding in the session's binary message encoding
+/// (``MultipeerSession/MessageEncoding/binary``), kept as its writer signed them: a station
+/// whose build does not know a field still keeps and passes it on, intact.
+public protocol SyncRecord: Codable, Sendable, Identifiable where ID == String {
+    /// The collection's name, the same on every station: 1 to 255 bytes of UTF-8. By default
+    /// the bare type name (`ChecklistItem`); give one to rename or move the type freely.
+    static var collectionName: String { get }
+    /// How two stations' concurrent writes of one record merge; by default
+    /// ``SyncMerge/wholeRecord``.
+    static var merge: SyncMerge { get }
+    /// The record's id, 1 to 1,024 bytes of UTF-8, never reused for another record.
+    var id: String { get }
+}
+
+extension SyncRecord {
+    /// The bare type name.
+    public static var collectionName: String { String(describing: Self.self) }
+    /// ``SyncMerge/wholeRecord``.
+    public static var merge: SyncMerge { .wholeRecord }
+}
+
+/// How concurrent writes of one record merge (docs/SYNC.md 1). Either way every station that
+/// took the same writes holds the same record: the merge is commutative, associative and
+/// idempotent, and its order (the later hybrid-logical-clock stamp, then the greater origin) is
+/// the same on every station.
+public enum SyncMerge: Hashable, Sendable {
+    /// The last write of the record wins, whole: a record is what one writer put.
+    case wholeRecord
+    /// The last write of each field wins: two stations that changed different fields of a
+    /// record both keep their change. Each top-level property (each key of the record's
+    /// keyed container, as synthesized `Codable` writes it) is a field, and a `put` writes only
+    /// the fields that changed. The record's type must encode into one keyed container, each
+    /// property with `encode(_:forKey:)`.
+    case fieldByField
+}
