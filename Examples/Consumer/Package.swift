@@ -1,6 +1,7 @@
 // swift-tools-version:6.1
 // A package that uses MultipeerSession as an application would: by path, through its products,
-// with nothing but `import MultipeerSession` (and `import MultipeerSessionTesting` in tests).
+// with nothing but `import MultipeerSession` (and `import MultipeerSessionTesting` in tests, and
+// `import MultipeerSync` for the replicated store).
 // `make test` builds it (scripts/consumer.sh): its Samples target compiles every Swift sample of
 // the README and the DocC documentation, its tests exercise the public API between sessions in
 // one process, real and simulated, and its build must print no warning.
@@ -18,6 +19,7 @@ let package = Package(
             dependencies: [
                 .product(name: "MultipeerSession", package: "MultipeerSession"),
                 .product(name: "MultipeerSessionTesting", package: "MultipeerSession"),
+                .product(name: "MultipeerSync", package: "MultipeerSession"),
             ],
             // Samples are fragments: a value made to show a call and never used is their nature.
             swiftSettings: [.swiftLanguageMode(.v6), .unsafeFlags(["-suppress-warnings"])]
@@ -30,6 +32,7 @@ let package = Package(
             dependencies: [
                 "ProgramA", "ProgramB", .product(name: "MultipeerSession", package: "MultipeerSession"),
                 .product(name: "MultipeerSessionTesting", package: "MultipeerSession"),
+                .product(name: "MultipeerSync", package: "MultipeerSession"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

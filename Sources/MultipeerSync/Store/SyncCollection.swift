@@ -70,21 +70,49 @@ public struct SyncCollection<Record: SyncRecord>: Sendable {
     /// from peers, in the order they were made durable. Each access is a new sequence; it
     /// buffers what its reader has not taken. A change whose record does not read as a
     /// `Record` is left out and reported (``SyncEvent/unreadableRecord(_:)``).
-    public var changes: some AsyncSequence<SyncChange<Record>, Never> {
-        let store = store
-        return store.changes().compactMap { change -> SyncChange<Record>? in
-            guard change.change.record.collection == Record.collectionName else { return nil }
-            let id = change.change.record.id
-            var record: Record?
-            if let fields = change.change.after {
+    public var changes: SyncChanges<Record> {
+        SyncChanges(store: store, changes: store.changes())
+    }
+}
+
+/// The changes of one collection (``SyncCollection/changes``), as they are made durable.
+public struct SyncChanges<Record: SyncRecord>: AsyncSequence, Sendable {
+    public typealias Element = SyncChange<Record>
+    public typealias Failure = Never
+
+    let store: SyncStore
+    let changes: AsyncStream<StoreChange>
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(store: store, changes: changes.makeAsyncIterator())
+    }
+
+    /// Reads the changes.
+    public struct Iterator: AsyncIteratorProtocol {
+        let store: SyncStore
+        var changes: AsyncStream<StoreChange>.Iterator
+
+        /// The next change, or nil once the store stopped.
+        public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async -> SyncChange<Record>? {
+            while let change = await changes.next(isolation: actor) {
+                guard change.change.record.collection == Record.collectionName else { continue }
+                let id = change.change.record.id
+                guard let fields = change.change.after else {
+                    return SyncChange(id: id, record: nil, stamp: change.change.stamp, peer: change.peer)
+                }
                 do throws(SyncError) {
-                    record = try RecordFields.record(Record.self, id: id, from: fields)
+                    let record = try RecordFields.record(Record.self, id: id, from: fields)
+                    return SyncChange(id: id, record: record, stamp: change.change.stamp, peer: change.peer)
                 } catch {
                     store.report(.unreadableRecord(error))
-                    return nil
                 }
             }
-            return SyncChange(id: id, record: record, stamp: change.change.stamp, peer: change.peer)
+            return nil
+        }
+
+        /// The next change, or nil once the store stopped.
+        public mutating func next() async -> SyncChange<Record>? {
+            await next(isolation: nil)
         }
     }
 }

@@ -70,6 +70,7 @@ public actor SyncStore {
     public func run() async throws {
         let messages = session.messages(of: SyncEnvelope.self)
         let sessionEvents = session.events
+        exchanges = ExchangeStateMachine(own: session.peerID)  // (a previous run's are over)
         defer {
             changeSubscribers.finish()
             eventSubscribers.finish()

@@ -1,0 +1,224 @@
+import Foundation
+import MultipeerSession
+import MultipeerSync
+import Testing
+
+/// A crew log entry: merged as a whole record (the default).
+struct LogEntry: SyncRecord, Equatable {
+    var id: String
+    var text: String
+}
+
+/// A checklist item: merged field by field.
+struct ChecklistItem: SyncRecord, Equatable {
+    static var merge: SyncMerge { .fieldByField }
+    var id: String
+    var title: String
+    var done: Bool
+    var remark: String?
+}
+
+/// The store's message type, as a stranger implementing docs/SYNC.md 6 would send it: its
+/// bytes in one CBOR byte string, under the store's wire name.
+struct RawSyncMessage: MultipeerMessage {
+    static var wireName: String { "multipeer.sync.v1" }
+    static var wireEncoding: MessageEncoding? { .binary }
+    var bytes: Data
+
+    init(_ bytes: [UInt8]) { self.bytes = Data(bytes) }
+    init(from decoder: any Decoder) throws { bytes = try decoder.singleValueContainer().decode(Data.self) }
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(bytes)
+    }
+}
+
+/// Runs `body` with a new empty directory, removed afterwards.
+func withDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID())")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    return try await body(directory)
+}
+
+/// Runs `stores` while `body` runs, then cancels them.
+func whileSyncing<T: Sendable>(_ stores: [SyncStore], _ body: () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for store in stores { group.addTask { try await store.run() } }
+        defer { group.cancelAll() }
+        let result = try await body()
+        group.cancelAll()
+        try await group.waitForAll()
+        return result
+    }
+}
+
+/// Reads `changes` until `done` says the changes read so far are enough, within 30 s.
+func changes<Record: SyncRecord>(
+    _ changes: SyncChanges<Record>,
+    until done: @escaping @Sendable ([SyncChange<Record>]) -> Bool
+) async throws -> [SyncChange<Record>] {
+    try await within(30, "changes of \(Record.self)") {
+        var seen: [SyncChange<Record>] = []
+        for await change in changes {
+            seen.append(change)
+            if done(seen) { return seen }
+        }
+        throw TimedOut(what: "changes of \(Record.self) (the store stopped)")
+    }
+}
+
+/// Waits for the first event of `store` that `matches` says is the one, within 30 s.
+func event(of events: AsyncStream<SyncEvent>, _ matches: @escaping @Sendable (SyncEvent) -> Bool) async throws -> SyncEvent {
+    try await within(30, "a store event") {
+        for await event in events where matches(event) { return event }
+        throw TimedOut(what: "a store event (the store stopped)")
+    }
+}
+
+/// The replicated store as an application uses it: `import MultipeerSync`, stores over real
+/// sessions on loopback, SQLite files.
+@Suite struct StoreTests {
+    /// Two stations that wrote before they ever met: at the join, each gets what the other
+    /// wrote (reconciliation: nothing was pushed, there was nobody to push to); then every write
+    /// arrives live.
+    @Test func whatEachWroteBeforeTheyMetArrivesAtTheJoinThenEveryWriteLive() async throws {
+        try await withDirectory { directory in
+            let listener = MultipeerSession(configuration: configuration("listener"), identity: PeerIdentity())
+            let a = try SyncStore(session: listener, path: directory.appendingPathComponent("a.sqlite").path)
+            let aLog = a.collection(LogEntry.self)
+            try await whileRunning([listener]) {
+                let port = try await listeningPort(of: listener)
+                let dialler = MultipeerSession(
+                    configuration: configuration("dialler", dialling: port),
+                    identity: PeerIdentity()
+                )
+                let b = try SyncStore(session: dialler, path: directory.appendingPathComponent("b.sqlite").path)
+                let bLog = b.collection(LogEntry.self)
+                let fromA = (0..<300).map { LogEntry(id: "a\(1000 + $0)", text: "captain's entry \($0)") }
+                let fromB = (0..<200).map { LogEntry(id: "b\(1000 + $0)", text: "relief's entry \($0)") }
+                try await aLog.put(fromA)
+                try await bLog.put(fromB)
+                #expect(try await aLog.records() == fromA, "durable and readable before any sync")
+
+                let (atA, atB) = (aLog.changes, bLog.changes)
+                try await whileRunning([dialler]) {
+                    try await whileSyncing([a, b]) {
+                        let toB = try await changes(atB) { $0.count == 300 }
+                        #expect(toB.allSatisfy { $0.peer == listener.peerID && $0.origin == listener.peerID })
+                        let toA = try await changes(atA) { $0.count == 200 }
+                        #expect(toA.allSatisfy { $0.peer == dialler.peerID && $0.origin == dialler.peerID })
+                        #expect(try await aLog.records() == fromA + fromB, "every record, as written")
+                        #expect(try await bLog.records() == fromA + fromB)
+
+                        // Live, both ways: a write, and a delete.
+                        try await bLog.put(LogEntry(id: "c", text: "from relief"))
+                        let got = try await changes(atA) { $0.contains { $0.id == "c" } }
+                        #expect(got.last?.record == LogEntry(id: "c", text: "from relief"))
+                        #expect(got.last?.origin == dialler.peerID && got.last?.peer == dialler.peerID)
+
+                        try await aLog.delete(id: "a1000")
+                        let deleted = try await changes(atB) { $0.contains { $0.id == "a1000" } }
+                        #expect(deleted.last?.record == nil, "a delete arrives as a change with no record")
+                        #expect(try await bLog.record(id: "a1000") == nil)
+                        #expect(try await bLog.records().count == 500)
+                    }
+                }
+            }
+        }
+    }
+
+    /// A checklist item changed on two stations apart, a different field on each: once they
+    /// meet again, both hold both changes. The relief station comes back as a new session (a
+    /// restart), which the captain's session never knew, so its change reaches the captain
+    /// only by reconciliation.
+    @Test func fieldsChangedApartOnTwoStationsAreBothKept() async throws {
+        try await withDirectory { directory in
+            let aPath = directory.appendingPathComponent("a.sqlite").path
+            let bPath = directory.appendingPathComponent("b.sqlite").path
+            let listener = MultipeerSession(configuration: configuration("listener"), identity: PeerIdentity())
+            let a = try SyncStore(session: listener, path: aPath)
+            let aItems = a.collection(ChecklistItem.self)
+            let relief = PeerIdentity()
+            let fuel = ChecklistItem(id: "before-start/fuel", title: "Fuel", done: false, remark: "check both tanks")
+            let merged = ChecklistItem(id: fuel.id, title: "Fuel quantity", done: true, remark: nil)
+            try await whileRunning([listener]) {
+                let port = try await listeningPort(of: listener)
+                let first = MultipeerSession(configuration: configuration("dialler", dialling: port), identity: relief)
+                let b = try SyncStore(session: first, path: bPath)
+                try await aItems.put(fuel)
+                let arriving = b.collection(ChecklistItem.self).changes
+                try await whileRunning([first]) {
+                    try await whileSyncing([a, b]) {
+                        _ = try await changes(arriving) { $0.contains { $0.record == fuel } }
+                    }
+                }
+
+                // Apart: each changes another field.
+                var renamed = fuel
+                renamed.title = "Fuel quantity"
+                try await aItems.put(renamed)
+                let second = MultipeerSession(configuration: configuration("dialler", dialling: port), identity: relief)
+                let restarted = try SyncStore(session: second, path: bPath)
+                let bItems = restarted.collection(ChecklistItem.self)
+                var ticked = try #require(try await bItems.record(id: fuel.id))
+                #expect(ticked == fuel, "the restarted store has what it took")
+                ticked.done = true
+                ticked.remark = nil
+                try await bItems.put(ticked)
+
+                let (atA, atB) = (aItems.changes, bItems.changes)
+                try await whileRunning([second]) {
+                    try await whileSyncing([a, restarted]) {
+                        _ = try await changes(atA) { $0.last?.record == merged }
+                        _ = try await changes(atB) { $0.last?.record == merged }
+                    }
+                }
+                #expect(try await aItems.record(id: fuel.id) == merged)
+                #expect(try await bItems.record(id: fuel.id) == merged)
+            }
+        }
+    }
+
+    /// A version of docs/SYNC.md's vector whose signature was altered is refused, naming the
+    /// peer and the reason; the store goes on taking what is sound.
+    @Test func aForgedVersionIsRefusedAndNothingElseIsHurt() async throws {
+        try await withDirectory { directory in
+            try await withPair { listener, dialler in
+                let a = try SyncStore(session: listener, path: directory.appendingPathComponent("a.sqlite").path)
+                let b = try SyncStore(session: dialler, path: directory.appendingPathComponent("b.sqlite").path)
+                let events = b.events
+                var forged = try specVector("sync-versions")
+                forged[forged.count - 1] ^= 0x01  // the signature's last byte
+                try await whileSyncing([a, b]) {
+                    try await listener.send(RawSyncMessage(forged), to: dialler.peerID)
+                    let refused = try await event(of: events) {
+                        if case .refused = $0 { return true }
+                        return false
+                    }
+                    guard case .refused(let error, let peer) = refused else { return }
+                    #expect(error.code == .badSignature)
+                    #expect(peer == listener.peerID)
+
+                    let arriving = b.collection(LogEntry.self).changes
+                    try await a.collection(LogEntry.self).put(LogEntry(id: "after", text: "still syncing"))
+                    _ = try await changes(arriving) { $0.contains { $0.id == "after" } }
+                }
+                #expect(try await b.collection(LogEntry.self).records() == [LogEntry(id: "after", text: "still syncing")])
+            }
+        }
+    }
+}
+
+/// The bytes of the hex vector `name` of docs/SYNC.md.
+func specVector(_ name: String) throws -> [UInt8] {
+    let spec = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("docs/SYNC.md")
+    let text = try String(contentsOf: spec, encoding: .utf8)
+    let marker = try #require(text.range(of: "<!-- vector: \(name) -->"))
+    let block = text[marker.upperBound...].drop { $0 != "\n" }.dropFirst()
+    let body = block.drop { $0 != "\n" }.dropFirst().prefix { $0 != "`" }
+    return body.split(whereSeparator: \.isWhitespace).map { UInt8($0, radix: 16)! }
+}
