@@ -39,7 +39,8 @@ public struct MessageEncoding: Hashable, Sendable, CustomStringConvertible {
     /// Reads a payload of either encoding, as a receiving session does (a binary one starts with
     /// `D9 D9 F7`; anything else is read as JSON).
     /// - Throws: Foundation's `DecodingError`, which names the field it could not read.
-    public static func decode<Value: Decodable>(_ type: Value.Type, from payload: some Sequence<UInt8>) throws -> Value {
+    public static func decode<Value: Decodable>(_ type: Value.Type, from payload: some Sequence<UInt8>) throws -> Value
+    {
         try decode(type, from: ByteBuffer(bytes: payload))
     }
 

@@ -170,7 +170,11 @@ private struct FieldsReader<Key: CodingKey>: KeyedDecodingContainerProtocol {
             return try MessageEncoding.decode(type, from: payload)
         } catch {
             throw DecodingError.dataCorrupted(
-                .init(codingPath: [key], debugDescription: "field \(key.stringValue) is no \(type)", underlyingError: error)
+                .init(
+                    codingPath: [key],
+                    debugDescription: "field \(key.stringValue) is no \(type)",
+                    underlyingError: error
+                )
             )
         }
     }
@@ -194,11 +198,17 @@ private struct FieldsReader<Key: CodingKey>: KeyedDecodingContainerProtocol {
         keyedBy type: NestedKey.Type,
         forKey key: Key
     ) throws -> KeyedDecodingContainer<NestedKey> {
-        throw DecodingError.typeMismatch(Any.self, .init(codingPath: [key], debugDescription: FieldsEncoder.unsupported))
+        throw DecodingError.typeMismatch(
+            Any.self,
+            .init(codingPath: [key], debugDescription: FieldsEncoder.unsupported)
+        )
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-        throw DecodingError.typeMismatch(Any.self, .init(codingPath: [key], debugDescription: FieldsEncoder.unsupported))
+        throw DecodingError.typeMismatch(
+            Any.self,
+            .init(codingPath: [key], debugDescription: FieldsEncoder.unsupported)
+        )
     }
 
     func superDecoder() throws -> any Decoder {
@@ -206,7 +216,10 @@ private struct FieldsReader<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func superDecoder(forKey key: Key) throws -> any Decoder {
-        throw DecodingError.typeMismatch(Any.self, .init(codingPath: [key], debugDescription: FieldsEncoder.unsupported))
+        throw DecodingError.typeMismatch(
+            Any.self,
+            .init(codingPath: [key], debugDescription: FieldsEncoder.unsupported)
+        )
     }
 
     private func payload(_ key: Key) throws -> [UInt8] {

@@ -79,7 +79,9 @@ package struct Station {
             let earlier = (kept[record] ?? []) + (pending[record] ?? [])
             let intake = RecordIntake(taking: [version], kept: earlier)
             pending[record, default: []].append(version)
-            changes.append(RecordChange(record: record, before: intake.before, after: intake.after, stamp: version.stamp))
+            changes.append(
+                RecordChange(record: record, before: intake.before, after: intake.after, stamp: version.stamp)
+            )
         }
         for (record, written) in pending {
             let intake = RecordIntake(taking: written, kept: kept[record] ?? [])

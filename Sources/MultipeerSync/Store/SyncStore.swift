@@ -55,7 +55,8 @@ public actor SyncStore {
     }
 
     /// The collection of `Record`s (named ``SyncRecord/collectionName``).
-    public nonisolated func collection<Record: SyncRecord>(_ type: Record.Type = Record.self) -> SyncCollection<Record> {
+    public nonisolated func collection<Record: SyncRecord>(_ type: Record.Type = Record.self) -> SyncCollection<Record>
+    {
         SyncCollection(store: self)
     }
 

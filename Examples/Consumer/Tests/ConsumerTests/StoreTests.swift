@@ -69,7 +69,10 @@ func changes<Record: SyncRecord>(
 }
 
 /// Waits for the first event of `store` that `matches` says is the one, within 30 s.
-func event(of events: AsyncStream<SyncEvent>, _ matches: @escaping @Sendable (SyncEvent) -> Bool) async throws -> SyncEvent {
+func event(
+    of events: AsyncStream<SyncEvent>,
+    _ matches: @escaping @Sendable (SyncEvent) -> Bool
+) async throws -> SyncEvent {
     try await within(30, "a store event") {
         for await event in events where matches(event) { return event }
         throw TimedOut(what: "a store event (the store stopped)")
@@ -204,7 +207,9 @@ func event(of events: AsyncStream<SyncEvent>, _ matches: @escaping @Sendable (Sy
                     try await a.collection(LogEntry.self).put(LogEntry(id: "after", text: "still syncing"))
                     _ = try await changes(arriving) { $0.contains { $0.id == "after" } }
                 }
-                #expect(try await b.collection(LogEntry.self).records() == [LogEntry(id: "after", text: "still syncing")])
+                #expect(
+                    try await b.collection(LogEntry.self).records() == [LogEntry(id: "after", text: "still syncing")]
+                )
             }
         }
     }
