@@ -183,6 +183,46 @@ func event(
         }
     }
 
+    /// A chain: the captain and the purser each meet only the relief station, never each
+    /// other. What either wrote, before or after, reaches the other through the relief station
+    /// (store and forward), signed by its origin.
+    @Test func aChainWhoseEndsNeverMeetConverges() async throws {
+        try await withDirectory { directory in
+            func path(_ name: String) -> String { directory.appendingPathComponent("\(name).sqlite").path }
+            let middle = MultipeerSession(configuration: configuration("relief"), identity: PeerIdentity())
+            let relief = try SyncStore(session: middle, path: path("relief"))
+            try await whileRunning([middle]) {
+                let port = try await listeningPort(of: middle)
+                let (left, right) = (
+                    MultipeerSession(configuration: configuration("captain", dialling: port), identity: PeerIdentity()),
+                    MultipeerSession(configuration: configuration("purser", dialling: port), identity: PeerIdentity())
+                )
+                let captain = try SyncStore(session: left, path: path("captain"))
+                let purser = try SyncStore(session: right, path: path("purser"))
+                let (captainLog, purserLog) = (captain.collection(LogEntry.self), purser.collection(LogEntry.self))
+                try await purserLog.put((0..<20).map { LogEntry(id: "p\($0)", text: "purser's \($0)") })
+                let (atCaptain, atPurser) = (captainLog.changes, purserLog.changes)
+                try await whileRunning([left, right]) {
+                    try await waitUntilActive(left, middle.peerID)
+                    try await waitUntilActive(right, middle.peerID)
+                    try await whileSyncing([captain, relief, purser]) {
+                        let before = try await changes(atCaptain) { $0.count == 20 }
+                        #expect(before.allSatisfy { $0.origin == right.peerID && $0.peer == middle.peerID })
+
+                        try await captainLog.put(LogEntry(id: "c1", text: "captain's, live"))
+                        let live = try await changes(atPurser) { $0.contains { $0.id == "c1" } }
+                        #expect(live.last?.origin == left.peerID && live.last?.peer == middle.peerID)
+                    }
+                }
+                #expect(left.activePeers.allSatisfy { $0.id == middle.peerID }, "the ends never met")
+                let all = try await captainLog.records()
+                #expect(all.count == 21)
+                #expect(try await purserLog.records() == all)
+                #expect(try await relief.collection(LogEntry.self).records() == all)
+            }
+        }
+    }
+
     /// A version of docs/SYNC.md's vector whose signature was altered is refused, naming the
     /// peer and the reason; the store goes on taking what is sound.
     @Test func aForgedVersionIsRefusedAndNothingElseIsHurt() async throws {
