@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and tests Examples/Consumer, a package that depends on MultipeerSession as an
-# application does (by path; `import MultipeerSession`, and `import MultipeerSessionTesting` in
-# its tests):
+# application does (by path; `import MultipeerSession`, `import MultipeerSync` for the store, and
+# `import MultipeerSessionTesting` in its tests):
 #   1. every ```swift block of README.md, of the DocC catalog and of the library's doc comments
 #      is written into Examples/Consumer/Sources/Samples/Samples.swift, each as the body of a
 #      function of its own, and compiled;
@@ -35,8 +35,11 @@ extract() {  # FILE: prints each ```swift block of FILE (markdown, or /// commen
     echo "import Foundation  // (for samples of tests: FileManager)"
     echo "import MultipeerSession"
     echo "import MultipeerSessionTesting"
+    echo "import MultipeerSync"
     echo
-    for file in README.md Sources/MultipeerSession/MultipeerSession.docc/*.md Sources/MultipeerSession/*.swift Sources/MultipeerSessionTesting/*.swift; do
+    for file in README.md Sources/MultipeerSession/MultipeerSession.docc/*.md Sources/MultipeerSession/*.swift \
+        Sources/MultipeerSessionTesting/*.swift Sources/MultipeerSync/MultipeerSync.docc/*.md \
+        Sources/MultipeerSync/*.swift Sources/MultipeerSync/*/*.swift; do
         extract "$file"
     done
 } > "$samples"
@@ -57,11 +60,14 @@ trap 'rm -f "$log"; rm -rf "$symbols"' EXIT
 module_maps=()
 while IFS= read -r map; do module_maps+=(-Xcc "-fmodule-map-file=$map"); done < <(
     find "$build" -maxdepth 2 -name module.modulemap; find "$consumer/.build/checkouts" -path "*/Sources/*" -name module.modulemap)
-swift-symbolgraph-extract -module-name MultipeerSession -target "$(uname -m)-unknown-linux-gnu" -minimum-access-level public \
-    -I "$build/Modules" -I Sources/CGnuTLS -I Sources/CAvahi "${module_maps[@]}" -output-dir "$symbols"
-docc convert Sources/MultipeerSession/MultipeerSession.docc --additional-symbol-graph-dir "$symbols" \
-    --output-path "$symbols/archive" --warnings-as-errors \
-    --fallback-display-name MultipeerSession --fallback-bundle-identifier MultipeerSession
-echo "DocC: every link of the catalog and the doc comments resolves"
+for module in MultipeerSession MultipeerSync; do
+    mkdir -p "$symbols/$module"
+    swift-symbolgraph-extract -module-name "$module" -target "$(uname -m)-unknown-linux-gnu" -minimum-access-level public \
+        -I "$build/Modules" -I Sources/CGnuTLS -I Sources/CAvahi "${module_maps[@]}" -output-dir "$symbols/$module"
+    docc convert "Sources/$module/$module.docc" --additional-symbol-graph-dir "$symbols/$module" \
+        --output-path "$symbols/$module.archive" --warnings-as-errors \
+        --fallback-display-name "$module" --fallback-bundle-identifier "$module"
+    echo "DocC ($module): every link of the catalog and the doc comments resolves"
+done
 
 swift test --package-path "$consumer" --skip-build "$@"

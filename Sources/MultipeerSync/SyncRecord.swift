@@ -10,7 +10,7 @@
 /// ```
 ///
 /// A record's bytes are its `Codable` encoding in the session's binary message encoding
-/// (``MultipeerSession/MessageEncoding/binary``), kept as its writer signed them: a station
+/// (`MessageEncoding.binary`), kept as its writer signed them: a station
 /// whose build does not know a field still keeps and passes it on, intact.
 public protocol SyncRecord: Codable, Sendable, Identifiable where ID == String {
     /// The collection's name, the same on every station: 1 to 255 bytes of UTF-8. By default

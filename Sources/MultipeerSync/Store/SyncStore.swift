@@ -2,7 +2,7 @@ import Foundation
 public import MultipeerSession
 
 /// A replicated store of typed collections of records, kept durably on this device and in sync
-/// with every peer of a ``MultipeerSession`` that runs one.
+/// with every peer of a `MultipeerSession` that runs one.
 ///
 /// ```swift
 /// let store = try SyncStore(session: session, path: "crew.sqlite")
@@ -66,7 +66,7 @@ public actor SyncStore {
 
     /// Syncs with the session's peers until cancelled: answers their messages, pushes this
     /// station's writes as they are made, and reconciles with each peer when it joins. Run it
-    /// beside the session's ``MultipeerSession/run()``; writes and reads work without it, and
+    /// beside the session's `run()`; writes and reads work without it, and
     /// are synced once it runs.
     public func run() async throws {
         let messages = session.messages(of: SyncEnvelope.self)
