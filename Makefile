@@ -65,7 +65,7 @@ demo: deps
 	$(SWIFT) build -c release --product navlog-sync
 	Examples/demo.sh .build/release/navlog-sync
 
-BENCH_PRODUCTS := LinkBenchmark SessionBenchmark DetectionBenchmark DeliveryBenchmark DiscoveryBenchmark MeshBenchmark NavlogBenchmark SyncBenchmark multipeer-test-peer navlog-sync navlog-hosts net-impair BenchReport
+BENCH_PRODUCTS := LinkBenchmark SessionBenchmark DetectionBenchmark DeliveryBenchmark DiscoveryBenchmark MeshBenchmark NavlogBenchmark SyncBenchmark StoreBenchmark multipeer-test-peer navlog-sync navlog-hosts net-impair BenchReport
 
 # Every benchmark in release mode, then bench-results/report.md (+ report.json, charts/).
 # The namespace parts need root; BENCH_ARGS=--quick for a short trial run of the tooling.

@@ -305,6 +305,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "StoreBenchmark",
+            dependencies: ["BenchmarkSupport", "MultipeerSession", "MultipeerSync"],
+            path: "Benchmarks/StoreBenchmark",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "NavlogBenchmark",
             dependencies: ["BenchmarkSupport", "MultipeerSession", "MultipeerSync", "NavlogSync"],
             path: "Benchmarks/NavlogBenchmark",

@@ -53,6 +53,8 @@ step delivery .build/release/DeliveryBenchmark --seconds "$(trials 3 10)"
 step navlog .build/release/NavlogBenchmark --entries "$(trials 1000 1000,10000,100000)"
 # The replicated store's reconciliation core (docs/SYNC.md 4-5): round trips and metadata bytes.
 step sync .build/release/SyncBenchmark --trials "$(trials 1 5)"
+# The store over real sessions and SQLite: durable puts, a fresh station joining, differences.
+step store .build/release/StoreBenchmark --records "$(trials 10000 100000)"
 # Host a's memory under churn (three navlog-sync hosts, one frozen now and then, one killed):
 # 30 minutes, 2 in a quick run.
 step navlog-soak Benchmarks/navlog-soak.py --binary "$PWD/.build/release/navlog-sync" --seconds "$(trials 120 1800)" --sample 30 \

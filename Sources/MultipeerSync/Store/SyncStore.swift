@@ -28,6 +28,8 @@ public actor SyncStore {
     private var station: Station
     private var exchanges: ExchangeStateMachine
     private let now: @Sendable () -> UInt64
+    /// What this store sent and received, message by message (for benchmarks and status).
+    package private(set) var traffic = Traffic()
     private let changeSubscribers = Subscribers<StoreChange>()
     private let eventSubscribers = Subscribers<SyncEvent>()
 
@@ -162,6 +164,7 @@ public actor SyncStore {
 
     /// Takes one message from `peer`.
     private func receive(_ bytes: [UInt8], from peer: UUID) async {
+        traffic.count(bytes, sent: false)
         let message: SyncMessage
         do throws(SyncError) {
             message = try SyncMessage(decoding: bytes)
@@ -243,8 +246,9 @@ public actor SyncStore {
             }
             let message = SyncMessage.versions(keys: keys, batch.map(\.bytes))
             if broadcast {
+                let envelope = SyncEnvelope(message)
                 do {
-                    try await session.broadcast(SyncEnvelope(message))
+                    traffic.count(envelope.bytes, sent: true, times: try await session.broadcast(envelope))
                 } catch {
                     report(.failed(SyncError(.notSent, "could not push \(batch.count) versions: \(error)")))
                 }
@@ -257,12 +261,29 @@ public actor SyncStore {
     }
 
     private func send(_ message: SyncMessage, to peer: UUID) async {
+        let envelope = SyncEnvelope(message)
+        traffic.count(envelope.bytes, sent: true)
         do {
-            try await session.send(SyncEnvelope(message), to: peer)
+            try await session.send(envelope, to: peer)
         } catch {
             // The peer is gone for good, or never ran: its next join reconciles.
             report(.failed(SyncError(.notSent, "could not send to \(peer): \(error)")))
         }
+    }
+}
+
+/// The messages a store sent and received, and their bytes, by kind (docs/SYNC.md 5: 1
+/// reconciles, 2 carries versions, 3 wants).
+package struct Traffic: Sendable {
+    package var sent: [UInt8: (messages: Int, bytes: Int)] = [:]
+    package var received: [UInt8: (messages: Int, bytes: Int)] = [:]
+
+    mutating func count(_ message: [UInt8], sent isSent: Bool, times: Int = 1) {
+        guard let kind = message.first, times > 0 else { return }
+        let add = { (entry: (messages: Int, bytes: Int)?) in
+            (messages: (entry?.messages ?? 0) + times, bytes: (entry?.bytes ?? 0) + times * message.count)
+        }
+        if isSent { sent[kind] = add(sent[kind]) } else { received[kind] = add(received[kind]) }
     }
 }
 

@@ -1,0 +1,180 @@
+// What the replicated store costs as an application meets it (issue 60's figures): two stores,
+// each over a real session (TLS over loopback, in this one process), each on a SQLite file.
+//
+//   put        one `put` of every record, durable when it returns: records a second
+//   join       a fresh station joins one holding every record: seconds until it holds them
+//              all, the bytes of the store's messages both ways, versions and metadata apart
+//   differ     both stations hold every record, then each writes `differences / 2` new ones
+//              while apart (new sessions, so nothing was queued): seconds until both hold all,
+//              round trips, bytes
+//
+// Each phase starts new sessions (the same identities, the same files), so the session's own
+// reliable delivery never carries what reconciliation is measured finding.
+//
+//   .build/release/StoreBenchmark [--records 100000] [--differences 1000,10] [--json PATH]
+import BenchmarkSupport
+import Foundation
+import MultipeerSession
+import MultipeerSync
+
+/// A navigation log entry, about the size of navlog-sync's.
+struct Entry: SyncRecord {
+    var id: String
+    var waypoint: String
+    var estimated: String
+    var fuelKilograms: Int
+    var altitudeFeet: Int
+    var remarks: String
+}
+
+func entry(_ n: Int, by station: String) -> Entry {
+    Entry(
+        id: "\(station)-\(n)",
+        waypoint: "WPT\(n % 10_000)",
+        estimated: "2026-11-29T\(10 + n % 12):\(n % 60):00Z",
+        fuelKilograms: 20_000 - n % 20_000,
+        altitudeFeet: 35_000 + n % 4_000,
+        remarks: "entry \(n) of the benchmark log, written by \(station)"
+    )
+}
+
+let records = Int(Bench.option("--records") ?? "100000") ?? 100_000
+let differenceCounts = (Bench.option("--differences") ?? "1000,10").split(separator: ",").compactMap { Int($0) }
+let groupKey = try PreSharedKey(identity: "store-bench", passphrase: "benchmark only, not a secret")
+let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-bench-\(getpid())")
+try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+defer { try? FileManager.default.removeItem(at: directory) }
+let (captainIdentity, reliefIdentity) = (PeerIdentity(), PeerIdentity())
+let (captainPath, reliefPath) = (directory.appendingPathComponent("captain.sqlite").path, directory.appendingPathComponent("relief.sqlite").path)
+
+func configuration(_ name: String, dialling port: Int?) -> MultipeerSession.Configuration {
+    MultipeerSession.Configuration(
+        serviceType: "_storebench._tcp",
+        peer: PeerInfo(displayName: name),
+        psk: groupKey,
+        discovery: .staticPeers(port.map { ["127.0.0.1:\($0)"] } ?? [])
+    )
+}
+
+struct Figures: Codable {
+    var phase: String
+    var records: Int
+    var seconds: Double
+    var versionBytes: Int
+    var metadataBytes: Int
+    var roundTrips: Int
+    var residentMiB: Double
+}
+
+var results: [Figures] = []
+
+/// Runs both stations over new sessions until `done` says both hold what they should; the
+/// time it took and what the stores sent.
+func meet(
+    _ phase: String,
+    before: (SyncStore, SyncStore) async throws -> Void,
+    until expected: (captain: Int, relief: Int)
+) async throws -> Figures {
+    let captainSession = MultipeerSession(configuration: configuration("captain", dialling: nil), identity: captainIdentity)
+    let captain = try SyncStore(session: captainSession, path: captainPath)
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await captainSession.run() }
+        var port: Int?
+        for await event in captainSession.events {
+            if case .listening(let listening) = event {
+                port = listening
+                break
+            }
+        }
+        let reliefSession = MultipeerSession(configuration: configuration("relief", dialling: port), identity: reliefIdentity)
+        let relief = try SyncStore(session: reliefSession, path: reliefPath)
+        try await before(captain, relief)
+        let (atCaptain, atRelief) = (captain.collection(Entry.self), relief.collection(Entry.self))
+        let start = ContinuousClock.now
+        group.addTask { try await reliefSession.run() }
+        group.addTask { try await captain.run() }
+        group.addTask { try await relief.run() }
+        async let captainDone: Void = waitFor(atCaptain, count: expected.captain)
+        async let reliefDone: Void = waitFor(atRelief, count: expected.relief)
+        _ = try await (captainDone, reliefDone)
+        let elapsed = start.duration(to: .now)
+        let traffic = [await captain.traffic, await relief.traffic]
+        func bytes(_ kinds: [UInt8]) -> Int {
+            traffic.map { t in kinds.map { t.sent[$0]?.bytes ?? 0 }.reduce(0, +) }.reduce(0, +)
+        }
+        let rounds = traffic.map { $0.sent[1]?.messages ?? 0 }.reduce(0, +)
+        group.cancelAll()
+        return Figures(
+            phase: phase,
+            records: records,
+            seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
+            versionBytes: bytes([2]),
+            metadataBytes: bytes([1, 3]),
+            roundTrips: (rounds + 1) / 2,
+            residentMiB: Bench.residentKiB() / 1024
+        )
+    }
+}
+
+/// Waits until `collection` holds `count` records (its changes from now, or what it has).
+func waitFor(_ collection: SyncCollection<Entry>, count: Int) async throws {
+    let changes = collection.changes  // (first: nothing slips between the two)
+    var held = Set(try await collection.records().map(\.id))
+    guard held.count < count else { return }
+    for await change in changes {
+        held.insert(change.id)
+        if held.count >= count { return }
+    }
+}
+
+// Put: one batch of every record, durable.
+do {
+    let store = try SyncStore(
+        session: MultipeerSession(configuration: configuration("captain", dialling: nil), identity: captainIdentity),
+        path: captainPath
+    )
+    let entries = (0..<records).map { entry($0, by: "captain") }
+    let start = ContinuousClock.now
+    try await store.collection(Entry.self).put(entries)
+    let elapsed = start.duration(to: .now)
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    print(String(format: "put: %d records in one durable batch: %.2f s, %.0f records/s", records, seconds, Double(records) / seconds))
+    results.append(
+        Figures(phase: "put", records: records, seconds: seconds, versionBytes: 0, metadataBytes: 0, roundTrips: 0, residentMiB: Bench.residentKiB() / 1024)
+    )
+}
+
+// Join: the relief station, fresh, meets the captain's.
+let join = try await meet("join", before: { _, _ in }, until: (records, records))
+results.append(join)
+print(
+    String(
+        format: "join: a fresh station takes %d records: %.2f s, versions %.1f MB, metadata %d B, %d round trips, RSS %.0f MiB",
+        records, join.seconds, Double(join.versionBytes) / 1e6, join.metadataBytes, join.roundTrips, join.residentMiB
+    )
+)
+
+// Differences: written apart, half on each side.
+var total = records
+for count in differenceCounts {
+    let half = count / 2
+    let base = total
+    let figures = try await meet(
+        "differ \(count)",
+        before: { captain, relief in
+            try await captain.collection(Entry.self).put((0..<half).map { entry(base + $0, by: "captain") })
+            try await relief.collection(Entry.self).put((0..<(count - half)).map { entry(base + $0, by: "relief") })
+        },
+        until: (total + count, total + count)
+    )
+    total += count
+    results.append(figures)
+    print(
+        String(
+            format: "differ: %d differences among %d records: %.3f s, metadata %d B, versions %d B, %d round trips",
+            count, base, figures.seconds, figures.metadataBytes, figures.versionBytes, figures.roundTrips
+        )
+    )
+}
+
+try Bench.writeJSON(results, defaultPath: "bench-results/store.json")
