@@ -11,7 +11,9 @@
 // Each phase starts new sessions (the same identities, the same files), so the session's own
 // reliable delivery never carries what reconciliation is measured finding.
 //
-//   .build/release/StoreBenchmark [--records 100000] [--differences 1000,10] [--json PATH]
+//   .build/release/StoreBenchmark [--records 100000] [--differences 1000,10] [--phases put,join,differ]
+//                                 [--json PATH]
+// (join needs put's records, and differ join's.)
 import BenchmarkSupport
 import Foundation
 import MultipeerSession
@@ -40,6 +42,7 @@ func entry(_ n: Int, by station: String) -> Entry {
 
 let records = Int(Bench.option("--records") ?? "100000") ?? 100_000
 let differenceCounts = (Bench.option("--differences") ?? "1000,10").split(separator: ",").compactMap { Int($0) }
+let phases = Set((Bench.option("--phases") ?? "put,join,differ").split(separator: ",").map(String.init))
 let groupKey = try PreSharedKey(identity: "store-bench", passphrase: "benchmark only, not a secret")
 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-bench-\(getpid())")
 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -68,8 +71,8 @@ struct Figures: Codable {
 
 var results: [Figures] = []
 
-/// Runs both stations over new sessions until `done` says both hold what they should; the
-/// time it took and what the stores sent.
+/// Runs both stations over new sessions until each took `expected` records from the other: the
+/// time from their start, and what the stores sent.
 func meet(
     _ phase: String,
     before: (SyncStore, SyncStore) async throws -> Void,
@@ -89,14 +92,14 @@ func meet(
         let reliefSession = MultipeerSession(configuration: configuration("relief", dialling: port), identity: reliefIdentity)
         let relief = try SyncStore(session: reliefSession, path: reliefPath)
         try await before(captain, relief)
-        let (atCaptain, atRelief) = (captain.collection(Entry.self), relief.collection(Entry.self))
+        let (atCaptain, atRelief) = (captain.collection(Entry.self).changes, relief.collection(Entry.self).changes)
         let start = ContinuousClock.now
         group.addTask { try await reliefSession.run() }
         group.addTask { try await captain.run() }
         group.addTask { try await relief.run() }
         async let captainDone: Void = waitFor(atCaptain, count: expected.captain)
         async let reliefDone: Void = waitFor(atRelief, count: expected.relief)
-        _ = try await (captainDone, reliefDone)
+        _ = await (captainDone, reliefDone)
         let elapsed = start.duration(to: .now)
         let traffic = [await captain.traffic, await relief.traffic]
         func bytes(_ kinds: [UInt8]) -> Int {
@@ -116,14 +119,13 @@ func meet(
     }
 }
 
-/// Waits until `collection` holds `count` records (its changes from now, or what it has).
-func waitFor(_ collection: SyncCollection<Entry>, count: Int) async throws {
-    let changes = collection.changes  // (first: nothing slips between the two)
-    var held = Set(try await collection.records().map(\.id))
-    guard held.count < count else { return }
-    for await change in changes {
-        held.insert(change.id)
-        if held.count >= count { return }
+/// Waits until `changes` brought `count` records from the peer.
+func waitFor(_ changes: SyncChanges<Entry>, count: Int) async {
+    guard count > 0 else { return }
+    var arrived = Set<String>()
+    for await change in changes where change.peer != nil {
+        arrived.insert(change.id)
+        if arrived.count >= count { return }
     }
 }
 
@@ -144,8 +146,13 @@ do {
     )
 }
 
+guard phases.contains("join") else {
+    try Bench.writeJSON(results, defaultPath: "bench-results/store.json")
+    exit(0)
+}
+
 // Join: the relief station, fresh, meets the captain's.
-let join = try await meet("join", before: { _, _ in }, until: (records, records))
+let join = try await meet("join", before: { _, _ in }, until: (0, records))
 results.append(join)
 print(
     String(
@@ -156,7 +163,7 @@ print(
 
 // Differences: written apart, half on each side.
 var total = records
-for count in differenceCounts {
+for count in differenceCounts where phases.contains("differ") {
     let half = count / 2
     let base = total
     let figures = try await meet(
@@ -165,7 +172,7 @@ for count in differenceCounts {
             try await captain.collection(Entry.self).put((0..<half).map { entry(base + $0, by: "captain") })
             try await relief.collection(Entry.self).put((0..<(count - half)).map { entry(base + $0, by: "relief") })
         },
-        until: (total + count, total + count)
+        until: (count - half, half)
     )
     total += count
     results.append(figures)

@@ -38,20 +38,25 @@ struct Case: Codable {
     var secondsMax: Double
 }
 
-/// Runs one exchange, both sides made from scratch: its round trips, metadata bytes, and what
-/// the initiator learnt.
+/// Runs one exchange, both sides made from scratch: its round trips, metadata bytes (its rounds,
+/// and the wants of what each side found it lacks), and what the two sides learnt, as the
+/// initiator sees it.
 func exchange(_ mine: [Item], _ theirs: [Item]) -> (rounds: Int, bytes: Int, learnt: RangeReconciliation.Outcome) {
-    let initiator = RangeReconciliation(items: mine, initiator: true)
-    let responder = RangeReconciliation(items: theirs, initiator: false)
+    let initiator = RangeReconciliation(items: mine)
+    let responder = RangeReconciliation(items: theirs)
     var learnt = RangeReconciliation.Outcome()
     var message = initiator.initiate()
     var (rounds, bytes) = (0, 0)
     while !message.isEmpty {
         rounds += 1
         bytes += SyncMessage.reconcile(exchange: 1, fromInitiator: true, message).bytes.count
-        let answer = responder.reconcile(message).answer
+        let (answer, found) = responder.reconcile(message)
         bytes += SyncMessage.reconcile(exchange: 1, fromInitiator: false, answer).bytes.count
+        if !found.need.isEmpty { bytes += SyncMessage.want(found.need).bytes.count }
+        learnt.have += found.need
+        learnt.need += found.have
         let (next, outcome) = initiator.reconcile(answer)
+        if !outcome.need.isEmpty { bytes += SyncMessage.want(outcome.need).bytes.count }
         learnt.have += outcome.have
         learnt.need += outcome.need
         message = next

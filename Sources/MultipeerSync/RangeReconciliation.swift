@@ -8,8 +8,10 @@ import Crypto
 /// sits in few ranges. Sans-IO: messages in, messages out.
 ///
 /// The initiator sends ``initiate()``; each side answers what it receives with ``reconcile(_:)``
-/// until the initiator's answer is empty. The initiator learns both sides of the difference
-/// (``Outcome/have`` and ``Outcome/need``); the other side answers id lists with its own.
+/// until the initiator's answer is empty. Unlike Negentropy, whichever side receives an id list
+/// resolves it (docs/SYNC.md 4): it learns what it holds in the range that the list lacks
+/// (``Outcome/have``: to send) and what the list holds that it lacks (``Outcome/need``: to ask
+/// for), and skips the range. So the ids travel once, and a side never lists its ids back.
 package struct RangeReconciliation {
     /// A version as reconciliation sees it: its timestamp, then its id (the SHA-256 of its
     /// signed bytes), ordered by both. The id is kept as four 64-bit words, so that sorting and
@@ -106,7 +108,7 @@ package struct RangeReconciliation {
     /// what the last leaves out to infinity is skipped.
     package typealias Message = [Range]
 
-    /// What the initiator learnt in one round: ids it holds that the other lacks (to send), and
+    /// What one side learnt from one message: ids it holds that the other lacks (to send), and
     /// ids the other holds that it lacks (to ask for).
     package struct Outcome: Hashable, Sendable {
         package var have: [[UInt8]] = []
@@ -122,13 +124,10 @@ package struct RangeReconciliation {
     package static var idListThreshold: Int { 2 * buckets }
 
     private let items: [Item]
-    private let isInitiator: Bool
 
-    /// Reconciles `items` (in any order, each once) with a peer's; `initiator` says which side
-    /// this is.
-    package init(items: some Sequence<Item>, initiator: Bool) {
+    /// Reconciles `items` (in any order, each once) with a peer's.
+    package init(items: some Sequence<Item>) {
         self.items = items.sorted()
-        isInitiator = initiator
     }
 
     /// The initiator's first message: the whole order, as a fingerprint or split.
@@ -136,8 +135,8 @@ package struct RangeReconciliation {
         compact(split(items[...], upperBound: .infinity))
     }
 
-    /// Answers a message from the other side; on the initiator, also says what it learnt. An
-    /// empty answer on the initiator's side ends the exchange.
+    /// Answers a message from the other side, and says what the id lists in it showed. An empty
+    /// answer on the initiator's side ends the exchange.
     package func reconcile(_ message: Message) -> (answer: Message, outcome: Outcome) {
         var answer: Message = []
         var outcome = Outcome()
@@ -157,15 +156,11 @@ package struct RangeReconciliation {
                     answer += split(ours, upperBound: range.upperBound)
                 }
             case .ids(let theirs):
-                if isInitiator {
-                    let theirSet = Set(theirs)
-                    let ourSet = Set(ours.map(\.id))
-                    outcome.have += ours.map(\.id).filter { !theirSet.contains($0) }
-                    outcome.need += theirs.filter { !ourSet.contains($0) }
-                    answer.append(Range(upperBound: range.upperBound, payload: .skip))
-                } else {
-                    answer.append(Range(upperBound: range.upperBound, payload: .ids(ours.map(\.id))))
-                }
+                let theirSet = Set(theirs)
+                let ourSet = Set(ours.map(\.id))
+                outcome.have += ours.map(\.id).filter { !theirSet.contains($0) }
+                outcome.need += theirs.filter { !ourSet.contains($0) }
+                answer.append(Range(upperBound: range.upperBound, payload: .skip))
             }
             lower = upper
         }

@@ -12,6 +12,8 @@ package struct SignedVersion: Hashable, Sendable {
     package let change: RecordWrite.Change
     /// The bytes as the origin signed them, the signature last.
     package let bytes: [UInt8]
+    /// The SHA-256 of ``signedBytes``: the version's name when stations compare what they hold.
+    package let id: [UInt8]
 
     /// The most bytes a version takes.
     package static let maximumLength = 1 << 20
@@ -51,6 +53,7 @@ package struct SignedVersion: Hashable, Sendable {
         self.recordID = recordID
         self.change = change
         self.bytes = bytes
+        id = Self.id(of: bytes)
     }
 
     /// The bytes a write's origin signs (docs/SYNC.md 3): one encoding per write, the fields in
@@ -169,13 +172,16 @@ package struct SignedVersion: Hashable, Sendable {
         self.recordID = recordID
         self.change = kind == 1 ? .delete : .set(values)
         self.bytes = bytes
+        id = Self.id(of: bytes)
+    }
+
+    private static func id(of bytes: [UInt8]) -> [UInt8] {
+        Array(SHA256.hash(data: bytes.dropLast(signatureLength)))
     }
 
     /// What the origin signed: every byte before the signature.
     package var signedBytes: ArraySlice<UInt8> { bytes.dropLast(Self.signatureLength) }
 
-    /// The SHA-256 of ``signedBytes``: the version's name when stations compare what they hold.
-    package var id: [UInt8] { Array(SHA256.hash(data: signedBytes)) }
 
     /// The write, as the merge takes it.
     package var write: RecordWrite { RecordWrite(stamp: stamp, change: change) }

@@ -56,21 +56,57 @@ package struct Station {
         _ writes: [(record: RecordKey, change: RecordWrite.Change)],
         now: UInt64
     ) throws(SyncError) -> (changes: [RecordChange], versions: [SignedVersion]) {
+        try write(writes, kept: try storage.versions(of: Set(writes.map(\.record))), now: now)
+    }
+
+    /// Makes each record hold `fields` (nil: deletes it), writing only what changes what the
+    /// application sees: nothing for a record that already holds them (or a delete of one that
+    /// is absent), and field by field only the fields whose bytes differ, a field the record
+    /// held and `fields` lacks being set to `null`. Later entries for one record see earlier
+    /// ones. Otherwise as ``write(_:now:)``.
+    package mutating func put(
+        _ records: [(record: RecordKey, fields: [String: [UInt8]]?)],
+        null: [UInt8],
+        now: UInt64
+    ) throws(SyncError) -> (changes: [RecordChange], versions: [SignedVersion]) {
+        let kept = try storage.versions(of: Set(records.map(\.record)))
+        var current = kept.compactMapValues { RecordIntake(taking: [], kept: $0).after }
+        var writes: [(record: RecordKey, change: RecordWrite.Change)] = []
+        for (record, fields) in records {
+            let before = current[record]
+            current[record] = fields
+            guard let fields else {
+                if before != nil { writes.append((record, .delete)) }
+                continue
+            }
+            var changed = fields.filter { name, value in before?[name] != value }
+            for name in (before ?? [:]).keys where fields[name] == nil { changed[name] = null }
+            if !changed.isEmpty { writes.append((record, .set(changed))) }
+        }
+        return try write(writes, kept: kept, now: now)
+    }
+
+    private mutating func write(
+        _ writes: [(record: RecordKey, change: RecordWrite.Change)],
+        kept: [RecordKey: [SignedVersion]],
+        now: UInt64
+    ) throws(SyncError) -> (changes: [RecordChange], versions: [SignedVersion]) {
+        guard !writes.isEmpty else { return ([], []) }
         var next = clock
-        var versions: [SignedVersion] = []
-        versions.reserveCapacity(writes.count)
-        for (record, change) in writes {
-            versions.append(
+        let stamped = writes.map { (record: $0.record, change: $0.change, timestamp: next.tick(now: now)) }
+        let identity = identity
+        let signed = stamped.parallelMap { write in
+            Result { () throws(SyncError) in
                 try SignedVersion(
-                    collection: record.collection,
-                    recordID: record.id,
-                    timestamp: next.tick(now: now),
-                    change: change,
+                    collection: write.record.collection,
+                    recordID: write.record.id,
+                    timestamp: write.timestamp,
+                    change: write.change,
                     signedBy: identity
                 )
-            )
+            }
         }
-        let kept = try storage.versions(of: Set(writes.map(\.record)))
+        let versions = try signed.map { result throws(SyncError) in try result.get() }
         var pending: [RecordKey: [SignedVersion]] = [:]
         var commit = StorageCommit(keys: [identity.key], clock: next.latest)
         var changes: [RecordChange] = []
@@ -107,25 +143,35 @@ package struct Station {
         var known: [UUID: PeerKey] = [:]
         var accepted: [RecordKey: [SignedVersion]] = [:]
         var learnt: [UUID: PeerKey] = [:]
-        for version in versions where !held.contains(version.id) {  // (one held needs no check)
-            do throws(SyncError) {
-                let origin = version.stamp.origin
-                if offered[origin] == nil, known[origin] == nil { known[origin] = try storage.key(of: origin) }
-                guard let key = offered[origin] ?? known[origin] else {
+        var checking: [(version: SignedVersion, key: PeerKey?)] = []
+        for version in versions where held.insert(version.id).inserted {  // (one held needs no check)
+            let origin = version.stamp.origin
+            if offered[origin] == nil, known[origin] == nil { known[origin] = try storage.key(of: origin) }
+            checking.append((version, offered[origin] ?? known[origin]))
+        }
+        let checked = checking.parallelMap { version, key in
+            Result { () throws(SyncError) in
+                guard let key else {
                     throw SyncError(
                         .badSignature,
                         "version \(version.stamp) of \(version.collection)/\(version.recordID) came without its origin's key, and this station has none"
                     )
                 }
                 try version.verify(with: key)
+                return version
+            }
+        }
+        for result in checked {
+            do throws(SyncError) {
+                let version = try result.get()
+                let origin = version.stamp.origin
                 guard next.observe(version.stamp.timestamp, now: now) else {
                     throw SyncError(
                         .clockAhead,
                         "version \(version.stamp) of \(version.collection)/\(version.recordID) is stamped more than a day ahead of this station's clock"
                     )
                 }
-                if offered[origin] != nil { learnt[origin] = key }
-                held.insert(version.id)
+                if let key = offered[origin] { learnt[origin] = key }
                 accepted[RecordKey(collection: version.collection, id: version.recordID), default: []].append(version)
             } catch {
                 taken.refusals.append(error)

@@ -18,17 +18,18 @@ import Testing
         }
     }
 
-    /// Runs an exchange to its end: what the initiator learnt, and the round trips it took.
+    /// Runs an exchange to its end: what the two sides learnt, as the initiator sees it (`have`:
+    /// what it holds and the other lacks, whichever side found it), and the round trips it took.
     static func exchange(_ initiator: [Item], _ other: [Item]) -> (RangeReconciliation.Outcome, rounds: Int) {
-        let (a, b) = (
-            RangeReconciliation(items: initiator, initiator: true), RangeReconciliation(items: other, initiator: false)
-        )
+        let (a, b) = (RangeReconciliation(items: initiator), RangeReconciliation(items: other))
         var learnt = RangeReconciliation.Outcome()
         var message = a.initiate()
         var rounds = 0
         while !message.isEmpty {
             rounds += 1
-            let answer = b.reconcile(message).answer
+            let (answer, found) = b.reconcile(message)
+            learnt.have += found.need
+            learnt.need += found.have
             let (next, outcome) = a.reconcile(answer)
             learnt.have += outcome.have
             learnt.need += outcome.need

@@ -83,9 +83,7 @@ import Testing
         let all = RangeReconciliationTests.items(Int.random(in: 0...5_000, using: &random), from: 0, using: &random)
         let mine = all.filter { _ in Int.random(in: 0..<50, using: &random) != 0 }
         let theirs = all.filter { _ in Int.random(in: 0..<50, using: &random) != 0 }
-        let (a, b) = (
-            RangeReconciliation(items: mine, initiator: true), RangeReconciliation(items: theirs, initiator: false)
-        )
+        let (a, b) = (RangeReconciliation(items: mine), RangeReconciliation(items: theirs))
         func crossed(_ ranges: RangeReconciliation.Message, fromInitiator: Bool) throws -> RangeReconciliation.Message {
             let bytes = SyncMessage.reconcile(exchange: seed, fromInitiator: fromInitiator, ranges).bytes
             guard case .reconcile(seed, fromInitiator, let read) = try SyncMessage(decoding: bytes) else {
@@ -97,7 +95,10 @@ import Testing
         var learnt = RangeReconciliation.Outcome()
         var message = try crossed(a.initiate(), fromInitiator: true)
         while !message.isEmpty {
-            let answer = try crossed(b.reconcile(message).answer, fromInitiator: false)
+            let (reply, found) = b.reconcile(message)
+            learnt.have += found.need
+            learnt.need += found.have
+            let answer = try crossed(reply, fromInitiator: false)
             let (next, outcome) = a.reconcile(answer)
             learnt.have += outcome.have
             learnt.need += outcome.need

@@ -131,20 +131,16 @@ package final class SQLiteStorage: SyncStorage {
     package func commit(_ commit: StorageCommit) throws(SyncError) {
         do {
             try database.write { db in
-                for id in commit.removed {
-                    try db.execute(sql: "DELETE FROM version WHERE id = ?", arguments: [Data(id)])
-                }
+                let delete = try db.cachedStatement(sql: "DELETE FROM version WHERE id = ?")
+                for id in commit.removed { try delete.execute(arguments: [Data(id)]) }
+                let insert = try db.cachedStatement(
+                    sql: "INSERT OR IGNORE INTO version (id, collection, record, timestamp, bytes) VALUES (?, ?, ?, ?, ?)"
+                )
                 for version in commit.added {
-                    try db.execute(
-                        sql: """
-                            INSERT OR IGNORE INTO version (id, collection, record, timestamp, bytes)
-                            VALUES (?, ?, ?, ?, ?)
-                            """,
-                        arguments: [
-                            Data(version.id), version.collection, version.recordID,
-                            Int64(bitPattern: version.stamp.timestamp.rawValue), Data(version.bytes),
-                        ]
-                    )
+                    try insert.execute(arguments: [
+                        Data(version.id), version.collection, version.recordID,
+                        Int64(bitPattern: version.stamp.timestamp.rawValue), Data(version.bytes),
+                    ])
                 }
                 for key in commit.keys {
                     try db.execute(

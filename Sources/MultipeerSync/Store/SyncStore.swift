@@ -109,23 +109,11 @@ public actor SyncStore {
     /// commit; a write that changes nothing the application sees is not made. Then tells the
     /// subscribers and pushes the versions to the active peers.
     func write(_ records: [(id: String, fields: [String: [UInt8]]?)], in collection: String) async throws(SyncError) {
-        var current = try station.records(Set(records.map { RecordKey(collection: collection, id: $0.id) }))
-        var writes: [(record: RecordKey, change: RecordWrite.Change)] = []
-        for (id, fields) in records {
-            let key = RecordKey(collection: collection, id: id)
-            let before = current[key]
-            guard let fields else {
-                if before != nil { writes.append((key, .delete)) }
-                current[key] = nil
-                continue
-            }
-            var changed = fields.filter { name, value in before?[name] != value }
-            for name in (before ?? [:]).keys where fields[name] == nil { changed[name] = RecordFields.null }
-            if !changed.isEmpty { writes.append((key, .set(changed))) }
-            current[key] = fields
-        }
-        guard !writes.isEmpty else { return }
-        let (changes, versions) = try station.write(writes, now: now())
+        let (changes, versions) = try station.put(
+            records.map { (RecordKey(collection: collection, id: $0.id), $0.fields) },
+            null: RecordFields.null,
+            now: now()
+        )
         for change in changes where change.before != change.after {
             changeSubscribers.yield(StoreChange(change: change, peer: nil))
         }
@@ -155,7 +143,7 @@ public actor SyncStore {
 
     private func initiate(_ exchange: UInt64, with peer: UUID) async {
         do throws(SyncError) {
-            let reconciliation = RangeReconciliation(items: try station.storage.items(), initiator: true)
+            let reconciliation = RangeReconciliation(items: try station.storage.items())
             await send(.reconcile(exchange: exchange, fromInitiator: true, reconciliation.initiate()), to: peer)
         } catch {
             report(.failed(error))
@@ -175,15 +163,15 @@ public actor SyncStore {
         do throws(SyncError) {
             switch message {
             case .reconcile(let exchange, true, let ranges):
-                let reconciliation = RangeReconciliation(items: try station.storage.items(), initiator: false)
-                let (answer, _) = reconciliation.reconcile(ranges)
+                // (What this side found it sends first: the answer that ends the exchange comes
+                // after it, on the same ordered stream.)
+                let (answer, outcome) = RangeReconciliation(items: try station.storage.items()).reconcile(ranges)
+                try await resolve(outcome, with: peer)
                 await send(.reconcile(exchange: exchange, fromInitiator: false, answer), to: peer)
             case .reconcile(let exchange, false, let ranges):
                 guard exchanges.isRunning(exchange, with: peer) else { return }
-                let reconciliation = RangeReconciliation(items: try station.storage.items(), initiator: true)
-                let (answer, outcome) = reconciliation.reconcile(ranges)
-                await push(try station.storage.versions(withIDs: outcome.have), to: peer)
-                for ids in outcome.need.chunks(of: SyncMessage.maximumCount) { await send(.want(Array(ids)), to: peer) }
+                let (answer, outcome) = RangeReconciliation(items: try station.storage.items()).reconcile(ranges)
+                try await resolve(outcome, with: peer)
                 if answer.isEmpty {
                     report(.exchanged(with: peer))
                     if let next = exchanges.ended(exchange, with: peer) { await initiate(next, with: peer) }
@@ -198,6 +186,12 @@ public actor SyncStore {
         } catch {
             report(.failed(error))
         }
+    }
+
+    /// Sends `peer` the versions an exchange found it lacks, and asks for those this station lacks.
+    private func resolve(_ outcome: RangeReconciliation.Outcome, with peer: UUID) async throws(SyncError) {
+        await push(try station.storage.versions(withIDs: outcome.have), to: peer)
+        for ids in outcome.need.chunks(of: SyncMessage.maximumCount) { await send(.want(Array(ids)), to: peer) }
     }
 
     /// Takes versions `peer` sent, tells the subscribers what changed, and relays what was new
