@@ -129,6 +129,25 @@ func waitFor(_ changes: SyncChanges<Entry>, count: Int) async {
     }
 }
 
+// The floor every station meets: checking one version's signature, on one core.
+do {
+    let identity = PeerIdentity()
+    let message = [UInt8](repeating: 7, count: 300)
+    let signature = try identity.signature(for: message)
+    let start = ContinuousClock.now
+    let checks = 2_000
+    for _ in 0..<checks { precondition(identity.key.isValidSignature(signature, for: message)) }
+    let elapsed = start.duration(to: .now)
+    let micros = (Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12) / Double(checks)
+    print(
+        String(
+            format: "verify: one Ed25519 signature in %.1f µs on one core: %d versions take %.2f s of %d cores at best",
+            micros, records, micros * Double(records) / 1e6 / Double(ProcessInfo.processInfo.activeProcessorCount),
+            ProcessInfo.processInfo.activeProcessorCount
+        )
+    )
+}
+
 // Put: one batch of every record, durable.
 do {
     let store = try SyncStore(
