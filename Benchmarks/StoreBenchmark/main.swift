@@ -48,7 +48,9 @@ let directory = FileManager.default.temporaryDirectory.appendingPathComponent("s
 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
 defer { try? FileManager.default.removeItem(at: directory) }
 let (captainIdentity, reliefIdentity) = (PeerIdentity(), PeerIdentity())
-let (captainPath, reliefPath) = (directory.appendingPathComponent("captain.sqlite").path, directory.appendingPathComponent("relief.sqlite").path)
+let (captainPath, reliefPath) = (
+    directory.appendingPathComponent("captain.sqlite").path, directory.appendingPathComponent("relief.sqlite").path
+)
 
 func configuration(_ name: String, dialling port: Int?) -> MultipeerSession.Configuration {
     MultipeerSession.Configuration(
@@ -78,7 +80,10 @@ func meet(
     before: (SyncStore, SyncStore) async throws -> Void,
     until expected: (captain: Int, relief: Int)
 ) async throws -> Figures {
-    let captainSession = MultipeerSession(configuration: configuration("captain", dialling: nil), identity: captainIdentity)
+    let captainSession = MultipeerSession(
+        configuration: configuration("captain", dialling: nil),
+        identity: captainIdentity
+    )
     let captain = try SyncStore(session: captainSession, path: captainPath)
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await captainSession.run() }
@@ -89,7 +94,10 @@ func meet(
                 break
             }
         }
-        let reliefSession = MultipeerSession(configuration: configuration("relief", dialling: port), identity: reliefIdentity)
+        let reliefSession = MultipeerSession(
+            configuration: configuration("relief", dialling: port),
+            identity: reliefIdentity
+        )
         let relief = try SyncStore(session: reliefSession, path: reliefPath)
         try await before(captain, relief)
         let (atCaptain, atRelief) = (captain.collection(Entry.self).changes, relief.collection(Entry.self).changes)
@@ -138,11 +146,14 @@ do {
     let checks = 2_000
     for _ in 0..<checks { precondition(identity.key.isValidSignature(signature, for: message)) }
     let elapsed = start.duration(to: .now)
-    let micros = (Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12) / Double(checks)
+    let micros =
+        (Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12) / Double(checks)
     print(
         String(
             format: "verify: one Ed25519 signature in %.1f µs on one core: %d versions take %.2f s of %d cores at best",
-            micros, records, micros * Double(records) / 1e6 / Double(ProcessInfo.processInfo.activeProcessorCount),
+            micros,
+            records,
+            micros * Double(records) / 1e6 / Double(ProcessInfo.processInfo.activeProcessorCount),
             ProcessInfo.processInfo.activeProcessorCount
         )
     )
@@ -159,9 +170,24 @@ do {
     try await store.collection(Entry.self).put(entries)
     let elapsed = start.duration(to: .now)
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-    print(String(format: "put: %d records in one durable batch: %.2f s, %.0f records/s", records, seconds, Double(records) / seconds))
+    print(
+        String(
+            format: "put: %d records in one durable batch: %.2f s, %.0f records/s",
+            records,
+            seconds,
+            Double(records) / seconds
+        )
+    )
     results.append(
-        Figures(phase: "put", records: records, seconds: seconds, versionBytes: 0, metadataBytes: 0, roundTrips: 0, residentMiB: Bench.residentKiB() / 1024)
+        Figures(
+            phase: "put",
+            records: records,
+            seconds: seconds,
+            versionBytes: 0,
+            metadataBytes: 0,
+            roundTrips: 0,
+            residentMiB: Bench.residentKiB() / 1024
+        )
     )
 }
 
@@ -175,8 +201,14 @@ let join = try await meet("join", before: { _, _ in }, until: (0, records))
 results.append(join)
 print(
     String(
-        format: "join: a fresh station takes %d records: %.2f s, versions %.1f MB, metadata %d B, %d round trips, RSS %.0f MiB",
-        records, join.seconds, Double(join.versionBytes) / 1e6, join.metadataBytes, join.roundTrips, join.residentMiB
+        format:
+            "join: a fresh station takes %d records: %.2f s, versions %.1f MB, metadata %d B, %d round trips, RSS %.0f MiB",
+        records,
+        join.seconds,
+        Double(join.versionBytes) / 1e6,
+        join.metadataBytes,
+        join.roundTrips,
+        join.residentMiB
     )
 )
 
@@ -198,7 +230,12 @@ for count in differenceCounts where phases.contains("differ") {
     print(
         String(
             format: "differ: %d differences among %d records: %.3f s, metadata %d B, versions %d B, %d round trips",
-            count, base, figures.seconds, figures.metadataBytes, figures.versionBytes, figures.roundTrips
+            count,
+            base,
+            figures.seconds,
+            figures.metadataBytes,
+            figures.versionBytes,
+            figures.roundTrips
         )
     )
 }

@@ -182,7 +182,6 @@ package struct SignedVersion: Hashable, Sendable {
     /// What the origin signed: every byte before the signature.
     package var signedBytes: ArraySlice<UInt8> { bytes.dropLast(Self.signatureLength) }
 
-
     /// The write, as the merge takes it.
     package var write: RecordWrite { RecordWrite(stamp: stamp, change: change) }
 

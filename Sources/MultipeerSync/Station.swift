@@ -27,6 +27,9 @@ package struct Taken: Sendable {
 package struct Station {
     package let identity: PeerIdentity
     package let storage: any SyncStorage
+    /// Who may write each collection whose rule this station knows; a collection not listed
+    /// may be written by any member.
+    package var writers: [String: SyncWriters] = [:]
     private var clock: HybridLogicalClock
 
     /// A station over `storage`, whose clock goes on from the latest timestamp it committed.
@@ -92,6 +95,14 @@ package struct Station {
         now: UInt64
     ) throws(SyncError) -> (changes: [RecordChange], versions: [SignedVersion]) {
         guard !writes.isEmpty else { return ([], []) }
+        for (record, _) in writes {
+            if let writers = writers[record.collection], !writers.allows(identity.peerID) {
+                throw SyncError(
+                    .notPermitted,
+                    "this station (\(identity.peerID)) may not write \(record.collection): its writers are \(writers)"
+                )
+            }
+        }
         var next = clock
         let stamped = writes.map { (record: $0.record, change: $0.change, timestamp: next.tick(now: now)) }
         let identity = identity
@@ -146,6 +157,15 @@ package struct Station {
         var checking: [(version: SignedVersion, key: PeerKey?)] = []
         for version in versions where held.insert(version.id).inserted {  // (one held needs no check)
             let origin = version.stamp.origin
+            if let writers = writers[version.collection], !writers.allows(origin) {
+                taken.refusals.append(
+                    SyncError(
+                        .notPermitted,
+                        "version \(version.stamp) of \(version.collection)/\(version.recordID) was written by \(origin), who may not write \(version.collection) (its writers are \(writers))"
+                    )
+                )
+                continue
+            }
             if offered[origin] == nil, known[origin] == nil { known[origin] = try storage.key(of: origin) }
             checking.append((version, offered[origin] ?? known[origin]))
         }

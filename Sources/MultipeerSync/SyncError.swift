@@ -19,6 +19,9 @@ public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
         /// A write the application asked for breaks a bound of docs/SYNC.md 3 (a collection
         /// name, an id, a field's name, the version's size): nothing was written.
         public static let invalidWrite = Code("invalidWrite")
+        /// A version of a collection by an origin that may not write it (``SyncRecord/writers``):
+        /// a local write is not made; a peer's version is refused, never stored or relayed.
+        public static let notPermitted = Code("notPermitted")
         /// A version is stamped more than a day ahead of this station's clock (docs/SYNC.md 2):
         /// a clock that is wrong, or a peer that lies. It is refused; taking it in would drag
         /// every later write of the group along to it.

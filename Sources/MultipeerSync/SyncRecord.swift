@@ -1,3 +1,7 @@
+public import MultipeerSession
+
+import struct Foundation.UUID
+
 /// A record the store keeps and keeps in sync: a `Codable & Sendable` value with a stable id.
 ///
 /// ```swift
@@ -19,6 +23,10 @@ public protocol SyncRecord: Codable, Sendable, Identifiable where ID == String {
     /// How two stations' concurrent writes of one record merge; by default
     /// ``SyncMerge/wholeRecord``.
     static var merge: SyncMerge { get }
+    /// Who may write the collection; by default ``SyncWriters/anyMember``. Every station that
+    /// opens the collection (or carries it, ``SyncStore/carry(_:writers:)``) checks every version of it
+    /// it takes against this, so declare the same on every station.
+    static var writers: SyncWriters { get }
     /// The record's id, 1 to 1,024 bytes of UTF-8, never reused for another record.
     var id: String { get }
 }
@@ -28,6 +36,8 @@ extension SyncRecord {
     public static var collectionName: String { String(describing: Self.self) }
     /// ``SyncMerge/wholeRecord``.
     public static var merge: SyncMerge { .wholeRecord }
+    /// ``SyncWriters/anyMember``.
+    public static var writers: SyncWriters { .anyMember }
 }
 
 /// How concurrent writes of one record merge (docs/SYNC.md 1). Either way every station that
@@ -43,4 +53,29 @@ public enum SyncMerge: Hashable, Sendable {
     /// the fields that changed. The record's type must encode into one keyed container, each
     /// property with `encode(_:forKey:)`.
     case fieldByField
+}
+
+/// Who may write a collection (``SyncRecord/writers``): a version by anyone else is refused by
+/// every station that knows the collection, wherever it came from, with `notPermitted`, never
+/// stored or relayed.
+public struct SyncWriters: Hashable, Sendable, CustomStringConvertible {
+    /// The peer IDs that may write; nil: any member of the group.
+    let peerIDs: Set<UUID>?
+
+    /// Any member the session admits (the group key, and the roster if there is one).
+    public static let anyMember = SyncWriters(peerIDs: nil)
+
+    /// The devices whose keys these are, and no one else.
+    public static func only(_ keys: some Sequence<PeerKey>) -> SyncWriters {
+        SyncWriters(peerIDs: Set(keys.map(\.peerID)))
+    }
+
+    /// Whether the device with `peerID` may write.
+    public func allows(_ peerID: UUID) -> Bool {
+        peerIDs?.contains(peerID) ?? true
+    }
+
+    public var description: String {
+        peerIDs.map { "only \($0.map(\.uuidString).sorted().joined(separator: ", "))" } ?? "any member"
+    }
 }

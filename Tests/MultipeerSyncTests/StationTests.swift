@@ -77,4 +77,28 @@ import Testing
         let own = try captain.write(.set(["done": [1]]), to: Self.fuel, now: Self.now)
         #expect(own.stamp > next.stamp)
     }
+
+    /// A collection whose writers are listed: a version by anyone else is refused, naming its
+    /// origin and the collection, and a local write by a station not listed is not made.
+    @Test func onlyTheListedWritersWriteACollection() throws {
+        var relief = try Station(identity: RecordIntakeTests.relief, storage: MemoryStorage())
+        let written = try relief.write(.set(["done": [1]]), to: Self.fuel, now: Self.now)
+        let versions = try relief.storage.versions(of: Self.fuel)
+        var captain = try Station(identity: RecordIntakeTests.captain, storage: MemoryStorage())
+        captain.writers = ["checklist": .only([RecordIntakeTests.captain.key])]
+        let taken = try captain.take(versions, keys: [RecordIntakeTests.relief.key], now: Self.now)
+        #expect(taken.refusals.map(\.code) == [.notPermitted])
+        #expect(
+            taken.refusals[0].message.contains("\(written.stamp.origin)")
+                && taken.refusals[0].message.contains("checklist")
+        )
+        #expect(taken.kept.isEmpty)
+        #expect(try captain.storage.records(in: "checklist").isEmpty)
+
+        relief.writers = captain.writers
+        #expect(throws: SyncError.self) { try relief.write(.delete, to: Self.fuel, now: Self.now + 1) }
+        #expect(try relief.record(Self.fuel) == ["done": [1]], "nothing written")
+        captain.writers["checklist"] = .anyMember
+        #expect(try captain.take(versions, keys: [RecordIntakeTests.relief.key], now: Self.now).kept == versions)
+    }
 }

@@ -134,7 +134,8 @@ package final class SQLiteStorage: SyncStorage {
                 let delete = try db.cachedStatement(sql: "DELETE FROM version WHERE id = ?")
                 for id in commit.removed { try delete.execute(arguments: [Data(id)]) }
                 let insert = try db.cachedStatement(
-                    sql: "INSERT OR IGNORE INTO version (id, collection, record, timestamp, bytes) VALUES (?, ?, ?, ?, ?)"
+                    sql:
+                        "INSERT OR IGNORE INTO version (id, collection, record, timestamp, bytes) VALUES (?, ?, ?, ?, ?)"
                 )
                 for version in commit.added {
                     try insert.execute(arguments: [

@@ -1,5 +1,6 @@
 import Foundation
 public import MultipeerSession
+import Synchronization
 
 /// A replicated store of typed collections of records, kept durably on this device and in sync
 /// with every peer of a `MultipeerSession` that runs one.
@@ -30,6 +31,8 @@ public actor SyncStore {
     private let now: @Sendable () -> UInt64
     /// What this store sent and received, message by message (for benchmarks and status).
     package private(set) var traffic = Traffic()
+    /// Who may write each collection, as the application said (``carry(_:writers:)``).
+    private nonisolated let rules = Mutex<[String: SyncWriters]>([:])
     private let changeSubscribers = Subscribers<StoreChange>()
     private let eventSubscribers = Subscribers<SyncEvent>()
 
@@ -56,10 +59,20 @@ public actor SyncStore {
         exchanges = ExchangeStateMachine(own: session.peerID)
     }
 
-    /// The collection of `Record`s (named ``SyncRecord/collectionName``).
+    /// The collection of `Record`s (named ``SyncRecord/collectionName``). From now on the
+    /// store checks who writes it (``SyncRecord/writers``).
     public nonisolated func collection<Record: SyncRecord>(_ type: Record.Type = Record.self) -> SyncCollection<Record>
     {
-        SyncCollection(store: self)
+        carry(Record.collectionName, writers: Record.writers)
+        return SyncCollection(store: self)
+    }
+
+    /// Tells the store who may write `collection`, which this station carries for others
+    /// without reading it: from now on it refuses a version of it by anyone else, as the
+    /// stations that read it do, instead of passing it on. (Every collection is carried; one
+    /// whose rule a station does not know, it takes from any member.)
+    public nonisolated func carry(_ collection: String, writers: SyncWriters) {
+        rules.withLock { $0[collection] = writers }
     }
 
     /// What the store reports besides changes: refusals, exchanges, failures. Each access is a
@@ -109,6 +122,7 @@ public actor SyncStore {
     /// commit; a write that changes nothing the application sees is not made. Then tells the
     /// subscribers and pushes the versions to the active peers.
     func write(_ records: [(id: String, fields: [String: [UInt8]]?)], in collection: String) async throws(SyncError) {
+        station.writers = rules.withLock { $0 }
         let (changes, versions) = try station.put(
             records.map { (RecordKey(collection: collection, id: $0.id), $0.fields) },
             null: RecordFields.null,
@@ -181,7 +195,9 @@ public actor SyncStore {
             case .versions(let keys, let encoded):
                 try await take(encoded, keys: keys, from: peer)
             case .want(let ids):
-                await push(try station.storage.versions(withIDs: ids), to: peer)
+                for ids in ids.chunks(of: Self.versionsPerMessage) {
+                    await push(try station.storage.versions(withIDs: Array(ids)), to: peer)
+                }
             }
         } catch {
             report(.failed(error))
@@ -190,7 +206,9 @@ public actor SyncStore {
 
     /// Sends `peer` the versions an exchange found it lacks, and asks for those this station lacks.
     private func resolve(_ outcome: RangeReconciliation.Outcome, with peer: UUID) async throws(SyncError) {
-        await push(try station.storage.versions(withIDs: outcome.have), to: peer)
+        for ids in outcome.have.chunks(of: Self.versionsPerMessage) {  // (read as they go: the peer starts at once)
+            await push(try station.storage.versions(withIDs: Array(ids)), to: peer)
+        }
         for ids in outcome.need.chunks(of: SyncMessage.maximumCount) { await send(.want(Array(ids)), to: peer) }
     }
 
@@ -205,6 +223,7 @@ public actor SyncStore {
                 report(.refused(error, from: peer))
             }
         }
+        station.writers = rules.withLock { $0 }
         let taken = try station.take(versions, keys: keys, now: now())
         for refusal in taken.refusals { report(.refused(refusal, from: peer)) }
         for change in taken.changes { changeSubscribers.yield(StoreChange(change: change, peer: peer)) }

@@ -26,3 +26,6 @@ struct ChecklistItem: SyncRecord {
     var done: Bool
     var checkedBy: String?
 }
+
+/// The captain's key, in the samples of who may write.
+var captainKey: PeerKey { fatalError("the documentation's samples are compiled, not run") }

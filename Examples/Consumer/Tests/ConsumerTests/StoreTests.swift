@@ -18,6 +18,23 @@ struct ChecklistItem: SyncRecord, Equatable {
     var remark: String?
 }
 
+/// The captain's device: the only one that may write orders.
+let captainIdentity = PeerIdentity()
+
+/// A standing order, written by the captain alone.
+struct Order: SyncRecord, Equatable {
+    static var writers: SyncWriters { .only([captainIdentity.key]) }
+    var id: String
+    var text: String
+}
+
+/// The same collection as a rogue build declares it: anyone may write.
+struct RogueOrder: SyncRecord, Equatable {
+    static var collectionName: String { "Order" }
+    var id: String
+    var text: String
+}
+
 /// The store's message type, as a stranger implementing docs/SYNC.md 6 would send it: its
 /// bytes in one CBOR byte string, under the store's wire name.
 struct RawSyncMessage: MultipeerMessage {
@@ -219,6 +236,62 @@ func event(
                 #expect(all.count == 21)
                 #expect(try await purserLog.records() == all)
                 #expect(try await relief.collection(LogEntry.self).records() == all)
+            }
+        }
+    }
+
+    /// Orders are the captain's to write. A rogue build on the relief station writes one
+    /// anyway: the purser's station, which carries orders without reading them, refuses it,
+    /// naming the relief station, stores nothing of it and never passes it on, so the captain
+    /// never sees it; the captain's own order reaches the relief station through the purser's.
+    @Test func aVersionByAnOriginThatMayNotWriteIsRefusedAtEveryHop() async throws {
+        try await withDirectory { directory in
+            func path(_ name: String) -> String { directory.appendingPathComponent("\(name).sqlite").path }
+            let middle = MultipeerSession(configuration: configuration("purser"), identity: PeerIdentity())
+            let purser = try SyncStore(session: middle, path: path("purser"))
+            purser.carry("Order", writers: .only([captainIdentity.key]))
+            let events = purser.events
+            try await whileRunning([middle]) {
+                let port = try await listeningPort(of: middle)
+                let captainSession = MultipeerSession(
+                    configuration: configuration("captain", dialling: port),
+                    identity: captainIdentity
+                )
+                let reliefSession = MultipeerSession(
+                    configuration: configuration("relief", dialling: port),
+                    identity: PeerIdentity()
+                )
+                let captain = try SyncStore(session: captainSession, path: path("captain"))
+                let relief = try SyncStore(session: reliefSession, path: path("relief"))
+                let (orders, rogue) = (captain.collection(Order.self), relief.collection(RogueOrder.self))
+                try await rogue.put(RogueOrder(id: "divert", text: "divert to the nearest field"))
+
+                let error = await #expect(throws: SyncError.self, "the purser may not write orders either") {
+                    try await purser.collection(Order.self).put(Order(id: "x", text: "from the purser"))
+                }
+                #expect(error?.code == .notPermitted)
+
+                let atRelief = rogue.changes
+                try await whileRunning([captainSession, reliefSession]) {
+                    try await waitUntilActive(captainSession, middle.peerID)
+                    try await waitUntilActive(reliefSession, middle.peerID)
+                    try await whileSyncing([purser, captain, relief]) {
+                        let refused = try await event(of: events) {
+                            if case .refused(let error, _) = $0 { return error.code == .notPermitted }
+                            return false
+                        }
+                        guard case .refused(let error, let peer) = refused else { return }
+                        #expect(peer == reliefSession.peerID)
+                        #expect(error.message.contains("Order") && error.message.contains("\(reliefSession.peerID)"))
+
+                        try await orders.put(Order(id: "climb", text: "climb to FL370"))
+                        _ = try await changes(atRelief) { $0.contains { $0.id == "climb" } }
+                    }
+                }
+                #expect(try await orders.records() == [Order(id: "climb", text: "climb to FL370")], "no rogue order")
+                #expect(
+                    try await purser.collection(Order.self).records() == [Order(id: "climb", text: "climb to FL370")]
+                )
             }
         }
     }
