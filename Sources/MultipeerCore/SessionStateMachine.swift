@@ -161,7 +161,7 @@ package struct SessionStateMachine: Sendable {
     private var dials: [LinkID: Dial] = [:]
     private var carried: [LinkID: Carried] = [:]
     /// Who is admitted beyond holding the group key; nil admits every holder.
-    private var roster: Roster?
+    package private(set) var roster: Roster?
     /// How many group keys a dial may offer.
     private var keyCount: Int
     /// Counts the key rings held: one more at every change (``keysChanged(count:now:)``).

@@ -623,6 +623,10 @@ public actor MultipeerSession {
         perform(core.rosterChanged(roster, now: clock.now))
     }
 
+    /// The roster in force: ``Configuration/roster``, or what ``updateRoster(_:)`` last gave;
+    /// nil admits any holder of the group key.
+    public var roster: Roster? { core.roster }
+
     /// How the link to `peerID` is doing, if the peer is active.
     public func linkStats(for peerID: UUID) -> LinkStats? {
         guard let id = core.joinedLink(of: peerID)?.id, let handle = running?.links[id],

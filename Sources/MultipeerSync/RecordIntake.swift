@@ -13,10 +13,13 @@ package struct RecordIntake: Sendable {
     package let registers: RecordRegisters
 
     /// Takes `incoming` (versions of one record, already checked) beside `kept`, the versions a
-    /// station holds of it. A version taken before, or one that holds no register once
-    /// everything is merged (an older write of every field it sets), is not added.
-    package init(taking incoming: [SignedVersion], kept: [SignedVersion]) {
+    /// station holds of it, and `collected`, the stamp of its delete this station collected
+    /// (docs/SYNC.md 8), which still holds the delete register. A version taken before, one
+    /// that holds no register once everything is merged (an older write of every field it
+    /// sets), or one no later than the collected delete, is not added.
+    package init(taking incoming: [SignedVersion], kept: [SignedVersion], collected: VersionStamp? = nil) {
         var registers = RecordRegisters()
+        if let collected { registers.apply(RecordWrite(stamp: collected, change: .delete)) }
         for version in kept { registers.apply(version.write) }
         before = registers.visible
         for version in incoming { registers.apply(version.write) }
@@ -24,7 +27,10 @@ package struct RecordIntake: Sendable {
         self.registers = registers
         let keptIDs = Set(kept.map(\.id))
         var seen = keptIDs
-        for version in incoming where registers.isHeld(by: version.write) && seen.insert(version.id).inserted {
+        for version in incoming
+        where registers.isHeld(by: version.write) && collected.map({ version.stamp > $0 }) ?? true
+            && seen.insert(version.id).inserted
+        {
             added.append(version)
         }
         removed = kept.filter { !registers.isHeld(by: $0.write) }

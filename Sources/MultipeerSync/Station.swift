@@ -39,6 +39,30 @@ package struct Station {
         clock = HybridLogicalClock(latest: try storage.clock())
     }
 
+    /// The clock's latest timestamp: no version this station holds is later.
+    package var latest: HLCTimestamp { clock.latest }
+
+    /// Records that `peer` holds every version this station held when its clock was at `held`
+    /// (an exchange with it completed, docs/SYNC.md 8).
+    package func acknowledge(_ peer: UUID, held: HLCTimestamp) throws(SyncError) {
+        try storage.commit(StorageCommit(clock: clock.latest, held: [peer: held]))
+    }
+
+    /// Collects the deletes below `horizon` (docs/SYNC.md 8): lets go of their versions, keeping
+    /// each one's stamp by its record, so a version older than it is still not taken. Returns
+    /// how many were collected.
+    @discardableResult
+    package func collect(below horizon: HLCTimestamp) throws(SyncError) -> Int {
+        let tombstones = try storage.versions(withIDs: try storage.tombstones(below: horizon))
+        var commit = StorageCommit(clock: clock.latest, horizon: horizon)
+        for tombstone in tombstones {
+            commit.removed.append(tombstone.id)
+            commit.collected[RecordKey(collection: tombstone.collection, id: tombstone.recordID)] = tombstone.stamp
+        }
+        try storage.commit(commit)
+        return tombstones.count
+    }
+
     /// The records as the application sees them (one absent or deleted is left out).
     package func records(_ keys: Set<RecordKey>) throws(SyncError) -> [RecordKey: [String: [UInt8]]] {
         try storage.versions(of: keys).compactMapValues { RecordIntake(taking: [], kept: $0).after }
@@ -149,7 +173,9 @@ package struct Station {
         var taken = Taken()
         var next = clock
         let offered = Dictionary(keys.map { ($0.peerID, $0) }, uniquingKeysWith: { first, _ in first })
-        let kept = try storage.versions(of: Set(versions.map { RecordKey(collection: $0.collection, id: $0.recordID) }))
+        let records = Set(versions.map { RecordKey(collection: $0.collection, id: $0.recordID) })
+        let kept = try storage.versions(of: records)
+        let collected = try storage.collected(of: records)
         var held = Set(kept.values.joined().map(\.id))
         var known: [UUID: PeerKey] = [:]
         var accepted: [RecordKey: [SignedVersion]] = [:]
@@ -199,7 +225,7 @@ package struct Station {
         }
         var commit = StorageCommit(clock: next.latest)
         for (record, incoming) in accepted.sorted(by: { $0.key.description < $1.key.description }) {
-            let intake = RecordIntake(taking: incoming, kept: kept[record] ?? [])
+            let intake = RecordIntake(taking: incoming, kept: kept[record] ?? [], collected: collected[record])
             commit.added += intake.added
             commit.removed += intake.removed.map(\.id)
             if intake.changed, let stamp = intake.registers.latest {

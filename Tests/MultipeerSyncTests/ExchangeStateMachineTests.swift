@@ -1,41 +1,60 @@
 import Foundation
+import MultipeerSync
 import Testing
 
 @testable import MultipeerSync
 
-/// Who initiates which exchange, and when another follows (docs/SYNC.md 6).
+/// Who initiates which exchange, when another follows, and what an exchange's end proves
+/// (docs/SYNC.md 6 and 8).
 @Suite struct ExchangeStateMachineTests {
     static let small = UUID(uuidString: "00000000-0000-4000-8000-000000000001")!
     static let large = UUID(uuidString: "F0000000-0000-4000-8000-000000000001")!
+    static func at(_ value: UInt64) -> HLCTimestamp { HLCTimestamp(rawValue: value) }
 
     @Test func atAJoinTheSmallerPeerIDInitiates() {
         var small = ExchangeStateMachine(own: Self.small, first: 10)
         var large = ExchangeStateMachine(own: Self.large, first: 10)
-        #expect(small.peerJoined(Self.large) == 11)
-        #expect(large.peerJoined(Self.small) == nil, "one exchange per pair, not two")
-        #expect(small.isRunning(11, with: Self.large))
-        #expect(!large.isRunning(11, with: Self.small), "an answer to an exchange never started is ignored")
+        #expect(small.peerJoined(Self.large, latest: Self.at(1)) == 11)
+        #expect(large.peerJoined(Self.small, latest: Self.at(1)) == nil, "one exchange per pair, not two")
+        #expect(small.answered(11, by: Self.large, latest: Self.at(2)) == .running)
+        #expect(large.answered(11, by: Self.small, latest: Self.at(2)) == .ignored, "never started here")
+        #expect(small.answered(12, by: Self.large, latest: Self.at(2)) == .ignored, "another exchange's answer")
+    }
+
+    /// The initiator's empty round ends the exchange; the answer to it completes it, proving
+    /// the peer holds what this station held when the exchange began.
+    @Test func anExchangeEndsWithAnEmptyRoundAndItsAnswer() {
+        var initiator = ExchangeStateMachine(own: Self.small, first: 0)
+        var other = ExchangeStateMachine(own: Self.large, first: 0)
+        let exchange = initiator.peerJoined(Self.large, latest: Self.at(100))!
+        #expect(other.offered(exchange, by: Self.small, isEnd: false, latest: Self.at(70)) == nil)
+        #expect(initiator.answered(exchange, by: Self.large, latest: Self.at(150)) == .running)
+        #expect(other.offered(exchange, by: Self.small, isEnd: false, latest: Self.at(80)) == nil)
+        initiator.ending(exchange, with: Self.large)
+        #expect(other.offered(exchange, by: Self.small, isEnd: true, latest: Self.at(90)) == Self.at(70),
+            "the other side proves what it held at the first round")
+        #expect(initiator.answered(exchange, by: Self.large, latest: Self.at(160)) == .completed(.init(held: Self.at(100), next: nil)))
+        #expect(initiator.answered(exchange, by: Self.large, latest: Self.at(160)) == .ignored, "completed once")
+        #expect(other.offered(7, by: Self.small, isEnd: true, latest: Self.at(90)) == nil, "an end whose start it never saw proves nothing")
     }
 
     @Test func anExchangeWantedWhileOneRunsFollowsItOnce() {
         var machine = ExchangeStateMachine(own: Self.large, first: 0)
-        let first = machine.begin(with: Self.small)
-        #expect(first == 1)
-        #expect(machine.begin(with: Self.small) == nil)
-        #expect(machine.begin(with: Self.small) == nil, "wanted twice, run once")
-        #expect(machine.ended(5, with: Self.small) == nil, "another exchange's end changes nothing")
-        let second = machine.ended(1, with: Self.small)
-        #expect(second == 2)
-        #expect(!machine.isRunning(1, with: Self.small) && machine.isRunning(2, with: Self.small))
-        #expect(machine.ended(2, with: Self.small) == nil, "nothing more was wanted")
-        #expect(!machine.isRunning(2, with: Self.small))
+        #expect(machine.begin(with: Self.small, latest: Self.at(5)) == 1)
+        #expect(machine.begin(with: Self.small, latest: Self.at(6)) == nil)
+        #expect(machine.begin(with: Self.small, latest: Self.at(7)) == nil, "wanted twice, run once")
+        machine.ending(1, with: Self.small)
+        #expect(machine.answered(1, by: Self.small, latest: Self.at(9)) == .completed(.init(held: Self.at(5), next: 2)))
+        #expect(machine.answered(2, by: Self.small, latest: Self.at(9)) == .running)
+        machine.ending(2, with: Self.small)
+        #expect(machine.answered(2, by: Self.small, latest: Self.at(9)) == .completed(.init(held: Self.at(9), next: nil)))
     }
 
     @Test func aPeerThatLeftStartsAfreshAtItsJoin() {
         var machine = ExchangeStateMachine(own: Self.small, first: 0)
-        #expect(machine.peerJoined(Self.large) == 1)
+        #expect(machine.peerJoined(Self.large, latest: Self.at(1)) == 1)
         machine.peerLeft(Self.large)
-        #expect(!machine.isRunning(1, with: Self.large), "its answers are ignored")
-        #expect(machine.peerJoined(Self.large) == 2)
+        #expect(machine.answered(1, by: Self.large, latest: Self.at(1)) == .ignored, "its answers are ignored")
+        #expect(machine.peerJoined(Self.large, latest: Self.at(1)) == 2)
     }
 }

@@ -13,6 +13,9 @@ package final class MemoryStorage: SyncStorage {
         var records: [RecordKey: Set<[UInt8]>] = [:]
         var keys: [UUID: PeerKey] = [:]
         var clock = HLCTimestamp(rawValue: 0)
+        var horizon = HLCTimestamp(rawValue: 0)
+        var held: [UUID: HLCTimestamp] = [:]
+        var collected: [RecordKey: VersionStamp] = [:]
     }
 
     private let state = Mutex(State())
@@ -48,6 +51,24 @@ package final class MemoryStorage: SyncStorage {
         state.withLock { state in state.records.keys.filter { $0.collection == collection }.map(\.id).sorted() }
     }
 
+    package func horizon() -> HLCTimestamp {
+        state.withLock { $0.horizon }
+    }
+
+    package func held() -> [UUID: HLCTimestamp] {
+        state.withLock { $0.held }
+    }
+
+    package func collected(of records: Set<RecordKey>) -> [RecordKey: VersionStamp] {
+        state.withLock { state in state.collected.filter { records.contains($0.key) } }
+    }
+
+    package func tombstones(below horizon: HLCTimestamp) -> [[UInt8]] {
+        state.withLock { state in
+            state.versions.values.filter { $0.change == .delete && $0.stamp.timestamp < horizon }.map(\.id)
+        }
+    }
+
     package func key(of origin: UUID) -> PeerKey? {
         state.withLock { $0.keys[origin] }
     }
@@ -68,6 +89,11 @@ package final class MemoryStorage: SyncStorage {
             }
             for key in commit.keys { state.keys[key.peerID] = key }
             state.clock = max(state.clock, commit.clock)
+            for (peer, held) in commit.held { state.held[peer] = max(state.held[peer] ?? held, held) }
+            if let horizon = commit.horizon { state.horizon = max(state.horizon, horizon) }
+            for (record, stamp) in commit.collected {
+                state.collected[record] = max(state.collected[record] ?? stamp, stamp)
+            }
         }
     }
 }

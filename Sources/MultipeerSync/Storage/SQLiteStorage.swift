@@ -7,8 +7,10 @@ package import MultipeerSession
 /// (SIGKILL, a power cut) restarts with every commit it made and nothing of one it was making.
 ///
 /// Tables: `version` (each kept version's bytes as its origin signed them, by id, indexed by
-/// record and by (timestamp, id), the order stations compare in), `origin_key`, and `clock`
-/// (one row). Timestamps are stored as SQLite's signed 64-bit integers, which order as the
+/// record, by (timestamp, id), the order stations compare in, and deletes by timestamp),
+/// `origin_key`, `peer_held` (the timestamp at which each peer was last known to hold every
+/// version this station held), and `clock` (one row: the clock's latest timestamp and the
+/// collection horizon). Timestamps are stored as SQLite's signed 64-bit integers, which order as the
 /// clock does until the year 6429.
 package final class SQLiteStorage: SyncStorage {
     /// The database file's path.
@@ -47,6 +49,24 @@ package final class SQLiteStorage: SyncStorage {
                     CREATE TABLE origin_key (origin BLOB PRIMARY KEY NOT NULL, key BLOB NOT NULL) WITHOUT ROWID;
                     CREATE TABLE clock (latest INTEGER NOT NULL);
                     INSERT INTO clock (latest) VALUES (0);
+                    """
+            )
+        }
+        migrator.registerMigration("v2-collection") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE version ADD COLUMN deleted INTEGER NOT NULL DEFAULT 0;
+                    UPDATE version SET deleted = (substr(bytes, 2, 1) = x'01');
+                    CREATE INDEX version_tombstone ON version(timestamp) WHERE deleted = 1;
+                    ALTER TABLE clock ADD COLUMN horizon INTEGER NOT NULL DEFAULT 0;
+                    CREATE TABLE peer_held (peer BLOB PRIMARY KEY NOT NULL, held INTEGER NOT NULL) WITHOUT ROWID;
+                    CREATE TABLE collected (
+                        collection TEXT NOT NULL,
+                        record TEXT NOT NULL,
+                        timestamp INTEGER NOT NULL,
+                        origin BLOB NOT NULL,
+                        PRIMARY KEY (collection, record)
+                    ) WITHOUT ROWID;
                     """
             )
         }
@@ -117,6 +137,54 @@ package final class SQLiteStorage: SyncStorage {
         }
     }
 
+    package func horizon() throws(SyncError) -> HLCTimestamp {
+        try reading("read the horizon") { db in
+            HLCTimestamp(rawValue: UInt64(bitPattern: try Int64.fetchOne(db, sql: "SELECT horizon FROM clock") ?? 0))
+        }
+    }
+
+    package func held() throws(SyncError) -> [UUID: HLCTimestamp] {
+        try reading("read what peers hold") { db in
+            var held: [UUID: HLCTimestamp] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT peer, held FROM peer_held") {
+                let peer: Data = row[0]
+                guard peer.count == 16 else { continue }
+                let id = peer.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
+                held[id] = HLCTimestamp(rawValue: UInt64(bitPattern: row[1] as Int64))
+            }
+            return held
+        }
+    }
+
+    package func collected(of records: Set<RecordKey>) throws(SyncError) -> [RecordKey: VersionStamp] {
+        try reading("read \(records.count) records' collected deletes") { db in
+            let statement = try db.cachedStatement(
+                sql: "SELECT timestamp, origin FROM collected WHERE collection = ? AND record = ?"
+            )
+            var found: [RecordKey: VersionStamp] = [:]
+            for record in records {
+                guard let row = try Row.fetchOne(statement, arguments: [record.collection, record.id]) else { continue }
+                let origin: Data = row[1]
+                guard origin.count == 16 else { continue }
+                found[record] = VersionStamp(
+                    timestamp: HLCTimestamp(rawValue: UInt64(bitPattern: row[0] as Int64)),
+                    origin: origin.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
+                )
+            }
+            return found
+        }
+    }
+
+    package func tombstones(below horizon: HLCTimestamp) throws(SyncError) -> [[UInt8]] {
+        try reading("find the deletes to collect") { db in
+            try Data.fetchAll(
+                db,
+                sql: "SELECT id FROM version WHERE deleted = 1 AND timestamp < ?",
+                arguments: [Int64(bitPattern: horizon.rawValue)]
+            ).map { Array($0) }
+        }
+    }
+
     package func key(of origin: UUID) throws(SyncError) -> PeerKey? {
         let raw = try reading("read the key of \(origin)") { db in
             try Data.fetchOne(
@@ -134,14 +202,44 @@ package final class SQLiteStorage: SyncStorage {
                 let delete = try db.cachedStatement(sql: "DELETE FROM version WHERE id = ?")
                 for id in commit.removed { try delete.execute(arguments: [Data(id)]) }
                 let insert = try db.cachedStatement(
-                    sql:
-                        "INSERT OR IGNORE INTO version (id, collection, record, timestamp, bytes) VALUES (?, ?, ?, ?, ?)"
+                    sql: """
+                        INSERT OR IGNORE INTO version (id, collection, record, timestamp, bytes, deleted)
+                        VALUES (?, ?, ?, ?, ?, ?)
+                        """
                 )
                 for version in commit.added {
                     try insert.execute(arguments: [
                         Data(version.id), version.collection, version.recordID,
                         Int64(bitPattern: version.stamp.timestamp.rawValue), Data(version.bytes),
+                        version.change == .delete,
                     ])
+                }
+                let held = try db.cachedStatement(
+                    sql: """
+                        INSERT INTO peer_held (peer, held) VALUES (?, ?)
+                        ON CONFLICT (peer) DO UPDATE SET held = max(held, excluded.held)
+                        """
+                )
+                for (peer, timestamp) in commit.held {
+                    try held.execute(arguments: [Self.blob(peer), Int64(bitPattern: timestamp.rawValue)])
+                }
+                let collected = try db.cachedStatement(
+                    sql: """
+                        INSERT INTO collected (collection, record, timestamp, origin) VALUES (?, ?, ?, ?)
+                        ON CONFLICT (collection, record) DO UPDATE SET timestamp = excluded.timestamp, origin = excluded.origin
+                        WHERE (excluded.timestamp, excluded.origin) > (timestamp, origin)
+                        """
+                )
+                for (record, stamp) in commit.collected {
+                    try collected.execute(arguments: [
+                        record.collection, record.id, Int64(bitPattern: stamp.timestamp.rawValue), Self.blob(stamp.origin),
+                    ])
+                }
+                if let horizon = commit.horizon {
+                    try db.execute(
+                        sql: "UPDATE clock SET horizon = max(horizon, ?)",
+                        arguments: [Int64(bitPattern: horizon.rawValue)]
+                    )
                 }
                 for key in commit.keys {
                     try db.execute(

@@ -24,12 +24,28 @@ package struct StorageCommit: Sendable {
     package var removed: [[UInt8]] = []
     package var keys: [PeerKey] = []
     package var clock: HLCTimestamp
+    /// Peers now known to hold every version this station held at a timestamp (docs/SYNC.md 8):
+    /// kept if later than what is kept for the peer.
+    package var held: [UUID: HLCTimestamp] = [:]
+    /// The collection horizon, if it moves (kept if later than the one kept).
+    package var horizon: HLCTimestamp?
+    /// The stamps of deletes collected, by record (kept if later than the one kept).
+    package var collected: [RecordKey: VersionStamp] = [:]
 
-    package init(added: [SignedVersion] = [], removed: [[UInt8]] = [], keys: [PeerKey] = [], clock: HLCTimestamp) {
+    package init(
+        added: [SignedVersion] = [],
+        removed: [[UInt8]] = [],
+        keys: [PeerKey] = [],
+        clock: HLCTimestamp,
+        held: [UUID: HLCTimestamp] = [:],
+        horizon: HLCTimestamp? = nil
+    ) {
         self.added = added
         self.removed = removed
         self.keys = keys
         self.clock = clock
+        self.held = held
+        self.horizon = horizon
     }
 }
 
@@ -49,6 +65,15 @@ package protocol SyncStorage: Sendable {
     func items() throws(SyncError) -> [RangeReconciliation.Item]
     /// The ids of the records of `collection` of which a version is kept, in ascending order.
     func records(in collection: String) throws(SyncError) -> [String]
+    /// The collection horizon (docs/SYNC.md 8): 0 until something was collected.
+    func horizon() throws(SyncError) -> HLCTimestamp
+    /// For each peer, the timestamp at which it was last known to hold every version this
+    /// station held.
+    func held() throws(SyncError) -> [UUID: HLCTimestamp]
+    /// The stamp of each of `records`' collected delete, if it has one.
+    func collected(of records: Set<RecordKey>) throws(SyncError) -> [RecordKey: VersionStamp]
+    /// The ids of the deletes kept whose timestamp is below `horizon`.
+    func tombstones(below horizon: HLCTimestamp) throws(SyncError) -> [[UInt8]]
     /// The key of `origin`, if one was committed.
     func key(of origin: UUID) throws(SyncError) -> PeerKey?
     /// Makes `commit` durable, all of it or none of it.

@@ -1,22 +1,55 @@
 package import struct Foundation.UUID
 
-/// Which reconciliations (docs/SYNC.md 4 and 6) this station runs as initiator, with whom, and
-/// when to run another. Sans-IO: the store tells it what happened and sends what it says.
+/// The reconciliations (docs/SYNC.md 4 and 6) this station runs with each peer, on either side,
+/// and what each one's end proves. Sans-IO: the store tells it what happened and does what it
+/// says.
 ///
 /// At a join, the station with the smaller peer ID initiates, so a pair runs one exchange, not
 /// two. Either side may initiate at any other time (its pushes to the peer were skipped: the
-/// peer may lack them), and an exchange asked for while one runs is run when it ends. A
-/// station answers every exchange it is offered, so answering needs no state here; an answer
+/// peer may lack them), and an exchange asked for while one runs is run when it ends. An answer
 /// to an exchange this station did not start, or no longer runs (a peer that left, a previous
 /// run of this station), is ignored.
+///
+/// An exchange ends with an empty round from the initiator, which the other side answers with
+/// an empty round of its own. Each side then knows that the peer holds every version it held
+/// when the exchange began (``Completion/held``: its clock's latest timestamp then, which no
+/// version it held exceeds), since everything either side sent or asked for was taken before
+/// that last round was read.
 package struct ExchangeStateMachine {
-    private enum PeerState {
-        /// Runs `exchange`; `again`: another is wanted when it ends.
-        case running(exchange: UInt64, again: Bool)
+    private struct Initiated {
+        var exchange: UInt64
+        /// This station's clock when it began.
+        var start: HLCTimestamp
+        /// The empty round that ends it was sent.
+        var ending = false
+        /// Another is wanted when it ends.
+        var again = false
+    }
+
+    /// Where an answer from the peer leaves an exchange this station runs.
+    package enum Answer: Equatable {
+        /// Not an exchange this station runs: ignore it.
+        case ignored
+        /// The exchange goes on: answer with the next round (or, if that is empty, end it with
+        /// ``ending(_:with:)`` and an empty round).
+        case running
+        /// The peer answered the end: the exchange is complete.
+        case completed(Completion)
+    }
+
+    /// What a completed exchange proves, and what to do next.
+    package struct Completion: Equatable {
+        /// The peer holds every version this station held at this timestamp.
+        package var held: HLCTimestamp
+        /// The exchange to start next with the peer, if one was wanted meanwhile.
+        package var next: UInt64?
     }
 
     private let own: UUID
-    private var peers: [UUID: PeerState] = [:]
+    private var initiated: [UUID: Initiated] = [:]
+    /// The exchanges each peer runs with this station, and this station's clock when the first
+    /// round of each came.
+    private var answering: [UUID: (exchange: UInt64, start: HLCTimestamp)] = [:]
     private var next: UInt64
 
     /// The machine of the station `own`; exchanges are numbered from `first` (random in the
@@ -26,41 +59,62 @@ package struct ExchangeStateMachine {
         next = first
     }
 
-    /// `peer` joined (or was active when the store started): the exchange to start with it,
-    /// if this side initiates.
-    package mutating func peerJoined(_ peer: UUID) -> UInt64? {
+    /// `peer` joined (or was active when the store started) while this station's clock was at
+    /// `latest`: the exchange to start with it, if this side initiates.
+    package mutating func peerJoined(_ peer: UUID, latest: HLCTimestamp) -> UInt64? {
         guard Self.initiates(own, with: peer) else { return nil }
-        return begin(with: peer)
+        return begin(with: peer, latest: latest)
     }
 
     /// An exchange with `peer` is wanted now: the one to start, or nil if one runs (another
     /// follows it).
-    package mutating func begin(with peer: UUID) -> UInt64? {
-        if case .running(let exchange, _) = peers[peer] {
-            peers[peer] = .running(exchange: exchange, again: true)
+    package mutating func begin(with peer: UUID, latest: HLCTimestamp) -> UInt64? {
+        if initiated[peer] != nil {
+            initiated[peer]?.again = true
             return nil
         }
         next &+= 1
-        peers[peer] = .running(exchange: next, again: false)
+        initiated[peer] = Initiated(exchange: next, start: latest)
         return next
     }
 
-    /// Whether an answer in `exchange` from `peer` belongs to an exchange this station runs.
-    package func isRunning(_ exchange: UInt64, with peer: UUID) -> Bool {
-        if case .running(exchange, _) = peers[peer] { return true }
-        return false
+    /// An answer in `exchange` came from `peer`.
+    package mutating func answered(_ exchange: UInt64, by peer: UUID, latest: HLCTimestamp) -> Answer {
+        guard let state = initiated[peer], state.exchange == exchange else { return .ignored }
+        guard state.ending else { return .running }
+        initiated[peer] = nil
+        let completion = Completion(
+            held: state.start,
+            next: state.again ? begin(with: peer, latest: latest) : nil
+        )
+        return .completed(completion)
     }
 
-    /// `exchange` with `peer` ended: the next one to start, if one was wanted meanwhile.
-    package mutating func ended(_ exchange: UInt64, with peer: UUID) -> UInt64? {
-        guard case .running(exchange, let again) = peers[peer] else { return nil }
-        peers[peer] = nil
-        return again ? begin(with: peer) : nil
+    /// This station sent the empty round that ends `exchange` with `peer`.
+    package mutating func ending(_ exchange: UInt64, with peer: UUID) {
+        guard initiated[peer]?.exchange == exchange else { return }
+        initiated[peer]?.ending = true
+    }
+
+    /// A round of `peer`'s exchange came (`isEnd`: the empty round that ends it), this
+    /// station's clock at `latest`. At the end: what the exchange proves, if this station saw
+    /// it begin (a round of it came in this run).
+    package mutating func offered(_ exchange: UInt64, by peer: UUID, isEnd: Bool, latest: HLCTimestamp)
+        -> HLCTimestamp?
+    {
+        let known = answering[peer]?.exchange == exchange
+        if isEnd {
+            guard known else { return nil }  // (begun before this run: what it proves is unknown)
+            return answering.removeValue(forKey: peer)?.start
+        }
+        if !known { answering[peer] = (exchange, latest) }
+        return nil
     }
 
     /// `peer` left: what runs with it is dropped (its join starts afresh).
     package mutating func peerLeft(_ peer: UUID) {
-        peers[peer] = nil
+        initiated[peer] = nil
+        answering[peer] = nil
     }
 
     /// Whether `station` initiates with `peer` at a join: the smaller peer ID, byte by byte.

@@ -40,20 +40,43 @@ public actor SyncStore {
     static let versionsPerMessage = 4_096
     static let bytesPerMessage = 1 << 20
 
+    /// How a store behaves, with documented defaults.
+    public struct Configuration: Sendable {
+        /// In a group without a roster, how long a delete is kept before it is collected
+        /// (docs/SYNC.md 8). A station away longer may bring back, at a station that never saw
+        /// the delete, a record that was deleted; one that collected the delete never takes
+        /// it back. Default 90 days. (With a roster, a delete is collected once every member
+        /// holds it, however long that takes.)
+        public var tombstoneLifetime: Duration
+        /// How often the store collects deletes besides after each exchange. Default 1 hour.
+        public var collectionInterval: Duration
+
+        /// A configuration; every argument has its default.
+        public init(tombstoneLifetime: Duration = .seconds(90 * 86_400), collectionInterval: Duration = .seconds(3_600)) {
+            self.tombstoneLifetime = tombstoneLifetime
+            self.collectionInterval = collectionInterval
+        }
+    }
+
+    /// How this store behaves.
+    public nonisolated let configuration: Configuration
+
     /// The store kept in the SQLite database at `path` (made if missing), syncing over
     /// `session`.
     /// - Throws: `storageFailed` if the database cannot be opened or is not a store's.
-    public init(session: MultipeerSession, path: String) throws(SyncError) {
-        try self.init(session: session, storage: try SQLiteStorage(path: path))
+    public init(session: MultipeerSession, path: String, configuration: Configuration = .init()) throws(SyncError) {
+        try self.init(session: session, storage: try SQLiteStorage(path: path), configuration: configuration)
     }
 
     /// The store kept in `storage`, its wall clock `now` (milliseconds since 1970).
     package init(
         session: MultipeerSession,
         storage: any SyncStorage,
+        configuration: Configuration = .init(),
         now: @escaping @Sendable () -> UInt64 = { UInt64(Date().timeIntervalSince1970 * 1_000) }
     ) throws(SyncError) {
         self.session = session
+        self.configuration = configuration
         self.now = now
         station = try Station(identity: session.identity, storage: storage)
         exchanges = ExchangeStateMachine(own: session.peerID)
@@ -79,8 +102,9 @@ public actor SyncStore {
     /// new stream; it buffers what its reader has not taken.
     public nonisolated var events: AsyncStream<SyncEvent> { eventSubscribers.subscribe() }
 
-    /// Syncs with the session's peers until cancelled: answers their messages, pushes this
-    /// station's writes as they are made, and reconciles with each peer when it joins. Run it
+    /// Syncs with the session's peers until cancelled (then it returns): answers their
+    /// messages, pushes this station's writes as they are made, reconciles with each peer when
+    /// it joins, and collects deletes (``Configuration/tombstoneLifetime``). Run it
     /// beside the session's `run()`; writes and reads work without it, and
     /// are synced once it runs.
     public func run() async throws {
@@ -97,6 +121,12 @@ public actor SyncStore {
             }
             group.addTask {
                 for await event in sessionEvents { await self.handle(event) }
+            }
+            group.addTask {
+                while !Task.isCancelled {
+                    do throws(SyncError) { try await self.collect() } catch { self.report(.failed(error)) }
+                    try? await Task.sleep(for: self.configuration.collectionInterval)  // (cancelled: run ends)
+                }
             }
             for peer in session.activePeers { await handle(.peerJoined(peer)) }
         }
@@ -144,12 +174,16 @@ public actor SyncStore {
     private func handle(_ event: SessionEvent) async {
         switch event {
         case .peerJoined(let peer):
-            if let exchange = exchanges.peerJoined(peer.id) { await initiate(exchange, with: peer.id) }
+            if let exchange = exchanges.peerJoined(peer.id, latest: station.latest) {
+                await initiate(exchange, with: peer.id)
+            }
         case .peerLeft(let peer, _):
             exchanges.peerLeft(peer.id)
         case .broadcastSkipped(let peer, let typeName, _) where typeName == SyncEnvelope.wireName:
             // A push the peer may lack: find out what it lacks.
-            if let exchange = exchanges.begin(with: peer.id) { await initiate(exchange, with: peer.id) }
+            if let exchange = exchanges.begin(with: peer.id, latest: station.latest) {
+                await initiate(exchange, with: peer.id)
+            }
         default:
             break
         }
@@ -177,19 +211,27 @@ public actor SyncStore {
         do throws(SyncError) {
             switch message {
             case .reconcile(let exchange, true, let ranges):
-                // (What this side found it sends first: the answer that ends the exchange comes
-                // after it, on the same ordered stream.)
-                let (answer, outcome) = RangeReconciliation(items: try station.storage.items()).reconcile(ranges)
+                // (What this side found it sends before its answer, so the peer has it when it
+                // reads the answer. An empty round ends the exchange: answered with an empty one.)
+                let held = exchanges.offered(exchange, by: peer, isEnd: ranges.isEmpty, latest: station.latest)
+                let (answer, outcome) =
+                    ranges.isEmpty
+                    ? ([], RangeReconciliation.Outcome())
+                    : RangeReconciliation(items: try station.storage.items()).reconcile(ranges)
                 try await resolve(outcome, with: peer)
                 await send(.reconcile(exchange: exchange, fromInitiator: false, answer), to: peer)
+                if let held { try await completed(with: peer, held: held) }
             case .reconcile(let exchange, false, let ranges):
-                guard exchanges.isRunning(exchange, with: peer) else { return }
-                let (answer, outcome) = RangeReconciliation(items: try station.storage.items()).reconcile(ranges)
-                try await resolve(outcome, with: peer)
-                if answer.isEmpty {
-                    report(.exchanged(with: peer))
-                    if let next = exchanges.ended(exchange, with: peer) { await initiate(next, with: peer) }
-                } else {
+                switch exchanges.answered(exchange, by: peer, latest: station.latest) {
+                case .ignored:
+                    return
+                case .completed(let completion):
+                    try await completed(with: peer, held: completion.held)
+                    if let next = completion.next { await initiate(next, with: peer) }
+                case .running:
+                    let (answer, outcome) = RangeReconciliation(items: try station.storage.items()).reconcile(ranges)
+                    try await resolve(outcome, with: peer)
+                    if answer.isEmpty { exchanges.ending(exchange, with: peer) }
                     await send(.reconcile(exchange: exchange, fromInitiator: true, answer), to: peer)
                 }
             case .versions(let keys, let encoded):
@@ -202,6 +244,28 @@ public actor SyncStore {
         } catch {
             report(.failed(error))
         }
+    }
+
+    /// An exchange with `peer` completed: `peer` holds every version this station held at
+    /// `held`. Kept, reported, and deletes collected if that moved the horizon.
+    private func completed(with peer: UUID, held: HLCTimestamp) async throws(SyncError) {
+        try station.acknowledge(peer, held: held)
+        report(.exchanged(with: peer))
+        try await collect()
+    }
+
+    /// Collects the deletes every member holds (or, without a roster, older than the tombstone
+    /// lifetime): docs/SYNC.md 8.
+    package func collect() async throws(SyncError) {
+        let roster = await session.roster
+        let horizon = TombstoneCollection.horizon(
+            members: roster.map { Set($0.keys.map(\.peerID)).union($0.peerIDs) },
+            own: session.peerID,
+            held: try station.storage.held(),
+            now: now(),
+            lifetime: configuration.tombstoneLifetime.milliseconds
+        )
+        try station.collect(below: horizon)
     }
 
     /// Sends `peer` the versions an exchange found it lacks, and asks for those this station lacks.
@@ -309,5 +373,13 @@ struct StoreChange: Sendable {
 extension Array {
     func chunks(of size: Int) -> [ArraySlice<Element>] {
         stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds (negative: 0).
+    var milliseconds: UInt64 {
+        let (seconds, attoseconds) = components
+        return seconds < 0 ? 0 : UInt64(seconds) * 1_000 + UInt64(attoseconds / 1_000_000_000_000_000)
     }
 }
