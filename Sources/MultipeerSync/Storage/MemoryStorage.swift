@@ -51,6 +51,10 @@ package final class MemoryStorage: SyncStorage {
         state.withLock { state in state.records.keys.filter { $0.collection == collection }.map(\.id).sorted() }
     }
 
+    package func counts() -> (versions: Int, deletes: Int) {
+        state.withLock { state in (state.versions.count, state.versions.values.filter { $0.change == .delete }.count) }
+    }
+
     package func horizon() -> HLCTimestamp {
         state.withLock { $0.horizon }
     }

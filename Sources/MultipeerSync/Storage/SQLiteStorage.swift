@@ -137,6 +137,13 @@ package final class SQLiteStorage: SyncStorage {
         }
     }
 
+    package func counts() throws(SyncError) -> (versions: Int, deletes: Int) {
+        try reading("count the versions") { db in
+            let row = try Row.fetchOne(db, sql: "SELECT count(*), total(deleted) FROM version")
+            return (row?[0] ?? 0, Int(row?[1] as Double? ?? 0))
+        }
+    }
+
     package func horizon() throws(SyncError) -> HLCTimestamp {
         try reading("read the horizon") { db in
             HLCTimestamp(rawValue: UInt64(bitPattern: try Int64.fetchOne(db, sql: "SELECT horizon FROM clock") ?? 0))

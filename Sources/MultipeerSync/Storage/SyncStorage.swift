@@ -65,6 +65,8 @@ package protocol SyncStorage: Sendable {
     func items() throws(SyncError) -> [RangeReconciliation.Item]
     /// The ids of the records of `collection` of which a version is kept, in ascending order.
     func records(in collection: String) throws(SyncError) -> [String]
+    /// How many versions are kept, and how many of them are deletes.
+    func counts() throws(SyncError) -> (versions: Int, deletes: Int)
     /// The collection horizon (docs/SYNC.md 8): 0 until something was collected.
     func horizon() throws(SyncError) -> HLCTimestamp
     /// For each peer, the timestamp at which it was last known to hold every version this

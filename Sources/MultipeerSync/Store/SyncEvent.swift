@@ -12,6 +12,9 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
     /// An exchange with the peer ended (docs/SYNC.md 6): each side was sent, or asked for,
     /// every version the other lacked when it began.
     case exchanged(with: UUID)
+    /// Deletes were collected (docs/SYNC.md 8): this many, their versions let go; a write
+    /// older than any of them is still never taken.
+    case collected(Int)
     /// The store could not do something it does of its own accord (take a peer's versions,
     /// answer a peer): the error says what. What was not taken is taken at a later exchange.
     case failed(SyncError)
@@ -21,6 +24,7 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
         case .refused(let error, let peer): "refused from \(peer): \(error)"
         case .unreadableRecord(let error): "unreadable record: \(error)"
         case .exchanged(let peer): "exchanged with \(peer)"
+        case .collected(let count): "collected \(count) deletes"
         case .failed(let error): "failed: \(error)"
         }
     }

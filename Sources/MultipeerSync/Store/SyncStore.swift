@@ -28,6 +28,8 @@ public actor SyncStore {
     public nonisolated let session: MultipeerSession
     private var station: Station
     private var exchanges: ExchangeStateMachine
+    /// Where this station stands with each peer it met in this run (``status()``).
+    private var peers: [UUID: PeerSyncStatus] = [:]
     private let now: @Sendable () -> UInt64
     /// What this store sent and received, message by message (for benchmarks and status).
     package private(set) var traffic = Traffic()
@@ -169,6 +171,25 @@ public actor SyncStore {
 
     nonisolated func report(_ event: SyncEvent) { eventSubscribers.yield(event) }
 
+    /// Where this store stands: with each peer it has met, and what it keeps.
+    /// - Throws: `storageFailed`.
+    public func status() throws(SyncError) -> SyncStatus {
+        let (versions, deletes) = try station.storage.counts()
+        var peers = self.peers
+        for (peer, held) in try station.storage.held() where peers[peer] == nil {
+            peers[peer] = PeerSyncStatus(state: .unknown, syncedAt: held, received: 0, sent: 0, isActive: false)
+        }
+        let active = Set(session.activePeers.map(\.id))
+        for peer in peers.keys { peers[peer]?.isActive = active.contains(peer) }
+        return SyncStatus(peers: peers, versions: versions, deletes: deletes, horizon: try station.storage.horizon())
+    }
+
+    /// An exchange with `peer` began, on either side.
+    private func exchanging(with peer: UUID) {
+        let syncedAt = peers[peer]?.syncedAt ?? (try? station.storage.held()[peer]) ?? nil
+        peers[peer] = PeerSyncStatus(state: .exchanging, syncedAt: syncedAt, received: 0, sent: 0, isActive: true)
+    }
+
     // MARK: Syncing
 
     private func handle(_ event: SessionEvent) async {
@@ -179,6 +200,7 @@ public actor SyncStore {
             }
         case .peerLeft(let peer, _):
             exchanges.peerLeft(peer.id)
+            if peers[peer.id]?.state == .exchanging { peers[peer.id]?.state = .unknown }
         case .broadcastSkipped(let peer, let typeName, _) where typeName == SyncEnvelope.wireName:
             // A push the peer may lack: find out what it lacks.
             if let exchange = exchanges.begin(with: peer.id, latest: station.latest) {
@@ -190,6 +212,7 @@ public actor SyncStore {
     }
 
     private func initiate(_ exchange: UInt64, with peer: UUID) async {
+        exchanging(with: peer)
         do throws(SyncError) {
             let reconciliation = RangeReconciliation(items: try station.storage.items())
             await send(.reconcile(exchange: exchange, fromInitiator: true, reconciliation.initiate()), to: peer)
@@ -214,6 +237,7 @@ public actor SyncStore {
                 // (What this side found it sends before its answer, so the peer has it when it
                 // reads the answer. An empty round ends the exchange: answered with an empty one.)
                 let held = exchanges.offered(exchange, by: peer, isEnd: ranges.isEmpty, latest: station.latest)
+                if !ranges.isEmpty, peers[peer]?.state != .exchanging { exchanging(with: peer) }
                 let (answer, outcome) =
                     ranges.isEmpty
                     ? ([], RangeReconciliation.Outcome())
@@ -237,6 +261,7 @@ public actor SyncStore {
             case .versions(let keys, let encoded):
                 try await take(encoded, keys: keys, from: peer)
             case .want(let ids):
+                peers[peer]?.sent += ids.count
                 for ids in ids.chunks(of: Self.versionsPerMessage) {
                     await push(try station.storage.versions(withIDs: Array(ids)), to: peer)
                 }
@@ -250,6 +275,9 @@ public actor SyncStore {
     /// `held`. Kept, reported, and deletes collected if that moved the horizon.
     private func completed(with peer: UUID, held: HLCTimestamp) async throws(SyncError) {
         try station.acknowledge(peer, held: held)
+        let syncedAt = max(peers[peer]?.syncedAt ?? held, held)  // (read before the write's access)
+        peers[peer]?.state = .synced
+        peers[peer]?.syncedAt = syncedAt
         report(.exchanged(with: peer))
         try await collect()
     }
@@ -265,11 +293,13 @@ public actor SyncStore {
             now: now(),
             lifetime: configuration.tombstoneLifetime.milliseconds
         )
-        try station.collect(below: horizon)
+        let collected = try station.collect(below: horizon)
+        if collected > 0 { report(.collected(collected)) }
     }
 
     /// Sends `peer` the versions an exchange found it lacks, and asks for those this station lacks.
     private func resolve(_ outcome: RangeReconciliation.Outcome, with peer: UUID) async throws(SyncError) {
+        peers[peer]?.sent += outcome.have.count
         for ids in outcome.have.chunks(of: Self.versionsPerMessage) {  // (read as they go: the peer starts at once)
             await push(try station.storage.versions(withIDs: Array(ids)), to: peer)
         }
@@ -291,6 +321,7 @@ public actor SyncStore {
         let taken = try station.take(versions, keys: keys, now: now())
         for refusal in taken.refusals { report(.refused(refusal, from: peer)) }
         for change in taken.changes { changeSubscribers.yield(StoreChange(change: change, peer: peer)) }
+        peers[peer]?.received += taken.kept.count
         await push(taken.kept, to: nil, except: peer)
     }
 
@@ -325,7 +356,8 @@ public actor SyncStore {
             if broadcast {
                 let envelope = SyncEnvelope(message)
                 do {
-                    traffic.count(envelope.bytes, sent: true, times: try await session.broadcast(envelope))
+                    let recipients = try await session.broadcast(envelope)  // (not inside the access to traffic)
+                    traffic.count(envelope.bytes, sent: true, times: recipients)
                 } catch {
                     report(.failed(SyncError(.notSent, "could not push \(batch.count) versions: \(error)")))
                 }

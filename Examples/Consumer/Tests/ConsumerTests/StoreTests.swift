@@ -296,6 +296,76 @@ func event(
         }
     }
 
+    /// Without a roster, a delete is collected once the tombstone lifetime passed (zero here):
+    /// its version is let go. The purser's station, away all that time with the record as it
+    /// was, comes back and offers it: the captain's station, which collected the delete, never
+    /// takes it back. (The captain's station restarts meanwhile, so no message of the delete
+    /// waits in its session for the purser: only reconciliation meets them.) Status tells who
+    /// is synced.
+    @Test func aStationBackFromLongAwayNeverBringsBackADeletedRecordWhereItWasCollected() async throws {
+        try await withDirectory { directory in
+            func path(_ name: String) -> String { directory.appendingPathComponent("\(name).sqlite").path }
+            let promptly = SyncStore.Configuration(tombstoneLifetime: .zero, collectionInterval: .milliseconds(50))
+            let (captainIdentity, purserIdentity) = (PeerIdentity(), PeerIdentity())
+            let entry = LogEntry(id: "cabin-report", text: "all seated")
+            let first = MultipeerSession(configuration: configuration("captain"), identity: captainIdentity)
+            let captainBefore = try SyncStore(session: first, path: path("captain"), configuration: promptly)
+            try await whileRunning([first]) {
+                let port = try await listeningPort(of: first)
+                let away = MultipeerSession(configuration: configuration("purser", dialling: port), identity: purserIdentity)
+                let purser = try SyncStore(session: away, path: path("purser"), configuration: promptly)
+                try await purser.collection(LogEntry.self).put(entry)
+                let arriving = captainBefore.collection(LogEntry.self).changes
+                try await whileRunning([away]) {
+                    try await whileSyncing([captainBefore, purser]) {
+                        _ = try await changes(arriving) { $0.contains { $0.record == entry } }
+                    }
+                }
+            }
+
+            // The purser is away; the captain's station restarts, deletes the entry, and the
+            // delete is collected.
+            let second = MultipeerSession(configuration: configuration("captain"), identity: captainIdentity)
+            let captain = try SyncStore(session: second, path: path("captain"), configuration: promptly)
+            let captainLog = captain.collection(LogEntry.self)
+            let collecting = captain.events
+            try await whileSyncing([captain]) {
+                try await captainLog.delete(id: entry.id)
+                _ = try await event(of: collecting) {
+                    if case .collected(let count) = $0 { return count == 1 }
+                    return false
+                }
+            }
+            let afterCollection = try await captain.status()
+            #expect(afterCollection.deletes == 0 && afterCollection.versions == 0, "\(afterCollection)")
+            #expect(afterCollection.horizon > HLCTimestamp(rawValue: 0))
+
+            // Back: the purser's station still holds the entry as it was, and offers it.
+            let rejoined = captain.events
+            try await whileRunning([second]) {
+                let port = try await listeningPort(of: second)
+                let back = MultipeerSession(configuration: configuration("purser", dialling: port), identity: purserIdentity)
+                let returned = try SyncStore(session: back, path: path("purser"), configuration: promptly)
+                #expect(try await returned.collection(LogEntry.self).record(id: entry.id) == entry)
+                try await whileRunning([back]) {
+                    try await whileSyncing([captain, returned]) {
+                        _ = try await event(of: rejoined) {
+                            if case .exchanged(let peer) = $0 { return peer == purserIdentity.peerID }
+                            return false
+                        }
+                        let status = try await captain.status()
+                        #expect(status.peers[purserIdentity.peerID]?.state == .synced, "\(status)")
+                        #expect(status.peers[purserIdentity.peerID]?.isActive == true)
+                        #expect(status.peers[purserIdentity.peerID]?.received == 0, "nothing taken: \(status)")
+                        #expect(status.isSynced)
+                    }
+                }
+            }
+            #expect(try await captainLog.record(id: entry.id) == nil, "the collected delete still holds")
+            #expect(try await captain.status().versions == 0, "nothing of the old entry was kept")
+        }
+    }
+
     /// A version of docs/SYNC.md's vector whose signature was altered is refused, naming the
     /// peer and the reason; the store goes on taking what is sound.
     @Test func aForgedVersionIsRefusedAndNothingElseIsHurt() async throws {
