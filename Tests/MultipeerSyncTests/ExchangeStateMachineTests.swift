@@ -31,11 +31,19 @@ import Testing
         #expect(initiator.answered(exchange, by: Self.large, latest: Self.at(150)) == .running)
         #expect(other.offered(exchange, by: Self.small, isEnd: false, latest: Self.at(80)) == nil)
         initiator.ending(exchange, with: Self.large)
-        #expect(other.offered(exchange, by: Self.small, isEnd: true, latest: Self.at(90)) == Self.at(70),
-            "the other side proves what it held at the first round")
-        #expect(initiator.answered(exchange, by: Self.large, latest: Self.at(160)) == .completed(.init(held: Self.at(100), next: nil)))
+        #expect(
+            other.offered(exchange, by: Self.small, isEnd: true, latest: Self.at(90)) == Self.at(70),
+            "the other side proves what it held at the first round"
+        )
+        #expect(
+            initiator.answered(exchange, by: Self.large, latest: Self.at(160))
+                == .completed(.init(held: Self.at(100), next: nil))
+        )
         #expect(initiator.answered(exchange, by: Self.large, latest: Self.at(160)) == .ignored, "completed once")
-        #expect(other.offered(7, by: Self.small, isEnd: true, latest: Self.at(90)) == nil, "an end whose start it never saw proves nothing")
+        #expect(
+            other.offered(7, by: Self.small, isEnd: true, latest: Self.at(90)) == nil,
+            "an end whose start it never saw proves nothing"
+        )
     }
 
     @Test func anExchangeWantedWhileOneRunsFollowsItOnce() {
@@ -47,7 +55,9 @@ import Testing
         #expect(machine.answered(1, by: Self.small, latest: Self.at(9)) == .completed(.init(held: Self.at(5), next: 2)))
         #expect(machine.answered(2, by: Self.small, latest: Self.at(9)) == .running)
         machine.ending(2, with: Self.small)
-        #expect(machine.answered(2, by: Self.small, latest: Self.at(9)) == .completed(.init(held: Self.at(9), next: nil)))
+        #expect(
+            machine.answered(2, by: Self.small, latest: Self.at(9)) == .completed(.init(held: Self.at(9), next: nil))
+        )
     }
 
     @Test func aPeerThatLeftStartsAfreshAtItsJoin() {

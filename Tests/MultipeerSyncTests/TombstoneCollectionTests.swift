@@ -12,19 +12,39 @@ import Testing
     @Test func theHorizonIsWhatEveryOtherMemberHoldsOrTheLifetime() {
         let (me, a, b) = (UUID(), UUID(), UUID())
         let held = [a: HLCTimestamp(rawValue: 500), b: HLCTimestamp(rawValue: 300)]
-        #expect(TombstoneCollection.horizon(members: [me, a, b], own: me, held: held, now: Self.now, lifetime: 1_000).rawValue == 300)
         #expect(
-            TombstoneCollection.horizon(members: [me, a, b, UUID()], own: me, held: held, now: Self.now, lifetime: 1_000).rawValue == 0,
+            TombstoneCollection.horizon(members: [me, a, b], own: me, held: held, now: Self.now, lifetime: 1_000)
+                .rawValue == 300
+        )
+        #expect(
+            TombstoneCollection.horizon(
+                members: [me, a, b, UUID()],
+                own: me,
+                held: held,
+                now: Self.now,
+                lifetime: 1_000
+            ).rawValue == 0,
             "a member never met holds it at zero"
         )
-        #expect(TombstoneCollection.horizon(members: nil, own: me, held: held, now: Self.now, lifetime: 1_000) == HLCTimestamp(milliseconds: Self.now - 1_000, counter: 0))
-        #expect(TombstoneCollection.horizon(members: [me], own: me, held: [:], now: Self.now, lifetime: 1_000).milliseconds == Self.now - 1_000)
+        #expect(
+            TombstoneCollection.horizon(members: nil, own: me, held: held, now: Self.now, lifetime: 1_000)
+                == HLCTimestamp(milliseconds: Self.now - 1_000, counter: 0)
+        )
+        #expect(
+            TombstoneCollection.horizon(members: [me], own: me, held: [:], now: Self.now, lifetime: 1_000).milliseconds
+                == Self.now - 1_000
+        )
     }
 
     /// A collected delete is gone from what the station holds (and compares), and still no
     /// write older than it is taken: the record stays deleted. A later write brings it back.
     @Test func aCollectedDeleteStillHidesOlderWrites() throws {
-        for storage in [MemoryStorage(), try SQLiteStorage(path: FileManager.default.temporaryDirectory.appendingPathComponent("collect-\(UUID()).sqlite").path)] as [any SyncStorage] {
+        for storage in [
+            MemoryStorage(),
+            try SQLiteStorage(
+                path: FileManager.default.temporaryDirectory.appendingPathComponent("collect-\(UUID()).sqlite").path
+            ),
+        ] as [any SyncStorage] {
             var relief = try Station(identity: RecordIntakeTests.relief, storage: MemoryStorage())
             _ = try relief.write(.set(["done": [0]]), to: Self.fuel, now: Self.now)
             let old = try relief.storage.versions(of: Self.fuel)

@@ -239,7 +239,8 @@ package final class SQLiteStorage: SyncStorage {
                 )
                 for (record, stamp) in commit.collected {
                     try collected.execute(arguments: [
-                        record.collection, record.id, Int64(bitPattern: stamp.timestamp.rawValue), Self.blob(stamp.origin),
+                        record.collection, record.id, Int64(bitPattern: stamp.timestamp.rawValue),
+                        Self.blob(stamp.origin),
                     ])
                 }
                 if let horizon = commit.horizon {

@@ -99,7 +99,12 @@ package struct ExchangeStateMachine {
     /// A round of `peer`'s exchange came (`isEnd`: the empty round that ends it), this
     /// station's clock at `latest`. At the end: what the exchange proves, if this station saw
     /// it begin (a round of it came in this run).
-    package mutating func offered(_ exchange: UInt64, by peer: UUID, isEnd: Bool, latest: HLCTimestamp)
+    package mutating func offered(
+        _ exchange: UInt64,
+        by peer: UUID,
+        isEnd: Bool,
+        latest: HLCTimestamp
+    )
         -> HLCTimestamp?
     {
         let known = answering[peer]?.exchange == exchange

@@ -54,7 +54,8 @@ public actor SyncStore {
         public var collectionInterval: Duration
 
         /// A configuration; every argument has its default.
-        public init(tombstoneLifetime: Duration = .seconds(90 * 86_400), collectionInterval: Duration = .seconds(3_600)) {
+        public init(tombstoneLifetime: Duration = .seconds(90 * 86_400), collectionInterval: Duration = .seconds(3_600))
+        {
             self.tombstoneLifetime = tombstoneLifetime
             self.collectionInterval = collectionInterval
         }

@@ -312,7 +312,10 @@ func event(
             let captainBefore = try SyncStore(session: first, path: path("captain"), configuration: promptly)
             try await whileRunning([first]) {
                 let port = try await listeningPort(of: first)
-                let away = MultipeerSession(configuration: configuration("purser", dialling: port), identity: purserIdentity)
+                let away = MultipeerSession(
+                    configuration: configuration("purser", dialling: port),
+                    identity: purserIdentity
+                )
                 let purser = try SyncStore(session: away, path: path("purser"), configuration: promptly)
                 try await purser.collection(LogEntry.self).put(entry)
                 let arriving = captainBefore.collection(LogEntry.self).changes
@@ -344,7 +347,10 @@ func event(
             let rejoined = captain.events
             try await whileRunning([second]) {
                 let port = try await listeningPort(of: second)
-                let back = MultipeerSession(configuration: configuration("purser", dialling: port), identity: purserIdentity)
+                let back = MultipeerSession(
+                    configuration: configuration("purser", dialling: port),
+                    identity: purserIdentity
+                )
                 let returned = try SyncStore(session: back, path: path("purser"), configuration: promptly)
                 #expect(try await returned.collection(LogEntry.self).record(id: entry.id) == entry)
                 try await whileRunning([back]) {
