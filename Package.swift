@@ -422,7 +422,7 @@ let package = Package(
             name: "MultipeerSyncTests",
             dependencies: [
                 "MultipeerSync", "MultipeerSession", "MultipeerCore", "MultipeerTLS", "MultipeerTestSupport",
-                .product(name: "GRDB", package: "GRDB.swift"),
+                "MultipeerSessionTesting", .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),

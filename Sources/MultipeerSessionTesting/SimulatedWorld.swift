@@ -533,6 +533,16 @@ public final class SimulatedHost: Sendable {
         }
     }
 
+    /// The host's wall clock: what `Date()` would read on it, the world's start (2026-01-01
+    /// UTC) plus the simulated time gone by, with the steps of ``stepClock(by:)``. For an
+    /// application's code that stamps with wall time (a replicated store's clock, say).
+    public var wallClock: Date {
+        let nanoseconds =
+            SimulatedWorld.wallClockOrigin + Int64(world.now.nanoseconds)
+            + state.withLockedValue { $0.clockOffset }
+        return Date(timeIntervalSince1970: Double(nanoseconds) / 1e9)
+    }
+
     /// A session's incarnation: the host's wall clock in nanoseconds since 1970, in whole
     /// microseconds with the host's number below them (so no two hosts' are equal), and later
     /// than the host's last unless its clock was stepped back since (as a process's are).
