@@ -94,7 +94,8 @@ import Testing
         let disk = MemoryStorage()
         _ = try Self.station(on: reliefHost, storage: disk)
         try await world.run(until: { captain.session.activePeers.count == 1 }, within: .seconds(20))
-        await reliefHost.impair(latency: .milliseconds(5), bandwidth: 200_000)  // (so the writes take seconds to arrive)
+        // (A narrow path: the writes take seconds to arrive, so the kill comes part way.)
+        await reliefHost.impair(latency: .milliseconds(5), bandwidth: 200_000)
 
         Self.write(5_000, on: captain, prefix: "log", batch: 100)
         try await world.run(until: { ((try? disk.items().count) ?? 0) >= 1_000 }, within: .seconds(30))
