@@ -6,7 +6,7 @@
 //              all, the bytes of the store's messages both ways, versions and metadata apart
 //   differ     both stations hold every record, then each writes `differences / 2` new ones
 //              while apart (new sessions, so nothing was queued): seconds until both hold all,
-//              round trips, bytes
+//              round trips (rounds an initiator sent, not the empty one that ends), bytes
 //
 // Each phase starts new sessions (the same identities, the same files), so the session's own
 // reliable delivery never carries what reconciliation is measured finding.
@@ -101,6 +101,7 @@ func meet(
         let relief = try SyncStore(session: reliefSession, path: reliefPath)
         try await before(captain, relief)
         let (atCaptain, atRelief) = (captain.collection(Entry.self).changes, relief.collection(Entry.self).changes)
+        let (captainEvents, reliefEvents) = (captain.events, relief.events)
         let start = ContinuousClock.now
         group.addTask { try await reliefSession.run() }
         group.addTask { try await captain.run() }
@@ -109,11 +110,14 @@ func meet(
         async let reliefDone: Void = waitFor(atRelief, count: expected.relief)
         _ = await (captainDone, reliefDone)
         let elapsed = start.duration(to: .now)
+        // (The exchange's end, once the records arrived: so both record what the other holds.)
+        async let captainEnded: Void = exchanged(captainEvents)
+        async let reliefEnded: Void = exchanged(reliefEvents)
+        _ = await (captainEnded, reliefEnded)
         let traffic = [await captain.traffic, await relief.traffic]
         func bytes(_ kinds: [UInt8]) -> Int {
             traffic.map { t in kinds.map { t.sent[$0]?.bytes ?? 0 }.reduce(0, +) }.reduce(0, +)
         }
-        let rounds = traffic.map { $0.sent[1]?.messages ?? 0 }.reduce(0, +)
         group.cancelAll()
         return Figures(
             phase: phase,
@@ -121,9 +125,16 @@ func meet(
             seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
             versionBytes: bytes([2]),
             metadataBytes: bytes([1, 3]),
-            roundTrips: (rounds + 1) / 2,
+            roundTrips: traffic.map(\.roundTrips).reduce(0, +),
             residentMiB: Bench.residentKiB() / 1024
         )
+    }
+}
+
+/// Waits for an exchange's completion among `events`.
+func exchanged(_ events: AsyncStream<SyncEvent>) async {
+    for await event in events {
+        if case .exchanged = event { return }
     }
 }
 

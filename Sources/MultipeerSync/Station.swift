@@ -42,9 +42,15 @@ package struct Station {
     /// The clock's latest timestamp: no version this station holds is later.
     package var latest: HLCTimestamp { clock.latest }
 
-    /// Records that `peer` holds every version this station held when its clock was at `held`
-    /// (an exchange with it completed, docs/SYNC.md 8).
-    package func acknowledge(_ peer: UUID, held: HLCTimestamp) throws(SyncError) {
+    /// What this station holds now: every version up to its clock's latest timestamp, and up
+    /// to its storage's last sequence number.
+    package func holding() throws(SyncError) -> Holding {
+        Holding(timestamp: clock.latest, sequence: try storage.sequence())
+    }
+
+    /// Records that `peer` holds every version this station held when it held `held` (an
+    /// exchange with it completed, docs/SYNC.md 8).
+    package func acknowledge(_ peer: UUID, held: Holding) throws(SyncError) {
         try storage.commit(StorageCommit(clock: clock.latest, held: [peer: held]))
     }
 
@@ -164,12 +170,17 @@ package struct Station {
         return (changes, commit.added)
     }
 
-    /// Takes versions a peer sent, with the keys of their origins (`keys`; a key committed
+    /// Takes versions `peer` sent, with the keys of their origins (`keys`; a key committed
     /// before serves too), at wall time `now`: each is checked (its origin's signature, a
     /// timestamp at most a day ahead of `now`), and what holds a register is kept, all of the
     /// batch in one durable commit. A version refused is never stored and never stops the rest.
     /// - Throws: `storageFailed`; the refusals are in the result.
-    package mutating func take(_ versions: [SignedVersion], keys: [PeerKey], now: UInt64) throws(SyncError) -> Taken {
+    package mutating func take(
+        _ versions: [SignedVersion],
+        keys: [PeerKey],
+        from peer: UUID? = nil,
+        now: UInt64
+    ) throws(SyncError) -> Taken {
         var taken = Taken()
         var next = clock
         let offered = Dictionary(keys.map { ($0.peerID, $0) }, uniquingKeysWith: { first, _ in first })
@@ -224,6 +235,7 @@ package struct Station {
             }
         }
         var commit = StorageCommit(clock: next.latest)
+        commit.source = peer
         for (record, incoming) in accepted.sorted(by: { $0.key.description < $1.key.description }) {
             let intake = RecordIntake(taking: incoming, kept: kept[record] ?? [], collected: collected[record])
             commit.added += intake.added

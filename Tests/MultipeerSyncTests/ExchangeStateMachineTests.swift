@@ -12,8 +12,8 @@ import Testing
     static func at(_ value: UInt64) -> HLCTimestamp { HLCTimestamp(rawValue: value) }
 
     @Test func atAJoinTheSmallerPeerIDInitiates() {
-        var small = ExchangeStateMachine(own: Self.small, first: 10)
-        var large = ExchangeStateMachine(own: Self.large, first: 10)
+        var small = ExchangeStateMachine<HLCTimestamp>(own: Self.small, first: 10)
+        var large = ExchangeStateMachine<HLCTimestamp>(own: Self.large, first: 10)
         #expect(small.peerJoined(Self.large, latest: Self.at(1)) == 11)
         #expect(large.peerJoined(Self.small, latest: Self.at(1)) == nil, "one exchange per pair, not two")
         #expect(small.answered(11, by: Self.large, latest: Self.at(2)) == .running)
@@ -24,8 +24,8 @@ import Testing
     /// The initiator's empty round ends the exchange; the answer to it completes it, proving
     /// the peer holds what this station held when the exchange began.
     @Test func anExchangeEndsWithAnEmptyRoundAndItsAnswer() {
-        var initiator = ExchangeStateMachine(own: Self.small, first: 0)
-        var other = ExchangeStateMachine(own: Self.large, first: 0)
+        var initiator = ExchangeStateMachine<HLCTimestamp>(own: Self.small, first: 0)
+        var other = ExchangeStateMachine<HLCTimestamp>(own: Self.large, first: 0)
         let exchange = initiator.peerJoined(Self.large, latest: Self.at(100))!
         #expect(other.offered(exchange, by: Self.small, isEnd: false, latest: Self.at(70)) == nil)
         #expect(initiator.answered(exchange, by: Self.large, latest: Self.at(150)) == .running)
@@ -47,7 +47,7 @@ import Testing
     }
 
     @Test func anExchangeWantedWhileOneRunsFollowsItOnce() {
-        var machine = ExchangeStateMachine(own: Self.large, first: 0)
+        var machine = ExchangeStateMachine<HLCTimestamp>(own: Self.large, first: 0)
         #expect(machine.begin(with: Self.small, latest: Self.at(5)) == 1)
         #expect(machine.begin(with: Self.small, latest: Self.at(6)) == nil)
         #expect(machine.begin(with: Self.small, latest: Self.at(7)) == nil, "wanted twice, run once")
@@ -61,7 +61,7 @@ import Testing
     }
 
     @Test func aPeerThatLeftStartsAfreshAtItsJoin() {
-        var machine = ExchangeStateMachine(own: Self.small, first: 0)
+        var machine = ExchangeStateMachine<HLCTimestamp>(own: Self.small, first: 0)
         #expect(machine.peerJoined(Self.large, latest: Self.at(1)) == 1)
         machine.peerLeft(Self.large)
         #expect(machine.answered(1, by: Self.large, latest: Self.at(1)) == .ignored, "its answers are ignored")

@@ -14,7 +14,12 @@ package final class MemoryStorage: SyncStorage {
         var keys: [UUID: PeerKey] = [:]
         var clock = HLCTimestamp(rawValue: 0)
         var horizon = HLCTimestamp(rawValue: 0)
-        var held: [UUID: HLCTimestamp] = [:]
+        var held: [UUID: Holding] = [:]
+        /// Each kept version's sequence number, and the last one given.
+        var sequences: [[UInt8]: UInt64] = [:]
+        /// The peer each kept version came from, if it came from one.
+        var sources: [[UInt8]: UUID] = [:]
+        var sequence: UInt64 = 0
         var collected: [RecordKey: VersionStamp] = [:]
     }
 
@@ -59,8 +64,19 @@ package final class MemoryStorage: SyncStorage {
         state.withLock { $0.horizon }
     }
 
-    package func held() -> [UUID: HLCTimestamp] {
+    package func held() -> [UUID: Holding] {
         state.withLock { $0.held }
+    }
+
+    package func sequence() -> UInt64 {
+        state.withLock { $0.sequence }
+    }
+
+    package func versions(storedAfter sequence: UInt64, notFrom peer: UUID) -> [SignedVersion] {
+        state.withLock { state in
+            state.sequences.filter { $0.value > sequence && state.sources[$0.key] != peer }
+                .sorted { $0.value < $1.value }.compactMap { state.versions[$0.key] }
+        }
     }
 
     package func collected(of records: Set<RecordKey>) -> [RecordKey: VersionStamp] {
@@ -81,11 +97,16 @@ package final class MemoryStorage: SyncStorage {
         state.withLock { state in
             for id in commit.removed {
                 guard let version = state.versions.removeValue(forKey: id) else { continue }
+                state.sequences[id] = nil
+                state.sources[id] = nil
                 let record = RecordKey(collection: version.collection, id: version.recordID)
                 state.records[record]?.remove(id)
                 if state.records[record]?.isEmpty == true { state.records[record] = nil }
             }
-            for version in commit.added {
+            for version in commit.added where state.versions[version.id] == nil {
+                state.sequence += 1
+                state.sequences[version.id] = state.sequence
+                state.sources[version.id] = commit.source
                 state.versions[version.id] = version
                 state.records[RecordKey(collection: version.collection, id: version.recordID), default: []].insert(
                     version.id
@@ -93,7 +114,7 @@ package final class MemoryStorage: SyncStorage {
             }
             for key in commit.keys { state.keys[key.peerID] = key }
             state.clock = max(state.clock, commit.clock)
-            for (peer, held) in commit.held { state.held[peer] = max(state.held[peer] ?? held, held) }
+            for (peer, held) in commit.held { state.held[peer] = state.held[peer]?.joined(held) ?? held }
             if let horizon = commit.horizon { state.horizon = max(state.horizon, horizon) }
             for (record, stamp) in commit.collected {
                 state.collected[record] = max(state.collected[record] ?? stamp, stamp)

@@ -8,9 +8,9 @@ package import MultipeerSession
 ///
 /// Tables: `version` (each kept version's bytes as its origin signed them, by id, indexed by
 /// record, by (timestamp, id), the order stations compare in, and deletes by timestamp),
-/// `origin_key`, `peer_held` (the timestamp at which each peer was last known to hold every
-/// version this station held), and `clock` (one row: the clock's latest timestamp and the
-/// collection horizon). Timestamps are stored as SQLite's signed 64-bit integers, which order as the
+/// `origin_key`, `peer_held` (what each peer was last known to hold of this station's: up to a
+/// timestamp, and up to a sequence number), and `clock` (one row: the clock's latest timestamp,
+/// the last sequence number given to a version stored, and the collection horizon). Timestamps are stored as SQLite's signed 64-bit integers, which order as the
 /// clock does until the year 6429.
 package final class SQLiteStorage: SyncStorage {
     /// The database file's path.
@@ -59,7 +59,15 @@ package final class SQLiteStorage: SyncStorage {
                     UPDATE version SET deleted = (substr(bytes, 2, 1) = x'01');
                     CREATE INDEX version_tombstone ON version(timestamp) WHERE deleted = 1;
                     ALTER TABLE clock ADD COLUMN horizon INTEGER NOT NULL DEFAULT 0;
-                    CREATE TABLE peer_held (peer BLOB PRIMARY KEY NOT NULL, held INTEGER NOT NULL) WITHOUT ROWID;
+                    ALTER TABLE version ADD COLUMN sequence INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE version ADD COLUMN source BLOB;
+                    CREATE INDEX version_sequence ON version(sequence);
+                    ALTER TABLE clock ADD COLUMN sequence INTEGER NOT NULL DEFAULT 0;
+                    CREATE TABLE peer_held (
+                        peer BLOB PRIMARY KEY NOT NULL,
+                        held INTEGER NOT NULL,
+                        held_sequence INTEGER NOT NULL
+                    ) WITHOUT ROWID;
                     CREATE TABLE collected (
                         collection TEXT NOT NULL,
                         record TEXT NOT NULL,
@@ -150,17 +158,35 @@ package final class SQLiteStorage: SyncStorage {
         }
     }
 
-    package func held() throws(SyncError) -> [UUID: HLCTimestamp] {
+    package func held() throws(SyncError) -> [UUID: Holding] {
         try reading("read what peers hold") { db in
-            var held: [UUID: HLCTimestamp] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT peer, held FROM peer_held") {
+            var held: [UUID: Holding] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT peer, held, held_sequence FROM peer_held") {
                 let peer: Data = row[0]
                 guard peer.count == 16 else { continue }
                 let id = peer.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
-                held[id] = HLCTimestamp(rawValue: UInt64(bitPattern: row[1] as Int64))
+                held[id] = Holding(
+                    timestamp: HLCTimestamp(rawValue: UInt64(bitPattern: row[1] as Int64)),
+                    sequence: UInt64(max(0, row[2] as Int64))
+                )
             }
             return held
         }
+    }
+
+    package func sequence() throws(SyncError) -> UInt64 {
+        try reading("read the sequence") { db in UInt64(max(0, try Int64.fetchOne(db, sql: "SELECT sequence FROM clock") ?? 0)) }
+    }
+
+    package func versions(storedAfter sequence: UInt64, notFrom peer: UUID) throws(SyncError) -> [SignedVersion] {
+        let rows = try reading("read the versions stored after \(sequence)") { db in
+            try Data.fetchAll(
+                db,
+                sql: "SELECT bytes FROM version WHERE sequence > ? AND source IS NOT ? ORDER BY sequence",
+                arguments: [Int64(clamping: sequence), Self.blob(peer)]
+            )
+        }
+        return try rows.map { bytes throws(SyncError) in try read(bytes, of: "a version") }
     }
 
     package func collected(of records: Set<RecordKey>) throws(SyncError) -> [RecordKey: VersionStamp] {
@@ -210,25 +236,31 @@ package final class SQLiteStorage: SyncStorage {
                 for id in commit.removed { try delete.execute(arguments: [Data(id)]) }
                 let insert = try db.cachedStatement(
                     sql: """
-                        INSERT OR IGNORE INTO version (id, collection, record, timestamp, bytes, deleted)
-                        VALUES (?, ?, ?, ?, ?, ?)
+                        INSERT OR IGNORE INTO version (id, collection, record, timestamp, bytes, deleted, sequence, source)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                         """
                 )
+                var sequence = try Int64.fetchOne(db, sql: "SELECT sequence FROM clock") ?? 0
                 for version in commit.added {
                     try insert.execute(arguments: [
                         Data(version.id), version.collection, version.recordID,
                         Int64(bitPattern: version.stamp.timestamp.rawValue), Data(version.bytes),
-                        version.change == .delete,
+                        version.change == .delete, sequence + 1, commit.source.map(Self.blob),
                     ])
+                    if db.changesCount > 0 { sequence += 1 }
                 }
+                try db.execute(sql: "UPDATE clock SET sequence = ?", arguments: [sequence])
                 let held = try db.cachedStatement(
                     sql: """
-                        INSERT INTO peer_held (peer, held) VALUES (?, ?)
-                        ON CONFLICT (peer) DO UPDATE SET held = max(held, excluded.held)
+                        INSERT INTO peer_held (peer, held, held_sequence) VALUES (?, ?, ?)
+                        ON CONFLICT (peer) DO UPDATE SET
+                            held = max(held, excluded.held), held_sequence = max(held_sequence, excluded.held_sequence)
                         """
                 )
-                for (peer, timestamp) in commit.held {
-                    try held.execute(arguments: [Self.blob(peer), Int64(bitPattern: timestamp.rawValue)])
+                for (peer, holding) in commit.held {
+                    try held.execute(arguments: [
+                        Self.blob(peer), Int64(bitPattern: holding.timestamp.rawValue), Int64(holding.sequence),
+                    ])
                 }
                 let collected = try db.cachedStatement(
                     sql: """

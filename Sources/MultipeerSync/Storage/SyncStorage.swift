@@ -15,6 +15,24 @@ package struct RecordKey: Hashable, Sendable, CustomStringConvertible {
     package var description: String { "\(collection)/\(id)" }
 }
 
+/// What a peer is known to hold of this station's versions: every one up to this clock
+/// timestamp, and every one this station stored up to this sequence number (its storage numbers
+/// each version it stores, in order). Each part only grows.
+package struct Holding: Hashable, Sendable {
+    package var timestamp: HLCTimestamp
+    package var sequence: UInt64
+
+    package init(timestamp: HLCTimestamp, sequence: UInt64) {
+        self.timestamp = timestamp
+        self.sequence = sequence
+    }
+
+    /// The later of each part.
+    package func joined(_ other: Holding) -> Holding {
+        Holding(timestamp: max(timestamp, other.timestamp), sequence: max(sequence, other.sequence))
+    }
+}
+
 /// What one durable commit changes: versions kept from now on, versions let go, origins' keys
 /// learnt, and the clock's latest timestamp (docs/SYNC.md 2: kept with the writes, so a restart
 /// never issues an earlier one). All of it is durable at once, or none of it.
@@ -24,11 +42,12 @@ package struct StorageCommit: Sendable {
     package var removed: [[UInt8]] = []
     package var keys: [PeerKey] = []
     package var clock: HLCTimestamp
-    /// Peers now known to hold every version this station held at a timestamp (docs/SYNC.md 8):
-    /// kept if later than what is kept for the peer.
-    package var held: [UUID: HLCTimestamp] = [:]
+    /// What peers are now known to hold (docs/SYNC.md 8), joined with what is kept for each.
+    package var held: [UUID: Holding] = [:]
     /// The collection horizon, if it moves (kept if later than the one kept).
     package var horizon: HLCTimestamp?
+    /// The peer the added versions came from (nil: this station wrote them).
+    package var source: UUID?
     /// The stamps of deletes collected, by record (kept if later than the one kept).
     package var collected: [RecordKey: VersionStamp] = [:]
 
@@ -37,7 +56,7 @@ package struct StorageCommit: Sendable {
         removed: [[UInt8]] = [],
         keys: [PeerKey] = [],
         clock: HLCTimestamp,
-        held: [UUID: HLCTimestamp] = [:],
+        held: [UUID: Holding] = [:],
         horizon: HLCTimestamp? = nil
     ) {
         self.added = added
@@ -69,15 +88,20 @@ package protocol SyncStorage: Sendable {
     func counts() throws(SyncError) -> (versions: Int, deletes: Int)
     /// The collection horizon (docs/SYNC.md 8): 0 until something was collected.
     func horizon() throws(SyncError) -> HLCTimestamp
-    /// For each peer, the timestamp at which it was last known to hold every version this
-    /// station held.
-    func held() throws(SyncError) -> [UUID: HLCTimestamp]
+    /// For each peer, what it was last known to hold of this station's versions.
+    func held() throws(SyncError) -> [UUID: Holding]
+    /// The sequence number of the last version stored (0 if none was).
+    func sequence() throws(SyncError) -> UInt64
+    /// The versions still kept that were stored after sequence number `sequence`, in the order
+    /// they were stored, but those that came from `peer` (``StorageCommit/source``).
+    func versions(storedAfter sequence: UInt64, notFrom peer: UUID) throws(SyncError) -> [SignedVersion]
     /// The stamp of each of `records`' collected delete, if it has one.
     func collected(of records: Set<RecordKey>) throws(SyncError) -> [RecordKey: VersionStamp]
     /// The ids of the deletes kept whose timestamp is below `horizon`.
     func tombstones(below horizon: HLCTimestamp) throws(SyncError) -> [[UInt8]]
     /// The key of `origin`, if one was committed.
     func key(of origin: UUID) throws(SyncError) -> PeerKey?
-    /// Makes `commit` durable, all of it or none of it.
+    /// Makes `commit` durable, all of it or none of it, numbering its new versions in order
+    /// after the last.
     func commit(_ commit: StorageCommit) throws(SyncError)
 }

@@ -12,14 +12,14 @@ package import struct Foundation.UUID
 ///
 /// An exchange ends with an empty round from the initiator, which the other side answers with
 /// an empty round of its own. Each side then knows that the peer holds every version it held
-/// when the exchange began (``Completion/held``: its clock's latest timestamp then, which no
-/// version it held exceeds), since everything either side sent or asked for was taken before
-/// that last round was read.
-package struct ExchangeStateMachine {
+/// when the exchange began (``Completion/held``: the `Mark` the store gave then, which says
+/// what it held: its clock's latest timestamp and its last storage sequence), since everything
+/// either side sent or asked for was taken before that last round was read.
+package struct ExchangeStateMachine<Mark: Hashable & Sendable> {
     private struct Initiated {
         var exchange: UInt64
-        /// This station's clock when it began.
-        var start: HLCTimestamp
+        /// What this station held when it began.
+        var start: Mark
         /// The empty round that ends it was sent.
         var ending = false
         /// Another is wanted when it ends.
@@ -40,16 +40,16 @@ package struct ExchangeStateMachine {
     /// What a completed exchange proves, and what to do next.
     package struct Completion: Equatable {
         /// The peer holds every version this station held at this timestamp.
-        package var held: HLCTimestamp
+        package var held: Mark
         /// The exchange to start next with the peer, if one was wanted meanwhile.
         package var next: UInt64?
     }
 
     private let own: UUID
     private var initiated: [UUID: Initiated] = [:]
-    /// The exchanges each peer runs with this station, and this station's clock when the first
-    /// round of each came.
-    private var answering: [UUID: (exchange: UInt64, start: HLCTimestamp)] = [:]
+    /// The exchanges each peer runs with this station, and what this station held when the
+    /// first round of each came.
+    private var answering: [UUID: (exchange: UInt64, start: Mark)] = [:]
     private var next: UInt64
 
     /// The machine of the station `own`; exchanges are numbered from `first` (random in the
@@ -61,14 +61,14 @@ package struct ExchangeStateMachine {
 
     /// `peer` joined (or was active when the store started) while this station's clock was at
     /// `latest`: the exchange to start with it, if this side initiates.
-    package mutating func peerJoined(_ peer: UUID, latest: HLCTimestamp) -> UInt64? {
+    package mutating func peerJoined(_ peer: UUID, latest: Mark) -> UInt64? {
         guard Self.initiates(own, with: peer) else { return nil }
         return begin(with: peer, latest: latest)
     }
 
     /// An exchange with `peer` is wanted now: the one to start, or nil if one runs (another
     /// follows it).
-    package mutating func begin(with peer: UUID, latest: HLCTimestamp) -> UInt64? {
+    package mutating func begin(with peer: UUID, latest: Mark) -> UInt64? {
         if initiated[peer] != nil {
             initiated[peer]?.again = true
             return nil
@@ -79,7 +79,7 @@ package struct ExchangeStateMachine {
     }
 
     /// An answer in `exchange` came from `peer`.
-    package mutating func answered(_ exchange: UInt64, by peer: UUID, latest: HLCTimestamp) -> Answer {
+    package mutating func answered(_ exchange: UInt64, by peer: UUID, latest: Mark) -> Answer {
         guard let state = initiated[peer], state.exchange == exchange else { return .ignored }
         guard state.ending else { return .running }
         initiated[peer] = nil
@@ -103,9 +103,9 @@ package struct ExchangeStateMachine {
         _ exchange: UInt64,
         by peer: UUID,
         isEnd: Bool,
-        latest: HLCTimestamp
+        latest: Mark
     )
-        -> HLCTimestamp?
+        -> Mark?
     {
         let known = answering[peer]?.exchange == exchange
         if isEnd {
@@ -114,6 +114,11 @@ package struct ExchangeStateMachine {
         }
         if !known { answering[peer] = (exchange, latest) }
         return nil
+    }
+
+    /// Whether a round of `exchange` from `peer` came before (in this run).
+    package func isAnswering(_ exchange: UInt64, by peer: UUID) -> Bool {
+        answering[peer]?.exchange == exchange
     }
 
     /// `peer` left: what runs with it is dropped (its join starts afresh).

@@ -27,7 +27,7 @@ public actor SyncStore {
     /// The session the store syncs over; its identity signs this station's writes.
     public nonisolated let session: MultipeerSession
     private var station: Station
-    private var exchanges: ExchangeStateMachine
+    private var exchanges: ExchangeStateMachine<Holding>
     /// Where this station stands with each peer it met in this run (``status()``).
     private var peers: [UUID: PeerSyncStatus] = [:]
     private let now: @Sendable () -> UInt64
@@ -82,7 +82,7 @@ public actor SyncStore {
         self.configuration = configuration
         self.now = now
         station = try Station(identity: session.identity, storage: storage)
-        exchanges = ExchangeStateMachine(own: session.peerID)
+        exchanges = ExchangeStateMachine<Holding>(own: session.peerID)
     }
 
     /// The collection of `Record`s (named ``SyncRecord/collectionName``). From now on the
@@ -113,7 +113,7 @@ public actor SyncStore {
     public func run() async throws {
         let messages = session.messages(of: SyncEnvelope.self)
         let sessionEvents = session.events
-        exchanges = ExchangeStateMachine(own: session.peerID)  // (a previous run's are over)
+        exchanges = ExchangeStateMachine<Holding>(own: session.peerID)  // (a previous run's are over)
         defer {
             changeSubscribers.finish()
             eventSubscribers.finish()
@@ -178,7 +178,13 @@ public actor SyncStore {
         let (versions, deletes) = try station.storage.counts()
         var peers = self.peers
         for (peer, held) in try station.storage.held() where peers[peer] == nil {
-            peers[peer] = PeerSyncStatus(state: .unknown, syncedAt: held, received: 0, sent: 0, isActive: false)
+            peers[peer] = PeerSyncStatus(
+                state: .unknown,
+                syncedAt: held.timestamp,
+                received: 0,
+                sent: 0,
+                isActive: false
+            )
         }
         let active = Set(session.activePeers.map(\.id))
         for peer in peers.keys { peers[peer]?.isActive = active.contains(peer) }
@@ -187,16 +193,17 @@ public actor SyncStore {
 
     /// An exchange with `peer` began, on either side.
     private func exchanging(with peer: UUID) {
-        let syncedAt = peers[peer]?.syncedAt ?? (try? station.storage.held()[peer]) ?? nil
+        let syncedAt = peers[peer]?.syncedAt ?? (try? station.storage.held()[peer])?.timestamp
         peers[peer] = PeerSyncStatus(state: .exchanging, syncedAt: syncedAt, received: 0, sent: 0, isActive: true)
     }
 
     // MARK: Syncing
 
     private func handle(_ event: SessionEvent) async {
+        guard let holding = try? station.holding() else { return }  // (a storage failure: the next join retries)
         switch event {
         case .peerJoined(let peer):
-            if let exchange = exchanges.peerJoined(peer.id, latest: station.latest) {
+            if let exchange = exchanges.peerJoined(peer.id, latest: holding) {
                 await initiate(exchange, with: peer.id)
             }
         case .peerLeft(let peer, _):
@@ -204,7 +211,7 @@ public actor SyncStore {
             if peers[peer.id]?.state == .exchanging { peers[peer.id]?.state = .unknown }
         case .broadcastSkipped(let peer, let typeName, _) where typeName == SyncEnvelope.wireName:
             // A push the peer may lack: find out what it lacks.
-            if let exchange = exchanges.begin(with: peer.id, latest: station.latest) {
+            if let exchange = exchanges.begin(with: peer.id, latest: holding) {
                 await initiate(exchange, with: peer.id)
             }
         default:
@@ -215,6 +222,11 @@ public actor SyncStore {
     private func initiate(_ exchange: UInt64, with peer: UUID) async {
         exchanging(with: peer)
         do throws(SyncError) {
+            // Met before: first what this station stored since (docs/SYNC.md 6, the fast path).
+            if let since = try stored(sinceLastExchangeWith: peer) {
+                peers[peer]?.sent += since.count
+                await push(since, to: peer)
+            }
             let reconciliation = RangeReconciliation(items: try station.storage.items())
             await send(.reconcile(exchange: exchange, fromInitiator: true, reconciliation.initiate()), to: peer)
         } catch {
@@ -237,17 +249,27 @@ public actor SyncStore {
             case .reconcile(let exchange, true, let ranges):
                 // (What this side found it sends before its answer, so the peer has it when it
                 // reads the answer. An empty round ends the exchange: answered with an empty one.)
-                let held = exchanges.offered(exchange, by: peer, isEnd: ranges.isEmpty, latest: station.latest)
-                if !ranges.isEmpty, peers[peer]?.state != .exchanging { exchanging(with: peer) }
-                let (answer, outcome) =
-                    ranges.isEmpty
-                    ? ([], RangeReconciliation.Outcome())
-                    : RangeReconciliation(items: try station.storage.items()).reconcile(ranges)
+                let first = !ranges.isEmpty && !exchanges.isAnswering(exchange, by: peer)
+                let held = exchanges.offered(exchange, by: peer, isEnd: ranges.isEmpty, latest: try station.holding())
+                if first { exchanging(with: peer) }
+                var (answer, outcome) = (RangeReconciliation.Message(), RangeReconciliation.Outcome())
+                let items = ranges.isEmpty ? [] : try station.storage.items()
+                var settled = ranges.isEmpty
+                if first, let since = try stored(sinceLastExchangeWith: peer) {
+                    // Met before: send what this station stored since, and compare the rest.
+                    // If that is all that differs, the exchange ends in this round trip.
+                    peers[peer]?.sent += since.count
+                    await push(since, to: peer)
+                    let sent = Set(since.map(\.id))
+                    let rest = RangeReconciliation(items: items.filter { !sent.contains($0.id) }).reconcile(ranges)
+                    settled = rest.answer.isEmpty && rest.outcome.have.isEmpty && rest.outcome.need.isEmpty
+                }
+                if !settled { (answer, outcome) = RangeReconciliation(items: items).reconcile(ranges) }
                 try await resolve(outcome, with: peer)
                 await send(.reconcile(exchange: exchange, fromInitiator: false, answer), to: peer)
                 if let held { try await completed(with: peer, held: held) }
             case .reconcile(let exchange, false, let ranges):
-                switch exchanges.answered(exchange, by: peer, latest: station.latest) {
+                switch exchanges.answered(exchange, by: peer, latest: try station.holding()) {
                 case .ignored:
                     return
                 case .completed(let completion):
@@ -272,11 +294,18 @@ public actor SyncStore {
         }
     }
 
-    /// An exchange with `peer` completed: `peer` holds every version this station held at
-    /// `held`. Kept, reported, and deletes collected if that moved the horizon.
-    private func completed(with peer: UUID, held: HLCTimestamp) async throws(SyncError) {
+    /// The versions this station stored since its last completed exchange with `peer` (but
+    /// those that came from `peer`), if they ever completed one.
+    private func stored(sinceLastExchangeWith peer: UUID) throws(SyncError) -> [SignedVersion]? {
+        guard let held = try station.storage.held()[peer] else { return nil }
+        return try station.storage.versions(storedAfter: held.sequence, notFrom: peer)
+    }
+
+    /// An exchange with `peer` completed: `peer` holds every version this station held when
+    /// it held `held`. Kept, reported, and deletes collected if that moved the horizon.
+    private func completed(with peer: UUID, held: Holding) async throws(SyncError) {
         try station.acknowledge(peer, held: held)
-        let syncedAt = max(peers[peer]?.syncedAt ?? held, held)  // (read before the write's access)
+        let syncedAt = max(peers[peer]?.syncedAt ?? held.timestamp, held.timestamp)  // (read before the write's access)
         peers[peer]?.state = .synced
         peers[peer]?.syncedAt = syncedAt
         report(.exchanged(with: peer))
@@ -290,7 +319,7 @@ public actor SyncStore {
         let horizon = TombstoneCollection.horizon(
             members: roster.map { Set($0.keys.map(\.peerID)).union($0.peerIDs) },
             own: session.peerID,
-            held: try station.storage.held(),
+            held: try station.storage.held().mapValues(\.timestamp),
             now: now(),
             lifetime: configuration.tombstoneLifetime.milliseconds
         )
@@ -319,7 +348,7 @@ public actor SyncStore {
             }
         }
         station.writers = rules.withLock { $0 }
-        let taken = try station.take(versions, keys: keys, now: now())
+        let taken = try station.take(versions, keys: keys, from: peer, now: now())
         for refusal in taken.refusals { report(.refused(refusal, from: peer)) }
         for change in taken.changes { changeSubscribers.yield(StoreChange(change: change, peer: peer)) }
         peers[peer]?.received += taken.kept.count
@@ -387,9 +416,14 @@ public actor SyncStore {
 package struct Traffic: Sendable {
     package var sent: [UInt8: (messages: Int, bytes: Int)] = [:]
     package var received: [UInt8: (messages: Int, bytes: Int)] = [:]
+    /// The rounds this store sent as initiator that were not the empty one that ends an
+    /// exchange: the round trips its exchanges took.
+    package var roundTrips = 0
 
     mutating func count(_ message: [UInt8], sent isSent: Bool, times: Int = 1) {
         guard let kind = message.first, times > 0 else { return }
+        // (A reconcile round: kind, exchange, direction 0 from the initiator, 0x61, ranges.)
+        if isSent, kind == 1, message.count > 11, message[9] == 0 { roundTrips += 1 }
         let add = { (entry: (messages: Int, bytes: Int)?) in
             (messages: (entry?.messages ?? 0) + times, bytes: (entry?.bytes ?? 0) + times * message.count)
         }
