@@ -175,7 +175,9 @@ package final class SQLiteStorage: SyncStorage {
     }
 
     package func sequence() throws(SyncError) -> UInt64 {
-        try reading("read the sequence") { db in UInt64(max(0, try Int64.fetchOne(db, sql: "SELECT sequence FROM clock") ?? 0)) }
+        try reading("read the sequence") { db in
+            UInt64(max(0, try Int64.fetchOne(db, sql: "SELECT sequence FROM clock") ?? 0))
+        }
     }
 
     package func versions(storedAfter sequence: UInt64, notFrom peer: UUID) throws(SyncError) -> [SignedVersion] {

@@ -200,6 +200,94 @@ func event(
         }
     }
 
+    /// Two stations that met before, each restarted (so no message of either waits in a
+    /// session for the other), write apart: a few records each (fewer than reconciliation
+    /// splits, the case of id lists, or more) and a delete of the other's. At the next meeting
+    /// each gets what the other wrote since, and both hold the same records; and after one of
+    /// them is restored from a backup, what it lost is found again.
+    @Test(arguments: [3, 40])
+    func stationsThatMetBeforeExchangeWhatEachWroteSince(count: Int) async throws {
+        try await withDirectory { directory in
+            @Sendable func path(_ name: String) -> String { directory.appendingPathComponent("\(name).sqlite").path }
+            let (captainIdentity, reliefIdentity) = (PeerIdentity(), PeerIdentity())
+            func meet(_ body: @escaping @Sendable (SyncStore, SyncStore) async throws -> Void) async throws {
+                let listener = MultipeerSession(configuration: configuration("captain"), identity: captainIdentity)
+                let captain = try SyncStore(session: listener, path: path("captain"))
+                try await whileRunning([listener]) {
+                    let port = try await listeningPort(of: listener)
+                    let dialler = MultipeerSession(
+                        configuration: configuration("relief", dialling: port),
+                        identity: reliefIdentity
+                    )
+                    let relief = try SyncStore(session: dialler, path: path("relief"))
+                    try await body(captain, relief)
+                    let (atCaptain, atRelief) = (captain.events, relief.events)
+                    try await whileRunning([dialler]) {
+                        try await whileSyncing([captain, relief]) {
+                            for events in [atCaptain, atRelief] {
+                                _ = try await event(of: events) {
+                                    if case .exchanged = $0 { return true }
+                                    return false
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            @Sendable func entries(_ prefix: String, _ range: Range<Int>) -> [LogEntry] {
+                range.map { LogEntry(id: "\(prefix)\($0)", text: "\(prefix) \($0)") }
+            }
+            try await meet { captain, relief in
+                try await captain.collection(LogEntry.self).put(entries("c", 0..<count))
+                try await relief.collection(LogEntry.self).put(entries("r", 0..<count))
+            }
+            try await meet { captain, relief in
+                #expect(try await relief.collection(LogEntry.self).records().count == 2 * count, "they met")
+                try await captain.collection(LogEntry.self).put(entries("c", count..<count + 3))
+                try await relief.collection(LogEntry.self).put(entries("r", count..<count + 2))
+                try await relief.collection(LogEntry.self).delete(id: "c0")
+            }
+            // The relief station's device is restored from a backup of before that meeting:
+            // the captain's station believes it holds what it took then, which it no longer
+            // does. Only comparing what both hold finds it.
+            let backup = directory.appendingPathComponent("backup")
+            try FileManager.default.createDirectory(at: backup, withIntermediateDirectories: true)
+            try await meet { _, _ in
+                for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path("relief") + suffix)
+                {
+                    try FileManager.default.copyItem(
+                        atPath: path("relief") + suffix,
+                        toPath: backup.path + "/relief.sqlite" + suffix
+                    )
+                }
+            }
+            try await meet { captain, _ in
+                try await captain.collection(LogEntry.self).put(entries("c", count + 3..<count + 4))
+            }
+            for suffix in ["", "-wal", "-shm"] {
+                try? FileManager.default.removeItem(atPath: path("relief") + suffix)
+                if FileManager.default.fileExists(atPath: backup.path + "/relief.sqlite" + suffix) {
+                    try FileManager.default.copyItem(
+                        atPath: backup.path + "/relief.sqlite" + suffix,
+                        toPath: path("relief") + suffix
+                    )
+                }
+            }
+            try await meet { _, relief in
+                let lost = try await relief.collection(LogEntry.self).record(id: "c\(count + 3)")
+                #expect(lost == nil, "restored from before it took it")
+            }
+            try await meet { captain, relief in
+                let final = try await captain.collection(LogEntry.self).records()
+                #expect(try await relief.collection(LogEntry.self).records() == final)
+                #expect(final.count == 2 * count + 6 - 1)
+                #expect(!final.contains { $0.id == "c0" } && final.contains { $0.id == "r\(count + 1)" })
+                let status = try await captain.status()
+                #expect(status.peers[reliefIdentity.peerID]?.state == .unknown, "a new run: not met in it yet")
+            }
+        }
+    }
+
     /// A chain: the captain and the purser each meet only the relief station, never each
     /// other. What either wrote, before or after, reaches the other through the relief station
     /// (store and forward), signed by its origin.
