@@ -24,13 +24,31 @@ let package = Package(
             // Samples are fragments: a value made to show a call and never used is their nature.
             swiftSettings: [.swiftLanguageMode(.v6), .unsafeFlags(["-suppress-warnings"])]
         ),
+        // The second app on the replicated store: a crew checklist (its model, and its command line).
+        .target(
+            name: "CrewChecklist",
+            dependencies: [
+                .product(name: "MultipeerSession", package: "MultipeerSession"),
+                .product(name: "MultipeerSync", package: "MultipeerSession"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        .executableTarget(
+            name: "crew-checklist",
+            dependencies: [
+                "CrewChecklist", .product(name: "MultipeerSession", package: "MultipeerSession"),
+                .product(name: "MultipeerSync", package: "MultipeerSession"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         // Two programs' message types, each in a module of its own.
         .target(name: "ProgramA", dependencies: [.product(name: "MultipeerSession", package: "MultipeerSession")]),
         .target(name: "ProgramB", dependencies: [.product(name: "MultipeerSession", package: "MultipeerSession")]),
         .testTarget(
             name: "ConsumerTests",
             dependencies: [
-                "ProgramA", "ProgramB", .product(name: "MultipeerSession", package: "MultipeerSession"),
+                "ProgramA", "ProgramB", "CrewChecklist",
+                .product(name: "MultipeerSession", package: "MultipeerSession"),
                 .product(name: "MultipeerSessionTesting", package: "MultipeerSession"),
                 .product(name: "MultipeerSync", package: "MultipeerSession"),
             ],
