@@ -92,14 +92,13 @@ package struct Station {
         try write(writes, kept: try storage.versions(of: Set(writes.map(\.record))), now: now)
     }
 
-    /// Makes each record hold `fields` (nil: deletes it), writing only what changes what the
+    /// Sets each record's `fields` (nil: deletes it), writing only what changes what the
     /// application sees: nothing for a record that already holds them (or a delete of one that
-    /// is absent), and field by field only the fields whose bytes differ, a field the record
-    /// held and `fields` lacks being set to `null`. Later entries for one record see earlier
-    /// ones. Otherwise as ``write(_:now:)``.
+    /// is absent), and only the fields whose bytes differ; a field the record holds and
+    /// `fields` lacks keeps its value (a newer build's field, say). Later entries for one
+    /// record see earlier ones. Otherwise as ``write(_:now:)``.
     package mutating func put(
         _ records: [(record: RecordKey, fields: [String: [UInt8]]?)],
-        null: [UInt8],
         now: UInt64
     ) throws(SyncError) -> (changes: [RecordChange], versions: [SignedVersion]) {
         let kept = try storage.versions(of: Set(records.map(\.record)))
@@ -107,14 +106,14 @@ package struct Station {
         var writes: [(record: RecordKey, change: RecordWrite.Change)] = []
         for (record, fields) in records {
             let before = current[record]
-            current[record] = fields
             guard let fields else {
                 if before != nil { writes.append((record, .delete)) }
+                current[record] = nil
                 continue
             }
-            var changed = fields.filter { name, value in before?[name] != value }
-            for name in (before ?? [:]).keys where fields[name] == nil { changed[name] = null }
+            let changed = fields.filter { name, value in before?[name] != value }
             if !changed.isEmpty { writes.append((record, .set(changed))) }
+            current[record] = (before ?? [:]).merging(fields) { _, new in new }
         }
         return try write(writes, kept: kept, now: now)
     }

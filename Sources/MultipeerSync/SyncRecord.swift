@@ -50,8 +50,10 @@ public enum SyncMerge: Hashable, Sendable {
     /// The last write of each field wins: two stations that changed different fields of a
     /// record both keep their change. Each top-level property (each key of the record's
     /// keyed container, as synthesized `Codable` writes it) is a field, and a `put` writes only
-    /// the fields that changed. The record's type must encode into one keyed container, each
-    /// property with `encode(_:forKey:)`.
+    /// the fields that changed: an optional set to nil is written (as null), and a field the
+    /// record's type does not have (a newer build's) keeps its value. The record's type must
+    /// encode into one keyed container, each property with `encode(_:forKey:)` or
+    /// `encodeIfPresent(_:forKey:)`.
     case fieldByField
 }
 

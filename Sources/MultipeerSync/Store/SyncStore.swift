@@ -158,7 +158,6 @@ public actor SyncStore {
         station.writers = rules.withLock { $0 }
         let (changes, versions) = try station.put(
             records.map { (RecordKey(collection: collection, id: $0.id), $0.fields) },
-            null: RecordFields.null,
             now: now()
         )
         for change in changes where change.before != change.after {

@@ -35,6 +35,37 @@ struct RogueOrder: SyncRecord, Equatable {
     var text: String
 }
 
+/// A notice as a newer build writes it: a field more. Merged field by field.
+struct NoticeV2: SyncRecord, Equatable {
+    static var collectionName: String { "Notice" }
+    static var merge: SyncMerge { .fieldByField }
+    var id: String
+    var text: String
+    var priority: Int
+}
+
+/// The same collection as an older build knows it.
+struct NoticeV1: SyncRecord, Equatable {
+    static var collectionName: String { "Notice" }
+    static var merge: SyncMerge { .fieldByField }
+    var id: String
+    var text: String
+}
+
+/// A memo, merged as a whole record, as a newer build writes it, and as an older one knows it.
+struct MemoV2: SyncRecord, Equatable {
+    static var collectionName: String { "Memo" }
+    var id: String
+    var text: String
+    var attachments: [String]
+}
+
+struct MemoV1: SyncRecord, Equatable {
+    static var collectionName: String { "Memo" }
+    var id: String
+    var text: String
+}
+
 /// The store's message type, as a stranger implementing docs/SYNC.md 6 would send it: its
 /// bytes in one CBOR byte string, under the store's wire name.
 struct RawSyncMessage: MultipeerMessage {
@@ -324,6 +355,62 @@ func event(
                 #expect(all.count == 21)
                 #expect(try await purserLog.records() == all)
                 #expect(try await relief.collection(LogEntry.self).records() == all)
+            }
+        }
+    }
+
+    /// Mixed builds in a chain: the captain's and the purser's stations run a newer build, the
+    /// relief station in the middle an older one that knows fewer fields. What the newer write
+    /// passes through the older station and arrives whole, its origin's signature valid (the
+    /// purser's station took it); the older station reads what it knows, and its own edit of a
+    /// notice (merged field by field) keeps the field it does not know.
+    @Test func recordsOfANewerBuildPassThroughAnOlderStationWhole() async throws {
+        try await withDirectory { directory in
+            @Sendable func path(_ name: String) -> String { directory.appendingPathComponent("\(name).sqlite").path }
+            let middle = MultipeerSession(configuration: configuration("relief"), identity: PeerIdentity())
+            let relief = try SyncStore(session: middle, path: path("relief"))
+            try await whileRunning([middle]) {
+                let port = try await listeningPort(of: middle)
+                let (left, right) = (
+                    MultipeerSession(configuration: configuration("captain", dialling: port), identity: PeerIdentity()),
+                    MultipeerSession(configuration: configuration("purser", dialling: port), identity: PeerIdentity())
+                )
+                let captain = try SyncStore(session: left, path: path("captain"))
+                let purser = try SyncStore(session: right, path: path("purser"))
+                let memo = MemoV2(id: "m1", text: "galley secured", attachments: ["photo-1"])
+                let notice = NoticeV2(id: "n1", text: "turbulence expected", priority: 2)
+                try await captain.collection(MemoV2.self).put(memo)
+                try await captain.collection(NoticeV2.self).put(notice)
+                let (atRelief, atPurser) = (
+                    relief.collection(NoticeV1.self).changes, purser.collection(NoticeV2.self).changes
+                )
+                try await whileRunning([left, right]) {
+                    try await waitUntilActive(left, middle.peerID)
+                    try await waitUntilActive(right, middle.peerID)
+                    try await whileSyncing([captain, relief, purser]) {
+                        _ = try await changes(atRelief) { $0.contains { $0.id == "n1" } }
+                        #expect(
+                            try await relief.collection(NoticeV1.self).record(id: "n1")
+                                == NoticeV1(id: "n1", text: "turbulence expected")
+                        )
+                        #expect(
+                            try await relief.collection(MemoV1.self).record(id: "m1")
+                                == MemoV1(id: "m1", text: "galley secured")
+                        )
+                        _ = try await changes(atPurser) { $0.contains { $0.record == notice } }
+
+                        try await relief.collection(NoticeV1.self).put(
+                            NoticeV1(id: "n1", text: "turbulence: seat belts on")
+                        )
+                        let edited = NoticeV2(id: "n1", text: "turbulence: seat belts on", priority: 2)
+                        _ = try await changes(atPurser) { $0.last?.record == edited }
+                    }
+                }
+                #expect(
+                    try await purser.collection(MemoV2.self).record(id: "m1") == memo,
+                    "every field, through the older station"
+                )
+                #expect(try await captain.collection(NoticeV2.self).record(id: "n1")?.priority == 2)
             }
         }
     }
