@@ -31,7 +31,10 @@ import Testing
             let reported = reported
             output.fileHandleForReading.readabilityHandler = { handle in
                 let data = handle.availableData
-                guard !data.isEmpty else { return handle.readabilityHandler = nil }
+                guard !data.isEmpty else {
+                    handle.readabilityHandler = nil
+                    return
+                }
                 reported.add(String(decoding: data, as: UTF8.self))
             }
             try process.run()
@@ -102,7 +105,9 @@ import Testing
                 session: listener,
                 path: directory.appendingPathComponent("captain.sqlite").path
             )
-            let items = (0..<10_000).map { CrewChecklist.ChecklistItem(id: String(format: "item-%05d", $0), title: "item \($0)") }
+            let items = (0..<10_000).map {
+                CrewChecklist.ChecklistItem(id: String(format: "item-%05d", $0), title: "item \($0)")
+            }
             try await captain.collection(CrewChecklist.ChecklistItem.self).put(items)
             let events = captain.events
             try await whileRunning([listener]) {
@@ -120,7 +125,8 @@ import Testing
                         return false
                     }
                     second.finish()
-                    let reader = MultipeerSession(configuration: configuration, identity: PeerIdentity())  // (never run)
+                    // (A session never run: the store reads the file.)
+                    let reader = MultipeerSession(configuration: configuration, identity: PeerIdentity())
                     let reopened = try SyncStore(
                         session: reader,
                         path: directory.appendingPathComponent("officer.sqlite").path
