@@ -63,8 +63,17 @@ func within<T: Sendable>(
 
 /// Runs `sessions` while `body` runs, then cancels them and waits for each to stop.
 func whileRunning<T: Sendable>(_ sessions: [MultipeerSession], _ body: () async throws -> T) async throws -> T {
+    try await whileRunning(sessions.map { session in { try await session.run() } }, body)
+}
+
+/// Runs each of `runs` (a `run()` that ends when cancelled) while `body` runs, then cancels
+/// them and waits for each to stop.
+func whileRunning<T: Sendable>(
+    _ runs: [@Sendable () async throws -> Void],
+    _ body: () async throws -> T
+) async throws -> T {
     try await withThrowingTaskGroup(of: Void.self) { group in
-        for session in sessions { group.addTask { try await session.run() } }
+        for run in runs { group.addTask { try await run() } }
         defer { group.cancelAll() }
         let result = try await body()
         group.cancelAll()

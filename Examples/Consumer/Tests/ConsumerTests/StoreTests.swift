@@ -89,16 +89,9 @@ func withDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
     return try await body(directory)
 }
 
-/// Runs `stores` while `body` runs, then cancels them.
+/// Runs `stores` while `body` runs, then cancels them and waits for each to stop.
 func whileSyncing<T: Sendable>(_ stores: [SyncStore], _ body: () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        for store in stores { group.addTask { try await store.run() } }
-        defer { group.cancelAll() }
-        let result = try await body()
-        group.cancelAll()
-        try await group.waitForAll()
-        return result
-    }
+    try await whileRunning(stores.map { store in { try await store.run() } }, body)
 }
 
 /// Reads `changes` until `done` says the changes read so far are enough, within 30 s.
