@@ -2,7 +2,8 @@ import Synchronization
 
 /// The streams subscribed to something the store reports (its events, its changes): each call
 /// of ``subscribe()`` is a new stream, and ``yield(_:)`` gives every open stream the element.
-/// A stream buffers what its reader has not taken yet; one that is cancelled or dropped leaves.
+/// A stream buffers what its reader has not taken yet; one that is cancelled or dropped leaves;
+/// every stream ends with the store.
 final class Subscribers<Element: Sendable>: Sendable {
     private let streams = Mutex<(next: Int, open: [Int: AsyncStream<Element>.Continuation])>((0, [:]))
 
@@ -23,8 +24,7 @@ final class Subscribers<Element: Sendable>: Sendable {
         for continuation in streams.withLock({ Array($0.open.values) }) { continuation.yield(element) }
     }
 
-    /// Ends every stream (the store stopped).
-    func finish() {
+    deinit {  // (the store is gone: every stream ends)
         for continuation in streams.withLock({ Array($0.open.values) }) { continuation.finish() }
     }
 }

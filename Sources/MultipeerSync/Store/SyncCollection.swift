@@ -92,7 +92,7 @@ public struct SyncChanges<Record: SyncRecord>: AsyncSequence, Sendable {
         let store: SyncStore
         var changes: AsyncStream<StoreChange>.Iterator
 
-        /// The next change, or nil once the store stopped.
+        /// The next change: it waits for one until its task is cancelled (then nil).
         public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async -> SyncChange<Record>? {
             while let change = await changes.next(isolation: actor) {
                 guard change.change.record.collection == Record.collectionName else { continue }
@@ -110,7 +110,7 @@ public struct SyncChanges<Record: SyncRecord>: AsyncSequence, Sendable {
             return nil
         }
 
-        /// The next change, or nil once the store stopped.
+        /// The next change: it waits for one until its task is cancelled (then nil).
         public mutating func next() async -> SyncChange<Record>? {
             await next(isolation: nil)
         }

@@ -114,10 +114,6 @@ public actor SyncStore {
         let messages = session.messages(of: SyncEnvelope.self)
         let sessionEvents = session.events
         exchanges = ExchangeStateMachine<Holding>(own: session.peerID)  // (a previous run's are over)
-        defer {
-            changeSubscribers.finish()
-            eventSubscribers.finish()
-        }
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask {
                 for await (peer, envelope) in messages { await self.receive(envelope.bytes, from: peer.id) }
@@ -199,9 +195,9 @@ public actor SyncStore {
     // MARK: Syncing
 
     private func handle(_ event: SessionEvent) async {
-        guard let holding = try? station.holding() else { return }  // (a storage failure: the next join retries)
         switch event {
         case .peerJoined(let peer):
+            guard let holding = holding() else { return }
             if let exchange = exchanges.peerJoined(peer.id, latest: holding) {
                 await initiate(exchange, with: peer.id)
             }
@@ -210,11 +206,23 @@ public actor SyncStore {
             if peers[peer.id]?.state == .exchanging { peers[peer.id]?.state = .unknown }
         case .broadcastSkipped(let peer, let typeName, _) where typeName == SyncEnvelope.wireName:
             // A push the peer may lack: find out what it lacks.
+            guard let holding = holding() else { return }
             if let exchange = exchanges.begin(with: peer.id, latest: holding) {
                 await initiate(exchange, with: peer.id)
             }
         default:
             break
+        }
+    }
+
+    /// What this station holds now, or nil (reported) if its storage cannot say: no exchange
+    /// starts then; the peer's next join tries again.
+    private func holding() -> Holding? {
+        do throws(SyncError) {
+            return try station.holding()
+        } catch {
+            report(.failed(error))
+            return nil
         }
     }
 
