@@ -86,6 +86,8 @@ import Testing
 
     /// The relief station is killed while the captain's writes reach it, and restarts on what
     /// its disk kept: it loses nothing it committed, and gets the rest at the next meeting.
+    /// (A thousand versions: signatures are made and checked for real, which a sanitizer's
+    /// build makes many times slower.)
     @Test(arguments: 1...2 as ClosedRange<UInt64>)
     func aStationKilledWhileTakingRestartsAndCatchesUp(seed: UInt64) async throws {
         let world = SimulatedWorld(seed: seed)
@@ -95,19 +97,19 @@ import Testing
         _ = try Self.station(on: reliefHost, storage: disk)
         try await world.run(until: { captain.session.activePeers.count == 1 }, within: .seconds(20))
         // (A narrow path: the writes take seconds to arrive, so the kill comes part way.)
-        await reliefHost.impair(latency: .milliseconds(5), bandwidth: 200_000)
+        await reliefHost.impair(latency: .milliseconds(5), bandwidth: 50_000)
 
-        Self.write(5_000, on: captain, prefix: "log", batch: 100)
-        try await world.run(until: { ((try? disk.items().count) ?? 0) >= 1_000 }, within: .seconds(30))
+        Self.write(1_000, on: captain, prefix: "log", batch: 50)
+        try await world.run(until: { ((try? disk.items().count) ?? 0) >= 200 }, within: .seconds(30))
         await reliefHost.kill()
         let kept = try disk.items()
-        #expect(kept.count < 5_000, "killed part way: \(kept.count) taken")
+        #expect(kept.count < 1_000, "killed part way: \(kept.count) taken")
 
         reliefHost.restart()
         await reliefHost.repair()
         let relief = try Self.station(on: reliefHost, storage: disk)
         try await world.run(
-            until: { ((try? relief.storage.items().count) ?? 0) == 5_000 && relief.session.activePeers.count == 1 },
+            until: { ((try? relief.storage.items().count) ?? 0) == 1_000 && relief.session.activePeers.count == 1 },
             within: .seconds(60)
         )
         #expect(Set(kept).isSubset(of: Set(try disk.items())), "nothing it had taken was lost")
