@@ -167,6 +167,16 @@ package struct RangeReconciliation {
         return (compact(answer), outcome)
     }
 
+    /// Answers the first round of an exchange with a peer met before, after this side sent it
+    /// `sentFirst` (the ids of the versions it stored since they last met, docs/SYNC.md 6): an
+    /// empty answer, with nothing to resolve, if the round matches what this side holds but
+    /// those (the exchange then ends in this round trip); otherwise the answer from all it holds.
+    package func reconcile(_ message: Message, sentFirst: Set<[UInt8]>) -> (answer: Message, outcome: Outcome) {
+        let rest = RangeReconciliation(items: items.filter { !sentFirst.contains($0.id) }).reconcile(message)
+        if rest.answer.isEmpty && rest.outcome.have.isEmpty && rest.outcome.need.isEmpty { return rest }
+        return reconcile(message)
+    }
+
     /// `items`' ranges for a message: their ids if they are few, else ``buckets`` fingerprinted
     /// ranges, the last ending at `upperBound`.
     private func split(_ items: ArraySlice<Item>, upperBound: Bound) -> Message {

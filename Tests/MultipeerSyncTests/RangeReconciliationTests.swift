@@ -81,4 +81,26 @@ import Testing
         #expect(RangeReconciliation.bound(between: high, and: later) == .init(timestamp: 6, idPrefix: []))
         #expect(RangeReconciliation.varint(300) == [0x82, 0x2c] && RangeReconciliation.varint(0) == [0])
     }
+
+    /// A first round between stations that met before: what the answering side sent first is
+    /// left out of the comparison; if nothing else differs the answer is empty with nothing to
+    /// resolve, and anything else still shows (with fingerprints, or with id lists).
+    @Test(arguments: [5, 5_000])
+    func aFirstRoundSettlesOnlyWhenNothingButWhatWasSentFirstDiffers(shared: Int) {
+        var random = SplitMix64(seed: UInt64(shared))
+        let common = Self.items(shared, from: 0, using: &random)
+        let new = Self.items(3, from: 1_000_000, using: &random)
+        let extra = Self.items(1, from: 2_000_000, using: &random)
+        let round = RangeReconciliation(items: common).initiate()
+        let sentFirst = Set(new.map(\.id))
+
+        let settled = RangeReconciliation(items: common + new).reconcile(round, sentFirst: sentFirst)
+        #expect(settled.answer.isEmpty && settled.outcome == RangeReconciliation.Outcome())
+
+        let unsettled = RangeReconciliation(items: common + new + extra).reconcile(round, sentFirst: sentFirst)
+        #expect(
+            !unsettled.answer.isEmpty || unsettled.outcome.have.contains(extra[0].id),
+            "the extra version still shows: split further, or resolved from the id list"
+        )
+    }
 }

@@ -260,18 +260,17 @@ public actor SyncStore {
                 let held = exchanges.offered(exchange, by: peer, isEnd: ranges.isEmpty, latest: try station.holding())
                 if first { exchanging(with: peer) }
                 var (answer, outcome) = (RangeReconciliation.Message(), RangeReconciliation.Outcome())
-                let items = ranges.isEmpty ? [] : try station.storage.items()
-                var settled = ranges.isEmpty
-                if first, let since = try stored(sinceLastExchangeWith: peer) {
-                    // Met before: send what this station stored since, and compare the rest.
-                    // If that is all that differs, the exchange ends in this round trip.
-                    peers[peer]?.sent += since.count
-                    await push(since, to: peer)
-                    let sent = Set(since.map(\.id))
-                    let rest = RangeReconciliation(items: items.filter { !sent.contains($0.id) }).reconcile(ranges)
-                    settled = rest.answer.isEmpty && rest.outcome.have.isEmpty && rest.outcome.need.isEmpty
+                if !ranges.isEmpty {
+                    let reconciliation = RangeReconciliation(items: try station.storage.items())
+                    if first, let since = try stored(sinceLastExchangeWith: peer) {
+                        // Met before: what this station stored since goes first (the fast path).
+                        peers[peer]?.sent += since.count
+                        await push(since, to: peer)
+                        (answer, outcome) = reconciliation.reconcile(ranges, sentFirst: Set(since.map(\.id)))
+                    } else {
+                        (answer, outcome) = reconciliation.reconcile(ranges)
+                    }
                 }
-                if !settled { (answer, outcome) = RangeReconciliation(items: items).reconcile(ranges) }
                 try await resolve(outcome, with: peer)
                 await send(.reconcile(exchange: exchange, fromInitiator: false, answer), to: peer)
                 if let held { try await completed(with: peer, held: held) }
