@@ -7,12 +7,17 @@
 //   differ     both stations hold every record, then each writes `differences / 2` new ones
 //              while apart (new sessions, so nothing was queued): seconds until both hold all,
 //              round trips (rounds an initiator sent, not the empty one that ends), bytes
+//   memory     a station holding every record (a copy of the captain's file) that never met
+//              the captain, in a process of its own: each writes `differences / 2` new ones,
+//              then they meet; the station's peak resident memory (VmHWM) over its whole run,
+//              seconds, round trips and bytes until both hold all. Alone: it makes its records.
 //
 // Each phase starts new sessions (the same identities, the same files), so the session's own
 // reliable delivery never carries what reconciliation is measured finding.
 //
 //   .build/release/StoreBenchmark [--records 100000] [--differences 1000,10] [--phases put,join,differ]
 //                                 [--json PATH]
+//   .build/release/StoreBenchmark --records 1000000 --differences 2 --phases memory [--json PATH]
 // (join needs put's records, and differ join's.)
 import BenchmarkSupport
 import Foundation
@@ -44,6 +49,55 @@ let records = Int(Bench.option("--records") ?? "100000") ?? 100_000
 let differenceCounts = (Bench.option("--differences") ?? "1000,10").split(separator: ",").compactMap { Int($0) }
 let phases = Set((Bench.option("--phases") ?? "put,join,differ").split(separator: ",").map(String.init))
 let groupKey = try PreSharedKey(identity: "store-bench", passphrase: "benchmark only, not a secret")
+/// This process's peak resident memory (VmHWM), in KiB.
+func peakResidentKiB() -> Double {
+    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    let line = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }
+    return line.flatMap { Double($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+}
+
+/// What the station of the memory phase reports on its last line.
+struct StationFigures: Codable {
+    var peakMiB: Double
+    var residentMiB: Double
+    var seconds: Double
+    var versionBytes: Int
+    var metadataBytes: Int
+    var roundTrips: Int
+}
+
+// The memory phase's station (a process of its own): opens the store at `--station`, writes
+// `--writes` records, dials the captain at `--dial`, and once it took as many from the captain
+// and their exchange completed, prints its figures as JSON and exits.
+if let path = Bench.option("--station"), let port = Bench.option("--dial"), let writes = Int(Bench.option("--writes") ?? "")
+{
+    let session = MultipeerSession(configuration: configuration("relief", dialling: Int(port)), identity: PeerIdentity())
+    let store = try SyncStore(session: session, path: path)
+    let entries = store.collection(Entry.self)
+    try await entries.put((0..<writes).map { entry(records + $0, by: "relief") })
+    let (changes, events) = (entries.changes, store.events)
+    let start = ContinuousClock.now
+    let figures = await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await session.run() }
+        group.addTask { try await store.run() }
+        await waitFor(changes, count: writes)
+        let elapsed = start.duration(to: .now)
+        await exchanged(events)
+        let traffic = await store.traffic
+        group.cancelAll()
+        return StationFigures(
+            peakMiB: peakResidentKiB() / 1024,
+            residentMiB: Bench.residentKiB() / 1024,
+            seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
+            versionBytes: traffic.sent[2]?.bytes ?? 0,
+            metadataBytes: [1, 3].map { traffic.sent[$0]?.bytes ?? 0 }.reduce(0, +),
+            roundTrips: traffic.roundTrips
+        )
+    }
+    print(String(decoding: try JSONEncoder().encode(figures), as: UTF8.self))
+    exit(0)
+}
+
 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-bench-\(getpid())")
 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
 defer { try? FileManager.default.removeItem(at: directory) }
@@ -171,7 +225,7 @@ do {
 }
 
 // Put: one batch of every record, durable.
-do {
+if phases.contains("put") {
     let store = try SyncStore(
         session: MultipeerSession(configuration: configuration("captain", dialling: nil), identity: captainIdentity),
         path: captainPath
@@ -202,8 +256,94 @@ do {
     )
 }
 
+// Memory: a station holding every record, in a process of its own, meets the captain.
+if phases.contains("memory") {
+    let writes = max(1, (differenceCounts.first ?? 2) / 2)
+    let stationPath = directory.appendingPathComponent("station.sqlite").path
+    do {
+        // (The captain's file, closed, copied: the same versions, and no memory of any peer.)
+        let captain = try SyncStore(
+            session: MultipeerSession(configuration: configuration("captain", dialling: nil), identity: captainIdentity),
+            path: captainPath
+        )
+        if try await captain.status().versions < records {
+            for batch in stride(from: 0, to: records, by: 100_000) {
+                try await captain.collection(Entry.self).put(
+                    (batch..<min(records, batch + 100_000)).map { entry($0, by: "captain") }
+                )
+            }
+        }
+    }
+    for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: captainPath + suffix) {
+        try FileManager.default.copyItem(atPath: captainPath + suffix, toPath: stationPath + suffix)
+    }
+    let captainSession = MultipeerSession(
+        configuration: configuration("captain", dialling: nil),
+        identity: captainIdentity
+    )
+    let captain = try SyncStore(session: captainSession, path: captainPath)
+    try await captain.collection(Entry.self).put((0..<writes).map { entry(records + writes + $0, by: "captain") })
+    let (changes, events) = (captain.collection(Entry.self).changes, captain.events)
+    let station = try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await captainSession.run() }
+        group.addTask { try await captain.run() }
+        var port = 0
+        for await event in captainSession.events {
+            if case .listening(let listening) = event {
+                port = listening
+                break
+            }
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        process.arguments = [
+            "--records", "\(records)", "--station", stationPath, "--dial", "\(port)", "--writes", "\(writes)",
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        await waitFor(changes, count: writes)
+        await exchanged(events)
+        let lines = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        group.cancelAll()
+        guard let line = lines.split(separator: "\n").last(where: { $0.hasPrefix("{") }) else {
+            fatalError("the station printed no figures: \(lines)")
+        }
+        return try JSONDecoder().decode(StationFigures.self, from: Data(line.utf8))
+    }
+    let traffic = await captain.traffic
+    let metadata = station.metadataBytes + [1, 3].map { traffic.sent[$0]?.bytes ?? 0 }.reduce(0, +)
+    let roundTrips = station.roundTrips + traffic.roundTrips
+    print(
+        String(
+            format:
+                "memory: a station holding %d records meets one it never met, %d differences: peak RSS %.1f MiB (%.1f MiB at the end), %.2f s, metadata %d B, %d round trips",
+            records,
+            2 * writes,
+            station.peakMiB,
+            station.residentMiB,
+            station.seconds,
+            metadata,
+            roundTrips
+        )
+    )
+    results.append(
+        Figures(
+            phase: "memory",
+            records: records,
+            seconds: station.seconds,
+            versionBytes: station.versionBytes + (traffic.sent[2]?.bytes ?? 0),
+            metadataBytes: metadata,
+            roundTrips: roundTrips,
+            residentMiB: station.peakMiB
+        )
+    )
+}
+
 guard phases.contains("join") else {
     try Bench.writeJSON(results, defaultPath: "bench-results/store.json")
+    try? FileManager.default.removeItem(at: directory)  // (exit runs no defer)
     exit(0)
 }
 

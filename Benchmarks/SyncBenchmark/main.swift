@@ -27,6 +27,12 @@ func item(_ n: Int) -> Item {
     )
 }
 
+/// What an exchange found, as the initiator sees it.
+struct Learnt {
+    var have: [[UInt8]] = []
+    var need: [[UInt8]] = []
+}
+
 struct Case: Codable {
     var name: String
     var versions: Int
@@ -41,23 +47,23 @@ struct Case: Codable {
 /// Runs one exchange, both sides made from scratch: its round trips, metadata bytes (its rounds,
 /// and the wants of what each side found it lacks), and what the two sides learnt, as the
 /// initiator sees it.
-func exchange(_ mine: [Item], _ theirs: [Item]) -> (rounds: Int, bytes: Int, learnt: RangeReconciliation.Outcome) {
+func exchange(_ mine: [Item], _ theirs: [Item]) throws -> (rounds: Int, bytes: Int, learnt: Learnt) {
     let initiator = RangeReconciliation(items: mine)
     let responder = RangeReconciliation(items: theirs)
-    var learnt = RangeReconciliation.Outcome()
-    var message = initiator.initiate()
+    var learnt = Learnt()
+    var message = try initiator.initiate()
     var (rounds, bytes) = (0, 0)
     while !message.isEmpty {
         rounds += 1
         bytes += SyncMessage.reconcile(exchange: 1, fromInitiator: true, message).bytes.count
-        let (answer, found) = responder.reconcile(message)
+        let (answer, found) = try responder.reconcile(message)
         bytes += SyncMessage.reconcile(exchange: 1, fromInitiator: false, answer).bytes.count
         if !found.need.isEmpty { bytes += SyncMessage.want(found.need).bytes.count }
         learnt.have += found.need
-        learnt.need += found.have
-        let (next, outcome) = initiator.reconcile(answer)
+        learnt.need += try responder.ids(of: found.have)
+        let (next, outcome) = try initiator.reconcile(answer)
         if !outcome.need.isEmpty { bytes += SyncMessage.want(outcome.need).bytes.count }
-        learnt.have += outcome.have
+        learnt.have += try initiator.ids(of: outcome.have)
         learnt.need += outcome.need
         message = next
     }
@@ -67,10 +73,10 @@ func exchange(_ mine: [Item], _ theirs: [Item]) -> (rounds: Int, bytes: Int, lea
 func run(_ name: String, versions: Int, _ sides: () -> ([Item], [Item])) -> Case {
     let (mine, theirs) = sides()
     var seconds: [Double] = []
-    var last = (rounds: 0, bytes: 0, learnt: RangeReconciliation.Outcome())
+    var last = (rounds: 0, bytes: 0, learnt: Learnt())
     for _ in 0..<trials {
         let start = ContinuousClock.now
-        last = exchange(mine, theirs)
+        last = try! exchange(mine, theirs)
         let elapsed = (ContinuousClock.now - start).components
         seconds.append(Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18)
     }

@@ -23,7 +23,7 @@ let syncMessageFuzzer: FuzzTarget = { data, size in
         precondition(message.bytes == input, "a message that reads encodes to the same bytes")
         switch message {
         case .reconcile(_, _, let ranges):
-            _ = station.reconcile(ranges)
+            _ = try station.reconcile(ranges)
         case .versions(let keys, let versions):
             for bytes in versions {
                 guard let version = try? SignedVersion(decoding: bytes) else { continue }
@@ -31,6 +31,8 @@ let syncMessageFuzzer: FuzzTarget = { data, size in
             }
         case .want(let ids):
             precondition(ids.allSatisfy { $0.count == 32 })
+        case .lack(let files):
+            precondition(!files.isEmpty && files.count <= SyncMessage.maximumLack && files.allSatisfy { $0.count == 32 })
         }
     }
     return 0

@@ -58,4 +58,16 @@ extension MultipeerSession {
     /// beyond that still arrives in the directory, unannounced (the session logs a warning).
     /// Without a ``Configuration/resourceDirectory``, none arrive.
     public nonisolated var incomingResources: AsyncStream<IncomingResource> { inbox.resources.incoming }
+
+    /// The files peers send this session whose offer's metadata has the key `key`, each as its
+    /// transfer begins: from now on they come here, not to ``incomingResources``. For a layer
+    /// that shares the session's resources with its application (a replicated store's
+    /// attachments tag theirs); its sender puts `key` in the metadata of what it sends
+    /// (``sendResource(at:named:metadata:to:)``). One stream per key, for one reader: asking
+    /// again for the same key ends the stream given before. It ends when the session stops,
+    /// holds at most 256 transfers not yet read, and without a
+    /// ``Configuration/resourceDirectory`` gets none.
+    public nonisolated func incomingResources(withMetadataKey key: String) -> AsyncStream<IncomingResource> {
+        inbox.resources.routed(byMetadataKey: key)
+    }
 }

@@ -10,14 +10,27 @@ enum RecordFields {
     /// `record`'s fields.
     /// - Throws: `invalidWrite` if the record does not encode.
     static func fields<Record: SyncRecord>(of record: Record) throws(SyncError) -> [String: [UInt8]] {
+        try encoded(record).fields
+    }
+
+    /// `record`'s fields, and the attachments (docs/SYNC.md 9) each field's value holds (a
+    /// field that holds none is left out).
+    /// - Throws: `invalidWrite` if the record does not encode.
+    static func encoded<Record: SyncRecord>(
+        _ record: Record
+    ) throws(SyncError) -> (fields: [String: [UInt8]], attachments: [String: Set<SyncAttachment>]) {
         do {
             switch Record.merge {
             case .wholeRecord:
-                return [RecordRegisters.wholeRecord: try MessageEncoding.binary.encode(record)]
+                let (payload, found) = try AttachmentCollector.collecting { try MessageEncoding.binary.encode(record) }
+                return (
+                    [RecordRegisters.wholeRecord: payload],
+                    found.isEmpty ? [:] : [RecordRegisters.wholeRecord: found]
+                )
             case .fieldByField:
                 let encoder = FieldsEncoder()
                 try record.encode(to: encoder)
-                return encoder.fields.fields
+                return (encoder.fields.fields, encoder.fields.attachments)
             }
         } catch {
             throw SyncError(
@@ -60,6 +73,8 @@ enum RecordFields {
 /// The fields written so far (a class: the encoder and its containers share it).
 private final class FieldBox {
     var fields: [String: [UInt8]] = [:]
+    /// The attachments each field's value holds, for the fields that hold any.
+    var attachments: [String: Set<SyncAttachment>] = [:]
 }
 
 /// Encodes a record's top-level properties one by one, each as its own payload.
@@ -93,7 +108,9 @@ private struct FieldsContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws { try put(value, key) }
 
     private func put(_ value: some Encodable, _ key: Key) throws {
-        box.fields[key.stringValue] = try MessageEncoding.binary.encode(value)
+        let (payload, found) = try AttachmentCollector.collecting { try MessageEncoding.binary.encode(value) }
+        box.fields[key.stringValue] = payload
+        box.attachments[key.stringValue] = found.isEmpty ? nil : found
     }
 
     mutating func encode(_ value: Bool, forKey key: Key) throws { try put(value, key) }

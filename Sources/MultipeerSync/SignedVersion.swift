@@ -10,6 +10,9 @@ package struct SignedVersion: Hashable, Sendable {
     package let collection: String
     package let recordID: String
     package let change: RecordWrite.Change
+    /// The files the write's fields hold (docs/SYNC.md 9), in ascending order of their SHA-256,
+    /// each once.
+    package let attachments: [SyncAttachment]
     /// The bytes as the origin signed them, the signature last.
     package let bytes: [UInt8]
     /// The SHA-256 of ``signedBytes``: the version's name when stations compare what they hold.
@@ -21,27 +24,33 @@ package struct SignedVersion: Hashable, Sendable {
     package static let maximumFields = 4_096
     /// The most bytes of a record's id.
     package static let maximumIDLength = 1_024
+    /// The format of a version without attachments, and of one with them (docs/SYNC.md 3, 9).
     static let format: UInt8 = 1
+    static let formatWithAttachments: UInt8 = 2
     static let signatureLength = 64
     /// What the store's signatures sign before a version's bytes (after the application context
     /// that `PeerIdentity.signature(for:)` adds).
     static let context = Array("multipeer sync version v1".utf8) + [0]
 
-    /// The write `change` of record `recordID` in `collection` at `timestamp`, signed by
-    /// `identity`, its origin.
-    /// - Throws: `invalidWrite` if a name, the id or the size is out of its bounds.
+    /// The write `change` of record `recordID` in `collection` at `timestamp`, holding the
+    /// files `attachments`, signed by `identity`, its origin.
+    /// - Throws: `invalidWrite` if a name, the id, the size or the attachments are out of
+    ///   their bounds.
     package init(
         collection: String,
         recordID: String,
         timestamp: HLCTimestamp,
         change: RecordWrite.Change,
+        attachments: Set<SyncAttachment> = [],
         signedBy identity: PeerIdentity
     ) throws(SyncError) {
+        let attachments = attachments.sorted { $0.sha256.lexicographicallyPrecedes($1.sha256) }
         var bytes = try Self.signedBytes(
             collection: collection,
             recordID: recordID,
             stamp: VersionStamp(timestamp: timestamp, origin: identity.peerID),
-            change: change
+            change: change,
+            attachments: attachments
         )
         do {
             bytes += try identity.signature(for: Self.context + bytes)
@@ -52,6 +61,7 @@ package struct SignedVersion: Hashable, Sendable {
         self.collection = collection
         self.recordID = recordID
         self.change = change
+        self.attachments = attachments
         self.bytes = bytes
         id = Self.id(of: bytes)
     }
@@ -63,9 +73,10 @@ package struct SignedVersion: Hashable, Sendable {
         collection: String,
         recordID: String,
         stamp: VersionStamp,
-        change: RecordWrite.Change
+        change: RecordWrite.Change,
+        attachments: [SyncAttachment] = []
     ) throws(SyncError) -> [UInt8] {
-        var bytes: [UInt8] = [Self.format]
+        var bytes: [UInt8] = [attachments.isEmpty ? Self.format : Self.formatWithAttachments]
         func append<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.bigEndian) { bytes += $0 } }
         func refuse(_ what: String) -> SyncError {
             SyncError(.invalidWrite, "record \(recordID) of \(collection): \(what)")
@@ -108,6 +119,22 @@ package struct SignedVersion: Hashable, Sendable {
             append(UInt32(field.value.count))
             bytes += field.value
         }
+        if !attachments.isEmpty {
+            guard change != .delete else { throw refuse("a delete holds no attachments") }
+            guard attachments.count <= SyncAttachment.maximumPerVersion else {
+                throw refuse(
+                    "a write holds at most \(SyncAttachment.maximumPerVersion) attachments, not \(attachments.count)"
+                )
+            }
+            bytes.append(UInt8(attachments.count))
+            for attachment in attachments {
+                bytes += attachment.sha256
+                append(UInt64(attachment.length))
+            }
+            guard bytes.count + Self.signatureLength <= Self.maximumLength else {
+                throw refuse("a version is at most \(Self.maximumLength) bytes")
+            }
+        }
         return bytes
     }
 
@@ -119,8 +146,9 @@ package struct SignedVersion: Hashable, Sendable {
             throw SyncError(.malformedVersion, "a version of \(bytes.count) bytes: at most \(Self.maximumLength)")
         }
         var reader = ByteReader(bytes, refusing: .malformedVersion, as: "a version")
-        guard try reader.byte("format") == Self.format else {
-            throw SyncError(.malformedVersion, "a version of format \(bytes[0]): this build reads format 1")
+        let format = try reader.byte("format")
+        guard format == Self.format || format == Self.formatWithAttachments else {
+            throw SyncError(.malformedVersion, "a version of format \(format): this build reads formats 1 and 2")
         }
         let kind = try reader.byte("kind")
         guard kind <= 1 else { throw SyncError(.malformedVersion, "a version of kind \(kind): 0 sets, 1 deletes") }
@@ -163,6 +191,33 @@ package struct SignedVersion: Hashable, Sendable {
                 "record \(recordID) of \(collection): the empty field name (a whole record) comes with others"
             )
         }
+        var attachments: [SyncAttachment] = []
+        if format == Self.formatWithAttachments {
+            let count = Int(try reader.byte("attachment count"))
+            guard kind == 0, (1...SyncAttachment.maximumPerVersion).contains(count) else {
+                throw SyncError(
+                    .malformedVersion,
+                    "record \(recordID) of \(collection): \(count) attachments in a version of kind \(kind) (a set of format 2 has 1 to \(SyncAttachment.maximumPerVersion), a delete none)"
+                )
+            }
+            for _ in 0..<count {
+                let sha256 = Array(try reader.bytes(32, "attachment's SHA-256"))
+                let length = try reader.integer(UInt64.self, "attachment's length")
+                guard length <= UInt64(Int64.max) else {
+                    throw SyncError(
+                        .malformedVersion,
+                        "record \(recordID) of \(collection): an attachment's length of \(length) bytes, beyond 2^63 - 1"
+                    )
+                }
+                guard attachments.last.map({ $0.sha256.lexicographicallyPrecedes(sha256) }) ?? true else {
+                    throw SyncError(
+                        .malformedVersion,
+                        "record \(recordID) of \(collection): its attachments are not in ascending order of their SHA-256, each once"
+                    )
+                }
+                attachments.append(try SyncAttachment(sha256: sha256, length: Int64(length)))
+            }
+        }
         _ = try reader.bytes(Self.signatureLength, "signature")
         guard reader.isAtEnd else {
             throw SyncError(.malformedVersion, "record \(recordID) of \(collection): bytes after the signature")
@@ -171,12 +226,18 @@ package struct SignedVersion: Hashable, Sendable {
         self.collection = collection
         self.recordID = recordID
         self.change = kind == 1 ? .delete : .set(values)
+        self.attachments = attachments
         self.bytes = bytes
         id = Self.id(of: bytes)
     }
 
     private static func id(of bytes: [UInt8]) -> [UInt8] {
         Array(SHA256.hash(data: bytes.dropLast(signatureLength)))
+    }
+
+    /// The version as reconciliation orders it (docs/SYNC.md 4).
+    package var item: RangeReconciliation.Item {
+        RangeReconciliation.Item(timestamp: stamp.timestamp.rawValue, id: id)
     }
 
     /// What the origin signed: every byte before the signature.

@@ -89,42 +89,48 @@ package struct Station {
         _ writes: [(record: RecordKey, change: RecordWrite.Change)],
         now: UInt64
     ) throws(SyncError) -> (changes: [RecordChange], versions: [SignedVersion]) {
-        try write(writes, kept: try storage.versions(of: Set(writes.map(\.record))), now: now)
+        try write(
+            writes.map { ($0.record, $0.change, []) },
+            kept: try storage.versions(of: Set(writes.map(\.record))),
+            now: now
+        )
     }
 
     /// Sets each record's `fields` (nil: deletes it), writing only what changes what the
     /// application sees: nothing for a record that already holds them (or a delete of one that
     /// is absent), and only the fields whose bytes differ; a field the record holds and
-    /// `fields` lacks keeps its value (a newer build's field, say). Later entries for one
+    /// `fields` lacks keeps its value (a newer build's field, say). A write holds the
+    /// attachments of the fields it writes (`attachments`, by field). Later entries for one
     /// record see earlier ones. Otherwise as ``write(_:now:)``.
     package mutating func put(
-        _ records: [(record: RecordKey, fields: [String: [UInt8]]?)],
+        _ records: [(record: RecordKey, fields: [String: [UInt8]]?, attachments: [String: Set<SyncAttachment>])],
         now: UInt64
     ) throws(SyncError) -> (changes: [RecordChange], versions: [SignedVersion]) {
         let kept = try storage.versions(of: Set(records.map(\.record)))
         var current = kept.compactMapValues { RecordIntake(taking: [], kept: $0).after }
-        var writes: [(record: RecordKey, change: RecordWrite.Change)] = []
-        for (record, fields) in records {
+        var writes: [(record: RecordKey, change: RecordWrite.Change, attachments: Set<SyncAttachment>)] = []
+        for (record, fields, attachments) in records {
             let before = current[record]
             guard let fields else {
-                if before != nil { writes.append((record, .delete)) }
+                if before != nil { writes.append((record, .delete, [])) }
                 current[record] = nil
                 continue
             }
             let changed = fields.filter { name, value in before?[name] != value }
-            if !changed.isEmpty { writes.append((record, .set(changed))) }
+            let held = changed.keys.reduce(into: Set<SyncAttachment>()) { $0.formUnion(attachments[$1] ?? []) }
+            if !changed.isEmpty { writes.append((record, .set(changed), held)) }
             current[record] = (before ?? [:]).merging(fields) { _, new in new }
         }
         return try write(writes, kept: kept, now: now)
     }
 
     private mutating func write(
-        _ writes: [(record: RecordKey, change: RecordWrite.Change)],
+        _ writes: [(record: RecordKey, change: RecordWrite.Change, attachments: Set<SyncAttachment>)],
         kept: [RecordKey: [SignedVersion]],
         now: UInt64
     ) throws(SyncError) -> (changes: [RecordChange], versions: [SignedVersion]) {
         guard !writes.isEmpty else { return ([], []) }
-        for (record, _) in writes {
+        for (record, _, _) in writes {
             if let writers = writers[record.collection], !writers.allows(identity.peerID) {
                 throw SyncError(
                     .notPermitted,
@@ -133,7 +139,9 @@ package struct Station {
             }
         }
         var next = clock
-        let stamped = writes.map { (record: $0.record, change: $0.change, timestamp: next.tick(now: now)) }
+        let stamped = writes.map {
+            (record: $0.record, change: $0.change, attachments: $0.attachments, timestamp: next.tick(now: now))
+        }
         let identity = identity
         let signed = stamped.parallelMap { write in
             Result { () throws(SyncError) in
@@ -142,6 +150,7 @@ package struct Station {
                     recordID: write.record.id,
                     timestamp: write.timestamp,
                     change: write.change,
+                    attachments: write.attachments,
                     signedBy: identity
                 )
             }

@@ -35,6 +35,10 @@ public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
         /// or stayed away with its outbox full): what the peer lacks, it gets at its next
         /// exchange.
         public static let notSent = Code("notSent")
+        /// An attachment's file could not be taken in, kept, sent or received (the message
+        /// says which file and why): the records that hold it are unaffected, and a file that
+        /// did not arrive is asked for again at the next exchange.
+        public static let attachmentFailed = Code("attachmentFailed")
         /// The store's database could not be opened, read or written (the message has
         /// SQLite's reason); a commit that failed left nothing of itself.
         public static let storageFailed = Code("storageFailed")

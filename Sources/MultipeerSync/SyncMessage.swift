@@ -11,11 +11,16 @@ package enum SyncMessage: Hashable, Sendable {
     case versions(keys: [PeerKey], [[UInt8]])
     /// The ids of versions the sender lacks (section 4 found them).
     case want([[UInt8]])
+    /// The SHA-256 of files the sender lacks, of attachments of records it keeps (section 9):
+    /// the receiver offers it those it holds.
+    case lack([[UInt8]])
 
     /// The most bytes of a message.
     package static let maximumLength = 4 << 20
     /// The most versions, keys, ids or ranges one message carries.
     package static let maximumCount = 16_384
+    /// The most files one `lack` names.
+    package static let maximumLack = 1_024
     /// The first byte of a reconciliation message: Negentropy's protocol v1.
     static let negentropyVersion: UInt8 = 0x61
 
@@ -65,6 +70,10 @@ package enum SyncMessage: Hashable, Sendable {
             writer.bytes.append(3)
             writer.integer(UInt16(ids.count))
             for id in ids { writer.bytes += id }
+        case .lack(let files):
+            writer.bytes.append(4)
+            writer.integer(UInt16(files.count))
+            for file in files { writer.bytes += file }
         }
         return writer.bytes
     }
@@ -159,8 +168,18 @@ package enum SyncMessage: Hashable, Sendable {
             let ids = try (0..<count).map { _ throws(SyncError) in Array(try reader.bytes(32, "id")) }
             guard reader.isAtEnd else { throw Self.malformed("bytes after the last id") }
             self = .want(ids)
+        case 4:
+            let count = Int(try reader.integer(UInt16.self, "file count"))
+            guard (1...Self.maximumLack).contains(count) else {
+                throw Self.malformed("a lack of \(count) files: 1 to \(Self.maximumLack)")
+            }
+            let files = try (0..<count).map { _ throws(SyncError) in Array(try reader.bytes(32, "SHA-256")) }
+            guard reader.isAtEnd else { throw Self.malformed("bytes after the last SHA-256") }
+            self = .lack(files)
         case let kind:
-            throw Self.malformed("a message of kind \(kind): 1 reconciles, 2 carries versions, 3 wants")
+            throw Self.malformed(
+                "a message of kind \(kind): 1 reconciles, 2 carries versions, 3 wants, 4 lacks files"
+            )
         }
     }
 

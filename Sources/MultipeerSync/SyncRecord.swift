@@ -27,6 +27,9 @@ public protocol SyncRecord: Codable, Sendable, Identifiable where ID == String {
     /// opens the collection (or carries it, ``SyncStore/carry(_:writers:)``) checks every version of it
     /// it takes against this, so declare the same on every station.
     static var writers: SyncWriters { get }
+    /// When a station fetches the files of the collection's records (``SyncAttachment``); by
+    /// default ``SyncAttachmentPolicy/atOnce``.
+    static var attachments: SyncAttachmentPolicy { get }
     /// The record's id, 1 to 1,024 bytes of UTF-8, never reused for another record.
     var id: String { get }
 }
@@ -38,6 +41,8 @@ extension SyncRecord {
     public static var merge: SyncMerge { .wholeRecord }
     /// ``SyncWriters/anyMember``.
     public static var writers: SyncWriters { .anyMember }
+    /// ``SyncAttachmentPolicy/atOnce``.
+    public static var attachments: SyncAttachmentPolicy { .atOnce }
 }
 
 /// How concurrent writes of one record merge (docs/SYNC.md 1). Either way every station that

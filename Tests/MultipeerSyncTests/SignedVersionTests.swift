@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import MultipeerSession
 import MultipeerTestSupport
@@ -30,6 +31,23 @@ import Testing
         signedBy: origin
     )
 
+    /// The file of docs/PROTOCOL.md's resource vectors (the ten bytes 00 01 ... 09).
+    static let chart = try! SyncAttachment(
+        sha256: Array(SHA256.hash(data: (0..<10).map { UInt8($0) })),
+        length: 10
+    )
+
+    /// The record of the vectors given a chart, at counter 4: one field, `chart`, holding the
+    /// attachment's encoding, and the attachment listed (docs/SYNC.md 9).
+    static let attached = try! SignedVersion(
+        collection: "checklist",
+        recordID: "before-start/fuel",
+        timestamp: HLCTimestamp(milliseconds: 1_795_312_526_980, counter: 4),
+        change: .set(["chart": try! MessageEncoding.binary.encode(chart)]),
+        attachments: [chart],
+        signedBy: origin
+    )
+
     static func vector(_ name: String) throws -> [UInt8] {
         let vectors = try ProtocolVectors.blocks(in: "docs/SYNC.md", fence: "hex")
         return try #require(vectors[name]).split(whereSeparator: \.isWhitespace).map { UInt8($0, radix: 16)! }
@@ -37,7 +55,10 @@ import Testing
 
     @Test func theVectorsAreTheSpecsBothWays() throws {
         #expect(Self.origin.peerID == UUID(uuidString: "21FE31DF-A154-8261-A26B-F854046FD227"))
-        for (name, version) in [("sync-version", Self.version), ("sync-version-delete", Self.delete)] {
+        for (name, version) in [
+            ("sync-version", Self.version), ("sync-version-delete", Self.delete),
+            ("sync-version-attachment", Self.attached),
+        ] {
             let bytes = try Self.vector(name)
             #expect(version.bytes == bytes, "\(name)")
             let read = try SignedVersion(decoding: bytes)
@@ -48,6 +69,55 @@ import Testing
             Self.version.id.map { String(format: "%02x", $0) }.joined()
                 == "6efc50310c4aa1b8d52ff52754cb4cef827a0bc1b361de94280aff36a7da55e7"
         )
+        #expect(Self.chart.hex == "1f825aa2f0020ef7cf91dfa30da4668d791c5d4824fc8e41354b89ec05795ab3")
+        #expect(try SignedVersion(decoding: try Self.vector("sync-version-attachment")).attachments == [Self.chart])
+    }
+
+    /// A version's attachments (docs/SYNC.md 9) break their rules only at a refusal naming
+    /// which: none listed in format 2, out of order or twice, on a delete, a length beyond
+    /// 2^63 - 1, more than 64.
+    @Test func attachmentsThatBreakTheSpecAreRefusedNamingTheRule() throws {
+        let good = Self.attached.bytes
+        let list = good.count - 64 - (1 + 40)  // (the count, then one SHA-256 and length)
+        let other = try SyncAttachment(sha256: [UInt8](repeating: 0, count: 32), length: 1)
+        func changed(_ change: (inout [UInt8]) -> Void) -> [UInt8] {
+            var bytes = good
+            change(&bytes)
+            return bytes
+        }
+        let twice = Array(good[..<list]) + [2] + Array(good[list + 1..<list + 41]) + Array(good[list + 1..<list + 41])
+            + [UInt8](repeating: 0, count: 64)
+        let cases: [(String, [UInt8])] = [
+            ("0 attachments in a version of kind 0", changed { $0[list] = 0 }),
+            ("65 attachments", changed { $0[list] = 65 }),
+            ("beyond 2^63 - 1", changed { $0[list + 33] = 0x80 }),
+            ("ascending order of their SHA-256, each once", twice),
+            ("format 3", changed { $0[0] = 3 }),
+        ]
+        for (what, bytes) in cases {
+            do {
+                _ = try SignedVersion(decoding: bytes)
+                Issue.record("\(what): read")
+            } catch {
+                #expect(error.code == .malformedVersion && error.message.contains(what), "\(what): \(error)")
+            }
+        }
+        // A delete lists none, written or read.
+        #expect(throws: SyncError.self) {
+            try SignedVersion.signedBytes(
+                collection: "checklist",
+                recordID: "a",
+                stamp: Self.version.stamp,
+                change: .delete,
+                attachments: [other]
+            )
+        }
+        var delete = Self.delete.bytes
+        delete[0] = 2
+        delete.insert(contentsOf: [1] + other.sha256 + [0, 0, 0, 0, 0, 0, 0, 1], at: delete.count - 64)
+        #expect(throws: SyncError.self) { try SignedVersion(decoding: delete) }
+        // Without attachments, a version is of format 1, as before there were any.
+        #expect(Self.version.bytes[0] == 1 && good[0] == 2)
     }
 
     /// Only the origin's key verifies: another key, or any byte changed, is refused, saying why.
@@ -96,7 +166,6 @@ import Testing
         }
         // What each breaks, and what its refusal says.
         let cases: [(String, [UInt8])] = [
-            ("format 2", changed { $0[0] = 2 }),
             ("kind 2", changed { $0[1] = 2 }),
             ("2 fields in a version of kind 1", changed { $0[1] = 1 }),
             ("collection of 0 bytes", changed { $0[26] = 0 }),

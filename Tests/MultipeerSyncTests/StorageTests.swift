@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import MultipeerCore
 import MultipeerSession
 import Testing
 
@@ -62,6 +63,51 @@ import Testing
             // A commit with an earlier clock (another station's versions taken in) leaves it.
             try storage.commit(StorageCommit(clock: HLCTimestamp(rawValue: 5)))
             #expect(try storage.clock() == done.stamp.timestamp)
+        }
+    }
+
+    /// Reconciliation reads a storage range by range, in its order: every storage reads what
+    /// the same items sorted in memory hold, for bounds between items, at items, inside a
+    /// timestamp's ties, before the start and at infinity; counts agree; pages of any size
+    /// and byte budget read each version once, in order.
+    @Test(arguments: Kind.allCases)
+    func rangesReadWhatTheOrderHolds(kind: Kind) throws {
+        try Self.withStorage(kind) { storage, _ in
+            // (Four versions a millisecond: ties ordered by id.)
+            let versions = (0..<200).map { Self.version("item-\($0)", .set(["n": [UInt8($0)]]), at: 1 + UInt64($0 / 4)) }
+            try storage.commit(StorageCommit(added: versions, clock: versions.last!.stamp.timestamp))
+            let sorted = versions.map(\.item).sorted()
+            let memory = SortedItems(sorted)
+            var random = SplitMix64(seed: 60)
+            var bounds: [RangeReconciliation.Bound] = [.start, .infinity, .init(timestamp: 0, idPrefix: [0xff])]
+            for _ in 0..<40 {
+                let item = sorted.randomElement(using: &random)!
+                bounds.append(RangeReconciliation.Bound(item))
+                bounds.append(.init(timestamp: item.timestamp, idPrefix: Array(item.id.prefix(Int.random(in: 0...3, using: &random)))))
+                bounds.append(RangeReconciliation.bound(between: item, and: item.successor!))
+            }
+            for lower in bounds.shuffled(using: &random).prefix(12) {
+                for upper in bounds.shuffled(using: &random).prefix(12) {
+                    var (read, expected) = ([RangeReconciliation.Item](), [RangeReconciliation.Item]())
+                    try storage.scan(from: lower, below: upper) { read.append($0); return true }
+                    memory.scan(from: lower, below: upper) { expected.append($0); return true }
+                    #expect(read == expected)
+                    #expect(expected == sorted.filter { !lower.isAbove($0) && upper.isAbove($0) })
+                    #expect(try storage.count(from: lower, below: upper) == expected.count)
+                }
+            }
+            for (limit, bytes) in [(1, 1 << 20), (7, 1 << 20), (500, 1), (64, 2_000)] {
+                var (lower, paged) = (RangeReconciliation.Bound.start, [RangeReconciliation.Item]())
+                while true {
+                    let page = try storage.versions(from: lower, below: .infinity, limit: limit, bytes: bytes)
+                    guard let last = page.last else { break }
+                    #expect(page.count <= limit)
+                    #expect(page.dropLast().map(\.bytes.count).reduce(0, +) < bytes, "a page stops at its byte budget")
+                    paged += page.map(\.item)
+                    lower = RangeReconciliation.Bound(last.item.successor!)
+                }
+                #expect(paged == sorted, "pages of \(limit) versions or \(bytes) bytes")
+            }
         }
     }
 

@@ -26,10 +26,12 @@ import Testing
     )
     static let versions = SyncMessage.versions(keys: [SignedVersionTests.origin.key], [version.bytes])
     static let want = SyncMessage.want([version.id])
+    static let lack = SyncMessage.lack([SignedVersionTests.chart.sha256])
 
     @Test func theVectorsAreTheSpecsBothWays() throws {
         for (name, message) in [
             ("sync-reconcile", Self.reconcile), ("sync-versions", Self.versions), ("sync-want", Self.want),
+            ("sync-lack", Self.lack),
         ] {
             let bytes = try SignedVersionTests.vector(name)
             #expect(message.bytes == bytes, "\(name)")
@@ -57,6 +59,9 @@ import Testing
             ("a range after infinity", reconcile + [1, 0, 0]),
             ("an infinite bound with an id prefix", Array(reconcile.prefix(header + 1)) + [0, 1, 7, 0]),
             ("bytes after the last id", Self.want.bytes + [0]),
+            ("bytes after the last SHA-256", Self.lack.bytes + [0]),
+            ("a lack of 0 files", [4, 0, 0]),
+            ("a lack of 1025 files", [4, 0x04, 0x01] + [UInt8](repeating: 0, count: 1_025 * 32)),
             ("bytes after the last version", Self.versions.bytes + [0]),
             ("at most 4194304", [UInt8](repeating: 3, count: SyncMessage.maximumLength + 1)),
         ]
@@ -69,7 +74,7 @@ import Testing
             }
         }
         // A batch or a want cut short anywhere ends inside something it announced.
-        for message in [Self.versions.bytes, Self.want.bytes] {
+        for message in [Self.versions.bytes, Self.want.bytes, Self.lack.bytes] {
             for length in 0..<message.count {
                 #expect(throws: SyncError.self) { try SyncMessage(decoding: Array(message.prefix(length))) }
             }
@@ -92,15 +97,15 @@ import Testing
             }
             return read
         }
-        var learnt = RangeReconciliation.Outcome()
-        var message = try crossed(a.initiate(), fromInitiator: true)
+        var learnt = RangeReconciliationTests.Learnt()
+        var message = try crossed(try a.initiate(), fromInitiator: true)
         while !message.isEmpty {
-            let (reply, found) = b.reconcile(message)
+            let (reply, found) = try b.reconcile(message)
             learnt.have += found.need
-            learnt.need += found.have
+            learnt.need += try b.ids(of: found.have)
             let answer = try crossed(reply, fromInitiator: false)
-            let (next, outcome) = a.reconcile(answer)
-            learnt.have += outcome.have
+            let (next, outcome) = try a.reconcile(answer)
+            learnt.have += try a.ids(of: outcome.have)
             learnt.need += outcome.need
             message = try crossed(next, fromInitiator: true)
         }

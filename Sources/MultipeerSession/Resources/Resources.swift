@@ -79,6 +79,10 @@ final class Resources: Sendable {
         /// How the latest incoming transfers ended (oldest first, at most ``rememberedEnds``): an
         /// offer of one again, its END having gone with its link, is answered with the same END.
         var ended: [(key: Key, reason: ResourceEndReason)] = []
+        /// The streams of the transfers whose offer's metadata has a key (``routed(byMetadataKey:)``).
+        var routes: [String: AsyncStream<IncomingResource>.Continuation] = [:]
+        /// Whether the session's run has ended (every stream of transfers with it).
+        var sessionEnded = false
 
         /// The outgoing transfers to offer on `link`, their peer's link now: of those sent to the
         /// peer, in order, the first ``Resources/maximumIncomingPerPeer`` of distinct files, those
@@ -285,7 +289,10 @@ final class Resources: Sendable {
         case .again(let transfer):
             transfer.offeredAgain(on: channel)
         case .begin(let transfer, let store, let superseded):
-            let announced = announce.yield(
+            let route = state.withLockedValue { state in
+                offer.metadata.keys.sorted().compactMap { state.routes[$0] }.first
+            }
+            let announced = (route ?? announce).yield(
                 IncomingResource(
                     offer: offer,
                     sender: peer,
@@ -413,6 +420,28 @@ final class Resources: Sendable {
         for transfer in outgoing { transfer.stop() }
         for transfer in incoming { transfer.stop() }
         announce.finish()
+        let routes = state.withLockedValue { state in
+            state.sessionEnded = true
+            return state.routes.values
+        }
+        for route in routes { route.finish() }
+    }
+
+    /// The incoming transfers whose offer's metadata has `key`, as each begins, from now on:
+    /// they go here instead of ``incoming`` (the first key of an offer, in byte order, that has
+    /// a stream wins). A new stream for a key ends the one before.
+    func routed(byMetadataKey key: String) -> AsyncStream<IncomingResource> {
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: IncomingResource.self,
+            bufferingPolicy: .bufferingOldest(Self.maximumUnread)
+        )
+        let (previous, ended) = state.withLockedValue { state in
+            defer { if !state.sessionEnded { state.routes[key] = continuation } }
+            return (state.routes[key], state.sessionEnded)
+        }
+        previous?.finish()
+        if ended { continuation.finish() }
+        return stream
     }
 }
 

@@ -46,10 +46,40 @@ package final class MemoryStorage: SyncStorage {
         state.withLock { state in ids.compactMap { state.versions[$0] } }
     }
 
-    package func items() -> [RangeReconciliation.Item] {
+    package func scan(
+        from lower: RangeReconciliation.Bound,
+        below upper: RangeReconciliation.Bound,
+        _ body: (RangeReconciliation.Item) -> Bool
+    ) {
+        SortedItems(state.withLock { state in state.versions.values.map(\.item) }).scan(from: lower, below: upper, body)
+    }
+
+    package func versions(
+        from lower: RangeReconciliation.Bound,
+        below upper: RangeReconciliation.Bound,
+        limit: Int,
+        bytes: Int
+    ) -> [SignedVersion] {
+        let versions = state.withLock { state in state.versions.values.map { (item: $0.item, version: $0) } }
+            .filter { !lower.isAbove($0.item) && upper.isAbove($0.item) }
+            .sorted { $0.item < $1.item }
+            .map(\.version)
+        var (page, total) = ([SignedVersion](), 0)
+        for version in versions where page.count < limit && (page.isEmpty || total + version.bytes.count <= bytes) {
+            page.append(version)
+            total += version.bytes.count
+        }
+        return page
+    }
+
+    package func attachments() -> [SyncAttachment: Set<String>] {
         state.withLock { state in
-            state.versions.values.map { RangeReconciliation.Item(timestamp: $0.stamp.timestamp.rawValue, id: $0.id) }
-        }.sorted()
+            var found: [SyncAttachment: Set<String>] = [:]
+            for version in state.versions.values {
+                for attachment in version.attachments { found[attachment, default: []].insert(version.collection) }
+            }
+            return found
+        }
     }
 
     package func records(in collection: String) -> [String] {

@@ -78,6 +78,20 @@ package final class SQLiteStorage: SyncStorage {
                     """
             )
         }
+        migrator.registerMigration("v3-attachments") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE version_attachment (
+                        sha256 BLOB NOT NULL,
+                        id BLOB NOT NULL,
+                        collection TEXT NOT NULL,
+                        length INTEGER NOT NULL,
+                        PRIMARY KEY (sha256, id)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX version_attachment_version ON version_attachment(id);
+                    """
+            )
+        }
         return migrator
     }
 
@@ -113,18 +127,78 @@ package final class SQLiteStorage: SyncStorage {
         return try rows.map { bytes throws(SyncError) in try read(bytes, of: "a version") }
     }
 
-    package func items() throws(SyncError) -> [RangeReconciliation.Item] {
+    package func scan(
+        from lower: RangeReconciliation.Bound,
+        below upper: RangeReconciliation.Bound,
+        _ body: (RangeReconciliation.Item) -> Bool
+    ) throws(SyncError) {
+        guard let range = Self.range(from: lower, below: upper) else { return }
         try reading("read the versions' order") { db in
-            var items: [RangeReconciliation.Item] = []
-            let rows = try Row.fetchCursor(db, sql: "SELECT timestamp, id FROM version ORDER BY timestamp, id")
+            let rows = try Row.fetchCursor(
+                db,
+                sql: "SELECT timestamp, id FROM version WHERE \(range.sql) ORDER BY timestamp, id",
+                arguments: range.arguments
+            )
             while let row = try rows.next() {
-                let id: Data = row[1]
-                items.append(
-                    RangeReconciliation.Item(timestamp: UInt64(bitPattern: row[0] as Int64), id: Array(id))
-                )
+                let item = try row.withUnsafeData(atIndex: 1) { id in
+                    guard let id, id.count == RangeReconciliation.idLength else { throw Self.badID }
+                    return RangeReconciliation.Item(timestamp: UInt64(bitPattern: row[0] as Int64), id: id)
+                }
+                guard body(item) else { return }
             }
-            return items
         }
+    }
+
+    package func count(
+        from lower: RangeReconciliation.Bound,
+        below upper: RangeReconciliation.Bound
+    ) throws(SyncError) -> Int {
+        guard let range = Self.range(from: lower, below: upper) else { return 0 }
+        return try reading("count the versions") { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM version WHERE \(range.sql)", arguments: range.arguments) ?? 0
+        }
+    }
+
+    package func versions(
+        from lower: RangeReconciliation.Bound,
+        below upper: RangeReconciliation.Bound,
+        limit: Int,
+        bytes: Int
+    ) throws(SyncError) -> [SignedVersion] {
+        guard let range = Self.range(from: lower, below: upper) else { return [] }
+        let rows = try reading("read a page of versions") { db in
+            let cursor = try Data.fetchCursor(
+                db,
+                sql: "SELECT bytes FROM version WHERE \(range.sql) ORDER BY timestamp, id LIMIT ?",
+                arguments: range.arguments + [limit]
+            )
+            var (rows, total) = ([Data](), 0)
+            while let row = try cursor.next() {
+                rows.append(row)
+                total += row.count
+                if total >= bytes { break }
+            }
+            return rows
+        }
+        return try rows.map { bytes throws(SyncError) in try read(bytes, of: "a version") }
+    }
+
+    /// The condition on `version`'s index for the versions at or above `lower` and below
+    /// `upper`, nil if there are none. (A timestamp is kept as a signed 64-bit integer: a bound
+    /// beyond `Int64.max` is above every version a station takes, docs/SYNC.md 2.)
+    private static func range(
+        from lower: RangeReconciliation.Bound,
+        below upper: RangeReconciliation.Bound
+    ) -> (sql: String, arguments: StatementArguments)? {
+        let (least, end) = (lower.least, upper.least)
+        guard least.timestamp <= UInt64(Int64.max), lower != .infinity else { return nil }
+        var sql = "(timestamp, id) >= (?, ?)"
+        var arguments: StatementArguments = [Int64(least.timestamp), Data(least.id)]
+        if upper != .infinity, end.timestamp <= UInt64(Int64.max) {
+            sql += " AND (timestamp, id) < (?, ?)"
+            arguments += [Int64(end.timestamp), Data(end.id)]
+        }
+        return (sql, arguments)
     }
 
     private func read(_ bytes: Data, of what: String) throws(SyncError) -> SignedVersion {
@@ -220,6 +294,21 @@ package final class SQLiteStorage: SyncStorage {
         }
     }
 
+    package func attachments() throws(SyncError) -> [SyncAttachment: Set<String>] {
+        let rows = try reading("read the attachments") { db in
+            try Row.fetchAll(db, sql: "SELECT DISTINCT sha256, length, collection FROM version_attachment")
+        }
+        var found: [SyncAttachment: Set<String>] = [:]
+        for row in rows {
+            let sha256: Data = row[0]
+            guard let attachment = try? SyncAttachment(sha256: Array(sha256), length: row[1]) else {
+                throw SyncError(.storageFailed, "\(path) holds an attachment that is none")
+            }
+            found[attachment, default: []].insert(row[2])
+        }
+        return found
+    }
+
     package func key(of origin: UUID) throws(SyncError) -> PeerKey? {
         let raw = try reading("read the key of \(origin)") { db in
             try Data.fetchOne(
@@ -235,7 +324,14 @@ package final class SQLiteStorage: SyncStorage {
         do {
             try database.write { db in
                 let delete = try db.cachedStatement(sql: "DELETE FROM version WHERE id = ?")
-                for id in commit.removed { try delete.execute(arguments: [Data(id)]) }
+                let unattach = try db.cachedStatement(sql: "DELETE FROM version_attachment WHERE id = ?")
+                for id in commit.removed {
+                    try delete.execute(arguments: [Data(id)])
+                    try unattach.execute(arguments: [Data(id)])
+                }
+                let attach = try db.cachedStatement(
+                    sql: "INSERT OR IGNORE INTO version_attachment (sha256, id, collection, length) VALUES (?, ?, ?, ?)"
+                )
                 let insert = try db.cachedStatement(
                     sql: """
                         INSERT OR IGNORE INTO version (id, collection, record, timestamp, bytes, deleted, sequence, source)
@@ -249,7 +345,13 @@ package final class SQLiteStorage: SyncStorage {
                         Int64(bitPattern: version.stamp.timestamp.rawValue), Data(version.bytes),
                         version.change == .delete, sequence + 1, commit.source.map(Self.blob),
                     ])
-                    if db.changesCount > 0 { sequence += 1 }
+                    guard db.changesCount > 0 else { continue }
+                    sequence += 1
+                    for attachment in version.attachments {
+                        try attach.execute(arguments: [
+                            Data(attachment.sha256), Data(version.id), version.collection, attachment.length,
+                        ])
+                    }
                 }
                 try db.execute(sql: "UPDATE clock SET sequence = ?", arguments: [sequence])
                 let held = try db.cachedStatement(
@@ -310,6 +412,8 @@ package final class SQLiteStorage: SyncStorage {
             throw Self.failure(error, path: path, doing: what + " in")
         }
     }
+
+    private static let badID = SyncError(.storageFailed, "a version's id in the database is not 32 bytes")
 
     private static func blob(_ id: UUID) -> Data {
         withUnsafeBytes(of: id.uuid) { Data($0) }

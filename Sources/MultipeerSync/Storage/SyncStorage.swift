@@ -71,7 +71,7 @@ package struct StorageCommit: Sendable {
 /// Where a station keeps its versions, its origins' keys and its clock: SQLite by default
 /// (``SQLiteStorage``), memory for tests (``MemoryStorage``). A seam: the store decides, a
 /// storage keeps. Every method may be called from any thread.
-package protocol SyncStorage: Sendable {
+package protocol SyncStorage: Sendable, ReconciliationItems {
     /// The clock's latest timestamp, as last committed (0 for a new store).
     func clock() throws(SyncError) -> HLCTimestamp
     /// The versions kept of each of `records` (a record of which none is kept is left out),
@@ -80,8 +80,16 @@ package protocol SyncStorage: Sendable {
     /// The versions kept among `ids` (``SignedVersion/id``), in no particular order; an id not
     /// kept (never, or let go since) is left out.
     func versions(withIDs ids: [[UInt8]]) throws(SyncError) -> [SignedVersion]
-    /// Every version kept, as reconciliation orders them (docs/SYNC.md 4), in ascending order.
-    func items() throws(SyncError) -> [RangeReconciliation.Item]
+    /// A page of the versions kept at or above `lower` and below `upper`, in the order
+    /// reconciliation reads them (docs/SYNC.md 4: by timestamp, then id): the first `limit` of
+    /// them, or fewer if their bytes reach `bytes` (but at least one, if there is one). Empty:
+    /// there are no more.
+    func versions(
+        from lower: RangeReconciliation.Bound,
+        below upper: RangeReconciliation.Bound,
+        limit: Int,
+        bytes: Int
+    ) throws(SyncError) -> [SignedVersion]
     /// The ids of the records of `collection` of which a version is kept, in ascending order.
     func records(in collection: String) throws(SyncError) -> [String]
     /// How many versions are kept, and how many of them are deletes.
@@ -99,9 +107,24 @@ package protocol SyncStorage: Sendable {
     func collected(of records: Set<RecordKey>) throws(SyncError) -> [RecordKey: VersionStamp]
     /// The ids of the deletes kept whose timestamp is below `horizon`.
     func tombstones(below horizon: HLCTimestamp) throws(SyncError) -> [[UInt8]]
+    /// The attachments the versions kept hold (docs/SYNC.md 9), each with the collections of
+    /// the versions that hold it.
+    func attachments() throws(SyncError) -> [SyncAttachment: Set<String>]
     /// The key of `origin`, if one was committed.
     func key(of origin: UUID) throws(SyncError) -> PeerKey?
     /// Makes `commit` durable, all of it or none of it, numbering its new versions in order
     /// after the last.
     func commit(_ commit: StorageCommit) throws(SyncError)
+}
+
+extension SyncStorage {
+    /// Every version kept, as reconciliation orders them (docs/SYNC.md 4), in ascending order.
+    package func items() throws(SyncError) -> [RangeReconciliation.Item] {
+        var items: [RangeReconciliation.Item] = []
+        try scan(from: .start, below: .infinity) { item in
+            items.append(item)
+            return true
+        }
+        return items
+    }
 }

@@ -17,8 +17,11 @@ public struct SyncCollection<Record: SyncRecord>: Sendable {
     /// (if it throws) none.
     /// - Throws: as ``put(_:)-(Record)``, for the first record that fails.
     public func put(_ records: some Sequence<Record>) async throws(SyncError) {
-        var writes: [(id: String, fields: [String: [UInt8]]?)] = []
-        for record in records { writes.append((record.id, try RecordFields.fields(of: record))) }
+        var writes: [(id: String, fields: [String: [UInt8]]?, attachments: [String: Set<SyncAttachment>])] = []
+        for record in records {
+            let (fields, attachments) = try RecordFields.encoded(record)
+            writes.append((record.id, fields, attachments))
+        }
         try await store.write(writes, in: Record.collectionName)
     }
 
@@ -32,7 +35,7 @@ public struct SyncCollection<Record: SyncRecord>: Sendable {
     /// Deletes the records with `ids` in one durable commit.
     /// - Throws: `storageFailed`.
     public func delete(ids: some Sequence<String>) async throws(SyncError) {
-        try await store.write(ids.map { ($0, nil) }, in: Record.collectionName)
+        try await store.write(ids.map { ($0, nil, [:]) }, in: Record.collectionName)
     }
 
     /// The record with `id`, or nil if there is none (never written, or deleted).

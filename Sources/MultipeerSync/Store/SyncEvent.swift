@@ -15,6 +15,9 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
     /// Deletes were collected (docs/SYNC.md 8): this many, their versions let go; a write
     /// older than any of them is still never taken.
     case collected(Int)
+    /// The file of an attachment arrived from the peer, its SHA-256 checked: it is in the
+    /// store (``SyncStore/file(of:)``).
+    case attachmentArrived(SyncAttachment, from: UUID)
     /// The store could not do something it does of its own accord (take a peer's versions,
     /// answer a peer): the error says what. What was not taken is taken at a later exchange.
     case failed(SyncError)
@@ -25,6 +28,7 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
         case .unreadableRecord(let error): "unreadable record: \(error)"
         case .exchanged(let peer): "exchanged with \(peer)"
         case .collected(let count): "collected \(count) deletes"
+        case .attachmentArrived(let attachment, let peer): "attachment \(attachment) arrived from \(peer)"
         case .failed(let error): "failed: \(error)"
         }
     }

@@ -11,6 +11,10 @@ public struct SyncStatus: Sendable, Hashable {
     public var deletes: Int
     /// Every delete below this timestamp was collected (docs/SYNC.md 8); 0 if none was.
     public var horizon: HLCTimestamp
+    /// The files of attachments that records this station keeps hold, that it fetches at once
+    /// (``SyncAttachmentPolicy/atOnce``, or asked for with ``SyncStore/file(of:)``), and that
+    /// have not arrived yet.
+    public var missingAttachments: Int
 
     /// Whether this station holds everything every peer it has met held when they last met,
     /// and no exchange runs: what an application shows as "synced with the crew". (A peer's
@@ -18,6 +22,9 @@ public struct SyncStatus: Sendable, Hashable {
     public var isSynced: Bool {
         peers.values.allSatisfy { $0.state == .synced }
     }
+
+    /// Whether ``isSynced`` and no file this station fetches at once is missing.
+    public var isSyncedWithFiles: Bool { isSynced && missingAttachments == 0 }
 }
 
 /// Where a store stands with one peer.

@@ -26,15 +26,22 @@ import Synchronization
 public actor SyncStore {
     /// The session the store syncs over; its identity signs this station's writes.
     public nonisolated let session: MultipeerSession
-    private var station: Station
+    var station: Station
     private var exchanges: ExchangeStateMachine<Holding>
     /// Where this station stands with each peer it met in this run (``status()``).
     private var peers: [UUID: PeerSyncStatus] = [:]
     private let now: @Sendable () -> UInt64
     /// What this store sent and received, message by message (for benchmarks and status).
     package private(set) var traffic = Traffic()
-    /// Who may write each collection, as the application said (``carry(_:writers:)``).
-    private nonisolated let rules = Mutex<[String: SyncWriters]>([:])
+    /// Who may write each collection, and when its files are fetched, as the application said
+    /// (``carry(_:writers:attachments:)``).
+    private nonisolated let rules = Mutex<[String: CollectionRules]>([:])
+    /// The files of attachments, on disk (nil: this store keeps none).
+    let files: AttachmentFiles?
+    /// The attachments' files on their way, both ways.
+    var transfers = AttachmentTransfers()
+    /// Every attachment whose file arrives, as it does.
+    let arrivals = Subscribers<SyncAttachment>()
     private let changeSubscribers = Subscribers<StoreChange>()
     private let eventSubscribers = Subscribers<SyncEvent>()
 
@@ -65,40 +72,60 @@ public actor SyncStore {
     public nonisolated let configuration: Configuration
 
     /// The store kept in the SQLite database at `path` (made if missing), syncing over
-    /// `session`.
+    /// `session`. Attachments' files are kept in the folder `<path>.attachments` beside it.
     /// - Throws: `storageFailed` if the database cannot be opened or is not a store's.
     public init(session: MultipeerSession, path: String, configuration: Configuration = .init()) throws(SyncError) {
-        try self.init(session: session, storage: try SQLiteStorage(path: path), configuration: configuration)
+        try self.init(
+            session: session,
+            storage: try SQLiteStorage(path: path),
+            attachments: URL(fileURLWithPath: path + ".attachments"),
+            configuration: configuration
+        )
     }
 
-    /// The store kept in `storage`, its wall clock `now` (milliseconds since 1970).
+    /// The store kept in `storage`, its attachments' files in `attachments` (nil: it keeps
+    /// none), its wall clock `now` (milliseconds since 1970).
     package init(
         session: MultipeerSession,
         storage: any SyncStorage,
+        attachments: URL? = nil,
         configuration: Configuration = .init(),
         now: @escaping @Sendable () -> UInt64 = { UInt64(Date().timeIntervalSince1970 * 1_000) }
     ) throws(SyncError) {
         self.session = session
         self.configuration = configuration
         self.now = now
+        files = attachments.map(AttachmentFiles.init)
         station = try Station(identity: session.identity, storage: storage)
         exchanges = ExchangeStateMachine<Holding>(own: session.peerID)
     }
 
     /// The collection of `Record`s (named ``SyncRecord/collectionName``). From now on the
-    /// store checks who writes it (``SyncRecord/writers``).
+    /// store checks who writes it (``SyncRecord/writers``) and fetches its files as it says
+    /// (``SyncRecord/attachments``).
     public nonisolated func collection<Record: SyncRecord>(_ type: Record.Type = Record.self) -> SyncCollection<Record>
     {
-        carry(Record.collectionName, writers: Record.writers)
+        carry(Record.collectionName, writers: Record.writers, attachments: Record.attachments)
         return SyncCollection(store: self)
     }
 
     /// Tells the store who may write `collection`, which this station carries for others
     /// without reading it: from now on it refuses a version of it by anyone else, as the
-    /// stations that read it do, instead of passing it on. (Every collection is carried; one
-    /// whose rule a station does not know, it takes from any member.)
-    public nonisolated func carry(_ collection: String, writers: SyncWriters) {
-        rules.withLock { $0[collection] = writers }
+    /// stations that read it do, instead of passing it on; and it fetches the files of its
+    /// records as `attachments` says. (Every collection is carried; one whose rules a station
+    /// does not know, it takes from any member and fetches its files at once, so that a
+    /// station in the middle of a chain passes them on.)
+    public nonisolated func carry(
+        _ collection: String,
+        writers: SyncWriters,
+        attachments: SyncAttachmentPolicy = .atOnce
+    ) {
+        rules.withLock { $0[collection] = CollectionRules(writers: writers, attachments: attachments) }
+    }
+
+    /// When the files of `collection`'s records are fetched.
+    nonisolated func attachmentPolicy(of collection: String) -> SyncAttachmentPolicy {
+        rules.withLock { $0[collection]?.attachments ?? .atOnce }
     }
 
     /// What the store reports besides changes: refusals, exchanges, failures. Each access is a
@@ -113,11 +140,17 @@ public actor SyncStore {
     public func run() async throws {
         let messages = session.messages(of: SyncEnvelope.self)
         let sessionEvents = session.events
+        let incomingFiles = session.incomingResources(withMetadataKey: Self.attachmentKey)
+        let (outgoingFiles, sending) = AsyncStream.makeStream(of: OutgoingFile.self)
         exchanges = ExchangeStateMachine<Holding>(own: session.peerID)  // (a previous run's are over)
+        transfers.sending = sending
+        defer { sending.finish() }
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask {
                 for await (peer, envelope) in messages { await self.receive(envelope.bytes, from: peer.id) }
             }
+            group.addTask { await self.receive(incomingFiles) }
+            group.addTask { await self.send(outgoingFiles) }
             group.addTask {
                 for await event in sessionEvents { await self.handle(event) }
             }
@@ -150,12 +183,16 @@ public actor SyncStore {
     /// Writes records of `collection` (each its fields), or deletes them (nil), in one durable
     /// commit; a write that changes nothing the application sees is not made. Then tells the
     /// subscribers and pushes the versions to the active peers.
-    func write(_ records: [(id: String, fields: [String: [UInt8]]?)], in collection: String) async throws(SyncError) {
-        station.writers = rules.withLock { $0 }
+    func write(
+        _ records: [(id: String, fields: [String: [UInt8]]?, attachments: [String: Set<SyncAttachment>])],
+        in collection: String
+    ) async throws(SyncError) {
+        station.writers = rules.withLock { $0.mapValues(\.writers) }
         let (changes, versions) = try station.put(
-            records.map { (RecordKey(collection: collection, id: $0.id), $0.fields) },
+            records.map { (RecordKey(collection: collection, id: $0.id), $0.fields, $0.attachments) },
             now: now()
         )
+        for attachment in versions.flatMap(\.attachments) { transfers.pending.remove(attachment.hex) }
         for change in changes where change.before != change.after {
             changeSubscribers.yield(StoreChange(change: change, peer: nil))
         }
@@ -183,7 +220,13 @@ public actor SyncStore {
         }
         let active = Set(session.activePeers.map(\.id))
         for peer in peers.keys { peers[peer]?.isActive = active.contains(peer) }
-        return SyncStatus(peers: peers, versions: versions, deletes: deletes, horizon: try station.storage.horizon())
+        return SyncStatus(
+            peers: peers,
+            versions: versions,
+            deletes: deletes,
+            horizon: try station.storage.horizon(),
+            missingAttachments: try missingAttachments().count
+        )
     }
 
     /// An exchange with `peer` began, on either side.
@@ -234,8 +277,8 @@ public actor SyncStore {
                 peers[peer]?.sent += since.count
                 await push(since, to: peer)
             }
-            let reconciliation = RangeReconciliation(items: try station.storage.items())
-            await send(.reconcile(exchange: exchange, fromInitiator: true, reconciliation.initiate()), to: peer)
+            let round = try RangeReconciliation(reading: station.storage).initiate()
+            await send(.reconcile(exchange: exchange, fromInitiator: true, round), to: peer)
         } catch {
             report(.failed(error))
         }
@@ -261,14 +304,14 @@ public actor SyncStore {
                 if first { exchanging(with: peer) }
                 var (answer, outcome) = (RangeReconciliation.Message(), RangeReconciliation.Outcome())
                 if !ranges.isEmpty {
-                    let reconciliation = RangeReconciliation(items: try station.storage.items())
+                    let reconciliation = RangeReconciliation(reading: station.storage)
                     if first, let since = try stored(sinceLastExchangeWith: peer) {
                         // Met before: what this station stored since goes first (the fast path).
                         peers[peer]?.sent += since.count
                         await push(since, to: peer)
-                        (answer, outcome) = reconciliation.reconcile(ranges, sentFirst: Set(since.map(\.id)))
+                        (answer, outcome) = try reconciliation.reconcile(ranges, sentFirst: Set(since.map(\.item)))
                     } else {
-                        (answer, outcome) = reconciliation.reconcile(ranges)
+                        (answer, outcome) = try reconciliation.reconcile(ranges)
                     }
                 }
                 try await resolve(outcome, with: peer)
@@ -282,7 +325,7 @@ public actor SyncStore {
                     try await completed(with: peer, held: completion.held)
                     if let next = completion.next { await initiate(next, with: peer) }
                 case .running:
-                    let (answer, outcome) = RangeReconciliation(items: try station.storage.items()).reconcile(ranges)
+                    let (answer, outcome) = try RangeReconciliation(reading: station.storage).reconcile(ranges)
                     try await resolve(outcome, with: peer)
                     if answer.isEmpty { exchanges.ending(exchange, with: peer) }
                     await send(.reconcile(exchange: exchange, fromInitiator: true, answer), to: peer)
@@ -294,6 +337,8 @@ public actor SyncStore {
                 for ids in ids.chunks(of: Self.versionsPerMessage) {
                     await push(try station.storage.versions(withIDs: Array(ids)), to: peer)
                 }
+            case .lack(let files):
+                try await offer(files, to: peer)
             }
         } catch {
             report(.failed(error))
@@ -316,6 +361,7 @@ public actor SyncStore {
         peers[peer]?.syncedAt = syncedAt
         report(.exchanged(with: peer))
         try await collect()
+        await ask(for: Set(try missingAttachments()), from: peer)
     }
 
     /// Collects the deletes every member holds (or, without a roster, older than the tombstone
@@ -331,13 +377,25 @@ public actor SyncStore {
         )
         let collected = try station.collect(below: horizon)
         if collected > 0 { report(.collected(collected)) }
+        try removeUnheldFiles()
     }
 
     /// Sends `peer` the versions an exchange found it lacks, and asks for those this station lacks.
     private func resolve(_ outcome: RangeReconciliation.Outcome, with peer: UUID) async throws(SyncError) {
-        peers[peer]?.sent += outcome.have.count
-        for ids in outcome.have.chunks(of: Self.versionsPerMessage) {  // (read as they go: the peer starts at once)
-            await push(try station.storage.versions(withIDs: Array(ids)), to: peer)
+        peers[peer]?.sent += outcome.haveCount
+        for span in outcome.have {  // (read a page at a time as they go: the peer starts at once)
+            var lower = span.lower
+            while true {
+                let page = try station.storage.versions(
+                    from: lower,
+                    below: span.upper,
+                    limit: Self.versionsPerMessage,
+                    bytes: Self.bytesPerMessage
+                )
+                await push(page.filter { !span.except.contains($0.item.digest) }, to: peer)
+                guard let next = page.last?.item.successor, !page.isEmpty else { break }
+                lower = RangeReconciliation.Bound(next)
+            }
         }
         for ids in outcome.need.chunks(of: SyncMessage.maximumCount) { await send(.want(Array(ids)), to: peer) }
     }
@@ -353,12 +411,17 @@ public actor SyncStore {
                 report(.refused(error, from: peer))
             }
         }
-        station.writers = rules.withLock { $0 }
+        station.writers = rules.withLock { $0.mapValues(\.writers) }
         let taken = try station.take(versions, keys: keys, from: peer, now: now())
         for refusal in taken.refusals { report(.refused(refusal, from: peer)) }
         for change in taken.changes { changeSubscribers.yield(StoreChange(change: change, peer: peer)) }
         peers[peer]?.received += taken.kept.count
         await push(taken.kept, to: nil, except: peer)
+        // (The files of what came, from where it came: the peer holds them, or is getting them.)
+        let attachments = taken.kept.flatMap { version in
+            attachmentPolicy(of: version.collection) == .atOnce ? version.attachments : []
+        }
+        await ask(for: Set(attachments), from: peer)
     }
 
     /// Sends `versions` with their origins' keys to `peer`; or, with `peer` nil, to every
@@ -405,7 +468,7 @@ public actor SyncStore {
         }
     }
 
-    private func send(_ message: SyncMessage, to peer: UUID) async {
+    func send(_ message: SyncMessage, to peer: UUID) async {
         let envelope = SyncEnvelope(message)
         traffic.count(envelope.bytes, sent: true)
         do {
@@ -435,6 +498,12 @@ package struct Traffic: Sendable {
         }
         if isSent { sent[kind] = add(sent[kind]) } else { received[kind] = add(received[kind]) }
     }
+}
+
+/// What the application said of one collection (``SyncStore/carry(_:writers:attachments:)``).
+struct CollectionRules: Sendable {
+    var writers: SyncWriters
+    var attachments: SyncAttachmentPolicy
 }
 
 /// A change of any collection, with the peer it came from (nil: this station's write).
