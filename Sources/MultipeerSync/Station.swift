@@ -30,6 +30,9 @@ package struct Station {
     /// Who may write each collection whose rule this station knows; a collection not listed
     /// may be written by any member.
     package var writers: [String: SyncWriters] = [:]
+    /// The attachments of the versions let go since the owner last emptied it: their files may
+    /// be held by no version now (docs/SYNC.md 9).
+    package var released: Set<SyncAttachment> = []
     private var clock: HybridLogicalClock
 
     /// A station over `storage`, whose clock goes on from the latest timestamp it committed.
@@ -168,12 +171,15 @@ package struct Station {
                 RecordChange(record: record, before: intake.before, after: intake.after, stamp: version.stamp)
             )
         }
+        var released: [SyncAttachment] = []
         for (record, written) in pending {
             let intake = RecordIntake(taking: written, kept: kept[record] ?? [])
             commit.added += intake.added
             commit.removed += intake.removed.map(\.id)
+            released += intake.removed.flatMap(\.attachments)
         }
         try storage.commit(commit)
+        self.released.formUnion(released)
         clock = next
         return (changes, commit.added)
     }
@@ -243,11 +249,13 @@ package struct Station {
             }
         }
         var commit = StorageCommit(clock: next.latest)
+        var released: [SyncAttachment] = []
         commit.source = peer
         for (record, incoming) in accepted.sorted(by: { $0.key.description < $1.key.description }) {
             let intake = RecordIntake(taking: incoming, kept: kept[record] ?? [], collected: collected[record])
             commit.added += intake.added
             commit.removed += intake.removed.map(\.id)
+            released += intake.removed.flatMap(\.attachments)
             if intake.changed, let stamp = intake.registers.latest {
                 taken.changes.append(
                     RecordChange(record: record, before: intake.before, after: intake.after, stamp: stamp)
@@ -256,6 +264,7 @@ package struct Station {
         }
         commit.keys = Array(learnt.values)
         try storage.commit(commit)
+        self.released.formUnion(released)
         clock = next
         taken.kept = commit.added
         return taken

@@ -24,7 +24,7 @@ public protocol SyncRecord: Codable, Sendable, Identifiable where ID == String {
     /// ``SyncMerge/wholeRecord``.
     static var merge: SyncMerge { get }
     /// Who may write the collection; by default ``SyncWriters/anyMember``. Every station that
-    /// opens the collection (or carries it, ``SyncStore/carry(_:writers:)``) checks every version of it
+    /// opens the collection (or carries it, ``SyncStore/carry(_:writers:attachments:)``) checks every version of it
     /// it takes against this, so declare the same on every station.
     static var writers: SyncWriters { get }
     /// When a station fetches the files of the collection's records (``SyncAttachment``); by

@@ -7,6 +7,9 @@ struct AttachmentTransfers {
     /// Files this station took in (``SyncStore/attach(fileAt:)``) that no record holds yet:
     /// kept from removal until one does, or the store restarts.
     var pending: Set<String> = []
+    /// How many files are being taken in now: none is removed meanwhile (the one arriving has
+    /// no name yet).
+    var taking = 0
     /// The file each peer is sending this station, by SHA-256: one transfer of a file at a time.
     var arriving: [String: UUID] = [:]
     /// Files the application asked for (``SyncStore/file(of:)``) of collections fetched on
@@ -14,6 +17,9 @@ struct AttachmentTransfers {
     var wanted: Set<SyncAttachment> = []
     /// The files this station is sending each peer, by SHA-256: each at most once at a time.
     var offered: Set<OutgoingFile.Key> = []
+    /// The peers that asked for a file a version this station keeps lists, while it lacked the
+    /// file: offered it when it arrives (store and forward, as versions are).
+    var lackedBy: [SyncAttachment: Set<UUID>] = [:]
     /// Where the transfers this station begins go to be awaited (``SyncStore/run()``'s).
     var sending: AsyncStream<OutgoingFile>.Continuation?
 }
@@ -41,9 +47,11 @@ extension SyncStore {
     ///   no files.
     public func attach(fileAt fileURL: URL) async throws(SyncError) -> SyncAttachment {
         let files = try attachmentFiles()
+        transfers.taking += 1
         let taken = await Task.detached { () -> Result<SyncAttachment, SyncError> in
             Result { () throws(SyncError) in try files.take(fileURL) }
         }.value
+        transfers.taking -= 1
         let attachment = try taken.get()
         transfers.pending.insert(attachment.hex)
         return attachment
@@ -54,7 +62,7 @@ extension SyncStore {
     /// checked; cancel the task to stop waiting. The file is the store's: read or copy it,
     /// never change or move it.
     /// - Throws: `attachmentFailed` if no record the store keeps holds `attachment`, the
-    ///   session has no ``MultipeerSession/Configuration/resourceDirectory`` to receive it in,
+    ///   session has no `resourceDirectory` (its configuration's) to receive it in,
     ///   or the task was cancelled before it arrived.
     public func file(of attachment: SyncAttachment) async throws(SyncError) -> URL {
         let files = try attachmentFiles()
@@ -111,7 +119,11 @@ extension SyncStore {
         var kept: [[UInt8]: SyncAttachment] = [:]
         for attachment in try station.storage.attachments().keys { kept[attachment.sha256] = attachment }
         for sha256 in Set(lacking) {
-            guard let attachment = kept[sha256], files.holds(attachment) else { continue }
+            guard let attachment = kept[sha256] else { continue }
+            guard files.holds(attachment) else {
+                transfers.lackedBy[attachment, default: []].insert(peer)
+                continue
+            }
             let key = OutgoingFile.Key(peer: peer, sha256: attachment.hex)
             guard transfers.offered.insert(key).inserted else { continue }
             do {
@@ -195,16 +207,38 @@ extension SyncStore {
             transfers.wanted.remove(attachment)
             report(.attachmentArrived(attachment, from: peer))
             arrivals.yield(attachment)
+            let waiting = transfers.lackedBy.removeValue(forKey: attachment) ?? []
+            let active = Set(session.activePeers.map(\.id))
+            for other in waiting where other != peer && active.contains(other) {
+                try? await offer([attachment.sha256], to: other)
+            }
         } catch {
             transfers.arriving[attachment.hex] = nil
             report(.failed(SyncError(.attachmentFailed, "\(attachment) from \(peer) did not arrive: \(error)")))
         }
     }
 
+    /// Removes the files of the versions the station let go that no version it keeps lists
+    /// now (reported if that fails: ``removeUnheldFiles()`` tries again at the next collection).
+    func removeReleasedFiles() {
+        let released = station.released
+        guard let files, !released.isEmpty, transfers.taking == 0 else { return }  // (else at the next)
+        station.released = []
+        do throws(SyncError) {
+            let held = try station.storage.attachments()
+            for attachment in released where held[attachment] == nil && !transfers.pending.contains(attachment.hex) {
+                try files.remove(attachment.hex)
+                transfers.lackedBy[attachment] = nil
+            }
+        } catch {
+            report(.failed(error))
+        }
+    }
+
     /// Removes the files no record this station keeps holds (but those taken in for a record
     /// not put yet, and those on their way).
     func removeUnheldFiles() throws(SyncError) {
-        guard let files else { return }
+        guard let files, transfers.taking == 0 else { return }
         let held = Set(try station.storage.attachments().keys.map { $0.hex })
         for name in files.held()
         where !held.contains(name) && !transfers.pending.contains(name) && transfers.arriving[name] == nil {

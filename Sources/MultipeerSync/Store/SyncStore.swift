@@ -193,6 +193,7 @@ public actor SyncStore {
             now: now()
         )
         for attachment in versions.flatMap(\.attachments) { transfers.pending.remove(attachment.hex) }
+        removeReleasedFiles()
         for change in changes where change.before != change.after {
             changeSubscribers.yield(StoreChange(change: change, peer: nil))
         }
@@ -413,6 +414,7 @@ public actor SyncStore {
         }
         station.writers = rules.withLock { $0.mapValues(\.writers) }
         let taken = try station.take(versions, keys: keys, from: peer, now: now())
+        removeReleasedFiles()
         for refusal in taken.refusals { report(.refused(refusal, from: peer)) }
         for change in taken.changes { changeSubscribers.yield(StoreChange(change: change, peer: peer)) }
         peers[peer]?.received += taken.kept.count
