@@ -33,6 +33,8 @@ let syncMessageFuzzer: FuzzTarget = { data, size in
             precondition(ids.allSatisfy { $0.count == 32 })
         case .lack(let files):
             precondition(!files.isEmpty && files.count <= SyncMessage.maximumLack && files.allSatisfy { $0.count == 32 })
+        case .schemas(let schemas):
+            precondition(schemas.count <= SyncMessage.maximumSchemas && schemas.allSatisfy { !$0.collection.isEmpty })
         }
     }
     return 0

@@ -118,10 +118,24 @@ final class AttachmentCollector: Sendable {
 
     let found = Mutex(Set<SyncAttachment>())
 
-    /// What `encode` encodes, and the attachments found in it.
+    /// What `encode` encodes, and the attachments found in it. Within a collector bound
+    /// already (a batch binds one for all its records), that one serves: what it found before
+    /// is set aside meanwhile, and gets what this found too.
     static func collecting<T>(_ encode: () throws -> T) rethrows -> (T, Set<SyncAttachment>) {
-        let collector = AttachmentCollector()
-        let value = try $current.withValue(collector) { try encode() }
-        return (value, collector.found.withLock { $0 })
+        guard let collector = current else {
+            let collector = AttachmentCollector()
+            let value = try $current.withValue(collector) { try encode() }
+            return (value, collector.found.withLock { $0 })
+        }
+        let outer = collector.found.withLock { found in
+            defer { found = [] }
+            return found
+        }
+        let value = try encode()
+        let inner = collector.found.withLock { found in
+            defer { found = outer.union(found) }
+            return found
+        }
+        return (value, inner)
     }
 }

@@ -14,6 +14,20 @@ package enum SyncMessage: Hashable, Sendable {
     /// The SHA-256 of files the sender lacks, of attachments of records it keeps (section 9):
     /// the receiver offers it those it holds.
     case lack([[UInt8]])
+    /// The schema version of each collection the sender reads (section 10), in ascending order
+    /// of the collections' names, each once.
+    case schemas([Schema])
+
+    /// A collection's name and the schema version its sender reads it as.
+    package struct Schema: Hashable, Sendable {
+        package var collection: String
+        package var version: UInt32
+
+        package init(collection: String, version: UInt32) {
+            self.collection = collection
+            self.version = version
+        }
+    }
 
     /// The most bytes of a message.
     package static let maximumLength = 4 << 20
@@ -21,6 +35,8 @@ package enum SyncMessage: Hashable, Sendable {
     package static let maximumCount = 16_384
     /// The most files one `lack` names.
     package static let maximumLack = 1_024
+    /// The most collections one `schemas` names.
+    package static let maximumSchemas = 1_024
     /// The first byte of a reconciliation message: Negentropy's protocol v1.
     static let negentropyVersion: UInt8 = 0x61
 
@@ -74,6 +90,14 @@ package enum SyncMessage: Hashable, Sendable {
             writer.bytes.append(4)
             writer.integer(UInt16(files.count))
             for file in files { writer.bytes += file }
+        case .schemas(let schemas):
+            writer.bytes.append(5)
+            writer.integer(UInt16(schemas.count))
+            for schema in schemas {
+                writer.bytes.append(UInt8(schema.collection.utf8.count))
+                writer.bytes += schema.collection.utf8
+                writer.integer(schema.version)
+            }
         }
         return writer.bytes
     }
@@ -176,9 +200,27 @@ package enum SyncMessage: Hashable, Sendable {
             let files = try (0..<count).map { _ throws(SyncError) in Array(try reader.bytes(32, "SHA-256")) }
             guard reader.isAtEnd else { throw Self.malformed("bytes after the last SHA-256") }
             self = .lack(files)
+        case 5:
+            let count = Int(try reader.integer(UInt16.self, "collection count"))
+            guard count <= Self.maximumSchemas else {
+                throw Self.malformed("schemas of \(count) collections: at most \(Self.maximumSchemas)")
+            }
+            var schemas: [Schema] = []
+            for _ in 0..<count {
+                let name = try reader.bytes(Int(try reader.byte("collection length")), "collection")
+                guard !name.isEmpty,
+                    schemas.last.map({ Array($0.collection.utf8).lexicographicallyPrecedes(name) }) ?? true
+                else {
+                    throw Self.malformed("schemas whose collections are empty or not in ascending order, each once")
+                }
+                let collection = try reader.text(name, "collection")
+                schemas.append(Schema(collection: collection, version: try reader.integer(UInt32.self, "schema version")))
+            }
+            guard reader.isAtEnd else { throw Self.malformed("bytes after the last schema") }
+            self = .schemas(schemas)
         case let kind:
             throw Self.malformed(
-                "a message of kind \(kind): 1 reconciles, 2 carries versions, 3 wants, 4 lacks files"
+                "a message of kind \(kind): 1 reconciles, 2 carries versions, 3 wants, 4 lacks files, 5 announces schemas"
             )
         }
     }

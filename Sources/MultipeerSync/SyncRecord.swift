@@ -30,6 +30,12 @@ public protocol SyncRecord: Codable, Sendable, Identifiable where ID == String {
     /// When a station fetches the files of the collection's records (``SyncAttachment``); by
     /// default ``SyncAttachmentPolicy/atOnce``.
     static var attachments: SyncAttachmentPolicy { get }
+    /// The version of the record's shape this build reads and writes, 1 to 2^32 - 1; by default
+    /// 1. Raise it when a build adds or changes fields: stations announce it to each other, and
+    /// one that meets a newer says so (``SyncEvent/newerSchema(collection:theirs:ours:from:)``),
+    /// and names it when a record does not read. It changes nothing of what is kept or passed
+    /// on: every station carries every version whole.
+    static var schemaVersion: Int { get }
     /// The record's id, 1 to 1,024 bytes of UTF-8, never reused for another record.
     var id: String { get }
 }
@@ -43,6 +49,8 @@ extension SyncRecord {
     public static var writers: SyncWriters { .anyMember }
     /// ``SyncAttachmentPolicy/atOnce``.
     public static var attachments: SyncAttachmentPolicy { .atOnce }
+    /// 1.
+    public static var schemaVersion: Int { 1 }
 }
 
 /// How concurrent writes of one record merge (docs/SYNC.md 1). Either way every station that

@@ -27,11 +27,12 @@ import Testing
     static let versions = SyncMessage.versions(keys: [SignedVersionTests.origin.key], [version.bytes])
     static let want = SyncMessage.want([version.id])
     static let lack = SyncMessage.lack([SignedVersionTests.chart.sha256])
+    static let schemas = SyncMessage.schemas([.init(collection: "checklist", version: 2)])
 
     @Test func theVectorsAreTheSpecsBothWays() throws {
         for (name, message) in [
             ("sync-reconcile", Self.reconcile), ("sync-versions", Self.versions), ("sync-want", Self.want),
-            ("sync-lack", Self.lack),
+            ("sync-lack", Self.lack), ("sync-schemas", Self.schemas),
         ] {
             let bytes = try SignedVersionTests.vector(name)
             #expect(message.bytes == bytes, "\(name)")
@@ -61,6 +62,9 @@ import Testing
             ("bytes after the last id", Self.want.bytes + [0]),
             ("bytes after the last SHA-256", Self.lack.bytes + [0]),
             ("a lack of 0 files", [4, 0, 0]),
+            ("bytes after the last schema", Self.schemas.bytes + [0]),
+            ("not in ascending order", [5, 0, 2, 1, 0x62, 0, 0, 0, 1, 1, 0x61, 0, 0, 0, 1]),
+            ("empty or not in ascending order", [5, 0, 1, 0, 0, 0, 0, 1]),
             ("a lack of 1025 files", [4, 0x04, 0x01] + [UInt8](repeating: 0, count: 1_025 * 32)),
             ("bytes after the last version", Self.versions.bytes + [0]),
             ("at most 4194304", [UInt8](repeating: 3, count: SyncMessage.maximumLength + 1)),
@@ -74,7 +78,7 @@ import Testing
             }
         }
         // A batch or a want cut short anywhere ends inside something it announced.
-        for message in [Self.versions.bytes, Self.want.bytes, Self.lack.bytes] {
+        for message in [Self.versions.bytes, Self.want.bytes, Self.lack.bytes, Self.schemas.bytes] {
             for length in 0..<message.count {
                 #expect(throws: SyncError.self) { try SyncMessage(decoding: Array(message.prefix(length))) }
             }

@@ -17,12 +17,18 @@ public struct SyncCollection<Record: SyncRecord>: Sendable {
     /// (if it throws) none.
     /// - Throws: as ``put(_:)-(Record)``, for the first record that fails.
     public func put(_ records: some Sequence<Record>) async throws(SyncError) {
-        var writes: [(id: String, fields: [String: [UInt8]]?, attachments: [String: Set<SyncAttachment>])] = []
-        for record in records {
-            let (fields, attachments) = try RecordFields.encoded(record)
-            writes.append((record.id, fields, attachments))
+        // (One collector bound for the batch: each record's encoding only reads it.)
+        let encoded = AttachmentCollector.$current.withValue(AttachmentCollector()) {
+            Result { () throws(SyncError) in
+                var writes: [(id: String, fields: [String: [UInt8]]?, attachments: [String: Set<SyncAttachment>])] = []
+                for record in records {
+                    let (fields, attachments) = try RecordFields.encoded(record)
+                    writes.append((record.id, fields, attachments))
+                }
+                return writes
+            }
         }
-        try await store.write(writes, in: Record.collectionName)
+        try await store.write(try encoded.get(), in: Record.collectionName)
     }
 
     /// Deletes the record with `id`, if there is one: a tombstone, durable when this returns,
@@ -44,7 +50,11 @@ public struct SyncCollection<Record: SyncRecord>: Sendable {
     public func record(id: String) async throws(SyncError) -> Record? {
         let key = RecordKey(collection: Record.collectionName, id: id)
         guard let fields = try await store.fields(of: [key])[key] else { return nil }
-        return try RecordFields.record(Record.self, id: id, from: fields)
+        do throws(SyncError) {
+            return try RecordFields.record(Record.self, id: id, from: fields)
+        } catch {
+            throw store.explained(error, in: Record.collectionName)
+        }
     }
 
     /// Every record, in ascending order of ids. One that does not read as a `Record` is left
@@ -63,7 +73,7 @@ public struct SyncCollection<Record: SyncRecord>: Sendable {
                 let record = try RecordFields.record(Record.self, id: id, from: fields)
                 if isIncluded(record) { found.append(record) }
             } catch {
-                store.report(.unreadableRecord(error))
+                store.report(.unreadableRecord(store.explained(error, in: Record.collectionName)))
             }
         }
         return found
@@ -107,7 +117,7 @@ public struct SyncChanges<Record: SyncRecord>: AsyncSequence, Sendable {
                     let record = try RecordFields.record(Record.self, id: id, from: fields)
                     return SyncChange(id: id, record: record, stamp: change.change.stamp, peer: change.peer)
                 } catch {
-                    store.report(.unreadableRecord(error))
+                    store.report(.unreadableRecord(store.explained(error, in: Record.collectionName)))
                 }
             }
             return nil

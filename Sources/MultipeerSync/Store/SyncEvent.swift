@@ -15,6 +15,11 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
     /// Deletes were collected (docs/SYNC.md 8): this many, their versions let go; a write
     /// older than any of them is still never taken.
     case collected(Int)
+    /// The peer reads a collection this station reads as a newer schema version
+    /// (``SyncRecord/schemaVersion``): its build is newer, and records it writes may hold
+    /// fields this build does not read (they are kept and passed on whole) or not read here at
+    /// all (``unreadableRecord(_:)``). Told once per peer, collection and version in a run.
+    case newerSchema(collection: String, theirs: Int, ours: Int, from: UUID)
     /// The file of an attachment arrived from the peer, its SHA-256 checked: it is in the
     /// store (``SyncStore/file(of:)``).
     case attachmentArrived(SyncAttachment, from: UUID)
@@ -29,6 +34,8 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
         case .exchanged(let peer): "exchanged with \(peer)"
         case .collected(let count): "collected \(count) deletes"
         case .attachmentArrived(let attachment, let peer): "attachment \(attachment) arrived from \(peer)"
+        case .newerSchema(let collection, let theirs, let ours, let peer):
+            "\(peer) reads \(collection) as schema version \(theirs), newer than this build's \(ours): update this application to read all of its records"
         case .failed(let error): "failed: \(error)"
         }
     }

@@ -33,9 +33,14 @@ public actor SyncStore {
     private let now: @Sendable () -> UInt64
     /// What this store sent and received, message by message (for benchmarks and status).
     package private(set) var traffic = Traffic()
-    /// Who may write each collection, and when its files are fetched, as the application said
-    /// (``carry(_:writers:attachments:)``).
-    private nonisolated let rules = Mutex<[String: CollectionRules]>([:])
+    /// Who may write each collection, when its files are fetched, and its schema version, as
+    /// the application said (``carry(_:writers:attachments:)``, ``collection(_:)``).
+    nonisolated let rules = Mutex<[String: CollectionRules]>([:])
+    /// The newest schema version a peer announced for each collection, and that peer
+    /// (docs/SYNC.md 10).
+    nonisolated let newerSchemas = Mutex<[String: (version: UInt32, peer: UUID)]>([:])
+    /// The newer schemas reported in this run: by peer, version and collection.
+    var reportedSchemas: Set<String> = []
     /// The files of attachments, on disk (nil: this store keeps none).
     let files: AttachmentFiles?
     /// The attachments' files on their way, both ways.
@@ -106,6 +111,8 @@ public actor SyncStore {
     public nonisolated func collection<Record: SyncRecord>(_ type: Record.Type = Record.self) -> SyncCollection<Record>
     {
         carry(Record.collectionName, writers: Record.writers, attachments: Record.attachments)
+        let schema = UInt32(clamping: max(1, Record.schemaVersion))
+        rules.withLock { $0[Record.collectionName]?.schema = schema }
         return SyncCollection(store: self)
     }
 
@@ -120,7 +127,10 @@ public actor SyncStore {
         writers: SyncWriters,
         attachments: SyncAttachmentPolicy = .atOnce
     ) {
-        rules.withLock { $0[collection] = CollectionRules(writers: writers, attachments: attachments) }
+        rules.withLock { rules in
+            let schema = rules[collection]?.schema
+            rules[collection] = CollectionRules(writers: writers, attachments: attachments, schema: schema)
+        }
     }
 
     /// When the files of `collection`'s records are fetched.
@@ -241,6 +251,7 @@ public actor SyncStore {
     private func handle(_ event: SessionEvent) async {
         switch event {
         case .peerJoined(let peer):
+            await announceSchemas(to: peer.id)
             guard let holding = holding() else { return }
             if let exchange = exchanges.peerJoined(peer.id, latest: holding) {
                 await initiate(exchange, with: peer.id)
@@ -340,6 +351,8 @@ public actor SyncStore {
                 }
             case .lack(let files):
                 try await offer(files, to: peer)
+            case .schemas(let schemas):
+                heard(schemas, from: peer)
             }
         } catch {
             report(.failed(error))
@@ -482,6 +495,48 @@ public actor SyncStore {
     }
 }
 
+extension SyncStore {
+    /// Tells `peer` the schema version of each collection this station reads (docs/SYNC.md 10).
+    func announceSchemas(to peer: UUID) async {
+        let schemas = rules.withLock { rules in
+            rules.compactMap { name, rules in rules.schema.map { SyncMessage.Schema(collection: name, version: $0) } }
+        }.sorted { Array($0.collection.utf8).lexicographicallyPrecedes(Array($1.collection.utf8)) }
+        guard !schemas.isEmpty else { return }
+        for chunk in schemas.chunks(of: SyncMessage.maximumSchemas) { await send(.schemas(Array(chunk)), to: peer) }
+    }
+
+    /// `peer` announced the schema versions it reads: each newer than this station's is
+    /// reported, once per peer, collection and version in a run, and kept to name it when a
+    /// record does not read.
+    func heard(_ schemas: [SyncMessage.Schema], from peer: UUID) {
+        let ours = rules.withLock { $0.compactMapValues(\.schema) }
+        for schema in schemas {
+            guard let own = ours[schema.collection], schema.version > own else { continue }
+            newerSchemas.withLock { newer in
+                if newer[schema.collection].map({ $0.version < schema.version }) ?? true {
+                    newer[schema.collection] = (schema.version, peer)
+                }
+            }
+            guard reportedSchemas.insert("\(peer) \(schema.version) \(schema.collection)").inserted else { continue }
+            report(.newerSchema(collection: schema.collection, theirs: Int(schema.version), ours: Int(own), from: peer))
+        }
+    }
+
+    /// `error` (a record of `collection` that does not read), with the newer schema version a
+    /// peer announced for the collection, if one did.
+    nonisolated func explained(_ error: SyncError, in collection: String) -> SyncError {
+        let ours = rules.withLock { $0[collection]?.schema }
+        guard let newer = newerSchemas.withLock({ $0[collection] }), let ours, newer.version > ours else {
+            return error
+        }
+        return SyncError(
+            error.code,
+            error.message
+                + " (\(newer.peer) reads \(collection) as schema version \(newer.version), this build as \(ours): the record is likely a newer build's; update this application)"
+        )
+    }
+}
+
 /// The messages a store sent and received, and their bytes, by kind (docs/SYNC.md 5: 1
 /// reconciles, 2 carries versions, 3 wants).
 package struct Traffic: Sendable {
@@ -506,6 +561,8 @@ package struct Traffic: Sendable {
 struct CollectionRules: Sendable {
     var writers: SyncWriters
     var attachments: SyncAttachmentPolicy
+    /// The schema version this station reads the collection as; nil if it only carries it.
+    var schema: UInt32?
 }
 
 /// A change of any collection, with the peer it came from (nil: this station's write).

@@ -47,6 +47,28 @@ import Testing
         }
     }
 
+    /// A layer above the session takes the files whose offer carries its metadata key, in a
+    /// stream of its own; the application's stream gets the rest, and neither sees the other's.
+    @Test func filesWithAMetadataKeyGoToTheirOwnStream() async throws {
+        let scratch = try Scratch()
+        let inbox = scratch.url.appendingPathComponent("inbox")
+        let (tagged, plain) = (try scratch.file("tagged", length: 1_000), try scratch.file("plain", length: 2_000))
+        try await Self.withReceiver(directory: inbox) { receiver, sender in
+            let layer = receiver.incomingResources(withMetadataKey: "layer.file")
+            let application = receiver.incomingResources
+            _ = try await sender.sendResource(at: tagged, metadata: ["layer.file": "1"], to: receiver.peerID)
+            _ = try await sender.sendResource(at: plain, metadata: ["entry": "7"], to: receiver.peerID)
+            let forLayer = try #require(try await within(30, "the tagged file") { await layer.first { _ in true } })
+            let forApplication = try #require(
+                try await within(30, "the plain file") { await application.first { _ in true } }
+            )
+            #expect(forLayer.name == "tagged" && forLayer.metadata == ["layer.file": "1"])
+            #expect(forApplication.name == "plain", "the tagged file never reached the application's stream")
+            let file = try await within(30, "the tagged file to arrive") { try await forLayer.file() }
+            #expect(try Data(contentsOf: file).count == 1_000)
+        }
+    }
+
     @Test func aFileArrivesWholeWithItsProgressAndItsMetadataWhileMessagesFlow() async throws {
         let scratch = try Scratch()
         let inbox = scratch.url.appendingPathComponent("inbox")

@@ -66,6 +66,21 @@ struct MemoV1: SyncRecord, Equatable {
     var text: String
 }
 
+/// A bulletin as a newer build writes it: its level became a word (schema version 2).
+struct BulletinV2: SyncRecord, Equatable {
+    static var collectionName: String { "Bulletin" }
+    static var schemaVersion: Int { 2 }
+    var id: String
+    var level: String
+}
+
+/// The same collection as an older build knows it: its level a number (schema version 1).
+struct BulletinV1: SyncRecord, Equatable {
+    static var collectionName: String { "Bulletin" }
+    var id: String
+    var level: Int
+}
+
 /// The store's message type, as a stranger implementing docs/SYNC.md 6 would send it: its
 /// bytes in one CBOR byte string, under the store's wire name.
 struct RawSyncMessage: MultipeerMessage {
@@ -308,6 +323,52 @@ func event(
                 #expect(!final.contains { $0.id == "c0" } && final.contains { $0.id == "r\(count + 1)" })
                 let status = try await captain.status()
                 #expect(status.peers[reliefIdentity.peerID]?.state == .unknown, "a new run: not met in it yet")
+            }
+        }
+    }
+
+    /// A station whose build reads a collection as an older schema version hears the newer
+    /// one's at the join and says so, once; a record of the newer shape that does not read
+    /// here is refused by `record(id:)` naming the newer version, and still kept whole. The
+    /// newer station hears nothing of the kind.
+    @Test func aStationToldOfANewerSchemaSaysSoAndNamesItWhenARecordDoesNotRead() async throws {
+        try await withDirectory { directory in
+            let listener = MultipeerSession(configuration: configuration("newer"), identity: PeerIdentity())
+            let newer = try SyncStore(session: listener, path: directory.appendingPathComponent("newer.sqlite").path)
+            let bulletins = newer.collection(BulletinV2.self)
+            try await bulletins.put(BulletinV2(id: "b1", level: "severe"))
+            try await whileRunning([listener]) {
+                let port = try await listeningPort(of: listener)
+                let dialler = MultipeerSession(configuration: configuration("older", dialling: port), identity: PeerIdentity())
+                let older = try SyncStore(session: dialler, path: directory.appendingPathComponent("older.sqlite").path)
+                let oldBulletins = older.collection(BulletinV1.self)
+                let (olderEvents, newerEvents) = (older.events, newer.events)
+                try await whileRunning([dialler]) {
+                    try await whileSyncing([newer, older]) {
+                        let told = try await event(of: olderEvents) {
+                            if case .newerSchema("Bulletin", theirs: 2, ours: 1, from: listener.peerID) = $0 { return true }
+                            return false
+                        }
+                        #expect("\(told)".contains("schema version 2"))
+                        _ = try await event(of: olderEvents) {
+                            if case .exchanged = $0 { return true }
+                            return false
+                        }
+                        _ = try await event(of: newerEvents) {
+                            if case .exchanged = $0 { return true }
+                            if case .newerSchema = $0 { Issue.record("the newer station was told of a newer schema") }
+                            return false
+                        }
+                        do throws(SyncError) {
+                            _ = try await oldBulletins.record(id: "b1")
+                            Issue.record("a level of another type read")
+                        } catch {
+                            #expect(error.code == .undecodableRecord)
+                            #expect(error.message.contains("schema version 2"), "\(error)")
+                        }
+                        #expect(try await older.status().versions == 1, "kept whole all the same")
+                    }
+                }
             }
         }
     }
