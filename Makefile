@@ -74,6 +74,10 @@ bench: deps
 	# gRPC Swift 2, SessionBenchmark's other baseline: a package of its own (5-10 minutes the first time).
 	$(SWIFT) build -c release --package-path Benchmarks/GRPCBaseline
 	clang -shared -fPIC -O2 -fno-builtin -o .build/release/liblockcounter.so Benchmarks/LockCounter/lockcounter.c -ldl
+	# The store's anchors (Yjs through pycrdt, Automerge through automerge), from PyPI, in a
+	# virtual environment of their own.
+	[ -x .build/anchors-venv/bin/python ] || python3 -m venv .build/anchors-venv
+	.build/anchors-venv/bin/pip install -q -r Benchmarks/anchors-requirements.txt
 	Benchmarks/run-all.sh $(BENCH_ARGS)
 
 # Formats every Swift file as .swift-format says (SwiftNIO's settings: 120 columns); make test

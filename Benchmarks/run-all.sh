@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 results=bench-results
 mkdir -p "$results"
-rm -rf "$results"/{link,session,session-locks,session-mixed,navlog,sync,store,store-memory,detection,detection-network,delivery,stopped-reader,discovery,mesh,durations,report}.json "$results"/report.md "$results"/charts "$results"/hosts-loss
+rm -rf "$results"/{link,session,session-locks,session-mixed,navlog,sync,store,store-memory,anchors,detection,detection-network,delivery,stopped-reader,discovery,mesh,durations,report}.json "$results"/report.md "$results"/charts "$results"/hosts-loss
 
 quick=0
 only=""
@@ -55,6 +55,8 @@ step navlog .build/release/NavlogBenchmark --entries "$(trials 1000 1000,10000,1
 step sync .build/release/SyncBenchmark --trials "$(trials 1 5)"
 # The store over real sessions and SQLite: durable puts, a fresh station joining, differences.
 step store .build/release/StoreBenchmark --records "$(trials 10000 100000)"
+# The store's anchors on the same records: Yjs (pycrdt) and Automerge, by their own protocols.
+step anchors .build/anchors-venv/bin/python Benchmarks/anchors.py --records "$(trials 10000 100000)" --trials "$(trials 1 3)" --json "$results/anchors.json"
 # A station holding a million records (100,000 in a quick run), in a process of its own, syncing:
 # its peak resident memory.
 step store-memory .build/release/StoreBenchmark --records "$(trials 100000 1000000)" --differences 2 --phases memory --json "$results/store-memory.json"

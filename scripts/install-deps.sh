@@ -6,6 +6,7 @@ packages=(
     libavahi-client-dev libgnutls28-dev libsqlite3-dev pkg-config
     avahi-daemon avahi-utils dbus gnutls-bin iproute2 iptables openssl procps
     python3  # the multi-host suite's rogue host (a TCP sink) and keyless flooder
+    python3-venv  # make bench: the store's anchors from PyPI (Benchmarks/anchors.py)
 )
 
 missing=()
