@@ -117,7 +117,7 @@ let package = Package(
         .executableTarget(
             name: "multipeer-simulator",
             dependencies: [
-                "MultipeerSession", "MultipeerSessionTesting",
+                "MultipeerSession", "MultipeerSessionTesting", "MultipeerSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -306,7 +306,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "StoreBenchmark",
-            dependencies: ["BenchmarkSupport", "MultipeerSession", "MultipeerSync"],
+            dependencies: ["BenchmarkSupport", "MultipeerSession", "MultipeerSessionTesting", "MultipeerSync"],
             path: "Benchmarks/StoreBenchmark",
             swiftSettings: swiftSettings
         ),

@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 results=bench-results
 mkdir -p "$results"
-rm -rf "$results"/{link,session,session-locks,session-mixed,navlog,sync,store,store-memory,anchors,detection,detection-network,delivery,stopped-reader,discovery,mesh,durations,report}.json "$results"/report.md "$results"/charts "$results"/hosts-loss
+rm -rf "$results"/{link,session,session-locks,session-mixed,navlog,sync,store,store-memory,store-partition,anchors,detection,detection-network,delivery,stopped-reader,discovery,mesh,durations,report}.json "$results"/report.md "$results"/charts "$results"/hosts-loss
 
 quick=0
 only=""
@@ -57,6 +57,8 @@ step sync .build/release/SyncBenchmark --trials "$(trials 1 5)"
 step store .build/release/StoreBenchmark --records "$(trials 10000 100000)"
 # The store's anchors on the same records: Yjs (pycrdt) and Automerge, by their own protocols.
 step anchors .build/anchors-venv/bin/python Benchmarks/anchors.py --records "$(trials 10000 100000)" --trials "$(trials 1 3)" --json "$results/anchors.json"
+# 16 stores in a simulated world, cut in two for 60 s while each half writes 1,000 records.
+step store-partition .build/release/StoreBenchmark --phases partition --seeds "$(trials 1 1,2,3,4,5)" --json "$results/store-partition.json"
 # A station holding a million records (100,000 in a quick run), in a process of its own, syncing:
 # its peak resident memory.
 step store-memory .build/release/StoreBenchmark --records "$(trials 100000 1000000)" --differences 2 --phases memory --json "$results/store-memory.json"

@@ -84,7 +84,7 @@ struct Simulate: AsyncParsableCommand {
         guard jobs >= 1 else { throw ValidationError("--jobs is at least 1") }
         var next = (queue.last ?? 0) + 1
         var (runs, failed, sessionTime, simulated, messages, faults) = (0, 0, Duration.zero, Duration.zero, 0, 0)
-        var (files, streams) = (0, 0)
+        var (files, streams, storeWrites) = (0, 0, 0)
         var fullest = Fullest()
         let level = Logger.Level(rawValue: logLevel) ?? .critical
         /// The next world to run, if any.
@@ -119,6 +119,7 @@ struct Simulate: AsyncParsableCommand {
             messages += result.messages
             files += result.files
             streams += result.streams
+            storeWrites += result.storeWrites
             fullest.include(result.fullest)
             faults += result.faults
             if trace { print(result.trace) }
@@ -140,7 +141,7 @@ struct Simulate: AsyncParsableCommand {
             if result.violations.isEmpty {
                 if failuresOnly { return }
                 print(
-                    "seed \(seed): ok, \(result.hosts) hosts, \(Self.seconds(result.simulated)) s simulated, \(result.messages) messages, \(result.deliveries) deliveries, \(result.files) files, \(result.streams) streams, \(result.faults) faults, \(Self.seconds(wall)) s"
+                    "seed \(seed): ok, \(result.hosts) hosts, \(Self.seconds(result.simulated)) s simulated, \(result.messages) messages, \(result.deliveries) deliveries, \(result.files) files, \(result.streams) streams, \(result.storeWrites) store writes, \(result.faults) faults, \(Self.seconds(wall)) s"
                 )
             } else {
                 failed += 1
@@ -177,7 +178,7 @@ struct Simulate: AsyncParsableCommand {
         print(
             """
             \(runs) worlds, \(failed) failed; \(Self.seconds(simulated)) s simulated, \(String(format: "%.1f", Self.seconds(sessionTime) / 3_600)) session-hours \
-            checked, \(messages) messages, \(files) files, \(streams) streams, \(faults) faults, in \(Self.seconds(elapsed)) s of wall time
+            checked, \(messages) messages, \(files) files, \(streams) streams, \(storeWrites) store writes, \(faults) faults, in \(Self.seconds(elapsed)) s of wall time
             fullest stream \(fullest.streamCount) messages, \(fullest.streamBytes) bytes held; fullest hold \(fullest.holdCount) messages, \(fullest.holdBytes) bytes \
             (limits \(SimulationRun.limits.receiveBuffer.maximumCount) messages or \(SimulationRun.limits.receiveBuffer.maximumBytes) bytes, \
             \(SimulationRun.limits.unsubscribedMessages.maximumCount) or \(SimulationRun.limits.unsubscribedMessages.maximumBytes)); \

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import MultipeerSession
 import MultipeerSessionTesting
+import MultipeerSync
 
 /// The simulated applications' messages: two types, so order is checked per type.
 struct Cargo: Codable, Sendable {
@@ -80,6 +81,8 @@ struct RunResult: Sendable {
     var files: Int
     var streams: Int
     var faults: Int
+    /// Writes to the replicated stores that returned (each checked at the end).
+    var storeWrites: Int
     /// Simulated time the sessions ran, summed over sessions.
     var sessionTime: Duration
     var simulated: Duration
@@ -131,6 +134,10 @@ final class SimulationRun: @unchecked Sendable {
     static let groupChangeEvery = Duration.seconds(40)
     /// Mean time between an application's reader stopping, in the whole world.
     static let readerStopEvery = Duration.seconds(15)
+    /// Mean time between writes to the hosts' replicated stores, in the whole world.
+    static let storeWriteEvery = Duration.seconds(1)
+    /// How long after the quiet spell every store must hold the same records.
+    static let storeConvergenceBound = Duration.seconds(60)
 
     /// One host and what runs on it.
     final class Node: @unchecked Sendable {
@@ -173,6 +180,11 @@ final class SimulationRun: @unchecked Sendable {
         var rosterChanged: Duration = .zero
         /// Where its session receives files.
         let directory: URL
+        /// Its replicated store's disk (kept across restarts, as a file is; a commit is whole
+        /// or absent), the store over its current session, and that store's run.
+        let storage = MemoryStorage()
+        var store: SyncStore?
+        var storeRun: Task<Void, Never>?
         /// Its application's reader of each message type, which it stops for a while at times
         /// (and, in a session just started, may start only later).
         let readers = ["Cargo": Gate(), "Notice": Gate()]
@@ -214,6 +226,9 @@ final class SimulationRun: @unchecked Sendable {
     private var hosts: [SimulatedHost] = []
     let ledger = Ledger()
     let transfers: Transfers
+    let stores = StoreLedger()
+    /// Numbers the stores' writes, so that every put changes its record.
+    private var storeWriteNumber = 0
     /// The run's files: each host's resource directory, and the files sent.
     let files: URL
     private var fileNumber = 0
@@ -258,6 +273,7 @@ final class SimulationRun: @unchecked Sendable {
         case rosterRestore
         case stopReader
         case resumeReader(Int, String)
+        case storeWrite
     }
 
     init(plan: RunPlan) {
@@ -326,6 +342,7 @@ final class SimulationRun: @unchecked Sendable {
             files: transfers.fileCount,
             streams: transfers.streamCount,
             faults: faults,
+            storeWrites: stores.writeCount,
             sessionTime: sessionTime,
             simulated: world.now,
             fullest: fullest
@@ -372,6 +389,7 @@ final class SimulationRun: @unchecked Sendable {
         schedule(.rotate, after: random.exponential(mean: Self.groupChangeEvery))
         schedule(.rosterChange, after: random.exponential(mean: Self.groupChangeEvery))
         schedule(.stopReader, after: random.exponential(mean: Self.readerStopEvery))
+        schedule(.storeWrite, after: random.exponential(mean: Self.storeWriteEvery))
         while let next = agenda.first, next.at <= plan.duration {
             agenda.removeFirst()
             if next.at > world.now { await world.run(for: next.at - world.now) }
@@ -404,6 +422,7 @@ final class SimulationRun: @unchecked Sendable {
         let session = node.session
         started[node.index] = world.now
         node.host.start(session)
+        startStore(node)
         let (ledger, world, name) = (ledger, world, node.host.name)
         // Now and then an application subscribes to a type only a while after its session
         // started: what comes of it meanwhile is held for it (it declared the type).
@@ -549,6 +568,71 @@ final class SimulationRun: @unchecked Sendable {
                 size: size
             )
         )
+    }
+
+    /// Starts `node`'s replicated store over its current session, on its storage: its run,
+    /// and a watcher of its events (a refusal breaks a promise: nobody here forges or lies).
+    private func startStore(_ node: Node) {
+        let host = node.host
+        guard
+            let store = try? SyncStore(
+                session: node.session,
+                storage: node.storage,
+                now: { UInt64(max(0, host.wallClock.timeIntervalSince1970 * 1_000)) }
+            )
+        else {
+            return ledger.violation("\(world.now) \(host.name): its store did not open on its storage")
+        }
+        node.store = store
+        let (ledger, world, events) = (ledger, world, store.events)
+        _ = store.collection(LogLine.self)
+        node.storeRun = Task(executorPreference: host.executor) {
+            await withDiscardingTaskGroup { group in
+                group.addTask { try? await store.run() }
+                group.addTask {
+                    for await event in events {
+                        if case .refused(let error, let peer) = event {
+                            ledger.violation(
+                                "\(world.now) \(host.name): its store refused what \(peer) sent: \(error) (nobody in these worlds forges, lies or sends what does not read)"
+                            )
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A host's application writes a line of the log (or, now and then, deletes one), and
+    /// once the write returns it is acknowledged with its stamp.
+    private func writeToStore() {
+        let writers = nodes.filter { $0.alive && !$0.frozen && !$0.asleep && $0.store != nil }
+        guard let node = writers.randomElement(using: &random), let store = node.store else { return }
+        storeWriteNumber += 1
+        let id = "line-\(Int.random(in: 0..<StoreLedger.records, using: &random))"
+        let line = random.chance(0.2) ? nil : LogLine(id: id, text: "\(node.host.name) \(storeWriteNumber)")
+        let (stores, world, name) = (stores, world, node.host.name)
+        world.record("its store \(line == nil ? "deletes" : "writes") \(id)", on: node.host)
+        Task(executorPreference: node.host.executor) {
+            let lines = store.collection(LogLine.self)
+            var changes = lines.changes.makeAsyncIterator()
+            do {
+                if let line {
+                    try await lines.put(line)
+                } else {
+                    // (A delete of a record that is absent writes nothing, and is not told.)
+                    guard try await lines.record(id: id) != nil else { return }
+                    try await lines.delete(id: id)
+                }
+            } catch {
+                return
+            }
+            // The write's change was told before the write returned.
+            while let change = await changes.next() {
+                guard change.peer == nil, change.id == id else { continue }
+                stores.acknowledged(id, .init(stamp: change.stamp, line: change.record, host: name, at: world.now))
+                return
+            }
+        }
     }
 
     /// Sends `message` from `session` (its sender loop, in its host's process).
@@ -924,6 +1008,7 @@ final class SimulationRun: @unchecked Sendable {
             await nodes[index].host.repair()
         case .restart(let index):
             let node = nodes[index]
+            node.storeRun?.cancel()
             node.host.restart()
             // A machine that comes back with its wall clock behind (a reboot that lost the time,
             // say): its new session is an older incarnation by the wall clock than the last.
@@ -973,6 +1058,9 @@ final class SimulationRun: @unchecked Sendable {
         case .stopReader:
             stopReader()
             schedule(.stopReader, after: random.exponential(mean: Self.readerStopEvery))
+        case .storeWrite:
+            writeToStore()
+            schedule(.storeWrite, after: random.exponential(mean: Self.storeWriteEvery))
         case .resumeReader(let index, let type):
             nodes[index].readers[type]!.open()
             nodes[index].readingAgain = world.now
@@ -1192,6 +1280,12 @@ final class SimulationRun: @unchecked Sendable {
         let failures = transfers.failures(current: current, receiverDirectories: directories, now: world.now)
         for failure in failures.prefix(5) { ledger.violation(failure) }
         if failures.count > 5 { ledger.violation("... and \(failures.count - 5) more transfers") }
+        // Every store holds the same records, each its latest acknowledged write or a later one.
+        let storages = nodes.map(\.storage)
+        _ = try? await world.run(until: { StoreLedger.converged(storages) }, within: Self.storeConvergenceBound)
+        for broken in stores.broken(nodes.map { ($0.host.name, $0.storage) }, now: world.now).prefix(5) {
+            ledger.violation(broken)
+        }
         let stuck = ledger.sendsUnderWay(before: world.now - .seconds(40)).filter { !killed.contains($0.0.sender) }
         for (id, sent) in stuck.prefix(5) {
             ledger.violation(
@@ -1201,6 +1295,7 @@ final class SimulationRun: @unchecked Sendable {
     }
 
     private func stop() async {
+        for node in nodes { node.storeRun?.cancel() }
         for (index, since) in started {
             sessionTime += world.now - since
             _ = index

@@ -7,6 +7,9 @@
 //   differ     both stations hold every record, then each writes `differences / 2` new ones
 //              while apart (new sessions, so nothing was queued): seconds until both hold all,
 //              round trips (rounds an initiator sent, not the empty one that ends), bytes
+//   partition  16 stations in a simulated world (MultipeerSessionTesting), cut in two for 60 s
+//              while each half writes 1,000 records: simulated seconds after the heal until
+//              every pair is active again, and until every station holds all 2,000
 //   memory     a station holding every record (a copy of the captain's file) that never met
 //              the captain, in a process of its own: each writes `differences / 2` new ones,
 //              then they meet; the station's peak resident memory (VmHWM) over its whole run,
@@ -18,6 +21,7 @@
 //   .build/release/StoreBenchmark [--records 100000] [--differences 1000,10] [--phases put,join,differ]
 //                                 [--json PATH]
 //   .build/release/StoreBenchmark --records 1000000 --differences 2 --phases memory [--json PATH]
+//   .build/release/StoreBenchmark --phases partition [--seeds 1,2,3,4,5] [--json PATH]
 // (join needs put's records, and differ join's.)
 import BenchmarkSupport
 import Foundation
@@ -254,6 +258,39 @@ if phases.contains("put") {
             residentMiB: Bench.residentKiB() / 1024
         )
     )
+}
+
+// Partition: 16 stations in a simulated world, cut in two for 60 s while each half writes; one
+// world per seed (`--seeds 1,2,3`).
+if phases.contains("partition") {
+    for seed in (Bench.option("--seeds") ?? "1,2,3,4,5").split(separator: ",").compactMap({ UInt64($0) }) {
+        let figures = try await partitionPhase(seed: seed)
+        print(
+            String(
+                format:
+                    "partition (seed %d): %d stations, %d writes on each side of a %.0f s partition: after the heal, every station holding all %d records in %.2f s, every pair active again in %.2f s (simulated; %.1f s of wall time)",
+                seed,
+                figures.stations,
+                figures.writesPerSide,
+                figures.partitionSeconds,
+                2 * figures.writesPerSide,
+                figures.convergedSeconds,
+                figures.rejoinedSeconds,
+                figures.wallSeconds
+            )
+        )
+        results.append(
+            Figures(
+                phase: "partition",
+                records: 2 * figures.writesPerSide,
+                seconds: figures.convergedSeconds,
+                versionBytes: 0,
+                metadataBytes: 0,
+                roundTrips: 0,
+                residentMiB: Bench.residentKiB() / 1024
+            )
+        )
+    }
 }
 
 // Memory: a station holding every record, in a process of its own, meets the captain.
