@@ -18,7 +18,11 @@ struct PartitionFigures: Codable {
     var wallSeconds: Double
 }
 
-func partitionPhase(stations count: Int = 16, writesPerSide: Int = 1_000, seed: UInt64 = 60) async throws
+func partitionPhase(
+    stations count: Int = 16,
+    writesPerSide: Int = 1_000,
+    seed: UInt64 = 60
+) async throws
     -> PartitionFigures
 {
     let wall = ContinuousClock.now

@@ -73,9 +73,13 @@ struct StationFigures: Codable {
 // The memory phase's station (a process of its own): opens the store at `--station`, writes
 // `--writes` records, dials the captain at `--dial`, and once it took as many from the captain
 // and their exchange completed, prints its figures as JSON and exits.
-if let path = Bench.option("--station"), let port = Bench.option("--dial"), let writes = Int(Bench.option("--writes") ?? "")
+if let path = Bench.option("--station"), let port = Bench.option("--dial"),
+    let writes = Int(Bench.option("--writes") ?? "")
 {
-    let session = MultipeerSession(configuration: configuration("relief", dialling: Int(port)), identity: PeerIdentity())
+    let session = MultipeerSession(
+        configuration: configuration("relief", dialling: Int(port)),
+        identity: PeerIdentity()
+    )
     let store = try SyncStore(session: session, path: path)
     let entries = store.collection(Entry.self)
     try await entries.put((0..<writes).map { entry(records + $0, by: "relief") })
@@ -300,7 +304,10 @@ if phases.contains("memory") {
     do {
         // (The captain's file, closed, copied: the same versions, and no memory of any peer.)
         let captain = try SyncStore(
-            session: MultipeerSession(configuration: configuration("captain", dialling: nil), identity: captainIdentity),
+            session: MultipeerSession(
+                configuration: configuration("captain", dialling: nil),
+                identity: captainIdentity
+            ),
             path: captainPath
         )
         if try await captain.status().versions < records {

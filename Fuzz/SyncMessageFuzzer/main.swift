@@ -32,7 +32,9 @@ let syncMessageFuzzer: FuzzTarget = { data, size in
         case .want(let ids):
             precondition(ids.allSatisfy { $0.count == 32 })
         case .lack(let files):
-            precondition(!files.isEmpty && files.count <= SyncMessage.maximumLack && files.allSatisfy { $0.count == 32 })
+            precondition(
+                !files.isEmpty && files.count <= SyncMessage.maximumLack && files.allSatisfy { $0.count == 32 }
+            )
         case .schemas(let schemas):
             precondition(schemas.count <= SyncMessage.maximumSchemas && schemas.allSatisfy { !$0.collection.isEmpty })
         }

@@ -30,7 +30,10 @@ package struct RangeReconciliation {
                 raw.copyBytes(from: id)
             }
             // (Copied as they come: each word's bytes in memory order, read big-endian.)
-            words = (UInt64(bigEndian: words.0), UInt64(bigEndian: words.1), UInt64(bigEndian: words.2), UInt64(bigEndian: words.3))
+            words = (
+                UInt64(bigEndian: words.0), UInt64(bigEndian: words.1), UInt64(bigEndian: words.2),
+                UInt64(bigEndian: words.3)
+            )
             self.words = words
         }
 
@@ -246,7 +249,10 @@ package struct RangeReconciliation {
     /// `sentFirst` (the versions it stored since they last met, docs/SYNC.md 6): an empty
     /// answer, with nothing to resolve, if the round matches what this side holds but those (the
     /// exchange then ends in this round trip); otherwise the answer from all it holds.
-    package func reconcile(_ message: Message, sentFirst: Set<Item>) throws(SyncError) -> (
+    package func reconcile(
+        _ message: Message,
+        sentFirst: Set<Item>
+    ) throws(SyncError) -> (
         answer: Message, outcome: Outcome
     ) {
         let rest = try RangeReconciliation(reading: Excluding(items: items, excluded: sentFirst)).reconcile(message)
@@ -268,7 +274,10 @@ package struct RangeReconciliation {
     }
 
     /// The fingerprint of the items in a range, and how many there are.
-    private func fingerprint(from lower: Bound, below upper: Bound) throws(SyncError) -> (fingerprint: [UInt8], count: Int) {
+    private func fingerprint(
+        from lower: Bound,
+        below upper: Bound
+    ) throws(SyncError) -> (fingerprint: [UInt8], count: Int) {
         var sum = Sum()
         try items.scan(from: lower, below: upper) { item in
             sum.add(item)
@@ -293,7 +302,9 @@ package struct RangeReconciliation {
         func size(_ bucket: Int) -> Int { count / Self.buckets + (bucket < count % Self.buckets ? 1 : 0) }
         try items.scan(from: lower, below: upper) { item in
             if sum.count == size(bucket), let last = previous {
-                ranges.append(Range(upperBound: Self.bound(between: last, and: item), payload: .fingerprint(sum.fingerprint)))
+                ranges.append(
+                    Range(upperBound: Self.bound(between: last, and: item), payload: .fingerprint(sum.fingerprint))
+                )
                 (bucket, sum) = (bucket + 1, Sum())
             }
             sum.add(item)

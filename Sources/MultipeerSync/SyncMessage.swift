@@ -214,7 +214,9 @@ package enum SyncMessage: Hashable, Sendable {
                     throw Self.malformed("schemas whose collections are empty or not in ascending order, each once")
                 }
                 let collection = try reader.text(name, "collection")
-                schemas.append(Schema(collection: collection, version: try reader.integer(UInt32.self, "schema version")))
+                schemas.append(
+                    Schema(collection: collection, version: try reader.integer(UInt32.self, "schema version"))
+                )
             }
             guard reader.isAtEnd else { throw Self.malformed("bytes after the last schema") }
             self = .schemas(schemas)

@@ -124,7 +124,10 @@ import Testing
         let high = RangeReconciliation.Bound(items[1_900])
         let low = RangeReconciliation.Bound(items[10])
         let message = (0..<1_000).map { index in
-            RangeReconciliation.Range(upperBound: index % 2 == 0 ? high : low, payload: .fingerprint([UInt8](repeating: 0, count: 16)))
+            RangeReconciliation.Range(
+                upperBound: index % 2 == 0 ? high : low,
+                payload: .fingerprint([UInt8](repeating: 0, count: 16))
+            )
         }
         _ = try RangeReconciliation(reading: counting).reconcile(message)
         // (The first range is read to fingerprint it, then to split it.)

@@ -85,7 +85,8 @@ import Testing
             change(&bytes)
             return bytes
         }
-        let twice = Array(good[..<list]) + [2] + Array(good[list + 1..<list + 41]) + Array(good[list + 1..<list + 41])
+        let twice =
+            Array(good[..<list]) + [2] + Array(good[list + 1..<list + 41]) + Array(good[list + 1..<list + 41])
             + [UInt8](repeating: 0, count: 64)
         let cases: [(String, [UInt8])] = [
             ("0 attachments in a version of kind 0", changed { $0[list] = 0 }),

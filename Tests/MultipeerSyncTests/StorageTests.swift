@@ -74,7 +74,9 @@ import Testing
     func rangesReadWhatTheOrderHolds(kind: Kind) throws {
         try Self.withStorage(kind) { storage, _ in
             // (Four versions a millisecond: ties ordered by id.)
-            let versions = (0..<200).map { Self.version("item-\($0)", .set(["n": [UInt8($0)]]), at: 1 + UInt64($0 / 4)) }
+            let versions = (0..<200).map {
+                Self.version("item-\($0)", .set(["n": [UInt8($0)]]), at: 1 + UInt64($0 / 4))
+            }
             try storage.commit(StorageCommit(added: versions, clock: versions.last!.stamp.timestamp))
             let sorted = versions.map(\.item).sorted()
             let memory = SortedItems(sorted)
@@ -83,14 +85,25 @@ import Testing
             for _ in 0..<40 {
                 let item = sorted.randomElement(using: &random)!
                 bounds.append(RangeReconciliation.Bound(item))
-                bounds.append(.init(timestamp: item.timestamp, idPrefix: Array(item.id.prefix(Int.random(in: 0...3, using: &random)))))
+                bounds.append(
+                    .init(
+                        timestamp: item.timestamp,
+                        idPrefix: Array(item.id.prefix(Int.random(in: 0...3, using: &random)))
+                    )
+                )
                 bounds.append(RangeReconciliation.bound(between: item, and: item.successor!))
             }
             for lower in bounds.shuffled(using: &random).prefix(12) {
                 for upper in bounds.shuffled(using: &random).prefix(12) {
                     var (read, expected) = ([RangeReconciliation.Item](), [RangeReconciliation.Item]())
-                    try storage.scan(from: lower, below: upper) { read.append($0); return true }
-                    memory.scan(from: lower, below: upper) { expected.append($0); return true }
+                    try storage.scan(from: lower, below: upper) {
+                        read.append($0)
+                        return true
+                    }
+                    memory.scan(from: lower, below: upper) {
+                        expected.append($0)
+                        return true
+                    }
                     #expect(read == expected)
                     #expect(expected == sorted.filter { !lower.isAbove($0) && upper.isAbove($0) })
                     #expect(try storage.count(from: lower, below: upper) == expected.count)

@@ -155,7 +155,8 @@ package final class SQLiteStorage: SyncStorage {
     ) throws(SyncError) -> Int {
         guard let range = Self.range(from: lower, below: upper) else { return 0 }
         return try reading("count the versions") { db in
-            try Int.fetchOne(db, sql: "SELECT count(*) FROM version WHERE \(range.sql)", arguments: range.arguments) ?? 0
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM version WHERE \(range.sql)", arguments: range.arguments)
+                ?? 0
         }
     }
 

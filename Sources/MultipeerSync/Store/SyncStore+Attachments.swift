@@ -1,6 +1,7 @@
+import MultipeerSession
+
 public import struct Foundation.URL
 public import struct Foundation.UUID
-import MultipeerSession
 
 /// The files on their way, both ways (docs/SYNC.md 9).
 struct AttachmentTransfers {
@@ -187,7 +188,10 @@ extension SyncStore {
                 resource.cancel()
                 report(
                     .refused(
-                        SyncError(.attachmentFailed, "\(peer) sent \(attachment), which no record this station keeps holds"),
+                        SyncError(
+                            .attachmentFailed,
+                            "\(peer) sent \(attachment), which no record this station keeps holds"
+                        ),
                         from: peer
                     )
                 )

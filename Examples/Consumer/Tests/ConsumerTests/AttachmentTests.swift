@@ -18,7 +18,8 @@ struct Scan: SyncRecord, Equatable {
 }
 
 /// A session of these tests that takes files, into a folder of `directory`.
-func filesConfiguration(_ name: String, in directory: URL, dialling port: Int? = nil) -> MultipeerSession.Configuration {
+func filesConfiguration(_ name: String, in directory: URL, dialling port: Int? = nil) -> MultipeerSession.Configuration
+{
     var configuration = configuration(name, dialling: port)
     configuration.resourceDirectory = directory.appendingPathComponent("\(name)-incoming")
     return configuration
@@ -40,7 +41,10 @@ func file(_ name: String, in directory: URL, _ bytes: [UInt8]) throws -> URL {
     @Test func aFileGoesWithItsRecordThroughAStationThatOnlyCarriesIt() async throws {
         try await withDirectory { directory in
             func path(_ name: String) -> String { directory.appendingPathComponent("\(name).sqlite").path }
-            let middle = MultipeerSession(configuration: filesConfiguration("relief", in: directory), identity: PeerIdentity())
+            let middle = MultipeerSession(
+                configuration: filesConfiguration("relief", in: directory),
+                identity: PeerIdentity()
+            )
             let relief = try SyncStore(session: middle, path: path("relief"))
             try await whileRunning([middle]) {
                 let port = try await listeningPort(of: middle)
@@ -95,8 +99,14 @@ func file(_ name: String, in directory: URL, _ bytes: [UInt8]) throws -> URL {
     /// once, written after (and larger), arrives first, unasked.
     @Test func anOnDemandFileComesOnlyWhenAsked() async throws {
         try await withDirectory { directory in
-            let listener = MultipeerSession(configuration: filesConfiguration("captain", in: directory), identity: PeerIdentity())
-            let captain = try SyncStore(session: listener, path: directory.appendingPathComponent("captain.sqlite").path)
+            let listener = MultipeerSession(
+                configuration: filesConfiguration("captain", in: directory),
+                identity: PeerIdentity()
+            )
+            let captain = try SyncStore(
+                session: listener,
+                path: directory.appendingPathComponent("captain.sqlite").path
+            )
             try await whileRunning([listener]) {
                 let port = try await listeningPort(of: listener)
                 let dialler = MultipeerSession(
@@ -105,7 +115,10 @@ func file(_ name: String, in directory: URL, _ bytes: [UInt8]) throws -> URL {
                 )
                 let reliefPath = directory.appendingPathComponent("relief.sqlite").path
                 let relief = try SyncStore(session: dialler, path: reliefPath)
-                let scan = Scan(id: "scan", file: try await captain.attach(fileAt: try file("scan", in: directory, [1])))
+                let scan = Scan(
+                    id: "scan",
+                    file: try await captain.attach(fileAt: try file("scan", in: directory, [1]))
+                )
                 try await captain.collection(Scan.self).put(scan)
                 let big = (0..<1_000_000).map { UInt8(truncatingIfNeeded: $0) }
                 let chart = Chart(
@@ -122,9 +135,14 @@ func file(_ name: String, in directory: URL, _ bytes: [UInt8]) throws -> URL {
                             if case .attachmentArrived(chart.file!, _) = $0 { return true }
                             return false
                         }
-                        let kept = URL(fileURLWithPath: reliefPath + ".attachments").appendingPathComponent(scan.file.hex)
+                        let kept = URL(fileURLWithPath: reliefPath + ".attachments").appendingPathComponent(
+                            scan.file.hex
+                        )
                         #expect(!FileManager.default.fileExists(atPath: kept.path), "not fetched unasked")
-                        #expect(try await relief.status().missingAttachments == 0, "nothing it fetches at once is missing")
+                        #expect(
+                            try await relief.status().missingAttachments == 0,
+                            "nothing it fetches at once is missing"
+                        )
 
                         let fetched = try await within(30, "the scan's file") { try await relief.file(of: scan.file) }
                         #expect(try Data(contentsOf: fetched) == Data([1]))
@@ -138,8 +156,14 @@ func file(_ name: String, in directory: URL, _ bytes: [UInt8]) throws -> URL {
     /// A file the application asks for that no record lists fails at once, saying so.
     @Test func aFileNoRecordListsIsRefusedAndRecordsStillArrive() async throws {
         try await withDirectory { directory in
-            let listener = MultipeerSession(configuration: filesConfiguration("captain", in: directory), identity: PeerIdentity())
-            let captain = try SyncStore(session: listener, path: directory.appendingPathComponent("captain.sqlite").path)
+            let listener = MultipeerSession(
+                configuration: filesConfiguration("captain", in: directory),
+                identity: PeerIdentity()
+            )
+            let captain = try SyncStore(
+                session: listener,
+                path: directory.appendingPathComponent("captain.sqlite").path
+            )
             try await whileRunning([listener]) {
                 let port = try await listeningPort(of: listener)
                 // A stranger's build: no store, a file offered as the store's.
@@ -158,7 +182,9 @@ func file(_ name: String, in directory: URL, _ bytes: [UInt8]) throws -> URL {
                             to: listener.peerID
                         )
                         let refused = try await event(of: events) {
-                            if case .refused(let error, from: stranger.peerID) = $0 { return error.code == .attachmentFailed }
+                            if case .refused(let error, from: stranger.peerID) = $0 {
+                                return error.code == .attachmentFailed
+                            }
                             return false
                         }
                         #expect("\(refused)".contains("no record this station keeps holds"))
@@ -175,7 +201,10 @@ func file(_ name: String, in directory: URL, _ bytes: [UInt8]) throws -> URL {
         try await withDirectory { directory in
             let path = directory.appendingPathComponent("captain.sqlite").path
             let store = try SyncStore(
-                session: MultipeerSession(configuration: filesConfiguration("captain", in: directory), identity: PeerIdentity()),
+                session: MultipeerSession(
+                    configuration: filesConfiguration("captain", in: directory),
+                    identity: PeerIdentity()
+                ),
                 path: path
             )
             let charts = store.collection(Chart.self)

@@ -339,14 +339,19 @@ func event(
             try await bulletins.put(BulletinV2(id: "b1", level: "severe"))
             try await whileRunning([listener]) {
                 let port = try await listeningPort(of: listener)
-                let dialler = MultipeerSession(configuration: configuration("older", dialling: port), identity: PeerIdentity())
+                let dialler = MultipeerSession(
+                    configuration: configuration("older", dialling: port),
+                    identity: PeerIdentity()
+                )
                 let older = try SyncStore(session: dialler, path: directory.appendingPathComponent("older.sqlite").path)
                 let oldBulletins = older.collection(BulletinV1.self)
                 let (olderEvents, newerEvents) = (older.events, newer.events)
                 try await whileRunning([dialler]) {
                     try await whileSyncing([newer, older]) {
                         let told = try await event(of: olderEvents) {
-                            if case .newerSchema("Bulletin", theirs: 2, ours: 1, from: listener.peerID) = $0 { return true }
+                            if case .newerSchema("Bulletin", theirs: 2, ours: 1, from: listener.peerID) = $0 {
+                                return true
+                            }
                             return false
                         }
                         #expect("\(told)".contains("schema version 2"))
