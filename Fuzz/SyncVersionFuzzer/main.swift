@@ -16,7 +16,8 @@ let syncVersionFuzzer: FuzzTarget = { data, size in
             collection: version.collection,
             recordID: version.recordID,
             stamp: version.stamp,
-            change: version.change
+            change: version.change,
+            attachments: version.attachments
         )
         precondition(encoded[...] == version.signedBytes, "a version's signed bytes are its write's one encoding")
         let reread = try SignedVersion(decoding: version.bytes)

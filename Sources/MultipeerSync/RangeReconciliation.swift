@@ -14,7 +14,7 @@ import Crypto
 /// resolves it (docs/SYNC.md 4): it learns what it holds in the range that the list lacks
 /// (``Outcome/have``: to send) and what the list holds that it lacks (``Outcome/need``: to ask
 /// for), and skips the range. So the ids travel once, and a side never lists its ids back.
-package struct RangeReconciliation {
+package struct RangeReconciliation: Sendable {
     /// A version's id (the SHA-256 of its signed bytes) as four 64-bit words, so that
     /// comparing, hashing and summing a million of them allocates nothing.
     package struct Digest: Hashable, Sendable {
@@ -386,7 +386,7 @@ package struct RangeReconciliation {
 }
 
 /// The items a side holds, as reconciliation reads them: in ascending order, range by range.
-package protocol ReconciliationItems {
+package protocol ReconciliationItems: Sendable {
     /// Calls `body` with each item at or above `lower` and below `upper`, in ascending order,
     /// until it returns false.
     func scan(
