@@ -48,6 +48,19 @@ import Testing
         signedBy: origin
     )
 
+    /// Each of `cases` (what it breaks, and its bytes) is refused as malformed, the refusal
+    /// saying what.
+    static func expectRefused(_ cases: [(String, [UInt8])]) {
+        for (what, bytes) in cases {
+            do {
+                _ = try SignedVersion(decoding: bytes)
+                Issue.record("\(what): read")
+            } catch {
+                #expect(error.code == .malformedVersion && error.message.contains(what), "\(what): \(error)")
+            }
+        }
+    }
+
     static func vector(_ name: String) throws -> [UInt8] {
         let vectors = try ProtocolVectors.blocks(in: "docs/SYNC.md", fence: "hex")
         return try #require(vectors[name]).split(whereSeparator: \.isWhitespace).map { UInt8($0, radix: 16)! }
@@ -95,14 +108,7 @@ import Testing
             ("ascending order of their SHA-256, each once", twice),
             ("format 3", changed { $0[0] = 3 }),
         ]
-        for (what, bytes) in cases {
-            do {
-                _ = try SignedVersion(decoding: bytes)
-                Issue.record("\(what): read")
-            } catch {
-                #expect(error.code == .malformedVersion && error.message.contains(what), "\(what): \(error)")
-            }
-        }
+        Self.expectRefused(cases)
         // A delete lists none, written or read.
         #expect(throws: SyncError.self) {
             try SignedVersion.signedBytes(
@@ -177,14 +183,7 @@ import Testing
             ("bytes after the signature", good + [0]),
             ("at most 1048576", [UInt8](repeating: 1, count: SignedVersion.maximumLength + 1)),
         ]
-        for (what, bytes) in cases {
-            do {
-                _ = try SignedVersion(decoding: bytes)
-                Issue.record("\(what): read")
-            } catch {
-                #expect(error.code == .malformedVersion && error.message.contains(what), "\(what): \(error)")
-            }
-        }
+        Self.expectRefused(cases)
         // Every prefix of a version ends inside a field.
         for length in 0..<good.count {
             #expect(throws: SyncError.self, "a prefix of \(length) bytes") {

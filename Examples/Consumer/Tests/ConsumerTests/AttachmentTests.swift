@@ -94,21 +94,28 @@ func file(_ name: String, in directory: URL, _ bytes: [UInt8]) throws -> URL {
         }
     }
 
+    /// The captain's store, on a session that listens (and takes files), running while `body`
+    /// runs with it, its session and the port it listens on.
+    static func withCaptain<T: Sendable>(
+        in directory: URL,
+        _ body: @escaping @Sendable (SyncStore, MultipeerSession, Int) async throws -> T
+    ) async throws -> T {
+        let listener = MultipeerSession(
+            configuration: filesConfiguration("captain", in: directory),
+            identity: PeerIdentity()
+        )
+        let captain = try SyncStore(session: listener, path: directory.appendingPathComponent("captain.sqlite").path)
+        return try await whileRunning([listener]) {
+            try await body(captain, listener, try await listeningPort(of: listener))
+        }
+    }
+
     /// A collection fetched on demand: its records arrive, their files do not until the
     /// application asks; then the file comes from the peer that holds it. A file fetched at
     /// once, written after (and larger), arrives first, unasked.
     @Test func anOnDemandFileComesOnlyWhenAsked() async throws {
         try await withDirectory { directory in
-            let listener = MultipeerSession(
-                configuration: filesConfiguration("captain", in: directory),
-                identity: PeerIdentity()
-            )
-            let captain = try SyncStore(
-                session: listener,
-                path: directory.appendingPathComponent("captain.sqlite").path
-            )
-            try await whileRunning([listener]) {
-                let port = try await listeningPort(of: listener)
+            try await Self.withCaptain(in: directory) { captain, _, port in
                 let dialler = MultipeerSession(
                     configuration: filesConfiguration("relief", in: directory, dialling: port),
                     identity: PeerIdentity()
@@ -152,28 +159,27 @@ func file(_ name: String, in directory: URL, _ bytes: [UInt8]) throws -> URL {
         }
     }
 
-    /// A file offered that no record lists is refused and reported; the records still arrive.
-    /// A file the application asks for that no record lists fails at once, saying so.
+    /// A file offered that no record lists is refused and reported, and the records still
+    /// arrive; a file the application asks for that no record lists fails at once, saying so.
     @Test func aFileNoRecordListsIsRefusedAndRecordsStillArrive() async throws {
         try await withDirectory { directory in
-            let listener = MultipeerSession(
-                configuration: filesConfiguration("captain", in: directory),
-                identity: PeerIdentity()
-            )
-            let captain = try SyncStore(
-                session: listener,
-                path: directory.appendingPathComponent("captain.sqlite").path
-            )
-            try await whileRunning([listener]) {
-                let port = try await listeningPort(of: listener)
-                // A stranger's build: no store, a file offered as the store's.
+            try await Self.withCaptain(in: directory) { captain, listener, port in
+                // A stranger's build: no store, a file offered as the store's. And a station.
                 let stranger = MultipeerSession(
                     configuration: filesConfiguration("stranger", in: directory, dialling: port),
                     identity: PeerIdentity()
                 )
-                let events = captain.events
-                try await whileRunning([stranger]) {
-                    try await whileSyncing([captain]) {
+                let dialler = MultipeerSession(
+                    configuration: filesConfiguration("relief", in: directory, dialling: port),
+                    identity: PeerIdentity()
+                )
+                let relief = try SyncStore(
+                    session: dialler,
+                    path: directory.appendingPathComponent("relief.sqlite").path
+                )
+                let (events, charts) = (captain.events, captain.collection(Chart.self).changes)
+                try await whileRunning([stranger, dialler]) {
+                    try await whileSyncing([captain, relief]) {
                         try await waitUntilActive(stranger, listener.peerID)
                         let junk = try file("junk", in: directory, [9, 9, 9])
                         _ = try await stranger.sendResource(
@@ -181,6 +187,8 @@ func file(_ name: String, in directory: URL, _ bytes: [UInt8]) throws -> URL {
                             metadata: ["multipeer.sync.attachment": "junk"],
                             to: listener.peerID
                         )
+                        let chart = Chart(id: "tesat", title: "TESAT, no chart yet", file: nil)
+                        try await relief.collection(Chart.self).put(chart)
                         let refused = try await event(of: events) {
                             if case .refused(let error, from: stranger.peerID) = $0 {
                                 return error.code == .attachmentFailed
@@ -188,6 +196,8 @@ func file(_ name: String, in directory: URL, _ bytes: [UInt8]) throws -> URL {
                             return false
                         }
                         #expect("\(refused)".contains("no record this station keeps holds"))
+                        let arrived = try await changes(charts) { $0.contains { $0.record == chart } }
+                        #expect(arrived.last?.peer == dialler.peerID)
                     }
                 }
                 let unknown = try SyncAttachment(sha256: [UInt8](repeating: 7, count: 32), length: 1)
