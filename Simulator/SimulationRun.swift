@@ -962,6 +962,15 @@ final class SimulationRun: @unchecked Sendable {
     /// clean path; at least the ceiling (three times it) on a path that has lost packets; up to
     /// the stall limit on one whose stalls of the last two minutes it judges from. Each with the
     /// 20 ms timer grid and a round trip.
+    /// A watcher that was stopped (frozen, asleep) ran no timer meanwhile: what it watches is
+    /// timed from now (seed 3367: a watcher frozen just before its timeout and thawed with the
+    /// silent peer was judged late at once).
+    private func watchAfresh(_ index: Int) {
+        for position in detections.indices where detections[position].watcher == index {
+            detections[position].since = max(detections[position].since, world.now)
+        }
+    }
+
     private func detectionBound(_ watcher: Node, _ silent: Node, since: Duration) -> Duration {
         let recent =
             [watcher, silent].contains { node in
@@ -986,6 +995,7 @@ final class SimulationRun: @unchecked Sendable {
             nodes[index].frozen = false
             nodes[index].host.thaw()
             detections.removeAll { $0.silent == index }
+            watchAfresh(index)
             await applyGroup(nodes[index])
         case .wake(let index):
             for node in nodes { node.lastDisturbed = world.now }
@@ -993,6 +1003,7 @@ final class SimulationRun: @unchecked Sendable {
             nodes[index].frozen = false
             await nodes[index].host.wake()
             detections.removeAll { $0.silent == index }
+            watchAfresh(index)
             await applyGroup(nodes[index])
         case .heal:
             await partition?.heal()

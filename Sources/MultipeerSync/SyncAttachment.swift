@@ -50,12 +50,16 @@ public struct SyncAttachment: Hashable, Sendable, Codable, CustomStringConvertib
         return String(decoding: text, as: UTF8.self)
     }
 
+    /// Its SHA-256 in hexadecimal (all 64 digits) and its length in bytes.
     public var description: String { "\(hex) (\(length) bytes)" }
 
     private enum CodingKeys: String, CodingKey {
         case sha256, length
     }
 
+    /// Decodes an attachment as ``encode(to:)`` wrote it.
+    /// - Throws: `DecodingError.dataCorrupted` if the SHA-256 is not 64 lowercase hexadecimal
+    ///   digits or the length is negative.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let hex = try container.decode(String.self, forKey: .sha256)
