@@ -58,7 +58,7 @@ final class StoreLedger: Sendable {
         let collected = storage.collected(of: keys)
         var held: [String: (latest: VersionStamp?, visible: [String: [UInt8]]?)] = [:]
         for key in keys {
-            let intake = RecordIntake(taking: [], kept: versions[key] ?? [], collected: collected[key])
+            let intake = RecordIntake(taking: [], kept: versions[key] ?? [], collected: collected[key]?.stamp)
             if let latest = intake.registers.latest { held[key.id] = (latest, intake.after) }
         }
         return held

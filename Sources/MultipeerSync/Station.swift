@@ -18,6 +18,9 @@ package struct Taken: Sendable {
     package var refusals: [SyncError] = []
     /// The versions stored: new to this station, each holding a register (what it relays).
     package var kept: [SignedVersion] = []
+    /// The deletes this station collected that hide a write the peer offered: the peer lacks
+    /// them (docs/SYNC.md 8), and is given them.
+    package var hiddenBy: [SignedVersion] = []
 }
 
 /// A station's writes and intake over its storage (docs/SYNC.md 1-3): every write stamped by the
@@ -57,17 +60,16 @@ package struct Station {
         try storage.commit(StorageCommit(clock: clock.latest, held: [peer: held]))
     }
 
-    /// Collects the deletes below `horizon` (docs/SYNC.md 8): lets go of their versions, keeping
-    /// each one's stamp by its record, so a version older than it is still not taken. Returns
-    /// how many were collected.
+    /// Collects the deletes below `horizon` (docs/SYNC.md 8): lets go of their versions (they
+    /// no longer take part in reconciliation), keeping each one by its record, so a version
+    /// older than it is still not taken, and a peer that offers one is given the delete.
+    /// Returns how many were collected.
     @discardableResult
     package func collect(below horizon: HLCTimestamp) throws(SyncError) -> Int {
         let tombstones = try storage.versions(withIDs: try storage.tombstones(below: horizon))
         var commit = StorageCommit(clock: clock.latest, horizon: horizon)
-        for tombstone in tombstones {
-            commit.removed.append(tombstone.id)
-            commit.collected[RecordKey(collection: tombstone.collection, id: tombstone.recordID)] = tombstone.stamp
-        }
+        commit.removed = tombstones.map(\.id)
+        commit.collected = tombstones
         try storage.commit(commit)
         return tombstones.count
     }
@@ -252,7 +254,10 @@ package struct Station {
         var released: [SyncAttachment] = []
         commit.source = peer
         for (record, incoming) in accepted.sorted(by: { $0.key.description < $1.key.description }) {
-            let intake = RecordIntake(taking: incoming, kept: kept[record] ?? [], collected: collected[record])
+            let intake = RecordIntake(taking: incoming, kept: kept[record] ?? [], collected: collected[record]?.stamp)
+            if let delete = collected[record]?.version, incoming.contains(where: { $0.stamp < delete.stamp }) {
+                taken.hiddenBy.append(delete)
+            }
             commit.added += intake.added
             commit.removed += intake.removed.map(\.id)
             released += intake.removed.flatMap(\.attachments)

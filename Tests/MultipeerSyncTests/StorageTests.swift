@@ -138,6 +138,36 @@ import Testing
         }
     }
 
+    /// A delete collected before the storage kept collected deletes' bytes (migration v4) keeps
+    /// its stamp, which still hides, and has no version to give; one collected after has both,
+    /// and a later delete of the record replaces an earlier one, never the other way.
+    @Test func aDeleteCollectedBeforeMigrationFourKeepsItsStamp() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("sync-\(UUID()).db").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let old = Self.version("fuel", .delete, at: 7)
+        let queue = try DatabaseQueue(path: path)
+        try SQLiteStorage.migrator.migrate(queue, upTo: "v3-attachments")
+        try queue.write { db in
+            try db.execute(
+                sql: "INSERT INTO collected (collection, record, timestamp, origin) VALUES (?, ?, ?, ?)",
+                arguments: [
+                    "checklist", "fuel", Int64(old.stamp.timestamp.rawValue),
+                    withUnsafeBytes(of: old.stamp.origin.uuid) { Data($0) },
+                ]
+            )
+        }
+        let storage = try SQLiteStorage(path: path)
+        let fuel = RecordKey(collection: "checklist", id: "fuel")
+        #expect(try storage.collected(of: [fuel]) == [fuel: CollectedDelete(stamp: old.stamp, version: nil)])
+        let later = Self.version("fuel", .delete, at: 9)
+        for delete in [later, old] {
+            var commit = StorageCommit(clock: later.stamp.timestamp)
+            commit.collected = [delete]
+            try storage.commit(commit)
+        }
+        #expect(try storage.collected(of: [fuel]) == [fuel: CollectedDelete(later)])
+    }
+
     /// A database that is not one, or a version altered on disk, is a typed failure naming the file.
     @Test func aDamagedDatabaseIsAStorageFailureNamingTheFile() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("sync-\(UUID()).db").path

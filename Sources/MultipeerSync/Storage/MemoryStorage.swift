@@ -20,7 +20,7 @@ package final class MemoryStorage: SyncStorage {
         /// The peer each kept version came from, if it came from one.
         var sources: [[UInt8]: UUID] = [:]
         var sequence: UInt64 = 0
-        var collected: [RecordKey: VersionStamp] = [:]
+        var collected: [RecordKey: CollectedDelete] = [:]
     }
 
     private let state = Mutex(State())
@@ -109,7 +109,7 @@ package final class MemoryStorage: SyncStorage {
         }
     }
 
-    package func collected(of records: Set<RecordKey>) -> [RecordKey: VersionStamp] {
+    package func collected(of records: Set<RecordKey>) -> [RecordKey: CollectedDelete] {
         state.withLock { state in state.collected.filter { records.contains($0.key) } }
     }
 
@@ -146,8 +146,11 @@ package final class MemoryStorage: SyncStorage {
             state.clock = max(state.clock, commit.clock)
             for (peer, held) in commit.held { state.held[peer] = state.held[peer]?.joined(held) ?? held }
             if let horizon = commit.horizon { state.horizon = max(state.horizon, horizon) }
-            for (record, stamp) in commit.collected {
-                state.collected[record] = max(state.collected[record] ?? stamp, stamp)
+            for delete in commit.collected {
+                let record = RecordKey(collection: delete.collection, id: delete.recordID)
+                if state.collected[record].map({ $0.stamp < delete.stamp }) ?? true {
+                    state.collected[record] = CollectedDelete(delete)
+                }
             }
         }
     }

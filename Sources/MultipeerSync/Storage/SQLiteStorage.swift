@@ -8,10 +8,12 @@ package import MultipeerSession
 ///
 /// Tables: `version` (each kept version's bytes as its origin signed them, by id, indexed by
 /// record, by (timestamp, id), the order stations compare in, and deletes by timestamp),
-/// `origin_key`, `peer_held` (what each peer was last known to hold of this station's: up to a
-/// timestamp, and up to a sequence number), and `clock` (one row: the clock's latest timestamp,
-/// the last sequence number given to a version stored, and the collection horizon). Timestamps are stored as SQLite's signed 64-bit integers, which order as the
-/// clock does until the year 6429.
+/// `version_attachment` (the attachments each version holds), `origin_key`, `peer_held` (what
+/// each peer was last known to hold of this station's: up to a timestamp, and up to a sequence
+/// number), `collected` (each record's collected delete: its stamp and signed bytes), and
+/// `clock` (one row: the clock's latest timestamp, the last sequence number given to a version
+/// stored, and the collection horizon). Timestamps are stored as SQLite's signed 64-bit
+/// integers, which order as the clock does until the year 6429.
 package final class SQLiteStorage: SyncStorage {
     /// The database file's path.
     package let path: String
@@ -32,7 +34,7 @@ package final class SQLiteStorage: SyncStorage {
         }
     }
 
-    private static var migrator: DatabaseMigrator {
+    static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1-versions") { db in
             try db.execute(
@@ -91,6 +93,10 @@ package final class SQLiteStorage: SyncStorage {
                     CREATE INDEX version_attachment_version ON version_attachment(id);
                     """
             )
+        }
+        migrator.registerMigration("v4-collected-bytes") { db in
+            // (A delete collected before keeps its stamp alone: it still hides, and cannot be given.)
+            try db.execute(sql: "ALTER TABLE collected ADD COLUMN bytes BLOB")
         }
         return migrator
     }
@@ -266,23 +272,32 @@ package final class SQLiteStorage: SyncStorage {
         return try rows.map { bytes throws(SyncError) in try read(bytes, of: "a version") }
     }
 
-    package func collected(of records: Set<RecordKey>) throws(SyncError) -> [RecordKey: VersionStamp] {
-        try reading("read \(records.count) records' collected deletes") { db in
+    package func collected(of records: Set<RecordKey>) throws(SyncError) -> [RecordKey: CollectedDelete] {
+        let rows = try reading("read \(records.count) records' collected deletes") { db in
             let statement = try db.cachedStatement(
-                sql: "SELECT timestamp, origin FROM collected WHERE collection = ? AND record = ?"
+                sql: "SELECT timestamp, origin, bytes FROM collected WHERE collection = ? AND record = ?"
             )
-            var found: [RecordKey: VersionStamp] = [:]
-            for record in records {
-                guard let row = try Row.fetchOne(statement, arguments: [record.collection, record.id]) else { continue }
-                let origin: Data = row[1]
-                guard origin.count == 16 else { continue }
-                found[record] = VersionStamp(
+            return try records.compactMap { record in
+                try Row.fetchOne(statement, arguments: [record.collection, record.id]).map { (record, $0) }
+            }
+        }
+        var found: [RecordKey: CollectedDelete] = [:]
+        for (record, row) in rows {
+            let origin: Data = row[1]
+            guard origin.count == 16 else {
+                throw SyncError(.storageFailed, "\(path) holds a collected delete of \(record) whose origin is no UUID")
+            }
+            let bytes: Data? = row[2]
+            found[record] = CollectedDelete(
+                stamp: VersionStamp(
                     timestamp: HLCTimestamp(rawValue: UInt64(bitPattern: row[0] as Int64)),
                     origin: origin.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
-                )
-            }
-            return found
+                ),
+                version: try bytes.map { bytes throws(SyncError) in try read(bytes, of: "\(record)'s collected delete")
+                }
+            )
         }
+        return found
     }
 
     package func tombstones(below horizon: HLCTimestamp) throws(SyncError) -> [[UInt8]] {
@@ -369,15 +384,16 @@ package final class SQLiteStorage: SyncStorage {
                 }
                 let collected = try db.cachedStatement(
                     sql: """
-                        INSERT INTO collected (collection, record, timestamp, origin) VALUES (?, ?, ?, ?)
-                        ON CONFLICT (collection, record) DO UPDATE SET timestamp = excluded.timestamp, origin = excluded.origin
+                        INSERT INTO collected (collection, record, timestamp, origin, bytes) VALUES (?, ?, ?, ?, ?)
+                        ON CONFLICT (collection, record) DO UPDATE SET
+                            timestamp = excluded.timestamp, origin = excluded.origin, bytes = excluded.bytes
                         WHERE (excluded.timestamp, excluded.origin) > (timestamp, origin)
                         """
                 )
-                for (record, stamp) in commit.collected {
+                for delete in commit.collected {
                     try collected.execute(arguments: [
-                        record.collection, record.id, Int64(bitPattern: stamp.timestamp.rawValue),
-                        Self.blob(stamp.origin),
+                        delete.collection, delete.recordID, Int64(bitPattern: delete.stamp.timestamp.rawValue),
+                        Self.blob(delete.stamp.origin), Data(delete.bytes),
                     ])
                 }
                 if let horizon = commit.horizon {

@@ -33,6 +33,25 @@ package struct Holding: Hashable, Sendable {
     }
 }
 
+/// A delete a station collected (docs/SYNC.md 8): its stamp, which still holds the record's
+/// delete register, and its version as its origin signed it, which the station gives a peer
+/// that offers a write the delete hides.
+package struct CollectedDelete: Hashable, Sendable {
+    package var stamp: VersionStamp
+    /// Nil only for a delete a store collected before it kept them (its storage's migration
+    /// v4).
+    package var version: SignedVersion?
+
+    package init(stamp: VersionStamp, version: SignedVersion?) {
+        self.stamp = stamp
+        self.version = version
+    }
+
+    package init(_ version: SignedVersion) {
+        self.init(stamp: version.stamp, version: version)
+    }
+}
+
 /// What one durable commit changes: versions kept from now on, versions let go, origins' keys
 /// learnt, and the clock's latest timestamp (docs/SYNC.md 2: kept with the writes, so a restart
 /// never issues an earlier one). All of it is durable at once, or none of it.
@@ -48,8 +67,9 @@ package struct StorageCommit: Sendable {
     package var horizon: HLCTimestamp?
     /// The peer the added versions came from (nil: this station wrote them).
     package var source: UUID?
-    /// The stamps of deletes collected, by record (kept if later than the one kept).
-    package var collected: [RecordKey: VersionStamp] = [:]
+    /// The deletes collected (docs/SYNC.md 8), each kept by its record if later than the one
+    /// kept.
+    package var collected: [SignedVersion] = []
 
     package init(
         added: [SignedVersion] = [],
@@ -103,8 +123,8 @@ package protocol SyncStorage: Sendable, ReconciliationItems {
     /// The versions still kept that were stored after sequence number `sequence`, in the order
     /// they were stored, but those that came from `peer` (``StorageCommit/source``).
     func versions(storedAfter sequence: UInt64, notFrom peer: UUID) throws(SyncError) -> [SignedVersion]
-    /// The stamp of each of `records`' collected delete, if it has one.
-    func collected(of records: Set<RecordKey>) throws(SyncError) -> [RecordKey: VersionStamp]
+    /// Each of `records`' collected delete, if it has one.
+    func collected(of records: Set<RecordKey>) throws(SyncError) -> [RecordKey: CollectedDelete]
     /// The ids of the deletes kept whose timestamp is below `horizon`.
     func tombstones(below horizon: HLCTimestamp) throws(SyncError) -> [[UInt8]]
     /// The attachments the versions kept hold (docs/SYNC.md 9), each with the collections of

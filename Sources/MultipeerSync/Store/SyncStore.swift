@@ -432,6 +432,10 @@ public actor SyncStore {
         for change in taken.changes { changeSubscribers.yield(StoreChange(change: change, peer: peer)) }
         peers[peer]?.received += taken.kept.count
         await push(taken.kept, to: nil, except: peer)
+        // (A write this station's collected delete hid: the peer never had the delete. Relayed
+        // on by the peer, it is taken where the delete was not collected, and nowhere given back.)
+        peers[peer]?.sent += taken.hiddenBy.count
+        await push(taken.hiddenBy, to: peer)
         // (The files of what came, from where it came: the peer holds them, or is getting them.)
         let attachments = taken.kept.flatMap { version in
             attachmentPolicy(of: version.collection) == .atOnce ? version.attachments : []

@@ -533,10 +533,11 @@ func event(
     /// Without a roster, a delete is collected once the tombstone lifetime passed (zero here):
     /// its version is let go. The purser's station, away all that time with the record as it
     /// was, comes back and offers it: the captain's station, which collected the delete, never
-    /// takes it back. (The captain's station restarts meanwhile, so no message of the delete
-    /// waits in its session for the purser: only reconciliation meets them.) Status tells who
-    /// is synced.
-    @Test func aStationBackFromLongAwayNeverBringsBackADeletedRecordWhereItWasCollected() async throws {
+    /// takes it back, and gives the purser's station the delete it kept, which the purser's
+    /// station takes: the entry is gone there too (docs/SYNC.md 8). (The captain's station
+    /// restarts meanwhile, so no message of the delete waits in its session for the purser:
+    /// only reconciliation meets them.) Status tells who is synced.
+    @Test func aStationBackFromLongAwayNeverBringsBackADeletedRecordAndIsGivenTheDelete() async throws {
         try await withDirectory { directory in
             func path(_ name: String) -> String { directory.appendingPathComponent("\(name).sqlite").path }
             let promptly = SyncStore.Configuration(tombstoneLifetime: .zero, collectionInterval: .milliseconds(50))
@@ -586,13 +587,20 @@ func event(
                     identity: purserIdentity
                 )
                 let returned = try SyncStore(session: back, path: path("purser"), configuration: promptly)
-                #expect(try await returned.collection(LogEntry.self).record(id: entry.id) == entry)
+                let purserLog = returned.collection(LogEntry.self)
+                #expect(try await purserLog.record(id: entry.id) == entry)
+                let given = purserLog.changes
                 try await whileRunning([back]) {
                     try await whileSyncing([captain, returned]) {
                         _ = try await event(of: rejoined) {
                             if case .exchanged(let peer) = $0 { return peer == purserIdentity.peerID }
                             return false
                         }
+                        let deleted = try await changes(given) { changes in
+                            changes.contains { $0.id == entry.id && $0.record == nil }
+                        }
+                        #expect(deleted.last?.peer == captainIdentity.peerID, "the delete came from the captain")
+                        #expect(try await purserLog.record(id: entry.id) == nil, "the purser no longer shows it")
                         let status = try await captain.status()
                         #expect(status.peers[purserIdentity.peerID]?.state == .synced, "\(status)")
                         #expect(status.peers[purserIdentity.peerID]?.isActive == true)
