@@ -627,6 +627,16 @@ public actor MultipeerSession {
     /// nil admits any holder of the group key.
     public var roster: Roster? { core.roster }
 
+    /// Whether the active peer `peerID` reads messages of `type`, as its HELLO and TYPES say
+    /// (docs/PROTOCOL.md 3e): false when it runs a build whose application does not know them
+    /// (a message of the type sent to it fails with `messageTypeNotRead`); nil when the peer is
+    /// not active. A peer that lists no types (an earlier release, or an application that
+    /// declares none) reads every type but those it refused.
+    public func reads<Message: MultipeerMessage>(_ type: Message.Type, peer peerID: UUID) -> Bool? {
+        guard let id = core.joinedLink(of: peerID)?.id, let handle = running?.links[id] else { return nil }
+        return handle.peerReads.contains(Message.wireName)
+    }
+
     /// How the link to `peerID` is doing, if the peer is active.
     public func linkStats(for peerID: UUID) -> LinkStats? {
         guard let id = core.joinedLink(of: peerID)?.id, let handle = running?.links[id],

@@ -27,6 +27,8 @@ package struct SignedVersion: Hashable, Sendable {
     /// The format of a version without attachments, and of one with them (docs/SYNC.md 3, 9).
     static let format: UInt8 = 1
     static let formatWithAttachments: UInt8 = 2
+    /// The format of a version of navlog-sync 0.9's log, carried whole (docs/SYNC.md 11).
+    static let formatNavlog: UInt8 = 3
     static let signatureLength = 64
     /// What the store's signatures sign before a version's bytes (after the application context
     /// that `PeerIdentity.signature(for:)` adds).
@@ -145,10 +147,21 @@ package struct SignedVersion: Hashable, Sendable {
         guard bytes.count <= Self.maximumLength else {
             throw SyncError(.malformedVersion, "a version of \(bytes.count) bytes: at most \(Self.maximumLength)")
         }
+        if bytes.first == Self.formatNavlog {
+            let parts = try NavlogVersion.read(bytes)
+            stamp = parts.stamp
+            collection = NavlogVersion.collection
+            recordID = parts.recordID
+            change = .set([RecordRegisters.wholeRecord: parts.payload])
+            attachments = parts.attachments
+            self.bytes = bytes
+            id = Self.id(of: bytes)
+            return
+        }
         var reader = ByteReader(bytes, refusing: .malformedVersion, as: "a version")
         let format = try reader.byte("format")
         guard format == Self.format || format == Self.formatWithAttachments else {
-            throw SyncError(.malformedVersion, "a version of format \(format): this build reads formats 1 and 2")
+            throw SyncError(.malformedVersion, "a version of format \(format): this build reads formats 1, 2 and 3")
         }
         let kind = try reader.byte("kind")
         guard kind <= 1 else { throw SyncError(.malformedVersion, "a version of kind \(kind): 0 sets, 1 deletes") }
@@ -255,7 +268,16 @@ package struct SignedVersion: Hashable, Sendable {
                 "version \(stamp) of record \(recordID) of \(collection) names origin \(stamp.origin), and the key offered is \(key.peerID)'s"
             )
         }
-        guard key.isValidSignature(Array(bytes.suffix(Self.signatureLength)), for: Self.context + signedBytes) else {
+        let signature = Array(bytes.suffix(Self.signatureLength))
+        // (Format 3: the origin signed navlog-sync 0.9's bytes themselves, docs/SYNC.md 11.)
+        let isValid =
+            bytes.first == Self.formatNavlog
+            ? ((try? Curve25519.Signing.PublicKey(rawRepresentation: key.rawRepresentation))?.isValidSignature(
+                signature,
+                for: signedBytes.dropFirst()
+            ) ?? false)
+            : key.isValidSignature(signature, for: Self.context + signedBytes)
+        guard isValid else {
             throw SyncError(
                 .badSignature,
                 "the signature of version \(stamp) of record \(recordID) of \(collection) does not verify: it was altered, or not written by \(stamp.origin)"

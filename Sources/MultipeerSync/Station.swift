@@ -79,6 +79,18 @@ package struct Station {
         try storage.versions(of: keys).compactMapValues { RecordIntake(taking: [], kept: $0).after }
     }
 
+    /// The records as the application sees them, each with the stamp of the latest write it
+    /// holds (one absent or deleted is left out).
+    package func stampedRecords(
+        _ keys: Set<RecordKey>
+    ) throws(SyncError) -> [RecordKey: (fields: [String: [UInt8]], stamp: VersionStamp)] {
+        try storage.versions(of: keys).compactMapValues { versions in
+            let intake = RecordIntake(taking: [], kept: versions)
+            guard let fields = intake.after, let stamp = intake.registers.latest else { return nil }
+            return (fields, stamp)
+        }
+    }
+
     /// The record as the application sees it (nil: absent or deleted).
     package func record(_ key: RecordKey) throws(SyncError) -> [String: [UInt8]]? {
         RecordIntake(taking: [], kept: try storage.versions(of: [key])[key] ?? []).after

@@ -31,6 +31,10 @@ public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
         /// by id throws this, and listing the collection leaves it out and says so
         /// (``SyncEvent/unreadableRecord(_:)``).
         public static let undecodableRecord = Code("undecodableRecord")
+        /// A peer does not read the store's messages (its session says so, docs/PROTOCOL.md
+        /// 3e): it runs a build of the application without the store, or with another protocol
+        /// (navlog-sync 0.9's, say). It is not synced with while it does; nothing is lost.
+        public static let peerNotSyncing = Code("peerNotSyncing")
         /// A message to a peer could not be sent (the session stopped, the peer was forgotten
         /// or stayed away with its outbox full): what the peer lacks, it gets at its next
         /// exchange.

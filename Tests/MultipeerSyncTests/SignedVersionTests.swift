@@ -86,6 +86,108 @@ import Testing
         #expect(try SignedVersion(decoding: try Self.vector("sync-version-attachment")).attachments == [Self.chart])
     }
 
+    /// The entry navlog-sync's records read a version of format 3 as (docs/SYNC.md 11).
+    struct Entry: Decodable, Equatable {
+        struct Fields: Decodable, Equatable {
+            var leg: Int?
+            var waypoint: String
+            var planned, actual: String?
+            var fuel, altitude: Int?
+            var remarks: String?
+        }
+
+        struct Attachment: Decodable, Equatable {
+            var name: String
+            var length: Int64
+            var sha256: String
+        }
+
+        var id: String
+        var fields: Fields
+        var author: String
+        var deleted: Bool
+        var attachments: [Attachment]?
+    }
+
+    /// docs/SYNC.md 11's vectors: navlog-sync 0.9's versions, read as records of
+    /// `navlog.entries` in navlog-sync's shape, verified with the origin's key as 0.9 signed
+    /// them; one byte changed does not verify.
+    @Test func navlogVersionsOfFormatThreeReadAndVerify() throws {
+        let fields = Entry.Fields(
+            leg: 1,
+            waypoint: "TESAT",
+            planned: "10:05",
+            fuel: 12_400,
+            altitude: 37_000,
+            remarks: "light chop"
+        )
+        let id = "3F2A1B7C-0000-4000-8000-000000000001"
+        for (name, counter, versionID, attachments) in [
+            ("sync-version-navlog", 2, "24c04a0d0c609ac78e3cbbb03455a03dc09421e8e997b4b2496b254a33dec916", nil),
+            (
+                "sync-version-navlog-attachment", 3,
+                "b1369e257bf9e2fe25098cbaf73d6b7068a7a3b727a0d1b7af1e259ed5f06345",
+                [Entry.Attachment(name: "tesat-chart.pdf", length: 10, sha256: Self.chart.hex)]
+            ),
+        ] as [(String, UInt16, String, [Entry.Attachment]?)] {
+            let bytes = try Self.vector(name)
+            let version = try SignedVersion(decoding: bytes)
+            try version.verify(with: Self.origin.key)
+            #expect(version.collection == "navlog.entries" && version.recordID == id, "\(name)")
+            #expect(version.stamp.origin == Self.origin.peerID)
+            #expect(version.stamp.timestamp.rawValue == 117_657_601_768_161_280 + UInt64(counter), "\(name)")
+            #expect(version.id.map { String(format: "%02x", $0) }.joined() == versionID, "\(name)")
+            #expect(version.attachments == (attachments == nil ? [] : [Self.chart]), "\(name)")
+            guard case .set(let values) = version.change, let payload = values[""], values.count == 1 else {
+                Issue.record("\(name): not a whole-record write: \(version.change)")
+                continue
+            }
+            let entry = try MessageEncoding.decode(Entry.self, from: payload)
+            #expect(
+                entry == Entry(id: id, fields: fields, author: "captain", deleted: false, attachments: attachments),
+                "\(name)"
+            )
+            var altered = bytes
+            altered[altered.count - 70] ^= 1  // (a byte of the remarks, or of the chart's SHA-256)
+            #expect(throws: SyncError.self, "\(name) altered") {
+                try SignedVersion(decoding: altered).verify(with: Self.origin.key)
+            }
+            #expect(throws: SyncError.self, "\(name) by another key") {
+                try version.verify(with: PeerIdentity().key)
+            }
+        }
+    }
+
+    /// Every rule of docs/SYNC.md 11 a version of format 3 can break is refused, naming it.
+    @Test func navlogVersionsThatBreakTheSpecAreRefusedNamingTheRule() throws {
+        let good = try Self.vector("sync-version-navlog-attachment")
+        let attachments = good.count - 64 - (1 + 2 + 15 + 8 + 32)
+        func changed(_ change: (inout [UInt8]) -> Void) -> [UInt8] {
+            var bytes = good
+            change(&bytes)
+            return bytes
+        }
+        let twice =
+            Array(good[..<attachments]) + [2] + Array(good[attachments + 1..<good.count - 64])
+            + Array(good[attachments + 1..<good.count - 64]) + [UInt8](repeating: 0, count: 64)
+        Self.expectRefused([
+            ("do not begin with \"navlog version v1\"", changed { $0[1] = UInt8(ascii: "N") }),
+            ("deleted is 2", changed { $0[1 + 17 + 16 + 8 + 16] = 2 }),
+            ("author is not UTF-8", changed { $0[1 + 17 + 16 + 8 + 16 + 1 + 2] = 0xff }),
+            ("0 attachments", changed { $0[attachments] = 0 }),
+            ("17 attachments", changed { $0[attachments] = 17 }),
+            ("ascending order of their names, each once", twice),
+            ("bytes after the signature", good + [0]),
+        ])
+        // Every prefix ends inside a field, or (0.9's attachments are known by bytes remaining
+        // before the signature) reads as another version whose signature does not verify.
+        for length in 0..<good.count {
+            #expect(throws: SyncError.self, "a prefix of \(length) bytes") {
+                try SignedVersion(decoding: Array(good.prefix(length))).verify(with: Self.origin.key)
+            }
+        }
+    }
+
     /// A version's attachments (docs/SYNC.md 9) break their rules only at a refusal naming
     /// which: none listed in format 2, out of order or twice, on a delete, a length beyond
     /// 2^63 - 1, more than 64.
@@ -106,7 +208,7 @@ import Testing
             ("65 attachments", changed { $0[list] = 65 }),
             ("beyond 2^63 - 1", changed { $0[list + 33] = 0x80 }),
             ("ascending order of their SHA-256, each once", twice),
-            ("format 3", changed { $0[0] = 3 }),
+            ("format 4", changed { $0[0] = 4 }),
         ]
         Self.expectRefused(cases)
         // A delete lists none, written or read.

@@ -1,3 +1,18 @@
+/// A record as a station keeps it, with the stamp of the latest write it holds
+/// (``SyncCollection/versions()``).
+public struct SyncVersion<Record: SyncRecord>: Sendable {
+    public var record: Record
+    /// When the latest write the record holds was made, and which station made it (its
+    /// origin, whose key signed it: ``SyncStore/key(of:)``).
+    public var stamp: VersionStamp
+
+    /// A record and its stamp (for applications that test their own handling of it).
+    public init(record: Record, stamp: VersionStamp) {
+        self.record = record
+        self.stamp = stamp
+    }
+}
+
 /// One collection of a ``SyncStore``: its records of type `Record`, kept in sync with every
 /// peer's. Get one with ``SyncStore/collection(_:)``; it is a handle, cheap to copy.
 public struct SyncCollection<Record: SyncRecord>: Sendable {
@@ -67,11 +82,20 @@ public struct SyncCollection<Record: SyncRecord>: Sendable {
     /// The records for which `isIncluded` is true, in ascending order of ids.
     /// - Throws: `storageFailed`.
     public func records(where isIncluded: (Record) -> Bool) async throws(SyncError) -> [Record] {
-        var found: [Record] = []
-        for (id, fields) in try await store.fields(in: Record.collectionName) {
+        try await versions().compactMap { isIncluded($0.record) ? $0.record : nil }
+    }
+
+    /// Every record with the stamp of the latest write it holds (when, and which station wrote
+    /// it), in ascending order of ids. One that does not read as a `Record` is left out and
+    /// reported (``SyncEvent/unreadableRecord(_:)``).
+    /// - Throws: `storageFailed`.
+    public func versions() async throws(SyncError) -> [SyncVersion<Record>] {
+        var found: [SyncVersion<Record>] = []
+        for (id, fields, stamp) in try await store.fields(in: Record.collectionName) {
             do throws(SyncError) {
-                let record = try RecordFields.record(Record.self, id: id, from: fields)
-                if isIncluded(record) { found.append(record) }
+                found.append(
+                    SyncVersion(record: try RecordFields.record(Record.self, id: id, from: fields), stamp: stamp)
+                )
             } catch {
                 store.report(.unreadableRecord(store.explained(error, in: Record.collectionName)))
             }

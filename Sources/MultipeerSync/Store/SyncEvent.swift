@@ -23,6 +23,9 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
     /// The file of an attachment arrived from the peer, its SHA-256 checked: it is in the
     /// store (``SyncStore/file(of:)``).
     case attachmentArrived(SyncAttachment, from: UUID)
+    /// An attachment's file on its way to or from a peer: its progress, and its end (a file that
+    /// arrived is also told by ``attachmentArrived(_:from:)``). For progress bars.
+    case fileTransfer(SyncFileTransfer)
     /// The store could not do something it does of its own accord (take a peer's versions,
     /// answer a peer): the error says what. What was not taken is taken at a later exchange.
     case failed(SyncError)
@@ -34,6 +37,8 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
         case .exchanged(let peer): "exchanged with \(peer)"
         case .collected(let count): "collected \(count) deletes"
         case .attachmentArrived(let attachment, let peer): "attachment \(attachment) arrived from \(peer)"
+        case .fileTransfer(let transfer):
+            "\(transfer.attachment) \(transfer.direction == .incoming ? "from" : "to") \(transfer.peer): \(transfer.progress.bytesDone) of \(transfer.progress.totalBytes) bytes, \(transfer.state)"
         case .newerSchema(let collection, let theirs, let ours, let peer):
             "\(peer) reads \(collection) as schema version \(theirs), newer than this build's \(ours): update this application to read all of its records"
         case .failed(let error): "failed: \(error)"
@@ -51,7 +56,7 @@ public struct SyncChange<Record: SyncRecord>: Sendable {
     /// station wrote it (its origin).
     public var stamp: VersionStamp
     /// The peer it came from (which may have relayed another origin's write), or nil for this
-    /// station's own write.
+    /// station's own write (or one it imported, ``SyncStore/importVersions(_:keys:)``).
     public var peer: UUID?
 
     /// The station that wrote it.

@@ -11,8 +11,9 @@ struct AttachmentTransfers {
     /// How many files are being taken in now: none is removed meanwhile (the one arriving has
     /// no name yet).
     var taking = 0
-    /// The file each peer is sending this station, by SHA-256: one transfer of a file at a time.
-    var arriving: [String: UUID] = [:]
+    /// The file each peer is sending this station, by SHA-256 (one transfer of a file at a
+    /// time), and the bytes of it here.
+    var arriving: [String: (peer: UUID, bytesDone: Int64)] = [:]
     /// Files the application asked for (``SyncStore/file(of:)``) of collections fetched on
     /// demand, until they arrive.
     var wanted: Set<SyncAttachment> = []
@@ -33,6 +34,7 @@ struct OutgoingFile: Sendable {
     }
 
     var key: Key
+    var attachment: SyncAttachment
     var transfer: OutgoingResource
 }
 
@@ -85,6 +87,13 @@ extension SyncStore {
         throw SyncError(.attachmentFailed, "the wait for \(attachment) was cancelled before it arrived")
     }
 
+    /// Where the file of `attachment` stands on this station: here, on its way, or neither.
+    public func fileState(of attachment: SyncAttachment) -> SyncFileState {
+        if files?.holds(attachment) == true { return .held }
+        if let arriving = transfers.arriving[attachment.hex] { return .arriving(bytesDone: arriving.bytesDone) }
+        return .missing
+    }
+
     func attachmentFiles() throws(SyncError) -> AttachmentFiles {
         guard let files else { throw SyncError(.attachmentFailed, "this store keeps no files") }
         return files
@@ -134,7 +143,7 @@ extension SyncStore {
                     metadata: [Self.attachmentKey: attachment.hex],
                     to: peer
                 )
-                transfers.sending?.yield(OutgoingFile(key: key, transfer: transfer))
+                transfers.sending?.yield(OutgoingFile(key: key, attachment: attachment, transfer: transfer))
             } catch {
                 transfers.offered.remove(key)
                 report(.failed(SyncError(.attachmentFailed, "could not send \(attachment) to \(peer): \(error)")))
@@ -147,18 +156,29 @@ extension SyncStore {
         await withDiscardingTaskGroup { group in
             for await file in outgoing {
                 group.addTask {
+                    var report = SyncFileTransfer(
+                        attachment: file.attachment,
+                        peer: file.key.peer,
+                        direction: .outgoing,
+                        progress: ResourceProgress(bytesDone: 0, totalBytes: file.attachment.length, bytesPerSecond: 0),
+                        state: .running
+                    )
+                    for await progress in file.transfer.progress {
+                        report.progress = progress
+                        self.report(.fileTransfer(report))
+                    }
                     do {
                         try await file.transfer.completion()
+                        report.state = .done
                     } catch {
-                        self.report(
-                            .failed(
-                                SyncError(
-                                    .attachmentFailed,
-                                    "\(file.key.sha256) did not reach \(file.key.peer): \(error)"
-                                )
-                            )
+                        let failure = SyncError(
+                            .attachmentFailed,
+                            "\(file.key.sha256) did not reach \(file.key.peer): \(error)"
                         )
+                        report.state = .failed(failure)
+                        self.report(.failed(failure))
                     }
+                    self.report(.fileTransfer(report))
                     await self.sent(file.key)
                 }
             }
@@ -203,12 +223,26 @@ extension SyncStore {
         }
         // (Here already, or on its way from another peer: this copy is not needed.)
         guard !files.holds(attachment), transfers.arriving[attachment.hex] == nil else { return resource.cancel() }
-        transfers.arriving[attachment.hex] = peer
+        transfers.arriving[attachment.hex] = (peer, 0)
+        var progress = SyncFileTransfer(
+            attachment: attachment,
+            peer: peer,
+            direction: .incoming,
+            progress: ResourceProgress(bytesDone: 0, totalBytes: attachment.length, bytesPerSecond: 0),
+            state: .running
+        )
+        for await reported in resource.progress {
+            progress.progress = reported
+            transfers.arriving[attachment.hex]?.bytesDone = reported.bytesDone
+            report(.fileTransfer(progress))
+        }
         do {
             let arrived = try await resource.file()
             try files.keep(arrived, as: attachment)
             transfers.arriving[attachment.hex] = nil
             transfers.wanted.remove(attachment)
+            progress.state = .done
+            report(.fileTransfer(progress))
             report(.attachmentArrived(attachment, from: peer))
             arrivals.yield(attachment)
             let waiting = transfers.lackedBy.removeValue(forKey: attachment) ?? []
@@ -218,7 +252,10 @@ extension SyncStore {
             }
         } catch {
             transfers.arriving[attachment.hex] = nil
-            report(.failed(SyncError(.attachmentFailed, "\(attachment) from \(peer) did not arrive: \(error)")))
+            let failure = SyncError(.attachmentFailed, "\(attachment) from \(peer) did not arrive: \(error)")
+            progress.state = .failed(failure)
+            report(.fileTransfer(progress))
+            report(.failed(failure))
         }
     }
 

@@ -73,6 +73,15 @@ public actor SyncStore {
         }
     }
 
+    /// The message types a store reads: an application that declares the types it reads
+    /// (`MultipeerSession.Configuration.messageTypes`) declares these beside its own.
+    ///
+    /// ```swift
+    /// var configuration = session.configuration  // (the application's)
+    /// configuration.messageTypes = [Note.self] + SyncStore.messageTypes
+    /// ```
+    public static var messageTypes: [any (Decodable & SendableMetatype).Type] { [SyncEnvelope.self] }
+
     /// How this store behaves.
     public nonisolated let configuration: Configuration
 
@@ -182,12 +191,23 @@ public actor SyncStore {
         try station.records(records)
     }
 
-    /// Every visible record of `collection`, by id, in ascending order of ids.
-    func fields(in collection: String) throws(SyncError) -> [(id: String, fields: [String: [UInt8]])] {
+    /// Every visible record of `collection`, by id, in ascending order of ids, with the stamp
+    /// of the latest write it holds.
+    func fields(
+        in collection: String
+    ) throws(SyncError) -> [(id: String, fields: [String: [UInt8]], stamp: VersionStamp)] {
         let ids = try station.storage.records(in: collection)
         let keys = ids.map { RecordKey(collection: collection, id: $0) }
-        let visible = try station.records(Set(keys))
-        return keys.compactMap { key in visible[key].map { (key.id, $0) } }
+        let visible = try station.stampedRecords(Set(keys))
+        return keys.compactMap { key in visible[key].map { (key.id, $0.fields, $0.stamp) } }
+    }
+
+    /// The key of `origin` (a station whose versions this one keeps, or this one), if this
+    /// station has it: what checks the origin's signatures. Show its fingerprint beside what
+    /// the origin wrote: a display name proves nothing, the key does.
+    /// - Throws: `storageFailed`.
+    public func key(of origin: UUID) throws(SyncError) -> PeerKey? {
+        origin == session.peerID ? session.identity.key : try station.storage.key(of: origin)
     }
 
     /// Writes records of `collection` (each its fields), or deletes them (nil), in one durable
@@ -208,6 +228,33 @@ public actor SyncStore {
             changeSubscribers.yield(StoreChange(change: change, peer: nil))
         }
         await push(versions, to: nil, broadcast: true)
+    }
+
+    /// Takes versions in docs/SYNC.md 3's encoding (any format a station reads: another store's,
+    /// a backup's, navlog-sync 0.9's log, section 11) as it takes a peer's: each checked (its
+    /// origin's signature with `keys` or a key kept, who may write its collection, its
+    /// timestamp), what holds a register kept in one durable commit, told to the subscribers
+    /// (as changes from no peer) and pushed to the active peers. The origins stay the
+    /// versions' own: no station signs for another.
+    /// - Returns: the versions refused, each with its reason (never stored).
+    /// - Throws: `storageFailed`.
+    @discardableResult
+    public func importVersions(_ encoded: [[UInt8]], keys: [PeerKey]) async throws(SyncError) -> [SyncError] {
+        var refusals: [SyncError] = []
+        var versions: [SignedVersion] = []
+        for bytes in encoded {
+            do throws(SyncError) {
+                versions.append(try SignedVersion(decoding: bytes))
+            } catch {
+                refusals.append(error)
+            }
+        }
+        station.writers = rules.withLock { $0.mapValues(\.writers) }
+        let taken = try station.take(versions, keys: keys, now: now())
+        removeReleasedFiles()
+        for change in taken.changes { changeSubscribers.yield(StoreChange(change: change, peer: nil)) }
+        await push(taken.kept, to: nil, broadcast: true)
+        return refusals + taken.refusals
     }
 
     /// Every change from now on, of any collection.
@@ -251,6 +298,18 @@ public actor SyncStore {
     private func handle(_ event: SessionEvent) async {
         switch event {
         case .peerJoined(let peer):
+            guard await session.reads(SyncEnvelope.self, peer: peer.id) != false else {
+                // (It runs a build without the store: nothing sent to it would be read.)
+                report(
+                    .failed(
+                        SyncError(
+                            .peerNotSyncing,
+                            "\(peer.displayName) (\(peer.id)) does not read the store's messages (\(SyncEnvelope.wireName)): it runs a build without the store, and is not synced with until it runs one that has it"
+                        )
+                    )
+                )
+                return
+            }
             await announceSchemas(to: peer.id)
             guard let holding = holding() else { return }
             if let exchange = exchanges.peerJoined(peer.id, latest: holding) {
