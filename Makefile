@@ -42,7 +42,7 @@ simulate: deps
 	$(SWIFT) build -c release --product multipeer-simulator
 	.build/release/multipeer-simulator $(SIMULATE_ARGS)
 
-# libFuzzer on the frame, HELLO, TXT and payload decoders and navlog messages, FUZZ_SECONDS each (Fuzz/README.md).
+# libFuzzer on the frame, HELLO, TXT and payload decoders, the store's versions and messages and navlog's record, FUZZ_SECONDS each (Fuzz/README.md).
 fuzz: deps
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 

@@ -201,7 +201,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "NavlogFuzzer",
-            dependencies: ["FuzzSupport", "MultipeerSync", "NavlogSync"],
+            dependencies: ["FuzzSupport", "MultipeerSession", "NavlogSync"],
             path: "Fuzz/NavlogFuzzer",
             swiftSettings: swiftSettings
         ),
@@ -385,6 +385,7 @@ let package = Package(
                 "NavlogSync", "MultipeerSync", "MultipeerCore", "MultipeerSession", "MultipeerTLS",
                 "MultipeerTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,38 +1,21 @@
 import Crypto
 import Foundation
 import MultipeerCore
+import MultipeerSession
 import MultipeerTestSupport
 import NavlogSync
 import Testing
 
-@testable import MultipeerSession
-
-/// A host's attachment on its way from a peer that restarts part way (docs/NAVLOG.md 1a): the
-/// host asks for it again when the peer next joins, takes the peer's new offer (which supersedes
-/// the transfer that lost its link, docs/PROTOCOL.md 3c) and keeps the file, resumed from what
-/// it had written.
+/// A host's attachment on its way from a peer that restarts part way (docs/NAVLOG.md 1a, the
+/// store's attachments, docs/SYNC.md 9): the host asks for it again when the peer next joins,
+/// takes the peer's new offer (which supersedes the transfer that lost its link,
+/// docs/PROTOCOL.md 3c) and keeps the file, resumed from what it had written.
 ///
 /// It hashes and writes a 16 MiB file through a throttled proxy, which loads the machine for
 /// seconds: scripts/run-tests.sh runs it alone, as the session's resource resumption tests.
 @Suite(.enabled(if: runningAlone, "hashes and writes 16 MiB: scripts/run-tests.sh runs it alone"))
 struct NavlogAttachmentResumeTests {
     static let length = 16 << 20
-
-    /// The sender's side of navlog by hand: answers `lack` with the file, as a host does.
-    static func answerLacks(_ sender: MultipeerSession, file: URL, hash: String, to host: UUID) -> Task<Int, any Error>
-    {
-        let messages = sender.messages(of: NavlogMessage.self)
-        return Task {
-            var offers = 0
-            for await (_, message) in messages {
-                guard case .lack(let hashes) = message, hashes.contains(hash) else { continue }
-                offers += 1
-                let outgoing = try await sender.sendResource(at: file, named: "chart.pdf", to: host)
-                Task { try? await outgoing.completion() }
-            }
-            return offers
-        }
-    }
 
     @Test(.scaledTimeLimit(minutes: 3))
     func anAttachmentFromAPeerThatRestartedPartWayArrivesResumed() async throws {
@@ -49,7 +32,7 @@ struct NavlogAttachmentResumeTests {
         let hash = SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
 
         let store = try NavlogStore(path: directory.appendingPathComponent("captain.db").path)
-        let host = try NavlogNode(store: store, configuration: .test("captain", discovery: .staticPeers([])))
+        let host = try await NavlogNode(store: store, configuration: .test("captain", discovery: .staticPeers([])))
         let events = host.events
         let running = Task { try await host.run() }
         defer { running.cancel() }
@@ -57,67 +40,61 @@ struct NavlogAttachmentResumeTests {
             .compactMap { if case .listening(let port) = $0 { port } else { nil } }[0]
         let proxy = try await FaultProxy(forwardingTo: port)
         proxy.set(.throttle(bytesPerSecond: 2 << 20))  // 8 s for the file: the sender stops a quarter in, not after
-        let identity = PeerIdentity()
+        let officerPath = directory.appendingPathComponent("officer.db").path
         let configuration = MultipeerSession.Configuration.test(
             "officer",
             discovery: .staticPeers(["127.0.0.1:\(proxy.port)"])
         )
 
-        // The officer's version with the file attached; the host lacks the file and says so.
-        let first = MultipeerSession(configuration: configuration, identity: identity)
-        let firstAnswers = Self.answerLacks(first, file: file, hash: hash, to: host.session.peerID)
-        let version = try NavlogEntry(
-            id: UUID(),
-            fields: NavlogFields(waypoint: "TESAT"),
-            author: "officer",
-            origin: identity.peerID,
-            timestamp: HLCTimestamp(milliseconds: UInt64(Date().timeIntervalSince1970 * 1000), counter: 0),
-            attachments: [NavlogAttachment(name: "chart.pdf", length: Int64(Self.length), sha256: hash)]
-        ).signed(by: identity)
-        let firstRun = Task { try await first.run() }
-        try await EventLog(first.events).waitUntilActive([host.session.peerID])
-        try await first.send(NavlogMessage.update(entry: version), to: host.session.peerID)
-        _ = try await collect(events, timeout: .seconds(60)) { events in
-            events.contains {
-                if case .attachmentProgress(let transfer) = $0 {
-                    transfer.bytesDone >= Int64(Self.length / 4)
-                } else {
-                    false
+        // The officer's entry with the file attached; the host takes it and asks for the file.
+        let attachment: NavlogAttachment
+        do {
+            let officer = try await NavlogNode(store: try NavlogStore(path: officerPath), configuration: configuration)
+            let entry = try await officer.add([.waypoint: "TESAT"])
+            attachment = try #require(
+                try await officer.attach(entry.id.uuidString, file: file.path).attachments?.first
+            )
+            #expect(attachment.sha256 == hash)
+            let firstRun = Task { try await officer.run() }
+            _ = try await collect(events, timeout: .seconds(60)) { events in
+                events.contains {
+                    if case .attachmentProgress(let transfer) = $0 {
+                        transfer.bytesDone >= Int64(Self.length / 4)
+                    } else {
+                        false
+                    }
                 }
             }
+            // The officer stops a quarter in: nothing more goes through, and its session ends.
+            proxy.set(.blackHole)
+            firstRun.cancel()
+            _ = try? await firstRun.value
         }
-        // The officer stops a quarter in: nothing more goes through, and its session ends.
-        proxy.set(.blackHole)
-        firstRun.cancel()
-        _ = try? await firstRun.value
-        firstAnswers.cancel()
-        #expect(await host.state(of: hash) != .held)
+        #expect(await host.state(of: attachment) != .held)
         proxy.set(.throttle(bytesPerSecond: 2 << 20))
         let before = proxy.bytesForwarded
 
         // It comes back, the same device in a new session: it knows nothing of the transfer,
         // and sends the file again only when asked.
-        let second = MultipeerSession(configuration: configuration, identity: identity)
-        let secondAnswers = Self.answerLacks(second, file: file, hash: hash, to: host.session.peerID)
-        defer { secondAnswers.cancel() }
-        try await whileRunning([second]) {
-            let done = try await collect(events, timeout: .seconds(90)) { events in
-                events.contains {
-                    if case .attachmentDone(let transfer, nil) = $0 { transfer.sha256 == hash } else { false }
-                }
+        let officer = try await NavlogNode(store: try NavlogStore(path: officerPath), configuration: configuration)
+        let secondRun = Task { try await officer.run() }
+        defer { secondRun.cancel() }
+        let done = try await collect(events, timeout: .seconds(90)) { events in
+            events.contains {
+                if case .attachmentDone(let transfer, nil) = $0 { transfer.sha256 == hash } else { false }
             }
-            #expect(
-                !done.contains {
-                    if case .attachmentDone(_, let error?) = $0 {
-                        error.contains("cancel") && !error.contains("restarted")
-                    } else {
-                        false
-                    }
-                },
-                "the new offer was taken, not cancelled: \(done)"
-            )
-            #expect(await host.state(of: hash) == .held)
         }
+        #expect(
+            !done.contains {
+                if case .attachmentDone(_, let error?) = $0 {
+                    error.contains("cancel") && !error.contains("restarted")
+                } else {
+                    false
+                }
+            },
+            "the new offer was taken, not cancelled: \(done)"
+        )
+        #expect(await host.state(of: attachment) == .held)
         let again = Double(proxy.bytesForwarded - before) / Double(Self.length)
         #expect(again < 0.9, "after the restart, \(again)x the file went through the proxy: it resumed")
         await proxy.stop()

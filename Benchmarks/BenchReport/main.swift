@@ -797,9 +797,9 @@ if let session {
 }
 
 if let navlog {
-    md += "## navlog-sync anti-entropy\n\n"
+    md += "## navlog-sync on the replicated store\n\n"
     md +=
-        "Two navlog-sync hosts over loopback (NavlogBenchmark): a fresh host joining one that holds the log, and two hosts that hold it with 1,000 differences between them; until both report the exchange done, and the session's payload bytes both ways. Logs of signed entries, a tenth tombstones.\n\n"
+        "Two navlog-sync hosts over loopback (NavlogBenchmark): a fresh host joining one that holds the log, then the two, having met, restarted with 1,000 differences between them; until both report the exchange done, and the session's payload bytes both ways. Logs of signed entries, a tenth deleted.\n\n"
     md += table(
         ["entries", "case", "seconds", "payload MB", "versions received (joiner / holder)"],
         navlog.map {

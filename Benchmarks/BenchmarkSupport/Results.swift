@@ -508,11 +508,11 @@ public struct ProbeLatency: Codable, Sendable {
     }
 }
 
-/// `bench-results/navlog.json` (NavlogBenchmark): one anti-entropy exchange between two navlog-sync hosts.
+/// `bench-results/navlog.json` (NavlogBenchmark): one exchange between two navlog-sync hosts.
 public struct NavlogSyncCase: Codable, Sendable {
-    /// Entries in the log (a tenth tombstones).
+    /// Entries in the log (a tenth deleted).
     public var entries: Int
-    /// `fresh join` or `1,000 differences`.
+    /// `fresh join` or `1,000 differences, met before`.
     public var scenario: String
     /// From the joiner's start until both hosts report the exchange done.
     public var seconds: Double

@@ -1,11 +1,9 @@
-// What navlog-sync's sync costs. First authorship: signing a version, checking one a peer sent
-// (NavlogIntake, where a version's signature is verified). Then anti-entropy between two real
-// hosts over loopback (TLS, the session, SQLite), for logs of each size given (a tenth of the
-// entries tombstones):
+// What navlog-sync's sync costs, now that its log is the replicated store's collection
+// `navlog.entries` (docs/SYNC.md): two real hosts over loopback (TLS, the session, SQLite), for
+// logs of each size given (a tenth of the entries deleted):
 //   - a fresh host joins one that holds the log;
-//   - two hosts that hold the same log, and 1,000 differences between them (each has 400 new
-//     entries the other lacks, and 100 of the shared entries deleted or edited since),
-//     reconcile.
+//   - the two hosts, having met, are restarted with 1,000 differences between them (each wrote
+//     400 new entries the other lacks, and changed 100 of the shared ones) and reconcile.
 // Each case reports the time from the joiner's start until both hosts report the exchange
 // done, and the payload bytes the link carried both ways (the session's DATA payloads).
 //
@@ -25,13 +23,12 @@ func seconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
 }
 
-let now = UInt64(Date().timeIntervalSince1970 * 1000)
 let psk = try PreSharedKey(identity: "bench", key: (0..<32).map { UInt8($0) })
 
-/// `count` versions by `identity`, stamped a minute ago (counter `from` on), every tenth a tombstone.
-func versions(_ count: Int, by identity: PeerIdentity, author: String, from: Int = 0) throws -> [NavlogEntry] {
-    try (from..<from + count).map { number in
-        try NavlogEntry(
+/// `count` entries written by `author` (numbers `from` on), every tenth deleted.
+func records(_ count: Int, author: String, from: Int = 0) -> [NavlogRecord] {
+    (from..<from + count).map { number in
+        NavlogRecord(
             id: UUID(),
             fields: NavlogFields(
                 leg: 1 + number % 40,
@@ -40,22 +37,18 @@ func versions(_ count: Int, by identity: PeerIdentity, author: String, from: Int
                 remarks: "entry \(number)"
             ),
             author: author,
-            origin: identity.peerID,
-            timestamp: HLCTimestamp(
-                milliseconds: now - 60_000 + UInt64(number >> 16),
-                counter: UInt16(number & 0xFFFF)
-            ),
-            deleted: number % 10 == 9
-        ).signed(by: identity)
+            deleted: number % 10 == 9,
+            attachments: nil
+        )
     }
 }
 
-func store(_ name: String, holding entries: [NavlogEntry]) throws -> NavlogStore {
-    let store = try NavlogStore(path: "\(directory)/\(name)-\(UUID()).db")
-    for start in stride(from: 0, to: entries.count, by: 10_000) {
-        _ = try store.merge(Array(entries[start..<min(start + 10_000, entries.count)]))
+/// Writes `records` into the log of the host on `path` (its own writes, signed by its identity).
+func write(_ records: [NavlogRecord], on path: String, as name: String) async throws {
+    let node = try await NavlogNode(store: try NavlogStore(path: path), configuration: configuration(name, peers: []))
+    for start in stride(from: 0, to: records.count, by: 10_000) {
+        try await node.sync.collection(NavlogRecord.self).put(records[start..<min(start + 10_000, records.count)])
     }
-    return store
 }
 
 func configuration(_ name: String, peers: [String]) -> MultipeerSession.Configuration {
@@ -72,8 +65,8 @@ func configuration(_ name: String, peers: [String]) -> MultipeerSession.Configur
 /// with the other done: the seconds from the second's start, the payload bytes both ways, and
 /// what each side received.
 func sync(
-    _ first: NavlogStore,
-    _ second: NavlogStore
+    _ first: String,
+    _ second: String
 ) async throws -> (seconds: Double, payloadBytes: Int, joinerReceived: Int, holderReceived: Int) {
     /// What `events` says the host received in its first finished exchange.
     @Sendable func received(_ events: AsyncStream<NavlogEvent>, _ name: String) async throws -> Int {
@@ -85,7 +78,10 @@ func sync(
         }
         throw BenchmarkError("the \(name) stopped before it synced")
     }
-    let holder = try NavlogNode(store: first, configuration: configuration("holder", peers: []))
+    let holder = try await NavlogNode(
+        store: try NavlogStore(path: first),
+        configuration: configuration("holder", peers: [])
+    )
     let holderEvents = holder.events
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await holder.run() }
@@ -96,7 +92,10 @@ func sync(
                 break
             }
         }
-        let joiner = try NavlogNode(store: second, configuration: configuration("joiner", peers: ["127.0.0.1:\(port)"]))
+        let joiner = try await NavlogNode(
+            store: try NavlogStore(path: second),
+            configuration: configuration("joiner", peers: ["127.0.0.1:\(port)"])
+        )
         let started = ContinuousClock.now
         group.addTask { try await joiner.run() }
         async let joinerReceived = received(joiner.events, "joiner")
@@ -109,32 +108,15 @@ func sync(
     }
 }
 
-let signer = PeerIdentity()
-let sample = try versions(min(sizes.max() ?? 1_000, 10_000), by: signer, author: "captain")
-var start = ContinuousClock.now
-for entry in sample { _ = try entry.signed(by: signer) }
-let signing = seconds(ContinuousClock.now - start) / Double(sample.count)
-start = ContinuousClock.now
-for entry in sample { try entry.verify() }
-let verifying = seconds(ContinuousClock.now - start) / Double(sample.count)
-var clock = HybridLogicalClock()
-start = ContinuousClock.now
-let intake = NavlogIntake(sample, clock: &clock, now: now)
-let checking = seconds(ContinuousClock.now - start) / Double(sample.count)
-precondition(intake.accepted.count == sample.count, "every version verifies")
-
-print("navlog-sync (\(Bench.machine()["cpu"] ?? "?"), release build):")
-print(String(format: "  signing a version:            %6.1f µs each", signing * 1e6))
-print(String(format: "  verifying its signature:      %6.1f µs each", verifying * 1e6))
-print(String(format: "  checking a received version:  %6.1f µs each (signature, key, fields, clock)", checking * 1e6))
+print("navlog-sync on the replicated store (\(Bench.machine()["cpu"] ?? "?"), release build):")
 print("  anti-entropy (time until both hosts are done; payload bytes both ways):")
 
 var cases: [NavlogSyncCase] = []
 for size in sizes {
-    let holderIdentity = PeerIdentity()
-    let joinerIdentity = PeerIdentity()
-    let shared = try versions(size, by: holderIdentity, author: "captain")
-    let joined = try await sync(try store("holder", holding: shared), try store("joiner", holding: []))
+    let (holderPath, joinerPath) = ("\(directory)/holder-\(size).db", "\(directory)/joiner-\(size).db")
+    let shared = records(size, author: "captain")
+    try await write(shared, on: holderPath, as: "holder")
+    let joined = try await sync(holderPath, joinerPath)
     precondition(
         joined.joinerReceived == size,
         "the fresh host received every entry (\(joined.joinerReceived) of \(size))"
@@ -149,36 +131,32 @@ for size in sizes {
     )
 
     // 1,000 differences: 400 new entries on each side, and 100 shared ones changed on each.
-    let changed = {
-        (entries: ArraySlice<NavlogEntry>, identity: PeerIdentity, author: String) throws -> [NavlogEntry] in
-        try entries.map { old in
-            try NavlogEntry(
-                id: old.id,
-                fields: old.fields,
-                author: author,
-                origin: identity.peerID,
-                timestamp: HLCTimestamp(milliseconds: now, counter: 0),
-                deleted: !old.deleted
-            ).signed(by: identity)
+    func changed(_ entries: ArraySlice<NavlogRecord>, by author: String) -> [NavlogRecord] {
+        entries.map { old in
+            var new = old
+            new.author = author
+            new.deleted.toggle()
+            return new
         }
     }
-    let holderOnly =
-        try versions(400, by: holderIdentity, author: "captain", from: size)
-        + changed(shared.prefix(100), holderIdentity, "captain")
-    let joinerOnly =
-        try versions(400, by: joinerIdentity, author: "first officer")
-        + changed(shared.suffix(100), joinerIdentity, "first officer")
-    let reconciled = try await sync(
-        try store("holder", holding: shared + holderOnly),
-        try store("joiner", holding: shared + joinerOnly)
+    try await write(
+        records(400, author: "captain", from: size) + changed(shared.prefix(100), by: "captain"),
+        on: holderPath,
+        as: "holder"
     )
+    try await write(
+        records(400, author: "first officer", from: size) + changed(shared.suffix(100), by: "first officer"),
+        on: joinerPath,
+        as: "joiner"
+    )
+    let reconciled = try await sync(holderPath, joinerPath)
     precondition(
         reconciled.joinerReceived == 500 && reconciled.holderReceived == 500,
         "each side received the 500 versions it lacked (\(reconciled.joinerReceived), \(reconciled.holderReceived))"
     )
     let differences = NavlogSyncCase(
         entries: size,
-        scenario: "1,000 differences",
+        scenario: "1,000 differences, met before",
         seconds: reconciled.seconds,
         payloadBytes: reconciled.payloadBytes,
         joinerReceived: reconciled.joinerReceived,

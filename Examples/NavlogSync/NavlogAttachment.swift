@@ -1,40 +1,42 @@
+public import MultipeerSync
+
 /// A file attached to an entry (docs/NAVLOG.md 1a): its name, length and SHA-256, which the
-/// entry's version carries and its origin signs. The file's bytes travel apart, as a resource of
-/// the session (docs/PROTOCOL.md 3c), from any host that holds them: the hash in the signed
-/// version checks them, whoever relayed them.
+/// entry's version carries and its origin signs. The file's bytes travel apart, as the store's
+/// attachments (docs/SYNC.md 9), from any host that holds them: the hash in the signed version
+/// checks them, whoever relayed them. Encoded as `{"name", "length", "sha256"}`.
 public struct NavlogAttachment: Hashable, Sendable, Codable {
     /// The file's name: 1 to 255 bytes of UTF-8, no control character or `/`, not `.` or `..`.
     public var name: String
-    /// Its length in bytes.
-    public var length: Int64
-    /// The SHA-256 of its bytes, 64 lowercase hexadecimal digits.
-    public var sha256: String
+    /// The file, as the store names it (its SHA-256 and length).
+    public var file: SyncAttachment
 
-    public init(name: String, length: Int64, sha256: String) {
+    public init(name: String, file: SyncAttachment) {
         self.name = name
-        self.length = length
-        self.sha256 = sha256
+        self.file = file
     }
 
-    /// Decodes an attachment as a peer sent it. A length that is a number but no `Int64` (2^63
-    /// or more, or not whole) is read as ``lengthOutOfRange``, so that its version is refused
-    /// alone (`badVersion`) while the rest of the message it came in is taken: a decoding error
-    /// would drop the whole message, up to a batch of 500 versions.
+    /// Its length in bytes.
+    public var length: Int64 { file.length }
+    /// The SHA-256 of its bytes, 64 lowercase hexadecimal digits.
+    public var sha256: String { file.hex }
+
+    private enum CodingKeys: String, CodingKey {
+        case name
+    }
+
+    /// Decodes `{"name", "length", "sha256"}`.
     public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        name = try container.decode(String.self, forKey: .name)
-        sha256 = try container.decode(String.self, forKey: .sha256)
-        if let length = try? container.decode(Int64.self, forKey: .length) {
-            self.length = length
-        } else if (try? container.decode(Double.self, forKey: .length)) != nil {
-            length = Self.lengthOutOfRange
-        } else {
-            length = try container.decode(Int64.self, forKey: .length)  // (not a number: the decoder's error)
-        }
+        name = try decoder.container(keyedBy: CodingKeys.self).decode(String.self, forKey: .name)
+        file = try SyncAttachment(from: decoder)
     }
 
-    /// What a length beyond `Int64` reads as: a negative length, which no version may carry.
-    static let lengthOutOfRange = Int64.min
+    /// Encodes `{"name", "length", "sha256"}` (the file's part tells the store the record
+    /// holds it).
+    public func encode(to encoder: any Encoder) throws {
+        try file.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(name, forKey: .name)
+    }
 
     /// The most attachments a version carries.
     public static let maximumPerVersion = 16
@@ -42,15 +44,15 @@ public struct NavlogAttachment: Hashable, Sendable, Codable {
     /// What a name must be, for hosts to take a version carrying it.
     public static let nameRule = "1 to 255 bytes of UTF-8 without a control character or '/', and not \".\" or \"..\""
 
-    /// Whether `name` may name an attachment (``nameRule``): it becomes a file's name.
+    /// Whether `name` may name an attachment (``nameRule``): `save` offers it as a file's name.
     public static func isName(_ name: String) -> Bool {
         (1...255).contains(name.utf8.count) && name != "." && name != ".." && !name.contains("/")
             && !name.unicodeScalars.contains(where: \.isControl)
     }
 
-    /// Checks a version's attachments as hosts do before taking it in: at most
-    /// ``maximumPerVersion``, sorted by name (byte order), each name once and valid, each hash
-    /// 64 lowercase hexadecimal digits, each length not negative; an empty list is left out.
+    /// Checks a version's attachments as hosts do before showing it: at most
+    /// ``maximumPerVersion``, sorted by name (byte order), each name once and valid; an empty
+    /// list is left out.
     static func validate(_ attachments: [NavlogAttachment]?) throws(NavlogError) {
         guard let attachments else { return }
         guard !attachments.isEmpty else {
@@ -65,17 +67,6 @@ public struct NavlogAttachment: Hashable, Sendable, Codable {
         for (index, attachment) in attachments.enumerated() {
             guard isName(attachment.name) else {
                 throw NavlogError(.badVersion, "an attachment's name is not \(nameRule)")
-            }
-            guard attachment.length >= 0 else {
-                throw NavlogError(.badVersion, "attachment \(attachment.name) has a length below 0 or above 2^63 - 1")
-            }
-            guard attachment.sha256.utf8.count == 64,
-                attachment.sha256.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
-            else {
-                throw NavlogError(
-                    .badVersion,
-                    "the SHA-256 of attachment \(attachment.name) is not 64 lowercase hexadecimal digits"
-                )
             }
             if index > 0, !attachments[index - 1].name.utf8.lexicographicallyPrecedes(attachment.name.utf8) {
                 throw NavlogError(.badVersion, "its attachments are not sorted by name, each once (\(attachment.name))")

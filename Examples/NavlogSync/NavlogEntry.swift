@@ -1,7 +1,7 @@
-import Crypto
 public import Foundation
 import MultipeerCore
 public import MultipeerSession
+public import MultipeerSync
 
 /// What a crew member types about one leg of the flight. Every field may be empty but the waypoint.
 public struct NavlogFields: Hashable, Sendable, Codable {
@@ -38,29 +38,29 @@ public struct NavlogFields: Hashable, Sendable, Codable {
     }
 }
 
-/// One navigation-log entry as a last-writer-wins register: every edit replaces the whole
-/// entry with a version stamped by a hybrid logical clock and its author; a delete is such a
-/// version too (a tombstone), so it wins over older edits and loses to newer ones.
+/// One navigation-log entry as a host shows it: the latest version of its record in the store
+/// (``NavlogRecord``, collection `navlog.entries`), and who wrote that version. Every edit
+/// replaces the whole entry (the last writer wins, by the store's hybrid-logical-clock order); a
+/// delete is such a version too, whose `deleted` is true, kept for ever as 0.9 kept it.
 ///
 /// Each version is signed by the host that made it (its origin), with the key its origin's peer
-/// ID derives from, and carries that key: any host can check who wrote a version it is relayed,
-/// with nothing else (docs/NAVLOG.md, section 1).
-public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
+/// ID derives from; every host checks the signature of every version it takes, however it came
+/// (docs/SYNC.md 3), so ``origin`` and ``key`` say who wrote it, whatever ``author`` says.
+public struct NavlogEntry: Hashable, Sendable, Identifiable {
     public var id: UUID
     public var fields: NavlogFields
-    /// Who made this version: the author's display name.
+    /// Who made this version: the display name its writer's station ran under (which proves
+    /// nothing: ``origin`` and ``key`` do).
     public var author: String
-    /// The host that made this version (its peer id): display names need not be unique, and a
-    /// host never issues one timestamp twice, so (timestamp, origin) names a version.
+    /// The host that made this version (its peer ID), whose key signed it.
     public var origin: UUID
+    /// When it was made, by the store's hybrid logical clock.
     public var timestamp: HLCTimestamp
     public var deleted: Bool
     /// The files attached to the entry (docs/NAVLOG.md 1a), sorted by name; nil when there are none.
     public var attachments: [NavlogAttachment]?
-    /// The origin's public key (``signed(by:)``); nil on a version not signed yet.
+    /// The origin's public key, if this host has it.
     public var key: PeerKey?
-    /// The origin's Ed25519 signature of ``signedBytes``, 128 hexadecimal digits.
-    public var signature: String?
 
     public init(
         id: UUID,
@@ -69,7 +69,8 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
         origin: UUID,
         timestamp: HLCTimestamp,
         deleted: Bool = false,
-        attachments: [NavlogAttachment]? = nil
+        attachments: [NavlogAttachment]? = nil,
+        key: PeerKey? = nil
     ) {
         self.id = id
         self.fields = fields
@@ -78,9 +79,10 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
         self.timestamp = timestamp
         self.deleted = deleted
         self.attachments = attachments?.isEmpty == true ? nil : attachments
+        self.key = key
     }
 
-    /// What a version's author must be, for hosts to take the version in: a display name the
+    /// What a version's author must be, for hosts to show the version: a display name the
     /// session accepts, without control characters (a terminal would obey them).
     public static let authorRule = "1 to \(Hello.maximumDisplayNameLength) bytes of UTF-8 without control characters"
 
@@ -90,120 +92,67 @@ public struct NavlogEntry: Hashable, Sendable, Codable, Identifiable {
             && !name.unicodeScalars.contains(where: \.isControl)
     }
 
-    /// The version's identity, all that anti-entropy compares.
-    public var version: Version { Version(timestamp: timestamp, author: author, origin: origin) }
+    /// Leg, then planned time, then waypoint, then id: the same order on every host.
+    public static func logOrder(_ a: NavlogEntry, _ b: NavlogEntry) -> Bool {
+        let left = (a.fields.leg ?? Int.max, a.fields.planned ?? "~", a.fields.waypoint, a.id.uuidString)
+        let right = (b.fields.leg ?? Int.max, b.fields.planned ?? "~", b.fields.waypoint, b.id.uuidString)
+        return left < right
+    }
+}
 
-    /// Which version of an entry wins: the later timestamp, then the greater author, then the
-    /// greater origin.
-    public struct Version: Hashable, Comparable, Sendable, Codable {
-        public var timestamp: HLCTimestamp
-        public var author: String
-        public var origin: UUID
+/// An entry as the store keeps it (docs/NAVLOG.md 1): one record of the collection
+/// `navlog.entries`, whole (the last writer wins), its id the entry's UUID in upper case.
+/// navlog-sync 0.9's versions read as the same shape (docs/SYNC.md 11).
+public struct NavlogRecord: SyncRecord, Hashable {
+    public static var collectionName: String { "navlog.entries" }
 
-        public init(timestamp: HLCTimestamp, author: String, origin: UUID) {
-            self.timestamp = timestamp
-            self.author = author
-            self.origin = origin
-        }
+    public var id: String
+    public var fields: NavlogFields
+    public var author: String
+    public var deleted: Bool
+    public var attachments: [NavlogAttachment]?
 
-        public static func < (lhs: Self, rhs: Self) -> Bool {
-            (lhs.timestamp, lhs.author, lhs.origin.uuidString) < (rhs.timestamp, rhs.author, rhs.origin.uuidString)
-        }
+    public init(id: UUID, fields: NavlogFields, author: String, deleted: Bool, attachments: [NavlogAttachment]?) {
+        self.id = id.uuidString
+        self.fields = fields
+        self.author = author
+        self.deleted = deleted
+        self.attachments = attachments?.isEmpty == true ? nil : attachments
     }
 
-    /// Whether this version replaces `other` (a version of the same entry). Two different
-    /// versions with the same version stamp cannot come from correct hosts, but the order stays
-    /// total even then (by their ``signedBytes``: Swift's String order would call two canonically
-    /// equivalent spellings of a remark equal, and neither would win), so merging never depends
-    /// on arrival order.
-    public func wins(over other: NavlogEntry) -> Bool {
-        if version != other.version { return version > other.version }
-        return other.signedBytes.lexicographicallyPrecedes(signedBytes)
+    /// Checks what a peer's version holds as a host checks what a user types
+    /// (docs/NAVLOG.md 3): an id that is a UUID, an author that is a display name, fields a
+    /// user could have typed (``NavlogFields/validate()``), attachments by their rules
+    /// (``NavlogAttachment``). A record that breaks them is carried (the store carries every
+    /// version whole) but not shown.
+    /// - Throws: `badVersion`, saying which rule.
+    public func validate() throws(NavlogError) {
+        guard UUID(uuidString: id)?.uuidString == id else {
+            throw NavlogError(.badVersion, "its id is not a UUID in upper case")
+        }
+        guard NavlogEntry.isAuthor(author) else {
+            throw NavlogError(.badVersion, "its author is not \(NavlogEntry.authorRule)")
+        }
+        do {
+            try fields.validate()
+        } catch {
+            throw NavlogError(.badVersion, error.message)
+        }
+        try NavlogAttachment.validate(attachments)
     }
 
-    // MARK: Authorship
-
-    /// What the origin signs (docs/NAVLOG.md, section 1): every field of the version, in a fixed
-    /// binary form, so that two implementations sign and hash the same bytes; the attachments
-    /// (section 1a) follow only when there are any, so a version without them signs what it did
-    /// before they existed.
-    public var signedBytes: [UInt8] {
-        var bytes = Array("navlog version v1".utf8)
-        bytes.reserveCapacity(128)
-        func append(_ uuid: UUID) { withUnsafeBytes(of: uuid.uuid) { bytes += $0 } }
-        func append<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.bigEndian) { bytes += $0 } }
-        func append(_ string: String) {
-            append(UInt16(truncatingIfNeeded: string.utf8.count))
-            bytes += string.utf8
-        }
-        func append(optional string: String?) {
-            guard let string else { return bytes.append(0) }
-            bytes.append(1)
-            append(string)
-        }
-        func append(optional number: Int?) {
-            guard let number else { return bytes.append(0) }
-            bytes.append(1)
-            append(Int64(number))
-        }
-        append(id)
-        append(timestamp.rawValue)
-        append(origin)
-        bytes.append(deleted ? 1 : 0)
-        append(author)
-        append(fields.waypoint)
-        append(optional: fields.leg)
-        append(optional: fields.planned)
-        append(optional: fields.actual)
-        append(optional: fields.fuel)
-        append(optional: fields.altitude)
-        append(optional: fields.remarks)
-        if let attachments, !attachments.isEmpty {
-            bytes.append(UInt8(truncatingIfNeeded: attachments.count))
-            for attachment in attachments {
-                append(attachment.name)
-                append(UInt64(bitPattern: attachment.length))
-                bytes += Hex.decode(attachment.sha256.utf8) ?? []
-            }
-        }
-        return bytes
-    }
-
-    /// The first 16 bytes of the SHA-256 of ``signedBytes``, in lowercase hexadecimal: what a
-    /// digest names the content by, so two hosts never keep different content under one version.
-    public var contentHash: String {
-        Hex.encode(SHA256.hash(data: signedBytes).prefix(16))
-    }
-
-    /// This version signed by `identity`, which must be its origin's.
-    public func signed(by identity: PeerIdentity) throws -> NavlogEntry {
-        precondition(identity.peerID == origin, "a version is signed by its origin")
-        var signed = self
-        signed.key = identity.key
-        signed.signature = Hex.encode(try identity.protocolSignature(for: signedBytes))
-        return signed
-    }
-
-    /// Checks that the version was written by its origin: it carries a key from which the
-    /// origin's ID derives, and that key's signature of ``signedBytes``.
-    /// - Throws: `badSignature`, saying which check failed.
-    public func verify() throws(NavlogError) {
-        guard let key, let signature else {
-            throw NavlogError(.badSignature, "version \(timestamp.rawValue) of entry \(id) is not signed")
-        }
-        guard key.peerID == origin else {
-            throw NavlogError(
-                .badSignature,
-                "version \(timestamp.rawValue) of entry \(id) names origin \(origin) but carries the key of \(key.peerID)"
-            )
-        }
-        guard let bytes = Hex.decode(signature.utf8), bytes.count == 64,
-            key.isValidProtocolSignature(bytes, for: signedBytes)
-        else {
-            throw NavlogError(
-                .badSignature,
-                "the signature of version \(timestamp.rawValue) of entry \(id) does not verify: it was altered, or not written by \(origin)"
-            )
-        }
+    /// The entry as a host shows it, written at `stamp` by the origin whose key is `key`.
+    func entry(stamp: VersionStamp, key: PeerKey?) -> NavlogEntry? {
+        guard let id = UUID(uuidString: id) else { return nil }
+        return NavlogEntry(
+            id: id,
+            fields: fields,
+            author: author,
+            origin: stamp.origin,
+            timestamp: stamp.timestamp,
+            deleted: deleted,
+            attachments: attachments,
+            key: key
+        )
     }
 }

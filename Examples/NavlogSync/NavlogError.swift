@@ -19,23 +19,12 @@ public struct NavlogError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let identityFile = Code("identityFile")
         /// Any other SQLite failure.
         public static let databaseFailure = Code("databaseFailure")
-        /// A peer sent versions stamped more than a day ahead of this host's clock.
-        public static let clockAhead = Code("clockAhead")
-        /// A peer sent versions a user could not have typed.
+        /// A record from a peer holds what a user could not have typed (docs/NAVLOG.md 3): it is
+        /// carried, as the store carries every version, and not shown.
         public static let badVersion = Code("badVersion")
-        /// A version is not signed by its origin (unsigned, another key, or altered).
-        public static let badSignature = Code("badSignature")
-        /// A peer sent, as its own new version (`update`), a version whose origin is another host.
-        public static let notFromSender = Code("notFromSender")
-        /// Two versions with one version stamp and different content met; the one that wins by
-        /// content was kept (both hosts keep the same one).
-        public static let conflictingVersion = Code("conflictingVersion")
-        /// A peer sent more anti-entropy requests than this host holds unanswered
-        /// (``SyncWorker/maximumWaiting``), and its requests are ignored until it joins again; or
-        /// a `lack` naming more files than one may (``NavlogMessage/lackBatchSize``), ignored.
-        public static let syncOverload = Code("syncOverload")
-        /// A peer sent a `reply` to an `ask` this host did not send (or answered one twice).
-        public static let unexpectedReply = Code("unexpectedReply")
+        /// A peer runs navlog-sync 0.9 or earlier (navlog protocol 1), with which this build
+        /// cannot sync: it is to be updated.
+        public static let peerTooOld = Code("peerTooOld")
         /// An attachment is not here (yet): no peer that holds it has sent it.
         public static let attachmentMissing = Code("attachmentMissing")
         /// An attachment could not be kept, sent or saved (the disk, permissions, the peer).

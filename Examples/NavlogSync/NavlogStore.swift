@@ -2,22 +2,27 @@ public import Foundation
 import GRDB
 import Glibc
 public import MultipeerSession
+public import MultipeerSync
 
-/// The log on disk: SQLite through GRDB, in WAL mode so `navlog-sync list` reads while `run`
-/// writes. A version is committed (synchronous=FULL) before anyone is told it exists, so a
-/// restart, even after SIGKILL or a power cut, loses nothing that was acknowledged.
+/// A host's log on disk: the replicated store's SQLite database (docs/SYNC.md), one writer at a
+/// time, and the host's identity beside it. A version is committed (WAL, synchronous=FULL)
+/// before anyone is told it exists, so a restart, even after SIGKILL or a power cut, loses
+/// nothing that was acknowledged.
+///
+/// A database of navlog-sync 0.9 (its table `entry`) opens too: ``NavlogNode`` brings its log
+/// into the store when it starts, every entry with its origin's signature (docs/SYNC.md 11), and
+/// its attached files with it.
 public final class NavlogStore: Sendable {
     /// The path of the database file.
     public let path: String
-    /// This host's peer ID: its ``identity``'s, recorded in the database.
-    public let peerID: UUID
     /// This host's key pair, kept in its identity file beside the database (nil when the store
     /// is opened read-only).
     public let identity: PeerIdentity?
-    private let database: any DatabaseWriter
     /// The descriptor holding the exclusive lock that keeps a second writer out; open as long
     /// as this store lives (closing it early would also drop SQLite's own locks on the file).
     private let lockDescriptor: Int32?
+    /// navlog-sync 0.9's log in the database, if it holds one not brought into the store yet.
+    let legacy: [NavlogLegacyEntry]
 
     /// Opens (creating if needed) the database for a running host. Only one process may hold a
     /// database this way: a second gets `databaseLocked`.
@@ -45,16 +50,10 @@ public final class NavlogStore: Sendable {
         }
         lockDescriptor = descriptor
         do {
-            var configuration = Configuration()
-            configuration.busyMode = .timeout(5)
-            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-            let pool = try DatabasePool(path: path, configuration: configuration)
-            try Self.migrator.migrate(pool)
-            database = pool
-            peerID = try pool.write { [identity] db in try Self.record(identity!.peerID, db) }
+            legacy = try NavlogLegacy.entries(at: path, writable: true)
         } catch {
             close(descriptor)
-            throw Self.describe(error, path: path)
+            throw error
         }
     }
 
@@ -69,197 +68,64 @@ public final class NavlogStore: Sendable {
                 "there is no database at \(path); `navlog-sync run --data \(path)` makes one"
             )
         }
-        do {
-            var configuration = Configuration()
-            configuration.readonly = true
-            configuration.busyMode = .timeout(5)
-            let queue = try DatabaseQueue(path: path, configuration: configuration)
-            let (applied, id) = try queue.read { db in
-                (try Self.migrator.appliedIdentifiers(db), try String.fetchOne(db, sql: "SELECT peerID FROM node"))
-            }
-            guard applied.contains("v1-entries") else {
-                throw NavlogError(.databaseCorrupt, "\(path) is not a navlog database (it has no entry table)")
-            }
-            database = queue
-            peerID = id.flatMap(UUID.init(uuidString:)) ?? UUID()
-        } catch {
-            throw Self.describe(error, path: path)
-        }
+        legacy = try NavlogLegacy.entries(at: path, writable: false)
     }
 
     deinit {
         if let lockDescriptor { close(lockDescriptor) }
     }
 
-    /// Every version held, tombstones included.
-    public func log() throws(NavlogError) -> NavlogLog {
+    /// The folder of the attached files, by hash (the store's, `<database>.attachments`).
+    public var attachments: URL { URL(fileURLWithPath: path + ".attachments") }
+
+    /// Where the session receives files until they are whole (its `resourceDirectory`).
+    public var incoming: URL { URL(fileURLWithPath: path + ".incoming") }
+
+    /// The replicated store over this database, syncing over `session`.
+    func syncStore(over session: MultipeerSession) throws(NavlogError) -> SyncStore {
         do {
-            return NavlogLog(
-                try database.read { db in try Row.fetchAll(db, sql: "SELECT * FROM entry").map(Self.entry) }
-            )
+            return try SyncStore(session: session, path: path)
         } catch {
-            throw Self.describe(error, path: path)
+            throw NavlogError(.databaseFailure, "the store \(path) cannot be opened: \(error.message)")
         }
     }
 
-    /// The live versions (not tombstones) that carry attachments, in log order: what a host asks
-    /// its peers for and offers them, read without the rest of the log (a join read the whole
-    /// log, and each file offered read it again).
-    public func attachedVersions() throws(NavlogError) -> [NavlogEntry] {
-        do {
-            return try database.read { db in
-                try Row.fetchAll(db, sql: "SELECT * FROM entry WHERE attachments IS NOT NULL AND deleted = 0").map(
-                    Self.entry
+    /// The live entries in log order, read without a running host (beside one, what it has
+    /// committed), and where each attached file stands. A 0.9 database not brought into the
+    /// store yet is read as it is.
+    public func entries() async throws(NavlogError) -> (entries: [NavlogEntry], files: [String: AttachmentState]) {
+        if !legacy.isEmpty {
+            let entries = legacy.map(\.entry).filter { !$0.deleted }.sorted(by: NavlogEntry.logOrder)
+            var files: [String: AttachmentState] = [:]
+            for attachment in entries.flatMap({ $0.attachments ?? [] }) {
+                let held = FileManager.default.fileExists(
+                    atPath: attachments.appendingPathComponent(attachment.sha256).path
                 )
-            }.sorted(by: NavlogLog.logOrder)
-        } catch {
-            throw Self.describe(error, path: path)
-        }
-    }
-
-    /// The versions held of these entries (of those held), in no particular order.
-    public func versions(of ids: some Collection<UUID>) throws(NavlogError) -> [NavlogEntry] {
-        guard !ids.isEmpty else { return [] }
-        do {
-            return try database.read { db in
-                try Row.fetchAll(
-                    db,
-                    sql: "SELECT * FROM entry WHERE id IN (\(databaseQuestionMarks(count: ids.count)))",
-                    arguments: StatementArguments(ids.map(\.uuidString))
-                ).map(Self.entry)
+                files[attachment.sha256] = held ? .held : .missing
             }
-        } catch {
-            throw Self.describe(error, path: path)
+            return (entries, files)
         }
-    }
-
-    /// What a merge did.
-    public struct Merged: Sendable {
-        /// The versions that changed the log.
-        public var applied: [NavlogEntry] = []
-        /// Versions that met another with the same version stamp and other content (only a
-        /// faulty or rogue origin writes such): the one that wins by content was kept.
-        public var conflicts: [NavlogEntry] = []
-    }
-
-    /// Merges versions in, in one durable transaction.
-    public func merge(_ incoming: [NavlogEntry]) throws(NavlogError) -> Merged {
+        // (A session that never runs: the store only reads what is on disk.)
+        let session: MultipeerSession
         do {
-            return try database.write { db in
-                var merged = Merged()
-                for entry in incoming {
-                    let row = try Row.fetchOne(
-                        db,
-                        sql: "SELECT * FROM entry WHERE id = ?",
-                        arguments: [entry.id.uuidString]
-                    )
-                    if let row {
-                        let current = try Self.entry(row)
-                        if current.version == entry.version, current.signedBytes != entry.signedBytes {
-                            merged.conflicts.append(entry)
-                        }
-                        if !entry.wins(over: current) { continue }
-                    }
-                    try Self.save(entry, db)
-                    merged.applied.append(entry)
-                }
-                return merged
-            }
+            session = MultipeerSession(
+                configuration: MultipeerSession.Configuration(
+                    serviceType: "_navlog._tcp",
+                    peer: PeerInfo(displayName: "reader"),
+                    psk: try PreSharedKey(key: (0..<32).map { _ in UInt8.random(in: 0...255) })
+                ),
+                identity: PeerIdentity()
+            )
         } catch {
-            throw Self.describe(error, path: path)
+            throw NavlogError(.databaseFailure, "cannot read \(path): \(error)")
         }
-    }
-
-    // MARK: Schema
-
-    /// The schema's history; a database of any earlier version is brought up to date on open.
-    static var migrator: DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1-entries") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE entry (
-                        id TEXT PRIMARY KEY NOT NULL,
-                        leg INTEGER, waypoint TEXT NOT NULL, planned TEXT, actual TEXT,
-                        fuel INTEGER, altitude INTEGER, remarks TEXT,
-                        author TEXT NOT NULL, origin TEXT NOT NULL, timestamp INTEGER NOT NULL, deleted BOOLEAN NOT NULL
-                    )
-                    """
-            )
+        let store = try syncStore(over: session)
+        let entries = try await NavlogLog(store: store).entries()
+        var files: [String: AttachmentState] = [:]
+        for attachment in entries.flatMap({ $0.attachments ?? [] }) {
+            files[attachment.sha256] = await store.fileState(of: attachment.file) == .held ? .held : .missing
         }
-        // The host's identity moved into the database so that a restart keeps it.
-        migrator.registerMigration("v2-node") { db in
-            try db.execute(sql: "CREATE TABLE node (id INTEGER PRIMARY KEY CHECK (id = 1), peerID TEXT NOT NULL)")
-        }
-        // Versions are signed by their origin (protocol v2). Versions stored before have neither:
-        // the host re-issues them as its own, signed (NavlogNode), and peers refuse them unsigned.
-        migrator.registerMigration("v3-signatures") { db in
-            try db.execute(sql: "ALTER TABLE entry ADD COLUMN key TEXT")
-            try db.execute(sql: "ALTER TABLE entry ADD COLUMN signature TEXT")
-        }
-        // Files attached to entries (docs/NAVLOG.md 1a): the version's list, as its JSON.
-        migrator.registerMigration("v4-attachments") { db in
-            try db.execute(sql: "ALTER TABLE entry ADD COLUMN attachments TEXT")
-        }
-        return migrator
-    }
-
-    /// Records the host's peer ID. A database from before identities held a random ID: it is
-    /// replaced by the identity's (the host rejoins as a new peer; versions it wrote keep the old
-    /// ID as their origin, which stays unique, so they order and merge as before).
-    private static func record(_ id: UUID, _ db: Database) throws -> UUID {
-        try db.execute(sql: "INSERT OR REPLACE INTO node (id, peerID) VALUES (1, ?)", arguments: [id.uuidString])
-        return id
-    }
-
-    private static func save(_ entry: NavlogEntry, _ db: Database) throws {
-        let fields = entry.fields
-        try db.execute(
-            sql: """
-                INSERT OR REPLACE INTO entry
-                (id, leg, waypoint, planned, actual, fuel, altitude, remarks, author, origin, timestamp, deleted, key, signature, attachments)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-            arguments: [
-                entry.id.uuidString, fields.leg, fields.waypoint, fields.planned, fields.actual, fields.fuel,
-                fields.altitude, fields.remarks, entry.author, entry.origin.uuidString,
-                Int64(bitPattern: entry.timestamp.rawValue), entry.deleted,
-                entry.key?.description, entry.signature,
-                try entry.attachments.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) },
-            ]
-        )
-    }
-
-    private static func entry(_ row: Row) throws -> NavlogEntry {
-        guard let id = UUID(uuidString: row["id"]), let origin = UUID(uuidString: row["origin"]) else {
-            throw NavlogError(
-                .databaseCorrupt,
-                "the entry \(String(describing: row["id"] as String?)) has an id or origin that is not a UUID"
-            )
-        }
-        let fields = NavlogFields(
-            leg: row["leg"],
-            waypoint: row["waypoint"],
-            planned: row["planned"],
-            actual: row["actual"],
-            fuel: row["fuel"],
-            altitude: row["altitude"],
-            remarks: row["remarks"]
-        )
-        var entry = NavlogEntry(
-            id: id,
-            fields: fields,
-            author: row["author"],
-            origin: origin,
-            timestamp: HLCTimestamp(rawValue: UInt64(bitPattern: row["timestamp"])),
-            deleted: row["deleted"]
-        )
-        entry.key = (row["key"] as String?).flatMap { try? PeerKey(hex: $0) }
-        entry.signature = row["signature"]
-        if let attachments = row["attachments"] as String? {
-            entry.attachments = try JSONDecoder().decode([NavlogAttachment].self, from: Data(attachments.utf8))
-        }
-        return entry
+        return (entries, files)
     }
 
     /// One sentence per SQLite failure a user can meet.

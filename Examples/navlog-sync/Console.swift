@@ -65,7 +65,7 @@ actor Console {
     private func states(_ entries: [NavlogEntry]) async -> [String: AttachmentState] {
         var states: [String: AttachmentState] = [:]
         for attachment in entries.flatMap({ $0.attachments ?? [] }) {
-            states[attachment.sha256] = await node.state(of: attachment.sha256)
+            states[attachment.sha256] = await node.state(of: attachment)
         }
         return states
     }

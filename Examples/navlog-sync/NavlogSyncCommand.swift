@@ -177,16 +177,12 @@ struct List: AsyncParsableCommand {
 
     func run() async throws {
         let entries: [NavlogEntry]
+        let states: [String: AttachmentState]
         do {
-            entries = try NavlogStore(readingAt: data).log().live
+            // (Beside a running host a file may be on its way; read alone, it is here or not.)
+            (entries, states) = try await NavlogStore(readingAt: data).entries()
         } catch {
             Failure(error).exit()
-        }
-        // Beside a running host a file may be on its way; read alone, it is here or not.
-        let files = NavlogFiles(databasePath: data)
-        var states: [String: AttachmentState] = [:]
-        for attachment in entries.flatMap({ $0.attachments ?? [] }) {
-            states[attachment.sha256] = files.holds(attachment.sha256) ? .held : .missing
         }
         print(
             json

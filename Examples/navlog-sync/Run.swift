@@ -102,7 +102,7 @@ struct Run: AsyncParsableCommand {
                 logger: Logger(label: "navlog-sync")
             )
             configuration.keys = keys
-            node = try NavlogNode(store: store, configuration: configuration)
+            node = try await NavlogNode(store: store, configuration: configuration)
         } catch {
             Failure(error).exit()
         }

@@ -72,6 +72,19 @@ public struct SyncCollection<Record: SyncRecord>: Sendable {
         }
     }
 
+    /// The record with `id` and the stamp of the latest write it holds, or nil if there is
+    /// none (never written, or deleted).
+    /// - Throws: as ``record(id:)``.
+    public func version(id: String) async throws(SyncError) -> SyncVersion<Record>? {
+        let key = RecordKey(collection: Record.collectionName, id: id)
+        guard let (fields, stamp) = try await store.stampedFields(of: key) else { return nil }
+        do throws(SyncError) {
+            return SyncVersion(record: try RecordFields.record(Record.self, id: id, from: fields), stamp: stamp)
+        } catch {
+            throw store.explained(error, in: Record.collectionName)
+        }
+    }
+
     /// Every record, in ascending order of ids. One that does not read as a `Record` is left
     /// out and reported (``SyncEvent/unreadableRecord(_:)``).
     /// - Throws: `storageFailed`.

@@ -26,6 +26,10 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
     /// An attachment's file on its way to or from a peer: its progress, and its end (a file that
     /// arrived is also told by ``attachmentArrived(_:from:)``). For progress bars.
     case fileTransfer(SyncFileTransfer)
+    /// The peer joined, and does not read the store's messages (`peerNotSyncing`): it runs a
+    /// build of the application without the store, or with another protocol. It is not synced
+    /// with while it does.
+    case notSyncing(with: UUID, SyncError)
     /// The store could not do something it does of its own accord (take a peer's versions,
     /// answer a peer): the error says what. What was not taken is taken at a later exchange.
     case failed(SyncError)
@@ -41,6 +45,7 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
             "\(transfer.attachment) \(transfer.direction == .incoming ? "from" : "to") \(transfer.peer): \(transfer.progress.bytesDone) of \(transfer.progress.totalBytes) bytes, \(transfer.state)"
         case .newerSchema(let collection, let theirs, let ours, let peer):
             "\(peer) reads \(collection) as schema version \(theirs), newer than this build's \(ours): update this application to read all of its records"
+        case .notSyncing(let peer, let error): "not syncing with \(peer): \(error)"
         case .failed(let error): "failed: \(error)"
         }
     }

@@ -31,7 +31,8 @@ public struct SyncFileTransfer: Hashable, Sendable {
     /// The peer it comes from or goes to.
     public var peer: UUID
     public var direction: Direction
-    /// The bytes the receiver holds, of the file's length, and the rate.
+    /// The bytes the receiver holds (all of them once ``state`` is done), of the file's
+    /// length, and the rate.
     public var progress: ResourceProgress
     public var state: State
 

@@ -13,7 +13,7 @@ struct AttachmentTransfers {
     var taking = 0
     /// The file each peer is sending this station, by SHA-256 (one transfer of a file at a
     /// time), and the bytes of it here.
-    var arriving: [String: (peer: UUID, bytesDone: Int64)] = [:]
+    var arriving: [String: Arrival] = [:]
     /// Files the application asked for (``SyncStore/file(of:)``) of collections fetched on
     /// demand, until they arrive.
     var wanted: Set<SyncAttachment> = []
@@ -24,6 +24,14 @@ struct AttachmentTransfers {
     var lackedBy: [SyncAttachment: Set<UUID>] = [:]
     /// Where the transfers this station begins go to be awaited (``SyncStore/run()``'s).
     var sending: AsyncStream<OutgoingFile>.Continuation?
+}
+
+/// A file on its way to this station: from which peer, in which of the session's transfers (a
+/// new offer from the same peer supersedes one that lost its link), and how far.
+struct Arrival {
+    var peer: UUID
+    var transfer: UUID
+    var bytesDone: Int64
 }
 
 /// A file this station is sending a peer.
@@ -99,22 +107,28 @@ extension SyncStore {
         return files
     }
 
-    /// The files this station fetches and lacks, not on their way: of collections fetched at
-    /// once, and those the application asked for.
-    func missingAttachments() throws(SyncError) -> [SyncAttachment] {
+    /// The files this station fetches and lacks, not on their way (but from `peer`, whose
+    /// transfer may have lost its link: a peer that restarted forgot it, and offers the file
+    /// anew when asked): of collections fetched at once, and those the application asked for.
+    func missingAttachments(askingOf peer: UUID? = nil) throws(SyncError) -> [SyncAttachment] {
         guard let files else { return [] }
         return try station.storage.attachments().compactMap { attachment, collections in
             let fetched =
                 transfers.wanted.contains(attachment)
                 || collections.contains { attachmentPolicy(of: $0) == .atOnce }
-            return fetched && transfers.arriving[attachment.hex] == nil && !files.holds(attachment) ? attachment : nil
+            let onItsWay = transfers.arriving[attachment.hex].map { $0.peer != peer } ?? false
+            return fetched && !onItsWay && !files.holds(attachment) ? attachment : nil
         }
     }
 
-    /// Asks `peer` for those of `attachments` this station lacks and that are not on their way.
+    /// Asks `peer` for those of `attachments` this station lacks and that are not on their way
+    /// from another peer (one on its way from `peer` is asked for again: if the peer restarted,
+    /// it forgot the transfer; if not, it goes on and offers nothing twice).
     func ask(for attachments: Set<SyncAttachment>, from peer: UUID) async {
         guard let files, session.configuration.resourceDirectory != nil else { return }
-        let lacking = attachments.filter { transfers.arriving[$0.hex] == nil && !files.holds($0) }
+        let lacking = attachments.filter {
+            (transfers.arriving[$0.hex].map { $0.peer == peer } ?? true) && !files.holds($0)
+        }
         for chunk in lacking.map(\.sha256).sorted(by: { $0.lexicographicallyPrecedes($1) })
             .chunks(of: SyncMessage.maximumLack)
         {
@@ -170,6 +184,7 @@ extension SyncStore {
                     do {
                         try await file.transfer.completion()
                         report.state = .done
+                        report.progress.bytesDone = report.progress.totalBytes
                     } catch {
                         let failure = SyncError(
                             .attachmentFailed,
@@ -221,9 +236,12 @@ extension SyncStore {
             resource.cancel()
             return report(.failed(error))
         }
-        // (Here already, or on its way from another peer: this copy is not needed.)
-        guard !files.holds(attachment), transfers.arriving[attachment.hex] == nil else { return resource.cancel() }
-        transfers.arriving[attachment.hex] = (peer, 0)
+        // (Here already, or on its way from another peer: this copy is not needed. From the
+        // same peer, it supersedes the transfer that lost its link, docs/PROTOCOL.md 3c.)
+        guard !files.holds(attachment), transfers.arriving[attachment.hex].map({ $0.peer == peer }) ?? true else {
+            return resource.cancel()
+        }
+        transfers.arriving[attachment.hex] = Arrival(peer: peer, transfer: resource.id, bytesDone: 0)
         var progress = SyncFileTransfer(
             attachment: attachment,
             peer: peer,
@@ -233,15 +251,18 @@ extension SyncStore {
         )
         for await reported in resource.progress {
             progress.progress = reported
-            transfers.arriving[attachment.hex]?.bytesDone = reported.bytesDone
+            if transfers.arriving[attachment.hex]?.transfer == resource.id {
+                transfers.arriving[attachment.hex]?.bytesDone = reported.bytesDone
+            }
             report(.fileTransfer(progress))
         }
         do {
             let arrived = try await resource.file()
             try files.keep(arrived, as: attachment)
-            transfers.arriving[attachment.hex] = nil
+            transfers.arriving[attachment.hex] = nil  // (whole: whichever transfer brought it)
             transfers.wanted.remove(attachment)
             progress.state = .done
+            progress.progress.bytesDone = attachment.length
             report(.fileTransfer(progress))
             report(.attachmentArrived(attachment, from: peer))
             arrivals.yield(attachment)
@@ -251,7 +272,7 @@ extension SyncStore {
                 try? await offer([attachment.sha256], to: other)
             }
         } catch {
-            transfers.arriving[attachment.hex] = nil
+            if transfers.arriving[attachment.hex]?.transfer == resource.id { transfers.arriving[attachment.hex] = nil }
             let failure = SyncError(.attachmentFailed, "\(attachment) from \(peer) did not arrive: \(error)")
             progress.state = .failed(failure)
             report(.fileTransfer(progress))

@@ -191,6 +191,12 @@ public actor SyncStore {
         try station.records(records)
     }
 
+    /// The record as the application sees it, with the stamp of the latest write it holds
+    /// (nil: absent or deleted).
+    func stampedFields(of record: RecordKey) throws(SyncError) -> (fields: [String: [UInt8]], stamp: VersionStamp)? {
+        try station.stampedRecords([record])[record]
+    }
+
     /// Every visible record of `collection`, by id, in ascending order of ids, with the stamp
     /// of the latest write it holds.
     func fields(
@@ -301,7 +307,8 @@ public actor SyncStore {
             guard await session.reads(SyncEnvelope.self, peer: peer.id) != false else {
                 // (It runs a build without the store: nothing sent to it would be read.)
                 report(
-                    .failed(
+                    .notSyncing(
+                        with: peer.id,
                         SyncError(
                             .peerNotSyncing,
                             "\(peer.displayName) (\(peer.id)) does not read the store's messages (\(SyncEnvelope.wireName)): it runs a build without the store, and is not synced with until it runs one that has it"
@@ -434,7 +441,7 @@ public actor SyncStore {
         peers[peer]?.syncedAt = syncedAt
         report(.exchanged(with: peer))
         try await collect()
-        await ask(for: Set(try missingAttachments()), from: peer)
+        await ask(for: Set(try missingAttachments(askingOf: peer)), from: peer)
     }
 
     /// Collects the deletes every member holds (or, without a roster, older than the tombstone

@@ -37,7 +37,8 @@ func file(_ name: String, in directory: URL, _ bytes: [UInt8]) throws -> URL {
 @Suite struct AttachmentTests {
     /// A chain whose middle station carries the collection without reading it (it never opens
     /// it): the captain attaches a chart, and the purser, who never meets the captain, gets the
-    /// record and then the file, whole, through the relief station, which keeps a copy.
+    /// record and then the file, whole, through the relief station, which keeps a copy; each
+    /// store reports the file's transfer, and where the file stands.
     @Test func aFileGoesWithItsRecordThroughAStationThatOnlyCarriesIt() async throws {
         try await withDirectory { directory in
             func path(_ name: String) -> String { directory.appendingPathComponent("\(name).sqlite").path }
@@ -79,10 +80,28 @@ func file(_ name: String, in directory: URL, _ bytes: [UInt8]) throws -> URL {
                             if case .attachmentArrived(attachment, from: left.peerID) = $0 { return true }
                             return false
                         }
+                        // Its progress, both ways: the purser's file came from relief, whole (told
+                        // before it is said to have arrived).
+                        _ = try await event(of: purserEvents) {
+                            if case .fileTransfer(let transfer) = $0 {
+                                return transfer.attachment == attachment && transfer.peer == middle.peerID
+                                    && transfer.direction == .incoming && transfer.state == .done
+                                    && transfer.progress.bytesDone == 300_000
+                            }
+                            return false
+                        }
                         _ = try await event(of: purserEvents) {
                             if case .attachmentArrived(attachment, from: middle.peerID) = $0 { return true }
                             return false
                         }
+                        _ = try await event(of: reliefEvents) {
+                            if case .fileTransfer(let transfer) = $0 {
+                                return transfer.attachment == attachment && transfer.peer == right.peerID
+                                    && transfer.direction == .outgoing && transfer.state == .done
+                            }
+                            return false
+                        }
+                        #expect(await purser.fileState(of: attachment) == .held)
                         let copy = try await purser.file(of: attachment)
                         #expect(try Data(contentsOf: copy) == Data(bytes), "whole, its SHA-256 checked")
                         #expect(try Data(contentsOf: try await relief.file(of: attachment)) == Data(bytes))
