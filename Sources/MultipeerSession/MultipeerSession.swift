@@ -632,9 +632,9 @@ public actor MultipeerSession {
     /// (a message of the type sent to it fails with `messageTypeNotRead`); nil when the peer is
     /// not active. A peer that lists no types (an earlier release, or an application that
     /// declares none) reads every type but those it refused.
-    public func reads<Message: MultipeerMessage>(_ type: Message.Type, peer peerID: UUID) -> Bool? {
+    public func reads<Message>(_ type: Message.Type, peer peerID: UUID) -> Bool? {
         guard let id = core.joinedLink(of: peerID)?.id, let handle = running?.links[id] else { return nil }
-        return handle.peerReads.contains(Message.wireName)
+        return handle.peerReads.contains(Self.wireName(of: type))
     }
 
     /// How the link to `peerID` is doing, if the peer is active.
