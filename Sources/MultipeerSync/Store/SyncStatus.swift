@@ -47,7 +47,8 @@ public struct PeerSyncStatus: Sendable, Hashable {
     /// at this timestamp. Nil if none ever did.
     public var syncedAt: HLCTimestamp?
     /// Versions new to this station that came from the peer in the current exchange (or the
-    /// last one): how far behind it was.
+    /// last one), with those the peer pushed just before beginning it (what it stored since
+    /// they last met, docs/SYNC.md 6): how far behind this station was.
     public var received: Int
     /// Versions this station sent the peer in the current exchange (or the last one), the
     /// peer found it lacked.

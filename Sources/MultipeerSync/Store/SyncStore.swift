@@ -30,6 +30,10 @@ public actor SyncStore {
     private var exchanges: ExchangeStateMachine<Holding>
     /// Where this station stands with each peer it met in this run (``status()``).
     private var peers: [UUID: PeerSyncStatus] = [:]
+    /// The versions new to this station taken from each peer since their last exchange ended
+    /// (or the peer joined): those the peer pushed just before its first round (what it stored
+    /// since they last met) count towards the exchange it begins.
+    private var takenSinceExchange: [UUID: Int] = [:]
     private let now: @Sendable () -> UInt64
     /// What this store sent and received, message by message (for benchmarks and status).
     package private(set) var traffic = Traffic()
@@ -293,10 +297,18 @@ public actor SyncStore {
         )
     }
 
-    /// An exchange with `peer` began, on either side.
-    private func exchanging(with peer: UUID) {
+    /// An exchange with `peer` began, on either side (`answering`: the peer's; what it pushed
+    /// just before counts towards it).
+    private func exchanging(with peer: UUID, answering: Bool) {
         let syncedAt = peers[peer]?.syncedAt ?? (try? station.storage.held()[peer])?.timestamp
-        peers[peer] = PeerSyncStatus(state: .exchanging, syncedAt: syncedAt, received: 0, sent: 0, isActive: true)
+        let received = answering ? takenSinceExchange[peer] ?? 0 : 0
+        peers[peer] = PeerSyncStatus(
+            state: .exchanging,
+            syncedAt: syncedAt,
+            received: received,
+            sent: 0,
+            isActive: true
+        )
     }
 
     // MARK: Syncing
@@ -317,6 +329,7 @@ public actor SyncStore {
                 )
                 return
             }
+            takenSinceExchange[peer.id] = 0
             await announceSchemas(to: peer.id)
             guard let holding = holding() else { return }
             if let exchange = exchanges.peerJoined(peer.id, latest: holding) {
@@ -348,7 +361,7 @@ public actor SyncStore {
     }
 
     private func initiate(_ exchange: UInt64, with peer: UUID) async {
-        exchanging(with: peer)
+        exchanging(with: peer, answering: false)
         do throws(SyncError) {
             // Met before: first what this station stored since (docs/SYNC.md 6, the fast path).
             if let since = try stored(sinceLastExchangeWith: peer) {
@@ -379,7 +392,7 @@ public actor SyncStore {
                 // reads the answer. An empty round ends the exchange: answered with an empty one.)
                 let first = !ranges.isEmpty && !exchanges.isAnswering(exchange, by: peer)
                 let held = exchanges.offered(exchange, by: peer, isEnd: ranges.isEmpty, latest: try station.holding())
-                if first { exchanging(with: peer) }
+                if first { exchanging(with: peer, answering: true) }
                 var (answer, outcome) = (RangeReconciliation.Message(), RangeReconciliation.Outcome())
                 if !ranges.isEmpty {
                     let reconciliation = RangeReconciliation(reading: station.storage)
@@ -436,6 +449,7 @@ public actor SyncStore {
     /// it held `held`. Kept, reported, and deletes collected if that moved the horizon.
     private func completed(with peer: UUID, held: Holding) async throws(SyncError) {
         try station.acknowledge(peer, held: held)
+        takenSinceExchange[peer] = 0
         let syncedAt = max(peers[peer]?.syncedAt ?? held.timestamp, held.timestamp)  // (read before the write's access)
         peers[peer]?.state = .synced
         peers[peer]?.syncedAt = syncedAt
@@ -497,6 +511,7 @@ public actor SyncStore {
         for refusal in taken.refusals { report(.refused(refusal, from: peer)) }
         for change in taken.changes { changeSubscribers.yield(StoreChange(change: change, peer: peer)) }
         peers[peer]?.received += taken.kept.count
+        takenSinceExchange[peer, default: 0] += taken.kept.count
         await push(taken.kept, to: nil, except: peer)
         // (A write this station's collected delete hid: the peer never had the delete. Relayed
         // on by the peer, it is taken where the delete was not collected, and nowhere given back.)

@@ -249,7 +249,10 @@ func event(
         try await withDirectory { directory in
             @Sendable func path(_ name: String) -> String { directory.appendingPathComponent("\(name).sqlite").path }
             let (captainIdentity, reliefIdentity) = (PeerIdentity(), PeerIdentity())
-            func meet(_ body: @escaping @Sendable (SyncStore, SyncStore) async throws -> Void) async throws {
+            func meet(
+                _ body: @escaping @Sendable (SyncStore, SyncStore) async throws -> Void,
+                then after: @escaping @Sendable (SyncStore, SyncStore) async throws -> Void = { _, _ in }
+            ) async throws {
                 let listener = MultipeerSession(configuration: configuration("captain"), identity: captainIdentity)
                 let captain = try SyncStore(session: listener, path: path("captain"))
                 try await whileRunning([listener]) {
@@ -269,6 +272,7 @@ func event(
                                     return false
                                 }
                             }
+                            try await after(captain, relief)
                         }
                     }
                 }
@@ -285,6 +289,15 @@ func event(
                 try await captain.collection(LogEntry.self).put(entries("c", count..<count + 3))
                 try await relief.collection(LogEntry.self).put(entries("r", count..<count + 2))
                 try await relief.collection(LogEntry.self).delete(id: "c0")
+            } then: { captain, relief in
+                // Each pushed what it wrote since, before the exchange's first round: both count it.
+                let (atCaptain, atRelief) = (try await captain.status(), try await relief.status())
+                #expect(atCaptain.peers[reliefIdentity.peerID]?.received == 3, "\(atCaptain)")
+                #expect(atRelief.peers[captainIdentity.peerID]?.received == 3, "\(atRelief)")
+                #expect(
+                    atCaptain.peers[reliefIdentity.peerID]?.sent == 3
+                        && atRelief.peers[captainIdentity.peerID]?.sent == 3
+                )
             }
             // The relief station's device is restored from a backup of before that meeting:
             // the captain's station believes it holds what it took then, which it no longer
