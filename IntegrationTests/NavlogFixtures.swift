@@ -123,3 +123,16 @@ final class NavlogWorkspace: Sendable {
 
     deinit { try? FileManager.default.removeItem(atPath: directory) }
 }
+
+/// Runs `run` (a host's or a store's `run()`) beside `body`, then stops it, cancelled and
+/// awaited, however `body` ends: nothing it holds (a database, a session) outlives the test.
+func running<T: Sendable>(
+    _ run: @escaping @Sendable () async throws -> Void,
+    while body: () async throws -> T
+) async throws -> T {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await run() }
+        defer { group.cancelAll() }  // (the group awaits it before returning)
+        return try await body()
+    }
+}

@@ -42,11 +42,11 @@ import Testing
         let next: @Sendable (@escaping @Sendable ([NavlogEvent]) -> Bool) async throws -> [NavlogEvent] = {
             try await collect(events, until: $0)
         }
-        let running = Task { try await node.run() }
-        defer { running.cancel() }
-        let port = try await next { $0.contains { if case .listening = $0 { true } else { false } } }
-            .compactMap { if case .listening(let port) = $0 { port } else { nil } }[0]
-        try await body(node, port, next)
+        try await running({ try await node.run() }) {
+            let port = try await next { $0.contains { if case .listening = $0 { true } else { false } } }
+                .compactMap { if case .listening(let port) = $0 { port } else { nil } }[0]
+            try await body(node, port, next)
+        }
     }
 
     /// A member's station that is no navlog-sync host: a session and a store of its own (in
@@ -61,9 +61,9 @@ import Testing
             identity: PeerIdentity()
         )
         let store = try SyncStore(session: session, storage: MemoryStorage(), now: now)
-        let syncing = Task { try await store.run() }
-        defer { syncing.cancel() }
-        try await whileRunning([session]) { try await body(session, store.collection(NavlogRecord.self)) }
+        try await running({ try await store.run() }) {
+            try await whileRunning([session]) { try await body(session, store.collection(NavlogRecord.self)) }
+        }
     }
 
     static func record(_ waypoint: String, remarks: String? = nil) -> NavlogRecord {
@@ -110,15 +110,15 @@ import Testing
                 configuration: .test("relief", discovery: .staticPeers(["127.0.0.1:\(port)"]))
             )
             let reliefEvents = relief.events
-            let running = Task { try await relief.run() }
-            defer { running.cancel() }
-            // (The exchange's end and the records' changes are told by two streams: either first.)
-            let seen = try await collect(reliefEvents) { events in
-                events.contains { if case .synced = $0 { true } else { false } }
-                    && events.contains { if case .error("badVersion", _) = $0 { true } else { false } }
+            try await running({ try await relief.run() }) {
+                // (The exchange's end and the records' changes are told by two streams: either first.)
+                let seen = try await collect(reliefEvents) { events in
+                    events.contains { if case .synced = $0 { true } else { false } }
+                        && events.contains { if case .error("badVersion", _) = $0 { true } else { false } }
+                }
+                #expect(seen.contains { if case .synced(_, _, received: 2) = $0 { true } else { false } }, "\(seen)")
+                #expect(try await relief.entries() == captain.entries())
             }
-            #expect(seen.contains { if case .synced(_, _, received: 2) = $0 { true } else { false } }, "\(seen)")
-            #expect(try await relief.entries() == captain.entries())
         }
     }
 
