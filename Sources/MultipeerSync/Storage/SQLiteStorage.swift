@@ -338,17 +338,19 @@ package final class SQLiteStorage: SyncStorage {
 
     package func commit(_ commit: StorageCommit) throws(SyncError) {
         do {
+            // (Statements of its own, not the connection's cache: a cached statement keeps the
+            // last arguments bound to it, the versions' bytes, for as long as the store lives.)
             try database.write { db in
-                let delete = try db.cachedStatement(sql: "DELETE FROM version WHERE id = ?")
-                let unattach = try db.cachedStatement(sql: "DELETE FROM version_attachment WHERE id = ?")
+                let delete = try db.makeStatement(sql: "DELETE FROM version WHERE id = ?")
+                let unattach = try db.makeStatement(sql: "DELETE FROM version_attachment WHERE id = ?")
                 for id in commit.removed {
                     try delete.execute(arguments: [Data(id)])
                     try unattach.execute(arguments: [Data(id)])
                 }
-                let attach = try db.cachedStatement(
+                let attach = try db.makeStatement(
                     sql: "INSERT OR IGNORE INTO version_attachment (sha256, id, collection, length) VALUES (?, ?, ?, ?)"
                 )
-                let insert = try db.cachedStatement(
+                let insert = try db.makeStatement(
                     sql: """
                         INSERT OR IGNORE INTO version (id, collection, record, timestamp, bytes, deleted, sequence, source)
                         VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -370,7 +372,7 @@ package final class SQLiteStorage: SyncStorage {
                     }
                 }
                 try db.execute(sql: "UPDATE clock SET sequence = ?", arguments: [sequence])
-                let held = try db.cachedStatement(
+                let held = try db.makeStatement(
                     sql: """
                         INSERT INTO peer_held (peer, held, held_sequence) VALUES (?, ?, ?)
                         ON CONFLICT (peer) DO UPDATE SET
@@ -382,7 +384,7 @@ package final class SQLiteStorage: SyncStorage {
                         Self.blob(peer), Int64(bitPattern: holding.timestamp.rawValue), Int64(holding.sequence),
                     ])
                 }
-                let collected = try db.cachedStatement(
+                let collected = try db.makeStatement(
                     sql: """
                         INSERT INTO collected (collection, record, timestamp, origin, bytes) VALUES (?, ?, ?, ?, ?)
                         ON CONFLICT (collection, record) DO UPDATE SET
