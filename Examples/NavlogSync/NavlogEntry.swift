@@ -47,7 +47,9 @@ public struct NavlogFields: Hashable, Sendable, Codable {
 /// ID derives from; every host checks the signature of every version it takes, however it came
 /// (docs/SYNC.md 3), so ``origin`` and ``key`` say who wrote it, whatever ``author`` says.
 public struct NavlogEntry: Hashable, Sendable, Identifiable {
+    /// The entry's id.
     public var id: UUID
+    /// What the crew typed.
     public var fields: NavlogFields
     /// Who made this version: the display name its writer's station ran under (which proves
     /// nothing: ``origin`` and ``key`` do).
@@ -56,6 +58,7 @@ public struct NavlogEntry: Hashable, Sendable, Identifiable {
     public var origin: UUID
     /// When it was made, by the store's hybrid logical clock.
     public var timestamp: HLCTimestamp
+    /// Whether this version deletes the entry.
     public var deleted: Bool
     /// The files attached to the entry (docs/NAVLOG.md 1a), sorted by name; nil when there are none.
     public var attachments: [NavlogAttachment]?
@@ -104,14 +107,20 @@ public struct NavlogEntry: Hashable, Sendable, Identifiable {
 /// `navlog.entries`, whole (the last writer wins), its id the entry's UUID in upper case.
 /// navlog-sync 0.9's versions read as the same shape (docs/SYNC.md 11).
 public struct NavlogRecord: SyncRecord, Hashable {
+    /// `navlog.entries`, on every host (and in docs/SYNC.md 11).
     public static var collectionName: String { "navlog.entries" }
 
+    /// The entry's UUID in upper case.
     public var id: String
     public var fields: NavlogFields
+    /// The display name of the station that wrote the version (which proves nothing).
     public var author: String
+    /// Whether the entry is deleted: a version like an edit, kept for ever.
     public var deleted: Bool
+    /// The files attached (docs/NAVLOG.md 1a), sorted by name; nil when there are none.
     public var attachments: [NavlogAttachment]?
 
+    /// The record of entry `id`.
     public init(id: UUID, fields: NavlogFields, author: String, deleted: Bool, attachments: [NavlogAttachment]?) {
         self.id = id.uuidString
         self.fields = fields

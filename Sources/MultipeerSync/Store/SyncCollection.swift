@@ -1,6 +1,7 @@
 /// A record as a station keeps it, with the stamp of the latest write it holds
 /// (``SyncCollection/versions()``).
 public struct SyncVersion<Record: SyncRecord>: Sendable {
+    /// The record as the application sees it.
     public var record: Record
     /// When the latest write the record holds was made, and which station made it (its
     /// origin, whose key signed it: ``SyncStore/key(of:)``).

@@ -27,8 +27,8 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
     /// arrived is also told by ``attachmentArrived(_:from:)``). For progress bars.
     case fileTransfer(SyncFileTransfer)
     /// The peer joined, and does not read the store's messages (`peerNotSyncing`): it runs a
-    /// build of the application without the store, or with another protocol. It is not synced
-    /// with while it does.
+    /// build of the application without the store, or with another protocol, or its store has
+    /// not run yet. It is synced with once its session says it reads them.
     case notSyncing(with: UUID, SyncError)
     /// The store could not do something it does of its own accord (take a peer's versions,
     /// answer a peer): the error says what. What was not taken is taken at a later exchange.

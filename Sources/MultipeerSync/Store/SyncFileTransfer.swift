@@ -30,10 +30,12 @@ public struct SyncFileTransfer: Hashable, Sendable {
     public var attachment: SyncAttachment
     /// The peer it comes from or goes to.
     public var peer: UUID
+    /// Which way it goes.
     public var direction: Direction
     /// The bytes the receiver holds (all of them once ``state`` is done), of the file's
     /// length, and the rate.
     public var progress: ResourceProgress
+    /// Under way, done, or failed.
     public var state: State
 
     /// A transfer's report (for applications that test their own handling of it).

@@ -34,6 +34,9 @@ public actor SyncStore {
     /// (or the peer joined): those the peer pushed just before its first round (what it stored
     /// since they last met) count towards the exchange it begins.
     private var takenSinceExchange: [UUID: Int] = [:]
+    /// The active peers that do not read the store's messages (reported when they joined):
+    /// synced with once they do (their TYPES says so).
+    private var notSyncing: Set<UUID> = []
     private let now: @Sendable () -> UInt64
     /// What this store sent and received, message by message (for benchmarks and status).
     package private(set) var traffic = Traffic()
@@ -317,7 +320,9 @@ public actor SyncStore {
         switch event {
         case .peerJoined(let peer):
             guard await session.reads(SyncEnvelope.self, peer: peer.id) != false else {
-                // (It runs a build without the store: nothing sent to it would be read.)
+                // (It runs a build without the store, or its store has not run yet: nothing
+                // sent to it would be read. Its TYPES tells when it reads them.)
+                notSyncing.insert(peer.id)
                 report(
                     .notSyncing(
                         with: peer.id,
@@ -335,12 +340,18 @@ public actor SyncStore {
             if let exchange = exchanges.peerJoined(peer.id, latest: holding) {
                 await initiate(exchange, with: peer.id)
             }
+        case .peerReadsChanged(let peer):
+            guard notSyncing.contains(peer.id), await session.reads(SyncEnvelope.self, peer: peer.id) == true,
+                notSyncing.remove(peer.id) != nil  // (read again after the await)
+            else { return }
+            await handle(.peerJoined(peer))
         case .peerLeft(let peer, _):
+            notSyncing.remove(peer.id)
             exchanges.peerLeft(peer.id)
             if peers[peer.id]?.state == .exchanging { peers[peer.id]?.state = .unknown }
         case .broadcastSkipped(let peer, let typeName, _) where typeName == SyncEnvelope.wireName:
-            // A push the peer may lack: find out what it lacks.
-            guard let holding = holding() else { return }
+            // A push the peer may lack: find out what it lacks (once it reads the store's messages).
+            guard !notSyncing.contains(peer.id), let holding = holding() else { return }
             if let exchange = exchanges.begin(with: peer.id, latest: holding) {
                 await initiate(exchange, with: peer.id)
             }

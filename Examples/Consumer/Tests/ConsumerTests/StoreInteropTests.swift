@@ -88,8 +88,10 @@ struct NavlogEntry: SyncRecord, Equatable {
     }
 
     /// A peer whose application reads other message types than the store's (a build without
-    /// the store) is reported when it joins, naming it; the session says what it reads.
-    @Test func aPeerThatReadsNoStoreMessagesIsReportedNotSyncing() async throws {
+    /// the store, or whose store has not run yet) is reported when it joins, naming it; the
+    /// session says what it reads. Once its store runs (its session then reads the store's
+    /// type), the two sync.
+    @Test func aPeerThatReadsNoStoreMessagesIsReportedAndSyncedOnceItDoes() async throws {
         try await withDirectory { directory in
             let listener = MultipeerSession(configuration: configuration("captain"), identity: PeerIdentity())
             let store = try SyncStore(session: listener, path: directory.appendingPathComponent("a.sqlite").path)
@@ -102,6 +104,8 @@ struct NavlogEntry: SyncRecord, Equatable {
                 var other = configuration("purser", dialling: port)
                 other.messageTypes = [Note.self]
                 let peer = MultipeerSession(configuration: other, identity: PeerIdentity())
+                let late = try SyncStore(session: peer, path: directory.appendingPathComponent("b.sqlite").path)
+                let arriving = late.collection(LogEntry.self).changes
                 try await whileRunning([peer]) {
                     try await whileSyncing([store]) {
                         let reported = try await event(of: events) {
@@ -112,6 +116,11 @@ struct NavlogEntry: SyncRecord, Equatable {
                         }
                         #expect("\(reported)".contains("does not read the store's messages"))
                         #expect(await listener.reads(Note.self, peer: peer.peerID) == true)
+                        let entry = LogEntry(id: "climb", text: "climb to FL370")
+                        try await store.collection(LogEntry.self).put(entry)
+                        try await whileSyncing([late]) {
+                            _ = try await changes(arriving) { $0.contains { $0.record == entry } }
+                        }
                     }
                 }
             }
