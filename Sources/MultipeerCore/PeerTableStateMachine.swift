@@ -201,7 +201,9 @@ package struct PeerTableStateMachine: Sendable {
     private var endpointRecords: [DialTarget.Key: [DialTarget.Endpoint: EndpointRecord]] = [:]
     private var random: SplitMix64
     private var nextLinkID: UInt64 = 1
-    private var stopped = false
+    /// Why the session stopped (shutdown or suspend), nil while it runs.
+    private var stoppedFor: GoodbyeReason?
+    private var stopped: Bool { stoppedFor != nil }
 
     /// - Parameter seed: Seeds the backoff jitter, so tests can repeat a run exactly.
     package init(
@@ -362,7 +364,9 @@ package struct PeerTableStateMachine: Sendable {
             targets[key]?.displayName = hello.displayName
             targets[key]?.metadata = hello.metadata
         }
-        guard !stopped else { return [.close(id, .shutdown)] }
+        // (A link that comes up while the session is stopped is told why: a suspended session
+        // says it is suspended, so its peers keep what they hold for it, streams included.)
+        if let stoppedFor { return [.close(id, stoppedFor)] }
         guard let peer = kept[hello.peerID], let current = links[peer.link], let currentHello = current.hello
         else {
             kept[hello.peerID] = .joining(id)  // it joins once the peer admits the link too
@@ -469,7 +473,7 @@ package struct PeerTableStateMachine: Sendable {
         if let hello = link.hello, let peer = kept[hello.peerID], peer.link == id {
             kept[hello.peerID] = nil
             if peer.hasJoined {
-                actions.append(.peerLeft(hello, stopped ? .local(.shutdown) : Self.leaving(goodbye, error)))
+                actions.append(.peerLeft(hello, stoppedFor.map { .local($0) } ?? Self.leaving(goodbye, error)))
             }
         }
         guard !stopped else { return actions }
@@ -515,7 +519,7 @@ package struct PeerTableStateMachine: Sendable {
 
     /// The session stops (shutdown or suspend): close every link; dial nothing until ``restart()``.
     package mutating func stop(_ reason: GoodbyeReason) -> [Action] {
-        stopped = true
+        stoppedFor = reason
         redialsPending.removeAll()
         var actions = links.keys.sorted().map { Action.close($0, reason) }
         for peer in kept.values.sorted(by: { $0.link < $1.link }) {
@@ -535,7 +539,7 @@ package struct PeerTableStateMachine: Sendable {
     /// it dials meanwhile too, the link it dialled is the one both keep (3); if this dial fails,
     /// it is not repeated: that peer's redials bring it back.
     package mutating func restart() -> [Action] {
-        stopped = false
+        stoppedFor = nil
         return targets.keys.sorted { "\($0)" < "\($1)" }.flatMap { dialIfNeeded($0, evenIfTheirs: true) }
     }
 

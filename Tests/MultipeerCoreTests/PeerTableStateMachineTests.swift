@@ -270,6 +270,23 @@ import Testing
         }
     }
 
+    /// A link whose handshake completes while the session is stopped (a dial under way at a
+    /// suspend, an accept) is closed with the reason the session stopped: a suspended session
+    /// says it is suspended, so the peer keeps its streams for it (`make simulate` seed 4549:
+    /// it said shutdown, and the peer failed a stream the suspended side would have resumed).
+    @Test(arguments: [GoodbyeReason.suspended, .shutdown])
+    func aLinkThatComesUpWhileStoppedIsToldWhy(reason: GoodbyeReason) {
+        var table = PeerTableStateMachine(localPeerID: Self.high)
+        guard case .dial(let link, _)? = table.discovered(Self.target(Self.low)).first else {
+            Issue.record("dial")
+            return
+        }
+        _ = table.stop(reason)
+        #expect(table.linkEstablished(link, hello: Self.hello(Self.low)) == [.close(link, reason)])
+        let accepted = table.acceptedLink()
+        #expect(table.linkEstablished(accepted, hello: Self.hello(Self.low)) == [.close(accepted, reason)])
+    }
+
     /// A session that resumes dials each discovered peer once, even one whose UUID is the
     /// greater (its to dial, and its redials grew while this side was away); a failed dial of
     /// it is not repeated, and a link it dials meanwhile is the one kept.
