@@ -76,7 +76,7 @@ package struct Station {
 
     /// The records as the application sees them (one absent or deleted is left out).
     package func records(_ keys: Set<RecordKey>) throws(SyncError) -> [RecordKey: [String: [UInt8]]] {
-        try storage.versions(of: keys).compactMapValues { RecordIntake(taking: [], kept: $0).after }
+        try stampedRecords(keys).mapValues(\.fields)
     }
 
     /// The records as the application sees them, each with the stamp of the latest write it
