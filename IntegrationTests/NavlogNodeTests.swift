@@ -167,7 +167,7 @@ import Testing
                     let message = seen.compactMap { if case .error(code, let message) = $0 { message } else { nil } }[0]
                     #expect(message.contains(says) && message.contains("first officer"), "\(message)")
                     #expect(
-                        await !peerEvents.history.contains {
+                        !peerEvents.history.contains {
                             if case .messageHeld = $0 { true } else if case .messageNotRead = $0 { true } else { false }
                         }
                     )

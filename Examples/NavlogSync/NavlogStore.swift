@@ -2,7 +2,7 @@ public import Foundation
 import GRDB
 import Glibc
 public import MultipeerSession
-public import MultipeerSync
+import MultipeerSync
 
 /// A host's log on disk: the replicated store's SQLite database (docs/SYNC.md), one writer at a
 /// time, and the host's identity beside it. A version is committed (WAL, synchronous=FULL)

@@ -1,7 +1,5 @@
 public import MultipeerSession
 
-public import struct Foundation.UUID
-
 /// An attachment's file on its way between this station and a peer (``SyncEvent/fileTransfer(_:)``):
 /// reported as it goes, as often as the session reports its resource's progress, and once more at
 /// its end.
