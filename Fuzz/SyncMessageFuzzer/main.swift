@@ -37,6 +37,13 @@ let syncMessageFuzzer: FuzzTarget = { data, size in
             )
         case .schemas(let schemas):
             precondition(schemas.count <= SyncMessage.maximumSchemas && schemas.allSatisfy { !$0.collection.isEmpty })
+        case .keeps(let scope):
+            let collections = scope.collections ?? []
+            precondition(
+                collections.count <= SyncMessage.maximumSchemas
+                    && collections.allSatisfy { (1...255).contains($0.utf8.count) }
+            )
+            _ = scope.intersection(.only(["checklist"]))
         }
     }
     return 0

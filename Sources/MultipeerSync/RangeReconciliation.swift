@@ -245,21 +245,6 @@ package struct RangeReconciliation: Sendable {
         return (compact(answer), outcome)
     }
 
-    /// Answers the first round of an exchange with a peer met before, after this side sent it
-    /// `sentFirst` (the versions it stored since they last met, docs/SYNC.md 6): an empty
-    /// answer, with nothing to resolve, if the round matches what this side holds but those (the
-    /// exchange then ends in this round trip); otherwise the answer from all it holds.
-    package func reconcile(
-        _ message: Message,
-        sentFirst: Set<Item>
-    ) throws(SyncError) -> (
-        answer: Message, outcome: Outcome
-    ) {
-        let rest = try RangeReconciliation(reading: Excluding(items: items, excluded: sentFirst)).reconcile(message)
-        if rest.answer.isEmpty && rest.outcome.have.isEmpty && rest.outcome.need.isEmpty { return rest }
-        return try reconcile(message)
-    }
-
     /// The ids of the versions `spans` name, in order (for tests and benchmarks: a station
     /// reads the versions themselves, page by page).
     package func ids(of spans: [Span]) throws(SyncError) -> [[UInt8]] {
@@ -435,19 +420,5 @@ package struct SortedItems: ReconciliationItems {
         for item in items[low...] {
             guard upper.isAbove(item), body(item) else { return }
         }
-    }
-}
-
-/// Another side's items but some.
-struct Excluding: ReconciliationItems {
-    let items: any ReconciliationItems
-    let excluded: Set<RangeReconciliation.Item>
-
-    func scan(
-        from lower: RangeReconciliation.Bound,
-        below upper: RangeReconciliation.Bound,
-        _ body: (RangeReconciliation.Item) -> Bool
-    ) throws(SyncError) {
-        try items.scan(from: lower, below: upper) { item in excluded.contains(item) || body(item) }
     }
 }

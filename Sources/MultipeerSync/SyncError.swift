@@ -35,6 +35,14 @@ public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
         /// 3e): it runs a build of the application without the store, or with another protocol
         /// (navlog-sync 0.9's, say). It is not synced with while it does; nothing is lost.
         public static let peerNotSyncing = Code("peerNotSyncing")
+        /// A version of a collection this station does not keep (``SyncStore/Configuration/keeps``):
+        /// a local write is not made; a peer's version is refused, never stored or relayed (a
+        /// peer sends none once it has heard which collections this station keeps).
+        public static let notKept = Code("notKept")
+        /// The store's configuration breaks a bound of docs/SYNC.md (a collection of
+        /// ``SyncStore/Configuration/keeps`` named with no bytes or more than 255, say): the
+        /// store is not opened.
+        public static let invalidConfiguration = Code("invalidConfiguration")
         /// A message to a peer could not be sent (the session stopped, the peer was forgotten
         /// or stayed away with its outbox full): what the peer lacks, it gets at its next
         /// exchange.

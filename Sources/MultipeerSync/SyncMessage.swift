@@ -17,6 +17,9 @@ package enum SyncMessage: Hashable, Sendable {
     /// The schema version of each collection the sender reads (section 10), in ascending order
     /// of the collections' names, each once.
     case schemas([Schema])
+    /// Which collections the sender keeps (section 6): sent at every join, and before the
+    /// first round of every exchange it starts.
+    case keeps(SyncScope)
 
     /// A collection's name and the schema version its sender reads it as.
     package struct Schema: Hashable, Sendable {
@@ -35,7 +38,7 @@ package enum SyncMessage: Hashable, Sendable {
     package static let maximumCount = 16_384
     /// The most files one `lack` names.
     package static let maximumLack = 1_024
-    /// The most collections one `schemas` names.
+    /// The most collections one `schemas` or `keeps` names.
     package static let maximumSchemas = 1_024
     /// The first byte of a reconciliation message: Negentropy's protocol v1.
     static let negentropyVersion: UInt8 = 0x61
@@ -97,6 +100,19 @@ package enum SyncMessage: Hashable, Sendable {
                 writer.bytes.append(UInt8(schema.collection.utf8.count))
                 writer.bytes += schema.collection.utf8
                 writer.integer(schema.version)
+            }
+        case .keeps(let scope):
+            writer.bytes.append(6)
+            guard let collections = scope.collections else {
+                writer.bytes.append(0)
+                break
+            }
+            writer.bytes.append(1)
+            let names = collections.map { Array($0.utf8) }.sorted { $0.lexicographicallyPrecedes($1) }
+            writer.integer(UInt16(names.count))
+            for name in names {
+                writer.bytes.append(UInt8(name.count))
+                writer.bytes += name
             }
         }
         return writer.bytes
@@ -220,9 +236,34 @@ package enum SyncMessage: Hashable, Sendable {
             }
             guard reader.isAtEnd else { throw Self.malformed("bytes after the last schema") }
             self = .schemas(schemas)
+        case 6:
+            switch try reader.byte("scope") {
+            case 0:
+                guard reader.isAtEnd else { throw Self.malformed("bytes after a scope of every collection") }
+                self = .keeps(.everything)
+            case 1:
+                let count = Int(try reader.integer(UInt16.self, "collection count"))
+                guard count <= Self.maximumSchemas else {
+                    throw Self.malformed("a scope of \(count) collections: at most \(Self.maximumSchemas)")
+                }
+                var names: [ArraySlice<UInt8>] = []
+                var collections: Set<String> = []
+                for _ in 0..<count {
+                    let name = try reader.bytes(Int(try reader.byte("collection length")), "collection")
+                    guard !name.isEmpty, names.last.map({ $0.lexicographicallyPrecedes(name) }) ?? true else {
+                        throw Self.malformed("a scope whose collections are empty or not in ascending order, each once")
+                    }
+                    names.append(name)
+                    collections.insert(try reader.text(name, "collection"))
+                }
+                guard reader.isAtEnd else { throw Self.malformed("bytes after the scope's last collection") }
+                self = .keeps(.only(collections))
+            case let scope:
+                throw Self.malformed("a scope of kind \(scope): 0 keeps every collection, 1 those named")
+            }
         case let kind:
             throw Self.malformed(
-                "a message of kind \(kind): 1 reconciles, 2 carries versions, 3 wants, 4 lacks files, 5 announces schemas"
+                "a message of kind \(kind): 1 reconciles, 2 carries versions, 3 wants, 4 lacks files, 5 announces schemas, 6 says which collections the sender keeps"
             )
         }
     }

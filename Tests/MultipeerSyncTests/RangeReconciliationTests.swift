@@ -90,30 +90,6 @@ import Testing
         #expect(RangeReconciliation.varint(300) == [0x82, 0x2c] && RangeReconciliation.varint(0) == [0])
     }
 
-    /// A first round between stations that met before: what the answering side sent first is
-    /// left out of the comparison; if nothing else differs the answer is empty with nothing to
-    /// resolve, and anything else still shows (with fingerprints, or with id lists).
-    @Test(arguments: [5, 5_000])
-    func aFirstRoundSettlesOnlyWhenNothingButWhatWasSentFirstDiffers(shared: Int) throws {
-        var random = SplitMix64(seed: UInt64(shared))
-        let common = Self.items(shared, from: 0, using: &random)
-        let new = Self.items(3, from: 1_000_000, using: &random)
-        let extra = Self.items(1, from: 2_000_000, using: &random)
-        let round = try RangeReconciliation(items: common).initiate()
-        let sentFirst = Set(new)
-
-        let settled = try RangeReconciliation(items: common + new).reconcile(round, sentFirst: sentFirst)
-        #expect(settled.answer.isEmpty && settled.outcome == RangeReconciliation.Outcome())
-
-        let station = RangeReconciliation(items: common + new + extra)
-        let unsettled = try station.reconcile(round, sentFirst: sentFirst)
-        let found = try station.ids(of: unsettled.outcome.have)
-        #expect(
-            !unsettled.answer.isEmpty || found.contains(extra[0].id),
-            "the extra version still shows: split further, or resolved from the id list"
-        )
-    }
-
     /// A round is read range by range, each range once: a message whose bounds go back and
     /// forth (as no station sends, and anyone may) never makes a station read its items
     /// twice over, however many ranges it holds.

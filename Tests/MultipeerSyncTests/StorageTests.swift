@@ -27,9 +27,14 @@ import Testing
         }
     }
 
-    static func version(_ record: String, _ change: RecordWrite.Change, at milliseconds: UInt64) -> SignedVersion {
+    static func version(
+        _ record: String,
+        _ change: RecordWrite.Change,
+        at milliseconds: UInt64,
+        in collection: String = "checklist"
+    ) -> SignedVersion {
         try! SignedVersion(
-            collection: "checklist",
+            collection: collection,
             recordID: record,
             timestamp: HLCTimestamp(milliseconds: milliseconds, counter: 0),
             change: change,
@@ -66,24 +71,28 @@ import Testing
         }
     }
 
-    /// Reconciliation reads a storage range by range, in its order: every storage reads what
-    /// the same items sorted in memory hold, for bounds between items, at items, inside a
-    /// timestamp's ties, before the start and at infinity; counts agree; pages of any size
-    /// and byte budget read each version once, in order.
-    @Test(arguments: Kind.allCases)
-    func rangesReadWhatTheOrderHolds(kind: Kind) throws {
+    /// Reconciliation reads a storage range by range, in its order, of every collection or of
+    /// some (docs/SYNC.md 6: what two stations that keep different collections reconcile):
+    /// every storage reads what the same items sorted in memory hold, for bounds between
+    /// items, at items, inside a timestamp's ties, before the start and at infinity; counts
+    /// agree; pages of any size and byte budget read each version once, in order.
+    @Test(arguments: Kind.allCases, [nil, ["checklist"], ["notes", "crew"], [], ["absent"]] as [Set<String>?])
+    func rangesReadWhatTheOrderHolds(kind: Kind, collections: Set<String>?) throws {
         try Self.withStorage(kind) { storage, _ in
-            // (Four versions a millisecond: ties ordered by id.)
+            // (Four versions a millisecond: ties ordered by id; three collections interleaved.)
+            let names = ["checklist", "notes", "crew"]
             let versions = (0..<200).map {
-                Self.version("item-\($0)", .set(["n": [UInt8($0)]]), at: 1 + UInt64($0 / 4))
+                Self.version("item-\($0)", .set(["n": [UInt8($0)]]), at: 1 + UInt64($0 / 4), in: names[$0 % 3])
             }
             try storage.commit(StorageCommit(added: versions, clock: versions.last!.stamp.timestamp))
-            let sorted = versions.map(\.item).sorted()
+            let sorted = versions.filter { collections?.contains($0.collection) ?? true }.map(\.item).sorted()
             let memory = SortedItems(sorted)
+            let items = storage.items(of: collections.map(SyncScope.only) ?? .everything)
+            let all = versions.map(\.item)
             var random = SplitMix64(seed: 60)
             var bounds: [RangeReconciliation.Bound] = [.start, .infinity, .init(timestamp: 0, idPrefix: [0xff])]
             for _ in 0..<40 {
-                let item = sorted.randomElement(using: &random)!
+                let item = all.randomElement(using: &random)!
                 bounds.append(RangeReconciliation.Bound(item))
                 bounds.append(
                     .init(
@@ -96,7 +105,7 @@ import Testing
             for lower in bounds.shuffled(using: &random).prefix(12) {
                 for upper in bounds.shuffled(using: &random).prefix(12) {
                     var (read, expected) = ([RangeReconciliation.Item](), [RangeReconciliation.Item]())
-                    try storage.scan(from: lower, below: upper) {
+                    try items.scan(from: lower, below: upper) {
                         read.append($0)
                         return true
                     }
@@ -106,13 +115,19 @@ import Testing
                     }
                     #expect(read == expected)
                     #expect(expected == sorted.filter { !lower.isAbove($0) && upper.isAbove($0) })
-                    #expect(try storage.count(from: lower, below: upper) == expected.count)
+                    #expect(try items.count(from: lower, below: upper) == expected.count)
                 }
             }
             for (limit, bytes) in [(1, 1 << 20), (7, 1 << 20), (500, 1), (64, 2_000)] {
                 var (lower, paged) = (RangeReconciliation.Bound.start, [RangeReconciliation.Item]())
                 while true {
-                    let page = try storage.versions(from: lower, below: .infinity, limit: limit, bytes: bytes)
+                    let page = try storage.versions(
+                        from: lower,
+                        below: .infinity,
+                        in: collections,
+                        limit: limit,
+                        bytes: bytes
+                    )
                     guard let last = page.last else { break }
                     #expect(page.count <= limit)
                     #expect(page.dropLast().map(\.bytes.count).reduce(0, +) < bytes, "a page stops at its byte budget")

@@ -49,18 +49,28 @@ package final class MemoryStorage: SyncStorage {
     package func scan(
         from lower: RangeReconciliation.Bound,
         below upper: RangeReconciliation.Bound,
+        in collections: Set<String>?,
         _ body: (RangeReconciliation.Item) -> Bool
     ) {
-        SortedItems(state.withLock { state in state.versions.values.map(\.item) }).scan(from: lower, below: upper, body)
+        SortedItems(kept(in: collections).map(\.item)).scan(from: lower, below: upper, body)
+    }
+
+    package func count(
+        from lower: RangeReconciliation.Bound,
+        below upper: RangeReconciliation.Bound,
+        in collections: Set<String>?
+    ) -> Int {
+        kept(in: collections).count { !lower.isAbove($0.item) && upper.isAbove($0.item) }
     }
 
     package func versions(
         from lower: RangeReconciliation.Bound,
         below upper: RangeReconciliation.Bound,
+        in collections: Set<String>?,
         limit: Int,
         bytes: Int
     ) -> [SignedVersion] {
-        let versions = state.withLock { state in state.versions.values.map { (item: $0.item, version: $0) } }
+        let versions = kept(in: collections).map { (item: $0.item, version: $0) }
             .filter { !lower.isAbove($0.item) && upper.isAbove($0.item) }
             .sorted { $0.item < $1.item }
             .map(\.version)
@@ -70,6 +80,13 @@ package final class MemoryStorage: SyncStorage {
             total += version.bytes.count
         }
         return page
+    }
+
+    /// The versions kept of `collections` (nil: of all).
+    private func kept(in collections: Set<String>?) -> [SignedVersion] {
+        state.withLock { state in
+            state.versions.values.filter { version in collections?.contains(version.collection) ?? true }
+        }
     }
 
     package func attachments() -> [SyncAttachment: Set<String>] {

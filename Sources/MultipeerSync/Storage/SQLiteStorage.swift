@@ -136,9 +136,10 @@ package final class SQLiteStorage: SyncStorage {
     package func scan(
         from lower: RangeReconciliation.Bound,
         below upper: RangeReconciliation.Bound,
+        in collections: Set<String>?,
         _ body: (RangeReconciliation.Item) -> Bool
     ) throws(SyncError) {
-        guard let range = Self.range(from: lower, below: upper) else { return }
+        guard let range = Self.range(from: lower, below: upper, in: collections) else { return }
         try reading("read the versions' order") { db in
             let rows = try Row.fetchCursor(
                 db,
@@ -157,9 +158,10 @@ package final class SQLiteStorage: SyncStorage {
 
     package func count(
         from lower: RangeReconciliation.Bound,
-        below upper: RangeReconciliation.Bound
+        below upper: RangeReconciliation.Bound,
+        in collections: Set<String>?
     ) throws(SyncError) -> Int {
-        guard let range = Self.range(from: lower, below: upper) else { return 0 }
+        guard let range = Self.range(from: lower, below: upper, in: collections) else { return 0 }
         return try reading("count the versions") { db in
             try Int.fetchOne(db, sql: "SELECT count(*) FROM version WHERE \(range.sql)", arguments: range.arguments)
                 ?? 0
@@ -169,10 +171,11 @@ package final class SQLiteStorage: SyncStorage {
     package func versions(
         from lower: RangeReconciliation.Bound,
         below upper: RangeReconciliation.Bound,
+        in collections: Set<String>?,
         limit: Int,
         bytes: Int
     ) throws(SyncError) -> [SignedVersion] {
-        guard let range = Self.range(from: lower, below: upper) else { return [] }
+        guard let range = Self.range(from: lower, below: upper, in: collections) else { return [] }
         let rows = try reading("read a page of versions") { db in
             let cursor = try Data.fetchCursor(
                 db,
@@ -191,19 +194,25 @@ package final class SQLiteStorage: SyncStorage {
     }
 
     /// The condition on `version`'s index for the versions at or above `lower` and below
-    /// `upper`, nil if there are none. (A timestamp is kept as a signed 64-bit integer: a bound
-    /// beyond `Int64.max` is above every version a station takes, docs/SYNC.md 2.)
+    /// `upper` of `collections` (nil: of all), nil if there are none. (A timestamp is kept as a
+    /// signed 64-bit integer: a bound beyond `Int64.max` is above every version a station
+    /// takes, docs/SYNC.md 2.)
     private static func range(
         from lower: RangeReconciliation.Bound,
-        below upper: RangeReconciliation.Bound
+        below upper: RangeReconciliation.Bound,
+        in collections: Set<String>?
     ) -> (sql: String, arguments: StatementArguments)? {
         let (least, end) = (lower.least, upper.least)
-        guard least.timestamp <= UInt64(Int64.max), lower != .infinity else { return nil }
+        guard least.timestamp <= UInt64(Int64.max), lower != .infinity, collections?.isEmpty != true else { return nil }
         var sql = "(timestamp, id) >= (?, ?)"
         var arguments: StatementArguments = [Int64(least.timestamp), Data(least.id)]
         if upper != .infinity, end.timestamp <= UInt64(Int64.max) {
             sql += " AND (timestamp, id) < (?, ?)"
             arguments += [Int64(end.timestamp), Data(end.id)]
+        }
+        if let collections {
+            sql += " AND collection IN (\(Array(repeating: "?", count: collections.count).joined(separator: ", ")))"
+            arguments += StatementArguments(collections.sorted())
         }
         return (sql, arguments)
     }

@@ -100,16 +100,32 @@ package protocol SyncStorage: Sendable, ReconciliationItems {
     /// The versions kept among `ids` (``SignedVersion/id``), in no particular order; an id not
     /// kept (never, or let go since) is left out.
     func versions(withIDs ids: [[UInt8]]) throws(SyncError) -> [SignedVersion]
-    /// A page of the versions kept at or above `lower` and below `upper`, in the order
-    /// reconciliation reads them (docs/SYNC.md 4: by timestamp, then id): the first `limit` of
-    /// them, or fewer if their bytes reach `bytes` (but at least one, if there is one). Empty:
-    /// there are no more.
+    /// A page of the versions kept at or above `lower` and below `upper` of `collections` (nil:
+    /// of every collection), in the order reconciliation reads them (docs/SYNC.md 4: by
+    /// timestamp, then id): the first `limit` of them, or fewer if their bytes reach `bytes`
+    /// (but at least one, if there is one). Empty: there are no more.
     func versions(
         from lower: RangeReconciliation.Bound,
         below upper: RangeReconciliation.Bound,
+        in collections: Set<String>?,
         limit: Int,
         bytes: Int
     ) throws(SyncError) -> [SignedVersion]
+    /// Calls `body` with each item of `collections` (nil: of every collection) at or above
+    /// `lower` and below `upper`, in ascending order, until it returns false.
+    func scan(
+        from lower: RangeReconciliation.Bound,
+        below upper: RangeReconciliation.Bound,
+        in collections: Set<String>?,
+        _ body: (RangeReconciliation.Item) -> Bool
+    ) throws(SyncError)
+    /// How many items of `collections` (nil: of every collection) lie at or above `lower` and
+    /// below `upper`.
+    func count(
+        from lower: RangeReconciliation.Bound,
+        below upper: RangeReconciliation.Bound,
+        in collections: Set<String>?
+    ) throws(SyncError) -> Int
     /// The ids of the records of `collection` of which a version is kept, in ascending order.
     func records(in collection: String) throws(SyncError) -> [String]
     /// How many versions are kept, and how many of them are deletes.
@@ -138,6 +154,26 @@ package protocol SyncStorage: Sendable, ReconciliationItems {
 }
 
 extension SyncStorage {
+    package func scan(
+        from lower: RangeReconciliation.Bound,
+        below upper: RangeReconciliation.Bound,
+        _ body: (RangeReconciliation.Item) -> Bool
+    ) throws(SyncError) {
+        try scan(from: lower, below: upper, in: nil, body)
+    }
+
+    package func count(
+        from lower: RangeReconciliation.Bound,
+        below upper: RangeReconciliation.Bound
+    ) throws(SyncError) -> Int {
+        try count(from: lower, below: upper, in: nil)
+    }
+
+    /// The items of the collections of `scope` alone, as reconciliation reads them.
+    package func items(of scope: SyncScope) -> ScopedItems {
+        ScopedItems(storage: self, collections: scope.collections)
+    }
+
     /// Every version kept, as reconciliation orders them (docs/SYNC.md 4), in ascending order.
     package func items() throws(SyncError) -> [RangeReconciliation.Item] {
         var items: [RangeReconciliation.Item] = []
@@ -146,5 +182,27 @@ extension SyncStorage {
             return true
         }
         return items
+    }
+}
+
+/// A storage's items of some collections (nil: of all), as reconciliation reads them: what two
+/// stations that keep different collections reconcile (docs/SYNC.md 6).
+package struct ScopedItems: ReconciliationItems {
+    let storage: any SyncStorage
+    let collections: Set<String>?
+
+    package func scan(
+        from lower: RangeReconciliation.Bound,
+        below upper: RangeReconciliation.Bound,
+        _ body: (RangeReconciliation.Item) -> Bool
+    ) throws(SyncError) {
+        try storage.scan(from: lower, below: upper, in: collections, body)
+    }
+
+    package func count(
+        from lower: RangeReconciliation.Bound,
+        below upper: RangeReconciliation.Bound
+    ) throws(SyncError) -> Int {
+        try storage.count(from: lower, below: upper, in: collections)
     }
 }

@@ -24,7 +24,8 @@ public struct SyncCollection<Record: SyncRecord>: Sendable {
     /// changed), durably: it is on disk when this returns, then pushed to the active peers. A
     /// record equal to the one kept writes nothing.
     /// - Throws: `invalidWrite` if the record does not encode or breaks a bound of
-    ///   docs/SYNC.md 3 (its id 1 to 1,024 bytes, its version at most 1 MiB); `storageFailed`.
+    ///   docs/SYNC.md 3 (its id 1 to 1,024 bytes, its version at most 1 MiB); `notKept` if the
+    ///   store does not keep the collection (``SyncStore/Configuration/keeps``); `storageFailed`.
     public func put(_ record: Record) async throws(SyncError) {
         try await put([record])
     }
@@ -49,13 +50,14 @@ public struct SyncCollection<Record: SyncRecord>: Sendable {
 
     /// Deletes the record with `id`, if there is one: a tombstone, durable when this returns,
     /// that hides every write of it made before, here and on every peer.
-    /// - Throws: `storageFailed`.
+    /// - Throws: `notKept` if the store does not keep the collection
+    ///   (``SyncStore/Configuration/keeps``); `storageFailed`.
     public func delete(id: String) async throws(SyncError) {
         try await delete(ids: [id])
     }
 
     /// Deletes the records with `ids` in one durable commit.
-    /// - Throws: `storageFailed`.
+    /// - Throws: as ``delete(id:)``.
     public func delete(ids: some Sequence<String>) async throws(SyncError) {
         try await store.write(ids.map { ($0, nil, [:]) }, in: Record.collectionName)
     }

@@ -30,13 +30,22 @@ public actor SyncStore {
     private var exchanges: ExchangeStateMachine<Holding>
     /// Where this station stands with each peer it met in this run (``status()``).
     private var peers: [UUID: PeerSyncStatus] = [:]
-    /// The versions new to this station taken from each peer since their last exchange ended
-    /// (or the peer joined): those the peer pushed just before its first round (what it stored
-    /// since they last met) count towards the exchange it begins.
-    private var takenSinceExchange: [UUID: Int] = [:]
+    /// The versions sent to each peer, and those new to this station taken from it, since
+    /// their last exchange ended (or their meeting began): what either pushed at the start of
+    /// an exchange (what it stored since they last met) counts towards it.
+    private var sinceExchange: [UUID: (sent: Int, received: Int)] = [:]
     /// The active peers that do not read the store's messages (reported when they joined):
     /// synced with once they do (their TYPES says so).
     private var notSyncing: Set<UUID> = []
+    /// The collections each peer keeps, as it last said in this run (docs/SYNC.md 6): nothing
+    /// is relayed to a peer before it says, and nothing of a collection it does not keep.
+    private var scopes: [UUID: SyncScope] = [:]
+    /// The active peers greeted in their meeting (a peer active when the store starts may also
+    /// be told of by the session's event).
+    private var greeted: Set<UUID> = []
+    /// The peers whose `keeps` came while this station's session believed they read none of
+    /// the store's messages: met once it knows they do.
+    private var meetingWhenSyncing: Set<UUID> = []
     private let now: @Sendable () -> UInt64
     /// What this store sent and received, message by message (for benchmarks and status).
     package private(set) var traffic = Traffic()
@@ -71,12 +80,21 @@ public actor SyncStore {
         public var tombstoneLifetime: Duration
         /// How often the store collects deletes besides after each exchange. Default 1 hour.
         public var collectionInterval: Duration
+        /// The collections this station keeps: takes from its peers, stores, relays and
+        /// reconciles (docs/SYNC.md 6). Default ``SyncScope/everything``, read or not, so that
+        /// a station in the middle of a chain carries what its ends write. A write of a
+        /// collection it does not keep throws `notKept`.
+        public var keeps: SyncScope
 
         /// A configuration; every argument has its default.
-        public init(tombstoneLifetime: Duration = .seconds(90 * 86_400), collectionInterval: Duration = .seconds(3_600))
-        {
+        public init(
+            tombstoneLifetime: Duration = .seconds(90 * 86_400),
+            collectionInterval: Duration = .seconds(3_600),
+            keeps: SyncScope = .everything
+        ) {
             self.tombstoneLifetime = tombstoneLifetime
             self.collectionInterval = collectionInterval
+            self.keeps = keeps
         }
     }
 
@@ -94,7 +112,8 @@ public actor SyncStore {
 
     /// The store kept in the SQLite database at `path` (made if missing), syncing over
     /// `session`. Attachments' files are kept in the folder `<path>.attachments` beside it.
-    /// - Throws: `storageFailed` if the database cannot be opened or is not a store's.
+    /// - Throws: `storageFailed` if the database cannot be opened or is not a store's;
+    ///   `invalidConfiguration` if `configuration` names a collection no station could.
     public init(session: MultipeerSession, path: String, configuration: Configuration = .init()) throws(SyncError) {
         try self.init(
             session: session,
@@ -113,6 +132,15 @@ public actor SyncStore {
         configuration: Configuration = .init(),
         now: @escaping @Sendable () -> UInt64 = { UInt64(Date().timeIntervalSince1970 * 1_000) }
     ) throws(SyncError) {
+        if let collections = configuration.keeps.collections {
+            let misnamed = collections.filter { !(1...255).contains($0.utf8.count) }.map { "\"\($0)\"" }.sorted()
+            guard collections.count <= SyncMessage.maximumSchemas, misnamed.isEmpty else {
+                throw SyncError(
+                    .invalidConfiguration,
+                    "the store was configured to keep \(collections.count) collections (misnamed: \(misnamed)): at most \(SyncMessage.maximumSchemas), each named by 1 to 255 bytes of UTF-8"
+                )
+            }
+        }
         self.session = session
         self.configuration = configuration
         self.now = now
@@ -168,7 +196,9 @@ public actor SyncStore {
         let sessionEvents = session.events
         let incomingFiles = session.incomingResources(withMetadataKey: Self.attachmentKey)
         let (outgoingFiles, sending) = AsyncStream.makeStream(of: OutgoingFile.self)
-        exchanges = ExchangeStateMachine<Holding>(own: session.peerID)  // (a previous run's are over)
+        // (A previous run's exchanges and meetings are over.)
+        exchanges = ExchangeStateMachine<Holding>(own: session.peerID)
+        (greeted, notSyncing, meetingWhenSyncing, scopes, sinceExchange) = ([], [], [], [:], [:])
         transfers.sending = sending
         defer { sending.finish() }
         try await withThrowingDiscardingTaskGroup { group in
@@ -230,6 +260,12 @@ public actor SyncStore {
         _ records: [(id: String, fields: [String: [UInt8]]?, attachments: [String: Set<SyncAttachment>])],
         in collection: String
     ) async throws(SyncError) {
+        guard configuration.keeps.contains(collection) else {
+            throw SyncError(
+                .notKept,
+                "a write of \(records.count) records of \(collection): this station does not keep \(collection) (its configuration's keeps); nothing was written"
+            )
+        }
         station.writers = rules.withLock { $0.mapValues(\.writers) }
         let (changes, versions) = try station.put(
             records.map { (RecordKey(collection: collection, id: $0.id), $0.fields, $0.attachments) },
@@ -257,7 +293,7 @@ public actor SyncStore {
         var versions: [SignedVersion] = []
         for bytes in encoded {
             do throws(SyncError) {
-                versions.append(try SignedVersion(decoding: bytes))
+                versions.append(try kept(SignedVersion(decoding: bytes)))
             } catch {
                 refusals.append(error)
             }
@@ -300,18 +336,26 @@ public actor SyncStore {
         )
     }
 
-    /// An exchange with `peer` began, on either side (`answering`: the peer's; what it pushed
-    /// just before counts towards it).
-    private func exchanging(with peer: UUID, answering: Bool) {
+    /// An exchange with `peer` began, on either side: what was pushed either way since the
+    /// last one ended counts towards it.
+    private func exchanging(with peer: UUID) {
         let syncedAt = peers[peer]?.syncedAt ?? (try? station.storage.held()[peer])?.timestamp
-        let received = answering ? takenSinceExchange[peer] ?? 0 : 0
+        let counts = sinceExchange[peer] ?? (0, 0)
         peers[peer] = PeerSyncStatus(
             state: .exchanging,
             syncedAt: syncedAt,
-            received: received,
-            sent: 0,
+            received: counts.received,
+            sent: counts.sent,
             isActive: true
         )
+    }
+
+    /// Counts versions sent to `peer` and taken from it (new here) towards their exchange.
+    private func count(sent: Int = 0, received: Int = 0, with peer: UUID) {
+        sinceExchange[peer, default: (0, 0)].sent += sent
+        sinceExchange[peer, default: (0, 0)].received += received
+        peers[peer]?.sent += sent
+        peers[peer]?.received += received
     }
 
     // MARK: Syncing
@@ -334,24 +378,23 @@ public actor SyncStore {
                 )
                 return
             }
-            takenSinceExchange[peer.id] = 0
-            await announceSchemas(to: peer.id)
-            guard let holding = holding() else { return }
-            if let exchange = exchanges.peerJoined(peer.id, latest: holding) {
-                await initiate(exchange, with: peer.id)
-            }
+            await greet(peer.id)
+            guard meetingWhenSyncing.remove(peer.id) != nil else { return }
+            do throws(SyncError) { try await meet(peer.id) } catch { report(.failed(error)) }
         case .peerReadsChanged(let peer):
             guard notSyncing.contains(peer.id), await session.reads(SyncEnvelope.self, peer: peer.id) == true,
                 notSyncing.remove(peer.id) != nil  // (read again after the await)
             else { return }
             await handle(.peerJoined(peer))
         case .peerLeft(let peer, _):
+            // (What runs with it is dropped when their next meeting begins, at its `keeps`:
+            // this event may come after that `keeps`, which is read from another stream.)
             notSyncing.remove(peer.id)
-            exchanges.peerLeft(peer.id)
+            greeted.remove(peer.id)
             if peers[peer.id]?.state == .exchanging { peers[peer.id]?.state = .unknown }
         case .broadcastSkipped(let peer, let typeName, _) where typeName == SyncEnvelope.wireName:
             // A push the peer may lack: find out what it lacks (once it reads the store's messages).
-            guard !notSyncing.contains(peer.id), let holding = holding() else { return }
+            guard !notSyncing.contains(peer.id), scopes[peer.id] != nil, let holding = holding() else { return }
             if let exchange = exchanges.begin(with: peer.id, latest: holding) {
                 await initiate(exchange, with: peer.id)
             }
@@ -371,15 +414,62 @@ public actor SyncStore {
         }
     }
 
+    /// `peer` joined (docs/SYNC.md 6): it is told the schema versions this station reads,
+    /// and, by the station with the smaller peer ID, which collections this one keeps: the
+    /// start of their meeting.
+    private func greet(_ peer: UUID) async {
+        guard greeted.insert(peer).inserted else { return }
+        if ExchangeStateMachine<Holding>.initiates(session.peerID, with: peer) {
+            sinceExchange[peer] = (0, 0)
+            await send(.keeps(configuration.keeps), to: peer)
+        }
+        await announceSchemas(to: peer)
+    }
+
+    /// `peer` said which collections it keeps: the start of their meeting, on this side (what
+    /// ran with it before is over). The station with the larger peer ID answers with what it
+    /// stored since they last met, then which collections it keeps; the smaller one, reading
+    /// that answer, begins their exchange. (From a peer this station's session believes reads
+    /// none of the store's messages, its store having started since: the meeting goes on when
+    /// its TYPES says so, ``handle(_:)``.)
+    private func heard(_ scope: SyncScope, from peer: UUID) async throws(SyncError) {
+        scopes[peer] = scope
+        if notSyncing.contains(peer) {
+            meetingWhenSyncing.insert(peer)
+        } else {
+            try await meet(peer)
+        }
+    }
+
+    /// A meeting with `peer` begins on this side (it said which collections it keeps).
+    private func meet(_ peer: UUID) async throws(SyncError) {
+        exchanges.peerLeft(peer)
+        if let exchange = exchanges.peerJoined(peer, latest: try station.holding()) {
+            await initiate(exchange, with: peer)
+            return
+        }
+        sinceExchange[peer] = (0, 0)
+        if let since = try stored(sinceLastExchangeWith: peer) {
+            count(sent: since.count, with: peer)
+            await push(since, to: peer)
+        }
+        await send(.keeps(configuration.keeps), to: peer)
+    }
+
+    /// The collections both this station and `peer` keep (all, for a peer that has not said).
+    private func shared(with peer: UUID) -> SyncScope {
+        configuration.keeps.intersection(scopes[peer] ?? .everything)
+    }
+
     private func initiate(_ exchange: UInt64, with peer: UUID) async {
-        exchanging(with: peer, answering: false)
+        exchanging(with: peer)
         do throws(SyncError) {
             // Met before: first what this station stored since (docs/SYNC.md 6, the fast path).
             if let since = try stored(sinceLastExchangeWith: peer) {
-                peers[peer]?.sent += since.count
+                count(sent: since.count, with: peer)
                 await push(since, to: peer)
             }
-            let round = try RangeReconciliation(reading: station.storage).initiate()
+            let round = try RangeReconciliation(reading: station.storage.items(of: shared(with: peer))).initiate()
             await send(.reconcile(exchange: exchange, fromInitiator: true, round), to: peer)
         } catch {
             report(.failed(error))
@@ -401,20 +491,12 @@ public actor SyncStore {
             case .reconcile(let exchange, true, let ranges):
                 // (What this side found it sends before its answer, so the peer has it when it
                 // reads the answer. An empty round ends the exchange: answered with an empty one.)
-                let first = !ranges.isEmpty && !exchanges.isAnswering(exchange, by: peer)
+                if !ranges.isEmpty && !exchanges.isAnswering(exchange, by: peer) { exchanging(with: peer) }
                 let held = exchanges.offered(exchange, by: peer, isEnd: ranges.isEmpty, latest: try station.holding())
-                if first { exchanging(with: peer, answering: true) }
                 var (answer, outcome) = (RangeReconciliation.Message(), RangeReconciliation.Outcome())
                 if !ranges.isEmpty {
-                    let reconciliation = RangeReconciliation(reading: station.storage)
-                    if first, let since = try stored(sinceLastExchangeWith: peer) {
-                        // Met before: what this station stored since goes first (the fast path).
-                        peers[peer]?.sent += since.count
-                        await push(since, to: peer)
-                        (answer, outcome) = try reconciliation.reconcile(ranges, sentFirst: Set(since.map(\.item)))
-                    } else {
-                        (answer, outcome) = try reconciliation.reconcile(ranges)
-                    }
+                    (answer, outcome) = try RangeReconciliation(reading: station.storage.items(of: shared(with: peer)))
+                        .reconcile(ranges)
                 }
                 try await resolve(outcome, with: peer)
                 await send(.reconcile(exchange: exchange, fromInitiator: false, answer), to: peer)
@@ -427,7 +509,10 @@ public actor SyncStore {
                     try await completed(with: peer, held: completion.held)
                     if let next = completion.next { await initiate(next, with: peer) }
                 case .running:
-                    let (answer, outcome) = try RangeReconciliation(reading: station.storage).reconcile(ranges)
+                    let (answer, outcome) = try RangeReconciliation(
+                        reading: station.storage.items(of: shared(with: peer))
+                    )
+                    .reconcile(ranges)
                     try await resolve(outcome, with: peer)
                     if answer.isEmpty { exchanges.ending(exchange, with: peer) }
                     await send(.reconcile(exchange: exchange, fromInitiator: true, answer), to: peer)
@@ -435,14 +520,16 @@ public actor SyncStore {
             case .versions(let keys, let encoded):
                 try await take(encoded, keys: keys, from: peer)
             case .want(let ids):
-                peers[peer]?.sent += ids.count
+                count(sent: ids.count, with: peer)
                 for ids in ids.chunks(of: Self.versionsPerMessage) {
-                    await push(try station.storage.versions(withIDs: Array(ids)), to: peer)
+                    await push(try station.storage.versions(withIDs: Array(ids)), to: peer)  // (those it keeps)
                 }
             case .lack(let files):
                 try await offer(files, to: peer)
             case .schemas(let schemas):
                 heard(schemas, from: peer)
+            case .keeps(let scope):
+                try await heard(scope, from: peer)
             }
         } catch {
             report(.failed(error))
@@ -453,14 +540,17 @@ public actor SyncStore {
     /// those that came from `peer`), if they ever completed one.
     private func stored(sinceLastExchangeWith peer: UUID) throws(SyncError) -> [SignedVersion]? {
         guard let held = try station.storage.held()[peer] else { return nil }
-        return try station.storage.versions(storedAfter: held.sequence, notFrom: peer)
+        let shared = shared(with: peer)
+        return try station.storage.versions(storedAfter: held.sequence, notFrom: peer).filter {
+            shared.contains($0.collection)
+        }
     }
 
     /// An exchange with `peer` completed: `peer` holds every version this station held when
     /// it held `held`. Kept, reported, and deletes collected if that moved the horizon.
     private func completed(with peer: UUID, held: Holding) async throws(SyncError) {
         try station.acknowledge(peer, held: held)
-        takenSinceExchange[peer] = 0
+        sinceExchange[peer] = (0, 0)
         let syncedAt = max(peers[peer]?.syncedAt ?? held.timestamp, held.timestamp)  // (read before the write's access)
         peers[peer]?.state = .synced
         peers[peer]?.syncedAt = syncedAt
@@ -487,13 +577,14 @@ public actor SyncStore {
 
     /// Sends `peer` the versions an exchange found it lacks, and asks for those this station lacks.
     private func resolve(_ outcome: RangeReconciliation.Outcome, with peer: UUID) async throws(SyncError) {
-        peers[peer]?.sent += outcome.haveCount
+        count(sent: outcome.haveCount, with: peer)
         for span in outcome.have {  // (read a page at a time as they go: the peer starts at once)
             var lower = span.lower
             while true {
                 let page = try station.storage.versions(
                     from: lower,
                     below: span.upper,
+                    in: shared(with: peer).collections,
                     limit: Self.versionsPerMessage,
                     bytes: Self.bytesPerMessage
                 )
@@ -511,7 +602,7 @@ public actor SyncStore {
         var versions: [SignedVersion] = []
         for bytes in encoded {
             do throws(SyncError) {
-                versions.append(try SignedVersion(decoding: bytes))
+                versions.append(try kept(SignedVersion(decoding: bytes)))
             } catch {
                 report(.refused(error, from: peer))
             }
@@ -521,12 +612,11 @@ public actor SyncStore {
         removeReleasedFiles()
         for refusal in taken.refusals { report(.refused(refusal, from: peer)) }
         for change in taken.changes { changeSubscribers.yield(StoreChange(change: change, peer: peer)) }
-        peers[peer]?.received += taken.kept.count
-        takenSinceExchange[peer, default: 0] += taken.kept.count
+        count(received: taken.kept.count, with: peer)
         await push(taken.kept, to: nil, except: peer)
         // (A write this station's collected delete hid: the peer never had the delete. Relayed
         // on by the peer, it is taken where the delete was not collected, and nowhere given back.)
-        peers[peer]?.sent += taken.hiddenBy.count
+        count(sent: taken.hiddenBy.count, with: peer)
         await push(taken.hiddenBy, to: peer)
         // (The files of what came, from where it came: the peer holds them, or is getting them.)
         let attachments = taken.kept.flatMap { version in
@@ -535,11 +625,45 @@ public actor SyncStore {
         await ask(for: Set(attachments), from: peer)
     }
 
-    /// Sends `versions` with their origins' keys to `peer`; or, with `peer` nil, to every
-    /// active peer but `except`, waiting for room in each one's outbox; or, with `broadcast`,
-    /// to every peer the session has room for now (one it skips is reconciled with, see
-    /// ``handle(_:)``).
+    /// `version`, if this station keeps its collection.
+    /// - Throws: `notKept`.
+    private func kept(_ version: SignedVersion) throws(SyncError) -> SignedVersion {
+        guard configuration.keeps.contains(version.collection) else {
+            throw SyncError(
+                .notKept,
+                "version \(version.stamp) of \(version.collection)/\(version.recordID): this station does not keep \(version.collection) (its configuration's keeps)"
+            )
+        }
+        return version
+    }
+
+    /// Sends `versions` with their origins' keys, each to a peer that keeps its collection
+    /// (docs/SYNC.md 6): to `peer`; or, with `peer` nil, to every active peer but `except`
+    /// that said which collections it keeps, waiting for room in each one's outbox; or, with
+    /// `broadcast`, to every peer the session has room for now (one it skips is reconciled
+    /// with, see ``handle(_:)``), unless a peer does not keep one of their collections: then
+    /// to the active peers, as without.
     private func push(_ versions: [SignedVersion], to peer: UUID?, except: UUID? = nil, broadcast: Bool = false) async {
+        if let peer {
+            await push(versions.filter { shared(with: peer).contains($0.collection) }, to: [peer], broadcast: false)
+            return
+        }
+        let collections = Set(versions.map(\.collection))
+        let everyoneKeeps = scopes.values.allSatisfy { scope in collections.allSatisfy(scope.contains) }
+        if broadcast, everyoneKeeps {
+            await push(versions, to: [], broadcast: true)
+            return
+        }
+        for recipient in session.activePeers.map(\.id) where recipient != except {
+            guard let scope = scopes[recipient] else { continue }  // (its greeting's exchange sends them)
+            await push(versions.filter { scope.contains($0.collection) }, to: [recipient], broadcast: false)
+        }
+    }
+
+    /// Sends `versions`, in messages of at most ``versionsPerMessage`` and about
+    /// ``bytesPerMessage``, to `recipients`, or with `broadcast` to every peer the session has
+    /// room for now.
+    private func push(_ versions: [SignedVersion], to recipients: [UUID], broadcast: Bool) async {
         guard !versions.isEmpty else { return }
         var batches: [[SignedVersion]] = [[]]
         var bytes = 0
@@ -573,9 +697,7 @@ public actor SyncStore {
                 }
                 continue
             }
-            for recipient in peer.map({ [$0] }) ?? session.activePeers.map(\.id).filter({ $0 != except }) {
-                await send(message, to: recipient)
-            }
+            for recipient in recipients { await send(message, to: recipient) }
         }
     }
 

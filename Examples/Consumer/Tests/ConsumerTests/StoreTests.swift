@@ -296,7 +296,8 @@ func event(
                 #expect(atRelief.peers[captainIdentity.peerID]?.received == 3, "\(atRelief)")
                 #expect(
                     atCaptain.peers[reliefIdentity.peerID]?.sent == 3
-                        && atRelief.peers[captainIdentity.peerID]?.sent == 3
+                        && atRelief.peers[captainIdentity.peerID]?.sent == 3,
+                    "\(atCaptain), \(atRelief)"
                 )
             }
             // The relief station's device is restored from a backup of before that meeting:
@@ -427,6 +428,95 @@ func event(
                 #expect(all.count == 21)
                 #expect(try await purserLog.records() == all)
                 #expect(try await relief.collection(LogEntry.self).records() == all)
+            }
+        }
+    }
+
+    /// A station in the middle that keeps only the checklist (`Configuration.keeps`): at the
+    /// joins and live, it takes every checklist item and passes them on, and is sent nothing
+    /// else (it refuses nothing: its peers heard which collections it keeps); both exchanges
+    /// complete over what the stations share; what it does not keep does not pass through it,
+    /// and it cannot write it.
+    @Test func aStationKeepingOnlySomeCollectionsIsSentNothingElseAndPassesOnWhatItKeeps() async throws {
+        try await withDirectory { directory in
+            func path(_ name: String) -> String { directory.appendingPathComponent("\(name).sqlite").path }
+            let middle = MultipeerSession(configuration: configuration("relief"), identity: PeerIdentity())
+            let relief = try SyncStore(
+                session: middle,
+                path: path("relief"),
+                configuration: .init(keeps: .only([ChecklistItem.collectionName]))
+            )
+            try await whileRunning([middle]) {
+                let port = try await listeningPort(of: middle)
+                let (left, right) = (
+                    MultipeerSession(configuration: configuration("captain", dialling: port), identity: PeerIdentity()),
+                    MultipeerSession(configuration: configuration("purser", dialling: port), identity: PeerIdentity())
+                )
+                let captain = try SyncStore(session: left, path: path("captain"))
+                let purser = try SyncStore(session: right, path: path("purser"))
+                let (captainLog, purserLog) = (captain.collection(LogEntry.self), purser.collection(LogEntry.self))
+                let captainChecklist = captain.collection(ChecklistItem.self)
+                try await captainLog.put((0..<20).map { LogEntry(id: "c\($0)", text: "captain's \($0)") })
+                try await captainChecklist.put(
+                    (0..<5).map { ChecklistItem(id: "c\($0)", title: "item \($0)", done: false) }
+                )
+                try await purserLog.put((0..<3).map { LogEntry(id: "p\($0)", text: "purser's \($0)") })
+                try await purser.collection(ChecklistItem.self).put(
+                    ChecklistItem(id: "p0", title: "galley", done: true)
+                )
+                let (atRelief, atPurser) = (
+                    relief.collection(ChecklistItem.self).changes, purser.collection(ChecklistItem.self).changes
+                )
+                let reliefEvents = relief.events
+                try await whileRunning([left, right]) {
+                    try await waitUntilActive(left, middle.peerID)
+                    try await waitUntilActive(right, middle.peerID)
+                    try await whileSyncing([captain, relief, purser]) {
+                        _ = try await changes(atRelief) { $0.count == 6 }
+                        _ = try await changes(atPurser) { Set($0.map(\.id)).isSuperset(of: ["c0", "c4"]) }
+
+                        try await captainLog.put(LogEntry(id: "live", text: "not for the relief station"))
+                        try await captainChecklist.put(ChecklistItem(id: "live", title: "doors", done: true))
+                        _ = try await changes(atPurser) { $0.contains { $0.id == "live" } }
+                        // A message it refuses, after all that: every refusal before it is reported first.
+                        try await left.send(RawSyncMessage([0x07]), to: middle.peerID)
+                        let refusals = try await within(30, "the relief station's refusals") {
+                            var refusals: [SyncError] = []
+                            for await case .refused(let error, _) in reliefEvents {
+                                refusals.append(error)
+                                if error.code == .malformedMessage { return refusals }
+                            }
+                            throw TimedOut(what: "the relief station's refusals (the store stopped)")
+                        }
+                        #expect(refusals.map(\.code) == [.malformedMessage], "\(refusals)")
+                        let status = try await relief.status()
+                        #expect(status.peers[left.peerID]?.state == .synced)
+                        #expect(status.peers[right.peerID]?.state == .synced)
+                    }
+                }
+                #expect(left.activePeers.allSatisfy { $0.id == middle.peerID }, "the ends never met")
+                let checklist = try await captainChecklist.records()
+                #expect(checklist.count == 7)
+                #expect(try await purser.collection(ChecklistItem.self).records() == checklist)
+                #expect(try await relief.collection(ChecklistItem.self).records() == checklist)
+                #expect(try await relief.collection(LogEntry.self).records().isEmpty)
+                #expect(try await purserLog.records().map(\.id) == ["p0", "p1", "p2"])
+                do throws(SyncError) {
+                    try await relief.collection(LogEntry.self).put(LogEntry(id: "r", text: "not kept here"))
+                    Issue.record("a station wrote a collection it does not keep")
+                } catch {
+                    #expect(error.code == .notKept && error.message.contains("LogEntry"), "\(error)")
+                }
+            }
+            do throws(SyncError) {
+                _ = try SyncStore(
+                    session: middle,
+                    path: path("misnamed"),
+                    configuration: .init(keeps: .only([String(repeating: "x", count: 256)]))
+                )
+                Issue.record("a store kept a collection no station could name")
+            } catch {
+                #expect(error.code == .invalidConfiguration, "\(error)")
             }
         }
     }
