@@ -645,25 +645,25 @@ public actor SyncStore {
     /// to the active peers, as without.
     private func push(_ versions: [SignedVersion], to peer: UUID?, except: UUID? = nil, broadcast: Bool = false) async {
         if let peer {
-            await push(versions.filter { shared(with: peer).contains($0.collection) }, to: [peer], broadcast: false)
+            await send(versions.filter { shared(with: peer).contains($0.collection) }, to: [peer], broadcast: false)
             return
         }
         let collections = Set(versions.map(\.collection))
         let everyoneKeeps = scopes.values.allSatisfy { scope in collections.allSatisfy(scope.contains) }
         if broadcast, everyoneKeeps {
-            await push(versions, to: [], broadcast: true)
+            await send(versions, to: [], broadcast: true)
             return
         }
         for recipient in session.activePeers.map(\.id) where recipient != except {
             guard let scope = scopes[recipient] else { continue }  // (its greeting's exchange sends them)
-            await push(versions.filter { scope.contains($0.collection) }, to: [recipient], broadcast: false)
+            await send(versions.filter { scope.contains($0.collection) }, to: [recipient], broadcast: false)
         }
     }
 
     /// Sends `versions`, in messages of at most ``versionsPerMessage`` and about
     /// ``bytesPerMessage``, to `recipients`, or with `broadcast` to every peer the session has
     /// room for now.
-    private func push(_ versions: [SignedVersion], to recipients: [UUID], broadcast: Bool) async {
+    private func send(_ versions: [SignedVersion], to recipients: [UUID], broadcast: Bool) async {
         guard !versions.isEmpty else { return }
         var batches: [[SignedVersion]] = [[]]
         var bytes = 0
@@ -690,8 +690,8 @@ public actor SyncStore {
             if broadcast {
                 let envelope = SyncEnvelope(message)
                 do {
-                    let recipients = try await session.broadcast(envelope)  // (not inside the access to traffic)
-                    traffic.count(envelope.bytes, sent: true, times: recipients)
+                    let reached = try await session.broadcast(envelope)  // (not inside the access to traffic)
+                    traffic.count(envelope.bytes, sent: true, times: reached)
                 } catch {
                     report(.failed(SyncError(.notSent, "could not push \(batch.count) versions: \(error)")))
                 }
