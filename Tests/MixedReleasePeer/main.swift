@@ -157,8 +157,8 @@ func run(_ steps: [String]) async throws {
             say("\(name): the hold of \(type) is full")
         case "nothing":
             let (type, seconds) = (try next(), Double(try next()) ?? 0)
-            try await Task.sleep(for: .seconds(seconds))
-            guard tally.count("received \(type)") == 0 else {
+            // (Watched for the whole window: `until` fails at its deadline, as it should here.)
+            if (try? await until("a \(type)", within: seconds) { tally.count("received \(type)") > 0 }) != nil {
                 throw Failure(description: "\(name): \(type) arrived within \(seconds) s")
             }
             say("\(name): no \(type) in \(seconds) s")

@@ -113,19 +113,8 @@ import Testing
                 try await newer.send(Weather(metar: "before"), to: older.peerID)
             }
             let weather = older.messages(of: Weather.self)
-            let sent = try await within(30, "the subscription to reach the newer build") { () -> Int in
-                var attempts = 0
-                while true {
-                    attempts += 1
-                    do {
-                        try await newer.send(Weather(metar: "after"), to: older.peerID)
-                        return attempts
-                    } catch let error as MultipeerError where error.code == .messageTypeNotRead {
-                        try await Task.sleep(for: .milliseconds(10))
-                    }
-                }
-            }
-            #expect(sent >= 1)
+            try await untilReads(newer, Weather.self, peer: older.peerID, true)
+            try await newer.send(Weather(metar: "after"), to: older.peerID)
             #expect(
                 try await within(30, "the weather") { await weather.first { _ in true }?.message }
                     == Weather(metar: "after")

@@ -61,6 +61,24 @@ func within<T: Sendable>(
     }
 }
 
+/// Waits until `session` knows whether `peer` reads `type` as `expected` (its HELLO and TYPES:
+/// told by ``SessionEvent/peerReadsChanged(_:)``), within 30 s.
+func untilReads<Message: Sendable>(
+    _ session: MultipeerSession,
+    _ type: Message.Type,
+    peer: UUID,
+    _ expected: Bool
+) async throws {
+    let events = session.events  // (before reading: a change after it is in the stream)
+    try await within(30, "\(peer) to be known \(expected ? "to read" : "not to read") \(type)") {
+        if await session.reads(type, peer: peer) == expected { return }
+        for await case .peerReadsChanged(let changed) in events where changed.id == peer {
+            if await session.reads(type, peer: peer) == expected { return }
+        }
+        throw TimedOut(what: "what \(peer) reads (the session stopped)")
+    }
+}
+
 /// Runs `sessions` while `body` runs, then cancels them and waits for each to stop.
 func whileRunning<T: Sendable>(_ sessions: [MultipeerSession], _ body: () async throws -> T) async throws -> T {
     try await whileRunning(sessions.map { session in { try await session.run() } }, body)

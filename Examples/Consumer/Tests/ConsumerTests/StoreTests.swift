@@ -109,6 +109,53 @@ func whileSyncing<T: Sendable>(_ stores: [SyncStore], _ body: () async throws ->
     try await whileRunning(stores.map { store in { try await store.run() } }, body)
 }
 
+/// Three stations in a chain over real sessions on loopback: the relief station's session, in
+/// the middle, listens; the captain's and the purser's dial it, and never meet each other.
+struct Chain {
+    let left, middle, right: MultipeerSession
+    let captain, relief, purser: SyncStore
+
+    /// Runs the ends' sessions, until both are active with the middle, then the three stores,
+    /// while `body` runs.
+    func syncing<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        try await whileRunning([left, right]) {
+            try await waitUntilActive(left, middle.peerID)
+            try await waitUntilActive(right, middle.peerID)
+            return try await whileSyncing([captain, relief, purser], body)
+        }
+    }
+}
+
+/// Runs `body` with a chain whose stores are kept in `directory` (the relief station's keeping
+/// `reliefKeeps`), the middle's session running and the ends' not yet.
+func withChain<T: Sendable>(
+    in directory: URL,
+    reliefKeeps: SyncScope = .everything,
+    _ body: (Chain) async throws -> T
+) async throws -> T {
+    func path(_ name: String) -> String { directory.appendingPathComponent("\(name).sqlite").path }
+    let middle = MultipeerSession(configuration: configuration("relief"), identity: PeerIdentity())
+    let relief = try SyncStore(session: middle, path: path("relief"), configuration: .init(keeps: reliefKeeps))
+    return try await whileRunning([middle]) {
+        let port = try await listeningPort(of: middle)
+        let (left, right) = (
+            MultipeerSession(configuration: configuration("captain", dialling: port), identity: PeerIdentity()),
+            MultipeerSession(configuration: configuration("purser", dialling: port), identity: PeerIdentity())
+        )
+        let chain = Chain(
+            left: left,
+            middle: middle,
+            right: right,
+            captain: try SyncStore(session: left, path: path("captain")),
+            relief: relief,
+            purser: try SyncStore(session: right, path: path("purser"))
+        )
+        let result = try await body(chain)
+        #expect(left.activePeers.allSatisfy { $0.id == middle.peerID }, "the ends never met")
+        return result
+    }
+}
+
 /// Reads `changes` until `done` says the changes read so far are enough, within 30 s.
 func changes<Record: SyncRecord>(
     _ changes: SyncChanges<Record>,
@@ -397,37 +444,24 @@ func event(
     /// (store and forward), signed by its origin.
     @Test func aChainWhoseEndsNeverMeetConverges() async throws {
         try await withDirectory { directory in
-            func path(_ name: String) -> String { directory.appendingPathComponent("\(name).sqlite").path }
-            let middle = MultipeerSession(configuration: configuration("relief"), identity: PeerIdentity())
-            let relief = try SyncStore(session: middle, path: path("relief"))
-            try await whileRunning([middle]) {
-                let port = try await listeningPort(of: middle)
-                let (left, right) = (
-                    MultipeerSession(configuration: configuration("captain", dialling: port), identity: PeerIdentity()),
-                    MultipeerSession(configuration: configuration("purser", dialling: port), identity: PeerIdentity())
+            try await withChain(in: directory) { chain in
+                let (captainLog, purserLog) = (
+                    chain.captain.collection(LogEntry.self), chain.purser.collection(LogEntry.self)
                 )
-                let captain = try SyncStore(session: left, path: path("captain"))
-                let purser = try SyncStore(session: right, path: path("purser"))
-                let (captainLog, purserLog) = (captain.collection(LogEntry.self), purser.collection(LogEntry.self))
                 try await purserLog.put((0..<20).map { LogEntry(id: "p\($0)", text: "purser's \($0)") })
                 let (atCaptain, atPurser) = (captainLog.changes, purserLog.changes)
-                try await whileRunning([left, right]) {
-                    try await waitUntilActive(left, middle.peerID)
-                    try await waitUntilActive(right, middle.peerID)
-                    try await whileSyncing([captain, relief, purser]) {
-                        let before = try await changes(atCaptain) { $0.count == 20 }
-                        #expect(before.allSatisfy { $0.origin == right.peerID && $0.peer == middle.peerID })
+                try await chain.syncing {
+                    let before = try await changes(atCaptain) { $0.count == 20 }
+                    #expect(before.allSatisfy { $0.origin == chain.right.peerID && $0.peer == chain.middle.peerID })
 
-                        try await captainLog.put(LogEntry(id: "c1", text: "captain's, live"))
-                        let live = try await changes(atPurser) { $0.contains { $0.id == "c1" } }
-                        #expect(live.last?.origin == left.peerID && live.last?.peer == middle.peerID)
-                    }
+                    try await captainLog.put(LogEntry(id: "c1", text: "captain's, live"))
+                    let live = try await changes(atPurser) { $0.contains { $0.id == "c1" } }
+                    #expect(live.last?.origin == chain.left.peerID && live.last?.peer == chain.middle.peerID)
                 }
-                #expect(left.activePeers.allSatisfy { $0.id == middle.peerID }, "the ends never met")
                 let all = try await captainLog.records()
                 #expect(all.count == 21)
                 #expect(try await purserLog.records() == all)
-                #expect(try await relief.collection(LogEntry.self).records() == all)
+                #expect(try await chain.relief.collection(LogEntry.self).records() == all)
             }
         }
     }
@@ -439,21 +473,8 @@ func event(
     /// and it cannot write it.
     @Test func aStationKeepingOnlySomeCollectionsIsSentNothingElseAndPassesOnWhatItKeeps() async throws {
         try await withDirectory { directory in
-            func path(_ name: String) -> String { directory.appendingPathComponent("\(name).sqlite").path }
-            let middle = MultipeerSession(configuration: configuration("relief"), identity: PeerIdentity())
-            let relief = try SyncStore(
-                session: middle,
-                path: path("relief"),
-                configuration: .init(keeps: .only([ChecklistItem.collectionName]))
-            )
-            try await whileRunning([middle]) {
-                let port = try await listeningPort(of: middle)
-                let (left, right) = (
-                    MultipeerSession(configuration: configuration("captain", dialling: port), identity: PeerIdentity()),
-                    MultipeerSession(configuration: configuration("purser", dialling: port), identity: PeerIdentity())
-                )
-                let captain = try SyncStore(session: left, path: path("captain"))
-                let purser = try SyncStore(session: right, path: path("purser"))
+            try await withChain(in: directory, reliefKeeps: .only([ChecklistItem.collectionName])) { chain in
+                let (captain, relief, purser) = (chain.captain, chain.relief, chain.purser)
                 let (captainLog, purserLog) = (captain.collection(LogEntry.self), purser.collection(LogEntry.self))
                 let captainChecklist = captain.collection(ChecklistItem.self)
                 try await captainLog.put((0..<20).map { LogEntry(id: "c\($0)", text: "captain's \($0)") })
@@ -468,33 +489,28 @@ func event(
                     relief.collection(ChecklistItem.self).changes, purser.collection(ChecklistItem.self).changes
                 )
                 let reliefEvents = relief.events
-                try await whileRunning([left, right]) {
-                    try await waitUntilActive(left, middle.peerID)
-                    try await waitUntilActive(right, middle.peerID)
-                    try await whileSyncing([captain, relief, purser]) {
-                        _ = try await changes(atRelief) { $0.count == 6 }
-                        _ = try await changes(atPurser) { Set($0.map(\.id)).isSuperset(of: ["c0", "c4"]) }
+                try await chain.syncing {
+                    _ = try await changes(atRelief) { $0.count == 6 }
+                    _ = try await changes(atPurser) { Set($0.map(\.id)).isSuperset(of: ["c0", "c4"]) }
 
-                        try await captainLog.put(LogEntry(id: "live", text: "not for the relief station"))
-                        try await captainChecklist.put(ChecklistItem(id: "live", title: "doors", done: true))
-                        _ = try await changes(atPurser) { $0.contains { $0.id == "live" } }
-                        // A message it refuses, after all that: every refusal before it is reported first.
-                        try await left.send(RawSyncMessage([0x07]), to: middle.peerID)
-                        let refusals = try await within(30, "the relief station's refusals") {
-                            var refusals: [SyncError] = []
-                            for await case .refused(let error, _) in reliefEvents {
-                                refusals.append(error)
-                                if error.code == .malformedMessage { return refusals }
-                            }
-                            throw TimedOut(what: "the relief station's refusals (the store stopped)")
+                    try await captainLog.put(LogEntry(id: "live", text: "not for the relief station"))
+                    try await captainChecklist.put(ChecklistItem(id: "live", title: "doors", done: true))
+                    _ = try await changes(atPurser) { $0.contains { $0.id == "live" } }
+                    // A message it refuses, after all that: every refusal before it is reported first.
+                    try await chain.left.send(RawSyncMessage([0x07]), to: chain.middle.peerID)
+                    let refusals = try await within(30, "the relief station's refusals") {
+                        var refusals: [SyncError] = []
+                        for await case .refused(let error, _) in reliefEvents {
+                            refusals.append(error)
+                            if error.code == .malformedMessage { return refusals }
                         }
-                        #expect(refusals.map(\.code) == [.malformedMessage], "\(refusals)")
-                        let status = try await relief.status()
-                        #expect(status.peers[left.peerID]?.state == .synced)
-                        #expect(status.peers[right.peerID]?.state == .synced)
+                        throw TimedOut(what: "the relief station's refusals (the store stopped)")
                     }
+                    #expect(refusals.map(\.code) == [.malformedMessage], "\(refusals)")
+                    let status = try await relief.status()
+                    #expect(status.peers[chain.left.peerID]?.state == .synced)
+                    #expect(status.peers[chain.right.peerID]?.state == .synced)
                 }
-                #expect(left.activePeers.allSatisfy { $0.id == middle.peerID }, "the ends never met")
                 let checklist = try await captainChecklist.records()
                 #expect(checklist.count == 7)
                 #expect(try await purser.collection(ChecklistItem.self).records() == checklist)
@@ -510,8 +526,8 @@ func event(
             }
             do throws(SyncError) {
                 _ = try SyncStore(
-                    session: middle,
-                    path: path("misnamed"),
+                    session: MultipeerSession(configuration: configuration("misnamed"), identity: PeerIdentity()),
+                    path: directory.appendingPathComponent("misnamed.sqlite").path,
                     configuration: .init(keeps: .only([String(repeating: "x", count: 256)]))
                 )
                 Issue.record("a store kept a collection no station could name")
@@ -528,17 +544,8 @@ func event(
     /// notice (merged field by field) keeps the field it does not know.
     @Test func recordsOfANewerBuildPassThroughAnOlderStationWhole() async throws {
         try await withDirectory { directory in
-            @Sendable func path(_ name: String) -> String { directory.appendingPathComponent("\(name).sqlite").path }
-            let middle = MultipeerSession(configuration: configuration("relief"), identity: PeerIdentity())
-            let relief = try SyncStore(session: middle, path: path("relief"))
-            try await whileRunning([middle]) {
-                let port = try await listeningPort(of: middle)
-                let (left, right) = (
-                    MultipeerSession(configuration: configuration("captain", dialling: port), identity: PeerIdentity()),
-                    MultipeerSession(configuration: configuration("purser", dialling: port), identity: PeerIdentity())
-                )
-                let captain = try SyncStore(session: left, path: path("captain"))
-                let purser = try SyncStore(session: right, path: path("purser"))
+            try await withChain(in: directory) { chain in
+                let (captain, relief, purser) = (chain.captain, chain.relief, chain.purser)
                 let memo = MemoV2(id: "m1", text: "galley secured", attachments: ["photo-1"])
                 let notice = NoticeV2(id: "n1", text: "turbulence expected", priority: 2)
                 try await captain.collection(MemoV2.self).put(memo)
@@ -546,27 +553,23 @@ func event(
                 let (atRelief, atPurser) = (
                     relief.collection(NoticeV1.self).changes, purser.collection(NoticeV2.self).changes
                 )
-                try await whileRunning([left, right]) {
-                    try await waitUntilActive(left, middle.peerID)
-                    try await waitUntilActive(right, middle.peerID)
-                    try await whileSyncing([captain, relief, purser]) {
-                        _ = try await changes(atRelief) { $0.contains { $0.id == "n1" } }
-                        #expect(
-                            try await relief.collection(NoticeV1.self).record(id: "n1")
-                                == NoticeV1(id: "n1", text: "turbulence expected")
-                        )
-                        #expect(
-                            try await relief.collection(MemoV1.self).record(id: "m1")
-                                == MemoV1(id: "m1", text: "galley secured")
-                        )
-                        _ = try await changes(atPurser) { $0.contains { $0.record == notice } }
+                try await chain.syncing {
+                    _ = try await changes(atRelief) { $0.contains { $0.id == "n1" } }
+                    #expect(
+                        try await relief.collection(NoticeV1.self).record(id: "n1")
+                            == NoticeV1(id: "n1", text: "turbulence expected")
+                    )
+                    #expect(
+                        try await relief.collection(MemoV1.self).record(id: "m1")
+                            == MemoV1(id: "m1", text: "galley secured")
+                    )
+                    _ = try await changes(atPurser) { $0.contains { $0.record == notice } }
 
-                        try await relief.collection(NoticeV1.self).put(
-                            NoticeV1(id: "n1", text: "turbulence: seat belts on")
-                        )
-                        let edited = NoticeV2(id: "n1", text: "turbulence: seat belts on", priority: 2)
-                        _ = try await changes(atPurser) { $0.last?.record == edited }
-                    }
+                    try await relief.collection(NoticeV1.self).put(
+                        NoticeV1(id: "n1", text: "turbulence: seat belts on")
+                    )
+                    let edited = NoticeV2(id: "n1", text: "turbulence: seat belts on", priority: 2)
+                    _ = try await changes(atPurser) { $0.last?.record == edited }
                 }
                 #expect(
                     try await purser.collection(MemoV2.self).record(id: "m1") == memo,

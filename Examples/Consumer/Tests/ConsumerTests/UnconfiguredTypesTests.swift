@@ -106,17 +106,17 @@ import Testing
             }
             #expect(notRead == ["Unread16", "Unread17", "Unread18", "Unread19"])
             // And the sender learns the types (TYPES): it refuses them at `send` from then on.
-            let error = try await within(30, "the refused types to reach the sender") { () -> MultipeerError in
-                while true {
-                    do {
-                        try await sender.send(Unread19(), to: receiver.peerID)
-                        try await Task.sleep(for: .milliseconds(10))
-                    } catch let error as MultipeerError where error.code == .messageTypeNotRead {
-                        return error
-                    }
-                }
+            try await untilReads(sender, Unread19.self, peer: receiver.peerID, false)
+            do {
+                try await sender.send(Unread19(), to: receiver.peerID)
+                Issue.record("a type the peer refused was sent")
+            } catch let error as MultipeerError {
+                #expect(error.code == .messageTypeNotRead, "\(error)")
+                #expect(
+                    error.message.contains("\"Unread19\"") && error.message.contains("\(receiver.peerID)"),
+                    "\(error)"
+                )
             }
-            #expect(error.message.contains("\"Unread19\"") && error.message.contains("\(receiver.peerID)"), "\(error)")
         }
     }
 
