@@ -14,8 +14,8 @@ import Testing
     @Test func atAJoinTheSmallerPeerIDInitiates() {
         var small = ExchangeStateMachine<HLCTimestamp>(own: Self.small, first: 10)
         var large = ExchangeStateMachine<HLCTimestamp>(own: Self.large, first: 10)
-        #expect(small.peerJoined(Self.large, latest: Self.at(1)) == 11)
-        #expect(large.peerJoined(Self.small, latest: Self.at(1)) == nil, "one exchange per pair, not two")
+        #expect(small.met(Self.large, latest: Self.at(1)) == 11)
+        #expect(large.met(Self.small, latest: Self.at(1)) == nil, "one exchange per pair, not two")
         #expect(small.answered(11, by: Self.large, latest: Self.at(2)) == .running)
         #expect(large.answered(11, by: Self.small, latest: Self.at(2)) == .ignored, "never started here")
         #expect(small.answered(12, by: Self.large, latest: Self.at(2)) == .ignored, "another exchange's answer")
@@ -26,7 +26,7 @@ import Testing
     @Test func anExchangeEndsWithAnEmptyRoundAndItsAnswer() {
         var initiator = ExchangeStateMachine<HLCTimestamp>(own: Self.small, first: 0)
         var other = ExchangeStateMachine<HLCTimestamp>(own: Self.large, first: 0)
-        let exchange = initiator.peerJoined(Self.large, latest: Self.at(100))!
+        let exchange = initiator.met(Self.large, latest: Self.at(100))!
         #expect(other.offered(exchange, by: Self.small, isEnd: false, latest: Self.at(70)) == nil)
         #expect(initiator.answered(exchange, by: Self.large, latest: Self.at(150)) == .running)
         #expect(other.offered(exchange, by: Self.small, isEnd: false, latest: Self.at(80)) == nil)
@@ -60,11 +60,22 @@ import Testing
         )
     }
 
-    @Test func aPeerThatLeftStartsAfreshAtItsJoin() {
+    /// A new meeting drops what ran in the one before, on both sides: the initiator's exchange
+    /// (its answers are then ignored) and the other side's record of the one it answered (whose
+    /// end then proves nothing).
+    @Test func aNewMeetingDropsWhatRanBefore() {
         var machine = ExchangeStateMachine<HLCTimestamp>(own: Self.small, first: 0)
-        #expect(machine.peerJoined(Self.large, latest: Self.at(1)) == 1)
-        machine.peerLeft(Self.large)
+        #expect(machine.met(Self.large, latest: Self.at(1)) == 1)
+        #expect(machine.met(Self.large, latest: Self.at(1)) == 2)
         #expect(machine.answered(1, by: Self.large, latest: Self.at(1)) == .ignored, "its answers are ignored")
-        #expect(machine.peerJoined(Self.large, latest: Self.at(1)) == 2)
+        #expect(machine.answered(2, by: Self.large, latest: Self.at(1)) == .running)
+
+        var other = ExchangeStateMachine<HLCTimestamp>(own: Self.large, first: 0)
+        #expect(other.offered(7, by: Self.small, isEnd: false, latest: Self.at(3)) == nil)
+        #expect(other.met(Self.small, latest: Self.at(4)) == nil)
+        #expect(
+            other.offered(7, by: Self.small, isEnd: true, latest: Self.at(5)) == nil,
+            "begun before: proves nothing"
+        )
     }
 }

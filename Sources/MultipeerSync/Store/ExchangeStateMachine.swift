@@ -4,11 +4,12 @@ package import struct Foundation.UUID
 /// and what each one's end proves. Sans-IO: the store tells it what happened and does what it
 /// says.
 ///
-/// At a join, the station with the smaller peer ID initiates, so a pair runs one exchange, not
+/// When a meeting begins (docs/SYNC.md 6: the peer's `keeps` came), what ran with the peer is
+/// dropped, and the station with the smaller peer ID initiates, so a pair runs one exchange, not
 /// two. Either side may initiate at any other time (its pushes to the peer were skipped: the
 /// peer may lack them), and an exchange asked for while one runs is run when it ends. An answer
-/// to an exchange this station did not start, or no longer runs (a peer that left, a previous
-/// run of this station), is ignored.
+/// to an exchange this station did not start, or no longer runs (one of an earlier meeting, or of
+/// a previous run of this station), is ignored.
 ///
 /// An exchange ends with an empty round from the initiator, which the other side answers with
 /// an empty round of its own. Each side then knows that the peer holds every version it held
@@ -59,9 +60,12 @@ package struct ExchangeStateMachine<Mark: Hashable & Sendable> {
         next = first
     }
 
-    /// `peer` joined (or was active when the store started) while this station's clock was at
-    /// `latest`: the exchange to start with it, if this side initiates.
-    package mutating func peerJoined(_ peer: UUID, latest: Mark) -> UInt64? {
+    /// A meeting with `peer` begins while this station holds `latest`: what ran with it before
+    /// is dropped (its answers are ignored); the exchange to start with it, if this side
+    /// initiates.
+    package mutating func met(_ peer: UUID, latest: Mark) -> UInt64? {
+        initiated[peer] = nil
+        answering[peer] = nil
         guard Self.initiates(own, with: peer) else { return nil }
         return begin(with: peer, latest: latest)
     }
@@ -121,13 +125,7 @@ package struct ExchangeStateMachine<Mark: Hashable & Sendable> {
         answering[peer]?.exchange == exchange
     }
 
-    /// `peer` left: what runs with it is dropped (its join starts afresh).
-    package mutating func peerLeft(_ peer: UUID) {
-        initiated[peer] = nil
-        answering[peer] = nil
-    }
-
-    /// Whether `station` initiates with `peer` at a join: the smaller peer ID, byte by byte.
+    /// Whether `station` initiates with `peer` when they meet: the smaller peer ID, byte by byte.
     static func initiates(_ station: UUID, with peer: UUID) -> Bool {
         withUnsafeBytes(of: station.uuid) { own in
             withUnsafeBytes(of: peer.uuid) { other in own.lexicographicallyPrecedes(other) }

@@ -52,6 +52,29 @@ public struct SyncFileTransfer: Hashable, Sendable {
     }
 }
 
+extension SyncFileTransfer {
+    /// A transfer of `attachment` that begins: nothing of it with the receiver yet.
+    init(starting attachment: SyncAttachment, peer: UUID, direction: Direction) {
+        self.init(
+            attachment: attachment,
+            peer: peer,
+            direction: direction,
+            progress: ResourceProgress(bytesDone: 0, totalBytes: attachment.length, bytesPerSecond: 0),
+            state: .running
+        )
+    }
+
+    /// The transfer ended: done (every byte with the receiver), or failed with `failure`.
+    mutating func end(_ failure: SyncError?) {
+        if let failure {
+            state = .failed(failure)
+        } else {
+            state = .done
+            progress.bytesDone = progress.totalBytes
+        }
+    }
+}
+
 /// Where an attachment's file stands on this station (``SyncStore/fileState(of:)``).
 public enum SyncFileState: Hashable, Sendable {
     /// The file is here (``SyncStore/file(of:)`` returns it at once).

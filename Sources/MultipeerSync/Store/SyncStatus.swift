@@ -47,11 +47,12 @@ public struct PeerSyncStatus: Sendable, Hashable {
     /// at this timestamp. Nil if none ever did.
     public var syncedAt: HLCTimestamp?
     /// Versions new to this station that came from the peer in the current exchange (or the
-    /// last one), with those the peer pushed just before beginning it (what it stored since
-    /// they last met, docs/SYNC.md 6): how far behind this station was.
+    /// last one), with those the peer pushed as their meeting began (what it stored since they
+    /// last met, docs/SYNC.md 6): how far behind this station was.
     public var received: Int
-    /// Versions this station sent the peer in the current exchange (or the last one), the
-    /// peer found it lacked.
+    /// Versions this station sent the peer in the current exchange (or the last one): those
+    /// it stored since they last met, pushed as their meeting began, and those the exchange
+    /// found the peer lacked.
     public var sent: Int
 
     /// Whether the peer is active now (its session's link is up).

@@ -170,27 +170,20 @@ extension SyncStore {
         await withDiscardingTaskGroup { group in
             for await file in outgoing {
                 group.addTask {
-                    var report = SyncFileTransfer(
-                        attachment: file.attachment,
-                        peer: file.key.peer,
-                        direction: .outgoing,
-                        progress: ResourceProgress(bytesDone: 0, totalBytes: file.attachment.length, bytesPerSecond: 0),
-                        state: .running
-                    )
+                    var report = SyncFileTransfer(starting: file.attachment, peer: file.key.peer, direction: .outgoing)
                     for await progress in file.transfer.progress {
                         report.progress = progress
                         self.report(.fileTransfer(report))
                     }
                     do {
                         try await file.transfer.completion()
-                        report.state = .done
-                        report.progress.bytesDone = report.progress.totalBytes
+                        report.end(nil)
                     } catch {
                         let failure = SyncError(
                             .attachmentFailed,
                             "\(file.key.sha256) did not reach \(file.key.peer): \(error)"
                         )
-                        report.state = .failed(failure)
+                        report.end(failure)
                         self.report(.failed(failure))
                     }
                     self.report(.fileTransfer(report))
@@ -242,13 +235,7 @@ extension SyncStore {
             return resource.cancel()
         }
         transfers.arriving[attachment.hex] = Arrival(peer: peer, transfer: resource.id, bytesDone: 0)
-        var progress = SyncFileTransfer(
-            attachment: attachment,
-            peer: peer,
-            direction: .incoming,
-            progress: ResourceProgress(bytesDone: 0, totalBytes: attachment.length, bytesPerSecond: 0),
-            state: .running
-        )
+        var progress = SyncFileTransfer(starting: attachment, peer: peer, direction: .incoming)
         for await reported in resource.progress {
             progress.progress = reported
             if transfers.arriving[attachment.hex]?.transfer == resource.id {
@@ -261,8 +248,7 @@ extension SyncStore {
             try files.keep(arrived, as: attachment)
             transfers.arriving[attachment.hex] = nil  // (whole: whichever transfer brought it)
             transfers.wanted.remove(attachment)
-            progress.state = .done
-            progress.progress.bytesDone = attachment.length
+            progress.end(nil)
             report(.fileTransfer(progress))
             report(.attachmentArrived(attachment, from: peer))
             arrivals.yield(attachment)
@@ -274,7 +260,7 @@ extension SyncStore {
         } catch {
             if transfers.arriving[attachment.hex]?.transfer == resource.id { transfers.arriving[attachment.hex] = nil }
             let failure = SyncError(.attachmentFailed, "\(attachment) from \(peer) did not arrive: \(error)")
-            progress.state = .failed(failure)
+            progress.end(failure)
             report(.fileTransfer(progress))
             report(.failed(failure))
         }

@@ -443,8 +443,7 @@ public actor SyncStore {
 
     /// A meeting with `peer` begins on this side (it said which collections it keeps).
     private func meet(_ peer: UUID) async throws(SyncError) {
-        exchanges.peerLeft(peer)
-        if let exchange = exchanges.peerJoined(peer, latest: try station.holding()) {
+        if let exchange = exchanges.met(peer, latest: try station.holding()) {
             await initiate(exchange, with: peer)
             return
         }
