@@ -33,8 +33,10 @@ SIMULATE_TEST_ARGS ?= --seeds 1-400 --duration 20 --hosts 2-5 --fault-every 3 --
 # 2631 and 3389, a member left out of the roster and listed again came back holding a write a
 # delete the others collected had hidden (2026-11-29, fixed: docs/SYNC.md 8, giving a collected
 # delete back); 4549, a link that came up while its session was suspended said shutdown, and its
-# peer failed a stream the suspended side would have resumed (2026-11-29, fixed in the peer table).
-SIMULATE_REGRESSION_SEEDS ?= 3367 2631 3389 4549
+# peer failed a stream the suspended side would have resumed (2026-11-29, fixed in the peer table);
+# 15, a store broadcast a memo to a peer that keeps only the log before the peer had said so
+# (2026-11-29, before it landed: a store broadcasts only once every active peer said, SYNC.md 6).
+SIMULATE_REGRESSION_SEEDS ?= 3367 2631 3389 4549 15
 
 # Simulated worlds drawn from seeds, every promise checked (Simulator/README.md): by default for
 # five minutes of wall time; SIMULATE_ARGS="--seed N ..." replays one world, as a failure prints.

@@ -183,6 +183,8 @@ final class SimulationRun: @unchecked Sendable {
         /// Its replicated store's disk (kept across restarts, as a file is; a commit is whole
         /// or absent), the store over its current session, and that store's run.
         let storage = MemoryStorage()
+        /// The collections its store keeps (the same across restarts, as its configuration).
+        let keeps: SyncScope
         var store: SyncStore?
         var storeRun: Task<Void, Never>?
         /// Its application's reader of each message type, which it stops for a while at times
@@ -194,11 +196,12 @@ final class SimulationRun: @unchecked Sendable {
         var behind: Bool { readers.values.contains(where: \.isClosed) }
         var peerID: UUID { session.peerID }
 
-        init(index: Int, host: SimulatedHost, session: MultipeerSession, directory: URL) {
+        init(index: Int, host: SimulatedHost, session: MultipeerSession, directory: URL, keeps: SyncScope) {
             self.index = index
             self.host = host
             self.session = session
             self.directory = directory
+            self.keeps = keeps
         }
     }
 
@@ -222,6 +225,10 @@ final class SimulationRun: @unchecked Sendable {
     let plan: RunPlan
     let world: SimulatedWorld
     private var random: Random
+    /// Draws which collections each host's store keeps, and which one each write goes to: a
+    /// stream of its own, so that what the seed drew before stores kept some collections (the
+    /// hosts, the faults, the timings) it still draws.
+    private var collectionDraw: Random
     private(set) var nodes: [Node] = []
     private var hosts: [SimulatedHost] = []
     let ledger = Ledger()
@@ -280,6 +287,7 @@ final class SimulationRun: @unchecked Sendable {
         self.plan = plan
         world = SimulatedWorld(seed: plan.seed)
         random = Random(seed: plan.seed ^ 0x5EED_5EED_5EED_5EED)
+        collectionDraw = Random(seed: plan.seed ^ 0xC011_EC71_0115_C011)
         transfers = Transfers(ledger: ledger)
         files = FileManager.default.temporaryDirectory.appendingPathComponent(
             "multipeer-simulator-\(getpid())-\(plan.seed)"
@@ -363,7 +371,10 @@ final class SimulationRun: @unchecked Sendable {
                 session: host.makeSession(
                     configuration: configuration(host.name, directory: directory, keys: [generation])
                 ),
-                directory: directory
+                directory: directory,
+                // (A quarter of the hosts keep only the log: what they neither take nor pass on
+                // reaches the others directly, since every pair meets once the world heals.)
+                keeps: collectionDraw.chance(0.25) ? .only([LogLine.collectionName]) : .everything
             )
             nodes.append(node)
         }
@@ -578,6 +589,7 @@ final class SimulationRun: @unchecked Sendable {
             let store = try? SyncStore(
                 session: node.session,
                 storage: node.storage,
+                configuration: .init(keeps: node.keeps),
                 now: { UInt64(max(0, host.wallClock.timeIntervalSince1970 * 1_000)) }
             )
         else {
@@ -602,36 +614,71 @@ final class SimulationRun: @unchecked Sendable {
         }
     }
 
-    /// A host's application writes a line of the log (or, now and then, deletes one), and
-    /// once the write returns it is acknowledged with its stamp.
+    /// A host's application writes a line of the log or, if its store keeps memos, now and
+    /// then a memo (or, now and then, deletes one), and once the write returns it is
+    /// acknowledged with its stamp.
     private func writeToStore() {
         let writers = nodes.filter { $0.alive && !$0.frozen && !$0.asleep && $0.store != nil }
         guard let node = writers.randomElement(using: &random), let store = node.store else { return }
         storeWriteNumber += 1
         let id = "line-\(Int.random(in: 0..<StoreLedger.records, using: &random))"
-        let line = random.chance(0.2) ? nil : LogLine(id: id, text: "\(node.host.name) \(storeWriteNumber)")
-        let (stores, world, name) = (stores, world, node.host.name)
-        world.record("its store \(line == nil ? "deletes" : "writes") \(id)", on: node.host)
-        Task(executorPreference: node.host.executor) {
-            let lines = store.collection(LogLine.self)
-            var changes = lines.changes.makeAsyncIterator()
-            do {
-                if let line {
-                    try await lines.put(line)
-                } else {
-                    // (A delete of a record that is absent writes nothing, and is not told.)
-                    guard try await lines.record(id: id) != nil else { return }
-                    try await lines.delete(id: id)
-                }
-            } catch {
-                return
+        let text = random.chance(0.2) ? nil : "\(node.host.name) \(storeWriteNumber)"
+        let memo = node.keeps.contains(LogMemo.collectionName) && collectionDraw.chance(0.25)
+        let what = "\(memo ? "memo" : "line") \(id)"
+        world.record("its store \(text == nil ? "deletes" : "writes") the \(what)", on: node.host)
+        Task(executorPreference: node.host.executor) { [stores, world, name = node.host.name] in
+            if memo {
+                await Self.write(
+                    text,
+                    id: id,
+                    to: store.collection(LogMemo.self),
+                    acknowledging: stores,
+                    by: name,
+                    in: world
+                )
+            } else {
+                await Self.write(
+                    text,
+                    id: id,
+                    to: store.collection(LogLine.self),
+                    acknowledging: stores,
+                    by: name,
+                    in: world
+                )
             }
-            // The write's change was told before the write returned.
-            while let change = await changes.next() {
-                guard change.peer == nil, change.id == id else { continue }
-                stores.acknowledged(id, .init(stamp: change.stamp, line: change.record, host: name, at: world.now))
-                return
+        }
+    }
+
+    /// Writes `text` as record `id` of `collection` (nil: deletes it), and acknowledges the
+    /// write with its stamp once it returns.
+    private static func write<Record: LogRecord>(
+        _ text: String?,
+        id: String,
+        to collection: SyncCollection<Record>,
+        acknowledging stores: StoreLedger,
+        by host: String,
+        in world: SimulatedWorld
+    ) async {
+        var changes = collection.changes.makeAsyncIterator()
+        do {
+            if let text {
+                try await collection.put(Record(id: id, text: text))
+            } else {
+                // (A delete of a record that is absent writes nothing, and is not told.)
+                guard try await collection.record(id: id) != nil else { return }
+                try await collection.delete(id: id)
             }
+        } catch {
+            return
+        }
+        // The write's change was told before the write returned.
+        while let change = await changes.next() {
+            guard change.peer == nil, change.id == id else { continue }
+            stores.acknowledged(
+                RecordKey(collection: Record.collectionName, id: id),
+                .init(stamp: change.stamp, text: change.record?.text, host: host, at: world.now)
+            )
+            return
         }
     }
 
@@ -1292,9 +1339,9 @@ final class SimulationRun: @unchecked Sendable {
         for failure in failures.prefix(5) { ledger.violation(failure) }
         if failures.count > 5 { ledger.violation("... and \(failures.count - 5) more transfers") }
         // Every store holds the same records, each its latest acknowledged write or a later one.
-        let storages = nodes.map(\.storage)
-        _ = try? await world.run(until: { StoreLedger.converged(storages) }, within: Self.storeConvergenceBound)
-        for broken in stores.broken(nodes.map { ($0.host.name, $0.storage) }, now: world.now).prefix(5) {
+        let stations = nodes.map { (name: $0.host.name, storage: $0.storage, keeps: $0.keeps) }
+        _ = try? await world.run(until: { StoreLedger.converged(stations) }, within: Self.storeConvergenceBound)
+        for broken in stores.broken(stations, now: world.now).prefix(5) {
             ledger.violation(broken)
         }
         let stuck = ledger.sendsUnderWay(before: world.now - .seconds(40)).filter { !killed.contains($0.0.sender) }

@@ -638,17 +638,20 @@ public actor SyncStore {
 
     /// Sends `versions` with their origins' keys, each to a peer that keeps its collection
     /// (docs/SYNC.md 6): to `peer`; or, with `peer` nil, to every active peer but `except`
-    /// that said which collections it keeps, waiting for room in each one's outbox; or, with
-    /// `broadcast`, to every peer the session has room for now (one it skips is reconciled
-    /// with, see ``handle(_:)``), unless a peer does not keep one of their collections: then
-    /// to the active peers, as without.
+    /// that said which collections it keeps, waiting for room in each one's outbox (one that
+    /// has not said yet gets them as their meeting begins); or, with `broadcast`, to every peer
+    /// the session has room for now (one it skips is reconciled with, see ``handle(_:)``), if
+    /// every peer that said keeps their collections and every active one running a store said:
+    /// else as without.
     private func push(_ versions: [SignedVersion], to peer: UUID?, except: UUID? = nil, broadcast: Bool = false) async {
         if let peer {
             await send(versions.filter { shared(with: peer).contains($0.collection) }, to: [peer], broadcast: false)
             return
         }
         let collections = Set(versions.map(\.collection))
-        let everyoneKeeps = scopes.values.allSatisfy { scope in collections.allSatisfy(scope.contains) }
+        let everyoneKeeps =
+            scopes.values.allSatisfy { scope in collections.allSatisfy(scope.contains) }
+            && session.activePeers.allSatisfy { scopes[$0.id] != nil || notSyncing.contains($0.id) }
         if broadcast, everyoneKeeps {
             await send(versions, to: [], broadcast: true)
             return
