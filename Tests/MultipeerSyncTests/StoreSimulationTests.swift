@@ -1,6 +1,7 @@
 import Foundation
 import MultipeerSession
 import MultipeerSessionTesting
+import Synchronization
 import Testing
 
 @testable import MultipeerSync
@@ -18,6 +19,15 @@ import Testing
         let session: MultipeerSession
         let storage: MemoryStorage
         let store: SyncStore
+        /// The peers its store completed an exchange with (its events say): met, so its
+        /// writes from now on are pushed to them as they are made.
+        let exchanged: Exchanged
+    }
+
+    final class Exchanged: Sendable {
+        private let peers = Mutex<Set<UUID>>([])
+        func insert(_ peer: UUID) { _ = peers.withLock { $0.insert(peer) } }
+        var count: Int { peers.withLock(\.count) }
     }
 
     static let groupKey = try! PreSharedKey(identity: "store-simulation", passphrase: "simulation tests only")
@@ -35,8 +45,12 @@ import Testing
             UInt64(host.wallClock.timeIntervalSince1970 * 1_000)
         }
         host.start(session)
+        let (exchanged, events) = (Exchanged(), store.events)
         Task(executorPreference: host.executor) { try await store.run() }
-        return Station(host: host, session: session, storage: storage, store: store)
+        Task(executorPreference: host.executor) {
+            for await case .exchanged(let peer) in events { exchanged.insert(peer) }
+        }
+        return Station(host: host, session: session, storage: storage, store: store, exchanged: exchanged)
     }
 
     /// Writes `count` entries on `station`, in its host's process, `batch` to a commit.
@@ -56,7 +70,7 @@ import Testing
     func threeStationsConvergeAfterAPartitionHeals(seed: UInt64) async throws {
         let world = SimulatedWorld(seed: seed)
         let stations = try ["captain", "relief", "purser"].map { try Self.station(on: world.addHost($0)) }
-        try await world.run(until: { stations.allSatisfy { $0.session.activePeers.count == 2 } }, within: .seconds(20))
+        try await world.run(until: { stations.allSatisfy { $0.exchanged.count == 2 } }, within: .seconds(20))
 
         let cut = await world.partition([stations[0].host])
         stations[2].host.stepClock(by: .seconds(-3_600))
@@ -95,7 +109,7 @@ import Testing
         let reliefHost = world.addHost("relief")
         let disk = MemoryStorage()
         _ = try Self.station(on: reliefHost, storage: disk)
-        try await world.run(until: { captain.session.activePeers.count == 1 }, within: .seconds(20))
+        try await world.run(until: { captain.exchanged.count == 1 }, within: .seconds(20))
         // (A narrow path: the writes take seconds to arrive, so the kill comes part way.)
         await reliefHost.impair(latency: .milliseconds(5), bandwidth: 50_000)
 
