@@ -639,10 +639,11 @@ public actor SyncStore {
     /// Sends `versions` with their origins' keys, each to a peer that keeps its collection
     /// (docs/SYNC.md 6): to `peer`; or, with `peer` nil, to every active peer but `except`
     /// that said which collections it keeps, waiting for room in each one's outbox (one that
-    /// has not said yet gets them as their meeting begins); or, with `broadcast`, to every peer
-    /// the session has room for now (one it skips is reconciled with, see ``handle(_:)``), if
-    /// every peer that said keeps their collections and every active one running a store said:
-    /// else as without.
+    /// has not said yet gets them as their meeting begins); or, with `broadcast` (this
+    /// station's own writes), to every peer the session has room for now (one it skips is
+    /// reconciled with, see ``handle(_:)``), if every peer that said keeps their collections
+    /// and every active one running a store said: else to every peer, active or away, that
+    /// said it keeps them, waiting for room.
     private func push(_ versions: [SignedVersion], to peer: UUID?, except: UUID? = nil, broadcast: Bool = false) async {
         if let peer {
             await send(versions.filter { shared(with: peer).contains($0.collection) }, to: [peer], broadcast: false)
@@ -656,8 +657,13 @@ public actor SyncStore {
             await send(versions, to: [], broadcast: true)
             return
         }
-        for recipient in session.activePeers.map(\.id) where recipient != except {
-            guard let scope = scopes[recipient] else { continue }  // (its greeting's exchange sends them)
+        // (An active peer that has not said gets them as their meeting begins. This station's
+        // own writes also go to the peers away that said, as a broadcast's do: the session
+        // delivers them when the peer is back, which a meeting may not follow, docs/SYNC.md 6.)
+        let active = Set(session.activePeers.map(\.id))
+        let recipients = broadcast ? active.union(scopes.keys) : active
+        for recipient in recipients.sorted(by: { $0.uuidString < $1.uuidString }) where recipient != except {
+            guard let scope = scopes[recipient] else { continue }
             await send(versions.filter { scope.contains($0.collection) }, to: [recipient], broadcast: false)
         }
     }
