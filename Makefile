@@ -34,11 +34,11 @@ SIMULATE_TEST_ARGS ?= --seeds 1-400 --duration 20 --hosts 2-5 --fault-every 3 --
 # delete the others collected had hidden (2026-11-29, fixed: docs/SYNC.md 8, giving a collected
 # delete back); 4549, a link that came up while its session was suspended said shutdown, and its
 # peer failed a stream the suspended side would have resumed (2026-11-29, fixed in the peer table);
-# 15, a store broadcast a memo to a peer that keeps only the log before the peer had said so
-# (2026-11-29, before it landed: a store broadcasts only once every active peer said, SYNC.md 6);
-# 6489 and 6520, memos written while a peer that keeps them was away, sent to the active peers
-# alone, and the peer back with no meeting (its side saw no leave): lost until one (2026-11-29,
-# fixed: a store's own writes go to the peers away that keep them too, as a broadcast's do).
+# 15, a store broadcast a memo to a peer that keeps only the log, which refused it (2026-11-29,
+# before it landed); 6489 and 6520, memos written while a peer that keeps them was away, sent to
+# the active peers alone, and the peer back with no meeting (its side saw no leave): lost until
+# one (2026-11-29, before it landed). Since: a station broadcasts its own writes to every peer,
+# and one that does not keep their collection leaves them (docs/SYNC.md 6).
 SIMULATE_REGRESSION_SEEDS ?= 3367 2631 3389 4549 15 6489 6520
 
 # Simulated worlds drawn from seeds, every promise checked (Simulator/README.md): by default for

@@ -10,10 +10,11 @@
 /// configuration.keeps = .only(["checklist"])
 /// ```
 ///
-/// Two stations then reconcile only the collections both keep, and neither sends the other a
-/// version of a collection the other does not keep. Of a collection it no longer keeps, a
-/// station keeps what it held (its reads still see it) but takes, sends and writes nothing
-/// more.
+/// Two stations then reconcile only the collections both keep, and neither relays the other a
+/// version of a collection the other does not keep (a station's own writes go to every peer,
+/// so that one away gets them when it is back: a peer that does not keep their collection
+/// leaves them). Of a collection it no longer keeps, a station keeps what it held (its reads
+/// still see it) but takes, sends and writes nothing more.
 public enum SyncScope: Hashable, Sendable {
     /// Every collection (the default).
     case everything

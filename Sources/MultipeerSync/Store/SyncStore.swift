@@ -601,7 +601,11 @@ public actor SyncStore {
         var versions: [SignedVersion] = []
         for bytes in encoded {
             do throws(SyncError) {
-                versions.append(try kept(SignedVersion(decoding: bytes)))
+                let version = try SignedVersion(decoding: bytes)
+                // (Its origin's own write of a collection this station does not keep: origins
+                // broadcast their writes to every peer, docs/SYNC.md 6. Left, as expected.)
+                if version.stamp.origin == peer, !configuration.keeps.contains(version.collection) { continue }
+                versions.append(try kept(version))
             } catch {
                 report(.refused(error, from: peer))
             }
@@ -636,35 +640,23 @@ public actor SyncStore {
         return version
     }
 
-    /// Sends `versions` with their origins' keys, each to a peer that keeps its collection
-    /// (docs/SYNC.md 6): to `peer`; or, with `peer` nil, to every active peer but `except`
-    /// that said which collections it keeps, waiting for room in each one's outbox (one that
-    /// has not said yet gets them as their meeting begins); or, with `broadcast` (this
-    /// station's own writes), to every peer the session has room for now (one it skips is
-    /// reconciled with, see ``handle(_:)``), if every peer that said keeps their collections
-    /// and every active one running a store said: else to every peer, active or away, that
-    /// said it keeps them, waiting for room.
+    /// Sends `versions` with their origins' keys: to `peer`, those of the collections both
+    /// keep; or, with `peer` nil, to every active peer but `except` that said which collections
+    /// it keeps, those it keeps, waiting for room in each one's outbox (one that has not said
+    /// gets them as their meeting begins); or, with `broadcast` (this station's own writes),
+    /// all of them to every peer the session has room for now, active or away (one it skips is
+    /// reconciled with, see ``handle(_:)``; one that does not keep a collection leaves its
+    /// versions, docs/SYNC.md 6).
     private func push(_ versions: [SignedVersion], to peer: UUID?, except: UUID? = nil, broadcast: Bool = false) async {
         if let peer {
             await send(versions.filter { shared(with: peer).contains($0.collection) }, to: [peer], broadcast: false)
-            return
-        }
-        let collections = Set(versions.map(\.collection))
-        let everyoneKeeps =
-            scopes.values.allSatisfy { scope in collections.allSatisfy(scope.contains) }
-            && session.activePeers.allSatisfy { scopes[$0.id] != nil || notSyncing.contains($0.id) }
-        if broadcast, everyoneKeeps {
+        } else if broadcast {
             await send(versions, to: [], broadcast: true)
-            return
-        }
-        // (An active peer that has not said gets them as their meeting begins. This station's
-        // own writes also go to the peers away that said, as a broadcast's do: the session
-        // delivers them when the peer is back, which a meeting may not follow, docs/SYNC.md 6.)
-        let active = Set(session.activePeers.map(\.id))
-        let recipients = broadcast ? active.union(scopes.keys) : active
-        for recipient in recipients.sorted(by: { $0.uuidString < $1.uuidString }) where recipient != except {
-            guard let scope = scopes[recipient] else { continue }
-            await send(versions.filter { scope.contains($0.collection) }, to: [recipient], broadcast: false)
+        } else {
+            for recipient in session.activePeers.map(\.id) where recipient != except {
+                guard let scope = scopes[recipient] else { continue }
+                await send(versions.filter { scope.contains($0.collection) }, to: [recipient], broadcast: false)
+            }
         }
     }
 

@@ -467,10 +467,10 @@ func event(
     }
 
     /// A station in the middle that keeps only the checklist (`Configuration.keeps`): at the
-    /// joins and live, it takes every checklist item and passes them on, and is sent nothing
-    /// else (it refuses nothing: its peers heard which collections it keeps); both exchanges
-    /// complete over what the stations share; what it does not keep does not pass through it,
-    /// and it cannot write it.
+    /// joins and live, it takes every checklist item and passes them on, and is relayed nothing
+    /// else (it refuses nothing; the captain's own log entries reach it, and it leaves them);
+    /// both exchanges complete over what the stations share; what it does not keep does not
+    /// pass through it, and it cannot write it.
     @Test func aStationKeepingOnlySomeCollectionsIsSentNothingElseAndPassesOnWhatItKeeps() async throws {
         try await withDirectory { directory in
             try await withChain(in: directory, reliefKeeps: .only([ChecklistItem.collectionName])) { chain in
