@@ -37,9 +37,10 @@ SIMULATE_TEST_ARGS ?= --seeds 1-400 --duration 20 --hosts 2-5 --fault-every 3 --
 # 15, a store broadcast a memo to a peer that keeps only the log, which refused it (2026-11-29,
 # before it landed); 6489 and 6520, memos written while a peer that keeps them was away, sent to
 # the active peers alone, and the peer back with no meeting (its side saw no leave): lost until
-# one (2026-11-29, before it landed). Since: a station broadcasts its own writes to every peer,
+# one (2026-11-29, before it landed); 7364, own writes sent to a peer away that had not said
+# what it keeps, which refused them (2026-11-29, before it landed). Since: a station broadcasts its own writes to every peer,
 # and one that does not keep their collection leaves them (docs/SYNC.md 6).
-SIMULATE_REGRESSION_SEEDS ?= 3367 2631 3389 4549 15 6489 6520
+SIMULATE_REGRESSION_SEEDS ?= 3367 2631 3389 4549 15 6489 6520 7364
 
 # Simulated worlds drawn from seeds, every promise checked (Simulator/README.md): by default for
 # five minutes of wall time; SIMULATE_ARGS="--seed N ..." replays one world, as a failure prints.
