@@ -485,6 +485,13 @@ public actor SyncStore {
             report(.refused(error, from: peer))
             return
         }
+        // (A round or a want from a peer that has not said what it keeps in this run belongs to
+        // a meeting before this run, the peer's messages queued while this station restarted:
+        // answering it might send what the peer does not keep. Their next meeting starts afresh.)
+        switch message {
+        case .reconcile(_, true, _), .want: guard scopes[peer] != nil else { return }
+        default: break
+        }
         do throws(SyncError) {
             switch message {
             case .reconcile(let exchange, true, let ranges):
