@@ -37,10 +37,10 @@ let syncMessageFuzzer: FuzzTarget = { data, size in
             )
         case .schemas(let schemas):
             precondition(schemas.count <= SyncMessage.maximumSchemas && schemas.allSatisfy { !$0.collection.isEmpty })
-        case .keeps(let scope):
+        case .keeps(let scope, let run, _):
             let collections = scope.collections ?? []
             precondition(
-                collections.count <= SyncMessage.maximumSchemas
+                run != 0 && collections.count <= SyncMessage.maximumSchemas
                     && collections.allSatisfy { (1...255).contains($0.utf8.count) }
             )
             _ = scope.intersection(.only(["checklist"]))

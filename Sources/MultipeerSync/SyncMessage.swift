@@ -17,9 +17,10 @@ package enum SyncMessage: Hashable, Sendable {
     /// The schema version of each collection the sender reads (section 10), in ascending order
     /// of the collections' names, each once.
     case schemas([Schema])
-    /// Which collections the sender keeps (section 6): sent at every join, and before the
-    /// first round of every exchange it starts.
-    case keeps(SyncScope)
+    /// Which collections the sender keeps, the number of the sender's run, and the receiver's
+    /// run as the sender last heard it (0: none), section 6: sent at every join, and to begin
+    /// or answer a meeting.
+    case keeps(SyncScope, run: UInt64, heard: UInt64)
 
     /// A collection's name and the schema version its sender reads it as.
     package struct Schema: Hashable, Sendable {
@@ -101,8 +102,10 @@ package enum SyncMessage: Hashable, Sendable {
                 writer.bytes += schema.collection.utf8
                 writer.integer(schema.version)
             }
-        case .keeps(let scope):
+        case .keeps(let scope, let run, let heard):
             writer.bytes.append(6)
+            writer.integer(run)
+            writer.integer(heard)
             guard let collections = scope.collections else {
                 writer.bytes.append(0)
                 break
@@ -237,10 +240,13 @@ package enum SyncMessage: Hashable, Sendable {
             guard reader.isAtEnd else { throw Self.malformed("bytes after the last schema") }
             self = .schemas(schemas)
         case 6:
+            let run = try reader.integer(UInt64.self, "run")
+            guard run != 0 else { throw Self.malformed("a run of 0: runs are numbered from 1") }
+            let heard = try reader.integer(UInt64.self, "run heard")
             switch try reader.byte("scope") {
             case 0:
                 guard reader.isAtEnd else { throw Self.malformed("bytes after a scope of every collection") }
-                self = .keeps(.everything)
+                self = .keeps(.everything, run: run, heard: heard)
             case 1:
                 let count = Int(try reader.integer(UInt16.self, "collection count"))
                 guard count <= Self.maximumSchemas else {
@@ -257,7 +263,7 @@ package enum SyncMessage: Hashable, Sendable {
                     collections.insert(try reader.text(name, "collection"))
                 }
                 guard reader.isAtEnd else { throw Self.malformed("bytes after the scope's last collection") }
-                self = .keeps(.only(collections))
+                self = .keeps(.only(collections), run: run, heard: heard)
             case let scope:
                 throw Self.malformed("a scope of kind \(scope): 0 keeps every collection, 1 those named")
             }

@@ -46,6 +46,18 @@ import Testing
         )
     }
 
+    /// An exchange whose round could not be sent is over: its answers are ignored, and the
+    /// next one starts at once, not after it.
+    @Test func anAbandonedExchangeLeavesRoomForTheNext() {
+        var machine = ExchangeStateMachine<HLCTimestamp>(own: Self.large, first: 0)
+        #expect(machine.begin(with: Self.small, latest: Self.at(5)) == 1)
+        machine.abandon(7, with: Self.small)
+        #expect(machine.begin(with: Self.small, latest: Self.at(6)) == nil, "another exchange's abandon")
+        machine.abandon(1, with: Self.small)
+        #expect(machine.answered(1, by: Self.small, latest: Self.at(9)) == .ignored)
+        #expect(machine.begin(with: Self.small, latest: Self.at(9)) == 2)
+    }
+
     @Test func anExchangeWantedWhileOneRunsFollowsItOnce() {
         var machine = ExchangeStateMachine<HLCTimestamp>(own: Self.large, first: 0)
         #expect(machine.begin(with: Self.small, latest: Self.at(5)) == 1)

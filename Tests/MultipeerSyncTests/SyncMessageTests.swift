@@ -28,13 +28,13 @@ import Testing
     static let want = SyncMessage.want([version.id])
     static let lack = SyncMessage.lack([SignedVersionTests.chart.sha256])
     static let schemas = SyncMessage.schemas([.init(collection: "checklist", version: 2)])
-    static let keeps = SyncMessage.keeps(.only(["crew", "checklist"]))
+    static let keeps = SyncMessage.keeps(.only(["crew", "checklist"]), run: 0x0123_4567_89ab_cdef, heard: 0)
 
     @Test func theVectorsAreTheSpecsBothWays() throws {
         for (name, message) in [
             ("sync-reconcile", Self.reconcile), ("sync-versions", Self.versions), ("sync-want", Self.want),
             ("sync-lack", Self.lack), ("sync-schemas", Self.schemas), ("sync-keeps", Self.keeps),
-            ("sync-keeps-everything", .keeps(.everything)),
+            ("sync-keeps-everything", .keeps(.everything, run: 2, heard: 0x0123_4567_89ab_cdef)),
         ] {
             let bytes = try SignedVersionTests.vector(name)
             #expect(message.bytes == bytes, "\(name)")
@@ -51,6 +51,7 @@ import Testing
             change(&bytes)
             return bytes
         }
+        let runs: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 1] + [UInt8](repeating: 0, count: 8)  // (run 1, heard none)
         let cases: [(String, [UInt8])] = [
             ("a message of kind 9", [9]),
             ("direction 2", changed(reconcile) { $0[9] = 2 }),
@@ -67,13 +68,15 @@ import Testing
             ("bytes after the last schema", Self.schemas.bytes + [0]),
             ("not in ascending order", [5, 0, 2, 1, 0x62, 0, 0, 0, 1, 1, 0x61, 0, 0, 0, 1]),
             ("empty or not in ascending order", [5, 0, 1, 0, 0, 0, 0, 1]),
-            ("a scope of kind 2", [6, 2]),
-            ("bytes after a scope of every collection", [6, 0, 0]),
+            ("a run of 0", [6] + [UInt8](repeating: 0, count: 16) + [0]),
+            ("run heard", [6] + runs.prefix(12)),
+            ("a scope of kind 2", [6] + runs + [2]),
+            ("bytes after a scope of every collection", [6] + runs + [0, 0]),
             ("bytes after the scope's last collection", Self.keeps.bytes + [0]),
-            ("a scope of 1025 collections", [6, 1, 0x04, 0x01]),
-            ("not in ascending order, each once", [6, 1, 0, 2, 1, 0x61, 1, 0x61]),
-            ("empty or not in ascending order", [6, 1, 0, 1, 0]),
-            ("collection is not UTF-8", [6, 1, 0, 1, 1, 0xff]),
+            ("a scope of 1025 collections", [6] + runs + [1, 0x04, 0x01]),
+            ("not in ascending order, each once", [6] + runs + [1, 0, 2, 1, 0x61, 1, 0x61]),
+            ("empty or not in ascending order", [6] + runs + [1, 0, 1, 0]),
+            ("collection is not UTF-8", [6] + runs + [1, 0, 1, 1, 0xff]),
             ("a lack of 1025 files", [4, 0x04, 0x01] + [UInt8](repeating: 0, count: 1_025 * 32)),
             ("bytes after the last version", Self.versions.bytes + [0]),
             ("at most 4194304", [UInt8](repeating: 3, count: SyncMessage.maximumLength + 1)),

@@ -82,6 +82,13 @@ package struct ExchangeStateMachine<Mark: Hashable & Sendable> {
         return next
     }
 
+    /// A round of `exchange` with `peer` could not be sent (the session refused it): the
+    /// exchange is over, unfinished; the next one with the peer starts afresh.
+    package mutating func abandon(_ exchange: UInt64, with peer: UUID) {
+        guard initiated[peer]?.exchange == exchange else { return }
+        initiated[peer] = nil
+    }
+
     /// An answer in `exchange` came from `peer`.
     package mutating func answered(_ exchange: UInt64, by peer: UUID, latest: Mark) -> Answer {
         guard let state = initiated[peer], state.exchange == exchange else { return .ignored }

@@ -18,9 +18,10 @@ import Synchronization
 ///
 /// Every write is a *version* signed by the session's identity and stamped by a hybrid logical
 /// clock; it is durable before ``SyncCollection/put(_:)-(Record)`` returns and before any peer
-/// hears of it. While ``run()`` runs, the store pushes its writes to the active peers, relays
-/// what it takes to the others, and at every join reconciles with the peer (docs/SYNC.md): each
-/// side gets the versions it lacks, whoever wrote them. Every version taken is checked against
+/// hears of it. While ``run()`` runs, the store pushes its writes to the peers, relays what it
+/// takes to the others, and reconciles with each peer when they meet (once per run of either
+/// store, whichever side sees their link come back: docs/SYNC.md 6) and after any push the
+/// peer may have missed: each side gets the versions it lacks, whoever wrote them. Every version taken is checked against
 /// its origin's signature; what fails is refused (``SyncEvent/refused(_:from:)``), never stored
 /// or relayed.
 public actor SyncStore {
@@ -37,15 +38,13 @@ public actor SyncStore {
     /// The active peers that do not read the store's messages (reported when they joined):
     /// synced with once they do (their TYPES says so).
     private var notSyncing: Set<UUID> = []
-    /// The collections each peer keeps, as it last said in this run (docs/SYNC.md 6): nothing
-    /// is relayed to a peer before it says, and nothing of a collection it does not keep.
-    private var scopes: [UUID: SyncScope] = [:]
-    /// The active peers greeted in their meeting (a peer active when the store starts may also
-    /// be told of by the session's event).
-    private var greeted: Set<UUID> = []
-    /// The peers whose `keeps` came while this station's session believed they read none of
-    /// the store's messages: met once it knows they do.
-    private var meetingWhenSyncing: Set<UUID> = []
+    /// When this station meets each peer, what each said it keeps in this run (docs/SYNC.md 6:
+    /// nothing is relayed to a peer before it says, and nothing of a collection it does not
+    /// keep), and the exchanges it owes.
+    private var meetings: MeetingStateMachine
+    /// The `keeps` of peers that came while this station's session believed they read none of
+    /// the store's messages: taken once it knows they do.
+    private var keepsWhenSyncing: [UUID: (scope: SyncScope, run: UInt64, heard: UInt64)] = [:]
     private let now: @Sendable () -> UInt64
     /// What this store sent and received, message by message (for benchmarks and status).
     package private(set) var traffic = Traffic()
@@ -147,6 +146,7 @@ public actor SyncStore {
         files = attachments.map(AttachmentFiles.init)
         station = try Station(identity: session.identity, storage: storage)
         exchanges = ExchangeStateMachine<Holding>(own: session.peerID)
+        meetings = MeetingStateMachine(own: session.peerID)
     }
 
     /// The collection of `Record`s (named ``SyncRecord/collectionName``). From now on the
@@ -188,7 +188,9 @@ public actor SyncStore {
 
     /// Syncs with the session's peers until cancelled (then it returns): answers their
     /// messages, pushes this station's writes as they are made, reconciles with each peer when
-    /// it joins, and collects deletes (``Configuration/tombstoneLifetime``). Run it
+    /// they meet (a run of either store is met once; a join of runs that met starts an exchange
+    /// only if a push to the peer may have been missed), and collects deletes
+    /// (``Configuration/tombstoneLifetime``). Run it
     /// beside the session's `run()`; writes and reads work without it, and
     /// are synced once it runs.
     public func run() async throws {
@@ -198,7 +200,8 @@ public actor SyncStore {
         let (outgoingFiles, sending) = AsyncStream.makeStream(of: OutgoingFile.self)
         // (A previous run's exchanges and meetings are over.)
         exchanges = ExchangeStateMachine<Holding>(own: session.peerID)
-        (greeted, notSyncing, meetingWhenSyncing, scopes, sinceExchange) = ([], [], [], [:], [:])
+        meetings = MeetingStateMachine(own: session.peerID)
+        (notSyncing, keepsWhenSyncing, sinceExchange) = ([], [:], [:])
         transfers.sending = sending
         defer { sending.finish() }
         try await withThrowingDiscardingTaskGroup { group in
@@ -379,22 +382,29 @@ public actor SyncStore {
                 return
             }
             await greet(peer.id)
-            guard meetingWhenSyncing.remove(peer.id) != nil else { return }
-            do throws(SyncError) { try await meet(peer.id) } catch { report(.failed(error)) }
+            guard let keeps = keepsWhenSyncing.removeValue(forKey: peer.id) else { return }
+            do throws(SyncError) {
+                try await heard(keeps.scope, run: keeps.run, heard: keeps.heard, from: peer.id)
+            } catch {
+                report(.failed(error))
+            }
         case .peerReadsChanged(let peer):
             guard notSyncing.contains(peer.id), await session.reads(SyncEnvelope.self, peer: peer.id) == true,
                 notSyncing.remove(peer.id) != nil  // (read again after the await)
             else { return }
             await handle(.peerJoined(peer))
         case .peerLeft(let peer, _):
-            // (What runs with it is dropped when their next meeting begins, at its `keeps`:
-            // this event may come after that `keeps`, which is read from another stream.)
+            // (What runs with it goes on when it is back: the sessions deliver it. What runs
+            // with a new run of it is dropped when their meeting begins, at a `keeps`: this
+            // event may come after that `keeps`, which is read from another stream.)
             notSyncing.remove(peer.id)
-            greeted.remove(peer.id)
+            meetings.left(peer.id)
             if peers[peer.id]?.state == .exchanging { peers[peer.id]?.state = .unknown }
         case .broadcastSkipped(let peer, let typeName, _) where typeName == SyncEnvelope.wireName:
             // A push the peer may lack: find out what it lacks (once it reads the store's messages).
-            guard !notSyncing.contains(peer.id), scopes[peer.id] != nil, let holding = holding() else { return }
+            guard !notSyncing.contains(peer.id), meetings.scope(of: peer.id) != nil, let holding = holding() else {
+                return
+            }
             if let exchange = exchanges.begin(with: peer.id, latest: holding) {
                 await initiate(exchange, with: peer.id)
             }
@@ -414,34 +424,50 @@ public actor SyncStore {
         }
     }
 
-    /// `peer` joined (docs/SYNC.md 6): it is told the schema versions this station reads,
-    /// and, by the station with the smaller peer ID, which collections this one keeps: the
-    /// start of their meeting.
+    /// `peer` joined (docs/SYNC.md 6): it is told which collections this station keeps, with
+    /// this run's number and the peer's as last heard (their meeting begins if either is new to
+    /// the other), and the schema versions this station reads; and an exchange begins if this
+    /// station owes it one.
     private func greet(_ peer: UUID) async {
-        guard greeted.insert(peer).inserted else { return }
-        if ExchangeStateMachine<Holding>.initiates(session.peerID, with: peer) {
-            sinceExchange[peer] = (0, 0)
-            await send(.keeps(configuration.keeps), to: peer)
-        }
+        let joined = meetings.joined(peer)
+        guard joined.greet else { return }
+        await tell(peer)
         await announceSchemas(to: peer)
-    }
-
-    /// `peer` said which collections it keeps: the start of their meeting, on this side (what
-    /// ran with it before is over). The station with the larger peer ID answers with what it
-    /// stored since they last met, then which collections it keeps; the smaller one, reading
-    /// that answer, begins their exchange. (From a peer this station's session believes reads
-    /// none of the store's messages, its store having started since: the meeting goes on when
-    /// its TYPES says so, ``handle(_:)``.)
-    private func heard(_ scope: SyncScope, from peer: UUID) async throws(SyncError) {
-        scopes[peer] = scope
-        if notSyncing.contains(peer) {
-            meetingWhenSyncing.insert(peer)
-        } else {
-            try await meet(peer)
+        if joined.exchange, let holding = holding(), let exchange = exchanges.begin(with: peer, latest: holding) {
+            await initiate(exchange, with: peer)
         }
     }
 
-    /// A meeting with `peer` begins on this side (it said which collections it keeps).
+    /// Sends `peer` this station's `keeps`. (What was pushed either way counts towards a
+    /// meeting from here, on the side with the smaller peer ID: the other side's push of what it
+    /// stored since they last met may come before the `keeps` that begins the meeting here.)
+    private func tell(_ peer: UUID) async {
+        if ExchangeStateMachine<Holding>.initiates(session.peerID, with: peer) && !meetings.hasMet(peer) {
+            sinceExchange[peer] = (0, 0)
+        }
+        await send(.keeps(configuration.keeps, run: meetings.run, heard: meetings.run(of: peer)), to: peer)
+    }
+
+    /// `peer` said which collections it keeps, its run, and this station's as it last heard
+    /// it: their meeting may begin (``MeetingStateMachine``). The station with the larger peer
+    /// ID answers the first `keeps` of each run with what it stored since they last met, then
+    /// its own `keeps`; the smaller one, reading that answer, begins their exchange. (From a
+    /// peer this station's session believes reads none of the store's messages, its store
+    /// having started since: taken when its TYPES says so, ``handle(_:)``.)
+    private func heard(_ scope: SyncScope, run: UInt64, heard: UInt64, from peer: UUID) async throws(SyncError) {
+        guard !notSyncing.contains(peer) else {
+            keepsWhenSyncing[peer] = (scope, run, heard)
+            return
+        }
+        for step in meetings.heard(scope, run: run, heard: heard, from: peer) {
+            switch step {
+            case .meet: try await meet(peer)
+            case .tell: await tell(peer)
+            }
+        }
+    }
+
+    /// A meeting with `peer` begins on this side: what ran with it before is dropped.
     private func meet(_ peer: UUID) async throws(SyncError) {
         if let exchange = exchanges.met(peer, latest: try station.holding()) {
             await initiate(exchange, with: peer)
@@ -452,12 +478,11 @@ public actor SyncStore {
             count(sent: since.count, with: peer)
             await push(since, to: peer)
         }
-        await send(.keeps(configuration.keeps), to: peer)
     }
 
     /// The collections both this station and `peer` keep (all, for a peer that has not said).
     private func shared(with peer: UUID) -> SyncScope {
-        configuration.keeps.intersection(scopes[peer] ?? .everything)
+        configuration.keeps.intersection(meetings.scope(of: peer) ?? .everything)
     }
 
     private func initiate(_ exchange: UInt64, with peer: UUID) async {
@@ -469,7 +494,7 @@ public actor SyncStore {
                 await push(since, to: peer)
             }
             let round = try RangeReconciliation(reading: station.storage.items(of: shared(with: peer))).initiate()
-            await send(.reconcile(exchange: exchange, fromInitiator: true, round), to: peer)
+            await send(round, of: exchange, to: peer)
         } catch {
             report(.failed(error))
         }
@@ -489,7 +514,7 @@ public actor SyncStore {
         // a meeting before this run, the peer's messages queued while this station restarted:
         // answering it might send what the peer does not keep. Their next meeting starts afresh.)
         switch message {
-        case .reconcile(_, true, _), .want: guard scopes[peer] != nil else { return }
+        case .reconcile(_, true, _), .want: guard meetings.scope(of: peer) != nil else { return }
         default: break
         }
         do throws(SyncError) {
@@ -521,7 +546,7 @@ public actor SyncStore {
                     .reconcile(ranges)
                     try await resolve(outcome, with: peer)
                     if answer.isEmpty { exchanges.ending(exchange, with: peer) }
-                    await send(.reconcile(exchange: exchange, fromInitiator: true, answer), to: peer)
+                    await send(answer, of: exchange, to: peer)
                 }
             case .versions(let keys, let encoded):
                 try await take(encoded, keys: keys, from: peer)
@@ -534,8 +559,8 @@ public actor SyncStore {
                 try await offer(files, to: peer)
             case .schemas(let schemas):
                 heard(schemas, from: peer)
-            case .keeps(let scope):
-                try await heard(scope, from: peer)
+            case .keeps(let scope, let run, let heard):
+                try await self.heard(scope, run: run, heard: heard, from: peer)
             }
         } catch {
             report(.failed(error))
@@ -660,9 +685,17 @@ public actor SyncStore {
         } else if broadcast {
             await send(versions, to: [], broadcast: true)
         } else {
-            for recipient in session.activePeers.map(\.id) where recipient != except {
-                guard let scope = scopes[recipient] else { continue }
-                await send(versions.filter { scope.contains($0.collection) }, to: [recipient], broadcast: false)
+            // (A peer away is owed an exchange at its next join: waiting for room in its
+            // outbox would hold up every other.)
+            let active = Set(session.activePeers.map(\.id))
+            for (recipient, scope) in meetings.heard where recipient != except {
+                let relayed = versions.filter { scope.contains($0.collection) }
+                guard !relayed.isEmpty else { continue }
+                guard active.contains(recipient) else {
+                    meetings.missed(recipient)
+                    continue
+                }
+                await send(relayed, to: [recipient], broadcast: false)
             }
         }
     }
@@ -708,14 +741,28 @@ public actor SyncStore {
         }
     }
 
-    func send(_ message: SyncMessage, to peer: UUID) async {
+    /// Sends a round of `exchange`, which this station initiated, to `peer`; an exchange whose
+    /// round the session refuses is over (an exchange follows at the peer's next join).
+    private func send(_ round: RangeReconciliation.Message, of exchange: UInt64, to peer: UUID) async {
+        if await !send(.reconcile(exchange: exchange, fromInitiator: true, round), to: peer) {
+            exchanges.abandon(exchange, with: peer)
+        }
+    }
+
+    /// Sends `message` to `peer`: whether the session took it (it is delivered, or queued for
+    /// the peer away). What it refuses is reported, and the peer owed an exchange.
+    @discardableResult
+    func send(_ message: SyncMessage, to peer: UUID) async -> Bool {
         let envelope = SyncEnvelope(message)
         traffic.count(envelope.bytes, sent: true)
         do {
             try await session.send(envelope, to: peer)
+            return true
         } catch {
-            // The peer is gone for good, or never ran: its next join reconciles.
+            // The peer is gone for good, or never ran, or away too long: an exchange at its next join.
+            meetings.missed(peer)
             report(.failed(SyncError(.notSent, "could not send to \(peer): \(error)")))
+            return false
         }
     }
 }

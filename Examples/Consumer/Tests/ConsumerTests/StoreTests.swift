@@ -96,6 +96,11 @@ struct RawSyncMessage: MultipeerMessage {
     }
 }
 
+/// Whether `a` comes before `b`, byte by byte: the order of peer IDs in docs/SYNC.md 6.
+func precedes(_ a: UUID, _ b: UUID) -> Bool {
+    withUnsafeBytes(of: a.uuid) { a in withUnsafeBytes(of: b.uuid) { b in a.lexicographicallyPrecedes(b) } }
+}
+
 /// Runs `body` with a new empty directory, removed afterwards.
 func withDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID())")
@@ -384,6 +389,58 @@ func event(
                 #expect(!final.contains { $0.id == "c0" } && final.contains { $0.id == "r\(count + 1)" })
                 let status = try await captain.status()
                 #expect(status.peers[reliefIdentity.peerID]?.state == .unknown, "a new run: not met in it yet")
+            }
+        }
+    }
+
+    /// A station's store stopped and started again while its session, and its link to the
+    /// peer, stay up, so the peer's session sees no join: the two meet again all the same,
+    /// whichever has the smaller peer ID (the one that starts their exchange), and what the
+    /// peer wrote while the store was stopped arrives.
+    @Test(arguments: [false, true])
+    func aStoreRestartedOverARunningSessionMeetsItsPeerAgain(restartedIsLarger: Bool) async throws {
+        try await withDirectory { directory in
+            @Sendable func path(_ name: String) -> String { directory.appendingPathComponent("\(name).sqlite").path }
+            let captainIdentity = PeerIdentity()
+            var reliefIdentity = PeerIdentity()
+            while precedes(reliefIdentity.peerID, captainIdentity.peerID) != restartedIsLarger {
+                reliefIdentity = PeerIdentity()
+            }
+            let listener = MultipeerSession(configuration: configuration("captain"), identity: captainIdentity)
+            try await whileRunning([listener]) {
+                let port = try await listeningPort(of: listener)
+                let dialler = MultipeerSession(
+                    configuration: configuration("relief", dialling: port),
+                    identity: reliefIdentity
+                )
+                let relief = try SyncStore(session: dialler, path: path("relief"))
+                try await whileRunning([dialler]) {
+                    try await whileSyncing([relief]) {
+                        @Sendable func exchanged(_ events: AsyncStream<SyncEvent>, with peer: UUID) async throws {
+                            _ = try await event(of: events) {
+                                if case .exchanged(let with) = $0 { return with == peer }
+                                return false
+                            }
+                        }
+                        try await {
+                            let captain = try SyncStore(session: listener, path: path("captain"))
+                            let (atCaptain, atRelief) = (captain.events, relief.events)
+                            try await whileSyncing([captain]) {
+                                try await exchanged(atCaptain, with: dialler.peerID)
+                                try await exchanged(atRelief, with: listener.peerID)
+                            }
+                        }()
+                        let entry = LogEntry(id: "meanwhile", text: "written while the captain's store was stopped")
+                        try await relief.collection(LogEntry.self).put(entry)
+                        let captain = try SyncStore(session: listener, path: path("captain"))
+                        let atCaptain = captain.events
+                        #expect(listener.activePeers.map(\.id) == [dialler.peerID], "the link stayed up")
+                        try await whileSyncing([captain]) {
+                            try await exchanged(atCaptain, with: dialler.peerID)
+                            #expect(try await captain.collection(LogEntry.self).record(id: "meanwhile") == entry)
+                        }
+                    }
+                }
             }
         }
     }
