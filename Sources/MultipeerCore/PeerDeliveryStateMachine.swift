@@ -127,8 +127,9 @@ package struct PeerDeliveryStateMachine: Sendable {
     package private(set) var messageLimit: Int?
     /// The message types the peer reads, as its latest HELLO or TYPES said.
     package private(set) var reads = MessageTypesRead.every
-    /// The type names a broadcast skipped on the current link, each reported once.
-    private var skipsReported: Set<String> = []
+    /// The type names a broadcast skipped since the peer's link came up or went, with why (the
+    /// error's code), each reported once.
+    private var skipsReported: Set<Skip> = []
     private var waiters: [WaiterID: Waiter] = [:]
     private var nextWaiter: UInt64 = 1
 
@@ -201,6 +202,7 @@ package struct PeerDeliveryStateMachine: Sendable {
     package mutating func linkDown(_ id: LinkID? = nil, now: ContinuousClock.Instant) -> [Action] {
         guard let current = link, id == nil || id == current.id else { return [] }
         presence = .away(since: now)
+        skipsReported = []  // (what a broadcast skips while the peer is away is reported once more)
         outbox?.linkLost()
         // A wait for room in the outbox has a deadline from now on; one for the link fails.
         let lost = unreliable.removeAll()
@@ -384,10 +386,17 @@ package struct PeerDeliveryStateMachine: Sendable {
         }
     }
 
-    /// Whether a broadcast that skips the peer for a message of `typeName` is the first to on
-    /// this link: the session reports each skipped type once per link, not once per message.
-    package mutating func firstSkip(of typeName: String) -> Bool {
-        skipsReported.insert(typeName).inserted
+    /// Whether a broadcast that skips the peer for a message of `typeName`, for `reason`, is
+    /// the first to since the peer's link came up or went: the session reports each skipped
+    /// type and reason once while the peer is active and once while it is away, not once per
+    /// message.
+    package mutating func firstSkip(of typeName: String, because reason: MultipeerError.Code) -> Bool {
+        skipsReported.insert(Skip(typeName: typeName, reason: reason)).inserted
+    }
+
+    private struct Skip: Hashable {
+        var typeName: String
+        var reason: MultipeerError.Code
     }
 
     /// A flush's batch: its frames, what follows from handing them out, and whether more waits.

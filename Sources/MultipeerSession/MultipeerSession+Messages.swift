@@ -88,9 +88,10 @@ extension MultipeerSession {
     /// Reliable broadcasts go to every active peer, and also to every peer that was active
     /// earlier in this session and is away now (a link being redialled), as long as its outbox
     /// has room: a broadcast never waits for one peer, gone or slow, and a peer it skips is not
-    /// counted (and is logged at debug level). Unreliable ones go to the active peers whose
-    /// unreliable queues have room (``Limits/unreliableQueue``): a slow peer misses them, as
-    /// unreliable messages may be.
+    /// counted and is reported (``SessionEvent/broadcastSkipped(to:typeName:_:)`` with
+    /// `outboxFull`, once per type until the peer's link comes up or goes). Unreliable ones go
+    /// to the active peers whose unreliable queues have room (``Limits/unreliableQueue``): a
+    /// slow peer misses them, as unreliable messages may be.
     @discardableResult
     public nonisolated func broadcast<Message: Codable & Sendable>(
         _ message: Message,
@@ -113,6 +114,14 @@ extension MultipeerSession {
                         "multipeer.peer.id": "\(peerID)", "multipeer.delivery": "\(delivery)",
                     ]
                 )
+                // (A reliable message the peer will never get: its application may need to know.)
+                if delivery == .reliable, let peer = deliveries[peerID]?.skippedFull(data.typeName) {
+                    let error = MultipeerError(
+                        .outboxFull,
+                        "a broadcast of \(data.typeName) skipped \(peer), whose outbox was full (Limits.outbox): it never gets that message"
+                    )
+                    subscriptions.emit(.broadcastSkipped(to: peer, typeName: data.typeName, error))
+                }
                 continue
             }
             _ = try await enqueue(data, for: peerID, delivery: delivery)  // (at once: there is room)

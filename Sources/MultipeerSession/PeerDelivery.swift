@@ -301,8 +301,17 @@ final class PeerDelivery: LinkSource {
                 try state.machine.checkFits(message, localLimits: localLimits)
                 return nil
             } catch {
-                return (error, state.machine.firstSkip(of: message.typeName) ? state.hello.map(Peer.init) : nil)
+                let first = state.machine.firstSkip(of: message.typeName, because: error.code)
+                return (error, first ? state.hello.map(Peer.init) : nil)
             }
+        }
+    }
+
+    /// For a reliable broadcast of `typeName` that finds no room in the peer's outbox: the peer
+    /// to report it of, if this is the first such skip of the type since its link came up.
+    func skippedFull(_ typeName: String) -> Peer? {
+        state.withLockedValue { state in
+            state.machine.firstSkip(of: typeName, because: .outboxFull) ? state.hello.map(Peer.init) : nil
         }
     }
 

@@ -80,12 +80,14 @@ public enum SessionEvent: Sendable, CustomStringConvertible {
     /// and type name (for at most 256 such pairs); the `multipeer_messages_not_read_total`
     /// metric counts every one.
     case messageNotRead(typeName: String, from: Peer)
-    /// A ``MultipeerSession/broadcast(_:delivery:)`` did not go to this peer, which would refuse
-    /// it: its application does not read the type (`messageTypeNotRead`: it runs another build,
-    /// and said which types it reads), or the message is larger than it takes
-    /// (`messageTooLarge`). Reported once per type name each time the peer's link comes up; the
+    /// A ``MultipeerSession/broadcast(_:delivery:)`` did not go to this peer: the peer would
+    /// refuse it, its application not reading the type (`messageTypeNotRead`: it runs another
+    /// build, and said which types it reads) or the message larger than it takes
+    /// (`messageTooLarge`); or, reliable, the peer's outbox had no room for it (`outboxFull`:
+    /// the peer is slow or away, and never gets that message). Reported once per type name and
+    /// code each time the peer's link comes up or goes (so once while it is away); the
     /// broadcast's count leaves the peer out every time. (``MultipeerSession/send(_:to:delivery:awaitAcknowledgement:)``
-    /// throws the error instead.)
+    /// throws the error, or waits for room, instead.)
     case broadcastSkipped(to: Peer, typeName: String, MultipeerError)
     /// An active peer's application changed which message types it reads (its session's
     /// subscriptions grew, or it refused a type it never subscribed to): a `send` to it of a

@@ -205,13 +205,18 @@ import Testing
         try delivery.checkFits(Self.message("Weather"), localLimits: (1 << 20, 1 << 20))
     }
 
-    @Test func aBroadcastSkipIsReportedOncePerTypeAndLink() {
+    @Test func aBroadcastSkipIsReportedOncePerTypeReasonAndLink() {
         var delivery = PeerDeliveryStateMachine(peerID: UUID(), policy: Self.policy)
         delivery.linkUp(LinkID(1), incarnation: 7, frameLimit: 1 << 20)
-        let skips = ["Weather", "Weather", "Chart"].map { delivery.firstSkip(of: $0) }
+        let skips = ["Weather", "Weather", "Chart"].map { delivery.firstSkip(of: $0, because: .messageTypeNotRead) }
         #expect(skips == [true, false, true])
+        let full = delivery.firstSkip(of: "Weather", because: .outboxFull)
+        #expect(full, "another reason is reported too")
+        _ = delivery.linkDown(LinkID(1), now: .now)
+        let whileAway = ["Weather", "Weather"].map { delivery.firstSkip(of: $0, because: .outboxFull) }
+        #expect(whileAway == [true, false], "once more while the peer is away")
         delivery.linkUp(LinkID(2), incarnation: 7, frameLimit: 1 << 20)
-        let again = delivery.firstSkip(of: "Weather")
+        let again = delivery.firstSkip(of: "Weather", because: .messageTypeNotRead)
         #expect(again, "a new link reports again")
     }
 

@@ -401,10 +401,14 @@ public actor SyncStore {
             meetings.left(peer.id)
             if peers[peer.id]?.state == .exchanging { peers[peer.id]?.state = .unknown }
         case .broadcastSkipped(let peer, let typeName, _) where typeName == SyncEnvelope.wireName:
-            // A push the peer may lack: find out what it lacks (once it reads the store's messages).
-            guard !notSyncing.contains(peer.id), meetings.scope(of: peer.id) != nil, let holding = holding() else {
+            // A push the peer may lack: find out what it lacks (once it reads the store's
+            // messages), now, or at its next join if it is away (its outbox is full).
+            guard !notSyncing.contains(peer.id), meetings.scope(of: peer.id) != nil else { return }
+            guard session.activePeers.contains(where: { $0.id == peer.id }) else {
+                meetings.missed(peer.id)
                 return
             }
+            guard let holding = holding() else { return }
             if let exchange = exchanges.begin(with: peer.id, latest: holding) {
                 await initiate(exchange, with: peer.id)
             }

@@ -358,6 +358,42 @@ import Testing
         }
     }
 
+    /// A reliable broadcast finds no room in the outbox of a peer that has stopped reading:
+    /// it skips the peer, leaves it out of its count, and says so once
+    /// (`broadcastSkipped` with `outboxFull`), however many more it skips, so an application
+    /// knows the peer lacks what it broadcast.
+    @Test func aBroadcastSkippingAPeerWhoseOutboxIsFullSaysSoOnce() async throws {
+        let tiny = BufferLimits(maximumCount: 2, maximumBytes: 1 << 20)
+        try await withPair(
+            listenerLimits: .init(receiveBuffer: tiny),
+            diallerLimits: .init(outbox: tiny)
+        ) { listener, dialler in
+            let unread = listener.messages(of: Note.self)  // (subscribed, never read: its stream fills)
+            let events = dialler.events
+            var reached = 0
+            for number in 0..<50 { reached += try await dialler.broadcast(Note(text: "\(number)")) }
+            #expect(reached < 50, "reached the peer \(reached) times of 50")
+            // Another type, skipped too (the outbox is still full): its report comes after every
+            // report of the notes' skips.
+            #expect(try await dialler.broadcast(Marker()) == 0)
+            let reports = try await within(30, "the skips to be reported") {
+                var reports: [(Peer, String, MultipeerError)] = []
+                for await event in events {
+                    guard case .broadcastSkipped(let peer, let typeName, let error) = event else { continue }
+                    reports.append((peer, typeName, error))
+                    if typeName == MultipeerSession.wireName(of: Marker.self) { return reports }
+                }
+                throw TimedOut(what: "the skips to be reported (the session stopped)")
+            }
+            #expect(reports.count == 2, "the notes' skips reported once: \(reports)")
+            let (peer, typeName, error) = reports[0]
+            #expect(peer.id == listener.peerID && typeName == MultipeerSession.wireName(of: Note.self), "\(reports[0])")
+            #expect(error.code == .outboxFull, "\(error)")
+            #expect(error.message.contains("outbox was full"), "\(error)")
+            _ = unread
+        }
+    }
+
     /// Unreliable messages sent flat out for 5 s, read as fast as they come: every send
     /// succeeds, the link stays up, and messages arrive throughout. (The sender's own keepalive
     /// used to time the link out within seconds: each unreliable message was a task of its own
