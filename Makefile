@@ -42,8 +42,12 @@ SIMULATE_TEST_ARGS ?= --seeds 1-400 --duration 20 --hosts 2-5 --fault-every 3 --
 # and one that does not keep their collection leaves them (docs/SYNC.md 6).
 # 7492, a restarted station answered a round its peer had queued for it before the restart,
 # not yet knowing what the peer keeps, and sent it memos it does not keep (2026-11-30, fixed:
-# rounds and wants from a peer that has not said in this run are ignored, docs/SYNC.md 6).
-SIMULATE_REGRESSION_SEEDS ?= 3367 2631 3389 4549 15 6489 6520 7364 7492
+# rounds and wants from a peer that has not said in this run are ignored, docs/SYNC.md 6);
+# 9, once joins of store runs that met stopped starting meetings, a station's writes broadcast
+# while its peer was away and its outbox full were skipped without a word and never arrived
+# (2026-11-30, fixed: the session reports the skip, broadcastSkipped with outboxFull, and the
+# store owes the peer an exchange at its next join).
+SIMULATE_REGRESSION_SEEDS ?= 3367 2631 3389 4549 15 6489 6520 7364 7492 9
 
 # Simulated worlds drawn from seeds, every promise checked (Simulator/README.md): by default for
 # five minutes of wall time; SIMULATE_ARGS="--seed N ..." replays one world, as a failure prints.
