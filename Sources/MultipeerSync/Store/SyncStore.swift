@@ -21,9 +21,9 @@ import Synchronization
 /// hears of it. While ``run()`` runs, the store pushes its writes to the peers, relays what it
 /// takes to the others, and reconciles with each peer when they meet (once per run of either
 /// store, whichever side sees their link come back: docs/SYNC.md 6) and after any push the
-/// peer may have missed: each side gets the versions it lacks, whoever wrote them. Every version taken is checked against
-/// its origin's signature; what fails is refused (``SyncEvent/refused(_:from:)``), never stored
-/// or relayed.
+/// peer may have missed: each side gets the versions it lacks, whoever wrote them. Every
+/// version taken is checked against its origin's signature; what fails is refused
+/// (``SyncEvent/refused(_:from:)``), never stored or relayed.
 public actor SyncStore {
     /// The session the store syncs over; its identity signs this station's writes.
     public nonisolated let session: MultipeerSession
@@ -190,9 +190,8 @@ public actor SyncStore {
     /// messages, pushes this station's writes as they are made, reconciles with each peer when
     /// they meet (a run of either store is met once; a join of runs that met starts an exchange
     /// only if a push to the peer may have been missed), and collects deletes
-    /// (``Configuration/tombstoneLifetime``). Run it
-    /// beside the session's `run()`; writes and reads work without it, and
-    /// are synced once it runs.
+    /// (``Configuration/tombstoneLifetime``). Run it beside the session's `run()`; writes and
+    /// reads work without it, and are synced once it runs.
     public func run() async throws {
         let messages = session.messages(of: SyncEnvelope.self)
         let sessionEvents = session.events
