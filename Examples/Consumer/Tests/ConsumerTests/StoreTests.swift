@@ -96,6 +96,14 @@ struct RawSyncMessage: MultipeerMessage {
     }
 }
 
+/// A session named `name` with `identity` that dials `listener` (once it listens) over loopback.
+func dialling(_ listener: MultipeerSession, _ name: String, identity: PeerIdentity) async throws -> MultipeerSession {
+    MultipeerSession(
+        configuration: configuration(name, dialling: try await listeningPort(of: listener)),
+        identity: identity
+    )
+}
+
 /// Whether `a` comes before `b`, byte by byte: the order of peer IDs in docs/SYNC.md 6.
 func precedes(_ a: UUID, _ b: UUID) -> Bool {
     withUnsafeBytes(of: a.uuid) { a in withUnsafeBytes(of: b.uuid) { b in a.lexicographicallyPrecedes(b) } }
@@ -308,11 +316,7 @@ func event(
                 let listener = MultipeerSession(configuration: configuration("captain"), identity: captainIdentity)
                 let captain = try SyncStore(session: listener, path: path("captain"))
                 try await whileRunning([listener]) {
-                    let port = try await listeningPort(of: listener)
-                    let dialler = MultipeerSession(
-                        configuration: configuration("relief", dialling: port),
-                        identity: reliefIdentity
-                    )
+                    let dialler = try await dialling(listener, "relief", identity: reliefIdentity)
                     let relief = try SyncStore(session: dialler, path: path("relief"))
                     try await body(captain, relief)
                     let (atCaptain, atRelief) = (captain.events, relief.events)
@@ -408,11 +412,7 @@ func event(
             }
             let listener = MultipeerSession(configuration: configuration("captain"), identity: captainIdentity)
             try await whileRunning([listener]) {
-                let port = try await listeningPort(of: listener)
-                let dialler = MultipeerSession(
-                    configuration: configuration("relief", dialling: port),
-                    identity: reliefIdentity
-                )
+                let dialler = try await dialling(listener, "relief", identity: reliefIdentity)
                 let relief = try SyncStore(session: dialler, path: path("relief"))
                 try await whileRunning([dialler]) {
                     try await whileSyncing([relief]) {
