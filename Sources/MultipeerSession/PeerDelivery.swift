@@ -301,8 +301,7 @@ final class PeerDelivery: LinkSource {
                 try state.machine.checkFits(message, localLimits: localLimits)
                 return nil
             } catch {
-                let first = state.machine.firstSkip(of: message.typeName, because: error.code)
-                return (error, first ? state.hello.map(Peer.init) : nil)
+                return (error, Self.firstSkip(of: message.typeName, because: error.code, in: &state))
             }
         }
     }
@@ -310,9 +309,17 @@ final class PeerDelivery: LinkSource {
     /// For a reliable broadcast of `typeName` that finds no room in the peer's outbox: the peer
     /// to report it of, if this is the first such skip of the type since its link came up.
     func skippedFull(_ typeName: String) -> Peer? {
-        state.withLockedValue { state in
-            state.machine.firstSkip(of: typeName, because: .outboxFull) ? state.hello.map(Peer.init) : nil
-        }
+        state.withLockedValue { Self.firstSkip(of: typeName, because: .outboxFull, in: &$0) }
+    }
+
+    /// The peer to report a skip of `typeName` for `reason` of, if it is the first since its
+    /// link came up or went (``PeerDeliveryStateMachine/firstSkip(of:because:)``).
+    private static func firstSkip(
+        of typeName: String,
+        because reason: MultipeerError.Code,
+        in state: inout State
+    ) -> Peer? {
+        state.machine.firstSkip(of: typeName, because: reason) ? state.hello.map(Peer.init) : nil
     }
 
     /// Whether reliable message `sequence` of the current numbering has been written.

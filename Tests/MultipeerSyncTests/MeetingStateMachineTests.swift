@@ -179,7 +179,7 @@ import Testing
         _ = machine.heard(.only(["log"]), run: 9, heard: 0, from: Self.large)
         _ = machine.heard(.everything, run: 3, heard: 0, from: Self.small.advanced)
         #expect(machine.scope(of: Self.large) == .only(["log"]))
-        #expect(machine.heard.map(\.peer) == [Self.small.advanced, Self.large])
+        #expect(machine.scopes.map(\.peer) == [Self.small.advanced, Self.large])
     }
 }
 

@@ -56,7 +56,7 @@ package struct MeetingStateMachine {
     package func scope(of peer: UUID) -> SyncScope? { peers[peer]?.scope }
 
     /// The peers that said what they keep in this run, in ascending order of peer ID.
-    package var heard: [(peer: UUID, scope: SyncScope)] {
+    package var scopes: [(peer: UUID, scope: SyncScope)] {
         peers.compactMap { peer, state in state.scope.map { (peer, $0) } }
             .sorted { ExchangeStateMachine<Int>.initiates($0.peer, with: $1.peer) }
     }
@@ -65,6 +65,14 @@ package struct MeetingStateMachine {
     package func hasMet(_ peer: UUID) -> Bool {
         guard let state = peers[peer], let run = state.run else { return false }
         return state.met == run
+    }
+
+    /// Whether a `keeps` this station sends `peer` now may open their meeting on this side (it
+    /// has the smaller peer ID, and has not met the peer's run): what is pushed either way
+    /// counts towards that meeting from here, since the peer's push of what it stored since
+    /// they last met may come before the `keeps` that begins the meeting here.
+    package func mayOpenMeeting(with peer: UUID) -> Bool {
+        ExchangeStateMachine<Int>.initiates(own, with: peer) && !hasMet(peer)
     }
 
     /// `peer`'s run as this station last heard it, or 0: what its `keeps` says it heard.

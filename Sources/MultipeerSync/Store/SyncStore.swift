@@ -441,13 +441,10 @@ public actor SyncStore {
         }
     }
 
-    /// Sends `peer` this station's `keeps`. (What was pushed either way counts towards a
-    /// meeting from here, on the side with the smaller peer ID: the other side's push of what it
-    /// stored since they last met may come before the `keeps` that begins the meeting here.)
+    /// Sends `peer` this station's `keeps` (counting what is pushed either way from here when
+    /// it may open their meeting, ``MeetingStateMachine/mayOpenMeeting(with:)``).
     private func tell(_ peer: UUID) async {
-        if ExchangeStateMachine<Holding>.initiates(session.peerID, with: peer) && !meetings.hasMet(peer) {
-            sinceExchange[peer] = (0, 0)
-        }
+        if meetings.mayOpenMeeting(with: peer) { sinceExchange[peer] = (0, 0) }
         await send(.keeps(configuration.keeps, run: meetings.run, heard: meetings.run(of: peer)), to: peer)
     }
 
@@ -691,7 +688,7 @@ public actor SyncStore {
             // (A peer away is owed an exchange at its next join: waiting for room in its
             // outbox would hold up every other.)
             let active = Set(session.activePeers.map(\.id))
-            for (recipient, scope) in meetings.heard where recipient != except {
+            for (recipient, scope) in meetings.scopes where recipient != except {
                 let relayed = versions.filter { scope.contains($0.collection) }
                 guard !relayed.isEmpty else { continue }
                 guard active.contains(recipient) else {
