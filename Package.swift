@@ -47,6 +47,11 @@ let package = Package(
             name: "CAvahi",
             providers: [.apt(["libavahi-client-dev"])]
         ),
+        // zlib, for the store's compressed versions (docs/SYNC.md 5, kind 7).
+        .systemLibrary(
+            name: "CZlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
 
         // Sans-IO protocol cores: frames, HELLO, errors. No sockets, no C, no tasks.
         .target(
@@ -132,6 +137,7 @@ let package = Package(
         .target(
             name: "MultipeerSync",
             dependencies: [
+                "CZlib",
                 "MultipeerSession",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -6,11 +6,13 @@
 #                                    seed corpus in Fuzz/Corpus; what it learns is kept in
 #                                    .build-fuzz/corpus, crashes in .build-fuzz/crashes
 #   scripts/fuzz.sh --corpus-only    run each target once over its seed corpus (make test)
+#   FUZZ_TARGETS="SyncMessageFuzzer" scripts/fuzz.sh 120     only the targets named
 #
 # Exits non-zero on the first crash, with libFuzzer's report and the input's path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=(FrameFuzzer HelloFuzzer TXTFuzzer NavlogFuzzer PayloadFuzzer SyncVersionFuzzer SyncMessageFuzzer)
+[[ -n ${FUZZ_TARGETS:-} ]] && read -r -a targets <<<"$FUZZ_TARGETS"
 mode=${1:-60}
 
 swift_bin=$(dirname "$(readlink -f "$(command -v swift)")")

@@ -3,7 +3,7 @@
 set -euo pipefail
 
 packages=(
-    libavahi-client-dev libgnutls28-dev libsqlite3-dev pkg-config
+    libavahi-client-dev libgnutls28-dev libsqlite3-dev zlib1g-dev pkg-config
     avahi-daemon avahi-utils dbus gnutls-bin iproute2 iptables openssl procps
     python3  # the multi-host suite's rogue host (a TCP sink) and keyless flooder
     python3-venv  # make bench: the store's anchors from PyPI (Benchmarks/anchors.py)

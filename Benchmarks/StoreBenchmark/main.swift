@@ -3,7 +3,8 @@
 //
 //   put        one `put` of every record, durable when it returns: records a second
 //   join       a fresh station joins one holding every record: seconds until it holds them
-//              all, the bytes of the store's messages both ways, versions and metadata apart
+//              all, the bytes of the store's messages both ways, versions (as sent, compressed;
+//              and their own bytes, as signed) and metadata apart
 //   differ     both stations hold every record, then each writes `differences / 2` new ones
 //              while apart (new sessions, so nothing was queued): seconds until both hold all,
 //              round trips (rounds an initiator sent, not the empty one that ends), bytes
@@ -66,6 +67,7 @@ struct StationFigures: Codable {
     var residentMiB: Double
     var seconds: Double
     var versionBytes: Int
+    var signedBytes: Int
     var metadataBytes: Int
     var roundTrips: Int
 }
@@ -97,7 +99,8 @@ if let path = Bench.option("--station"), let port = Bench.option("--dial"),
             peakMiB: peakResidentKiB() / 1024,
             residentMiB: Bench.residentKiB() / 1024,
             seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
-            versionBytes: traffic.sent[2]?.bytes ?? 0,
+            versionBytes: [2, 7].map { traffic.sent[$0]?.bytes ?? 0 }.reduce(0, +),
+            signedBytes: traffic.versionBytes,
             metadataBytes: [1, 3].map { traffic.sent[$0]?.bytes ?? 0 }.reduce(0, +),
             roundTrips: traffic.roundTrips
         )
@@ -127,7 +130,10 @@ struct Figures: Codable {
     var phase: String
     var records: Int
     var seconds: Double
+    /// The bytes of the messages that carried versions (kinds 2 and 7), both ways.
     var versionBytes: Int
+    /// The versions' own bytes, as signed, both ways.
+    var signedBytes: Int
     var metadataBytes: Int
     var roundTrips: Int
     var residentMiB: Double
@@ -185,7 +191,8 @@ func meet(
             phase: phase,
             records: records,
             seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
-            versionBytes: bytes([2]),
+            versionBytes: bytes([2, 7]),
+            signedBytes: traffic.map(\.versionBytes).reduce(0, +),
             metadataBytes: bytes([1, 3]),
             roundTrips: traffic.map(\.roundTrips).reduce(0, +),
             residentMiB: Bench.residentKiB() / 1024
@@ -257,6 +264,7 @@ if phases.contains("put") {
             records: records,
             seconds: seconds,
             versionBytes: 0,
+            signedBytes: 0,
             metadataBytes: 0,
             roundTrips: 0,
             residentMiB: Bench.residentKiB() / 1024
@@ -289,6 +297,7 @@ if phases.contains("partition") {
                 records: 2 * figures.writesPerSide,
                 seconds: figures.convergedSeconds,
                 versionBytes: 0,
+                signedBytes: 0,
                 metadataBytes: 0,
                 roundTrips: 0,
                 residentMiB: Bench.residentKiB() / 1024
@@ -377,7 +386,8 @@ if phases.contains("memory") {
             phase: "memory",
             records: records,
             seconds: station.seconds,
-            versionBytes: station.versionBytes + (traffic.sent[2]?.bytes ?? 0),
+            versionBytes: station.versionBytes + [2, 7].map { traffic.sent[$0]?.bytes ?? 0 }.reduce(0, +),
+            signedBytes: station.signedBytes + traffic.versionBytes,
             metadataBytes: metadata,
             roundTrips: roundTrips,
             residentMiB: station.peakMiB
@@ -397,10 +407,11 @@ results.append(join)
 print(
     String(
         format:
-            "join: a fresh station takes %d records: %.2f s, versions %.1f MB, metadata %d B, %d round trips, RSS %.0f MiB",
+            "join: a fresh station takes %d records: %.2f s, versions %.1f MB (%.1f MB as signed), metadata %d B, %d round trips, RSS %.0f MiB",
         records,
         join.seconds,
         Double(join.versionBytes) / 1e6,
+        Double(join.signedBytes) / 1e6,
         join.metadataBytes,
         join.roundTrips,
         join.residentMiB
@@ -424,12 +435,15 @@ for count in differenceCounts where phases.contains("differ") {
     results.append(figures)
     print(
         String(
-            format: "differ: %d differences among %d records: %.3f s, metadata %d B, versions %d B, %d round trips",
+            format:
+                "differ: %d differences among %d records: %.3f s, metadata %d B, versions %d B (%d B as signed; all bytes %.2fx these), %d round trips",
             count,
             base,
             figures.seconds,
             figures.metadataBytes,
             figures.versionBytes,
+            figures.signedBytes,
+            Double(figures.metadataBytes + figures.versionBytes) / Double(max(figures.signedBytes, 1)),
             figures.roundTrips
         )
     )

@@ -1,6 +1,7 @@
 // A replicated store's message as a peer sends it (docs/SYNC.md 5). Any input must be refused
 // with a typed SyncError, or read as a message that encodes to the same bytes (each message one
-// form); a reconciliation round is answered without a trap; a batch's versions
+// form; versions compressed, kind 7, to the plain bytes they inflate to, and compressed again to
+// a message that reads the same); a reconciliation round is answered without a trap; a batch's versions
 // are read and checked one by one, each refused alone or taken.
 import FuzzSupport
 import MultipeerSession
@@ -20,7 +21,13 @@ let syncMessageFuzzer: FuzzTarget = { data, size in
     refusalsOnly(SyncError.self) {
         let input = bytes(data, size)
         let message = try SyncMessage(decoding: input)
-        precondition(message.bytes == input, "a message that reads encodes to the same bytes")
+        if input.first == 7 {
+            precondition(message.bytes.first == 2, "compressed versions read as versions")
+            let again = try SyncMessage(decoding: message.compactBytes)
+            precondition(again == message, "and compress again to them")
+        } else {
+            precondition(message.bytes == input, "a message that reads encodes to the same bytes")
+        }
         switch message {
         case .reconcile(_, _, let ranges):
             _ = try station.reconcile(ranges)

@@ -26,6 +26,12 @@ struct ByteReader {
         return bytes[offset..<offset + count]
     }
 
+    /// Every byte left.
+    mutating func rest() -> ArraySlice<UInt8> {
+        defer { offset = bytes.count }
+        return bytes[offset...]
+    }
+
     mutating func byte(_ what: String) throws(SyncError) -> UInt8 {
         try bytes(1, what).first!
     }

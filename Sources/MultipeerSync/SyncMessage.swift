@@ -46,6 +46,7 @@ package enum SyncMessage: Hashable, Sendable {
 
     // MARK: Encoding
 
+    /// The message's one plain form (a versions message as kind 2).
     package var bytes: [UInt8] {
         var writer = Writer()
         switch self {
@@ -121,6 +122,18 @@ package enum SyncMessage: Hashable, Sendable {
         return writer.bytes
     }
 
+    /// The bytes a station sends: a versions message compressed (kind 7) when that is shorter,
+    /// any other message as ``bytes``.
+    package var compactBytes: [UInt8] {
+        let plain = bytes
+        guard case .versions = self else { return plain }
+        var writer = Writer()
+        writer.bytes.append(7)
+        writer.integer(UInt32(plain.count - 1))
+        writer.bytes += Zlib.compressed(Array(plain.dropFirst()))
+        return writer.bytes.count < plain.count ? writer.bytes : plain
+    }
+
     // MARK: Decoding
 
     /// Reads a message.
@@ -190,24 +203,25 @@ package enum SyncMessage: Hashable, Sendable {
             }
             self = .reconcile(exchange: exchange, fromInitiator: direction == 0, ranges)
         case 2:
-            let keyCount = Int(try reader.integer(UInt16.self, "key count"))
-            let keys = try (0..<keyCount).map { _ throws(SyncError) in
-                let raw = try reader.bytes(PeerKey.length, "key")
-                do {
-                    return try PeerKey(rawRepresentation: raw)
-                } catch {
-                    throw Self.malformed("a key that is none: \(error)")
-                }
+            self = try Self.versions(&reader)
+        case 7:
+            let length = Int(try reader.integer(UInt32.self, "inflated length"))
+            guard (4...Self.maximumLength - 1).contains(length) else {
+                throw Self.malformed(
+                    "compressed versions of \(length) bytes inflated: 4 to \(Self.maximumLength - 1), a versions message's body within the bound"
+                )
             }
-            let versionCount = Int(try reader.integer(UInt16.self, "version count"))
-            let versions = try (0..<versionCount).map { _ throws(SyncError) in
-                let length = Int(try reader.integer(UInt32.self, "version length"))
-                return Array(try reader.bytes(length, "version"))
-            }
-            guard reader.isAtEnd else { throw Self.malformed("bytes after the last version") }
-            self = .versions(keys: keys, versions)
+            var inflated = ByteReader(
+                try Zlib.decompressed(reader.rest(), length: length),
+                refusing: .malformedMessage,
+                as: "compressed versions"
+            )
+            self = try Self.versions(&inflated)
         case 3:
             let count = Int(try reader.integer(UInt16.self, "id count"))
+            guard count <= Self.maximumCount else {
+                throw Self.malformed("a want of \(count) ids: at most \(Self.maximumCount)")
+            }
             let ids = try (0..<count).map { _ throws(SyncError) in Array(try reader.bytes(32, "id")) }
             guard reader.isAtEnd else { throw Self.malformed("bytes after the last id") }
             self = .want(ids)
@@ -269,9 +283,35 @@ package enum SyncMessage: Hashable, Sendable {
             }
         case let kind:
             throw Self.malformed(
-                "a message of kind \(kind): 1 reconciles, 2 carries versions, 3 wants, 4 lacks files, 5 announces schemas, 6 says which collections the sender keeps"
+                "a message of kind \(kind): 1 reconciles, 2 carries versions, 3 wants, 4 lacks files, 5 announces schemas, 6 says which collections the sender keeps, 7 carries versions compressed"
             )
         }
+    }
+
+    /// The versions of a kind 2 body, or of a kind 7 body inflated: to its end.
+    private static func versions(_ reader: inout ByteReader) throws(SyncError) -> SyncMessage {
+        let keyCount = Int(try reader.integer(UInt16.self, "key count"))
+        guard keyCount <= Self.maximumCount else {
+            throw Self.malformed("\(keyCount) keys: at most \(Self.maximumCount)")
+        }
+        let keys = try (0..<keyCount).map { _ throws(SyncError) in
+            let raw = try reader.bytes(PeerKey.length, "key")
+            do {
+                return try PeerKey(rawRepresentation: raw)
+            } catch {
+                throw Self.malformed("a key that is none: \(error)")
+            }
+        }
+        let versionCount = Int(try reader.integer(UInt16.self, "version count"))
+        guard versionCount <= Self.maximumCount else {
+            throw Self.malformed("\(versionCount) versions: at most \(Self.maximumCount)")
+        }
+        let versions = try (0..<versionCount).map { _ throws(SyncError) in
+            let length = Int(try reader.integer(UInt32.self, "version length"))
+            return Array(try reader.bytes(length, "version"))
+        }
+        guard reader.isAtEnd else { throw Self.malformed("bytes after the last version") }
+        return .versions(keys: keys, versions)
     }
 
     private static func malformed(_ what: String) -> SyncError {

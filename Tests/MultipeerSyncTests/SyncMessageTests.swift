@@ -42,6 +42,63 @@ import Testing
         }
     }
 
+    /// The compressed vector reads as the two versions it carries; compressed again here (by
+    /// whatever zlib this machine has) it is shorter than the plain message and reads the same.
+    @Test func compressedVersionsReadAsThePlainMessage() throws {
+        let bytes = try SignedVersionTests.vector("sync-versions-compressed")
+        let message = SyncMessage.versions(
+            keys: [SignedVersionTests.origin.key],
+            [Self.version.bytes, SignedVersionTests.delete.bytes]
+        )
+        #expect(try SyncMessage(decoding: bytes) == message)
+        let compact = message.compactBytes
+        #expect(compact.first == 7 && compact.count < message.bytes.count, "\(compact.count) of \(message.bytes.count)")
+        #expect(try SyncMessage(decoding: compact) == message)
+        // (One version with its key: the signature and the key do not compress, so plain is shorter.)
+        #expect(Self.versions.compactBytes == Self.versions.bytes)
+        #expect(Self.want.compactBytes == Self.want.bytes)
+    }
+
+    /// A compressed message that breaks a rule is refused naming it; one that would inflate far
+    /// beyond what it declares is refused having inflated no more than that.
+    @Test func compressedVersionsThatBreakTheSpecAreRefused() throws {
+        let vector = try SignedVersionTests.vector("sync-versions-compressed")
+        let declared = Int(vector[1..<5].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        func compressed(_ body: [UInt8], declaring length: Int) -> [UInt8] {
+            [7] + withUnsafeBytes(of: UInt32(length).bigEndian, Array.init) + Zlib.compressed(body)
+        }
+        let body = Array(SyncMessage.versions(keys: [], []).bytes.dropFirst())
+        let bomb = [UInt8](repeating: 0, count: 64 << 20)  // (64 MiB of zeros: about 64 KiB compressed)
+        let cases: [(String, [UInt8])] = [
+            ("inflated: 4 to 4194303", [7, 0, 0, 0, 3] + Array(vector.dropFirst(5))),
+            ("inflated: 4 to 4194303", [7, 0, 0x40, 0, 0] + Array(vector.dropFirst(5))),
+            ("without its zlib stream", Array(vector.prefix(5))),
+            ("not one whole zlib stream", Array(vector.prefix(5)) + [0x12, 0x34, 0x56]),
+            ("not one whole zlib stream", Array(vector.dropLast(8))),  // (the stream ends early)
+            ("bytes after the compressed body's zlib stream", vector + [0]),
+            (
+                "inflates to \(declared) bytes, not the \(declared + 1)",
+                [7] + withUnsafeBytes(of: UInt32(declared + 1).bigEndian, Array.init) + Array(vector.dropFirst(5))
+            ),
+            (
+                "inflates beyond the \(declared - 1) bytes",
+                [7] + withUnsafeBytes(of: UInt32(declared - 1).bigEndian, Array.init) + Array(vector.dropFirst(5))
+            ),
+            ("inflates beyond the 1024 bytes", compressed(bomb, declaring: 1_024)),
+            ("bytes after the last version", compressed(body + [0], declaring: body.count + 1)),
+            ("compressed versions ends inside its version length", compressed([0, 0, 0, 1], declaring: 4)),
+            ("16385 versions", compressed([0, 0, 0x40, 0x01], declaring: 4)),
+        ]
+        for (what, bytes) in cases {
+            do {
+                _ = try SyncMessage(decoding: bytes)
+                Issue.record("\(what): read")
+            } catch {
+                #expect(error.code == .malformedMessage && error.message.contains(what), "\(what): \(error)")
+            }
+        }
+    }
+
     /// Every rule a message can break is refused as malformed, saying which.
     @Test func bytesThatBreakTheSpecAreRefusedNamingTheRule() throws {
         let reconcile = Self.reconcile.bytes
@@ -79,6 +136,8 @@ import Testing
             ("collection is not UTF-8", [6] + runs + [1, 0, 1, 1, 0xff]),
             ("a lack of 1025 files", [4, 0x04, 0x01] + [UInt8](repeating: 0, count: 1_025 * 32)),
             ("bytes after the last version", Self.versions.bytes + [0]),
+            ("16385 keys", [2, 0x40, 0x01]),
+            ("a want of 16385 ids", [3, 0x40, 0x01]),
             ("at most 4194304", [UInt8](repeating: 3, count: SyncMessage.maximumLength + 1)),
         ]
         for (what, bytes) in cases {

@@ -3,7 +3,7 @@ import MultipeerSession
 
 /// The session message that carries one of the store's messages (docs/SYNC.md 5 and 6): type
 /// name `multipeer.sync.v1`, binary encoding, its payload one CBOR byte string holding the
-/// message's bytes.
+/// message's bytes (versions compressed when that is shorter: ``SyncMessage/compactBytes``).
 struct SyncEnvelope: MultipeerMessage {
     static var wireName: String { "multipeer.sync.v1" }
     static var wireEncoding: MessageEncoding? { .binary }
@@ -11,7 +11,7 @@ struct SyncEnvelope: MultipeerMessage {
     var bytes: [UInt8]
 
     init(_ message: SyncMessage) {
-        bytes = message.bytes
+        bytes = message.compactBytes
     }
 
     init(from decoder: any Decoder) throws {

@@ -727,17 +727,22 @@ public actor SyncStore {
                 }
             }
             let message = SyncMessage.versions(keys: keys, batch.map(\.bytes))
+            let signedBytes = batch.reduce(0) { $0 + $1.bytes.count }
             if broadcast {
                 let envelope = SyncEnvelope(message)
                 do {
                     let reached = try await session.broadcast(envelope)  // (not inside the access to traffic)
                     traffic.count(envelope.bytes, sent: true, times: reached)
+                    traffic.versionBytes += reached * signedBytes
                 } catch {
                     report(.failed(SyncError(.notSent, "could not push \(batch.count) versions: \(error)")))
                 }
                 continue
             }
-            for recipient in recipients { await send(message, to: recipient) }
+            for recipient in recipients {
+                traffic.versionBytes += signedBytes
+                await send(message, to: recipient)
+            }
         }
     }
 
@@ -810,13 +815,16 @@ extension SyncStore {
 }
 
 /// The messages a store sent and received, and their bytes, by kind (docs/SYNC.md 5: 1
-/// reconciles, 2 carries versions, 3 wants).
+/// reconciles, 2 carries versions, 3 wants, 7 carries versions compressed).
 package struct Traffic: Sendable {
     package var sent: [UInt8: (messages: Int, bytes: Int)] = [:]
     package var received: [UInt8: (messages: Int, bytes: Int)] = [:]
     /// The rounds this store sent as initiator that were not the empty one that ends an
     /// exchange: the round trips its exchanges took.
     package var roundTrips = 0
+    /// The bytes of the versions this store sent, as their origins signed them (what
+    /// compression, kind 7, saves is the difference from kinds 2 and 7's bytes).
+    package var versionBytes = 0
 
     mutating func count(_ message: [UInt8], sent isSent: Bool, times: Int = 1) {
         guard let kind = message.first, times > 0 else { return }
