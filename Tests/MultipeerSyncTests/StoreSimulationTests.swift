@@ -98,6 +98,42 @@ import Testing
         await world.shutdown()
     }
 
+    /// A fresh station takes a whole store in one exchange: each side records that the other
+    /// holds every version it stored, so when they next meet neither looks through what came
+    /// from the other (docs/SYNC.md 6 and 8); what each wrote apart still crosses.
+    @Test func aStoreTakenInOneExchangeIsProvedHeldWhole() async throws {
+        let world = SimulatedWorld(seed: 3)
+        let captain = try Self.station(on: world.addHost("captain"))
+        let reliefHost = world.addHost("relief")
+        Self.write(300, on: captain, prefix: "log")
+        try await world.run(until: { (try? captain.storage.items().count) == 300 }, within: .seconds(20))
+        let relief = try Self.station(on: reliefHost)
+        try await world.run(
+            until: { captain.exchanged.count == 1 && relief.exchanged.count == 1 },
+            within: .seconds(30)
+        )
+        #expect(try relief.storage.items().count == 300)
+        for (station, peer) in [(relief, captain), (captain, relief)] {
+            let held = try #require(station.storage.held()[peer.session.peerID])
+            #expect(held.sequence == station.storage.sequence(), "\(station.host.name): \(held)")
+        }
+
+        let cut = await world.partition([captain.host])
+        Self.write(5, on: captain, prefix: "apart")
+        Self.write(5, on: relief, prefix: "away")
+        try await world.run(
+            until: { (try? captain.storage.items().count) == 305 && (try? relief.storage.items().count) == 305 },
+            within: .seconds(20)
+        )
+        await cut.heal()
+        try await world.run(
+            until: { (try? captain.storage.items()) == (try? relief.storage.items()) },
+            within: .seconds(60)
+        )
+        #expect(try captain.storage.items().count == 310)
+        await world.shutdown()
+    }
+
     /// The relief station is killed while the captain's writes reach it, and restarts on what
     /// its disk kept: it loses nothing it committed, and gets the rest at the next meeting.
     /// (A thousand versions: signatures are made and checked for real, which a sanitizer's

@@ -13,14 +13,21 @@ package import struct Foundation.UUID
 ///
 /// An exchange ends with an empty round from the initiator, which the other side answers with
 /// an empty round of its own. Each side then knows that the peer holds every version it held
-/// when the exchange began (``Completion/held``: the `Mark` the store gave then, which says
-/// what it held: its clock's latest timestamp and its last storage sequence), since everything
-/// either side sent or asked for was taken before that last round was read.
+/// when the exchange began, since everything either side sent or asked for was taken before
+/// that last round was read; and every version it took from the peer meanwhile. So the proof
+/// (``Completion/held``) is the `Mark` the store gave (what it held: its clock's latest
+/// timestamp and its last storage sequence) just before it first stored, after the exchange
+/// began, a version from anywhere else (``storing(from:latest:)``), or at the end if it stored
+/// none: a station that took a whole store from the peer in one exchange has nothing of it to
+/// look through when they next meet.
 package struct ExchangeStateMachine<Mark: Hashable & Sendable> {
     private struct Initiated {
         var exchange: UInt64
-        /// What this station held when it began.
-        var start: Mark
+        /// What the exchange proves, at most: what this station held when it began, until it
+        /// stores a version from elsewhere; then what it held just before.
+        var proof: Mark
+        /// A version from elsewhere was stored since it began: `proof` stays.
+        var cut = false
         /// The empty round that ends it was sent.
         var ending = false
         /// Another is wanted when it ends.
@@ -40,7 +47,7 @@ package struct ExchangeStateMachine<Mark: Hashable & Sendable> {
 
     /// What a completed exchange proves, and what to do next.
     package struct Completion: Equatable {
-        /// The peer holds every version this station held at this timestamp.
+        /// The peer holds every version this station held at this mark.
         package var held: Mark
         /// The exchange to start next with the peer, if one was wanted meanwhile.
         package var next: UInt64?
@@ -48,9 +55,9 @@ package struct ExchangeStateMachine<Mark: Hashable & Sendable> {
 
     private let own: UUID
     private var initiated: [UUID: Initiated] = [:]
-    /// The exchanges each peer runs with this station, and what this station held when the
-    /// first round of each came.
-    private var answering: [UUID: (exchange: UInt64, start: Mark)] = [:]
+    /// The exchanges each peer runs with this station, and what each proves at most (what this
+    /// station held when its first round came, until it stored a version from elsewhere).
+    private var answering: [UUID: (exchange: UInt64, proof: Mark, cut: Bool)] = [:]
     private var next: UInt64
 
     /// The machine of the station `own`; exchanges are numbered from `first` (random in the
@@ -78,7 +85,7 @@ package struct ExchangeStateMachine<Mark: Hashable & Sendable> {
             return nil
         }
         next &+= 1
-        initiated[peer] = Initiated(exchange: next, start: latest)
+        initiated[peer] = Initiated(exchange: next, proof: latest)
         return next
     }
 
@@ -95,7 +102,7 @@ package struct ExchangeStateMachine<Mark: Hashable & Sendable> {
         guard state.ending else { return .running }
         initiated[peer] = nil
         let completion = Completion(
-            held: state.start,
+            held: state.cut ? state.proof : latest,
             next: state.again ? begin(with: peer, latest: latest) : nil
         )
         return .completed(completion)
@@ -120,11 +127,27 @@ package struct ExchangeStateMachine<Mark: Hashable & Sendable> {
     {
         let known = answering[peer]?.exchange == exchange
         if isEnd {
-            guard known else { return nil }  // (begun before this run: what it proves is unknown)
-            return answering.removeValue(forKey: peer)?.start
+            guard known, let state = answering.removeValue(forKey: peer) else {
+                return nil  // (begun before this run: what it proves is unknown)
+            }
+            return state.cut ? state.proof : latest
         }
-        if !known { answering[peer] = (exchange, latest) }
+        if !known { answering[peer] = (exchange, latest, false) }
         return nil
+    }
+
+    /// This station is about to store versions that came from `source` (nil: its own writes,
+    /// or versions it imports), holding `latest`: an exchange running with another peer proves
+    /// no more than `latest`, since the peer may lack them. (What comes from the peer while
+    /// their exchange runs the peer holds.)
+    package mutating func storing(from source: UUID?, latest: Mark) {
+        for (peer, state) in initiated where peer != source && !state.cut {
+            initiated[peer]?.proof = latest
+            initiated[peer]?.cut = true
+        }
+        for (peer, state) in answering where peer != source && !state.cut {
+            answering[peer] = (state.exchange, latest, true)
+        }
     }
 
     /// Whether a round of `exchange` from `peer` came before (in this run).

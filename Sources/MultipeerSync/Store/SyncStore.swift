@@ -269,6 +269,7 @@ public actor SyncStore {
             )
         }
         station.writers = rules.withLock { $0.mapValues(\.writers) }
+        exchanges.storing(from: nil, latest: try station.holding())
         let (changes, versions) = try station.put(
             records.map { (RecordKey(collection: collection, id: $0.id), $0.fields, $0.attachments) },
             now: now()
@@ -301,6 +302,7 @@ public actor SyncStore {
             }
         }
         station.writers = rules.withLock { $0.mapValues(\.writers) }
+        exchanges.storing(from: nil, latest: try station.holding())
         let taken = try station.take(versions, keys: keys, now: now())
         removeReleasedFiles()
         for change in taken.changes { changeSubscribers.yield(StoreChange(change: change, peer: nil)) }
@@ -643,6 +645,7 @@ public actor SyncStore {
             }
         }
         station.writers = rules.withLock { $0.mapValues(\.writers) }
+        exchanges.storing(from: peer, latest: try station.holding())
         let taken = try station.take(versions, keys: keys, from: peer, now: now())
         removeReleasedFiles()
         for refusal in taken.refusals { report(.refused(refusal, from: peer)) }
