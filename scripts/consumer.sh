@@ -64,7 +64,7 @@ while IFS= read -r map; do module_maps+=(-Xcc "-fmodule-map-file=$map"); done < 
 for module in MultipeerSession MultipeerSync; do
     mkdir -p "$symbols/$module"
     swift-symbolgraph-extract -module-name "$module" -target "$(uname -m)-unknown-linux-gnu" -minimum-access-level public \
-        -I "$build/Modules" -I Sources/CGnuTLS -I Sources/CAvahi "${module_maps[@]}" -output-dir "$symbols/$module"
+        -I "$build/Modules" -I Sources/CGnuTLS -I Sources/CAvahi -I Sources/CZlib "${module_maps[@]}" -output-dir "$symbols/$module"
     docc convert "Sources/$module/$module.docc" --additional-symbol-graph-dir "$symbols/$module" \
         --output-path "$symbols/$module.archive" --warnings-as-errors \
         --fallback-display-name "$module" --fallback-bundle-identifier "$module"

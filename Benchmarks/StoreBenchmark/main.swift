@@ -207,13 +207,15 @@ func exchanged(_ events: AsyncStream<SyncEvent>) async {
     }
 }
 
-/// Waits until `changes` brought `count` records from the peer.
+/// Waits until `changes` brought `count` records from the peer (those it dropped, its reader
+/// behind, counted as they are said).
 func waitFor(_ changes: SyncChanges<Entry>, count: Int) async {
     guard count > 0 else { return }
-    var arrived = Set<String>()
-    for await change in changes where change.peer != nil {
-        arrived.insert(change.id)
-        if arrived.count >= count { return }
+    var (arrived, missed) = (Set<String>(), 0)
+    for await change in changes {
+        missed += change.missed
+        if change.peer != nil { arrived.insert(change.id) }
+        if arrived.count + missed >= count { return }
     }
 }
 

@@ -313,6 +313,17 @@ public actor NavlogNode: Service {
     /// A change of the log, written here or taken from a peer: told, unless a peer's record
     /// holds what a user could not have typed (reported instead, and not shown).
     private func apply(_ change: SyncChange<NavlogRecord>) async {
+        if change.missed > 0 {
+            // (Their entries' files are named from the log itself, then.)
+            for entry in (try? await log.entries()) ?? [] { remember(entry) }
+            subscriptions.continuation.yield(
+                .error(
+                    code: "changesDropped",
+                    message:
+                        "this host fell behind and did not show \(change.missed) change(s) of the log: `list` shows it whole"
+                )
+            )
+        }
         guard let record = change.record else { return }
         let from = change.peer.map(ref)
         if from != nil {
@@ -390,6 +401,10 @@ public actor NavlogNode: Service {
             }
         case .failed(let error):
             report(error, "syncing")
+        case .eventsDropped(let count):
+            subscriptions.continuation.yield(
+                .error(code: "eventsDropped", message: "this host fell behind and missed \(count) sync event(s)")
+            )
         }
     }
 

@@ -121,41 +121,61 @@ public struct SyncCollection<Record: SyncRecord>: Sendable {
 
     /// Every change of this collection from now on, this station's writes and what it takes
     /// from peers, in the order they were made durable. Each access is a new sequence; it
-    /// buffers what its reader has not taken. A change whose record does not read as a
+    /// holds what its reader has not taken, at most ``SyncStore/Configuration/changeBuffer``
+    /// changes: a reader that falls further behind loses the oldest, and the next change it
+    /// reads says how many (``SyncChange/missed``). A change whose record does not read as a
     /// `Record` is left out and reported (``SyncEvent/unreadableRecord(_:)``).
     public var changes: SyncChanges<Record> {
-        SyncChanges(store: store, changes: store.changes())
+        SyncChanges(store: store, changes: store.changes(of: Record.collectionName))
     }
 }
 
-/// The changes of one collection (``SyncCollection/changes``), as they are made durable.
+/// The changes of one collection (``SyncCollection/changes``), as they are made durable. It
+/// holds at most ``SyncStore/Configuration/changeBuffer`` changes its reader has not taken:
+/// beyond it the oldest go, and the next change read says how many (``SyncChange/missed``).
 public struct SyncChanges<Record: SyncRecord>: AsyncSequence, Sendable {
     public typealias Element = SyncChange<Record>
     public typealias Failure = Never
 
     let store: SyncStore
-    let changes: AsyncStream<StoreChange>
+    let changes: SubscriberBuffer<StoreChange>
 
     public func makeAsyncIterator() -> Iterator {
-        Iterator(store: store, changes: changes.makeAsyncIterator())
+        Iterator(store: store, changes: changes)
     }
 
     /// Reads the changes.
     public struct Iterator: AsyncIteratorProtocol {
         let store: SyncStore
-        var changes: AsyncStream<StoreChange>.Iterator
+        let changes: SubscriberBuffer<StoreChange>
 
         /// The next change: it waits for one until its task is cancelled (then nil).
         public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async -> SyncChange<Record>? {
-            while let change = await changes.next(isolation: actor) {
-                guard change.change.record.collection == Record.collectionName else { continue }
+            var missed = 0
+            while let read = await changes.next() {
+                guard case .element(let change) = read else {
+                    if case .dropped(let count) = read { missed += count }
+                    continue
+                }
                 let id = change.change.record.id
                 guard let fields = change.change.after else {
-                    return SyncChange(id: id, record: nil, stamp: change.change.stamp, peer: change.peer)
+                    return SyncChange(
+                        id: id,
+                        record: nil,
+                        stamp: change.change.stamp,
+                        peer: change.peer,
+                        missed: missed
+                    )
                 }
                 do throws(SyncError) {
                     let record = try RecordFields.record(Record.self, id: id, from: fields)
-                    return SyncChange(id: id, record: record, stamp: change.change.stamp, peer: change.peer)
+                    return SyncChange(
+                        id: id,
+                        record: record,
+                        stamp: change.change.stamp,
+                        peer: change.peer,
+                        missed: missed
+                    )
                 } catch {
                     store.report(.unreadableRecord(store.explained(error, in: Record.collectionName)))
                 }

@@ -33,6 +33,10 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
     /// The store could not do something it does of its own accord (take a peer's versions,
     /// answer a peer): the error says what. What was not taken is taken at a later exchange.
     case failed(SyncError)
+    /// This event stream fell ``SyncStore/Configuration/eventBuffer`` behind and lost `count`
+    /// of its oldest events since the last one it read; the events after them follow. (A
+    /// change missed among them: read ``SyncStore/status()`` afresh.)
+    case eventsDropped(count: Int)
 
     public var description: String {
         switch self {
@@ -47,6 +51,7 @@ public enum SyncEvent: Sendable, CustomStringConvertible {
             "\(peer) reads \(collection) as schema version \(theirs), newer than this build's \(ours): update this application to read all of its records"
         case .notSyncing(let peer, let error): "not syncing with \(peer): \(error)"
         case .failed(let error): "failed: \(error)"
+        case .eventsDropped(let count): "this event stream fell behind and lost \(count) event(s)"
         }
     }
 }
@@ -63,6 +68,11 @@ public struct SyncChange<Record: SyncRecord>: Sendable {
     /// The peer it came from (which may have relayed another origin's write), or nil for this
     /// station's own write (or one it imported, ``SyncStore/importVersions(_:keys:)``).
     public var peer: UUID?
+    /// How many changes of the collection the sequence dropped just before this one, its reader
+    /// having fallen ``SyncStore/Configuration/changeBuffer`` behind: 0 unless it did. They
+    /// are not coming again, so a reader that keeps a view of the collection reads it afresh
+    /// (``SyncCollection/records()``) when this is more than 0.
+    public var missed: Int = 0
 
     /// The station that wrote it.
     public var origin: UUID { stamp.origin }

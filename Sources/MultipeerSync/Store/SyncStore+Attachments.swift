@@ -87,10 +87,10 @@ extension SyncStore {
                 "\(attachment) cannot arrive: the session has no resourceDirectory to receive files in"
             )
         }
-        let arrived = arrivals.subscribe()
+        let arrived = arrivals.subscribe(holding: 1) { $0 == attachment }
         transfers.wanted.insert(attachment)
         for peer in session.activePeers { await ask(for: [attachment], from: peer.id) }
-        for await file in arrived where file == attachment { return files.path(of: attachment) }
+        if await arrived.next() != nil { return files.path(of: attachment) }  // (it arrived: once, or more)
         if files.holds(attachment) { return files.path(of: attachment) }
         throw SyncError(.attachmentFailed, "the wait for \(attachment) was cancelled before it arrived")
     }

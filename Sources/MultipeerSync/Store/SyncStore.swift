@@ -84,16 +84,33 @@ public actor SyncStore {
         /// a station in the middle of a chain carries what its ends write. A write of a
         /// collection it does not keep throws `notKept`.
         public var keeps: SyncScope
+        /// The changes each ``SyncCollection/changes`` sequence holds for a reader that has not
+        /// taken them (each the record's fields before and after). Default 4,096; beyond it the
+        /// oldest go, and the next change the reader takes says how many
+        /// (``SyncChange/missed``). A reader that stalls costs the store this many changes,
+        /// never more: the store never waits for it.
+        public var changeBuffer: Int
+        /// The events each ``SyncStore/events`` stream holds for a reader that has not taken
+        /// them. Default 1,024; beyond it the oldest go, and the reader is told how many
+        /// (``SyncEvent/eventsDropped(count:)``). A peer that sends a flood of forged versions
+        /// (each one refused, each refusal an event) costs a stalled reader this many events.
+        public var eventBuffer: Int
 
         /// A configuration; every argument has its default.
+        /// - Precondition: `changeBuffer` and `eventBuffer` are 1 or more.
         public init(
             tombstoneLifetime: Duration = .seconds(90 * 86_400),
             collectionInterval: Duration = .seconds(3_600),
-            keeps: SyncScope = .everything
+            keeps: SyncScope = .everything,
+            changeBuffer: Int = 4_096,
+            eventBuffer: Int = 1_024
         ) {
+            precondition(changeBuffer > 0 && eventBuffer > 0, "a stream's buffer holds at least one element")
             self.tombstoneLifetime = tombstoneLifetime
             self.collectionInterval = collectionInterval
             self.keeps = keeps
+            self.changeBuffer = changeBuffer
+            self.eventBuffer = eventBuffer
         }
     }
 
@@ -183,8 +200,19 @@ public actor SyncStore {
     }
 
     /// What the store reports besides changes: refusals, exchanges, failures. Each access is a
-    /// new stream; it buffers what its reader has not taken.
-    public nonisolated var events: AsyncStream<SyncEvent> { eventSubscribers.subscribe() }
+    /// new stream; it holds at most ``Configuration/eventBuffer`` events its reader has not
+    /// taken: beyond it the oldest go, and the reader is told how many
+    /// (``SyncEvent/eventsDropped(count:)``) before the events that follow them.
+    public nonisolated var events: AsyncStream<SyncEvent> {
+        let buffer = eventSubscribers.subscribe(holding: configuration.eventBuffer)
+        return AsyncStream {
+            switch await buffer.next() {
+            case .dropped(let count): .eventsDropped(count: count)
+            case .element(let event): event
+            case nil: nil
+            }
+        }
+    }
 
     /// Syncs with the session's peers until cancelled (then it returns): answers their
     /// messages, pushes this station's writes as they are made, reconciles with each peer when
@@ -310,8 +338,11 @@ public actor SyncStore {
         return refusals + taken.refusals
     }
 
-    /// Every change from now on, of any collection.
-    nonisolated func changes() -> AsyncStream<StoreChange> { changeSubscribers.subscribe() }
+    /// Every change of `collection` from now on, at most ``Configuration/changeBuffer`` of them
+    /// held for the reader.
+    nonisolated func changes(of collection: String) -> SubscriberBuffer<StoreChange> {
+        changeSubscribers.subscribe(holding: configuration.changeBuffer) { $0.change.record.collection == collection }
+    }
 
     nonisolated func report(_ event: SyncEvent) { eventSubscribers.yield(event) }
 

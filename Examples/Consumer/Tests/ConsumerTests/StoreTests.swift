@@ -81,6 +81,13 @@ struct BulletinV1: SyncRecord, Equatable {
     var level: Int
 }
 
+/// The log's entries as a build that misreads them would declare them: no entry reads.
+struct Misread: SyncRecord {
+    static var collectionName: String { "LogEntry" }
+    var id: String
+    var count: Int
+}
+
 /// The store's message type, as a stranger implementing docs/SYNC.md 6 would send it: its
 /// bytes in one CBOR byte string, under the store's wire name.
 struct RawSyncMessage: MultipeerMessage {
@@ -251,6 +258,47 @@ func event(
     /// meet again, both hold both changes. The relief station comes back as a new session (a
     /// restart), which the captain's session never knew, so its change reaches the captain
     /// only by reconciliation.
+    /// A reader that stalls costs the store its buffer and no more: its changes and events
+    /// beyond the limits the configuration sets go, oldest first, and the reader is told how
+    /// many before what follows, which is the newest, in order.
+    @Test func aReaderThatFallsBehindIsToldWhatItMissed() async throws {
+        try await withDirectory { directory in
+            let session = MultipeerSession(configuration: configuration("captain"), identity: PeerIdentity())
+            let store = try SyncStore(
+                session: session,
+                path: directory.appendingPathComponent("log.sqlite").path,
+                configuration: .init(changeBuffer: 8, eventBuffer: 4)
+            )
+            let log = store.collection(LogEntry.self)
+            let (changes, events) = (log.changes, store.events)
+            for number in 0..<20 { try await log.put(LogEntry(id: "entry-\(number)", text: "written \(number)")) }
+            try await store.collection(ChecklistItem.self).put(ChecklistItem(id: "fuel", title: "Fuel", done: false))
+            var read = changes.makeAsyncIterator()
+            let first = try #require(await read.next())
+            #expect(first.missed == 12 && first.id == "entry-12", "\(first.missed) missed before \(first.id)")
+            var rest: [String] = []
+            for _ in 0..<7 { rest.append(try #require(await read.next()).id) }
+            #expect(
+                rest == (13..<20).map { "entry-\($0)" },
+                "the rest in order, another collection's write not among them"
+            )
+
+            // (Records of the log read as another type: each one that does not read is an event.)
+            #expect(try await store.collection(Misread.self).records().isEmpty)
+            var told: [SyncEvent] = []
+            for await event in events {
+                told.append(event)
+                if told.count == 5 { break }
+            }
+            guard case .eventsDropped(let dropped) = told.first else {
+                Issue.record("no eventsDropped first: \(told)")
+                return
+            }
+            #expect(dropped == 16, "20 unreadable records told, 4 held")
+            #expect(told.dropFirst().allSatisfy { if case .unreadableRecord = $0 { true } else { false } }, "\(told)")
+        }
+    }
+
     @Test func fieldsChangedApartOnTwoStationsAreBothKept() async throws {
         try await withDirectory { directory in
             let aPath = directory.appendingPathComponent("a.sqlite").path
