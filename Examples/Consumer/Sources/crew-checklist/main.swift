@@ -53,7 +53,10 @@ do {
             }
         }
         group.addTask {
-            for await change in checklist.items.changes where change.peer != nil {
+            for await change in checklist.items.changes {
+                // (This reader fell behind, a whole checklist arriving say: what it missed, `list` shows.)
+                if change.missed > 0 { print("(\(change.missed) changes not shown: list shows the checklist)") }
+                guard change.peer != nil else { continue }
                 print(change.record.map { "~ \($0.id) from \(change.origin)" } ?? "~ \(change.id) removed")
             }
         }
