@@ -65,9 +65,15 @@ public actor SyncStore {
     private let changeSubscribers = Subscribers<StoreChange>()
     private let eventSubscribers = Subscribers<SyncEvent>()
 
-    /// How many versions, and about how many of their bytes, one message carries at most.
-    static let versionsPerMessage = 4_096
-    static let bytesPerMessage = 1 << 20
+    /// How many versions, and how many bytes of the message that carries them (its versions
+    /// framed, and their origins' keys), one message carries at most: the spec's bounds
+    /// (docs/SYNC.md 5). A receiver commits each message's versions at once, and a commit's
+    /// cost grows more slowly than its size: the fuller the messages, the fewer the commits.
+    static let versionsPerMessage = SyncMessage.maximumCount
+    static let bytesPerMessage = SyncMessage.maximumLength
+    /// How many versions a want's answer reads from storage at a time: a version may be up to
+    /// 1 MiB, and what a want names is read whole.
+    static let versionsPerRead = 4_096
 
     /// How a store behaves, with documented defaults.
     public struct Configuration: Sendable {
@@ -585,7 +591,7 @@ public actor SyncStore {
                 try await take(encoded, keys: keys, from: peer)
             case .want(let ids):
                 count(sent: ids.count, with: peer)
-                for ids in ids.chunks(of: Self.versionsPerMessage) {
+                for ids in ids.chunks(of: Self.versionsPerRead) {
                     await push(try station.storage.versions(withIDs: Array(ids)), to: peer)  // (those it keeps)
                 }
             case .lack(let files):
@@ -734,23 +740,12 @@ public actor SyncStore {
         }
     }
 
-    /// Sends `versions`, in messages of at most ``versionsPerMessage`` and about
-    /// ``bytesPerMessage``, to `recipients`, or with `broadcast` to every peer the session has
-    /// room for now.
+    /// Sends `versions`, in messages of at most ``versionsPerMessage`` versions and
+    /// ``bytesPerMessage`` bytes, to `recipients`, or with `broadcast` to every peer the session
+    /// has room for now.
     private func send(_ versions: [SignedVersion], to recipients: [UUID], broadcast: Bool) async {
         guard !versions.isEmpty else { return }
-        var batches: [[SignedVersion]] = [[]]
-        var bytes = 0
-        for version in versions {
-            if batches[batches.count - 1].count == Self.versionsPerMessage
-                || (bytes + version.bytes.count > Self.bytesPerMessage && !batches[batches.count - 1].isEmpty)
-            {
-                batches.append([])
-                bytes = 0
-            }
-            batches[batches.count - 1].append(version)
-            bytes += version.bytes.count
-        }
+        let batches = Self.batches(of: versions.map { ($0.stamp.origin, $0.bytes.count) }).map { versions[$0] }
         for batch in batches {
             var keys: [PeerKey] = []
             for origin in Set(batch.map(\.stamp.origin)) {
@@ -778,6 +773,27 @@ public actor SyncStore {
                 await send(message, to: recipient)
             }
         }
+    }
+
+    /// The messages versions of these origins and lengths go in, in order: each at most
+    /// ``versionsPerMessage`` versions and ``bytesPerMessage`` bytes with every version framed
+    /// and every origin's key (docs/SYNC.md 5).
+    static func batches(of versions: [(origin: UUID, length: Int)]) -> [Range<Int>] {
+        let header = 1 + 2 + 2  // (kind, key count, version count)
+        var batches: [Range<Int>] = []
+        var (start, bytes, origins) = (0, header, Set<UUID>())
+        for (index, version) in versions.enumerated() {
+            let adding = 4 + version.length + (origins.contains(version.origin) ? 0 : PeerKey.length)
+            if index > start, index - start == versionsPerMessage || bytes + adding > bytesPerMessage {
+                batches.append(start..<index)
+                (start, bytes, origins) = (index, header + 4 + version.length + PeerKey.length, [version.origin])
+            } else {
+                bytes += adding
+                origins.insert(version.origin)
+            }
+        }
+        if start < versions.count { batches.append(start..<versions.count) }
+        return batches
     }
 
     /// Sends a round of `exchange`, which this station initiated, to `peer`; an exchange whose
