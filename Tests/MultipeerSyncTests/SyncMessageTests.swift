@@ -42,8 +42,9 @@ import Testing
         }
     }
 
-    /// The compressed vector reads as the two versions it carries; compressed again here (by
-    /// whatever zlib this machine has) it is shorter than the plain message and reads the same.
+    /// The compressed vector reads as the two versions it carries; a larger message compressed
+    /// here (by whatever zlib this machine has) is shorter than the plain one and reads the
+    /// same; a small one is sent plain.
     @Test func compressedVersionsReadAsThePlainMessage() throws {
         let bytes = try SignedVersionTests.vector("sync-versions-compressed")
         let message = SyncMessage.versions(
@@ -51,11 +52,14 @@ import Testing
             [Self.version.bytes, SignedVersionTests.delete.bytes]
         )
         #expect(try SyncMessage(decoding: bytes) == message)
-        let compact = message.compactBytes
-        #expect(compact.first == 7 && compact.count < message.bytes.count, "\(compact.count) of \(message.bytes.count)")
-        #expect(try SyncMessage(decoding: compact) == message)
-        // (One version with its key: the signature and the key do not compress, so plain is shorter.)
-        #expect(Self.versions.compactBytes == Self.versions.bytes)
+        #expect(message.compactBytes == message.bytes, "below \(SyncMessage.compressedAtLeast) bytes: sent plain")
+        let larger = SyncMessage.versions(
+            keys: [SignedVersionTests.origin.key],
+            Array(repeating: [Self.version.bytes, SignedVersionTests.delete.bytes], count: 8).flatMap { $0 }
+        )
+        let compact = larger.compactBytes
+        #expect(compact.first == 7 && compact.count < larger.bytes.count, "\(compact.count) of \(larger.bytes.count)")
+        #expect(try SyncMessage(decoding: compact) == larger)
         #expect(Self.want.compactBytes == Self.want.bytes)
     }
 
