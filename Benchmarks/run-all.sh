@@ -62,6 +62,9 @@ step store-partition .build/release/StoreBenchmark --phases partition --seeds "$
 # A station holding a million records (100,000 in a quick run), in a process of its own, syncing:
 # its peak resident memory.
 step store-memory .build/release/StoreBenchmark --records "$(trials 100000 1000000)" --differences 2 --phases memory --json "$results/store-memory.json"
+# Two stations that never met, 10 differences among 100,000 records (issue 60's first row):
+# round trips and metadata bytes.
+step store-never-met .build/release/StoreBenchmark --records "$(trials 10000 100000)" --differences 10 --phases memory --json "$results/store-never-met.json"
 # Host a's memory under churn (three navlog-sync hosts, one frozen now and then, one killed):
 # 30 minutes, 2 in a quick run.
 step navlog-soak Benchmarks/navlog-soak.py --binary "$PWD/.build/release/navlog-sync" --seconds "$(trials 120 1800)" --sample 30 \

@@ -57,9 +57,9 @@ import Testing
         )
         let store = try SyncStore(session: session, storage: storage)
         let message = SyncMessage.versions(keys: [relief.key], [altered, good.bytes, keyless.bytes])
-        let incoming = store.read(message.compactBytes, from: relief.peerID)
+        let incoming = store.read(message.compactBytes(), from: relief.peerID)
         #expect(incoming.verified == [false, true, false])
-        #expect(incoming.versions.count == 3 && incoming.kind == message.compactBytes.first)
+        #expect(incoming.versions.count == 3 && incoming.kind == message.compactBytes().first)
 
         var station = try Station(identity: RecordIntakeTests.captain, storage: storage)
         let taken = try station.take(

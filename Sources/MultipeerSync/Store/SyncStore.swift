@@ -64,6 +64,8 @@ public actor SyncStore {
     var transfers = AttachmentTransfers()
     /// Every attachment whose file arrives, as it does.
     let arrivals = Subscribers<SyncAttachment>()
+    /// What compresses the versions this store sends (docs/SYNC.md 5, kind 7).
+    private let compressor = Zlib.Compressor()
     private let changeSubscribers = Subscribers<StoreChange>()
     private let eventSubscribers = Subscribers<SyncEvent>()
 
@@ -836,7 +838,7 @@ public actor SyncStore {
             let message = SyncMessage.versions(keys: keys, batch.map(\.bytes))
             let signedBytes = batch.reduce(0) { $0 + $1.bytes.count }
             if broadcast {
-                let envelope = SyncEnvelope(message)
+                let envelope = SyncEnvelope(message, compressor: compressor)
                 do {
                     let reached = try await session.broadcast(envelope)  // (not inside the access to traffic)
                     traffic.count(envelope.bytes, sent: true, times: reached)
@@ -886,7 +888,7 @@ public actor SyncStore {
     /// the peer away). What it refuses is reported, and the peer owed an exchange.
     @discardableResult
     func send(_ message: SyncMessage, to peer: UUID) async -> Bool {
-        let envelope = SyncEnvelope(message)
+        let envelope = SyncEnvelope(message, compressor: compressor)
         traffic.count(envelope.bytes, sent: true)
         do {
             try await session.send(envelope, to: peer)
