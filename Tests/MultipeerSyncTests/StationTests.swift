@@ -37,7 +37,7 @@ import Testing
     }
 
     /// A store reads a peer's message, and checks its versions' signatures, off its actor
-    /// (``SyncStore/read(_:from:)``): a version is marked checked only if its own bytes verify
+    /// (``SyncStore/read(_:)``): a version is marked checked only if its own bytes verify
     /// with the key the station would use; a forged copy beside a good one with the same id is
     /// not; one held, or without a key, is left to the station, which refuses what fails.
     @Test func aMessageReadOffTheActorMarksCheckedOnlyWhatVerifies() async throws {
@@ -57,7 +57,7 @@ import Testing
         )
         let store = try SyncStore(session: session, storage: storage)
         let message = SyncMessage.versions(keys: [relief.key], [altered, good.bytes, keyless.bytes])
-        let incoming = store.read(message.compactBytes(), from: relief.peerID)
+        let incoming = store.read(message.compactBytes())
         #expect(incoming.verified == [false, true, false])
         #expect(incoming.versions.count == 3 && incoming.kind == message.compactBytes().first)
 
@@ -71,7 +71,7 @@ import Testing
         )
         #expect(taken.refusals.map(\.code) == [.badSignature, .badSignature], "the forged copy and the keyless one")
         #expect(taken.kept.isEmpty, "the good copy's id was the forged one's: it comes at the next exchange")
-        #expect(store.read(message.bytes, from: relief.peerID).verified == [false, true, false], "plain or compressed")
+        #expect(store.read(message.bytes).verified == [false, true, false], "plain or compressed")
     }
 
     /// What a peer sends is checked version by version: one without its origin's signature,

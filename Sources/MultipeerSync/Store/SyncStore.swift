@@ -28,7 +28,7 @@ public actor SyncStore {
     /// The session the store syncs over; its identity signs this station's writes.
     public nonisolated let session: MultipeerSession
     var station: Station
-    /// The station's storage, for what the store reads off its actor (``read(_:from:)``).
+    /// The station's storage, for what the store reads off its actor (``read(_:)``).
     private nonisolated let storage: any SyncStorage
     private var exchanges: ExchangeStateMachine<Holding>
     /// Where this station stands with each peer it met in this run (``status()``).
@@ -248,7 +248,7 @@ public actor SyncStore {
                 // takes the one before: the checks on every core, the commit on one.)
                 await withTaskGroup(of: Void.self) { taking in
                     for await (peer, envelope) in messages {
-                        let incoming = self.read(envelope.bytes, from: peer.id)
+                        let incoming = self.read(envelope.bytes)
                         await taking.next()  // (the one before taken: in order)
                         taking.addTask { await self.receive(incoming, from: peer.id) }
                     }
@@ -553,7 +553,7 @@ public actor SyncStore {
     }
 
     /// A message as it came from a peer, read, and its versions' signatures checked, off the
-    /// store's actor (``read(_:from:)``).
+    /// store's actor (``read(_:)``).
     struct Incoming: Sendable {
         /// Its kind and length, for ``traffic``.
         var kind: UInt8?
@@ -567,11 +567,11 @@ public actor SyncStore {
         var verified: [Bool] = []
     }
 
-    /// Reads a message from `peer`, and checks the signatures of the versions it carries that
+    /// Reads a message from a peer, and checks the signatures of the versions it carries that
     /// the store would check (not held here, of a collection it keeps and an origin that may
     /// write it, with the key ``Station/take(_:keys:from:now:verified:)`` would use), on every
     /// core: off the store's actor, so while it takes the message before.
-    nonisolated func read(_ bytes: [UInt8], from peer: UUID) -> Incoming {
+    nonisolated func read(_ bytes: [UInt8]) -> Incoming {
         let message = Result { () throws(SyncError) in try SyncMessage(decoding: bytes) }
         var incoming = Incoming(kind: bytes.first, length: bytes.count, message: message)
         guard case .success(.versions(let keys, let encoded)) = message else { return incoming }
