@@ -42,6 +42,18 @@ import Testing
         }
     }
 
+    /// Each of `cases` is refused as malformed, its refusal naming what the case says.
+    static func expectRefused(_ cases: [(String, [UInt8])]) {
+        for (what, bytes) in cases {
+            do {
+                _ = try SyncMessage(decoding: bytes)
+                Issue.record("\(what): read")
+            } catch {
+                #expect(error.code == .malformedMessage && error.message.contains(what), "\(what): \(error)")
+            }
+        }
+    }
+
     /// The compressed vector reads as the two versions it carries; a larger message compressed
     /// here (by whatever zlib this machine has) is shorter than the plain one and reads the
     /// same; a small one is sent plain.
@@ -98,14 +110,7 @@ import Testing
             ("compressed versions ends inside its version length", compressed([0, 0, 0, 1], declaring: 4)),
             ("16385 versions", compressed([0, 0, 0x40, 0x01], declaring: 4)),
         ]
-        for (what, bytes) in cases {
-            do {
-                _ = try SyncMessage(decoding: bytes)
-                Issue.record("\(what): read")
-            } catch {
-                #expect(error.code == .malformedMessage && error.message.contains(what), "\(what): \(error)")
-            }
-        }
+        Self.expectRefused(cases)
     }
 
     /// Every rule a message can break is refused as malformed, saying which.
@@ -149,14 +154,7 @@ import Testing
             ("a want of 16385 ids", [3, 0x40, 0x01]),
             ("at most 4194304", [UInt8](repeating: 3, count: SyncMessage.maximumLength + 1)),
         ]
-        for (what, bytes) in cases {
-            do {
-                _ = try SyncMessage(decoding: bytes)
-                Issue.record("\(what): read")
-            } catch {
-                #expect(error.code == .malformedMessage && error.message.contains(what), "\(what): \(error)")
-            }
-        }
+        Self.expectRefused(cases)
         // A batch or a want cut short anywhere ends inside something it announced.
         for message in [Self.versions.bytes, Self.want.bytes, Self.lack.bytes, Self.schemas.bytes, Self.keeps.bytes] {
             for length in 0..<message.count {
