@@ -590,16 +590,23 @@ public actor SyncStore {
         let writers = rules.withLock { $0.mapValues(\.writers) }
         let held = (try? storage.kept(versions.compactMap { try? $0.get().id })) ?? []
         var stored: [UUID: PeerKey?] = [:]
-        let work = versions.map { result -> (version: SignedVersion, key: PeerKey)? in
+        let work = versions.enumerated().compactMap {
+            index,
+            result -> (index: Int, version: SignedVersion, key: PeerKey)? in
             guard let version = try? result.get(), !held.contains(version.id),
                 configuration.keeps.contains(version.collection),
                 writers[version.collection]?.allows(version.stamp.origin) ?? true
             else { return nil }
             let origin = version.stamp.origin
             if offered[origin] == nil, stored[origin] == nil { stored[origin] = try? storage.key(of: origin) }
-            return (offered[origin] ?? stored[origin] ?? nil).map { (version, $0) }
+            return (offered[origin] ?? stored[origin] ?? nil).map { (index, version, $0) }
         }
-        return work.parallelMap { work in work.map { (try? $0.version.verify(with: $0.key)) != nil } ?? false }
+        // (Only what is to be checked goes to the cores: a relayed batch of versions held here
+        // wakes no thread.)
+        var verified = [Bool](repeating: false, count: versions.count)
+        let good = work.parallelMap { (try? $0.version.verify(with: $0.key)) != nil }
+        for (work, good) in zip(work, good) { verified[work.index] = good }
+        return verified
     }
 
     /// Takes one message from `peer`.
