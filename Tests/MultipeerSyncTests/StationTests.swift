@@ -37,7 +37,7 @@ import Testing
     }
 
     /// A store reads a peer's message, and checks its versions' signatures, off its actor
-    /// (``SyncStore/read(_:)``): a version is marked checked only if its own bytes verify
+    /// (``SyncStore/read(_:skipping:)``): a version is marked checked only if its own bytes verify
     /// with the key the station would use; a forged copy beside a good one with the same id is
     /// not; one held, or without a key, is left to the station, which refuses what fails.
     @Test func aMessageReadOffTheActorMarksCheckedOnlyWhatVerifies() async throws {
@@ -72,6 +72,10 @@ import Testing
         #expect(taken.refusals.map(\.code) == [.badSignature, .badSignature], "the forged copy and the keyless one")
         #expect(taken.kept.isEmpty, "the good copy's id was the forged one's: it comes at the next exchange")
         #expect(store.read(message.bytes).verified == [false, true, false], "plain or compressed")
+        #expect(
+            store.read(message.bytes, skipping: [good.id]).verified == [false, false, false],
+            "left to the station"
+        )
     }
 
     /// What a peer sends is checked version by version: one without its origin's signature,

@@ -28,7 +28,7 @@ public actor SyncStore {
     /// The session the store syncs over; its identity signs this station's writes.
     public nonisolated let session: MultipeerSession
     var station: Station
-    /// The station's storage, for what the store reads off its actor (``read(_:)``).
+    /// The station's storage, for what the store reads off its actor (``read(_:skipping:)``).
     private nonisolated let storage: any SyncStorage
     private var exchanges: ExchangeStateMachine<Holding>
     /// Where this station stands with each peer it met in this run (``status()``).
@@ -246,10 +246,14 @@ public actor SyncStore {
             group.addTask {
                 // (Each message is read, and its versions' signatures checked, while the store
                 // takes the one before: the checks on every core, the commit on one.)
+                // (What the message before carries is not checked again: it is held once that one
+                // is taken, or checked then if that one's copy was refused.)
                 await withTaskGroup(of: Void.self) { taking in
+                    var inFlight: Set<[UInt8]> = []
                     for await (peer, envelope) in messages {
-                        let incoming = self.read(envelope.bytes)
+                        let incoming = self.read(envelope.bytes, skipping: inFlight)
                         await taking.next()  // (the one before taken: in order)
+                        inFlight = Set(incoming.versions.compactMap { try? $0.get().id })
                         taking.addTask { await self.receive(incoming, from: peer.id) }
                     }
                 }
@@ -553,7 +557,7 @@ public actor SyncStore {
     }
 
     /// A message as it came from a peer, read, and its versions' signatures checked, off the
-    /// store's actor (``read(_:)``).
+    /// store's actor (``read(_:skipping:)``).
     struct Incoming: Sendable {
         /// Its kind and length, for ``traffic``.
         var kind: UInt8?
@@ -563,32 +567,37 @@ public actor SyncStore {
         var message: Result<SyncMessage, SyncError>
         /// A versions message's versions, each read or refused.
         var versions: [Result<SignedVersion, SyncError>] = []
-        /// Which of `versions` had their signature checked and found good (``check(_:keys:)``).
+        /// Which of `versions` had their signature checked and found good (``check(_:keys:skipping:)``).
         var verified: [Bool] = []
     }
 
     /// Reads a message from a peer, and checks the signatures of the versions it carries that
     /// the store would check (not held here, of a collection it keeps and an origin that may
     /// write it, with the key ``Station/take(_:keys:from:now:verified:)`` would use), on every
-    /// core: off the store's actor, so while it takes the message before.
-    nonisolated func read(_ bytes: [UInt8]) -> Incoming {
+    /// core: off the store's actor, so while it takes the message before. Versions whose ids
+    /// are in `skipping` are left to the station to check.
+    nonisolated func read(_ bytes: [UInt8], skipping: Set<[UInt8]> = []) -> Incoming {
         let message = Result { () throws(SyncError) in try SyncMessage(decoding: bytes) }
         var incoming = Incoming(kind: bytes.first, length: bytes.count, message: message)
         guard case .success(.versions(let keys, let encoded)) = message else { return incoming }
         incoming.message = .success(.versions(keys: keys, []))  // (the bytes live on in `versions` alone)
         incoming.versions = encoded.map { bytes in Result { () throws(SyncError) in try SignedVersion(decoding: bytes) }
         }
-        incoming.verified = check(incoming.versions, keys: keys)
+        incoming.verified = check(incoming.versions, keys: keys, skipping: skipping)
         return incoming
     }
 
     /// Checks the signatures of `versions` that ``Station/take(_:keys:from:now:verified:)`` would
     /// check, with the key it would check them with: the one the message offered for their
     /// origin, else the one stored. Which are good, by position.
-    private nonisolated func check(_ versions: [Result<SignedVersion, SyncError>], keys: [PeerKey]) -> [Bool] {
+    private nonisolated func check(
+        _ versions: [Result<SignedVersion, SyncError>],
+        keys: [PeerKey],
+        skipping: Set<[UInt8]>
+    ) -> [Bool] {
         let offered = Dictionary(keys.map { ($0.peerID, $0) }, uniquingKeysWith: { first, _ in first })
         let writers = rules.withLock { $0.mapValues(\.writers) }
-        let held = (try? storage.kept(versions.compactMap { try? $0.get().id })) ?? []
+        let held = skipping.union((try? storage.kept(versions.compactMap { try? $0.get().id })) ?? [])
         var stored: [UUID: PeerKey?] = [:]
         let work = versions.enumerated().compactMap {
             index,
@@ -855,9 +864,10 @@ public actor SyncStore {
                 }
                 continue
             }
+            let envelope = SyncEnvelope(message, compressor: compressor)  // (compressed once for them all)
             for recipient in recipients {
                 traffic.versionBytes += signedBytes
-                await send(message, to: recipient)
+                await send(envelope, to: recipient)
             }
         }
     }
@@ -895,7 +905,13 @@ public actor SyncStore {
     /// the peer away). What it refuses is reported, and the peer owed an exchange.
     @discardableResult
     func send(_ message: SyncMessage, to peer: UUID) async -> Bool {
-        let envelope = SyncEnvelope(message, compressor: compressor)
+        await send(SyncEnvelope(message, compressor: compressor), to: peer)
+    }
+
+    /// Sends `envelope` (a message encoded once for every peer it goes to) to `peer`, as
+    /// ``send(_:to:)-(SyncMessage,_)`` does.
+    @discardableResult
+    private func send(_ envelope: SyncEnvelope, to peer: UUID) async -> Bool {
         traffic.count(envelope.bytes, sent: true)
         do {
             try await session.send(envelope, to: peer)
