@@ -10,11 +10,14 @@ package enum Zlib {
     /// A compressor, set up once and reset for each message: setting one up (about 256 KiB of
     /// state) costs more than compressing a message of a few KiB. Its owner's alone.
     package final class Compressor {
-        private var stream = z_stream()
+        /// zlib keeps the stream's address in its state, so the stream lives at one address of
+        /// its own for the compressor's life (an `&` of a stored property may be a temporary).
+        private let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
 
         package init() {
+            stream.initialize(to: z_stream())
             let status = deflateInit2_(
-                &stream,
+                stream,
                 Zlib.level,
                 Z_DEFLATED,
                 15,  // (a 32 KiB window, and a zlib header and trailer: RFC 1950)
@@ -27,24 +30,28 @@ package enum Zlib {
             precondition(status == Z_OK, "zlib's deflateInit2 failed (\(status))")
         }
 
-        deinit { deflateEnd(&stream) }
+        deinit {
+            deflateEnd(stream)
+            stream.deinitialize(count: 1)
+            stream.deallocate()
+        }
 
         /// `bytes` as one zlib stream.
         package func compressed(_ bytes: [UInt8]) -> [UInt8] {
-            deflateReset(&stream)
-            let bound = Int(deflateBound(&stream, uLong(bytes.count)))
+            deflateReset(stream)
+            let bound = Int(deflateBound(stream, uLong(bytes.count)))
             return [UInt8](unsafeUninitializedCapacity: bound) { output, count in
                 bytes.withUnsafeBufferPointer { input in
-                    stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress)
-                    stream.avail_in = uInt(input.count)
-                    stream.next_out = output.baseAddress
-                    stream.avail_out = uInt(output.count)
+                    stream.pointee.next_in = UnsafeMutablePointer(mutating: input.baseAddress)
+                    stream.pointee.avail_in = uInt(input.count)
+                    stream.pointee.next_out = output.baseAddress
+                    stream.pointee.avail_out = uInt(output.count)
                     // (deflateBound is room enough for one call to finish any input.)
-                    let status = deflate(&stream, Z_FINISH)
+                    let status = deflate(stream, Z_FINISH)
                     precondition(status == Z_STREAM_END, "zlib's deflate did not finish (\(status))")
                 }
-                count = Int(stream.total_out)
-                (stream.next_in, stream.next_out) = (nil, nil)
+                count = Int(stream.pointee.total_out)
+                (stream.pointee.next_in, stream.pointee.next_out) = (nil, nil)
             }
         }
     }
