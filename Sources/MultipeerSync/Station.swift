@@ -202,16 +202,12 @@ package struct Station {
     /// before serves too), at wall time `now`: each is checked (its origin's signature, a
     /// timestamp at most a day ahead of `now`), and what holds a register is kept, all of the
     /// batch in one durable commit. A version refused is never stored and never stops the rest.
-    /// - Parameter verified: Which of `versions` (by position) had their signature checked
-    ///   already, with the key this would check it with (``Verification``); the others are
-    ///   checked here.
     /// - Throws: `storageFailed`; the refusals are in the result.
     package mutating func take(
         _ versions: [SignedVersion],
         keys: [PeerKey],
         from peer: UUID? = nil,
-        now: UInt64,
-        verified: [Bool] = []
+        now: UInt64
     ) throws(SyncError) -> Taken {
         var taken = Taken()
         var next = clock
@@ -223,9 +219,8 @@ package struct Station {
         var known: [UUID: PeerKey] = [:]
         var accepted: [RecordKey: [SignedVersion]] = [:]
         var learnt: [UUID: PeerKey] = [:]
-        var checking: [(version: SignedVersion, key: PeerKey?, verified: Bool)] = []
-        // (One held needs no check.)
-        for (index, version) in versions.enumerated() where held.insert(version.id).inserted {
+        var checking: [(version: SignedVersion, key: PeerKey?)] = []
+        for version in versions where held.insert(version.id).inserted {  // (one held needs no check)
             let origin = version.stamp.origin
             if let writers = writers[version.collection], !writers.allows(origin) {
                 taken.refusals.append(
@@ -237,11 +232,10 @@ package struct Station {
                 continue
             }
             if offered[origin] == nil, known[origin] == nil { known[origin] = try storage.key(of: origin) }
-            checking.append((version, offered[origin] ?? known[origin], index < verified.count && verified[index]))
+            checking.append((version, offered[origin] ?? known[origin]))
         }
-        let checked = checking.parallelMap { version, key, verified in
+        let checked = checking.parallelMap { version, key in
             Result { () throws(SyncError) in
-                guard !verified else { return version }
                 guard let key else {
                     throw SyncError(
                         .badSignature,
