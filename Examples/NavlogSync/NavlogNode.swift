@@ -13,7 +13,7 @@ public import ServiceLifecycle
 /// any host that holds what the other lacks. Run it with ``run()``, as a `Service` of a
 /// `ServiceGroup`: a graceful shutdown says GOODBYE to every peer and reports each leaving
 /// before ``events`` ends; cancelling stops at once.
-public actor NavlogNode: Service {
+public final actor NavlogNode: Service {
     /// The database on disk and this host's identity.
     public nonisolated let store: NavlogStore
     public nonisolated let session: MultipeerSession

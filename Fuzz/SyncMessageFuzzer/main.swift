@@ -23,7 +23,7 @@ let syncMessageFuzzer: FuzzTarget = { data, size in
         let message = try SyncMessage(decoding: input)
         if input.first == 7 {
             precondition(message.bytes.first == 2, "compressed versions read as versions")
-            let again = try SyncMessage(decoding: message.compactBytes)
+            let again = try SyncMessage(decoding: message.compactBytes())
             precondition(again == message, "and compress again to them")
         } else {
             precondition(message.bytes == input, "a message that reads encodes to the same bytes")

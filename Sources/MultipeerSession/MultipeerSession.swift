@@ -30,7 +30,7 @@ public import struct Foundation.UUID
 /// the greater UUID dials; exactly one link per pair remains. ``run()`` does everything until
 /// its task is cancelled (or a service group shuts down gracefully); ``suspend()`` and
 /// ``resume()`` follow an app into the background and back.
-public actor MultipeerSession {
+public final actor MultipeerSession {
     /// What the session was made with: its service type, this peer's name, the group keys,
     /// discovery and the limits.
     public nonisolated let configuration: Configuration

@@ -202,12 +202,16 @@ package struct Station {
     /// before serves too), at wall time `now`: each is checked (its origin's signature, a
     /// timestamp at most a day ahead of `now`), and what holds a register is kept, all of the
     /// batch in one durable commit. A version refused is never stored and never stops the rest.
+    /// - Parameter verified: Which of `versions` (by position) had their signature checked
+    ///   already, with the key this would check it with (``Verification``); the others are
+    ///   checked here.
     /// - Throws: `storageFailed`; the refusals are in the result.
     package mutating func take(
         _ versions: [SignedVersion],
         keys: [PeerKey],
         from peer: UUID? = nil,
-        now: UInt64
+        now: UInt64,
+        verified: [Bool] = []
     ) throws(SyncError) -> Taken {
         var taken = Taken()
         var next = clock
@@ -219,8 +223,9 @@ package struct Station {
         var known: [UUID: PeerKey] = [:]
         var accepted: [RecordKey: [SignedVersion]] = [:]
         var learnt: [UUID: PeerKey] = [:]
-        var checking: [(version: SignedVersion, key: PeerKey?)] = []
-        for version in versions where held.insert(version.id).inserted {  // (one held needs no check)
+        var checking: [(version: SignedVersion, key: PeerKey?, verified: Bool)] = []
+        // (One held needs no check.)
+        for (index, version) in versions.enumerated() where held.insert(version.id).inserted {
             let origin = version.stamp.origin
             if let writers = writers[version.collection], !writers.allows(origin) {
                 taken.refusals.append(
@@ -232,10 +237,11 @@ package struct Station {
                 continue
             }
             if offered[origin] == nil, known[origin] == nil { known[origin] = try storage.key(of: origin) }
-            checking.append((version, offered[origin] ?? known[origin]))
+            checking.append((version, offered[origin] ?? known[origin], index < verified.count && verified[index]))
         }
-        let checked = checking.parallelMap { version, key in
+        let checked = checking.parallelMap { version, key, verified in
             Result { () throws(SyncError) in
+                guard !verified else { return version }
                 guard let key else {
                     throw SyncError(
                         .badSignature,

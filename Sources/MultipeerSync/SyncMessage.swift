@@ -122,15 +122,20 @@ package enum SyncMessage: Hashable, Sendable {
         return writer.bytes
     }
 
-    /// The bytes a station sends: a versions message compressed (kind 7) when that is shorter,
-    /// any other message as ``bytes``.
-    package var compactBytes: [UInt8] {
+    /// The fewest bytes of a versions message this build compresses: below, a message holds a
+    /// few versions, whose signatures do not compress, and zlib's setting up costs more than
+    /// the bytes it would save.
+    static let compressedAtLeast = 2_048
+
+    /// The bytes a station sends: a versions message of ``compressedAtLeast`` bytes or more
+    /// compressed (kind 7) by `compressor` when that is shorter, any other message as ``bytes``.
+    package func compactBytes(using compressor: Zlib.Compressor = Zlib.Compressor()) -> [UInt8] {
         let plain = bytes
-        guard case .versions = self else { return plain }
+        guard case .versions = self, plain.count >= Self.compressedAtLeast else { return plain }
         var writer = Writer()
         writer.bytes.append(7)
         writer.integer(UInt32(plain.count - 1))
-        writer.bytes += Zlib.compressed(Array(plain.dropFirst()))
+        writer.bytes += compressor.compressed(Array(plain.dropFirst()))
         return writer.bytes.count < plain.count ? writer.bytes : plain
     }
 

@@ -36,6 +36,48 @@ import Testing
         #expect(try after.record(Self.fuel) == ["done": [1]])
     }
 
+    /// A store reads a peer's message, and checks its versions' signatures, off its actor
+    /// (``SyncStore/read(_:skipping:)``): a version is marked checked only if its own bytes verify
+    /// with the key the station would use; a forged copy beside a good one with the same id is
+    /// not; one held, or without a key, is left to the station, which refuses what fails.
+    @Test func aMessageReadOffTheActorMarksCheckedOnlyWhatVerifies() async throws {
+        let relief = RecordIntakeTests.relief
+        let good = RecordIntakeTests.version(.set(["done": [1]]), at: Self.now, by: relief, record: "flaps")
+        var altered = good.bytes
+        altered[altered.count - 1] ^= 1  // (its signature's last byte: the same id, forged)
+        let keyless = RecordIntakeTests.version(.set(["done": [1]]), at: Self.now, by: PeerIdentity(), record: "doors")
+        let storage = MemoryStorage()
+        let session = MultipeerSession(
+            configuration: .init(
+                serviceType: "_read._tcp",
+                peer: PeerInfo(displayName: "captain"),
+                psk: StoreSimulationTests.groupKey
+            ),
+            identity: RecordIntakeTests.captain
+        )
+        let store = try SyncStore(session: session, storage: storage)
+        let message = SyncMessage.versions(keys: [relief.key], [altered, good.bytes, keyless.bytes])
+        let incoming = store.read(message.compactBytes())
+        #expect(incoming.verified == [false, true, false])
+        #expect(incoming.versions.count == 3 && incoming.kind == message.compactBytes().first)
+
+        var station = try Station(identity: RecordIntakeTests.captain, storage: storage)
+        let taken = try station.take(
+            try incoming.versions.map { try $0.get() },
+            keys: [relief.key],
+            from: relief.peerID,
+            now: Self.now,
+            verified: incoming.verified
+        )
+        #expect(taken.refusals.map(\.code) == [.badSignature, .badSignature], "the forged copy and the keyless one")
+        #expect(taken.kept.isEmpty, "the good copy's id was the forged one's: it comes at the next exchange")
+        #expect(store.read(message.bytes).verified == [false, true, false], "plain or compressed")
+        #expect(
+            store.read(message.bytes, skipping: [good.id]).verified == [false, false, false],
+            "left to the station"
+        )
+    }
+
     /// What a peer sends is checked version by version: one without its origin's signature,
     /// one stamped more than a day ahead, or one whose origin's key never came, is refused with
     /// its reason and never stored; the rest of the batch is taken.

@@ -42,8 +42,21 @@ import Testing
         }
     }
 
-    /// The compressed vector reads as the two versions it carries; compressed again here (by
-    /// whatever zlib this machine has) it is shorter than the plain message and reads the same.
+    /// Each of `cases` is refused as malformed, its refusal naming what the case says.
+    static func expectRefused(_ cases: [(String, [UInt8])]) {
+        for (what, bytes) in cases {
+            do {
+                _ = try SyncMessage(decoding: bytes)
+                Issue.record("\(what): read")
+            } catch {
+                #expect(error.code == .malformedMessage && error.message.contains(what), "\(what): \(error)")
+            }
+        }
+    }
+
+    /// The compressed vector reads as the two versions it carries; a larger message compressed
+    /// here (by whatever zlib this machine has) is shorter than the plain one and reads the
+    /// same; a small one is sent plain.
     @Test func compressedVersionsReadAsThePlainMessage() throws {
         let bytes = try SignedVersionTests.vector("sync-versions-compressed")
         let message = SyncMessage.versions(
@@ -51,12 +64,20 @@ import Testing
             [Self.version.bytes, SignedVersionTests.delete.bytes]
         )
         #expect(try SyncMessage(decoding: bytes) == message)
-        let compact = message.compactBytes
-        #expect(compact.first == 7 && compact.count < message.bytes.count, "\(compact.count) of \(message.bytes.count)")
-        #expect(try SyncMessage(decoding: compact) == message)
-        // (One version with its key: the signature and the key do not compress, so plain is shorter.)
-        #expect(Self.versions.compactBytes == Self.versions.bytes)
-        #expect(Self.want.compactBytes == Self.want.bytes)
+        #expect(message.compactBytes() == message.bytes, "below \(SyncMessage.compressedAtLeast) bytes: sent plain")
+        let larger = SyncMessage.versions(
+            keys: [SignedVersionTests.origin.key],
+            Array(repeating: [Self.version.bytes, SignedVersionTests.delete.bytes], count: 8).flatMap { $0 }
+        )
+        let compressor = Zlib.Compressor()
+        let compact = larger.compactBytes(using: compressor)
+        #expect(compact.first == 7 && compact.count < larger.bytes.count, "\(compact.count) of \(larger.bytes.count)")
+        #expect(try SyncMessage(decoding: compact) == larger)
+        // (One compressor, reset for each message: the next stream owes nothing to the last.)
+        let other = SyncMessage.versions(keys: [], Array(repeating: Self.version.bytes, count: 20))
+        #expect(try SyncMessage(decoding: other.compactBytes(using: compressor)) == other)
+        #expect(larger.compactBytes(using: compressor) == compact)
+        #expect(Self.want.compactBytes() == Self.want.bytes)
     }
 
     /// A compressed message that breaks a rule is refused naming it; one that would inflate far
@@ -65,7 +86,7 @@ import Testing
         let vector = try SignedVersionTests.vector("sync-versions-compressed")
         let declared = Int(vector[1..<5].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
         func compressed(_ body: [UInt8], declaring length: Int) -> [UInt8] {
-            [7] + withUnsafeBytes(of: UInt32(length).bigEndian, Array.init) + Zlib.compressed(body)
+            [7] + withUnsafeBytes(of: UInt32(length).bigEndian, Array.init) + Zlib.Compressor().compressed(body)
         }
         let body = Array(SyncMessage.versions(keys: [], []).bytes.dropFirst())
         let bomb = [UInt8](repeating: 0, count: 64 << 20)  // (64 MiB of zeros: about 64 KiB compressed)
@@ -89,14 +110,7 @@ import Testing
             ("compressed versions ends inside its version length", compressed([0, 0, 0, 1], declaring: 4)),
             ("16385 versions", compressed([0, 0, 0x40, 0x01], declaring: 4)),
         ]
-        for (what, bytes) in cases {
-            do {
-                _ = try SyncMessage(decoding: bytes)
-                Issue.record("\(what): read")
-            } catch {
-                #expect(error.code == .malformedMessage && error.message.contains(what), "\(what): \(error)")
-            }
-        }
+        Self.expectRefused(cases)
     }
 
     /// Every rule a message can break is refused as malformed, saying which.
@@ -140,14 +154,7 @@ import Testing
             ("a want of 16385 ids", [3, 0x40, 0x01]),
             ("at most 4194304", [UInt8](repeating: 3, count: SyncMessage.maximumLength + 1)),
         ]
-        for (what, bytes) in cases {
-            do {
-                _ = try SyncMessage(decoding: bytes)
-                Issue.record("\(what): read")
-            } catch {
-                #expect(error.code == .malformedMessage && error.message.contains(what), "\(what): \(error)")
-            }
-        }
+        Self.expectRefused(cases)
         // A batch or a want cut short anywhere ends inside something it announced.
         for message in [Self.versions.bytes, Self.want.bytes, Self.lack.bytes, Self.schemas.bytes, Self.keeps.bytes] {
             for length in 0..<message.count {

@@ -46,6 +46,10 @@ package final class MemoryStorage: SyncStorage {
         state.withLock { state in ids.compactMap { state.versions[$0] } }
     }
 
+    package func kept(_ ids: [[UInt8]]) -> Set<[UInt8]> {
+        state.withLock { state in Set(ids.filter { state.versions[$0] != nil }) }
+    }
+
     package func scan(
         from lower: RangeReconciliation.Bound,
         below upper: RangeReconciliation.Bound,

@@ -136,6 +136,13 @@ package final class SQLiteStorage: SyncStorage {
         return try rows.map { bytes throws(SyncError) in try read(bytes, of: "a version") }
     }
 
+    package func kept(_ ids: [[UInt8]]) throws(SyncError) -> Set<[UInt8]> {
+        try reading("look up \(ids.count) versions") { db in
+            let statement = try db.cachedStatement(sql: "SELECT 1 FROM version WHERE id = ?")
+            return try Set(ids.filter { id in try Bool.fetchOne(statement, arguments: [Data(id)]) != nil })
+        }
+    }
+
     package func scan(
         from lower: RangeReconciliation.Bound,
         below upper: RangeReconciliation.Bound,

@@ -100,6 +100,8 @@ package protocol SyncStorage: Sendable, ReconciliationItems {
     /// The versions kept among `ids` (``SignedVersion/id``), in no particular order; an id not
     /// kept (never, or let go since) is left out.
     func versions(withIDs ids: [[UInt8]]) throws(SyncError) -> [SignedVersion]
+    /// Those of `ids` (``SignedVersion/id``) of versions kept.
+    func kept(_ ids: [[UInt8]]) throws(SyncError) -> Set<[UInt8]>
     /// A page of the versions kept at or above `lower` and below `upper` of `collections` (nil:
     /// of every collection), in the order reconciliation reads them (docs/SYNC.md 4: by
     /// timestamp, then id): the first `limit` of them, or fewer if their bytes reach `bytes`

@@ -24,10 +24,12 @@ import Synchronization
 /// peer may have missed: each side gets the versions it lacks, whoever wrote them. Every
 /// version taken is checked against its origin's signature; what fails is refused
 /// (``SyncEvent/refused(_:from:)``), never stored or relayed.
-public actor SyncStore {
+public final actor SyncStore {
     /// The session the store syncs over; its identity signs this station's writes.
     public nonisolated let session: MultipeerSession
     var station: Station
+    /// The station's storage, for what the store reads off its actor (``read(_:skipping:)``).
+    private nonisolated let storage: any SyncStorage
     private var exchanges: ExchangeStateMachine<Holding>
     /// Where this station stands with each peer it met in this run (``status()``).
     private var peers: [UUID: PeerSyncStatus] = [:]
@@ -62,6 +64,8 @@ public actor SyncStore {
     var transfers = AttachmentTransfers()
     /// Every attachment whose file arrives, as it does.
     let arrivals = Subscribers<SyncAttachment>()
+    /// What compresses the versions this store sends (docs/SYNC.md 5, kind 7).
+    private let compressor = Zlib.Compressor()
     private let changeSubscribers = Subscribers<StoreChange>()
     private let eventSubscribers = Subscribers<SyncEvent>()
 
@@ -167,6 +171,7 @@ public actor SyncStore {
         self.configuration = configuration
         self.now = now
         files = attachments.map(AttachmentFiles.init)
+        self.storage = storage
         station = try Station(identity: session.identity, storage: storage)
         exchanges = ExchangeStateMachine<Holding>(own: session.peerID)
         meetings = MeetingStateMachine(own: session.peerID)
@@ -239,7 +244,19 @@ public actor SyncStore {
         defer { sending.finish() }
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask {
-                for await (peer, envelope) in messages { await self.receive(envelope.bytes, from: peer.id) }
+                // (Each message is read, and its versions' signatures checked, while the store
+                // takes the one before: the checks on every core, the commit on one.)
+                // (What the message before carries is not checked again: it is held once that one
+                // is taken, or checked then if that one's copy was refused.)
+                await withTaskGroup(of: Void.self) { taking in
+                    var inFlight: Set<[UInt8]> = []
+                    for await (peer, envelope) in messages {
+                        let incoming = self.read(envelope.bytes, skipping: inFlight)
+                        await taking.next()  // (the one before taken: in order)
+                        inFlight = Set(incoming.versions.compactMap { try? $0.get().id })
+                        taking.addTask { await self.receive(incoming, from: peer.id) }
+                    }
+                }
             }
             group.addTask { await self.receive(incomingFiles) }
             group.addTask { await self.send(outgoingFiles) }
@@ -539,12 +556,74 @@ public actor SyncStore {
         }
     }
 
+    /// A message as it came from a peer, read, and its versions' signatures checked, off the
+    /// store's actor (``read(_:skipping:)``).
+    struct Incoming: Sendable {
+        /// Its kind and length, for ``traffic``.
+        var kind: UInt8?
+        var length: Int
+        /// The message (a versions message without its versions' bytes, which are in
+        /// `versions`), or why it does not read.
+        var message: Result<SyncMessage, SyncError>
+        /// A versions message's versions, each read or refused.
+        var versions: [Result<SignedVersion, SyncError>] = []
+        /// Which of `versions` had their signature checked and found good (``check(_:keys:skipping:)``).
+        var verified: [Bool] = []
+    }
+
+    /// Reads a message from a peer, and checks the signatures of the versions it carries that
+    /// the store would check (not held here, of a collection it keeps and an origin that may
+    /// write it, with the key ``Station/take(_:keys:from:now:verified:)`` would use), on every
+    /// core: off the store's actor, so while it takes the message before. Versions whose ids
+    /// are in `skipping` are left to the station to check.
+    nonisolated func read(_ bytes: [UInt8], skipping: Set<[UInt8]> = []) -> Incoming {
+        let message = Result { () throws(SyncError) in try SyncMessage(decoding: bytes) }
+        var incoming = Incoming(kind: bytes.first, length: bytes.count, message: message)
+        guard case .success(.versions(let keys, let encoded)) = message else { return incoming }
+        incoming.message = .success(.versions(keys: keys, []))  // (the bytes live on in `versions` alone)
+        incoming.versions = encoded.map { bytes in Result { () throws(SyncError) in try SignedVersion(decoding: bytes) }
+        }
+        incoming.verified = check(incoming.versions, keys: keys, skipping: skipping)
+        return incoming
+    }
+
+    /// Checks the signatures of `versions` that ``Station/take(_:keys:from:now:verified:)`` would
+    /// check, with the key it would check them with: the one the message offered for their
+    /// origin, else the one stored. Which are good, by position.
+    private nonisolated func check(
+        _ versions: [Result<SignedVersion, SyncError>],
+        keys: [PeerKey],
+        skipping: Set<[UInt8]>
+    ) -> [Bool] {
+        let offered = Dictionary(keys.map { ($0.peerID, $0) }, uniquingKeysWith: { first, _ in first })
+        let writers = rules.withLock { $0.mapValues(\.writers) }
+        let held = skipping.union((try? storage.kept(versions.compactMap { try? $0.get().id })) ?? [])
+        var stored: [UUID: PeerKey?] = [:]
+        let work = versions.enumerated().compactMap {
+            index,
+            result -> (index: Int, version: SignedVersion, key: PeerKey)? in
+            guard let version = try? result.get(), !held.contains(version.id),
+                configuration.keeps.contains(version.collection),
+                writers[version.collection]?.allows(version.stamp.origin) ?? true
+            else { return nil }
+            let origin = version.stamp.origin
+            if offered[origin] == nil, stored[origin] == nil { stored[origin] = try? storage.key(of: origin) }
+            return (offered[origin] ?? stored[origin] ?? nil).map { (index, version, $0) }
+        }
+        // (Only what is to be checked goes to the cores: a relayed batch of versions held here
+        // wakes no thread.)
+        var verified = [Bool](repeating: false, count: versions.count)
+        let good = work.parallelMap { (try? $0.version.verify(with: $0.key)) != nil }
+        for (work, good) in zip(work, good) { verified[work.index] = good }
+        return verified
+    }
+
     /// Takes one message from `peer`.
-    private func receive(_ bytes: [UInt8], from peer: UUID) async {
-        traffic.count(bytes, sent: false)
+    private func receive(_ incoming: Incoming, from peer: UUID) async {
+        traffic.count(kind: incoming.kind, length: incoming.length, sent: false)
         let message: SyncMessage
         do throws(SyncError) {
-            message = try SyncMessage(decoding: bytes)
+            message = try incoming.message.get()
         } catch {
             report(.refused(error, from: peer))
             return
@@ -587,8 +666,8 @@ public actor SyncStore {
                     if answer.isEmpty { exchanges.ending(exchange, with: peer) }
                     await send(answer, of: exchange, to: peer)
                 }
-            case .versions(let keys, let encoded):
-                try await take(encoded, keys: keys, from: peer)
+            case .versions(let keys, _):
+                try await take(incoming.versions, verified: incoming.verified, keys: keys, from: peer)
             case .want(let ids):
                 count(sent: ids.count, with: peer)
                 for ids in ids.chunks(of: Self.versionsPerRead) {
@@ -648,42 +727,59 @@ public actor SyncStore {
     /// Sends `peer` the versions an exchange found it lacks, and asks for those this station lacks.
     private func resolve(_ outcome: RangeReconciliation.Outcome, with peer: UUID) async throws(SyncError) {
         count(sent: outcome.haveCount, with: peer)
-        for span in outcome.have {  // (read a page at a time as they go: the peer starts at once)
+        // (Read a page at a time, and sent as a message fills, across the spans: the peer
+        // starts at once, and commits as few times as the messages' bounds allow.)
+        var (filling, bytes) = ([SignedVersion](), 0)
+        for span in outcome.have {
             var lower = span.lower
             while true {
+                if filling.count == Self.versionsPerMessage || bytes >= Self.bytesPerMessage {
+                    await push(filling, to: peer)
+                    (filling, bytes) = ([], 0)
+                }
                 let page = try station.storage.versions(
                     from: lower,
                     below: span.upper,
                     in: shared(with: peer).collections,
-                    limit: Self.versionsPerMessage,
-                    bytes: Self.bytesPerMessage
+                    limit: Self.versionsPerMessage - filling.count,
+                    bytes: Self.bytesPerMessage - bytes
                 )
-                await push(page.filter { !span.except.contains($0.item.digest) }, to: peer)
+                for version in page where !span.except.contains(version.item.digest) {
+                    filling.append(version)
+                    bytes += version.bytes.count
+                }
                 guard let next = page.last?.item.successor, !page.isEmpty else { break }
                 lower = RangeReconciliation.Bound(next)
             }
         }
+        await push(filling, to: peer)
         for ids in outcome.need.chunks(of: SyncMessage.maximumCount) { await send(.want(Array(ids)), to: peer) }
     }
 
     /// Takes versions `peer` sent, tells the subscribers what changed, and relays what was new
     /// here to the other active peers.
-    private func take(_ encoded: [[UInt8]], keys: [PeerKey], from peer: UUID) async throws(SyncError) {
-        var versions: [SignedVersion] = []
-        for bytes in encoded {
+    private func take(
+        _ read: [Result<SignedVersion, SyncError>],
+        verified: [Bool],
+        keys: [PeerKey],
+        from peer: UUID
+    ) async throws(SyncError) {
+        var (versions, checked): ([SignedVersion], [Bool]) = ([], [])
+        for (result, verified) in zip(read, verified) {
             do throws(SyncError) {
-                let version = try SignedVersion(decoding: bytes)
+                let version = try result.get()
                 // (Its origin's own write of a collection this station does not keep: origins
                 // broadcast their writes to every peer, docs/SYNC.md 6. Left, as expected.)
                 if version.stamp.origin == peer, !configuration.keeps.contains(version.collection) { continue }
                 versions.append(try kept(version))
+                checked.append(verified)
             } catch {
                 report(.refused(error, from: peer))
             }
         }
         station.writers = rules.withLock { $0.mapValues(\.writers) }
         exchanges.storing(from: peer, latest: try station.holding())
-        let taken = try station.take(versions, keys: keys, from: peer, now: now())
+        let taken = try station.take(versions, keys: keys, from: peer, now: now(), verified: checked)
         removeReleasedFiles()
         for refusal in taken.refusals { report(.refused(refusal, from: peer)) }
         for change in taken.changes { changeSubscribers.yield(StoreChange(change: change, peer: peer)) }
@@ -758,7 +854,7 @@ public actor SyncStore {
             let message = SyncMessage.versions(keys: keys, batch.map(\.bytes))
             let signedBytes = batch.reduce(0) { $0 + $1.bytes.count }
             if broadcast {
-                let envelope = SyncEnvelope(message)
+                let envelope = SyncEnvelope(message, compressor: compressor)
                 do {
                     let reached = try await session.broadcast(envelope)  // (not inside the access to traffic)
                     traffic.count(envelope.bytes, sent: true, times: reached)
@@ -768,9 +864,10 @@ public actor SyncStore {
                 }
                 continue
             }
+            let envelope = SyncEnvelope(message, compressor: compressor)  // (compressed once for them all)
             for recipient in recipients {
                 traffic.versionBytes += signedBytes
-                await send(message, to: recipient)
+                await send(envelope, to: recipient)
             }
         }
     }
@@ -808,7 +905,13 @@ public actor SyncStore {
     /// the peer away). What it refuses is reported, and the peer owed an exchange.
     @discardableResult
     func send(_ message: SyncMessage, to peer: UUID) async -> Bool {
-        let envelope = SyncEnvelope(message)
+        await send(SyncEnvelope(message, compressor: compressor), to: peer)
+    }
+
+    /// Sends `envelope` (a message encoded once for every peer it goes to) to `peer`, as
+    /// ``send(_:to:)-(SyncMessage,_)`` does.
+    @discardableResult
+    private func send(_ envelope: SyncEnvelope, to peer: UUID) async -> Bool {
         traffic.count(envelope.bytes, sent: true)
         do {
             try await session.send(envelope, to: peer)
@@ -877,11 +980,15 @@ package struct Traffic: Sendable {
     package var versionBytes = 0
 
     mutating func count(_ message: [UInt8], sent isSent: Bool, times: Int = 1) {
-        guard let kind = message.first, times > 0 else { return }
         // (A reconcile round: kind, exchange, direction 0 from the initiator, 0x61, ranges.)
-        if isSent, kind == 1, message.count > 11, message[9] == 0 { roundTrips += 1 }
+        if isSent, message.first == 1, message.count > 11, message[9] == 0 { roundTrips += times }
+        count(kind: message.first, length: message.count, sent: isSent, times: times)
+    }
+
+    mutating func count(kind: UInt8?, length: Int, sent isSent: Bool, times: Int = 1) {
+        guard let kind, times > 0 else { return }
         let add = { (entry: (messages: Int, bytes: Int)?) in
-            (messages: (entry?.messages ?? 0) + times, bytes: (entry?.bytes ?? 0) + times * message.count)
+            (messages: (entry?.messages ?? 0) + times, bytes: (entry?.bytes ?? 0) + times * length)
         }
         if isSent { sent[kind] = add(sent[kind]) } else { received[kind] = add(received[kind]) }
     }
