@@ -66,7 +66,8 @@ package struct Station {
     /// Returns how many were collected.
     @discardableResult
     package func collect(below horizon: HLCTimestamp) throws(SyncError) -> Int {
-        let tombstones = try storage.versions(withIDs: try storage.tombstones(below: horizon))
+        let tombstones = try storage.versions(withIDs: try storage.tombstones(below: horizon)[...], bytes: .max)
+            .versions
         var commit = StorageCommit(clock: clock.latest, horizon: horizon)
         commit.removed = tombstones.map(\.id)
         commit.collected = tombstones
@@ -219,13 +220,16 @@ package struct Station {
         let records = Set(versions.map { RecordKey(collection: $0.collection, id: $0.recordID) })
         let kept = try storage.versions(of: records)
         let collected = try storage.collected(of: records)
-        var held = Set(kept.values.joined().map(\.id))
+        let held = Set(kept.values.joined().map(\.id))
         var known: [UUID: PeerKey] = [:]
         var accepted: [RecordKey: [SignedVersion]] = [:]
         var learnt: [UUID: PeerKey] = [:]
         var checking: [(version: SignedVersion, key: PeerKey?, verified: Bool)] = []
-        // (One held needs no check.)
-        for (index, version) in versions.enumerated() where held.insert(version.id).inserted {
+        // (One held needs no check, nor a second copy of the same bytes. Copies of one id with
+        // other signatures are each checked: a forged copy first never shadows a good one.)
+        var copies = Set<[UInt8]>()
+        for (index, version) in versions.enumerated()
+        where !held.contains(version.id) && copies.insert(version.bytes).inserted {
             let origin = version.stamp.origin
             if let writers = writers[version.collection], !writers.allows(origin) {
                 taken.refusals.append(
@@ -252,9 +256,11 @@ package struct Station {
                 return version
             }
         }
+        var taking = Set<[UInt8]>()
         for result in checked {
             do throws(SyncError) {
                 let version = try result.get()
+                guard !taking.contains(version.id) else { continue }  // (a second good copy)
                 let origin = version.stamp.origin
                 guard next.observe(version.stamp.timestamp, now: now) else {
                     throw SyncError(
@@ -263,6 +269,7 @@ package struct Station {
                     )
                 }
                 if let key = offered[origin] { learnt[origin] = key }
+                taking.insert(version.id)
                 accepted[RecordKey(collection: version.collection, id: version.recordID), default: []].append(version)
             } catch {
                 taken.refusals.append(error)

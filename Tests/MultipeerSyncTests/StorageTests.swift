@@ -140,6 +140,34 @@ import Testing
     }
 
     /// Closed and opened again (a restart), SQLite holds every commit and the clock.
+    /// A want's answer reads the versions it names a message's bytes at a time: in the order
+    /// named, up to and including the one that reaches the bytes given, passing over ids not
+    /// kept; what is left is read next.
+    @Test(arguments: Kind.allCases)
+    func versionsNamedAreReadUpToTheBytesGiven(kind: Kind) throws {
+        try Self.withStorage(kind) { storage, _ in
+            let versions = (1...3).map {
+                Self.version("item \($0)", .set(["note": Array(repeating: 7, count: 500)]), at: UInt64($0))
+            }
+            try storage.commit(
+                StorageCommit(
+                    added: versions,
+                    keys: [RecordIntakeTests.captain.key],
+                    clock: versions[2].stamp.timestamp
+                )
+            )
+            let missing = [UInt8](repeating: 1, count: 32)
+            let ids = [versions[0].id, missing, versions[1].id, versions[2].id]
+            let size = versions[0].bytes.count
+            let first = try storage.versions(withIDs: ids[...], bytes: size + 1)
+            #expect(first.versions == [versions[0], versions[1]], "the second reaches the bytes, and is the last")
+            #expect(first.read == 3, "the id not kept was passed over")
+            let rest = try storage.versions(withIDs: ids.dropFirst(first.read), bytes: size + 1)
+            #expect(rest.versions == [versions[2]] && rest.read == 1)
+            #expect(try storage.versions(withIDs: ids[...], bytes: .max).versions == versions)
+        }
+    }
+
     @Test func aReopenedDatabaseHoldsEveryCommit() throws {
         try Self.withStorage(.sqlite) { storage, path in
             let fuel = Self.version("fuel", .set(["done": [1]]), at: 7)

@@ -42,8 +42,17 @@ package final class MemoryStorage: SyncStorage {
         }
     }
 
-    package func versions(withIDs ids: [[UInt8]]) -> [SignedVersion] {
-        state.withLock { state in ids.compactMap { state.versions[$0] } }
+    package func versions(withIDs ids: ArraySlice<[UInt8]>, bytes: Int) -> (versions: [SignedVersion], read: Int) {
+        state.withLock { state in
+            var (found, total, read) = ([SignedVersion](), 0, 0)
+            for id in ids where total < bytes {
+                read += 1
+                guard let version = state.versions[id] else { continue }
+                found.append(version)
+                total += version.bytes.count
+            }
+            return (found, read)
+        }
     }
 
     package func kept(_ ids: [[UInt8]]) -> Set<[UInt8]> {

@@ -128,12 +128,24 @@ package final class SQLiteStorage: SyncStorage {
         return found
     }
 
-    package func versions(withIDs ids: [[UInt8]]) throws(SyncError) -> [SignedVersion] {
-        let rows = try reading("read \(ids.count) versions") { db in
+    package func versions(
+        withIDs ids: ArraySlice<[UInt8]>,
+        bytes: Int
+    ) throws(SyncError) -> (
+        versions: [SignedVersion], read: Int
+    ) {
+        let (rows, read) = try reading("read \(ids.count) versions") { db in
             let statement = try db.cachedStatement(sql: "SELECT bytes FROM version WHERE id = ?")
-            return try ids.compactMap { id in try Data.fetchOne(statement, arguments: [Data(id)]) }
+            var (rows, total, read) = ([Data](), 0, 0)
+            for id in ids where total < bytes {
+                read += 1
+                guard let row = try Data.fetchOne(statement, arguments: [Data(id)]) else { continue }
+                rows.append(row)
+                total += row.count
+            }
+            return (rows, read)
         }
-        return try rows.map { bytes throws(SyncError) in try read(bytes, of: "a version") }
+        return (try rows.map { bytes throws(SyncError) in try self.read(bytes, of: "a version") }, read)
     }
 
     package func kept(_ ids: [[UInt8]]) throws(SyncError) -> Set<[UInt8]> {

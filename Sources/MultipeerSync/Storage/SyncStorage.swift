@@ -97,9 +97,16 @@ package protocol SyncStorage: Sendable, ReconciliationItems {
     /// The versions kept of each of `records` (a record of which none is kept is left out),
     /// in no particular order, read at one instant.
     func versions(of records: Set<RecordKey>) throws(SyncError) -> [RecordKey: [SignedVersion]]
-    /// The versions kept among `ids` (``SignedVersion/id``), in no particular order; an id not
-    /// kept (never, or let go since) is left out.
-    func versions(withIDs ids: [[UInt8]]) throws(SyncError) -> [SignedVersion]
+    /// The versions kept among `ids` (``SignedVersion/id``), read in the order of `ids` until
+    /// their bytes reach `bytes` (the version that reaches it is the last one read), and how
+    /// many of `ids` were looked up; an id not kept (never, or let go since) is passed over.
+    /// So a read holds at most `bytes` and one version (``SignedVersion/maximumLength``).
+    func versions(
+        withIDs ids: ArraySlice<[UInt8]>,
+        bytes: Int
+    ) throws(SyncError) -> (
+        versions: [SignedVersion], read: Int
+    )
     /// Those of `ids` (``SignedVersion/id``) of versions kept.
     func kept(_ ids: [[UInt8]]) throws(SyncError) -> Set<[UInt8]>
     /// A page of the versions kept at or above `lower` and below `upper` of `collections` (nil:

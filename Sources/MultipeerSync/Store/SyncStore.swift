@@ -75,9 +75,6 @@ public final actor SyncStore {
     /// cost grows more slowly than its size: the fuller the messages, the fewer the commits.
     static let versionsPerMessage = SyncMessage.maximumCount
     static let bytesPerMessage = SyncMessage.maximumLength
-    /// How many versions a want's answer reads from storage at a time: a version may be up to
-    /// 1 MiB, and what a want names is read whole.
-    static let versionsPerRead = 4_096
 
     /// How a store behaves, with documented defaults.
     public struct Configuration: Sendable {
@@ -670,8 +667,13 @@ public final actor SyncStore {
                 try await take(incoming.versions, verified: incoming.verified, keys: keys, from: peer)
             case .want(let ids):
                 count(sent: ids.count, with: peer)
-                for ids in ids.chunks(of: Self.versionsPerRead) {
-                    await push(try station.storage.versions(withIDs: Array(ids)), to: peer)  // (those it keeps)
+                // (Those it keeps, a message's bytes at a time: a want of 16,384 ids of large
+                // versions never holds them all.)
+                var wanted = ids[...]
+                while !wanted.isEmpty {
+                    let (versions, read) = try station.storage.versions(withIDs: wanted, bytes: Self.bytesPerMessage)
+                    await push(versions, to: peer)
+                    wanted = wanted.dropFirst(read)
                 }
             case .lack(let files):
                 try await offer(files, to: peer)
