@@ -5,7 +5,10 @@
 #   scripts/fuzz.sh [SECONDS]        fuzz each target for SECONDS (default 60), starting from its
 #                                    seed corpus in Fuzz/Corpus; what it learns is kept in
 #                                    .build-fuzz/corpus, crashes in .build-fuzz/crashes
-#   scripts/fuzz.sh --corpus-only    run each target once over its seed corpus (make test)
+#   scripts/fuzz.sh --corpus-only    run each target once over its seed corpus (make test): the
+#                                    normal debug build's targets, which replay what they are
+#                                    given (no instrumentation: the fuzzing build's own run is
+#                                    scripts/fuzz.sh 1)
 #   FUZZ_TARGETS="SyncMessageFuzzer" scripts/fuzz.sh 120     only the targets named
 #
 # Exits non-zero on the first crash, with libFuzzer's report and the input's path.
@@ -14,6 +17,18 @@ cd "$(dirname "$0")/.."
 targets=(FrameFuzzer HelloFuzzer TXTFuzzer NavlogFuzzer PayloadFuzzer SyncVersionFuzzer SyncMessageFuzzer)
 [[ -n ${FUZZ_TARGETS:-} ]] && read -r -a targets <<<"$FUZZ_TARGETS"
 mode=${1:-60}
+
+if [[ $mode == --corpus-only ]]; then
+    swift build >/dev/null
+    for target in "${targets[@]}"; do
+        ran=$(.build/debug/"$target" "Fuzz/Corpus/$target") || {
+            echo "$target crashed on its seed corpus (.build/debug/$target -v Fuzz/Corpus/$target names the input)" >&2
+            exit 1
+        }
+        echo "$target: $ran"
+    done
+    exit 0
+fi
 
 swift_bin=$(dirname "$(readlink -f "$(command -v swift)")")
 runtime=$(ls "$swift_bin"/../lib/clang/*/lib/linux/libclang_rt.fuzzer_no_main-x86_64.a 2>/dev/null | head -1)
@@ -33,23 +48,17 @@ for target in "${targets[@]}"; do
     binary=.build-fuzz/debug/$target
     seeds=Fuzz/Corpus/$target
     log=.build-fuzz/$target.log
-    if [[ $mode == --corpus-only ]]; then
-        # -runs=0: every seed is run once while the corpus loads; nothing new is tried.
-        "$binary" -runs=0 "$seeds" >"$log" 2>&1 || { cat "$log"; echo "$target crashed on its seed corpus" >&2; exit 1; }
-        summary+=("$target: $(ls "$seeds" | wc -l) seeds run, no crash")
-    else
-        mkdir -p ".build-fuzz/corpus/$target" .build-fuzz/crashes
-        dictionary=()
-        [[ -f Fuzz/Dictionaries/$target.dict ]] && dictionary=(-dict="Fuzz/Dictionaries/$target.dict")
-        if ! "$binary" -max_total_time="$mode" -print_final_stats=1 -artifact_prefix=".build-fuzz/crashes/$target-" \
-            "${dictionary[@]}" ".build-fuzz/corpus/$target" "$seeds" >"$log" 2>&1; then
-            tail -40 "$log"
-            echo "$target crashed: the input is in .build-fuzz/crashes (add it to $seeds and a regression test)" >&2
-            exit 1
-        fi
-        runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
-        corpus=$(ls ".build-fuzz/corpus/$target" | wc -l)
-        summary+=("$target: $mode s, $runs executions, corpus $corpus inputs (+ $(ls "$seeds" | wc -l) seeds), no crash")
+    mkdir -p ".build-fuzz/corpus/$target" .build-fuzz/crashes
+    dictionary=()
+    [[ -f Fuzz/Dictionaries/$target.dict ]] && dictionary=(-dict="Fuzz/Dictionaries/$target.dict")
+    if ! "$binary" -max_total_time="$mode" -print_final_stats=1 -artifact_prefix=".build-fuzz/crashes/$target-" \
+        "${dictionary[@]}" ".build-fuzz/corpus/$target" "$seeds" >"$log" 2>&1; then
+        tail -40 "$log"
+        echo "$target crashed: the input is in .build-fuzz/crashes (add it to $seeds and a regression test)" >&2
+        exit 1
     fi
+    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+    corpus=$(ls ".build-fuzz/corpus/$target" | wc -l)
+    summary+=("$target: $mode s, $runs executions, corpus $corpus inputs (+ $(ls "$seeds" | wc -l) seeds), no crash")
 done
 printf '%s\n' "${summary[@]}"

@@ -27,4 +27,7 @@ let helloFuzzer: FuzzTarget = { data, size in
 func fuzzerMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
     runLibFuzzer(argc, argv, helloFuzzer)
 }
+#else
+// (A declaration: the fuzzing build parses this file as a library.)
+let replayed: Void = replayCorpus(helloFuzzer)
 #endif

@@ -23,4 +23,7 @@ let navlogFuzzer: FuzzTarget = { data, size in
 func fuzzerMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
     runLibFuzzer(argc, argv, navlogFuzzer)
 }
+#else
+// (A declaration: the fuzzing build parses this file as a library.)
+let replayed: Void = replayCorpus(navlogFuzzer)
 #endif

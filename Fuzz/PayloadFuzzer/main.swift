@@ -127,4 +127,7 @@ let payloadFuzzer: FuzzTarget = { data, size in
 func fuzzerMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
     runLibFuzzer(argc, argv, payloadFuzzer)
 }
+#else
+// (A declaration: the fuzzing build parses this file as a library.)
+let replayed: Void = replayCorpus(payloadFuzzer)
 #endif

@@ -61,4 +61,7 @@ let syncMessageFuzzer: FuzzTarget = { data, size in
 func fuzzerMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
     runLibFuzzer(argc, argv, syncMessageFuzzer)
 }
+#else
+// (A declaration: the fuzzing build parses this file as a library.)
+let replayed: Void = replayCorpus(syncMessageFuzzer)
 #endif

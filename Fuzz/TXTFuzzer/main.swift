@@ -26,4 +26,7 @@ let txtFuzzer: FuzzTarget = { data, size in
 func fuzzerMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
     runLibFuzzer(argc, argv, txtFuzzer)
 }
+#else
+// (A declaration: the fuzzing build parses this file as a library.)
+let replayed: Void = replayCorpus(txtFuzzer)
 #endif
