@@ -2,22 +2,24 @@ import Dispatch
 import NIOCore
 
 /// A host's event loop in a simulated world: its tasks are the host's jobs on the world's
-/// thread (``SimulationScheduler``), its clock the world's simulated time. The host's links
+/// thread (``SimulationScheduler``), its clock the host's time (``HostTime``). The host's links
 /// run on it, and so do its sessions' Swift tasks (through a task executor on it).
 final class SimulatedEventLoop: EventLoop, @unchecked Sendable, CustomStringConvertible {
     let scheduler: SimulationScheduler
     let host: SimulationScheduler.HostID
+    let time: HostTime
     let description: String
 
-    init(scheduler: SimulationScheduler, host: SimulationScheduler.HostID, name: String) {
+    init(scheduler: SimulationScheduler, host: SimulationScheduler.HostID, time: HostTime, name: String) {
         self.scheduler = scheduler
         self.host = host
+        self.time = time
         self.description = "SimulatedEventLoop(\(name))"
     }
 
     var inEventLoop: Bool { scheduler.isRunning(host) }
 
-    var now: NIODeadline { .uptimeNanoseconds(UInt64(scheduler.now)) }
+    var now: NIODeadline { .uptimeNanoseconds(UInt64(max(0, time.host(atWorld: scheduler.now)))) }
 
     func execute(_ task: @escaping @Sendable () -> Void) {
         scheduler.enqueue(host, task)
@@ -26,7 +28,7 @@ final class SimulatedEventLoop: EventLoop, @unchecked Sendable, CustomStringConv
     @discardableResult
     func scheduleTask<T>(deadline: NIODeadline, _ task: @escaping @Sendable () throws -> T) -> Scheduled<T> {
         let promise = makePromise(of: T.self)
-        let timer = scheduler.schedule(host, at: Int64(clamping: deadline.uptimeNanoseconds)) {
+        let timer = scheduler.schedule(host, at: time.world(atHost: Int64(clamping: deadline.uptimeNanoseconds))) {
             // A job of this host: on its loop.
             do {
                 promise.assumeIsolated().succeed(try task())

@@ -6,12 +6,16 @@ import NIOCore
 /// the TCP connections over them.
 ///
 /// TCP is modelled as an application and the keepalive meet it: bytes arrive in order, after
-/// the path's delay and the time its bandwidth takes; a segment lost (to the path's loss rate,
-/// or to a cut: a partition or a black hole, which also loses what was in flight across it) is
-/// sent again after a retransmission timeout, and
+/// the path's delay and the time its bandwidth takes (one queue a direction of a path, which
+/// every connection on it shares, as one link's capacity is); a segment lost (to the path's
+/// loss rate, or to a cut: a partition, a black hole or a one-way cut, which also loses what was
+/// in flight across it) is sent again after a retransmission timeout; one held (a hold: what
+/// crosses waits, then arrives at once when the hold goes) arrives late, and
 /// what arrives meanwhile beyond it waits, out of order, until it does; the receiver
 /// acknowledges what arrives and advertises the room left in its buffer, and the sender sends
-/// no more than that (a reader that stops reading stops its sender, whose writes then wait);
+/// no more than that (a reader that stops reading stops its sender, whose writes then wait),
+/// nor, on a path with a bandwidth, more than its congestion window (``congestionWindow(_:_:)``:
+/// the rest waits in its socket, and goes with it if its process dies);
 /// unacknowledged data older than the connection's user timeout aborts it. A connection to a
 /// port nobody listens on is refused; a host whose process is frozen still accepts connections
 /// and acknowledges what arrives (its kernel runs); closing sends FIN after what was written,
@@ -33,9 +37,9 @@ final class SimulatedNetwork: @unchecked Sendable {
     }
 
     let scheduler: SimulationScheduler
-    /// Every direction of every path, but those given their own in ``paths``.
+    /// Every direction of every path, but those given their own (``impair(from:to:_:)``) or
+    /// whose machine was (``impair(_:_:)``).
     var defaultPath: Path
-    var paths: [PathKey: Path] = [:]
     /// The payload of one TCP segment, for counting segments.
     static let segmentSize = 1_448
     /// The most a socket takes in before its reader reads: Linux's default tcp_rmem maximum, 6 MiB.
@@ -45,18 +49,31 @@ final class SimulatedNetwork: @unchecked Sendable {
     /// Linux's least retransmission timeout, 200 ms, and the links' most (TCP_RTO_MAX_MS), 1 s.
     static let retransmissionTimeout: ClosedRange<Int64> = 200_000_000...1_000_000_000
 
-    struct PathKey: Hashable {
-        var from: String
-        var to: String
+    /// One direction between two machines, whatever addresses they take: what a path's
+    /// impairment and its bandwidth's queue belong to.
+    struct Direction: Hashable {
+        var from: ObjectIdentifier
+        var to: ObjectIdentifier
+
+        init(_ from: SimulatedMachine, _ to: SimulatedMachine) {
+            (self.from, self.to) = (ObjectIdentifier(from), ObjectIdentifier(to))
+        }
     }
 
     private var addresses: [String: SimulatedMachine] = [:]
     /// Paths to and from a machine, as ``SimulatedHost/impair(latency:jitter:loss:bandwidth:)`` set them.
     private var impairments: [ObjectIdentifier: Path] = [:]
+    /// Directions of paths given their own (``SimulatedWorld/impair(from:to:oneWay:latency:jitter:loss:bandwidth:)``),
+    /// which come before either machine's.
+    private var pathImpairments: [Direction: Path] = [:]
+    /// When each direction's queue has sent what it was given, for a path with a bandwidth.
+    private var departures: [Direction: Int64] = [:]
     private var listeners: [ListenKey: SimulatedListener] = [:]
-    /// Groups of addresses cut off from each other: a partition, or a black hole (one address
-    /// against every other). Nothing crosses a cut; connections stay open.
+    /// Groups of machines cut off from each other: a partition, a black hole (one machine
+    /// against every other), a one-way cut, or a hold. Nothing crosses a cut; connections stay open.
     private(set) var cuts: [Cut] = []
+    /// Segments a hold stopped, in the order they came: each lands when no hold stops it.
+    private var held: [(flight: UInt64, arrive: () -> Void)] = []
     private var random: SplitMix64
 
     struct ListenKey: Hashable {
@@ -71,12 +88,15 @@ final class SimulatedNetwork: @unchecked Sendable {
         var side: Set<ObjectIdentifier>
         /// Nil: every machine not on `side`.
         var otherSide: Set<ObjectIdentifier>?
+        /// Only what `side` sends to `otherSide` is cut; the other way crosses.
+        var oneWay = false
+        /// What the cut stops waits until it goes, rather than being lost.
+        var holds = false
 
-        func separates(_ a: SimulatedMachine, _ b: SimulatedMachine) -> Bool {
-            let (a, b) = (ObjectIdentifier(a), ObjectIdentifier(b))
-            if side.contains(a) { return !side.contains(b) && (otherSide?.contains(b) ?? true) }
-            if side.contains(b) { return otherSide?.contains(a) ?? true }
-            return false
+        func stops(from sender: SimulatedMachine, to receiver: SimulatedMachine) -> Bool {
+            let (a, b) = (ObjectIdentifier(sender), ObjectIdentifier(receiver))
+            if side.contains(a), !side.contains(b), otherSide?.contains(b) ?? true { return true }
+            return !oneWay && side.contains(b) && !side.contains(a) && (otherSide?.contains(a) ?? true)
         }
     }
 
@@ -141,63 +161,82 @@ final class SimulatedNetwork: @unchecked Sendable {
         impairments[ObjectIdentifier(machine)] = path
     }
 
+    /// Gives the path from `sender` to `receiver` these properties, before either machine's
+    /// own (nil: theirs, or the default, again).
+    func impair(from sender: SimulatedMachine, to receiver: SimulatedMachine, _ path: Path?) {
+        pathImpairments[Direction(sender, receiver)] = path
+    }
+
     // MARK: Faults
 
     func cut(_ cut: Cut) {
         cuts.append(cut)
-        lose { cut.separates($0.sender, $0.receiver) }
+        if !cut.holds { lose { cut.stops(from: $0.sender, to: $0.receiver) } }
     }
 
-    /// Heals the cut numbered `number` (nil: every cut).
+    /// Heals the cut numbered `number` (nil: every cut); what a hold kept lands now, in the
+    /// order it came, unless another hold still stops it.
     func heal(_ number: Int? = nil) {
         if let number { cuts.removeAll { $0.number == number } } else { cuts.removeAll() }
+        let waiting = held
+        held = []
+        for (flight, arrive) in waiting { land(flight, arrive) }
     }
 
-    private func path(_ from: String, _ to: String) -> Path {
-        if let path = paths[PathKey(from: from, to: to)] { return path }
-        for address in [from, to] {
-            if let machine = addresses[address], let path = impairments[ObjectIdentifier(machine)] { return path }
-        }
-        return defaultPath
+    private func path(_ sender: SimulatedMachine, _ receiver: SimulatedMachine) -> Path {
+        pathImpairments[Direction(sender, receiver)] ?? impairments[ObjectIdentifier(sender)]
+            ?? impairments[ObjectIdentifier(receiver)] ?? defaultPath
     }
 
-    /// Sends a segment of `length` bytes from `from` to `to`; it leaves once the path has sent
-    /// what went before (`previous`, the sender's departure clock). Unless it is lost (to the
-    /// path's loss rate, or a cut), `arrive` runs when it arrives, no earlier than `notBefore`
-    /// (a connection's segments arrive in order), and the arrival is returned. What is in flight
-    /// when a cut comes between its ends, or when either end's address goes, is lost too, as a
-    /// link that goes down loses what was on it.
+    /// Sends a segment of `length` bytes from `from` to `to`; it leaves once the path's queue in
+    /// that direction has sent what went before (its bandwidth, shared by every connection on
+    /// it). Unless it is lost (to the path's loss rate, or a cut), `arrive` runs when it
+    /// arrives, no earlier than `notBefore` (a connection's segments arrive in order), and the
+    /// arrival is returned (a hold may make it later). What is in flight when a cut comes
+    /// between its ends, or when either end's address goes, is lost too, as a link that goes
+    /// down loses what was on it.
     @discardableResult
     func cross(
         from: String,
         to: String,
         length: Int,
-        after previous: inout Int64,
         notBefore: Int64 = 0,
         _ arrive: @escaping () -> Void
     ) -> Int64? {
-        let path = path(from, to)
+        // An address no machine has (any more) sends and receives nothing.
+        guard let sender = addresses[from], let receiver = addresses[to] else { return nil }
+        let path = path(sender, receiver)
         let now = scheduler.now
         var departure = now
         if let bandwidth = path.bandwidth, bandwidth > 0 {
-            departure = max(now, previous)
-            previous = departure + Int64(length) * 1_000_000_000 / bandwidth
+            let direction = Direction(sender, receiver)
+            departure = max(now, departures[direction] ?? 0)
+            departures[direction] = departure + Int64(length) * 1_000_000_000 / bandwidth
         }
-        // An address no machine has (any more) sends and receives nothing.
-        guard let sender = addresses[from], let receiver = addresses[to], !separated(sender, receiver) else {
-            return nil
-        }
+        guard !cuts.contains(where: { !$0.holds && $0.stops(from: sender, to: receiver) }) else { return nil }
         if path.loss > 0, Double.random(in: 0..<1, using: &random) < path.loss { return nil }
         let jitter = path.jitter > 0 ? Int64.random(in: 0...path.jitter, using: &random) : 0
         let arrival = max(notBefore, departure + path.latency + jitter)
         let flight = flightsMade
         flightsMade += 1
         inFlight[flight] = Flight(from: from, to: to, sender: sender, receiver: receiver)
-        _ = scheduler.schedule(nil, at: arrival) { [self] in
-            guard let landed = inFlight.removeValue(forKey: flight), !landed.lost else { return }
-            arrive()
-        }
+        _ = scheduler.schedule(nil, at: arrival) { [self] in land(flight, arrive) }
         return arrival
+    }
+
+    /// A segment's arrival: dropped if it was lost on the way, kept back while a hold stops
+    /// it, else `arrive`.
+    private func land(_ flight: UInt64, _ arrive: @escaping () -> Void) {
+        guard let landed = inFlight[flight], !landed.lost else {
+            inFlight[flight] = nil
+            return
+        }
+        if cuts.contains(where: { $0.holds && $0.stops(from: landed.sender, to: landed.receiver) }) {
+            held.append((flight, arrive))
+            return
+        }
+        inFlight[flight] = nil
+        arrive()
     }
 
     /// A segment on its way: lost if a cut comes between its ends, or either end's address goes,
@@ -217,12 +256,19 @@ final class SimulatedNetwork: @unchecked Sendable {
         for (number, flight) in inFlight where !flight.lost && isLost(flight) { inFlight[number]!.lost = true }
     }
 
-    private func separated(_ a: SimulatedMachine, _ b: SimulatedMachine) -> Bool {
-        cuts.contains { $0.separates(a, b) }
+    /// The most a connection from `a` to `b` keeps in flight on a path with a bandwidth, as
+    /// TCP's congestion window does: twice what the path holds in a round trip, and 64 KiB at
+    /// least (nil: as much as the receiver's window allows, on a path without one).
+    func congestionWindow(_ a: String, _ b: String) -> UInt64? {
+        guard let sender = addresses[a], let receiver = addresses[b],
+            let bandwidth = path(sender, receiver).bandwidth, bandwidth > 0
+        else { return nil }
+        return UInt64(max(64 << 10, 2 * bandwidth * roundTrip(a, b) / 1_000_000_000))
     }
 
     /// The path's round trip, as TCP would estimate it for its retransmission timeout.
     func roundTrip(_ a: String, _ b: String) -> Int64 {
+        guard let a = addresses[a], let b = addresses[b] else { return 2 * defaultPath.latency }
         let there = path(a, b)
         let back = path(b, a)
         return there.latency + there.jitter + back.latency + back.jitter
@@ -240,13 +286,11 @@ final class SimulatedNetwork: @unchecked Sendable {
                 connect(socket, to: address, port: port, attempt: attempt + 1)
             }
         }
-        var unused: Int64 = 0
-        cross(from: socket.local, to: address, length: 0, after: &unused) { [self] in
+        cross(from: socket.local, to: address, length: 0) { [self] in
             guard let target = machine(at: address) else { return }
-            var unused: Int64 = 0
             guard let listener = listeners[ListenKey(address: address, port: port)] else {
                 // Refused: RST for the SYN.
-                cross(from: address, to: socket.local, length: 0, after: &unused) { socket.refused() }
+                cross(from: address, to: socket.local, length: 0) { socket.refused() }
                 return
             }
             // A retransmitted SYN finds the connection it made.
@@ -260,7 +304,7 @@ final class SimulatedNetwork: @unchecked Sendable {
                     _ = scheduler.schedule(nil, at: scheduler.now + 10_000_000_000) { listener.forget(socket) }
                     return accepted
                 }()
-            cross(from: address, to: socket.local, length: 0, after: &unused) { socket.established(with: accepted) }
+            cross(from: address, to: socket.local, length: 0) { socket.established(with: accepted) }
         }
     }
 }
@@ -268,6 +312,8 @@ final class SimulatedNetwork: @unchecked Sendable {
 /// A machine's kernel: its addresses and ports. Its process runs on a host of the scheduler.
 final class SimulatedMachine: @unchecked Sendable {
     var addresses: [String]
+    /// What its clocks read: its process's, and the times its kernel reports (TCP_INFO's).
+    let time = HostTime()
     private var nextPort = 49_152
     /// The sockets open on it, by the order they were made (so they close in that order when
     /// its process is killed, the same in every run: not by address, which changes from run to run).

@@ -49,8 +49,6 @@ final class SimulatedSocket: @unchecked Sendable {
     private var inFlightBytes: UInt64 { inFlight.reduce(0) { $0 + UInt64($1.bytes.readableBytes) } }
     /// The room the peer last advertised.
     private var peerWindow = UInt64(SimulatedNetwork.receiveBuffer)
-    /// When this side's bytes have all left (the path's bandwidth).
-    private var departures: Int64 = 0
     /// When the last segment sent arrives: later ones arrive after it (the path keeps order).
     private var lastArrival: Int64 = 0
     private var retransmissionTimer: UInt64?
@@ -109,8 +107,9 @@ final class SimulatedSocket: @unchecked Sendable {
 
     private func transmit() {
         guard state == .established || state == .closing, let peer else { return }
+        let window = min(peerWindow, network.congestionWindow(local, peer.local) ?? .max)
         while true {
-            let room = peerWindow > inFlightBytes ? peerWindow - inFlightBytes : 0
+            let room = window > inFlightBytes ? window - inFlightBytes : 0
             if unsent.isEmpty {
                 guard finPending, !inFlight.contains(where: \.fin) else { return }
                 finPending = false
@@ -142,7 +141,6 @@ final class SimulatedSocket: @unchecked Sendable {
             from: local,
             to: peer.local,
             length: segment.bytes.readableBytes,
-            after: &departures,
             notBefore: lastArrival
         ) { [self] in peer.arrived(segment, from: self) }
         if let arrival { lastArrival = arrival }
@@ -244,8 +242,7 @@ final class SimulatedSocket: @unchecked Sendable {
     /// Tells the sender what arrived in order and the room left.
     private func acknowledge(to sender: SimulatedSocket) {
         let (offset, window) = (expectedOffset, UInt64(max(0, SimulatedNetwork.receiveBuffer - receivedBytes)))
-        var unused: Int64 = 0
-        network.cross(from: local, to: sender.local, length: 0, after: &unused) {
+        network.cross(from: local, to: sender.local, length: 0) {
             sender.acknowledged(through: offset, window: window)
         }
     }
@@ -302,8 +299,7 @@ final class SimulatedSocket: @unchecked Sendable {
     }
 
     private func resetPeer(_ peer: SimulatedSocket) {
-        var unused: Int64 = 0
-        network.cross(from: local, to: peer.local, length: 0, after: &unused) { peer.reset() }
+        network.cross(from: local, to: peer.local, length: 0) { peer.reset() }
     }
 
     private func forget() {
@@ -370,10 +366,12 @@ final class SimulatedSocket: @unchecked Sendable {
         outOfOrder: UInt32, retransmitted: UInt32, unacknowledged: UInt32, recovering: Bool, sinceHeard: Int64,
         sinceDataArrived: Int64
     ) {
-        let now = network.scheduler.now
+        // (Ages in the machine's own time, as its kernel's clock is its process's.)
+        let (time, now) = (machine.time, network.scheduler.now)
         return (
             outOfOrderSegments, retransmittedSegments, inFlight.reduce(0) { $0 + $1.segments }, backoff > 0,
-            now - lastHeard, now - lastDataArrival
+            time.host(atWorld: now) - time.host(atWorld: lastHeard),
+            time.host(atWorld: now) - time.host(atWorld: lastDataArrival)
         )
     }
 }

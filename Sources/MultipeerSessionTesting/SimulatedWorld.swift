@@ -22,7 +22,7 @@ public final class SimulatedWorld: Sendable {
     private let random: RandomSource
     let recorder = TraceRecorder()
     private let renumbered = NIOLockedValueBox(0)
-    private let cutNumbers = NIOLockedValueBox(0)
+    let cutNumbers = NIOLockedValueBox(0)
 
     /// Makes an empty world at simulated time 0, its paths `latency` long each way; `seed`
     /// draws what the network leaves to chance (which segments a lossy path loses, jitter).
@@ -173,41 +173,6 @@ public final class SimulatedWorld: Sendable {
         return try outcome.withLockedValue { $0! }.get()
     }
 
-    // MARK: Faults
-
-    /// Cuts `side` off from `otherSide` (nil: from every other host): nothing crosses between
-    /// them either way, and what was on its way is lost (as when a link goes down); connections
-    /// stay open (as with firewall rules that drop everything).
-    /// ``SimulatedPartition/heal()`` undoes it, and ``heal()`` every partition at once.
-    @discardableResult
-    public func partition(_ side: [SimulatedHost], from otherSide: [SimulatedHost]? = nil) async -> SimulatedPartition {
-        let what =
-            "\(side.map(\.name).joined(separator: ", ")) cut off from \(otherSide.map { $0.map(\.name).joined(separator: ", ") } ?? "every other host")"
-        let number = cutNumbers.withLockedValue { last in
-            last += 1
-            return last
-        }
-        record("fault: \(what) (partition \(number))")
-        let cut = SimulatedNetwork.Cut(
-            number: number,
-            side: Set(side.map { ObjectIdentifier($0.machine) }),
-            otherSide: otherSide.map { Set($0.map { ObjectIdentifier($0.machine) }) }
-        )
-        await inWorld { [network] in network.cut(cut) }
-        return SimulatedPartition(world: self, number: number)
-    }
-
-    /// Undoes every partition and black hole: what was held back is sent again, as TCP does.
-    public func heal() async {
-        record("fault: every partition healed")
-        await inWorld { [network] in network.heal() }
-    }
-
-    func heal(_ number: Int) async {
-        record("fault: partition \(number) healed")
-        await inWorld { [network] in network.heal(number) }
-    }
-
     /// Stops every session the world's hosts started (each says GOODBYE on its links), and
     /// waits until each has returned.
     public func shutdown() async {
@@ -261,17 +226,6 @@ public struct SimulatedAdvert: Sendable {
     }
 }
 
-/// A partition or black hole of a ``SimulatedWorld``, until healed.
-public struct SimulatedPartition: Sendable {
-    let world: SimulatedWorld
-    let number: Int
-
-    /// Undoes this partition alone: what was held back is sent again, as TCP does.
-    public func heal() async {
-        await world.heal(number)
-    }
-}
-
 /// Simulated time ran out before the condition held.
 public struct SimulationTimeout: Error, CustomStringConvertible {
     /// How long the run was let go.
@@ -293,6 +247,8 @@ public final class SimulatedHost: Sendable {
     public let name: String
     let machine: SimulatedMachine
     private unowned let world: SimulatedWorld
+    /// What its clocks read (``driftClock(by:)``): the machine's, across its processes.
+    private var time: HostTime { machine.time }
     private let state: NIOLockedValueBox<State>
 
     /// The host's process: its event loop, and the sessions it started.
@@ -331,13 +287,15 @@ public final class SimulatedHost: Sendable {
         identity = try! PeerIdentity(
             rawPrivateKey: (0..<4).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } }
         )
-        state = NIOLockedValueBox(State(process: Self.process(in: world, name: name), addresses: [address]))
+        state = NIOLockedValueBox(
+            State(process: Self.process(in: world, name: name, time: machine.time), addresses: [address])
+        )
         let (network, machine) = (world.network, machine)
         world.scheduler.enqueue(nil) { network.assign(address, to: machine) }
     }
 
-    private static func process(in world: SimulatedWorld, name: String) -> Process {
-        let loop = SimulatedEventLoop(scheduler: world.scheduler, host: world.nextProcess(), name: name)
+    private static func process(in world: SimulatedWorld, name: String, time: HostTime) -> Process {
+        let loop = SimulatedEventLoop(scheduler: world.scheduler, host: world.nextProcess(), time: time, name: name)
         return Process(loop: loop, executor: EventLoopExecutor(loop))
     }
 
@@ -353,10 +311,10 @@ public final class SimulatedHost: Sendable {
 
     private var environment: SessionEnvironment {
         let loop = process.loop
-        let (world, machine, process) = (world, machine, loop.host)
+        let (world, machine, process, time) = (world, machine, loop.host, time)
         return SessionEnvironment(
             eventLoop: loop,
-            clock: SimulatedClock(scheduler: world.scheduler, host: process, origin: world.origin),
+            clock: SimulatedClock(scheduler: world.scheduler, host: process, time: time, origin: world.origin),
             transport: SimulatedTransport(machine: machine, loop: loop, network: world.network),
             directory: { _, _ in world.directory.view(from: machine, process: process) },
             incarnation: { [self] in nextIncarnation() },
@@ -470,7 +428,7 @@ public final class SimulatedHost: Sendable {
     /// Starts a new process on the host (after ``kill()``): sessions made from now on run in it.
     public func restart() {
         world.record("fault: restarted", on: self)
-        let process = Self.process(in: world, name: name)
+        let process = Self.process(in: world, name: name, time: time)
         state.withLockedValue { $0.process = process }
     }
 
@@ -483,7 +441,9 @@ public final class SimulatedHost: Sendable {
     }
 
     /// Gives every path to and from this host a delay (`latency` each way, plus up to
-    /// `jitter`), a loss rate (0 to 1) and a bandwidth (bytes a second; nil: unlimited).
+    /// `jitter`), a loss rate (0 to 1) and a bandwidth (bytes a second; nil: unlimited), each
+    /// path its own link whose connections share its bandwidth. A path given its own
+    /// (``SimulatedWorld/impair(from:to:oneWay:latency:jitter:loss:bandwidth:)``) keeps it.
     public func impair(latency: Duration, jitter: Duration = .zero, loss: Double = 0, bandwidth: Int? = nil) async {
         world.record(
             "fault: paths impaired (\(latency) +- \(jitter), loss \(loss), bandwidth \(bandwidth.map { "\($0) B/s" } ?? "unlimited"))",
@@ -533,13 +493,34 @@ public final class SimulatedHost: Sendable {
         }
     }
 
+    /// Makes the host's clocks run `fraction` faster than the world's from now on (negative:
+    /// slower; 0: at the world's pace again), as a quartz that is off, or a virtual machine's
+    /// clock, does: 0.001 gains a millisecond a second. Its sessions' monotonic clock (timers,
+    /// keepalive, backoff, deadlines), its event loop's, its ``wallClock`` and the times its
+    /// kernel reports of a connection (TCP_INFO's) all drift; its kernel's own timers (TCP's
+    /// retransmissions and user timeout) keep the world's pace. A timer set before the
+    /// drift changes keeps the instant it was set for. `fraction` is within -0.5...0.5.
+    ///
+    /// ```swift
+    /// func aFastClock(_ host: SimulatedHost) {
+    ///     host.driftClock(by: 0.02)  // 20 ms fast every second
+    /// }
+    /// ```
+    public func driftClock(by fraction: Double) {
+        precondition((-0.5...0.5).contains(fraction), "a drift of \(fraction): within -0.5...0.5")
+        world.record("fault: clock drifting by \(fraction)", on: self)
+        time.drift(by: fraction, at: world.scheduler.now)
+    }
+
+    /// The host's time, in nanoseconds since the world began, as its drifting clock reads it.
+    private var hostNanoseconds: Int64 { time.host(atWorld: world.scheduler.now) }
+
     /// The host's wall clock: what `Date()` would read on it, the world's start (2026-01-01
-    /// UTC) plus the simulated time gone by, with the steps of ``stepClock(by:)``. For an
-    /// application's code that stamps with wall time (a replicated store's clock, say).
+    /// UTC) plus the simulated time gone by, with the steps of ``stepClock(by:)`` and the drift
+    /// of ``driftClock(by:)``. For an application's code that stamps with wall time (a
+    /// replicated store's clock, say).
     public var wallClock: Date {
-        let nanoseconds =
-            SimulatedWorld.wallClockOrigin + Int64(world.now.nanoseconds)
-            + state.withLockedValue { $0.clockOffset }
+        let nanoseconds = SimulatedWorld.wallClockOrigin + hostNanoseconds + state.withLockedValue { $0.clockOffset }
         return Date(timeIntervalSince1970: Double(nanoseconds) / 1e9)
     }
 
@@ -547,7 +528,7 @@ public final class SimulatedHost: Sendable {
     /// microseconds with the host's number below them (so no two hosts' are equal), and later
     /// than the host's last unless its clock was stepped back since (as a process's are).
     private func nextIncarnation() -> UInt64 {
-        let now = Int64(world.now.nanoseconds)
+        let now = hostNanoseconds
         return state.withLockedValue { state in
             let wallClock = UInt64(max(0, SimulatedWorld.wallClockOrigin + now + state.clockOffset))
             state.lastIncarnation = max(
