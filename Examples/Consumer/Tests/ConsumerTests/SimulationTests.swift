@@ -61,6 +61,31 @@ import Testing
 
     /// A reliable message sent while its receiver is killed reaches the receiver's next
     /// incarnation (same identity): a receiver that restarts gets what it never acknowledged.
+    /// The network's finer faults from an application's tests: a hold keeps the captain's note
+    /// back until let go, then it arrives; a one-way cut leaves both sides apart until healed;
+    /// a drifting clock shows in the host's wall clock.
+    @Test func aHoldAOneWayCutAndADriftingClock() async throws {
+        let pair = try await Self.joined(seed: 8)
+        let (world, captain, relief, a, b) = (pair.world, pair.captain, pair.relief, pair.a, pair.b)
+        let hold = await world.hold([captain], from: [relief])
+        try await world.run(within: .seconds(1)) { try await a.send(Note(text: "held"), to: b.peerID) }
+        await world.run(for: .milliseconds(500))
+        #expect(pair.notes.texts.isEmpty, "held")
+        await hold.heal()
+        try await world.run(until: { pair.notes.texts == ["held"] }, within: .seconds(1))
+
+        let cut = await world.cut(from: [relief], to: [captain])
+        try await world.run(until: { a.activePeers.isEmpty && b.activePeers.isEmpty }, within: .seconds(10))
+        await cut.heal()
+        try await world.run(until: { a.activePeers.count == 1 && b.activePeers.count == 1 }, within: .seconds(15))
+
+        let before = relief.wallClock
+        relief.driftClock(by: -0.1)
+        await world.run(for: .seconds(10))
+        #expect(abs(relief.wallClock.timeIntervalSince(before) - 9) < 0.001, "10 s of the world's, 9 of its own")
+        await world.shutdown()
+    }
+
     @Test func aMessageForAKilledPeerReachesItsRestart() async throws {
         let pair = try await Self.joined(seed: 4)
         let (world, relief, a) = (pair.world, pair.relief, pair.a)
