@@ -36,6 +36,16 @@ struct Simulate: AsyncParsableCommand {
     @Option(help: "Messages a second in each world.")
     var messageRate: Double = 10
 
+    @Option(
+        name: .customLong("faults"),
+        help: ArgumentHelp(
+            "The kinds of fault drawn, separated by commas, or all: \(FaultKind.allCases.map(\.rawValue).joined(separator: ", ")).",
+            discussion:
+                "A failure's replay command names the kinds its run drew from, so it replays the same world after kinds are added."
+        )
+    )
+    var faultKinds: String = "all"
+
     @Option(help: "Simulated seconds each world runs healthy at the end, where no link may be torn down.")
     var quietSeconds: Int = 30
 
@@ -87,6 +97,11 @@ struct Simulate: AsyncParsableCommand {
         var (files, streams, storeWrites) = (0, 0, 0)
         var fullest = Fullest()
         let level = Logger.Level(rawValue: logLevel) ?? .critical
+        guard let kinds = FaultKind.parse(faultKinds) else {
+            throw ValidationError(
+                "--faults names kinds of fault separated by commas (\(FaultKind.allCases.map(\.rawValue).joined(separator: ", "))), or all"
+            )
+        }
         /// The next world to run, if any.
         func nextPlan() -> RunPlan? {
             let seed: UInt64
@@ -106,7 +121,8 @@ struct Simulate: AsyncParsableCommand {
                 messageRate: messageRate,
                 logLevel: level,
                 quiet: .seconds(quietSeconds),
-                keepGoing: keepGoing
+                keepGoing: keepGoing,
+                faults: kinds
             )
         }
         /// Counts, checks and prints one world's result.
@@ -154,7 +170,7 @@ struct Simulate: AsyncParsableCommand {
                 for line in lines.suffix(40) { print("    \(line)") }
                 // The same binary: a seed replays a world exactly on the build that ran it.
                 print(
-                    "  replay: \(CommandLine.arguments[0]) --seed \(seed) --duration \(duration) --hosts \(hosts) --fault-every \(faultEvery) --message-rate \(messageRate) --quiet-seconds \(quietSeconds) --trace"
+                    "  replay: \(CommandLine.arguments[0]) --seed \(seed) --duration \(duration) --hosts \(hosts) --fault-every \(faultEvery) --message-rate \(messageRate) --quiet-seconds \(quietSeconds) --faults \(kinds.map(\.rawValue).joined(separator: ",")) --trace"
                 )
             }
         }
@@ -192,7 +208,7 @@ struct Simulate: AsyncParsableCommand {
     var childArguments: [String] {
         var arguments: [String] = ["--duration", String(duration), "--hosts", hosts]
         arguments += ["--fault-every", String(faultEvery), "--message-rate", String(messageRate)]
-        arguments += ["--quiet-seconds", String(quietSeconds), "--trace"]
+        arguments += ["--quiet-seconds", String(quietSeconds), "--faults", faultKinds, "--trace"]
         return arguments
     }
 

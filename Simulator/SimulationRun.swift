@@ -65,6 +65,8 @@ struct RunPlan: Sendable {
     var quiet: Duration = .seconds(30)
     /// Goes on after a broken promise (to see what follows), rather than stopping there.
     var keepGoing = false
+    /// The kinds of fault drawn (``FaultKind``).
+    var faults = FaultKind.allCases
 }
 
 /// How a run went.
@@ -152,7 +154,14 @@ final class SimulationRun: @unchecked Sendable {
         /// Its black hole, until it ends.
         var blackHole: SimulatedPartition?
         var blackHoled: Bool { blackHole != nil }
+        /// Its one-way cut (what it sends, or what is sent to it, lost), and its hold, until they end.
+        var oneWayCut: SimulatedPartition?
+        var held: SimulatedPartition?
         var impairedUntil: Duration?
+        /// The path impaired (to the host of that index, and back unless one way) when not all of its own.
+        var impairedPath: (other: Int, oneWay: Bool)?
+        /// How fast its clock runs against the world's (0: at its pace).
+        var drift = 0.0
         /// When its paths were last disturbed (impaired, cut off, renumbered): a path that lost
         /// packets is judged from the last two minutes of its stalls, up to the stall limit.
         var lastDisturbed: Duration?
@@ -268,6 +277,9 @@ final class SimulationRun: @unchecked Sendable {
         case heal
         case unBlackHole(Int)
         case repair(Int)
+        case uncut(Int)
+        case release(Int)
+        case undrift(Int)
         case restart(Int)
         case resume(Int)
         case resource
@@ -929,36 +941,41 @@ final class SimulationRun: @unchecked Sendable {
     // MARK: Faults
 
     private func inject() async {
+        // (One number from the run's stream a fault, whatever its kind: FaultKind says why.)
+        let draw = random.next()
+        guard let kind = FaultKind.drawn(draw, among: plan.faults) else { return }
+        var own = Random(seed: draw)
         let candidates = nodes.filter {
             $0.alive && !$0.frozen && !$0.blackHoled && !$0.suspended && $0.impairedUntil == nil
+                && $0.oneWayCut == nil && $0.held == nil
         }
-        guard let node = candidates.randomElement(using: &random) else { return }
-        faults += 1
-        switch Int.random(in: 0..<8, using: &random) {
-        case 0:
+        guard let node = candidates.randomElement(using: &own) else { return }
+        switch kind {
+        case .freeze:
             watchSilence(of: node, "frozen")
             node.frozen = true
             node.host.freeze()
-            schedule(.thaw(node.index), after: random.seconds(0.2...6))
-        case 1:
+            schedule(.thaw(node.index), after: own.seconds(0.2...6))
+        case .blackHole:
             watchSilence(of: node, "black-holed")
             node.blackHole = await node.host.blackHole()
-            schedule(.unBlackHole(node.index), after: random.seconds(1...10))
-        case 2 where partition == nil:
-            let side = nodes.filter { _ in random.chance(0.5) }
+            schedule(.unBlackHole(node.index), after: own.seconds(1...10))
+        case .partition:
+            guard partition == nil else { return }
+            let side = nodes.filter { _ in own.chance(0.5) }
             guard !side.isEmpty, side.count < nodes.count else { return }
             partition = await world.partition(side.map(\.host))
-            schedule(.heal, after: random.seconds(1...20))
-        case 3:
-            let loss = Double.random(in: 0...0.3, using: &random)
-            let latency = random.seconds(0.0001...0.05)
-            let jitter = random.seconds(0...0.05)
+            schedule(.heal, after: own.seconds(1...20))
+        case .impair:
+            let loss = Double.random(in: 0...0.3, using: &own)
+            let latency = own.seconds(0.0001...0.05)
+            let jitter = own.seconds(0...0.05)
             await node.host.impair(latency: latency, jitter: jitter, loss: loss)
-            let until = world.now + random.seconds(5...60)
+            let until = world.now + own.seconds(5...60)
             node.impairedUntil = until
             node.lastDisturbed = until
             schedule(.repair(node.index), after: until - world.now)
-        case 4:
+        case .kill:
             // What its application had and had not read yet dies with it.
             let unread =
                 node.session.unreadMessages(of: Cargo.self).map {
@@ -976,21 +993,74 @@ final class SimulationRun: @unchecked Sendable {
             killed.insert(node.session.incarnation)
             sessionTime += world.now - (started[node.index] ?? world.now)
             started[node.index] = nil
-            schedule(.restart(node.index), after: random.seconds(0.2...5))
-        case 5:
+            schedule(.restart(node.index), after: own.seconds(0.2...5))
+        case .renumber:
             node.lastDisturbed = world.now
             lastRenumbered = world.now
             await node.host.renumber()
-        case 6:
+        case .sleep:
             watchSilence(of: node, "asleep")
             node.frozen = true
             node.asleep = true
             await node.host.sleep()
-            schedule(.wake(node.index), after: random.seconds(1...30))
-        default:
+            schedule(.wake(node.index), after: own.seconds(1...30))
+        case .suspend:
             node.suspended = true
             await node.session.suspend()
-            schedule(.resume(node.index), after: random.seconds(0.5...10))
+            schedule(.resume(node.index), after: own.seconds(0.5...10))
+        case .oneWayCut:
+            // What it sends lost, or what the others send it: each side finds the other silent.
+            watchSilence(of: node, "cut off one way")
+            let others = nodes.filter { $0.index != node.index }.map(\.host)
+            node.oneWayCut =
+                own.chance(0.5)
+                ? await world.cut(from: [node.host], to: others) : await world.cut(from: others, to: [node.host])
+            schedule(.uncut(node.index), after: own.seconds(1...10))
+        case .hold:
+            // Shorter than the keepalive's timeout, mostly: what it holds arrives late, not lost.
+            node.lastDisturbed = world.now
+            node.held = await world.hold([node.host])
+            schedule(.release(node.index), after: own.seconds(0.05...2))
+        case .pathImpair:
+            guard let other = nodes.filter({ $0.index != node.index }).randomElement(using: &own) else { return }
+            let oneWay = own.chance(0.5)
+            let loss = Double.random(in: 0...0.3, using: &own)
+            let latency = own.seconds(0.0001...0.1)
+            let jitter = own.seconds(0...0.05)
+            let bandwidth = own.chance(0.3) ? Int.random(in: 500_000...5_000_000, using: &own) : nil
+            await world.impair(
+                from: node.host,
+                to: other.host,
+                oneWay: oneWay,
+                latency: latency,
+                jitter: jitter,
+                loss: loss,
+                bandwidth: bandwidth
+            )
+            let until = world.now + own.seconds(5...60)
+            node.impairedUntil = until
+            node.impairedPath = (other.index, oneWay)
+            node.lastDisturbed = until
+            other.lastDisturbed = until
+            schedule(.repair(node.index), after: until - world.now)
+        case .drift:
+            guard node.drift == 0 else { return }
+            let fraction = Double.random(in: 0.001...0.02, using: &own) * (own.chance(0.5) ? 1 : -1)
+            node.drift = fraction
+            node.host.driftClock(by: fraction)
+            schedule(.undrift(node.index), after: own.seconds(10...60))
+        }
+        faults += 1
+    }
+
+    /// Ends `node`'s impairment: of its paths, or of the one path it was given.
+    private func repair(_ node: Node) async {
+        node.impairedUntil = nil
+        if let (other, oneWay) = node.impairedPath {
+            node.impairedPath = nil
+            await world.repair(from: node.host, to: nodes[other].host, oneWay: oneWay)
+        } else {
+            await node.host.repair()
         }
     }
 
@@ -1019,15 +1089,19 @@ final class SimulationRun: @unchecked Sendable {
     }
 
     private func detectionBound(_ watcher: Node, _ silent: Node, since: Duration) -> Duration {
+        // (A path impaired marks both its hosts disturbed.)
         let recent =
-            [watcher, silent].contains { node in
-                node.impairedUntil != nil || node.blackHoled || node.asleep
-                    || node.lastDisturbed.map { since - $0 < .seconds(130) } == true
+            [watcher, silent].contains { (node: Node) -> Bool in
+                let faulted = node.impairedUntil != nil || node.blackHoled || node.asleep
+                let cut = node.oneWayCut != nil || node.held != nil
+                return faulted || cut || node.lastDisturbed.map { since - $0 < .seconds(130) } == true
             } || partition != nil
         // A connection that lost packets long ago still shows it (TCP_INFO counts since the
         // connection began): the keepalive dates it when it first reads it.
         let ever = [watcher, silent].contains { $0.lastDisturbed != nil }
-        return (recent ? Self.stallLimit : ever ? Self.timeout * 3 : Self.timeout) + .milliseconds(100)
+        let bound = (recent ? Self.stallLimit : ever ? Self.timeout * 3 : Self.timeout) + .milliseconds(100)
+        // A watcher whose clock runs slow times its silence in its own, longer seconds.
+        return watcher.drift < 0 ? bound * (1 / (1 + watcher.drift)) : bound
     }
 
     private func perform(_ action: Action) async {
@@ -1062,8 +1136,19 @@ final class SimulationRun: @unchecked Sendable {
             nodes[index].blackHole = nil
             detections.removeAll { $0.silent == index }
         case .repair(let index):
-            nodes[index].impairedUntil = nil
-            await nodes[index].host.repair()
+            await repair(nodes[index])
+        case .uncut(let index):
+            for node in nodes { node.lastDisturbed = world.now }
+            await nodes[index].oneWayCut?.heal()
+            nodes[index].oneWayCut = nil
+            detections.removeAll { $0.silent == index }
+        case .release(let index):
+            nodes[index].lastDisturbed = world.now
+            await nodes[index].held?.heal()
+            nodes[index].held = nil
+        case .undrift(let index):
+            nodes[index].drift = 0
+            nodes[index].host.driftClock(by: 0)
         case .restart(let index):
             let node = nodes[index]
             node.storeRun?.cancel()
@@ -1247,13 +1332,14 @@ final class SimulationRun: @unchecked Sendable {
             node.frozen = false
             node.host.thaw()
         }
-        for node in nodes where node.impairedUntil != nil {
-            node.impairedUntil = nil
-            await node.host.repair()
+        for node in nodes where node.impairedUntil != nil { await repair(node) }
+        for node in nodes where node.drift != 0 {
+            node.drift = 0
+            node.host.driftClock(by: 0)
         }
         await world.heal()
         partition = nil
-        for node in nodes { node.blackHole = nil }
+        for node in nodes { (node.blackHole, node.oneWayCut, node.held) = (nil, nil, nil) }
         for node in nodes where node.suspended {
             node.suspended = false
             await node.session.resume()
