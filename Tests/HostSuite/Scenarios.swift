@@ -69,6 +69,14 @@ struct Scenario: Sendable {
                 cut: { _, relief in try await blackHole(relief, "-I") },
                 heal: { _, relief in try await blackHole(relief, "-D") }
             ),
+            isolate(
+                "one-way cut",
+                "iptables drops what relief sends out of eth0, not what it receives (TCP half-open), then the rule goes",
+                reliefRuns: true,
+                twin: .oneWayCut,
+                cut: { _, relief in try await dropOutgoing(relief, "-I") },
+                heal: { _, relief in try await dropOutgoing(relief, "-D") }
+            ),
             Scenario(
                 name: "loss and delay",
                 fault:
@@ -511,6 +519,14 @@ extension ScenarioResult {
 func blackHole(_ host: Host, _ action: String) async throws {
     for tool in ["iptables", "ip6tables"] {
         try await host.exec(tool, action, "INPUT", "-i", "eth0", "-j", "DROP")
+        try await host.exec(tool, action, "OUTPUT", "-o", "eth0", "-j", "DROP")
+    }
+}
+
+/// Drops what a host sends out of its eth0 (`-I`), and not what it receives, or removes that
+/// rule (`-D`); IPv4 and IPv6 both.
+func dropOutgoing(_ host: Host, _ action: String) async throws {
+    for tool in ["iptables", "ip6tables"] {
         try await host.exec(tool, action, "OUTPUT", "-o", "eth0", "-j", "DROP")
     }
 }

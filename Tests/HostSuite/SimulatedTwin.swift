@@ -13,6 +13,8 @@ struct SimulatedTwin: Sendable {
     enum Fault: Sendable {
         /// Relief's paths go dead, its connections open (a link down, a black hole).
         case blackHole
+        /// What relief sends is lost, what it is sent arrives (TCP half-open).
+        case oneWayCut
         /// Relief's process stops (SIGSTOP) and goes on (SIGCONT).
         case frozen
         /// Relief's process is killed (SIGKILL) and started again with its identity.
@@ -36,7 +38,7 @@ struct SimulatedTwin: Sendable {
         var faultyRuns: Bool {
             switch self {
             case .frozen, .killed: false
-            case .blackHole, .partition, .lossy, .renumbered, .eightHosts, .rogueAdverts: true
+            case .blackHole, .oneWayCut, .partition, .lossy, .renumbered, .eightHosts, .rogueAdverts: true
             }
         }
 
@@ -182,6 +184,7 @@ struct SimulatedTwin: Sendable {
             for index in faulty {
                 switch fault {
                 case .blackHole, .lossy: holes.append(await hosts[index].blackHole())
+                case .oneWayCut: holes.append(await world.cut(from: [hosts[index]]))
                 case .frozen: hosts[index].freeze()
                 case .killed: await hosts[index].kill()
                 case .renumbered: await hosts[index].renumber()
@@ -230,7 +233,7 @@ struct SimulatedTwin: Sendable {
                 case .killed:
                     hosts[index].restart()
                     start(index)
-                case .blackHole, .partition, .renumbered, .eightHosts, .rogueAdverts: break
+                case .blackHole, .oneWayCut, .partition, .renumbered, .eightHosts, .rogueAdverts: break
                 }
             }
             try await world.run(
