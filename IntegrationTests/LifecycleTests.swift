@@ -116,8 +116,8 @@ struct RejoinOverDiscoveryTests {
 
     /// The lesser side's roster refuses the greater, which dials it and is then held at its
     /// longest backoff (a minute here). The roster changes to admit it: the lesser side dials
-    /// it once itself, and the pair joins now (it waited out the dialler's backoff, 6-8 s by
-    /// default, before).
+    /// it itself, until they join, and the pair joins now (it waited out the dialler's backoff,
+    /// 6-8 s by default, before).
     @Test(.scaledTimeLimit(minutes: 1))
     func aRosterChangeBringsARefusedPeerInNow() async throws {
         let type = try DiscoveryTests.uniqueServiceType()

@@ -194,6 +194,10 @@ package struct PeerTableStateMachine: Sendable {
     /// Targets whose last link was refused for a reason retrying cannot change: held at the
     /// longest backoff until something changes.
     private var refused: Set<DialTarget.Key> = []
+    /// Peers whose refusal this side lifted (its roster or keys changed) though they are the
+    /// ones to dial: this side dials them until a link both sides take, since their own redials
+    /// wait at the longest backoff its refusal put them at.
+    private var liftedRefusals: Set<DialTarget.Key> = []
     private var redialsPending: Set<DialTarget.Key> = []
     private var backoffs: [DialTarget.Key: Backoff] = [:]
     /// What each endpoint of a target has shown, for ordering the next dial; only endpoints
@@ -320,6 +324,7 @@ package struct PeerTableStateMachine: Sendable {
     package mutating func lost(_ peerID: UUID) -> [Action] {
         targets[.peer(peerID)] = nil
         endpointRecords[.peer(peerID)] = nil
+        liftedRefusals.remove(.peer(peerID))
         return []
     }
 
@@ -399,6 +404,7 @@ package struct PeerTableStateMachine: Sendable {
         for key in [DialTarget.Key.peer(hello.peerID), link.target].compactMap({ $0 }) {
             backoffs[key]?.reset()
             refused.remove(key)
+            liftedRefusals.remove(key)
         }
         guard !peer.hasJoined else { return [.linkAdmitted(id, hello)] }
         kept[hello.peerID] = .joined(id)
@@ -437,7 +443,8 @@ package struct PeerTableStateMachine: Sendable {
         return keys.flatMap { key -> [Action] in
             backoffs[key]?.reset()
             redialsPending.remove(key)
-            return dialIfNeeded(key, evenIfTheirs: true)
+            if case .peer = key, !shouldDial(key) { liftedRefusals.insert(key) }
+            return dialIfNeeded(key)
         }
     }
 
@@ -545,12 +552,13 @@ package struct PeerTableStateMachine: Sendable {
 
     // MARK: Rules
 
-    /// Whether this side dials `key`: the greater UUID dials a discovered peer. A static
+    /// Whether this side dials `key`: the greater UUID dials a discovered peer (and this side one
+    /// whose refusal it lifted, until they take a link: ``reconsiderRefusals()``). A static
     /// endpoint is dialled whenever its peer is not active (the other side may not list us),
     /// unless it turned out to be this very peer; duplicate links are then resolved as usual.
     private func shouldDial(_ key: DialTarget.Key) -> Bool {
         switch key {
-        case .peer(let peerID): return localPeerID.isGreater(than: peerID)
+        case .peer(let peerID): return localPeerID.isGreater(than: peerID) || liftedRefusals.contains(key)
         case .endpoint(let endpoint): return identified[endpoint] != localPeerID
         }
     }
@@ -565,7 +573,7 @@ package struct PeerTableStateMachine: Sendable {
     }
 
     /// Dials `key` if nothing links to it yet and it is this side's to dial (or, `evenIfTheirs`,
-    /// a discovered peer whose UUID is the greater: ``restart()``, ``reconsiderRefusals()``).
+    /// a discovered peer whose UUID is the greater: ``restart()``).
     private mutating func dialIfNeeded(_ key: DialTarget.Key, evenIfTheirs: Bool = false) -> [Action] {
         let discovered = if case .peer = key { true } else { false }
         guard !stopped, let target = targets[key], !target.endpoints.isEmpty,

@@ -406,7 +406,8 @@ package struct SessionStateMachine: Sendable {
 
     /// The roster changed (nil admits every holder of the group key): peers it no longer lists
     /// are refused, the active ones and those still joining (their links close with GOODBYE
-    /// `notInRoster`; the active ones leave), and refused peers are dialled again at once.
+    /// `notInRoster`; the active ones leave), and refused peers are dialled again at once (until
+    /// they join: ``PeerTableStateMachine/reconsiderRefusals()``).
     package mutating func rosterChanged(_ roster: Roster?, now: ContinuousClock.Instant) -> [Action] {
         self.roster = roster
         var actions: [Action] = []

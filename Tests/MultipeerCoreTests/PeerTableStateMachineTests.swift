@@ -316,9 +316,11 @@ import Testing
     }
 
     /// A peer whose UUID is the greater dials this side, and this side's roster refuses it: it
-    /// holds this side at its longest backoff. When the roster changes, this side dials it once
-    /// itself, so the join comes about now, not at the peer's next redial.
-    @Test func aRosterChangeDialsARefusedPeerThatDialsThisSide() {
+    /// holds this side at its longest backoff. When the roster changes, this side dials it
+    /// itself, so the join comes about now, not at the peer's next redial; and again, with the
+    /// backoff, after a dial that fails (a first-bytes deadline on a loaded machine: the peer's
+    /// own redial is a minute away), until a link both take; then the peer dials again.
+    @Test func aRosterChangeDialsARefusedPeerThatDialsThisSideUntilTheyJoin() {
         var table = PeerTableStateMachine(localPeerID: Self.low, backoff: Self.steady)
         #expect(table.discovered(Self.target(Self.high)).isEmpty, "the greater UUID dials")
         let inbound = table.acceptedLink()
@@ -328,11 +330,27 @@ import Testing
             error: MultipeerError(.notInRoster, "refused here"),
             provedPeer: Self.high
         )
-        guard case .dial(_, let target)? = table.reconsiderRefusals().first else {
-            Issue.record("dialled once, now")
+        guard case .dial(let first, let target)? = table.reconsiderRefusals().first else {
+            Issue.record("dialled now")
             return
         }
         #expect(target.peerID == Self.high)
+        #expect(
+            table.linkClosed(first, error: MultipeerError(.handshakeTimeout, "sent nothing within 1 s")) == [
+                .scheduleRedial(.peer(Self.high), after: .milliseconds(100))
+            ],
+            "dialled again"
+        )
+        guard case .dial(let second, _)? = table.redialDue(.peer(Self.high)).first else {
+            Issue.record("the redial dials")
+            return
+        }
+        _ = table.linkEstablished(second, hello: Self.hello(Self.high))
+        #expect(table.linkAdmitted(second).contains(.peerJoined(second, Self.hello(Self.high))))
+        #expect(
+            table.linkClosed(second) == [.peerLeft(Self.hello(Self.high), .linkClosed(nil))],
+            "joined: the peer's to dial again"
+        )
     }
 
     /// A peer whose roster does not list this device takes its HELLO and then says GOODBYE 5:
