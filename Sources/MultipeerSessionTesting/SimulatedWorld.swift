@@ -1,4 +1,5 @@
 import Foundation
+public import Logging
 import MultipeerCore
 public import MultipeerSession
 import NIOConcurrencyHelpers
@@ -327,12 +328,43 @@ public final class SimulatedHost: Sendable {
 
     /// Makes a session in this host's process: as `MultipeerSession(configuration:identity:)`
     /// makes one, but in this world (its DNS-SD, TCP and time). By default with the host's
-    /// ``identity``, as a device's identity file keeps it across restarts.
+    /// ``identity``, as a device's identity file keeps it across restarts. Every line its
+    /// logger writes carries the world's time and the host (``logger(_:)``).
     public func makeSession(
         configuration: MultipeerSession.Configuration,
         identity: PeerIdentity? = nil
     ) -> MultipeerSession {
-        MultipeerSession(configuration: configuration, identity: identity ?? self.identity, environment: environment)
+        var configuration = configuration
+        configuration.logger = logger(configuration.logger)
+        return MultipeerSession(
+            configuration: configuration,
+            identity: identity ?? self.identity,
+            environment: environment
+        )
+    }
+
+    /// `base` with two more metadata on every line it writes: `simulation.time`, the world's
+    /// time when it was written (seconds to the nanosecond, as the ``SimulatedWorld/trace``
+    /// prints it), and `simulation.host`, this host's name. The wall-clock timestamp a log
+    /// handler prints means nothing in a simulated world; these say when and where, and line up
+    /// with the trace. The sessions ``makeSession(configuration:identity:)`` makes log so; give
+    /// an application's own logger in the world the same. (Through the logger's metadata
+    /// provider, beside the one it has: a handler that reads providers, as swift-log's
+    /// `StreamLogHandler` does, prints them.)
+    ///
+    /// ```swift
+    /// func theAppsLogger(on host: SimulatedHost) -> Logger {
+    ///     host.logger(Logger(label: "navlog"))  // "... simulation.host=relief simulation.time=12.500000000 ..."
+    /// }
+    /// ```
+    public func logger(_ base: Logger) -> Logger {
+        var logger = base
+        let (world, name) = (world, name)
+        let stamp = Logger.MetadataProvider {
+            ["simulation.time": "\(SimulationTrace.Line.seconds(world.now))", "simulation.host": "\(name)"]
+        }
+        logger.handler.metadataProvider = .multiplex([base.handler.metadataProvider, stamp].compactMap { $0 })
+        return logger
     }
 
     /// The host's device identity, drawn from the world's seed and the host's name: the same

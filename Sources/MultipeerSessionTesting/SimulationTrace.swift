@@ -17,10 +17,15 @@ public struct SimulationTrace: Sendable, CustomStringConvertible {
         /// The line as the trace prints it: seconds to the nanosecond, the host, the text
         /// (`12.500000000 relief: captain (…) left: keepalive timeout`).
         public var description: String {
+            "\(Self.seconds(at)) \(host): \(text)"
+        }
+
+        /// Simulated time as the trace and the sessions' log lines print it: seconds to the
+        /// nanosecond (`12.500000000`).
+        static func seconds(_ at: Duration) -> String {
             let nanoseconds = at.components.seconds * 1_000_000_000 + at.components.attoseconds / 1_000_000_000
-            let seconds = nanoseconds / 1_000_000_000
             let fraction = String(nanoseconds % 1_000_000_000)
-            return "\(seconds).\(String(repeating: "0", count: 9 - fraction.count) + fraction) \(host): \(text)"
+            return "\(nanoseconds / 1_000_000_000).\(String(repeating: "0", count: 9 - fraction.count) + fraction)"
         }
     }
 
