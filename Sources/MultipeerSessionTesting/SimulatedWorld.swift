@@ -234,9 +234,9 @@ public struct SimulationTimeout: Error, CustomStringConvertible {
     /// Simulated time when it gave up.
     public var at: Duration
 
-    /// Says what ran out and when, for a test's failure message.
+    /// Says what ran out and when, for a test's failure message, and the usual cause.
     public var description: String {
-        "the condition did not hold within \(limit) of simulated time (gave up at \(at))"
+        "the condition did not hold within \(limit) of simulated time (gave up at \(at)); if it waits for what a task outside the world does (a plain Task, on Swift's global executor), the world neither waits for that task nor sees it: start it with Task(executorPreference: host.executor) (an application's reader) or world.executor (the code that drives the world)"
     }
 }
 
@@ -353,8 +353,9 @@ public final class SimulatedHost: Sendable {
     /// `StreamLogHandler` does, prints them.)
     ///
     /// ```swift
-    /// func theAppsLogger(on host: SimulatedHost) -> Logger {
-    ///     host.logger(Logger(label: "navlog"))  // "... simulation.host=relief simulation.time=12.500000000 ..."
+    /// func stampTheAppsLogger(_ configuration: inout MultipeerSession.Configuration, on host: SimulatedHost) {
+    ///     // Its lines then say "... simulation.host=relief simulation.time=12.500000000 ...".
+    ///     configuration.logger = host.logger(configuration.logger)
     /// }
     /// ```
     public func logger(_ base: Logger) -> Logger {
