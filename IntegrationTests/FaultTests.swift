@@ -117,7 +117,10 @@ import Testing
     }
 }
 
-@Suite struct LinkStatsTests {
+/// A pong later than the keepalive's 1 s timeout counts as a ping lost: on a machine busy with
+/// every other suite, one came late, so the suite runs alone (scripts/run-tests.sh).
+@Suite(.enabled(if: runningAlone, "its pongs' timing: scripts/run-tests.sh runs it alone"))
+struct LinkStatsTests {
     @Test(.scaledTimeLimit(minutes: 1))
     func pingsMeasureTheLinkAndStatsAreReportedPeriodically() async throws {
         let keepalive = KeepaliveParameters(interval: .milliseconds(100), timeout: .seconds(1))
