@@ -38,7 +38,7 @@ import Testing
     /// they wait, the session benchmark's to measure.)
     @Test(.scaledTimeLimit(minutes: 2))
     func smallMessagesPassALargeOneThatArrivesWhole() async throws {
-        try await FaultTests.withPair { pair in
+        try await FaultTests.withPair(keepalive: FaultTests.patient) { pair in
             let charts = pair.listener.messages(of: Chart.self)
             let fixes = pair.listener.messages(of: Tick.self)
             let chart = Chart(number: 1, megabytes: 4)
@@ -85,7 +85,7 @@ import Testing
 
     @Test(.scaledTimeLimit(minutes: 1))
     func unreliableMessagesGoInFragmentsToo() async throws {
-        try await FaultTests.withPair { pair in
+        try await FaultTests.withPair(keepalive: FaultTests.patient) { pair in
             let charts = pair.listener.messages(of: Chart.self)
             let chart = Chart(number: 1, megabytes: 3)
             try await pair.dialler.send(chart, to: pair.listener.peerID, delivery: .unreliable)
@@ -101,7 +101,7 @@ import Testing
     @Test(.scaledTimeLimit(minutes: 1))
     func aLargeMessageThatDoesNotDecodeIsReportedAndSkipped() async throws {
         struct Impostor: Codable, Sendable { var tiles: String }
-        try await FaultTests.withPair { pair in
+        try await FaultTests.withPair(keepalive: FaultTests.patient) { pair in
             let charts = pair.listener.messages(of: Chart.self)
             try await pair.dialler.sendRaw(
                 Impostor(tiles: String(repeating: "t", count: 1 << 20)),
