@@ -45,9 +45,10 @@ enum FaultKind: String, CaseIterable, Sendable {
         return random.next()
     }
 
-    /// Parses `--faults`: names separated by commas ("all": every kind).
+    /// Parses `--faults`: names separated by commas ("all": every kind; "none": no fault).
     static func parse(_ list: String) -> [FaultKind]? {
         if list == "all" { return allCases }
+        if list == "none" { return [] }
         let kinds = list.split(separator: ",").map { FaultKind(rawValue: String($0)) }
         guard !kinds.isEmpty, kinds.allSatisfy({ $0 != nil }) else { return nil }
         return kinds.compactMap { $0 }

@@ -38,7 +38,7 @@ final class Ledger: Sendable {
         var sent: [MessageID: Sent] = [:]
         /// The last number delivered, by receiver incarnation, sender incarnation, type and reliability.
         var lastDelivered: [String: UInt64] = [:]
-        var violations: [String] = []
+        var violations: [Violation] = []
         var deliveries = 0
     }
 
@@ -52,11 +52,11 @@ final class Ledger: Sendable {
         state.withLockedValue { $0.sent[id]?.outcome = outcome }
     }
 
-    func violation(_ text: String) {
-        state.withLockedValue { $0.violations.append(text) }
+    func violation(_ promise: Promise, _ text: String) {
+        state.withLockedValue { $0.violations.append(Violation(promise: promise, text: text)) }
     }
 
-    var violations: [String] { state.withLockedValue { $0.violations } }
+    var violations: [Violation] { state.withLockedValue { $0.violations } }
     var deliveryCount: Int { state.withLockedValue { $0.deliveries } }
     var sentCount: Int { state.withLockedValue { $0.sent.count } }
 
@@ -79,14 +79,25 @@ final class Ledger: Sendable {
         state.withLockedValue { state in
             state.deliveries += 1
             guard var sent = state.sent[id] else {
-                return state.violations.append("\(at) \(receiver): got message \(id), never sent")
+                return state.violations.append(
+                    .init(promise: .exactlyOnceInOrder, text: "\(at) \(receiver): got message \(id), never sent")
+                )
             }
             if sent.to != "*" && sent.to != receiver {
-                state.violations.append("\(at) \(receiver): got message \(id), sent to \(sent.to)")
+                state.violations.append(
+                    .init(
+                        promise: .exactlyOnceInOrder,
+                        text: "\(at) \(receiver): got message \(id), sent to \(sent.to)"
+                    )
+                )
             }
             if sent.deliveries.contains(incarnation) {
                 state.violations.append(
-                    "\(at) \(receiver): got message \(id) from \(sent.from) twice in one incarnation (exactly once)"
+                    .init(
+                        promise: .exactlyOnceInOrder,
+                        text:
+                            "\(at) \(receiver): got message \(id) from \(sent.from) twice in one incarnation (exactly once)"
+                    )
                 )
             }
             sent.deliveries.append(incarnation)
@@ -94,7 +105,11 @@ final class Ledger: Sendable {
             let stream = "\(incarnation) \(id.sender) \(type) \(reliable)"
             if let last = state.lastDelivered[stream], last >= id.number {
                 state.violations.append(
-                    "\(at) \(receiver): got \(type) \(id) from \(sent.from) after number \(last) (in order per sender incarnation)"
+                    .init(
+                        promise: .exactlyOnceInOrder,
+                        text:
+                            "\(at) \(receiver): got \(type) \(id) from \(sent.from) after number \(last) (in order per sender incarnation)"
+                    )
                 )
             }
             state.lastDelivered[stream] = max(state.lastDelivered[stream] ?? 0, id.number)

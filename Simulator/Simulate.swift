@@ -39,7 +39,7 @@ struct Simulate: AsyncParsableCommand {
     @Option(
         name: .customLong("faults"),
         help: ArgumentHelp(
-            "The kinds of fault drawn, separated by commas, or all: \(FaultKind.allCases.map(\.rawValue).joined(separator: ", ")).",
+            "The kinds of fault drawn, separated by commas, all, or none: \(FaultKind.allCases.map(\.rawValue).joined(separator: ", ")).",
             discussion:
                 "A failure's replay command names the kinds its run drew from, so it replays the same world after kinds are added."
         )
@@ -48,6 +48,21 @@ struct Simulate: AsyncParsableCommand {
 
     @Option(help: "Simulated seconds each world runs healthy at the end, where no link may be torn down.")
     var quietSeconds: Int = 30
+
+    @Option(
+        help: ArgumentHelp(
+            "Wall-clock minutes to spend shrinking each failing world (0: none).",
+            discussion:
+                "Smaller worlds (a shorter run, fewer hosts, fewer faults, less traffic) are replayed while the same promise still breaks, and the smallest one's replay command is printed beside the original's."
+        )
+    )
+    var shrinkMinutes: Double = 10
+
+    @Flag(
+        help:
+            "Plant a defect: a promise of the simulator's own (nothing of 1 KiB or more is sent to a frozen host) that worlds with frozen hosts and traffic break, to see a failure shrunk."
+    )
+    var plant = false
 
     @Flag(help: "Print each world's whole trace.")
     var trace = false
@@ -122,11 +137,12 @@ struct Simulate: AsyncParsableCommand {
                 logLevel: level,
                 quiet: .seconds(quietSeconds),
                 keepGoing: keepGoing,
-                faults: kinds
+                faults: kinds,
+                plant: plant
             )
         }
         /// Counts, checks and prints one world's result.
-        func process(_ finished: RunResult, wall: Duration) throws {
+        func process(_ finished: RunResult, wall: Duration) async throws {
             var result = finished
             let seed = result.plan.seed
             runs += 1
@@ -146,11 +162,19 @@ struct Simulate: AsyncParsableCommand {
                 let second = try Self.traceInChild(seed: seed, arguments: childArguments)
                 if let line = zip(first, second).enumerated().first(where: { $0.element.0 != $0.element.1 }) {
                     result.violations.append(
-                        "run twice, the traces part at line \(line.offset): \(line.element.0) | \(line.element.1) (one seed, one run)"
+                        Violation(
+                            promise: .deterministic,
+                            text:
+                                "run twice, the traces part at line \(line.offset): \(line.element.0) | \(line.element.1) (one seed, one run)"
+                        )
                     )
                 } else if first.count != second.count || first.isEmpty {
                     result.violations.append(
-                        "run twice, one trace has \(first.count) lines, the other \(second.count) (one seed, one run)"
+                        Violation(
+                            promise: .deterministic,
+                            text:
+                                "run twice, one trace has \(first.count) lines, the other \(second.count) (one seed, one run)"
+                        )
                     )
                 }
             }
@@ -169,10 +193,47 @@ struct Simulate: AsyncParsableCommand {
                 print("  the trace's last 40 lines before it broke (--trace prints it all):")
                 for line in lines.suffix(40) { print("    \(line)") }
                 // The same binary: a seed replays a world exactly on the build that ran it.
-                print(
-                    "  replay: \(CommandLine.arguments[0]) --seed \(seed) --duration \(duration) --hosts \(hosts) --fault-every \(faultEvery) --message-rate \(messageRate) --quiet-seconds \(quietSeconds) --faults \(kinds.map(\.rawValue).joined(separator: ",")) --trace"
-                )
+                print("  replay: \(Self.replayCommand(result.plan))")
+                try await shrink(result)
             }
+        }
+        /// Shrinks a failed world (Shrink.swift) and prints the smallest that fails the same way.
+        func shrink(_ result: RunResult) async throws {
+            guard shrinkMinutes > 0, let promise = result.violations.first?.promise,
+                promise != .deterministic, promise != .simulator
+            else { return }
+            print("  shrinking (at most \(shrinkMinutes) minutes; --shrink-minutes 0 skips it) ...")
+            let shrinker = Shrinker(
+                plan: result.plan,
+                promise: promise,
+                brokeAt: result.brokeAt,
+                budget: .milliseconds(Int64(shrinkMinutes * 60_000)),
+                jobs: jobs
+            )
+            let outcome = await shrinker.shrink()
+            let (from, to) = (result.plan, outcome.plan)
+            let tried = "\(outcome.tried) worlds tried in \(Int(Self.seconds(outcome.wall))) s"
+            guard outcome.shrunk > 0 else {
+                return print("  no smaller world broke \"\(promise)\" (\(tried))")
+            }
+            let hosts =
+                to.hosts == from.hosts ? "\(result.hosts) hosts" : "\(to.hosts.lowerBound) hosts (was \(result.hosts))"
+            func seconds(_ duration: Duration) -> String { "\(Int(Self.seconds(duration))) s" }
+            func kinds(_ plan: RunPlan) -> String { Self.kindList(plan.faults) }
+            var changes = [hosts, "\(seconds(to.duration)) of traffic (was \(seconds(from.duration)))"]
+            if to.faults != from.faults { changes.append("faults \(kinds(to)) (was \(kinds(from)))") }
+            if to.faultEvery != from.faultEvery {
+                changes.append("a fault every \(Self.seconds(to.faultEvery)) s (was \(Self.seconds(from.faultEvery)))")
+            }
+            if to.messageRate != from.messageRate {
+                changes.append("\(to.messageRate) messages/s (was \(from.messageRate))")
+            }
+            if to.quiet != from.quiet { changes.append("\(seconds(to.quiet)) quiet (was \(seconds(from.quiet)))") }
+            if to.seed != from.seed { changes.append("seed \(to.seed)") }
+            print(
+                "  shrunk \(outcome.shrunk) times, \(tried), still breaking \"\(promise)\": \(changes.joined(separator: ", "))"
+            )
+            print("  replay the smallest: \(Self.replayCommand(to))")
         }
         try await withThrowingTaskGroup(of: (RunResult, Duration).self) { worlds in
             // Up to `jobs` worlds at once (each runs on a thread of its own); each result as it comes.
@@ -187,7 +248,7 @@ struct Simulate: AsyncParsableCommand {
             for _ in 0..<jobs { startNext() }
             while let (finished, wall) = try await worlds.next() {
                 startNext()
-                try process(finished, wall: wall)
+                try await process(finished, wall: wall)
             }
         }
         let elapsed = clock.now - start
@@ -202,6 +263,18 @@ struct Simulate: AsyncParsableCommand {
             """
         )
         if failed > 0 { throw ExitCode(1) }
+    }
+
+    /// The command that replays `plan`'s world with its trace, on this build.
+    static func replayCommand(_ plan: RunPlan) -> String {
+        let hosts = "\(plan.hosts.lowerBound)-\(plan.hosts.upperBound)"
+        return
+            "\(CommandLine.arguments[0]) --seed \(plan.seed) --duration \(Int(seconds(plan.duration))) --hosts \(hosts) --fault-every \(seconds(plan.faultEvery)) --message-rate \(plan.messageRate) --quiet-seconds \(Int(seconds(plan.quiet))) --faults \(kindList(plan.faults))\(plan.plant ? " --plant" : "") --trace"
+    }
+
+    /// `--faults`'s value for `kinds`.
+    static func kindList(_ kinds: [FaultKind]) -> String {
+        kinds.isEmpty ? "none" : kinds.map(\.rawValue).joined(separator: ",")
     }
 
     /// The arguments that make a child run the same world.

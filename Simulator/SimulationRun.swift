@@ -67,16 +67,21 @@ struct RunPlan: Sendable {
     var keepGoing = false
     /// The kinds of fault drawn (``FaultKind``).
     var faults = FaultKind.allCases
+    /// Breaks a promise of the simulator's own on purpose (``Promise/planted``).
+    var plant = false
 }
 
 /// How a run went.
 struct RunResult: Sendable {
     var plan: RunPlan
     var hosts: Int
-    var violations: [String]
+    var violations: [Violation]
     var trace: SimulationTrace
     /// The trace until the first promise broke (or all of it).
     var traceToFailure: [SimulationTrace.Line]
+    /// When a promise first broke, if it broke while the traffic ran (not while the world
+    /// settled after): a run of the same seed that stops its traffic then breaks it the same way.
+    var brokeAt: Duration?
     var messages: Int
     var deliveries: Int
     /// Files and streams sent.
@@ -262,6 +267,8 @@ final class SimulationRun: @unchecked Sendable {
     private var lastRenumbered: Duration?
     /// How long the trace was when the first promise broke.
     private var failedAt: Int?
+    /// When a promise first broke while the traffic ran (not while the world settled).
+    private var brokeAt: Duration?
     private var detections: [Detection] = []
     private var faults = 0
     private var quiet = false
@@ -357,6 +364,7 @@ final class SimulationRun: @unchecked Sendable {
             violations: ledger.violations,
             trace: trace,
             traceToFailure: Array(trace.lines.prefix(failedAt ?? trace.lines.count)),
+            brokeAt: brokeAt,
             messages: ledger.sentCount,
             deliveries: ledger.deliveryCount,
             files: transfers.fileCount,
@@ -402,6 +410,7 @@ final class SimulationRun: @unchecked Sendable {
             )
         } catch {
             ledger.violation(
+                .startsActive,
                 "\(world.now) the \(count) sessions did not all become active with each other within 10 s of starting"
             )
         }
@@ -420,10 +429,10 @@ final class SimulationRun: @unchecked Sendable {
             // What the action set off at this instant runs first (the events it emitted read).
             await world.run(for: .zero)
             check()
-            guard ledger.violations.isEmpty || plan.keepGoing else {
-                failedAt = world.trace.lines.count
-                return await stop()
+            if !ledger.violations.isEmpty, brokeAt == nil {
+                (brokeAt, failedAt) = (world.now, world.trace.lines.count)
             }
+            guard ledger.violations.isEmpty || plan.keepGoing else { return await stop() }
         }
         await world.run(for: max(.zero, plan.duration - world.now))
         await settle()
@@ -528,6 +537,7 @@ final class SimulationRun: @unchecked Sendable {
                     node.active.remove(peer.id)
                     if self.quiet {
                         ledger.violation(
+                            .noFalseTeardown,
                             "\(world.now) \(name): \(peer.displayName) left (\(reason)) with every path healthy (no false teardown)"
                         )
                     }
@@ -547,6 +557,7 @@ final class SimulationRun: @unchecked Sendable {
                     }
                     if !ahead && !dropped {
                         ledger.violation(
+                            .rotationRefusesNone,
                             "\(world.now) \(name): a handshake with \(address) failed on the key (\(error)): members rotating their group key refuse none of each other"
                         )
                     }
@@ -573,6 +584,12 @@ final class SimulationRun: @unchecked Sendable {
         default: size = Int.random(in: 300_000...1_200_000, using: &random)
         }
         let cargo = random.chance(0.5)
+        if plan.plant, receiver.frozen, size >= 1_024 {
+            ledger.violation(
+                .planted,
+                "\(world.now) \(sender.host.name): \(size) bytes sent to \(receiver.host.name), frozen (--plant)"
+            )
+        }
         sender.number += 1
         let id = Ledger.MessageID(sender: sender.session.incarnation, number: sender.number)
         sender.outgoing?.yield(
@@ -605,7 +622,7 @@ final class SimulationRun: @unchecked Sendable {
                 now: { UInt64(max(0, host.wallClock.timeIntervalSince1970 * 1_000)) }
             )
         else {
-            return ledger.violation("\(world.now) \(host.name): its store did not open on its storage")
+            return ledger.violation(.storesConverge, "\(world.now) \(host.name): its store did not open on its storage")
         }
         node.store = store
         let (ledger, world, events) = (ledger, world, store.events)
@@ -617,6 +634,7 @@ final class SimulationRun: @unchecked Sendable {
                     for await event in events {
                         if case .refused(let error, let peer) = event {
                             ledger.violation(
+                                .storesConverge,
                                 "\(world.now) \(host.name): its store refused what \(peer) sent: \(error) (nobody in these worlds forges, lies or sends what does not read)"
                             )
                         }
@@ -774,7 +792,7 @@ final class SimulationRun: @unchecked Sendable {
         }
         let url = files.appendingPathComponent("sent/r\(number).bin")
         guard (try? Data(Transfers.bytes(number, 0..<length)).write(to: url)) != nil else {
-            return ledger.violation("\(world.now) cannot write the file to send at \(url.path)")
+            return ledger.violation(.simulator, "\(world.now) cannot write the file to send at \(url.path)")
         }
         let (session, to, transfers, world, ledger) = (sender.session, receiver.peerID, transfers, world, ledger)
         transfers.sending(
@@ -806,6 +824,7 @@ final class SimulationRun: @unchecked Sendable {
                 }
                 if sending.bytes > UInt64(length) + breaks * (3 << 20) {
                     ledger.violation(
+                        .resentAfterABreak,
                         "\(world.now) file r\(number) (\(length) bytes): \(sending.bytes) bytes sent over \(sending.offers) links (what is sent again after a break is at most 3 MiB)"
                     )
                 }
@@ -902,7 +921,10 @@ final class SimulationRun: @unchecked Sendable {
                     on: node.host
                 )
             } catch {
-                ledger.violation("\(world.now) \(node.host.name): updateKeys(\(node.keys)) threw \(error)")
+                ledger.violation(
+                    .rotationRefusesNone,
+                    "\(world.now) \(node.host.name): updateKeys(\(node.keys)) threw \(error)"
+                )
             }
         }
         if node.rosterHeld != removed {
@@ -1224,6 +1246,7 @@ final class SimulationRun: @unchecked Sendable {
             guard world.now - max(detection.since, watcher.readingAgain) > bound else { return false }
             if watcher.alive, !watcher.frozen, watcher.active.contains(silent.peerID) {
                 ledger.violation(
+                    .silenceDetected,
                     "\(world.now) \(watcher.host.name): \(silent.host.name), \(detection.what) since \(detection.since), still active after \(bound) (a silent peer is detected within the keepalive's bound)"
                 )
             }
@@ -1233,12 +1256,14 @@ final class SimulationRun: @unchecked Sendable {
             let listed = Set(node.session.activePeers.map(\.id))
             if listed != node.active {
                 ledger.violation(
+                    .activePeersAsEvents,
                     "\(world.now) \(node.host.name): activePeers \(listed.count) peers, its events \(node.active.count) (activePeers changes as the events say)"
                 )
             }
             let available = Dictionary(node.session.availablePeers.map { ($0.id, $0.state) }, uniquingKeysWith: { $1 })
             if !node.suspended, available != node.available {
                 ledger.violation(
+                    .availablePeersAsEvents,
                     "\(world.now) \(node.host.name): availablePeers \(available.values.sorted { "\($0)" < "\($1)" }), its events \(node.available.values.sorted { "\($0)" < "\($1)" }) (availablePeers changes as availablePeerChanged says)"
                 )
             }
@@ -1249,6 +1274,7 @@ final class SimulationRun: @unchecked Sendable {
                 let peer = nodes.first { $0.peerID == queued.peerID }?.host.name ?? "\(queued.peerID)"
                 if queued.outbox.count > outbox.maximumCount || queued.outbox.bytes > outbox.maximumBytes {
                     ledger.violation(
+                        .sendersBounded,
                         "\(world.now) \(node.host.name): \(queued.outbox.count) messages, \(queued.outbox.bytes) bytes unacknowledged for \(peer) (the outbox holds at most \(outbox.maximumCount) messages or \(outbox.maximumBytes) bytes)"
                     )
                 }
@@ -1257,6 +1283,7 @@ final class SimulationRun: @unchecked Sendable {
                         || queued.unreliable.bytes > unreliable.maximumBytes
                 {
                     ledger.violation(
+                        .sendersBounded,
                         "\(world.now) \(node.host.name): \(queued.unreliable.count) unreliable messages, \(queued.unreliable.bytes) bytes waiting for \(peer) (at most \(unreliable.maximumCount) or \(unreliable.maximumBytes) bytes, or one larger message)"
                     )
                 }
@@ -1266,6 +1293,7 @@ final class SimulationRun: @unchecked Sendable {
             for left in node.rosterHeld
             where world.now - node.rosterChanged > .milliseconds(100) && node.active.contains(nodes[left].peerID) {
                 ledger.violation(
+                    .rosterCloses,
                     "\(world.now) \(node.host.name): \(nodes[left].host.name), left out of its roster at \(node.rosterChanged), is active (a member no longer listed is closed and refused)"
                 )
             }
@@ -1294,6 +1322,7 @@ final class SimulationRun: @unchecked Sendable {
                 let bytes = limit.maximumBytes + links * Self.readBeyondFull
                 if buffer.count > count || (buffer.count > 1 && buffer.bytes > bytes) {
                     ledger.violation(
+                        .receiversBounded,
                         "\(world.now) \(node.host.name): its \(what) \(buffer.typeName) holds \(buffer.count) messages, \(buffer.bytes) bytes (at most \(limit.maximumCount) or \(limit.maximumBytes) bytes, and what one read of each of \(links) links brings after: \(count), \(bytes) bytes)"
                     )
                 }
@@ -1301,22 +1330,26 @@ final class SimulationRun: @unchecked Sendable {
         }
         for count in held.events where count > Self.limits.eventBuffer {
             ledger.violation(
+                .receiversBounded,
                 "\(world.now) \(node.host.name): an events stream holds \(count) events (Limits.eventBuffer, \(Self.limits.eventBuffer))"
             )
         }
         if held.incompleteBytes > 2 * Self.limits.maximumMessageLength {
             ledger.violation(
+                .receiversBounded,
                 "\(world.now) \(node.host.name): incomplete messages hold \(held.incompleteBytes) bytes (at most twice Limits.maximumMessageLength)"
             )
         }
         let streamWindow = HeldInMemory.byteStreamWindow
         for stream in held.byteStreams where stream.reading > streamWindow || stream.writing > streamWindow {
             ledger.violation(
+                .receiversBounded,
                 "\(world.now) \(node.host.name): a stream holds \(stream.reading) bytes unread, \(stream.writing) written and not held by the reader (at most \(streamWindow) each: PROTOCOL.md 3d)"
             )
         }
         for unwritten in held.unwrittenResources where unwritten > HeldInMemory.resourceWindow {
             ledger.violation(
+                .receiversBounded,
                 "\(world.now) \(node.host.name): an incoming file holds \(unwritten) bytes not yet written (at most \(HeldInMemory.resourceWindow): PROTOCOL.md 3c)"
             )
         }
@@ -1372,6 +1405,7 @@ final class SimulationRun: @unchecked Sendable {
                 }
                 if !missing.isEmpty {
                     ledger.violation(
+                        .rejoinsAfterHealing,
                         "\(world.now) \(node.host.name): not active with \(missing.map(\.host.name).joined(separator: ", ")) \(Self.rejoinBound) after everything healed at \(healed)"
                     )
                 }
@@ -1390,6 +1424,7 @@ final class SimulationRun: @unchecked Sendable {
             )
         } catch {
             ledger.violation(
+                .rejoinsAfterHealing,
                 "\(world.now) not every pair active again \(Self.rejoinBound) after the links dead since the faults were found"
             )
             return
@@ -1413,26 +1448,30 @@ final class SimulationRun: @unchecked Sendable {
         let missing = ledger.undelivered(killed: killed, alive: alive)
         for (id, sent) in missing.prefix(5) {
             ledger.violation(
+                .nothingAcknowledgedLost,
                 "\(world.now) message \(id) (\(sent.type), sent \(sent.at) from \(sent.from) to \(sent.to), \(sent.outcome)) never arrived (an acknowledged or queued reliable message is never lost)"
             )
         }
-        if missing.count > 5 { ledger.violation("... and \(missing.count - 5) more messages never arrived") }
+        if missing.count > 5 {
+            ledger.violation(.nothingAcknowledgedLost, "... and \(missing.count - 5) more messages never arrived")
+        }
         // Every file and stream between sessions that still run ends, whole.
         let current = Set(nodes.map(\.session.incarnation))
         _ = try? await world.run(until: { [transfers] in transfers.settled(current: current) }, within: .seconds(120))
         let directories = Dictionary(nodes.map { ($0.host.name, $0.directory) }, uniquingKeysWith: { $1 })
         let failures = transfers.failures(current: current, receiverDirectories: directories, now: world.now)
-        for failure in failures.prefix(5) { ledger.violation(failure) }
-        if failures.count > 5 { ledger.violation("... and \(failures.count - 5) more transfers") }
+        for failure in failures.prefix(5) { ledger.violation(failure.promise, failure.text) }
+        if failures.count > 5 { ledger.violation(failures[5].promise, "... and \(failures.count - 5) more transfers") }
         // Every store holds the same records, each its latest acknowledged write or a later one.
         let stations = nodes.map { (name: $0.host.name, storage: $0.storage, keeps: $0.keeps) }
         _ = try? await world.run(until: { StoreLedger.converged(stations) }, within: Self.storeConvergenceBound)
         for broken in stores.broken(stations, now: world.now).prefix(5) {
-            ledger.violation(broken)
+            ledger.violation(.storesConverge, broken)
         }
         let stuck = ledger.sendsUnderWay(before: world.now - .seconds(40)).filter { !killed.contains($0.0.sender) }
         for (id, sent) in stuck.prefix(5) {
             ledger.violation(
+                .callsReturn,
                 "\(world.now) the send of \(id) from \(sent.from) at \(sent.at) never returned (a send returns or throws within the send timeout)"
             )
         }

@@ -112,15 +112,21 @@ final class Transfers: Sendable {
 
     func arrived(_ number: Int, at receiver: String, url: URL, sha256: [UInt8], now: Duration) {
         guard let file = state.withLockedValue({ $0.files[number] }) else {
-            return ledger.violation("\(now) \(receiver): got file r\(number), never sent")
+            return ledger.violation(.filesWhole, "\(now) \(receiver): got file r\(number), never sent")
         }
-        if file.to != receiver { ledger.violation("\(now) \(receiver): got file r\(number), sent to \(file.to)") }
+        if file.to != receiver {
+            ledger.violation(.filesWhole, "\(now) \(receiver): got file r\(number), sent to \(file.to)")
+        }
         guard let data = try? Data(contentsOf: url) else {
-            return ledger.violation("\(now) \(receiver): file r\(number) arrived at \(url.path), which cannot be read")
+            return ledger.violation(
+                .filesWhole,
+                "\(now) \(receiver): file r\(number) arrived at \(url.path), which cannot be read"
+            )
         }
         let hash = Array(SHA256.hash(data: data))
         if data.count != file.length || hash != file.sha256 || hash != sha256 {
             ledger.violation(
+                .filesWhole,
                 "\(now) \(receiver): file r\(number) from \(file.from) arrived with \(data.count) of \(file.length) bytes or another SHA-256 (a resource arrives whole, with its SHA-256)"
             )
         }
@@ -144,7 +150,7 @@ final class Transfers: Sendable {
             return read
         }
         guard let offset else {
-            ledger.violation("\(now) \(receiver): got bytes on stream s\(number), never opened")
+            ledger.violation(.streamsInOrder, "\(now) \(receiver): got bytes on stream s\(number), never opened")
             return false
         }
         let expected = Self.bytes(number, offset..<offset + chunk.count)
@@ -155,6 +161,7 @@ final class Transfers: Sendable {
             }
         if !same, let wrong = chunk.indices.first(where: { chunk[$0] != expected[$0] }) {
             ledger.violation(
+                .streamsInOrder,
                 "\(now) \(receiver): stream s\(number)'s byte \(offset + wrong) is not the one written there (a stream's bytes arrive in order, each once)"
             )
             return false
@@ -169,6 +176,7 @@ final class Transfers: Sendable {
         }
         if case .done = outcome, let stream, stream.read != stream.length {
             ledger.violation(
+                .streamsInOrder,
                 "\(now) \(receiver): stream s\(number) from \(stream.from) ended after \(stream.read) of its \(stream.length) bytes (every byte once)"
             )
         }
@@ -200,18 +208,26 @@ final class Transfers: Sendable {
     /// What went wrong with transfers between sessions that still run (incarnations
     /// `current`), which never restarted while their transfers were under way: files not
     /// delivered whole, streams that did not end with every byte, waits that never returned.
-    func failures(current: Set<UInt64>, receiverDirectories: [String: URL], now: Duration) -> [String] {
+    func failures(current: Set<UInt64>, receiverDirectories: [String: URL], now: Duration) -> [Violation] {
         state.withLockedValue { state in
-            var failures: [String] = []
+            var failures: [Violation] = []
             for (number, file) in state.files.sorted(by: { $0.key < $1.key }) where current.contains(file.sender) {
                 switch file.outcome {
                 case .underWay:
                     failures.append(
-                        "\(now) file r\(number) (\(file.length) bytes, sent \(file.at) from \(file.from) to \(file.to)): completion() never returned (every wait returns)"
+                        Violation(
+                            promise: .callsReturn,
+                            text:
+                                "\(now) file r\(number) (\(file.length) bytes, sent \(file.at) from \(file.from) to \(file.to)): completion() never returned (every wait returns)"
+                        )
                     )
                 case .failed(_, let error):
                     failures.append(
-                        "\(now) file r\(number) (\(file.length) bytes, sent \(file.at) from \(file.from) to \(file.to)) failed: \(error) (a transfer resumes across broken links and restarts)"
+                        Violation(
+                            promise: .filesWhole,
+                            text:
+                                "\(now) file r\(number) (\(file.length) bytes, sent \(file.at) from \(file.from) to \(file.to)) failed: \(error) (a transfer resumes across broken links and restarts)"
+                        )
                     )
                 case .done:
                     // Under its name, or under another's whose bytes it has (a file the
@@ -219,7 +235,11 @@ final class Transfers: Sendable {
                     if let sha256 = file.sha256, !(receiverDirectories[file.to].map { Self.holds($0, sha256) } ?? false)
                     {
                         failures.append(
-                            "\(now) file r\(number) from \(file.from): completed at the sender, but not whole in \(file.to)'s directory (a resource arrives whole)"
+                            Violation(
+                                promise: .filesWhole,
+                                text:
+                                    "\(now) file r\(number) from \(file.from): completed at the sender, but not whole in \(file.to)'s directory (a resource arrives whole)"
+                            )
                         )
                     }
                 }
@@ -229,7 +249,11 @@ final class Transfers: Sendable {
             where current.contains(wait.receiver) {
                 let file = state.files[wait.number]
                 failures.append(
-                    "\(now) file r\(wait.number) (sent \(file.map { "\($0.at) from \($0.from) to \($0.to)" } ?? "")): the receiver's file() never returned (every wait returns)"
+                    Violation(
+                        promise: .callsReturn,
+                        text:
+                            "\(now) file r\(wait.number) (sent \(file.map { "\($0.at) from \($0.from) to \($0.to)" } ?? "")): the receiver's file() never returned (every wait returns)"
+                    )
                 )
             }
             // A stream ends with either session's restart (streamLost): only those whose ends
@@ -243,15 +267,27 @@ final class Transfers: Sendable {
                     continue
                 case (.underWay, _):
                     failures.append(
-                        "\(now) \(what): write() or finish() never returned, \(stream.read) bytes read (every wait returns)"
+                        Violation(
+                            promise: .callsReturn,
+                            text:
+                                "\(now) \(what): write() or finish() never returned, \(stream.read) bytes read (every wait returns)"
+                        )
                     )
                 case (.failed(_, let error), _), (_, .failed(_, let error)):
                     failures.append(
-                        "\(now) \(what) failed: \(error), \(stream.read) bytes read (a stream outlives the links it runs on)"
+                        Violation(
+                            promise: .streamsInOrder,
+                            text:
+                                "\(now) \(what) failed: \(error), \(stream.read) bytes read (a stream outlives the links it runs on)"
+                        )
                     )
                 case (.done, .underWay):
                     failures.append(
-                        "\(now) \(what): finished at its writer, but its reader \(stream.receiver == nil ? "never got it" : "never saw its end") (\(stream.read) bytes read)"
+                        Violation(
+                            promise: .streamsInOrder,
+                            text:
+                                "\(now) \(what): finished at its writer, but its reader \(stream.receiver == nil ? "never got it" : "never saw its end") (\(stream.read) bytes read)"
+                        )
                     )
                 }
             }

@@ -26,11 +26,13 @@ public final class SimulatedWorld: Sendable {
     let cutNumbers = NIOLockedValueBox(0)
 
     /// Makes an empty world at simulated time 0, its paths `latency` long each way; `seed`
-    /// draws what the network leaves to chance (which segments a lossy path loses, jitter).
-    public init(seed: UInt64 = 0, latency: Duration = .microseconds(250)) {
+    /// draws what the network leaves to chance (which segments a lossy path loses, jitter) and,
+    /// unless `order` says otherwise, the order in which work ready at one instant runs.
+    public init(seed: UInt64 = 0, latency: Duration = .microseconds(250), order: SimulationOrder = .drawn) {
         self.seed = seed
+        self.order = order
         random = RandomSource(seed: seed)
-        scheduler = SimulationScheduler()
+        scheduler = SimulationScheduler(draw: order == .drawn ? seed ^ 0x5343_4845_4455_4c45 : nil)
         worldExecutor = WorldExecutor(scheduler: scheduler)
         network = SimulatedNetwork(scheduler: scheduler, latency: latency.nanoseconds, seed: random.next())
         directory = SimulatedDirectory(network: network)
@@ -43,6 +45,9 @@ public final class SimulatedWorld: Sendable {
 
     /// Simulated time since the world began.
     public var now: Duration { .nanoseconds(scheduler.now) }
+
+    /// The order in which work ready at one instant runs.
+    public let order: SimulationOrder
 
     /// Adds a host with the next address of 198.18.0.0/15 (the first is 198.18.0.1).
     public func addHost(_ name: String) -> SimulatedHost {
@@ -96,7 +101,7 @@ public final class SimulatedWorld: Sendable {
         func enqueue(_ job: consuming ExecutorJob) {
             let job = UnownedJob(job)
             let executor = self
-            scheduler.enqueue(nil) { job.runSynchronously(on: executor.asUnownedTaskExecutor()) }
+            scheduler.enqueueWorldTask { job.runSynchronously(on: executor.asUnownedTaskExecutor()) }
         }
     }
 
@@ -238,6 +243,21 @@ public struct SimulationTimeout: Error, CustomStringConvertible {
     public var description: String {
         "the condition did not hold within \(limit) of simulated time (gave up at \(at)); if it waits for what a task outside the world does (a plain Task, on Swift's global executor), the world neither waits for that task nor sees it: start it with Task(executorPreference: host.executor) (an application's reader) or world.executor (the code that drives the world)"
     }
+}
+
+/// The order in which a simulated world runs the work ready at one instant: each host's event
+/// loop, the network, and the code that drives the world.
+///
+/// Each of them runs its own work in the order it came, as an event loop does. Between them,
+/// real machines run side by side, and which goes first at any instant is the threads' race:
+/// ``drawn`` explores those orders, ``firstInFirstOut`` takes one.
+public enum SimulationOrder: Sendable, Hashable {
+    /// Whose work runs next is drawn from the world's seed, among those with work ready: every
+    /// run of a seed takes the same order, and other seeds take others (as madsim runs ready
+    /// tasks in a random order).
+    case drawn
+    /// The work that became ready first runs first, whoever's it is.
+    case firstInFirstOut
 }
 
 /// A host of a ``SimulatedWorld``: a machine (its addresses, a kernel that accepts and

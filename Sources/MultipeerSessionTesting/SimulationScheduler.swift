@@ -1,14 +1,18 @@
 import Foundation
+import MultipeerCore
 import NIOConcurrencyHelpers
 
 /// Runs everything of a simulated world on one thread, in simulated time.
 ///
-/// Work comes as jobs, each for a host (its event loop's tasks, its sessions' Swift jobs) or
-/// for the world (what the simulated kernels and network do). Jobs run one at a time, in the
-/// order they became ready; timers become ready at their deadline. Time moves only while a
-/// ``run(until:within:)`` is under way, and only when nothing is ready: then it jumps to the
-/// earliest timer. A frozen host's jobs wait, in order, until it thaws; the world's go on (its
-/// kernel still acknowledges what arrives, as under SIGSTOP).
+/// Work comes as jobs, each in a lane: a host's (its event loop's tasks, its sessions' Swift
+/// jobs), the world's kernel (what the simulated kernels and network do), or the world's tasks
+/// (the code that drives the world, ``SimulatedWorld/executor``). A lane runs its jobs one at a
+/// time in the order they came, as an event loop does; which lane runs next, among those with
+/// a job ready, is the ``SimulationOrder``'s: the oldest job's, or one drawn from the seed, as
+/// threads running side by side would take them. Timers become ready at their deadline. Time
+/// moves only while a ``run(until:within:)`` is under way, and only when nothing is ready: then
+/// it jumps to the earliest timer. A frozen host's lane waits until it thaws; the world's go on
+/// (its kernel still acknowledges what arrives, as under SIGSTOP).
 ///
 /// `@unchecked Sendable`: every field is under `condition`'s lock, except ``currentHost``,
 /// which only the scheduler's thread writes and reads.
@@ -20,9 +24,41 @@ final class SimulationScheduler: @unchecked Sendable {
     }
 
     private struct Job {
+        /// Its place in the order jobs came (a first-in-first-out order runs the least first).
+        var number: UInt64
         var host: HostID?
         var work: () -> Void
     }
+
+    /// Jobs that run one at a time, in the order they came.
+    private struct Lane {
+        var jobs: [Job] = []
+        var head = 0
+        /// Frozen or killed: its jobs wait.
+        var stopped = false
+        /// In ``SimulationScheduler/eligible``.
+        var eligible = false
+
+        var first: Job? { head < jobs.count ? jobs[head] : nil }
+        var isEmpty: Bool { head == jobs.count }
+
+        mutating func removeFirst() -> Job {
+            let job = jobs[head]
+            head += 1
+            if head == jobs.count {
+                jobs.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head > 1_024, head * 2 > jobs.count {
+                jobs.removeFirst(head)
+                head = 0
+            }
+            return job
+        }
+    }
+
+    /// The world kernel's lane and the world tasks' lane; a host's is its number plus one.
+    private static let kernelLane = 0
+    private static let worldTaskLane = 1
 
     private struct Timer: Comparable {
         var deadline: Int64
@@ -43,15 +79,18 @@ final class SimulationScheduler: @unchecked Sendable {
     }
 
     private let condition = NSCondition()
-    private var ready: [Job] = []
-    private var readyHead = 0
+    private var lanes: [Lane] = [Lane(), Lane()]
+    /// The lanes with a job ready that may run, in the order they became so.
+    private var eligible: [Int] = []
+    private var jobCount: UInt64 = 0
+    /// Draws the next lane (``SimulationOrder/drawn``); nil: the oldest job's lane runs next.
+    private var draw: SplitMix64?
     private var timers = TimerHeap()
     private var cancelled: Set<UInt64> = []
     private var timerCount: UInt64 = 0
     private var frozen: Set<HostID> = []
-    /// Killed: their jobs wait, parked, until the world is shut down (``release(_:)``).
+    /// Killed: their jobs wait until the world is shut down (``release(_:)``).
     private var killed: Set<HostID> = []
-    private var parked: [HostID: [Job]] = [:]
     private var run: Run?
     private var stopping = false
     /// Simulated nanoseconds since the world began.
@@ -60,7 +99,9 @@ final class SimulationScheduler: @unchecked Sendable {
     /// The host whose job runs now (on the scheduler's thread only).
     private var running: HostID?
 
-    init() {
+    /// `draw`: the seed of the order of lanes ready at once (nil: the oldest job first).
+    init(draw seed: UInt64?) {
+        draw = seed.map { SplitMix64(seed: $0) }
         let started = NIOLockedValueBox(false)
         let thread = Thread { [self] in
             self.condition.lock()
@@ -94,12 +135,42 @@ final class SimulationScheduler: @unchecked Sendable {
         return pthread_equal(thread, pthread_self()) != 0
     }
 
-    /// Runs `work` as a job of `host` (nil: of the world), after the jobs ready now.
+    /// Runs `work` as a job of `host` (nil: of the world's kernel), after the jobs of its lane
+    /// ready now.
     func enqueue(_ host: HostID?, _ work: @escaping () -> Void) {
         condition.lock()
-        ready.append(Job(host: host, work: work))
+        append(Job(number: 0, host: host, work: work), to: Self.lane(of: host))
         condition.signal()
         condition.unlock()
+    }
+
+    /// Runs `work` as a job of the world's tasks (the code that drives it), after theirs ready now.
+    func enqueueWorldTask(_ work: @escaping () -> Void) {
+        condition.lock()
+        append(Job(number: 0, host: nil, work: work), to: Self.worldTaskLane)
+        condition.signal()
+        condition.unlock()
+    }
+
+    private static func lane(of host: HostID?) -> Int {
+        host.map { $0.rawValue + 1 } ?? kernelLane
+    }
+
+    /// Under the lock.
+    private func append(_ job: Job, to lane: Int) {
+        var job = job
+        jobCount += 1
+        job.number = jobCount
+        while lanes.count <= lane { lanes.append(Lane()) }
+        lanes[lane].jobs.append(job)
+        makeEligible(lane)
+    }
+
+    /// Under the lock: puts `lane` among those that may run next, if it has a job and may.
+    private func makeEligible(_ lane: Int) {
+        guard !lanes[lane].eligible, !lanes[lane].stopped, !lanes[lane].isEmpty else { return }
+        lanes[lane].eligible = true
+        eligible.append(lane)
     }
 
     /// Runs `work` as a job of `host` at `deadline` (simulated nanoseconds); returns what cancels it.
@@ -121,40 +192,56 @@ final class SimulationScheduler: @unchecked Sendable {
     func freeze(_ host: HostID) {
         condition.lock()
         frozen.insert(host)
+        stop(host)
         condition.unlock()
     }
 
-    /// Thaws `host`: what it missed runs first, in order, then the rest.
+    /// Thaws `host`: what it missed runs, late, in the order it came.
     func thaw(_ host: HostID) {
-        unpark(host) { $0.frozen.remove(host) }
+        condition.lock()
+        frozen.remove(host)
+        resume(host)
+        condition.unlock()
     }
 
-    /// Kills `host`: its jobs, ready, parked or to come, never run in the world's life. (They
-    /// are kept, not dropped: a task whose job is dropped never ends, and what it holds is never
+    /// Kills `host`: its jobs, ready or to come, never run in the world's life. (They are
+    /// kept, not dropped: a task whose job is dropped never ends, and what it holds is never
     /// freed; ``release(_:)`` lets them run down at the end.)
     func kill(_ host: HostID) {
         condition.lock()
         killed.insert(host)
         frozen.remove(host)
+        stop(host)
         condition.unlock()
     }
 
     /// Lets a killed host's jobs run again, once its sessions are cancelled and its sockets
     /// closed: they run down, and free what they hold.
     func release(_ host: HostID) {
-        unpark(host) { $0.killed.remove(host) }
+        condition.lock()
+        killed.remove(host)
+        resume(host)
+        condition.unlock()
     }
 
-    /// Lifts what kept `host`'s jobs parked (`change`, under the lock): they run next, in the
-    /// order they came, then the rest.
-    private func unpark(_ host: HostID, _ change: (SimulationScheduler) -> Void) {
-        condition.lock()
-        change(self)
-        if let jobs = parked.removeValue(forKey: host) {
-            ready.replaceSubrange(readyHead..<readyHead, with: jobs)
+    /// Under the lock: `host`'s lane runs nothing until ``resume(_:)``.
+    private func stop(_ host: HostID) {
+        let lane = Self.lane(of: host)
+        while lanes.count <= lane { lanes.append(Lane()) }
+        lanes[lane].stopped = true
+        if lanes[lane].eligible, let index = eligible.firstIndex(of: lane) {
+            eligible.remove(at: index)
+            lanes[lane].eligible = false
         }
+    }
+
+    /// Under the lock: `host`'s lane runs again, unless it is still frozen or killed.
+    private func resume(_ host: HostID) {
+        let lane = Self.lane(of: host)
+        guard lane < lanes.count, !frozen.contains(host), !killed.contains(host) else { return }
+        lanes[lane].stopped = false
+        makeEligible(lane)
         condition.signal()
-        condition.unlock()
     }
 
     func isFrozen(_ host: HostID) -> Bool {
@@ -223,7 +310,7 @@ final class SimulationScheduler: @unchecked Sendable {
             while let timer = timers.first, timer.deadline <= nanoseconds {
                 timers.removeFirst()
                 if cancelled.remove(timer.number) != nil { continue }
-                ready.append(Job(host: timer.host, work: timer.work))
+                append(Job(number: 0, host: timer.host, work: timer.work), to: Self.lane(of: timer.host))
             }
         }
     }
@@ -244,28 +331,27 @@ final class SimulationScheduler: @unchecked Sendable {
         return timers.first?.deadline
     }
 
-    /// The next job that may run; a frozen host's are parked on the way.
+    /// The next job that may run: the first of a lane drawn among those that may run, or of
+    /// the lane whose first job came first.
     private func nextJob() -> Job? {
-        while readyHead < ready.count {
-            let job = ready[readyHead]
-            readyHead += 1
-            if readyHead > 1_024, readyHead * 2 > ready.count {
-                ready.removeFirst(readyHead)
-                readyHead = 0
+        guard !eligible.isEmpty else { return nil }
+        var chosen = 0
+        if var random = draw {
+            chosen = Int(random.next() % UInt64(eligible.count))
+            draw = random
+        } else {
+            for index in eligible.indices.dropFirst()
+            where lanes[eligible[index]].first!.number < lanes[eligible[chosen]].first!.number {
+                chosen = index
             }
-            if let host = job.host {
-                if frozen.contains(host) || killed.contains(host) {
-                    parked[host, default: []].append(job)
-                    continue
-                }
-            }
-            return job
         }
-        if readyHead > 0 {
-            ready.removeAll(keepingCapacity: true)
-            readyHead = 0
+        let lane = eligible[chosen]
+        let job = lanes[lane].removeFirst()
+        if lanes[lane].isEmpty {
+            lanes[lane].eligible = false
+            eligible.remove(at: chosen)
         }
-        return nil
+        return job
     }
 
     /// A binary min-heap of timers.
