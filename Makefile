@@ -32,7 +32,7 @@ SIMULATE_TEST_ARGS ?= --seeds 1-400 --duration 20 --hosts 2-5 --fault-every 3 --
 
 # Seeds that once failed, with the simulator's defaults. Until 2026-11-30 a fault's kind was drawn by its
 # number among the kinds, so each of these replays the world that failed only at a commit before then
-# (0c94a38 or earlier); the draw by the kinds' names since (Simulator/FaultKind.swift) keeps a seed's
+# (0c94a38 or earlier); the draw by the kinds' names since (SimulatedFault, Sources/MultipeerSessionTesting/Exploration.swift) keeps a seed's
 # faults when kinds are added, and these seeds now draw other worlds of the same sizes (so does the
 # order in which work ready at one instant runs, drawn from the seed since 2026-11-30): 3367, a watcher
 # frozen just before its timeout judged late at once (2026-11-29, fixed in the simulator's check);

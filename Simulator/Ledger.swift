@@ -56,7 +56,13 @@ final class Ledger: Sendable {
         state.withLockedValue { $0.violations.append(Violation(promise: promise, text: text)) }
     }
 
-    var violations: [Violation] { state.withLockedValue { $0.violations } }
+    /// The promises broken since the last call.
+    func takeViolations() -> [Violation] {
+        state.withLockedValue { state in
+            defer { state.violations = [] }
+            return state.violations
+        }
+    }
     var deliveryCount: Int { state.withLockedValue { $0.deliveries } }
     var sentCount: Int { state.withLockedValue { $0.sent.count } }
 

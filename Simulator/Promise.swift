@@ -1,8 +1,10 @@
-/// A promise the documentation makes that a world checks (Simulator/README.md, "What it
-/// checks"): every broken one names its promise, so that a smaller world that fails is known
-/// to fail the same way (Shrink.swift).
+import MultipeerSessionTesting
+
+/// A promise the documentation makes about the simulator's applications that a world checks
+/// (Simulator/README.md, "What it checks"; the explorer checks the session's own,
+/// ``ExplorationPromise``): every broken one names its promise, so that a smaller world that
+/// fails is known to fail the same way (``SimulationExplorer/shrink(_:for:jobs:application:)``).
 enum Promise: String, CaseIterable, Sendable, CustomStringConvertible {
-    case startsActive = "the sessions become active with each other"
     case exactlyOnceInOrder = "a reliable message reaches the application once, in order"
     case nothingAcknowledgedLost = "a queued or acknowledged message is never lost"
     case filesWhole = "a file arrives whole, and every transfer completes"
@@ -10,13 +12,8 @@ enum Promise: String, CaseIterable, Sendable, CustomStringConvertible {
     case streamsInOrder = "a stream's bytes arrive in order, each once, and it ends"
     case rotationRefusesNone = "members rotating their group key refuse none of each other"
     case rosterCloses = "a host left out of a roster is closed and refused"
-    case availablePeersAsEvents = "availablePeers changes as its events say"
-    case activePeersAsEvents = "activePeers changes as its events say"
-    case silenceDetected = "a silent peer is detected within the keepalive's bound"
     case sendersBounded = "what a sender holds stays within its limits"
     case receiversBounded = "what a session holds for its application stays within its limits"
-    case rejoinsAfterHealing = "every pair is active again soon after healing"
-    case noFalseTeardown = "no link is torn down while every path is healthy"
     case callsReturn = "every send, completion, write and finish returns"
     case storesConverge = "the stores converge, losing nothing acknowledged and refusing nothing"
     case deterministic = "one seed, one run"
@@ -26,6 +23,9 @@ enum Promise: String, CaseIterable, Sendable, CustomStringConvertible {
     case simulator = "the simulator's own work"
 
     var description: String { rawValue }
+
+    /// As the explorer reports it.
+    var exploration: ExplorationPromise { ExplorationPromise(rawValue) }
 }
 
 /// A promise broken: which, and what happened.

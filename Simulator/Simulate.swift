@@ -30,6 +30,12 @@ struct Simulate: AsyncParsableCommand {
     @Option(help: "How many hosts a world has, drawn from MIN-MAX.")
     var hosts: String = "2-8"
 
+    @Option(
+        help:
+            "A factor on the applications' traffic (messages, files, streams, store writes): shrinking halves it, and a replay gives it."
+    )
+    var traffic: Double = 1
+
     @Option(help: "Mean simulated seconds between faults.")
     var faultEvery: Double = 10
 
@@ -39,7 +45,7 @@ struct Simulate: AsyncParsableCommand {
     @Option(
         name: .customLong("faults"),
         help: ArgumentHelp(
-            "The kinds of fault drawn, separated by commas, all, or none: \(FaultKind.allCases.map(\.rawValue).joined(separator: ", ")).",
+            "The kinds of fault drawn, separated by commas, all, or none: \(SimulatedFault.allCases.map(\.rawValue).joined(separator: ", ")).",
             discussion:
                 "A failure's replay command names the kinds its run drew from, so it replays the same world after kinds are added."
         )
@@ -112,13 +118,14 @@ struct Simulate: AsyncParsableCommand {
         var (files, streams, storeWrites) = (0, 0, 0)
         var fullest = Fullest()
         let level = Logger.Level(rawValue: logLevel) ?? .critical
-        guard let kinds = FaultKind.parse(faultKinds) else {
+        guard let kinds = SimulatedFault.parse(faultKinds) else {
             throw ValidationError(
-                "--faults names kinds of fault separated by commas (\(FaultKind.allCases.map(\.rawValue).joined(separator: ", "))), or all"
+                "--faults names kinds of fault separated by commas (\(SimulatedFault.allCases.map(\.rawValue).joined(separator: ", "))), all, or none"
             )
         }
+        let workload = Workload(messageRate: messageRate, logLevel: level, plant: plant)
         /// The next world to run, if any.
-        func nextPlan() -> RunPlan? {
+        func nextPlan() -> ExplorationPlan? {
             let seed: UInt64
             if !queue.isEmpty {
                 seed = queue.removeFirst()
@@ -128,120 +135,116 @@ struct Simulate: AsyncParsableCommand {
             } else {
                 return nil
             }
-            return RunPlan(
+            return ExplorationPlan(
                 seed: seed,
-                duration: .seconds(duration),
                 hosts: low...high,
+                duration: .seconds(duration),
                 faultEvery: .milliseconds(Int64(faultEvery * 1_000)),
-                messageRate: messageRate,
-                logLevel: level,
-                quiet: .seconds(quietSeconds),
-                keepGoing: keepGoing,
                 faults: kinds,
-                plant: plant
+                quiet: .seconds(quietSeconds),
+                traffic: traffic
             )
         }
         /// Counts, checks and prints one world's result.
         func process(_ finished: RunResult, wall: Duration) async throws {
             var result = finished
-            let seed = result.plan.seed
+            let seed = result.outcome.plan.seed
             runs += 1
-            sessionTime += result.sessionTime
-            simulated += result.simulated
+            sessionTime += result.outcome.sessionTime
+            simulated += result.outcome.simulated
             messages += result.messages
             files += result.files
             streams += result.streams
             storeWrites += result.storeWrites
             fullest.include(result.fullest)
-            faults += result.faults
-            if trace { print(result.trace) }
+            faults += result.outcome.faults
+            if trace { print(result.outcome.trace) }
             if checkDeterminism {
                 // As a replay runs it: each in a process of its own (what a process keeps between
                 // worlds, its pool of large payload buffers, is no part of a world's seed).
                 let first = try Self.traceInChild(seed: seed, arguments: childArguments)
                 let second = try Self.traceInChild(seed: seed, arguments: childArguments)
                 if let line = zip(first, second).enumerated().first(where: { $0.element.0 != $0.element.1 }) {
-                    result.violations.append(
-                        Violation(
-                            promise: .deterministic,
+                    result.outcome.broken.append(
+                        BrokenPromise(
+                            promise: Promise.deterministic.exploration,
                             text:
                                 "run twice, the traces part at line \(line.offset): \(line.element.0) | \(line.element.1) (one seed, one run)"
                         )
                     )
                 } else if first.count != second.count || first.isEmpty {
-                    result.violations.append(
-                        Violation(
-                            promise: .deterministic,
+                    result.outcome.broken.append(
+                        BrokenPromise(
+                            promise: Promise.deterministic.exploration,
                             text:
                                 "run twice, one trace has \(first.count) lines, the other \(second.count) (one seed, one run)"
                         )
                     )
                 }
             }
-            if result.violations.isEmpty {
+            let outcome = result.outcome
+            if outcome.passed {
                 if failuresOnly { return }
                 print(
-                    "seed \(seed): ok, \(result.hosts) hosts, \(Self.seconds(result.simulated)) s simulated, \(result.messages) messages, \(result.deliveries) deliveries, \(result.files) files, \(result.streams) streams, \(result.storeWrites) store writes, \(result.faults) faults, \(Self.seconds(wall)) s"
+                    "seed \(seed): ok, \(outcome.hosts) hosts, \(Self.seconds(outcome.simulated)) s simulated, \(result.messages) messages, \(result.deliveries) deliveries, \(result.files) files, \(result.streams) streams, \(result.storeWrites) store writes, \(outcome.faults) faults, \(Self.seconds(wall)) s"
                 )
             } else {
                 failed += 1
-                print("seed \(seed): FAILED, \(result.hosts) hosts, at \(Self.seconds(result.simulated)) s simulated")
-                for violation in result.violations { print("  broken promise: \(violation)") }
+                print("seed \(seed): FAILED, \(outcome.hosts) hosts, at \(Self.seconds(outcome.simulated)) s simulated")
+                for broken in outcome.broken { print("  broken promise: \(broken)") }
                 // Joins, departures, failures and faults (not each peer's availability) until the promise broke.
                 let availability = [" is discovered", " is connecting", " is active", " is refused", " is gone"]
-                let lines = result.traceToFailure.filter { line in !availability.contains { line.text.hasSuffix($0) } }
+                let lines = outcome.traceToFailure.filter { line in !availability.contains { line.text.hasSuffix($0) } }
                 print("  the trace's last 40 lines before it broke (--trace prints it all):")
                 for line in lines.suffix(40) { print("    \(line)") }
                 // The same binary: a seed replays a world exactly on the build that ran it.
-                print("  replay: \(Self.replayCommand(result.plan))")
-                try await shrink(result)
+                print("  replay: \(Self.replayCommand(outcome.plan, workload))")
+                await shrink(outcome)
             }
         }
-        /// Shrinks a failed world (Shrink.swift) and prints the smallest that fails the same way.
-        func shrink(_ result: RunResult) async throws {
-            guard shrinkMinutes > 0, let promise = result.violations.first?.promise,
-                promise != .deterministic, promise != .simulator
+        /// Shrinks a failed world (SimulationExplorer.shrink) and prints the smallest that fails the same way.
+        func shrink(_ outcome: SimulationExplorer.Outcome) async {
+            let unshrinkable = [Promise.deterministic, .simulator].map(\.exploration)
+            guard shrinkMinutes > 0, let promise = outcome.broken.first?.promise, !unshrinkable.contains(promise)
             else { return }
             print("  shrinking (at most \(shrinkMinutes) minutes; --shrink-minutes 0 skips it) ...")
-            let shrinker = Shrinker(
-                plan: result.plan,
-                promise: promise,
-                brokeAt: result.brokeAt,
-                budget: .milliseconds(Int64(shrinkMinutes * 60_000)),
+            let began = ContinuousClock.now
+            let shrunk = await SimulationExplorer(plan: outcome.plan).shrink(
+                outcome,
+                for: .milliseconds(Int64(shrinkMinutes * 60_000)),
                 jobs: jobs
-            )
-            let outcome = await shrinker.shrink()
-            let (from, to) = (result.plan, outcome.plan)
-            let tried = "\(outcome.tried) worlds tried in \(Int(Self.seconds(outcome.wall))) s"
-            guard outcome.shrunk > 0 else {
+            ) { SimulationRun(run: $0, workload: workload) }
+            let (from, to) = (outcome.plan, shrunk.plan)
+            let tried = "\(shrunk.tried) worlds tried in \(Int(Self.seconds(ContinuousClock.now - began))) s"
+            guard shrunk.shrunk > 0 else {
                 return print("  no smaller world broke \"\(promise)\" (\(tried))")
             }
             let hosts =
-                to.hosts == from.hosts ? "\(result.hosts) hosts" : "\(to.hosts.lowerBound) hosts (was \(result.hosts))"
+                to.hosts == from.hosts
+                ? "\(outcome.hosts) hosts" : "\(to.hosts.lowerBound) hosts (was \(outcome.hosts))"
             func seconds(_ duration: Duration) -> String { "\(Int(Self.seconds(duration))) s" }
-            func kinds(_ plan: RunPlan) -> String { Self.kindList(plan.faults) }
+            func kinds(_ plan: ExplorationPlan) -> String { SimulatedFault.list(plan.faults) }
             var changes = [hosts, "\(seconds(to.duration)) of traffic (was \(seconds(from.duration)))"]
             if to.faults != from.faults { changes.append("faults \(kinds(to)) (was \(kinds(from)))") }
             if to.faultEvery != from.faultEvery {
                 changes.append("a fault every \(Self.seconds(to.faultEvery)) s (was \(Self.seconds(from.faultEvery)))")
             }
-            if to.messageRate != from.messageRate {
-                changes.append("\(to.messageRate) messages/s (was \(from.messageRate))")
-            }
+            if to.traffic != from.traffic { changes.append("traffic \(to.traffic) (was \(from.traffic))") }
             if to.quiet != from.quiet { changes.append("\(seconds(to.quiet)) quiet (was \(seconds(from.quiet)))") }
             if to.seed != from.seed { changes.append("seed \(to.seed)") }
             print(
-                "  shrunk \(outcome.shrunk) times, \(tried), still breaking \"\(promise)\": \(changes.joined(separator: ", "))"
+                "  shrunk \(shrunk.shrunk) times, \(tried), still breaking \"\(promise)\": \(changes.joined(separator: ", "))"
             )
-            print("  replay the smallest: \(Self.replayCommand(to))")
+            print("  replay the smallest: \(Self.replayCommand(to, workload))")
         }
         try await withThrowingTaskGroup(of: (RunResult, Duration).self) { worlds in
             // Up to `jobs` worlds at once (each runs on a thread of its own); each result as it comes.
             func startNext() {
                 guard let plan = nextPlan() else { return }
+                let keepGoing = keepGoing
                 worlds.addTask {
                     let began = ContinuousClock.now
-                    let result = await SimulationRun(plan: plan).run()
+                    let result = await Self.world(plan, workload, keepGoing: keepGoing)
                     return (result, ContinuousClock.now - began)
                 }
             }
@@ -265,22 +268,40 @@ struct Simulate: AsyncParsableCommand {
         if failed > 0 { throw ExitCode(1) }
     }
 
-    /// The command that replays `plan`'s world with its trace, on this build.
-    static func replayCommand(_ plan: RunPlan) -> String {
-        let hosts = "\(plan.hosts.lowerBound)-\(plan.hosts.upperBound)"
-        return
-            "\(CommandLine.arguments[0]) --seed \(plan.seed) --duration \(Int(seconds(plan.duration))) --hosts \(hosts) --fault-every \(seconds(plan.faultEvery)) --message-rate \(plan.messageRate) --quiet-seconds \(Int(seconds(plan.quiet))) --faults \(kindList(plan.faults))\(plan.plant ? " --plant" : "") --trace"
+    /// Runs `plan`'s world with the simulator's applications in it.
+    static func world(_ plan: ExplorationPlan, _ workload: Workload, keepGoing: Bool) async -> RunResult {
+        final class Made: @unchecked Sendable { var application: SimulationRun? }
+        let made = Made()
+        let outcome = await SimulationExplorer(plan: plan).run(plan, keepGoing: keepGoing) { run in
+            let application = SimulationRun(run: run, workload: workload)
+            made.application = application
+            return application
+        }
+        let application = made.application!
+        return RunResult(
+            outcome: outcome,
+            messages: application.ledger.sentCount,
+            deliveries: application.ledger.deliveryCount,
+            files: application.transfers.fileCount,
+            streams: application.transfers.streamCount,
+            storeWrites: application.stores.writeCount,
+            fullest: application.fullest
+        )
     }
 
-    /// `--faults`'s value for `kinds`.
-    static func kindList(_ kinds: [FaultKind]) -> String {
-        kinds.isEmpty ? "none" : kinds.map(\.rawValue).joined(separator: ",")
+    /// The command that replays `plan`'s world with its trace, on this build.
+    static func replayCommand(_ plan: ExplorationPlan, _ workload: Workload) -> String {
+        let hosts = "\(plan.hosts.lowerBound)-\(plan.hosts.upperBound)"
+        let traffic = plan.traffic == 1 ? "" : " --traffic \(plan.traffic)"
+        return
+            "\(CommandLine.arguments[0]) --seed \(plan.seed) --duration \(Int(seconds(plan.duration))) --hosts \(hosts) --fault-every \(seconds(plan.faultEvery)) --message-rate \(workload.messageRate)\(traffic) --quiet-seconds \(Int(seconds(plan.quiet))) --faults \(SimulatedFault.list(plan.faults))\(workload.plant ? " --plant" : "") --trace"
     }
 
     /// The arguments that make a child run the same world.
     var childArguments: [String] {
         var arguments: [String] = ["--duration", String(duration), "--hosts", hosts]
         arguments += ["--fault-every", String(faultEvery), "--message-rate", String(messageRate)]
+        arguments += ["--traffic", String(traffic)]
         arguments += ["--quiet-seconds", String(quietSeconds), "--faults", faultKinds, "--trace"]
         return arguments
     }

@@ -19,80 +19,26 @@ struct Notice: Codable, Sendable {
     var padding: Data
 }
 
-/// A small, fast generator for the run's own choices (SplitMix64).
-struct Random: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func chance(_ probability: Double) -> Bool { Double.random(in: 0..<1, using: &self) < probability }
-
-    mutating func seconds(_ range: ClosedRange<Double>) -> Duration {
-        .milliseconds(Int64(Double.random(in: range, using: &self) * 1_000))
-    }
-
-    /// A wait with the given mean, exponentially distributed.
-    mutating func exponential(mean: Duration) -> Duration {
-        let u = Double.random(in: Double.ulpOfOne..<1, using: &self)
-        return .milliseconds(
-            Int64(
-                -log(u) * Double(mean.components.seconds * 1_000 + mean.components.attoseconds / 1_000_000_000_000_000)
-            )
-        )
-    }
-}
-
-/// What a run is asked to do.
-struct RunPlan: Sendable {
-    var seed: UInt64
-    var duration: Duration
-    var hosts: ClosedRange<Int>
-    /// Mean time between faults.
-    var faultEvery: Duration = .seconds(10)
-    /// Messages a second, in the whole world.
+/// What the simulator's applications do beside the explorer's plan: how much, and how loud.
+struct Workload: Sendable {
+    /// Messages a second, in the whole world (scaled by the plan's traffic).
     var messageRate: Double = 10
     /// How much the sessions log (to standard error).
     var logLevel: Logger.Level = .critical
-    /// How long the world runs healthy at the end, where no link may be torn down.
-    var quiet: Duration = .seconds(30)
-    /// Goes on after a broken promise (to see what follows), rather than stopping there.
-    var keepGoing = false
-    /// The kinds of fault drawn (``FaultKind``).
-    var faults = FaultKind.allCases
     /// Breaks a promise of the simulator's own on purpose (``Promise/planted``).
     var plant = false
 }
 
-/// How a run went.
+/// How a world went: the explorer's outcome, and what the applications did.
 struct RunResult: Sendable {
-    var plan: RunPlan
-    var hosts: Int
-    var violations: [Violation]
-    var trace: SimulationTrace
-    /// The trace until the first promise broke (or all of it).
-    var traceToFailure: [SimulationTrace.Line]
-    /// When a promise first broke, if it broke while the traffic ran (not while the world
-    /// settled after): a run of the same seed that stops its traffic then breaks it the same way.
-    var brokeAt: Duration?
+    var outcome: SimulationExplorer.Outcome
     var messages: Int
     var deliveries: Int
     /// Files and streams sent.
     var files: Int
     var streams: Int
-    var faults: Int
     /// Writes to the replicated stores that returned (each checked at the end).
     var storeWrites: Int
-    /// Simulated time the sessions ran, summed over sessions.
-    var sessionTime: Duration
-    var simulated: Duration
     var fullest: Fullest
 }
 
@@ -112,16 +58,12 @@ struct Fullest: Sendable {
     }
 }
 
-/// One simulated world drawn from a seed: its sessions, its applications' traffic, its faults,
-/// then everything healed and the world settled; the documentation's promises checked at every
-/// step and at the end.
-final class SimulationRun: @unchecked Sendable {
-    /// The default keepalive: 1.5 s, and up to ten times that on a path that stalls.
-    static let timeout = Duration.milliseconds(1_500)
-    static let stallLimit = Duration.seconds(15)
-    /// How long after everything is healed every pair must be active again: the redial backoff's
-    /// cap with its jitter (12 s), a connect timeout and a handshake, twice over.
-    static let rejoinBound = Duration.seconds(30)
+/// The simulator's applications, in a world the explorer draws from a seed
+/// (``SimulationExplorer``): on every host a session sending messages, files and streams, its
+/// application falling behind at times, the group key rotating and the rosters changing, and a
+/// replicated store; the documentation's promises about them checked at every step and at the
+/// end (the explorer checks the rest, and injects the faults).
+final class SimulationRun: ExploredApplication, @unchecked Sendable {
     /// The sessions' limits: the defaults, but for what is held for the application, smaller,
     /// so that a reader that stops for seconds fills its stream and a type subscribed to late
     /// fills its hold (and the links stop, and the senders wait).
@@ -146,38 +88,15 @@ final class SimulationRun: @unchecked Sendable {
     /// How long after the quiet spell every store must hold the same records.
     static let storeConvergenceBound = Duration.seconds(60)
 
-    /// One host and what runs on it.
+    /// One host's application: its session and what it keeps.
     final class Node: @unchecked Sendable {
         let index: Int
         let host: SimulatedHost
-        var session: MultipeerSession
-        var alive = true
-        var suspended = false
-        /// Stopped, as SIGSTOP stops it (or asleep: stopped and cut off).
-        var frozen = false
-        var asleep = false
-        /// Its black hole, until it ends.
-        var blackHole: SimulatedPartition?
-        var blackHoled: Bool { blackHole != nil }
-        /// Its one-way cut (what it sends, or what is sent to it, lost), and its hold, until they end.
-        var oneWayCut: SimulatedPartition?
-        var held: SimulatedPartition?
-        var impairedUntil: Duration?
-        /// The path impaired (to the host of that index, and back unless one way) when not all of its own.
-        var impairedPath: (other: Int, oneWay: Bool)?
-        /// How fast its clock runs against the world's (0: at its pace).
-        var drift = 0.0
-        /// When its paths were last disturbed (impaired, cut off, renumbered): a path that lost
-        /// packets is judged from the last two minutes of its stalls, up to the stall limit.
-        var lastDisturbed: Duration?
+        var session: MultipeerSession!
         var number: UInt64 = 0
         /// What its application sends, one at a time in this order (so the order sent is the
         /// order numbered): the sender loop of its current session reads it.
         var outgoing: AsyncStream<Outgoing>.Continuation?
-        /// The peers it is active with, as its events say.
-        var active: Set<UUID> = []
-        /// The peers it knows of and how far each one's link is, as its events say.
-        var available: [UUID: AvailablePeer.State] = [:]
         /// The peers its current session has met (it may send them files and streams).
         var met: Set<UUID> = []
         /// The key generations its key ring should hold, and those it holds.
@@ -210,10 +129,9 @@ final class SimulationRun: @unchecked Sendable {
         var behind: Bool { readers.values.contains(where: \.isClosed) }
         var peerID: UUID { session.peerID }
 
-        init(index: Int, host: SimulatedHost, session: MultipeerSession, directory: URL, keeps: SyncScope) {
+        init(index: Int, host: SimulatedHost, directory: URL, keeps: SyncScope) {
             self.index = index
             self.host = host
-            self.session = session
             self.directory = directory
             self.keeps = keeps
         }
@@ -228,23 +146,17 @@ final class SimulationRun: @unchecked Sendable {
         var size: Int
     }
 
-    /// A silence one side must notice, and since when.
-    private struct Detection {
-        var watcher: Int
-        var silent: Int
-        var since: Duration
-        var what: String
-    }
-
-    let plan: RunPlan
-    let world: SimulatedWorld
-    private var random: Random
+    let run: ExplorationRun
+    let workload: Workload
+    var world: SimulatedWorld { run.world }
+    var plan: ExplorationPlan { run.plan }
+    /// The applications' draws: a stream of the run's.
+    private var random: SimulationRandom
     /// Draws which collections each host's store keeps, and which one each write goes to: a
-    /// stream of its own, so that what the seed drew before stores kept some collections (the
-    /// hosts, the faults, the timings) it still draws.
-    private var collectionDraw: Random
+    /// stream of its own, so that what the seed drew before stores kept some collections it
+    /// still draws.
+    private var collectionDraw: SimulationRandom
     private(set) var nodes: [Node] = []
-    private var hosts: [SimulatedHost] = []
     let ledger = Ledger()
     let transfers: Transfers
     let stores = StoreLedger()
@@ -260,64 +172,34 @@ final class SimulationRun: @unchecked Sendable {
     private var derivedKeys: [Int: PreSharedKey] = [:]
     /// The hosts left out of every roster now.
     private var removed: Set<Int> = []
+    /// Incarnations killed: what they sent and nobody acknowledged may be lost.
     private var killed: Set<UInt64> = []
-    private var agenda: [(at: Duration, order: Int, action: Action)] = []
-    private var order = 0
-    private var partition: SimulatedPartition?
-    private var lastRenumbered: Duration?
-    /// How long the trace was when the first promise broke.
-    private var failedAt: Int?
-    /// When a promise first broke while the traffic ran (not while the world settled).
-    private var brokeAt: Duration?
-    private var detections: [Detection] = []
-    private var faults = 0
-    private var quiet = false
-    private var sessionTime = Duration.zero
-    private var fullest = Fullest()
-    private var started: [Int: Duration] = [:]
+    private(set) var fullest = Fullest()
 
-    private enum Action {
-        case message
-        case fault
-        case thaw(Int)
-        case wake(Int)
-        case heal
-        case unBlackHole(Int)
-        case repair(Int)
-        case uncut(Int)
-        case release(Int)
-        case undrift(Int)
-        case restart(Int)
-        case resume(Int)
-        case resource
-        case stream
-        case rotate
-        case addKey(Int)
-        case finishRotation
-        case dropKey(Int)
-        case rosterChange
-        case rosterRestore
-        case stopReader
-        case resumeReader(Int, String)
-        case storeWrite
-    }
-
-    init(plan: RunPlan) {
-        self.plan = plan
-        world = SimulatedWorld(seed: plan.seed)
-        random = Random(seed: plan.seed ^ 0x5EED_5EED_5EED_5EED)
-        collectionDraw = Random(seed: plan.seed ^ 0xC011_EC71_0115_C011)
+    init(run: ExplorationRun, workload: Workload) {
+        self.run = run
+        self.workload = workload
+        random = SimulationRandom(seed: run.random.next())
+        collectionDraw = SimulationRandom(seed: run.plan.seed ^ 0xC011_EC71_0115_C011)
         transfers = Transfers(ledger: ledger)
         files = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "multipeer-simulator-\(getpid())-\(plan.seed)"
+            "multipeer-simulator-\(getpid())-\(run.plan.seed)-\(UInt(bitPattern: ObjectIdentifier(run).hashValue))"
         )
+        try? FileManager.default.createDirectory(
+            at: files.appendingPathComponent("sent"),
+            withIntermediateDirectories: true
+        )
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: files)
     }
 
     /// The group key of `generation`: 32 bytes drawn from the generation (a passphrase's
     /// PBKDF2 would cost each world a fifth of a second per key).
     private func key(_ generation: Int) -> PreSharedKey {
         if let key = derivedKeys[generation] { return key }
-        var bytes = Random(seed: 0x6B65_7973 &+ UInt64(generation))
+        var bytes = SimulationRandom(seed: 0x6B65_7973 &+ UInt64(generation))
         let key = try! PreSharedKey(
             identity: "simulator-\(generation)",
             key: (0..<32).map { _ in UInt8(truncatingIfNeeded: bytes.next()) }
@@ -343,7 +225,7 @@ final class SimulationRun: @unchecked Sendable {
         // (the hold stops the links instead, which is what these worlds check).
         configuration.messageTypes = [Cargo.self, Notice.self]
         // What happened is in the trace; the sessions' logs mostly repeat it (--log-level).
-        configuration.logger.logLevel = plan.logLevel
+        configuration.logger.logLevel = workload.logLevel
         return configuration
     }
 
@@ -351,108 +233,110 @@ final class SimulationRun: @unchecked Sendable {
 
     /// Every host's key but those left out.
     private func roster() -> Roster {
-        Roster(keys: hosts.indices.filter { !removed.contains($0) }.map { hosts[$0].identity.key })
+        Roster(keys: run.hosts.indices.filter { !removed.contains($0) }.map { run.hosts[$0].identity.key })
     }
 
     /// Runs the world on its own thread and returns how it went.
-    func run() async -> RunResult {
-        await Task(executorPreference: world.executor) { await self.drive() }.value
-        let trace = world.trace
-        return RunResult(
-            plan: plan,
-            hosts: nodes.count,
-            violations: ledger.violations,
-            trace: trace,
-            traceToFailure: Array(trace.lines.prefix(failedAt ?? trace.lines.count)),
-            brokeAt: brokeAt,
-            messages: ledger.sentCount,
-            deliveries: ledger.deliveryCount,
-            files: transfers.fileCount,
-            streams: transfers.streamCount,
-            faults: faults,
-            storeWrites: stores.writeCount,
-            sessionTime: sessionTime,
-            simulated: world.now,
-            fullest: fullest
+
+    // MARK: The explorer's calls
+
+    func start(on host: SimulatedHost, in run: ExplorationRun) -> MultipeerSession {
+        let index = run.index(of: host)
+        if index == nodes.count {
+            nodes.append(
+                Node(
+                    index: index,
+                    host: host,
+                    directory: files.appendingPathComponent(host.name),
+                    // (A quarter of the hosts keep only the log: what they neither take nor pass
+                    // on reaches the others directly, since every pair meets once the world heals.)
+                    keeps: collectionDraw.chance(0.25) ? .only([LogLine.collectionName]) : .everything
+                )
+            )
+        }
+        let node = nodes[index]
+        node.storeRun?.cancel()
+        node.session = host.makeSession(
+            configuration: configuration(host.name, directory: node.directory, keys: node.keys)
         )
+        node.met = []
+        node.number = 0
+        node.keysHeld = node.keys
+        node.rosterHeld = removed
+        node.rosterChanged = world.now
+        start(node)
+        return node.session
     }
 
-    private func drive() async {
-        let count = Int.random(in: plan.hosts, using: &random)
-        let names = [
-            "captain", "first-officer", "relief", "purser", "navigator", "engineer", "loadmaster", "dispatcher",
-        ]
-        hosts = (0..<count).map { world.addHost($0 < names.count ? names[$0] : "host-\($0)") }
-        for (index, host) in hosts.enumerated() {
-            let directory = files.appendingPathComponent(host.name)
-            let node = Node(
-                index: index,
-                host: host,
-                session: host.makeSession(
-                    configuration: configuration(host.name, directory: directory, keys: [generation])
-                ),
-                directory: directory,
-                // (A quarter of the hosts keep only the log: what they neither take nor pass on
-                // reaches the others directly, since every pair meets once the world heals.)
-                keeps: collectionDraw.chance(0.25) ? .only([LogLine.collectionName]) : .everything
-            )
-            nodes.append(node)
+    func begin(in run: ExplorationRun) {
+        let rate = workload.messageRate * plan.traffic
+        every(mean: .milliseconds(Int64(1_000 / rate))) { $0.sendMessage() }
+        every(mean: Self.transferEvery / plan.traffic) { $0.sendFile() }
+        every(mean: Self.transferEvery / plan.traffic) { $0.openStream() }
+        every(mean: Self.groupChangeEvery) { $0.beginRotation() }
+        every(mean: Self.groupChangeEvery) { await $0.leaveOutOfRosters() }
+        every(mean: Self.readerStopEvery) { $0.stopReader() }
+        every(mean: Self.storeWriteEvery / plan.traffic) { $0.writeToStore() }
+    }
+
+    /// Does `action` again and again, the waits between exponentially distributed.
+    private func every(mean: Duration, _ action: @escaping (SimulationRun) async -> Void) {
+        run.schedule(after: random.exponential(mean: mean)) { [unowned self] in
+            await action(self)
+            every(mean: mean, action)
         }
-        try? FileManager.default.createDirectory(
-            at: files.appendingPathComponent("sent"),
-            withIntermediateDirectories: true
-        )
-        for node in nodes { start(node) }
-        do {
-            try await world.run(
-                until: { [nodes] in nodes.allSatisfy { $0.session.activePeers.count == nodes.count - 1 } },
-                within: .seconds(10)
-            )
-        } catch {
-            ledger.violation(
-                .startsActive,
-                "\(world.now) the \(count) sessions did not all become active with each other within 10 s of starting"
-            )
-        }
-        schedule(.message, after: random.exponential(mean: .seconds(1 / plan.messageRate)))
-        schedule(.fault, after: random.exponential(mean: plan.faultEvery))
-        schedule(.resource, after: random.exponential(mean: Self.transferEvery))
-        schedule(.stream, after: random.exponential(mean: Self.transferEvery))
-        schedule(.rotate, after: random.exponential(mean: Self.groupChangeEvery))
-        schedule(.rosterChange, after: random.exponential(mean: Self.groupChangeEvery))
-        schedule(.stopReader, after: random.exponential(mean: Self.readerStopEvery))
-        schedule(.storeWrite, after: random.exponential(mean: Self.storeWriteEvery))
-        while let next = agenda.first, next.at <= plan.duration {
-            agenda.removeFirst()
-            if next.at > world.now { await world.run(for: next.at - world.now) }
-            await perform(next.action)
-            // What the action set off at this instant runs first (the events it emitted read).
-            await world.run(for: .zero)
-            check()
-            if !ledger.violations.isEmpty, brokeAt == nil {
-                (brokeAt, failedAt) = (world.now, world.trace.lines.count)
+    }
+
+    func willKill(_ host: SimulatedHost, in run: ExplorationRun) {
+        let node = nodes[run.index(of: host)]
+        // What its application had and had not read yet dies with it.
+        let unread =
+            node.session.unreadMessages(of: Cargo.self).map {
+                Ledger.MessageID(sender: $0.incarnation, number: $0.number)
             }
-            guard ledger.violations.isEmpty || plan.keepGoing else { return await stop() }
+            + node.session.unreadMessages(of: Notice.self).map {
+                Ledger.MessageID(sender: $0.incarnation, number: $0.number)
+            }
+        ledger.diedUnread(unread)
+        if !unread.isEmpty {
+            world.record("its application had \(unread.count) messages it had not read", on: node.host)
         }
-        await world.run(for: max(.zero, plan.duration - world.now))
-        await settle()
-        await stop()
+        killed.insert(node.session.incarnation)
     }
 
-    private func schedule(_ action: Action, after delay: Duration) {
-        order += 1
-        let entry = (at: world.now + delay, order: order, action: action)
-        let index = agenda.firstIndex { ($0.at, $0.order) > (entry.at, entry.order) } ?? agenda.endIndex
-        agenda.insert(entry, at: index)
+    func resumed(_ host: SimulatedHost, in run: ExplorationRun) async {
+        await applyGroup(nodes[run.index(of: host)])
+    }
+
+    func readingSince(on host: SimulatedHost) -> Duration? {
+        let node = nodes[run.index(of: host)]
+        return node.behind ? nil : node.readingAgain
+    }
+
+    func heal(in run: ExplorationRun) async {
+        removed = []
+        for node in nodes { await applyGroup(node) }
+        // Every application reads again (a session restarted just now among them).
+        for node in nodes {
+            for gate in node.readers.values { gate.open() }
+        }
+    }
+
+    func quietStep(in run: ExplorationRun) {
+        sendMessage()
+    }
+
+    /// Reports what the ledgers found broken since the last step.
+    private func report() {
+        for violation in ledger.takeViolations() { run.broke(violation.promise.exploration, violation.text) }
     }
 
     // MARK: The applications
 
-    /// Starts `node`'s session and its application: a reader of each message type, and a
-    /// watcher of its events.
+    /// Starts `node`'s application in its session: a reader of each message type, a sender
+    /// loop, its store, and a watcher of its events.
     private func start(_ node: Node) {
-        let session = node.session
-        started[node.index] = world.now
+        let session = node.session!
         node.host.start(session)
         startStore(node)
         let (ledger, world, name) = (ledger, world, node.host.name)
@@ -461,7 +345,7 @@ final class SimulationRun: @unchecked Sendable {
         if random.chance(0.25) {
             node.readers["Notice"]!.close()
             world.record("its application subscribes to Notice late", on: node.host)
-            schedule(.resumeReader(node.index, "Notice"), after: random.seconds(0.5...10))
+            run.schedule(after: random.seconds(0.5...10)) { [unowned self] in resumeReader(node, "Notice") }
         }
         func read<Message: Codable & Sendable>(
             _ type: Message.Type,
@@ -531,18 +415,7 @@ final class SimulationRun: @unchecked Sendable {
                 guard let node, node.session === session else { return }
                 switch event {
                 case .peerJoined(let peer):
-                    node.active.insert(peer.id)
                     node.met.insert(peer.id)
-                case .peerLeft(let peer, let reason):
-                    node.active.remove(peer.id)
-                    if self.quiet {
-                        ledger.violation(
-                            .noFalseTeardown,
-                            "\(world.now) \(name): \(peer.displayName) left (\(reason)) with every path healthy (no false teardown)"
-                        )
-                    }
-                case .availablePeerChanged(let peer):
-                    node.available[peer.id] = peer.state == .gone ? nil : peer.state
                 case .authenticationFailed(let address, let error) where error.code == .authenticationFailed:
                     // Documented: a member not holding the new key yet reports the dials of one
                     // that does, which then falls back to the old key. And a handshake begun
@@ -568,7 +441,7 @@ final class SimulationRun: @unchecked Sendable {
     }
 
     private func sendMessage() {
-        let senders = nodes.filter(\.alive)
+        let senders = nodes.filter { run.isAlive($0.host) }
         guard let sender = senders.randomElement(using: &random) else { return }
         let others = nodes.filter { $0.index != sender.index }
         guard let receiver = others.randomElement(using: &random) else { return }
@@ -576,7 +449,8 @@ final class SimulationRun: @unchecked Sendable {
         let reliable = !random.chance(0.15)
         // Only to a peer active now: the sender loop waits for the acknowledgement.
         let awaitAcknowledgement =
-            reliable && !broadcast && random.chance(0.1) && sender.active.contains(receiver.peerID)
+            reliable && !broadcast && random.chance(0.1)
+            && run.activePeers(of: sender.host).contains(receiver.peerID)
         let size: Int
         switch Double.random(in: 0..<1, using: &random) {
         case ..<0.7: size = Int.random(in: 0...200, using: &random)
@@ -584,7 +458,7 @@ final class SimulationRun: @unchecked Sendable {
         default: size = Int.random(in: 300_000...1_200_000, using: &random)
         }
         let cargo = random.chance(0.5)
-        if plan.plant, receiver.frozen, size >= 1_024 {
+        if workload.plant, run.isAlive(receiver.host), !run.isRunning(receiver.host), size >= 1_024 {
             ledger.violation(
                 .planted,
                 "\(world.now) \(sender.host.name): \(size) bytes sent to \(receiver.host.name), frozen (--plant)"
@@ -648,7 +522,7 @@ final class SimulationRun: @unchecked Sendable {
     /// then a memo (or, now and then, deletes one), and once the write returns it is
     /// acknowledged with its stamp.
     private func writeToStore() {
-        let writers = nodes.filter { $0.alive && !$0.frozen && !$0.asleep && $0.store != nil }
+        let writers = nodes.filter { run.isRunning($0.host) && $0.store != nil }
         guard let node = writers.randomElement(using: &random), let store = node.store else { return }
         storeWriteNumber += 1
         let id = "line-\(Int.random(in: 0..<StoreLedger.records, using: &random))"
@@ -771,7 +645,7 @@ final class SimulationRun: @unchecked Sendable {
 
     /// A sender and a receiver it has met, both running.
     private func transferPair() -> (Node, Node)? {
-        let senders = nodes.filter { $0.alive && !$0.met.isEmpty }
+        let senders = nodes.filter { run.isAlive($0.host) && !$0.met.isEmpty }
         guard let sender = senders.randomElement(using: &random) else { return nil }
         let receivers = nodes.filter { sender.met.contains($0.peerID) }
         guard let receiver = receivers.randomElement(using: &random) else { return nil }
@@ -794,7 +668,7 @@ final class SimulationRun: @unchecked Sendable {
         guard (try? Data(Transfers.bytes(number, 0..<length)).write(to: url)) != nil else {
             return ledger.violation(.simulator, "\(world.now) cannot write the file to send at \(url.path)")
         }
-        let (session, to, transfers, world, ledger) = (sender.session, receiver.peerID, transfers, world, ledger)
+        let (session, to, transfers, world, ledger) = (sender.session!, receiver.peerID, transfers, world, ledger)
         transfers.sending(
             number,
             .init(
@@ -848,7 +722,7 @@ final class SimulationRun: @unchecked Sendable {
             pieces.append(offset..<offset + piece)
             offset += piece
         }
-        let (session, to, transfers, world) = (sender.session, receiver.peerID, transfers, world)
+        let (session, to, transfers, world) = (sender.session!, receiver.peerID, transfers, world)
         transfers.opening(
             number,
             .init(
@@ -858,7 +732,7 @@ final class SimulationRun: @unchecked Sendable {
                 length: length,
                 at: world.now,
                 receiverAtOpen: receiver.session.incarnation,
-                owed: !sender.frozen
+                owed: run.isRunning(sender.host)
                     && sender.session.activePeers.first { $0.id == receiver.peerID }?.incarnation
                         == receiver.session.incarnation
             )
@@ -892,25 +766,38 @@ final class SimulationRun: @unchecked Sendable {
         guard rotating == nil else { return }
         rotating = generation + 1
         world.record("the group key rotates to generation \(generation + 1)")
-        for node in nodes { schedule(.addKey(node.index), after: random.seconds(0...10)) }
-        schedule(.finishRotation, after: .seconds(12))
+        for node in nodes {
+            run.schedule(after: random.seconds(0...10)) { [unowned self] in
+                guard let next = rotating else { return }
+                node.keys = [generation, next]
+                await applyGroup(node)
+            }
+        }
+        run.schedule(after: .seconds(12)) { [unowned self] in finishRotation() }
     }
 
     /// Ends the rotation once every host holds both keys (a frozen one holds them once thawed).
     private func finishRotation() {
         guard let next = rotating else { return }
         guard nodes.allSatisfy({ $0.keysHeld == [generation, next] }) else {
-            return schedule(.finishRotation, after: .seconds(2))
+            return run.schedule(after: .seconds(2)) { [unowned self] in finishRotation() }
         }
         generation = next
         rotating = nil
-        for node in nodes { schedule(.dropKey(node.index), after: random.seconds(0...10)) }
+        for node in nodes {
+            run.schedule(after: random.seconds(0...10)) { [unowned self] in
+                // Only what is older than the generation everyone holds: a rotation begun since
+                // may have given this host the next key already.
+                node.keys.removeAll { $0 < generation }
+                await applyGroup(node)
+            }
+        }
     }
 
     /// Gives `node`'s session the keys and roster it should hold, unless it cannot run now
     /// (killed: its restart reads them; frozen: its thaw gives them).
     private func applyGroup(_ node: Node) async {
-        guard node.alive, !node.frozen else { return }
+        guard run.isRunning(node.host) else { return }
         if node.keysHeld != node.keys {
             do {
                 try await node.session.updateKeys(keyRing(node.keys))
@@ -937,12 +824,16 @@ final class SimulationRun: @unchecked Sendable {
     /// Leaves a host out of every roster for a while: its links close at once, and it is
     /// refused until it is listed again.
     private func leaveOutOfRosters() async {
-        let candidates = nodes.filter { $0.alive }
+        let candidates = nodes.filter { run.isAlive($0.host) }
         guard removed.isEmpty, nodes.count >= 3, let node = candidates.randomElement(using: &random) else { return }
         removed = [node.index]
         world.record("\(node.host.name) is left out of every roster")
         for other in nodes { await applyGroup(other) }
-        schedule(.rosterRestore, after: random.seconds(2...20))
+        run.schedule(after: random.seconds(2...20)) { [unowned self] in
+            removed = []
+            world.record("every roster lists every host again")
+            for node in nodes { await applyGroup(node) }
+        }
     }
 
     // MARK: Slow readers
@@ -950,323 +841,31 @@ final class SimulationRun: @unchecked Sendable {
     /// An application stops reading one type of message for 1-20 s: its stream fills, its
     /// links stop reading, and the senders' outboxes take the rest.
     private func stopReader() {
-        let readers = nodes.filter(\.alive).flatMap { node in node.readers.keys.sorted().map { (node, $0) } }.filter {
+        let readers = nodes.filter { run.isAlive($0.host) }.flatMap { node in
+            node.readers.keys.sorted().map { (node, $0) }
+        }.filter {
             !$0.0.readers[$0.1]!.isClosed
         }
         guard let (node, type) = readers.randomElement(using: &random) else { return }
         let pause = random.seconds(1...20)
         node.readers[type]!.close()
         world.record("its application stops reading \(type) for \(pause)", on: node.host)
-        schedule(.resumeReader(node.index, type), after: pause)
+        run.schedule(after: pause) { [unowned self] in resumeReader(node, type) }
     }
 
-    // MARK: Faults
-
-    private func inject() async {
-        // (One number from the run's stream a fault, whatever its kind: FaultKind says why.)
-        let draw = random.next()
-        guard let kind = FaultKind.drawn(draw, among: plan.faults) else { return }
-        var own = Random(seed: draw)
-        let candidates = nodes.filter {
-            $0.alive && !$0.frozen && !$0.blackHoled && !$0.suspended && $0.impairedUntil == nil
-                && $0.oneWayCut == nil && $0.held == nil
-        }
-        guard let node = candidates.randomElement(using: &own) else { return }
-        switch kind {
-        case .freeze:
-            watchSilence(of: node, "frozen")
-            node.frozen = true
-            node.host.freeze()
-            schedule(.thaw(node.index), after: own.seconds(0.2...6))
-        case .blackHole:
-            watchSilence(of: node, "black-holed")
-            node.blackHole = await node.host.blackHole()
-            schedule(.unBlackHole(node.index), after: own.seconds(1...10))
-        case .partition:
-            guard partition == nil else { return }
-            let side = nodes.filter { _ in own.chance(0.5) }
-            guard !side.isEmpty, side.count < nodes.count else { return }
-            partition = await world.partition(side.map(\.host))
-            schedule(.heal, after: own.seconds(1...20))
-        case .impair:
-            let loss = Double.random(in: 0...0.3, using: &own)
-            let latency = own.seconds(0.0001...0.05)
-            let jitter = own.seconds(0...0.05)
-            await node.host.impair(latency: latency, jitter: jitter, loss: loss)
-            let until = world.now + own.seconds(5...60)
-            node.impairedUntil = until
-            node.lastDisturbed = until
-            schedule(.repair(node.index), after: until - world.now)
-        case .kill:
-            // What its application had and had not read yet dies with it.
-            let unread =
-                node.session.unreadMessages(of: Cargo.self).map {
-                    Ledger.MessageID(sender: $0.incarnation, number: $0.number)
-                }
-                + node.session.unreadMessages(of: Notice.self).map {
-                    Ledger.MessageID(sender: $0.incarnation, number: $0.number)
-                }
-            ledger.diedUnread(unread)
-            if !unread.isEmpty {
-                world.record("its application had \(unread.count) messages it had not read", on: node.host)
-            }
-            await node.host.kill()
-            node.alive = false
-            killed.insert(node.session.incarnation)
-            sessionTime += world.now - (started[node.index] ?? world.now)
-            started[node.index] = nil
-            schedule(.restart(node.index), after: own.seconds(0.2...5))
-        case .renumber:
-            node.lastDisturbed = world.now
-            lastRenumbered = world.now
-            await node.host.renumber()
-        case .sleep:
-            watchSilence(of: node, "asleep")
-            node.frozen = true
-            node.asleep = true
-            await node.host.sleep()
-            schedule(.wake(node.index), after: own.seconds(1...30))
-        case .suspend:
-            node.suspended = true
-            await node.session.suspend()
-            schedule(.resume(node.index), after: own.seconds(0.5...10))
-        case .oneWayCut:
-            // What it sends lost, or what the others send it: each side finds the other silent.
-            watchSilence(of: node, "cut off one way")
-            let others = nodes.filter { $0.index != node.index }.map(\.host)
-            node.oneWayCut =
-                own.chance(0.5)
-                ? await world.cut(from: [node.host], to: others) : await world.cut(from: others, to: [node.host])
-            schedule(.uncut(node.index), after: own.seconds(1...10))
-        case .hold:
-            // Shorter than the keepalive's timeout, mostly: what it holds arrives late, not lost.
-            node.lastDisturbed = world.now
-            node.held = await world.hold([node.host])
-            schedule(.release(node.index), after: own.seconds(0.05...2))
-        case .pathImpair:
-            guard let other = nodes.filter({ $0.index != node.index }).randomElement(using: &own) else { return }
-            let oneWay = own.chance(0.5)
-            let loss = Double.random(in: 0...0.3, using: &own)
-            let latency = own.seconds(0.0001...0.1)
-            let jitter = own.seconds(0...0.05)
-            let bandwidth = own.chance(0.3) ? Int.random(in: 500_000...5_000_000, using: &own) : nil
-            await world.impair(
-                from: node.host,
-                to: other.host,
-                oneWay: oneWay,
-                latency: latency,
-                jitter: jitter,
-                loss: loss,
-                bandwidth: bandwidth
-            )
-            let until = world.now + own.seconds(5...60)
-            node.impairedUntil = until
-            node.impairedPath = (other.index, oneWay)
-            node.lastDisturbed = until
-            other.lastDisturbed = until
-            schedule(.repair(node.index), after: until - world.now)
-        case .drift:
-            guard node.drift == 0 else { return }
-            let fraction = Double.random(in: 0.001...0.02, using: &own) * (own.chance(0.5) ? 1 : -1)
-            node.drift = fraction
-            node.host.driftClock(by: fraction)
-            schedule(.undrift(node.index), after: own.seconds(10...60))
-        }
-        faults += 1
-    }
-
-    /// Ends `node`'s impairment: of its paths, or of the one path it was given.
-    private func repair(_ node: Node) async {
-        node.impairedUntil = nil
-        if let (other, oneWay) = node.impairedPath {
-            node.impairedPath = nil
-            await world.repair(from: node.host, to: nodes[other].host, oneWay: oneWay)
-        } else {
-            await node.host.repair()
-        }
-    }
-
-    /// `node` falls silent: each peer active with it must notice within the documented bound.
-    private func watchSilence(of node: Node, _ what: String) {
-        for watcher in nodes
-        where watcher.index != node.index && watcher.alive && !watcher.frozen && !watcher.suspended
-            && watcher.active.contains(node.peerID)
-        {
-            detections.append(Detection(watcher: watcher.index, silent: node.index, since: world.now, what: what))
-        }
-    }
-
-    /// How soon `watcher` must notice `silent`'s silence, begun at `since`, as the keepalive
-    /// documents it (TuningKeepaliveAndBackoff, PROTOCOL.md 2): the configured timeout on a
-    /// clean path; at least the ceiling (three times it) on a path that has lost packets; up to
-    /// the stall limit on one whose stalls of the last two minutes it judges from. Each with the
-    /// 20 ms timer grid and a round trip.
-    /// A watcher that was stopped (frozen, asleep) ran no timer meanwhile: what it watches is
-    /// timed from now (seed 3367: a watcher frozen just before its timeout and thawed with the
-    /// silent peer was judged late at once).
-    private func watchAfresh(_ index: Int) {
-        for position in detections.indices where detections[position].watcher == index {
-            detections[position].since = max(detections[position].since, world.now)
-        }
-    }
-
-    private func detectionBound(_ watcher: Node, _ silent: Node, since: Duration) -> Duration {
-        // (A path impaired marks both its hosts disturbed.)
-        let recent =
-            [watcher, silent].contains { (node: Node) -> Bool in
-                let faulted = node.impairedUntil != nil || node.blackHoled || node.asleep
-                let cut = node.oneWayCut != nil || node.held != nil
-                return faulted || cut || node.lastDisturbed.map { since - $0 < .seconds(130) } == true
-            } || partition != nil
-        // A connection that lost packets long ago still shows it (TCP_INFO counts since the
-        // connection began): the keepalive dates it when it first reads it.
-        let ever = [watcher, silent].contains { $0.lastDisturbed != nil }
-        let bound = (recent ? Self.stallLimit : ever ? Self.timeout * 3 : Self.timeout) + .milliseconds(100)
-        // A watcher whose clock runs slow times its silence in its own, longer seconds.
-        return watcher.drift < 0 ? bound * (1 / (1 + watcher.drift)) : bound
-    }
-
-    private func perform(_ action: Action) async {
-        switch action {
-        case .message:
-            sendMessage()
-            schedule(.message, after: random.exponential(mean: .milliseconds(Int64(1_000 / plan.messageRate))))
-        case .fault:
-            await inject()
-            schedule(.fault, after: random.exponential(mean: plan.faultEvery))
-        case .thaw(let index):
-            nodes[index].frozen = false
-            nodes[index].host.thaw()
-            detections.removeAll { $0.silent == index }
-            watchAfresh(index)
-            await applyGroup(nodes[index])
-        case .wake(let index):
-            for node in nodes { node.lastDisturbed = world.now }
-            nodes[index].asleep = false
-            nodes[index].frozen = false
-            await nodes[index].host.wake()
-            detections.removeAll { $0.silent == index }
-            watchAfresh(index)
-            await applyGroup(nodes[index])
-        case .heal:
-            await partition?.heal()
-            partition = nil
-            for node in nodes { node.lastDisturbed = world.now }
-        case .unBlackHole(let index):
-            for node in nodes { node.lastDisturbed = world.now }
-            await nodes[index].blackHole?.heal()
-            nodes[index].blackHole = nil
-            detections.removeAll { $0.silent == index }
-        case .repair(let index):
-            await repair(nodes[index])
-        case .uncut(let index):
-            for node in nodes { node.lastDisturbed = world.now }
-            await nodes[index].oneWayCut?.heal()
-            nodes[index].oneWayCut = nil
-            detections.removeAll { $0.silent == index }
-        case .release(let index):
-            nodes[index].lastDisturbed = world.now
-            await nodes[index].held?.heal()
-            nodes[index].held = nil
-        case .undrift(let index):
-            nodes[index].drift = 0
-            nodes[index].host.driftClock(by: 0)
-        case .restart(let index):
-            let node = nodes[index]
-            node.storeRun?.cancel()
-            node.host.restart()
-            // A machine that comes back with its wall clock behind (a reboot that lost the time,
-            // say): its new session is an older incarnation by the wall clock than the last.
-            if random.chance(0.3) { node.host.stepClock(by: .zero - random.seconds(1...7_200)) }
-            node.session = node.host.makeSession(
-                configuration: configuration(node.host.name, directory: node.directory, keys: node.keys)
-            )
-            node.alive = true
-            node.active = []
-            node.available = [:]
-            node.met = []
-            node.number = 0
-            node.keysHeld = node.keys
-            node.rosterHeld = removed
-            node.rosterChanged = world.now
-            start(node)
-        case .resume(let index):
-            nodes[index].suspended = false
-            await nodes[index].session.resume()
-        case .resource:
-            sendFile()
-            schedule(.resource, after: random.exponential(mean: Self.transferEvery))
-        case .stream:
-            openStream()
-            schedule(.stream, after: random.exponential(mean: Self.transferEvery))
-        case .rotate:
-            beginRotation()
-            schedule(.rotate, after: random.exponential(mean: Self.groupChangeEvery))
-        case .addKey(let index):
-            guard let next = rotating else { break }
-            nodes[index].keys = [generation, next]
-            await applyGroup(nodes[index])
-        case .finishRotation:
-            finishRotation()
-        case .dropKey(let index):
-            // Only what is older than the generation everyone holds: a rotation begun since
-            // may have given this host the next key already.
-            nodes[index].keys.removeAll { $0 < generation }
-            await applyGroup(nodes[index])
-        case .rosterChange:
-            await leaveOutOfRosters()
-            schedule(.rosterChange, after: random.exponential(mean: Self.groupChangeEvery))
-        case .rosterRestore:
-            removed = []
-            world.record("every roster lists every host again")
-            for node in nodes { await applyGroup(node) }
-        case .stopReader:
-            stopReader()
-            schedule(.stopReader, after: random.exponential(mean: Self.readerStopEvery))
-        case .storeWrite:
-            writeToStore()
-            schedule(.storeWrite, after: random.exponential(mean: Self.storeWriteEvery))
-        case .resumeReader(let index, let type):
-            nodes[index].readers[type]!.open()
-            nodes[index].readingAgain = world.now
-            world.record("its application reads \(type) again", on: nodes[index].host)
-        }
+    /// `node`'s application reads `type` again.
+    private func resumeReader(_ node: Node, _ type: String) {
+        node.readers[type]!.open()
+        node.readingAgain = world.now
+        world.record("its application reads \(type) again", on: node.host)
     }
 
     // MARK: Checking
 
-    /// The promises that hold at every step.
-    private func check() {
-        detections.removeAll { detection in
-            let (watcher, silent) = (nodes[detection.watcher], nodes[detection.silent])
-            let bound = detectionBound(watcher, silent, since: detection.since)
-            // A side whose application is behind may have stopped reading the link (PROTOCOL.md
-            // 3a): it does not time the link out then, and counts afresh once it reads again.
-            if watcher.behind { return false }
-            guard world.now - max(detection.since, watcher.readingAgain) > bound else { return false }
-            if watcher.alive, !watcher.frozen, watcher.active.contains(silent.peerID) {
-                ledger.violation(
-                    .silenceDetected,
-                    "\(world.now) \(watcher.host.name): \(silent.host.name), \(detection.what) since \(detection.since), still active after \(bound) (a silent peer is detected within the keepalive's bound)"
-                )
-            }
-            return true
-        }
-        for node in nodes where node.alive && !node.frozen {
-            let listed = Set(node.session.activePeers.map(\.id))
-            if listed != node.active {
-                ledger.violation(
-                    .activePeersAsEvents,
-                    "\(world.now) \(node.host.name): activePeers \(listed.count) peers, its events \(node.active.count) (activePeers changes as the events say)"
-                )
-            }
-            let available = Dictionary(node.session.availablePeers.map { ($0.id, $0.state) }, uniquingKeysWith: { $1 })
-            if !node.suspended, available != node.available {
-                ledger.violation(
-                    .availablePeersAsEvents,
-                    "\(world.now) \(node.host.name): availablePeers \(available.values.sorted { "\($0)" < "\($1)" }), its events \(node.available.values.sorted { "\($0)" < "\($1)" }) (availablePeers changes as availablePeerChanged says)"
-                )
-            }
+    /// The promises about the applications that hold at every step (the explorer checks the
+    /// session's own).
+    func check(in run: ExplorationRun) {
+        for node in nodes where run.isRunning(node.host) {
             // What a sender holds for each peer stays within its limits (Limits.outbox, 4,096
             // messages or 8 MiB; Limits.unreliableQueue, 256 messages or 1 MiB, or one larger).
             let (outbox, unreliable) = (Self.limits.outbox, Self.limits.unreliableQueue)
@@ -1290,14 +889,16 @@ final class SimulationRun: @unchecked Sendable {
             }
             checkHeld(node)
             // A host left out of a roster is closed at once, and refused after.
+            let active = run.activePeers(of: node.host)
             for left in node.rosterHeld
-            where world.now - node.rosterChanged > .milliseconds(100) && node.active.contains(nodes[left].peerID) {
+            where world.now - node.rosterChanged > .milliseconds(100) && active.contains(nodes[left].peerID) {
                 ledger.violation(
                     .rosterCloses,
                     "\(world.now) \(node.host.name): \(nodes[left].host.name), left out of its roster at \(node.rosterChanged), is active (a member no longer listed is closed and refused)"
                 )
             }
         }
+        report()
     }
 
     /// What `node` holds for its application stays within its limits: each stream within
@@ -1355,89 +956,9 @@ final class SimulationRun: @unchecked Sendable {
         }
     }
 
-    /// Heals everything, lets the world settle, and checks what must hold then.
-    private func settle() async {
-        for node in nodes where node.asleep {
-            node.asleep = false
-            await node.host.wake()
-        }
-        for node in nodes where node.frozen {
-            node.frozen = false
-            node.host.thaw()
-        }
-        for node in nodes where node.impairedUntil != nil { await repair(node) }
-        for node in nodes where node.drift != 0 {
-            node.drift = 0
-            node.host.driftClock(by: 0)
-        }
-        await world.heal()
-        partition = nil
-        for node in nodes { (node.blackHole, node.oneWayCut, node.held) = (nil, nil, nil) }
-        for node in nodes where node.suspended {
-            node.suspended = false
-            await node.session.resume()
-        }
-        for node in nodes where !node.alive { await perform(.restart(node.index)) }
-        removed = []
-        for node in nodes { await applyGroup(node) }
-        agenda.removeAll()
-        // Every application reads again (a session restarted just now among them).
-        for node in nodes {
-            for gate in node.readers.values { gate.open() }
-        }
-        detections.removeAll()
-        world.record("healed everything: settling")
-        let healed = world.now
-        // A silence begun before the heal may still end a link: what TCP held back arrives at
-        // its next retransmission (within 1 s), which can come after the keepalive's timeout.
-        await world.run(for: .seconds(2))
-        let nodes = self.nodes
-        do {
-            try await world.run(
-                until: { nodes.allSatisfy { $0.session.activePeers.count == nodes.count - 1 } },
-                within: Self.rejoinBound
-            )
-        } catch {
-            for node in nodes {
-                let missing = nodes.filter {
-                    $0.index != node.index
-                        && !node.session.activePeers.contains(where: { [id = $0.session.peerID] in $0.id == id })
-                }
-                if !missing.isEmpty {
-                    ledger.violation(
-                        .rejoinsAfterHealing,
-                        "\(world.now) \(node.host.name): not active with \(missing.map(\.host.name).joined(separator: ", ")) \(Self.rejoinBound) after everything healed at \(healed)"
-                    )
-                }
-            }
-            return
-        }
-        // A link that went dead in a fault (an address renumbered away) but still counts as
-        // active is found within the stall limit, and its peer comes back.
-        if let renumbered = lastRenumbered, world.now - renumbered < Self.stallLimit + .seconds(1) {
-            await world.run(for: renumbered + Self.stallLimit + .seconds(1) - world.now)
-        }
-        do {
-            try await world.run(
-                until: { nodes.allSatisfy { $0.session.activePeers.count == nodes.count - 1 } },
-                within: Self.rejoinBound
-            )
-        } catch {
-            ledger.violation(
-                .rejoinsAfterHealing,
-                "\(world.now) not every pair active again \(Self.rejoinBound) after the links dead since the faults were found"
-            )
-            return
-        }
-        check()
-        // Quiet: healthy paths, light traffic; nobody may leave.
-        quiet = true
-        for _ in 0..<max(1, Int(plan.quiet.components.seconds)) {
-            await world.run(for: .seconds(1))
-            sendMessage()
-            check()
-        }
-        quiet = false
+    /// Everything healed and quiet: what was owed arrived, every transfer ended, the stores
+    /// converged, every send returned.
+    func settle(in run: ExplorationRun) async {
         // Every message owed arrives.
         let alive = Set(nodes.map(\.host.name))
         let killed = self.killed
@@ -1475,16 +996,6 @@ final class SimulationRun: @unchecked Sendable {
                 "\(world.now) the send of \(id) from \(sent.from) at \(sent.at) never returned (a send returns or throws within the send timeout)"
             )
         }
-    }
-
-    private func stop() async {
-        for node in nodes { node.storeRun?.cancel() }
-        for (index, since) in started {
-            sessionTime += world.now - since
-            _ = index
-        }
-        started.removeAll()
-        await world.shutdown()
-        try? FileManager.default.removeItem(at: files)
+        report()
     }
 }

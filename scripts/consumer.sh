@@ -37,6 +37,7 @@ extract() {  # FILE: prints each ```swift block of FILE (markdown, or /// commen
     echo "import MultipeerSession"
     echo "import MultipeerSessionTesting"
     echo "import MultipeerSync"
+    echo "import Synchronization  // (for samples that share state between tasks: Mutex)"
     echo
     for file in README.md Sources/MultipeerSession/MultipeerSession.docc/*.md Sources/MultipeerSession/*.swift \
         Sources/MultipeerSessionTesting/*.swift Sources/MultipeerSync/MultipeerSync.docc/*.md \
@@ -71,6 +72,9 @@ for module in MultipeerSession MultipeerSync; do
     echo "DocC ($module): every link of the catalog and the doc comments resolves"
 done
 
+# A simulated world replays its seed only where Swift's hashing is deterministic (the testing
+# article says so), as an application's test process sets it.
+export SWIFT_DETERMINISTIC_HASHING=1
 if [[ $# -gt 0 ]]; then
     swift test --package-path "$consumer" --skip-build "$@"
 else

@@ -3,7 +3,13 @@
 // (a world of its own), and then a second freeze in the same world, so that what a second
 // fault costs shows too.
 //
+// With --mesh N, a bigger world instead (issue 61): N sessions, full mesh, joined, then M
+// simulated minutes idle (pings alone) or busy (every session broadcasting a 200-byte message
+// every second, every peer reading), reporting the time compression: simulated seconds a
+// wall second.
+//
 //   SimulationBenchmark [--trials N]
+//   SimulationBenchmark --mesh N [--minutes M] [--busy]
 import Foundation
 import MultipeerSession
 import MultipeerSessionTesting
@@ -66,6 +72,78 @@ func summary(_ values: [Double]) -> String {
         sorted.last!,
         sorted[sorted.count * 9 / 10]
     )
+}
+
+/// A message every session broadcasts in a busy mesh.
+struct Tick: Codable, Sendable {
+    var from: Int
+    var number: Int
+    var padding: String
+}
+
+/// A mesh of `count` sessions: joined, then `minutes` of simulated time, idle or busy.
+func mesh(count: Int, minutes: Int, busy: Bool) async throws {
+    let clock = ContinuousClock()
+    let start = clock.now
+    let world = SimulatedWorld(seed: 1)
+    let report = try await Task(executorPreference: world.executor) {
+        let hosts = (0..<count).map { world.addHost("host-\($0)") }
+        let sessions = hosts.map { $0.makeSession(configuration: configuration($0.name)) }
+        for (host, session) in zip(hosts, sessions) {
+            host.start(session)
+            // Every peer reads what arrives, on its host, as an application does.
+            let ticks = session.messages(of: Tick.self)
+            Task(executorPreference: host.executor) { for await _ in ticks {} }
+        }
+        let joined = { @Sendable in sessions.allSatisfy { $0.activePeers.count == count - 1 } }
+        let simulatedJoin = try await world.run(until: joined, within: .seconds(120))
+        let wallJoin = clock.now - start
+        let running = clock.now
+        let before = world.now
+        if busy {
+            let padding = String(repeating: "p", count: 160)
+            for second in 0..<(minutes * 60) {
+                for (index, session) in sessions.enumerated() {
+                    try await session.broadcast(Tick(from: index, number: second, padding: padding))
+                }
+                await world.run(for: .seconds(1))
+            }
+        } else {
+            await world.run(for: .seconds(Int64(minutes * 60)))
+        }
+        let simulated = world.now - before
+        let wall = clock.now - running
+        let together = joined()
+        await world.shutdown()
+        return (simulatedJoin, wallJoin, simulated, wall, together)
+    }.value
+    let (simulatedJoin, wallJoin, simulated, wall, together) = report
+    let compression = seconds(simulated) / seconds(wall)
+    print(
+        String(
+            format:
+                "%d sessions, full mesh (%d links): joined in %.3f s simulated, %.2f s of wall time; %d simulated minutes %@ in %.2f s of wall time: %.0f simulated seconds a wall second; %@",
+            count,
+            count * (count - 1) / 2,
+            seconds(simulatedJoin),
+            seconds(wallJoin),
+            minutes,
+            busy ? "busy (each session broadcasting 200 B a second)" : "idle",
+            seconds(wall),
+            compression,
+            together ? "every pair still active" : "NOT every pair active at the end"
+        )
+    )
+}
+
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
+if let index = arguments.firstIndex(of: "--mesh"), let count = Int(arguments[index + 1]) {
+    let minutes = arguments.firstIndex(of: "--minutes").flatMap { Int(arguments[$0 + 1]) } ?? 10
+    try await mesh(count: count, minutes: minutes, busy: arguments.contains("--busy"))
+    exit(0)
 }
 
 _ = try await trial(seed: 0)  // warm up: GnuTLS and the allocator's first use
