@@ -194,10 +194,11 @@ package struct PeerTableStateMachine: Sendable {
     /// Targets whose last link was refused for a reason retrying cannot change: held at the
     /// longest backoff until something changes.
     private var refused: Set<DialTarget.Key> = []
-    /// Peers whose refusal this side lifted (its roster or keys changed) though they are the
-    /// ones to dial: this side dials them until a link both sides take, since their own redials
-    /// wait at the longest backoff its refusal put them at.
-    private var liftedRefusals: Set<DialTarget.Key> = []
+    /// Peers whose UUID is the greater (theirs to dial) that this side dials itself until a link
+    /// both sides take, since their own redials wait long: at the longest backoff a refusal of
+    /// this side put them at, once its roster or keys changed (``reconsiderRefusals()``); grown
+    /// while this side was suspended, once it resumes (``restart()``).
+    private var dialledUntilJoined: Set<DialTarget.Key> = []
     private var redialsPending: Set<DialTarget.Key> = []
     private var backoffs: [DialTarget.Key: Backoff] = [:]
     /// What each endpoint of a target has shown, for ordering the next dial; only endpoints
@@ -324,7 +325,7 @@ package struct PeerTableStateMachine: Sendable {
     package mutating func lost(_ peerID: UUID) -> [Action] {
         targets[.peer(peerID)] = nil
         endpointRecords[.peer(peerID)] = nil
-        liftedRefusals.remove(.peer(peerID))
+        dialledUntilJoined.remove(.peer(peerID))
         return []
     }
 
@@ -404,7 +405,7 @@ package struct PeerTableStateMachine: Sendable {
         for key in [DialTarget.Key.peer(hello.peerID), link.target].compactMap({ $0 }) {
             backoffs[key]?.reset()
             refused.remove(key)
-            liftedRefusals.remove(key)
+            dialledUntilJoined.remove(key)
         }
         guard !peer.hasJoined else { return [.linkAdmitted(id, hello)] }
         kept[hello.peerID] = .joined(id)
@@ -443,7 +444,7 @@ package struct PeerTableStateMachine: Sendable {
         return keys.flatMap { key -> [Action] in
             backoffs[key]?.reset()
             redialsPending.remove(key)
-            if case .peer = key, !shouldDial(key) { liftedRefusals.insert(key) }
+            if case .peer = key, !shouldDial(key) { dialledUntilJoined.insert(key) }
             return dialIfNeeded(key)
         }
     }
@@ -539,15 +540,19 @@ package struct PeerTableStateMachine: Sendable {
         return actions
     }
 
-    /// The session runs again (resume): dial every known target, once even a peer whose UUID
-    /// is the greater (its to dial). Its redials have grown while this side was away, and this
-    /// side's listener was down: waiting for its next one took up to a backoff step (0.4-0.7 s
-    /// after a 1 s suspend), where this dial brings it back in a round trip and a handshake. If
-    /// it dials meanwhile too, the link it dialled is the one both keep (3); if this dial fails,
-    /// it is not repeated: that peer's redials bring it back.
+    /// The session runs again (resume): dial every known target, even a peer whose UUID is the
+    /// greater (its to dial), until a link both take. Its redials have grown while this side was
+    /// away, and this side's listener was down: waiting for its next one took up to a backoff
+    /// step (0.4-0.7 s after a 1 s suspend), where this dial brings it back in a round trip and a
+    /// handshake. If it dials meanwhile too, the link it dialled is the one both keep (3); if
+    /// this dial fails (a handshake deadline on a loaded machine), it is dialled again with the
+    /// backoff, as one whose refusal was lifted is (``reconsiderRefusals()``).
     package mutating func restart() -> [Action] {
         stoppedFor = nil
-        return targets.keys.sorted { "\($0)" < "\($1)" }.flatMap { dialIfNeeded($0, evenIfTheirs: true) }
+        return targets.keys.sorted { "\($0)" < "\($1)" }.flatMap { key -> [Action] in
+            if case .peer = key, !shouldDial(key) { dialledUntilJoined.insert(key) }
+            return dialIfNeeded(key)
+        }
     }
 
     // MARK: Rules
@@ -558,7 +563,7 @@ package struct PeerTableStateMachine: Sendable {
     /// unless it turned out to be this very peer; duplicate links are then resolved as usual.
     private func shouldDial(_ key: DialTarget.Key) -> Bool {
         switch key {
-        case .peer(let peerID): return localPeerID.isGreater(than: peerID) || liftedRefusals.contains(key)
+        case .peer(let peerID): return localPeerID.isGreater(than: peerID) || dialledUntilJoined.contains(key)
         case .endpoint(let endpoint): return identified[endpoint] != localPeerID
         }
     }
@@ -572,12 +577,9 @@ package struct PeerTableStateMachine: Sendable {
         }
     }
 
-    /// Dials `key` if nothing links to it yet and it is this side's to dial (or, `evenIfTheirs`,
-    /// a discovered peer whose UUID is the greater: ``restart()``).
-    private mutating func dialIfNeeded(_ key: DialTarget.Key, evenIfTheirs: Bool = false) -> [Action] {
-        let discovered = if case .peer = key { true } else { false }
-        guard !stopped, let target = targets[key], !target.endpoints.isEmpty,
-            shouldDial(key) || (evenIfTheirs && discovered),
+    /// Dials `key` if nothing links to it yet and it is this side's to dial.
+    private mutating func dialIfNeeded(_ key: DialTarget.Key) -> [Action] {
+        guard !stopped, let target = targets[key], !target.endpoints.isEmpty, shouldDial(key),
             !hasLink(to: key), !redialsPending.contains(key)
         else {
             return []

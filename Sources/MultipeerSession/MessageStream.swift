@@ -8,9 +8,17 @@ public struct SessionStream<Element: Sendable>: AsyncSequence, Sendable {
     /// ends when every copy of the stream and of its iterators is gone.
     private let nextElement: @Sendable () async -> Element?
 
-    init(_ buffer: StreamBuffer<Element>) {
+    /// A stream of `buffer`'s elements; `check` runs at each `next()` (``SessionEnvironment/readerCheck``).
+    init(_ buffer: StreamBuffer<Element>, check: (@Sendable () -> Void)? = nil) {
         let lifetime = StreamLifetime(buffer)
-        nextElement = { await lifetime.buffer.next() }
+        if let check {
+            nextElement = {
+                check()
+                return await lifetime.buffer.next()
+            }
+        } else {
+            nextElement = { await lifetime.buffer.next() }
+        }
     }
 
     /// A stream of what `next` returns, which holds the ``StreamLifetime`` of its buffer.

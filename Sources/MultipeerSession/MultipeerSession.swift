@@ -165,6 +165,7 @@ public final actor MultipeerSession {
             rejected: { peer, rejection in runLoop.continuation.yield(.onSession(.rejected(rejection, from: peer))) },
             announce: { runLoop.continuation.yield(.onSession(.announceTypes)) },
             blockingWork: environment.blockingWork,
+            readerCheck: environment.readerCheck,
             end: end
         )
         self.inbox = Inbox(

@@ -122,6 +122,8 @@ final class Subscriptions: Sendable {
     private let names = Atomic<UInt64>(0)
     /// Decodes a large message off the links' loop.
     private let blockingWork: @Sendable (@escaping @Sendable () -> Void) -> Void
+    /// Runs as the application reads (``SessionEnvironment/readerCheck``).
+    private let readerCheck: (@Sendable () -> Void)?
     /// Whether the session's run has ended: a stream asked for then ends at once.
     private let end: SessionEnd
 
@@ -145,9 +147,11 @@ final class Subscriptions: Sendable {
         rejected: @escaping @Sendable (Peer, Rejection) -> Void = { _, _ in },
         announce: @escaping @Sendable () -> Void = {},
         blockingWork: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void = SessionEnvironment.threadPool,
+        readerCheck: (@Sendable () -> Void)? = nil,
         end: SessionEnd = SessionEnd()
     ) {
         self.blockingWork = blockingWork
+        self.readerCheck = readerCheck
         self.end = end
         self.limits = limits
         self.metrics = metrics
@@ -180,7 +184,7 @@ final class Subscriptions: Sendable {
             }
             state.events[id] = buffer
         }
-        return EventStream(buffer)
+        return EventStream(buffer, check: readerCheck)
     }
 
     /// Hands `event` to every event stream, and keeps the state a new stream starts with.
@@ -267,8 +271,9 @@ final class Subscriptions: Sendable {
         }
         stopped.forEach { $0() }
         if extended { announce() }
-        let lifetime = StreamLifetime(buffer)
+        let (lifetime, check) = (StreamLifetime(buffer), readerCheck)
         return MessageStream {
+            check?()
             // Skips a message that did not decode (reported as it failed).
             while let stored = await lifetime.buffer.next() {
                 switch stored.message {

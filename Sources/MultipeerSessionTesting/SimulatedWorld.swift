@@ -46,6 +46,27 @@ public final class SimulatedWorld: Sendable {
     /// Simulated time since the world began.
     public var now: Duration { .nanoseconds(scheduler.now) }
 
+    /// The hosts whose sessions an application read (their messages or events) from outside
+    /// the world: from a plain `Task`, on Swift's global executor, which the world neither waits
+    /// for nor sees, so that simulated time runs ahead of the reader. Read them with
+    /// `Task(executorPreference: host.executor)`. Each is named once in the trace, and a
+    /// ``SimulationTimeout`` names them.
+    public var outsideReaders: [String] { outsideReaderNames.withLockedValue { $0 } }
+    private let outsideReaderNames = NIOLockedValueBox<[String]>([])
+
+    /// An application read `host`'s session from a thread not the world's.
+    func noteOutsideReader(of host: String) {
+        let first = outsideReaderNames.withLockedValue { names in
+            guard !names.contains(host) else { return false }
+            names.append(host)
+            return true
+        }
+        guard first else { return }
+        record(
+            "warning: an application reads \(host)'s session outside the world (a plain Task, on Swift's global executor): the world neither waits for it nor sees it; read with Task(executorPreference: host.executor)"
+        )
+    }
+
     /// The order in which work ready at one instant runs.
     public let order: SimulationOrder
 
@@ -135,7 +156,7 @@ public final class SimulatedWorld: Sendable {
     public func run(until condition: @escaping @Sendable () -> Bool, within limit: Duration) async throws -> Duration {
         let start = scheduler.now
         guard await scheduler.run(until: condition, within: limit.nanoseconds) else {
-            throw SimulationTimeout(limit: limit, at: now)
+            throw SimulationTimeout(limit: limit, at: now, outsideReaders: outsideReaders)
         }
         return .nanoseconds(scheduler.now - start)
     }
@@ -238,10 +259,19 @@ public struct SimulationTimeout: Error, CustomStringConvertible {
     public var limit: Duration
     /// Simulated time when it gave up.
     public var at: Duration
+    /// The hosts whose sessions an application read from outside the world by then
+    /// (``SimulatedWorld/outsideReaders``): the likeliest cause.
+    public var outsideReaders: [String] = []
 
-    /// Says what ran out and when, for a test's failure message, and the usual cause.
+    /// Says what ran out and when, for a test's failure message, and the likeliest cause.
     public var description: String {
-        "the condition did not hold within \(limit) of simulated time (gave up at \(at)); if it waits for what a task outside the world does (a plain Task, on Swift's global executor), the world neither waits for that task nor sees it: start it with Task(executorPreference: host.executor) (an application's reader) or world.executor (the code that drives the world)"
+        let ran = "the condition did not hold within \(limit) of simulated time (gave up at \(at))"
+        guard outsideReaders.isEmpty else {
+            return
+                "\(ran); an application read the sessions of \(outsideReaders.joined(separator: ", ")) from outside the world (a plain Task, on Swift's global executor), which the world neither waits for nor sees, so simulated time ran ahead of it: read them with Task(executorPreference: host.executor)"
+        }
+        return
+            "\(ran); if it waits for what a task outside the world does (a plain Task, on Swift's global executor), the world neither waits for that task nor sees it: start it with Task(executorPreference: host.executor) (an application's reader) or world.executor (the code that drives the world)"
     }
 }
 
@@ -342,7 +372,10 @@ public final class SimulatedHost: Sendable {
             random: RandomSource(seed: world.nextSeed()),
             offload: EventLoopExecutor(loop),
             blockingWork: { work in loop.execute(work) },
-            fileQueue: { _ in LoopFileQueue(loop: loop) }
+            fileQueue: { _ in LoopFileQueue(loop: loop) },
+            readerCheck: { [name] in
+                if !world.scheduler.isSchedulerThread { world.noteOutsideReader(of: name) }
+            }
         )
     }
 

@@ -287,10 +287,12 @@ import Testing
         #expect(table.linkEstablished(accepted, hello: Self.hello(Self.low)) == [.close(accepted, reason)])
     }
 
-    /// A session that resumes dials each discovered peer once, even one whose UUID is the
-    /// greater (its to dial, and its redials grew while this side was away); a failed dial of
-    /// it is not repeated, and a link it dials meanwhile is the one kept.
-    @Test func aResumedSideDialsEveryPeerOnceEvenOneThatDialsIt() {
+    /// A session that resumes dials each discovered peer, even one whose UUID is the greater
+    /// (its to dial, and its redials grew while this side was away), until a link both take: a
+    /// failed dial of it is made again with the backoff (on a loaded machine, the one dial of a
+    /// resume timed out, and the pair waited for the peer's redial a minute later), and a link
+    /// it dials meanwhile is the one kept; once joined, it is the peer's to dial again.
+    @Test func aResumedSideDialsEveryPeerEvenOneThatDialsItUntilTheyJoin() {
         var table = PeerTableStateMachine(localPeerID: Self.low, backoff: Self.steady)
         #expect(table.discovered(Self.target(Self.high)).isEmpty, "the greater UUID dials")
         _ = table.stop(.suspended)
@@ -300,12 +302,13 @@ import Testing
         }
         #expect(target.peerID == Self.high)
         #expect(
-            table.linkClosed(mine, error: MultipeerError(.connectionFailed, "refused")).isEmpty,
-            "not redialled: the peer's to dial"
+            table.linkClosed(mine, error: MultipeerError(.handshakeTimeout, "sent nothing within 1 s")) == [
+                .scheduleRedial(.peer(Self.high), after: .milliseconds(100))
+            ],
+            "dialled again"
         )
-        _ = table.stop(.suspended)
-        guard case .dial(let again, _)? = table.restart().first else {
-            Issue.record("dials again at the next resume")
+        guard case .dial(let again, _)? = table.redialDue(.peer(Self.high)).first else {
+            Issue.record("the redial dials")
             return
         }
         // The peer dials too: both links complete; its link is the one kept, on both sides.
@@ -313,6 +316,11 @@ import Testing
         _ = table.linkEstablished(again, hello: Self.hello(Self.high))
         #expect(table.linkEstablished(theirs, hello: Self.hello(Self.high)).contains(.close(again, .duplicateLink)))
         #expect(table.activeLink(for: Self.high) == theirs)
+        #expect(table.linkAdmitted(theirs).contains(.peerJoined(theirs, Self.hello(Self.high))))
+        #expect(
+            table.linkClosed(theirs) == [.peerLeft(Self.hello(Self.high), .linkClosed(nil))],
+            "joined: the peer's to dial again"
+        )
     }
 
     /// A peer whose UUID is the greater dials this side, and this side's roster refuses it: it

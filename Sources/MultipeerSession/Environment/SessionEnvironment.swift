@@ -31,6 +31,10 @@ package struct SessionEnvironment: Sendable {
     /// Makes the serial queue a resource transfer reads or writes its file on (a queue of
     /// Dispatch's; a simulated world's keep it in the host's process). The files are real either way.
     package var fileQueue: @Sendable (_ label: String) -> any FileQueue
+    /// Called as the application reads its messages or its events (each `next()`, on the
+    /// reader's own thread): a simulated world checks that the reader runs in the world, where
+    /// it can wait for it. Nil in the real world.
+    package var readerCheck: (@Sendable () -> Void)?
 
     package init(
         eventLoop: any EventLoop,
@@ -41,9 +45,11 @@ package struct SessionEnvironment: Sendable {
         random: RandomSource,
         offload: any TaskExecutor,
         blockingWork: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void,
-        fileQueue: @escaping @Sendable (_ label: String) -> any FileQueue
+        fileQueue: @escaping @Sendable (_ label: String) -> any FileQueue,
+        readerCheck: (@Sendable () -> Void)? = nil
     ) {
         self.fileQueue = fileQueue
+        self.readerCheck = readerCheck
         self.eventLoop = eventLoop
         self.clock = clock
         self.transport = transport

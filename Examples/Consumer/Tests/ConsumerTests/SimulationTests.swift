@@ -42,6 +42,32 @@ import Testing
         return notes
     }
 
+    /// An application that reads a session from a plain task, outside the world, is named: in
+    /// the world's `outsideReaders`, in its trace, and by a timeout (the world neither waits for
+    /// such a reader nor sees it, so simulated time runs ahead of it).
+    @Test func aReaderOutsideTheWorldIsNamed() async throws {
+        let pair = try await Self.joined(seed: 5)
+        let (world, a, b) = (pair.world, pair.a, pair.b)
+        #expect(world.outsideReaders.isEmpty, "readers on their host's executor are in the world")
+        let notes = a.messages(of: Note.self)
+        let outside = Task { () -> String? in  // a plain task: on Swift's global executor
+            for await (_, note) in notes { return note.text }
+            return nil
+        }
+        try await b.send(Note(text: "to the captain"), to: a.peerID)
+        await world.run(for: .seconds(1))
+        #expect(await outside.value == "to the captain")
+        #expect(world.outsideReaders == ["captain"])
+        #expect(
+            world.trace.lines.contains { $0.text.hasPrefix("warning: an application reads captain's session outside") }
+        )
+        let timeout = await #expect(throws: SimulationTimeout.self) {
+            try await world.run(until: { false }, within: .seconds(1))
+        }
+        #expect(timeout?.description.contains("read the sessions of captain from outside the world") == true)
+        await world.shutdown()
+    }
+
     /// (What it costs in wall time is Benchmarks/SimulationBenchmark's to say: milliseconds.)
     @Test func aFrozenPeerIsDetectedAndRejoins() async throws {
         let pair = try await Self.joined(seed: 3)
