@@ -8,7 +8,8 @@
 #   2. the build must print no warning (a user sees every one of ours);
 #   3. the DocC catalog is converted against the library's public symbols, warnings as errors;
 #   4. its tests run the public API between sessions in one process (DurabilityTests, which
-#      kills a crew-checklist process, alone after the others).
+#      kills a crew-checklist process, and ExplorationTests, simulated worlds flat out, alone
+#      after the others).
 #
 #   scripts/consumer.sh [swift test options]
 set -euo pipefail
@@ -78,8 +79,10 @@ export SWIFT_DETERMINISTIC_HASHING=1
 if [[ $# -gt 0 ]]; then
     swift test --package-path "$consumer" --skip-build "$@"
 else
-    # DurabilityTests alone, after the rest: its store takes 10,000 versions on every core,
-    # which would starve the timing of the session's tests running beside it.
-    swift test --package-path "$consumer" --skip-build --skip DurabilityTests
+    # DurabilityTests and ExplorationTests alone, after the rest: the store takes 10,000
+    # versions on every core, and the explorer runs simulated worlds flat out two at a time,
+    # which would starve the timing of the session's tests running beside them.
+    swift test --package-path "$consumer" --skip-build --skip DurabilityTests --skip ExplorationTests
     swift test --package-path "$consumer" --skip-build --filter DurabilityTests
+    swift test --package-path "$consumer" --skip-build --filter ExplorationTests
 fi
