@@ -1,4 +1,5 @@
 import Foundation
+import MultipeerCore
 
 /// What a world drawn from a seed is made of (``SimulationExplorer``): how many hosts, how long
 /// the application's work and the faults go on, which faults, and how long the healed world
@@ -114,18 +115,12 @@ public struct BrokenPromise: Sendable, CustomStringConvertible {
 /// A small, fast generator (SplitMix64) for a world's choices: seeded, so a seed draws the
 /// same numbers every run.
 public struct SimulationRandom: RandomNumberGenerator, Sendable {
-    private var state: UInt64
+    private var generator: SplitMix64
 
     /// A generator whose numbers `seed` sets.
-    public init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { generator = SplitMix64(seed: seed) }
 
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    public mutating func next() -> UInt64 { generator.next() }
 
     /// True with `probability`.
     public mutating func chance(_ probability: Double) -> Bool {

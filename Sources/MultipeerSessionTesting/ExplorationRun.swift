@@ -322,12 +322,7 @@ public final class ExplorationRun: @unchecked Sendable {
         case .blackHole:
             watchSilence(of: node, "black-holed")
             node.blackHole = await node.host.blackHole()
-            schedule(after: own.seconds(1...10)) { [unowned self] in
-                for node in nodes { node.lastDisturbed = world.now }
-                await node.blackHole?.heal()
-                node.blackHole = nil
-                detections.removeAll { $0.silent == node.index }
-            }
+            schedule(after: own.seconds(1...10)) { [unowned self] in await endCut(node, \.blackHole) }
         case .partition:
             guard partition == nil else { return }
             let side = nodes.filter { _ in own.chance(0.5) }
@@ -378,12 +373,7 @@ public final class ExplorationRun: @unchecked Sendable {
             node.oneWayCut =
                 own.chance(0.5)
                 ? await world.cut(from: [node.host], to: others) : await world.cut(from: others, to: [node.host])
-            schedule(after: own.seconds(1...10)) { [unowned self] in
-                for node in nodes { node.lastDisturbed = world.now }
-                await node.oneWayCut?.heal()
-                node.oneWayCut = nil
-                detections.removeAll { $0.silent == node.index }
-            }
+            schedule(after: own.seconds(1...10)) { [unowned self] in await endCut(node, \.oneWayCut) }
         case .hold:
             // Shorter than the keepalive's timeout, mostly: what it holds arrives late, not lost.
             node.lastDisturbed = world.now
@@ -426,6 +416,15 @@ public final class ExplorationRun: @unchecked Sendable {
             }
         }
         faults += 1
+    }
+
+    /// Ends `node`'s black hole or one-way cut (`cut`): its peers hear it again, on paths
+    /// that were disturbed.
+    private func endCut(_ node: Node, _ cut: ReferenceWritableKeyPath<Node, SimulatedPartition?>) async {
+        for node in nodes { node.lastDisturbed = world.now }
+        await node[keyPath: cut]?.heal()
+        node[keyPath: cut] = nil
+        detections.removeAll { $0.silent == node.index }
     }
 
     private func thaw(_ node: Node) async {

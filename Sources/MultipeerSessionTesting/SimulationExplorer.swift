@@ -175,7 +175,7 @@ public struct SimulationExplorer: Sendable {
                 // Each plan with its seed and a few others; the first that breaks the promise, in
                 // the order tried, wins (whatever finished first: one seed, one result).
                 let attempts = candidates.flatMap { candidate in
-                    ([candidate.seed] + (1...Self.otherSeeds).map { Self.seed(candidate.seed, $0) }).map {
+                    ([candidate.seed] + Self.seeds(beside: candidate.seed)).map {
                         var attempt = candidate
                         attempt.seed = $0
                         return attempt
@@ -247,12 +247,10 @@ public struct SimulationExplorer: Sendable {
         return steps
     }
 
-    /// The `number`th other seed tried beside `seed` (SplitMix64's finaliser of the two).
-    static func seed(_ seed: UInt64, _ number: Int) -> UInt64 {
-        var z = seed &+ UInt64(number) &* 0x9E37_79B9_7F4A_7C15
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return (z ^ (z >> 31)) % 1_000_000_000
+    /// The other seeds tried beside `seed`: drawn from it, under a billion (to read and type).
+    static func seeds(beside seed: UInt64) -> [UInt64] {
+        var generator = SimulationRandom(seed: seed)
+        return (0..<otherSeeds).map { _ in generator.next() % 1_000_000_000 }
     }
 }
 
