@@ -20,7 +20,8 @@ enum LinkFixtures {
         psk: PreSharedKey = LinkFixtures.psk,
         maximumFrameLength: Int = Frame.defaultMaximumLength,
         handshakeTimeout: Duration = .seconds(5),
-        protocolVersion: UInt16 = Hello.currentProtocolVersion
+        protocolVersion: UInt16 = Hello.currentProtocolVersion,
+        keepalive: KeepaliveParameters = .scaled(KeepaliveParameters())
     ) throws -> LinkConfiguration {
         LinkConfiguration(
             tls: try TLSContext(
@@ -33,7 +34,7 @@ enum LinkFixtures {
                 key: identity.key,
                 incarnation: .random(in: 1...UInt64.max),
                 displayName: name,
-                keepalive: .scaled(KeepaliveParameters())
+                keepalive: keepalive
             ),
             maximumFrameLength: maximumFrameLength
         )

@@ -83,14 +83,18 @@ import Testing
                 (try? await Self.exchange(over: link, send: 100 + clientStream, expect: clientStream)) ?? 0
             )
         }
-        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: serve) { server in
+        // Keepalives no loaded machine times out (the suite beside this test stalled a link's loop
+        // past the default 1.5 s, twice): this test's subject is the frames, not detection.
+        let patient = KeepaliveParameters(interval: .milliseconds(500), timeout: .seconds(30))
+        let server = try LinkFixtures.configuration(name: "server", keepalive: patient)
+        try await withTestListener(configuration: server, onLink: serve) { server in
             let clientCounts = try await withThrowingTaskGroup(of: Int.self) { group in
                 for client in 0..<Self.clients {
                     group.addTask {
                         let link = try await PeerConnection.dial(
                             host: "127.0.0.1",
                             port: server.port,
-                            configuration: LinkFixtures.configuration(name: "\(client)")
+                            configuration: LinkFixtures.configuration(name: "\(client)", keepalive: patient)
                         )
                         return try await Self.exchange(over: link, send: client, expect: 100 + client)
                     }
