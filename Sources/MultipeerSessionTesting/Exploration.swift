@@ -79,6 +79,7 @@ public struct ExplorationPromise: Sendable, Hashable, CustomStringConvertible {
         self.name = name
     }
 
+    /// Its name.
     public var description: String { name }
 
     /// Every session becomes active with every other within 10 s of the world's start.
@@ -109,6 +110,7 @@ public struct BrokenPromise: Sendable, CustomStringConvertible {
         self.text = text
     }
 
+    /// What happened.
     public var description: String { text }
 }
 
@@ -120,6 +122,7 @@ public struct SimulationRandom: RandomNumberGenerator, Sendable {
     /// A generator whose numbers `seed` sets.
     public init(seed: UInt64) { generator = SplitMix64(seed: seed) }
 
+    /// The next number of the seed's stream.
     public mutating func next() -> UInt64 { generator.next() }
 
     /// True with `probability`.

@@ -46,13 +46,21 @@ public protocol ExploredApplication: AnyObject {
     func readingSince(on host: SimulatedHost) -> Duration?
 }
 
+/// What an application that does not say does: nothing, and it always reads.
 extension ExploredApplication {
+    /// Checks nothing at every step.
     public func check(in run: ExplorationRun) {}
+    /// Does nothing in the quiet spell.
     public func quietStep(in run: ExplorationRun) {}
+    /// Checks nothing at the end.
     public func settle(in run: ExplorationRun) async {}
+    /// Keeps nothing that dies with a process.
     public func willKill(_ host: SimulatedHost, in run: ExplorationRun) {}
+    /// Does nothing when a process runs again.
     public func resumed(_ host: SimulatedHost, in run: ExplorationRun) async {}
+    /// Has no disturbance of its own to end.
     public func heal(in run: ExplorationRun) async {}
+    /// Reads everything, from the start.
     public func readingSince(on host: SimulatedHost) -> Duration? { .zero }
 }
 
