@@ -14,7 +14,7 @@ import NIOConcurrencyHelpers
 /// it jumps to the earliest timer. A frozen host's lane waits until it thaws; the world's go on
 /// (its kernel still acknowledges what arrives, as under SIGSTOP).
 ///
-/// `@unchecked Sendable`: every field is under `condition`'s lock, except ``currentHost``,
+/// `@unchecked Sendable`: every field is under `condition`'s lock, except `running`,
 /// which only the scheduler's thread writes and reads.
 final class SimulationScheduler: @unchecked Sendable {
     /// A host of the world: its jobs stop while it is frozen.
