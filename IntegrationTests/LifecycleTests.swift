@@ -90,7 +90,7 @@ struct RejoinOverDiscoveryTests {
     /// The side with the lesser UUID, which never dials, resumes: it dials its peer once itself,
     /// so the pair is back at once, not at the peer's next redial (whose delay grew while it was
     /// away). The peer here redials only after a minute: the pair rejoins well before.
-    @Test(.scaledTimeLimit(minutes: 1))
+    @Test(.scaledTimeLimit(minutes: 2))
     func aResumedSideBringsBackAPeerThatDialsIt() async throws {
         let type = try DiscoveryTests.uniqueServiceType()
         let (lesser, greater) = Self.identities()
@@ -99,18 +99,20 @@ struct RejoinOverDiscoveryTests {
         let diallerEvents = EventLog(dialler.events)
         let resumedEvents = EventLog(resumed.events)
         try await whileRunning([dialler, resumed]) {
-            try await resumedEvents.waitUntilActive([greater.peerID])
-            await resumed.suspend()
-            _ = try await diallerEvents.wait { events in
-                events.contains { if case .peerLeft(let peer, _) = $0 { peer.id == lesser.peerID } else { false } }
+            try await Self.explaining(["greater": diallerEvents, "lesser": resumedEvents]) {
+                try await resumedEvents.waitUntilActive([greater.peerID], timeout: .seconds(30))
+                await resumed.suspend()
+                _ = try await diallerEvents.wait(timeout: .seconds(30)) { events in
+                    events.contains { if case .peerLeft(let peer, _) = $0 { peer.id == lesser.peerID } else { false } }
+                }
+                await resumed.resume()
+                let joined = try await diallerEvents.wait(timeout: .seconds(30)) { events in
+                    events.filter { if case .peerJoined(let peer) = $0 { peer.id == lesser.peerID } else { false } }
+                        .count == 2
+                }
+                #expect(joined.last.map { if case .peerJoined = $0 { true } else { false } } != nil)
+                #expect(dialler.activePeers.map(\.id) == [lesser.peerID])
             }
-            await resumed.resume()
-            let joined = try await diallerEvents.wait(timeout: .seconds(30)) { events in
-                events.filter { if case .peerJoined(let peer) = $0 { peer.id == lesser.peerID } else { false } }.count
-                    == 2
-            }
-            #expect(joined.last.map { if case .peerJoined = $0 { true } else { false } } != nil)
-            #expect(dialler.activePeers.map(\.id) == [lesser.peerID])
         }
     }
 
@@ -118,7 +120,7 @@ struct RejoinOverDiscoveryTests {
     /// longest backoff (a minute here). The roster changes to admit it: the lesser side dials
     /// it itself, until they join, and the pair joins now (it waited out the dialler's backoff,
     /// 6-8 s by default, before).
-    @Test(.scaledTimeLimit(minutes: 1))
+    @Test(.scaledTimeLimit(minutes: 2))
     func aRosterChangeBringsARefusedPeerInNow() async throws {
         let type = try DiscoveryTests.uniqueServiceType()
         let (lesser, greater) = Self.identities()
@@ -127,15 +129,31 @@ struct RejoinOverDiscoveryTests {
         strict.roster = Roster(keys: [lesser.key])
         let guarded = MultipeerSession(configuration: strict, identity: lesser)
         let guardedEvents = EventLog(guarded.events)
+        let diallerEvents = EventLog(dialler.events)
         try await whileRunning([dialler, guarded]) {
-            _ = try await guardedEvents.wait { events in
-                events.contains {
-                    if case .authenticationFailed(_, let error) = $0 { error.code == .notInRoster } else { false }
+            try await Self.explaining(["greater": diallerEvents, "lesser": guardedEvents]) {
+                _ = try await guardedEvents.wait(timeout: .seconds(30)) { events in
+                    events.contains {
+                        if case .authenticationFailed(_, let error) = $0 { error.code == .notInRoster } else { false }
+                    }
                 }
+                await guarded.updateRoster(Roster(keys: [lesser.key, greater.key]))
+                try await guardedEvents.waitUntilActive([greater.peerID], timeout: .seconds(30))
+                #expect(guarded.activePeers.map(\.id) == [greater.peerID])
             }
-            await guarded.updateRoster(Roster(keys: [lesser.key, greater.key]))
-            try await guardedEvents.waitUntilActive([greater.peerID], timeout: .seconds(30))
-            #expect(guarded.activePeers.map(\.id) == [greater.peerID])
+        }
+    }
+
+    /// Runs `body`; if it throws, records every side's events read so far before rethrowing, so
+    /// a wait that gave up says what each side saw.
+    static func explaining(_ logs: KeyValuePairs<String, EventLog>, _ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch {
+            for (side, log) in logs {
+                Issue.record("\(side) read: \(log.history.map { String(describing: $0) }.joined(separator: " | "))")
+            }
+            throw error
         }
     }
 }

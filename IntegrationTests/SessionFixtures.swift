@@ -3,6 +3,7 @@ import MultipeerCore
 import MultipeerSession
 import MultipeerTLS
 import MultipeerTestSupport
+import NIOConcurrencyHelpers
 import Testing
 
 /// Whether this run is the one for tests that disturb whatever runs beside them (a flood that
@@ -132,14 +133,21 @@ final class EventLog: @unchecked Sendable {
     init(_ stream: EventStream) { self.stream = stream }
 
     /// Reads events until `done` holds for everything read so far (maybe at once); returns it all.
+    /// What a wait that gives up read stays in ``history``.
     @discardableResult
     func wait(
         timeout: Duration = .seconds(60),
         until done: @escaping @Sendable ([SessionEvent]) -> Bool
     ) async throws -> [SessionEvent] {
         let before = history
-        history += try await collect(stream, timeout: timeout) { done(before + $0) }
-        return history
+        let read = NIOLockedValueBox(before)
+        defer { history = read.withLockedValue { $0 } }
+        _ = try await collect(stream, timeout: timeout) { events in
+            let all = before + events
+            read.withLockedValue { $0 = all }
+            return done(all)
+        }
+        return read.withLockedValue { $0 }
     }
 
     /// Reads events until the session listens; returns its port.
