@@ -30,6 +30,16 @@ final class HostNetwork: Sendable {
         for (index, name) in names.enumerated() {
             let namespace = "nlh-\(name)-\(tag)"
             try await Self.addNamespace(namespace)
+            // Linux's default congestion control, whatever this machine's is (a VM's may be BBR,
+            // whose bulk transfers over a lossy link behave otherwise): the hosts are a default
+            // Linux's, as the simulated twin's TCP is (docs/SIMULATION.md).
+            try await run(
+                "/usr/bin/ip",
+                [
+                    "netns", "exec", namespace, "sysctl", "-qw",
+                    "net.ipv4.tcp_congestion_control=\(CongestionControl.hosts)",
+                ]
+            )
             if !ipv6 {
                 for scope in ["all", "default"] {
                     try await run(
@@ -147,6 +157,29 @@ final class HostNetwork: Sendable {
         }
         _ = try? await runProcess("/usr/bin/ip", ["netns", "del", name])
         made.withLockedValue { $0.removeAll { $0 == name } }
+    }
+}
+
+/// The congestion control the hosts run: CUBIC, Linux's default. A namespace may choose only
+/// among the machine's allowed ones (net.ipv4.tcp_allowed_congestion_control); where CUBIC is
+/// not among them, ``allow()`` adds it while the suite runs and ``restore()`` puts the list back.
+enum CongestionControl {
+    static let hosts = "cubic"
+    private static let allowed = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+    /// The list as it was, where the suite changed it.
+    private static let before = NIOLockedValueBox<String?>(nil)
+
+    static func allow() throws {
+        let list = try String(contentsOfFile: allowed, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !list.split(separator: " ").contains(Substring(hosts)) else { return }
+        before.withLockedValue { $0 = list }
+        try "\(list) \(hosts)\n".write(toFile: allowed, atomically: false, encoding: .utf8)
+    }
+
+    static func restore() {
+        guard let list = before.withLockedValue({ $0 }) else { return }
+        try? "\(list)\n".write(toFile: allowed, atomically: false, encoding: .utf8)
+        before.withLockedValue { $0 = nil }
     }
 }
 

@@ -38,13 +38,28 @@ struct Report: Encodable {
 
     /// The simulated twin's figures, in the real run's terms.
     static func simulated(_ outcome: SimulatedTwin.Outcome) -> String {
-        let lossy = outcome.teardownsPerMinute.map { String(format: "%.1f teardowns a minute while lossy, ", $0) } ?? ""
+        let lossy =
+            if let spread = outcome.teardownsOverSeeds {
+                String(
+                    format: "%@ teardowns a minute while lossy over %d seeds (mean %.1f), ",
+                    spread.map { String(format: "%.0f", $0) }.joined(separator: ", "),
+                    spread.count,
+                    spread.reduce(0, +) / Double(spread.count)
+                )
+            } else {
+                outcome.teardownsPerMinute.map { String(format: "%.1f teardowns a minute while lossy, ", $0) } ?? ""
+            }
+        let chart =
+            outcome.teardownsPerMinute == nil
+            ? ""
+            : outcome.chartSeconds.map { String(format: "the chart at relief in %.0f s, ", $0) }
+                ?? "the chart not at relief while lossy, "
         let detection =
             outcome.detectionMilliseconds.map {
                 "detected in \(milliseconds($0)) (\(outcome.reasons.joined(separator: ", "))), "
             } ?? ""
         let sink = outcome.sinkFailures.map { "\($0) dials failed at the sink, " } ?? ""
-        return "\(lossy)\(sink)\(detection)back in \(milliseconds(outcome.rejoinMilliseconds))"
+        return "\(lossy)\(chart)\(sink)\(detection)back in \(milliseconds(outcome.rejoinMilliseconds))"
     }
 
     var markdown: String {

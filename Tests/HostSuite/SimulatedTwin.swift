@@ -22,7 +22,8 @@ struct SimulatedTwin: Sendable {
         /// Captain is cut off from the other two.
         case partition
         /// Relief's paths lose 30 % of what crosses them and delay the rest 100 ms +- 50 ms for
-        /// `seconds`, everyone sending every 5 s; then they are black-holed too.
+        /// `seconds`, everyone sending every 5 s and captain a 1 MiB chart to the others at once;
+        /// then they are black-holed too.
         case lossy(seconds: Int)
         /// Relief moves to another address while it runs: its links from the old one go dead,
         /// and its advert moves. The rejoin counts from the move, as the real scenario's does.
@@ -73,14 +74,37 @@ struct SimulatedTwin: Sendable {
         var undelivered: Int
         /// For the rogue adverts: the dials that failed at the sink.
         var sinkFailures: Int?
+        /// For the lossy link: how long the chart took to reach relief, in seconds (nil: not
+        /// while the link was lossy).
+        var chartSeconds: Double?
+        /// For the lossy link: the teardowns a minute of the same fault in worlds of other seeds
+        /// too (``lossySeeds``), this one's first: a lossy minute's teardowns are chance.
+        var teardownsOverSeeds: [Double]?
+    }
+
+    /// How many worlds the lossy link is run in, for the spread of its teardowns.
+    static let lossySeeds = 12
+
+    /// Runs `fault` as ``run(_:lasting:seed:)`` does; for the lossy link, in
+    /// ``lossySeeds`` worlds from `seed` on, the first's outcome with every world's teardowns.
+    static func measure(_ fault: Fault, lasting: Duration, seed: UInt64) async throws -> Outcome {
+        var outcome = try await run(fault, lasting: lasting, seed: seed)
+        guard case .lossy = fault else { return outcome }
+        var teardowns = [outcome.teardownsPerMinute ?? 0]
+        for other in seed + 1..<seed + UInt64(lossySeeds) {
+            teardowns.append(try await run(fault, lasting: lasting, seed: other).teardownsPerMinute ?? 0)
+        }
+        outcome.teardownsOverSeeds = teardowns
+        return outcome
     }
     static let groupKey = try! PreSharedKey(
         identity: "navlog-hosts twin",
         passphrase: "the suite's simulated twin, not a secret"
     )
 
-    /// navlog-sync's default session (its keepalive timeout 1.5 s, pinged every 0.5 s).
-    static func configuration(_ name: String) -> MultipeerSession.Configuration {
+    /// navlog-sync's default session (its keepalive timeout 1.5 s, pinged every 0.5 s), its
+    /// files in `files` (nil: none).
+    static func configuration(_ name: String, files: URL? = nil) -> MultipeerSession.Configuration {
         var configuration = MultipeerSession.Configuration(
             serviceType: "_navlog-twin._tcp",
             peer: PeerInfo(displayName: name),
@@ -88,6 +112,7 @@ struct SimulatedTwin: Sendable {
         )
         configuration.keepalive = KeepaliveParameters(interval: .milliseconds(500), timeout: .milliseconds(1_500))
         configuration.logger.logLevel = .critical
+        configuration.resourceDirectory = files?.appendingPathComponent(name)
         return configuration
     }
 
@@ -110,11 +135,14 @@ struct SimulatedTwin: Sendable {
         private struct State {
             var departures: [Departure] = []
             var received: Set<Int> = []
+            var files: [String: Duration] = [:]
         }
         private let state = NIOLockedValueBox(State())
 
         func left(_ departure: Departure) { state.withLockedValue { $0.departures.append(departure) } }
         func received(_ number: Int) { _ = state.withLockedValue { $0.received.insert(number) } }
+        func fileArrived(at host: String, _ at: Duration) { state.withLockedValue { $0.files[host] = at } }
+        func fileArrival(at host: String) -> Duration? { state.withLockedValue { $0.files[host] } }
         var departures: [Departure] { state.withLockedValue { $0.departures } }
         var receivedNumbers: Set<Int> { state.withLockedValue { $0.received } }
     }
@@ -123,13 +151,16 @@ struct SimulatedTwin: Sendable {
     /// in a world drawn from `seed`.
     static func run(_ fault: Fault, lasting: Duration, seed: UInt64) async throws -> Outcome {
         let world = SimulatedWorld(seed: seed)
+        let files = FileManager.default.temporaryDirectory.appendingPathComponent("navlog-twin-\(getpid())-\(seed)")
+        defer { try? FileManager.default.removeItem(at: files) }
         return try await Task(executorPreference: world.executor) {
             let record = Record()
             let hosts = fault.names.map(world.addHost)
             let crew = Crew()
             func start(_ index: Int) {
                 let (host, session) = (
-                    hosts[index], hosts[index].makeSession(configuration: configuration(hosts[index].name))
+                    hosts[index],
+                    hosts[index].makeSession(configuration: configuration(hosts[index].name, files: files))
                 )
                 crew.sessions[index] = session
                 Task(executorPreference: world.executor) {
@@ -141,6 +172,11 @@ struct SimulatedTwin: Sendable {
                 }
                 Task(executorPreference: host.executor) {
                     for await (_, entry) in session.messages(of: Entry.self) { record.received(entry.number) }
+                }
+                Task(executorPreference: host.executor) {
+                    for await resource in session.incomingResources where (try? await resource.file()) != nil {
+                        record.fileArrived(at: host.name, world.now)
+                    }
                 }
                 host.start(session)
             }
@@ -165,10 +201,22 @@ struct SimulatedTwin: Sendable {
                 _ = try? await crew.sessions[sender]!.send(Entry(number: number), to: crew.sessions[receiver]!.peerID)
             }
             var teardownsPerMinute: Double?
+            var chartSeconds: Double?
             if case .lossy(let seconds) = fault {
                 let impairedAt = world.now
                 for index in faulty {
-                    await hosts[index].impair(latency: .milliseconds(100), jitter: .milliseconds(50), loss: 0.3)
+                    // net-impair's 100 ms +- 50 ms: from 50 ms up to 150.
+                    await hosts[index].impair(latency: .milliseconds(50), jitter: .milliseconds(100), loss: 0.3)
+                }
+                // The weather chart, as the real scenario attaches it: 1 MiB from captain to the others.
+                try FileManager.default.createDirectory(at: files, withIntermediateDirectories: true)
+                let chart = files.appendingPathComponent("weather chart.pdf")
+                try Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 10) }).write(to: chart)
+                for receiver in everyone.dropFirst() {
+                    let (session, peer) = (crew.sessions[0]!, crew.sessions[receiver]!.peerID)
+                    Task(executorPreference: hosts[0].executor) {
+                        try await session.sendResource(at: chart, to: peer).completion()
+                    }
                 }
                 while world.now - impairedAt < .seconds(seconds) {
                     for sender in everyone { await send(from: sender, to: (sender + 1) % hosts.count) }
@@ -176,6 +224,9 @@ struct SimulatedTwin: Sendable {
                 }
                 let left = record.departures.filter { $0.at >= impairedAt }.count
                 teardownsPerMinute = Double(left) / ((world.now - impairedAt) / .seconds(60))
+                chartSeconds = faulty.compactMap { record.fileArrival(at: hosts[$0].name) }.max().map {
+                    ($0 - impairedAt) / .seconds(1)
+                }
                 try await world.run(until: mesh, within: .seconds(30))
             }
 
@@ -250,7 +301,8 @@ struct SimulatedTwin: Sendable {
                 reasons: Set(firstDepartures.map(\.reason)).sorted(),
                 rejoinMilliseconds: rejoin / .milliseconds(1),
                 teardownsPerMinute: teardownsPerMinute,
-                undelivered: undelivered
+                undelivered: undelivered,
+                chartSeconds: chartSeconds
             )
         }.value
     }
@@ -326,6 +378,43 @@ extension SimulatedTwin.Outcome {
     /// own stalls teach it, up to this, so a lossy path's detections are held to it alone.
     static let stallLimit = 15_500.0
 
+    /// How improbable a real run's teardowns must be, given the twin's, to disagree: 1 %.
+    static let teardownSignificance = 0.01
+
+    /// Whether the real lossy minute's teardowns are beyond what chance explains, given the
+    /// twin's over its seeds (the same length of fault: both a minute). A link's teardown shows
+    /// at both its ends, so teardowns count in pairs; links torn down in a minute are taken as
+    /// Poisson, at the twin's mean rate. They disagree when the real run tore down more links than
+    /// that rate reaches once in 100 minutes (the twin never tearing one down where the real run
+    /// did, for one), or none where a rate so high tears one down 99 minutes in 100.
+    static func teardownsDisagree(simulated: [Double], real: Double) -> String? {
+        let rate = simulated.reduce(0, +) / Double(simulated.count) / 2
+        let links = Int((real / 2).rounded(.up))
+        // P(X >= links) for X ~ Poisson(rate).
+        var below = 0.0
+        var term = exp(-rate)
+        for count in 0..<links {
+            below += term
+            term *= rate / Double(count + 1)
+        }
+        let atLeast = max(0, 1 - below)
+        let spread = simulated.map { String(format: "%.0f", $0) }.joined(separator: ", ")
+        if links > 0, atLeast < teardownSignificance {
+            return String(
+                format:
+                    "%.1f teardowns a minute real, where the twin's (%@ over %d seeds) make as many a chance of %.4f",
+                real,
+                spread,
+                simulated.count,
+                atLeast
+            )
+        }
+        if links == 0, exp(-rate) < teardownSignificance {
+            return "no teardown real, where the twin's (\(spread) over \(simulated.count) seeds) make none improbable"
+        }
+        return nil
+    }
+
     /// Where `real` and this run of the same fault disagree beyond what chance explains, or nil.
     func disagreement(with real: ScenarioResult, fault: SimulatedTwin.Fault) -> String? {
         var problems: [String] = []
@@ -357,6 +446,11 @@ extension SimulatedTwin.Outcome {
             problems.append(
                 String(format: "rejoin %.0f ms simulated, %.0f ms real, beyond the redial bound", simulated, measured)
             )
+        }
+        if let teardowns = teardownsOverSeeds, let measured = real.teardownsPerMinute,
+            let problem = Self.teardownsDisagree(simulated: teardowns, real: measured)
+        {
+            problems.append(problem)
         }
         if undelivered > 0 { problems.append("\(undelivered) messages sent during the simulated fault never arrived") }
         // The rogue adverts: both runs' dials tried the sink, or neither did.

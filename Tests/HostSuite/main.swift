@@ -4,8 +4,13 @@
 // Needs root. `make hosts-test` runs it; `make test` too, when it can make namespaces.
 //
 //   navlog-hosts [--binary PATH] [--report DIR] [--only NAME,...] [--loss-seconds N] [--repeat N]
+//                [--twin-seeds N] [--twins-only N]
 //
 // --repeat runs each scenario N times (for percentiles of detection and rejoin times).
+// --twin-seeds runs each scenario's simulated twin over N seeds (1 by default): a lossy link's
+// teardowns are chance, and the real run's must fall within the twin's over its seeds.
+// --twins-only N runs only the simulated twins, over N seeds each, and prints what each found
+// (no namespaces, no root).
 import Foundation
 import Glibc
 
@@ -15,7 +20,7 @@ while let key = arguments.next() {
     guard key.hasPrefix("--"), let value = arguments.next() else {
         FileHandle.standardError.write(
             Data(
-                "usage: navlog-hosts [--binary PATH] [--report DIR] [--only NAME,...] [--loss-seconds N] [--repeat N]\n"
+                "usage: navlog-hosts [--binary PATH] [--report DIR] [--only NAME,...] [--loss-seconds N] [--repeat N] [--twin-seeds N] [--twins-only N]\n"
                     .utf8
             )
         )
@@ -32,6 +37,19 @@ let only = options["only"].map { Set($0.split(separator: ",").map(String.init)) 
 let lossSeconds = options["loss-seconds"].flatMap(Int.init) ?? 60
 let repeats = max(1, options["repeat"].flatMap(Int.init) ?? 1)
 let impairTool = here.appendingPathComponent("net-impair").path
+let chosen = Scenario.all(lossSeconds: lossSeconds, impairTool: impairTool).filter { only?.contains($0.name) ?? true }
+
+if let twins = options["twins-only"].flatMap(Int.init) {
+    for scenario in chosen {
+        guard let twin = scenario.twin else { continue }
+        for seed in 1...max(1, twins) {
+            let outcome = try await SimulatedTwin.run(twin, lasting: .seconds(5), seed: UInt64(seed))
+            print("\(scenario.name), seed \(seed): \(Report.simulated(outcome))")
+            fflush(nil)
+        }
+    }
+    exit(0)
+}
 
 guard FileManager.default.isExecutableFile(atPath: binary) else {
     print("navlog-sync is not at \(binary): build it first (swift build --product navlog-sync), or pass --binary")
@@ -58,6 +76,7 @@ let interrupts = [SIGINT, SIGTERM].map { number in
     source.setEventHandler {
         print("\ninterrupted: removing the namespace hosts")
         HostNetwork.teardownAll()
+        CongestionControl.restore()
         try? FileManager.default.removeItem(atPath: scratch)
         exit(130)
     }
@@ -65,9 +84,9 @@ let interrupts = [SIGINT, SIGTERM].map { number in
     return source
 }
 
+try CongestionControl.allow()
 var results: [ScenarioResult] = []
 let started = ContinuousClock.now
-let chosen = Scenario.all(lossSeconds: lossSeconds, impairTool: impairTool).filter { only?.contains($0.name) ?? true }
 for scenario in chosen.flatMap({ Array(repeating: $0, count: repeats) }) {
     print("== \(scenario.name): \(scenario.fault)")
     fflush(nil)  // progress shows as it happens, into a file too
@@ -92,7 +111,7 @@ for scenario in chosen.flatMap({ Array(repeating: $0, count: repeats) }) {
         if let twin = scenario.twin {
             // The same fault, as long, in a simulated world: the two must agree.
             let lasting = Duration.milliseconds(Int64(result.faultMilliseconds ?? 0))
-            let simulated = try await SimulatedTwin.run(twin, lasting: lasting, seed: UInt64(results.count + 1))
+            let simulated = try await SimulatedTwin.measure(twin, lasting: lasting, seed: UInt64(results.count + 1))
             result.simulated = simulated
             if let disagreement = simulated.disagreement(with: result, fault: twin) {
                 throw HostSuiteError("the simulated twin disagrees with the real run: \(disagreement)")
@@ -115,6 +134,7 @@ for scenario in chosen.flatMap({ Array(repeating: $0, count: repeats) }) {
     fflush(nil)
 }
 
+CongestionControl.restore()
 let report = Report(results: results, duration: ContinuousClock.now - started)
 try report.write(to: reportDirectory)
 print("\n" + report.markdown)
