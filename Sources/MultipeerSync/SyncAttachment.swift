@@ -1,4 +1,4 @@
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// A file that belongs to a record: named by the SHA-256 of its bytes and its length, which the
 /// record's version carries and its writer signs (docs/SYNC.md 9). Put one in a record's
@@ -80,7 +80,7 @@ public struct SyncAttachment: Hashable, Sendable, Codable, CustomStringConvertib
     /// Encodes the attachment (its SHA-256 in hexadecimal and its length), and tells the store
     /// encoding a record that the record carries it.
     public func encode(to encoder: any Encoder) throws {
-        AttachmentCollector.current?.found.withLock { _ = $0.insert(self) }
+        AttachmentCollector.current?.found.withLockedValue { _ = $0.insert(self) }
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(hex, forKey: .sha256)
         try container.encode(length, forKey: .length)
@@ -120,7 +120,7 @@ public enum SyncAttachmentPolicy: Hashable, Sendable {
 final class AttachmentCollector: Sendable {
     @TaskLocal static var current: AttachmentCollector?
 
-    let found = Mutex(Set<SyncAttachment>())
+    let found = NIOLockedValueBox(Set<SyncAttachment>())
 
     /// What `encode` encodes, and the attachments found in it. Within a collector bound
     /// already (a batch binds one for all its records), that one serves: what it found before
@@ -129,14 +129,14 @@ final class AttachmentCollector: Sendable {
         guard let collector = current else {
             let collector = AttachmentCollector()
             let value = try $current.withValue(collector) { try encode() }
-            return (value, collector.found.withLock { $0 })
+            return (value, collector.found.withLockedValue { $0 })
         }
-        let outer = collector.found.withLock { found in
+        let outer = collector.found.withLockedValue { found in
             defer { found = [] }
             return found
         }
         let value = try encode()
-        let inner = collector.found.withLock { found in
+        let inner = collector.found.withLockedValue { found in
             defer { found = outer.union(found) }
             return found
         }

@@ -1,5 +1,5 @@
 package import MultipeerSession
-import Synchronization
+import NIOConcurrencyHelpers
 
 import struct Foundation.UUID
 
@@ -23,16 +23,16 @@ package final class MemoryStorage: SyncStorage {
         var collected: [RecordKey: CollectedDelete] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = NIOLockedValueBox(State())
 
     package init() {}
 
     package func clock() -> HLCTimestamp {
-        state.withLock { $0.clock }
+        state.withLockedValue { $0.clock }
     }
 
     package func versions(of records: Set<RecordKey>) -> [RecordKey: [SignedVersion]] {
-        state.withLock { state in
+        state.withLockedValue { state in
             var found: [RecordKey: [SignedVersion]] = [:]
             for record in records {
                 guard let ids = state.records[record] else { continue }
@@ -43,7 +43,7 @@ package final class MemoryStorage: SyncStorage {
     }
 
     package func versions(withIDs ids: ArraySlice<[UInt8]>, bytes: Int) -> (versions: [SignedVersion], read: Int) {
-        state.withLock { state in
+        state.withLockedValue { state in
             var (found, total, read) = ([SignedVersion](), 0, 0)
             for id in ids where total < bytes {
                 read += 1
@@ -56,7 +56,7 @@ package final class MemoryStorage: SyncStorage {
     }
 
     package func kept(_ ids: [[UInt8]]) -> Set<[UInt8]> {
-        state.withLock { state in Set(ids.filter { state.versions[$0] != nil }) }
+        state.withLockedValue { state in Set(ids.filter { state.versions[$0] != nil }) }
     }
 
     package func scan(
@@ -97,13 +97,13 @@ package final class MemoryStorage: SyncStorage {
 
     /// The versions kept of `collections` (nil: of all).
     private func kept(in collections: Set<String>?) -> [SignedVersion] {
-        state.withLock { state in
+        state.withLockedValue { state in
             state.versions.values.filter { version in collections?.contains(version.collection) ?? true }
         }
     }
 
     package func attachments() -> [SyncAttachment: Set<String>] {
-        state.withLock { state in
+        state.withLockedValue { state in
             var found: [SyncAttachment: Set<String>] = [:]
             for version in state.versions.values {
                 for attachment in version.attachments { found[attachment, default: []].insert(version.collection) }
@@ -113,48 +113,50 @@ package final class MemoryStorage: SyncStorage {
     }
 
     package func records(in collection: String) -> [String] {
-        state.withLock { state in state.records.keys.filter { $0.collection == collection }.map(\.id).sorted() }
+        state.withLockedValue { state in state.records.keys.filter { $0.collection == collection }.map(\.id).sorted() }
     }
 
     package func counts() -> (versions: Int, deletes: Int) {
-        state.withLock { state in (state.versions.count, state.versions.values.filter { $0.change == .delete }.count) }
+        state.withLockedValue { state in
+            (state.versions.count, state.versions.values.filter { $0.change == .delete }.count)
+        }
     }
 
     package func horizon() -> HLCTimestamp {
-        state.withLock { $0.horizon }
+        state.withLockedValue { $0.horizon }
     }
 
     package func held() -> [UUID: Holding] {
-        state.withLock { $0.held }
+        state.withLockedValue { $0.held }
     }
 
     package func sequence() -> UInt64 {
-        state.withLock { $0.sequence }
+        state.withLockedValue { $0.sequence }
     }
 
     package func versions(storedAfter sequence: UInt64, notFrom peer: UUID) -> [SignedVersion] {
-        state.withLock { state in
+        state.withLockedValue { state in
             state.sequences.filter { $0.value > sequence && state.sources[$0.key] != peer }
                 .sorted { $0.value < $1.value }.compactMap { state.versions[$0.key] }
         }
     }
 
     package func collected(of records: Set<RecordKey>) -> [RecordKey: CollectedDelete] {
-        state.withLock { state in state.collected.filter { records.contains($0.key) } }
+        state.withLockedValue { state in state.collected.filter { records.contains($0.key) } }
     }
 
     package func tombstones(below horizon: HLCTimestamp) -> [[UInt8]] {
-        state.withLock { state in
+        state.withLockedValue { state in
             state.versions.values.filter { $0.change == .delete && $0.stamp.timestamp < horizon }.map(\.id)
         }
     }
 
     package func key(of origin: UUID) -> PeerKey? {
-        state.withLock { $0.keys[origin] }
+        state.withLockedValue { $0.keys[origin] }
     }
 
     package func commit(_ commit: StorageCommit) {
-        state.withLock { state in
+        state.withLockedValue { state in
             for id in commit.removed {
                 guard let version = state.versions.removeValue(forKey: id) else { continue }
                 state.sequences[id] = nil

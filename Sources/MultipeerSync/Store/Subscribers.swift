@@ -1,4 +1,4 @@
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// The readers subscribed to something the store reports (its events, its changes): each call
 /// of ``subscribe(holding:where:)`` is a new reader with a buffer of its own, and
@@ -8,7 +8,7 @@ import Synchronization
 /// a reader that stalls costs the store its limit and no more, and never loses an element
 /// silently. A buffer nobody holds leaves; every buffer ends with the store.
 final class Subscribers<Element: Sendable>: Sendable {
-    private let buffers = Mutex<[ObjectIdentifier: Weak]>([:])
+    private let buffers = NIOLockedValueBox<[ObjectIdentifier: Weak]>([:])
 
     private struct Weak: @unchecked Sendable {  // (the buffer is Sendable; `weak` is not a type)
         weak var buffer: SubscriberBuffer<Element>?
@@ -21,7 +21,7 @@ final class Subscribers<Element: Sendable>: Sendable {
         where isIncluded: @escaping @Sendable (Element) -> Bool = { _ in true }
     ) -> SubscriberBuffer<Element> {
         let buffer = SubscriberBuffer(limit: limit, isIncluded: isIncluded)
-        buffers.withLock { buffers in
+        buffers.withLockedValue { buffers in
             buffers = buffers.filter { $0.value.buffer != nil }
             buffers[ObjectIdentifier(buffer)] = Weak(buffer: buffer)
         }
@@ -29,11 +29,11 @@ final class Subscribers<Element: Sendable>: Sendable {
     }
 
     func yield(_ element: Element) {
-        for buffer in buffers.withLock({ $0.values.compactMap(\.buffer) }) { buffer.offer(element) }
+        for buffer in buffers.withLockedValue({ $0.values.compactMap(\.buffer) }) { buffer.offer(element) }
     }
 
     deinit {  // (the store is gone: every reader's stream ends)
-        for buffer in buffers.withLock({ $0.values.compactMap(\.buffer) }) { buffer.finish() }
+        for buffer in buffers.withLockedValue({ $0.values.compactMap(\.buffer) }) { buffer.finish() }
     }
 }
 
@@ -64,7 +64,7 @@ final class SubscriberBuffer<Element: Sendable>: Sendable {
 
     private let limit: Int
     private let isIncluded: @Sendable (Element) -> Bool
-    private let state = Mutex(State())
+    private let state = NIOLockedValueBox(State())
 
     fileprivate init(limit: Int, isIncluded: @escaping @Sendable (Element) -> Bool) {
         precondition(limit > 0, "a subscriber's buffer holds at least one element")
@@ -74,7 +74,7 @@ final class SubscriberBuffer<Element: Sendable>: Sendable {
 
     fileprivate func offer(_ element: Element) {
         guard isIncluded(element) else { return }
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
             guard !state.finished else { return nil }
             if state.elements.count - state.head == limit {
                 state.head += 1
@@ -92,7 +92,7 @@ final class SubscriberBuffer<Element: Sendable>: Sendable {
     }
 
     fileprivate func finish() {
-        let waiter = state.withLock { state in
+        let waiter = state.withLockedValue { state in
             state.finished = true
             defer { state.waiter = nil }
             return state.waiter
@@ -105,7 +105,7 @@ final class SubscriberBuffer<Element: Sendable>: Sendable {
     /// reading task is cancelled.
     func next() async -> Read? {
         while !Task.isCancelled {
-            let step = state.withLock { state -> Step in
+            let step = state.withLockedValue { state -> Step in
                 if state.dropped > 0 {
                     defer { state.dropped = 0 }
                     return .read(.dropped(state.dropped))
@@ -126,7 +126,7 @@ final class SubscriberBuffer<Element: Sendable>: Sendable {
             }
             await withTaskCancellationHandler {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    let ready = state.withLock { state in
+                    let ready = state.withLockedValue { state in
                         guard !Task.isCancelled, !state.finished, state.dropped == 0,
                             state.head == state.elements.count
                         else { return true }
@@ -136,7 +136,7 @@ final class SubscriberBuffer<Element: Sendable>: Sendable {
                     if ready { continuation.resume() }
                 }
             } onCancel: {
-                let waiter = state.withLock { state in
+                let waiter = state.withLockedValue { state in
                     defer { state.waiter = nil }
                     return state.waiter
                 }

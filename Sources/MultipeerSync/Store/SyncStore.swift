@@ -1,6 +1,6 @@
 import Foundation
 public import MultipeerSession
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// A replicated store of typed collections of records, kept durably on this device and in sync
 /// with every peer of a `MultipeerSession` that runs one.
@@ -52,10 +52,10 @@ public final actor SyncStore {
     package private(set) var traffic = Traffic()
     /// Who may write each collection, when its files are fetched, and its schema version, as
     /// the application said (``carry(_:writers:attachments:)``, ``collection(_:)``).
-    nonisolated let rules = Mutex<[String: CollectionRules]>([:])
+    nonisolated let rules = NIOLockedValueBox<[String: CollectionRules]>([:])
     /// The newest schema version a peer announced for each collection, and that peer
     /// (docs/SYNC.md 10).
-    nonisolated let newerSchemas = Mutex<[String: (version: UInt32, peer: UUID)]>([:])
+    nonisolated let newerSchemas = NIOLockedValueBox<[String: (version: UInt32, peer: UUID)]>([:])
     /// The newer schemas reported in this run: by peer, version and collection.
     var reportedSchemas: Set<String> = []
     /// The files of attachments, on disk (nil: this store keeps none).
@@ -181,7 +181,7 @@ public final actor SyncStore {
     {
         carry(Record.collectionName, writers: Record.writers, attachments: Record.attachments)
         let schema = UInt32(clamping: max(1, Record.schemaVersion))
-        rules.withLock { $0[Record.collectionName]?.schema = schema }
+        rules.withLockedValue { $0[Record.collectionName]?.schema = schema }
         return SyncCollection(store: self)
     }
 
@@ -196,7 +196,7 @@ public final actor SyncStore {
         writers: SyncWriters,
         attachments: SyncAttachmentPolicy = .atOnce
     ) {
-        rules.withLock { rules in
+        rules.withLockedValue { rules in
             let schema = rules[collection]?.schema
             rules[collection] = CollectionRules(writers: writers, attachments: attachments, schema: schema)
         }
@@ -204,7 +204,7 @@ public final actor SyncStore {
 
     /// When the files of `collection`'s records are fetched.
     nonisolated func attachmentPolicy(of collection: String) -> SyncAttachmentPolicy {
-        rules.withLock { $0[collection]?.attachments ?? .atOnce }
+        rules.withLockedValue { $0[collection]?.attachments ?? .atOnce }
     }
 
     /// What the store reports besides changes: refusals, exchanges, failures. Each access is a
@@ -316,7 +316,7 @@ public final actor SyncStore {
                 "a write of \(records.count) records of \(collection): this station does not keep \(collection) (its configuration's keeps); nothing was written"
             )
         }
-        station.writers = rules.withLock { $0.mapValues(\.writers) }
+        station.writers = rules.withLockedValue { $0.mapValues(\.writers) }
         exchanges.storing(from: nil, latest: try station.holding())
         let (changes, versions) = try station.put(
             records.map { (RecordKey(collection: collection, id: $0.id), $0.fields, $0.attachments) },
@@ -349,7 +349,7 @@ public final actor SyncStore {
                 refusals.append(error)
             }
         }
-        station.writers = rules.withLock { $0.mapValues(\.writers) }
+        station.writers = rules.withLockedValue { $0.mapValues(\.writers) }
         exchanges.storing(from: nil, latest: try station.holding())
         let taken = try station.take(versions, keys: keys, now: now())
         removeReleasedFiles()
@@ -593,7 +593,7 @@ public final actor SyncStore {
         skipping: Set<[UInt8]>
     ) -> [Bool] {
         let offered = Dictionary(keys.map { ($0.peerID, $0) }, uniquingKeysWith: { first, _ in first })
-        let writers = rules.withLock { $0.mapValues(\.writers) }
+        let writers = rules.withLockedValue { $0.mapValues(\.writers) }
         let held = skipping.union((try? storage.kept(versions.compactMap { try? $0.get().id })) ?? [])
         var stored: [UUID: PeerKey?] = [:]
         let work = versions.enumerated().compactMap {
@@ -779,7 +779,7 @@ public final actor SyncStore {
                 report(.refused(error, from: peer))
             }
         }
-        station.writers = rules.withLock { $0.mapValues(\.writers) }
+        station.writers = rules.withLockedValue { $0.mapValues(\.writers) }
         exchanges.storing(from: peer, latest: try station.holding())
         let taken = try station.take(versions, keys: keys, from: peer, now: now(), verified: checked)
         removeReleasedFiles()
@@ -930,7 +930,7 @@ public final actor SyncStore {
 extension SyncStore {
     /// Tells `peer` the schema version of each collection this station reads (docs/SYNC.md 10).
     func announceSchemas(to peer: UUID) async {
-        let schemas = rules.withLock { rules in
+        let schemas = rules.withLockedValue { rules in
             rules.compactMap { name, rules in rules.schema.map { SyncMessage.Schema(collection: name, version: $0) } }
         }.sorted { Array($0.collection.utf8).lexicographicallyPrecedes(Array($1.collection.utf8)) }
         guard !schemas.isEmpty else { return }
@@ -941,10 +941,10 @@ extension SyncStore {
     /// reported, once per peer, collection and version in a run, and kept to name it when a
     /// record does not read.
     func heard(_ schemas: [SyncMessage.Schema], from peer: UUID) {
-        let ours = rules.withLock { $0.compactMapValues(\.schema) }
+        let ours = rules.withLockedValue { $0.compactMapValues(\.schema) }
         for schema in schemas {
             guard let own = ours[schema.collection], schema.version > own else { continue }
-            newerSchemas.withLock { newer in
+            newerSchemas.withLockedValue { newer in
                 if newer[schema.collection].map({ $0.version < schema.version }) ?? true {
                     newer[schema.collection] = (schema.version, peer)
                 }
@@ -957,8 +957,8 @@ extension SyncStore {
     /// `error` (a record of `collection` that does not read), with the newer schema version a
     /// peer announced for the collection, if one did.
     nonisolated func explained(_ error: SyncError, in collection: String) -> SyncError {
-        let ours = rules.withLock { $0[collection]?.schema }
-        guard let newer = newerSchemas.withLock({ $0[collection] }), let ours, newer.version > ours else {
+        let ours = rules.withLockedValue { $0[collection]?.schema }
+        guard let newer = newerSchemas.withLockedValue({ $0[collection] }), let ours, newer.version > ours else {
             return error
         }
         return SyncError(
