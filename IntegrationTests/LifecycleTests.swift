@@ -80,9 +80,23 @@ struct RejoinOverDiscoveryTests {
         return pair.0.peerID.isGreater(than: pair.1.peerID) ? (pair.1, pair.0) : pair
     }
 
+    /// Both sides' limits: a first dial's first bytes, and its handshake, may come seconds late on
+    /// a loaded machine (make test's suites side by side once kept the first bytes past the
+    /// default second, and the dial failed), and the dialler's next dial is a minute away, by design.
+    static var patientLimits: MultipeerSession.Limits {
+        var limits = MultipeerSession.Limits()
+        limits.firstBytesTimeout = .seconds(10)
+        limits.handshakeTimeout = .seconds(10)
+        return limits
+    }
+
     /// A dialler whose redials wait a minute: a rejoin within the test's deadline is the other side's doing.
     static func patientDialler(_ identity: PeerIdentity, serviceType: String) -> MultipeerSession {
-        var configuration = MultipeerSession.Configuration.test("greater", serviceType: serviceType)
+        var configuration = MultipeerSession.Configuration.test(
+            "greater",
+            serviceType: serviceType,
+            limits: patientLimits
+        )
         configuration.reconnect = ReconnectParameters(initialDelay: .seconds(60), maximumDelay: .seconds(60))
         return MultipeerSession(configuration: configuration, identity: identity)
     }
@@ -95,7 +109,10 @@ struct RejoinOverDiscoveryTests {
         let type = try DiscoveryTests.uniqueServiceType()
         let (lesser, greater) = Self.identities()
         let dialler = Self.patientDialler(greater, serviceType: type.rawValue)
-        let resumed = MultipeerSession(configuration: .test("lesser", serviceType: type.rawValue), identity: lesser)
+        let resumed = MultipeerSession(
+            configuration: .test("lesser", serviceType: type.rawValue, limits: Self.patientLimits),
+            identity: lesser
+        )
         let diallerEvents = EventLog(dialler.events)
         let resumedEvents = EventLog(resumed.events)
         try await whileRunning([dialler, resumed]) {
@@ -125,7 +142,11 @@ struct RejoinOverDiscoveryTests {
         let type = try DiscoveryTests.uniqueServiceType()
         let (lesser, greater) = Self.identities()
         let dialler = Self.patientDialler(greater, serviceType: type.rawValue)
-        var strict = MultipeerSession.Configuration.test("lesser", serviceType: type.rawValue)
+        var strict = MultipeerSession.Configuration.test(
+            "lesser",
+            serviceType: type.rawValue,
+            limits: Self.patientLimits
+        )
         strict.roster = Roster(keys: [lesser.key])
         let guarded = MultipeerSession(configuration: strict, identity: lesser)
         let guardedEvents = EventLog(guarded.events)
