@@ -33,12 +33,13 @@ final class HostNetwork: Sendable {
             // Linux's default congestion control, whatever this machine's is (a VM's may be BBR,
             // whose bulk transfers over a lossy link behave otherwise): the hosts are a default
             // Linux's, as the simulated twin's TCP is (docs/SIMULATION.md).
-            try await run(
-                "/usr/bin/ip",
-                [
-                    "netns", "exec", namespace, "sysctl", "-qw",
-                    "net.ipv4.tcp_congestion_control=\(CongestionControl.hosts)",
-                ]
+            try await ip(
+                "netns",
+                "exec",
+                namespace,
+                "sysctl",
+                "-qw",
+                "net.ipv4.tcp_congestion_control=\(CongestionControl.hosts)"
             )
             if !ipv6 {
                 for scope in ["all", "default"] {
