@@ -447,11 +447,6 @@ extension SimulatedTwin.Outcome {
                 String(format: "rejoin %.0f ms simulated, %.0f ms real, beyond the redial bound", simulated, measured)
             )
         }
-        if let teardowns = teardownsOverSeeds, let measured = real.teardownsPerMinute,
-            let problem = Self.teardownsDisagree(simulated: teardowns, real: measured)
-        {
-            problems.append(problem)
-        }
         if undelivered > 0 { problems.append("\(undelivered) messages sent during the simulated fault never arrived") }
         // The rogue adverts: both runs' dials tried the sink, or neither did.
         if let simulated = sinkFailures,

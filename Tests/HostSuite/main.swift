@@ -113,6 +113,13 @@ for scenario in chosen.flatMap({ Array(repeating: $0, count: repeats) }) {
             let lasting = Duration.milliseconds(Int64(result.faultMilliseconds ?? 0))
             let simulated = try await SimulatedTwin.measure(twin, lasting: lasting, seed: UInt64(results.count + 1))
             result.simulated = simulated
+            // Reported, not failed: the twin tears lossy links down less often than CUBIC's real
+            // ones (docs/SIMULATION.md, "The lossy link"), a known disagreement of issue 61.
+            if let teardowns = simulated.teardownsOverSeeds, let measured = result.teardownsPerMinute,
+                let problem = SimulatedTwin.Outcome.teardownsDisagree(simulated: teardowns, real: measured)
+            {
+                print("   the twin's teardowns disagree (reported, not failed): \(problem)")
+            }
             if let disagreement = simulated.disagreement(with: result, fault: twin) {
                 throw HostSuiteError("the simulated twin disagrees with the real run: \(disagreement)")
             }
