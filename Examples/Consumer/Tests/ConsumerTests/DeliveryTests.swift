@@ -373,9 +373,12 @@ import Testing
             var reached = 0
             for number in 0..<50 { reached += try await dialler.broadcast(Note(text: "\(number)")) }
             #expect(reached < 50, "reached the peer \(reached) times of 50")
-            // Another type, skipped too (the outbox is still full): its report comes after every
-            // report of the notes' skips.
-            #expect(try await dialler.broadcast(Marker()) == 0)
+            // Another type, skipped too once the outbox is full again (a note acknowledged late,
+            // on a busy machine, can make room for a marker or two first): its report comes after
+            // every report of the notes' skips.
+            try await within(30, "a marker to be skipped") {
+                while try await dialler.broadcast(Marker()) > 0 { try Task.checkCancellation() }
+            }
             let reports = try await within(30, "the skips to be reported") {
                 var reports: [(Peer, String, MultipeerError)] = []
                 for await event in events {
@@ -395,7 +398,9 @@ import Testing
     }
 
     /// Unreliable messages sent flat out for 5 s, read as fast as they come: every send
-    /// succeeds, the link stays up, and messages arrive throughout. (The sender's own keepalive
+    /// succeeds, the link stays up, and messages arrive throughout, up to the flood's last
+    /// second (how many is the machine's speed, not asserted: some 200 on two busy cores, many
+    /// thousands on an idle one). (The sender's own keepalive
     /// used to time the link out within seconds: each unreliable message was a task of its own
     /// on the link's event loop, which runs its tasks until none is left before it reads its
     /// sockets again, so it never read the peer's PINGs.) The dialler's unreliable queue holds
@@ -405,25 +410,26 @@ import Testing
         try await withPair(diallerLimits: small) { listener, dialler in
             let notes = listener.messages(of: Note.self)
             let target = listener.peerID
+            let start = ContinuousClock.now
             let sending = Task {
-                let end = ContinuousClock.now + .seconds(5)
                 var sent = 0
-                while ContinuousClock.now < end {
+                while ContinuousClock.now < start + .seconds(5) {
                     try await dialler.send(Note(text: "\(sent)"), to: target, delivery: .unreliable)
                     sent += 1
                 }
                 return sent
             }
             let reading = Task {
-                var received = 0
-                for await _ in notes { received += 1 }
-                return received
+                var (received, last) = (0, start)
+                for await _ in notes { (received, last) = (received + 1, ContinuousClock.now) }
+                return (received, last - start)
             }
             let sent = try await sending.value
             try await dialler.send(Marker(), to: target, awaitAcknowledgement: true)
             reading.cancel()
-            let received = await reading.value
-            #expect(sent > 1_000 && received > 1_000, "sent \(sent), received \(received)")
+            let (received, lastArrival) = await reading.value
+            #expect(sent > 0 && received > 0, "sent \(sent), received \(received)")
+            #expect(lastArrival >= .seconds(4), "sent \(sent), received \(received), the last \(lastArrival) in")
             #expect(await dialler.linkStats(for: listener.peerID)?.reconnects == 0, "the link stayed up")
             #expect(await listener.linkStats(for: dialler.peerID)?.reconnects == 0, "the link stayed up")
         }
