@@ -390,8 +390,8 @@ let package = Package(
         .testTarget(
             name: "NavlogSyncTests",
             dependencies: [
-                "NavlogSync", "MultipeerSync", "MultipeerCore", "MultipeerSession", "MultipeerTLS",
-                "MultipeerTestSupport",
+                "NavlogSync", "MultipeerSync", "MultipeerCore", "MultipeerSession", "MultipeerSessionTesting",
+                "MultipeerTLS", "MultipeerTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

@@ -34,24 +34,54 @@ public final actor NavlogNode: Service {
     /// every entry, signed by its origin (a version 0.9's first release stored unsigned is
     /// issued again as this host's), and the files attached to them.
     public init(store: NavlogStore, configuration: MultipeerSession.Configuration) async throws(NavlogError) {
+        let identity = try Self.identity(of: store)
+        try await self.init(
+            store: store,
+            session: MultipeerSession(configuration: Self.configuration(configuration, for: store), identity: identity)
+        )
+    }
+
+    /// A host on `store` over a session made elsewhere (a simulated host's, in a simulated
+    /// world): made from ``configuration(_:for:)`` under the store's identity, and not run
+    /// (``run()`` runs it).
+    public init(store: NavlogStore, session: MultipeerSession) async throws(NavlogError) {
+        let identity = try Self.identity(of: store)
+        guard session.peerID == identity.peerID else {
+            throw NavlogError(
+                .identityFile,
+                "the session is peer \(session.peerID), not the store's \(identity.peerID) (\(store.path)); make it with the store's identity"
+            )
+        }
+        self.store = store
+        self.session = session
+        self.author = session.configuration.peer.displayName
+        sync = try store.syncStore(over: session)
+        log = NavlogLog(store: sync)
+        try await Self.bringIn(store.legacy, of: store, into: log, as: identity)
+        for entry in try await log.entries() { remember(entry) }
+    }
+
+    /// `configuration` as a host on `store` runs it: received files into the store's folder, and
+    /// the store's message types said to every peer (so that a peer running another build,
+    /// 0.9's navlog protocol, sends it nothing it cannot read: docs/NAVLOG.md 2).
+    public static func configuration(
+        _ configuration: MultipeerSession.Configuration,
+        for store: NavlogStore
+    ) -> MultipeerSession.Configuration {
+        var configuration = configuration
+        configuration.resourceDirectory = store.incoming
+        configuration.messageTypes = SyncStore.messageTypes
+        return configuration
+    }
+
+    private static func identity(of store: NavlogStore) throws(NavlogError) -> PeerIdentity {
         guard let identity = store.identity else {
             throw NavlogError(
                 .databaseFailure,
                 "the store \(store.path) is open read-only; a host needs it open for writing"
             )
         }
-        self.store = store
-        self.author = configuration.peer.displayName
-        var configuration = configuration
-        configuration.resourceDirectory = store.incoming
-        // The store's message types, said to every peer: a peer running another build (0.9's
-        // navlog protocol) sends it nothing it cannot read (docs/NAVLOG.md 2).
-        configuration.messageTypes = SyncStore.messageTypes
-        session = MultipeerSession(configuration: configuration, identity: identity)
-        sync = try store.syncStore(over: session)
-        log = NavlogLog(store: sync)
-        try await Self.bringIn(store.legacy, of: store, into: log, as: identity)
-        for entry in try await log.entries() { remember(entry) }
+        return identity
     }
 
     /// Brings navlog-sync 0.9's log into the store (docs/SYNC.md 11), then lets its tables go.

@@ -426,9 +426,27 @@ public final class SimulatedHost: Sendable {
     public let identity: PeerIdentity
 
     /// Runs `session` in this host's process until the world shuts down, the process is
-    /// killed, or the returned task is cancelled.
+    /// killed, or the returned task is cancelled. `run` is what runs it, where the application
+    /// runs its session inside a service of its own (nil: `session.run()`); it must end when the
+    /// session does.
+    ///
+    /// ```swift
+    /// func startSessionAndStore(on host: SimulatedHost, _ session: MultipeerSession, _ store: SyncStore) {
+    ///     // The application's own service: the store beside its session, ending with it.
+    ///     host.start(session) {
+    ///         try await withThrowingTaskGroup(of: Void.self) { group in
+    ///             group.addTask { try await store.run() }
+    ///             try await session.run()
+    ///             group.cancelAll()
+    ///         }
+    ///     }
+    /// }
+    /// ```
     @discardableResult
-    public func start(_ session: MultipeerSession) -> Task<Void, any Error> {
+    public func start(
+        _ session: MultipeerSession,
+        by run: (@Sendable () async throws -> Void)? = nil
+    ) -> Task<Void, any Error> {
         let state = self.state
         let (executor, process) = state.withLockedValue { state in
             state.running += 1
@@ -437,7 +455,7 @@ public final class SimulatedHost: Sendable {
         let task = Task(executorPreference: executor) {
             // (Its last job, on the world's thread: shutdown() sees it end.)
             defer { state.withLockedValue { $0.running -= 1 } }
-            try await session.run()
+            if let run { try await run() } else { try await session.run() }
         }
         state.withLockedValue { if $0.process.loop.host == process { $0.process.tasks.append(task) } }
         // The session's events, into the trace: read on the world's thread, in the order emitted.

@@ -109,8 +109,16 @@ final class HostNetwork: Sendable {
 
     /// Puts `net-impair` between a host's link and the bridge: each frame, either way, is lost
     /// with `loss` percent, or delayed `delay` +- `jitter` ms (tc netem's job; this kernel has
-    /// no netem). Returns the relay, for ``clearImpairment(of:relay:)``.
-    func impair(_ host: Host, tool: String, loss: Int, delay: Int, jitter: Int) async throws -> BackgroundProcess {
+    /// no netem). Returns the relay, for ``clearImpairment(of:relay:)``; with `pipes`, what it
+    /// prints is in its `lines`.
+    func impair(
+        _ host: Host,
+        tool: String,
+        loss: Int,
+        delay: Int,
+        jitter: Int,
+        pipes: Bool = false
+    ) async throws -> BackgroundProcess {
         let (relay, bridgeSide) = ("imp-\(host.port)", "impb-\(host.port)")
         try await ip("-n", bridge, "link", "set", host.port, "nomaster")
         try await ip("-n", bridge, "link", "add", relay, "type", "veth", "peer", "name", bridgeSide)
@@ -118,7 +126,8 @@ final class HostNetwork: Sendable {
         try await ip("-n", bridge, "link", "set", relay, "up")
         return try BackgroundProcess(
             "/usr/bin/ip",
-            ["netns", "exec", bridge, tool, host.port, relay, "\(loss)", "\(delay)", "\(jitter)"]
+            ["netns", "exec", bridge, tool, host.port, relay, "\(loss)", "\(delay)", "\(jitter)"],
+            pipes: pipes
         )
     }
 

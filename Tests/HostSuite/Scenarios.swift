@@ -77,6 +77,7 @@ struct Scenario: Sendable {
                 cut: { _, relief in try await dropOutgoing(relief, "-I") },
                 heal: { _, relief in try await dropOutgoing(relief, "-D") }
             ),
+            held(impairTool: impairTool),
             Scenario(
                 name: "loss and delay",
                 fault:
@@ -470,6 +471,59 @@ struct Scenario: Sendable {
     /// Relief cut off from the other two and back. Captain and first-officer edit meanwhile, and
     /// so does relief when it `reliefRuns` through the fault (a network fault, not a frozen or
     /// killed process); relief's last entry is stored just before the fault.
+    /// Relief's link through net-impair from the start, forwarding everything; the fault holds
+    /// every frame to and from relief (SIGUSR1), nothing lost, and the heal lets them all go at
+    /// once (SIGUSR2): what relief's peers sent it, and it them, arrives in a burst at sockets
+    /// the keepalive has closed by then.
+    static func held(impairTool: String) -> Scenario {
+        let relay = NIOLockedValueBox<Relay?>(nil)
+        @Sendable func signal(_ number: Int32, awaiting prefix: String) async throws -> String {
+            try await relay.withLockedValue { $0! }.signal(number, awaiting: prefix)
+        }
+        var scenario = isolate(
+            "hold",
+            "every frame to and from relief is held (net-impair, nothing lost), then all let go at once",
+            reliefRuns: true,
+            twin: .hold,
+            cut: { _, _ in _ = try await signal(SIGUSR1, awaiting: "net-impair: holding") },
+            heal: { _, _ in print("   " + (try await signal(SIGUSR2, awaiting: "net-impair: released"))) }
+        )
+        scenario.prepare = { run in
+            let process = try await run.network.impair(
+                run.host("relief"),
+                tool: impairTool,
+                loss: 0,
+                delay: 0,
+                jitter: 0,
+                pipes: true
+            )
+            relay.withLockedValue { $0 = Relay(process) }
+        }
+        return scenario
+    }
+
+    /// A net-impair relay told what to do by signals, and what it says back, read in order.
+    actor Relay {
+        let process: BackgroundProcess
+        private var said: AsyncStream<String>.Iterator
+
+        init(_ process: BackgroundProcess) {
+            self.process = process
+            said = process.lines!.makeAsyncIterator()
+        }
+
+        /// Sends the relay `number` and returns the first line it prints that starts with `prefix`.
+        func signal(_ number: Int32, awaiting prefix: String) async throws -> String {
+            kill(process.pid, number)
+            var iterator = said
+            defer { said = iterator }
+            while let line = await iterator.next(isolation: self) {
+                if line.hasPrefix(prefix) { return line }
+            }
+            throw HostSuiteError("net-impair ended before it said \"\(prefix)\"")
+        }
+    }
+
     static func isolate(
         _ name: String,
         _ fault: String,

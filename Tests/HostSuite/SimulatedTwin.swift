@@ -15,6 +15,8 @@ struct SimulatedTwin: Sendable {
         case blackHole
         /// What relief sends is lost, what it is sent arrives (TCP half-open).
         case oneWayCut
+        /// What crosses to and from relief is held, nothing lost, then let go at once.
+        case hold
         /// Relief's process stops (SIGSTOP) and goes on (SIGCONT).
         case frozen
         /// Relief's process is killed (SIGKILL) and started again with its identity.
@@ -39,7 +41,7 @@ struct SimulatedTwin: Sendable {
         var faultyRuns: Bool {
             switch self {
             case .frozen, .killed: false
-            case .blackHole, .oneWayCut, .partition, .lossy, .renumbered, .eightHosts, .rogueAdverts: true
+            case .blackHole, .oneWayCut, .hold, .partition, .lossy, .renumbered, .eightHosts, .rogueAdverts: true
             }
         }
 
@@ -236,6 +238,7 @@ struct SimulatedTwin: Sendable {
                 switch fault {
                 case .blackHole, .lossy: holes.append(await hosts[index].blackHole())
                 case .oneWayCut: holes.append(await world.cut(from: [hosts[index]]))
+                case .hold: holes.append(await world.hold([hosts[index]]))
                 case .frozen: hosts[index].freeze()
                 case .killed: await hosts[index].kill()
                 case .renumbered: await hosts[index].renumber()
@@ -284,7 +287,7 @@ struct SimulatedTwin: Sendable {
                 case .killed:
                     hosts[index].restart()
                     start(index)
-                case .blackHole, .oneWayCut, .partition, .renumbered, .eightHosts, .rogueAdverts: break
+                case .blackHole, .oneWayCut, .hold, .partition, .renumbered, .eightHosts, .rogueAdverts: break
                 }
             }
             try await world.run(

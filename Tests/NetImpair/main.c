@@ -7,8 +7,12 @@
 //
 // Each frame is dropped with probability LOSS_PERCENT/100, or sent on after DELAY_MS +- JITTER_MS
 // (uniform), so frames can be reordered, as with netem. Frames travel with their virtio-net
-// header (PACKET_VNET_HDR), so segmentation offload passes through unharmed. Runs until SIGINT or
-// SIGTERM; prints what it forwarded and dropped when it ends.
+// header (PACKET_VNET_HDR), so segmentation offload passes through unharmed.
+//
+// SIGUSR1 holds every frame, both ways: nothing is lost (up to 65,536 frames), nothing goes on.
+// SIGUSR2 lets what was held go at once, in the order it came, and forwarding goes on as before:
+// turmoil's `hold` and `release`, SimulatedWorld.hold's twin. Runs until SIGINT or SIGTERM;
+// prints what it forwarded, dropped and held when it ends.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -30,6 +34,7 @@ enum { maximum_frame = 65536 + sizeof(struct virtio_net_hdr), maximum_queued = 6
 
 struct frame {
     uint64_t due;  // nanoseconds, CLOCK_MONOTONIC
+    uint64_t order;  // of arrival: frames due at once go in the order they came
     int out;
     size_t length;
     unsigned char *bytes;
@@ -39,9 +44,13 @@ struct frame {
 static struct frame queue[maximum_queued];
 static size_t queued;
 
+static int before(const struct frame *a, const struct frame *b) {
+    return a->due < b->due || (a->due == b->due && a->order < b->order);
+}
+
 static void push(struct frame frame) {
     size_t index = queued++;
-    while (index > 0 && queue[(index - 1) / 2].due > frame.due) {
+    while (index > 0 && before(&frame, &queue[(index - 1) / 2])) {
         queue[index] = queue[(index - 1) / 2];
         index = (index - 1) / 2;
     }
@@ -54,8 +63,8 @@ static struct frame pop(void) {
     for (;;) {
         size_t child = 2 * index + 1;
         if (child >= queued) break;
-        if (child + 1 < queued && queue[child + 1].due < queue[child].due) child++;
-        if (queue[child].due >= last.due) break;
+        if (child + 1 < queued && before(&queue[child + 1], &queue[child])) child++;
+        if (!before(&queue[child], &last)) break;
         queue[index] = queue[child];
         index = child;
     }
@@ -78,8 +87,9 @@ static double uniform(void) {  // [0, 1), xorshift64*
     return (double)((random_state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
 }
 
-static volatile sig_atomic_t stopping;
+static volatile sig_atomic_t stopping, holding;
 static void stop(int signal) { (void)signal; stopping = 1; }
+static void hold(int signal) { holding = signal == SIGUSR1; }
 
 static int open_interface(const char *name) {
     unsigned index = if_nametoindex(name);
@@ -111,12 +121,23 @@ int main(int argc, char **argv) {
     random_state = now() | 1;
     signal(SIGINT, stop);
     signal(SIGTERM, stop);
-    unsigned long forwarded = 0, dropped = 0;
+    signal(SIGUSR1, hold);
+    signal(SIGUSR2, hold);
+    unsigned long forwarded = 0, dropped = 0, held = 0, heldBefore = 0, arrived = 0;
+    int wasHolding = 0;
     static unsigned char buffer[maximum_frame];
 
     while (!stopping) {
-        int timeout = -1;
-        if (queued > 0) {
+        if (holding != wasHolding) {
+            wasHolding = holding;
+            if (holding) printf("net-impair: holding\n");
+            else printf("net-impair: released %lu frames held\n", held - heldBefore);
+            heldBefore = held;
+            fflush(stdout);
+        }
+        // (Holding, it looks every 50 ms: a release that came just before poll() waits no longer.)
+        int timeout = holding ? 50 : -1;
+        if (queued > 0 && !holding) {
             uint64_t current = now();
             timeout = queue[0].due <= current ? 0 : (int)((queue[0].due - current) / 1000000) + 1;
         }
@@ -135,19 +156,26 @@ int main(int argc, char **argv) {
                     continue;
                 }
                 double wait = delay + (2 * uniform() - 1) * jitter;
-                struct frame frame = {.due = now() + (uint64_t)(wait > 0 ? wait : 0), .out = sockets[1 - side], .length = (size_t)count};
+                struct frame frame = {
+                    .due = now() + (uint64_t)(wait > 0 ? wait : 0),
+                    .order = arrived++,
+                    .out = sockets[1 - side],
+                    .length = (size_t)count,
+                };
+                if (holding) held++;
                 frame.bytes = malloc(frame.length);
                 if (!frame.bytes) continue;
                 memcpy(frame.bytes, buffer, frame.length);
                 push(frame);
             }
         }
-        for (uint64_t current = now(); queued > 0 && queue[0].due <= current;) {
+        // (Released, what was held is all due: it goes at once, in order.)
+        for (uint64_t current = now(); !holding && queued > 0 && queue[0].due <= current;) {
             struct frame frame = pop();
             if (send(frame.out, frame.bytes, frame.length, 0) >= 0) forwarded++;
             free(frame.bytes);
         }
     }
-    printf("net-impair: forwarded %lu frames, dropped %lu\n", forwarded, dropped);
+    printf("net-impair: forwarded %lu frames, dropped %lu, held %lu\n", forwarded, dropped, held);
     return 0;
 }
