@@ -109,7 +109,8 @@ final class HostNetwork: Sendable {
 
     /// Puts `net-impair` between a host's link and the bridge: each frame, either way, is lost
     /// with `loss` percent, or delayed `delay` +- `jitter` ms (tc netem's job; this kernel has
-    /// no netem). Returns the relay, for ``clearImpairment(of:relay:)``; with `pipes`, what it
+    /// no netem); with `peer`, only the frames between the two hosts (one path; the host's others
+    /// stay clean). Returns the relay, for ``clearImpairment(of:relay:)``; with `pipes`, what it
     /// prints is in its `lines`.
     func impair(
         _ host: Host,
@@ -117,8 +118,11 @@ final class HostNetwork: Sendable {
         loss: Int,
         delay: Int,
         jitter: Int,
+        peer: Host? = nil,
         pipes: Bool = false
     ) async throws -> BackgroundProcess {
+        var peerAddress: String?
+        if let peer { peerAddress = try await macAddress(of: peer) }
         let (relay, bridgeSide) = ("imp-\(host.port)", "impb-\(host.port)")
         try await ip("-n", bridge, "link", "set", host.port, "nomaster")
         try await ip("-n", bridge, "link", "add", relay, "type", "veth", "peer", "name", bridgeSide)
@@ -126,9 +130,20 @@ final class HostNetwork: Sendable {
         try await ip("-n", bridge, "link", "set", relay, "up")
         return try BackgroundProcess(
             "/usr/bin/ip",
-            ["netns", "exec", bridge, tool, host.port, relay, "\(loss)", "\(delay)", "\(jitter)"],
+            ["netns", "exec", bridge, tool, host.port, relay, "\(loss)", "\(delay)", "\(jitter)"]
+                + (peerAddress.map { [$0] } ?? []),
             pipes: pipes
         )
+    }
+
+    /// The Ethernet address of a host's link (its eth0).
+    func macAddress(of host: Host) async throws -> String {
+        let shown = try await run("/usr/bin/ip", ["-n", host.namespace, "-o", "link", "show", "dev", "eth0"])
+        let words = shown.split(whereSeparator: \.isWhitespace)
+        guard let index = words.firstIndex(of: "link/ether"), index + 1 < words.count else {
+            throw HostSuiteError("no Ethernet address in: \(shown)")
+        }
+        return String(words[index + 1])
     }
 
     /// Takes the relay out again: the host's link is plugged straight into the bridge.

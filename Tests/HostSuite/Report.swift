@@ -49,8 +49,9 @@ struct Report: Encodable {
             } else {
                 outcome.teardownsPerMinute.map { String(format: "%.1f teardowns a minute while lossy, ", $0) } ?? ""
             }
+        let others = outcome.otherPathTeardowns.map { "\($0) teardowns on the clean paths, " } ?? ""
         let chart =
-            outcome.teardownsPerMinute == nil
+            outcome.teardownsPerMinute == nil || outcome.otherPathTeardowns != nil
             ? ""
             : outcome.chartSeconds.map { String(format: "the chart at relief in %.0f s, ", $0) }
                 ?? "the chart not at relief while lossy, "
@@ -59,7 +60,7 @@ struct Report: Encodable {
                 "detected in \(milliseconds($0)) (\(outcome.reasons.joined(separator: ", "))), "
             } ?? ""
         let sink = outcome.sinkFailures.map { "\($0) dials failed at the sink, " } ?? ""
-        return "\(lossy)\(chart)\(sink)\(detection)back in \(milliseconds(outcome.rejoinMilliseconds))"
+        return "\(lossy)\(others)\(chart)\(sink)\(detection)back in \(milliseconds(outcome.rejoinMilliseconds))"
     }
 
     var markdown: String {

@@ -13,8 +13,12 @@ struct ScenarioResult: Codable {
     /// The reasons the observers gave.
     var reasons: [String] = []
     /// For the lossy link: the peers reported leaving while it was lossy, a minute (each host's
-    /// report counts; no fault was caused, so every one is a false teardown).
+    /// report counts; no fault was caused, so every one is a false teardown). For the lossy
+    /// path: those between its two ends.
     var teardownsPerMinute: Double?
+    /// For the lossy path: the departures seen on the paths it does not cross (first-officer's),
+    /// each a link torn down that nothing was wrong with.
+    var otherPathTeardowns: Int?
     /// From the heal to the last observer having the peer active again.
     var rejoinMilliseconds: Double?
     /// From the fault to the heal, where the scenario heals what it caused.
@@ -52,7 +56,8 @@ struct Scenario: Sendable {
 
     /// Every scenario, in the order they run; the lossy link lasts `lossSeconds`.
     static func all(lossSeconds: Int, impairTool: String) -> [Scenario] {
-        [
+        let pathSeconds = max(10, lossSeconds / 2)
+        return [
             isolate(
                 "link down",
                 "relief's link to the bridge goes down, then up",
@@ -78,6 +83,7 @@ struct Scenario: Sendable {
                 heal: { _, relief in try await dropOutgoing(relief, "-D") }
             ),
             held(impairTool: impairTool),
+            lossyPath(seconds: pathSeconds, impairTool: impairTool),
             Scenario(
                 name: "loss and delay",
                 fault:
@@ -500,6 +506,71 @@ struct Scenario: Sendable {
             relay.withLockedValue { $0 = Relay(process) }
         }
         return scenario
+    }
+
+    /// Only the path between relief and captain loses and delays, as the lossy link does, for
+    /// `seconds`, everyone typing every 5 s; first-officer's paths to both stay clean, and no
+    /// link of theirs may be torn down. The lossy path's own teardowns are reported.
+    static func lossyPath(seconds: Int, impairTool: String) -> Scenario {
+        Scenario(
+            name: "lossy path",
+            fault:
+                "the path between relief and captain alone loses 30 % of frames and delays the rest 100 ms +- 50 ms, each way, for \(seconds) s",
+            twin: .lossyPath(seconds: seconds)
+        ) { run, result in
+            let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
+            let relay = try await run.network.impair(
+                relief,
+                tool: impairTool,
+                loss: 30,
+                delay: 100,
+                jitter: 50,
+                peer: captain,
+                pipes: true
+            )
+            let impairedAt = ContinuousClock.now
+            var leg = 1
+            while ContinuousClock.now - impairedAt < .seconds(seconds) {
+                for host in [captain, officer, relief] {
+                    try await run.add(host, "leg=\(leg) waypoint=L\(leg)")
+                    leg += 1
+                }
+                try await Task.sleep(for: .seconds(5))
+            }
+            let left = run.hosts.flatMap { host in
+                host.navlog.timedLines.filter { $0.at >= impairedAt && $0.line.event == "peer_left" }.map {
+                    (observer: host.name, peer: $0.line["peer"] ?? "?", reason: $0.line["reason"] ?? "?")
+                }
+            }
+            let others = left.filter { $0.observer == officer.name || $0.peer == officer.name }
+            let minutes = (ContinuousClock.now - impairedAt).seconds / 60
+            result.faultMilliseconds = (ContinuousClock.now - impairedAt).seconds * 1000
+            result.teardownsPerMinute = Double(left.count - others.count) / minutes
+            result.otherPathTeardowns = others.count
+            result.reasons = [
+                "\(left.count - others.count) teardowns between relief and captain in \(seconds) s, \(others.count) on first-officer's paths"
+            ]
+            guard others.isEmpty else {
+                throw HostSuiteError(
+                    "links on paths the loss does not cross were torn down: \(others.map { "\($0.observer) saw \($0.peer) leave (\($0.reason))" })"
+                )
+            }
+            let healedAt = ContinuousClock.now
+            try await run.network.clearImpairment(of: relief, relay: relay)
+            for host in run.hosts {
+                try await run.waitActive(host, Set(Scenario.hostNames).subtracting([host.name]))
+            }
+            result.rejoinMilliseconds = (ContinuousClock.now - healedAt).seconds * 1000
+            // What the relay did, as it said when it stopped: the path lost frames, the others none.
+            var said = ""
+            for await line in relay.lines! where line.hasPrefix("net-impair: forwarded") { said = line }
+            let words = said.split(separator: " ")
+            let dropped = words.firstIndex(of: "dropped").flatMap { Int(words[$0 + 1].filter(\.isNumber)) } ?? 0
+            guard dropped > 0 else {
+                throw HostSuiteError("the relay lost nothing on the path (it said: \"\(said)\")")
+            }
+            result.reasons.append(String(said.dropFirst("net-impair: ".count)))
+        }
     }
 
     /// A net-impair relay told what to do by signals, and what it says back, read in order.

@@ -27,6 +27,9 @@ struct SimulatedTwin: Sendable {
         /// `seconds`, everyone sending every 5 s and captain a 1 MiB chart to the others at once;
         /// then they are black-holed too.
         case lossy(seconds: Int)
+        /// The path between relief and captain alone loses and delays as ``lossy(seconds:)``'s,
+        /// for `seconds`, everyone sending every 5 s; first-officer's paths stay clean.
+        case lossyPath(seconds: Int)
         /// Relief moves to another address while it runs: its links from the old one go dead,
         /// and its advert moves. The rejoin counts from the move, as the real scenario's does.
         case renumbered
@@ -41,7 +44,8 @@ struct SimulatedTwin: Sendable {
         var faultyRuns: Bool {
             switch self {
             case .frozen, .killed: false
-            case .blackHole, .oneWayCut, .hold, .partition, .lossy, .renumbered, .eightHosts, .rogueAdverts: true
+            case .blackHole, .oneWayCut, .hold, .partition, .lossy, .lossyPath, .renumbered, .eightHosts, .rogueAdverts:
+                true
             }
         }
 
@@ -70,8 +74,11 @@ struct SimulatedTwin: Sendable {
         /// The observers' reasons, as navlog-sync names them (keepalive_timeout, link_closed...).
         var reasons: [String]
         var rejoinMilliseconds: Double?
-        /// For the lossy link: departures while it was lossy, a minute, at every host.
+        /// For the lossy link: departures while it was lossy, a minute, at every host; for the
+        /// lossy path, those between its ends.
         var teardownsPerMinute: Double?
+        /// For the lossy path: departures on the paths it does not cross.
+        var otherPathTeardowns: Int?
         /// Messages sent while the fault lasted that never arrived.
         var undelivered: Int
         /// For the rogue adverts: the dials that failed at the sink.
@@ -232,6 +239,42 @@ struct SimulatedTwin: Sendable {
                 try await world.run(until: mesh, within: .seconds(30))
             }
 
+            if case .lossyPath(let seconds) = fault {
+                let impairedAt = world.now
+                let (captain, officer, relief) = (hosts[0], hosts[1], hosts[2])
+                await world.impair(
+                    from: relief,
+                    to: captain,
+                    latency: .milliseconds(50),
+                    jitter: .milliseconds(100),
+                    loss: 0.3
+                )
+                while world.now - impairedAt < .seconds(seconds) {
+                    for sender in everyone { await send(from: sender, to: (sender + 1) % hosts.count) }
+                    await world.run(for: .seconds(5))
+                }
+                let left = record.departures.filter { $0.at >= impairedAt }
+                let officerID = crew.sessions[1]!.peerID
+                let others = left.filter { $0.observer == officer.name || $0.peer == officerID }.count
+                let minutes = (world.now - impairedAt) / .seconds(60)
+                let healedAt = world.now
+                await world.repair(from: relief, to: captain)
+                try await world.run(until: mesh, within: .seconds(30))
+                let rejoin = world.now - healedAt
+                let owed = Set(sent)
+                _ = try? await world.run(until: { record.receivedNumbers.isSuperset(of: owed) }, within: .seconds(30))
+                let undelivered = owed.subtracting(record.receivedNumbers).count
+                await world.shutdown()
+                return Outcome(
+                    detectionMilliseconds: nil,
+                    reasons: [],
+                    rejoinMilliseconds: rejoin / .milliseconds(1),
+                    teardownsPerMinute: Double(left.count - others) / minutes,
+                    otherPathTeardowns: others,
+                    undelivered: undelivered
+                )
+            }
+
             let cutAt = world.now
             var holes: [SimulatedPartition] = []
             for index in faulty {
@@ -242,7 +285,7 @@ struct SimulatedTwin: Sendable {
                 case .frozen: hosts[index].freeze()
                 case .killed: await hosts[index].kill()
                 case .renumbered: await hosts[index].renumber()
-                case .partition, .eightHosts, .rogueAdverts: break
+                case .partition, .eightHosts, .rogueAdverts, .lossyPath: break
                 }
             }
             switch fault {
@@ -287,7 +330,8 @@ struct SimulatedTwin: Sendable {
                 case .killed:
                     hosts[index].restart()
                     start(index)
-                case .blackHole, .oneWayCut, .hold, .partition, .renumbered, .eightHosts, .rogueAdverts: break
+                case .blackHole, .oneWayCut, .hold, .partition, .renumbered, .eightHosts, .rogueAdverts, .lossyPath:
+                    break
                 }
             }
             try await world.run(
@@ -451,6 +495,11 @@ extension SimulatedTwin.Outcome {
             )
         }
         if undelivered > 0 { problems.append("\(undelivered) messages sent during the simulated fault never arrived") }
+        // The lossy path: the links of the paths it does not cross unhurt (the real run fails
+        // on its own).
+        if let simulated = otherPathTeardowns, simulated > 0 {
+            problems.append("\(simulated) links on paths the simulated loss does not cross were torn down")
+        }
         // The rogue adverts: both runs' dials tried the sink, or neither did.
         if let simulated = sinkFailures,
             let measured = real.reasons.first.flatMap({ Int($0.prefix(while: \.isNumber)) }),

@@ -3,13 +3,15 @@
 // `tc qdisc add dev X root netem loss L% delay D J` would do, for kernels without netem (this
 // machine's). The multi-host fault suite puts it between a host's link and the bridge.
 //
-//   net-impair IFACE_A IFACE_B LOSS_PERCENT DELAY_MS JITTER_MS
+//   net-impair IFACE_A IFACE_B LOSS_PERCENT DELAY_MS JITTER_MS [PEER_MAC]
 //
 // Each frame is dropped with probability LOSS_PERCENT/100, or sent on after DELAY_MS +- JITTER_MS
-// (uniform), so frames can be reordered, as with netem. Frames travel with their virtio-net
+// (uniform), so frames can be reordered, as with netem. With PEER_MAC (aa:bb:cc:dd:ee:ff), only
+// the frames to or from that Ethernet address are: one path of the host's, the others forwarded
+// at once (ARP and neighbour discovery broadcasts among them). Frames travel with their virtio-net
 // header (PACKET_VNET_HDR), so segmentation offload passes through unharmed.
 //
-// SIGUSR1 holds every frame, both ways: nothing is lost (up to 65,536 frames), nothing goes on.
+// SIGUSR1 holds every frame impaired, both ways: nothing is lost (up to 65,536 frames), nothing goes on.
 // SIGUSR2 lets what was held go at once, in the order it came, and forwarding goes on as before:
 // turmoil's `hold` and `release`, SimulatedWorld.hold's twin. Runs until SIGINT or SIGTERM;
 // prints what it forwarded, dropped and held when it ends.
@@ -111,8 +113,13 @@ static int open_interface(const char *name) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: net-impair IFACE_A IFACE_B LOSS_PERCENT DELAY_MS JITTER_MS\n");
+    unsigned char peer[6];
+    int onePath = argc == 7;
+    if ((argc != 6 && argc != 7)
+        || (onePath
+            && sscanf(argv[6], "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx", &peer[0], &peer[1], &peer[2], &peer[3], &peer[4], &peer[5])
+                != 6)) {
+        fprintf(stderr, "usage: net-impair IFACE_A IFACE_B LOSS_PERCENT DELAY_MS JITTER_MS [PEER_MAC]\n");
         return 64;
     }
     int sockets[2] = {open_interface(argv[1]), open_interface(argv[2])};
@@ -151,6 +158,15 @@ int main(int argc, char **argv) {
                 ssize_t count = recvfrom(sockets[side], buffer, sizeof buffer, 0, (struct sockaddr *)&from, &length);
                 if (count < 0) break;
                 if (from.sll_pkttype == PACKET_OUTGOING) continue;  // our own sends, seen again
+                // (After the virtio-net header, the Ethernet header: destination, then source.)
+                const unsigned char *ethernet = buffer + sizeof(struct virtio_net_hdr);
+                int impaired = !onePath
+                    || ((size_t)count >= sizeof(struct virtio_net_hdr) + 12
+                        && (memcmp(ethernet, peer, 6) == 0 || memcmp(ethernet + 6, peer, 6) == 0));
+                if (!impaired) {
+                    if (send(sockets[1 - side], buffer, (size_t)count, 0) >= 0) forwarded++;
+                    continue;
+                }
                 if (uniform() < loss || queued == maximum_queued) {
                     dropped++;
                     continue;
