@@ -418,6 +418,7 @@ let package = Package(
             name: "MultipeerSessionTests",
             dependencies: [
                 "MultipeerSession",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 "MultipeerTLS",
                 "MultipeerCore",

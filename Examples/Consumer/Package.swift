@@ -11,7 +11,9 @@ let package = Package(
     name: "Consumer",
     platforms: [.macOS(.v15)],
     dependencies: [
-        .package(name: "MultipeerSession", path: "../..")
+        .package(name: "MultipeerSession", path: "../.."),
+        // (Its MetricsTestKit, a backend whose values a test reads: MetricsTests.)
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         .target(
@@ -51,6 +53,7 @@ let package = Package(
                 .product(name: "MultipeerSession", package: "MultipeerSession"),
                 .product(name: "MultipeerSessionTesting", package: "MultipeerSession"),
                 .product(name: "MultipeerSync", package: "MultipeerSession"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

@@ -178,7 +178,7 @@ extension MultipeerSession {
     /// A reliable message from `peer` did not decode here (the application was told): tells its
     /// sender with REJECT, on the peer's link if the incarnation that sent it is still there.
     func reject(_ rejection: Rejection, from peer: Peer) {
-        metrics.rejected(direction: "in")
+        metrics.rejected(inbound: true)
         perform(core.reject(rejection, from: peer.id, incarnation: peer.incarnation))
     }
 

@@ -164,7 +164,7 @@ extension MultipeerSession {
     private func fits(_ message: DataMessage, to peerID: UUID) -> Bool {
         let localLimits = (configuration.limits.maximumFrameLength, configuration.limits.maximumMessageLength)
         guard let (error, report) = deliveries[peerID]?.skip(message, localLimits: localLimits) else { return true }
-        if error.code == .messageTypeNotRead { metrics.notRead(direction: "out") }
+        if error.code == .messageTypeNotRead { metrics.notRead(inbound: false) }
         if let report {
             logger.notice(
                 "broadcast skipped a peer that would refuse it",

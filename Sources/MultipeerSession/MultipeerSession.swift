@@ -58,6 +58,8 @@ public final actor MultipeerSession {
     /// What the links and discovery run with while the session runs (suspended or not); nil
     /// before and after.
     private(set) var running: Running?
+    /// The GOODBYE the last run said to its links as it stopped: shutdown, or suspended.
+    private var goodbye = GoodbyeReason.shutdown
     /// Each peer's delivery, driven by senders and the links' readers, not the actor.
     let deliveries: Deliveries
     /// What the run loop takes, in order (``Input``).
@@ -419,6 +421,7 @@ public final actor MultipeerSession {
             }
             // Say goodbye on every link, then stop accepting and advertising.
             let reason: GoodbyeReason = suspended ? .suspended : .shutdown
+            goodbye = reason
             var closing: [LinkHandle] = []
             perform(
                 core.stopRunning(reason, now: clock.now).filter { action in
@@ -598,7 +601,7 @@ public final actor MultipeerSession {
 
     private func linkClosed(_ id: LinkID, goodbye: GoodbyeReason?, error: MultipeerError?) {
         if running?.links.removeValue(forKey: id) != nil {
-            metrics.linkClosed(reason: goodbye.map { "\($0)" } ?? (error == nil ? "closed" : "error"))
+            metrics.linkClosed(goodbye: goodbye, failed: error != nil)
         }
         perform(core.linkClosed(id, goodbye: goodbye, error: error, now: clock.now))
     }
@@ -814,6 +817,9 @@ public final actor MultipeerSession {
             case .report(let report):
                 tell(report)
             case .ended:
+                // The links still here closed with this side's GOODBYE (their own reports come
+                // after the end, and are not counted again).
+                for _ in running?.links ?? [:] { metrics.linkClosed(goodbye: goodbye, failed: false) }
                 // The flag first, then each part: what a part took in before it ends with the rest.
                 running = nil
                 deliveries.end.end()
@@ -869,7 +875,7 @@ public final actor MultipeerSession {
                     "multipeer.sequence": "\(rejection.sequence)", "multipeer.reason": "\(rejection.reason)",
                 ]
             )
-            metrics.rejected(direction: "out")
+            metrics.rejected(inbound: false)
             subscriptions.emit(
                 .messageRejected(
                     by: Peer(hello),

@@ -1,31 +1,77 @@
-import Metrics
+import CoreMetrics
 import MultipeerCore
+import NIOConcurrencyHelpers
 
-/// The session's swift-metrics instruments, labelled with the session's display name.
+/// The session's swift-metrics instruments, labelled with the session's display name: each made
+/// once, its dimensions from a fixed set (a reason a peer names that this version does not is
+/// counted as `other`, so no peer can make a backend keep a series per number it sends). The
+/// DocC guide lists them ("Observing a session").
 struct SessionMetrics: Sendable {
-    private let dimensions: [(String, String)]
     private let peersActive: Gauge
     private let linksOpened: Counter
     private let messagesIn: Counter
     private let messagesOut: Counter
     private let bytesIn: Counter
     private let bytesOut: Counter
+    private let linksClosed: [String: Counter]
+    private let messagesDropped: [MessageDropReason: Counter]
+    private let rejectedIn: Counter
+    private let rejectedOut: Counter
+    private let notReadIn: Counter
+    private let notReadOut: Counter
+    private let holdsFull: Counter
+    /// By the failure's code and direction: made as each first happens (the codes are this
+    /// version's own, so at most twice their number).
+    private let connectionsFailed: NIOLockedValueBox<[String: Counter]>
+    private let dimensions: [(String, String)]
+    private let factory: any MetricsFactory
 
-    init(localName: String) {
-        dimensions = [("session", localName)]
-        peersActive = Gauge(label: "multipeer_peers_active", dimensions: dimensions)
-        linksOpened = Counter(label: "multipeer_links_opened_total", dimensions: dimensions)
-        messagesIn = Counter(label: "multipeer_messages_total", dimensions: dimensions + [("direction", "in")])
-        messagesOut = Counter(label: "multipeer_messages_total", dimensions: dimensions + [("direction", "out")])
-        bytesIn = Counter(label: "multipeer_payload_bytes_total", dimensions: dimensions + [("direction", "in")])
-        bytesOut = Counter(label: "multipeer_payload_bytes_total", dimensions: dimensions + [("direction", "out")])
+    /// What `multipeer_links_closed_total`'s `reason` can be: a GOODBYE's reason this version
+    /// names, `closed` (no GOODBYE, no error), `error`, or `other` (a GOODBYE's reason it does not name).
+    static let closeReasons =
+        [GoodbyeReason.shutdown, .keepaliveTimeout, .duplicateLink, .protocolError, .suspended, .notInRoster].map(
+            \.description
+        ) + ["closed", "error", "other"]
+
+    /// - Parameter factory: Where the instruments are made: the one bootstrapped by default.
+    init(localName: String, factory: any MetricsFactory = MetricsSystem.factory) {
+        let dimensions = [("session", localName)]
+        func counter(_ label: String, _ more: [(String, String)] = []) -> Counter {
+            Counter(label: label, dimensions: dimensions + more, factory: factory)
+        }
+        self.dimensions = dimensions
+        self.factory = factory
+        peersActive = Gauge(label: "multipeer_peers_active", dimensions: dimensions, factory: factory)
+        linksOpened = counter("multipeer_links_opened_total")
+        messagesIn = counter("multipeer_messages_total", [("direction", "in")])
+        messagesOut = counter("multipeer_messages_total", [("direction", "out")])
+        bytesIn = counter("multipeer_payload_bytes_total", [("direction", "in")])
+        bytesOut = counter("multipeer_payload_bytes_total", [("direction", "out")])
+        linksClosed = Dictionary(
+            uniqueKeysWithValues: Self.closeReasons.map {
+                ($0, counter("multipeer_links_closed_total", [("reason", $0)]))
+            }
+        )
+        messagesDropped = Dictionary(
+            uniqueKeysWithValues: MessageDropReason.every.map {
+                ($0, counter("multipeer_messages_dropped_total", [("reason", $0.label)]))
+            }
+        )
+        rejectedIn = counter("multipeer_messages_rejected_total", [("direction", "in")])
+        rejectedOut = counter("multipeer_messages_rejected_total", [("direction", "out")])
+        notReadIn = counter("multipeer_messages_not_read_total", [("direction", "in")])
+        notReadOut = counter("multipeer_messages_not_read_total", [("direction", "out")])
+        holdsFull = counter("multipeer_holds_full_total")
+        connectionsFailed = NIOLockedValueBox([:])
     }
 
     func activePeers(_ count: Int) { peersActive.record(count) }
     func linkOpened() { linksOpened.increment() }
 
-    func linkClosed(reason: String) {
-        Counter(label: "multipeer_links_closed_total", dimensions: dimensions + [("reason", reason)]).increment()
+    /// A link closed: with the GOODBYE's reason, or without one (`error` when it failed).
+    func linkClosed(goodbye: GoodbyeReason?, failed: Bool) {
+        let reason = goodbye.map { linksClosed[$0.description] == nil ? "other" : $0.description }
+        linksClosed[reason ?? (failed ? "error" : "closed")]!.increment()
     }
 
     func received(bytes: Int) {
@@ -35,35 +81,40 @@ struct SessionMetrics: Sendable {
 
     /// A message acknowledged here was dropped before a subscriber took it.
     func dropped(reason: MessageDropReason, count: Int = 1) {
-        Counter(label: "multipeer_messages_dropped_total", dimensions: dimensions + [("reason", "\(reason.label)")])
-            .increment(by: count)
+        messagesDropped[reason]!.increment(by: count)
+    }
+
+    /// A reliable message did not decode in the receiver's application: `inbound` for one this
+    /// side received (and told its sender of), not for one a peer told this side of.
+    func rejected(inbound: Bool) {
+        (inbound ? rejectedIn : rejectedOut).increment()
+    }
+
+    /// A message of a type its receiver does not read: refused as it arrived (`inbound`), or
+    /// refused to this application for a peer that said it does not read it.
+    func notRead(inbound: Bool = true) {
+        (inbound ? notReadIn : notReadOut).increment()
     }
 
     /// The messages held for a type's first subscriber filled their hold: links bringing more stop.
-    /// A reliable message did not decode in the receiver's application: `direction` "in" for one
-    /// this side received (and told its sender of), "out" for one a peer told this side of.
-    func rejected(direction: String) {
-        Counter(label: "multipeer_messages_rejected_total", dimensions: dimensions + [("direction", direction)])
-            .increment()
-    }
-
-    /// A message of a type its receiver does not read: refused as it arrived (`in`), or
-    /// refused to this application for a peer that said it does not read it (`out`).
-    func notRead(direction: String = "in") {
-        Counter(label: "multipeer_messages_not_read_total", dimensions: dimensions + [("direction", direction)])
-            .increment()
-    }
-
     func holdFull() {
-        Counter(label: "multipeer_holds_full_total", dimensions: dimensions).increment()
+        holdsFull.increment()
     }
 
     /// A connection failed before its peer became active.
     func connectionFailed(code: MultipeerError.Code, inbound: Bool) {
-        Counter(
-            label: "multipeer_connections_failed_total",
-            dimensions: dimensions + [("direction", inbound ? "in" : "out"), ("code", "\(code)")]
-        ).increment()
+        let (direction, code) = (inbound ? "in" : "out", "\(code)")
+        let counter = connectionsFailed.withLockedValue { made in
+            if let counter = made["\(direction) \(code)"] { return counter }
+            let counter = Counter(
+                label: "multipeer_connections_failed_total",
+                dimensions: dimensions + [("direction", direction), ("code", code)],
+                factory: factory
+            )
+            made["\(direction) \(code)"] = counter
+            return counter
+        }
+        counter.increment()
     }
 
     func sent(bytes: Int) {
@@ -73,6 +124,9 @@ struct SessionMetrics: Sendable {
 }
 
 extension MessageDropReason {
+    /// Every reason (beside ``label``'s switch, which the compiler holds to every case).
+    static let every: [MessageDropReason] = [.abandonedBySender, .tooLargeForPeer, .notReadByPeer, .linkLost]
+
     /// The metric's label value.
     var label: String {
         switch self {
