@@ -103,6 +103,28 @@ final class ScenarioRun {
         return id
     }
 
+    /// Every navlog-sync host adds an entry every 5 s (legs numbered from `leg`) until `end`:
+    /// the crew typing through a fault.
+    func typeEveryFiveSeconds(from leg: Int, until end: ContinuousClock.Instant) async throws {
+        var leg = leg
+        while ContinuousClock.now < end {
+            for host in hosts {
+                try await add(host, "leg=\(leg) waypoint=L\(leg)")
+                leg += 1
+            }
+            try await Task.sleep(for: .seconds(5))
+        }
+    }
+
+    /// The peer_left lines every navlog-sync host printed since `start`, each with its host.
+    func departures(
+        since start: ContinuousClock.Instant
+    ) -> [(host: Host, line: (line: NavlogLine, at: ContinuousClock.Instant))] {
+        hosts.flatMap { host in
+            host.navlog.timedLines.filter { $0.at >= start && $0.line.event == "peer_left" }.map { (host, $0) }
+        }
+    }
+
     /// Types `attach ID FILE` at a host and waits until the new version is stored.
     func attach(_ host: Host, _ id: String, _ path: String) async throws {
         let line = try await command(host, "attach \(id.prefix(8)) \"\(path)\"")

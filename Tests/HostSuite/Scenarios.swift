@@ -101,20 +101,11 @@ struct Scenario: Sendable {
                 )
                 try await run.attach(captain, tesat, chart)
                 // Everyone goes on typing through it, every 5 s.
-                var leg = 2
-                while ContinuousClock.now - impairedAt < .seconds(lossSeconds) {
-                    for host in [captain, officer, relief] {
-                        try await run.add(host, "leg=\(leg) waypoint=L\(leg)")
-                        leg += 1
-                    }
-                    try await Task.sleep(for: .seconds(5))
-                }
+                try await run.typeEveryFiveSeconds(from: 2, until: impairedAt + .seconds(lossSeconds))
                 // Teardowns are reported, not failed (a measurement, in Benchmarks/README.md): at
                 // 30 % loss a link may still go silent for longer than it is kept; what the suite
                 // checks is that it heals and loses nothing.
-                let left = run.hosts.flatMap { host in
-                    host.navlog.timedLines.filter { $0.at >= impairedAt && $0.line.event == "peer_left" }
-                }
+                let left = run.departures(since: impairedAt).map(\.line)
                 let departures = left.map { $0.line["reason"] ?? "?" }
                 for (detail, count) in Dictionary(grouping: left.map { $0.line["detail"] ?? "?" }, by: { $0 })
                     .mapValues(\.count).sorted(by: { $0.key < $1.key })
@@ -529,18 +520,9 @@ struct Scenario: Sendable {
                 pipes: true
             )
             let impairedAt = ContinuousClock.now
-            var leg = 1
-            while ContinuousClock.now - impairedAt < .seconds(seconds) {
-                for host in [captain, officer, relief] {
-                    try await run.add(host, "leg=\(leg) waypoint=L\(leg)")
-                    leg += 1
-                }
-                try await Task.sleep(for: .seconds(5))
-            }
-            let left = run.hosts.flatMap { host in
-                host.navlog.timedLines.filter { $0.at >= impairedAt && $0.line.event == "peer_left" }.map {
-                    (observer: host.name, peer: $0.line["peer"] ?? "?", reason: $0.line["reason"] ?? "?")
-                }
+            try await run.typeEveryFiveSeconds(from: 1, until: impairedAt + .seconds(seconds))
+            let left = run.departures(since: impairedAt).map {
+                (observer: $0.host.name, peer: $0.line.line["peer"] ?? "?", reason: $0.line.line["reason"] ?? "?")
             }
             let others = left.filter { $0.observer == officer.name || $0.peer == officer.name }
             let minutes = (ContinuousClock.now - impairedAt).seconds / 60
