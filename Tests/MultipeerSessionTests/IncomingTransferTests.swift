@@ -22,13 +22,21 @@ import Testing
             sha256: [UInt8](repeating: 7, count: 32)
         )
         let ended = NIOLockedValueBox<ResourceEndReason?>(nil)
+        // The session records the end before the outcome wakes anyone: a waiter that returns
+        // finds it recorded (it once raced the record, and lost under load).
+        let resolvedBeforeRecorded = NIOLockedValueBox<Bool?>(nil)
+        let made = NIOLockedValueBox<IncomingTransfer?>(nil)
         let transfer = IncomingTransfer(
             offer: offer,
             sender: Peer(id: UUID(), key: PeerIdentity().key, displayName: "sender"),
             on: channel,
             queue: DispatchFileQueue(label: "test"),
             clock: SystemClock()
-        ) { reason in ended.withLockedValue { $0 = reason } }
+        ) { reason in
+            ended.withLockedValue { $0 = reason }
+            resolvedBeforeRecorded.withLockedValue { $0 = made.withLockedValue { $0 }?.outcome.isResolved }
+        }
+        made.withLockedValue { $0 = transfer }
 
         transfer.end(.cancelled)
 
@@ -39,6 +47,7 @@ import Testing
             #expect((error as? MultipeerError)?.code == .resourceCancelled, "\(error)")
         }
         #expect(ended.withLockedValue { $0 } == .cancelled)
+        #expect(resolvedBeforeRecorded.withLockedValue { $0 } == false, "the end is recorded before the outcome wakes")
         // The END was written before the outcome was resolved; whatever the loop still holds of
         // it is run, then read.
         try await channel.testingEventLoop.executeInContext {}

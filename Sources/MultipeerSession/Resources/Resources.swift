@@ -722,9 +722,10 @@ final class OutgoingTransfer: LinkSource {
     private func finish(_ result: Result<Void, MultipeerError>) {
         if case .success = result { reporter.report(offer.length) }
         reporter.finish()
+        // The session's record first: a task the outcome wakes finds the transfer over there too.
+        onFinish()
         outcome.resolve(result)
         queue.async { self.source.close() }
-        onFinish()
     }
 
     /// Reads the next chunks granted, while fewer than ``Resources/chunksAhead`` wait for the
@@ -992,7 +993,9 @@ final class IncomingTransfer: @unchecked Sendable {
 
     private func finish(_ result: Result<URL, MultipeerError>, ended reason: ResourceEndReason?) {
         reporter.finish()
-        outcome.resolve(result)
+        // The session's record first: a task the outcome wakes finds the transfer over there too
+        // (it once found it still incoming, under load).
         onFinish(reason)
+        outcome.resolve(result)
     }
 }
