@@ -29,6 +29,9 @@ public struct NavlogError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let attachmentMissing = Code("attachmentMissing")
         /// An attachment could not be kept, sent or saved (the disk, permissions, the peer).
         public static let attachmentFailure = Code("attachmentFailure")
+        /// A session given to a host was not made for its store: under another identity, or not
+        /// from ``NavlogNode/configuration(_:for:)`` (a program's mistake; navlog-sync makes its own).
+        public static let sessionMismatch = Code("sessionMismatch")
     }
 
     public var code: Code

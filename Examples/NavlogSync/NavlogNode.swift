@@ -48,8 +48,16 @@ public final actor NavlogNode: Service {
         let identity = try Self.identity(of: store)
         guard session.peerID == identity.peerID else {
             throw NavlogError(
-                .identityFile,
+                .sessionMismatch,
                 "the session is peer \(session.peerID), not the store's \(identity.peerID) (\(store.path)); make it with the store's identity"
+            )
+        }
+        guard
+            session.configuration.resourceDirectory?.standardizedFileURL.path == store.incoming.standardizedFileURL.path
+        else {
+            throw NavlogError(
+                .sessionMismatch,
+                "the session was not made from NavlogNode.configuration(_:for:) for \(store.path): its received files would not reach the store"
             )
         }
         self.store = store

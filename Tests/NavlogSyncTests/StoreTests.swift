@@ -96,6 +96,34 @@ import Testing
     /// wrote it (format 3, docs/SYNC.md 11), its attached file kept; an entry 0.9's first
     /// release left unsigned is issued again as this host's. The 0.9 tables are let go, and a
     /// second start finds the log in the store alone.
+    /// A host over a session made elsewhere needs it made for its store: under the store's
+    /// identity, from `NavlogNode.configuration(_:for:)`; any other is refused, saying which.
+    @Test func aSessionNotMadeForTheStoreIsRefused() async throws {
+        let path = Self.temporaryPath()
+        defer { Self.remove(path) }
+        let store = try NavlogStore(path: path)
+        let made = NavlogNode.configuration(try Self.configuration("relief"), for: store)
+        for (session, what) in [
+            (MultipeerSession(configuration: made, identity: PeerIdentity()), "another identity"),
+            (
+                MultipeerSession(configuration: try Self.configuration("relief"), identity: store.identity!),
+                "its own files"
+            ),
+        ] {
+            do {
+                _ = try await NavlogNode(store: store, session: session)
+                Issue.record("a session with \(what) was taken")
+            } catch {
+                #expect(error.code == .sessionMismatch, "\(what): \(error)")
+            }
+        }
+        let node = try await NavlogNode(
+            store: store,
+            session: MultipeerSession(configuration: made, identity: store.identity!)
+        )
+        #expect(try await node.entries().isEmpty)
+    }
+
     @Test func aZeroNineDatabaseOpensWithEveryEntrySignedByItsOrigin() async throws {
         let path = Self.temporaryPath()
         defer { Self.remove(path) }
