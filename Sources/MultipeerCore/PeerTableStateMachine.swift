@@ -66,9 +66,9 @@ package struct DialTarget: Hashable, Sendable {
 /// The session's peer table and dial decisions, without I/O: discovery, links and timers go in
 /// as events, and what to do comes out as actions for the shell to carry out.
 ///
-/// Rules (DESIGN.md): the greater UUID dials; exactly one link per peer stays, chosen the same
-/// way on both sides once each has finished TLS and HELLO: a newer incarnation wins, then a link
-/// dialled by the greater UUID, then the newer link. A peer joins (is active) once both sides
+/// Rules (docs/PROTOCOL.md 1): the greater UUID dials; exactly one link per peer stays, chosen
+/// the same way on both sides once each has finished TLS and HELLO: a newer incarnation wins,
+/// then a link dialled by the greater UUID, then the newer link. A peer joins (is active) once both sides
 /// have admitted that link: this side kept it, and the peer's resume point arrived on it
 /// (``linkAdmitted(_:)``); a link the peer refuses never makes it join.
 ///

@@ -236,14 +236,14 @@ final class Streams: Sendable {
 
     // MARK: Opening
 
-    /// Opens a stream named `name` to `peerID`, which this session has met. Throws
-    /// `streamRefused` for a peer whose HELLO does not announce streams, `sessionState` once
-    /// the session stopped.
     /// What each stream holds in memory of each direction (``StreamCore/held``).
     var held: [(reading: UInt64, writing: UInt64)] {
         state.withLockedValue { Array($0.streams.values) }.map(\.held)
     }
 
+    /// Opens a stream named `name` to `peerID`, which this session has met. Throws
+    /// `streamRefused` for a peer whose HELLO does not announce streams, `sessionState` once
+    /// the session stopped.
     func open(named name: String, to peerID: UUID) throws(MultipeerError) -> PeerStream {
         let open = try StreamOpen(id: random.uuid(), resuming: false, name: name)
         let key = Key(peer: peerID, stream: open.id)
