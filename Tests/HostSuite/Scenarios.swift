@@ -400,8 +400,9 @@ struct Scenario: Sendable {
                 let cut = [run.host("observer"), run.host("dispatcher")]
                 let rest = run.hosts.filter { host in !cut.contains { $0 === host } }
                 let shared = try await run.add(rest[0], "leg=1 waypoint=TESAT fuel=12400")
+                let partition = try await Partition(cutting: cut, from: rest)
                 let cutAt = ContinuousClock.now
-                for host in cut { try await partition(host, from: rest, "-I") }
+                try await partition.apply("-I")
                 var detection = 0.0
                 var reasons: Set<String> = []
                 for host in cut {
@@ -420,7 +421,7 @@ struct Scenario: Sendable {
                 try await run.add(rest[5], "leg=3 waypoint=ARNEM")
                 let healedAt = ContinuousClock.now
                 result.faultMilliseconds = (healedAt - cutAt).seconds * 1000
-                for host in cut { try await partition(host, from: rest, "-D") }
+                try await partition.apply("-D")
                 var rejoin = 0.0
                 for host in cut { rejoin = max(rejoin, try await run.waitJoined(host, seenBy: rest, since: healedAt)) }
                 result.rejoinMilliseconds = rejoin
@@ -433,8 +434,9 @@ struct Scenario: Sendable {
             ) { run, result in
                 let (captain, officer, relief) = (run.host("captain"), run.host("first-officer"), run.host("relief"))
                 let shared = try await run.add(officer, "leg=1 waypoint=TESAT fuel=12400")
+                let partition = try await Partition(cutting: [captain], from: [officer, relief])
                 let cutAt = ContinuousClock.now
-                try await partition(captain, from: [officer, relief], "-I")
+                try await partition.apply("-I")
                 (result.detectionMilliseconds, result.reasonSet) = try await run.waitLeft(
                     captain,
                     seenBy: [officer, relief],
@@ -455,7 +457,7 @@ struct Scenario: Sendable {
                 }
                 let healedAt = ContinuousClock.now
                 result.faultMilliseconds = (healedAt - cutAt).seconds * 1000
-                try await partition(captain, from: [officer, relief], "-D")
+                try await partition.apply("-D")
                 result.rejoinMilliseconds = try await run.waitJoined(
                     captain,
                     seenBy: [officer, relief],
@@ -640,13 +642,35 @@ func dropOutgoing(_ host: Host, _ action: String) async throws {
 
 /// Drops everything between `host` and `others` (`-I`), or removes those rules (`-D`), at
 /// their IPv4 and IPv6 link-local addresses.
-func partition(_ host: Host, from others: [Host], _ action: String) async throws {
-    for other in others {
-        try await host.exec("iptables", action, "INPUT", "-s", other.address, "-j", "DROP")
-        try await host.exec("iptables", action, "OUTPUT", "-d", other.address, "-j", "DROP")
-        let linkLocal = try await other.linkLocalAddress()
-        try await host.exec("ip6tables", action, "INPUT", "-s", linkLocal, "-j", "DROP")
-        try await host.exec("ip6tables", action, "OUTPUT", "-d", linkLocal, "-j", "DROP")
+/// iptables rules on each of `cut` that drop what it exchanges with `others` (IPv4 and their
+/// IPv6 link-local addresses), found first, so that ``apply(_:)`` puts them in (`-I`) or takes
+/// them out (`-D`) at once: one command per cut host, the hosts together. (One command a rule,
+/// host after host, took the eight hosts' cut a second to finish under load, and the detection
+/// measured from its start a second more.)
+struct Partition {
+    let cut: [Host]
+    private let rules: [String]
+
+    init(cutting cut: [Host], from others: [Host]) async throws {
+        self.cut = cut
+        var rules: [String] = []
+        for other in others {
+            let linkLocal = try await other.linkLocalAddress()
+            rules += [
+                "iptables ACTION INPUT -s \(other.address) -j DROP",
+                "iptables ACTION OUTPUT -d \(other.address) -j DROP",
+                "ip6tables ACTION INPUT -s \(linkLocal) -j DROP", "ip6tables ACTION OUTPUT -d \(linkLocal) -j DROP",
+            ]
+        }
+        self.rules = rules
+    }
+
+    func apply(_ action: String) async throws {
+        let script = rules.map { $0.replacingOccurrences(of: "ACTION", with: action) }.joined(separator: " && ")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for host in cut { group.addTask { _ = try await host.exec("sh", "-c", script) } }
+            try await group.waitForAll()
+        }
     }
 }
 
