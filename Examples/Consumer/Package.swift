@@ -14,6 +14,8 @@ let package = Package(
         .package(name: "MultipeerSession", path: "../.."),
         // (Its MetricsTestKit, a backend whose values a test reads: MetricsTests.)
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // (A log handler of the application's own, which LoggingTests reads.)
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         .target(
@@ -54,6 +56,7 @@ let package = Package(
                 .product(name: "MultipeerSessionTesting", package: "MultipeerSession"),
                 .product(name: "MultipeerSync", package: "MultipeerSession"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

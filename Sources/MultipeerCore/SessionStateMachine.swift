@@ -104,6 +104,10 @@ package struct SessionStateMachine: Sendable {
         case rejectIgnored(UUID, Rejection)
         /// The link's keepalive found it silent: what the silence showed.
         case linkTimedOut(LinkID, UUID, MultipeerError)
+        /// The peer is active again (reported before its join), `after` it left on a failure
+        /// (a keepalive timed out, its link failed, or it said GOODBYE for any reason but its
+        /// shutdown or suspend): how long the redial took to bring it back.
+        case rejoined(UUID, after: Duration)
     }
 
     /// How a failed connection is told.
@@ -125,6 +129,16 @@ package struct SessionStateMachine: Sendable {
         /// The roster refused the peer: the link is no link of the session; close it with
         /// GOODBYE `notInRoster`.
         case refused([Action])
+    }
+
+    /// A peer's presence in this session, kept from its first join.
+    private struct Presence {
+        /// When it became active this time.
+        var since: ContinuousClock.Instant
+        /// How often it became active again after leaving.
+        var reconnects: Int
+        /// When it left on a failure, until it is back.
+        var failedAt: ContinuousClock.Instant?
     }
 
     /// A dial under way: its target's endpoints, best first, and the attempt at hand.
@@ -178,8 +192,9 @@ package struct SessionStateMachine: Sendable {
     /// Inbound failures per code: ten reported at once, then one a second.
     private var inboundFailures: [MultipeerError.Code: ReportThrottle] = [:]
     private var heldFailuresReportDue = false
-    /// Per peer: when it became active, and how often it came back.
-    private var presence: [UUID: (since: ContinuousClock.Instant, reconnects: Int)] = [:]
+    /// Per peer: when it became active, how often it came back, and when it last left on a
+    /// failure (until it is back).
+    private var presence: [UUID: Presence] = [:]
     /// The availability the shell was last told of (``availabilityChanges()``).
     private var availability: [UUID: AvailablePeer] = [:]
 
@@ -510,7 +525,8 @@ package struct SessionStateMachine: Sendable {
 
     /// When the active peer joined this time, and how often it came back before.
     package func presence(of peerID: UUID) -> (since: ContinuousClock.Instant, reconnects: Int)? {
-        joinedLink(of: peerID) == nil ? nil : presence[peerID]
+        guard joinedLink(of: peerID) != nil, let presence = presence[peerID] else { return nil }
+        return (presence.since, presence.reconnects)
     }
 
     /// Whether this side keeps a link for `peerID` that the peer has not admitted yet: it is
@@ -569,10 +585,15 @@ package struct SessionStateMachine: Sendable {
                 return [.attach(id, hello)]
             case .peerJoined(let id, let hello):
                 reportedRefusals = reportedRefusals.filter { $0.peer != "\(hello.peerID)" }
-                let reconnects = presence[hello.peerID].map { $0.reconnects + 1 } ?? 0
-                presence[hello.peerID] = (now, reconnects)
-                return [.peerJoined(id, hello)]
+                let before = presence[hello.peerID]
+                presence[hello.peerID] = Presence(since: now, reconnects: before.map { $0.reconnects + 1 } ?? 0)
+                let rejoined = before?.failedAt.map { [Action.report(.rejoined(hello.peerID, after: now - $0))] }
+                return (rejoined ?? []) + [.peerJoined(id, hello)]
             case .peerLeft(let hello, let reason):
+                switch reason {
+                case .goodbye(.shutdown), .goodbye(.suspended), .restarted, .local: break  // it chose to
+                case .goodbye, .keepaliveTimeout, .linkClosed: presence[hello.peerID]?.failedAt = now
+                }
                 return [.detach(hello.peerID, nil), .peerLeft(hello, reason)]
             case .scheduleRedial(let key, let delay):
                 return [.schedule(.redial(key), after: delay)]

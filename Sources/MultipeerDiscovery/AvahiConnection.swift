@@ -34,7 +34,7 @@ package final class AvahiConnection: @unchecked Sendable {
     /// - Parameter waitForDaemon: If avahi-daemon is not running, wait for it instead of throwing.
     package static func shared(
         waitForDaemon: Bool = false,
-        logger: Logger = Logger(label: "multipeer.discovery")
+        logger: Logger = .current
     ) throws -> AvahiConnection {
         try sharedConnection.withLockedValue { shared in
             if let shared { return shared }
@@ -48,7 +48,7 @@ package final class AvahiConnection: @unchecked Sendable {
     ///
     /// - Parameter waitForDaemon: If the daemon is not running, wait for it to appear rather than
     ///   throw an error that says how to start it.
-    package init(waitForDaemon: Bool = false, logger: Logger = Logger(label: "multipeer.discovery")) throws {
+    package init(waitForDaemon: Bool = false, logger: Logger = .current) throws {
         guard let poll = avahi_threaded_poll_new() else {
             throw MultipeerError(.discoveryUnavailable, "cannot start Avahi's event thread")
         }
@@ -163,14 +163,14 @@ package final class AvahiConnection: @unchecked Sendable {
             isRunning = false
             let error = avahi_client_errno(changedClient)
             if error == Int32(AVAHI_ERR_DISCONNECTED) {
-                logger.warning("avahi-daemon went away; reconnecting when it is back")
+                logger.info("avahi-daemon went away; reconnecting when it is back")
                 // Freeing the client frees every group, browser and resolver made on it.
                 for registration in registrations.values { registration.detached() }
                 avahi_client_free(changedClient)
                 client = nil
                 reconnect()
             } else {
-                logger.error("Avahi client failed: \(String(cString: avahi_strerror(error)))")
+                logger.warning("Avahi client failed: \(String(cString: avahi_strerror(error)))")
             }
         case AVAHI_CLIENT_CONNECTING:
             logger.info("waiting for avahi-daemon to start")

@@ -196,7 +196,7 @@ final class AvahiPublisher: AvahiRegistration, @unchecked Sendable {
     private func fail(_ message: String, status: Int32? = nil) {
         let underlying = status.map { String(cString: avahi_strerror($0)) } ?? connection.lastErrorText()
         let error = MultipeerError(.discoveryFailure, message, underlying: underlying)
-        connection.logger.error("\(error)")
+        connection.logger.debug("\(error)")  // the session reports it (an event)
         events.yield(.failed(error))
     }
 

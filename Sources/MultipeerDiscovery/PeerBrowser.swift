@@ -120,6 +120,8 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
     private var subscribers: [UUID: Subscriber] = [:]
     /// Instances ignored because ``maximumInstances`` were resolved already.
     private var overflow = ReportThrottle()
+    /// Instances of an earlier protocol version whose user was told (once while each is advertised).
+    private var toldEarlierVersion: Set<AdvertDirectory.InstanceKey> = []
 
     init(serviceType: String, connection: AvahiConnection) {
         self.serviceType = serviceType
@@ -161,7 +163,7 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
             Unmanaged.passUnretained(self).toOpaque()
         )
         if browser == nil {
-            connection.logger.error("cannot browse for \(serviceType): \(connection.lastErrorText())")
+            connection.logger.warning("cannot browse for \(serviceType): \(connection.lastErrorText())")
         }
     }
 
@@ -171,6 +173,7 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
         browser = nil
         resolutions.removeAll()
         resolved.removeAll()
+        toldEarlierVersion.removeAll()
         report { $0.removeAll() }
     }
 
@@ -219,9 +222,10 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
         case AVAHI_BROWSER_REMOVE:
             if let resolver = resolutions.removeValue(forKey: key)?.resolver { avahi_service_resolver_free(resolver) }
             resolved[key] = nil
+            toldEarlierVersion.remove(key)
             report { $0.removed(key) }
         case AVAHI_BROWSER_FAILURE:
-            connection.logger.error("browsing for \(serviceType) failed: \(connection.lastErrorText())")
+            connection.logger.warning("browsing for \(serviceType) failed: \(connection.lastErrorText())")
         default:
             break  // ALL_FOR_NOW and CACHE_EXHAUSTED: nothing to do.
         }
@@ -289,8 +293,10 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
         } catch AdvertTXT.Rejection.otherProtocolVersion(let version)
             where UInt16(version).map({ $0 < Hello.currentProtocolVersion }) ?? false
         {
-            // A peer of an earlier release: never met, so its user is told what to do.
-            connection.logger.notice(
+            // A peer of an earlier release: never met, so its user is told what to do (once while
+            // it is advertised: its resolver reports every change of its records).
+            guard toldEarlierVersion.insert(key).inserted else { return }
+            connection.logger.info(
                 "ignoring DNS-SD instance \(key.name): it speaks protocol version \(version), which this peer (version \(Hello.currentProtocolVersion)) refuses; upgrade it to meet it"
             )
             return

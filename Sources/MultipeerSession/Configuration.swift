@@ -56,7 +56,11 @@ extension MultipeerSession {
         public var reconnect: ReconnectParameters
         /// How often a ``SessionEvent/stats(_:_:)`` event reports each active peer's link; nil for never. Default 5 s.
         public var statsInterval: Duration?
-        /// Where the session logs, with `multipeer.*` metadata keys.
+        /// Where the session logs, with `multipeer.*` metadata keys: by default the logger of
+        /// the task that makes the configuration (`Logger.current`: the one an enclosing
+        /// `withLogger` gave, as swift-service-lifecycle's `ServiceGroup` does, else the process's
+        /// bootstrapped default). Connection events and the session's decisions are `debug`;
+        /// what only a log can say is `info`; a `warning` is said once (see "Observing a Session").
         public var logger: Logger
         /// How messages are encoded, unless their type says (``MultipeerMessage/wireEncoding``):
         /// `MessageEncoding.binary` (the default: CBOR, smaller and faster to write and read) or
@@ -126,7 +130,7 @@ extension MultipeerSession {
             keepalive: KeepaliveParameters = KeepaliveParameters(),
             reconnect: ReconnectParameters = ReconnectParameters(),
             statsInterval: Duration? = .seconds(5),
-            logger: Logger = Logger(label: "multipeer")
+            logger: Logger = .current
         ) {
             self.init(
                 serviceType: serviceType,
@@ -157,7 +161,7 @@ extension MultipeerSession {
             keepalive: KeepaliveParameters = KeepaliveParameters(),
             reconnect: ReconnectParameters = ReconnectParameters(),
             statsInterval: Duration? = .seconds(5),
-            logger: Logger = Logger(label: "multipeer")
+            logger: Logger = .current
         ) {
             self.serviceType = serviceType
             self.peer = peer

@@ -113,7 +113,7 @@ extension MultipeerSession {
                 report(dropped: typeNames, reason: .linkLost)
             case .dropped(let typeNames, let unfit):
                 let why = unfit == .notRead ? "reading other message types" : "taking smaller messages than they need"
-                logger.notice(
+                logger.debug(
                     "queued messages dropped: the peer came back \(why)",
                     metadata: [
                         "multipeer.peer.id": "\(peerID)", "multipeer.dropped": "\(typeNames.count)",
@@ -146,18 +146,18 @@ extension MultipeerSession {
     func announceMessageTypes() {
         guard let running else { return }
         let reads = subscriptions.reads
+        var outgrown = false
         for (id, handle) in running.links where handle.peerTakesTypes && handle.announced != reads {
-            if case .only = handle.announced, case .allBut = reads {
-                logger.notice(
-                    "the message types subscribed to no longer fit in a list: this session holds other types for a first subscriber from now on, as one that declares none",
-                    metadata: [
-                        "multipeer.link": "\(id.rawValue)",
-                        "multipeer.limit": "\(MessageTypeList.maximumEncodedLength) bytes",
-                    ]
-                )
-            }
+            if case .only = handle.announced, case .allBut = reads { outgrown = true }
             running.links[id]?.announced = reads
             handle.channel.writeAndFlush(LinkMessage.types(reads), promise: nil)
+        }
+        if outgrown {
+            // Once, when the list is outgrown: nothing else tells the application.
+            logger.info(
+                "the message types subscribed to no longer fit in a list: this session holds other types for a first subscriber from now on, as one that declares none",
+                metadata: ["multipeer.limit": "\(MessageTypeList.maximumEncodedLength) bytes"]
+            )
         }
     }
 

@@ -13,7 +13,8 @@ extension MultipeerSession {
     ///
     /// Two types of one program that travel under one name by accident (two `Note`s of two
     /// modules, both under their bare name) could not be told apart by a peer: the second to be
-    /// used is logged as a warning (logger `multipeer`), once, naming both; give one of them a
+    /// used is logged as a warning, once in the process, naming both, to the logger of the
+    /// session that first sends or reads it (here, `Logger.current`); give one of them a
     /// ``MultipeerMessage/wireName``. Types that both declare one wire name (two shapes of one
     /// message) share it on purpose, and are not.
     public nonisolated static func wireName<Message>(of type: Message.Type) -> String {
@@ -29,7 +30,7 @@ extension MultipeerSession {
     /// ``SessionEvent/undecodableMessage(from:typeName:error:)`` and skipped, and the link stays up;
     /// if it came reliably, its sender is told (``SessionEvent/messageRejected(by:typeName:sequence:reason:)``).
     public nonisolated func messages<Message: Codable & Sendable>(of type: Message.Type) -> MessageStream<Message> {
-        subscriptions.messages(of: type, named: Self.wireName(of: type))
+        subscriptions.messages(of: type, named: MessageTypeTraits.of(type, logger: logger).name)
     }
 
     /// Sends `message` to a peer.
@@ -132,7 +133,7 @@ extension MultipeerSession {
 
     /// The encoding `Message` travels in: its own choice, else the session's.
     nonisolated func wireEncoding<Message>(of type: Message.Type) -> MessageEncoding {
-        wireEncoding(MessageTypeTraits.of(type))
+        wireEncoding(MessageTypeTraits.of(type, logger: logger))
     }
 
     private nonisolated func wireEncoding(_ traits: MessageTypeTraits.Traits) -> MessageEncoding {
@@ -143,7 +144,7 @@ extension MultipeerSession {
         _ message: Message,
         as name: String? = nil
     ) throws -> DataMessage {
-        let traits = MessageTypeTraits.of(Message.self)
+        let traits = MessageTypeTraits.of(Message.self, logger: logger)
         let typeName = name ?? traits.name
         let encoding = wireEncoding(traits)
         var payload = PayloadMemory.allocator.buffer(capacity: 256)
@@ -166,7 +167,7 @@ extension MultipeerSession {
         guard let (error, report) = deliveries[peerID]?.skip(message, localLimits: localLimits) else { return true }
         if error.code == .messageTypeNotRead { metrics.notRead(inbound: false) }
         if let report {
-            logger.notice(
+            logger.debug(
                 "broadcast skipped a peer that would refuse it",
                 metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.error": "\(error)"]
             )
@@ -200,9 +201,6 @@ enum MessageTypeTraits {
         }
     }
 
-    /// Says when two types travel under one name by accident.
-    private static let logger = Logger(label: "multipeer")
-
     /// The first table, empty.
     private static let empty = Table([:], owners: [:])
     /// The current table's address.
@@ -210,7 +208,9 @@ enum MessageTypeTraits {
     /// Writers, one at a time; and every table made, kept.
     private static let writer = NIOLockedValueBox<[Table]>([])
 
-    static func of<Message>(_ type: Message.Type) -> Traits {
+    /// `type`'s traits; the first time the process meets a type that travels under another's
+    /// name by accident, `logger` is told (the session's that met it).
+    static func of<Message>(_ type: Message.Type, logger: Logger = .current) -> Traits {
         let key = ObjectIdentifier(type)
         if let traits = table().traits[key] { return traits }
         let conforming = type as? any MultipeerMessage.Type

@@ -375,7 +375,7 @@ public final actor MultipeerSession {
         _ inputs: inout AsyncStream<Input>.Iterator
     ) async throws -> Bool {
         let listener = try await listen(linkConfiguration)
-        logger.info("listening", metadata: ["multipeer.port": "\(listener.port)"])
+        logger.debug("listening", metadata: ["multipeer.port": "\(listener.port)"])
         subscriptions.listening(listener.port)
         let advertiser = advertise(discovery, port: listener.port)
         perform(core.listening(on: listener.port, now: clock.now))
@@ -459,7 +459,7 @@ public final actor MultipeerSession {
         } catch let error as MultipeerError {
             guard port.resuming else { throw error }
             let resumePort = port.number
-            logger.warning(
+            logger.debug(
                 "cannot listen on the same port again; listening on another",
                 metadata: [
                     "multipeer.port": "\(resumePort)", "multipeer.error": "\(error)",
@@ -614,7 +614,7 @@ public final actor MultipeerSession {
     public func updateKeys(_ keys: KeyRing) throws {
         try running?.link.tls.update(keys)
         self.keys = keys
-        logger.info("group keys updated", metadata: ["multipeer.keys": "\(keys)"])
+        logger.debug("group keys updated", metadata: ["multipeer.keys": "\(keys)"])
         perform(core.keysChanged(count: keys.keys.count, now: clock.now))
     }
 
@@ -724,9 +724,9 @@ public final actor MultipeerSession {
         switch event {
         case .established(let name): logger.debug("advertised", metadata: ["multipeer.advert.name": "\(name)"])
         case .renamed(let name):
-            logger.info("advertised under another name", metadata: ["multipeer.advert.name": "\(name)"])
+            logger.debug("advertised under another name", metadata: ["multipeer.advert.name": "\(name)"])
         case .withdrawn:
-            logger.warning("advertisement withdrawn: avahi-daemon went away; it comes back with the daemon")
+            logger.debug("advertisement withdrawn: avahi-daemon went away; it comes back with the daemon")
         case .failed(let error): subscriptions.emit(.advertisingFailed(error))
         }
     }
@@ -800,14 +800,14 @@ public final actor MultipeerSession {
             case .schedule(let timer, let delay):
                 spawn(.timer(timer, after: delay))
             case .peerJoined(let id, let hello):
-                logger.info(
+                logger.debug(
                     "peer joined",
                     metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.link": "\(id.rawValue)"]
                 )
                 metrics.activePeers(core.activePeers.count)
                 subscriptions.emit(.peerJoined(Peer(hello)))
             case .peerLeft(let hello, let reason):
-                logger.info(
+                logger.debug(
                     "peer left",
                     metadata: ["multipeer.peer.id": "\(hello.peerID)", "multipeer.reason": "\(reason)"]
                 )
@@ -851,7 +851,7 @@ public final actor MultipeerSession {
                 break  // reported with the next of its code, or in a second if none comes
             case .reported(let held):
                 if held > 0 { tell(.connectionsFailed(count: held, code: failure.code)) }
-                logger.notice(
+                logger.debug(
                     "link failed",
                     metadata: ["multipeer.address": "\(address)", "multipeer.error": "\(failure)"]
                 )
@@ -862,13 +862,13 @@ public final actor MultipeerSession {
                 }
             }
         case .connectionsFailed(let count, let code):
-            logger.notice(
+            logger.debug(
                 "inbound connections failed",
                 metadata: ["multipeer.failed": "\(count)", "multipeer.code": "\(code)"]
             )
             subscriptions.emit(.connectionsFailed(count: count, code: code))
         case .rejectedByPeer(let hello, let rejection):
-            logger.notice(
+            logger.debug(
                 "a message sent did not decode in the peer's application",
                 metadata: [
                     "multipeer.peer.id": "\(hello.peerID)", "multipeer.type": "\(rejection.typeName)",
@@ -885,7 +885,7 @@ public final actor MultipeerSession {
                 )
             )
         case .rejectionNotSent(let peerID, let rejection):
-            logger.notice(
+            logger.debug(
                 "a message that did not decode here could not be reported to its sender: that incarnation of it is not active",
                 metadata: [
                     "multipeer.peer.id": "\(peerID)", "multipeer.type": "\(rejection.typeName)",
@@ -899,8 +899,14 @@ public final actor MultipeerSession {
                     "multipeer.peer.id": "\(peerID)", "multipeer.sequence": "\(rejection.sequence)",
                 ]
             )
+        case .rejoined(let peerID, let duration):
+            logger.debug(
+                "peer back after a failure",
+                metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.away": "\(duration)"]
+            )
+            metrics.rejoined(after: duration)
         case .linkTimedOut(let id, let peerID, let error):
-            logger.info(
+            logger.debug(
                 "link timed out",
                 metadata: [
                     "multipeer.peer.id": "\(peerID)", "multipeer.link": "\(id.rawValue)",

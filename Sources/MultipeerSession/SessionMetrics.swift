@@ -20,6 +20,11 @@ struct SessionMetrics: Sendable {
     private let notReadIn: Counter
     private let notReadOut: Counter
     private let holdsFull: Counter
+    private let handshakeIn: Timer
+    private let handshakeOut: Timer
+    private let roundTrips: Timer
+    private let detection: Timer
+    private let rejoin: Timer
     /// By the failure's code and direction: made as each first happens (the codes are this
     /// version's own, so at most twice their number).
     private let connectionsFailed: NIOLockedValueBox<[String: Counter]>
@@ -62,10 +67,33 @@ struct SessionMetrics: Sendable {
         notReadIn = counter("multipeer_messages_not_read_total", [("direction", "in")])
         notReadOut = counter("multipeer_messages_not_read_total", [("direction", "out")])
         holdsFull = counter("multipeer_holds_full_total")
+        func timer(_ label: String, _ more: [(String, String)] = []) -> Timer {
+            Timer(label: label, dimensions: dimensions + more, preferredDisplayUnit: .seconds, factory: factory)
+        }
+        handshakeIn = timer("multipeer_handshake_seconds", [("direction", "in")])
+        handshakeOut = timer("multipeer_handshake_seconds", [("direction", "out")])
+        roundTrips = timer("multipeer_round_trip_seconds")
+        detection = timer("multipeer_failure_detection_seconds")
+        rejoin = timer("multipeer_rejoin_seconds")
         connectionsFailed = NIOLockedValueBox([:])
     }
 
     func activePeers(_ count: Int) { peersActive.record(count) }
+
+    /// A link's TLS handshake and HELLO exchange took `duration`, from its connection (`inbound`:
+    /// accepted here) to both HELLOs checked.
+    func handshake(_ duration: Duration, inbound: Bool) {
+        (inbound ? handshakeIn : handshakeOut).recordNanoseconds(duration.nanoseconds)
+    }
+
+    /// A keepalive PING of this side's came back after `duration`.
+    func roundTrip(_ duration: Duration) { roundTrips.recordNanoseconds(duration.nanoseconds) }
+
+    /// A link's keepalive gave it up after `silence` without a sign of the peer.
+    func failureDetected(after silence: Duration) { detection.recordNanoseconds(silence.nanoseconds) }
+
+    /// A peer that left on a failure is active again, `after` it left.
+    func rejoined(after duration: Duration) { rejoin.recordNanoseconds(duration.nanoseconds) }
     func linkOpened() { linksOpened.increment() }
 
     /// A link closed: with the GOODBYE's reason, or without one (`error` when it failed).

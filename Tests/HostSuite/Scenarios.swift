@@ -113,7 +113,7 @@ struct Scenario: Sendable {
                     print("   teardown x\(count): \(detail)")
                 }
                 // What the keepalive saw at each timeout, where navlog-sync logs it
-                // (NAVLOG_LOG_LEVEL=info in navlog-hosts' environment).
+                // (NAVLOG_LOG_LEVEL=debug in navlog-hosts' environment).
                 for host in run.hosts {
                     for line in host.navlog.timedLines
                     where line.at >= impairedAt && line.line.raw.contains("sent nothing for") {

@@ -155,6 +155,46 @@ import Testing
         )
     }
 
+    /// How long a peer that left on a failure took to come back is reported once, before its
+    /// join; a peer that shut down and came back is not (it chose to be away).
+    @Test func aPeerBackAfterAFailureIsReportedWithTheTimeItWasAway() throws {
+        var session = Self.running()
+        /// The link `dialling` starts, taken and admitted at `time`: its id and what the admission did.
+        func join(
+            _ dialling: [SessionStateMachine.Action],
+            at time: Duration
+        ) throws -> (
+            LinkID, [SessionStateMachine.Action]
+        ) {
+            let (id, _) = try #require(Self.dial(dialling))
+            _ = session.linkEstablished(id, hello: Self.hello(), address: "a", now: Self.start + time)
+            return (id, session.admitted(id, now: Self.start + time))
+        }
+        let target = DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)])
+        let (first, joined) = try join(session.discovered(target, now: Self.start), at: .zero)
+        #expect(joined == [.attach(first, Self.hello()), .peerJoined(first, Self.hello()), .admitMessages(first)])
+
+        _ = session.linkClosed(first, goodbye: nil, error: nil, now: Self.start + .seconds(3))
+        let redial = session.fired(.redial(.peer(Self.peer)), now: Self.start + .milliseconds(4_250))
+        let (second, rejoined) = try join(redial, at: .milliseconds(4_250))
+        #expect(
+            rejoined == [
+                .attach(second, Self.hello()), .report(.rejoined(Self.peer, after: .milliseconds(1_250))),
+                .peerJoined(second, Self.hello()), .admitMessages(second),
+            ],
+            "away from its link's failure to its join, told before the join"
+        )
+        #expect(rejoined.filter { if case .report = $0 { true } else { false } }.count == 1)
+
+        _ = session.linkClosed(second, goodbye: .shutdown, error: nil, now: Self.start + .seconds(5))
+        let (_, back) = try join(
+            session.fired(.redial(.peer(Self.peer)), now: Self.start + .seconds(20)),
+            at: .seconds(20)
+        )
+        #expect(back.contains { if case .peerJoined = $0 { true } else { false } })
+        #expect(!back.contains { if case .report = $0 { true } else { false } }, "it shut down: nothing to report")
+    }
+
     @Test func aSendWaitingForAPeerWhoseLinkClosedBeforeItJoinedIsWokenToBeRefused() throws {
         var session = Self.running()
         let (id, _) = try #require(

@@ -11,7 +11,13 @@ import Testing
         let made = TestMetrics()
         let metrics = SessionMetrics(localName: "relief", factory: made)
         let atStart = made.counters.count
+        let timersAtStart = made.timers.count
         metrics.linkOpened()
+        metrics.handshake(.milliseconds(12), inbound: true)
+        metrics.handshake(.milliseconds(14), inbound: false)
+        metrics.roundTrip(.microseconds(300))
+        metrics.failureDetected(after: .milliseconds(1_500))
+        metrics.rejoined(after: .milliseconds(900))
         metrics.linkClosed(goodbye: .keepaliveTimeout, failed: false)
         metrics.linkClosed(goodbye: nil, failed: true)
         metrics.linkClosed(goodbye: nil, failed: false)
@@ -22,6 +28,16 @@ import Testing
         metrics.received(bytes: 10)
         metrics.sent(bytes: 20)
         #expect(made.counters.count == atStart, "an event made an instrument")
+        #expect(made.timers.count == timersAtStart && timersAtStart == 5, "an event made a timer")
+        #expect(
+            try made.expectTimer("multipeer_handshake_seconds", [("session", "relief"), ("direction", "in")]).values
+                == [12_000_000]
+        )
+        #expect(
+            try made.expectTimer("multipeer_failure_detection_seconds", [("session", "relief")]).lastValue
+                == 1_500_000_000
+        )
+        #expect(try made.expectTimer("multipeer_rejoin_seconds", [("session", "relief")]).lastValue == 900_000_000)
         let session = ("session", "relief")
         #expect(
             try made.expectCounter("multipeer_links_closed_total", [session, ("reason", "keepaliveTimeout")]).totalValue

@@ -12,7 +12,7 @@ import Testing
         let lines: NIOLockedValueBox<[(message: String, metadata: Logger.Metadata)]>
         var metadata: Logger.Metadata = [:]
         var metadataProvider: Logger.MetadataProvider?
-        var logLevel: Logger.Level = .info
+        var logLevel: Logger.Level = .debug
 
         subscript(metadataKey key: String) -> Logger.Metadata.Value? {
             get { metadata[key] }

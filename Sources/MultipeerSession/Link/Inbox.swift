@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import MultipeerCore
 import NIOConcurrencyHelpers
 import NIOCore
@@ -26,13 +27,13 @@ struct Inbox: Sendable {
 extension Inbox {
     /// An inbox for links outside a session (the pipeline's tests): a session's default limits,
     /// its peers' deliveries of their own, no resource directory.
-    init(windows: ReceiveWindows, subscriptions: Subscriptions, metrics: SessionMetrics) {
+    init(windows: ReceiveWindows, subscriptions: Subscriptions, metrics: SessionMetrics, logger: Logger = .current) {
         let peers = Deliveries(metrics: metrics)
         self.init(
             windows: windows,
             subscriptions: subscriptions,
             metrics: metrics,
-            resources: Resources(peers: peers, directory: nil),
+            resources: Resources(peers: peers, directory: nil, logger: logger),
             streams: Streams(peers: peers)
         )
     }

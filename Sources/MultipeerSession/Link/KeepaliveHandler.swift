@@ -53,6 +53,9 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     /// end of each).
     private var forwardedInBatch = false
     private let paths: PathMemory
+    /// A session's metrics: the handshake's time, round trips, the silence a link is given up
+    /// after. Nil for a bare link.
+    private let metrics: SessionMetrics?
 
     private enum Stage {
         /// Before the peer's HELLO: nothing is kept alive yet.
@@ -85,9 +88,11 @@ final class KeepaliveHandler: ChannelDuplexHandler {
         role: KeepaliveStateMachine.Role,
         quality: LinkQualityBox,
         tcpUserTimeout: Duration?,
-        paths: PathMemory
+        paths: PathMemory,
+        metrics: SessionMetrics? = nil
     ) {
         self.paths = paths
+        self.metrics = metrics
         self.local = local
         self.role = role
         self.quality = quality
@@ -147,6 +152,8 @@ final class KeepaliveHandler: ChannelDuplexHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let hello = event as? HelloCompleted, case .awaitingHello = stage {
             let instant = loopNow
+            // (Added as the connection began: a dial's connect, an accepted connection.)
+            metrics?.handshake(since(instant), inbound: role == .following)
             let machine = KeepaliveStateMachine(
                 parameters: local.stricter(than: hello.remote.keepalive),
                 role: role,
@@ -173,7 +180,10 @@ final class KeepaliveHandler: ChannelDuplexHandler {
             context.flush()
         case .pong(let probe):
             let at = now
-            if quality.update({ $0.pongReceived(probe, at: at) }) != nil { running?.pingsAwaited -= 1 }
+            if let roundTrip = quality.update({ $0.pongReceived(probe, at: at) }) {
+                running?.pingsAwaited -= 1
+                metrics?.roundTrip(roundTrip)
+            }
         case .flow(let reading):
             if let tcpUserTimeout {
                 let (option, value) = LinkConfiguration.tcpUserTimeoutOption(reading ? tcpUserTimeout : .zero)
@@ -313,6 +323,7 @@ final class KeepaliveHandler: ChannelDuplexHandler {
             write(ping: probe, at: at, context: context)
             context.flush()
         case .timedOut(let error, let silence)?:
+            metrics?.failureDetected(after: silence)
             end()
             context.writeAndFlush(
                 wrapOutboundOut(.goodbye(.keepaliveTimeout, "no traffic for \(silence)")),

@@ -99,7 +99,8 @@ package struct LinkConfiguration: Sendable {
             role: role == .client ? .leading : .following,
             quality: quality,
             tcpUserTimeout: tcpUserTimeout,
-            paths: paths
+            paths: paths,
+            metrics: inbox?.metrics
         )
         let handlers = channel.pipeline.syncOperations
         // Linux before 6.15 has no such option: its TCP then backs off as it always did.

@@ -5,6 +5,7 @@ import Logging
 import MultipeerCore
 import NIOConcurrencyHelpers
 import NIOCore
+import Synchronization
 
 /// The session's resource transfers (docs/PROTOCOL.md 3c), both ways: each transfer is driven by
 /// its core (``ResourceSendStateMachine``, ``ResourceReceiveStateMachine``) behind a lock of its
@@ -121,7 +122,10 @@ final class Resources: Sendable {
     let incoming: AsyncStream<IncomingResource>
     private let announce: AsyncStream<IncomingResource>.Continuation
 
+    /// The session's logger.
     private let logger: Logger
+    /// Whether the application was told, once, that it does not read ``incoming``.
+    private let toldUnread = Atomic<Bool>(false)
     /// Where the IDs of the resources this side offers come from.
     private let random: RandomSource
     /// Makes each transfer's file queue, and runs the hashing of a file to send.
@@ -135,7 +139,7 @@ final class Resources: Sendable {
         peers: Deliveries,
         directory: URL?,
         partialLifetime: Duration = .seconds(7 * 86_400),
-        logger: Logger = Logger(label: "multipeer"),
+        logger: Logger,
         random: RandomSource = .system,
         fileQueue: @escaping @Sendable (String) -> any FileQueue = { DispatchFileQueue(label: $0) },
         clock: any SessionClock = SystemClock()
@@ -301,9 +305,9 @@ final class Resources: Sendable {
                     cancel: { [weak transfer] in transfer?.end(.cancelled) }
                 )
             )
-            if case .dropped = announced {
+            if case .dropped = announced, !toldUnread.exchange(true, ordering: .relaxed) {
                 logger.warning(
-                    "a file arrives unannounced: the application has not read incomingResources for \(Self.maximumUnread) transfers",
+                    "a file arrives unannounced: the application has not read incomingResources for \(Self.maximumUnread) transfers (said once)",
                     metadata: [
                         "multipeer.peer.id": "\(peer.id)", "multipeer.resource": "\(offer.name)",
                     ]
