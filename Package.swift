@@ -26,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // A message carries the trace context it was sent in (docs/PROTOCOL.md 2c).
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
         // Ed25519 device identities and SHA-256 (docs/PROTOCOL.md, 3).
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
@@ -96,6 +98,7 @@ let package = Package(
                 "MultipeerDiscovery",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -419,6 +422,7 @@ let package = Package(
             dependencies: [
                 "MultipeerSession",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 "MultipeerTLS",
                 "MultipeerCore",

@@ -35,6 +35,7 @@ extract() {  # FILE: prints each ```swift block of FILE (markdown, or /// commen
 {
     echo "// Written by scripts/consumer.sh from the documentation; do not edit."
     echo "import Foundation  // (for samples of tests: FileManager)"
+    echo "import Instrumentation  // (for samples of tracing: ServiceContext)"
     echo "import MultipeerSession"
     echo "import MultipeerSessionTesting"
     echo "import MultipeerSync"
@@ -51,7 +52,9 @@ echo "$(grep -c '^func sample_' "$samples") documentation samples to compile in 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 swift build --package-path "$consumer" --build-tests 2>&1 | tee "$log"
-if grep -q "warning:" "$log"; then
+# swift-distributed-tracing 1.7.3's own manifest leaves a file of its sources unhandled: SwiftPM
+# says so to every package that depends on it, about that package, not ours.
+if grep "warning:" "$log" | grep -v "^warning: 'swift-distributed-tracing': found 1 file(s) which are unhandled" | grep -q .; then
     echo "The consumer's build printed warnings (above); a user of the package would see them." >&2
     exit 1
 fi

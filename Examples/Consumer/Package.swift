@@ -16,6 +16,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         // (A log handler of the application's own, which LoggingTests reads.)
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // (The application's instrument, which TracingTests bootstraps.)
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
     ],
     targets: [
         .target(
@@ -24,6 +26,7 @@ let package = Package(
                 .product(name: "MultipeerSession", package: "MultipeerSession"),
                 .product(name: "MultipeerSessionTesting", package: "MultipeerSession"),
                 .product(name: "MultipeerSync", package: "MultipeerSession"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
             ],
             // Samples are fragments: a value made to show a call and never used is their nature.
             swiftSettings: [.swiftLanguageMode(.v6), .unsafeFlags(["-suppress-warnings"])]
@@ -57,6 +60,7 @@ let package = Package(
                 .product(name: "MultipeerSync", package: "MultipeerSession"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

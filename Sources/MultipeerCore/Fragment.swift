@@ -13,17 +13,29 @@ package struct Fragment: Hashable, Sendable {
     package var typeName: String
     /// This fragment's part of the payload: at least one byte.
     package var bytes: ByteBuffer
+    /// The trace context the message was sent in, the same in every fragment of it (FRAGMENT_TRACED).
+    package var context: TraceContext?
 
     /// Whether this is the message's last fragment.
     package var isLast: Bool { offset + bytes.readableBytes == length }
 
     /// The length of the frame value that carries it.
-    package var frameLength: Int { Self.overhead(typeName: typeName) + bytes.readableBytes }
+    package var frameLength: Int { Self.overhead(typeName: typeName, context: context) + bytes.readableBytes }
 
-    /// The bytes of a FRAGMENT value before its payload bytes: sequence, offset, length, type name.
-    package static func overhead(typeName: String) -> Int { 8 + 8 + 8 + 1 + typeName.utf8.count }
+    /// The bytes of a FRAGMENT value before its payload bytes: its context (FRAGMENT_TRACED),
+    /// sequence, offset, length, type name.
+    package static func overhead(typeName: String, context: TraceContext? = nil) -> Int {
+        (context?.encodedLength ?? 0) + 8 + 8 + 8 + 1 + typeName.utf8.count
+    }
 
-    package init(sequence: UInt64, offset: Int, length: Int, typeName: String, bytes: ByteBuffer) throws {
+    package init(
+        sequence: UInt64,
+        offset: Int,
+        length: Int,
+        typeName: String,
+        bytes: ByteBuffer,
+        context: TraceContext? = nil
+    ) throws {
         guard typeName.utf8.count <= DataMessage.maximumTypeNameLength else {
             throw MultipeerError(
                 .malformedMessage,
@@ -41,6 +53,7 @@ package struct Fragment: Hashable, Sendable {
         self.length = length
         self.typeName = typeName
         self.bytes = bytes
+        self.context = context
     }
 }
 
@@ -71,7 +84,7 @@ extension DataMessage {
     /// The fragment of the payload from `offset`: as long as the peer's `frameLimit` and
     /// ``fragmentLength`` allow.
     package func fragment(from offset: Int, frameLimit: Int) -> Fragment {
-        let room = min(Self.fragmentLength, frameLimit - Fragment.overhead(typeName: typeName))
+        let room = min(Self.fragmentLength, frameLimit - Fragment.overhead(typeName: typeName, context: context))
         let count = min(room, payload.readableBytes - offset)
         // A view of the payload's bytes, not a slice: NIO copies a slice that begins 16 MiB or
         // more into its storage (measured: 48 MiB copied for every 64 MiB message).
@@ -84,7 +97,8 @@ extension DataMessage {
             offset: offset,
             length: payload.readableBytes,
             typeName: typeName,
-            bytes: bytes
+            bytes: bytes,
+            context: context
         )
     }
 }
@@ -124,7 +138,12 @@ package struct MessageAssembly: Sendable {
         guard fragment.isLast else { return .partial(try MessageAssembly(first: fragment, limit: limit, from: peer)) }
         try check(first: fragment, limit: limit, from: peer)
         return .whole(
-            try DataMessage(sequence: fragment.sequence, typeName: fragment.typeName, payload: fragment.bytes)
+            try DataMessage(
+                sequence: fragment.sequence,
+                typeName: fragment.typeName,
+                payload: fragment.bytes,
+                context: fragment.context
+            )
         )
     }
 
@@ -169,6 +188,8 @@ package struct MessageAssembly: Sendable {
         if buffer.capacity == 0 { buffer = PayloadMemory.allocator.buffer(capacity: length) }
         buffer.writeImmutableBuffer(fragment.bytes)
         guard received == length else { return nil }
-        return try DataMessage(sequence: sequence, typeName: typeName, payload: buffer)
+        // (The context of the fragment that completes it: a resumed message's first fragments
+        // may have come on an earlier link.)
+        return try DataMessage(sequence: sequence, typeName: typeName, payload: buffer, context: fragment.context)
     }
 }

@@ -42,6 +42,10 @@ package struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConv
     package static let streamEnd = FrameType(rawValue: 17)
     /// The message types the sender's application reads, announced anew.
     package static let types = FrameType(rawValue: 18)
+    /// An application message with its sender's trace context (DATA's value after the context).
+    package static let dataTraced = FrameType(rawValue: 19)
+    /// A piece of a message with its sender's trace context (FRAGMENT's value after the context).
+    package static let fragmentTraced = FrameType(rawValue: 20)
 
     package var description: String {
         switch self {
@@ -63,6 +67,8 @@ package struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConv
         case .streamData: "STREAM_DATA"
         case .streamEnd: "STREAM_END"
         case .types: "TYPES"
+        case .dataTraced: "DATA_TRACED"
+        case .fragmentTraced: "FRAGMENT_TRACED"
         default: "type \(rawValue)"
         }
     }

@@ -67,8 +67,11 @@ package struct Hello: Hashable, Sendable {
         /// tells it with TYPES whenever what it reads changes (3e). A side that sets
         /// ``messageTypes`` is taken to set this too.
         package static let takesTypes = Features(rawValue: 8)
+        /// Takes trace contexts: the sender reads DATA_TRACED and FRAGMENT_TRACED (2c), so a
+        /// peer may send it a message with the trace context it was sent in.
+        package static let traceContext = Features(rawValue: 16)
         /// Every feature this version knows.
-        package static let known: Features = [.resources, .streams, .messageTypes, .takesTypes]
+        package static let known: Features = [.resources, .streams, .messageTypes, .takesTypes, .traceContext]
     }
 
     /// The sender's signature (``signed(exporter:side:sign:)``); empty until signed.

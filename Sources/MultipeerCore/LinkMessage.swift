@@ -24,11 +24,13 @@ package struct DataMessage: Hashable, Sendable {
     package var typeName: String
     /// The encoded message.
     package var payload: ByteBuffer
+    /// The trace context it was sent in, if any (DATA_TRACED; to a peer that does not take it, DATA).
+    package var context: TraceContext?
 
-    /// The length of the frame value that carries it: sequence, type name, payload.
-    package var frameLength: Int { 8 + 1 + typeName.utf8.count + payload.readableBytes }
+    /// The length of the frame value that carries it: its context, sequence, type name, payload.
+    package var frameLength: Int { (context?.encodedLength ?? 0) + 8 + 1 + typeName.utf8.count + payload.readableBytes }
 
-    package init(sequence: UInt64, typeName: String, payload: ByteBuffer) throws {
+    package init(sequence: UInt64, typeName: String, payload: ByteBuffer, context: TraceContext? = nil) throws {
         guard typeName.utf8.count <= Self.maximumTypeNameLength else {
             throw MultipeerError(
                 .invalidArgument,
@@ -38,6 +40,7 @@ package struct DataMessage: Hashable, Sendable {
         self.sequence = sequence
         self.typeName = typeName
         self.payload = payload
+        self.context = context
     }
 }
 
@@ -101,6 +104,21 @@ package enum LinkMessage: Hashable, Sendable {
     /// A frame type this version does not know; receivers ignore it.
     case unknown(FrameType)
 
+    /// This message as a peer that does not take trace contexts reads it: DATA and FRAGMENT
+    /// without their context (docs/PROTOCOL.md 2c); every other message as it is.
+    package var withoutTraceContext: LinkMessage {
+        switch self {
+        case .data(var message) where message.context != nil:
+            message.context = nil
+            return .data(message)
+        case .fragment(var fragment) where fragment.context != nil:
+            fragment.context = nil
+            return .fragment(fragment)
+        default:
+            return self
+        }
+    }
+
     /// The message payload bytes this frame carries: a DATA frame's payload, a FRAGMENT's
     /// piece of one, a RESOURCE_CHUNK's or a STREAM_DATA's bytes; nil for the other frames.
     package var messageBytes: Int? {
@@ -126,10 +144,11 @@ extension LinkMessage {
             let timestamp = try value.readField(UInt64.self, "timestamp", in: frame.type)
             let probe = Probe(nonce: nonce, timestamp: timestamp)
             self = frame.type == .ping ? .ping(probe) : .pong(probe)
-        case .data:
-            let sequence = try value.readField(UInt64.self, "sequence number", in: .data)
-            let typeName = try value.readShortString("type name", in: .data)
-            self = .data(try DataMessage(sequence: sequence, typeName: typeName, payload: value))
+        case .data, .dataTraced:
+            let context = frame.type == .dataTraced ? try TraceContext.decode(from: &value, in: frame.type) : nil
+            let sequence = try value.readField(UInt64.self, "sequence number", in: frame.type)
+            let typeName = try value.readShortString("type name", in: frame.type)
+            self = .data(try DataMessage(sequence: sequence, typeName: typeName, payload: value, context: context))
         case .ack:
             let sequence = try value.readField(UInt64.self, "sequence number", in: .ack)
             guard value.readableBytes > 0 else {
@@ -155,15 +174,16 @@ extension LinkMessage {
                 throw MultipeerError(.malformedMessage, "FLOW is malformed: reading is \(reading), not 0 or 1")
             }
             self = .flow(reading: reading == 1)
-        case .fragment:
-            let sequence = try value.readField(UInt64.self, "sequence number", in: .fragment)
-            let offset = try value.readField(UInt64.self, "offset", in: .fragment)
-            let length = try value.readField(UInt64.self, "length", in: .fragment)
-            let typeName = try value.readShortString("type name", in: .fragment)
+        case .fragment, .fragmentTraced:
+            let context = frame.type == .fragmentTraced ? try TraceContext.decode(from: &value, in: frame.type) : nil
+            let sequence = try value.readField(UInt64.self, "sequence number", in: frame.type)
+            let offset = try value.readField(UInt64.self, "offset", in: frame.type)
+            let length = try value.readField(UInt64.self, "length", in: frame.type)
+            let typeName = try value.readShortString("type name", in: frame.type)
             guard length <= UInt64(Int.max), offset <= length else {
                 throw MultipeerError(
                     .malformedMessage,
-                    "FRAGMENT is malformed: offset \(offset) of a \(length)-byte message"
+                    "\(frame.type) is malformed: offset \(offset) of a \(length)-byte message"
                 )
             }
             self = .fragment(
@@ -172,7 +192,8 @@ extension LinkMessage {
                     offset: Int(offset),
                     length: Int(length),
                     typeName: typeName,
-                    bytes: value
+                    bytes: value,
+                    context: context
                 )
             )
         case .reject:
@@ -308,11 +329,11 @@ extension LinkMessage {
         case .hello: .hello
         case .ping: .ping
         case .pong: .pong
-        case .data: .data
+        case .data(let message): message.context == nil ? .data : .dataTraced
         case .ack: .ack
         case .goodbye: .goodbye
         case .flow: .flow
-        case .fragment: .fragment
+        case .fragment(let fragment): fragment.context == nil ? .fragment : .fragmentTraced
         case .reject: .reject
         case .resourceOffer: .resourceOffer
         case .resourceWant: .resourceWant
@@ -352,6 +373,7 @@ extension LinkMessage {
         case .ping(let probe), .pong(let probe):
             buffer.writeMultipleIntegers(probe.nonce, probe.timestamp)
         case .data(let message):
+            message.context?.encode(into: &buffer)
             buffer.writeInteger(message.sequence)
             buffer.writeShortString(message.typeName)
             return message.payload
@@ -359,6 +381,7 @@ extension LinkMessage {
             buffer.writeInteger(sequence)
             if let partial { buffer.writeMultipleIntegers(partial.sequence, UInt64(partial.received)) }
         case .fragment(let fragment):
+            fragment.context?.encode(into: &buffer)
             buffer.writeMultipleIntegers(fragment.sequence, UInt64(fragment.offset), UInt64(fragment.length))
             buffer.writeShortString(fragment.typeName)
             return fragment.bytes

@@ -108,8 +108,12 @@ package struct OutboxStateMachine: Sendable {
 
     /// Numbers and keeps a message; returns it with its sequence number (its ticket is
     /// ``latestTicket`` from now).
-    package mutating func enqueue(typeName: String, payload: ByteBuffer) throws -> DataMessage {
-        let message = try DataMessage(sequence: nextSequence, typeName: typeName, payload: payload)
+    package mutating func enqueue(
+        typeName: String,
+        payload: ByteBuffer,
+        context: TraceContext? = nil
+    ) throws -> DataMessage {
+        let message = try DataMessage(sequence: nextSequence, typeName: typeName, payload: payload, context: context)
         nextSequence += 1
         pending.append(Entry(message: message, ticket: nextTicket))
         nextTicket += 1

@@ -264,8 +264,13 @@ package struct PeerDeliveryStateMachine: Sendable {
 
     // MARK: Sending
 
-    /// Offers a message to the outbox.
-    package mutating func enqueue(typeName: String, payload: ByteBuffer, now: ContinuousClock.Instant) -> Enqueued {
+    /// Offers a message to the outbox (with the trace context it was sent in, if any).
+    package mutating func enqueue(
+        typeName: String,
+        payload: ByteBuffer,
+        context: TraceContext? = nil,
+        now: ContinuousClock.Instant
+    ) -> Enqueued {
         let since: ContinuousClock.Instant?
         switch presence {
         case .active: since = nil
@@ -285,7 +290,7 @@ package struct PeerDeliveryStateMachine: Sendable {
         if outbox == nil { outbox = newOutbox() }
         if outbox!.hasRoom(for: payload.readableBytes) {
             do {
-                _ = try outbox!.enqueue(typeName: typeName, payload: payload)
+                _ = try outbox!.enqueue(typeName: typeName, payload: payload, context: context)
             } catch {
                 return .refused(error as? MultipeerError ?? MultipeerError(.invalidArgument, "\(error)"))
             }

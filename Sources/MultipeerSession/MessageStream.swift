@@ -6,7 +6,7 @@
 public struct SessionStream<Element: Sendable>: AsyncSequence, Sendable {
     /// Takes the next element from the buffer; holds the buffer's lifetime, so the subscription
     /// ends when every copy of the stream and of its iterators is gone.
-    private let nextElement: @Sendable () async -> Element?
+    fileprivate let nextElement: @Sendable () async -> Element?
 
     /// A stream of `buffer`'s elements; `check` runs at each `next()` (``SessionEnvironment/readerCheck``).
     init(_ buffer: StreamBuffer<Element>, check: (@Sendable () -> Void)? = nil) {
@@ -19,6 +19,12 @@ public struct SessionStream<Element: Sendable>: AsyncSequence, Sendable {
         } else {
             nextElement = { await lifetime.buffer.next() }
         }
+    }
+
+    /// A stream of `base`'s elements made into this stream's by `transform`, one by one.
+    init<Base>(_ base: SessionStream<Base>, _ transform: @escaping @Sendable (Base) -> Element) {
+        let next = base.nextElement
+        nextElement = { await next().map(transform) }
     }
 
     /// A stream of what `next` returns, which holds the ``StreamLifetime`` of its buffer.

@@ -1,4 +1,5 @@
 public import Foundation
+import Instrumentation
 import Logging
 import MultipeerCore
 import NIOConcurrencyHelpers
@@ -30,7 +31,36 @@ extension MultipeerSession {
     /// ``SessionEvent/undecodableMessage(from:typeName:error:)`` and skipped, and the link stays up;
     /// if it came reliably, its sender is told (``SessionEvent/messageRejected(by:typeName:sequence:reason:)``).
     public nonisolated func messages<Message: Codable & Sendable>(of type: Message.Type) -> MessageStream<Message> {
-        subscriptions.messages(of: type, named: MessageTypeTraits.of(type, logger: logger).name)
+        MessageStream(subscriptions.messages(of: type, named: MessageTypeTraits.of(type, logger: logger).name)) {
+            ($0.peer, $0.message)
+        }
+    }
+
+    /// Runs `handler` for every message of type `Message` from now on (and first those held for
+    /// a first subscriber), one at a time, in order, each inside the `ServiceContext` its sender
+    /// sent it in, as swift-distributed-tracing propagates a request's context: a span the
+    /// handler starts (`withSpan`) is a child of the sender's span, and a logger with the
+    /// tracer's metadata provider names its trace. A message sent outside any context, or by a
+    /// peer of an earlier release, runs in the calling task's context.
+    ///
+    /// The context travels only where the process's instrument writes it
+    /// (`InstrumentationSystem.bootstrap`, an OpenTelemetry tracer, say) and only to a peer of
+    /// this release or later (docs/PROTOCOL.md 2c); with no instrument bootstrapped nothing is
+    /// sent. Otherwise this is ``messages(of:)``: the same bounded subscription, its
+    /// undecodable messages reported and skipped. It returns when the session stops or the
+    /// calling task is cancelled, and throws what `handler` throws (the subscription ends).
+    public nonisolated(nonsending) func handleMessages<Message: Codable & Sendable>(
+        of type: Message.Type,
+        _ handler: (_ peer: Peer, _ message: Message) async throws -> Void
+    ) async rethrows {
+        let arrivals = subscriptions.messages(of: type, named: MessageTypeTraits.of(type, logger: logger).name)
+        for await (peer, message, carried) in arrivals {
+            if let context = MessageTracing.context(of: carried) {
+                try await ServiceContext.withValue(context) { try await handler(peer, message) }
+            } else {
+                try await handler(peer, message)
+            }
+        }
     }
 
     /// Sends `message` to a peer.
@@ -157,7 +187,7 @@ extension MultipeerSession {
                 underlying: "\(error)"
             )
         }
-        return try DataMessage(sequence: 0, typeName: typeName, payload: payload)
+        return try DataMessage(sequence: 0, typeName: typeName, payload: payload, context: MessageTracing.carried())
     }
 
     /// Whether the peer takes `message`; when it does not, tells the application (once per

@@ -131,7 +131,12 @@ final class PeerDelivery: LinkSource {
             }
             let outcome =
                 reliably
-                ? state.machine.enqueue(typeName: message.typeName, payload: message.payload, now: now)
+                ? state.machine.enqueue(
+                    typeName: message.typeName,
+                    payload: message.payload,
+                    context: message.context,
+                    now: now
+                )
                 : state.machine.enqueueUnreliable(message)
             switch outcome {
             case .queued(let ticket, let actions): return (.queued(ticket: ticket), actions)

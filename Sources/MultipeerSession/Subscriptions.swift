@@ -27,6 +27,10 @@ import Synchronization
 /// session, which tells its peers (TYPES). Nothing the session acknowledged is ever dropped
 /// unsaid.
 final class Subscriptions: Sendable {
+    /// A message as a subscription hands it out: its sender, the value, and the trace context
+    /// it was sent in.
+    typealias Arrival<Message> = (peer: Peer, message: Message, context: TraceContext?)
+
     /// A message in a subscriber's buffer: to decode, decoded, or being decoded.
     enum Decoded: Sendable {
         /// Its stream's reader decodes it (the one subscriber of its type).
@@ -42,7 +46,7 @@ final class Subscriptions: Sendable {
 
     /// One subscriber's buffer, fed values its ``Decoding`` made.
     fileprivate struct Subscriber {
-        var offer: @Sendable (Peer, UInt64, Decoded, Int, @escaping @Sendable () -> Void) -> StreamOffer
+        var offer: @Sendable (Peer, UInt64, TraceContext?, Decoded, Int, @escaping @Sendable () -> Void) -> StreamOffer
         var finish: @Sendable () -> Void
         /// What its buffer holds (``StreamBuffer/load``).
         var load: @Sendable () -> (count: Int, bytes: Int)
@@ -63,7 +67,7 @@ final class Subscriptions: Sendable {
         /// One a Swift type (an array, not a dictionary: a message's delivery copies it out
         /// of the lock, and there is mostly one).
         var decodings: [Decoding] = []
-        var held = CircularBuffer<(peer: Peer, sequence: UInt64, payload: ByteBuffer)>()
+        var held = CircularBuffer<(peer: Peer, sequence: UInt64, context: TraceContext?, payload: ByteBuffer)>()
         var heldBytes = 0
         /// Of a type read, held beyond `Limits.maximumUnsubscribedTypes` names: full from its
         /// first message.
@@ -217,19 +221,23 @@ final class Subscriptions: Sendable {
 
     // MARK: Messages
 
+    /// A subscription to `type`'s messages under `typeName`: each with its sender and the
+    /// trace context it was sent in (``MessageTracing``).
     func messages<Message: Decodable & Sendable>(
         of type: Message.Type,
         named typeName: String
-    ) -> MessageStream<Message> {
+    ) -> SessionStream<Arrival<Message>> {
         let id = names.add(1, ordering: .relaxed).newValue
         let key = ObjectIdentifier(type)
-        let buffer = StreamBuffer<(peer: Peer, sequence: UInt64, message: Decoded)>(limits: limits.receiveBuffer) {
+        let buffer = StreamBuffer<(peer: Peer, sequence: UInt64, context: TraceContext?, message: Decoded)>(
+            limits: limits.receiveBuffer
+        ) {
             [weak self] in
             self?.unsubscribe(id, of: key, named: typeName)
         }
         let subscriber = Subscriber(
-            offer: { peer, sequence, value, cost, whenRoom in
-                buffer.offer((peer, sequence, value), cost: cost, storage: value.storage, whenRoom: whenRoom)
+            offer: { peer, sequence, context, value, cost, whenRoom in
+                buffer.offer((peer, sequence, context, value), cost: cost, storage: value.storage, whenRoom: whenRoom)
             },
             finish: { buffer.finish() },
             load: { buffer.load },
@@ -264,7 +272,7 @@ final class Subscriptions: Sendable {
             }
             return (
                 buffer.take(
-                    held.map { (($0.peer, $0.sequence, .encoded($0.payload)), $0.payload.readableBytes) },
+                    held.map { (($0.peer, $0.sequence, $0.context, .encoded($0.payload)), $0.payload.readableBytes) },
                     stopped: topic.stopped
                 ), extended
             )
@@ -272,21 +280,21 @@ final class Subscriptions: Sendable {
         stopped.forEach { $0() }
         if extended { announce() }
         let (lifetime, check) = (StreamLifetime(buffer), readerCheck)
-        return MessageStream {
+        return SessionStream {
             check?()
             // Skips a message that did not decode (reported as it failed).
             while let stored = await lifetime.buffer.next() {
                 switch stored.message {
                 case .encoded(let payload):
                     do {
-                        return (stored.peer, try MessageEncoding.decode(Message.self, from: payload))
+                        return (stored.peer, try MessageEncoding.decode(Message.self, from: payload), stored.context)
                     } catch {
                         self.undecodable(stored.sequence, named: typeName, from: stored.peer, error)
                     }
                 case .value(let value):
-                    return (stored.peer, value as! Message)
+                    return (stored.peer, value as! Message, stored.context)
                 case .pending(let pending):
-                    if let value = await pending.value() { return (stored.peer, value as! Message) }
+                    if let value = await pending.value() { return (stored.peer, value as! Message, stored.context) }
                 }
             }
             return nil
@@ -402,7 +410,7 @@ final class Subscriptions: Sendable {
                     }
                 }
                 for subscriber in decoding.subscribers.values
-                where subscriber.offer(peer, message.sequence, value, cost, whenRoom) == .full {
+                where subscriber.offer(peer, message.sequence, message.context, value, cost, whenRoom) == .full {
                     filled += 1
                 }
             }
@@ -430,7 +438,7 @@ final class Subscriptions: Sendable {
             let wasFull = topic.isFull(limits.unsubscribedMessages)
             // Held for as long as nobody subscribes: a copy of its own, not a slice keeping the
             // whole read buffer it came in alive.
-            topic.held.append((peer, message.sequence, Self.compacted(message.payload)))
+            topic.held.append((peer, message.sequence, message.context, Self.compacted(message.payload)))
             topic.heldBytes += message.payload.readableBytes
             var reports: [SessionEvent] = []
             if !topic.reportedHeld {

@@ -56,6 +56,14 @@ import Testing
         var fixes = [1, 500]
     }
 
+    /// W3C Trace Context's example (section 2c's vectors).
+    static let traceContext = TraceContext(
+        fitting: [
+            "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "tracestate": "congo=t61rcWkgMzE",
+        ]
+    )!
+
     static func expectedMessages() throws -> [String: LinkMessage] {
         var payload = ByteBuffer()
         payload.writeString(#"{"id":1}"#)
@@ -87,6 +95,22 @@ import Testing
                 try vectorHello(features: [.resources, .streams], reads: ["NavlogMessage", "Note"])
             ),
             "hello-takes-types": .hello(try vectorHello(features: [.resources, .streams, .takesTypes])),
+            "hello-takes-trace-context": .hello(
+                try vectorHello(features: [.resources, .streams, .takesTypes, .traceContext])
+            ),
+            "data-traced": .data(
+                try DataMessage(sequence: 42, typeName: "NavlogEntry", payload: payload, context: traceContext)
+            ),
+            "fragment-traced": .fragment(
+                try Fragment(
+                    sequence: 9,
+                    offset: 4,
+                    length: 10,
+                    typeName: "Chart",
+                    bytes: ByteBuffer(bytes: [0x04, 0x05, 0x06, 0x07, 0x08, 0x09]),
+                    context: traceContext
+                )
+            ),
             "types": .types(.only(try MessageTypeList(["Weather", "NavlogMessage", "Note"]))),
             "types-every-but": .types(.allBut(try MessageTypeList(["Weather"]))),
             "types-every": .types(.every),

@@ -107,7 +107,7 @@ import Testing
             #expect(try link.channel.readOutbound(as: LinkMessage.self) == nil)
         }
         var received: [String] = []
-        for await (_, note) in notes {
+        for await (_, note, _) in notes {
             received.append(note.text)
             if received.count == 2 { break }
         }
@@ -152,7 +152,7 @@ import Testing
             #expect(probe.reads == readsBefore + 1, "and the read withheld is made")
         }
         var received: [String] = []
-        for await (_, note) in notes {
+        for await (_, note, _) in notes {
             received.append(note.text)
             if received.count == 2 { break }
         }

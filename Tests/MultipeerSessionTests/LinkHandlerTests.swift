@@ -80,6 +80,38 @@ import Testing
         }
     }
 
+    /// A message's trace context goes only to a peer whose HELLO takes it (docs/PROTOCOL.md
+    /// 2c): to an earlier release the same message goes as plain DATA.
+    @Test(arguments: [true, false])
+    func aTraceContextGoesOnlyToAPeerThatTakesIt(peerTakesIt: Bool) throws {
+        let remote = PeerIdentity()
+        let link = try Link(expecting: remote.peerID)
+        defer { link.finish() }
+        _ = try link.channel.readOutbound(as: ByteBuffer.self)  // (this side's HELLO)
+        var hello = try Hello(identity: remote, incarnation: 1, displayName: "remote", maximumMessageLength: 1 << 20)
+        hello.features = peerTakesIt ? .known : [.resources, .streams, .takesTypes]
+        hello = try hello.signed(exporter: Self.exporter, side: .listener, sign: remote.protocolSignature(for:))
+        try link.channel.writeInbound(try Self.frame(.hello(hello)))
+        _ = try link.handler.hello.wait()
+        let context = try #require(TraceContext(fitting: ["traceparent": "00-1"]))
+        let message = try DataMessage(
+            sequence: 1,
+            typeName: "Note",
+            payload: ByteBuffer(string: "{}"),
+            context: context
+        )
+        try link.channel.writeOutbound(LinkMessage.data(message))
+        var written = try #require(try link.channel.readOutbound(as: ByteBuffer.self))
+        let frame = try #require(try Self.decode(&written))
+        #expect(frame.type == (peerTakesIt ? .dataTraced : .data))
+        guard case .data(let sent) = try LinkMessage(frame: frame) else {
+            Issue.record("not a message: \(frame.type)")
+            return
+        }
+        #expect(sent.context == (peerTakesIt ? context : nil))
+        #expect(sent.payload == message.payload && sent.sequence == 1)
+    }
+
     @Test func aMessageBeforeTheHelloFailsTheHandshakeAndClosesTheLink() throws {
         let link = try Link()
         defer { link.finish() }

@@ -38,6 +38,10 @@ final class LinkHandler: ChannelDuplexHandler {
         ByteBufferAllocator().buffer(capacity: 0), []
     )
 
+    /// Whether the peer's HELLO says it takes trace contexts: to a peer that does not, DATA and
+    /// FRAGMENT go without theirs (docs/PROTOCOL.md 2c).
+    private var peerTakesTraceContext = false
+
     /// Completes with the peer's HELLO once it has arrived and been checked.
     var hello: EventLoopFuture<Hello> { helloPromise.futureResult }
 
@@ -109,6 +113,7 @@ final class LinkHandler: ChannelDuplexHandler {
             }
         case .helloCompleted(let hello):
             timeout?.cancel()
+            peerTakesTraceContext = hello.features.contains(.traceContext)
             context.fireUserInboundEventTriggered(HelloCompleted(remote: hello))
             helloPromise.succeed(hello)
         case .failHandshake(let error):
@@ -127,7 +132,8 @@ final class LinkHandler: ChannelDuplexHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        let message = unwrapOutboundIn(data)
+        let written = unwrapOutboundIn(data)
+        let message = peerTakesTraceContext ? written : written.withoutTraceContext
         guard let bytes = message.messageBytes, bytes >= Self.separatePayload else {
             if unwritten.promises.isEmpty, unwritten.frames.readableBytes == 0 {
                 unwritten.frames = allocator.buffer(
