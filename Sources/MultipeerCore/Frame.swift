@@ -1,51 +1,107 @@
 package import NIOCore
 
-/// The type of a TLV frame on the wire. Types this version does not know are tolerated:
-/// a receiver ignores them, so later versions can add frames.
-package struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-    package var rawValue: UInt32
-    package init(rawValue: UInt32) { self.rawValue = rawValue }
-
+/// The type of a TLV frame on the wire: one case per frame this version knows, and
+/// ``unknown(_:)`` for the rest, which a receiver ignores, so later versions can add frames
+/// (docs/PROTOCOL.md 2). Every switch over it names every frame: a frame added here is a
+/// compile error wherever it is not handled yet.
+package enum FrameType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     /// Opens every link: who the sender is and how it wants to be pinged.
-    package static let hello = FrameType(rawValue: 1)
+    case hello
     /// A liveness probe carrying a nonce and the sender's monotonic time.
-    package static let ping = FrameType(rawValue: 2)
+    case ping
     /// The answer to a PING, echoing its nonce and time.
-    package static let pong = FrameType(rawValue: 3)
+    case pong
     /// An application message.
-    package static let data = FrameType(rawValue: 4)
+    case data
     /// A cumulative acknowledgement of reliable messages.
-    package static let ack = FrameType(rawValue: 5)
+    case ack
     /// The sender is closing the link, and says why.
-    package static let goodbye = FrameType(rawValue: 6)
+    case goodbye
     /// The sender stopped reading the link (its application is behind), or reads it again.
-    package static let flow = FrameType(rawValue: 7)
+    case flow
     /// A piece of an application message too large for one frame.
-    package static let fragment = FrameType(rawValue: 8)
+    case fragment
     /// The receiver's application could not decode a reliable message it was given.
-    package static let reject = FrameType(rawValue: 9)
+    case reject
     /// A file the sender offers the receiver (a resource).
-    package static let resourceOffer = FrameType(rawValue: 10)
+    case resourceOffer
     /// Where the receiver of a resource begins, and how far the sender may send.
-    package static let resourceWant = FrameType(rawValue: 11)
+    case resourceWant
     /// A piece of a resource's bytes.
-    package static let resourceChunk = FrameType(rawValue: 12)
+    case resourceChunk
     /// A resource's transfer is over, and why.
-    package static let resourceEnd = FrameType(rawValue: 13)
+    case resourceEnd
     /// A byte stream the sender opens.
-    package static let streamOpen = FrameType(rawValue: 14)
+    case streamOpen
     /// What the reader of a stream holds, and how far the writer may send.
-    package static let streamWant = FrameType(rawValue: 15)
+    case streamWant
     /// A stream's bytes in one direction, and its end.
-    package static let streamData = FrameType(rawValue: 16)
+    case streamData
     /// A stream ended before both its directions finished, and why.
-    package static let streamEnd = FrameType(rawValue: 17)
+    case streamEnd
     /// The message types the sender's application reads, announced anew.
-    package static let types = FrameType(rawValue: 18)
+    case types
     /// An application message with its sender's trace context (DATA's value after the context).
-    package static let dataTraced = FrameType(rawValue: 19)
+    case dataTraced
     /// A piece of a message with its sender's trace context (FRAGMENT's value after the context).
-    package static let fragmentTraced = FrameType(rawValue: 20)
+    case fragmentTraced
+    /// A type this version does not know.
+    case unknown(UInt32)
+
+    /// Every frame this version knows, in the order of their numbers.
+    package static let known: [FrameType] = (1...20).map { FrameType(rawValue: $0) }
+
+    package init(rawValue: UInt32) {
+        switch rawValue {
+        case 1: self = .hello
+        case 2: self = .ping
+        case 3: self = .pong
+        case 4: self = .data
+        case 5: self = .ack
+        case 6: self = .goodbye
+        case 7: self = .flow
+        case 8: self = .fragment
+        case 9: self = .reject
+        case 10: self = .resourceOffer
+        case 11: self = .resourceWant
+        case 12: self = .resourceChunk
+        case 13: self = .resourceEnd
+        case 14: self = .streamOpen
+        case 15: self = .streamWant
+        case 16: self = .streamData
+        case 17: self = .streamEnd
+        case 18: self = .types
+        case 19: self = .dataTraced
+        case 20: self = .fragmentTraced
+        default: self = .unknown(rawValue)
+        }
+    }
+
+    package var rawValue: UInt32 {
+        switch self {
+        case .hello: 1
+        case .ping: 2
+        case .pong: 3
+        case .data: 4
+        case .ack: 5
+        case .goodbye: 6
+        case .flow: 7
+        case .fragment: 8
+        case .reject: 9
+        case .resourceOffer: 10
+        case .resourceWant: 11
+        case .resourceChunk: 12
+        case .resourceEnd: 13
+        case .streamOpen: 14
+        case .streamWant: 15
+        case .streamData: 16
+        case .streamEnd: 17
+        case .types: 18
+        case .dataTraced: 19
+        case .fragmentTraced: 20
+        case .unknown(let rawValue): rawValue
+        }
+    }
 
     package var description: String {
         switch self {
@@ -69,7 +125,7 @@ package struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConv
         case .types: "TYPES"
         case .dataTraced: "DATA_TRACED"
         case .fragmentTraced: "FRAGMENT_TRACED"
-        default: "type \(rawValue)"
+        case .unknown(let rawValue): "type \(rawValue)"
         }
     }
 }

@@ -127,7 +127,9 @@ package enum LinkMessage: Hashable, Sendable {
         case .fragment(let fragment): fragment.bytes.readableBytes
         case .resourceChunk(let chunk): chunk.bytes.readableBytes
         case .streamData(let data): data.bytes.readableBytes
-        default: nil
+        case .hello, .ping, .pong, .ack, .goodbye, .flow, .reject, .resourceOffer, .resourceWant, .resourceEnd,
+            .streamOpen, .streamWant, .streamEnd, .types, .unknown:
+            nil
         }
     }
 }
@@ -302,7 +304,7 @@ extension LinkMessage {
             let reads = try MessageTypesRead(decoding: &value)
             try Self.expectEnd(of: value, .types)
             self = .types(reads)
-        default:
+        case .unknown:
             self = .unknown(frame.type)
         }
     }

@@ -103,6 +103,20 @@ import Testing
     @Test func unknownTypesDecodeAsUnknownMessages() throws {
         let message = try LinkMessage(frame: Self.frame(FrameType(rawValue: 999), [1, 2, 3]))
         #expect(message == .unknown(FrameType(rawValue: 999)))
+        #expect(FrameType(rawValue: 999) == .unknown(999))
+    }
+
+    /// Each frame of docs/PROTOCOL.md 2 has its case, numbered as the table says; every other
+    /// number is unknown, whatever it is.
+    @Test func everyKnownTypeHasItsNumberAndNameAndTheRestAreUnknown() {
+        #expect(FrameType.known.map(\.rawValue) == Array(1...20))
+        #expect(
+            FrameType.known.allSatisfy { FrameType(rawValue: $0.rawValue) == $0 && !$0.description.hasPrefix("type ") }
+        )
+        #expect(Set(FrameType.known.map(\.description)).count == 20, "one name each")
+        for number: UInt32 in [0, 21, 4_096, .max] {
+            #expect(FrameType(rawValue: number) == .unknown(number) && FrameType(rawValue: number).rawValue == number)
+        }
     }
 
     @Test func aFlowSaysZeroOrOneAndNothingElse() throws {

@@ -100,6 +100,35 @@ import Testing
         }
     }
 
+    /// The link's one router: a file's frames to the resources, a stream's to the streams, each
+    /// typed; the frames of the handlers above pass on, an unknown one among them (dropped there).
+    @Test func everyFrameHasOnePlaceAFilesToTheResourcesAStreamsToTheStreams() throws {
+        var machine = machine()
+        let id = UUID()
+        let resourceWant = ResourceWant(id: id, received: 0, granted: 10)
+        guard case .route(.resource(.want(let want))) = machine.received(.resourceWant(resourceWant)) else {
+            Issue.record("a file's frame, to the resources")
+            return
+        }
+        #expect(want == resourceWant)
+        let streamData = StreamData(id: id, offset: 0, end: true, bytes: ByteBuffer())
+        guard case .route(.stream(.data(let data))) = machine.received(.streamData(streamData)) else {
+            Issue.record("a stream's frame, to the streams")
+            return
+        }
+        #expect(data == streamData)
+        let passing: [LinkMessage] = [
+            .ping(Probe(nonce: 1, timestamp: 1)), .flow(reading: true), .goodbye(.shutdown, ""), .types(.every),
+            .reject(Rejection(sequence: 1, typeName: "Note", reason: "")), .unknown(FrameType(rawValue: 4_096)),
+        ]
+        for frame in passing {
+            guard case .forward = machine.received(frame) else {
+                Issue.record("\(frame.frameType) passes on up the pipeline")
+                continue
+            }
+        }
+    }
+
     @Test func whatComesBeforeTheApplicationHeardOfTheJoinWaitsUnreadThenGoesInOrder() {
         var machine = machine(admitted: false)
         #expect(machine.received(.data(Self.data(1))).isNone)

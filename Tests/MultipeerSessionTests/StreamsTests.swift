@@ -43,7 +43,15 @@ import Testing
         }
 
         func receive(_ message: LinkMessage) throws {
-            try streams.received(message, from: peer, on: channel)
+            let frame: StreamFrame
+            switch message {
+            case .streamOpen(let open): frame = .open(open)
+            case .streamWant(let want): frame = .want(want)
+            case .streamData(let data): frame = .data(data)
+            case .streamEnd(let end): frame = .end(end)
+            default: preconditionFailure("not a stream's frame: \(message)")
+            }
+            try streams.received(frame, from: peer, on: channel)
             channel.embeddedEventLoop.run()
         }
 

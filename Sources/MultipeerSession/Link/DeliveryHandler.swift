@@ -141,14 +141,12 @@ final class DeliveryHandler: ChannelDuplexHandler {
             inbox.metrics.received(bytes: message.payload.readableBytes)
             let filled = inbox.subscriptions.deliver(message, from: peer, cache: &subscribers, whenRoom: whenRoom)
             run(machine.delivered(filling: filled), context: context)
-        case .route(let frame):
+        case .route(let routed):
             guard let peer else { return }
             do throws(MultipeerError) {
-                switch frame {
-                case .streamOpen, .streamWant, .streamData, .streamEnd:
-                    try inbox.streams.received(frame, from: peer, on: context.channel)
-                default:
-                    try inbox.resources.received(frame, from: peer, on: context.channel)
+                switch routed {
+                case .resource(let frame): try inbox.resources.received(frame, from: peer, on: context.channel)
+                case .stream(let frame): try inbox.streams.received(frame, from: peer, on: context.channel)
                 }
             } catch {
                 run(machine.protocolError(error), context: context)

@@ -46,8 +46,8 @@ struct LinkDeliveryStateMachine {
         /// A whole message: hand it to the application's streams and tell how many it filled
         /// (``delivered(filling:)``).
         case deliver(DataMessage)
-        /// A RESOURCE_ or STREAM_ frame: to the session's resources or streams, whichever owns it.
-        case route(LinkMessage)
+        /// A RESOURCE_ or STREAM_ frame: to the session's resources or streams.
+        case route(Routed)
         /// What waited for the application, in order: receive each (``received(_:)``) while the
         /// link delivers, then ``replayed()``.
         case replay([LinkMessage])
@@ -198,6 +198,8 @@ struct LinkDeliveryStateMachine {
         case .delivering(let delivering):
             window = delivering
         }
+        // The link's one router: every frame named, so a frame added to LinkMessage does not
+        // compile until it is routed here.
         switch frame {
         case .data(let message):
             guard message.sequence > 0 else { return .deliver(message) }
@@ -207,14 +209,25 @@ struct LinkDeliveryStateMachine {
             return reliable(frame, sequence: fragment.sequence, window: window)
         case .ack(let sequence, let partial):
             return acknowledgement(sequence, partial)
-        case _ where frame.isDelivery:
-            guard window != nil else {
-                return fail("sent \(frame.frameType) before this side said where to resume; the link is closed")
-            }
-            return .route(frame)
-        default:
-            return .forward
+        case .resourceOffer(let offer): return route(.resource(.offer(offer)), of: frame, window: window)
+        case .resourceWant(let want): return route(.resource(.want(want)), of: frame, window: window)
+        case .resourceChunk(let chunk): return route(.resource(.chunk(chunk)), of: frame, window: window)
+        case .resourceEnd(let end): return route(.resource(.end(end)), of: frame, window: window)
+        case .streamOpen(let open): return route(.stream(.open(open)), of: frame, window: window)
+        case .streamWant(let want): return route(.stream(.want(want)), of: frame, window: window)
+        case .streamData(let data): return route(.stream(.data(data)), of: frame, window: window)
+        case .streamEnd(let end): return route(.stream(.end(end)), of: frame, window: window)
+        case .hello, .ping, .pong, .goodbye, .flow, .reject, .types, .unknown:
+            return .forward  // (the handlers above take what is theirs, and drop the unknown)
         }
+    }
+
+    /// A file's or stream's frame goes to its owner once the peer may send them.
+    private mutating func route(_ routed: Routed, of frame: LinkMessage, window: Window?) -> Action {
+        guard window != nil else {
+            return fail("sent \(frame.frameType) before this side said where to resume; the link is closed")
+        }
+        return .route(routed)
     }
 
     private mutating func acknowledgement(_ sequence: UInt64, _ partial: PartialMessage?) -> Action {
@@ -344,6 +357,29 @@ struct LinkDeliveryStateMachine {
     private mutating func fail(_ what: String) -> Action {
         protocolError(MultipeerError(.outOfSequence, "peer \(peerID.map { "\($0)" } ?? "?") " + what))
     }
+}
+
+/// A frame past the link's own, for its owner: a file's (docs/PROTOCOL.md 3c) to the session's
+/// ``Resources``, a stream's (3d) to its ``Streams``.
+enum Routed: Sendable {
+    case resource(ResourceFrame)
+    case stream(StreamFrame)
+}
+
+/// A RESOURCE_ frame.
+enum ResourceFrame: Sendable {
+    case offer(ResourceOffer)
+    case want(ResourceWant)
+    case chunk(ResourceChunk)
+    case end(ResourceEnd)
+}
+
+/// A STREAM_ frame.
+enum StreamFrame: Sendable {
+    case open(StreamOpen)
+    case want(StreamWant)
+    case data(StreamData)
+    case end(StreamEnd)
 }
 
 extension LinkMessage {

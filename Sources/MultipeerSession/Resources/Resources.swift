@@ -196,22 +196,20 @@ final class Resources: Sendable {
 
     /// A RESOURCE_ frame from `peer` arrived on `channel` (on its event loop). Throws what
     /// breaks the protocol: the link is then closed (GOODBYE 3).
-    func received(_ message: LinkMessage, from peer: Peer, on channel: any Channel) throws(MultipeerError) {
-        switch message {
-        case .resourceOffer(let offer):
+    func received(_ frame: ResourceFrame, from peer: Peer, on channel: any Channel) throws(MultipeerError) {
+        switch frame {
+        case .offer(let offer):
             offered(offer, by: peer, on: channel)
-        case .resourceWant(let want):
+        case .want(let want):
             try outgoingTransfer(want.id, to: peer.id)?.want(want)
-        case .resourceChunk(let chunk):
+        case .chunk(let chunk):
             try incomingTransfer(chunk.id, from: peer.id)?.chunk(chunk)
-        case .resourceEnd(let end):
+        case .end(let end):
             if let transfer = outgoingTransfer(end.id, to: peer.id) {
                 transfer.ended(end)
             } else {
                 incomingTransfer(end.id, from: peer.id)?.ended(end)
             }
-        default:
-            break
         }
     }
 

@@ -135,26 +135,24 @@ final class Streams: Sendable {
     /// link (it was replaced, and is closing) is not listened to: the streams go on, from where
     /// each side stands, on the link that replaced it. So is a peer whose HELLO announced no
     /// streams.
-    func received(_ message: LinkMessage, from peer: Peer, on channel: any Channel) throws(MultipeerError) {
+    func received(_ frame: StreamFrame, from peer: Peer, on channel: any Channel) throws(MultipeerError) {
         guard let link = peers.binding(of: peer.id).link, link.channel === channel,
             link.hello.features.contains(.streams)
         else { return }
-        switch message {
-        case .streamOpen(let open):
+        switch frame {
+        case .open(let open):
             opened(open, by: peer, on: link)
-        case .streamWant(let want):
+        case .want(let want):
             let key = Key(peer: peer.id, stream: want.id)
             if let stream = stream(key) {
                 try stream.want(want)
             } else {
                 answerForgotten(key, on: channel)
             }
-        case .streamData(let data):
+        case .data(let data):
             try stream(Key(peer: peer.id, stream: data.id))?.data(data)
-        case .streamEnd(let end):
+        case .end(let end):
             stream(Key(peer: peer.id, stream: end.id))?.ended(end)
-        default:
-            break
         }
     }
 
