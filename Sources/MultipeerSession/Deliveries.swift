@@ -8,7 +8,7 @@ import NIOCore
 /// and, with a roster, their place in it). Each holds the peer's link (``PeerLink``), bound and
 /// unbound here only: the peer's resources and streams read it from there.
 final class Deliveries: Sendable {
-    private let peers = NIOLockedValueBox<[UUID: PeerDelivery]>([:])
+    private let peers = OrderedLock<[UUID: PeerDelivery]>([:], rank: .deliveries)
     private let policy: PeerDeliveryStateMachine.Policy
     private let metrics: SessionMetrics
     private let clock: any SessionClock

@@ -74,7 +74,7 @@ final class PeerDelivery: LinkSource {
     }
 
     let peerID: UUID
-    private let state: NIOLockedValueBox<State>
+    private let state: OrderedLock<State>
     private let metrics: SessionMetrics
     /// The session's clock: acknowledgement deadlines and send timeouts.
     private let clock: any SessionClock
@@ -92,7 +92,7 @@ final class PeerDelivery: LinkSource {
         self.end = end
         self.peerID = peerID
         self.metrics = metrics
-        state = NIOLockedValueBox(State(machine: PeerDeliveryStateMachine(peerID: peerID, policy: policy)))
+        state = OrderedLock(State(machine: PeerDeliveryStateMachine(peerID: peerID, policy: policy)), rank: .peerDelivery)
     }
 
     /// Runs `body` under the lock, then what it left to do; returns its result and the drops.

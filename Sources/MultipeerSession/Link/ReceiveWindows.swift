@@ -13,28 +13,37 @@ import Synchronization
 /// sending now. So no number of identities minted with the group key makes this side hold more.
 ///
 /// Confined to the event loop every link of the session runs on (``Inbox/executor``'s, the
-/// session environment's one loop), where the links' handlers call it: each method checks that
-/// it runs there (a precondition), and no lock is taken. A whole DATA message costs its
-/// sender's window, found by the link when the session kept it (``window(of:)``), and that
-/// check. Only ``reserved`` is read from elsewhere (the simulator's check of memory, from any
-/// thread): an atomic, changed on the loop.
-final class ReceiveWindows: @unchecked Sendable {
-    /// One sender's window (the windows' loop's alone).
-    final class Window {
-        fileprivate var state: ReceiveWindow
-        fileprivate init(incarnation: UInt64) { state = ReceiveWindow(incarnation: incarnation) }
+/// session environment's one loop), where the links' handlers call it, as everything confined
+/// to a loop in this package is: in SwiftNIO's loop-bound boxes (`NIOLoopBoundBox`), whose every
+/// access checks the loop, and no lock is taken. A whole DATA message costs its sender's
+/// window, found by the link when the session kept it (``window(of:)``), and that check. Only
+/// ``reserved`` is read from elsewhere (the simulator's check of memory, from any thread): an
+/// atomic, changed on the loop.
+final class ReceiveWindows: Sendable {
+    /// One sender's window, on the windows' loop.
+    final class Window: Sendable {
+        fileprivate let state: NIOLoopBoundBox<ReceiveWindow>
+        fileprivate init(incarnation: UInt64, on eventLoop: any EventLoop) {
+            state = NIOLoopBoundBox(ReceiveWindow(incarnation: incarnation), eventLoop: eventLoop)
+        }
+    }
+
+    /// Every sender's window, and the adopted links open per sender (a replaced link may close
+    /// after its successor came).
+    private struct Senders: Sendable {
+        var windows: [UUID: Window] = [:]
+        var links: [UUID: Int] = [:]
     }
 
     private let eventLoop: any EventLoop
-    private var windows: [UUID: Window] = [:]
+    private let senders: NIOLoopBoundBox<Senders>
     /// What every window's incomplete message holds, in all.
     private let held = Atomic<Int>(0)
-    /// Adopted links open, per sender (a replaced link may close after its successor came).
-    private var links: [UUID: Int] = [:]
 
-    /// Windows for the links of `eventLoop`.
+    /// Windows for the links of `eventLoop` (made anywhere, used on that loop).
     init(on eventLoop: any EventLoop) {
         self.eventLoop = eventLoop
+        senders = NIOLoopBoundBox.makeBoxSendingValue(Senders(), eventLoop: eventLoop)
     }
 
     /// What the incomplete messages of all senders hold now (at most ``budget(limit:)``); read
@@ -46,9 +55,11 @@ final class ReceiveWindows: @unchecked Sendable {
 
     /// Applies `change` to a sender's window, keeping ``held`` in step.
     private func update<Result>(_ window: Window, _ change: (inout ReceiveWindow) -> Result) -> Result {
-        let before = window.state.reservedBytes
-        let result = change(&window.state)
-        let delta = window.state.reservedBytes - before
+        let (result, delta) = { (state: inout ReceiveWindow) in
+            let before = state.reservedBytes
+            let result = change(&state)
+            return (result, state.reservedBytes - before)
+        }(&window.state.value)
         if delta != 0 { held.add(delta, ordering: .relaxed) }
         return result
     }
@@ -57,10 +68,9 @@ final class ReceiveWindows: @unchecked Sendable {
     /// follows that incarnation from now on (a new incarnation starts over). Returns what was
     /// delivered from it: where the sender resumes.
     func adopt(_ peerID: UUID, incarnation: UInt64) -> LinkMessage {
-        eventLoop.preconditionInEventLoop()
-        let window = windows[peerID] ?? Window(incarnation: incarnation)
-        windows[peerID] = window
-        links[peerID, default: 0] += 1
+        let window = senders.value.windows[peerID] ?? Window(incarnation: incarnation, on: eventLoop)
+        senders.value.windows[peerID] = window
+        senders.value.links[peerID, default: 0] += 1
         return update(window) { window in
             window.sender(incarnation: incarnation)
             window.linkAdopted()
@@ -72,15 +82,13 @@ final class ReceiveWindows: @unchecked Sendable {
     /// The sender's window, once a link of it was adopted: what its link passes to
     /// ``receive(_:in:from:incarnation:limit:)`` and ``acknowledgement(in:incarnation:)``.
     func window(of peerID: UUID) -> Window? {
-        eventLoop.preconditionInEventLoop()
-        return windows[peerID]
+        senders.value.windows[peerID]
     }
 
     /// An adopted link of the sender closed.
     func linkClosed(_ peerID: UUID) {
-        eventLoop.preconditionInEventLoop()
-        links[peerID, default: 1] -= 1
-        if links[peerID] == 0 { links[peerID] = nil }
+        senders.value.links[peerID, default: 1] -= 1
+        if senders.value.links[peerID] == 0 { senders.value.links[peerID] = nil }
     }
 
     /// A reliable message, or a fragment of one, from the sender's `incarnation`; nil if the
@@ -104,14 +112,13 @@ final class ReceiveWindows: @unchecked Sendable {
         incarnation: UInt64,
         limit: Int
     ) -> (verdict: ReceiveWindow.Verdict, abandoned: String?)? {
-        eventLoop.preconditionInEventLoop()
-        guard window.state.incarnation == incarnation else { return nil }
+        guard window.state.value.incarnation == incarnation else { return nil }
         // (The name is made only for an error: formatting a UUID for every message was 2 % of a small one's cost.)
         switch message {
         case .data(let data):
             return update(window) { $0.receive(data, from: "peer \(peerID)") }
         case .fragment(let fragment):
-            let needed = window.state.reservation(for: fragment)
+            let needed = window.state.value.reservation(for: fragment)
             if needed > 0, let refusal = makeRoom(needed, for: peerID, limit: limit) {
                 return (.invalid(refusal), nil)
             }
@@ -126,7 +133,8 @@ final class ReceiveWindows: @unchecked Sendable {
     private func makeRoom(_ needed: Int, for peerID: UUID, limit: Int) -> MultipeerError? {
         let budget = Self.budget(limit: limit)
         guard reserved + needed > budget else { return nil }
-        for (other, window) in windows where other != peerID && links[other] == nil {
+        let senders = senders.value
+        for (other, window) in senders.windows where other != peerID && senders.links[other] == nil {
             _ = update(window) { $0.releasePartialBytes() }
             if reserved + needed <= budget { return nil }
         }
@@ -143,9 +151,10 @@ final class ReceiveWindows: @unchecked Sendable {
 
     /// The same, in the sender's `window`.
     func acknowledgement(in window: Window, incarnation: UInt64) -> LinkMessage? {
-        eventLoop.preconditionInEventLoop()
-        guard window.state.incarnation == incarnation, window.state.unacknowledged > 0 else { return nil }
-        window.state.acknowledged()
-        return .ack(window.state.acknowledgement.sequence, partial: window.state.acknowledgement.partial)
+        { (state: inout ReceiveWindow) -> LinkMessage? in
+            guard state.incarnation == incarnation, state.unacknowledged > 0 else { return nil }
+            state.acknowledged()
+            return .ack(state.acknowledgement.sequence, partial: state.acknowledgement.partial)
+        }(&window.state.value)
     }
 }

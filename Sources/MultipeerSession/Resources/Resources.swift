@@ -110,7 +110,7 @@ final class Resources: Sendable {
         }
     }
 
-    private let state = NIOLockedValueBox(State())
+    private let state = OrderedLock(State(), rank: .registry)
 
     /// What each incoming transfer holds in memory: arrived, not yet written.
     var unwritten: [UInt64] { state.withLockedValue { Array($0.incoming.values) }.map(\.unwritten) }

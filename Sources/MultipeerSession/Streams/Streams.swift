@@ -72,7 +72,7 @@ final class Streams: Sendable {
         }
     }
 
-    private let state = NIOLockedValueBox(State())
+    private let state = OrderedLock(State(), rank: .registry)
     /// The streams peers opened, as each arrives.
     let incoming: AsyncStream<PeerStream>
     private let announce: AsyncStream<PeerStream>.Continuation
