@@ -92,7 +92,10 @@ final class PeerDelivery: LinkSource {
         self.end = end
         self.peerID = peerID
         self.metrics = metrics
-        state = OrderedLock(State(machine: PeerDeliveryStateMachine(peerID: peerID, policy: policy)), rank: .peerDelivery)
+        state = OrderedLock(
+            State(machine: PeerDeliveryStateMachine(peerID: peerID, policy: policy)),
+            rank: .peerDelivery
+        )
     }
 
     /// Runs `body` under the lock, then what it left to do; returns its result and the drops.
