@@ -272,7 +272,12 @@ final class Subscriptions: Sendable {
             }
             return (
                 buffer.take(
-                    held.map { (($0.peer, $0.sequence, $0.context, .encoded($0.payload)), $0.payload.readableBytes) },
+                    held.map {
+                        (
+                            ($0.peer, $0.sequence, $0.context, .encoded($0.payload)),
+                            $0.payload.readableBytes + ($0.context?.encodedLength ?? 0)
+                        )
+                    },
                     stopped: topic.stopped
                 ), extended
             )
@@ -329,7 +334,9 @@ final class Subscriptions: Sendable {
             /// first from the peer; `announce`: what the session reads changed).
             case notRead(reason: String, report: Bool, announce: Bool)
         }
-        let cost = message.payload.readableBytes
+        // What it keeps in a stream or a hold: its payload and its trace context (up to 8 KiB
+        // of it, counted so that small messages with large contexts stay within the bounds).
+        let cost = message.payload.readableBytes + (message.context?.encodedLength ?? 0)
         let plan: Plan
         if cache.changes == changes.load(ordering: .acquiring), let decodings = cache.decodings[message.typeName] {
             plan = .decode(decodings)
@@ -386,7 +393,7 @@ final class Subscriptions: Sendable {
             var filled = 0
             for decoding in decodings {
                 let value: Decoded
-                if cost > DataMessage.fragmentLength {
+                if message.payload.readableBytes > DataMessage.fragmentLength {
                     let pending = PendingDecode()
                     // On a thread of its own, not Swift's pool: decoding megabytes there would
                     // hold up every task of the process that waits for a thread.
@@ -439,7 +446,7 @@ final class Subscriptions: Sendable {
             // Held for as long as nobody subscribes: a copy of its own, not a slice keeping the
             // whole read buffer it came in alive.
             topic.held.append((peer, message.sequence, message.context, Self.compacted(message.payload)))
-            topic.heldBytes += message.payload.readableBytes
+            topic.heldBytes += message.payload.readableBytes + (message.context?.encodedLength ?? 0)
             var reports: [SessionEvent] = []
             if !topic.reportedHeld {
                 topic.reportedHeld = true
