@@ -28,7 +28,11 @@ package struct DataMessage: Hashable, Sendable {
     package var context: TraceContext?
 
     /// The length of the frame value that carries it: its context, sequence, type name, payload.
-    package var frameLength: Int { (context?.encodedLength ?? 0) + 8 + 1 + typeName.utf8.count + payload.readableBytes }
+    package var frameLength: Int { (context?.encodedLength ?? 0) + plainFrameLength }
+
+    /// The length of its DATA value without the context, as a peer that takes no trace
+    /// contexts gets it (docs/PROTOCOL.md 2c).
+    package var plainFrameLength: Int { 8 + 1 + typeName.utf8.count + payload.readableBytes }
 
     package init(sequence: UInt64, typeName: String, payload: ByteBuffer, context: TraceContext? = nil) throws {
         guard typeName.utf8.count <= Self.maximumTypeNameLength else {

@@ -359,7 +359,7 @@ package struct PeerDeliveryStateMachine: Sendable {
         }
         throw MultipeerError(
             .messageTooLarge,
-            "a \(message.typeName) encodes to a \(message.frameLength)-byte frame; peer \(peerID) takes frames of at most \(frameLimit ?? 0) bytes (its Limits.maximumFrameLength; this side's is \(localLimits.frame)) and no fragments (an earlier release). Both sides must raise the limit to send it"
+            "a \(message.typeName) encodes to a \(message.plainFrameLength)-byte frame; peer \(peerID) takes frames of at most \(frameLimit ?? 0) bytes (its Limits.maximumFrameLength; this side's is \(localLimits.frame)) and no fragments (an earlier release). Both sides must raise the limit to send it"
         )
     }
 
@@ -372,7 +372,8 @@ package struct PeerDeliveryStateMachine: Sendable {
     ) -> Unfit? {
         if !reads.contains(message.typeName) { return .notRead }
         if let messageLimit { return message.payload.readableBytes <= messageLimit ? nil : .tooLarge }
-        return frameLimit.map { message.frameLength <= $0 } ?? true ? nil : .tooLarge
+        // (A peer that takes no fragments is of a release before trace contexts: it gets DATA.)
+        return frameLimit.map { message.plainFrameLength <= $0 } ?? true ? nil : .tooLarge
     }
 
     /// Why a message of `typeName` is refused: the peer said which types it reads.

@@ -1,3 +1,4 @@
+import Foundation
 import MultipeerCore
 import NIOCore
 import Testing
@@ -98,5 +99,27 @@ import Testing
         let whole = try #require(try assembly.append(fragments[2], from: "peer"))
         #expect(whole.context == Self.context)
         #expect(whole.payload == payload)
+    }
+}
+
+/// A peer of a release before trace contexts (and before fragments) gets the message as DATA:
+/// its frame limit is checked against the message without its context.
+@Suite struct TraceContextLimitTests {
+    @Test func aMessageThatFitsAnEarlierPeersFrameWithoutItsContextIsNotRefused() throws {
+        let limits = BufferLimits(maximumCount: 8, maximumBytes: 1 << 20)
+        var delivery = PeerDeliveryStateMachine(
+            peerID: UUID(),
+            policy: .init(limits: limits, unreliableLimits: limits, failWhenFull: false, sendTimeout: .seconds(30))
+        )
+        let context = try #require(TraceContext(fitting: ["tracestate": String(repeating: "s", count: 200)]))
+        let payload = ByteBuffer(bytes: [UInt8](repeating: 1, count: 16_000))
+        let message = try DataMessage(sequence: 0, typeName: "Chart", payload: payload, context: context)
+        let frameLimit = message.plainFrameLength  // exactly: the context would not fit
+        #expect(message.frameLength > frameLimit)
+        delivery.linkUp(LinkID(1), incarnation: 7, frameLimit: frameLimit, messageLimit: nil, reads: .every)
+        try delivery.checkFits(message, localLimits: (1 << 20, 1 << 20))
+        var larger = message
+        larger.payload.writeInteger(UInt8(2))
+        #expect(throws: MultipeerError.self) { try delivery.checkFits(larger, localLimits: (1 << 20, 1 << 20)) }
     }
 }
