@@ -170,7 +170,7 @@ package final class AvahiConnection: @unchecked Sendable {
                 client = nil
                 reconnect()
             } else {
-                logger.warning("Avahi client failed: \(String(cString: avahi_strerror(error)))")
+                logger.info("Avahi client failed: \(String(cString: avahi_strerror(error)))")
             }
         case AVAHI_CLIENT_CONNECTING:
             logger.info("waiting for avahi-daemon to start")

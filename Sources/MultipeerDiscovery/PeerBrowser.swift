@@ -163,7 +163,8 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
             Unmanaged.passUnretained(self).toOpaque()
         )
         if browser == nil {
-            connection.logger.warning("cannot browse for \(serviceType): \(connection.lastErrorText())")
+            // (No event says it: what only a log can say is info. The next daemon connection browses again.)
+            connection.logger.info("cannot browse for \(serviceType): \(connection.lastErrorText())")
         }
     }
 
@@ -225,7 +226,7 @@ final class AvahiBrowser: AvahiRegistration, @unchecked Sendable {
             toldEarlierVersion.remove(key)
             report { $0.removed(key) }
         case AVAHI_BROWSER_FAILURE:
-            connection.logger.warning("browsing for \(serviceType) failed: \(connection.lastErrorText())")
+            connection.logger.info("browsing for \(serviceType) failed: \(connection.lastErrorText())")
         default:
             break  // ALL_FOR_NOW and CACHE_EXHAUSTED: nothing to do.
         }
