@@ -368,6 +368,11 @@ extension DeliveryTests {
         var number: Int
     }
 
+    /// A station that did not receive everything, with what every station holds.
+    struct Shortfall: Error, CustomStringConvertible {
+        var description: String
+    }
+
     /// Three sessions, every pair joined through a proxy that is reset at random moments; each
     /// broadcasts 300 messages. Every message reaches every other session exactly once, in order.
     @Test(.scaledTimeLimit(minutes: 2))
@@ -397,10 +402,14 @@ extension DeliveryTests {
                 proxies[index].retarget(to: port)
             }
             for (index, log) in logs.enumerated() { try await log.waitUntilActive(Set(ids).subtracting([ids[index]])) }
+            let handed = NIOLockedValueBox([0, 0, 0])  // messages × peers each broadcast was handed to
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for (index, session) in sessions.enumerated() {
                     group.addTask {
-                        for number in 0..<count { try await session.broadcast(Stamped(sender: index, number: number)) }
+                        for number in 0..<count {
+                            let peers = try await session.broadcast(Stamped(sender: index, number: number))
+                            handed.withLockedValue { $0[index] += peers }
+                        }
                     }
                 }
                 group.addTask {
@@ -414,7 +423,25 @@ extension DeliveryTests {
                 try await group.waitForAll()
             }
             for (index, inbox) in inboxes.enumerated() {
-                let received = try await collect(inbox, timeout: .seconds(60)) { $0.count >= 2 * count }
+                let received: [(peer: Peer, message: Stamped)]
+                do {
+                    received = try await collect(inbox, timeout: .seconds(60)) { $0.count >= 2 * count }
+                } catch {
+                    // What each station holds for the others, what its broadcasts reached, and
+                    // its links' history: where a message stopped.
+                    var state: [String] = []
+                    for (station, session) in sessions.enumerated() {
+                        var outboxes: [Int] = []
+                        for id in ids where id != session.peerID { outboxes.append(await session.outboxCount(for: id)) }
+                        _ = try? await logs[station].wait(timeout: .seconds(1)) { _ in false }
+                        let history = logs[station].history.filter { if case .stats = $0 { false } else { true } }
+                        state.append(
+                            "station \(station): outboxes \(outboxes), broadcasts handed to \(handed.withLockedValue { $0[station] }) peers, events \(history)"
+                        )
+                    }
+                    let stations = state.joined(separator: "; ")
+                    throw Shortfall(description: "station \(index) short; \(stations); \(error)")
+                }
                 for sender in 0..<3 where sender != index {
                     let numbers = received.filter { $0.message.sender == sender }.map(\.message.number)
                     #expect(numbers == Array(0..<count), "station \(index) from station \(sender): each once, in order")

@@ -186,10 +186,14 @@ import Testing
 
     /// A reader that falls behind for longer than the keepalive timeout keeps its link: its
     /// channel stops reading, and the silence that follows is this side's doing, not the peer's.
-    @Test(.scaledTimeLimit(minutes: 1))
+    @Test(.scaledTimeLimit(minutes: 2))
     func aReaderBehindForLongerThanTheKeepaliveTimeoutKeepsItsLink() async throws {
         let frames = 256  // 16 MiB: more than the sockets and the channel buffer between them
-        let behind = KeepaliveParameters.scaled(KeepaliveParameters()).timeout * 3
+        // A timeout no loaded machine's stalls reach (the suite beside this test stalled a link's
+        // loop past the default 1.5 s, and the writer took the reader's silence for a dead link):
+        // this test's subject is the reader's own silence, three timeouts long.
+        let keepalive = KeepaliveParameters.scaled(KeepaliveParameters(interval: .seconds(1), timeout: .seconds(4)))
+        let behind = keepalive.timeout * 3
         let (counts, count) = AsyncStream<Int>.makeStream()
         let slowReader: @Sendable (PeerConnection) async -> Void = { link in
             let received = try? await link.channel.executeThenClose { inbound, _ in
@@ -205,12 +209,14 @@ import Testing
             }
             count.yield(received ?? -1)
         }
-        try await withTestListener(configuration: LinkFixtures.configuration(name: "server"), onLink: slowReader) {
-            server in
+        try await withTestListener(
+            configuration: LinkFixtures.configuration(name: "server", keepalive: keepalive),
+            onLink: slowReader
+        ) { server in
             let link = try await PeerConnection.dial(
                 host: "127.0.0.1",
                 port: server.port,
-                configuration: LinkFixtures.configuration(name: "client")
+                configuration: LinkFixtures.configuration(name: "client", keepalive: keepalive)
             )
             try await link.channel.executeThenClose { _, outbound in
                 let payload = ByteBuffer(repeating: 0x5A, count: 64 * 1024)
