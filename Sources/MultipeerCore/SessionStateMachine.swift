@@ -63,13 +63,19 @@ package struct SessionStateMachine: Sendable {
         /// where the peer resumes.
         case adopt(LinkID)
         /// Both sides admitted the link: the peer's delivery goes on it, from the resume point
-        /// that admitted it (apply that ACK to the delivery next).
-        case attach(LinkID, Hello)
+        /// that admitted it (apply that ACK to the delivery next), sending only the message types
+        /// the peer reads.
+        case attach(LinkID, Hello, reads: MessageTypesRead)
         /// The peer's delivery leaves link `id` (nil: whatever link it is on); unreliable
         /// messages waiting for it are lost.
         case detach(UUID, LinkID?)
         /// Send REJECT on the link.
         case sendReject(LinkID, Rejection)
+        /// Tell the link's peer which message types this side reads now (TYPES).
+        case sendTypes(LinkID, MessageTypesRead)
+        /// The peer says on link `id` which message types it reads from now on: its delivery
+        /// on that link sends only those.
+        case peerReads(UUID, LinkID, MessageTypesRead)
         /// Wake the senders waiting for the peer to join (its joining link closed).
         case wakeSenders(UUID)
         /// Call back about the timer after the delay.
@@ -108,6 +114,11 @@ package struct SessionStateMachine: Sendable {
         /// (a keepalive timed out, its link failed, or it said GOODBYE for any reason but its
         /// shutdown or suspend): how long the redial took to bring it back.
         case rejoined(UUID, after: Duration)
+        /// What the active peer reads changed (its TYPES, on the link it joined on).
+        case peerReadsChanged(Hello)
+        /// The message types this side reads no longer fit in a list: from now on it reads
+        /// every type but those it refused, and holds the others for a first subscriber.
+        case typesOutgrown
     }
 
     /// How a failed connection is told.
@@ -157,6 +168,12 @@ package struct SessionStateMachine: Sendable {
         var peerID: UUID
         /// Where the peer is, as its connection says (for reports).
         var address: String
+        /// The message types this side last told the peer it reads (in HELLO, then TYPES).
+        var announced: MessageTypesRead
+        /// The message types the peer last said it reads (its HELLO, then TYPES).
+        var peerReads: MessageTypesRead
+        /// Whether the peer takes TYPES (its HELLO said so): it hears when what this side reads changes.
+        var peerTakesTypes: Bool
     }
 
     /// A lasting refusal reported once: of whom (a peer ID, or a dialled endpoint), and why.
@@ -336,10 +353,11 @@ package struct SessionStateMachine: Sendable {
     }
 
     /// Link `id` finished TLS and HELLO (an inbound one, or an attempt of a dial, whose endpoint
-    /// proved the peer).
+    /// proved the peer); this side's HELLO on it said it reads `announced`.
     package mutating func linkEstablished(
         _ id: LinkID,
         hello: Hello,
+        announced: MessageTypesRead = .every,
         address: String,
         now: ContinuousClock.Instant
     ) -> Establishment {
@@ -355,7 +373,13 @@ package struct SessionStateMachine: Sendable {
             let actions = connectionFailed(address, refusal, inbound: false, refusalOf: "\(hello.peerID)", now: now)
             return .refused(actions + perform(table.linkClosed(id, error: refusal, provedPeer: hello.peerID), now: now))
         }
-        carried[id] = Carried(peerID: hello.peerID, address: address)
+        carried[id] = Carried(
+            peerID: hello.peerID,
+            address: address,
+            announced: announced,
+            peerReads: MessageTypesRead(hello: hello.reads),
+            peerTakesTypes: hello.takesTypes
+        )
         var closing: GoodbyeReason?
         var actions = perform(table.linkEstablished(id, hello: hello), now: now).filter { action in
             guard case .close(id, let reason) = action else { return true }
@@ -565,6 +589,41 @@ package struct SessionStateMachine: Sendable {
         return [.report(.rejectedByPeer(link.hello, rejection))]
     }
 
+    // MARK: Message types
+
+    /// This side reads `reads` now: every link's peer that takes TYPES and was told otherwise
+    /// hears of it (``Action/sendTypes(_:_:)``, in the order of the links), once per change;
+    /// the list outgrown (a list told before, every type but some now) is reported.
+    package mutating func announce(_ reads: MessageTypesRead) -> [Action] {
+        var actions: [Action] = []
+        var outgrown = false
+        for id in carried.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
+            guard let link = carried[id], link.peerTakesTypes, link.announced != reads else { continue }
+            if case .only = link.announced, case .allBut = reads { outgrown = true }
+            carried[id]?.announced = reads
+            actions.append(.sendTypes(id, reads))
+        }
+        return outgrown ? actions + [.report(.typesOutgrown)] : actions
+    }
+
+    /// The peer says on link `id` which message types it reads from now on (TYPES): its
+    /// delivery on the link learns of it, and, if that changed what the active peer reads
+    /// (the link it joined on), the application hears of it. (Before its join, the join tells.)
+    package mutating func peerReads(_ types: MessageTypesRead, on id: LinkID) -> [Action] {
+        guard let link = carried[id] else { return [] }
+        carried[id]?.peerReads = types
+        var actions: [Action] = [.peerReads(link.peerID, id, types)]
+        if types != link.peerReads, let joined = joinedLink(of: link.peerID), joined.id == id {
+            actions.append(.report(.peerReadsChanged(joined.hello)))
+        }
+        return actions
+    }
+
+    /// What the active peer `peerID` reads, as its HELLO and TYPES on the link it joined on say.
+    package func peerReads(of peerID: UUID) -> MessageTypesRead? {
+        joinedLink(of: peerID).flatMap { carried[$0.id]?.peerReads }
+    }
+
     // MARK: Composing
 
     /// Carries out the table's actions on the rest of the state; returns the shell's part.
@@ -582,7 +641,7 @@ package struct SessionStateMachine: Sendable {
             case .close(let id, let reason):
                 return [.close(id, reason)]
             case .linkAdmitted(let id, let hello):
-                return [.attach(id, hello)]
+                return [.attach(id, hello, reads: carried[id]?.peerReads ?? MessageTypesRead(hello: hello.reads))]
             case .peerJoined(let id, let hello):
                 reportedRefusals = reportedRefusals.filter { $0.peer != "\(hello.peerID)" }
                 let before = presence[hello.peerID]

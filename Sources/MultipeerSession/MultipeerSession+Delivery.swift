@@ -144,33 +144,8 @@ extension MultipeerSession {
     /// type was refused): on the actor, as links are taken in, so a link taken in after its
     /// HELLO was made hears of what changed in between.
     func announceMessageTypes() {
-        guard let running else { return }
-        let reads = subscriptions.reads
-        var outgrown = false
-        for (id, handle) in running.links where handle.peerTakesTypes && handle.announced != reads {
-            if case .only = handle.announced, case .allBut = reads { outgrown = true }
-            running.links[id]?.announced = reads
-            handle.channel.writeAndFlush(LinkMessage.types(reads), promise: nil)
-        }
-        if outgrown {
-            // Once, when the list is outgrown: nothing else tells the application.
-            logger.info(
-                "the message types subscribed to no longer fit in a list: this session holds other types for a first subscriber from now on, as one that declares none",
-                metadata: ["multipeer.limit": "\(MessageTypeList.maximumEncodedLength) bytes"]
-            )
-        }
-    }
-
-    /// The peer says on link `id` which message types it reads from now on (TYPES). If that
-    /// changes what an active peer reads, the application hears of it (before the peer's join
-    /// is told, the join itself tells).
-    func peerReads(_ types: MessageTypesRead, on id: LinkID, by peer: Peer) {
-        guard let before = running?.links[id]?.peerReads else { return }
-        running?.links[id]?.peerReads = types
-        deliveries[peer.id]?.peerReads(types, on: id)
-        if types != before, core.joinedLink(of: peer.id)?.id == id {
-            subscriptions.emit(.peerReadsChanged(peer))
-        }
+        guard running != nil else { return }
+        perform(core.announce(subscriptions.reads))
     }
 }
 

@@ -555,7 +555,14 @@ public final actor MultipeerSession {
             runLoop.continuation.yield(.onSession(.linkReported(event, on: id, by: peer)))
         }
         let address = connection.remoteAddress?.displayString ?? "unknown"
-        switch core.linkEstablished(id, hello: connection.remoteHello, address: address, now: clock.now) {
+        let established = core.linkEstablished(
+            id,
+            hello: connection.remoteHello,
+            announced: connection.announced,
+            address: address,
+            now: clock.now
+        )
+        switch established {
         case .refused(let actions):
             perform(actions)
             return .notInRoster
@@ -564,10 +571,7 @@ public final actor MultipeerSession {
                 id: id,
                 channel: connection.nioChannel,
                 writer: LinkWriter(id: id, channel: connection.nioChannel, offload: environment.offload),
-                quality: connection.quality,
-                announced: connection.announced,
-                peerReads: MessageTypesRead(hello: connection.remoteHello.reads),
-                peerTakesTypes: connection.remoteHello.takesTypes
+                quality: connection.quality
             )
             // Made now, not when the peer joins: a send that finds it refusing waits on it for the join.
             _ = deliveries.make(for: connection.remoteHello.peerID)
@@ -589,7 +593,7 @@ public final actor MultipeerSession {
         case .rejected(let rejection):
             rejected(rejection, by: peer.id, on: id)
         case .reads(let types):
-            peerReads(types, on: id, by: peer)
+            perform(core.peerReads(types, on: id))
         case .closed(let goodbye, let error):
             let failure = error.map {
                 $0 as? MultipeerError
@@ -637,8 +641,7 @@ public final actor MultipeerSession {
     /// not active. A peer that lists no types (an earlier release, or an application that
     /// declares none) reads every type but those it refused.
     public func reads<Message>(_ type: Message.Type, peer peerID: UUID) -> Bool? {
-        guard let id = core.joinedLink(of: peerID)?.id, let handle = running?.links[id] else { return nil }
-        return handle.peerReads.contains(Self.wireName(of: type))
+        core.peerReads(of: peerID)?.contains(Self.wireName(of: type))
     }
 
     /// How the link to `peerID` is doing, if the peer is active.
@@ -783,18 +786,19 @@ public final actor MultipeerSession {
                 spawn(.close(handle, reason))
             case .adopt(let id):
                 running?.links[id]?.channel.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
-            case .attach(let id, let hello):
+            case .attach(let id, let hello, let reads):
                 guard let handle = running?.links[id] else { continue }
-                bind(
-                    PeerLink(id: id, channel: handle.channel, writer: handle.writer, hello: hello),
-                    reads: handle.peerReads
-                )
+                bind(PeerLink(id: id, channel: handle.channel, writer: handle.writer, hello: hello), reads: reads)
             case .detach(let peerID, let id):
                 unbind(peerID, link: id)
             case .admitMessages(let id):
                 running?.links[id]?.channel.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)
             case .sendReject(let id, let rejection):
                 running?.links[id]?.channel.writeAndFlush(LinkMessage.reject(rejection), promise: nil)
+            case .sendTypes(let id, let reads):
+                running?.links[id]?.channel.writeAndFlush(LinkMessage.types(reads), promise: nil)
+            case .peerReads(let peerID, let id, let types):
+                deliveries[peerID]?.peerReads(types, on: id)
             case .wakeSenders(let peerID):
                 deliveries[peerID]?.wake()
             case .schedule(let timer, let delay):
@@ -905,6 +909,14 @@ public final actor MultipeerSession {
                 metadata: ["multipeer.peer.id": "\(peerID)", "multipeer.away": "\(duration)"]
             )
             metrics.rejoined(after: duration)
+        case .peerReadsChanged(let hello):
+            subscriptions.emit(.peerReadsChanged(Peer(hello)))
+        case .typesOutgrown:
+            // Once, when the list is outgrown: nothing else tells the application.
+            logger.info(
+                "the message types subscribed to no longer fit in a list: this session holds other types for a first subscriber from now on, as one that declares none",
+                metadata: ["multipeer.limit": "\(MessageTypeList.maximumEncodedLength) bytes"]
+            )
         case .linkTimedOut(let id, let peerID, let error):
             logger.debug(
                 "link timed out",

@@ -139,7 +139,7 @@ import Testing
         #expect(session.isJoining(Self.peer), "a send to it waits for its resume point")
         #expect(
             session.admitted(id, now: Self.start + .seconds(1)) == [
-                .attach(id, Self.hello()), .peerJoined(id, Self.hello()), .admitMessages(id),
+                .attach(id, Self.hello(), reads: .every), .peerJoined(id, Self.hello()), .admitMessages(id),
             ],
             "the application hears of the join before it has any message the link brings"
         )
@@ -172,14 +172,19 @@ import Testing
         }
         let target = DialTarget(peerID: Self.peer, endpoints: [Self.endpoint(1)])
         let (first, joined) = try join(session.discovered(target, now: Self.start), at: .zero)
-        #expect(joined == [.attach(first, Self.hello()), .peerJoined(first, Self.hello()), .admitMessages(first)])
+        #expect(
+            joined == [
+                .attach(first, Self.hello(), reads: .every), .peerJoined(first, Self.hello()), .admitMessages(first),
+            ]
+        )
 
         _ = session.linkClosed(first, goodbye: nil, error: nil, now: Self.start + .seconds(3))
         let redial = session.fired(.redial(.peer(Self.peer)), now: Self.start + .milliseconds(4_250))
         let (second, rejoined) = try join(redial, at: .milliseconds(4_250))
         #expect(
             rejoined == [
-                .attach(second, Self.hello()), .report(.rejoined(Self.peer, after: .milliseconds(1_250))),
+                .attach(second, Self.hello(), reads: .every),
+                .report(.rejoined(Self.peer, after: .milliseconds(1_250))),
                 .peerJoined(second, Self.hello()), .admitMessages(second),
             ],
             "away from its link's failure to its join, told before the join"
@@ -528,5 +533,70 @@ import Testing
         session.stoppedListening()
         _ = session.listening(on: 7000, now: Self.start)
         #expect(session.availabilityChanges().map(\.state) == [.connecting], "resumed: dialled again")
+    }
+}
+
+extension SessionStateMachineTests {
+    static func types(_ names: String...) -> MessageTypesRead { .only(try! MessageTypeList(names)) }
+
+    /// A link of `peerID` dialled and taken in, this side having said in its HELLO that it reads
+    /// `announced`; the peer takes TYPES if `takesTypes`. Returns the link and the peer's HELLO.
+    static func carried(
+        _ peerID: UUID,
+        takesTypes: Bool,
+        announced: MessageTypesRead,
+        in session: inout SessionStateMachine
+    ) throws -> (LinkID, Hello) {
+        let target = DialTarget(peerID: peerID, endpoints: [endpoint(Int(peerID.uuid.0))])
+        let (id, _) = try #require(dial(session.discovered(target, now: start)))
+        var hello = hello(peerID)
+        if takesTypes { hello.features.insert(.takesTypes) }
+        _ = session.linkEstablished(id, hello: hello, announced: announced, address: "a", now: start)
+        return (id, hello)
+    }
+
+    /// What this side reads is told once per change, and only to the peers that take TYPES; the
+    /// list outgrown is reported with it.
+    @Test func aChangeOfTheTypesReadIsToldOnceToEveryPeerThatTakesTypes() throws {
+        var session = Self.running()
+        let notes = Self.types("Note")
+        let (taking, _) = try Self.carried(Self.peer, takesTypes: true, announced: notes, in: &session)
+        let other = UUID(uuidString: "20000000-0000-0000-0000-000000000000")!
+        _ = try Self.carried(other, takesTypes: false, announced: notes, in: &session)
+
+        #expect(session.announce(notes).isEmpty, "what their HELLOs said")
+        let more = Self.types("Note", "Chart")
+        #expect(session.announce(more) == [.sendTypes(taking, more)], "only to the peer that takes TYPES")
+        #expect(session.announce(more).isEmpty, "once")
+        #expect(
+            session.announce(.every) == [.sendTypes(taking, .every), .report(.typesOutgrown)],
+            "a list outgrown: told, and reported"
+        )
+        #expect(session.announce(.every).isEmpty)
+    }
+
+    /// What a peer reads reaches its delivery on the link it came on every time; the
+    /// application hears of it only when it changes on the link the peer joined on.
+    @Test func whatAPeerReadsReachesItsDeliveryAndTheApplicationHearsOfAChange() throws {
+        var session = Self.running()
+        let (id, hello) = try Self.carried(Self.peer, takesTypes: true, announced: .every, in: &session)
+        let notes = Self.types("Note")
+        #expect(
+            session.peerReads(notes, on: id) == [.peerReads(Self.peer, id, notes)],
+            "not joined yet: its join tells the application"
+        )
+        #expect(session.admitted(id, now: Self.start).first == .attach(id, hello, reads: notes))
+        #expect(session.peerReads(of: Self.peer) == notes)
+        #expect(session.peerReads(notes, on: id) == [.peerReads(Self.peer, id, notes)], "no change: nothing to tell")
+        let more = Self.types("Note", "Chart")
+        #expect(
+            session.peerReads(more, on: id) == [
+                .peerReads(Self.peer, id, more), .report(.peerReadsChanged(hello)),
+            ]
+        )
+        #expect(session.peerReads(of: Self.peer) == more)
+        #expect(session.peerReads(notes, on: LinkID(99)).isEmpty, "a link not carried")
+        _ = session.linkClosed(id, goodbye: nil, error: nil, now: Self.start)
+        #expect(session.peerReads(of: Self.peer) == nil, "not active")
     }
 }

@@ -8,12 +8,6 @@ struct LinkHandle: Sendable {
     /// Writes its data frames (``LinkWriter``).
     var writer: LinkWriter
     var quality: LinkQualityBox
-    /// The message types this side last told the peer it reads (in HELLO, then TYPES).
-    var announced: MessageTypesRead
-    /// The message types the peer last said it reads (its HELLO, then TYPES).
-    var peerReads: MessageTypesRead
-    /// Whether the peer takes TYPES (its HELLO said so): it hears when what this side reads changes.
-    var peerTakesTypes = false
 
     /// Says GOODBYE (best effort) and closes the link once it is written, or given up after
     /// `timeout`.
