@@ -25,7 +25,7 @@ extension MultipeerSession {
     /// about to join (``SessionStateMachine/isJoining(_:)``): a message its link brought may
     /// reach the application before the resume point reaches the actor. A message the peer
     /// would be refused for not being active waits for that admission (for at most
-    /// `Limits.sendTimeout`), and is refused only if the link closes first.
+    /// `Limits.sendTimeout`), and is refused only if the link closes first (``JoinWait`` decides).
     ///
     /// Returns the ticket with the peer's delivery, where its acknowledgement is awaited. Throws
     /// `messageTooLarge`, checked with the offer, if the peer takes no message that large.
@@ -34,7 +34,7 @@ extension MultipeerSession {
         for peerID: UUID,
         delivery: Delivery = .reliable
     ) async throws -> (ticket: UInt64, delivery: PeerDelivery) {
-        var joining: ContinuousClock.Instant?
+        var join = JoinWait(patience: configuration.limits.sendTimeout)
         // A peer's delivery, once made, is its delivery for the session's life.
         guard let peer = deliveries[peerID] else {
             throw deliveries.refusal(of: message, reliably: delivery == .reliable, for: peerID)
@@ -50,12 +50,13 @@ extension MultipeerSession {
                 try Task.checkCancellation()
             case .refused(let error, let wakes) where error.code == .peerNotActive:
                 // Admitted since the look (a wake came), or joining: look again once it joins.
-                guard await isJoining(peerID) || peer.wakes != wakes else { throw error }
-                let deadline = joining ?? clock.now + configuration.limits.sendTimeout
-                guard deadline > clock.now else { throw error }
-                joining = deadline
-                await peer.wait(after: wakes, until: deadline)
-                try Task.checkCancellation()
+                switch join.refused(joining: await isJoining(peerID), woken: peer.wakes != wakes, now: clock.now) {
+                case .refuse:
+                    throw error
+                case .wait(let deadline):
+                    await peer.wait(after: wakes, until: deadline)
+                    try Task.checkCancellation()
+                }
             case .refused(let error, _):
                 throw error
             }
