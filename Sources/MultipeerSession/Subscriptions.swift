@@ -67,23 +67,10 @@ final class Subscriptions: Sendable {
         /// One a Swift type (an array, not a dictionary: a message's delivery copies it out
         /// of the lock, and there is mostly one).
         var decodings: [Decoding] = []
-        var held = CircularBuffer<(peer: Peer, sequence: UInt64, context: TraceContext?, payload: ByteBuffer)>()
-        var heldBytes = 0
-        /// Of a type read, held beyond `Limits.maximumUnsubscribedTypes` names: full from its
-        /// first message.
-        var beyondTypeLimit = false
-        /// The links a full hold stopped (their readers' calls for room): they read again once
-        /// the first subscriber has room for what was held.
-        var stopped: [@Sendable () -> Void] = []
-        /// Whether ``SessionEvent/messageHeld(typeName:from:)`` was reported for this name.
-        var reportedHeld = false
+        /// What came before the first subscriber, for it.
+        var hold = MessageHold<(peer: Peer, sequence: UInt64, context: TraceContext?, payload: ByteBuffer)>()
 
-        var isEmpty: Bool { decodings.isEmpty && held.isEmpty }
-
-        /// At `limits` (as a full stream is: one message alone is never too large), or a name beyond the names' limit.
-        func isFull(_ limits: BufferLimits) -> Bool {
-            beyondTypeLimit || held.count >= limits.maximumCount || (heldBytes >= limits.maximumBytes && held.count > 1)
-        }
+        var isEmpty: Bool { decodings.isEmpty && hold.isEmpty }
     }
 
     private struct State {
@@ -262,14 +249,8 @@ final class Subscriptions: Sendable {
             }
             // The first subscriber takes what was held for it, before anything newer, and with
             // it the links the hold stopped: they read again once its stream has room.
-            let held = topic.held
-            topic.held = []
-            topic.heldBytes = 0
-            topic.beyondTypeLimit = false
-            defer {
-                topic.stopped = []
-                state.topics[typeName] = topic
-            }
+            let (held, stopped) = topic.hold.take()
+            state.topics[typeName] = topic
             return (
                 buffer.take(
                     held.map {
@@ -278,7 +259,7 @@ final class Subscriptions: Sendable {
                             $0.payload.readableBytes + ($0.context?.encodedLength ?? 0)
                         )
                     },
-                    stopped: topic.stopped
+                    stopped: stopped
                 ), extended
             )
         }
@@ -327,61 +308,9 @@ final class Subscriptions: Sendable {
         cache: inout Cache,
         whenRoom: @escaping @Sendable () -> Void
     ) -> Int {
-        enum Plan {
-            case decode([Decoding])
-            case held(full: Bool, reports: [SessionEvent])
-            /// Of a type this session does not read: refused, for `reason` (reported if this is the
-            /// first from the peer; `announce`: what the session reads changed).
-            case notRead(reason: String, report: Bool, announce: Bool)
-        }
-        // What it keeps in a stream or a hold: its payload and its trace context (up to 8 KiB
-        // of it, counted so that small messages with large contexts stay within the bounds).
-        let cost = message.payload.readableBytes + (message.context?.encodedLength ?? 0)
-        let plan: Plan
-        if cache.changes == changes.load(ordering: .acquiring), let decodings = cache.decodings[message.typeName] {
-            plan = .decode(decodings)
-        } else {
-            let (found, count) = state.withLockedValue { state -> (Plan, UInt64) in
-                let count = changes.load(ordering: .relaxed)
-                if let decodings = state.topics[message.typeName]?.decodings, !decodings.isEmpty {
-                    return (.decode(decodings), count)
-                }
-                // (The names held are counted only for a name not held yet.)
-                let held: MessageTypesStateMachine.Hold =
-                    state.topics[message.typeName].map {
-                        .holding(count: $0.held.count, isFull: $0.isFull(limits.unsubscribedMessages))
-                    } ?? .none(heldNames: state.topics.values.count { $0.decodings.isEmpty })
-                let verdict = state.types.unsubscribed(
-                    message.typeName,
-                    hold: held,
-                    maximumHeldNames: limits.maximumUnsubscribedTypes
-                )
-                switch verdict {
-                case .hold(let stopsWhenFull):
-                    return (
-                        hold(
-                            message,
-                            from: peer,
-                            held: held,
-                            stopsWhenFull: stopsWhenFull,
-                            whenRoom: whenRoom,
-                            in: &state
-                        ), count
-                    )
-                case .refuse(let reason, let announce):
-                    let report =
-                        state.notReadReported.count < Self.maximumNotReadReports
-                        && state.notReadReported.insert(NotRead(peer: peer.id, typeName: message.typeName)).inserted
-                    return (.notRead(reason: reason, report: report, announce: announce), count)
-                }
-            }
-            plan = found
-            if case .decode(let decodings) = plan {
-                if cache.changes != count { cache = Cache(changes: count) }
-                cache.decodings[message.typeName] = decodings
-            }
-        }
-        switch plan {
+        switch plan(message, from: peer, cache: &cache, whenRoom: whenRoom) {
+        case .decode(let decodings):
+            return offer(message, from: peer, to: decodings, whenRoom: whenRoom)
         case .held(let full, let reports):
             reports.forEach(emit)
             return full ? 1 : 0
@@ -389,79 +318,150 @@ final class Subscriptions: Sendable {
             notRead(message, from: peer, reason: reason, report: report)
             if announce { self.announce() }
             return 0
-        case .decode(let decodings):
-            var filled = 0
-            for decoding in decodings {
-                let value: Decoded
-                if message.payload.readableBytes > DataMessage.fragmentLength {
-                    let pending = PendingDecode()
-                    // On a thread of its own, not Swift's pool: decoding megabytes there would
-                    // hold up every task of the process that waits for a thread.
-                    blockingWork {
-                        do {
-                            pending.complete(.success(try decoding.decode(message.payload)))
-                        } catch {
-                            pending.complete(.failure(error))
-                            self.undecodable(message.sequence, named: message.typeName, from: peer, error)
-                        }
-                    }
-                    value = .pending(pending)
-                } else if decoding.subscribers.count == 1 {
-                    value = .encoded(message.payload)
-                } else {
-                    do {
-                        value = .value(try decoding.decode(message.payload))
-                    } catch {
-                        undecodable(message.sequence, named: message.typeName, from: peer, error)
-                        continue
-                    }
-                }
-                for subscriber in decoding.subscribers.values
-                where subscriber.offer(peer, message.sequence, message.context, value, cost, whenRoom) == .full {
-                    filled += 1
-                }
-            }
-            return filled
         }
+    }
 
-        /// Keeps a message nobody subscribed to for the first subscriber (its type's hold was
-        /// `held`); says whether that filled its hold (`stopsWhenFull`: the link stops, and
-        /// `whenRoom` is kept for the first subscriber) and what to report.
-        func hold(
-            _ message: DataMessage,
-            from peer: Peer,
-            held: MessageTypesStateMachine.Hold,
-            stopsWhenFull: Bool,
-            whenRoom: @escaping @Sendable () -> Void,
-            in state: inout State
-        ) -> Plan {
-            var topic = state.topics[message.typeName] ?? Topic()
-            if stopsWhenFull, case .none(let heldNames) = held {
-                // One name more than may be held: held all the same (never dropped: the ACK
-                // for it may be on its way), and full at once, so the link stops until a
-                // subscriber comes. Each link brings at most one such message.
-                topic.beyondTypeLimit = heldNames >= limits.maximumUnsubscribedTypes
+    /// Where a message goes.
+    private enum Plan {
+        /// To these decodings' subscribers.
+        case decode([Decoding])
+        /// Held for a first subscriber (done): `full`, the link stops.
+        case held(full: Bool, reports: [SessionEvent])
+        /// Of a type this session does not read: refused, for `reason` (reported if this is the
+        /// first from the peer; `announce`: what the session reads changed).
+        case notRead(reason: String, report: Bool, announce: Bool)
+    }
+
+    /// Where `message` goes: its type's subscribers, from the link's cache while nobody
+    /// subscribed or unsubscribed since it was filled; else, under the lock, the subscribers, or
+    /// a hold for the first one, or a refusal (``MessageTypesStateMachine`` decides).
+    private func plan(
+        _ message: DataMessage,
+        from peer: Peer,
+        cache: inout Cache,
+        whenRoom: @escaping @Sendable () -> Void
+    ) -> Plan {
+        if cache.changes == changes.load(ordering: .acquiring), let decodings = cache.decodings[message.typeName] {
+            return .decode(decodings)
+        }
+        let (plan, count) = state.withLockedValue { state -> (Plan, UInt64) in
+            let count = changes.load(ordering: .relaxed)
+            if let decodings = state.topics[message.typeName]?.decodings, !decodings.isEmpty {
+                return (.decode(decodings), count)
             }
-            let wasFull = topic.isFull(limits.unsubscribedMessages)
-            // Held for as long as nobody subscribes: a copy of its own, not a slice keeping the
-            // whole read buffer it came in alive.
-            topic.held.append((peer, message.sequence, message.context, Self.compacted(message.payload)))
-            topic.heldBytes += message.payload.readableBytes + (message.context?.encodedLength ?? 0)
-            var reports: [SessionEvent] = []
-            if !topic.reportedHeld {
-                topic.reportedHeld = true
-                reports.append(.messageHeld(typeName: message.typeName, from: peer))
+            // (The names held are counted only for a name not held yet.)
+            let held: MessageTypesStateMachine.Hold =
+                state.topics[message.typeName].map {
+                    .holding(count: $0.hold.messages.count, isFull: $0.hold.isFull(limits.unsubscribedMessages))
+                } ?? .none(heldNames: state.topics.values.count { $0.decodings.isEmpty })
+            let verdict = state.types.unsubscribed(
+                message.typeName,
+                hold: held,
+                maximumHeldNames: limits.maximumUnsubscribedTypes
+            )
+            switch verdict {
+            case .hold(let stopsWhenFull):
+                return (
+                    hold(message, from: peer, stopsWhenFull: stopsWhenFull, held: held, whenRoom, in: &state), count
+                )
+            case .refuse(let reason, let announce):
+                let report =
+                    state.notReadReported.count < Self.maximumNotReadReports
+                    && state.notReadReported.insert(NotRead(peer: peer.id, typeName: message.typeName)).inserted
+                return (.notRead(reason: reason, report: report, announce: announce), count)
             }
-            let full = stopsWhenFull && topic.isFull(limits.unsubscribedMessages)
-            if full {
-                topic.stopped.append(whenRoom)
-                if !wasFull {
+        }
+        if case .decode(let decodings) = plan {
+            if cache.changes != count { cache = Cache(changes: count) }
+            cache.decodings[message.typeName] = decodings
+        }
+        return plan
+    }
+
+    /// Keeps a message nobody subscribed to for the first subscriber, under the lock (its type's
+    /// holds were `held` when the verdict was made): whether that filled its hold (the link
+    /// stops), and what to report.
+    private func hold(
+        _ message: DataMessage,
+        from peer: Peer,
+        stopsWhenFull: Bool,
+        held: MessageTypesStateMachine.Hold,
+        _ whenRoom: @escaping @Sendable () -> Void,
+        in state: inout State
+    ) -> Plan {
+        var topic = state.topics[message.typeName] ?? Topic()
+        // Held for as long as nobody subscribes: a copy of its own, not a slice keeping the
+        // whole read buffer it came in alive.
+        let (full, reports) = topic.hold.hold(
+            (peer, message.sequence, message.context, Self.compacted(message.payload)),
+            cost: message.payload.readableBytes + (message.context?.encodedLength ?? 0),
+            stopsWhenFull: stopsWhenFull,
+            hold: held,
+            limits: limits.unsubscribedMessages,
+            maximumHeldNames: limits.maximumUnsubscribedTypes,
+            whenRoom: whenRoom
+        )
+        state.topics[message.typeName] = topic
+        return .held(
+            full: full,
+            reports: reports.map { report in
+                switch report {
+                case .held:
+                    return .messageHeld(typeName: message.typeName, from: peer)
+                case .full:
                     metrics.holdFull()
-                    reports.append(.heldMessagesFull(typeName: message.typeName, from: peer))
+                    return .heldMessagesFull(typeName: message.typeName, from: peer)
                 }
             }
-            state.topics[message.typeName] = topic
-            return .held(full: full, reports: reports)
+        )
+    }
+
+    /// Hands `message` to the subscribers of each of its decodings; returns how many of their
+    /// buffers it filled.
+    private func offer(
+        _ message: DataMessage,
+        from peer: Peer,
+        to decodings: [Decoding],
+        whenRoom: @escaping @Sendable () -> Void
+    ) -> Int {
+        // What it keeps in a stream: its payload and its trace context (up to 8 KiB of it,
+        // counted so that small messages with large contexts stay within the bounds).
+        let cost = message.payload.readableBytes + (message.context?.encodedLength ?? 0)
+        var filled = 0
+        for decoding in decodings {
+            guard let value = value(of: message, for: decoding, from: peer) else { continue }
+            for subscriber in decoding.subscribers.values
+            where subscriber.offer(peer, message.sequence, message.context, value, cost, whenRoom) == .full {
+                filled += 1
+            }
+        }
+        return filled
+    }
+
+    /// `message` as `decoding`'s subscribers take it: decoded in a task of its own if it is larger
+    /// than a fragment, by the reader of the one subscriber's stream, or here for several; nil
+    /// if it did not decode here (reported).
+    private func value(of message: DataMessage, for decoding: Decoding, from peer: Peer) -> Decoded? {
+        if message.payload.readableBytes > DataMessage.fragmentLength {
+            let pending = PendingDecode()
+            // On a thread of its own, not Swift's pool: decoding megabytes there would hold up
+            // every task of the process that waits for a thread.
+            blockingWork {
+                do {
+                    pending.complete(.success(try decoding.decode(message.payload)))
+                } catch {
+                    pending.complete(.failure(error))
+                    self.undecodable(message.sequence, named: message.typeName, from: peer, error)
+                }
+            }
+            return .pending(pending)
+        }
+        if decoding.subscribers.count == 1 { return .encoded(message.payload) }
+        do {
+            return .value(try decoding.decode(message.payload))
+        } catch {
+            undecodable(message.sequence, named: message.typeName, from: peer, error)
+            return nil
         }
     }
 
@@ -516,8 +516,13 @@ final class Subscriptions: Sendable {
                     topic.decodings.flatMap { $0.subscribers.values.map { (name, $0.load) } }
                 },
                 state.topics.compactMap { name, topic in
-                    topic.held.isEmpty
-                        ? nil : HeldInMemory.Messages(typeName: name, count: topic.held.count, bytes: topic.heldBytes)
+                    topic.hold.isEmpty
+                        ? nil
+                        : HeldInMemory.Messages(
+                            typeName: name,
+                            count: topic.hold.messages.count,
+                            bytes: topic.hold.bytes
+                        )
                 }
             )
         }
@@ -538,7 +543,7 @@ final class Subscriptions: Sendable {
         let (subscribers, held) = state.withLockedValue { state in
             (
                 state.topics[typeName]?.decodings.flatMap(\.subscribers.values) ?? [],
-                state.topics[typeName]?.held.map(\.payload) ?? []
+                state.topics[typeName]?.hold.messages.map(\.payload) ?? []
             )
         }
         return subscribers.flatMap { $0.unread() } + held.map { .encoded($0) }

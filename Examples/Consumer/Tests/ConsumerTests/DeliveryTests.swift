@@ -303,6 +303,37 @@ import Testing
         }
     }
 
+    /// Messages of three types the receiver declares it reads, before anything subscribes,
+    /// where it holds messages of two names at most for a first subscriber: the third name's
+    /// message is held all the same (acknowledged, so never dropped) and its hold is full at
+    /// once; the application hears so (`heldMessagesFull`, naming the type and the sender) and the
+    /// link waits, as for a full stream, until a subscriber takes it. (It was held unreported.)
+    @Test func aDeclaredTypeBeyondTheNamesHeldIsFullAtOnceAndSaidSo() async throws {
+        typealias Types = UnconfiguredTypesTests
+        var limits = MultipeerSession.Limits()
+        limits.maximumUnsubscribedTypes = 2
+        try await withPair(
+            listenerLimits: limits,
+            listenerReads: [Types.Unread0.self, Types.Unread1.self, Types.Unread2.self]
+        ) {
+            listener,
+            dialler in
+            let events = listener.events
+            try await dialler.send(Types.Unread0(), to: listener.peerID)
+            try await dialler.send(Types.Unread1(), to: listener.peerID)
+            try await dialler.send(Types.Unread2(), to: listener.peerID)
+            let full = try await within(30, "the third name's hold to fill") { () -> (String, UUID) in
+                for await event in events {
+                    if case .heldMessagesFull(let name, let peer) = event { return (name, peer.id) }
+                }
+                throw TimedOut(what: "the third name's hold to fill (the session stopped)")
+            }
+            #expect(full == ("Unread2", dialler.peerID))
+            let third = listener.messages(of: Types.Unread2.self)
+            #expect(try await within(30, "the held message") { await third.first { _ in true }?.message.number } == 2)
+        }
+    }
+
     /// A reader that takes 1 ms a message, against a sender of 16 KiB reliable messages flat
     /// out for 10 s: the sender is held back (what it has sent and the reader has not read
     /// stays within the two sessions' documented bounds), the link stays up although it is
