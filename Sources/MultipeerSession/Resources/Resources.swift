@@ -61,25 +61,17 @@ final class Resources: Sendable {
         }
     }
 
-    private struct Key: Hashable {
-        var peer: UUID
-        var transfer: UUID
-    }
-
     private struct State {
         var outgoing: [UUID: OutgoingTransfer] = [:]
         /// The link each outgoing transfer was last offered on.
         var offered: [UUID: LinkID] = [:]
         /// Numbers the outgoing transfers in the order they were sent.
         var sent: UInt64 = 0
-        var incoming: [Key: IncomingTransfer] = [:]
-        /// Per peer, incoming transfers of an earlier incarnation (it restarted before they were
-        /// whole): ended, but their last writes may be under way; the next transfer from the
-        /// peer begins after them.
-        var retiring: [UUID: [IncomingTransfer]] = [:]
-        /// How the latest incoming transfers ended (oldest first, at most ``rememberedEnds``): an
-        /// offer of one again, its END having gone with its link, is answered with the same END.
-        var ended: [(key: Key, reason: ResourceEndReason)] = []
+        /// The incoming transfers, and what becomes of an offer.
+        var incoming = Incoming(
+            maximumPerSender: Resources.maximumIncomingPerPeer,
+            rememberedEnds: Resources.rememberedEnds
+        )
         /// The streams of the transfers whose offer's metadata has a key (``routed(byMetadataKey:)``).
         var routes: [String: AsyncStream<IncomingResource>.Continuation] = [:]
         /// Whether the session's run has ended (every stream of transfers with it).
@@ -101,19 +93,13 @@ final class Resources: Sendable {
             for transfer in new { offered[transfer.id] = link.id }
             return new
         }
-
-        mutating func remember(_ key: Key, endedFor reason: ResourceEndReason) {
-            incoming.removeValue(forKey: key)
-            ended.removeAll { $0.key == key }
-            ended.append((key, reason))
-            if ended.count > Resources.rememberedEnds { ended.removeFirst() }
-        }
     }
 
     private let state = OrderedLock(State(), rank: .registry)
+    private typealias Incoming = IncomingResources<IncomingTransfer, ResourceStore>
 
     /// What each incoming transfer holds in memory: arrived, not yet written.
-    var unwritten: [UInt64] { state.withLockedValue { Array($0.incoming.values) }.map(\.unwritten) }
+    var unwritten: [UInt64] { state.withLockedValue { Array($0.incoming.transfers.values) }.map(\.unwritten) }
 
     /// Where incoming resources go; nil (no directory configured), or the failure to open it:
     /// offers are refused.
@@ -167,13 +153,11 @@ final class Resources: Sendable {
         let peerID = hello.peerID
         let (transfers, refused, retired) = state.withLockedValue {
             state -> ([OutgoingTransfer], [OutgoingTransfer], [IncomingTransfer]) in
-            let retired = state.incoming.filter { $0.key.peer == peerID && $0.value.incarnation != hello.incarnation }
-            for key in retired.keys { state.incoming.removeValue(forKey: key) }
-            state.retiring[peerID, default: []] += retired.values
+            let retired = state.incoming.senderActive(peerID, incarnation: hello.incarnation)
             guard hello.features.contains(.resources) else {
-                return ([], state.outgoing.values.filter { $0.peerID == peerID }, Array(retired.values))
+                return ([], state.outgoing.values.filter { $0.peerID == peerID }, retired)
             }
-            return (state.toOffer(on: link), [], Array(retired.values))
+            return (state.toOffer(on: link), [], retired)
         }
         for transfer in retired { transfer.retire() }
         for transfer in transfers { transfer.linkUp(Link(link)) }
@@ -185,7 +169,7 @@ final class Resources: Sendable {
         let (outgoing, incoming) = state.withLockedValue { state -> ([OutgoingTransfer], [IncomingTransfer]) in
             (
                 state.outgoing.values.filter { $0.peerID == link.peerID },
-                state.incoming.filter { $0.key.peer == link.peerID }.map(\.value)
+                state.incoming.transfers(from: link.peerID)
             )
         }
         for transfer in outgoing { transfer.linkDown() }
@@ -218,73 +202,36 @@ final class Resources: Sendable {
     }
 
     private func incomingTransfer(_ id: UUID, from peerID: UUID) -> IncomingTransfer? {
-        state.withLockedValue { $0.incoming[Key(peer: peerID, transfer: id)] }
+        state.withLockedValue { $0.incoming.transfer(id, from: peerID) }
     }
 
+    /// A peer offers a file: its transfer is answered again, begun, or ended at once, as the
+    /// registry decides (``IncomingResources``).
     private func offered(_ offer: ResourceOffer, by peer: Peer, on channel: any Channel) {
-        let key = Key(peer: peer.id, transfer: offer.id)
-        enum Decision {
-            case again(IncomingTransfer)
-            /// A new transfer, after those it supersedes have ended: the same file from the same
-            /// sender under an earlier transfer ID, and what the sender's earlier run left.
-            case begin(IncomingTransfer, ResourceStore, superseding: [IncomingTransfer])
-            case end(ResourceEndReason, String)
-        }
-        let decision = state.withLockedValue { state -> Decision in
-            if let transfer = state.incoming[key] { return .again(transfer) }
-            if let ended = state.ended.last(where: { $0.key == key }) {
-                return .end(ended.reason, "this transfer ended here")
+        let key = Incoming.Key(peer: peer.id, transfer: offer.id)
+        let store: Incoming.Store =
+            switch self.store {
+            case nil: .none
+            case .failure(let failure): .failed(failure.reason, failure.message)
+            case .success(let store): .ready(store)
             }
-            guard !peers.end.hasEnded else { return .end(.refused, "the session is stopping") }
-            // (It could not take the WANTs: docs/PROTOCOL.md 3c. Told, not left waiting.)
-            guard peers.binding(of: peer.id).hello?.features.contains(.resources) ?? true else {
-                return .end(
-                    .refused,
-                    "the sender's HELLO does not announce resources (features bit 0): a side takes resources only from a peer that does"
-                )
-            }
-            switch store {
-            case nil:
-                return .end(.refused, "the receiver has no resource directory")
-            case .failure(let failure):
-                return .end(failure.reason, failure.message)
-            case .success(let store):
-                // The same file from the same sender under another transfer ID: under way on a
-                // link (sent twice at once), it keeps the partial file and this offer is refused;
-                // waiting for an offer (its sender restarted), it is superseded by this one.
-                let sameFile = state.incoming.filter {
-                    $0.key.peer == peer.id && $0.value.offer.sha256 == offer.sha256
-                        && $0.value.offer.length == offer.length
-                }
-                if sameFile.values.contains(where: \.isLinked) {
-                    return .end(.refused, "the same file from this sender is under way in another transfer")
-                }
-                let superseded = sameFile
-                for key in superseded.keys { state.incoming.removeValue(forKey: key) }
-                guard state.incoming.keys.count(where: { $0.peer == peer.id }) < Self.maximumIncomingPerPeer else {
-                    return .end(
-                        .refused,
-                        "\(Self.maximumIncomingPerPeer) transfers from this sender are under way, the receiver's limit"
-                    )
-                }
-                let retired = state.retiring.removeValue(forKey: peer.id) ?? []
-                let transfer = IncomingTransfer(
+        let decision = state.withLockedValue { state in
+            state.incoming.offered(
+                offer,
+                by: peer.id,
+                senderTakesResources: peers.binding(of: peer.id).hello?.features.contains(.resources) ?? true,
+                sessionEnded: peers.end.hasEnded,
+                store: store
+            ) {
+                IncomingTransfer(
                     offer: offer,
                     sender: peer,
                     on: channel,
                     queue: fileQueue("multipeer.resource.in"),
                     clock: clock
                 ) { [weak self] reason in
-                    self?.state.withLockedValue { state in
-                        if let reason {
-                            state.remember(key, endedFor: reason)
-                        } else {
-                            state.incoming.removeValue(forKey: key)
-                        }
-                    }
+                    self?.state.withLockedValue { $0.incoming.transferEnded(key, reason: reason) }
                 }
-                state.incoming[key] = transfer
-                return .begin(transfer, store, superseding: Array(superseded.values) + retired)
             }
         }
         switch decision {
@@ -417,7 +364,7 @@ final class Resources: Sendable {
     /// `sessionState`.
     func sessionEnded() {
         let (outgoing, incoming) = state.withLockedValue { state in
-            (Array(state.outgoing.values), Array(state.incoming.values))
+            (Array(state.outgoing.values), Array(state.incoming.transfers.values))
         }
         for transfer in outgoing { transfer.stop() }
         for transfer in incoming { transfer.stop() }
@@ -795,7 +742,7 @@ final class OutgoingTransfer: LinkSource {
 
 /// One resource this side receives. The partial file is touched only on the transfer's queue.
 // (`partial` and `writeFailed` only on `queue`; the rest under its lock)
-final class IncomingTransfer: @unchecked Sendable {
+final class IncomingTransfer: IncomingResourceRecord, @unchecked Sendable {
     let offer: ResourceOffer
     private let sender: UUID
     /// The sender's incarnation that offered it: a later one restarted, and does not send it on.
