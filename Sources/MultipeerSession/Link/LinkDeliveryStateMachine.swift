@@ -42,7 +42,7 @@ struct LinkDeliveryStateMachine {
         case acknowledge(UInt64, PartialMessage?, Attachment)
         /// A reliable message or fragment: put it through the peer's window and tell the verdict
         /// (``windowed(_:sequence:)``).
-        case window(LinkMessage, sequence: UInt64, Window)
+        case window(ReliableFrame, sequence: UInt64, Window)
         /// A whole message: hand it to the application's streams and tell how many it filled
         /// (``delivered(filling:)``).
         case deliver(DataMessage)
@@ -203,10 +203,10 @@ struct LinkDeliveryStateMachine {
         switch frame {
         case .data(let message):
             guard message.sequence > 0 else { return .deliver(message) }
-            return reliable(frame, sequence: message.sequence, window: window)
+            return reliable(.data(message), sequence: message.sequence, window: window)
         case .fragment(let fragment):
             guard fragment.sequence > 0 else { return unreliable(fragment) }
-            return reliable(frame, sequence: fragment.sequence, window: window)
+            return reliable(.fragment(fragment), sequence: fragment.sequence, window: window)
         case .ack(let sequence, let partial):
             return acknowledgement(sequence, partial)
         case .resourceOffer(let offer): return route(.resource(.offer(offer)), of: frame, window: window)
@@ -243,7 +243,7 @@ struct LinkDeliveryStateMachine {
         }
     }
 
-    private mutating func reliable(_ frame: LinkMessage, sequence: UInt64, window: Window?) -> Action {
+    private mutating func reliable(_ frame: ReliableFrame, sequence: UInt64, window: Window?) -> Action {
         guard let window else {
             return fail("sent reliable message \(sequence) before this side said where to resume; the link is closed")
         }
@@ -357,6 +357,12 @@ struct LinkDeliveryStateMachine {
     private mutating func fail(_ what: String) -> Action {
         protocolError(MultipeerError(.outOfSequence, "peer \(peerID.map { "\($0)" } ?? "?") " + what))
     }
+}
+
+/// A reliable message, whole or a fragment of one: what goes through its sender's window.
+enum ReliableFrame: Sendable {
+    case data(DataMessage)
+    case fragment(Fragment)
 }
 
 /// A frame past the link's own, for its owner: a file's (docs/PROTOCOL.md 3c) to the session's

@@ -95,7 +95,7 @@ final class ReceiveWindows: Sendable {
     /// window follows another incarnation (the link it came on was replaced and is closing), or
     /// the sender has none. `limit` is this side's Limits.maximumMessageLength.
     func receive(
-        _ message: LinkMessage,
+        _ message: ReliableFrame,
         from peerID: UUID,
         incarnation: UInt64,
         limit: Int
@@ -106,7 +106,7 @@ final class ReceiveWindows: Sendable {
 
     /// The same, in the sender's `window`.
     func receive(
-        _ message: LinkMessage,
+        _ message: ReliableFrame,
         in window: Window,
         from peerID: UUID,
         incarnation: UInt64,
@@ -123,8 +123,6 @@ final class ReceiveWindows: Sendable {
                 return (.invalid(refusal), nil)
             }
             return update(window) { $0.receive(fragment, limit: limit, from: "peer \(peerID)") }
-        default:
-            return nil
         }
     }
 
