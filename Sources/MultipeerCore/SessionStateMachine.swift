@@ -641,7 +641,10 @@ package struct SessionStateMachine: Sendable {
             case .close(let id, let reason):
                 return [.close(id, reason)]
             case .linkAdmitted(let id, let hello):
-                return [.attach(id, hello, reads: carried[id]?.peerReads ?? MessageTypesRead(hello: hello.reads))]
+                // The table admits only a link ``linkEstablished(_:hello:announced:address:now:)``
+                // carried, and forgets it before ``linkClosed`` drops the record.
+                guard let link = carried[id] else { preconditionFailure("link \(id) admitted but not carried") }
+                return [.attach(id, hello, reads: link.peerReads)]
             case .peerJoined(let id, let hello):
                 reportedRefusals = reportedRefusals.filter { $0.peer != "\(hello.peerID)" }
                 let before = presence[hello.peerID]

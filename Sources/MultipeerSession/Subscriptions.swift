@@ -402,15 +402,13 @@ final class Subscriptions: Sendable {
             whenRoom: whenRoom
         )
         state.topics[message.typeName] = topic
+        if reports.contains(.full) { metrics.holdFull() }
         return .held(
             full: full,
             reports: reports.map { report in
                 switch report {
-                case .held:
-                    return .messageHeld(typeName: message.typeName, from: peer)
-                case .full:
-                    metrics.holdFull()
-                    return .heldMessagesFull(typeName: message.typeName, from: peer)
+                case .held: .messageHeld(typeName: message.typeName, from: peer)
+                case .full: .heldMessagesFull(typeName: message.typeName, from: peer)
                 }
             }
         )
