@@ -119,7 +119,7 @@ import Testing
                 try channel.readOutbound(as: LinkMessage.self) == nil,
                 "no resume point before the session keeps the link"
             )
-            channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+            channel.pipeline.triggerUserOutboundEvent(LinkAdopted(link: LinkID(1)), promise: nil)
             // (the session told of the join)
             channel.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)
             #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0), "the resume point")
@@ -176,7 +176,7 @@ import Testing
         }
         /// The session keeps `channel` and has told of the join: it says where to resume.
         func adopt(_ channel: EmbeddedChannel) throws {
-            channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+            channel.pipeline.triggerUserOutboundEvent(LinkAdopted(link: LinkID(1)), promise: nil)
             channel.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)
             #expect(try channel.readOutbound(as: LinkMessage.self) == .ack(0), "the resume point")
         }
@@ -492,7 +492,7 @@ extension DeliveryTests {
         let hello = try Hello(identity: PeerIdentity(), incarnation: 1, displayName: "sender")
         try await channel.testingEventLoop.executeInContext {
             channel.pipeline.fireUserInboundEventTriggered(HelloCompleted(remote: hello))
-            channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+            channel.pipeline.triggerUserOutboundEvent(LinkAdopted(link: LinkID(1)), promise: nil)
             // (the session told of the join)
             channel.pipeline.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)
         }

@@ -157,15 +157,17 @@ import Testing
     @Test func incompleteMessagesOfSendersWithoutALinkMakeRoomAndTheBudgetHolds() {
         let windows = ReceiveWindows(on: EmbeddedEventLoop())
         let (gone, sending, newcomer) = (UUID(), UUID(), UUID())
-        for peer in [gone, sending, newcomer] { _ = windows.adopt(peer, incarnation: 1) }
+        for (peer, link) in [(gone, 1), (sending, 2), (newcomer, 3)] {
+            _ = windows.adopt(peer, incarnation: 1, on: LinkID(UInt64(link)))
+        }
         #expect(Self.begin(windows, gone, length: 90_000) == .pending)
         #expect(Self.begin(windows, sending, length: 90_000) == .pending)
         #expect(windows.reserved == 180_000)
-        windows.linkClosed(gone)
+        windows.linkClosed(gone, link: LinkID(1))
         #expect(Self.begin(windows, newcomer, length: 90_000) == .pending, "room made from the sender that left")
         #expect(windows.reserved == 180_000, "at most twice the largest message: \(windows.reserved)")
         // The one that left keeps its place: it is told to send the message from its beginning.
-        guard case .ack(1, let partial)? = Optional(windows.adopt(gone, incarnation: 1)) else {
+        guard case .ack(1, let partial)? = Optional(windows.adopt(gone, incarnation: 1, on: LinkID(4))) else {
             Issue.record("a resume point")
             return
         }
@@ -178,5 +180,28 @@ import Testing
         #expect(error.code == .messageTooLarge)
         #expect(error.message.contains("twice Limits.maximumMessageLength"))
         #expect(windows.reserved == 180_000)
+    }
+
+    /// A sender's window follows the link the session kept for it last: the link it replaced,
+    /// closing after, does not make the sender one without a link (whose memory is taken).
+    @Test func aReplacedLinkClosingAfterItsSuccessorLeavesItsSenderSending() {
+        let windows = ReceiveWindows(on: EmbeddedEventLoop())
+        let (replaced, sending, newcomer) = (UUID(), UUID(), UUID())
+        _ = windows.adopt(replaced, incarnation: 1, on: LinkID(1))
+        _ = windows.adopt(replaced, incarnation: 1, on: LinkID(4))  // its successor, kept before the first closed
+        _ = windows.adopt(sending, incarnation: 1, on: LinkID(2))
+        _ = windows.adopt(newcomer, incarnation: 1, on: LinkID(3))
+        #expect(Self.begin(windows, replaced, length: 90_000) == .pending)
+        #expect(Self.begin(windows, sending, length: 90_000) == .pending)
+        windows.linkClosed(replaced, link: LinkID(1))
+        guard case .invalid(let error)? = Self.begin(windows, newcomer, length: 90_000) else {
+            Issue.record("a third message fitted beside two senders sending")
+            return
+        }
+        #expect(error.code == .messageTooLarge)
+        #expect(windows.reserved == 180_000, "neither sender's bytes were given up")
+        // Its successor closing does.
+        windows.linkClosed(replaced, link: LinkID(4))
+        #expect(Self.begin(windows, newcomer, length: 90_000) == .pending)
     }
 }

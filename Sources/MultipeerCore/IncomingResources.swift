@@ -54,19 +54,17 @@ package struct IncomingResources<Transfer: IncomingResourceRecord, Directory: Se
 
     /// Transfers from one sender under way at once.
     package let maximumPerSender: Int
-    /// How many ended transfers are remembered, to answer an offer of one again with its END.
-    package let rememberedEnds: Int
     /// The transfers under way, or waiting for their sender to offer them again.
     package private(set) var transfers: [Key: Transfer] = [:]
     /// Per sender, transfers of an earlier incarnation (it restarted before they were whole):
     /// ended, but their last writes may be under way; the sender's next transfer begins after them.
     private var retiring: [UUID: [Transfer]] = [:]
-    /// How the latest transfers ended, oldest first.
-    private var ended: [(key: Key, reason: ResourceEndReason)] = []
+    /// How the latest transfers ended, to answer an offer of one again with its END.
+    private var ended: RememberedEnds<Key, ResourceEndReason>
 
     package init(maximumPerSender: Int, rememberedEnds: Int) {
         self.maximumPerSender = maximumPerSender
-        self.rememberedEnds = rememberedEnds
+        ended = RememberedEnds(capacity: rememberedEnds)
     }
 
     /// `sender` offers `offer`. `senderTakesResources`: its HELLO announces resources;
@@ -81,7 +79,7 @@ package struct IncomingResources<Transfer: IncomingResourceRecord, Directory: Se
     ) -> Decision {
         let key = Key(peer: sender, transfer: offer.id)
         if let transfer = transfers[key] { return .again(transfer) }
-        if let ended = ended.last(where: { $0.key == key }) { return .end(ended.reason, "this transfer ended here") }
+        if let reason = ended[key] { return .end(reason, "this transfer ended here") }
         guard !sessionEnded else { return .end(.refused, "the session is stopping") }
         // (It could not take the WANTs: docs/PROTOCOL.md 3c. Told, not left waiting.)
         guard senderTakesResources else {
@@ -129,10 +127,7 @@ package struct IncomingResources<Transfer: IncomingResourceRecord, Directory: Se
     /// without one (superseded or retired: nothing to answer).
     package mutating func transferEnded(_ key: Key, reason: ResourceEndReason?) {
         transfers.removeValue(forKey: key)
-        guard let reason else { return }
-        ended.removeAll { $0.key == key }
-        ended.append((key, reason))
-        if ended.count > rememberedEnds { ended.removeFirst() }
+        if let reason { ended.remember(key, reason) }
     }
 
     /// The sender is active as `incarnation`: its transfers from other incarnations are not

@@ -3,7 +3,7 @@ package import struct Foundation.UUID
 /// The session's decisions, without I/O: what a ``PeerTableStateMachine`` decides about links,
 /// composed with admission (the roster, and refusals reported once), the sequence of a dial
 /// (endpoints in the order they earned, each with the newest group key first, then the older
-/// ones), which link each peer's delivery goes on (``Action/attach(_:_:)``), the reports of
+/// ones), which link each peer's delivery goes on (``Action/bind(_:_:reads:)``), the reports of
 /// failed connections (inbound ones throttled), presence, and the session's lifecycle. The shell
 /// (the `MultipeerSession` actor) feeds it what happened, with the time, and carries out the
 /// ``Action``s it returns, in order.
@@ -65,10 +65,10 @@ package struct SessionStateMachine: Sendable {
         /// Both sides admitted the link: the peer's delivery goes on it, from the resume point
         /// that admitted it (apply that ACK to the delivery next), sending only the message types
         /// the peer reads.
-        case attach(LinkID, Hello, reads: MessageTypesRead)
+        case bind(LinkID, Hello, reads: MessageTypesRead)
         /// The peer's delivery leaves link `id` (nil: whatever link it is on); unreliable
         /// messages waiting for it are lost.
-        case detach(UUID, LinkID?)
+        case unbind(UUID, LinkID?)
         /// Send REJECT on the link.
         case sendReject(LinkID, Rejection)
         /// Tell the link's peer which message types this side reads now (TYPES).
@@ -420,7 +420,7 @@ package struct SessionStateMachine: Sendable {
                     now: now
                 )
             }
-            actions.append(.detach(link.peerID, id))
+            actions.append(.unbind(link.peerID, id))
             if table.activeLink(for: link.peerID) == id, table.isJoining(link.peerID) {
                 actions.append(.wakeSenders(link.peerID))  // those waiting for the peer to join on it
             }
@@ -644,7 +644,7 @@ package struct SessionStateMachine: Sendable {
                 // The table admits only a link ``linkEstablished(_:hello:announced:address:now:)``
                 // carried, and forgets it before ``linkClosed`` drops the record.
                 guard let link = carried[id] else { preconditionFailure("link \(id) admitted but not carried") }
-                return [.attach(id, hello, reads: link.peerReads)]
+                return [.bind(id, hello, reads: link.peerReads)]
             case .peerJoined(let id, let hello):
                 reportedRefusals = reportedRefusals.filter { $0.peer != "\(hello.peerID)" }
                 let before = presence[hello.peerID]
@@ -656,7 +656,7 @@ package struct SessionStateMachine: Sendable {
                 case .goodbye(.shutdown), .goodbye(.suspended), .restarted, .local: break  // it chose to
                 case .goodbye, .keepaliveTimeout, .linkClosed: presence[hello.peerID]?.failedAt = now
                 }
-                return [.detach(hello.peerID, nil), .peerLeft(hello, reason)]
+                return [.unbind(hello.peerID, nil), .peerLeft(hello, reason)]
             case .scheduleRedial(let key, let delay):
                 return [.schedule(.redial(key), after: delay)]
             }

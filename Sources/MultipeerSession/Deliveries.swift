@@ -5,7 +5,7 @@ import NIOCore
 
 /// Every peer's ``PeerDelivery``, by peer: a peer gets one when the session first keeps a link
 /// for it, and keeps it for the session's life (bounded by the peers that proved the group key
-/// and, with a roster, their place in it). Each holds the peer's link (``PeerLink``), bound and
+/// and, with a roster, their place in it). Each holds the peer's link (``LinkHandle``), bound and
 /// unbound here only: the peer's resources and streams read it from there.
 final class Deliveries: Sendable {
     private let peers = OrderedLock<[UUID: PeerDelivery]>([:], rank: .deliveries)
@@ -44,8 +44,8 @@ final class Deliveries: Sendable {
     }
 
     /// The peer is active on `link` (both sides admitted it), reading the message types `reads`.
-    func bind(_ link: PeerLink, reads: MessageTypesRead) {
-        make(for: link.peerID).attach(link, reads: reads)
+    func bind(_ link: LinkHandle, reads: MessageTypesRead) {
+        make(for: link.peerID).bind(link, reads: reads)
     }
 
     /// The peer's link `id` closed or was replaced (nil: whatever link it had). Returns the
@@ -54,13 +54,13 @@ final class Deliveries: Sendable {
         _ peerID: UUID,
         link id: LinkID?,
         now: ContinuousClock.Instant
-    ) -> (unbound: PeerLink?, dropped: [PeerDeliveryStateMachine.Action]) {
-        self[peerID]?.detach(id, now: now) ?? (nil, [])
+    ) -> (unbound: LinkHandle?, dropped: [PeerDeliveryStateMachine.Action]) {
+        self[peerID]?.unbind(id, now: now) ?? (nil, [])
     }
 
     /// The peer's link now (nil while it is away or never met), and the HELLO of its latest
     /// link (nil if it never had one).
-    func binding(of peerID: UUID) -> (link: PeerLink?, hello: Hello?) {
+    func binding(of peerID: UUID) -> (link: LinkHandle?, hello: Hello?) {
         self[peerID]?.binding ?? (nil, nil)
     }
 

@@ -79,31 +79,56 @@ extension MultipeerSession {
 
     /// The peer's first ACK on link `id`, its resume point: the peer admitted the link. If this
     /// side keeps it, the peer's delivery moves onto it from that point, and the link's
-    /// DeliveryHandler takes its later ACKs (``DeliveryAttached``).
+    /// DeliveryHandler takes its later ACKs (``DeliveryBound``).
     func admitted(_ id: LinkID, by peerID: UUID, through sequence: UInt64, partial: PartialMessage?) {
         perform(core.admitted(id, now: clock.now))
-        guard let delivery = deliveries[peerID], delivery.isAttached(to: id), let channel = running?.links[id]?.channel
+        guard let delivery = deliveries[peerID], delivery.isBound(to: id), let channel = running?.links[id]?.channel
         else { return }
         tell(dropped: delivery.acknowledged(through: sequence, partial: partial, on: id), for: peerID)
-        channel.triggerUserOutboundEvent(DeliveryAttached(delivery: delivery, link: id), promise: nil)
+        channel.triggerUserOutboundEvent(DeliveryBound(delivery: delivery, link: id), promise: nil)
     }
 
     /// The peer is active on `link`: its delivery holds it from now on (the one record of it),
-    /// and its resources and streams go on it.
-    func bind(_ link: PeerLink, reads: MessageTypesRead) {
+    /// and its files and streams go on it.
+    func bind(_ link: LinkHandle, reads: MessageTypesRead) {
         deliveries.bind(link, reads: reads)
-        inbox.resources.linkUp(link)
-        inbox.streams.linkUp(link)
+        tellFeatures(.up(link))
     }
 
-    /// The peer's link `id` went (nil: whatever link it had): if it was the peer's, its
-    /// resources and streams wait for the next.
+    /// The peer's link `id` went (nil: whatever link it had): if it was the peer's, its files
+    /// and streams wait for the next.
     func unbind(_ peerID: UUID, link id: LinkID?) {
         let (unbound, dropped) = deliveries.unbind(peerID, link: id, now: clock.now)
         tell(dropped: dropped, for: peerID)
         guard let unbound else { return }
-        inbox.resources.linkDown(unbound)
-        inbox.streams.linkDown(peerID, link: unbound.id)
+        tellFeatures(.down(unbound))
+    }
+
+    /// A peer's link came or went, as the features hear it.
+    enum LinkChange: Sendable {
+        case up(LinkHandle)
+        case down(LinkHandle)
+    }
+
+    /// Tells the features a link carries (``PeerLinkFeature``) that the peer's link came or
+    /// went: on the link's event loop, after what the session queued there before (so before
+    /// the frames it lets through after the join, ``Action/admitMessages(_:)``), at once if
+    /// this is the loop.
+    func tellFeatures(_ change: LinkChange) {
+        let features: [any PeerLinkFeature] = [inbox.resources, inbox.streams]
+        let tell: @Sendable () -> Void = {
+            for feature in features {
+                switch change {
+                case .up(let link): feature.linkUp(link)
+                case .down(let link): feature.linkDown(link)
+                }
+            }
+        }
+        let link =
+            switch change {
+            case .up(let link), .down(let link): link
+            }
+        if link.channel.eventLoop.inEventLoop { tell() } else { link.channel.eventLoop.execute(tell) }
     }
 
     /// Reports what a peer's delivery dropped unsent.

@@ -571,6 +571,7 @@ public final actor MultipeerSession {
                 id: id,
                 channel: connection.nioChannel,
                 writer: LinkWriter(id: id, channel: connection.nioChannel, offload: environment.offload),
+                hello: connection.remoteHello,
                 quality: connection.quality
             )
             // Made now, not when the peer joins: a send that finds it refusing waits on it for the join.
@@ -785,11 +786,11 @@ public final actor MultipeerSession {
                 guard let handle = running?.links[id] else { continue }
                 spawn(.close(handle, reason))
             case .adopt(let id):
-                running?.links[id]?.channel.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
-            case .attach(let id, let hello, let reads):
+                running?.links[id]?.channel.triggerUserOutboundEvent(LinkAdopted(link: id), promise: nil)
+            case .bind(let id, _, let reads):
                 guard let handle = running?.links[id] else { continue }
-                bind(PeerLink(id: id, channel: handle.channel, writer: handle.writer, hello: hello), reads: reads)
-            case .detach(let peerID, let id):
+                bind(handle, reads: reads)
+            case .unbind(let peerID, let id):
                 unbind(peerID, link: id)
             case .admitMessages(let id):
                 running?.links[id]?.channel.triggerUserOutboundEvent(MessagesAdmitted(), promise: nil)

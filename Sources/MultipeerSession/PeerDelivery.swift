@@ -6,9 +6,9 @@ import NIOCore
 /// Delivery towards one peer (``PeerDeliveryStateMachine``) behind one lock, with the senders
 /// waiting on it: a send offers its message here from its own task, not through the session's
 /// actor; the link's reader applies the peer's ACKs here, waking the senders they free; the
-/// attached link's writer takes what waits in its turns (``LinkSource``). The session's actor
-/// only attaches and detaches links (``SessionStateMachine/Action/attach(_:_:)``), so a message
-/// for a known peer costs this lock, not a hop onto the actor.
+/// bound link's writer takes what waits in its turns (``LinkSource``). The session's actor
+/// only binds links to it and unbinds them (``SessionStateMachine/Action/bind(_:_:reads:)``),
+/// so a message for a known peer costs this lock, not a hop onto the actor.
 ///
 /// A sender that finds no room waits off the lock, so a wake can come in between: the wakes are
 /// counted, and a wait for a count already passed returns at once instead of sleeping through
@@ -17,7 +17,7 @@ final class PeerDelivery: LinkSource {
     private struct State {
         var machine: PeerDeliveryStateMachine
         /// The link the peer is active on: delivery goes on it. The peer's one record of it.
-        var link: PeerLink?
+        var link: LinkHandle?
         /// The HELLO of the peer's latest link (kept while it is away, and once forgotten).
         var hello: Hello?
         /// The senders waiting for room, for the peer to join, or for an acknowledgement.
@@ -207,7 +207,7 @@ final class PeerDelivery: LinkSource {
     /// The peer is active on `link` (both sides admitted it): delivery goes on it once its
     /// resume point is applied (``acknowledged(through:partial:on:)``). The peer reads the
     /// message types `reads` (as the link last said).
-    func attach(_ link: PeerLink, reads: MessageTypesRead) {
+    func bind(_ link: LinkHandle, reads: MessageTypesRead) {
         let hello = link.hello
         _ = withState { state in
             state.link = link
@@ -229,21 +229,21 @@ final class PeerDelivery: LinkSource {
     }
 
     /// Whether delivery goes on link `id`.
-    func isAttached(to id: LinkID) -> Bool {
+    func isBound(to id: LinkID) -> Bool {
         state.withLockedValue { $0.link?.id == id }
     }
 
     /// The peer's link now (nil while it is away), and the HELLO of its latest link (nil if it
     /// never had one).
-    var binding: (link: PeerLink?, hello: Hello?) { state.withLockedValue { ($0.link, $0.hello) } }
+    var binding: (link: LinkHandle?, hello: Hello?) { state.withLockedValue { ($0.link, $0.hello) } }
 
     /// The peer's link `id` closed or was replaced (nil: whatever link it had). Returns the
     /// link it had, if that was the one, and the unreliable messages lost with it.
-    func detach(
+    func unbind(
         _ id: LinkID?,
         now: ContinuousClock.Instant
-    ) -> (detached: PeerLink?, dropped: [PeerDeliveryStateMachine.Action]) {
-        withState { state -> (PeerLink?, [PeerDeliveryStateMachine.Action]) in
+    ) -> (unbound: LinkHandle?, dropped: [PeerDeliveryStateMachine.Action]) {
+        withState { state -> (LinkHandle?, [PeerDeliveryStateMachine.Action]) in
             guard let link = state.link, id == nil || link.id == id else { return (nil, []) }
             state.link = nil
             return (link, state.machine.linkDown(id, now: now))

@@ -673,4 +673,8 @@ private struct LoopFileQueue: FileQueue {
     func async(_ work: @escaping @Sendable () -> Void) {
         loop.execute(work)
     }
+
+    func assertOnQueue() {
+        loop.assertInEventLoop()
+    }
 }

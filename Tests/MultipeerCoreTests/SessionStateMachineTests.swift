@@ -139,7 +139,7 @@ import Testing
         #expect(session.isJoining(Self.peer), "a send to it waits for its resume point")
         #expect(
             session.admitted(id, now: Self.start + .seconds(1)) == [
-                .attach(id, Self.hello(), reads: .every), .peerJoined(id, Self.hello()), .admitMessages(id),
+                .bind(id, Self.hello(), reads: .every), .peerJoined(id, Self.hello()), .admitMessages(id),
             ],
             "the application hears of the join before it has any message the link brings"
         )
@@ -148,7 +148,7 @@ import Testing
         #expect(session.admitted(id, now: Self.start + .seconds(2)).isEmpty, "admitted once")
         #expect(
             session.linkClosed(id, goodbye: .keepaliveTimeout, error: nil, now: Self.start + .seconds(3)) == [
-                .detach(Self.peer, id), .detach(Self.peer, nil), .peerLeft(Self.hello(), .goodbye(.keepaliveTimeout)),
+                .unbind(Self.peer, id), .unbind(Self.peer, nil), .peerLeft(Self.hello(), .goodbye(.keepaliveTimeout)),
                 .schedule(.redial(.peer(Self.peer)), after: .seconds(1)),
             ],
             "its delivery leaves the link, it leaves, and it is dialled again while advertised"
@@ -174,7 +174,7 @@ import Testing
         let (first, joined) = try join(session.discovered(target, now: Self.start), at: .zero)
         #expect(
             joined == [
-                .attach(first, Self.hello(), reads: .every), .peerJoined(first, Self.hello()), .admitMessages(first),
+                .bind(first, Self.hello(), reads: .every), .peerJoined(first, Self.hello()), .admitMessages(first),
             ]
         )
 
@@ -183,7 +183,7 @@ import Testing
         let (second, rejoined) = try join(redial, at: .milliseconds(4_250))
         #expect(
             rejoined == [
-                .attach(second, Self.hello(), reads: .every),
+                .bind(second, Self.hello(), reads: .every),
                 .report(.rejoined(Self.peer, after: .milliseconds(1_250))),
                 .peerJoined(second, Self.hello()), .admitMessages(second),
             ],
@@ -213,7 +213,7 @@ import Testing
             now: Self.start
         )
         #expect(
-            closed.prefix(2) == [.detach(Self.peer, id), .wakeSenders(Self.peer)],
+            closed.prefix(2) == [.unbind(Self.peer, id), .wakeSenders(Self.peer)],
             "those waiting for it to join look again"
         )
         #expect(!session.isJoining(Self.peer), "and find it is not joining")
@@ -585,7 +585,7 @@ extension SessionStateMachineTests {
             session.peerReads(notes, on: id) == [.peerReads(Self.peer, id, notes)],
             "not joined yet: its join tells the application"
         )
-        #expect(session.admitted(id, now: Self.start).first == .attach(id, hello, reads: notes))
+        #expect(session.admitted(id, now: Self.start).first == .bind(id, hello, reads: notes))
         #expect(session.peerReads(of: Self.peer) == notes)
         #expect(session.peerReads(notes, on: id) == [.peerReads(Self.peer, id, notes)], "no change: nothing to tell")
         let more = Self.types("Note", "Chart")

@@ -42,7 +42,7 @@ import Testing
         }
 
         func adopt() throws -> LinkMessage? {
-            channel.pipeline.triggerUserOutboundEvent(LinkAdopted(), promise: nil)
+            channel.pipeline.triggerUserOutboundEvent(LinkAdopted(link: LinkID(1)), promise: nil)
             return try channel.readOutbound(as: LinkMessage.self)
         }
 
@@ -159,7 +159,7 @@ import Testing
         #expect(received == ["one", "two"])
     }
 
-    @Test func thePeersFirstAckGoesToTheSessionAndTheLaterOnesToTheAttachedDelivery() throws {
+    @Test func thePeersFirstAckGoesToTheSessionAndTheLaterOnesToTheBoundDelivery() throws {
         let link = try Link()
         defer { link.finish() }
         let limits = BufferLimits(maximumCount: 8, maximumBytes: 1 << 20)
@@ -168,7 +168,7 @@ import Testing
             policy: .init(limits: limits, unreliableLimits: limits, failWhenFull: false, sendTimeout: .seconds(30)),
             metrics: link.inbox.metrics
         )
-        delivery.attach(PeerLink(id: LinkID(1), channel: link.channel, hello: link.remote), reads: .every)
+        delivery.bind(LinkHandle(id: LinkID(1), channel: link.channel, hello: link.remote), reads: .every)
         #expect(
             delivery.acknowledged(through: 0, partial: nil, on: LinkID(1)).isEmpty,
             "the resume point, applied by the session"
@@ -188,9 +188,9 @@ import Testing
         try link.channel.writeInbound(LinkMessage.ack(1, partial: nil))
         try link.channel.writeInbound(LinkMessage.ack(2, partial: nil))
         #expect(try link.channel.readInbound(as: LinkMessage.self) == nil, "held for the delivery")
-        #expect(delivery.outboxCount == 2, "not applied before the session attached the delivery")
+        #expect(delivery.outboxCount == 2, "not applied before the session bound the delivery")
         link.channel.pipeline.triggerUserOutboundEvent(
-            DeliveryAttached(delivery: delivery, link: LinkID(1)),
+            DeliveryBound(delivery: delivery, link: LinkID(1)),
             promise: nil
         )
         #expect(delivery.outboxCount == 0, "the latest held ACK, applied")

@@ -13,13 +13,13 @@ import Testing
     let peer = UUID()
     /// The peer's window the link follows once adopted.
     let window: ReceiveWindows.Window
-    /// The sender's delivery its ACKs go to, once attached.
-    let delivery: LinkDeliveryStateMachine.Attachment
+    /// The sender's delivery its ACKs go to, once bound.
+    let delivery: LinkDeliveryStateMachine.Binding
 
     init() {
         // (The windows and their embedded loop go here, on the thread that made them.)
         let windows = ReceiveWindows(on: EmbeddedEventLoop())
-        _ = windows.adopt(peer, incarnation: 7)
+        _ = windows.adopt(peer, incarnation: 7, on: LinkID(1))
         window = windows.window(of: peer)!
         let limits = BufferLimits(maximumCount: 8, maximumBytes: 1 << 20)
         delivery = .init(
@@ -45,7 +45,7 @@ import Testing
         return machine
     }
 
-    @Test func theFirstAckIsTheResumePointReportedOnceAndTheLaterOnesGoToTheDeliveryOnceAttached() {
+    @Test func theFirstAckIsTheResumePointReportedOnceAndTheLaterOnesGoToTheDeliveryOnceBound() {
         var machine = machine()
         guard case .reportResumePoint(4, nil) = machine.received(.ack(4, partial: nil)) else {
             Issue.record("the resume point, reported")
@@ -53,17 +53,17 @@ import Testing
         }
         guard case .none = machine.received(.ack(5, partial: nil)), case .none = machine.received(.ack(6, partial: nil))
         else {
-            Issue.record("ACKs before the delivery is attached wait")
+            Issue.record("ACKs before the delivery is bound wait")
             return
         }
-        guard case .acknowledge(6, nil, let attached) = machine.deliveryAttached(delivery),
-            attached.delivery === delivery.delivery
+        guard case .acknowledge(6, nil, let bound) = machine.deliveryBound(delivery),
+            bound.delivery === delivery.delivery
         else {
             Issue.record("the latest waiting ACK goes to the delivery")
             return
         }
-        guard case .acknowledge(9, nil, let attached) = machine.received(.ack(9, partial: nil)),
-            attached.link == LinkID(1)
+        guard case .acknowledge(9, nil, let bound) = machine.received(.ack(9, partial: nil)),
+            bound.link == LinkID(1)
         else {
             Issue.record("later ACKs go straight to the delivery")
             return
@@ -249,7 +249,7 @@ extension LinkDeliveryStateMachine.Action {
         let windows = ReceiveWindows(on: loop)
         let peer = UUID()
         let adopted = try await loop.submit {
-            _ = windows.adopt(peer, incarnation: 1)
+            _ = windows.adopt(peer, incarnation: 1, on: LinkID(1))
             return windows.window(of: peer) != nil
         }.get()
         #expect(adopted)

@@ -35,8 +35,8 @@ import Testing
         func finish() { _ = try? channel.finish(acceptAlreadyClosed: true) }
 
         /// The peer is active on the link: its delivery holds it, and the streams are told.
-        func attach() {
-            let link = PeerLink(id: LinkID(1), channel: channel, hello: remote)
+        func bind() {
+            let link = LinkHandle(id: LinkID(1), channel: channel, hello: remote)
             peers.bind(link, reads: .every)
             streams.linkUp(link)
             channel.embeddedEventLoop.run()
@@ -78,7 +78,7 @@ import Testing
             try link.receive(.streamWant(StreamWant(id: id, received: 0, granted: 1_000, endReceived: false)))
             #expect(try link.written().isEmpty, "not the peer's link: no answer")
             #expect(link.streams.held.isEmpty, "and no stream")
-            link.attach()
+            link.bind()
             try link.receive(try Self.open(id))
             #expect(
                 try link.written() == [
@@ -89,7 +89,7 @@ import Testing
             try link.receive(
                 .streamData(StreamData(id: id, offset: 0, end: false, bytes: ByteBuffer(bytes: [1, 2, 3])))
             )
-            link.streams.linkDown(link.remote.peerID, link: LinkID(1))
+            link.streams.linkDown(LinkHandle(id: LinkID(1), channel: link.channel, hello: link.remote))
         }
         var incoming = link.streams.incoming.makeAsyncIterator()
         let stream = try #require(await incoming.next())
@@ -101,12 +101,12 @@ import Testing
     @Test func aStreamOpenedWhileThePeerIsAwayGoesUpWithItsNextLinkOnce() throws {
         let link = try Link()
         defer { link.finish() }
-        link.attach()
+        link.bind()
         _ = link.peers.unbind(link.remote.peerID, link: LinkID(1), now: .now)
         let stream = try link.streams.open(named: "log", to: link.remote.peerID)
         link.channel.embeddedEventLoop.run()
         #expect(try link.written().isEmpty, "no link: the OPEN waits")
-        let next = PeerLink(id: LinkID(2), channel: link.channel, hello: link.remote)
+        let next = LinkHandle(id: LinkID(2), channel: link.channel, hello: link.remote)
         link.peers.bind(next, reads: .every)
         link.streams.linkUp(next)
         link.streams.linkUp(next)  // (as the opener and the link's coming both may)
@@ -122,7 +122,7 @@ import Testing
     @Test func aFrameOfAStreamThatEndedIsAnsweredWithTheSameEnd() throws {
         let link = try Link()
         defer { link.finish() }
-        link.attach()
+        link.bind()
         var stream: PeerStream? = try link.streams.open(named: "log", to: link.remote.peerID)
         let id = try #require(stream?.id)
         stream = nil  // let go of: cancelled, saying so
@@ -149,7 +149,7 @@ import Testing
     @Test func aPeerOpensSixteenStreamsAtOnceAndTheNextIsRefused() throws {
         let link = try Link()
         defer { link.finish() }
-        link.attach()
+        link.bind()
         for _ in 0..<Streams.maximumIncomingPerPeer { try link.receive(try Self.open(UUID())) }
         #expect(try link.written().allSatisfy { if case .streamWant = $0 { true } else { false } })
         let seventeenth = UUID()
@@ -164,7 +164,7 @@ import Testing
     @Test func aStreamThisSideDoesNotHaveIsUnknownButANewOneIsTaken() throws {
         let link = try Link()
         defer { link.finish() }
-        link.attach()
+        link.bind()
         let lost = UUID()
         try link.receive(.streamWant(StreamWant(id: lost, received: 10, granted: 100, endReceived: false)))
         try link.receive(try Self.open(lost, resuming: true))
@@ -190,7 +190,7 @@ import Testing
     @Test func bytesOutOfSequenceBreakTheProtocol() throws {
         let link = try Link()
         defer { link.finish() }
-        link.attach()
+        link.bind()
         let id = UUID()
         try link.receive(try Self.open(id))
         let error = try #require(throws: MultipeerError.self) {

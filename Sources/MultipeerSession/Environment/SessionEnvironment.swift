@@ -100,6 +100,9 @@ package struct SessionEnvironment: Sendable {
 package protocol FileQueue: Sendable {
     /// Runs `work` after what was queued before.
     func async(_ work: @escaping @Sendable () -> Void)
+    /// Stops the process, in a debug build, unless this runs on the queue (``QueueBound``'s
+    /// check, as SwiftNIO's loop-bound values check their loop).
+    func assertOnQueue()
 }
 
 /// A Dispatch queue of its own.
@@ -112,5 +115,40 @@ package struct DispatchFileQueue: FileQueue {
 
     package func async(_ work: @escaping @Sendable () -> Void) {
         queue.async(execute: work)
+    }
+
+    package func assertOnQueue() {
+        assert(
+            {
+                dispatchPrecondition(condition: .onQueue(queue))
+                return true
+            }()
+        )
+    }
+}
+
+/// A value confined to a file queue, as SwiftNIO's `NIOLoopBoundBox` confines one to an event
+/// loop: every access checks, in a debug build, that it runs on the queue, and no lock is taken.
+final class QueueBound<Value>: @unchecked Sendable {
+    // (Unchecked: `stored` is read and written only on `queue`, as every access asserts; it is
+    // set off the queue only before the box is shared, by `init`.)
+    private let queue: any FileQueue
+    private var stored: Value
+
+    init(_ value: Value, on queue: any FileQueue) {
+        self.queue = queue
+        stored = value
+    }
+
+    /// The value: on the queue only.
+    var value: Value {
+        get {
+            queue.assertOnQueue()
+            return stored
+        }
+        set {
+            queue.assertOnQueue()
+            stored = newValue
+        }
     }
 }

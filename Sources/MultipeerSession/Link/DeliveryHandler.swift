@@ -13,7 +13,7 @@ import NIOCore
 ///
 /// The session steers it with outbound events: ``LinkAdopted`` (the link is the peer's now: it
 /// adopts the peer's window and writes the resume point it gives), ``MessagesAdmitted`` (the
-/// application has heard of the join: what the peer sent meanwhile goes), ``DeliveryAttached``
+/// application has heard of the join: what the peer sent meanwhile goes), ``DeliveryBound``
 /// (the peer's delivery is on this link: the later ACKs go to it here, waking the senders they
 /// free). The peer's first ACK, its resume point, goes up once, as ``ResumePointReceived``.
 final class DeliveryHandler: ChannelDuplexHandler {
@@ -31,6 +31,8 @@ final class DeliveryHandler: ChannelDuplexHandler {
     private var incarnation: UInt64 = 0
     /// Its ID.
     private var peerID = UUID()
+    /// The link's ID, once the session adopted it: the peer's window follows it until it closes.
+    private var adopted: LinkID?
     private var context: ChannelHandlerContext?
     /// Given to a stream this link fills: brings its room back to this handler, on its event
     /// loop. Made once, not per message.
@@ -52,7 +54,7 @@ final class DeliveryHandler: ChannelDuplexHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
         whenRoom = nil  // it holds this handler
-        if let peer, machine.followsWindow { inbox.windows.linkClosed(peer.id) }
+        if let peer, let adopted, machine.followsWindow { inbox.windows.linkClosed(peer.id, link: adopted) }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -66,16 +68,17 @@ final class DeliveryHandler: ChannelDuplexHandler {
 
     func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
         switch event {
-        case let attached as DeliveryAttached:
+        case let bound as DeliveryBound:
             run(
-                machine.deliveryAttached(.init(delivery: attached.delivery, link: attached.link)),
+                machine.deliveryBound(.init(delivery: bound.delivery, link: bound.link)),
                 context: context
             )
         case is MessagesAdmitted:
             run(machine.messagesAdmitted(), context: context)
-        case is LinkAdopted:
+        case let adoption as LinkAdopted:
             guard let peer, machine.isAdoptable else { break }
-            let resume = inbox.windows.adopt(peer.id, incarnation: peer.incarnation)
+            adopted = adoption.link
+            let resume = inbox.windows.adopt(peer.id, incarnation: peer.incarnation, on: adoption.link)
             machine.linkAdopted(window: inbox.windows.window(of: peer.id)!)  // (made by the adoption)
             context.writeAndFlush(wrapOutboundOut(resume), promise: nil)
         default:
@@ -117,10 +120,10 @@ final class DeliveryHandler: ChannelDuplexHandler {
             if let data { context.fireChannelRead(data) }
         case .reportResumePoint(let sequence, let partial):
             context.fireUserInboundEventTriggered(ResumePointReceived(sequence: sequence, partial: partial))
-        case .acknowledge(let sequence, let partial, let attachment):
+        case .acknowledge(let sequence, let partial, let binding):
             // Only a resume point drops messages (those the peer came back too small for), and the
             // session applies that one.
-            let dropped = attachment.delivery.acknowledged(through: sequence, partial: partial, on: attachment.link)
+            let dropped = binding.delivery.acknowledged(through: sequence, partial: partial, on: binding.link)
             assert(dropped.isEmpty, "an ACK after the resume point dropped messages")
         case .window(let frame, let sequence, let window):
             let received = inbox.windows.receive(

@@ -13,8 +13,8 @@ import struct Foundation.UUID
 /// - Once kept, what the peer sends waits unread (the link stops reading) until the session has
 ///   told the application of the join (``messagesAdmitted()``), then goes in order.
 /// - The peer's first ACK is its resume point, reported once (``Action/reportResumePoint(_:_:)``);
-///   the session admits the link with it and attaches the peer's delivery
-///   (``deliveryAttached(_:)``); the ACKs between wait (the latest says all), the later ones go to
+///   the session admits the link with it and binds the peer's delivery to it
+///   (``deliveryBound(_:)``); the ACKs between wait (the latest says all), the later ones go to
 ///   the delivery.
 /// - A reliable message delivered in a read batch is acknowledged at the batch's end, once.
 /// - A full stream stops the link reading (FLOW off) until every stream it filled has room.
@@ -26,8 +26,8 @@ import struct Foundation.UUID
 struct LinkDeliveryStateMachine {
     typealias Window = ReceiveWindows.Window
 
-    /// The sender's delivery the link's ACKs go to, and the link it is attached on.
-    struct Attachment {
+    /// The sender's delivery the link's ACKs go to, and the link it is bound to.
+    struct Binding {
         var delivery: PeerDelivery
         var link: LinkID
     }
@@ -39,7 +39,7 @@ struct LinkDeliveryStateMachine {
         /// The peer's resume point (its first ACK): to the session, which admits the link with it.
         case reportResumePoint(UInt64, PartialMessage?)
         /// An ACK after the resume point: apply it to the sender's delivery.
-        case acknowledge(UInt64, PartialMessage?, Attachment)
+        case acknowledge(UInt64, PartialMessage?, Binding)
         /// A reliable message or fragment: put it through the peer's window and tell the verdict
         /// (``windowed(_:sequence:)``).
         case window(ReliableFrame, sequence: UInt64, Window)
@@ -84,7 +84,7 @@ struct LinkDeliveryStateMachine {
         case awaitingResumePoint
         /// It went to the session; the latest ACK since waits for the delivery.
         case admitting(latest: Acknowledgement?)
-        case attached(Attachment)
+        case bound(Binding)
     }
 
     private struct Acknowledgement {
@@ -163,15 +163,15 @@ struct LinkDeliveryStateMachine {
         return read ? .read : .none
     }
 
-    /// The session attached the peer's delivery to the link: the ACK that waited goes to it.
-    mutating func deliveryAttached(_ delivery: Attachment) -> Action {
+    /// The session bound the peer's delivery to the link: the ACK that waited goes to it.
+    mutating func deliveryBound(_ delivery: Binding) -> Action {
         let waiting: Action
         if case .admitting(let latest?) = acknowledgements {
             waiting = .acknowledge(latest.sequence, latest.partial, delivery)
         } else {
             waiting = .none
         }
-        acknowledgements = .attached(delivery)
+        acknowledgements = .bound(delivery)
         return waiting
     }
 
@@ -238,7 +238,7 @@ struct LinkDeliveryStateMachine {
         case .admitting:
             acknowledgements = .admitting(latest: Acknowledgement(sequence: sequence, partial: partial))
             return .none
-        case .attached(let delivery):
+        case .bound(let delivery):
             return .acknowledge(sequence, partial, delivery)
         }
     }

@@ -3,14 +3,16 @@ import MultipeerCore
 import NIOConcurrencyHelpers
 import NIOCore
 
-/// The session keeps this link as its peer's one link (sent down the pipeline by the session):
-/// the link adopts the peer's receive window and says where the peer resumes.
-struct LinkAdopted {}
+/// The session keeps this link, link `link`, as its peer's one link (sent down the pipeline by
+/// the session): the link adopts the peer's receive window and says where the peer resumes.
+struct LinkAdopted {
+    var link: LinkID
+}
 
 /// The session moved its peer's delivery onto this link, link `link`, and applied the peer's
 /// resume point to it (sent down the pipeline by the session): the link's later ACKs go to the
 /// delivery from here, on the event loop, not through the session.
-struct DeliveryAttached: Sendable {
+struct DeliveryBound: Sendable {
     var delivery: PeerDelivery
     var link: LinkID
 }

@@ -28,11 +28,11 @@ final class ReceiveWindows: Sendable {
         }
     }
 
-    /// Every sender's window, and the adopted links open per sender (a replaced link may close
-    /// after its successor came).
+    /// Every sender's window, and the link each follows now: the one the session keeps for the
+    /// sender (adopted), until that link closes. A sender without one sends nothing now.
     private struct Senders: Sendable {
         var windows: [UUID: Window] = [:]
-        var links: [UUID: Int] = [:]
+        var links: [UUID: LinkID] = [:]
     }
 
     private let eventLoop: any EventLoop
@@ -64,13 +64,13 @@ final class ReceiveWindows: Sendable {
         return result
     }
 
-    /// The session keeps a link of the sender's `incarnation` as its one link to it: the window
-    /// follows that incarnation from now on (a new incarnation starts over). Returns what was
-    /// delivered from it: where the sender resumes.
-    func adopt(_ peerID: UUID, incarnation: UInt64) -> LinkMessage {
+    /// The session keeps `link`, of the sender's `incarnation`, as its one link to it (the
+    /// core's `adopt`): the window follows that link and incarnation from now on (a new
+    /// incarnation starts over). Returns what was delivered from it: where the sender resumes.
+    func adopt(_ peerID: UUID, incarnation: UInt64, on link: LinkID) -> LinkMessage {
         let window = senders.value.windows[peerID] ?? Window(incarnation: incarnation, on: eventLoop)
         senders.value.windows[peerID] = window
-        senders.value.links[peerID, default: 0] += 1
+        senders.value.links[peerID] = link
         return update(window) { window in
             window.sender(incarnation: incarnation)
             window.linkAdopted()
@@ -85,10 +85,10 @@ final class ReceiveWindows: Sendable {
         senders.value.windows[peerID]
     }
 
-    /// An adopted link of the sender closed.
-    func linkClosed(_ peerID: UUID) {
-        senders.value.links[peerID, default: 1] -= 1
-        if senders.value.links[peerID] == 0 { senders.value.links[peerID] = nil }
+    /// The sender's adopted `link` closed: if its window follows that one (not a successor
+    /// adopted before it closed), the sender has no link now.
+    func linkClosed(_ peerID: UUID, link: LinkID) {
+        if senders.value.links[peerID] == link { senders.value.links[peerID] = nil }
     }
 
     /// A reliable message, or a fragment of one, from the sender's `incarnation`; nil if the

@@ -21,7 +21,7 @@ final class StreamCore: LinkSource {
 
     private struct State {
         var machine: ByteStreamStateMachine
-        var link: Streams.Link?
+        var link: LinkHandle?
         /// The link whose writer was told the stream has frames, until a turn takes the last.
         var readyOn: LinkID?
         /// The application's reader, waiting for bytes.
@@ -67,7 +67,7 @@ final class StreamCore: LinkSource {
 
     /// The stream goes on on `link` (once: the stream's opener and the link's coming may both
     /// bring it up there).
-    func linkUp(_ link: Streams.Link) {
+    func linkUp(_ link: LinkHandle) {
         let up = state.withLockedValue { state in
             guard state.link?.id != link.id else { return false }
             state.link = link
@@ -77,9 +77,11 @@ final class StreamCore: LinkSource {
         if up { flush() }
     }
 
-    func linkDown(_ id: LinkID?) {
+    /// Link `id` went: the stream waits for the next, if it was on that one (a link that went
+    /// after its successor came leaves the stream on the successor).
+    func linkDown(_ id: LinkID) {
         state.withLockedValue { state in
-            guard let link = state.link, id == nil || link.id == id else { return }
+            guard state.link?.id == id else { return }
             state.link = nil
             state.machine.linkDown()
         }
@@ -103,7 +105,7 @@ final class StreamCore: LinkSource {
                 if state.readyOn == id { state.readyOn = nil }
                 return ([], false)
             }
-            let frames = state.machine.framesDue(chunkLimit: link.chunkLimit, budget: budget)
+            let frames = state.machine.framesDue(chunkLimit: Streams.chunkLimit(on: link), budget: budget)
             guard !frames.isEmpty, state.machine.hasFramesDue else {
                 state.readyOn = nil
                 return (frames, false)

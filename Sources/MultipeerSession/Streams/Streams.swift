@@ -8,15 +8,15 @@ import NIOCore
 /// opened: each is driven by its core (``ByteStreamStateMachine``) in a ``StreamCore``, and its
 /// frames go out on the link's event loop only, so that they leave in the order the core made
 /// them. The links hand their STREAM_ frames here on their event loop
-/// (``received(_:from:on:)``). A peer's link is its delivery's (``PeerLink``): read from there,
-/// and told here when it comes and goes (``linkUp(_:)``, ``linkDown(_:link:)``).
+/// (``received(_:from:on:)``). A peer's link is its delivery's (``LinkHandle``): read from there,
+/// and told here when it comes and goes (``PeerLinkFeature``).
 ///
 /// Bounds: a direction holds at most ``window`` bytes at each end (the writer's application
 /// waits for room beyond); a peer has at most ``maximumIncomingPerPeer`` streams it opened open
 /// here at once (more are refused), and at most ``maximumUnaccepted`` wait for the application
 /// to take them from ``incoming`` (more are refused). So what peers can make this side hold is
 /// at most 16 streams x 256 KiB x 2 directions, 8 MiB, a peer.
-final class Streams: Sendable {
+final class Streams: PeerLinkFeature {
     /// What a direction holds at most at each end.
     static let window: UInt64 = 256 << 10
     /// The largest STREAM_DATA's bytes (smaller to a peer whose maximum frame is smaller).
@@ -28,22 +28,6 @@ final class Streams: Sendable {
     /// Streams whose end is remembered, to answer their peer's WANT or OPEN of them after a
     /// broken link.
     static let rememberedEnds = 64
-
-    /// A stream's view of its peer's link (``PeerLink``).
-    struct Link: Sendable {
-        var id: LinkID
-        var writer: LinkWriter
-        var incarnation: UInt64
-        /// The most bytes a STREAM_DATA to the peer carries.
-        var chunkLimit: Int
-
-        init(_ link: PeerLink) {
-            id = link.id
-            writer = link.writer
-            incarnation = link.hello.incarnation
-            chunkLimit = min(Streams.chunkLength, link.hello.maximumFrameLength - StreamData.headerLength)
-        }
-    }
 
     struct Key: Hashable, Sendable {
         var peer: UUID
@@ -61,14 +45,12 @@ final class Streams: Sendable {
 
     private struct State {
         var streams: [Key: StreamCore] = [:]
-        /// How the latest streams ended, oldest first.
-        var ended: [(key: Key, how: Ended)] = []
+        /// How the latest streams ended.
+        var ended = RememberedEnds<Key, Ended>(capacity: Streams.rememberedEnds)
 
         mutating func forget(_ key: Key, ended how: Ended) {
             streams.removeValue(forKey: key)
-            ended.removeAll { $0.key == key }
-            ended.append((key, how))
-            if ended.count > Streams.rememberedEnds { ended.removeFirst() }
+            ended.remember(key, how)
         }
     }
 
@@ -90,17 +72,9 @@ final class Streams: Sendable {
     // MARK: Links
 
     /// The peer is active on `link` (its delivery holds it now): its streams go on there; those
-    /// of an earlier incarnation of it are lost. Done on the link's event loop, in order with its
-    /// frames, which the link holds until then (``LinkDeliveryStateMachine``).
-    func linkUp(_ link: PeerLink) {
-        if link.channel.eventLoop.inEventLoop {
-            linkUpOnLoop(link)
-        } else {
-            link.channel.eventLoop.execute { self.linkUpOnLoop(link) }
-        }
-    }
-
-    private func linkUpOnLoop(_ link: PeerLink) {
+    /// of an earlier incarnation of it are lost (``PeerLinkFeature``: on the link's event loop,
+    /// in order with its frames).
+    func linkUp(_ link: LinkHandle) {
         let hello = link.hello
         let streams = state.withLockedValue { state in state.streams.filter { $0.key.peer == hello.peerID }.map(\.value)
         }
@@ -110,15 +84,17 @@ final class Streams: Sendable {
             } else if !hello.features.contains(.streams) {
                 stream.lose("the peer's HELLO no longer announces streams")
             } else {
-                stream.linkUp(Link(link))
+                stream.linkUp(link)
             }
         }
     }
 
-    /// The peer's link `id` went (nil: whatever link it had): its streams wait for the next.
-    func linkDown(_ peerID: UUID, link id: LinkID?) {
-        let streams = state.withLockedValue { state in state.streams.filter { $0.key.peer == peerID }.map(\.value) }
-        for stream in streams { stream.linkDown(id) }
+    /// The peer's `link` went: its streams on it wait for the next.
+    func linkDown(_ link: LinkHandle) {
+        let streams = state.withLockedValue { state in
+            state.streams.filter { $0.key.peer == link.peerID }.map(\.value)
+        }
+        for stream in streams { stream.linkDown(link.id) }
     }
 
     /// The peer's session stopped (it said GOODBYE 0): its streams are gone with it.
@@ -163,7 +139,7 @@ final class Streams: Sendable {
     /// A frame of a stream this side does not have: if it remembers how it ended, it says so
     /// again (the peer did not hear it before its link went); otherwise the stream is unknown.
     private func answerForgotten(_ key: Key, on channel: any Channel) {
-        let how = state.withLockedValue { state in state.ended.last { $0.key == key }?.how }
+        let how = state.withLockedValue { state in state.ended[key] }
         let answer: LinkMessage
         switch how {
         case .complete(let received)?:
@@ -176,7 +152,7 @@ final class Streams: Sendable {
         channel.writeAndFlush(answer, promise: nil)
     }
 
-    private func opened(_ open: StreamOpen, by peer: Peer, on link: PeerLink) {
+    private func opened(_ open: StreamOpen, by peer: Peer, on link: LinkHandle) {
         let key = Key(peer: peer.id, stream: open.id)
         let channel = link.channel
         enum Decision {
@@ -187,7 +163,7 @@ final class Streams: Sendable {
         }
         let decision = state.withLockedValue { state -> Decision in
             if state.streams[key] != nil { return .known }  // (its WANT went when the link came up)
-            if open.resuming || state.ended.contains(where: { $0.key == key }) { return .forgotten }
+            if open.resuming || state.ended[key] != nil { return .forgotten }
             guard !peers.end.hasEnded else { return .refuse(.closed, "the session is stopping") }
             guard
                 state.streams.count(where: { $0.key.peer == peer.id && !$0.value.opener }) < Self.maximumIncomingPerPeer
@@ -215,7 +191,7 @@ final class Streams: Sendable {
                 promise: nil
             )
         case .begin(let stream):
-            stream.linkUp(Link(link))
+            stream.linkUp(link)
             // (Kept until the end of the scope: a stream let go of is cancelled, and this one is refused.)
             let announced = announce.yield(PeerStream(stream))
             if case .dropped = announced {
@@ -246,7 +222,7 @@ final class Streams: Sendable {
         let open = try StreamOpen(id: random.uuid(), resuming: false, name: name)
         let key = Key(peer: peerID, stream: open.id)
         let (stream, link) = try state.withLockedValue { state in
-            Result { () throws(MultipeerError) -> (StreamCore, PeerLink?) in
+            Result { () throws(MultipeerError) -> (StreamCore, LinkHandle?) in
                 guard !peers.end.hasEnded else {
                     throw MultipeerError(.sessionState, "the session is not running: no stream can be opened")
                 }
@@ -276,7 +252,7 @@ final class Streams: Sendable {
                 return (stream, link)
             }
         }.get()
-        if let link { stream.linkUp(Link(link)) }
+        if let link { stream.linkUp(link) }
         return PeerStream(stream)
     }
 
@@ -288,5 +264,12 @@ final class Streams: Sendable {
         let streams = state.withLockedValue { Array($0.streams.values) }
         for stream in streams { stream.end(.closed, "the session stopped") }
         announce.finish()
+    }
+}
+
+extension Streams {
+    /// The most bytes a STREAM_DATA to `link`'s peer carries: within its maximum frame.
+    static func chunkLimit(on link: LinkHandle) -> Int {
+        link.payloadLimit(header: StreamData.headerLength, cap: chunkLength)
     }
 }
