@@ -12,12 +12,11 @@ import Glibc
 ///
 /// A large message's payload is written once by the sender's encoder and once by the
 /// receiver's reassembly. With `malloc`, each of those is a fresh `mmap` (glibc maps every
-/// allocation above 32 MiB), faulted in and zeroed 4 KiB at a time: measured, a third of the
-/// CPU that moving a 64 MiB message takes. A mapping used again costs no fault at all; a new
-/// one costs a fault per 2 MiB where the kernel grants huge pages, and where the host backs a
-/// virtual machine's memory only as it is first touched (a Firecracker guest reporting its free
-/// pages, as the benchmarks' machine) far more: measured there, 145 ms to touch 64 MiB of
-/// fresh memory against 3.8 ms for memory touched before.
+/// allocation above 32 MiB), faulted in and zeroed 4 KiB at a time. A mapping used again costs
+/// no fault at all; a new one costs a fault per 2 MiB where the kernel grants huge pages, and
+/// far more where the host backs a virtual machine's memory only as it is first touched (a
+/// guest that reports its free pages). Benchmarks/README.md (SessionBenchmark, large messages)
+/// has what each cost on the benchmarks' machine.
 ///
 /// What is kept is bounded: at most ``spareLimit`` mappings, ``spareBytesLimit`` bytes in all;
 /// their pages are marked free to the kernel (`MADV_FREE`), which takes them back under memory
@@ -98,8 +97,8 @@ package enum PayloadMemory {
         /// The other spares that could have served it count as used now: a flow of large
         /// messages that needs three buffers most of the time and a fourth now and then keeps
         /// the fourth, instead of unmapping it after ``PayloadMemory/spareLifetime`` and faulting
-        /// a new one in at the next peak (measured: the one fresh 64 MiB buffer in a probe run,
-        /// touched by the receiving link's event loop, was its whole p99).
+        /// a new one in at the next peak, on the receiving link's event loop, where a small
+        /// message beside it waits for the fault.
         package mutating func take(length: Int, now: ContinuousClock.Instant) -> Spare? {
             let fits = { (spare: Spare) in spare.length >= length && spare.length <= 2 * length }
             var best: Int?

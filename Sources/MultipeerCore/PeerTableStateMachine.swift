@@ -628,7 +628,15 @@ package struct SplitMix64: RandomNumberGenerator, Sendable {
     package init(seed: UInt64) { state = seed }
 
     package mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
+        state &+= Self.increment
+        return Self.output(state)
+    }
+
+    /// What each draw adds to the state.
+    package static let increment: UInt64 = 0x9E37_79B9_7F4A_7C15
+
+    /// The number a draw gives for the state it reached.
+    package static func output(_ state: UInt64) -> UInt64 {
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB

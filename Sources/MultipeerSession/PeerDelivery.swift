@@ -34,8 +34,8 @@ final class PeerDelivery: LinkSource {
                 case .wakeSenders:
                     effects.woken += wake()
                 case .flush(let id):
-                    // (The link's writer read in place: a copy of the link, its HELLO with it,
-                    // for every flush would cost a small message's round trip.)
+                    // (The link's writer read in place: nothing of the link, its HELLO with it,
+                    // is copied for a flush, which every message makes.)
                     guard link?.id == id, let writer = link?.writer else {
                         machine.flushAbandoned(id)  // closed: the next link resends
                         continue

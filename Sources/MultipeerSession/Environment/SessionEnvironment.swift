@@ -2,9 +2,9 @@ import Dispatch
 import Glibc
 package import Logging
 package import MultipeerDiscovery
-import NIOConcurrencyHelpers
 package import NIOCore
 import NIOPosix
+import Synchronization
 
 /// What a session touches outside itself: the thread its links run on, the clock, the
 /// transport, DNS-SD and where its incarnation comes from. ``system`` is the real world;
@@ -81,7 +81,7 @@ package struct SessionEnvironment: Sendable {
         NIOThreadPool.singleton.submit { _ in work() }
     }
 
-    private static let lastIncarnation = NIOLockedValueBox<UInt64>(0)
+    private static let lastIncarnation = Atomic<UInt64>(0)
 
     /// The wall clock in nanoseconds since 1970, and never twice the same in one process: a
     /// restart of the same identity is newer by this measure (docs/PROTOCOL.md, 3).
@@ -89,9 +89,16 @@ package struct SessionEnvironment: Sendable {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         let wallClock = UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
-        return lastIncarnation.withLockedValue { last in
-            last = max(wallClock, last + 1)
-            return last
+        var last = lastIncarnation.load(ordering: .relaxed)
+        while true {
+            let next = max(wallClock, last + 1)
+            let (exchanged, found) = lastIncarnation.compareExchange(
+                expected: last,
+                desired: next,
+                ordering: .relaxed
+            )
+            if exchanged { return next }
+            last = found
         }
     }
 }

@@ -16,9 +16,9 @@ import NIOCore
 /// checks the loop), and, not `Sendable`, cannot leave the handlers of that loop.
 final class KeepaliveTimers {
     /// 20 ms: inside the keepalive's own tolerances (a timeout fires at most 20 ms late; the
-    /// default timeout is 1.5 s). Measured on an idle 32-session mesh: 5 ms slots 6.1-6.6 % CPU,
-    /// 20 ms 5.0-5.1 %, 50 ms no less (5.1-5.3 %) but ping round trips measured up to 3x longer,
-    /// since pings leaving together queue together.
+    /// default timeout is 1.5 s), and short enough that pings leaving together do not queue
+    /// behind each other long enough to lengthen the round trips they measure (the idle
+    /// mesh's figures for 5, 20 and 50 ms are in Benchmarks/README.md, MeshBenchmark).
     static let slotNanoseconds: Int64 = 20_000_000
 
     private let eventLoop: any EventLoop

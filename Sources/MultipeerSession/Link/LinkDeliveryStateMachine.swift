@@ -20,9 +20,9 @@ import struct Foundation.UUID
 /// - A full stream stops the link reading (FLOW off) until every stream it filled has room.
 ///
 /// The shell holds the peer (its HELLO is the link's for good); the machine knows its ID, for
-/// what it says of it. In this module, beside its shell, and not generic: a first version in
-/// MultipeerCore, generic over the window's and the delivery's handles, was not specialized
-/// where it ran, and the generic value witnesses cost 10-20 % of a 1 KiB message's rate.
+/// what it says of it. In this module, beside its shell, and not generic over the window's and
+/// the delivery's handles: it runs for every frame, where a generic machine across modules is
+/// not specialized (Benchmarks/README.md, SessionBenchmark, says what that cost).
 struct LinkDeliveryStateMachine {
     typealias Window = ReceiveWindows.Window
 

@@ -113,7 +113,7 @@ final class ReceiveWindows: Sendable {
         limit: Int
     ) -> (verdict: ReceiveWindow.Verdict, abandoned: String?)? {
         guard window.state.value.incarnation == incarnation else { return nil }
-        // (The name is made only for an error: formatting a UUID for every message was 2 % of a small one's cost.)
+        // (The sender's name is made only for an error: nothing is formatted for a message that is fine.)
         switch message {
         case .data(let data):
             return update(window) { $0.receive(data, from: "peer \(peerID)") }
