@@ -8,11 +8,17 @@ import MultipeerCore
 /// (``MultipeerSession/handleMessages(of:_:)``). With no context, or an instrument that writes
 /// nothing (none bootstrapped: `NoOpTracer`), nothing is sent: the message goes as plain DATA.
 enum MessageTracing {
+    /// What the calling task's context becomes on the wire, as the process's instrument writes
+    /// it; nil for nothing. The instrument is looked up only for a context: every message sent
+    /// outside one (most) takes no lock for it (`InstrumentationSystem` keeps the instrument
+    /// behind a read-write lock that every sending thread would share).
+    static func carried() -> TraceContext? {
+        guard let context = ServiceContext.current else { return nil }
+        return carried(context, by: InstrumentationSystem.instrument)
+    }
+
     /// What `context` becomes on the wire, as `instrument` writes it; nil for nothing.
-    static func carried(
-        _ context: ServiceContext? = .current,
-        by instrument: any Instrument = InstrumentationSystem.instrument
-    ) -> TraceContext? {
+    static func carried(_ context: ServiceContext?, by instrument: any Instrument) -> TraceContext? {
         guard let context else { return nil }
         var carrier: [String: String] = [:]
         instrument.inject(context, into: &carrier, using: Writer())
@@ -21,12 +27,16 @@ enum MessageTracing {
         return TraceContext(fitting: carrier)
     }
 
-    /// The context `carried` brings, as `instrument` reads it: the context a handler of the
-    /// message runs in. Without one, none (a handler runs in its own task's).
-    static func context(
-        of carried: TraceContext?,
-        by instrument: any Instrument = InstrumentationSystem.instrument
-    ) -> ServiceContext? {
+    /// The context `carried` brings, as the process's instrument reads it (looked up only for a
+    /// message that carries one): the context a handler of the message runs in. Without one,
+    /// none (a handler runs in its own task's).
+    static func context(of carried: TraceContext?) -> ServiceContext? {
+        guard let carried else { return nil }
+        return context(of: carried, by: InstrumentationSystem.instrument)
+    }
+
+    /// The context `carried` brings, as `instrument` reads it.
+    static func context(of carried: TraceContext?, by instrument: any Instrument) -> ServiceContext? {
         guard let carried else { return nil }
         var context = ServiceContext.topLevel
         instrument.extract(carried.entries, into: &context, using: Reader())
